@@ -1,0 +1,3 @@
+from svcdoctor.cli import main
+
+main()

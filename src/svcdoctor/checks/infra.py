@@ -1,0 +1,143 @@
+"""Infrastructure checks (``SVD4xx``): the path to the pod adds its own failures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from svcdoctor.checks._serving import dump, pod_patch
+from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.settings import Settings
+from svcdoctor.model import Cause, Inventory, Severity
+
+_EXTERNAL_TYPES = ("NodePort", "LoadBalancer")
+
+
+@rule("SVD401", "external-traffic-policy-cluster", Cause.INFRA, Severity.INFO)
+def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
+    """External traffic takes an extra hop and SNAT (`externalTrafficPolicy: Cluster`).
+
+    ## What it does
+    Flags NodePort and LoadBalancer Services whose `externalTrafficPolicy` is `Cluster`,
+    explicitly or by default.
+
+    ## Why it matters
+    With `Cluster`, a node that receives external traffic forwards it to a pod on any node,
+    source-NATed: one more hop and one more conntrack entry per connection (conntrack or SNAT
+    port exhaustion on busy nodes drops connections at random), and the client IP is lost,
+    which hides the per-client pattern of connection-reuse problems.
+
+    ## Example
+    Bad:
+    ```yaml
+    spec:
+      type: LoadBalancer
+    ```
+    Good:
+    ```yaml
+    spec:
+      type: LoadBalancer
+      externalTrafficPolicy: Local
+    ```
+
+    ## Fix
+    Use `externalTrafficPolicy: Local` and spread the backing pods over nodes (see SVD402),
+    or accept the hop knowingly and suppress with a reason.
+
+    ## References
+    - https://kubernetes.io/docs/tasks/access-application-cluster/create-external-load-balancer/#preserving-the-client-source-ip
+    - https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy
+    """
+    del settings
+    for svc in inventory.services:
+        if svc.type not in _EXTERNAL_TYPES or svc.external_traffic_policy not in (None, "Cluster"):
+            continue
+        how = "the default" if svc.external_traffic_policy is None else "set"
+        yield Hit(
+            svc,
+            f"{svc.type} Service with externalTrafficPolicy Cluster ({how}): external traffic "
+            "is SNATed through a second node",
+            fix=dump({"spec": {"externalTrafficPolicy": "Local"}}),
+        )
+
+
+@rule("SVD402", "external-traffic-policy-local-spread", Cause.INFRA, Severity.WARNING)
+def external_traffic_policy_local_spread(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
+    """`externalTrafficPolicy: Local` with pods that are not spread over nodes.
+
+    ## What it does
+    Flags NodePort/LoadBalancer Services with `externalTrafficPolicy: Local` whose backing
+    workload has fewer than two replicas, or has no `topologySpreadConstraints` and no pod
+    anti-affinity (DaemonSets are fine: one pod per node).
+
+    ## Why it matters
+    With `Local` a node only forwards to its own pods. The load balancer's health check
+    (`healthCheckNodePort`) takes a node out only after it notices the node has no ready
+    local pod, so each time that pod rolls, the node keeps receiving connections it drops;
+    with pods stacked on a few nodes, traffic is also badly skewed.
+
+    ## Example
+    Bad:
+    ```yaml
+    kind: Service
+    spec: {type: LoadBalancer, externalTrafficPolicy: Local}
+    ---
+    kind: Deployment
+    spec: {replicas: 1}
+    ```
+    Good:
+    ```yaml
+    kind: Deployment
+    spec:
+      replicas: 3
+      template:
+        spec:
+          topologySpreadConstraints:
+            - maxSkew: 1
+              topologyKey: kubernetes.io/hostname
+              whenUnsatisfiable: DoNotSchedule
+              labelSelector: {matchLabels: {app: web}}
+    ```
+
+    ## Fix
+    Run two or more replicas with a topology spread constraint on
+    `kubernetes.io/hostname` (or a DaemonSet), together with the preStop delay that lets the
+    load balancer's health check fail before the pod stops.
+
+    ## References
+    - https://kubernetes.io/docs/tasks/access-application-cluster/create-external-load-balancer/#preserving-the-client-source-ip
+    - https://kubernetes.io/docs/concepts/scheduling-eviction/topology-spread-constraints/
+    """
+    del settings
+    for svc in inventory.services:
+        if svc.type not in _EXTERNAL_TYPES or svc.external_traffic_policy != "Local":
+            continue
+        for w in inventory.targeted(svc):
+            if w.ref.kind == "DaemonSet":
+                continue
+            replicas = inventory.replicas(w)
+            if replicas is not None and replicas >= 2 and w.template.spread:
+                continue
+            problem = (
+                f"{replicas} replica"
+                if replicas is not None and replicas < 2
+                else "no topology spread or pod anti-affinity"
+            )
+            spread = {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": svc.selector or {}},
+                    }
+                ]
+            }
+            fix = pod_patch(w, pod_fields=spread)
+            if replicas is not None and replicas < 2:
+                fix = dump({"spec": {"replicas": 2}}) + "\n---\n" + fix
+            yield Hit(
+                svc,
+                f"externalTrafficPolicy Local with {w.ref} on {problem}: a node's external "
+                "traffic rides on one local pod and is dropped while it rolls",
+                fix=fix,
+            )

@@ -1,0 +1,197 @@
+"""Input problems (``SVD0xx``): reported by the readers, documented like every rule."""
+
+from __future__ import annotations
+
+from svcdoctor.checks.registry import input_rule
+from svcdoctor.model import Severity
+
+INVALID_YAML = input_rule(
+    "SVD001",
+    "invalid-yaml",
+    Severity.ERROR,
+    """
+    The file is not valid YAML or JSON, so nothing in it was checked.
+
+    ## What it does
+    Reports the parser's message with the file and line where parsing stopped. The other
+    inputs are still checked; the exit code is 2.
+
+    ## Why it matters
+    A file svcdoctor cannot read is a file whose Services and workloads were not checked.
+    Saying so, instead of skipping it, keeps a green run meaningful.
+
+    ## Example
+    Bad:
+    ```yaml
+    apiVersion: v1
+    kind: Service
+    metadata:
+      name: api
+     labels: {app: api}   # indentation error
+    ```
+    Good:
+    ```yaml
+    apiVersion: v1
+    kind: Service
+    metadata:
+      name: api
+      labels: {app: api}
+    ```
+
+    ## Fix
+    Correct the YAML at the reported line (`kubectl apply --dry-run=client -f FILE` shows the
+    same error).
+
+    ## References
+    - https://yaml.org/spec/1.2.2/
+    """,
+)
+
+HELM_TEMPLATE = input_rule(
+    "SVD002",
+    "unrendered-template",
+    Severity.ERROR,
+    """
+    The file is a Helm (Go) template, not a manifest.
+
+    ## What it does
+    Detects `{{ … }}` template directives outside string values and refuses to guess what
+    they render to.
+
+    ## Why it matters
+    Linting the template source would check neither what your chart renders nor what reaches
+    the cluster. The rendered output is what matters.
+
+    ## Example
+    Bad:
+    ```yaml
+    metadata:
+      name: {{ include "api.fullname" . }}
+    ```
+    Good: lint the rendered manifests.
+    ```yaml
+    metadata:
+      name: api
+    ```
+
+    ## Fix
+    Pipe the rendered chart: `helm template RELEASE CHART -f values.yaml | svcdoctor lint -`
+    (or `kustomize build DIR | svcdoctor lint -`).
+
+    ## References
+    - https://helm.sh/docs/helm/helm_template/
+    """,
+)
+
+UNREADABLE_INPUT = input_rule(
+    "SVD003",
+    "unreadable-input",
+    Severity.ERROR,
+    """
+    An input could not be read: missing, binary, not text, too large, or too complex.
+
+    ## What it does
+    Refuses, with the reason, paths that do not exist, directories with no manifests, binary
+    files, files over the size limit (`--max-file-mb`, default 32), YAML whose aliases would
+    expand without bound ("billion laughs") and absurdly deep nesting. Reading stays bounded
+    in time and memory whatever the input.
+
+    ## Why it matters
+    A linter that hangs, runs out of memory or silently skips an input cannot gate a CI
+    pipeline.
+
+    ## Example
+    Bad:
+    ```yaml
+    a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+    b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+    c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+    # … and so on: a few hundred bytes that expand to billions of nodes
+    ```
+    Good: ordinary manifests, anchors used for sharing small values.
+    ```yaml
+    apiVersion: v1
+    kind: Service
+    metadata: {name: api}
+    ```
+
+    ## Fix
+    Pass the manifest files themselves; for a very large `kubectl get -o yaml` dump raise
+    `--max-file-mb`, or split it.
+
+    ## References
+    - https://en.wikipedia.org/wiki/Billion_laughs_attack
+    """,
+)
+
+INVALID_FIELD = input_rule(
+    "SVD004",
+    "invalid-field",
+    Severity.ERROR,
+    """
+    A field the checks read has the wrong type, so the API server would reject the object.
+
+    ## What it does
+    Names the object, the field path and what was found instead (for example
+    `spec.replicas must be an integer, got 'two'`). The rest of the object is still checked.
+
+    ## Why it matters
+    A mistyped field is either a typo that `kubectl apply` will refuse, or a value that does
+    not mean what its author thinks.
+
+    ## Example
+    Bad:
+    ```yaml
+    spec:
+      replicas: "two"
+    ```
+    Good:
+    ```yaml
+    spec:
+      replicas: 2
+    ```
+
+    ## Fix
+    Give the field the type the Kubernetes API defines (`kubectl explain KIND.FIELD`).
+
+    ## References
+    - https://kubernetes.io/docs/reference/kubernetes-api/
+    """,
+)
+
+INVALID_SUPPRESSION = input_rule(
+    "SVD005",
+    "invalid-suppression",
+    Severity.ERROR,
+    """
+    An `ignore.svcdoctor.io/<ID>` annotation names an unknown rule or gives no reason.
+
+    ## What it does
+    Checks every suppression annotation: the key must name a rule (id or name) and the value
+    must say why the finding does not apply. An invalid suppression suppresses nothing.
+
+    ## Why it matters
+    A suppression without a reason is a finding nobody can re-evaluate later; a typo in the
+    rule id silently suppresses nothing.
+
+    ## Example
+    Bad:
+    ```yaml
+    metadata:
+      annotations:
+        ignore.svcdoctor.io/SVD101: ""
+    ```
+    Good:
+    ```yaml
+    metadata:
+      annotations:
+        ignore.svcdoctor.io/SVD101: "the app drains itself on SIGTERM for 15 s"
+    ```
+
+    ## Fix
+    Write the reason as the annotation value, and use an id from `svcdoctor rules`.
+
+    ## References
+    - https://kubernetes.io/docs/concepts/overview/working-with-objects/annotations/
+    """,
+)

@@ -1,0 +1,137 @@
+"""The rule registry: ``@rule`` adds a check under a stable id that is never reused."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from svcdoctor.checks.settings import Settings
+from svcdoctor.model import Cause, Finding, Inventory, Location, Service, Severity, Workload
+
+DOCS_URL = "https://github.com/svcdoctor/svcdoctor/blob/main/docs/rules/{id}.md"
+DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Fix", "References")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """What a check reports; the registry turns it into a ``Finding``."""
+
+    subject: Workload | Service
+    message: str
+    fix: str | None = None
+    container: str | None = None
+    line: int | None = None
+    severity: Severity | None = None
+
+
+Check = Callable[[Inventory, Settings], Iterable[Hit]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A check with its stable id, kebab-case name, cause, default severity and doc.
+
+    Input rules (``SVD0xx``) have no check: the readers report them.
+    """
+
+    id: str
+    name: str
+    cause: Cause | None
+    severity: Severity
+    doc: str
+    check: Check | None = None
+
+    @property
+    def summary(self) -> str:
+        return self.doc.split("\n", 1)[0].strip()
+
+    @property
+    def help_uri(self) -> str:
+        return DOCS_URL.format(id=self.id)
+
+    def section(self, title: str) -> str:
+        """The body of one ``## title`` section of the doc (empty if missing)."""
+        body: list[str] = []
+        inside = False
+        for line in self.doc.splitlines():
+            if line.startswith("## "):
+                inside = line[3:].strip() == title
+                continue
+            if inside:
+                body.append(line)
+        return "\n".join(body).strip()
+
+    def finding(
+        self,
+        location: Location,
+        message: str,
+        *,
+        subject: Workload | Service | None = None,
+        container: str | None = None,
+        fix: str | None = None,
+        severity: Severity | None = None,
+    ) -> Finding:
+        return Finding(
+            rule=self.id,
+            name=self.name,
+            cause=self.cause,
+            severity=severity or self.severity,
+            message=message,
+            location=location,
+            object=subject.ref if subject else None,
+            container=container,
+            fix=fix,
+        )
+
+    def run(self, inventory: Inventory, settings: Settings) -> Iterator[Finding]:
+        if self.check is None:
+            return
+        for hit in self.check(inventory, settings):
+            loc = hit.subject.location
+            if hit.line is not None:
+                loc = Location(loc.file, hit.line)
+            yield self.finding(
+                loc,
+                hit.message,
+                subject=hit.subject,
+                container=hit.container,
+                fix=hit.fix,
+                severity=hit.severity,
+            )
+
+
+RULES: dict[str, Rule] = {}
+
+
+def _register(new: Rule) -> Rule:
+    for old in RULES.values():
+        if new.id == old.id or new.name == old.name:
+            raise ValueError(f"rule {new.id} {new.name} clashes with {old.id} {old.name}")
+    RULES[new.id] = new
+    return new
+
+
+def rule(id: str, name: str, cause: Cause, severity: Severity) -> Callable[[Check], Check]:
+    """Register the decorated check; its docstring is the rule's documentation."""
+
+    def decorate(check: Check) -> Check:
+        _register(Rule(id, name, cause, severity, inspect.getdoc(check) or "", check))
+        return check
+
+    return decorate
+
+
+def input_rule(id: str, name: str, severity: Severity, doc: str) -> Rule:
+    """Register a rule that the readers report (bad input), not a check."""
+    return _register(Rule(id, name, None, severity, inspect.cleandoc(doc)))
+
+
+def lookup(key: str) -> Rule:
+    """A rule by id (``SVD101``) or name (``no-prestop-delay``); ``KeyError`` if unknown."""
+    if key.upper() in RULES:
+        return RULES[key.upper()]
+    for r in RULES.values():
+        if r.name == key:
+            return r
+    raise KeyError(key)

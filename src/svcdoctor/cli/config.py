@@ -1,0 +1,101 @@
+"""``[tool.svcdoctor]`` in pyproject.toml or ``.svcdoctor.toml``, overridden by CLI flags."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from svcdoctor.checks import lookup
+from svcdoctor.model import Severity
+
+NUMBERS = ("propagation-seconds", "max-request-seconds", "margin-seconds", "max-file-mb")
+KEYS = frozenset({*NUMBERS, "enable", "disable", "severity", "kube-version", "fail-on"})
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased for a one-line message."""
+
+
+@dataclass(slots=True)
+class Config:
+    """Options as read from a file (``None``: not set there)."""
+
+    source: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest ``.svcdoctor.toml``, or ``pyproject.toml`` with ``[tool.svcdoctor]``."""
+    for folder in (start, *start.parents):
+        own = folder / ".svcdoctor.toml"
+        if own.is_file():
+            return own
+        project = folder / "pyproject.toml"
+        if project.is_file() and re.search(
+            r"^\[tool\.svcdoctor[\].]", project.read_text(errors="replace"), re.MULTILINE
+        ):
+            return project
+    return None
+
+
+def read_config(path: Path) -> Config:
+    """Parse and validate a config file; ``ConfigError`` names the file and key."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    table = data.get("tool", {}).get("svcdoctor", {}) if path.name == "pyproject.toml" else data
+    values: dict[str, Any] = {}
+    for raw_key, value in table.items():
+        key = raw_key.replace("_", "-")
+        if key not in KEYS:
+            raise ConfigError(f"{path}: unknown key {raw_key!r} (known: {', '.join(sorted(KEYS))})")
+        values[key] = _check(path, key, value)
+    return Config(str(path), values)
+
+
+def _check(path: Path, key: str, value: Any) -> Any:
+    if key in NUMBERS:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ConfigError(f"{path}: {key} must be a non-negative number, got {value!r}")
+        return float(value)
+    if key in ("enable", "disable"):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: {key} must be a list of rule ids")
+        return [rule_id(v, f"{path}: {key}") for v in value]
+    if key == "severity":
+        if not isinstance(value, dict):
+            raise ConfigError(f'{path}: severity must be a table of RULE = "level"')
+        return {
+            rule_id(k, f"{path}: severity"): severity(v, f"{path}: severity.{k}")
+            for k, v in value.items()
+        }
+    if key == "kube-version":
+        return kube_version(str(value), f"{path}: kube-version")
+    return severity(value, f"{path}: fail-on")
+
+
+def rule_id(name: str, where: str) -> str:
+    try:
+        return lookup(name.strip()).id
+    except KeyError:
+        raise ConfigError(f"{where}: unknown rule {name!r} (see svcdoctor rules)") from None
+
+
+def severity(value: Any, where: str) -> Severity:
+    try:
+        return Severity(str(value).lower())
+    except ValueError:
+        raise ConfigError(f"{where}: {value!r} is not one of info, warning, error") from None
+
+
+def kube_version(text: str, where: str) -> tuple[int, int]:
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?", text.strip())
+    if not match:
+        raise ConfigError(f"{where}: {text!r} is not a Kubernetes version such as 1.31")
+    return int(match.group(1)), int(match.group(2))

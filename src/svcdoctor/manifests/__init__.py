@@ -1,0 +1,6 @@
+"""Reading manifests (files, directories, stdin) into model objects."""
+
+from svcdoctor.manifests.loader import DEFAULT_MAX_FILE_MB, STDIN, LoadResult, RawObject, load
+from svcdoctor.manifests.objects import build_inventory
+
+__all__ = ["DEFAULT_MAX_FILE_MB", "STDIN", "LoadResult", "RawObject", "build_inventory", "load"]

@@ -1,0 +1,389 @@
+"""Raw objects → model objects. Wrong field types become SVD004 problems, not crashes."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from svcdoctor.checks.inputs import INVALID_FIELD
+from svcdoctor.manifests.loader import LoadResult, RawObject
+from svcdoctor.manifests.yamlnodes import YMap
+from svcdoctor.model import (
+    WORKLOAD_KINDS,
+    Autoscaler,
+    Container,
+    ContainerPort,
+    Finding,
+    Inventory,
+    Location,
+    ObjectRef,
+    PodTemplate,
+    PreStop,
+    Probe,
+    Service,
+    ServicePort,
+    Workload,
+)
+
+T = TypeVar("T")
+_SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
+_SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+(\d+(?:\.\d+)?)([smh]?)(?=$|[\s;&|)])")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+class _Fields:
+    """Typed access to one raw object; a field of the wrong type is reported once."""
+
+    def __init__(self, raw: RawObject, problems: list[Finding]) -> None:
+        self.raw = raw
+        self.problems = problems
+        meta = raw.body.get("metadata")
+        meta = meta if isinstance(meta, YMap) else None
+        self.ref = ObjectRef(
+            raw.kind,
+            _str(meta.get("namespace")) if meta else "",
+            (_str(meta.get("name")) if meta else "") or "<unnamed>",
+        )
+
+    def _bad(self, parent: YMap, key: str, path: str, want: str, got: Any) -> None:
+        shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
+        self.problems.append(
+            INVALID_FIELD.finding(
+                Location(self.raw.location.file, parent.line_of(key)),
+                f"{self.ref}: {path} must be {want}, got {shown}",
+                subject=None,
+            )
+        )
+
+    def get(self, parent: YMap | None, key: str, path: str, kind: type[T], want: str) -> T | None:
+        if parent is None or key not in parent or parent[key] is None:
+            return None
+        value = parent[key]
+        if kind is int and isinstance(value, bool):
+            self._bad(parent, key, path, want, value)
+            return None
+        if isinstance(value, kind):
+            return value
+        self._bad(parent, key, path, want, value)
+        return None
+
+    def map(self, parent: YMap | None, key: str, path: str) -> YMap | None:
+        return self.get(parent, key, path, YMap, "a mapping")
+
+    def list(self, parent: YMap | None, key: str, path: str) -> list[Any]:
+        return self.get(parent, key, path, list, "a list") or []
+
+    def maps(self, parent: YMap | None, key: str, path: str) -> list[tuple[str, YMap]]:
+        """The mapping items of a list field, each with its path."""
+        out: list[tuple[str, YMap]] = []
+        items = self.list(parent, key, path)
+        for i, item in enumerate(items):
+            if isinstance(item, YMap):
+                out.append((f"{path}[{i}]", item))
+            else:
+                assert parent is not None
+                self._bad(parent, key, f"{path}[{i}]", "a mapping", item)
+        return out
+
+    def int(self, parent: YMap | None, key: str, path: str) -> int | None:
+        return self.get(parent, key, path, int, "an integer")
+
+    def str(self, parent: YMap | None, key: str, path: str) -> str | None:
+        value = self.get(parent, key, path, object, "a string")
+        return None if value is None else _str(value)
+
+    def int_or_str(self, parent: YMap | None, key: str, path: str) -> int | str | None:
+        value = self.get(parent, key, path, object, "an integer or a string")
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        if isinstance(value, str):
+            return int(value) if value.isdigit() else value
+        assert parent is not None
+        self._bad(parent, key, path, "an integer or a string", value)
+        return None
+
+    def labels(self, parent: YMap | None, key: str, path: str) -> dict[str, str]:
+        found = self.map(parent, key, path)
+        return {_str(k): _str(v) for k, v in found.items()} if found else {}
+
+    def strings(self, parent: YMap | None, key: str, path: str) -> tuple[str, ...]:
+        return tuple(_str(v) for v in self.list(parent, key, path))
+
+
+def _str(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def build_inventory(loaded: LoadResult) -> Inventory:
+    """Model objects for the checks, with every reading problem kept."""
+    problems = list(loaded.problems)
+    workloads: list[Workload] = []
+    services: list[Service] = []
+    autoscalers: list[Autoscaler] = []
+    for raw in loaded.objects:
+        f = _Fields(raw, problems)
+        if raw.kind in WORKLOAD_KINDS:
+            workloads.append(_workload(f))
+        elif raw.kind == "Service":
+            services.append(_service(f))
+        elif raw.kind == "HorizontalPodAutoscaler" and (hpa := _autoscaler(f)):
+            autoscalers.append(hpa)
+    return Inventory(
+        workloads=tuple(workloads),
+        services=tuple(services),
+        autoscalers=tuple(autoscalers),
+        problems=tuple(problems),
+        files=loaded.files,
+        objects=loaded.documents,
+        skipped=loaded.skipped,
+    )
+
+
+def _annotations(f: _Fields) -> dict[str, str]:
+    return f.labels(
+        f.map(f.raw.body, "metadata", "metadata"), "annotations", "metadata.annotations"
+    )
+
+
+def _workload(f: _Fields) -> Workload:
+    body = f.raw.body
+    spec = f.map(body, "spec", "spec")
+    kind = f.raw.kind
+    if kind == "Pod":
+        meta = f.map(body, "metadata", "metadata")
+        template = _pod_template(f, meta, spec, "spec", body.line)
+    else:
+        tpl_parent, prefix = spec, "spec"
+        if kind == "CronJob":
+            job = f.map(spec, "jobTemplate", "spec.jobTemplate")
+            tpl_parent, prefix = (
+                f.map(job, "spec", "spec.jobTemplate.spec"),
+                "spec.jobTemplate.spec",
+            )
+        tpl = f.map(tpl_parent, "template", f"{prefix}.template")
+        template = _pod_template(
+            f,
+            f.map(tpl, "metadata", f"{prefix}.template.metadata"),
+            f.map(tpl, "spec", f"{prefix}.template.spec"),
+            f"{prefix}.template.spec",
+            tpl.line if tpl else body.line,
+        )
+    strategy, max_unavailable, max_surge = _strategy(f, spec)
+    return Workload(
+        ref=f.ref,
+        location=f.raw.location,
+        template=template,
+        annotations=_annotations(f),
+        replicas=f.int(spec, "replicas", "spec.replicas"),
+        strategy=strategy,
+        max_unavailable=max_unavailable,
+        max_surge=max_surge,
+    )
+
+
+def _strategy(
+    f: _Fields, spec: YMap | None
+) -> tuple[str | None, int | str | None, int | str | None]:
+    kind = f.raw.kind
+    if kind in ("Deployment", "Rollout"):
+        strategy = f.map(spec, "strategy", "spec.strategy")
+        if kind == "Rollout":
+            for name, label in (("canary", "Canary"), ("blueGreen", "BlueGreen")):
+                if strategy and name in strategy:
+                    sub = f.map(strategy, name, f"spec.strategy.{name}")
+                    return (
+                        label,
+                        f.int_or_str(sub, "maxUnavailable", "maxUnavailable"),
+                        f.int_or_str(sub, "maxSurge", "maxSurge"),
+                    )
+            return None, None, None
+        rolling = f.map(strategy, "rollingUpdate", "spec.strategy.rollingUpdate")
+        path = "spec.strategy.rollingUpdate"
+        return (
+            f.str(strategy, "type", "spec.strategy.type") or "RollingUpdate",
+            f.int_or_str(rolling, "maxUnavailable", f"{path}.maxUnavailable"),
+            f.int_or_str(rolling, "maxSurge", f"{path}.maxSurge"),
+        )
+    if kind in ("StatefulSet", "DaemonSet"):
+        strategy = f.map(spec, "updateStrategy", "spec.updateStrategy")
+        rolling = f.map(strategy, "rollingUpdate", "spec.updateStrategy.rollingUpdate")
+        path = "spec.updateStrategy.rollingUpdate"
+        return (
+            f.str(strategy, "type", "spec.updateStrategy.type") or "RollingUpdate",
+            f.int_or_str(rolling, "maxUnavailable", f"{path}.maxUnavailable"),
+            f.int_or_str(rolling, "maxSurge", f"{path}.maxSurge"),
+        )
+    return None, None, None
+
+
+def _pod_template(
+    f: _Fields, meta: YMap | None, spec: YMap | None, path: str, line: int
+) -> PodTemplate:
+    containers = [_container(f, c, p) for p, c in f.maps(spec, "containers", f"{path}.containers")]
+    for p, c in f.maps(spec, "initContainers", f"{path}.initContainers"):
+        if c.get("restartPolicy") == "Always":  # a native sidecar runs beside the app
+            containers.append(_container(f, c, p))
+    affinity = f.map(spec, "affinity", f"{path}.affinity")
+    spread = bool(f.list(spec, "topologySpreadConstraints", f"{path}.topologySpreadConstraints"))
+    spread = spread or bool(affinity and affinity.get("podAntiAffinity"))
+    return PodTemplate(
+        labels=f.labels(meta, "labels", "metadata.labels"),
+        annotations=f.labels(meta, "annotations", "metadata.annotations"),
+        containers=tuple(containers),
+        line=spec.line if spec else line,
+        grace_seconds=f.int(
+            spec, "terminationGracePeriodSeconds", f"{path}.terminationGracePeriodSeconds"
+        ),
+        spread=spread,
+    )
+
+
+def _container(f: _Fields, c: YMap, path: str) -> Container:
+    ports = []
+    for p_path, p in f.maps(c, "ports", f"{path}.ports"):
+        number = f.int(p, "containerPort", f"{p_path}.containerPort")
+        if number is not None:
+            ports.append(
+                ContainerPort(
+                    number,
+                    f.str(p, "name", f"{p_path}.name"),
+                    f.str(p, "protocol", f"{p_path}.protocol") or "TCP",
+                )
+            )
+    named = {p.name: p.number for p in ports if p.name}
+    lifecycle = f.map(c, "lifecycle", f"{path}.lifecycle")
+    return Container(
+        name=f.str(c, "name", f"{path}.name") or "<unnamed>",
+        line=c.line,
+        image=f.str(c, "image", f"{path}.image") or "",
+        command=f.strings(c, "command", f"{path}.command"),
+        args=f.strings(c, "args", f"{path}.args"),
+        ports=tuple(ports),
+        readiness=_probe(f, c, "readinessProbe", path, named),
+        liveness=_probe(f, c, "livenessProbe", path, named),
+        startup=_probe(f, c, "startupProbe", path, named),
+        prestop=_prestop(
+            f, f.map(lifecycle, "preStop", f"{path}.lifecycle.preStop"), f"{path}.lifecycle.preStop"
+        ),
+    )
+
+
+def _probe(f: _Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> Probe | None:
+    probe = f.map(c, key, f"{path}.{key}")
+    if probe is None:
+        return None
+    path = f"{path}.{key}"
+
+    def port(handler: YMap | None, where: str) -> int | str | None:
+        value = f.int_or_str(handler, "port", f"{where}.port")
+        return named.get(value, value) if isinstance(value, str) else value
+
+    if (h := f.map(probe, "httpGet", f"{path}.httpGet")) is not None:
+        p = port(h, f"{path}.httpGet")
+        headers = sorted(
+            f"{_str(x.get('name'))}={_str(x.get('value'))}"
+            for _, x in f.maps(h, "httpHeaders", f"{path}.httpGet.httpHeaders")
+        )
+        target = (
+            "httpGet",
+            _str(h.get("scheme") or "HTTP").upper(),
+            _str(h.get("host")),
+            _str(p),
+            _str(h.get("path") or "/"),
+            *headers,
+        )
+        return Probe("httpGet", target, probe.line, port=p)
+    if (h := f.map(probe, "tcpSocket", f"{path}.tcpSocket")) is not None:
+        p = port(h, f"{path}.tcpSocket")
+        return Probe("tcpSocket", ("tcpSocket", _str(h.get("host")), _str(p)), probe.line, port=p)
+    if (h := f.map(probe, "grpc", f"{path}.grpc")) is not None:
+        p = port(h, f"{path}.grpc")
+        return Probe("grpc", ("grpc", _str(p), _str(h.get("service"))), probe.line, port=p)
+    if (h := f.map(probe, "exec", f"{path}.exec")) is not None:
+        command = f.strings(h, "command", f"{path}.exec.command")
+        return Probe("exec", ("exec", *command), probe.line, command=command)
+    return None
+
+
+def _prestop(f: _Fields, hook: YMap | None, path: str) -> PreStop | None:
+    if hook is None:
+        return None
+    if (h := f.map(hook, "sleep", f"{path}.sleep")) is not None:
+        seconds = f.int(h, "seconds", f"{path}.sleep.seconds")
+        return PreStop("sleep", hook.line, float(seconds) if seconds is not None else None)
+    if (h := f.map(hook, "exec", f"{path}.exec")) is not None:
+        command = f.strings(h, "command", f"{path}.exec.command")
+        return PreStop("exec", hook.line, sleep_in(command), command)
+    for handler in ("httpGet", "tcpSocket"):
+        if handler in hook:
+            return PreStop(handler, hook.line)
+    return None
+
+
+def sleep_in(command: Sequence[str]) -> float | None:
+    """Seconds a preStop command sleeps (``sleep 5``, ``sh -c "sleep 5 && …"``), if any."""
+    if not command:
+        return None
+    words = list(command)
+    if words[0].rsplit("/", 1)[-1] in _SHELLS and "-c" in words[1:]:
+        script = " ".join(words[words.index("-c") + 1 :])
+    else:
+        script = shlex.join(words)
+    total = 0.0
+    for number, unit in _SLEEP.findall(script.replace("'", " ").replace('"', " ")):
+        total += float(number) * _UNITS[unit]
+    return total if total else None
+
+
+def _service(f: _Fields) -> Service:
+    spec = f.map(f.raw.body, "spec", "spec")
+    ports = []
+    for path, p in f.maps(spec, "ports", "spec.ports"):
+        number = f.int(p, "port", f"{path}.port")
+        if number is None:
+            continue
+        target = f.int_or_str(p, "targetPort", f"{path}.targetPort")
+        ports.append(
+            ServicePort(
+                port=number,
+                target=number if target is None else target,
+                line=p.line,
+                name=f.str(p, "name", f"{path}.name"),
+                protocol=f.str(p, "protocol", f"{path}.protocol") or "TCP",
+                app_protocol=f.str(p, "appProtocol", f"{path}.appProtocol"),
+            )
+        )
+    selector = f.map(spec, "selector", "spec.selector")
+    return Service(
+        ref=f.ref,
+        location=f.raw.location,
+        type=f.str(spec, "type", "spec.type") or "ClusterIP",
+        selector={_str(k): _str(v) for k, v in selector.items()} if selector else None,
+        ports=tuple(ports),
+        headless=f.str(spec, "clusterIP", "spec.clusterIP") == "None",
+        session_affinity=f.str(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
+        external_traffic_policy=f.str(spec, "externalTrafficPolicy", "spec.externalTrafficPolicy"),
+        annotations=_annotations(f),
+    )
+
+
+def _autoscaler(f: _Fields) -> Autoscaler | None:
+    spec = f.map(f.raw.body, "spec", "spec")
+    target = f.map(spec, "scaleTargetRef", "spec.scaleTargetRef")
+    if target is None:
+        return None
+    return Autoscaler(
+        ref=f.ref,
+        target=ObjectRef(
+            f.str(target, "kind", "spec.scaleTargetRef.kind") or "",
+            f.ref.namespace,
+            f.str(target, "name", "spec.scaleTargetRef.name") or "",
+        ),
+        min_replicas=f.int(spec, "minReplicas", "spec.minReplicas") or 1,
+    )

@@ -1,0 +1,172 @@
+"""YAML → Python objects that remember their line, with bounded expansion.
+
+PyYAML's C composer builds the node graph fast; we convert nodes ourselves so that every
+mapping keeps its 1-based line (and the line of each key), aliases are shared instead of
+copied, and alias bombs or recursive anchors are refused instead of exhausting memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+# A document whose aliases would expand to more nodes than this is refused.
+MAX_EXPANDED_NODES = 2_000_000
+# libyaml's composer recurses in C and crashes on absurd nesting; refuse it first.
+MAX_NESTING = 5_000
+
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_MERGE = "tag:yaml.org,2002:merge"
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+class InputTooComplex(ValueError):
+    """The document is well-formed but would need unbounded time or memory to use."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}")
+        self.line = line
+        self.reason = reason
+
+
+class TemplateSyntax(ValueError):
+    """A mapping key that is itself a collection: the shape of an unquoted ``{{ x }}``."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"line {line}: a mapping key is a collection")
+        self.line = line
+
+
+class YMap(dict[Any, Any]):
+    """A mapping with the line it starts on and the line of each key."""
+
+    __slots__ = ("key_lines", "line")
+
+    line: int
+    key_lines: dict[Any, int]
+
+    def line_of(self, key: str) -> int:
+        return self.key_lines.get(key, self.line)
+
+
+class YList(list[Any]):
+    """A sequence with the line it starts on."""
+
+    __slots__ = ("line",)
+
+    line: int
+
+
+def check_nesting(text: str) -> None:
+    """Refuse nesting that would overflow the C parser's stack (cheap pre-scan)."""
+    if text.count("[") + text.count("{") > MAX_NESTING:
+        depth = deepest = 0
+        for ch in text:
+            if ch in "[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch in "]}" and depth:
+                depth -= 1
+        if deepest > MAX_NESTING:
+            raise InputTooComplex(1, f"collections nested more than {MAX_NESTING} deep")
+    if "\n" + " " * MAX_NESTING in text:
+        raise InputTooComplex(1, f"indentation deeper than {MAX_NESTING} columns")
+
+
+def compose_documents(text: str) -> Iterator[yaml.Node | None]:
+    """Yield the root node of each document (raises ``yaml.YAMLError`` on bad YAML)."""
+    check_nesting(text)
+    yield from yaml.compose_all(text, Loader=yaml.CSafeLoader)
+
+
+def mapping_keys(node: yaml.Node) -> dict[str, yaml.Node]:
+    """The plain-string keys of a mapping node (no conversion of the values)."""
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.tag == _STR}
+
+
+class _Converter:
+    """Converts one document; shares aliased nodes and counts their expanded size."""
+
+    def __init__(self) -> None:
+        self.done: dict[int, tuple[Any, int]] = {}
+        self.active: set[int] = set()
+
+    def convert(self, node: yaml.Node) -> tuple[Any, int]:
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == _STR:
+                return node.value, 1
+            return _scalar(node), 1
+        key = id(node)
+        if key in self.done:
+            return self.done[key]
+        if key in self.active:
+            raise InputTooComplex(node.start_mark.line + 1, "recursive YAML alias")
+        self.active.add(key)
+        value, size = self._collection(node)
+        self.active.discard(key)
+        if size > MAX_EXPANDED_NODES:
+            raise InputTooComplex(
+                node.start_mark.line + 1,
+                f"aliases expand this document to more than {MAX_EXPANDED_NODES:,} nodes "
+                "(a YAML alias bomb?)",
+            )
+        self.done[key] = (value, size)
+        return value, size
+
+    def _collection(self, node: yaml.Node) -> tuple[Any, int]:
+        if isinstance(node, yaml.SequenceNode):
+            seq = YList()
+            seq.line = node.start_mark.line + 1
+            size = 1
+            for item in node.value:
+                value, n = self.convert(item)
+                seq.append(value)
+                size += n
+            return seq, size
+        assert isinstance(node, yaml.MappingNode)
+        mapping = YMap()
+        mapping.line = node.start_mark.line + 1
+        mapping.key_lines = {}
+        size = 1
+        merged: list[YMap] = []
+        for key_node, value_node in node.value:
+            value, n = self.convert(value_node)
+            size += n
+            if key_node.tag == _MERGE:
+                merged.extend(v for v in (value if isinstance(value, list) else [value]))
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise TemplateSyntax(key_node.start_mark.line + 1)
+            key = key_node.value if key_node.tag == _STR else _scalar(key_node)
+            mapping[key] = value
+            mapping.key_lines[key] = key_node.start_mark.line + 1
+        for source in merged:
+            if not isinstance(source, YMap):
+                raise yaml.constructor.ConstructorError(
+                    None, None, "merge key '<<' needs a mapping", node.start_mark
+                )
+            for k, v in source.items():
+                if k not in mapping:
+                    mapping[k] = v
+                    mapping.key_lines[k] = source.line_of(k)
+        return mapping, size
+
+
+def _scalar(node: yaml.ScalarNode) -> Any:
+    construct = _CONSTRUCTOR.yaml_constructors.get(node.tag)
+    if construct is None:  # an application tag such as !Ref: keep the text
+        return node.value
+    return construct(_CONSTRUCTOR, node)
+
+
+def to_python(node: yaml.Node) -> Any:
+    """Convert a node graph to ``YMap``/``YList``/scalars, bounded in size and depth."""
+    try:
+        return _Converter().convert(node)[0]
+    except RecursionError:
+        raise InputTooComplex(node.start_mark.line + 1, "nested too deep to analyse") from None

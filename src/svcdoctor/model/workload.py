@@ -1,0 +1,109 @@
+"""Facts about workloads and their pod templates, as the checks need them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from svcdoctor.model.finding import Location, ObjectRef
+
+# Kinds whose pods run until deleted and can back a Service.
+SERVING_KINDS = frozenset(
+    {
+        "Deployment",
+        "StatefulSet",
+        "DaemonSet",
+        "ReplicaSet",
+        "ReplicationController",
+        "Pod",
+        "Rollout",
+    }
+)
+# Kinds whose pods run to completion: noted, never Service-backed.
+BATCH_KINDS = frozenset({"Job", "CronJob"})
+WORKLOAD_KINDS = SERVING_KINDS | BATCH_KINDS
+
+DEFAULT_GRACE_SECONDS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerPort:
+    number: int
+    name: str | None = None
+    protocol: str = "TCP"
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A probe or hook handler reduced to what identifies it.
+
+    ``handler`` is ``httpGet``, ``tcpSocket``, ``exec``, ``grpc`` or ``sleep``; ``target`` is
+    a canonical tuple of the fields that define *what* is checked (path, port, command…),
+    timing fields excluded, so two probes are the same check iff their targets are equal.
+    """
+
+    handler: str
+    target: tuple[str, ...]
+    line: int
+    command: tuple[str, ...] = ()
+    port: int | str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreStop:
+    """A preStop hook; ``sleep_seconds`` is known for native sleep and ``sleep`` commands."""
+
+    handler: str
+    line: int
+    sleep_seconds: float | None = None
+    command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    name: str
+    line: int
+    image: str = ""
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    ports: tuple[ContainerPort, ...] = ()
+    readiness: Probe | None = None
+    liveness: Probe | None = None
+    startup: Probe | None = None
+    prestop: PreStop | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplate:
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    containers: tuple[Container, ...]
+    line: int
+    grace_seconds: int | None = None
+    spread: bool = False  # topologySpreadConstraints or pod anti-affinity present
+
+    @property
+    def effective_grace_seconds(self) -> int:
+        return DEFAULT_GRACE_SECONDS if self.grace_seconds is None else self.grace_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A Deployment, StatefulSet, DaemonSet, ReplicaSet, Pod, Job/CronJob or Argo Rollout.
+
+    ``replicas`` is ``None`` when the manifest leaves it unset (the API defaults it to 1);
+    ``strategy`` is the update strategy type; ``max_unavailable``/``max_surge`` are as
+    written (int or percentage string) or ``None`` when defaulted.
+    """
+
+    ref: ObjectRef
+    location: Location
+    template: PodTemplate
+    annotations: dict[str, str] = field(default_factory=dict)
+    replicas: int | None = None
+    strategy: str | None = None
+    max_unavailable: int | str | None = None
+    max_surge: int | str | None = None
+
+    @property
+    def serving(self) -> bool:
+        return self.ref.kind in SERVING_KINDS

@@ -1,0 +1,86 @@
+"""SARIF 2.1.0 output for GitHub code scanning and other SARIF consumers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import PurePath
+from typing import Any
+
+from svcdoctor import __version__
+from svcdoctor.checks import RULES, LintResult, Rule
+from svcdoctor.model import Finding, Severity
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+INFO_URI = "https://github.com/svcdoctor/svcdoctor"
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _rule(r: Rule) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "name": r.name,
+        "shortDescription": {"text": r.summary},
+        "fullDescription": {"text": r.section("What it does") or r.summary},
+        "help": {"text": r.doc, "markdown": r.doc},
+        "helpUri": r.help_uri,
+        "defaultConfiguration": {"level": _LEVEL[r.severity]},
+        "properties": {"tags": [r.cause.value if r.cause else "input"]},
+    }
+
+
+def _uri(path: str) -> str:
+    return "stdin" if path in ("-", "stdin") else PurePath(path).as_posix()
+
+
+def _result(f: Finding, index: int) -> dict[str, Any]:
+    text = f.message + (f"\nFix:\n{f.fix}" if f.fix else "")
+    out: dict[str, Any] = {
+        "ruleId": f.rule,
+        "ruleIndex": index,
+        "level": _LEVEL[f.severity],
+        "message": {"text": text},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(f.location.file)},
+                    "region": {"startLine": max(1, f.location.line)},
+                },
+                **(
+                    {"logicalLocations": [{"name": str(f.object), "kind": "object"}]}
+                    if f.object
+                    else {}
+                ),
+            }
+        ],
+        "properties": {"cause": f.cause.value if f.cause else "input"},
+    }
+    if f.container:
+        out["properties"]["container"] = f.container
+    return out
+
+
+def to_sarif(result: LintResult) -> dict[str, Any]:
+    rules = list(RULES.values())
+    index = {r.id: i for i, r in enumerate(rules)}
+    return {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "svcdoctor",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "informationUri": INFO_URI,
+                        "rules": [_rule(r) for r in rules],
+                    }
+                },
+                "results": [_result(f, index[f.rule]) for f in result.findings],
+            }
+        ],
+    }
+
+
+def render_sarif(result: LintResult) -> str:
+    return json.dumps(to_sarif(result), indent=2)

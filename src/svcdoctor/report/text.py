@@ -1,0 +1,64 @@
+"""Human-readable lint report, grouped by object; coloured only on a terminal."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from rich.console import Console
+from rich.markup import escape
+
+from svcdoctor.checks import LintResult
+from svcdoctor.model import Finding, Severity
+
+_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _group(f: Finding) -> tuple[str, str]:
+    return (f.location.file, str(f.object) if f.object else "")
+
+
+def render_text(result: LintResult, console: Console, *, show_fixes: bool = True) -> None:
+    """Print findings grouped by file and object, then a one-line summary."""
+    ordered = sorted(result.findings, key=lambda f: (*_group(f), f.location.line, f.rule))
+    for (file, obj), group in groupby(ordered, key=_group):
+        items = list(group)
+        line = min(f.location.line for f in items)
+        console.print(f"[bold]{escape(file)}:{line}[/]" + (f"  [bold]{escape(obj)}[/]" if obj else ""),
+                      soft_wrap=True)
+        for f in items:
+            cause = f"[{f.cause.value}]" if f.cause else "[input]"
+            where = f"line {f.location.line}" + (
+                f", container {f.container}" if f.container else ""
+            )
+            console.print(
+                f"  [{_STYLE[f.severity]}]{f.severity.value:<7}[/] [bold]{f.rule}[/] {f.name} "
+                f"{escape(cause)}  [dim]{escape(where)}[/]"
+            )
+            console.print(f"    {escape(f.message)}", soft_wrap=True)
+            if show_fixes and f.fix:
+                console.print("    [green]fix:[/]")
+                for line in f.fix.splitlines():
+                    console.print(f"      {escape(line)}", soft_wrap=True, highlight=False)
+        console.print()
+    console.print(summary_line(result), highlight=False, soft_wrap=True)
+
+
+def summary_line(result: LintResult) -> str:
+    counts = result.counts()
+    parts = [f"{n} {s}" for s, n in counts.items() if n]
+    found = _plural(len(result.findings), "finding")
+    extra = [f"{result.skipped} non-Kubernetes documents skipped"] if result.skipped else []
+    if result.suppressed:
+        extra.append(f"{result.suppressed} suppressed")
+    if result.input_errors:
+        extra.append(f"{result.input_errors} input errors")
+    return (
+        f"{_plural(result.files, 'file')}, {_plural(result.objects, 'object')} ({result.workloads} workloads, "
+        f"{result.services} services): {found}"
+        + (f" ({', '.join(parts)})" if parts else "")
+        + (f"; {', '.join(extra)}" if extra else "")
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
