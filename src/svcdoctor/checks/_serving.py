@@ -81,4 +81,5 @@ def pod_patch(
 
 
 def dump(body: dict[str, Any]) -> str:
-    return yaml.safe_dump(body, sort_keys=False, default_flow_style=False).rstrip()
+    text: str = yaml.dump(body, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False)
+    return text.rstrip()

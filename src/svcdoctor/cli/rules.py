@@ -48,7 +48,9 @@ def explain(rule: str) -> None:
     try:
         found = lookup(rule)
     except KeyError:
-        raise click.BadParameter(f"no rule {rule!r} (see svcdoctor rules)", param_hint="RULE") from None
+        raise click.BadParameter(
+            f"no rule {rule!r} (see svcdoctor rules)", param_hint="RULE"
+        ) from None
     console = Console()
     if console.is_terminal:
         console.print(Markdown(rule_markdown(found)))

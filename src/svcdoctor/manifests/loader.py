@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import gc
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -95,11 +96,17 @@ def load(
     """Read every input; bad inputs become SVD00x problems, never exceptions."""
     result = LoadResult()
     limit = int(max_file_mb * 1024 * 1024)
-    for name in iter_files(paths, result):
-        result.files += 1
-        text = _read_text(name, stdin, limit, result)
-        if text is not None:
-            _load_text(name, text, result)
+    collecting = gc.isenabled()
+    gc.disable()  # the node graphs are large and acyclic: collection passes are pure cost
+    try:
+        for name in iter_files(paths, result):
+            result.files += 1
+            text = _read_text(name, stdin, limit, result)
+            if text is not None:
+                _load_text(name, text, result)
+    finally:
+        if collecting:
+            gc.enable()
     return result
 
 
@@ -176,22 +183,11 @@ def _decode(name: str, data: bytes, result: LoadResult) -> str | None:
 def _load_text(name: str, text: str, result: LoadResult) -> None:
     display = "stdin" if name == STDIN else name
     objects: list[RawObject] = []
+    counts = (result.documents, result.skipped)
     try:
-        for root in compose_documents(text):
+        roots, error = compose_documents(text)
+        for root in roots:
             _split_document(display, root, objects, result)
-    except yaml.MarkedYAMLError as exc:
-        if _json_fallback(display, text, objects, result):
-            result.objects.extend(objects)
-            return
-        if "{{" in text:
-            _template_problem(display, text, result)
-            return
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
-        message = " ".join(str(p) for p in (exc.context, exc.problem) if p) or str(exc)
-        result.problems.append(_problem(INVALID_YAML, display, line, message))
-    except yaml.YAMLError as exc:
-        result.problems.append(_problem(INVALID_YAML, display, 1, str(exc).splitlines()[0]))
     except TemplateSyntax as exc:
         if "{{" in text:
             _template_problem(display, text, result)
@@ -199,8 +195,20 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
         result.problems.append(
             _problem(INVALID_YAML, display, exc.line, "a mapping key is a list or mapping")
         )
+        error = None
     except InputTooComplex as exc:
         result.problems.append(_problem(UNREADABLE_INPUT, display, exc.line, exc.reason))
+        error = None
+    if error is not None:
+        if text.lstrip().startswith(("{", "[")):
+            result.documents, result.skipped = counts
+        if _json_fallback(display, text, objects, result):
+            result.objects.extend(objects)
+            return
+        if "{{" in text:
+            _template_problem(display, text, result)
+            return
+        result.problems.append(_yaml_problem(display, error))
     # Objects of documents before a parse error are still checked.
     result.objects.extend(objects)
 
@@ -262,6 +270,14 @@ def _add_json(name: str, doc: object, objects: list[RawObject], result: LoadResu
     result.documents += 1
     if kind in RELEVANT_KINDS:
         objects.append(RawObject(doc, Location(name, 1)))
+
+
+def _yaml_problem(name: str, exc: yaml.YAMLError) -> Finding:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        message = " ".join(str(p) for p in (exc.context, exc.problem) if p) or str(exc)
+        return _problem(INVALID_YAML, name, mark.line + 1 if mark else 1, message)
+    return _problem(INVALID_YAML, name, 1, str(exc).splitlines()[0])
 
 
 def _template_problem(name: str, text: str, result: LoadResult) -> None:

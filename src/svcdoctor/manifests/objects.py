@@ -48,7 +48,11 @@ class _Fields:
         )
 
     def _bad(self, parent: YMap, key: str, path: str, want: str, got: Any) -> None:
-        shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
+        shown = (
+            repr(got)
+            if not isinstance(got, dict | list)
+            else ("a mapping" if isinstance(got, dict) else "a list")
+        )
         self.problems.append(
             INVALID_FIELD.finding(
                 Location(self.raw.location.file, parent.line_of(key)),
@@ -69,16 +73,16 @@ class _Fields:
         self._bad(parent, key, path, want, value)
         return None
 
-    def map(self, parent: YMap | None, key: str, path: str) -> YMap | None:
+    def mapping(self, parent: YMap | None, key: str, path: str) -> YMap | None:
         return self.get(parent, key, path, YMap, "a mapping")
 
-    def list(self, parent: YMap | None, key: str, path: str) -> list[Any]:
+    def seq(self, parent: YMap | None, key: str, path: str) -> list[Any]:
         return self.get(parent, key, path, list, "a list") or []
 
     def maps(self, parent: YMap | None, key: str, path: str) -> list[tuple[str, YMap]]:
         """The mapping items of a list field, each with its path."""
         out: list[tuple[str, YMap]] = []
-        items = self.list(parent, key, path)
+        items = self.seq(parent, key, path)
         for i, item in enumerate(items):
             if isinstance(item, YMap):
                 out.append((f"{path}[{i}]", item))
@@ -87,10 +91,10 @@ class _Fields:
                 self._bad(parent, key, f"{path}[{i}]", "a mapping", item)
         return out
 
-    def int(self, parent: YMap | None, key: str, path: str) -> int | None:
+    def integer(self, parent: YMap | None, key: str, path: str) -> int | None:
         return self.get(parent, key, path, int, "an integer")
 
-    def str(self, parent: YMap | None, key: str, path: str) -> str | None:
+    def text(self, parent: YMap | None, key: str, path: str) -> str | None:
         value = self.get(parent, key, path, object, "a string")
         return None if value is None else _str(value)
 
@@ -105,11 +109,11 @@ class _Fields:
         return None
 
     def labels(self, parent: YMap | None, key: str, path: str) -> dict[str, str]:
-        found = self.map(parent, key, path)
+        found = self.mapping(parent, key, path)
         return {_str(k): _str(v) for k, v in found.items()} if found else {}
 
     def strings(self, parent: YMap | None, key: str, path: str) -> tuple[str, ...]:
-        return tuple(_str(v) for v in self.list(parent, key, path))
+        return tuple(_str(v) for v in self.seq(parent, key, path))
 
 
 def _str(value: Any) -> str:
@@ -147,30 +151,30 @@ def build_inventory(loaded: LoadResult) -> Inventory:
 
 def _annotations(f: _Fields) -> dict[str, str]:
     return f.labels(
-        f.map(f.raw.body, "metadata", "metadata"), "annotations", "metadata.annotations"
+        f.mapping(f.raw.body, "metadata", "metadata"), "annotations", "metadata.annotations"
     )
 
 
 def _workload(f: _Fields) -> Workload:
     body = f.raw.body
-    spec = f.map(body, "spec", "spec")
+    spec = f.mapping(body, "spec", "spec")
     kind = f.raw.kind
     if kind == "Pod":
-        meta = f.map(body, "metadata", "metadata")
+        meta = f.mapping(body, "metadata", "metadata")
         template = _pod_template(f, meta, spec, "spec", body.line)
     else:
         tpl_parent, prefix = spec, "spec"
         if kind == "CronJob":
-            job = f.map(spec, "jobTemplate", "spec.jobTemplate")
+            job = f.mapping(spec, "jobTemplate", "spec.jobTemplate")
             tpl_parent, prefix = (
-                f.map(job, "spec", "spec.jobTemplate.spec"),
+                f.mapping(job, "spec", "spec.jobTemplate.spec"),
                 "spec.jobTemplate.spec",
             )
-        tpl = f.map(tpl_parent, "template", f"{prefix}.template")
+        tpl = f.mapping(tpl_parent, "template", f"{prefix}.template")
         template = _pod_template(
             f,
-            f.map(tpl, "metadata", f"{prefix}.template.metadata"),
-            f.map(tpl, "spec", f"{prefix}.template.spec"),
+            f.mapping(tpl, "metadata", f"{prefix}.template.metadata"),
+            f.mapping(tpl, "spec", f"{prefix}.template.spec"),
             f"{prefix}.template.spec",
             tpl.line if tpl else body.line,
         )
@@ -180,7 +184,7 @@ def _workload(f: _Fields) -> Workload:
         location=f.raw.location,
         template=template,
         annotations=_annotations(f),
-        replicas=f.int(spec, "replicas", "spec.replicas"),
+        replicas=f.integer(spec, "replicas", "spec.replicas"),
         strategy=strategy,
         max_unavailable=max_unavailable,
         max_surge=max_surge,
@@ -192,30 +196,30 @@ def _strategy(
 ) -> tuple[str | None, int | str | None, int | str | None]:
     kind = f.raw.kind
     if kind in ("Deployment", "Rollout"):
-        strategy = f.map(spec, "strategy", "spec.strategy")
+        strategy = f.mapping(spec, "strategy", "spec.strategy")
         if kind == "Rollout":
             for name, label in (("canary", "Canary"), ("blueGreen", "BlueGreen")):
                 if strategy and name in strategy:
-                    sub = f.map(strategy, name, f"spec.strategy.{name}")
+                    sub = f.mapping(strategy, name, f"spec.strategy.{name}")
                     return (
                         label,
                         f.int_or_str(sub, "maxUnavailable", "maxUnavailable"),
                         f.int_or_str(sub, "maxSurge", "maxSurge"),
                     )
             return None, None, None
-        rolling = f.map(strategy, "rollingUpdate", "spec.strategy.rollingUpdate")
+        rolling = f.mapping(strategy, "rollingUpdate", "spec.strategy.rollingUpdate")
         path = "spec.strategy.rollingUpdate"
         return (
-            f.str(strategy, "type", "spec.strategy.type") or "RollingUpdate",
+            f.text(strategy, "type", "spec.strategy.type") or "RollingUpdate",
             f.int_or_str(rolling, "maxUnavailable", f"{path}.maxUnavailable"),
             f.int_or_str(rolling, "maxSurge", f"{path}.maxSurge"),
         )
     if kind in ("StatefulSet", "DaemonSet"):
-        strategy = f.map(spec, "updateStrategy", "spec.updateStrategy")
-        rolling = f.map(strategy, "rollingUpdate", "spec.updateStrategy.rollingUpdate")
+        strategy = f.mapping(spec, "updateStrategy", "spec.updateStrategy")
+        rolling = f.mapping(strategy, "rollingUpdate", "spec.updateStrategy.rollingUpdate")
         path = "spec.updateStrategy.rollingUpdate"
         return (
-            f.str(strategy, "type", "spec.updateStrategy.type") or "RollingUpdate",
+            f.text(strategy, "type", "spec.updateStrategy.type") or "RollingUpdate",
             f.int_or_str(rolling, "maxUnavailable", f"{path}.maxUnavailable"),
             f.int_or_str(rolling, "maxSurge", f"{path}.maxSurge"),
         )
@@ -229,15 +233,15 @@ def _pod_template(
     for p, c in f.maps(spec, "initContainers", f"{path}.initContainers"):
         if c.get("restartPolicy") == "Always":  # a native sidecar runs beside the app
             containers.append(_container(f, c, p))
-    affinity = f.map(spec, "affinity", f"{path}.affinity")
-    spread = bool(f.list(spec, "topologySpreadConstraints", f"{path}.topologySpreadConstraints"))
+    affinity = f.mapping(spec, "affinity", f"{path}.affinity")
+    spread = bool(f.seq(spec, "topologySpreadConstraints", f"{path}.topologySpreadConstraints"))
     spread = spread or bool(affinity and affinity.get("podAntiAffinity"))
     return PodTemplate(
         labels=f.labels(meta, "labels", "metadata.labels"),
         annotations=f.labels(meta, "annotations", "metadata.annotations"),
         containers=tuple(containers),
         line=spec.line if spec else line,
-        grace_seconds=f.int(
+        grace_seconds=f.integer(
             spec, "terminationGracePeriodSeconds", f"{path}.terminationGracePeriodSeconds"
         ),
         spread=spread,
@@ -247,21 +251,21 @@ def _pod_template(
 def _container(f: _Fields, c: YMap, path: str) -> Container:
     ports = []
     for p_path, p in f.maps(c, "ports", f"{path}.ports"):
-        number = f.int(p, "containerPort", f"{p_path}.containerPort")
+        number = f.integer(p, "containerPort", f"{p_path}.containerPort")
         if number is not None:
             ports.append(
                 ContainerPort(
                     number,
-                    f.str(p, "name", f"{p_path}.name"),
-                    f.str(p, "protocol", f"{p_path}.protocol") or "TCP",
+                    f.text(p, "name", f"{p_path}.name"),
+                    f.text(p, "protocol", f"{p_path}.protocol") or "TCP",
                 )
             )
     named = {p.name: p.number for p in ports if p.name}
-    lifecycle = f.map(c, "lifecycle", f"{path}.lifecycle")
+    lifecycle = f.mapping(c, "lifecycle", f"{path}.lifecycle")
     return Container(
-        name=f.str(c, "name", f"{path}.name") or "<unnamed>",
+        name=f.text(c, "name", f"{path}.name") or "<unnamed>",
         line=c.line,
-        image=f.str(c, "image", f"{path}.image") or "",
+        image=f.text(c, "image", f"{path}.image") or "",
         command=f.strings(c, "command", f"{path}.command"),
         args=f.strings(c, "args", f"{path}.args"),
         ports=tuple(ports),
@@ -269,13 +273,15 @@ def _container(f: _Fields, c: YMap, path: str) -> Container:
         liveness=_probe(f, c, "livenessProbe", path, named),
         startup=_probe(f, c, "startupProbe", path, named),
         prestop=_prestop(
-            f, f.map(lifecycle, "preStop", f"{path}.lifecycle.preStop"), f"{path}.lifecycle.preStop"
+            f,
+            f.mapping(lifecycle, "preStop", f"{path}.lifecycle.preStop"),
+            f"{path}.lifecycle.preStop",
         ),
     )
 
 
 def _probe(f: _Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> Probe | None:
-    probe = f.map(c, key, f"{path}.{key}")
+    probe = f.mapping(c, key, f"{path}.{key}")
     if probe is None:
         return None
     path = f"{path}.{key}"
@@ -284,7 +290,7 @@ def _probe(f: _Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> P
         value = f.int_or_str(handler, "port", f"{where}.port")
         return named.get(value, value) if isinstance(value, str) else value
 
-    if (h := f.map(probe, "httpGet", f"{path}.httpGet")) is not None:
+    if (h := f.mapping(probe, "httpGet", f"{path}.httpGet")) is not None:
         p = port(h, f"{path}.httpGet")
         headers = sorted(
             f"{_str(x.get('name'))}={_str(x.get('value'))}"
@@ -299,13 +305,13 @@ def _probe(f: _Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> P
             *headers,
         )
         return Probe("httpGet", target, probe.line, port=p)
-    if (h := f.map(probe, "tcpSocket", f"{path}.tcpSocket")) is not None:
+    if (h := f.mapping(probe, "tcpSocket", f"{path}.tcpSocket")) is not None:
         p = port(h, f"{path}.tcpSocket")
         return Probe("tcpSocket", ("tcpSocket", _str(h.get("host")), _str(p)), probe.line, port=p)
-    if (h := f.map(probe, "grpc", f"{path}.grpc")) is not None:
+    if (h := f.mapping(probe, "grpc", f"{path}.grpc")) is not None:
         p = port(h, f"{path}.grpc")
         return Probe("grpc", ("grpc", _str(p), _str(h.get("service"))), probe.line, port=p)
-    if (h := f.map(probe, "exec", f"{path}.exec")) is not None:
+    if (h := f.mapping(probe, "exec", f"{path}.exec")) is not None:
         command = f.strings(h, "command", f"{path}.exec.command")
         return Probe("exec", ("exec", *command), probe.line, command=command)
     return None
@@ -314,10 +320,10 @@ def _probe(f: _Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> P
 def _prestop(f: _Fields, hook: YMap | None, path: str) -> PreStop | None:
     if hook is None:
         return None
-    if (h := f.map(hook, "sleep", f"{path}.sleep")) is not None:
-        seconds = f.int(h, "seconds", f"{path}.sleep.seconds")
+    if (h := f.mapping(hook, "sleep", f"{path}.sleep")) is not None:
+        seconds = f.integer(h, "seconds", f"{path}.sleep.seconds")
         return PreStop("sleep", hook.line, float(seconds) if seconds is not None else None)
-    if (h := f.map(hook, "exec", f"{path}.exec")) is not None:
+    if (h := f.mapping(hook, "exec", f"{path}.exec")) is not None:
         command = f.strings(h, "command", f"{path}.exec.command")
         return PreStop("exec", hook.line, sleep_in(command), command)
     for handler in ("httpGet", "tcpSocket"):
@@ -342,10 +348,10 @@ def sleep_in(command: Sequence[str]) -> float | None:
 
 
 def _service(f: _Fields) -> Service:
-    spec = f.map(f.raw.body, "spec", "spec")
+    spec = f.mapping(f.raw.body, "spec", "spec")
     ports = []
     for path, p in f.maps(spec, "ports", "spec.ports"):
-        number = f.int(p, "port", f"{path}.port")
+        number = f.integer(p, "port", f"{path}.port")
         if number is None:
             continue
         target = f.int_or_str(p, "targetPort", f"{path}.targetPort")
@@ -354,36 +360,36 @@ def _service(f: _Fields) -> Service:
                 port=number,
                 target=number if target is None else target,
                 line=p.line,
-                name=f.str(p, "name", f"{path}.name"),
-                protocol=f.str(p, "protocol", f"{path}.protocol") or "TCP",
-                app_protocol=f.str(p, "appProtocol", f"{path}.appProtocol"),
+                name=f.text(p, "name", f"{path}.name"),
+                protocol=f.text(p, "protocol", f"{path}.protocol") or "TCP",
+                app_protocol=f.text(p, "appProtocol", f"{path}.appProtocol"),
             )
         )
-    selector = f.map(spec, "selector", "spec.selector")
+    selector = f.mapping(spec, "selector", "spec.selector")
     return Service(
         ref=f.ref,
         location=f.raw.location,
-        type=f.str(spec, "type", "spec.type") or "ClusterIP",
+        type=f.text(spec, "type", "spec.type") or "ClusterIP",
         selector={_str(k): _str(v) for k, v in selector.items()} if selector else None,
         ports=tuple(ports),
-        headless=f.str(spec, "clusterIP", "spec.clusterIP") == "None",
-        session_affinity=f.str(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
-        external_traffic_policy=f.str(spec, "externalTrafficPolicy", "spec.externalTrafficPolicy"),
+        headless=f.text(spec, "clusterIP", "spec.clusterIP") == "None",
+        session_affinity=f.text(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
+        external_traffic_policy=f.text(spec, "externalTrafficPolicy", "spec.externalTrafficPolicy"),
         annotations=_annotations(f),
     )
 
 
 def _autoscaler(f: _Fields) -> Autoscaler | None:
-    spec = f.map(f.raw.body, "spec", "spec")
-    target = f.map(spec, "scaleTargetRef", "spec.scaleTargetRef")
+    spec = f.mapping(f.raw.body, "spec", "spec")
+    target = f.mapping(spec, "scaleTargetRef", "spec.scaleTargetRef")
     if target is None:
         return None
     return Autoscaler(
         ref=f.ref,
         target=ObjectRef(
-            f.str(target, "kind", "spec.scaleTargetRef.kind") or "",
+            f.text(target, "kind", "spec.scaleTargetRef.kind") or "",
             f.ref.namespace,
-            f.str(target, "name", "spec.scaleTargetRef.name") or "",
+            f.text(target, "name", "spec.scaleTargetRef.name") or "",
         ),
-        min_replicas=f.int(spec, "minReplicas", "spec.minReplicas") or 1,
+        min_replicas=f.integer(spec, "minReplicas", "spec.minReplicas") or 1,
     )

@@ -21,6 +21,26 @@ _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
 _MERGE = "tag:yaml.org,2002:merge"
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_PLAIN_TAGS: dict[str, str] = {}  # plain scalar → resolved tag (depends on the text only)
+_PLAIN_CACHE_MAX = 200_000
+
+
+class _FastCLoader(yaml.CSafeLoader):
+    """libyaml's loader with memoised tag resolution of plain scalars.
+
+    Resolving a plain scalar's implicit tag runs Python regexes per scalar; manifests repeat
+    the same few thousand values, so a cache removes most of that cost.
+    """
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode and implicit[0]:
+            tag = _PLAIN_TAGS.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(_PLAIN_TAGS) < _PLAIN_CACHE_MAX:
+                    _PLAIN_TAGS[value] = tag
+            return tag
+        return super().resolve(kind, value, implicit)
 
 
 class InputTooComplex(ValueError):
@@ -76,10 +96,28 @@ def check_nesting(text: str) -> None:
         raise InputTooComplex(1, f"indentation deeper than {MAX_NESTING} columns")
 
 
-def compose_documents(text: str) -> Iterator[yaml.Node | None]:
-    """Yield the root node of each document (raises ``yaml.YAMLError`` on bad YAML)."""
+def compose_documents(text: str) -> tuple[list[yaml.Node | None], yaml.YAMLError | None]:
+    """The root node of each document, and the error that stopped parsing (if any).
+
+    libyaml rejects a few inputs the pure-Python parser accepts (``[001:db8::]`` in a flow
+    sequence); on an error the pure-Python parser gets a second try, so we read exactly
+    what ``yaml.safe_load_all`` reads.
+    """
     check_nesting(text)
-    yield from yaml.compose_all(text, Loader=yaml.CSafeLoader)
+    nodes: list[yaml.Node | None] = []
+    try:
+        nodes.extend(yaml.compose_all(text, Loader=_FastCLoader))
+        return nodes, None
+    except yaml.YAMLError:
+        pass
+    nodes = []
+    try:
+        nodes.extend(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        return nodes, exc
+    except RecursionError:
+        raise InputTooComplex(1, "nested too deep to analyse") from None
+    return nodes, None
 
 
 def mapping_keys(node: yaml.Node) -> dict[str, yaml.Node]:

@@ -29,8 +29,12 @@ class Inventory:
     _backing: dict[int, tuple[Service, ...]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        by_namespace: dict[str, list[Workload]] = {}
+        for w in self.workloads:
+            by_namespace.setdefault(w.ref.namespace, []).append(w)
         for svc in self.services:
-            found = tuple(w for w in self.workloads if targets(svc, w))
+            candidates = by_namespace.get(svc.ref.namespace, ())
+            found = tuple(w for w in candidates if targets(svc, w))
             self._targets[id(svc)] = found
             for w in found:
                 self._backing[id(w)] = (*self._backing.get(id(w), ()), svc)

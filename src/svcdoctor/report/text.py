@@ -23,8 +23,10 @@ def render_text(result: LintResult, console: Console, *, show_fixes: bool = True
     for (file, obj), group in groupby(ordered, key=_group):
         items = list(group)
         line = min(f.location.line for f in items)
-        console.print(f"[bold]{escape(file)}:{line}[/]" + (f"  [bold]{escape(obj)}[/]" if obj else ""),
-                      soft_wrap=True)
+        console.print(
+            f"[bold]{escape(file)}:{line}[/]" + (f"  [bold]{escape(obj)}[/]" if obj else ""),
+            soft_wrap=True,
+        )
         for f in items:
             cause = f"[{f.cause.value}]" if f.cause else "[input]"
             where = f"line {f.location.line}" + (
@@ -37,8 +39,8 @@ def render_text(result: LintResult, console: Console, *, show_fixes: bool = True
             console.print(f"    {escape(f.message)}", soft_wrap=True)
             if show_fixes and f.fix:
                 console.print("    [green]fix:[/]")
-                for line in f.fix.splitlines():
-                    console.print(f"      {escape(line)}", soft_wrap=True, highlight=False)
+                for fix_line in f.fix.splitlines():
+                    console.print(f"      {escape(fix_line)}", soft_wrap=True, highlight=False)
         console.print()
     console.print(summary_line(result), highlight=False, soft_wrap=True)
 
@@ -53,8 +55,9 @@ def summary_line(result: LintResult) -> str:
     if result.input_errors:
         extra.append(f"{result.input_errors} input errors")
     return (
-        f"{_plural(result.files, 'file')}, {_plural(result.objects, 'object')} ({result.workloads} workloads, "
-        f"{result.services} services): {found}"
+        f"{_plural(result.files, 'file')}, {_plural(result.objects, 'object')} "
+        f"({_plural(result.workloads, 'workload')}, {_plural(result.services, 'service')}): "
+        f"{found}"
         + (f" ({', '.join(parts)})" if parts else "")
         + (f"; {', '.join(extra)}" if extra else "")
     )
