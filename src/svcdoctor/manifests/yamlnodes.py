@@ -7,7 +7,6 @@ copied, and alias bombs or recursive anchors are refused instead of exhausting m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -36,11 +35,11 @@ class _FastCLoader(yaml.CSafeLoader):
         if kind is yaml.ScalarNode and implicit[0]:
             tag = _PLAIN_TAGS.get(value)
             if tag is None:
-                tag = super().resolve(kind, value, implicit)
+                tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
                 if len(_PLAIN_TAGS) < _PLAIN_CACHE_MAX:
                     _PLAIN_TAGS[value] = tag
             return tag
-        return super().resolve(kind, value, implicit)
+        return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
 
 
 class InputTooComplex(ValueError):
