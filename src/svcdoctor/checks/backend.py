@@ -181,7 +181,7 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
         if r is None:
             continue
         if r.handler == "tcpSocket":
-            why = "tcpSocket only: a process that accepts connections but serves nothing passes"
+            why = "is tcpSocket only: a process that accepts connections but serves nothing passes"
         elif r.handler == "exec" and _always_succeeds(r.command):
             why = f"exec {' '.join(r.command)!r} always succeeds"
         else:
@@ -189,7 +189,7 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
         port = r.port if r.port is not None else (c.ports[0].number if c.ports else 8080)
         yield Hit(
             w,
-            f"container {c.name!r}: readinessProbe is {why}",
+            f"container {c.name!r}: readinessProbe {why}",
             fix=pod_patch(
                 w, c.name, {"readinessProbe": {"httpGet": {"path": "/readyz", "port": port}}}
             ),
@@ -254,11 +254,12 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
         if not workloads or None in counts or sum(c or 0 for c in counts) != 1:
             continue
         w = workloads[0]
-        unset = (
-            " (replicas unset: the API defaults it to 1)"
-            if (w.replicas is None and w.ref.kind != "Pod")
-            else ""
-        )
+        if w.ref.kind == "Pod":
+            how = "a bare Pod"
+        elif w.replicas is None and inventory.replicas(w) == 1:
+            how = "replicas unset, the API default is 1"
+        else:
+            how = "1 replica"
         fix = (
             "# a bare Pod cannot be replicated: run it as a Deployment with replicas: 2"
             if w.ref.kind == "Pod"
@@ -267,7 +268,7 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
         )
         yield Hit(
             svc,
-            f"Service {svc.ref.name} is backed by a single pod ({w.ref}){unset}: one bad pod "
+            f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how}): one bad pod "
             "fails 100 % of requests and every rollout or eviction is an outage",
             fix=fix,
         )
@@ -452,8 +453,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
         if same_ns:
             yield Hit(
                 svc,
-                f"selector {selector} matches none of the {len(same_ns)} workloads in the "
-                "inputs for this namespace: the Service has no endpoints",
+                f"selector {selector} matches no pod template of the {len(same_ns)} "
+                "workload(s) of this namespace in the inputs: the Service has no endpoints",
                 fix="# make spec.selector match the pod template labels of the backing workload",
             )
         else:
@@ -461,5 +462,6 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
                 svc,
                 f"selector {selector} matches no workload in the inputs (none of this "
                 "namespace was given); lint the Service with its workload",
+                fix=f"# lint them together: svcdoctor lint {svc.location.file} WORKLOAD.yaml",
                 severity=Severity.INFO,
             )

@@ -137,7 +137,7 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
                 fix = dump({"spec": {"replicas": 2}}) + "\n---\n" + fix
             yield Hit(
                 svc,
-                f"externalTrafficPolicy Local with {w.ref} on {problem}: a node's external "
+                f"externalTrafficPolicy Local and {w.ref} with {problem}: a node's external "
                 "traffic rides on one local pod and is dropped while it rolls",
                 fix=fix,
             )
