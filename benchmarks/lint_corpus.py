@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -76,7 +77,7 @@ class Report:
     corpus: str
     files: int
     objects: int
-    findings: int
+    findings: int | None
     repeat: int
     rows: list[Row] = field(default_factory=list)
     goals: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -229,6 +230,33 @@ def checkov_row(corpus: Path, spec: str) -> Row:
 # --- reporting -------------------------------------------------------------------------
 
 
+def svcdoctor_row(corpus: Path, repeat: int) -> tuple[Row, int, int | None]:
+    """The svcdoctor row, the corpus's object count and the number of findings.
+
+    A crash in svcdoctor is reported in the row, not raised: the object count then comes
+    from the loader alone so that the other rows still get objects/s.
+    """
+    try:
+        seconds, result = best_of(repeat, "svcdoctor", lambda: lint(corpus))
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        reason = f"{type(exc).__name__}: {one_line(str(exc))} ({where.filename}:{where.lineno})"
+        progress(f"svcdoctor failed: {reason}")
+        return Row("svcdoctor lint", None, note=f"failed: {reason}"), load_objects(corpus), None
+    row = Row("svcdoctor lint", seconds, peak_rss_mib=own_peak_rss_mib())
+    counts = ", ".join(f"{n} {s}" for s, n in result.counts().items())
+    row.note = f"{result.files} files, {len(result.findings)} findings ({counts})"
+    return row, result.objects, len(result.findings)
+
+
+def load_objects(corpus: Path) -> int:
+    """Kubernetes objects in the corpus as svcdoctor's loader counts them (0 if it fails)."""
+    try:
+        return load([str(corpus)]).documents
+    except Exception:
+        return 0
+
+
 def build_report(corpus: Path, repeat: int, with_checkov: bool, checkov_spec: str) -> Report:
     """Run every measurement and put the figures together."""
     files = collect_files(corpus)
@@ -236,44 +264,45 @@ def build_report(corpus: Path, repeat: int, with_checkov: bool, checkov_spec: st
     base_s, (documents, failed) = best_of(repeat, "load_all", lambda: parse_all(files))
     base = Row("load_all (CSafeLoader)", base_s, peak_rss_mib=own_peak_rss_mib())
     base.note = f"{documents} YAML documents, {failed} files failed to parse"
-    ours_s, result = best_of(repeat, "svcdoctor", lambda: lint(corpus))
-    ours = Row("svcdoctor lint", ours_s, peak_rss_mib=own_peak_rss_mib())
-    counts = ", ".join(f"{n} {s}" for s, n in result.counts().items())
-    ours.note = f"{result.files} files, {len(result.findings)} findings ({counts})"
-    rows = [base, ours]
+    ours, objects, findings = svcdoctor_row(corpus, repeat)
     if with_checkov:
-        rows.append(checkov_row(corpus, checkov_spec))
+        checkov = checkov_row(corpus, checkov_spec)
     else:
-        rows.append(Row("checkov", None, note="skipped: --no-checkov"))
+        checkov = Row("checkov", None, note="skipped: --no-checkov")
+    rows = [base, ours, checkov]
     for row in rows:
         if row.seconds:
-            row.objects_per_s = result.objects / row.seconds
+            row.objects_per_s = objects / row.seconds if objects else None
             row.ratio_to_load_all = row.seconds / base_s
-    report = Report(str(corpus), len(files), result.objects, len(result.findings), repeat, rows)
-    report.goals = goals(base_s, ours_s, rows[2].seconds)
+    report = Report(str(corpus), len(files), objects, findings, repeat, rows)
+    report.goals = goals(base_s, ours.seconds, checkov.seconds)
     return report
 
 
-def goals(base_s: float, ours_s: float, checkov_s: float | None) -> dict[str, dict[str, Any]]:
+def goals(
+    base_s: float, ours_s: float | None, checkov_s: float | None
+) -> dict[str, dict[str, Any]]:
     """The two speed goals, each with its ratio and PASS / FAIL / skipped."""
-    ours_ratio = ours_s / base_s
-    result: dict[str, dict[str, Any]] = {
+    ours_ratio = ours_s / base_s if ours_s else None
+    checkov_ratio = checkov_s / ours_s if checkov_s and ours_s else None
+    return {
         "svcdoctor_vs_load_all": {
             "label": f"svcdoctor / load_all ratio <= {SVCDOCTOR_GOAL:g}",
             "ratio": ours_ratio,
-            "status": "PASS" if ours_ratio <= SVCDOCTOR_GOAL else "FAIL",
-        }
+            "status": verdict(ours_ratio, lambda r: r <= SVCDOCTOR_GOAL),
+        },
+        "checkov_vs_svcdoctor": {
+            "label": f"checkov / svcdoctor >= {CHECKOV_GOAL:g}x",
+            "ratio": checkov_ratio,
+            "status": verdict(checkov_ratio, lambda r: r >= CHECKOV_GOAL),
+        },
     }
-    checkov_ratio = checkov_s / ours_s if checkov_s is not None else None
-    status = "skipped"
-    if checkov_ratio is not None:
-        status = "PASS" if checkov_ratio >= CHECKOV_GOAL else "FAIL"
-    result["checkov_vs_svcdoctor"] = {
-        "label": f"checkov / svcdoctor >= {CHECKOV_GOAL:g}x",
-        "ratio": checkov_ratio,
-        "status": status,
-    }
-    return result
+
+
+def verdict(ratio: float | None, ok: Callable[[float], bool]) -> str:
+    if ratio is None:
+        return "skipped"
+    return "PASS" if ok(ratio) else "FAIL"
 
 
 def fmt(value: float | None, spec: str, suffix: str = "") -> str:

@@ -139,7 +139,7 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         elif raw.kind == "HorizontalPodAutoscaler" and (hpa := _autoscaler(f)):
             autoscalers.append(hpa)
     return Inventory(
-        workloads=tuple(workloads),
+        workloads=tuple(_instances_of_present_owners(workloads)),
         services=tuple(services),
         autoscalers=tuple(autoscalers),
         problems=tuple(problems),
@@ -188,7 +188,41 @@ def _workload(f: _Fields) -> Workload:
         strategy=strategy,
         max_unavailable=max_unavailable,
         max_surge=max_surge,
+        owner=_owner(f),
     )
+
+
+def _owner(f: _Fields) -> ObjectRef | None:
+    meta = f.mapping(f.raw.body, "metadata", "metadata")
+    for path, ref in f.maps(meta, "ownerReferences", "metadata.ownerReferences"):
+        if ref.get("controller") is True:
+            return ObjectRef(
+                f.text(ref, "kind", f"{path}.kind") or "",
+                f.ref.namespace,
+                f.text(ref, "name", f"{path}.name") or "",
+            )
+    return None
+
+
+def _instances_of_present_owners(workloads: list[Workload]) -> list[Workload]:
+    """Drop Pods and ReplicaSets (as in ``kubectl get`` output) whose controlling owner is
+    among the inputs: they are instances of that workload, not workloads of their own."""
+    present = {w.ref for w in workloads}
+    deployments = {(w.ref.namespace, w.ref.name) for w in workloads if w.ref.kind == "Deployment"}
+
+    def owned(w: Workload) -> bool:
+        owner = w.owner
+        if owner is None:
+            return False
+        if owner in present:
+            return True
+        # a pod's ReplicaSet is often absent while its Deployment (name-<hash>) is present
+        return (
+            owner.kind == "ReplicaSet"
+            and (owner.namespace, owner.name.rsplit("-", 1)[0]) in deployments
+        )
+
+    return [w for w in workloads if not owned(w)]
 
 
 def _strategy(

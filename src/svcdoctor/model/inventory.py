@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
-from svcdoctor.model.finding import Finding
+from svcdoctor.model.finding import Finding, ObjectRef
 from svcdoctor.model.service import Autoscaler, Service
 from svcdoctor.model.workload import Workload
 
@@ -34,7 +35,7 @@ class Inventory:
             by_namespace.setdefault(w.ref.namespace, []).append(w)
         for svc in self.services:
             candidates = by_namespace.get(svc.ref.namespace, ())
-            found = tuple(w for w in candidates if targets(svc, w))
+            found = _nearest_definitions(svc, [w for w in candidates if targets(svc, w)])
             self._targets[id(svc)] = found
             for w in found:
                 self._backing[id(w)] = (*self._backing.get(id(w), ()), svc)
@@ -61,6 +62,29 @@ class Inventory:
         if workload.ref.kind == "Pod":
             return 1
         return 1 if workload.replicas is None else workload.replicas
+
+
+def _nearest_definitions(service: Service, found: list[Workload]) -> tuple[Workload, ...]:
+    """The matching workloads defined nearest the Service: same file first, then the longest
+    common directory; one definition per workload identity.
+
+    A repository often holds the same object several times (base and overlay, per-file and
+    bundled release manifests) and unrelated apps that share a namespace name; a Service
+    belongs with the objects beside it, not with look-alikes elsewhere in the tree.
+    """
+    home = PurePath(service.location.file).parts
+    best: dict[ObjectRef, tuple[int, Workload]] = {}
+    for w in found:
+        parts = PurePath(w.location.file).parts
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(home, parts, strict=False)) if a != b),
+            min(len(home), len(parts)),
+        )
+        score = shared + (1000 if w.location.file == service.location.file else 0)
+        if w.ref not in best or score > best[w.ref][0]:
+            best[w.ref] = (score, w)
+    nearest = max((score for score, _ in best.values()), default=0)
+    return tuple(w for score, w in best.values() if score == nearest)
 
 
 def targets(service: Service, workload: Workload) -> bool:

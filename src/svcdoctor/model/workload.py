@@ -103,6 +103,7 @@ class Workload:
     strategy: str | None = None
     max_unavailable: int | str | None = None
     max_surge: int | str | None = None
+    owner: ObjectRef | None = None  # the controller in metadata.ownerReferences, if any
 
     @property
     def serving(self) -> bool:
