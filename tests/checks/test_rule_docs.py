@@ -15,14 +15,19 @@ from tests.conftest import lint_text
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
-ID_SERIES = {None: "SVD0", Cause.RACE: "SVD1", Cause.BACKEND: "SVD2", Cause.REUSE: "SVD3",
-             Cause.INFRA: "SVD4"}
+ID_SERIES = {
+    None: "SVD0",
+    Cause.RACE: "SVD1",
+    Cause.BACKEND: "SVD2",
+    Cause.REUSE: "SVD3",
+    Cause.INFRA: "SVD4",
+}
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULES))
 def test_doc_has_every_section_and_yaml_examples(rule_id: str) -> None:
     r = RULES[rule_id]
-    assert r.summary and r.summary.endswith("."), f"{rule_id}: one-sentence summary first"
+    assert r.summary.endswith("."), f"{rule_id}: one-sentence summary first"
     for title in DOC_SECTIONS:
         assert r.section(title), f"{rule_id}: missing section '## {title}'"
     assert r.section("Example").count("```yaml") >= 2, f"{rule_id}: bad and good YAML"
@@ -45,7 +50,8 @@ def test_ids_names_and_series() -> None:
         assert re.fullmatch(r"SVD\d{3}", r.id)
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", r.name)
         assert r.id.startswith(ID_SERIES[r.cause]), f"{r.id} is not in its cause's series"
-        assert lookup(r.name) is r and lookup(r.id.lower()) is r
+        assert lookup(r.name) is r
+        assert lookup(r.id.lower()) is r
 
 
 def test_registry_rejects_a_reused_id_or_name() -> None:

@@ -1,0 +1,75 @@
+"""The whole real-world corpus (../shared/corpus/manifests): no crash, no false parse errors,
+and known findings at their exact places."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from svcdoctor.checks import LintResult
+from tests.conftest import lint_paths
+
+DEMO = "GoogleCloudPlatform__microservices-demo/kubernetes-manifests"
+GRPC_SERVICES = {  # Service name -> line of its grpc port
+    "adservice": 81,
+    "cartservice": 80,
+    "checkoutservice": 88,
+    "currencyservice": 80,
+    "emailservice": 81,
+    "paymentservice": 79,
+    "productcatalogservice": 79,
+    "recommendationservice": 83,
+    "shippingservice": 79,
+}
+
+
+@pytest.fixture(scope="module")
+def linted(corpus: Path) -> LintResult:
+    return lint_paths([str(corpus)])
+
+
+def at(result: LintResult, rule: str, suffix: str) -> dict[str, int]:
+    return {
+        f.object.name: f.location.line
+        for f in result.findings
+        if f.rule == rule and f.object and f.location.file.endswith(suffix)
+    }
+
+
+def test_whole_corpus_is_read(linted: LintResult) -> None:
+    assert linted.files > 4000
+    assert linted.objects > 8000
+    assert linted.workloads > 1000
+    assert linted.services > 800
+
+
+def test_no_parse_error_on_files_pyyaml_reads(linted: LintResult) -> None:
+    for f in linted.findings:
+        if f.rule == "SVD001":
+            with pytest.raises(yaml.YAMLError):
+                list(yaml.safe_load_all(Path(f.location.file).read_bytes()))
+    assert not [f for f in linted.findings if f.rule in ("SVD002", "SVD003")]
+
+
+def test_grpc_services_of_microservices_demo_are_flagged(linted: LintResult) -> None:
+    flagged = {
+        f.object.name: f.location.line
+        for f in linted.findings
+        if f.rule == "SVD301" and f.object and f"{DEMO}/" in f.location.file
+    }
+    assert flagged == GRPC_SERVICES
+
+
+def test_known_findings_of_microservices_demo(linted: LintResult) -> None:
+    assert at(linted, "SVD401", f"{DEMO}/frontend.yaml") == {"frontend-external": 123}
+    # terminationGracePeriodSeconds: 5 with no preStop leaves no room for a 10 s request
+    assert at(linted, "SVD102", f"{DEMO}/adservice.yaml") == {"adservice": 30}
+    assert "checkoutservice" not in at(linted, "SVD102", f"{DEMO}/checkoutservice.yaml")
+
+
+def test_known_findings_of_ingress_nginx(linted: LintResult) -> None:
+    deploy = "kubernetes__ingress-nginx/deploy/static/provider/cloud/deploy.yaml"
+    assert at(linted, "SVD402", deploy) == {"ingress-nginx-controller": 335}
+    assert at(linted, "SVD106", deploy) == {"ingress-nginx-controller": 391}
