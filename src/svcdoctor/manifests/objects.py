@@ -29,7 +29,7 @@ from svcdoctor.model import (
 
 T = TypeVar("T")
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
-_SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+(\d+(?:\.\d+)?)([smh]?)(?=$|[\s;&|)])")
+_SLEEP = re.compile(r"(?:^|[\s;&|(/])sleep\s+(\d+(?:\.\d+)?)([smh]?)(?=$|[\s;&|)])")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
 
 
