@@ -1,7 +1,7 @@
 """Static checks. Each module registers its rules; the import order is the list order."""
 
 from svcdoctor.checks import backend, infra, inputs, race, reuse
-from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, lookup, rule
+from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule
 from svcdoctor.checks.run import LintResult, run_checks
 from svcdoctor.checks.settings import Settings
 
@@ -12,6 +12,7 @@ __all__ = [
     "LintResult",
     "Rule",
     "Settings",
+    "all_rules",
     "backend",
     "infra",
     "inputs",

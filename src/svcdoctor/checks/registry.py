@@ -127,6 +127,11 @@ def input_rule(id: str, name: str, severity: Severity, doc: str) -> Rule:
     return _register(Rule(id, name, None, severity, inspect.cleandoc(doc)))
 
 
+def all_rules() -> list[Rule]:
+    """Every rule, input rules included, in id order."""
+    return sorted(RULES.values(), key=lambda r: r.id)
+
+
 def lookup(key: str) -> Rule:
     """A rule by id (``SVD101``) or name (``no-prestop-delay``); ``KeyError`` if unknown."""
     if key.upper() in RULES:

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from svcdoctor.checks.inputs import INVALID_SUPPRESSION
-from svcdoctor.checks.registry import RULES, Rule, lookup
+from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Workload
 
@@ -38,7 +38,7 @@ def active_rules(settings: Settings) -> list[Rule]:
     """The check rules that run under these settings (input rules always apply)."""
     return [
         r
-        for r in RULES.values()
+        for r in all_rules()
         if r.check is not None
         and r.id not in settings.disabled
         and (settings.enabled is None or r.id in settings.enabled)

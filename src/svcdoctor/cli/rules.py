@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
-from svcdoctor.checks import RULES, Rule, lookup
+from svcdoctor.checks import RULES, Rule, all_rules, lookup
 
 
 def rule_markdown(r: Rule) -> str:
@@ -32,13 +32,20 @@ def rules(ctx: click.Context) -> None:
     """List the rules (ids are stable; use them in suppressions)."""
     if ctx.invoked_subcommand:
         return
+    rows = [
+        (r.id, r.name, r.cause.value if r.cause else "input", r.severity.value, r.summary)
+        for r in all_rules()
+    ]
     console = Console(highlight=False)
-    table = Table("id", "name", "cause", "severity", "summary", box=None, pad_edge=False)
-    for r in RULES.values():
-        table.add_row(
-            r.id, r.name, r.cause.value if r.cause else "input", r.severity.value, r.summary
-        )
-    console.print(table)
+    if console.is_terminal:
+        table = Table("id", "name", "cause", "severity", "summary", box=None, pad_edge=False)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)) + "  " + row[4])
 
 
 @rules.command()
@@ -63,6 +70,6 @@ def explain(rule: str) -> None:
 def export(directory: Path) -> None:
     """Write docs/rules/ID.md for every rule (what `make docs` runs)."""
     directory.mkdir(parents=True, exist_ok=True)
-    for r in RULES.values():
+    for r in all_rules():
         (directory / f"{r.id}.md").write_text(rule_markdown(r))
     click.echo(f"wrote {len(RULES)} rule pages to {directory}")

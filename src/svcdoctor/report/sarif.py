@@ -7,7 +7,7 @@ from pathlib import PurePath
 from typing import Any
 
 from svcdoctor import __version__
-from svcdoctor.checks import RULES, LintResult, Rule
+from svcdoctor.checks import LintResult, Rule, all_rules
 from svcdoctor.model import Finding, Severity
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -60,7 +60,7 @@ def _result(f: Finding, index: int) -> dict[str, Any]:
 
 
 def to_sarif(result: LintResult) -> dict[str, Any]:
-    rules = list(RULES.values())
+    rules = all_rules()
     index = {r.id: i for i, r in enumerate(rules)}
     return {
         "$schema": SCHEMA,

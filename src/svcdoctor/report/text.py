@@ -20,8 +20,10 @@ def _group(f: Finding) -> tuple[str, str]:
 def render_text(result: LintResult, console: Console, *, show_fixes: bool = True) -> None:
     """Print findings grouped by file and object, then a one-line summary."""
     ordered = sorted(result.findings, key=lambda f: (*_group(f), f.location.line, f.rule))
-    for (file, obj), group in groupby(ordered, key=_group):
-        items = list(group)
+    groups = [list(g) for _, g in groupby(ordered, key=_group)]
+    groups.sort(key=lambda g: (g[0].location.file, min(f.location.line for f in g)))
+    for items in groups:
+        file, obj = _group(items[0])
         line = min(f.location.line for f in items)
         console.print(
             f"[bold]{escape(file)}:{line}[/]" + (f"  [bold]{escape(obj)}[/]" if obj else ""),
