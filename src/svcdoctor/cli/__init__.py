@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from svcdoctor import __version__
+from svcdoctor.cli.diagnose import diagnose
 from svcdoctor.cli.lint import lint
 from svcdoctor.cli.rules import rules
 
@@ -16,6 +17,7 @@ def cli() -> None:
 
 
 cli.add_command(lint)
+cli.add_command(diagnose)
 cli.add_command(rules)
 
 

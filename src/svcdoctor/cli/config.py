@@ -76,7 +76,9 @@ def _check(path: Path, key: str, value: Any) -> Any:
             for k, v in value.items()
         }
     if key == "kube-version":
-        return kube_version(str(value), f"{path}: kube-version")
+        if not isinstance(value, str):  # TOML reads 1.30 as the float 1.3
+            raise ConfigError(f'{path}: kube-version must be a string such as "1.31"')
+        return kube_version(value, f"{path}: kube-version")
     return severity(value, f"{path}: fail-on")
 
 

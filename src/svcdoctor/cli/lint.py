@@ -48,8 +48,12 @@ def _settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Severity,
         if not sep:
             raise ConfigError(f"--severity {item!r}: expected RULE=LEVEL, e.g. SVD302=warning")
         severities[rule_id(rule, "--severity")] = severity(level, f"--severity {rule}")
-    enabled = _ids(opts["enable"], "--enable") or file.get("enable")
-    disabled = set(file.get("disable", [])) | set(_ids(opts["disable"], "--disable"))
+    flag_enabled = _ids(opts["enable"], "--enable")
+    enabled = flag_enabled or file.get("enable")
+    # --enable RULE runs RULE even if the config file disables it.
+    disabled = (set(file.get("disable", [])) - set(flag_enabled)) | set(
+        _ids(opts["disable"], "--disable")
+    )
     version = (
         kube_version(opts["kube_version"], "--kube-version")
         if opts["kube_version"]
@@ -75,7 +79,8 @@ def _settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Severity,
 
 def lint_paths(paths: list[str], settings: Settings, max_file_mb: float) -> LintResult:
     """Read the inputs and run the checks (the library entry point of ``lint``)."""
-    loaded = load(paths, stdin=sys.stdin.buffer, max_file_mb=max_file_mb)
+    stdin = sys.stdin.buffer if sys.stdin is not None else None  # None when fd 0 is closed
+    loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb)
     return run_checks(build_inventory(loaded), settings)
 
 

@@ -20,6 +20,7 @@ from svcdoctor.manifests.yamlnodes import (
     TemplateSyntax,
     YList,
     YMap,
+    check_document,
     compose_documents,
     mapping_keys,
     to_python,
@@ -132,7 +133,7 @@ def _read_text(name: str, stdin: BinaryIO | None, limit: int, result: LoadResult
                 UNREADABLE_INPUT,
                 display,
                 1,
-                f"file is {mb:.1f} MB, over the {limit / 1024 / 1024:g} MB limit "
+                f"file is {mb:.1f} MB, over the {round(limit / 1024 / 1024, 3):g} MB limit "
                 "(raise it with --max-file-mb)",
             )
         )
@@ -184,28 +185,36 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     display = "stdin" if name == STDIN else name
     objects: list[RawObject] = []
     counts = (result.documents, result.skipped)
+    templated = "{{" in text
+    # Documents that are not converted are checked only if they may hold an alias or {{ }}.
+    scan = _Scan(aliases="*" in text, templates=templated)
     try:
         roots, error = compose_documents(text)
-        for root in roots:
-            _split_document(display, root, objects, result)
-    except TemplateSyntax as exc:
-        if "{{" in text:
-            _template_problem(display, text, result)
-            return
-        result.problems.append(
-            _problem(INVALID_YAML, display, exc.line, "a mapping key is a list or mapping")
-        )
-        error = None
     except InputTooComplex as exc:
         result.problems.append(_problem(UNREADABLE_INPUT, display, exc.line, exc.reason))
-        error = None
+        return
+    for root in roots:
+        try:
+            _split_document(display, root, objects, result, scan)
+        except TemplateSyntax as exc:
+            if templated:
+                result.documents, result.skipped = counts
+                _template_problem(display, text, result)
+                return
+            result.problems.append(
+                _problem(INVALID_YAML, display, exc.line, "a mapping key is a list or mapping")
+            )
+        except InputTooComplex as exc:
+            result.problems.append(_problem(UNREADABLE_INPUT, display, exc.line, exc.reason))
+        except yaml.YAMLError as exc:  # a value its tag cannot construct, a bad merge key
+            result.problems.append(_yaml_problem(display, exc))
     if error is not None:
         if text.lstrip().startswith(("{", "[")):
             result.documents, result.skipped = counts
         if _json_fallback(display, text, objects, result):
             result.objects.extend(objects)
             return
-        if "{{" in text:
+        if templated:
             _template_problem(display, text, result)
             return
         result.problems.append(_yaml_problem(display, error))
@@ -213,14 +222,27 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     result.objects.extend(objects)
 
 
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """Which checks a document that is not converted needs (see ``check_document``)."""
+
+    aliases: bool
+    templates: bool
+
+    def __call__(self, root: yaml.Node) -> None:
+        if self.aliases or self.templates:
+            check_document(root, template_keys=self.templates)
+
+
 def _split_document(
-    name: str, root: yaml.Node | None, objects: list[RawObject], result: LoadResult
+    name: str, root: yaml.Node | None, objects: list[RawObject], result: LoadResult, scan: _Scan
 ) -> None:
-    if root is None:
+    if root is None or _empty(root):
         return
     keys = mapping_keys(root)
     kind_node, api_node = keys.get("kind"), keys.get("apiVersion")
     if not (isinstance(kind_node, yaml.ScalarNode) and isinstance(api_node, yaml.ScalarNode)):
+        scan(root)
         result.skipped += 1
         return
     kind = kind_node.value
@@ -230,11 +252,18 @@ def _split_document(
         if kind in RELEVANT_KINDS:
             body = to_python(root)
             objects.append(RawObject(body, Location(name, body.line)))
+        else:
+            scan(root)
         return
     items = keys.get("items")
     if isinstance(items, yaml.SequenceNode):
         for item in items.value:
-            _split_document(name, item, objects, result)
+            _split_document(name, item, objects, result, scan)
+
+
+def _empty(root: yaml.Node) -> bool:
+    """A document with no content (``---`` followed by nothing, as helm template writes)."""
+    return isinstance(root, yaml.ScalarNode) and not root.style and root.value == ""
 
 
 def _json_fallback(name: str, text: str, objects: list[RawObject], result: LoadResult) -> bool:

@@ -15,6 +15,9 @@ import yaml
 MAX_EXPANDED_NODES = 2_000_000
 # libyaml's composer recurses in C and crashes on absurd nesting; refuse it first.
 MAX_NESTING = 5_000
+# Inputs up to this size get a second parse by the pure-Python parser after a libyaml error.
+RETRY_MAX_CHARS = 1 << 20
+_LIBYAML_STRICTER = "found unexpected ':'"  # libyaml's error for `[001:db8::]`
 
 _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
@@ -107,8 +110,11 @@ def compose_documents(text: str) -> tuple[list[yaml.Node | None], yaml.YAMLError
     try:
         nodes.extend(yaml.compose_all(text, Loader=_FastCLoader))
         return nodes, None
-    except yaml.YAMLError:
-        pass
+    except yaml.YAMLError as exc:
+        # The pure-Python parser is several times slower: a second try of a big input is
+        # only worth it for the error it is known to accept.
+        if len(text) > RETRY_MAX_CHARS and getattr(exc, "problem", None) != _LIBYAML_STRICTER:
+            return nodes, exc
     nodes = []
     try:
         nodes.extend(yaml.compose_all(text, Loader=yaml.SafeLoader))
@@ -198,12 +204,74 @@ def _scalar(node: yaml.ScalarNode) -> Any:
     construct = _CONSTRUCTOR.yaml_constructors.get(node.tag)
     if construct is None:  # an application tag such as !Ref: keep the text
         return node.value
-    return construct(_CONSTRUCTOR, node)
+    try:
+        return construct(_CONSTRUCTOR, node)
+    except yaml.YAMLError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError):  # `!!int x`, `2020-13-45`
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{_short(node.value)!r} is not a valid {tag}", node.start_mark
+        ) from None
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def to_python(node: yaml.Node) -> Any:
     """Convert a node graph to ``YMap``/``YList``/scalars, bounded in size and depth."""
     try:
         return _Converter().convert(node)[0]
+    except RecursionError:
+        raise InputTooComplex(node.start_mark.line + 1, "nested too deep to analyse") from None
+
+
+def check_document(node: yaml.Node, *, template_keys: bool) -> None:
+    """Refuse, without converting it, a document that ``to_python`` would refuse.
+
+    Used for documents that are read but not converted (non-Kubernetes YAML, kinds no check
+    reads), so an alias bomb or a recursive alias is reported wherever it is. With
+    ``template_keys``, a collection as a mapping key (an unquoted ``{{ x }}``) raises
+    ``TemplateSyntax``.
+    """
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    unique = 0
+
+    def size(n: yaml.Node) -> int:
+        nonlocal unique
+        if isinstance(n, yaml.ScalarNode):
+            unique += 1
+            return 1
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise InputTooComplex(n.start_mark.line + 1, "recursive YAML alias")
+        active.add(key)
+        unique += 1
+        total = 1
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                if template_keys and not isinstance(k, yaml.ScalarNode):
+                    raise TemplateSyntax(k.start_mark.line + 1)
+                total += size(v)
+        else:
+            for item in n.value:
+                total += size(item)
+        active.discard(key)
+        # More expanded nodes than distinct ones: aliases did it (a big plain file is fine).
+        if total > MAX_EXPANDED_NODES and total > unique:
+            raise InputTooComplex(
+                n.start_mark.line + 1,
+                f"aliases expand this document to more than {MAX_EXPANDED_NODES:,} nodes "
+                "(a YAML alias bomb?)",
+            )
+        sizes[key] = total
+        return total
+
+    try:
+        size(node)
     except RecursionError:
         raise InputTooComplex(node.start_mark.line + 1, "nested too deep to analyse") from None

@@ -1,5 +1,20 @@
 """The domain model: frozen dataclasses shared by every command."""
 
+from svcdoctor.model.diagnosis import Assessment, Diagnosis, Verdict
+from svcdoctor.model.evidence import (
+    FAILURES,
+    REQUEST_COLUMNS,
+    ROLES,
+    ContainerExit,
+    EndpointChange,
+    EventKind,
+    Evidence,
+    KernelEvent,
+    LifecycleEvent,
+    Outcome,
+    PodInfo,
+    SourceSummary,
+)
 from svcdoctor.model.finding import Cause, Finding, Location, ObjectRef, Severity
 from svcdoctor.model.inventory import Inventory, selector_matches, targets
 from svcdoctor.model.service import Autoscaler, Service, ServicePort
@@ -19,22 +34,37 @@ from svcdoctor.model.workload import (
 __all__ = [
     "BATCH_KINDS",
     "DEFAULT_GRACE_SECONDS",
+    "FAILURES",
+    "REQUEST_COLUMNS",
+    "ROLES",
     "SERVING_KINDS",
     "WORKLOAD_KINDS",
+    "Assessment",
     "Autoscaler",
     "Cause",
     "Container",
+    "ContainerExit",
     "ContainerPort",
+    "Diagnosis",
+    "EndpointChange",
+    "EventKind",
+    "Evidence",
     "Finding",
     "Inventory",
+    "KernelEvent",
+    "LifecycleEvent",
     "Location",
     "ObjectRef",
+    "Outcome",
+    "PodInfo",
     "PodTemplate",
     "PreStop",
     "Probe",
     "Service",
     "ServicePort",
     "Severity",
+    "SourceSummary",
+    "Verdict",
     "Workload",
     "selector_matches",
     "targets",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import PurePath
 from typing import Any
+from urllib.parse import quote
 
 from svcdoctor import __version__
 from svcdoctor.checks import LintResult, Rule, all_rules
@@ -29,7 +30,8 @@ def _rule(r: Rule) -> dict[str, Any]:
 
 
 def _uri(path: str) -> str:
-    return "stdin" if path in ("-", "stdin") else PurePath(path).as_posix()
+    """A URI reference (RFC 3986) for a path: spaces, ``:``, ``#``… percent-encoded."""
+    return "stdin" if path in ("-", "stdin") else quote(PurePath(path).as_posix())
 
 
 def _result(f: Finding, index: int) -> dict[str, Any]:

@@ -1,0 +1,149 @@
+"""Step 3: one backend that fails while the Service keeps sending it traffic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from svcdoctor.diagnose.context import Context, Settings
+from svcdoctor.diagnose.stats import binom_greater
+from svcdoctor.model import Assessment, Cause, Inventory, PodInfo, selector_matches
+
+
+def steady_rows(ctx: Context, s: Settings) -> pl.DataFrame:
+    """Requests and attempts away from pod deletions (the race would pollute them)."""
+    rows = ctx.frame.filter((pl.col("role") != "error_log") & pl.col("backend").is_not_null())
+    dels = ctx.deletion_ts
+    if dels.size == 0:
+        return rows
+    ts = rows.get_column("ts").to_numpy()
+    idx = np.searchsorted(dels, ts + ctx.resolution + 0.5, "right") - 1
+    lag = np.where(idx >= 0, ts - dels[np.clip(idx, 0, None)], np.inf)
+    return rows.filter(pl.Series(~((lag >= -ctx.resolution - 0.5) & (lag <= s.test_window))))
+
+
+def _readiness_of(inventory: Inventory | None, pod: PodInfo | None) -> str | None:
+    """The readiness probe the pod's workload declares, as a short description."""
+    if inventory is None or pod is None:
+        return None
+    for w in inventory.workloads:
+        same_labels = bool(w.template.labels) and selector_matches(w.template.labels, pod.labels)
+        if same_labels or pod.name.startswith(f"{w.ref.name}-"):
+            probes = [c.readiness for c in w.template.containers]
+            if not any(probes):
+                return f"{w.ref} has no readinessProbe"
+            return "; ".join(f"{p.handler} {' '.join(p.target[1:]).strip()}" for p in probes if p)
+    return None
+
+
+def assess_backend(ctx: Context, s: Settings) -> Assessment:
+    if not ctx.has_backend:
+        return Assessment(
+            Cause.BACKEND,
+            0.0,
+            evidence=("no backend column: failures cannot be attributed to pods",),
+            collect=(
+                "add a backend column (the pod IP:port that served each request: "
+                "ingress-nginx $upstream_addr, Envoy %UPSTREAM_HOST%)",
+                "curl each pod IP directly in a loop and compare",
+            ),
+        )
+    rows = steady_rows(ctx, s)
+    per = (
+        rows.group_by("backend")
+        .agg(pl.len().alias("n"), pl.col("failed").sum().alias("k"))
+        .sort("backend")
+    )
+    total_n, total_k = int(per.get_column("n").sum()), int(per.get_column("k").sum())
+    if per.height < 2 or total_k < s.min_failures:
+        return Assessment(
+            Cause.BACKEND,
+            0.05,
+            evidence=(
+                f"{total_k} failures among {per.height} backends away from deletions: "
+                "too few to single one out",
+            ),
+            details={"backends": per.height, "suspects": []},
+        )
+    suspects: list[dict[str, Any]] = []
+    threshold = s.alpha / per.height
+    for backend, n, k in per.iter_rows():
+        rest_n, rest_k = total_n - n, total_k - k
+        rest_rate = rest_k / rest_n if rest_n else 0.0
+        rate = k / n
+        p = binom_greater(k, n, max(rest_rate, 0.5 / max(rest_n, 1)))
+        if p < threshold and rate >= max(3 * rest_rate, rest_rate + 0.05):
+            pod = ctx.pod_of(backend)
+            suspects.append(
+                {
+                    "backend": backend,
+                    "pod": pod.name if pod else None,
+                    "ip": (pod.ip if pod and pod.ip else backend.rsplit(":", 1)[0]),
+                    "node": pod.node if pod else None,
+                    "requests": n,
+                    "failures": k,
+                    "failure_rate": round(rate, 4),
+                    "others_failure_rate": round(rest_rate, 5),
+                    "p_value": float(f"{p:.3g}"),
+                    "ready": _was_ready(ctx, pod, backend),
+                    "readiness_probe": _readiness_of(ctx.evidence.inventory, pod),
+                }
+            )
+    explained = sum(x["failures"] for x in suspects) / total_k
+    evidence = []
+    fixes = []
+    if suspects:
+        score = 0.5 + 0.45 * explained
+        for x in suspects:
+            who = f"{x['pod']} ({x['ip']})" if x["pod"] else x["backend"]
+            evidence.append(
+                f"{who} failed {x['failures']} of {x['requests']} requests "
+                f"({x['failure_rate']:.1%}) while the other backends failed "
+                f"{x['others_failure_rate']:.2%} (binomial p = {x['p_value']:.3g})"
+            )
+            if x["ready"]:
+                probe = x["readiness_probe"]
+                evidence.append(
+                    f"{who} stayed Ready: readiness did not catch it"
+                    + (
+                        f" (readinessProbe: {probe}): the probe is shallower than the failure"
+                        if probe
+                        else ""
+                    )
+                )
+        evidence.append(
+            f"the suspects account for {explained:.0%} of failures away from "
+            f"deletions, spread over {per.height} backends in total"
+        )
+        names = ", ".join(x["pod"] or x["backend"] for x in suspects)
+        fixes.append(
+            f"take {names} out of the Service now (delete the pod or remove its "
+            "label) and find why it fails: connection pool, wedged workers, config"
+        )
+        fixes.append(
+            "make the readinessProbe exercise what a request needs (an httpGet "
+            "endpoint served by the request workers) so a bad pod leaves the Service"
+        )
+    else:
+        score = 0.1
+        evidence.append(
+            f"no backend fails more than the others ({per.height} backends, "
+            f"{total_k} failures away from deletions)"
+        )
+    return Assessment(
+        Cause.BACKEND,
+        round(score, 3),
+        tuple(evidence),
+        tuple(fixes),
+        {"backends": per.height, "suspects": suspects, "explained_fraction": round(explained, 3)},
+    )
+
+
+def _was_ready(ctx: Context, pod: PodInfo | None, backend: str) -> bool | None:
+    if pod is not None and pod.ready is not None:
+        return pod.ready
+    host = backend.rsplit(":", 1)[0]
+    states = [c.ready for c in ctx.evidence.endpoints if c.address == host and not c.removed]
+    return bool(states[-1]) if states else None

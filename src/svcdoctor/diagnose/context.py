@@ -1,0 +1,109 @@
+"""Facts every analysis needs, computed once from the evidence (vectorised)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from svcdoctor.diagnose.stats import Floats
+from svcdoctor.model import EventKind, Evidence, PodInfo
+
+EMPTY: Floats = np.zeros(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Analysis parameters. ``max_lag``: how long after a deletion failures may still be
+    the race; ``test_window``: the window of the significance test."""
+
+    max_lag: float = 60.0
+    test_window: float = 30.0
+    alpha: float = 0.001
+    rounds: int = 499
+    min_failures: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    evidence: Evidence
+    frame: pl.DataFrame  # requests + failed/reused/attempt columns
+    attempt_ts: Floats  # every request and masked attempt, sorted
+    failure_ts: Floats  # every failure (requests, masked attempts, error logs), sorted
+    new_conn_failure_ts: Floats  # failures on a connection's first request (or conn unknown)
+    start: float
+    end: float
+    deletions: dict[str, float]  # pod → earliest deletion moment
+    resolution: float  # clock granularity of the deletion times
+    has_conn: bool
+    has_backend: bool
+    has_client: bool
+
+    @property
+    def span(self) -> tuple[float, float]:
+        return (self.start, self.end)
+
+    @property
+    def deletion_ts(self) -> Floats:
+        return np.sort(np.fromiter(self.deletions.values(), float, len(self.deletions)))
+
+    def pod_of(self, backend: str) -> PodInfo | None:
+        """The pod behind an ``IP:port``, an IP or a pod name."""
+        host = backend.rsplit(":", 1)[0].strip("[]") if backend.count(":") <= 1 else backend
+        for pod in self.evidence.pods:
+            if backend in (pod.name, pod.ip) or host == pod.ip:
+                return pod
+        for ep in self.evidence.endpoints:
+            if ep.address == host and ep.pod:
+                return next(
+                    (p for p in self.evidence.pods if p.name == ep.pod), PodInfo(ep.pod, ip=host)
+                )
+        return None
+
+
+def build(evidence: Evidence) -> Context:
+    frame = evidence.requests
+    has = {
+        c: frame.height > 0 and frame.get_column(c).null_count() < frame.height
+        for c in ("conn", "backend", "client")
+    }
+    frame = frame.with_columns((pl.col("outcome") != "ok").alias("failed"))
+    if has["conn"]:
+        frame = frame.with_columns(
+            pl.when(pl.col("conn").is_null())
+            .then(None)
+            .otherwise(pl.int_range(pl.len()).over("conn") > 0)
+            .alias("reused")
+        )
+    else:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.Boolean).alias("reused"))
+    attempts = frame.filter(pl.col("role") != "error_log")
+    failures = frame.filter(pl.col("failed"))
+    new_conn = failures.filter(pl.col("reused").is_null() | ~pl.col("reused"))
+    deletions: dict[str, float] = {}
+    resolution = 0.0
+    for e in evidence.events:
+        if e.kind is EventKind.DELETE and e.pod and e.ts < deletions.get(e.pod, np.inf):
+            deletions[e.pod] = e.ts
+            resolution = max(resolution, e.resolution)
+    stamps = [
+        t
+        for t in (frame.get_column("ts").min(), frame.get_column("ts").max())
+        if isinstance(t, float)
+    ]
+    stamps += [e.ts for e in evidence.events]
+    return Context(
+        evidence=evidence,
+        frame=frame,
+        attempt_ts=np.sort(attempts.get_column("ts").to_numpy()),
+        failure_ts=np.sort(failures.get_column("ts").to_numpy()),
+        new_conn_failure_ts=np.sort(new_conn.get_column("ts").to_numpy()),
+        start=min(stamps, default=0.0),
+        end=max(stamps, default=0.0),
+        deletions=deletions,
+        resolution=resolution,
+        has_conn=has["conn"],
+        has_backend=has["backend"],
+        has_client=has["client"],
+    )

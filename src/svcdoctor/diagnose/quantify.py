@@ -1,0 +1,103 @@
+"""Step 1 of the investigation: how many requests fail, how, and is it a round fraction?"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+
+from svcdoctor.diagnose.context import Context
+from svcdoctor.diagnose.stats import binom_fits, proportion_ci
+from svcdoctor.evidence.times import iso
+
+
+def replica_count(ctx: Context) -> int | None:
+    """N: from Deployments/ReplicaSets, else backends carrying traffic, else live pods."""
+    if ctx.evidence.replicas_hint:
+        return ctx.evidence.replicas_hint
+    if ctx.has_backend:
+        visible = ctx.frame.filter(pl.col("backend").is_not_null())
+        shares = visible.group_by("backend").len().get_column("len")
+        total = int(shares.sum())
+        busy = int((shares >= 0.01 * total).sum()) if total else 0
+        if busy:
+            return busy
+    alive = [p for p in ctx.evidence.pods if p.deleted_at is None]
+    return len(alive) or None
+
+
+def nearest_fraction(k: int, n: int, replicas: int | None) -> dict[str, Any] | None:
+    """The j/N nearest to k/n and whether k/n is consistent with it (binomial test)."""
+    if not replicas or n == 0 or k == 0:
+        return None
+    rate = k / n
+    j = min(max(round(rate * replicas), 1), replicas)
+    p = binom_fits(k, n, j / replicas)
+    return {
+        "fraction": f"{j}/{replicas}",
+        "value": j / replicas,
+        "p_value": p,
+        "consistent": p >= 0.01,
+        "simplified": str(Fraction(j, replicas)),
+    }
+
+
+def quantify(ctx: Context) -> dict[str, Any]:
+    frame = ctx.frame
+    visible = frame.filter(pl.col("role") == "request")
+    n = visible.height
+    k = int(visible.get_column("failed").sum()) if n else 0
+    by_outcome = {
+        r["outcome"]: r["len"]
+        for r in visible.group_by("outcome").len().sort("outcome").iter_rows(named=True)
+    }
+    masked = frame.filter((pl.col("role") == "masked") & pl.col("failed"))
+    logged = frame.filter(pl.col("role") == "error_log")
+    replicas = replica_count(ctx)
+    low, high = proportion_ci(k, n)
+    return {
+        "requests": n,
+        "errors": k,
+        "error_rate": k / n if n else None,
+        "error_rate_ci95": [low, high] if n else None,
+        "by_outcome": by_outcome,
+        "masked_by_retries": masked.height,
+        "masked_by_outcome": {
+            r["outcome"]: r["len"]
+            for r in masked.group_by("outcome").len().sort("outcome").iter_rows(named=True)
+        },
+        "error_log_failures": logged.height,
+        "start": iso(ctx.start) if frame.height or ctx.evidence.events else None,
+        "end": iso(ctx.end) if frame.height or ctx.evidence.events else None,
+        "duration_seconds": round(ctx.end - ctx.start, 3),
+        "replicas": replicas,
+        "nearest_fraction": nearest_fraction(k, n, replicas),
+        "deletions": len(ctx.deletions),
+    }
+
+
+def timeline(ctx: Context) -> dict[str, Any]:
+    """Per-second requests and failures, and the lifecycle moments, for the plots."""
+    per_second = (
+        ctx.frame.filter(pl.col("role") != "error_log")
+        .with_columns(pl.col("ts").floor().alias("second"))
+        .group_by("second")
+        .agg(pl.len().alias("requests"), pl.col("failed").sum().alias("failures"))
+        .sort("second")
+    )
+    return {
+        "second": per_second.get_column("second").to_list(),
+        "requests": per_second.get_column("requests").to_list(),
+        "failures": per_second.get_column("failures").to_list(),
+        "events": [(e.ts, e.kind.value, e.pod or "") for e in ctx.evidence.events],
+        "endpoints": [
+            (
+                c.ts,
+                c.address,
+                "removed" if c.removed else "not-ready" if c.ready is False else "ready",
+            )
+            for c in ctx.evidence.endpoints
+            if c.ts is not None
+        ],
+    }

@@ -1,0 +1,230 @@
+"""Steps 2 and 4: failures after pod deletions (the endpoint-removal race) and the
+shutdown path (preStop, SIGTERM, grace period, SIGKILL)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from svcdoctor.diagnose.context import Context, Settings
+from svcdoctor.diagnose.stats import Floats, count_in, shift_test
+from svcdoctor.model import Assessment, Cause, EventKind
+
+BIN = 0.25  # seconds per lag bin
+TOLERANCE = 0.5  # clock skew allowed between sources, on top of their resolution
+
+
+def excess_in_windows(ctx: Context, failures: Floats, anchors: Floats, width: float) -> float:
+    """Failures within ``width`` s after the anchors, minus what their traffic share predicts."""
+    lo = -(ctx.resolution + TOLERANCE)
+    hits = count_in(failures, anchors + lo, anchors + width)
+    if ctx.attempt_ts.size:
+        share = count_in(ctx.attempt_ts, anchors + lo, anchors + width) / ctx.attempt_ts.size
+    else:
+        share = min(1.0, anchors.size * (width - lo) / max(ctx.end - ctx.start, 1e-9))
+    return hits - failures.size * share
+
+
+def race_window(ctx: Context, failures: Floats, s: Settings) -> dict[str, Any] | None:
+    """The lag after deletion within which the excess failures fall (99 % of them), from
+    the lag histogram minus the baseline failure rate measured away from deletions."""
+    dels = ctx.deletion_ts
+    tol = ctx.resolution + TOLERANCE
+    if failures.size == 0 or dels.size == 0:
+        return None
+    idx = np.searchsorted(dels, failures + tol, "right") - 1
+    valid = idx >= 0
+    lags = failures[valid] - dels[idx[valid]]
+    lags = lags[(lags >= -tol) & (lags <= s.max_lag)]
+    edges = np.arange(-tol, s.max_lag + BIN, BIN)
+    observed, _ = np.histogram(lags, edges)
+    inside = count_in(failures, dels - tol, dels + s.max_lag)
+    covered = _covered(dels - tol, dels + s.max_lag)
+    outside_time = max(ctx.end - ctx.start - covered, 0.0)
+    base = (failures.size - inside) / outside_time if outside_time > 1.0 else 0.0
+    seg_end = np.minimum(np.append(dels[1:] - tol, np.inf), dels + s.max_lag)
+    lo = dels[:, None] + edges[None, :-1]
+    hi = dels[:, None] + edges[None, 1:]
+    exposure = np.clip(
+        np.minimum(hi, seg_end[:, None]) - np.maximum(lo, (dels - tol)[:, None]), 0, None
+    ).sum(axis=0)
+    excess = np.clip(observed - base * exposure, 0, None)
+    total = float(excess.sum())
+    if total < s.min_failures:
+        return None
+    cumulative = np.cumsum(excess) / total
+    window = float(edges[1:][np.searchsorted(cumulative, 0.99)])
+    excess_lags = np.repeat((edges[:-1] + edges[1:]) / 2, np.round(excess).astype(int))
+    return {
+        "window_seconds": round(max(window, BIN) + ctx.resolution, 2),
+        "median_lag_seconds": round(float(np.median(excess_lags)), 2) if excess_lags.size else None,
+        "excess_failures": round(total, 1),
+        "baseline_failures_per_second": round(base, 4),
+    }
+
+
+def _covered(starts: Floats, ends: Floats) -> float:
+    from svcdoctor.diagnose.stats import merged
+
+    s, e = merged(starts, ends)
+    return float((e - s).sum())
+
+
+def _latency_p999(ctx: Context) -> float | None:
+    ok = ctx.frame.filter(
+        (pl.col("role") == "request") & ~pl.col("failed") & pl.col("latency_ms").is_not_null()
+    )
+    if ok.height < 20:
+        return None
+    value = ok.get_column("latency_ms").quantile(0.999)
+    return float(value) / 1000 if value is not None else None
+
+
+def _shutdown_path(ctx: Context) -> dict[str, Any]:
+    """SIGKILLs (exit 137) of deleted pods, failed preStop hooks, deletion → exit times."""
+    killed = []
+    for pod in ctx.evidence.pods:
+        for ex in pod.exits:
+            if ex.exit_code == 137 and ex.reason != "OOMKilled" and pod.name in ctx.deletions:
+                took = (ex.finished_at - ctx.deletions[pod.name]) if ex.finished_at else None
+                killed.append(
+                    {
+                        "pod": pod.name,
+                        "container": ex.container,
+                        "seconds_after_deletion": round(took, 1) if took else None,
+                        "grace_seconds": pod.grace_seconds,
+                        "at": ex.finished_at,
+                    }
+                )
+    if not killed:  # events only: exits recorded as lifecycle events
+        for e in ctx.evidence.events:
+            if e.kind is EventKind.EXIT and e.exit_code == 137 and e.pod in ctx.deletions:
+                killed.append(
+                    {
+                        "pod": e.pod,
+                        "container": e.message,
+                        "at": e.ts,
+                        "seconds_after_deletion": round(e.ts - ctx.deletions[e.pod], 1),
+                        "grace_seconds": None,
+                    }
+                )
+    exits = np.array(sorted(k["at"] for k in killed if k["at"] is not None))
+    at_kill = (
+        count_in(ctx.failure_ts, exits - 1.0 - ctx.resolution, exits + 2.0) if exits.size else 0
+    )
+    hook_failures = [e for e in ctx.evidence.events if e.kind is EventKind.PRESTOP_FAILED]
+    return {
+        "sigkilled": killed,
+        "failures_at_sigkill": at_kill,
+        "failed_prestop_hooks": len(hook_failures),
+        "failed_prestop_pods": sorted({e.pod for e in hook_failures if e.pod}),
+    }
+
+
+def assess_race(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assessment:
+    if not ctx.deletions:
+        return Assessment(
+            Cause.RACE,
+            0.0,
+            evidence=("no pod deletions in the evidence: the race cannot be tested",),
+            collect=(
+                "capture `kubectl get events -o json` and `kubectl get pods -o json` "
+                "covering the next rollout",
+            ),
+        )
+    failures = ctx.new_conn_failure_ts
+    dels = ctx.deletion_ts
+    observed = excess_in_windows(ctx, failures, dels, s.test_window)
+    p = shift_test(
+        lambda a: excess_in_windows(ctx, failures, a, s.test_window), dels, ctx.span, s.rounds
+    )
+    explained = observed / failures.size if failures.size else 0.0
+    window = race_window(ctx, failures, s) if p < 0.05 else None
+    shutdown = _shutdown_path(ctx)
+    evidence: list[str] = []
+    fixes: list[str] = []
+    details: dict[str, Any] = {
+        "deletions": len(ctx.deletions),
+        "p_value": round(p, 4),
+        "excess_failures": round(observed, 1),
+        "explained_fraction": round(max(explained, 0.0), 3),
+        "clock_resolution_seconds": ctx.resolution,
+        **shutdown,
+    }
+    if p < s.alpha and observed >= s.min_failures:
+        score = 0.55 + 0.4 * min(1.0, max(explained, 0.0))
+    elif p < 0.05 and observed >= s.min_failures:
+        score = 0.35
+    else:
+        score = 0.05
+    which = "on new connections " if ctx.has_conn else ""
+    evidence.append(
+        f"{round(observed):d} more failures {which}than traffic predicts in the "
+        f"{s.test_window:g} s after {len(ctx.deletions)} pod deletions "
+        f"({max(explained, 0.0):.0%} of those failures; permutation p = {p:.3g})"
+    )
+    if window:
+        details.update(window)
+        evidence.append(
+            f"the excess failures end {window['window_seconds']:g} s after deletion "
+            f"(median lag {window['median_lag_seconds']} s): the observed race window"
+        )
+        prestop = math.ceil(window["window_seconds"] + max(2.0, 0.5 * window["window_seconds"]))
+        latency = _latency_p999(ctx)
+        grace = math.ceil(prestop + (latency if latency is not None else 10.0) + 5)
+        details["recommended_prestop_seconds"] = prestop
+        details["recommended_grace_seconds"] = grace
+        details["latency_p999_seconds"] = round(latency, 3) if latency is not None else None
+        fixes.append(
+            f"add a preStop sleep of {prestop} s (the observed {window['window_seconds']:g} s "
+            f"window plus margin) and terminationGracePeriodSeconds: {grace} (preStop + "
+            + (f"p99.9 latency {latency:.1f} s" if latency is not None else "10 s requests")
+            + " + 5 s):\n  lifecycle: {preStop: {sleep: {seconds: "
+            + str(prestop)
+            + "}}}\n"
+            f"  terminationGracePeriodSeconds: {grace}"
+        )
+        fixes.append(
+            "on SIGTERM stop accepting new connections, finish in-flight requests, "
+            "then exit (graceful shutdown)"
+        )
+    if shutdown["sigkilled"]:
+        graces = sorted({k["grace_seconds"] for k in shutdown["sigkilled"] if k["grace_seconds"]})
+        took = [
+            k["seconds_after_deletion"]
+            for k in shutdown["sigkilled"]
+            if k["seconds_after_deletion"] is not None
+        ]
+        evidence.append(
+            f"{len(shutdown['sigkilled'])} containers of deleted pods exited 137 (SIGKILL) "
+            + (f"{min(took):g}-{max(took):g} s after deletion " if took else "")
+            + (f"= the grace period ({', '.join(map(str, graces))} s) " if graces else "")
+            + f"with {shutdown['failures_at_sigkill']} failures at those moments"
+        )
+        need = details.get("recommended_grace_seconds") or (max(graces) * 2 if graces else 60)
+        fixes.insert(
+            0,
+            "the grace period is too short: the kubelet SIGKILLs the container "
+            "mid-request; raise terminationGracePeriodSeconds to at least "
+            f"{need} (preStop + the longest request + margin)",
+        )
+        if shutdown["failures_at_sigkill"] >= s.min_failures:
+            score = max(score, 0.7)
+        else:
+            score = max(score, 0.35)
+    if shutdown["failed_prestop_hooks"]:
+        evidence.append(
+            f"{shutdown['failed_prestop_hooks']} FailedPreStopHook events "
+            f"({', '.join(shutdown['failed_prestop_pods'][:3])}): those pods got no "
+            "preStop delay at all"
+        )
+        fixes.append(
+            "fix the preStop hook (an image without a shell needs the native "
+            "`sleep` action, Kubernetes ≥ 1.30)"
+        )
+        score = max(score, 0.35) if score >= 0.3 else score
+    evidence.extend(manifest_notes)
+    return Assessment(Cause.RACE, round(score, 3), tuple(evidence), tuple(fixes), details)

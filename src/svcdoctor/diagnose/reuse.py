@@ -1,0 +1,146 @@
+"""Step 5: the client side. Connection reuse pins clients to backends, so failures land on
+the clients that held connections, at the moment a pod exits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from svcdoctor.diagnose.context import Context, Settings
+from svcdoctor.diagnose.stats import count_in
+from svcdoctor.model import Assessment, Cause, EventKind
+
+
+def client_concentration(ctx: Context) -> dict[str, Any] | None:
+    """How few clients carry most failures, against their share of traffic (chi-square)."""
+    if not ctx.has_client:
+        return None
+    rows = ctx.frame.filter((pl.col("role") != "error_log") & pl.col("client").is_not_null())
+    per = rows.group_by("client").agg(pl.len().alias("n"), pl.col("failed").sum().alias("k"))
+    total_k = int(per.get_column("k").sum())
+    if per.height < 2 or total_k == 0:
+        return None
+    per = per.sort("k", descending=True)
+    k = per.get_column("k").to_numpy()
+    n = per.get_column("n").to_numpy()
+    top = int(np.searchsorted(np.cumsum(k) / total_k, 0.8) + 1)
+    from scipy.stats import chi2_contingency
+
+    table = np.vstack([k, n - k])
+    table = table[:, table.sum(axis=0) > 0]
+    p = float(chi2_contingency(table)[1]) if table.shape[1] >= 2 and (table[1] > 0).any() else 1.0
+    return {
+        "clients": per.height,
+        "clients_with_80pct_of_failures": top,
+        "their_traffic_share": round(float(n[:top].sum() / n.sum()), 3),
+        "p_value": float(f"{p:.3g}"),
+        "worst_clients": per.head(5).select("client", "n", "k").rows(),
+    }
+
+
+def new_backend_share(ctx: Context) -> list[dict[str, Any]]:
+    """Backends created during the evidence that got far less than a fair share."""
+    if not ctx.has_backend:
+        return []
+    created = {
+        e.pod: e.ts
+        for e in ctx.evidence.events
+        if e.kind is EventKind.CREATE and e.pod and e.ts > ctx.start + 1
+    }
+    if not created:
+        return []
+    rows = ctx.frame.filter((pl.col("role") == "request") & pl.col("backend").is_not_null())
+    skewed = []
+    for backend in rows.get_column("backend").unique().to_list():
+        pod = ctx.pod_of(backend)
+        if pod is None or pod.name not in created:
+            continue
+        after = rows.filter(pl.col("ts") >= created[pod.name] + 5)
+        if after.height < 50:
+            continue
+        share = after.filter(pl.col("backend") == backend).height / after.height
+        fair = 1 / max(after.get_column("backend").n_unique(), 1)
+        if share < 0.3 * fair:
+            skewed.append({"pod": pod.name, "share": round(share, 4), "fair_share": round(fair, 4)})
+    return skewed
+
+
+def assess_reuse(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assessment:
+    collect = []
+    if not ctx.has_conn:
+        collect.append(
+            "add a conn column (an id per client connection) to tell reused "
+            "connections from new ones"
+        )
+    if not ctx.has_client:
+        collect.append("add a client column to see whether failures concentrate on clients")
+    failures = ctx.frame.filter(pl.col("failed") & (pl.col("role") != "error_log"))
+    reused = failures.filter(pl.col("reused").fill_null(False))
+    reused_share = reused.height / failures.height if failures.height else 0.0
+    conc = client_concentration(ctx)
+    skew = new_backend_share(ctx)
+    exits = np.array(sorted(e.ts for e in ctx.evidence.events if e.kind is EventKind.EXIT))
+    reused_ts = np.sort(reused.get_column("ts").to_numpy())
+    at_exit = (
+        count_in(reused_ts, exits - 1.0 - ctx.resolution, exits + 2.0)
+        if exits.size and reused_ts.size
+        else 0
+    )
+    evidence: list[str] = []
+    score = 0.05
+    if ctx.has_conn and failures.height >= s.min_failures:
+        evidence.append(
+            f"{reused_share:.0%} of {failures.height} failures happened on reused "
+            "(keep-alive) connections"
+        )
+        if reused_share >= 0.5 and reused.height >= s.min_failures:
+            score = 0.45 + 0.3 * reused_share
+    if conc and conc["p_value"] < s.alpha:
+        evidence.append(
+            f"{conc['clients_with_80pct_of_failures']} of {conc['clients']} clients hold 80 % of "
+            f"failures with {conc['their_traffic_share']:.0%} of traffic "
+            f"(chi-square p = {conc['p_value']:.3g})"
+        )
+        if conc["their_traffic_share"] < 0.6:
+            score = max(score, 0.35) + (0.15 if score >= 0.45 else 0.0)
+    if at_exit >= s.min_failures:
+        evidence.append(
+            f"{at_exit} failures on reused connections within 2 s of a container "
+            "exit: connections held to a terminating pod broke when it exited"
+        )
+        score += 0.1 if score >= 0.45 else 0.0
+    if skew:
+        names = ", ".join(
+            f"{x['pod']} ({x['share']:.1%} vs fair {x['fair_share']:.0%})" for x in skew[:3]
+        )
+        evidence.append(f"new pods get little traffic from existing clients: {names}")
+        score = max(score, 0.35)
+    if not evidence:
+        evidence.append("no sign of connection reuse in the failures")
+    evidence.extend(manifest_notes)
+    fixes = []
+    if score >= 0.3:
+        fixes = [
+            "bound connection lifetime: client max connection age / idle timeout, or the "
+            "server's (gRPC MaxConnectionAge, HTTP keep-alive max requests)",
+            "on SIGTERM answer with `Connection: close` (HTTP/1.1) or GOAWAY (HTTP/2) before "
+            "exiting, so clients move their connections in time",
+            "for gRPC: a headless Service with client-side round_robin, or a mesh that "
+            "balances per request",
+        ]
+    details = {
+        "reused_failure_share": round(reused_share, 3),
+        "client_concentration": conc,
+        "failures_at_exit_on_reused": at_exit,
+        "skewed_new_backends": skew,
+    }
+    return Assessment(
+        Cause.REUSE,
+        round(min(score, 0.95), 3),
+        tuple(evidence),
+        tuple(fixes),
+        details,
+        tuple(collect),
+    )

@@ -1,0 +1,156 @@
+"""Evidence: what happened, as read from the files users already have.
+
+Requests are columnar (a polars DataFrame with ``REQUEST_SCHEMA``; millions of rows);
+everything else is a tuple of small frozen records. All times are Unix seconds, UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from svcdoctor.model.inventory import Inventory
+
+
+class Outcome(StrEnum):
+    """How one request (or one upstream attempt) ended."""
+
+    OK = "ok"
+    RESET = "reset"
+    REFUSED = "refused"
+    TIMEOUT = "timeout"
+    EOF = "eof"  # the connection closed before a response
+    HTTP_ERROR = "http_error"  # 5xx
+    ERROR = "error"
+
+
+FAILURES = tuple(o.value for o in Outcome if o is not Outcome.OK)
+
+# The request frame's columns. ``role``: ``request`` (what a client saw), ``masked`` (a
+# failed upstream attempt that a proxy retried, invisible to the client) or ``error_log``
+# (a failure from a proxy's error log: a time and a backend, no denominator).
+# ``source``: the file the row came from.
+REQUEST_COLUMNS = (
+    "ts",
+    "outcome",
+    "status",
+    "latency_ms",
+    "client",
+    "backend",
+    "conn",
+    "node",
+    "role",
+    "source",
+)
+ROLES = ("request", "masked", "error_log")
+
+
+class EventKind(StrEnum):
+    """Pod lifecycle moments that the analyses line traffic up against."""
+
+    DELETE = "delete"  # deletionTimestamp, SuccessfulDelete, Killing
+    CREATE = "create"  # SuccessfulCreate, Scheduled, creationTimestamp
+    START = "start"  # Started
+    EXIT = "exit"  # a container terminated (finishedAt)
+    UNHEALTHY = "unhealthy"  # probe failures
+    PRESTOP_FAILED = "prestop_failed"  # FailedPreStopHook
+    SCALE = "scale"  # ScalingReplicaSet
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerExit:
+    container: str
+    exit_code: int
+    reason: str
+    finished_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """One pod as ``kubectl get pods -o json`` shows it (the latest snapshot wins)."""
+
+    name: str
+    namespace: str = ""
+    ip: str | None = None
+    node: str | None = None
+    ready: bool | None = None
+    created_at: float | None = None
+    deleted_at: float | None = None
+    grace_seconds: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    exits: tuple[ContainerExit, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleEvent:
+    """A lifecycle moment. ``resolution`` is the clock's granularity (1 s for kubectl
+    events), so analyses widen their windows by it."""
+
+    ts: float
+    kind: EventKind
+    pod: str | None
+    source: str
+    namespace: str = ""
+    reason: str = ""
+    message: str = ""
+    exit_code: int | None = None
+    resolution: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointChange:
+    """An endpoint's conditions as an EndpointSlice reported them at ``ts``."""
+
+    ts: float | None
+    address: str
+    pod: str | None
+    ready: bool | None
+    serving: bool | None
+    terminating: bool | None
+    removed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEvent:
+    """A kernel message that drops traffic (``nf_conntrack: table full``), or a counter
+    from ``conntrack -S`` (``ts`` is ``None`` for counters)."""
+
+    ts: float | None
+    kind: str  # "conntrack_full" | "insert_failed" | "drop"
+    count: int
+    source: str
+    netns: str | None = None
+    node: str | None = None
+    aligned: bool = True  # False: seconds since boot that could not be put on the wall clock
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSummary:
+    """What one input contributed: its detected format, rows and time span."""
+
+    path: str
+    format: str
+    rows: int
+    start: float | None = None
+    end: float | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Everything read for one diagnosis."""
+
+    requests: pl.DataFrame
+    pods: tuple[PodInfo, ...] = ()
+    events: tuple[LifecycleEvent, ...] = ()
+    endpoints: tuple[EndpointChange, ...] = ()
+    kernel: tuple[KernelEvent, ...] = ()
+    inventory: Inventory | None = None
+    sources: tuple[SourceSummary, ...] = ()
+    problems: tuple[str, ...] = ()  # inputs named with the reason they were skipped
+    replicas_hint: int | None = None  # from Deployments/ReplicaSets when present
+    extra: dict[str, Any] = field(default_factory=dict)
