@@ -359,7 +359,7 @@ def test_a_helm_template_is_svd002_telling_to_pipe_helm_template_not_svd001(
 @pytest.mark.parametrize(
     "text",
     [
-        '{{- if .Values.enabled }}\napiVersion: v1\nkind: Service\nmetadata: {name: a}\n{{- end }}\n',
+        "{{- if .Values.enabled }}\napiVersion: v1\nkind: Service\nmetadata: {name: a}\n{{- end }}\n",
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Values.name }}\n",
         # a kind no check reads is a template all the same
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name }}\n"
@@ -380,7 +380,7 @@ def test_go_template_text_inside_a_quoted_string_is_an_ordinary_value() -> None:
         "data:\n"
         "  rules.yaml: |\n"
         "    summary: 'Instance {{ $labels.instance }} down'\n"
-        "  description: \"{{ $labels.instance }} of job {{ $labels.job }} is down\"\n"
+        '  description: "{{ $labels.instance }} of job {{ $labels.job }} is down"\n'
         "---\n" + SERVICE.format(name="after")
     )
     result = load_text(text)
@@ -510,7 +510,9 @@ def test_a_binary_file_is_svd003_binary(tmp_path: Path, data: bytes) -> None:
 
 
 def test_invalid_utf8_is_svd001_at_the_line_of_the_bad_byte(tmp_path: Path) -> None:
-    path = write(tmp_path / "latin1.yaml", "apiVersion: v1\nkind: Service\n".encode() + b"x: caf\xe9\n")
+    path = write(
+        tmp_path / "latin1.yaml", "apiVersion: v1\nkind: Service\n".encode() + b"x: caf\xe9\n"
+    )
     problem = only_problem(load([path]))
     assert (problem.rule, problem.location.line) == ("SVD001", 3)
     assert "UTF-8" in problem.message
@@ -529,9 +531,7 @@ print(json.dumps([[p.rule, p.location.line, p.message] for p in result.problems]
     ["[" * 30_000, "{a: " * 30_000, "- " * 30_000 + "x\n", "k:\n" + " " * 30_000 + "v\n"],
     ids=["flow-sequences", "flow-mappings", "block-sequences", "indentation"],
 )
-def test_absurd_nesting_is_refused_without_crashing_the_process(
-    tmp_path: Path, text: str
-) -> None:
+def test_absurd_nesting_is_refused_without_crashing_the_process(tmp_path: Path, text: str) -> None:
     path = write(tmp_path / "deep.yaml", text)
     run = subprocess.run(
         [sys.executable, "-c", NESTING_SCRIPT, path],
@@ -641,9 +641,7 @@ def test_wrong_field_types_are_svd004_naming_path_and_line_without_crashing() ->
         "    targetPort: [8080]\n"  # 19
     )
     result = lint_text(text)
-    problems = {
-        (f.location.line, f.message) for f in result.findings if f.rule == "SVD004"
-    }
+    problems = {(f.location.line, f.message) for f in result.findings if f.rule == "SVD004"}
     assert problems == {
         (5, "Deployment api: spec.replicas must be an integer, got 'two'"),
         (9, "Deployment api: spec.template.spec.containers must be a list, got a mapping"),

@@ -144,9 +144,13 @@ LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def unescape(text: str) -> str:
-    return text.replace("%0A", "\n").replace("%0D", "\r").replace("%3A", ":").replace(
-        "%2C", ","
-    ).replace("%25", "%")
+    return (
+        text.replace("%0A", "\n")
+        .replace("%0D", "\r")
+        .replace("%3A", ":")
+        .replace("%2C", ",")
+        .replace("%25", "%")
+    )
 
 
 def test_github_emits_one_workflow_command_per_finding(example: LintResult) -> None:

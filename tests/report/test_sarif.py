@@ -93,8 +93,10 @@ def test_report_with_input_errors_is_valid_sarif(
     log = to_sarif(input_errors)
     validate(validator, log)
     results = log["runs"][0]["results"]
-    by_rule = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
-               for r in results}
+    by_rule = {
+        (r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+        for r in results
+    }
     assert ("SVD001", "stdin") in by_rule
     assert sum(1 for rule, _ in by_rule if rule == "SVD003") == 2
     stdin_error = next(r for r in results if r["ruleId"] == "SVD001")

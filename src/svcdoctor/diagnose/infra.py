@@ -17,8 +17,9 @@ def assess_infra(
     aligned = np.array(sorted(e.ts for e in drops if e.aligned and e.ts is not None))
     counters = {e.kind: e.count for e in ctx.evidence.kernel if e.ts is None}
     evidence: list[str] = []
+    messages = sum(e.count for e in drops)
     details: dict[str, object] = {
-        "conntrack_full_messages": sum(e.count for e in drops),
+        "conntrack_full_messages": messages,
         "conntrack_counters": counters,
     }
     score = 0.05
@@ -30,7 +31,7 @@ def assess_infra(
         )
         details.update({"failures_near_conntrack_drops": near, "p_value": round(p, 4)})
         evidence.append(
-            f"{int(details['conntrack_full_messages'])} 'nf_conntrack: table full, "
+            f"{messages} 'nf_conntrack: table full, "
             f"dropping packet' messages; {near} failures within 2 s of them "
             f"(permutation p = {p:.3g})"
         )

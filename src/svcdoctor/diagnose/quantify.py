@@ -9,7 +9,7 @@ import polars as pl
 
 from svcdoctor.diagnose.context import Context
 from svcdoctor.diagnose.stats import binom_fits, proportion_ci
-from svcdoctor.evidence.times import iso
+from svcdoctor.model import iso_utc as iso
 
 
 def replica_count(ctx: Context) -> int | None:

@@ -58,10 +58,3 @@ def syslog(text: str, year: int) -> float | None:
     except (ValueError, KeyError):
         return None
     return stamp.timestamp() + second
-
-
-def iso(ts: float | None) -> str | None:
-    """Seconds → RFC 3339 UTC with milliseconds (for reports)."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -14,6 +14,7 @@ from svcdoctor.model.evidence import (
     Outcome,
     PodInfo,
     SourceSummary,
+    iso_utc,
 )
 from svcdoctor.model.finding import Cause, Finding, Location, ObjectRef, Severity
 from svcdoctor.model.inventory import Inventory, selector_matches, targets
@@ -66,6 +67,7 @@ __all__ = [
     "SourceSummary",
     "Verdict",
     "Workload",
+    "iso_utc",
     "selector_matches",
     "targets",
 ]

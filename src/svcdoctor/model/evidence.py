@@ -7,6 +7,7 @@ everything else is a tuple of small frozen records. All times are Unix seconds, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -154,3 +155,11 @@ class Evidence:
     problems: tuple[str, ...] = ()  # inputs named with the reason they were skipped
     replicas_hint: int | None = None  # from Deployments/ReplicaSets when present
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def iso_utc(ts: float | None) -> str | None:
+    """Unix seconds → RFC 3339 UTC with milliseconds (for reports)."""
+    if ts is None:
+        return None
+    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")

@@ -36,7 +36,7 @@ def _clean(value: Any) -> Any:
 
 def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
     primary = d.primary
-    return _clean(
+    body: dict[str, Any] = _clean(
         {
             "summary": d.summary,
             "primary_cause": primary.cause.value if primary else None,
@@ -55,6 +55,7 @@ def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
             "next_steps": list(d.next_steps),
         }
     )
+    return body
 
 
 def render_json(d: Diagnosis) -> str:

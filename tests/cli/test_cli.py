@@ -1,0 +1,463 @@
+"""The installed console scripts, run as a user runs them: real processes, files and stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from svcdoctor import __version__
+from svcdoctor.checks import DOC_SECTIONS, RULES
+
+BIN = Path(sys.executable).parent
+
+
+def script(name: str) -> str:
+    found = BIN / name
+    if found.is_file():
+        return str(found)
+    which = shutil.which(name)
+    assert which, f"console script {name} is not installed (pip install -e .)"
+    return which
+
+
+def run(
+    *args: str,
+    cwd: Path,
+    stdin: str | None = None,
+    program: str = "svcdoctor",
+    **kwargs: Any,
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run(
+        [script(program), *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+        **kwargs,
+    )
+
+
+def findings(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    return list(json.loads(proc.stdout)["findings"])
+
+
+def rules_of(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """rule id -> severity of each finding in a JSON report."""
+    return {f["rule"]: f["severity"] for f in findings(proc)}
+
+
+def assert_usage_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, proc.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    return errors[0]
+
+
+# A Service and a Deployment with neither a preStop delay (SVD101) nor a readiness probe
+# (SVD201): both warnings.
+APP = """\
+apiVersion: v1
+kind: Service
+metadata: {name: api}
+spec:
+  selector: {app: api}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  annotations: {}
+spec:
+  replicas: 2
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+      - name: api
+        image: example/api:1
+        ports: [{containerPort: 8080}]
+"""
+
+# Only an info finding (SVD401: a LoadBalancer with externalTrafficPolicy Cluster).
+INFO_ONLY = """\
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Cluster
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  strategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule}
+      containers:
+      - name: web
+        image: example/web:1
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /readyz, port: 8080}}
+        lifecycle: {preStop: {sleep: {seconds: 5}}}
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    path = tmp_path / "app.yaml"
+    path.write_text(APP)
+    return path
+
+
+# --- basics --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("program", ["svcdoctor", "kubectl-svcdoctor"])
+def test_version_of_each_console_script(tmp_path: Path, program: str) -> None:
+    proc = run("--version", cwd=tmp_path, program=program)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"svcdoctor, version {__version__}"
+
+
+def test_the_kubectl_plugin_lints_like_svcdoctor(tmp_path: Path, app: Path) -> None:
+    plugin = run("lint", app.name, "-f", "json", cwd=tmp_path, program="kubectl-svcdoctor")
+    direct = run("lint", app.name, "-f", "json", cwd=tmp_path)
+    assert plugin.returncode == direct.returncode == 1
+    assert plugin.stdout == direct.stdout
+
+
+def test_lint_example_exits_1_because_it_has_warnings(tmp_path: Path) -> None:
+    proc = run("lint", "--example", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "warning" in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("1 file, 8 objects")
+    assert proc.stderr == ""
+
+
+def test_exit_zero_reports_but_exits_0(tmp_path: Path) -> None:
+    proc = run("lint", "--example", "--exit-zero", "-f", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert {"warning", "error"} <= set(rules_of(proc).values())
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github"])
+def test_every_format_prints_the_example_report(tmp_path: Path, fmt: str) -> None:
+    proc = run("lint", "--example", "--format", fmt, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    if fmt in ("json", "sarif"):
+        document = json.loads(proc.stdout)
+        results = document["findings"] if fmt == "json" else document["runs"][0]["results"]
+        assert len(results) >= 10
+    elif fmt == "github":
+        lines = proc.stdout.splitlines()
+        assert lines and all(
+            line.startswith(("::error ", "::warning ", "::notice ")) for line in lines
+        )
+    else:
+        assert "SVD101 no-prestop-delay" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "info_only", "warnings"),
+    [(None, 0, 1), ("info", 1, 1), ("warning", 0, 1), ("error", 0, 0)],
+)
+def test_fail_on_sets_the_lowest_severity_that_fails(
+    tmp_path: Path, app: Path, fail_on: str | None, info_only: int, warnings: int
+) -> None:
+    (tmp_path / "info.yaml").write_text(INFO_ONLY)
+    flags = ["--fail-on", fail_on] if fail_on else []
+    info = run("lint", "info.yaml", "-f", "json", *flags, cwd=tmp_path)
+    assert set(rules_of(info).values()) == {"info"}  # the fixture is what it claims
+    assert info.returncode == info_only
+    warn = run("lint", app.name, "-f", "json", *flags, cwd=tmp_path)
+    assert set(rules_of(warn).values()) == {"warning"}
+    assert warn.returncode == warnings
+
+
+# --- usage errors: exit 2, one line, no traceback ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        ([], ["give PATHS"]),
+        (["--format", "xml", "app.yaml"], ["'xml'", "text"]),
+        (["--disable", "SVD999", "app.yaml"], ["--disable", "unknown rule 'SVD999'"]),
+        (["--enable", "no-such-rule", "app.yaml"], ["--enable", "'no-such-rule'"]),
+        (["--severity", "X", "app.yaml"], ["--severity", "RULE=LEVEL"]),
+        (["--severity", "SVD101=loud", "app.yaml"], ["'loud'", "info, warning, error"]),
+        (["--severity", "SVD999=info", "app.yaml"], ["unknown rule 'SVD999'"]),
+        (["--kube-version", "banana", "app.yaml"], ["--kube-version", "'banana'"]),
+        (["--fail-on", "fatal", "app.yaml"], ["'fatal'"]),
+        (["--max-file-mb", "0", "app.yaml"], ["--max-file-mb"]),
+        (["--config", "nope.toml", "app.yaml"], ["nope.toml", "cannot read"]),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) and v and "-" in v[0] else None,
+)
+def test_usage_errors_exit_2_with_one_line_and_no_report(
+    tmp_path: Path, app: Path, args: list[str], fragments: list[str]
+) -> None:
+    proc = run("lint", *args, cwd=tmp_path)
+    assert_usage_error(proc, *fragments)
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("toml", "fragments"),
+    [
+        ("bogus = 1\n", ["'bogus'"]),
+        ('disable = ["SVD201"]\nseverity = {SVD101 = "loud"}\n', ["severity.SVD101", "'loud'"]),
+        ('disable = "SVD201"\n', ["disable must be a list"]),
+        ('disable = ["SVD999"]\n', ["unknown rule 'SVD999'"]),
+        ("kube-version = 1.30\n", ["kube-version", '"1.31"']),  # TOML's 1.30 is 1.3
+        ("propagation-seconds = -1\n", ["propagation-seconds", "non-negative"]),
+        ("disable = [\n", []),  # not TOML at all
+    ],
+    ids=[
+        "unknown-key",
+        "bad-level",
+        "not-a-list",
+        "unknown-rule",
+        "float-version",
+        "negative",
+        "invalid-toml",
+    ],
+)
+def test_a_bad_config_file_is_a_one_line_error_naming_the_file_and_key(
+    tmp_path: Path, app: Path, toml: str, fragments: list[str]
+) -> None:
+    config = tmp_path / ".svcdoctor.toml"
+    config.write_text(toml)
+    proc = run("lint", app.name, cwd=tmp_path)
+    assert_usage_error(proc, str(config), *fragments)
+
+
+# --- input errors: exit 2, and the report is still printed ------------------------------------
+
+
+def test_an_unreadable_input_exits_2_and_still_prints_the_json_report(
+    tmp_path: Path, app: Path
+) -> None:
+    (tmp_path / "broken.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  a: 1\n b: 2\n"
+    )
+    proc = run("lint", "broken.yaml", app.name, "missing.yaml", "-f", "json", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    report = findings(proc)
+    (invalid,) = [f for f in report if f["rule"] == "SVD001"]
+    assert (invalid["file"], invalid["line"], invalid["severity"]) == ("broken.yaml", 5, "error")
+    (missing,) = [f for f in report if f["rule"] == "SVD003"]
+    assert missing["file"] == "missing.yaml"
+    assert {"SVD101", "SVD201"} <= {f["rule"] for f in report if f["file"] == app.name}
+    assert json.loads(proc.stdout)["summary"]["input_errors"] == 2
+
+
+@pytest.mark.parametrize("fmt", ["text", "sarif", "github"])
+def test_input_errors_exit_2_in_every_format_even_with_exit_zero(tmp_path: Path, fmt: str) -> None:
+    (tmp_path / "logo.yaml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    proc = run("lint", "logo.yaml", "--exit-zero", "--format", fmt, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "SVD003" in proc.stdout
+    assert "binary" in proc.stdout
+
+
+def test_max_file_mb_flag_sets_the_size_limit(tmp_path: Path, app: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_text(APP + "---\n" + "# padding\n" * 20_000)  # ~200 kB
+    refused = run("lint", "big.yaml", "--max-file-mb", "0.1", "-f", "json", cwd=tmp_path)
+    assert refused.returncode == 2
+    (problem,) = findings(refused)
+    assert problem["rule"] == "SVD003"
+    assert "over the 0.1 MB limit" in problem["message"]
+    accepted = run("lint", "big.yaml", "--max-file-mb", "1", "-f", "json", cwd=tmp_path)
+    assert accepted.returncode == 1
+    assert {"SVD101", "SVD201"} <= set(rules_of(accepted))
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+PYPROJECT = """\
+[project]
+name = "someone-elses-project"
+
+[tool.svcdoctor]
+disable = ["SVD201"]
+fail-on = "error"
+
+[tool.svcdoctor.severity]
+no-prestop-delay = "error"
+"""
+
+
+def test_config_is_found_from_the_working_directory_upwards(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    work = project / "deploy" / "prod"
+    work.mkdir(parents=True)
+    (project / "pyproject.toml").write_text(PYPROJECT)
+    (work / "app.yaml").write_text(APP)
+
+    plain = run("lint", str(work / "app.yaml"), "-f", "json", cwd=tmp_path)
+    assert rules_of(plain) == {"SVD101": "warning", "SVD201": "warning"}
+
+    configured = run("lint", "app.yaml", "-f", "json", cwd=work)
+    assert rules_of(configured) == {"SVD101": "error"}
+    assert configured.returncode == 1  # fail-on error, and SVD101 is now an error
+
+
+def test_cli_flags_override_the_config_file(tmp_path: Path, app: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    severity = run("lint", app.name, "-f", "json", "--severity", "SVD101=info", cwd=tmp_path)
+    assert rules_of(severity) == {"SVD101": "info"}
+    assert severity.returncode == 0  # fail-on error from the file, nothing reaches it
+
+    fail_on = run(
+        "lint",
+        app.name,
+        "-f",
+        "json",
+        "--severity",
+        "SVD101=info",
+        "--fail-on",
+        "info",
+        cwd=tmp_path,
+    )
+    assert fail_on.returncode == 1
+
+    enabled = run("lint", app.name, "-f", "json", "--enable", "SVD201", cwd=tmp_path)
+    assert rules_of(enabled) == {"SVD201": "warning"}  # runs although the file disables it
+
+    disabled = run("lint", app.name, "-f", "json", "--disable", "no-prestop-delay", cwd=tmp_path)
+    assert rules_of(disabled) == {}
+    assert disabled.returncode == 0
+
+
+def test_svcdoctor_toml_wins_over_pyproject_and_config_flag_wins_over_both(
+    tmp_path: Path, app: Path
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    (tmp_path / ".svcdoctor.toml").write_text('disable = ["SVD101"]\n')
+    (tmp_path / "ci.toml").write_text('enable = ["SVD201"]\n[severity]\nSVD201 = "info"\n')
+    assert rules_of(run("lint", app.name, "-f", "json", cwd=tmp_path)) == {"SVD201": "warning"}
+    chosen = run("lint", app.name, "-f", "json", "--config", "ci.toml", cwd=tmp_path)
+    assert rules_of(chosen) == {"SVD201": "info"}
+
+
+# --- stdin ------------------------------------------------------------------------------------
+
+
+def test_helm_template_output_on_stdin_is_linted_with_stdin_lines(tmp_path: Path) -> None:
+    rendered = (
+        "---\n# Source: api/templates/service.yaml\n"
+        + APP.replace("---\n", "---\n# Source: api/templates/deployment.yaml\n")
+        + "---\n# Source: api/templates/empty.yaml\n"
+    )
+    proc = run("lint", "-", "-f", "json", cwd=tmp_path, stdin=rendered)
+    assert proc.returncode == 1, proc.stderr
+    report = findings(proc)
+    assert {f["file"] for f in report} == {"stdin"}
+    lines = rendered.splitlines()
+    for finding in report:
+        assert 1 <= finding["line"] <= len(lines)
+    summary = json.loads(proc.stdout)["summary"]
+    assert (summary["objects"], summary["skipped_non_kubernetes"]) == (2, 0)
+
+
+def test_an_unrendered_chart_on_stdin_is_svd002(tmp_path: Path) -> None:
+    template = 'apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ include "api.name" . }}\n'
+    proc = run("lint", "-", cwd=tmp_path, stdin=template)
+    assert proc.returncode == 2
+    assert "stdin:4" in proc.stdout
+    assert "SVD002" in proc.stdout
+    assert "helm template" in proc.stdout
+
+
+def test_a_closed_stdin_does_not_break_linting_files(tmp_path: Path, app: Path) -> None:
+    closed = {"preexec_fn": lambda: os.close(0)}
+    files = run("lint", app.name, "-f", "json", cwd=tmp_path, **closed)
+    assert "Traceback" not in files.stderr
+    assert files.returncode == 1
+    dash = run("lint", "-", "-f", "json", cwd=tmp_path, **closed)
+    assert "Traceback" not in dash.stderr
+    assert dash.returncode == 2
+    (problem,) = findings(dash)
+    assert (problem["rule"], problem["file"]) == ("SVD003", "stdin")
+
+
+# --- suppressions -------------------------------------------------------------------------------
+
+
+def test_a_suppression_annotation_with_a_reason_suppresses(tmp_path: Path) -> None:
+    text = APP.replace(
+        "annotations: {}", 'annotations: {ignore.svcdoctor.io/SVD101: "drains on SIGTERM"}'
+    )
+    proc = run("lint", "-", "-f", "json", cwd=tmp_path, stdin=text)
+    assert rules_of(proc) == {"SVD201": "warning"}
+    assert json.loads(proc.stdout)["summary"]["suppressed"] == 1
+    assert proc.returncode == 1
+
+
+@pytest.mark.parametrize("reason", ['""', '"   "'])
+def test_a_suppression_without_a_reason_is_svd005_and_suppresses_nothing(
+    tmp_path: Path, reason: str
+) -> None:
+    text = APP.replace("annotations: {}", f"annotations: {{ignore.svcdoctor.io/SVD101: {reason}}}")
+    proc = run("lint", "-", "-f", "json", cwd=tmp_path, stdin=text)
+    assert proc.returncode == 2  # an invalid suppression is an input error
+    report = findings(proc)
+    assert {"SVD005", "SVD101", "SVD201"} == {f["rule"] for f in report}
+    (invalid,) = [f for f in report if f["rule"] == "SVD005"]
+    assert "no reason" in invalid["message"]
+    assert json.loads(proc.stdout)["summary"]["suppressed"] == 0
+
+
+# --- rules ----------------------------------------------------------------------------------------
+
+
+def test_rules_lists_every_rule_in_id_order_with_full_names(tmp_path: Path) -> None:
+    proc = run("rules", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("SVD")]
+    assert [row[0] for row in rows] == sorted(RULES)
+    for row in rows:
+        assert row[1] == RULES[row[0]].name
+
+
+@pytest.mark.parametrize("key", ["SVD101", "svd101", "no-prestop-delay"])
+def test_rules_explain_prints_every_doc_section(tmp_path: Path, key: str) -> None:
+    proc = run("rules", "explain", key, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("# SVD101 no-prestop-delay")
+    for section in DOC_SECTIONS:
+        assert f"## {section}" in proc.stdout
+    assert "ignore.svcdoctor.io/SVD101" in proc.stdout
+
+
+def test_rules_explain_of_an_unknown_rule_exits_2(tmp_path: Path) -> None:
+    proc = run("rules", "explain", "NOPE", cwd=tmp_path)
+    assert_usage_error(proc, "'NOPE'")
+    assert proc.stdout == ""
