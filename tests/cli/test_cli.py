@@ -32,7 +32,7 @@ def run(
     cwd: Path,
     stdin: str | None = None,
     program: str = "svcdoctor",
-    **kwargs: Any,
+    close_stdin: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
     env.pop("FORCE_COLOR", None)
@@ -45,7 +45,7 @@ def run(
         timeout=60,
         env=env,
         check=False,
-        **kwargs,
+        preexec_fn=(lambda: os.close(0)) if close_stdin else None,
     )
 
 
@@ -173,9 +173,8 @@ def test_every_format_prints_the_example_report(tmp_path: Path, fmt: str) -> Non
         assert len(results) >= 10
     elif fmt == "github":
         lines = proc.stdout.splitlines()
-        assert lines and all(
-            line.startswith(("::error ", "::warning ", "::notice ")) for line in lines
-        )
+        assert lines
+        assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
     else:
         assert "SVD101 no-prestop-delay" in proc.stdout
 
@@ -397,11 +396,10 @@ def test_an_unrendered_chart_on_stdin_is_svd002(tmp_path: Path) -> None:
 
 
 def test_a_closed_stdin_does_not_break_linting_files(tmp_path: Path, app: Path) -> None:
-    closed = {"preexec_fn": lambda: os.close(0)}
-    files = run("lint", app.name, "-f", "json", cwd=tmp_path, **closed)
+    files = run("lint", app.name, "-f", "json", cwd=tmp_path, close_stdin=True)
     assert "Traceback" not in files.stderr
     assert files.returncode == 1
-    dash = run("lint", "-", "-f", "json", cwd=tmp_path, **closed)
+    dash = run("lint", "-", "-f", "json", cwd=tmp_path, close_stdin=True)
     assert "Traceback" not in dash.stderr
     assert dash.returncode == 2
     (problem,) = findings(dash)

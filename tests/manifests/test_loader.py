@@ -359,7 +359,8 @@ def test_a_helm_template_is_svd002_telling_to_pipe_helm_template_not_svd001(
 @pytest.mark.parametrize(
     "text",
     [
-        "{{- if .Values.enabled }}\napiVersion: v1\nkind: Service\nmetadata: {name: a}\n{{- end }}\n",
+        "{{- if .Values.enabled }}\napiVersion: v1\nkind: Service\nmetadata: {name: a}\n"
+        "{{- end }}\n",
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Values.name }}\n",
         # a kind no check reads is a template all the same
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name }}\n"
@@ -510,9 +511,7 @@ def test_a_binary_file_is_svd003_binary(tmp_path: Path, data: bytes) -> None:
 
 
 def test_invalid_utf8_is_svd001_at_the_line_of_the_bad_byte(tmp_path: Path) -> None:
-    path = write(
-        tmp_path / "latin1.yaml", "apiVersion: v1\nkind: Service\n".encode() + b"x: caf\xe9\n"
-    )
+    path = write(tmp_path / "latin1.yaml", b"apiVersion: v1\nkind: Service\nx: caf\xe9\n")
     problem = only_problem(load([path]))
     assert (problem.rule, problem.location.line) == ("SVD001", 3)
     assert "UTF-8" in problem.message

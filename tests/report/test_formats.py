@@ -72,7 +72,8 @@ def test_json_has_exactly_the_documented_keys(example: LintResult) -> None:
         assert set(finding["object"]) == {"kind", "namespace", "name"}
         assert finding["cause"] in {c.value for c in Cause}
         assert finding["severity"] in {s.value for s in Severity}
-        assert isinstance(finding["line"], int) and finding["line"] >= 1
+        assert isinstance(finding["line"], int)
+        assert finding["line"] >= 1
     assert set(document["summary"]) == SUMMARY_KEYS
     assert set(document["summary"]["by_severity"]) == {"error", "warning", "info"}
 
@@ -188,7 +189,8 @@ def test_github_escapes_newlines_percent_and_property_separators() -> None:
         fix="spec:\n  replicas: 2",
     )
     out = render_github(result_of(finding))
-    assert "\n" not in out and "\r" not in out
+    assert "\n" not in out
+    assert "\r" not in out
     assert out.startswith("::warning file=deploy/a%2Cb%3Ac 50%25.yaml,line=7,")
     assert ",title=SVD204 single-replica-service::" in out
     message = out.split("::", 2)[2]

@@ -179,7 +179,8 @@ def test_file_paths_become_valid_uri_references(
     }
     assert uris
     for uri in uris:
-        assert " " not in uri and "#" not in uri
+        assert " " not in uri
+        assert "#" not in uri
         assert unquote(uri) == path.as_posix()
 
 

@@ -20,7 +20,8 @@ class Settings:
 
     max_lag: float = 60.0
     test_window: float = 30.0
-    alpha: float = 0.001
+    alpha: float = 0.001  # for exact tests
+    permutation_alpha: float = 0.01  # for permutation tests (their p is at least 1/rounds)
     rounds: int = 499
     min_failures: int = 5
 
@@ -45,8 +46,26 @@ class Context:
         return (self.start, self.end)
 
     @property
+    def traffic_span(self) -> tuple[float, float]:
+        """The span of the request evidence (all evidence when there is none)."""
+        if self.attempt_ts.size:
+            return (float(self.attempt_ts[0]), float(self.attempt_ts[-1]))
+        return self.span
+
+    @property
     def deletion_ts(self) -> Floats:
         return np.sort(np.fromiter(self.deletions.values(), float, len(self.deletions)))
+
+    def new_conn_failures_without(self, backends: list[str]) -> Floats:
+        """Failures on new connections, leaving out the given (already explained) backends."""
+        if not backends:
+            return self.new_conn_failure_ts
+        rows = self.frame.filter(
+            pl.col("failed")
+            & (pl.col("reused").is_null() | ~pl.col("reused"))
+            & ~pl.col("backend").is_in(backends).fill_null(False)
+        )
+        return np.sort(rows.get_column("ts").to_numpy())
 
     def pod_of(self, backend: str) -> PodInfo | None:
         """The pod behind an ``IP:port``, an IP or a pod name."""

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.stats import count_in, shift_test
+from svcdoctor.diagnose.stats import count_in, placement_test
 from svcdoctor.model import Assessment, Cause
 
 
@@ -26,7 +26,7 @@ def assess_infra(
     failures = ctx.failure_ts
     if aligned.size and failures.size:
         near = count_in(failures, aligned - 2, aligned + 2)
-        p = shift_test(
+        p = placement_test(
             lambda a: float(count_in(failures, a - 2, a + 2)), aligned, ctx.span, s.rounds
         )
         details.update({"failures_near_conntrack_drops": near, "p_value": round(p, 4)})
@@ -35,7 +35,7 @@ def assess_infra(
             f"dropping packet' messages; {near} failures within 2 s of them "
             f"(permutation p = {p:.3g})"
         )
-        if p < s.alpha and near >= s.min_failures:
+        if p < s.permutation_alpha and near >= s.min_failures:
             score = 0.5 + 0.45 * min(1.0, near / failures.size)
         else:
             score = 0.35

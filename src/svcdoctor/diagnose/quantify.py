@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context
@@ -16,6 +17,18 @@ def replica_count(ctx: Context) -> int | None:
     """N: from Deployments/ReplicaSets, else backends carrying traffic, else live pods."""
     if ctx.evidence.replicas_hint:
         return ctx.evidence.replicas_hint
+    alive = [p for p in ctx.evidence.pods if p.deleted_at is None and p.created_at is not None]
+    if alive and ctx.attempt_ts.size:  # pods running at the start of the traffic
+        start = float(ctx.attempt_ts[0])
+        running = [
+            p
+            for p in ctx.evidence.pods
+            if p.created_at is not None
+            and p.created_at <= start
+            and (p.deleted_at or np.inf) > start
+        ]
+        if running:
+            return len(running)
     if ctx.has_backend:
         visible = ctx.frame.filter(pl.col("backend").is_not_null())
         shares = visible.group_by("backend").len().get_column("len")

@@ -30,8 +30,9 @@ def diagnose(evidence: Evidence, settings: Settings | None = None) -> Diagnosis:
     ctx = build(evidence)
     summary = quantify(ctx)
     notes = _manifest_notes(evidence)
-    race = assess_race(ctx, s, notes[Cause.RACE])
     backend = assess_backend(ctx, s)
+    suspects = [x["backend"] for x in backend.details.get("suspects", [])]
+    race = assess_race(ctx, s, notes[Cause.RACE], suspects)
     if notes[Cause.BACKEND]:
         from dataclasses import replace
 

@@ -61,7 +61,7 @@ def count_in(times: Floats, starts: Floats, ends: Floats) -> int:
     return int((np.searchsorted(times, e, "right") - np.searchsorted(times, s, "left")).sum())
 
 
-def shift_test(
+def placement_test(
     statistic: Callable[[Floats], float],
     anchors: Floats,
     span: tuple[float, float],
@@ -70,20 +70,20 @@ def shift_test(
 ) -> float:
     """Permutation p-value for a statistic of anchor times (e.g. pod deletions).
 
-    The anchors are shifted together by a random offset, wrapping around the observed span,
-    so their clustering (a rollout deletes pods a few seconds apart) is kept: a test that
-    stays valid for clustered events, unlike one that scatters them independently.
+    The failures stay exactly as observed, bursts and all, and the anchors are placed at
+    random over the span: a test that stays valid when failures cluster in time, which a
+    binomial test of independent requests is not. (Shifting the anchors together is not an
+    option: a rollout deletes pods at a regular pace, and shifts by that period line the
+    anchors up with the real deletions again.)
     """
     observed = statistic(anchors)
     start, end = span
-    width = end - start
-    if width <= 0 or anchors.size == 0:
+    if end <= start or anchors.size == 0:
         return 1.0
     rng = np.random.default_rng(seed)
-    offsets = rng.uniform(0, width, rounds)
     hits = 0
-    for offset in offsets:
-        shifted = start + np.mod(anchors - start + offset, width)
-        if statistic(np.sort(shifted)) >= observed:
+    for _ in range(rounds):
+        placed = np.sort(rng.uniform(start, end, anchors.size))
+        if statistic(placed) >= observed:
             hits += 1
     return (hits + 1) / (rounds + 1)

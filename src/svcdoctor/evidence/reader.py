@@ -79,8 +79,10 @@ def detect(head: bytes) -> str:
             if "response_code" in record or "upstream_host" in record:
                 return "envoy-json"
         return "json"
-    if stripped.startswith("["):
-        return "envoy" if _ENVOY_START.match(stripped) else "json"
+    if _ENVOY_START.match(stripped):
+        return "envoy"
+    if stripped.startswith("[") and not re.match(r"^\[\s*\d+\.\d+\]|^\[\w{3} \w{3} ", stripped):
+        return "json"
     columns = [c.strip().strip('"') for c in stripped.split(",")]
     if {"ts", "outcome"} <= set(columns):
         return "csv"
