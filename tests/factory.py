@@ -260,6 +260,12 @@ def nginx_access_lines(b: Bundle, retries: bool) -> list[str]:
     return lines
 
 
+def _peer(r: dict[str, object]) -> str:
+    """The client's address and a source port per connection (Envoy's downstream peer)."""
+    client, conn = str(r["client"]), str(r["conn"])
+    return f"{client.replace('client-', '10.1.0.')}:{40000 + zlib.crc32(conn.encode()) % 20000}"
+
+
 def envoy_lines(b: Bundle, istio: bool) -> list[str]:
     flags = {
         "ok": "-",
@@ -275,7 +281,7 @@ def envoy_lines(b: Bundle, istio: bool) -> list[str]:
         start = datetime.fromtimestamp(r["ts"], UTC).isoformat(timespec="milliseconds")
         start = start.replace("+00:00", "Z")
         dur = int(r["latency_ms"])
-        peer = f"{r['client'].replace('client-', '10.1.0.')}:{40000 + zlib.crc32(r['conn'].encode()) % 20000}"
+        peer = _peer(r)
         if istio:
             lines.append(
                 f'[{start}] "GET /api HTTP/1.1" {code} {flags[r["outcome"]]} via_upstream - "-" '
@@ -286,7 +292,8 @@ def envoy_lines(b: Bundle, istio: bool) -> list[str]:
         else:
             lines.append(
                 f'[{start}] "GET /api HTTP/1.1" {code} {flags[r["outcome"]]} 0 612 {dur} {dur} '
-                f'"{peer.split(":", maxsplit=1)[0]}" "load/1.0" "{i:08x}" "api:8080" "{r["backend"]}"'
+                f'"{peer.split(":", maxsplit=1)[0]}" "load/1.0" "{i:08x}" "api:8080" '
+                f'"{r["backend"]}"'
             )
     return lines
 
@@ -310,8 +317,7 @@ def envoy_json_lines(b: Bundle) -> list[str]:
                     "response_code": r["status"] or (504 if r["outcome"] == "timeout" else 503),
                     "response_flags": flags[r["outcome"]],
                     "upstream_host": r["backend"],
-                    "downstream_remote_address": f"{r['client'].replace('client-', '10.1.0.')}:"
-                    f"{40000 + zlib.crc32(r['conn'].encode()) % 20000}",
+                    "downstream_remote_address": _peer(r),
                     "duration": int(r["latency_ms"]),
                     "method": "GET",
                     "path": "/api",

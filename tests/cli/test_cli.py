@@ -214,7 +214,19 @@ def test_fail_on_sets_the_lowest_severity_that_fails(
         (["--max-file-mb", "0", "app.yaml"], ["--max-file-mb"]),
         (["--config", "nope.toml", "app.yaml"], ["nope.toml", "cannot read"]),
     ],
-    ids=lambda v: " ".join(v) if isinstance(v, list) and v and "-" in v[0] else None,
+    ids=[
+        "no-paths",
+        "unknown-format",
+        "unknown-disable",
+        "unknown-enable",
+        "severity-without-level",
+        "severity-bad-level",
+        "severity-unknown-rule",
+        "kube-version-banana",
+        "fail-on-unknown",
+        "max-file-mb-zero",
+        "missing-config",
+    ],
 )
 def test_usage_errors_exit_2_with_one_line_and_no_report(
     tmp_path: Path, app: Path, args: list[str], fragments: list[str]
@@ -233,6 +245,7 @@ def test_usage_errors_exit_2_with_one_line_and_no_report(
         ('disable = ["SVD999"]\n', ["unknown rule 'SVD999'"]),
         ("kube-version = 1.30\n", ["kube-version", '"1.31"']),  # TOML's 1.30 is 1.3
         ("propagation-seconds = -1\n", ["propagation-seconds", "non-negative"]),
+        ("max-file-mb = 0\n", ["max-file-mb", "more than 0"]),
         ("disable = [\n", []),  # not TOML at all
     ],
     ids=[
@@ -242,6 +255,7 @@ def test_usage_errors_exit_2_with_one_line_and_no_report(
         "unknown-rule",
         "float-version",
         "negative",
+        "zero-size-limit",
         "invalid-toml",
     ],
 )

@@ -82,6 +82,24 @@ def test_multi_document_yaml_gives_each_object_its_1_based_start_line() -> None:
     assert (result.documents, result.skipped, result.problems) == (3, 0, [])
 
 
+def test_windows_line_endings_keep_the_same_lines() -> None:
+    text = SERVICE.format(name="a") + "---\n\n" + SERVICE.format(name="b")
+    result = load_text(text.replace("\n", "\r\n"))
+    assert where(result.objects) == [("Service", "a", 1), ("Service", "b", 7)]
+    assert result.objects[1].body["metadata"].line_of("name") == 10
+
+
+def test_empty_documents_are_neither_objects_nor_skipped() -> None:
+    # helm template writes `---` and a `# Source:` comment for templates that render empty
+    text = (
+        "---\n# Source: chart/templates/empty.yaml\n"
+        "---\n# Source: chart/templates/service.yaml\n" + SERVICE.format(name="api") + "---\n"
+    )
+    result = load_text(text)
+    assert where(result.objects) == [("Service", "api", 5)]
+    assert (result.documents, result.skipped) == (1, 0)
+
+
 def test_objects_of_kind_list_each_keep_their_own_line() -> None:
     text = (
         "apiVersion: v1\n"
@@ -204,12 +222,18 @@ def test_json_that_yaml_rejects_falls_back_to_the_json_parser() -> None:
 def test_directories_are_searched_recursively_sorted_for_manifest_suffixes_only(
     tmp_path: Path,
 ) -> None:
-    for rel in ("b.yaml", "a/c.yml", "a/d.json", "z/deep/e.yaml", "a/.hidden.yaml"):
-        stem = Path(rel).name.split(".")[-2] if rel.count(".") > 1 else Path(rel).stem
+    # Written out of order, so that sorting is what puts them in order.
+    for rel, name in [
+        ("z/deep/e.yaml", "e"),
+        ("b.yaml", "b"),
+        ("a/d.json", "d"),
+        ("a/c.yml", "c"),
+        ("a/.hidden.yaml", "hidden"),  # a hidden file in a visible directory is read
+    ]:
         if rel.endswith(".json"):
-            body = json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": stem}})
+            body = json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}})
         else:
-            body = SERVICE.format(name=stem)
+            body = SERVICE.format(name=name)
         write(tmp_path / rel, body)
     # Never read: other suffixes, and anything below a hidden directory.
     write(tmp_path / "a/notes.txt", SERVICE.format(name="txt"))
@@ -321,6 +345,12 @@ def test_documents_before_a_parse_error_still_yield_their_objects() -> None:
     assert where(result.objects) == [("Service", "before", 1)]
     problem = only_problem(result)
     assert (problem.rule, problem.location.line) == ("SVD001", 5 + 5)
+
+
+def test_tab_indentation_in_yaml_is_svd001_naming_the_tab() -> None:
+    problem = only_problem(load_text("apiVersion: v1\nkind: Service\nmetadata:\n\tname: a\n"))
+    assert (problem.rule, problem.location.line) == ("SVD001", 4)
+    assert "\\t" in problem.message
 
 
 def test_unclosed_flow_sequence_reports_where_the_parser_stopped() -> None:

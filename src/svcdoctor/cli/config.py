@@ -63,6 +63,8 @@ def _check(path: Path, key: str, value: Any) -> Any:
     if key in NUMBERS:
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise ConfigError(f"{path}: {key} must be a non-negative number, got {value!r}")
+        if key == "max-file-mb" and value == 0:  # as for --max-file-mb: 0 would refuse all
+            raise ConfigError(f"{path}: max-file-mb must be more than 0")
         return float(value)
     if key in ("enable", "disable"):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -37,6 +37,7 @@ class Context:
     end: float
     deletions: dict[str, float]  # pod → earliest deletion moment
     resolution: float  # clock granularity of the deletion times
+    request_resolution: float  # clock granularity of the request times
     has_conn: bool
     has_backend: bool
     has_client: bool
@@ -122,6 +123,7 @@ def build(evidence: Evidence) -> Context:
         end=max(stamps, default=0.0),
         deletions=deletions,
         resolution=resolution,
+        request_resolution=max((src.resolution for src in evidence.sources), default=0.0),
         has_conn=has["conn"],
         has_backend=has["backend"],
         has_client=has["client"],

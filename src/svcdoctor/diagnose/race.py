@@ -99,7 +99,7 @@ def race_window(ctx: Context, failures: Floats, s: Settings) -> dict[str, Any] |
     window = float(edges[1:][np.searchsorted(cumulative, 0.99)])
     excess_lags = np.repeat((edges[:-1] + edges[1:]) / 2, np.round(excess).astype(int))
     return {
-        "window_seconds": round(max(window, BIN) + ctx.resolution, 2),
+        "window_seconds": round(max(window, BIN) + ctx.resolution + ctx.request_resolution, 2),
         "median_lag_seconds": round(float(np.median(excess_lags)), 2) if excess_lags.size else None,
         "excess_failures": round(total, 1),
         "baseline_failures_per_second": round(base, 4),

@@ -196,10 +196,23 @@ def _kinds(docs: Iterable[Any]) -> set[str]:
     return {str(o.get("kind")) for d in docs for o in objects(d)}
 
 
+_RESOLUTION = {"nginx-access": 1.0, "nginx-error": 1.0}
+
+
 def _add_frame(got: _Collected, name: str, fmt: str, frame: pl.DataFrame) -> None:
     ts = frame.get_column("ts")
     got.frames.append(frame)
-    got.sources.append(SourceSummary(name, fmt, frame.height, ts.min(), ts.max()))  # type: ignore[arg-type]
+    start, end = ts.min(), ts.max()
+    got.sources.append(
+        SourceSummary(
+            name,
+            fmt,
+            frame.height,
+            start if isinstance(start, float) else None,
+            end if isinstance(end, float) else None,
+            resolution=_RESOLUTION.get(fmt, 0.0),
+        )
+    )
 
 
 def _year(got: _Collected) -> int:

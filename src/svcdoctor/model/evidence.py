@@ -139,6 +139,7 @@ class SourceSummary:
     start: float | None = None
     end: float | None = None
     note: str = ""
+    resolution: float = 0.0  # clock granularity of its timestamps (nginx logs: 1 s)
 
 
 @dataclass(frozen=True, slots=True)
