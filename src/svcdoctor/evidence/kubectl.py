@@ -31,6 +31,23 @@ _POD_IN_MESSAGE = re.compile(r"(?:Deleted|Created) pod: (\S+)")
 TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 
 
+def _map(value: Any) -> dict[str, Any]:
+    """The value if it is a mapping, else an empty one (hand-edited JSON happens)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _seq(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 def json_documents(text: str) -> Iterator[Any]:
     """Every JSON value in ``text``: one document, or a stream of concatenated ones."""
     decoder = json.JSONDecoder()
@@ -87,7 +104,7 @@ def read_kubectl(docs: list[Any], source: str, into: KubectlEvidence) -> None:
             into.endpoints.extend(_slice_changes(obj, previous))
         else:
             if kind in ("Deployment", "ReplicaSet", "StatefulSet", "Rollout"):
-                replicas = (obj.get("spec") or {}).get("replicas")
+                replicas = _map(obj.get("spec")).get("replicas")
                 if isinstance(replicas, int) and replicas > 0:
                     into.replicas = max(into.replicas or 0, replicas)
             into.manifests.append(obj)
@@ -98,9 +115,9 @@ def _event(obj: dict[str, Any], source: str) -> LifecycleEvent | None:
     kind = _REASONS.get(reason)
     if kind is None:
         return None
-    regarding = obj.get("involvedObject") or obj.get("regarding") or {}
+    regarding = _map(obj.get("involvedObject") or obj.get("regarding"))
     message = str(obj.get("message") or obj.get("note") or "")
-    series = obj.get("series") or {}
+    series = _map(obj.get("series"))
     precise = rfc3339(series.get("lastObservedTime")) or rfc3339(obj.get("eventTime"))
     coarse = (
         rfc3339(obj.get("lastTimestamp"))
@@ -110,10 +127,10 @@ def _event(obj: dict[str, Any], source: str) -> LifecycleEvent | None:
     )
     ts = precise if precise is not None else coarse
     if ts is None:
-        ts = rfc3339((obj.get("metadata") or {}).get("creationTimestamp"))
+        ts = rfc3339(_map(obj.get("metadata")).get("creationTimestamp"))
     if ts is None:
         return None
-    pod = regarding.get("name") if regarding.get("kind") == "Pod" else None
+    pod = _text(regarding.get("name")) if regarding.get("kind") == "Pod" else None
     if pod is None and (m := _POD_IN_MESSAGE.search(message)):
         pod = m.group(1)
     return LifecycleEvent(
@@ -129,16 +146,16 @@ def _event(obj: dict[str, Any], source: str) -> LifecycleEvent | None:
 
 
 def _pod(obj: dict[str, Any]) -> PodInfo:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    meta = _map(obj.get("metadata"))
+    spec = _map(obj.get("spec"))
+    status = _map(obj.get("status"))
     ready = None
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "Ready":
+    for cond in _seq(status.get("conditions")):
+        if _map(cond).get("type") == "Ready":
             ready = cond.get("status") == "True"
     exits = []
-    for cs in status.get("containerStatuses") or []:
-        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+    for cs in map(_map, _seq(status.get("containerStatuses"))):
+        for state in (_map(cs.get("state")), _map(cs.get("lastState"))):
             term = state.get("terminated")
             if isinstance(term, dict) and isinstance(term.get("exitCode"), int):
                 exits.append(
@@ -153,13 +170,13 @@ def _pod(obj: dict[str, Any]) -> PodInfo:
     return PodInfo(
         name=str(meta.get("name") or ""),
         namespace=str(meta.get("namespace") or ""),
-        ip=status.get("podIP"),
-        node=spec.get("nodeName"),
+        ip=_text(status.get("podIP")),
+        node=_text(spec.get("nodeName")),
         ready=ready,
         created_at=rfc3339(meta.get("creationTimestamp")),
         deleted_at=rfc3339(meta.get("deletionTimestamp")),
         grace_seconds=grace if isinstance(grace, int) else None,
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        labels={str(k): str(v) for k, v in _map(meta.get("labels")).items()},
         exits=tuple(exits),
     )
 
@@ -219,24 +236,24 @@ def _pod_events(pod: PodInfo, source: str) -> Iterator[LifecycleEvent]:
 def _slice_changes(
     obj: dict[str, Any], previous: dict[str, dict[str, EndpointChange]]
 ) -> Iterator[EndpointChange]:
-    meta = obj.get("metadata") or {}
+    meta = _map(obj.get("metadata"))
     name = str(meta.get("name") or "")
-    ts = rfc3339((meta.get("annotations") or {}).get(TRIGGER_TIME))
+    ts = rfc3339(_map(meta.get("annotations")).get(TRIGGER_TIME))
     if ts is None:
         ts = rfc3339(meta.get("creationTimestamp")) if not previous.get(name) else None
     current: dict[str, EndpointChange] = {}
     deleted = obj.get("__watch_type") == "DELETED"
-    for ep in obj.get("endpoints") or []:
-        cond = ep.get("conditions") or {}
-        ref = ep.get("targetRef") or {}
-        for address in ep.get("addresses") or []:
+    for ep in map(_map, _seq(obj.get("endpoints"))):
+        cond = _map(ep.get("conditions"))
+        ref = _map(ep.get("targetRef"))
+        for address in map(str, _seq(ep.get("addresses"))):
             current[address] = EndpointChange(
                 ts,
                 address,
-                ref.get("name"),
-                cond.get("ready"),
-                cond.get("serving"),
-                cond.get("terminating"),
+                _text(ref.get("name")),
+                _flag(cond.get("ready")),
+                _flag(cond.get("serving")),
+                _flag(cond.get("terminating")),
                 removed=deleted,
             )
     before = previous.get(name, {})

@@ -15,8 +15,8 @@ from svcdoctor.evidence.requests import conform
 NGINX_ACCESS = (
     r"^(?P<client>\S+) - \S+ \[(?P<time>[^\]]+)\] \"(?P<request>[^\"]*)\" (?P<status>\d{3}) "
     r"\S+ \"[^\"]*\" \"[^\"]*\" \S+ (?P<request_time>\S+) \[(?P<upstream_name>[^\]]*)\] "
-    r"\[[^\]]*\] (?P<addrs>\S+(?:, \S+)*) (?P<lengths>\S+(?:, \S+)*) "
-    r"(?P<times>\S+(?:, \S+)*) (?P<statuses>\S+(?:, \S+)*)(?: (?P<req_id>\S+))?\s*$"
+    r"\[[^\]]*\] (?P<addrs>\S+(?:(?:, | : )\S+)*) (?P<lengths>\S+(?:(?:, | : )\S+)*) "
+    r"(?P<times>\S+(?:(?:, | : )\S+)*) (?P<statuses>\S+(?:(?:, | : )\S+)*)(?: (?P<req_id>\S+))?\s*$"
 )
 NGINX_ERROR = (
     r"^(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?:error|warn|crit)\] .*?"
@@ -78,9 +78,13 @@ def nginx_access(text: str, source: str) -> tuple[pl.DataFrame, int]:
         pl.col(c).str.replace_all(" : ", ", ").str.split(", ")
         for c in ("addrs", "statuses", "times")
     ]
+    parsed = parsed.with_columns(ts.alias("ts"), pl.col("status").cast(pl.Int64), *split)
+    n = pl.col("addrs").list.len()
+    consistent = (pl.col("statuses").list.len() == n) & (pl.col("times").list.len() == n)
+    unparsed += parsed.filter(~consistent).height
     attempts = (
-        parsed.with_columns(ts.alias("ts"), pl.col("status").cast(pl.Int64), *split)
-        .with_columns(pl.col("addrs").list.len().alias("n"))
+        parsed.filter(consistent)
+        .with_columns(n.alias("n"))
         .explode(["addrs", "statuses", "times"])
         .with_columns(pl.int_range(pl.len()).over("req").alias("attempt"))
     )
@@ -174,33 +178,44 @@ def envoy_text(text: str, source: str) -> tuple[pl.DataFrame, int]:
     return conform(rows.lazy(), source).collect(), unparsed
 
 
+ENVOY_JSON_FIELDS = (
+    "start_time",
+    "timestamp",
+    "response_code",
+    "status",
+    "response_flags",
+    "upstream_host",
+    "downstream_remote_address",
+    "x_forwarded_for",
+    "duration",
+)
+
+
 def envoy_json(records: list[dict[str, object]], source: str) -> pl.DataFrame:
     """Rows for Envoy/Istio JSON access logs (the usual field names)."""
-    frame = pl.DataFrame(records, infer_schema_length=None).lazy()
-    names = frame.collect_schema().names()
-
-    def col(*options: str) -> pl.Expr:
-        for name in options:
-            if name in names:
-                return pl.col(name).cast(pl.Utf8)
-        return pl.lit(None, dtype=pl.Utf8)
-
-    status = col("response_code", "status").cast(pl.Int64, strict=False)
-    downstream = col("downstream_remote_address")
+    columns = {
+        name: [None if r.get(name) is None else str(r.get(name)) for r in records]
+        for name in ENVOY_JSON_FIELDS
+    }
+    frame = pl.DataFrame(columns, schema=dict.fromkeys(ENVOY_JSON_FIELDS, pl.Utf8)).lazy()
+    status = pl.coalesce(pl.col("response_code"), pl.col("status")).cast(pl.Int64, strict=False)
+    downstream = pl.col("downstream_remote_address")
+    start = pl.coalesce(pl.col("start_time"), pl.col("timestamp"))
     rows = frame.with_columns(
         (
-            col("start_time", "timestamp")
-            .str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
+            start.str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
             .dt.epoch("us")
             .cast(pl.Float64)
             / 1e6
         ).alias("ts"),
         status.alias("status"),
-        _flag_outcome(col("response_flags").fill_null("-"), status).alias("outcome"),
-        col("upstream_host").alias("backend"),
-        pl.coalesce(downstream.str.replace(r":\d+$", ""), col("x_forwarded_for")).alias("client"),
+        _flag_outcome(pl.col("response_flags").fill_null("-"), status).alias("outcome"),
+        pl.col("upstream_host").alias("backend"),
+        pl.coalesce(downstream.str.replace(r":\d+$", ""), pl.col("x_forwarded_for")).alias(
+            "client"
+        ),
         downstream.alias("conn"),
-        col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
+        pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
     )
     return conform(
         rows.select(["ts", "status", "outcome", "backend", "client", "conn", "latency_ms"]), source

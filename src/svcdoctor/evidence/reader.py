@@ -122,7 +122,13 @@ def read_evidence(paths: Sequence[str], clock_offsets: dict[str, float] | None =
         )
     offsets = clock_offsets or {}
     evidence = _assemble(got, offsets)
-    usable = evidence.requests.height or evidence.events or evidence.pods or evidence.kernel
+    usable = (
+        evidence.requests.height
+        or evidence.events
+        or evidence.pods
+        or evidence.kernel
+        or evidence.endpoints
+    )
     if not usable and evidence.inventory is None:
         reasons = "; ".join(got.problems) or "no evidence files given"
         raise EvidenceError(f"nothing usable in the inputs ({reasons})")
@@ -168,7 +174,9 @@ def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
         got.sources.append(SourceSummary(name, "kubectl-json", got.kube.rows - before))
         return
     if fmt == "envoy-json":
-        records = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+        records, unparsed = _json_lines(text)
+        if unparsed:
+            got.problems.append(f"{name}: {unparsed} lines are not JSON objects, skipped")
         _add_frame(got, name, fmt, proxylogs.envoy_json(records, name))
         return
     if fmt in ("kernel",):
@@ -188,6 +196,22 @@ def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
     if unparsed:
         got.problems.append(f"{name}: {unparsed} lines not in the {fmt} format, skipped")
     _add_frame(got, name, fmt, frame)
+
+
+def _json_lines(text: str) -> tuple[list[dict[str, object]], int]:
+    records, unparsed = [], 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            records.append(value)
+        else:
+            unparsed += 1
+    return records, unparsed
 
 
 def _kinds(docs: Iterable[Any]) -> set[str]:

@@ -6,6 +6,7 @@ import codecs
 import gc
 import json
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,7 +188,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     counts = (result.documents, result.skipped)
     templated = "{{" in text
     # Documents that are not converted are checked only if they may hold an alias or {{ }}.
-    scan = _Scan(aliases="*" in text, templates=templated)
+    scan = _Scan(aliases=_may_alias(text), templates=templated)
     try:
         roots, error = compose_documents(text)
     except InputTooComplex as exc:
@@ -220,6 +221,15 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
         result.problems.append(_yaml_problem(display, error))
     # Objects of documents before a parse error are still checked.
     result.objects.extend(objects)
+
+
+# An anchor (``&a``) and an alias (``*a``) where YAML allows them, not in ``a && b`` or ``*.io``.
+_ANCHOR = re.compile(r"(?:^|[\s\[{,:])&[^\s\[\]{},]")
+_ALIAS = re.compile(r"(?:^|[\s\[{,:])\*[^\s\[\]{},]")
+
+
+def _may_alias(text: str) -> bool:
+    return "*" in text and "&" in text and bool(_ANCHOR.search(text) and _ALIAS.search(text))
 
 
 @dataclass(frozen=True, slots=True)
