@@ -78,9 +78,11 @@ def generate(s: Scenario) -> Bundle:
         on_new = lag >= 0
         # preStop 5 s, grace 10 s: requests longer than the time left are cut at SIGKILL
         latency = np.where(rng.random(n) < 0.3, rng.uniform(2000, 15000, n), latency)
-        cut = (lag < -0) & (ts + latency / 1000 > deleted_at[backend] + 10.0) & (lag > -15)
+        kill = deleted_at[backend] + 10.0
+        cut = (ts < kill) & (ts + latency / 1000 > kill)
         outcome[cut] = "eof"
         status[cut] = 0
+        latency = np.where(cut, (kill - ts) * 1000, latency)  # the request ends at SIGKILL
     elif s.cause == "reuse":
         # each client keeps one connection to one pod; when that pod exits, the client's
         # in-flight and next requests on it fail, then it reconnects to a new pod.

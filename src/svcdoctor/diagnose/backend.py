@@ -18,7 +18,7 @@ def steady_rows(ctx: Context, s: Settings) -> pl.DataFrame:
     dels = ctx.deletion_ts
     if dels.size == 0:
         return rows
-    ts = rows.get_column("ts").to_numpy()
+    ts = rows.get_column("ended").to_numpy()
     idx = np.searchsorted(dels, ts + ctx.resolution + 0.5, "right") - 1
     lag = np.where(idx >= 0, ts - dels[np.clip(idx, 0, None)], np.inf)
     return rows.filter(pl.Series(~((lag >= -ctx.resolution - 0.5) & (lag <= s.test_window))))

@@ -31,7 +31,7 @@ class Context:
     evidence: Evidence
     frame: pl.DataFrame  # requests + failed/reused/attempt columns
     attempt_ts: Floats  # every request and masked attempt, sorted
-    failure_ts: Floats  # every failure (requests, masked attempts, error logs), sorted
+    failure_ts: Floats  # when each failure happened (start + latency), sorted; every role
     new_conn_failure_ts: Floats  # failures on a connection's first request (or conn unknown)
     start: float
     end: float
@@ -66,7 +66,7 @@ class Context:
             & (pl.col("reused").is_null() | ~pl.col("reused"))
             & ~pl.col("backend").is_in(backends).fill_null(False)
         )
-        return np.sort(rows.get_column("ts").to_numpy())
+        return np.sort(rows.get_column("ended").to_numpy())
 
     def pod_of(self, backend: str) -> PodInfo | None:
         """The pod behind an ``IP:port``, an IP or a pod name."""
@@ -88,7 +88,10 @@ def build(evidence: Evidence) -> Context:
         c: frame.height > 0 and frame.get_column(c).null_count() < frame.height
         for c in ("conn", "backend", "client")
     }
-    frame = frame.with_columns((pl.col("outcome") != "ok").alias("failed"))
+    frame = frame.with_columns(
+        (pl.col("outcome") != "ok").alias("failed"),
+        (pl.col("ts") + pl.col("latency_ms").fill_null(0.0) / 1000).alias("ended"),
+    )
     if has["conn"]:
         frame = frame.with_columns(
             pl.when(pl.col("conn").is_null())
@@ -117,8 +120,8 @@ def build(evidence: Evidence) -> Context:
         evidence=evidence,
         frame=frame,
         attempt_ts=np.sort(attempts.get_column("ts").to_numpy()),
-        failure_ts=np.sort(failures.get_column("ts").to_numpy()),
-        new_conn_failure_ts=np.sort(new_conn.get_column("ts").to_numpy()),
+        failure_ts=np.sort(failures.get_column("ended").to_numpy()),
+        new_conn_failure_ts=np.sort(new_conn.get_column("ended").to_numpy()),
         start=min(stamps, default=0.0),
         end=max(stamps, default=0.0),
         deletions=deletions,

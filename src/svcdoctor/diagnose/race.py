@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.stats import Floats, count_in, placement_test
+from svcdoctor.diagnose.stats import Floats, count_in, merged, placement_test
 from svcdoctor.model import Assessment, Cause, EventKind
 
 BIN = 0.25  # seconds per lag bin
@@ -107,10 +107,28 @@ def race_window(ctx: Context, failures: Floats, s: Settings) -> dict[str, Any] |
 
 
 def _covered(starts: Floats, ends: Floats) -> float:
-    from svcdoctor.diagnose.stats import merged
-
     s, e = merged(starts, ends)
     return float((e - s).sum())
+
+
+def _around(moments: Floats, resolution: float) -> tuple[Floats, Floats]:
+    """The intervals in which a failure is "at" one of the moments (a SIGKILL, an exit)."""
+    return moments - 1.0 - resolution, moments + 1.0 + resolution
+
+
+def _outside(times: Floats, moments: Floats, resolution: float) -> Floats:
+    """The times not at any of the moments: failures the SIGKILLs do not explain."""
+    if moments.size == 0 or times.size == 0:
+        return times
+    starts, ends = merged(*_around(np.sort(moments), resolution))
+    idx = np.searchsorted(starts, times, "right") - 1
+    inside = (idx >= 0) & (times <= ends[np.clip(idx, 0, None)])
+    return times[~inside]
+
+
+def _span_text(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:g}" if low == high else f"{low:g}-{high:g}"
 
 
 def _latency_p999(ctx: Context) -> float | None:
@@ -152,13 +170,12 @@ def _shutdown_path(ctx: Context) -> dict[str, Any]:
                     }
                 )
     exits = np.array(sorted(k["at"] for k in killed if k["at"] is not None))
-    at_kill = (
-        count_in(ctx.failure_ts, exits - 1.0 - ctx.resolution, exits + 2.0) if exits.size else 0
-    )
+    at_kill = count_in(ctx.failure_ts, *_around(exits, ctx.resolution)) if exits.size else 0
     hook_failures = [e for e in ctx.evidence.events if e.kind is EventKind.PRESTOP_FAILED]
     return {
         "sigkilled": killed,
         "failures_at_sigkill": at_kill,
+        "kill_moments": exits,
         "failed_prestop_hooks": len(hook_failures),
         "failed_prestop_pods": sorted({e.pod for e in hook_failures if e.pod}),
     }
@@ -178,13 +195,15 @@ def assess_race(
                 "covering the next rollout",
             ),
         )
-    failures = ctx.new_conn_failures_without(explained_backends)
+    shutdown = _shutdown_path(ctx)
+    failures = _outside(
+        ctx.new_conn_failures_without(explained_backends), shutdown["kill_moments"], ctx.resolution
+    )
     dels = ctx.deletion_ts
     observed = excess_in_windows(ctx, failures, dels, s.test_window)
     p = placement_test(lambda a: scan_statistic(ctx, failures, a), dels, ctx.traffic_span, s.rounds)
     explained = observed / failures.size if failures.size else 0.0
     window = race_window(ctx, failures, s) if p < 0.05 else None
-    shutdown = _shutdown_path(ctx)
     evidence: list[str] = []
     fixes: list[str] = []
     details: dict[str, Any] = {
@@ -193,7 +212,7 @@ def assess_race(
         "excess_failures": round(observed, 1),
         "explained_fraction": round(max(explained, 0.0), 3),
         "clock_resolution_seconds": ctx.resolution,
-        **shutdown,
+        **{k: v for k, v in shutdown.items() if k != "kill_moments"},
     }
     if p < s.permutation_alpha and observed >= s.min_failures:
         score = 0.55 + 0.4 * min(1.0, max(explained, 0.0))
@@ -241,11 +260,17 @@ def assess_race(
         ]
         evidence.append(
             f"{len(shutdown['sigkilled'])} containers of deleted pods exited 137 (SIGKILL) "
-            + (f"{min(took):g}-{max(took):g} s after deletion " if took else "")
+            + (f"{_span_text(took)} s after deletion " if took else "")
             + (f"= the grace period ({', '.join(map(str, graces))} s) " if graces else "")
             + f"with {shutdown['failures_at_sigkill']} failures at those moments"
         )
-        need = details.get("recommended_grace_seconds") or (max(graces) * 2 if graces else 60)
+        latency = _latency_p999(ctx)
+        longest = latency if latency is not None else 10.0
+        need = max(
+            details.get("recommended_grace_seconds") or 0,
+            math.ceil(max(graces, default=30) + longest + 5),
+        )
+        details["recommended_grace_seconds"] = need
         fixes.insert(
             0,
             "the grace period is too short: the kubelet SIGKILLs the container "

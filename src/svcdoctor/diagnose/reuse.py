@@ -82,7 +82,7 @@ def assess_reuse(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
     conc = client_concentration(ctx)
     skew = new_backend_share(ctx)
     exits = np.array(sorted(e.ts for e in ctx.evidence.events if e.kind is EventKind.EXIT))
-    reused_ts = np.sort(reused.get_column("ts").to_numpy())
+    reused_ts = np.sort(reused.get_column("ended").to_numpy())
     at_exit = (
         count_in(reused_ts, exits - 1.0 - ctx.resolution, exits + 2.0)
         if exits.size and reused_ts.size

@@ -66,13 +66,14 @@ def nginx_access(text: str, source: str) -> tuple[pl.DataFrame, int]:
     parsed = lines.select(pl.col("line").str.extract_groups(NGINX_ACCESS).alias("m")).unnest("m")
     unparsed = parsed.filter(pl.col("client").is_null()).height
     parsed = parsed.filter(pl.col("client").is_not_null()).with_row_index("req")
+    # $time_local is when the request completed; the canonical ts is when it started.
     ts = (
         pl.col("time")
         .str.to_datetime("%d/%b/%Y:%H:%M:%S %z", time_zone="UTC", strict=False)
         .dt.epoch("us")
         .cast(pl.Float64)
         / 1e6
-    )
+    ) - pl.col("request_time").cast(pl.Float64, strict=False).fill_null(0.0)
     # " : " separates upstream groups (internal redirects); treat it like ", ".
     split = [
         pl.col(c).str.replace_all(" : ", ", ").str.split(", ")
