@@ -80,7 +80,7 @@ def lines_are_set(value: Any) -> bool:
     return not isinstance(value, dict | list)  # every collection is a YMap or YList
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(json_like, dump_options)
 def test_a_single_document_reads_exactly_as_safe_load(data: Any, options: dict[str, Any]) -> None:
     text = yaml.safe_dump(data, **options)
@@ -89,7 +89,7 @@ def test_a_single_document_reads_exactly_as_safe_load(data: Any, options: dict[s
     assert lines_are_set(value)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(json_like, min_size=1, max_size=5), dump_options)
 def test_several_documents_read_exactly_as_safe_load_all(
     docs: list[Any], options: dict[str, Any]
@@ -101,7 +101,7 @@ def test_several_documents_read_exactly_as_safe_load_all(
     assert all(map(same, values, expected)), text
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(mappings, min_size=1, max_size=6), dump_options)
 def test_top_level_mappings_start_on_strictly_increasing_lines(
     docs: list[dict[str, Any]], options: dict[str, Any]

@@ -82,6 +82,13 @@ class Context:
         return None
 
 
+def _sorted(values: Floats) -> Floats:
+    """Sorted values; request logs usually are already, and checking is cheap."""
+    if values.size < 2 or bool((values[1:] >= values[:-1]).all()):
+        return values
+    return np.sort(values)
+
+
 def build(evidence: Evidence) -> Context:
     frame = evidence.requests
     has = {
@@ -101,7 +108,8 @@ def build(evidence: Evidence) -> Context:
         )
     else:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Boolean).alias("reused"))
-    attempts = frame.filter(pl.col("role") != "error_log")
+    logged = frame.get_column("role") == "error_log"
+    attempts = frame.filter(~logged) if logged.any() else frame
     failures = frame.filter(pl.col("failed"))
     new_conn = failures.filter(pl.col("reused").is_null() | ~pl.col("reused"))
     deletions: dict[str, float] = {}
@@ -119,7 +127,7 @@ def build(evidence: Evidence) -> Context:
     return Context(
         evidence=evidence,
         frame=frame,
-        attempt_ts=np.sort(attempts.get_column("ts").to_numpy()),
+        attempt_ts=_sorted(attempts.get_column("ts").to_numpy()),
         failure_ts=np.sort(failures.get_column("ended").to_numpy()),
         new_conn_failure_ts=np.sort(new_conn.get_column("ended").to_numpy()),
         start=min(stamps, default=0.0),

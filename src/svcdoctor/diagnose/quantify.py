@@ -92,17 +92,22 @@ def quantify(ctx: Context) -> dict[str, Any]:
 
 def timeline(ctx: Context) -> dict[str, Any]:
     """Per-second requests and failures, and the lifecycle moments, for the plots."""
-    per_second = (
-        ctx.frame.filter(pl.col("role") != "error_log")
-        .with_columns(pl.col("ts").floor().alias("second"))
-        .group_by("second")
-        .agg(pl.len().alias("requests"), pl.col("failed").sum().alias("failures"))
-        .sort("second")
-    )
+    seconds: Any
+    requests: Any
+    failures: Any
+    if ctx.attempt_ts.size:
+        origin = float(np.floor(ctx.attempt_ts[0]))
+        width = int(ctx.attempt_ts[-1] - origin) + 1
+        requests = np.bincount((ctx.attempt_ts - origin).astype(np.int64), minlength=width)
+        inside = ctx.failure_ts[(ctx.failure_ts >= origin) & (ctx.failure_ts < origin + width)]
+        failures = np.bincount((inside - origin).astype(np.int64), minlength=width)[:width]
+        seconds = origin + np.arange(width)
+    else:
+        seconds = requests = failures = np.zeros(0)
     return {
-        "second": per_second.get_column("second").to_list(),
-        "requests": per_second.get_column("requests").to_list(),
-        "failures": per_second.get_column("failures").to_list(),
+        "second": seconds.tolist(),
+        "requests": requests.tolist(),
+        "failures": failures.tolist(),
         "events": [(e.ts, e.kind.value, e.pod or "") for e in ctx.evidence.events],
         "endpoints": [
             (

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.stats import count_in
+from svcdoctor.diagnose.stats import chi2_homogeneity, count_in
 from svcdoctor.model import Assessment, Cause, EventKind
 
 
@@ -26,11 +26,7 @@ def client_concentration(ctx: Context) -> dict[str, Any] | None:
     k = per.get_column("k").to_numpy()
     n = per.get_column("n").to_numpy()
     top = int(np.searchsorted(np.cumsum(k) / total_k, 0.8) + 1)
-    from scipy.stats import chi2_contingency
-
-    table = np.vstack([k, n - k])
-    table = table[:, table.sum(axis=0) > 0]
-    p = float(chi2_contingency(table)[1]) if table.shape[1] >= 2 and (table[1] > 0).any() else 1.0
+    p = chi2_homogeneity(k.astype(float), n.astype(float))
     return {
         "clients": per.height,
         "clients_with_80pct_of_failures": top,

@@ -10,32 +10,56 @@ from numpy.typing import NDArray
 Floats = NDArray[np.float64]
 
 
+# The binomial tails and intervals come from scipy.special's regularised incomplete beta
+# function (the exact binomial CDF identity). scipy.stats gives the same numbers but costs
+# ~0.9 s to import, as much as reading millions of log rows.
+
+
 def proportion_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Exact (Clopper-Pearson) interval of a binomial proportion."""
     if n == 0:
         return (0.0, 1.0)
-    from scipy.stats import binomtest
+    from scipy.special import betaincinv
 
-    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
-    return (float(ci.low), float(ci.high))
+    alpha = 1 - confidence
+    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, alpha / 2))
+    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - alpha / 2))
+    return (low, high)
 
 
 def binom_greater(k: int, n: int, p: float) -> float:
     """P(X ≥ k) for X ~ Binomial(n, p): is k failures out of n more than chance?"""
     if n == 0 or k == 0:
         return 1.0
-    from scipy.stats import binomtest
+    from scipy.special import betainc
 
-    return float(binomtest(k, n, min(max(p, 1e-12), 1 - 1e-12), alternative="greater").pvalue)
+    return float(betainc(k, n - k + 1, min(max(p, 1e-300), 1.0)))
 
 
 def binom_fits(k: int, n: int, p: float) -> float:
-    """Two-sided p-value that k of n is consistent with rate p."""
+    """Two-sided p-value (twice the smaller tail) that k of n is consistent with rate p."""
     if n == 0:
         return 1.0
-    from scipy.stats import binomtest
+    from scipy.special import betainc
 
-    return float(binomtest(k, n, p).pvalue)
+    at_most = 1.0 if k == n else float(betainc(n - k, k + 1, 1 - p))
+    return min(1.0, 2 * min(at_most, binom_greater(k, n, p)))
+
+
+def chi2_homogeneity(failures: Floats, totals: Floats) -> float:
+    """p-value of the chi-square test that every group has the same failure rate."""
+    from scipy.special import chdtrc
+
+    keep = totals > 0
+    k, n = failures[keep], totals[keep]
+    rate = k.sum() / n.sum()
+    if k.size < 2 or rate in (0.0, 1.0):
+        return 1.0
+    expected_fail, expected_ok = n * rate, n * (1 - rate)
+    stat = ((k - expected_fail) ** 2 / expected_fail).sum() + (
+        ((n - k) - expected_ok) ** 2 / expected_ok
+    ).sum()
+    return float(chdtrc(k.size - 1, stat))
 
 
 def merged(starts: Floats, ends: Floats) -> tuple[Floats, Floats]:

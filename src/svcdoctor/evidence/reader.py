@@ -282,7 +282,7 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
             SourceSummary(m, "manifest", 0) for m in got.manifests if m not in formats
         )
     return Evidence(
-        requests=requests.sort("ts"),
+        requests=requests if requests.get_column("ts").is_sorted() else requests.sort("ts"),
         pods=tuple(got.kube.pods.values()),
         events=events,
         endpoints=tuple(got.kube.endpoints),

@@ -6,21 +6,22 @@ from pathlib import Path
 
 import polars as pl
 
-from svcdoctor.model import REQUEST_COLUMNS, Outcome
+from svcdoctor.model import REQUEST_COLUMNS, ROLES, Outcome
 
+OUTCOMES = [o.value for o in Outcome]
+# Low-cardinality text is categorical (4 bytes a row, not ~30): ten million rows must fit.
 SCHEMA: dict[str, pl.DataType] = {
     "ts": pl.Float64(),
-    "outcome": pl.Utf8(),
+    "outcome": pl.Enum(OUTCOMES),
     "status": pl.Int64(),
     "latency_ms": pl.Float64(),
-    "client": pl.Utf8(),
-    "backend": pl.Utf8(),
+    "client": pl.Categorical(),
+    "backend": pl.Categorical(),
     "conn": pl.Utf8(),
-    "node": pl.Utf8(),
-    "role": pl.Utf8(),
-    "source": pl.Utf8(),
+    "node": pl.Categorical(),
+    "role": pl.Enum(list(ROLES)),
+    "source": pl.Categorical(),
 }
-OUTCOMES = [o.value for o in Outcome]
 OPTIONAL = ("status", "latency_ms", "client", "backend", "conn", "node")
 
 
@@ -32,8 +33,9 @@ def empty() -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMA)
 
 
-def conform(frame: pl.LazyFrame, source: str) -> pl.LazyFrame:
-    """Add missing optional columns as nulls and cast every column to ``SCHEMA``."""
+def conform(frame: pl.LazyFrame, source: str, keep: tuple[str, ...] = ()) -> pl.LazyFrame:
+    """Add missing optional columns as nulls and cast every column to ``SCHEMA`` (``keep``:
+    extra columns to carry along)."""
     names = frame.collect_schema().names()
     extra = [pl.lit(None, dtype=SCHEMA[c]).alias(c) for c in REQUEST_COLUMNS if c not in names]
     frame = frame.with_columns(extra) if extra else frame
@@ -41,64 +43,100 @@ def conform(frame: pl.LazyFrame, source: str) -> pl.LazyFrame:
         frame = frame.with_columns(pl.lit("request").alias("role"))
     return frame.with_columns(pl.lit(source).alias("source")).select(
         [pl.col(c).cast(SCHEMA[c], strict=False) for c in REQUEST_COLUMNS]
+        + [pl.col(k) for k in keep]
     )
 
 
-def _timestamps(frame: pl.LazyFrame, dtype: pl.DataType) -> pl.LazyFrame:
-    if dtype.is_numeric():
-        return frame.with_columns(pl.col("ts").cast(pl.Float64))
-    text = pl.col("ts").cast(pl.Utf8).str.strip_chars()
+def _parse_ts(text: pl.Expr, mode: str) -> pl.Expr:
     as_number = text.cast(pl.Float64, strict=False)
     as_time = (
-        text.str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
+        text.str.strip_chars()
+        .str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
         .dt.epoch("us")
         .cast(pl.Float64)
         / 1e6
     )
-    return frame.with_columns(pl.coalesce(as_number, as_time).alias("ts"))
+    return {"number": as_number, "time": as_time}.get(mode, pl.coalesce(as_number, as_time))
 
 
-def scan_canonical(path: Path, fmt: str) -> pl.LazyFrame:
-    """A lazy frame over a canonical request log (``csv``, ``jsonl`` or ``parquet``)."""
+def _ts_mode(sample: pl.Series) -> str:
+    """``number``, ``time`` or ``mixed``, from the first rows: parsing every value both ways
+    would double the cost of the biggest column."""
+    if sample.dtype.is_numeric():
+        return "native"
+    numbers = sample.cast(pl.Float64, strict=False).is_not_null().sum()
+    return "number" if numbers == sample.len() else "time" if numbers == 0 else "mixed"
+
+
+def _scan(path: Path, fmt: str) -> tuple[pl.LazyFrame, str]:
     if fmt == "csv":
-        frame = pl.scan_csv(path, infer_schema=False)  # every column as text: no guessing
+        sample = pl.read_csv(path, n_rows=1000, infer_schema=False)
+        _require(sample.columns)
+        mode = _ts_mode(sample.get_column("ts"))
+        overrides: dict[str, pl.DataType] = {c: pl.Utf8() for c in sample.columns}
+        overrides.update(
+            {c: SCHEMA[c] for c in ("client", "backend", "node") if c in sample.columns}
+        )
+        if mode == "number":
+            overrides["ts"] = pl.Float64()
+            mode = "native"
+        frame = pl.scan_csv(
+            path, schema_overrides=overrides, infer_schema=False, ignore_errors=True
+        )
     elif fmt == "jsonl":
         frame = pl.scan_ndjson(path, infer_schema_length=1000)
+        mode = "?"
     else:
         frame = pl.scan_parquet(path)
+        mode = "?"
     schema = frame.collect_schema()
-    missing = [c for c in ("ts", "outcome") if c not in schema]
+    _require(schema.names())
+    if mode == "?":
+        mode = _ts_mode(frame.select("ts").head(1000).collect().get_column("ts"))
+    return frame, mode
+
+
+def _require(columns: list[str]) -> None:
+    missing = [c for c in ("ts", "outcome") if c not in columns]
     if missing:
         raise RequestLogError(f"missing required column(s) {', '.join(missing)}")
-    if not schema["ts"].is_numeric():
-        frame = frame.with_columns(pl.col("ts").cast(pl.Utf8).alias("__ts_raw"))
-    frame = _timestamps(frame, schema["ts"])
-    for column in ("status",):
-        if column in schema and not schema[column].is_numeric():
-            frame = frame.with_columns(pl.col(column).cast(pl.Float64, strict=False))
-    return frame.with_columns(pl.col("outcome").cast(pl.Utf8).str.strip_chars().str.to_lowercase())
 
 
 def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, list[str]]:
     """Rows with a valid ts and outcome, and one message per kind of rejected row."""
-    frame = scan_canonical(path, fmt).with_row_index("__row", offset=2 if fmt == "csv" else 1)
-    frame = frame.with_columns(
-        (pl.col("ts").is_null() | ~pl.col("ts").is_finite()).alias("__bad_ts"),
-        (~pl.col("outcome").is_in(OUTCOMES)).alias("__bad_outcome"),
+    frame, mode = _scan(path, fmt)
+    raw_outcome = pl.col("outcome").cast(pl.Utf8)
+    outcome = raw_outcome.cast(SCHEMA["outcome"], strict=False)
+    # a differently written outcome ("OK", " reset") is normalised, not rejected
+    outcome = pl.coalesce(
+        outcome,
+        raw_outcome.str.strip_chars().str.to_lowercase().cast(SCHEMA["outcome"], strict=False),
     )
-    data = frame.collect()
+    ts = (
+        pl.col("ts").cast(pl.Float64)
+        if mode == "native"
+        else _parse_ts(pl.col("ts").cast(pl.Utf8), mode)
+    )
+    indexed = frame.with_row_index("__row", offset=2 if fmt == "csv" else 1)
+    data = conform(
+        indexed.with_columns(ts.alias("ts"), outcome.alias("outcome")), source, keep=("__row",)
+    ).collect()
+    bad_ts = pl.col("ts").is_null() | ~pl.col("ts").is_finite()
+    bad_outcome = pl.col("outcome").is_null()
     problems = []
-    for flag, what in (
-        ("__bad_ts", "ts is not RFC 3339 or Unix seconds"),
-        ("__bad_outcome", f"outcome is not one of {', '.join(OUTCOMES)}"),
+    for flag, column, what in (
+        (bad_ts, "ts", "ts is not RFC 3339 or Unix seconds"),
+        (bad_outcome, "outcome", f"outcome is not one of {', '.join(OUTCOMES)}"),
     ):
-        bad = data.filter(pl.col(flag))
-        if bad.height:
-            first = bad.row(0, named=True)
+        bad = data.filter(flag).get_column("__row")
+        if bad.len():
+            first = bad[0]
+            raw = indexed.filter(pl.col("__row") == first).select(column).collect()
+            value = raw.item() if raw.height else None
             unit = "line" if fmt != "parquet" else "row"
-            value = first.get("__ts_raw") if flag == "__bad_ts" else first["outcome"]
             problems.append(
-                f"{bad.height} rows skipped: {what} (first at {unit} {first['__row']}: {value!r})"
+                f"{bad.len()} rows skipped: {what} (first at {unit} {first}: {value!r})"
             )
-    good = data.filter(~pl.col("__bad_ts") & ~pl.col("__bad_outcome"))
-    return conform(good.lazy(), source).collect(), problems
+    if problems:
+        data = data.filter(~bad_ts & ~bad_outcome)
+    return data.drop("__row"), problems

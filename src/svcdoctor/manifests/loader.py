@@ -223,8 +223,8 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     result.objects.extend(objects)
 
 
-# An anchor (``&a``) and an alias (``*a``) where YAML allows them, not in ``a && b`` or ``*.io``.
-_ANCHOR = re.compile(r"(?:^|[\s\[{,:])&[^\s\[\]{},]")
+# An anchor (``&a``) and an alias (``*a``) where YAML allows them (a shell ``a && b`` is no anchor).
+_ANCHOR = re.compile(r"(?:^|[\s\[{,:])&[^\s\[\]{},&]")
 _ALIAS = re.compile(r"(?:^|[\s\[{,:])\*[^\s\[\]{},]")
 
 

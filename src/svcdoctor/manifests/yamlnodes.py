@@ -103,7 +103,9 @@ def compose_documents(text: str) -> tuple[list[yaml.Node | None], yaml.YAMLError
 
     libyaml rejects a few inputs the pure-Python parser accepts (``[001:db8::]`` in a flow
     sequence); on an error the pure-Python parser gets a second try, so we read exactly
-    what ``yaml.safe_load_all`` reads.
+    what ``yaml.safe_load_all`` reads. Above ``RETRY_MAX_CHARS`` only that known error is
+    retried: the second parse of a large file would otherwise take a minute to report the
+    same error.
     """
     check_nesting(text)
     nodes: list[yaml.Node | None] = []
