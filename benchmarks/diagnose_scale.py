@@ -109,9 +109,9 @@ print(time.perf_counter() - t, frame.height)
 """
 DIAGNOSE = """
 import time
-t = time.perf_counter()
 from svcdoctor.evidence import read_evidence
 from svcdoctor.diagnose import diagnose
+t = time.perf_counter()
 d = diagnose(read_evidence([{folder!r}]))
 print(time.perf_counter() - t, d.summary["requests"], d.primary.cause.value if d.primary else None,
       d.primary.details.get("window_seconds") if d.primary else None)

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.stats import count_in, placement_test
+from svcdoctor.diagnose.stats import count_in, count_in_many, placement_test
 from svcdoctor.model import Assessment, Cause
 
 
@@ -27,7 +27,7 @@ def assess_infra(
     if aligned.size and failures.size:
         near = count_in(failures, aligned - 2, aligned + 2)
         p = placement_test(
-            lambda a: float(count_in(failures, a - 2, a + 2)), aligned, ctx.span, s.rounds
+            lambda a: count_in_many(failures, a - 2, a + 2), aligned, ctx.span, s.rounds
         )
         details.update({"failures_near_conntrack_drops": near, "p_value": round(p, 4)})
         evidence.append(

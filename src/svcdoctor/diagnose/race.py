@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.stats import Floats, count_in, merged, placement_test
+from svcdoctor.diagnose.stats import Floats, count_in, count_in_many, merged, placement_test
 from svcdoctor.model import Assessment, Cause, EventKind
 
 BIN = 0.25  # seconds per lag bin
@@ -45,26 +45,30 @@ def _hits_expected(
     return hits, rate * inside
 
 
-def scan_statistic(ctx: Context, failures: Floats, anchors: Floats) -> float:
+def scan_statistic(ctx: Context, failures: Floats, anchors: Floats) -> Floats:
     """Kulldorff's log-likelihood ratio, maximised over the candidate windows: how much
     more failures concentrate after the anchors than the overall failure rate predicts.
     Sharp for a 1 s race, still sensitive to a 30 s one; the permutation test accounts for
-    taking the maximum."""
+    taking the maximum. ``anchors``: one set per row; returns one value per row."""
     lo = -(ctx.resolution + TOLERANCE)
     total = failures.size
-    best = 0.0
+    best = np.zeros(anchors.shape[0])
     for width in WIDTHS:
-        hits = count_in(failures, anchors + lo, anchors + width)
+        hits = count_in_many(failures, anchors + lo, anchors + width)
         if ctx.attempt_ts.size:
-            share = count_in(ctx.attempt_ts, anchors + lo, anchors + width) / ctx.attempt_ts.size
+            share = count_in_many(ctx.attempt_ts, anchors + lo, anchors + width)
+            share /= ctx.attempt_ts.size
         else:
-            share = min(1.0, anchors.size * (width - lo) / max(ctx.end - ctx.start, 1e-9))
+            share = np.minimum(
+                1.0, anchors.shape[1] * (width - lo) / max(ctx.end - ctx.start, 1e-9)
+            )
         expected = total * share
-        if 0 < expected < hits:
-            llr = hits * np.log(hits / expected)
-            if hits < total:
-                llr += (total - hits) * np.log((total - hits) / (total - expected))
-            best = max(best, float(llr))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            llr = hits * np.log(hits / expected) + np.where(
+                hits < total, (total - hits) * np.log((total - hits) / (total - expected)), 0.0
+            )
+        llr = np.where((expected > 0) & (hits > expected), llr, 0.0)
+        best = np.maximum(best, np.nan_to_num(llr))
     return best
 
 
@@ -137,8 +141,9 @@ def _latency_p999(ctx: Context) -> float | None:
     )
     if ok.height < 20:
         return None
-    value = ok.get_column("latency_ms").quantile(0.999)
-    return float(value) / 1000 if value is not None else None
+    values = ok.get_column("latency_ms").to_numpy()
+    rank = min(int(np.ceil(0.999 * values.size)), values.size - 1)
+    return float(np.partition(values, rank)[rank]) / 1000  # a selection, not a full sort
 
 
 def _shutdown_path(ctx: Context) -> dict[str, Any]:

@@ -105,13 +105,7 @@ def _require(columns: list[str]) -> None:
 def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, list[str]]:
     """Rows with a valid ts and outcome, and one message per kind of rejected row."""
     frame, mode = _scan(path, fmt)
-    raw_outcome = pl.col("outcome").cast(pl.Utf8)
-    outcome = raw_outcome.cast(SCHEMA["outcome"], strict=False)
-    # a differently written outcome ("OK", " reset") is normalised, not rejected
-    outcome = pl.coalesce(
-        outcome,
-        raw_outcome.str.strip_chars().str.to_lowercase().cast(SCHEMA["outcome"], strict=False),
-    )
+    outcome = pl.col("outcome").cast(pl.Utf8).cast(SCHEMA["outcome"], strict=False)
     ts = (
         pl.col("ts").cast(pl.Float64)
         if mode == "native"
@@ -121,6 +115,8 @@ def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, lis
     data = conform(
         indexed.with_columns(ts.alias("ts"), outcome.alias("outcome")), source, keep=("__row",)
     ).collect()
+    if data.get_column("outcome").null_count():
+        data = _normalise_outcomes(data, indexed)
     bad_ts = pl.col("ts").is_null() | ~pl.col("ts").is_finite()
     bad_outcome = pl.col("outcome").is_null()
     problems = []
@@ -140,3 +136,27 @@ def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, lis
     if problems:
         data = data.filter(~bad_ts & ~bad_outcome)
     return data.drop("__row"), problems
+
+
+def _normalise_outcomes(data: pl.DataFrame, indexed: pl.LazyFrame) -> pl.DataFrame:
+    """Outcomes written differently (``OK``, `` reset``) are normalised, not rejected. Only
+    the rows that failed the exact match are read again, so the common case pays nothing."""
+    rows = data.filter(pl.col("outcome").is_null()).get_column("__row")
+    fixed = (
+        indexed.filter(pl.col("__row").is_in(rows.implode()))
+        .select(
+            "__row",
+            pl.col("outcome")
+            .cast(pl.Utf8)
+            .str.strip_chars()
+            .str.to_lowercase()
+            .cast(SCHEMA["outcome"], strict=False)
+            .alias("fixed"),
+        )
+        .collect()
+    )
+    return (
+        data.join(fixed, on="__row", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("outcome", "fixed").alias("outcome"))
+        .drop("fixed")
+    )
