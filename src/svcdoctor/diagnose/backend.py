@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.stats import binom_greater
+from svcdoctor.diagnose.stats import binom_greater, merged
 from svcdoctor.model import Assessment, Cause, Inventory, PodInfo, selector_matches
 
 
@@ -25,10 +25,13 @@ def steady_counts(ctx: Context, s: Settings) -> pl.DataFrame:
     dels = ctx.deletion_ts
     if dels.size == 0:
         return total.sort("backend")
-    ts = rows.get_column("ended").to_numpy()
-    idx = np.searchsorted(dels, ts + ctx.resolution + 0.5, "right") - 1
-    lag = np.where(idx >= 0, ts - dels[np.clip(idx, 0, None)], np.inf)
-    near = counts(rows.filter(pl.Series((lag >= -ctx.resolution - 0.5) & (lag <= s.test_window))))
+    # rows are in start order: the rows near deletions are a few contiguous slices
+    lo, hi = merged(dels - ctx.resolution - 0.5, dels + s.test_window)
+    ts = rows.get_column("ts").to_numpy()
+    first, last = np.searchsorted(ts, lo, "left"), np.searchsorted(ts, hi, "right")
+    near = counts(
+        pl.concat([rows.slice(int(a), int(b - a)) for a, b in zip(first, last, strict=True)])
+    )
     return (
         total.join(near, on="backend", how="left", suffix="_near")
         .select(

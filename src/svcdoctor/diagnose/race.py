@@ -136,12 +136,12 @@ def _span_text(values: list[float]) -> str:
 
 
 def _latency_p999(ctx: Context) -> float | None:
-    ok = ctx.frame.filter(
-        (pl.col("role") == "request") & ~pl.col("failed") & pl.col("latency_ms").is_not_null()
-    )
-    if ok.height < 20:
+    """p99.9 latency of successful requests, from at most a million evenly spread rows."""
+    ok = (pl.col("role") == "request") & ~pl.col("failed") & pl.col("latency_ms").is_not_null()
+    step = max(1, ctx.frame.height // 1_000_000)
+    values = ctx.frame.gather_every(step).filter(ok).get_column("latency_ms").to_numpy()
+    if values.size < 20:
         return None
-    values = ok.get_column("latency_ms").to_numpy()
     rank = min(int(np.ceil(0.999 * values.size)), values.size - 1)
     return float(np.partition(values, rank)[rank]) / 1000  # a selection, not a full sort
 
