@@ -32,7 +32,7 @@ def test_json_report_has_the_documented_schema(race_bundle: Path) -> None:
     assert set(report) == {"summary", "primary_cause", "causes", "next_steps"}
     assert {"requests", "errors", "error_rate", "start", "end"} <= set(report["summary"])
     assert report["primary_cause"] == "race"
-    assert [c["cause"] for c in report["causes"]][0] == "race"
+    assert report["causes"][0]["cause"] == "race"
     for cause in report["causes"]:
         assert set(cause) >= {"cause", "score", "verdict", "evidence", "fixes", "details"}
         assert cause["verdict"] in ("likely", "possible", "unlikely")
