@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/svcdoctor lint --example --exit-zero
+	@echo
+	$(BIN)/svcdoctor diagnose --example
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -26,6 +28,7 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/lint_corpus.py
+	$(BIN)/python benchmarks/diagnose_scale.py
 
 docs: $(STAMP)
 	$(BIN)/svcdoctor rules export docs/rules

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from importlib.resources import files
 from pathlib import Path
 
 import click
@@ -26,8 +28,16 @@ def _offsets(values: tuple[str, ...]) -> dict[str, float]:
     return offsets
 
 
+EXAMPLE = "rollout-race"
+
+
 @click.command()
-@click.argument("evidence", nargs=-1, required=True)
+@click.argument("evidence", nargs=-1)
+@click.option(
+    "--example",
+    is_flag=True,
+    help="Diagnose the example evidence shipped with svcdoctor (a rollout).",
+)
 @click.option(
     "-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -51,6 +61,7 @@ def _offsets(values: tuple[str, ...]) -> dict[str, float]:
 )
 def diagnose(
     evidence: tuple[str, ...],
+    example: bool,
     fmt: str,
     clock_offset: tuple[str, ...],
     html_out: Path | None,
@@ -63,6 +74,8 @@ def diagnose(
     conntrack -S, canonical request logs (CSV, JSON Lines, Parquet) and manifests.
     Exit codes: 0 diagnosed (whatever the verdict), 2 when nothing usable was given.
     """
+    if not evidence and not example:
+        raise click.UsageError("give EVIDENCE files or directories (or --example)")
     offsets = _offsets(clock_offset)
     try:
         from svcdoctor.diagnose import diagnose as run
@@ -73,8 +86,14 @@ def diagnose(
             f"diagnose needs the 'diagnose' extra ({exc.name} is "
             "missing): pip install 'svcdoctor[diagnose]'"
         ) from None
+    paths = list(evidence)
+    if example:
+        bundled = Path(str(files("svcdoctor.examples") / EXAMPLE))
+        paths.append(
+            os.path.relpath(bundled) if bundled.is_relative_to(Path.cwd()) else str(bundled)
+        )
     try:
-        found = read_evidence(list(evidence), offsets)
+        found = read_evidence(paths, offsets)
     except EvidenceError as exc:
         click.echo(f"svcdoctor: error: {exc}", err=True)
         sys.exit(2)

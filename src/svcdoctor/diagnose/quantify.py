@@ -68,6 +68,7 @@ def quantify(ctx: Context) -> dict[str, Any]:
     masked = frame.filter((pl.col("role") == "masked") & pl.col("failed"))
     logged = frame.filter(pl.col("role") == "error_log")
     replicas = replica_count(ctx)
+    span = ctx.traffic_span
     low, high = proportion_ci(k, n)
     return {
         "requests": n,
@@ -81,9 +82,9 @@ def quantify(ctx: Context) -> dict[str, Any]:
             for r in masked.group_by("outcome").len().sort("outcome").iter_rows(named=True)
         },
         "error_log_failures": logged.height,
-        "start": iso(ctx.start) if frame.height or ctx.evidence.events else None,
-        "end": iso(ctx.end) if frame.height or ctx.evidence.events else None,
-        "duration_seconds": round(ctx.end - ctx.start, 3),
+        "start": iso(span[0]) if frame.height or ctx.evidence.events else None,
+        "end": iso(span[1]) if frame.height or ctx.evidence.events else None,
+        "duration_seconds": round(span[1] - span[0], 3),
         "replicas": replicas,
         "nearest_fraction": nearest_fraction(k, n, replicas),
         "deletions": len(ctx.deletions),
