@@ -10,7 +10,7 @@ from svcdoctor.diagnose.infra import assess_infra
 from svcdoctor.diagnose.quantify import quantify, timeline
 from svcdoctor.diagnose.race import assess_race
 from svcdoctor.diagnose.reuse import assess_reuse
-from svcdoctor.model import Cause, Diagnosis, Evidence, Verdict
+from svcdoctor.model import Cause, Diagnosis, Evidence, Verdict, iso_utc
 
 
 def _manifest_notes(evidence: Evidence) -> dict[Cause, list[str]]:
@@ -62,6 +62,8 @@ def diagnose(evidence: Evidence, settings: Settings | None = None) -> Diagnosis:
             "path": src.path,
             "format": src.format,
             "rows": src.rows,
+            "start": iso_utc(src.start),
+            "end": iso_utc(src.end),
             **({"note": src.note} if src.note else {}),
         }
         for src in evidence.sources

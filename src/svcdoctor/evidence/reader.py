@@ -166,12 +166,23 @@ def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     if fmt == "json":
         docs = list(json_documents(text))
-        before = got.kube.rows
+        before, seen, seen_ep = got.kube.rows, len(got.kube.events), len(got.kube.endpoints)
         kinds = _kinds(docs)
         read_kubectl(docs, name, got.kube)
         if kinds - _EVIDENCE_KINDS:
             got.manifests.append(name)
-        got.sources.append(SourceSummary(name, "kubectl-json", got.kube.rows - before))
+        stamps = [e.ts for e in got.kube.events[seen:]]
+        stamps += [c.ts for c in got.kube.endpoints[seen_ep:] if c.ts is not None]
+        got.sources.append(
+            SourceSummary(
+                name,
+                "kubectl-json",
+                got.kube.rows - before,
+                min(stamps, default=None),
+                max(stamps, default=None),
+                resolution=1.0,
+            )
+        )
         return
     if fmt == "envoy-json":
         records, unparsed = _json_lines(text)

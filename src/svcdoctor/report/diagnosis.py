@@ -122,14 +122,18 @@ def render_text(d: Diagnosis, console: Console) -> None:
             console.print(f"  - {escape(step)}", soft_wrap=True, highlight=False)
     console.print()
     console.print(
-        "[dim]read: "
-        + "; ".join(f"{src['path']} ({src['format']}, {src['rows']} rows)" for src in s["sources"])
-        + "[/]",
+        "[dim]read: " + "; ".join(_source_text(src) for src in s["sources"]) + "[/]",
         soft_wrap=True,
         highlight=False,
     )
     for problem in s.get("skipped_inputs", []):
         console.print(f"[yellow]skipped:[/] {escape(problem)}", soft_wrap=True, highlight=False)
+
+
+def _source_text(src: dict[str, Any]) -> str:
+    span = f", {src['start']} → {src['end']}" if src.get("start") else ""
+    note = f"; {src['note']}" if src.get("note") else ""
+    return f"{src['path']} ({src['format']}, {src['rows']} rows{span}{note})"
 
 
 def plot_timeline(d: Diagnosis, out: Path | io.BytesIO, fmt: str = "png") -> None:
