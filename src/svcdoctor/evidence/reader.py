@@ -180,7 +180,6 @@ def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
                 got.kube.rows - before,
                 min(stamps, default=None),
                 max(stamps, default=None),
-                resolution=1.0,
             )
         )
         return
