@@ -82,6 +82,28 @@ class Context:
         return None
 
 
+def _deletions(evidence: Evidence) -> tuple[dict[str, float], float]:
+    """The deletion moment of each pod, and the coarsest clock among those chosen.
+
+    A precise time (events.k8s.io eventTime) wins over a whole-second one that it refines
+    (falls within that second); otherwise the earliest report wins."""
+    chosen: dict[str, tuple[float, float]] = {}
+    for e in sorted(
+        (e for e in evidence.events if e.kind is EventKind.DELETE and e.pod),
+        key=lambda e: (e.resolution, e.ts),
+    ):
+        assert e.pod is not None
+        old = chosen.get(e.pod)
+        if old is None:
+            chosen[e.pod] = (e.ts, e.resolution)
+        elif old[1] == 0.0 and e.resolution > 0 and e.ts <= old[0] < e.ts + e.resolution:
+            continue  # the precise report refines this coarse one
+        elif e.ts < old[0]:
+            chosen[e.pod] = (e.ts, e.resolution)
+    resolution = max((r for _, r in chosen.values()), default=0.0)
+    return {pod: ts for pod, (ts, _) in chosen.items()}, resolution
+
+
 def _sorted(values: Floats) -> Floats:
     """Sorted values; request logs usually are already, and checking is cheap."""
     if values.size < 2 or bool((values[1:] >= values[:-1]).all()):
@@ -112,12 +134,7 @@ def build(evidence: Evidence) -> Context:
     attempts = frame.filter(~logged) if logged.any() else frame
     failures = frame.filter(pl.col("failed"))
     new_conn = failures.filter(pl.col("reused").is_null() | ~pl.col("reused"))
-    deletions: dict[str, float] = {}
-    resolution = 0.0
-    for e in evidence.events:
-        if e.kind is EventKind.DELETE and e.pod and e.ts < deletions.get(e.pod, np.inf):
-            deletions[e.pod] = e.ts
-            resolution = max(resolution, e.resolution)
+    deletions, resolution = _deletions(evidence)
     stamps = [
         t
         for t in (frame.get_column("ts").min(), frame.get_column("ts").max())

@@ -79,9 +79,11 @@ def race_window(ctx: Context, failures: Floats, s: Settings) -> dict[str, Any] |
     tol = ctx.resolution + TOLERANCE
     if failures.size == 0 or dels.size == 0:
         return None
-    idx = np.searchsorted(dels, failures + tol, "right") - 1
-    valid = idx >= 0
-    lags = failures[valid] - dels[idx[valid]]
+    # each failure belongs to the latest deletion at or before it (recorded times are floored,
+    # so a failure after the real deletion is never before the recorded one); failures just
+    # before the first deletion keep a small negative lag (clock skew between sources)
+    idx = np.maximum(np.searchsorted(dels, failures, "right") - 1, 0)
+    lags = failures - dels[idx]
     lags = lags[(lags >= -tol) & (lags <= s.max_lag)]
     edges = np.arange(-tol, s.max_lag + BIN, BIN)
     observed, _ = np.histogram(lags, edges)

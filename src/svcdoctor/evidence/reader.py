@@ -168,6 +168,9 @@ def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
         docs = list(json_documents(text))
         before, seen, seen_ep = got.kube.rows, len(got.kube.events), len(got.kube.endpoints)
         kinds = _kinds(docs)
+        if not kinds:
+            got.problems.append(f"{name}: JSON without Kubernetes objects, skipped")
+            return
         read_kubectl(docs, name, got.kube)
         if kinds - _EVIDENCE_KINDS:
             got.manifests.append(name)

@@ -1,0 +1,323 @@
+"""A small cluster's control loop: pods as processes with a kubelet-like lifecycle, an
+endpoint controller, per-node endpoint propagation, and a Deployment rolling update."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+from svcdoctor.lab.datapath import Backend, Datapath, PodNet
+from svcdoctor.model import ContainerExit, EndpointChange, EventKind, LifecycleEvent, PodInfo
+
+PROBE_PERIOD = 0.25
+NAMESPACE = "lab"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpec:
+    shutdown: str = "naive"  # naive | graceful
+    prestop: float = 0.0  # preStop sleep, seconds
+    grace: float = 30.0  # terminationGracePeriodSeconds
+    latency_ms: float = 5.0
+    slow_share: float = 0.0  # share of requests that take slow_ms
+    slow_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Propagation:
+    """When each node's proxy applies an endpoint change: after a delay drawn uniformly
+    from [low, high] per node and change, then no more often than ``min_sync`` (kube-proxy's
+    ``--iptables-min-sync-period``)."""
+
+    low: float = 0.5
+    high: float = 1.5
+    min_sync: float = 0.0
+
+
+@dataclass
+class Pod:
+    name: str
+    spec: PodSpec
+    fault: str = "none"
+    net: PodNet | None = None
+    process: asyncio.subprocess.Process | None = None
+    ready: bool = False
+    terminating: bool = False
+    created_at: float = 0.0
+    deleted_at: float | None = None
+    exit: ContainerExit | None = None
+    monitor: asyncio.Task[None] | None = None
+
+    @property
+    def backend(self) -> Backend:
+        assert self.net is not None
+        return Backend(self.name, self.net.ip, self.net.port)
+
+
+@dataclass
+class Cluster:
+    datapath: Datapath
+    nodes: int
+    propagation: Propagation
+    seed: int = 0
+    pods: dict[str, Pod] = field(default_factory=dict)
+    events: list[LifecycleEvent] = field(default_factory=list)
+    endpoints: list[EndpointChange] = field(default_factory=list)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self._node_pending: list[list[Backend] | None] = [None] * self.nodes
+        self._node_last_sync = [0.0] * self.nodes
+        self._node_timer: list[asyncio.TimerHandle | None] = [None] * self.nodes
+
+    # ---- events -------------------------------------------------------------------
+    def event(
+        self,
+        kind: EventKind,
+        pod: str,
+        reason: str,
+        message: str = "",
+        exit_code: int | None = None,
+    ) -> None:
+        self.events.append(
+            LifecycleEvent(
+                time.time(), kind, pod, "lab", NAMESPACE, reason, message, exit_code, resolution=1.0
+            )
+        )
+
+    # ---- endpoints ----------------------------------------------------------------
+    def _publish(self, pod: Pod, removed: bool = False) -> None:
+        """The EndpointSlice controller: record the change and propagate it to the nodes."""
+        assert pod.net is not None
+        self.endpoints.append(
+            EndpointChange(
+                time.time(),
+                pod.net.ip if pod.net.ip != "127.0.0.1" else f"{pod.name}",
+                pod.name,
+                pod.ready and not pod.terminating,
+                not pod.terminating or pod.ready,
+                pod.terminating,
+                removed,
+            )
+        )
+        ready = [
+            p.backend
+            for p in self.pods.values()
+            if p.ready and not p.terminating and p.net is not None
+        ]
+        loop = asyncio.get_running_loop()
+        for node in range(self.nodes):
+            delay = self.rng.uniform(self.propagation.low, self.propagation.high)
+            loop.call_later(delay, self._arrive, node, list(ready))
+
+    def _arrive(self, node: int, backends: list[Backend]) -> None:
+        """A change reaches a node's kube-proxy; it syncs now or at the next sync slot."""
+        self._node_pending[node] = backends
+        due = self._node_last_sync[node] + self.propagation.min_sync
+        if time.time() >= due:
+            self._sync(node)
+        elif self._node_timer[node] is None:
+            self._node_timer[node] = asyncio.get_running_loop().call_later(
+                due - time.time(), self._sync, node
+            )
+
+    def _sync(self, node: int) -> None:
+        self._node_timer[node] = None
+        pending = self._node_pending[node]
+        if pending is None:
+            return
+        self._node_pending[node] = None
+        self._node_last_sync[node] = time.time()
+        self.datapath.program(node, pending)
+
+    # ---- kubelet ------------------------------------------------------------------
+    async def create(self, name: str, spec: PodSpec, fault: str = "none") -> Pod:
+        pod = Pod(name, spec, fault, created_at=time.time())
+        self.pods[name] = pod
+        self.event(EventKind.CREATE, name, "SuccessfulCreate", f"Created pod: {name}")
+        self.event(EventKind.CREATE, name, "Scheduled", f"Successfully assigned {NAMESPACE}/{name}")
+        pod.net = await self.datapath.add_pod(name)
+        args = [
+            sys.executable,
+            "-m",
+            "svcdoctor.lab.pod",
+            "--name",
+            name,
+            "--listen",
+            f"{pod.net.ip}:{pod.net.port}",
+            "--shutdown",
+            spec.shutdown,
+            "--fault",
+            fault,
+            "--latency-ms",
+            str(spec.latency_ms),
+            "--slow-share",
+            str(spec.slow_share),
+            "--slow-ms",
+            str(spec.slow_ms),
+            "--seed",
+            str(self.rng.randrange(1 << 30)),
+        ]
+        if pod.net.netns:
+            args = ["ip", "netns", "exec", pod.net.netns, *args]
+        pod.process = await asyncio.create_subprocess_exec(
+            *args, stdout=asyncio.subprocess.PIPE, start_new_session=True
+        )
+        assert pod.process.stdout is not None
+        line = (await asyncio.wait_for(pod.process.stdout.readline(), 20)).decode()
+        if not line.startswith("LISTENING"):
+            raise RuntimeError(f"pod {name} did not start: {line!r}")
+        port = int(line.split(":")[-1])
+        pod.net = PodNet(pod.net.ip, port, pod.net.netns)
+        self.event(EventKind.START, name, "Started", "Started container app")
+        pod.monitor = asyncio.create_task(self._probe(pod))
+        return pod
+
+    async def _probe(self, pod: Pod) -> None:
+        """Readiness probing: GET /readyz every PROBE_PERIOD until the pod terminates."""
+        loop = asyncio.get_running_loop()
+        while not pod.terminating:
+            ok = False
+            assert pod.net is not None
+            sock = self.datapath.probe_socket(pod.net)
+            try:
+                await asyncio.wait_for(loop.sock_connect(sock, (pod.net.ip, pod.net.port)), 1)
+                reader, writer = await asyncio.open_connection(sock=sock)
+                writer.write(b"GET /readyz HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n")
+                ok = (await asyncio.wait_for(reader.readline(), 1)).startswith(b"HTTP/1.1 200")
+                writer.close()
+            except (OSError, TimeoutError):
+                sock.close()
+            if ok != pod.ready and not pod.terminating:
+                pod.ready = ok
+                if not ok:
+                    self.event(EventKind.UNHEALTHY, pod.name, "Unhealthy", "Readiness probe failed")
+                self._publish(pod)
+            await asyncio.sleep(PROBE_PERIOD)
+
+    async def delete(self, name: str) -> None:
+        """Deletion: not ready in the endpoints at once, and the kubelet runs preStop,
+        SIGTERM, then SIGKILL at the grace period, in parallel (the race)."""
+        pod = self.pods[name]
+        pod.deleted_at = time.time()
+        pod.terminating = True
+        self.event(EventKind.DELETE, name, "SuccessfulDelete", f"Deleted pod: {name}")
+        self.event(EventKind.DELETE, name, "Killing", "Stopping container app")
+        self._publish(pod)
+        task = asyncio.create_task(self._kill(pod))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _kill(self, pod: Pod) -> None:
+        assert pod.process is not None
+        assert pod.deleted_at is not None
+        deadline = pod.deleted_at + pod.spec.grace
+        if pod.spec.prestop:
+            await asyncio.sleep(min(pod.spec.prestop, pod.spec.grace))
+        with contextlib.suppress(ProcessLookupError):
+            pod.process.send_signal(signal.SIGTERM)
+        try:
+            code = await asyncio.wait_for(pod.process.wait(), max(0.0, deadline - time.time()))
+            reason = "Completed" if code == 0 else "Error"
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pod.process.pid, signal.SIGKILL)
+            await pod.process.wait()
+            code, reason = 137, "Error"
+        pod.exit = ContainerExit("app", code if code >= 0 else 128 - code, reason, time.time())
+        pod.ready = False
+        self._publish(pod, removed=True)
+        await self.datapath.remove_pod(pod.name)
+
+    async def drain(self) -> None:
+        """Wait for every deletion in progress to finish."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    async def stop_all(self) -> None:
+        """Kill every pod process (end of run, error or Ctrl-C)."""
+        for pod in self.pods.values():
+            if pod.monitor:
+                pod.monitor.cancel()
+            if pod.process and pod.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pod.process.pid, signal.SIGKILL)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(pod.process.wait(), 5)
+
+    def snapshot(self) -> list[PodInfo]:
+        return [
+            PodInfo(
+                p.name,
+                NAMESPACE,
+                p.net.ip if p.net else None,
+                "node-0",
+                p.ready and not p.terminating,
+                p.created_at,
+                p.deleted_at,
+                int(p.spec.grace),
+                {"app": "api"},
+                (p.exit,) if p.exit else (),
+            )
+            for p in self.pods.values()
+        ]
+
+    def ready_count(self, names: list[str]) -> int:
+        return sum(1 for n in names if self.pods[n].ready and not self.pods[n].terminating)
+
+
+async def wait_ready(cluster: Cluster, names: list[str], timeout: float = 20.0) -> None:
+    end = time.time() + timeout
+    while cluster.ready_count(names) < len(names):
+        if time.time() > end:
+            raise TimeoutError("pods did not become ready")
+        await asyncio.sleep(0.05)
+
+
+async def rolling_update(
+    cluster: Cluster,
+    old: list[str],
+    make_name: object,
+    spec: PodSpec,
+    max_surge: int,
+    max_unavailable: int,
+    fault_of: object = None,
+    pause: float = 0.0,
+) -> list[str]:
+    """A Deployment rolling update: create new pods up to replicas + maxSurge, delete old
+    ones while ready pods stay at least replicas - maxUnavailable."""
+    assert callable(make_name)
+    replicas = len(old)
+    old = list(old)
+    new: list[str] = []
+    while old:
+        alive = len(old) + len(new)
+        ready = cluster.ready_count(old) + cluster.ready_count(new)
+        progressed = False
+        if alive < replicas + max_surge and len(new) < replicas:
+            name = make_name(len(new))
+            cluster.event(
+                EventKind.SCALE,
+                name,
+                "ScalingReplicaSet",
+                f"Scaled up replica set to {len(new) + 1}",
+            )
+            await cluster.create(name, spec)
+            new.append(name)
+            progressed = True
+        if old and ready - 1 >= replicas - max_unavailable:
+            await cluster.delete(old.pop(0))
+            progressed = True
+            if pause:
+                await asyncio.sleep(pause)
+        if not progressed:
+            await asyncio.sleep(0.05)
+    await wait_ready(cluster, new)
+    return new

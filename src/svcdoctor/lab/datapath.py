@@ -1,0 +1,160 @@
+"""How a Service's virtual IP reaches pods: two implementations behind one interface.
+
+* ``UserspaceDatapath``: one asyncio L4 proxy per node on loopback that picks a backend per
+  *connection* from its current endpoint view. No privileges needed.
+* ``KernelDatapath`` (``kernel.py``): network namespaces per node and pod, and the Service
+  VIP programmed with kube-proxy's iptables structure; connection tracking is the kernel's.
+
+Both take endpoint views through ``program(node, backends)``; when a node applies a change
+(propagation delay, min-sync batching) is decided by the caller, as kube-proxy's own
+timing is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    pod: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodNet:
+    """Where a pod process listens, and the namespace it runs in (``None``: the host's)."""
+
+    ip: str
+    port: int
+    netns: str | None = None
+
+
+class Datapath(Protocol):
+    name: str
+
+    async def start(self, nodes: int) -> None: ...
+    async def add_pod(self, pod: str) -> PodNet: ...
+    async def remove_pod(self, pod: str) -> None: ...
+    def program(self, node: int, backends: list[Backend]) -> None: ...
+    def service_address(self, node: int) -> tuple[str, int]: ...
+    def client_socket(self, node: int) -> socket.socket: ...
+    def probe_socket(self, pod: PodNet) -> socket.socket: ...
+    def backend_of(self, node: int, local_port: int) -> str | None: ...
+    async def close(self) -> None: ...
+
+
+def _plain_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    return sock
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Close with an RST (SO_LINGER 0)."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+@dataclass
+class _Proxy:
+    backends: list[Backend] = field(default_factory=list)
+    server: asyncio.Server | None = None
+    port: int = 0
+    chosen: dict[int, str] = field(default_factory=dict)  # client port → pod
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class UserspaceDatapath:
+    """kube-proxy's userspace mode, per node: a connection picks one ready backend at
+    random and keeps it for its whole life; a backend that refuses resets the client."""
+
+    name = "userspace"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.proxies: list[_Proxy] = []
+        self.rng = random.Random(seed)
+
+    async def start(self, nodes: int) -> None:
+        for node in range(nodes):
+            proxy = _Proxy()
+            proxy.server = await asyncio.start_server(
+                functools.partial(self._accept, node), "127.0.0.1", 0, backlog=4096
+            )
+            proxy.port = proxy.server.sockets[0].getsockname()[1]
+            self.proxies.append(proxy)
+
+    async def add_pod(self, pod: str) -> PodNet:
+        return PodNet("127.0.0.1", 0)
+
+    async def remove_pod(self, pod: str) -> None:
+        return None
+
+    def program(self, node: int, backends: list[Backend]) -> None:
+        self.proxies[node].backends = list(backends)
+
+    def service_address(self, node: int) -> tuple[str, int]:
+        return ("127.0.0.1", self.proxies[node].port)
+
+    def client_socket(self, node: int) -> socket.socket:
+        return _plain_socket()
+
+    def probe_socket(self, pod: PodNet) -> socket.socket:
+        return _plain_socket()
+
+    def backend_of(self, node: int, local_port: int) -> str | None:
+        return self.proxies[node].chosen.get(local_port)
+
+    async def _accept(
+        self, node: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        proxy = self.proxies[node]
+        peer = writer.get_extra_info("peername")
+        if not proxy.backends:
+            reset(writer)
+            return
+        backend = self.rng.choice(proxy.backends)
+        proxy.chosen[peer[1]] = backend.pod
+        try:
+            up_reader, up_writer = await asyncio.wait_for(
+                asyncio.open_connection(backend.host, backend.port), 2.0
+            )
+        except (OSError, TimeoutError):
+            reset(writer)  # connection refused by the pod: the client sees a reset
+            return
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    async def close(self) -> None:
+        for proxy in self.proxies:
+            if proxy.server:
+                proxy.server.close()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy bytes until EOF; an RST on one side becomes an RST on the other."""
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        with contextlib.suppress(OSError):
+            writer.write_eof()
+    except (ConnectionError, OSError):
+        reset(writer)
+    except asyncio.CancelledError:
+        reset(writer)
+        raise
+
+
+SocketFactory = Callable[[], socket.socket]

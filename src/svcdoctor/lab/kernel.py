@@ -1,0 +1,320 @@
+"""The kernel datapath: pods and nodes in their own network namespaces, the Service VIP
+programmed like kube-proxy's iptables mode.
+
+Layout (every name carries the run's prefix, so runs never collide and ``lab clean`` can
+find leftovers):
+
+* ``PREFIX-fab``: a bridge that every pod and node namespace is wired to by a veth pair
+  (10.233.0.0/16, addresses that exist only inside these namespaces);
+* ``PREFIX-nI``: node I; its clients connect to the VIP, its ``nat`` table holds
+  ``KUBE-SERVICES → KUBE-SVC-<hash> → KUBE-SEP-<hash>`` with ``-m statistic --mode random
+  --probability 1/(n-i)`` and DNAT, replaced atomically by ``iptables-restore``;
+* ``PREFIX-pJ``: pod J, its process listening on its own IP.
+
+Connection tracking is the kernel's: an established connection keeps its backend after a
+rule change, exactly as on a real node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from svcdoctor.lab.datapath import Backend, PodNet
+
+VIP = "10.96.77.10"
+VIP_PORT = 80
+POD_PORT = 8080
+SUBNET = "10.233"
+SERVICE = "lab/api:http"
+CLONE_NEWNET = 0x40000000
+NETNS_DIR = "/var/run/netns"
+PREFIX_PATTERN = re.compile(r"^svcd[0-9a-f]{6}-")
+
+
+class KernelUnavailable(RuntimeError):
+    """The kernel datapath cannot run here (not root, or ip/iptables missing)."""
+
+
+def available() -> str | None:
+    """``None`` when the kernel datapath can run, else the reason it cannot."""
+    if os.geteuid() != 0:
+        return "the kernel datapath needs root (network namespaces and iptables)"
+    missing = [tool for tool in ("ip", "iptables-restore", "conntrack") if not shutil.which(tool)]
+    if missing:
+        return (
+            f"the kernel datapath needs {', '.join(missing)} (apt-get install iproute2 "
+            "iptables conntrack)"
+        )
+    return None
+
+
+def _run(*args: str, check: bool = True, input_text: str | None = None) -> str:
+    done = subprocess.run(
+        args, capture_output=True, text=True, timeout=30, check=False, input=input_text
+    )
+    if check and done.returncode:
+        raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip() or done.returncode}")
+    return done.stdout
+
+
+def _chain(kind: str, text: str) -> str:
+    """kube-proxy's chain names: a hash of the service port (and endpoint)."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return f"KUBE-{kind}-{base64.b32encode(digest).decode()[:16]}"
+
+
+def rules(backends: list[Backend]) -> str:
+    """The ``iptables-restore`` input for a node's endpoint view, as kube-proxy writes it."""
+    svc = _chain("SVC", SERVICE + "tcp")
+    lines = [
+        "*filter",
+        ":KUBE-SERVICES - [0:0]",
+        '-A OUTPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service '
+        'portals" -j KUBE-SERVICES',
+    ]
+    if not backends:
+        lines.append(
+            f'-A KUBE-SERVICES -d {VIP}/32 -p tcp -m comment --comment "{SERVICE} has '
+            f'no endpoints" -m tcp --dport {VIP_PORT} -j REJECT --reject-with '
+            "icmp-port-unreachable"
+        )
+    lines += ["COMMIT", "*nat", ":KUBE-SERVICES - [0:0]", f":{svc} - [0:0]"]
+    seps = [(_chain("SEP", SERVICE + "tcp" + f"{b.host}:{b.port}"), b) for b in backends]
+    lines += [f":{sep} - [0:0]" for sep, _ in seps]
+    lines.append('-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES')
+    lines.append(
+        f'-A KUBE-SERVICES -d {VIP}/32 -p tcp -m comment --comment "{SERVICE} cluster '
+        f'IP" -m tcp --dport {VIP_PORT} -j {svc}'
+    )
+    for i, (sep, b) in enumerate(seps):
+        left = len(seps) - i
+        chance = "" if left == 1 else (f"-m statistic --mode random --probability {1 / left:.11f} ")
+        lines.append(
+            f'-A {svc} -m comment --comment "{SERVICE} -> {b.host}:{b.port}" {chance}-j {sep}'
+        )
+        lines.append(
+            f'-A {sep} -p tcp -m comment --comment "{SERVICE}" -m tcp -j DNAT '
+            f"--to-destination {b.host}:{b.port}"
+        )
+    lines.append("COMMIT")
+    return "\n".join(lines) + "\n"
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@contextlib.contextmanager
+def entered(netns: str) -> Iterator[None]:
+    """Switch this thread into a network namespace (sockets made inside stay there)."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"{NETNS_DIR}/{netns}", os.O_RDONLY)
+    try:
+        if _libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {netns} failed")
+        try:
+            yield
+        finally:
+            if _libc.setns(home, CLONE_NEWNET) != 0:  # pragma: no cover - would be fatal
+                raise OSError(ctypes.get_errno(), "setns back failed")
+    finally:
+        os.close(target)
+        os.close(home)
+
+
+def socket_in(netns: str) -> socket.socket:
+    with entered(netns):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    return sock
+
+
+@dataclass
+class KernelDatapath:
+    prefix: str
+    seed: int = 0
+    name: str = "kernel"
+    nodes: int = 0
+    pods: dict[str, PodNet] = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)
+    _next_pod: int = 0
+    _want: dict[int, list[Backend]] = field(default_factory=dict)
+    _syncing: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+    _by_ip: dict[str, str] = field(default_factory=dict)
+    _conntrack: dict[tuple[int, int], str] = field(default_factory=dict)
+
+    @property
+    def fabric(self) -> str:
+        return f"{self.prefix}-fab"
+
+    def _netns(self, name: str) -> str:
+        ns = f"{self.prefix}-{name}"
+        _run("ip", "netns", "add", ns)
+        self.namespaces.append(ns)
+        _run("ip", "-n", ns, "link", "set", "lo", "up")
+        return ns
+
+    def _wire(self, ns: str, tag: str, address: str) -> None:
+        """A veth pair from the namespace's eth0 to the fabric bridge."""
+        host_end = f"{self.prefix}{tag}"
+        _run(
+            "ip",
+            "link",
+            "add",
+            host_end,
+            "netns",
+            self.fabric,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            ns,
+        )
+        _run("ip", "-n", self.fabric, "link", "set", host_end, "master", "br0", "up")
+        _run("ip", "-n", ns, "addr", "add", f"{address}/16", "dev", "eth0")
+        _run("ip", "-n", ns, "link", "set", "eth0", "up")
+        _run("ip", "-n", ns, "route", "add", "default", "dev", "eth0")
+
+    async def start(self, nodes: int) -> None:
+        reason = available()
+        if reason:
+            raise KernelUnavailable(reason)
+        await asyncio.to_thread(self._build, nodes)
+
+    def _build(self, nodes: int) -> None:
+        fab = self._netns("fab")
+        _run("ip", "-n", fab, "link", "add", "br0", "type", "bridge")
+        _run("ip", "-n", fab, "addr", "add", f"{SUBNET}.255.1/16", "dev", "br0")
+        _run("ip", "-n", fab, "link", "set", "br0", "up")
+        for node in range(nodes):
+            ns = self._netns(f"n{node}")
+            self._wire(ns, f"n{node}", f"{SUBNET}.255.{10 + node}")
+            # keep finished and refused connections in conntrack for the run, so every
+            # request can be attributed to the backend the rules picked
+            for key in ("tcp_timeout_close", "tcp_timeout_time_wait"):
+                _run(
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "sysctl",
+                    "-q",
+                    "-w",
+                    f"net.netfilter.nf_conntrack_{key}=600",
+                    check=False,
+                )
+            _run("ip", "netns", "exec", ns, "iptables-restore", input_text=rules([]))
+        self.nodes = nodes
+
+    async def add_pod(self, pod: str) -> PodNet:
+        index = self._next_pod
+        self._next_pod += 1
+        address = f"{SUBNET}.{1 + index // 200}.{10 + index % 200}"
+
+        def build() -> str:
+            ns = self._netns(f"p{index}")
+            self._wire(ns, f"p{index}", address)
+            return ns
+
+        ns = await asyncio.to_thread(build)
+        net = PodNet(address, POD_PORT, ns)
+        self.pods[pod] = net
+        self._by_ip[address] = pod
+        return net
+
+    async def remove_pod(self, pod: str) -> None:
+        return None  # the namespace stays until close(): its conntrack entries are evidence
+
+    def program(self, node: int, backends: list[Backend]) -> None:
+        self._want[node] = [b for b in backends if b.host != "127.0.0.1"]
+        if node not in self._syncing or self._syncing[node].done():
+            self._syncing[node] = asyncio.get_running_loop().create_task(self._sync(node))
+
+    async def _sync(self, node: int) -> None:
+        """Apply the latest wanted view atomically; views that arrive meanwhile coalesce."""
+        while node in self._want:
+            backends = self._want.pop(node)
+            proc = await asyncio.create_subprocess_exec(
+                "ip",
+                "netns",
+                "exec",
+                f"{self.prefix}-n{node}",
+                "iptables-restore",
+                stdin=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            _, err = await proc.communicate(rules(backends).encode())
+            if proc.returncode:
+                raise RuntimeError(f"iptables-restore on node {node}: {err.decode().strip()}")
+
+    def service_address(self, node: int) -> tuple[str, int]:
+        return (VIP, VIP_PORT)
+
+    def client_socket(self, node: int) -> socket.socket:
+        return socket_in(f"{self.prefix}-n{node}")
+
+    def probe_socket(self, pod: PodNet) -> socket.socket:
+        return socket_in(self.fabric)  # the kubelet probes from the node's side of the bridge
+
+    def backend_of(self, node: int, local_port: int) -> str | None:
+        return self._conntrack.get((node, local_port))
+
+    def read_conntrack(self) -> None:
+        """Which pod each client connection was DNATed to, from every node's conntrack."""
+        for node in range(self.nodes):
+            out = _run(
+                "ip",
+                "netns",
+                "exec",
+                f"{self.prefix}-n{node}",
+                "conntrack",
+                "-L",
+                "-p",
+                "tcp",
+                "--orig-dst",
+                VIP,
+                check=False,
+            )
+            for line in out.splitlines():
+                # original direction first, then the reply: its src is the DNATed pod
+                sources = re.findall(r"src=(\S+)", line)
+                sport = re.search(r"sport=(\d+)", line)
+                if len(sources) >= 2 and sport and sources[1] in self._by_ip:
+                    self._conntrack[(node, int(sport.group(1)))] = self._by_ip[sources[1]]
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.read_conntrack)
+        await asyncio.to_thread(remove_namespaces, self.namespaces)
+
+
+def remove_namespaces(namespaces: list[str]) -> None:
+    """Kill whatever runs in the namespaces, then delete them (veths and rules go too)."""
+    for ns in namespaces:
+        for pid in _run("ip", "netns", "pids", ns, check=False).split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), 9)
+    for ns in namespaces:
+        _run("ip", "netns", "del", ns, check=False)
+
+
+def leftovers() -> list[str]:
+    """Namespaces of lab runs that did not clean up (a crash, a SIGKILL)."""
+    out = _run("ip", "netns", "list", check=False) if shutil.which("ip") else ""
+    return [
+        line.split()[0]
+        for line in out.splitlines()
+        if line and PREFIX_PATTERN.match(line.split()[0])
+    ]

@@ -1,0 +1,185 @@
+"""The load generator: clients sending requests through a node's Service address, every
+request recorded (ts, outcome, status, latency, client, backend, conn)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from svcdoctor.lab.datapath import Datapath
+
+REQUEST_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    rate: float = 200.0  # requests per second, all clients together
+    duration: float = 10.0
+    clients: int = 8
+    connection: str = "new"  # new | keepalive
+    max_connection_age: float | None = None  # keepalive: reconnect after this many seconds
+    retries: int = 0  # client retries of a failed request (idempotent GETs)
+    max_requests: int = 200_000  # bound on traffic, whatever rate x duration says
+
+
+class ConnectFailed(Exception):
+    """A connection that could not be made, with the local port it used (to attribute it)."""
+
+    def __init__(self, cause: BaseException, port: int | None) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.port = port
+
+
+_OUTCOMES: tuple[tuple[type[BaseException], str], ...] = (
+    (ConnectionRefusedError, "refused"),
+    (ConnectionResetError, "reset"),
+    (asyncio.IncompleteReadError, "eof"),
+    (BrokenPipeError, "eof"),
+    (TimeoutError, "timeout"),
+    (OSError, "error"),
+)
+
+
+def outcome_of(exc: BaseException) -> str:
+    return next(name for kind, name in _OUTCOMES if isinstance(exc, kind))
+
+
+@dataclass
+class _Conn:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    ident: str
+    port: int
+    opened: float
+
+
+@dataclass
+class Load:
+    spec: LoadSpec
+    datapath: Datapath
+    nodes: int
+    seed: int = 0
+    records: list[dict[str, Any]] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    async def run(self, stop: asyncio.Event, deadline: float) -> None:
+        """Run every client until ``stop`` is set, ``deadline`` (``time.time()``) passes or
+        the request bound is reached: the traffic is bounded in time and count."""
+        per_client = self.spec.rate / self.spec.clients
+        await asyncio.gather(
+            *(self._client(c, per_client, stop, deadline) for c in range(self.spec.clients))
+        )
+
+    async def _client(self, index: int, rate: float, stop: asyncio.Event, deadline: float) -> None:
+        rng = random.Random(self.seed * 1000 + index)
+        node = index % self.nodes
+        conn: _Conn | None = None
+        next_at = time.time() + rng.uniform(0, 1 / rate)
+        while (
+            not stop.is_set() and next_at < deadline and len(self.records) < self.spec.max_requests
+        ):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.time()))
+            if stop.is_set():
+                break
+            next_at += rng.expovariate(rate)
+            for attempt in range(self.spec.retries + 1):
+                record, conn = await self._request(index, node, conn)
+                record["attempt"] = attempt
+                self.records.append(record)
+                if record["outcome"] == "ok":
+                    break
+        if conn is not None:
+            conn.writer.close()
+
+    async def _connect(self, node: int) -> _Conn:
+        sock = self.datapath.client_socket(node)
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.sock_connect(sock, self.datapath.service_address(node)), REQUEST_TIMEOUT
+            )
+        except (OSError, TimeoutError) as exc:
+            port = None
+            with contextlib.suppress(OSError):
+                port = sock.getsockname()[1]
+            sock.close()
+            raise ConnectFailed(exc, port) from exc
+        reader, writer = await asyncio.open_connection(sock=sock)
+        port = sock.getsockname()[1]
+        return _Conn(reader, writer, f"n{node}-{next(self._ids)}", port, time.time())
+
+    async def _request(
+        self, index: int, node: int, conn: _Conn | None
+    ) -> tuple[dict[str, Any], _Conn | None]:
+        keep = self.spec.connection == "keepalive"
+        age = self.spec.max_connection_age
+        if conn is not None and age is not None and time.time() - conn.opened > age:
+            conn.writer.close()
+            conn = None
+        start = time.time()
+        record: dict[str, Any] = {
+            "ts": start,
+            "client": f"client-{index}",
+            "node": f"node-{node}",
+            "status": None,
+            "backend": None,
+            "conn": None,
+        }
+        reused = conn is not None
+        try:
+            if conn is None:
+                conn = await self._connect(node)
+            record["conn"] = conn.ident
+            record["port"] = conn.port
+            header = "keep-alive" if keep else "close"
+            conn.writer.write(
+                f"GET / HTTP/1.1\r\nHost: svc\r\nConnection: {header}\r\n\r\n".encode()
+            )
+            await conn.writer.drain()
+            head = await asyncio.wait_for(conn.reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+            status, headers = _parse(head)
+            length = int(headers.get("content-length", "0"))
+            if length:
+                await asyncio.wait_for(conn.reader.readexactly(length), REQUEST_TIMEOUT)
+            record["status"] = status
+            record["backend"] = headers.get("x-pod")
+            record["outcome"] = "http_error" if status >= 500 else "ok"
+            if not keep or headers.get("connection", "").lower() == "close":
+                conn.writer.close()
+                conn = None
+        except ConnectFailed as exc:
+            record["outcome"] = outcome_of(exc.cause)
+            record["port"] = exc.port
+            conn = None
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            record["outcome"] = outcome_of(exc)
+            _drop(conn)
+            conn = None
+        record.setdefault("port", None)
+        record["latency_ms"] = round((time.time() - start) * 1000, 3)
+        record["reused"] = reused
+        return record, conn
+
+
+def _drop(conn: _Conn | None) -> None:
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.writer.close()
+
+
+def _parse(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return status, headers

@@ -1,0 +1,175 @@
+"""One lab run: build the cluster, run the scenario under load, write the evidence bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from svcdoctor.evidence.write import endpointslice_stream, events_json, pods_json, write_requests
+from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
+from svcdoctor.lab.datapath import Datapath, UserspaceDatapath
+from svcdoctor.lab.load import Load
+from svcdoctor.lab.scenarios import Scenario
+
+MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    scenario: Scenario
+    datapath: str
+    bundle: Path
+    requests: int
+    failed: int
+    by_outcome: dict[str, int]
+    truth: dict[str, Any]
+
+
+def make_datapath(kind: str, prefix: str, seed: int) -> Datapath:
+    if kind == "kernel":
+        from svcdoctor.lab.kernel import KernelDatapath
+
+        return KernelDatapath(prefix, seed)
+    return UserspaceDatapath(seed)
+
+
+async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> RunResult:
+    """Run the scenario; everything it started is stopped and removed, even on errors."""
+    prefix = f"svcd{secrets.token_hex(3)}"
+    dp = make_datapath(datapath, prefix, seed)
+    cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed)
+    load = Load(scenario.load, dp, scenario.nodes, seed)
+    started = time.time()
+    try:
+        await dp.start(scenario.nodes)
+        old = [f"api-7f6d5c4b3-{i:02d}" for i in range(scenario.replicas)]
+        bad = set(old[1 : 1 + scenario.bad])
+        for name in old:
+            await cluster.create(name, scenario.pod, scenario.fault if name in bad else "none")
+        await wait_ready(cluster, old)
+        await asyncio.sleep(scenario.propagation.high + scenario.propagation.min_sync + 0.2)
+        stop = asyncio.Event()
+        traffic = asyncio.create_task(load.run(stop, started + MAX_RUN_SECONDS))
+        await asyncio.sleep(scenario.warmup)
+        if scenario.rollout:
+            await rolling_update(
+                cluster,
+                old,
+                lambda i: f"api-5b4c3d2e1-{i:02d}",
+                scenario.pod,
+                scenario.max_surge,
+                scenario.max_unavailable,
+                pause=scenario.pause,
+            )
+            await cluster.drain()
+            await asyncio.sleep(scenario.tail)
+        else:
+            await asyncio.sleep(scenario.steady)
+        stop.set()
+        await traffic
+    finally:
+        await cluster.stop_all()
+        await dp.close()
+    frame = _requests(load, dp)
+    truth = {
+        "bad_pods": sorted(bad),
+        "expected_cause": scenario.expect,
+        "propagation_seconds": [scenario.propagation.low, scenario.propagation.high],
+        "min_sync_seconds": scenario.propagation.min_sync,
+        "prestop_seconds": scenario.pod.prestop,
+        "grace_seconds": scenario.pod.grace,
+    }
+    result = RunResult(
+        scenario,
+        dp.name,
+        out,
+        frame.height,
+        int((frame.get_column("outcome") != "ok").sum()),
+        {r["outcome"]: r["len"] for r in frame.group_by("outcome").len().iter_rows(named=True)},
+        truth,
+    )
+    write_bundle(result, cluster, frame, out, time.time() - started)
+    return result
+
+
+def _requests(load: Load, dp: Datapath) -> pl.DataFrame:
+    rows = []
+    for r in load.records:
+        backend = r["backend"]
+        if backend is None and r.get("port"):
+            backend = dp.backend_of(int(r["node"].split("-")[1]), r["port"])
+        rows.append(
+            {
+                "ts": r["ts"],
+                "outcome": r["outcome"],
+                "status": r["status"],
+                "latency_ms": r["latency_ms"],
+                "client": r["client"],
+                "backend": backend,
+                "conn": r["conn"],
+                "node": r["node"],
+            }
+        )
+    schema = {
+        "ts": pl.Float64,
+        "outcome": pl.Utf8,
+        "status": pl.Int64,
+        "latency_ms": pl.Float64,
+        "client": pl.Utf8,
+        "backend": pl.Utf8,
+        "conn": pl.Utf8,
+        "node": pl.Utf8,
+    }
+    return pl.DataFrame(rows, schema=schema).sort("ts")
+
+
+def write_bundle(
+    result: RunResult, cluster: Cluster, frame: pl.DataFrame, out: Path, seconds: float
+) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_requests(frame, out / "requests.csv")
+    # events.k8s.io/v1, as `kubectl get events.v1.events.k8s.io -o json` shows them:
+    # eventTime has microseconds (core/v1 events would round to the second)
+    (out / "events.json").write_text(
+        json.dumps(
+            events_json(
+                [e for e in cluster.events if e.reason], namespace="lab", api="events.k8s.io/v1"
+            ),
+            indent=1,
+        )
+    )
+    (out / "pods.json").write_text(json.dumps(pods_json(cluster.snapshot()), indent=1))
+    (out / "endpointslices.jsonl").write_text(
+        endpointslice_stream(cluster.endpoints, "api", namespace="lab")
+    )
+    scenario = result.scenario
+    (out / "lab.json").write_text(
+        json.dumps(
+            {
+                "scenario": scenario.name,
+                "description": scenario.description,
+                "datapath": result.datapath,
+                "parameters": {
+                    "replicas": scenario.replicas,
+                    "nodes": scenario.nodes,
+                    "rollout": scenario.rollout,
+                    "pod": asdict(scenario.pod),
+                    "load": asdict(scenario.load),
+                    "propagation": asdict(scenario.propagation),
+                },
+                "requests": result.requests,
+                "failed": result.failed,
+                "by_outcome": result.by_outcome,
+                "ground_truth": result.truth,
+                "seconds": round(seconds, 2),
+            },
+            indent=2,
+        )
+    )

@@ -1,0 +1,87 @@
+"""The lab's scenarios: each reproduces one cause (or its fix) with known ground truth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from svcdoctor.lab.cluster import PodSpec, Propagation
+from svcdoctor.lab.load import LoadSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    expect: str | None  # the cause diagnose must find (None: no cause)
+    pod: PodSpec = field(default_factory=PodSpec)
+    load: LoadSpec = field(default_factory=LoadSpec)
+    propagation: Propagation = field(default_factory=Propagation)
+    replicas: int = 4
+    nodes: int = 2
+    rollout: bool = True
+    max_surge: int = 1
+    max_unavailable: int = 0
+    bad: int = 0
+    fault: str = "5xx"
+    warmup: float = 5.0  # seconds of load before the rollout (the baseline)
+    tail: float = 5.0  # seconds of load after the last pod is gone
+    steady: float = 10.0  # seconds of load without a rollout
+    pause: float = 3.0  # between deletions of the rollout
+    description: str = ""
+
+
+_NEW = LoadSpec(rate=150.0, clients=8, connection="new")
+_KEEP = LoadSpec(rate=150.0, clients=8, connection="keepalive")
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "race",
+            "race",
+            PodSpec(shutdown="naive"),
+            _NEW,
+            description="naive shutdown, no preStop: nodes keep routing new connections "
+            "to pods that stopped listening",
+        ),
+        Scenario(
+            "race-fixed",
+            None,
+            PodSpec(shutdown="graceful", prestop=3.0, grace=30.0),
+            _NEW,
+            description="preStop sleep longer than propagation + graceful shutdown",
+        ),
+        Scenario(
+            "bad-backend",
+            "backend",
+            PodSpec(),
+            _NEW,
+            replicas=8,
+            rollout=False,
+            bad=1,
+            description="1 of 8 pods passes readiness but fails every request",
+        ),
+        Scenario(
+            "keepalive",
+            "reuse",
+            PodSpec(shutdown="naive"),
+            _KEEP,
+            description="keep-alive clients, naive shutdown: held connections break "
+            "when their pod exits",
+        ),
+        Scenario(
+            "keepalive-fixed",
+            None,
+            PodSpec(shutdown="graceful", prestop=3.0, grace=30.0),
+            replace(_KEEP, max_connection_age=1.0),
+            description="graceful Connection: close and a 1 s maximum connection age",
+        ),
+        Scenario(
+            "sigkill",
+            "race",
+            PodSpec(shutdown="graceful", prestop=2.0, grace=3.0, slow_share=0.2, slow_ms=3000.0),
+            _NEW,
+            description="preStop + the longest request exceed the grace period: SIGKILL "
+            "(exit 137) mid-request",
+        ),
+    )
+}
