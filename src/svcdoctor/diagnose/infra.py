@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.stats import count_in, count_in_many, placement_test
+from svcdoctor.diagnose.stats import binom_greater, count_in, count_in_many, placement_test
 from svcdoctor.model import Assessment, Cause
 
 
@@ -51,7 +51,7 @@ def assess_infra(
             f"drop={counters.get('drop', 0)}"
         )
         score = max(score, 0.35)
-    node_share = _node_concentration(ctx)
+    node_share = _node_concentration(ctx, s)
     if node_share:
         details["node_concentration"] = node_share
         evidence.append(
@@ -90,7 +90,7 @@ def assess_infra(
     )
 
 
-def _node_concentration(ctx: Context) -> dict[str, object] | None:
+def _node_concentration(ctx: Context, s: Settings) -> dict[str, object] | None:
     rows = ctx.frame.filter((pl.col("role") != "error_log") & pl.col("node").is_not_null())
     if rows.height == 0:
         return None
@@ -100,7 +100,8 @@ def _node_concentration(ctx: Context) -> dict[str, object] | None:
         return None
     top = per.sort("k", descending=True).row(0, named=True)
     failure_share, traffic_share = top["k"] / k_total, top["n"] / n_total
-    if failure_share >= 0.8 and traffic_share <= 0.6:
+    p = binom_greater(int(top["k"]), k_total, traffic_share)
+    if failure_share >= 0.8 and traffic_share <= 0.6 and p < s.alpha:
         return {
             "node": top["node"],
             "failure_share": round(failure_share, 3),

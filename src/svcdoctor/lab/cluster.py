@@ -4,6 +4,7 @@ endpoint controller, per-node endpoint propagation, and a Deployment rolling upd
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import random
@@ -76,6 +77,10 @@ class Cluster:
         self._node_pending: list[list[Backend] | None] = [None] * self.nodes
         self._node_last_sync = [0.0] * self.nodes
         self._node_timer: list[asyncio.TimerHandle | None] = [None] * self.nodes
+        self._node_due = [0.0] * self.nodes
+        self._inbox: list[collections.deque[list[Backend]]] = [
+            collections.deque() for _ in range(self.nodes)
+        ]
 
     # ---- events -------------------------------------------------------------------
     def event(
@@ -113,13 +118,21 @@ class Cluster:
             if p.ready and not p.terminating and p.net is not None
         ]
         loop = asyncio.get_running_loop()
+        now = time.time()
         for node in range(self.nodes):
-            delay = self.rng.uniform(self.propagation.low, self.propagation.high)
-            loop.call_later(delay, self._arrive, node, list(ready))
+            # a watch delivers changes in order: a change never overtakes an earlier one
+            due = max(
+                now + self.rng.uniform(self.propagation.low, self.propagation.high),
+                self._node_due[node],
+            )
+            self._node_due[node] = due
+            self._inbox[node].append(list(ready))
+            loop.call_later(due - now, self._arrive, node)
 
-    def _arrive(self, node: int, backends: list[Backend]) -> None:
-        """A change reaches a node's kube-proxy; it syncs now or at the next sync slot."""
-        self._node_pending[node] = backends
+    def _arrive(self, node: int) -> None:
+        """The oldest change in flight reaches a node's kube-proxy (in order: timers with
+        the same due time fire in any order); it syncs now or at the next sync slot."""
+        self._node_pending[node] = self._inbox[node].popleft()
         due = self._node_last_sync[node] + self.propagation.min_sync
         if time.time() >= due:
             self._sync(node)

@@ -41,6 +41,7 @@ class PodNet:
 
 class Datapath(Protocol):
     name: str
+    errors: list[str]  # what went wrong in the datapath itself (a run with errors is invalid)
 
     async def start(self, nodes: int) -> None: ...
     async def add_pod(self, pod: str) -> PodNet: ...
@@ -85,6 +86,7 @@ class UserspaceDatapath:
 
     def __init__(self, seed: int = 0) -> None:
         self.proxies: list[_Proxy] = []
+        self.errors: list[str] = []
         self.rng = random.Random(seed)
 
     async def start(self, nodes: int) -> None:

@@ -21,6 +21,10 @@ from svcdoctor.lab.scenarios import Scenario
 MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
 
 
+class LabError(RuntimeError):
+    """The lab could not run the scenario as specified."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunResult:
     scenario: Scenario
@@ -77,6 +81,8 @@ async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> Ru
     finally:
         await cluster.stop_all()
         await dp.close()
+    if dp.errors:
+        raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     frame = _requests(load, dp)
     truth = {
         "bad_pods": sorted(bad),

@@ -63,10 +63,10 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "keepalive",
             "reuse",
-            PodSpec(shutdown="naive"),
+            PodSpec(shutdown="naive", prestop=3.0),
             _KEEP,
-            description="keep-alive clients, naive shutdown: held connections break "
-            "when their pod exits",
+            description="keep-alive clients, naive shutdown after a preStop that closes the "
+            "race: the connections clients hold break when their pod exits",
         ),
         Scenario(
             "keepalive-fixed",
