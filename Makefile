@@ -13,9 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/svcdoctor lint --example --exit-zero
-	@echo
-	$(BIN)/svcdoctor diagnose --example
+	$(BIN)/svcdoctor lab demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -6,6 +6,7 @@ import click
 
 from svcdoctor import __version__
 from svcdoctor.cli.diagnose import diagnose
+from svcdoctor.cli.lab import lab
 from svcdoctor.cli.lint import lint
 from svcdoctor.cli.rules import rules
 
@@ -18,6 +19,7 @@ def cli() -> None:
 
 cli.add_command(lint)
 cli.add_command(diagnose)
+cli.add_command(lab)
 cli.add_command(rules)
 
 

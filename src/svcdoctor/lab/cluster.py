@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from svcdoctor.lab.datapath import Backend, Datapath, PodNet
+from svcdoctor.lab.datapath import Backend, Datapath, PodNet, get_status
 from svcdoctor.model import ContainerExit, EndpointChange, EventKind, LifecycleEvent, PodInfo
 
 PROBE_PERIOD = 0.25
@@ -71,6 +71,7 @@ class Cluster:
     events: list[LifecycleEvent] = field(default_factory=list)
     endpoints: list[EndpointChange] = field(default_factory=list)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    synced: list[tuple[float, int, tuple[str, ...]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -148,6 +149,7 @@ class Cluster:
             return
         self._node_pending[node] = None
         self._node_last_sync[node] = time.time()
+        self.synced.append((time.time(), node, tuple(b.pod for b in pending)))
         self.datapath.program(node, pending)
 
     # ---- kubelet ------------------------------------------------------------------
@@ -195,19 +197,16 @@ class Cluster:
 
     async def _probe(self, pod: Pod) -> None:
         """Readiness probing: GET /readyz every PROBE_PERIOD until the pod terminates."""
-        loop = asyncio.get_running_loop()
         while not pod.terminating:
             ok = False
             assert pod.net is not None
-            sock = self.datapath.probe_socket(pod.net)
             try:
-                await asyncio.wait_for(loop.sock_connect(sock, (pod.net.ip, pod.net.port)), 1)
-                reader, writer = await asyncio.open_connection(sock=sock)
-                writer.write(b"GET /readyz HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n")
-                ok = (await asyncio.wait_for(reader.readline(), 1)).startswith(b"HTTP/1.1 200")
-                writer.close()
-            except (OSError, TimeoutError):
-                sock.close()
+                status = await get_status(
+                    self.datapath.probe_socket(pod.net), (pod.net.ip, pod.net.port), "/readyz", 1.0
+                )
+                ok = status == 200
+            except (OSError, TimeoutError, EOFError):
+                ok = False
             if ok != pod.ready and not pod.terminating:
                 pod.ready = ok
                 if not ok:
@@ -281,6 +280,31 @@ class Cluster:
             )
             for p in self.pods.values()
         ]
+
+    def stopped_listening(self, pod: Pod) -> float | None:
+        """When the pod stopped accepting connections: SIGTERM (deletion + preStop)."""
+        if pod.deleted_at is None:
+            return None
+        return pod.deleted_at + min(pod.spec.prestop, pod.spec.grace)
+
+    def expected_race_failures(self, rate: float) -> float:
+        """What the model predicts for the race: for every node and every pod that stopped
+        listening, the time the node's applied view still held it, times the node's share
+        of the rate, times the pod's share of that view (one rule of n)."""
+        per_node = rate / self.nodes
+        total = 0.0
+        for pod in self.pods.values():
+            dead = self.stopped_listening(pod)
+            if dead is None:
+                continue
+            for node in range(self.nodes):
+                views = [(t, v) for t, n, v in self.synced if n == node]
+                for i, (t, view) in enumerate(views):
+                    end = views[i + 1][0] if i + 1 < len(views) else t
+                    lo, hi = max(t, dead), end
+                    if pod.name in view and hi > lo:
+                        total += per_node * (hi - lo) / len(view)
+        return total
 
     def ready_count(self, names: list[str]) -> int:
         return sum(1 for n in names if self.pods[n].ready and not self.pods[n].terminating)

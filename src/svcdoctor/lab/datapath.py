@@ -69,6 +69,30 @@ def reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
+async def get_status(
+    sock: socket.socket, address: tuple[str, int], path: str, timeout: float
+) -> int:
+    """GET ``path`` over ``sock`` (a fresh, unconnected socket) and return the status code.
+    The socket is always closed; failures raise OSError, TimeoutError or EOFError."""
+    loop = asyncio.get_running_loop()
+    writer: asyncio.StreamWriter | None = None
+    try:
+        await asyncio.wait_for(loop.sock_connect(sock, address), timeout)
+        reader, writer = await asyncio.open_connection(sock=sock)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n".encode())
+        line = await asyncio.wait_for(reader.readline(), timeout)
+        if not line:
+            raise EOFError("closed before a response")
+        return int(line.split()[1])
+    except (ValueError, IndexError):
+        raise EOFError("not an HTTP response") from None
+    finally:
+        if writer is not None:
+            writer.close()
+        else:
+            sock.close()
+
+
 @dataclass
 class _Proxy:
     backends: list[Backend] = field(default_factory=list)

@@ -14,8 +14,8 @@ import polars as pl
 
 from svcdoctor.evidence.write import endpointslice_stream, events_json, pods_json, write_requests
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
-from svcdoctor.lab.datapath import Datapath, UserspaceDatapath
-from svcdoctor.lab.load import Load
+from svcdoctor.lab.datapath import Datapath, UserspaceDatapath, get_status
+from svcdoctor.lab.load import Load, outcome_of
 from svcdoctor.lab.scenarios import Scenario
 
 MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
@@ -34,6 +34,7 @@ class RunResult:
     failed: int
     by_outcome: dict[str, int]
     truth: dict[str, Any]
+    probe: dict[str, dict[str, int]]  # pod → outcomes of requests sent to it directly
 
 
 def make_datapath(kind: str, prefix: str, seed: int) -> Datapath:
@@ -78,6 +79,7 @@ async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> Ru
             await asyncio.sleep(scenario.steady)
         stop.set()
         await traffic
+        probe = await probe_pods(cluster, dp)
     finally:
         await cluster.stop_all()
         await dp.close()
@@ -87,6 +89,7 @@ async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> Ru
     truth = {
         "bad_pods": sorted(bad),
         "expected_cause": scenario.expect,
+        "expected_race_failures": round(cluster.expected_race_failures(scenario.load.rate), 1),
         "propagation_seconds": [scenario.propagation.low, scenario.propagation.high],
         "min_sync_seconds": scenario.propagation.min_sync,
         "prestop_seconds": scenario.pod.prestop,
@@ -100,9 +103,34 @@ async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> Ru
         int((frame.get_column("outcome") != "ok").sum()),
         {r["outcome"]: r["len"] for r in frame.group_by("outcome").len().iter_rows(named=True)},
         truth,
+        probe,
     )
     write_bundle(result, cluster, frame, out, time.time() - started)
     return result
+
+
+async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[str, dict[str, int]]:
+    """Bypass the Service: send ``count`` requests to each running pod directly (step 3 of
+    the investigation, "curl each pod IP in a loop")."""
+    results: dict[str, dict[str, int]] = {}
+    for pod in cluster.pods.values():
+        if pod.net is None or pod.terminating:
+            continue
+        tally: dict[str, int] = {}
+        for _ in range(count):
+            outcome = "ok"
+            try:
+                status = await get_status(
+                    dp.probe_socket(pod.net), (pod.net.ip, pod.net.port), "/", 2.0
+                )
+                outcome = "http_error" if status >= 500 else "ok"
+            except EOFError:
+                outcome = "eof"
+            except (OSError, TimeoutError) as exc:
+                outcome = outcome_of(exc)
+            tally[outcome] = tally.get(outcome, 0) + 1
+        results[pod.name] = tally
+    return results
 
 
 def _requests(load: Load, dp: Datapath) -> pl.DataFrame:
@@ -174,6 +202,7 @@ def write_bundle(
                 "failed": result.failed,
                 "by_outcome": result.by_outcome,
                 "ground_truth": result.truth,
+                "direct_probe": result.probe,
                 "seconds": round(seconds, 2),
             },
             indent=2,

@@ -79,7 +79,7 @@ SCENARIOS: dict[str, Scenario] = {
             "sigkill",
             "race",
             PodSpec(shutdown="graceful", prestop=2.0, grace=3.0, slow_share=0.2, slow_ms=3000.0),
-            _NEW,
+            replace(_NEW, clients=32),
             description="preStop + the longest request exceed the grace period: SIGKILL "
             "(exit 137) mid-request",
         ),
