@@ -27,6 +27,7 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python benchmarks/lint_corpus.py
 	$(BIN)/python benchmarks/diagnose_scale.py
+	$(BIN)/python benchmarks/lab_rollout.py
 
 docs: $(STAMP)
 	$(BIN)/svcdoctor rules export docs/rules

@@ -60,7 +60,7 @@ def _customised(scenario: Any, o: dict[str, Any]) -> Any:
         if o.get(key) is not None:
             pod = replace(pod, **{key: o[key]})
     load = scenario.load
-    for key in ("rate", "clients", "connection"):
+    for key in ("rate", "clients", "connection", "retries"):
         if o.get(key) is not None:
             load = replace(load, **{key: o[key]})
     if o.get("max_connection_age") is not None:
@@ -68,13 +68,29 @@ def _customised(scenario: Any, o: dict[str, Any]) -> Any:
     prop = scenario.propagation
     if o.get("propagation"):
         low, _, high = o["propagation"].partition(":")
-        prop = replace(prop, low=float(low), high=float(high or low))
+        try:
+            prop = replace(prop, low=float(low), high=float(high or low))
+        except ValueError:
+            raise click.BadParameter(
+                f"{o['propagation']!r}: expected LOW[:HIGH] seconds", param_hint="--propagation"
+            ) from None
+        if not 0 <= prop.low <= prop.high <= 60:
+            raise click.BadParameter("need 0 <= LOW <= HIGH <= 60", param_hint="--propagation")
     if o.get("min_sync") is not None:
         prop = replace(prop, min_sync=o["min_sync"])
-    changes = {k: o[k] for k in ("replicas", "nodes") if o.get(k) is not None}
+    changes = {
+        k: o[k]
+        for k in ("replicas", "nodes", "bad", "fault", "max_surge", "max_unavailable")
+        if o.get(k) is not None
+    }
     if o.get("duration") is not None:
         changes["steady"] = o["duration"]
-    return replace(scenario, pod=pod, load=load, propagation=prop, **changes)
+    custom = replace(scenario, pod=pod, load=load, propagation=prop, **changes)
+    if custom.rollout and custom.max_surge == 0 and custom.max_unavailable == 0:
+        raise click.UsageError("--max-surge and --max-unavailable cannot both be 0")
+    if custom.bad >= custom.replicas:
+        raise click.UsageError("--bad must be smaller than --replicas")
+    return custom
 
 
 def _diagnosis(bundle: Path) -> Any:
@@ -128,6 +144,15 @@ def lab() -> None:
 @click.option("--prestop", type=click.FloatRange(0, 60), help="preStop sleep, seconds.")
 @click.option("--grace", type=click.FloatRange(0.5, 120), help="Grace period, seconds.")
 @click.option("--shutdown", type=click.Choice(["naive", "graceful"]))
+@click.option("--bad", type=click.IntRange(0, 32), help="How many pods are bad.")
+@click.option(
+    "--fault",
+    type=click.Choice(["reset", "5xx", "hang"]),
+    help="How a bad pod fails real requests (it still passes readiness).",
+)
+@click.option("--max-surge", type=click.IntRange(0, 32))
+@click.option("--max-unavailable", type=click.IntRange(0, 32))
+@click.option("--retries", type=click.IntRange(0, 5), help="Client retries of a failed request.")
 def run_command(
     name: str, datapath: str, out: Path | None, fmt: str, seed: int, **overrides: Any
 ) -> None:
