@@ -159,7 +159,7 @@ def run_command(
     """Run a scenario under load, write the evidence bundle, and diagnose it."""
     chosen = _datapath(datapath)
     bundle = out or Path(tempfile.mkdtemp(prefix=f"svcdoctor-lab-{name}-"))
-    from svcdoctor.lab.run import LabError
+    from svcdoctor.lab.datapath import LabError
 
     try:
         result = _run_one(name, chosen, bundle, seed, overrides)

@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from svcdoctor.lab.datapath import Backend, Datapath, PodNet, get_status
+from svcdoctor.lab.datapath import Backend, Datapath, LabError, PodNet, get_status
 from svcdoctor.model import ContainerExit, EndpointChange, EventKind, LifecycleEvent, PodInfo
 
 PROBE_PERIOD = 0.25
@@ -54,6 +54,7 @@ class Pod:
     deleted_at: float | None = None
     exit: ContainerExit | None = None
     monitor: asyncio.Task[None] | None = None
+    drain: asyncio.Task[None] | None = None  # reads the process's stderr so it never blocks
 
     @property
     def backend(self) -> Backend:
@@ -183,16 +184,26 @@ class Cluster:
         if pod.net.netns:
             args = ["ip", "netns", "exec", pod.net.netns, *args]
         pod.process = await asyncio.create_subprocess_exec(
-            *args, stdout=asyncio.subprocess.PIPE, start_new_session=True
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
         assert pod.process.stdout is not None
+        assert pod.process.stderr is not None
         line = (await asyncio.wait_for(pod.process.stdout.readline(), 20)).decode()
         if not line.startswith("LISTENING"):
-            raise RuntimeError(f"pod {name} did not start: {line!r}")
+            await pod.process.wait()
+            why = (await pod.process.stderr.read()).decode(errors="replace").strip()
+            raise LabError(
+                f"pod {name} did not start (exit {pod.process.returncode}): "
+                f"{why.splitlines()[-1] if why else line!r}"
+            )
         port = int(line.split(":")[-1])
         pod.net = PodNet(pod.net.ip, port, pod.net.netns)
         self.event(EventKind.START, name, "Started", "Started container app")
         pod.monitor = asyncio.create_task(self._probe(pod))
+        pod.drain = asyncio.create_task(_discard(pod.process.stderr))
         return pod
 
     async def _probe(self, pod: Pod) -> None:
@@ -310,11 +321,16 @@ class Cluster:
         return sum(1 for n in names if self.pods[n].ready and not self.pods[n].terminating)
 
 
+async def _discard(stream: asyncio.StreamReader) -> None:
+    while await stream.read(65536):
+        pass
+
+
 async def wait_ready(cluster: Cluster, names: list[str], timeout: float = 20.0) -> None:
     end = time.time() + timeout
     while cluster.ready_count(names) < len(names):
         if time.time() > end:
-            raise TimeoutError("pods did not become ready")
+            raise LabError(f"pods did not become ready within {timeout:g} s")
         await asyncio.sleep(0.05)
 
 

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 
+class LabError(RuntimeError):
+    """The lab could not run the scenario as specified (a one-line reason)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Backend:
     pod: str

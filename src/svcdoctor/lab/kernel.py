@@ -30,7 +30,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from svcdoctor.lab.datapath import Backend, PodNet
+from svcdoctor.lab.datapath import Backend, LabError, PodNet
 
 VIP = "10.96.77.10"
 VIP_PORT = 80
@@ -42,7 +42,7 @@ NETNS_DIR = "/var/run/netns"
 PREFIX_PATTERN = re.compile(r"^svcd[0-9a-f]{6}-")
 
 
-class KernelUnavailable(RuntimeError):
+class KernelUnavailable(LabError):
     """The kernel datapath cannot run here (not root, or ip/iptables missing)."""
 
 
@@ -64,7 +64,7 @@ def _run(*args: str, check: bool = True, input_text: str | None = None) -> str:
         args, capture_output=True, text=True, timeout=30, check=False, input=input_text
     )
     if check and done.returncode:
-        raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip() or done.returncode}")
+        raise LabError(f"{' '.join(args)}: {done.stderr.strip() or done.returncode}")
     return done.stdout
 
 

@@ -17,9 +17,9 @@ import asyncio
 import contextlib
 import random
 import signal
-import socket
-import struct
 import sys
+
+from svcdoctor.lab.datapath import reset
 
 
 class Pod:
@@ -73,7 +73,7 @@ class Pod:
         if path == "/readyz":
             status, body = 200, b"ok"
         elif self.fault == "reset":
-            _reset(writer)
+            reset(writer)
             return False
         elif self.fault == "hang":
             await asyncio.sleep(3600)
@@ -111,21 +111,12 @@ class Pod:
         self.server.close()
         if self.shutdown == "naive":
             for writer in list(self.idle):
-                _reset(writer)
+                reset(writer)
             return
         for writer in list(self.idle):
             writer.close()
         while self.in_flight:
             await asyncio.sleep(0.01)
-
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Close with an RST (SO_LINGER 0), as a crashed or exiting process does to a peer."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,15 +14,11 @@ import polars as pl
 
 from svcdoctor.evidence.write import endpointslice_stream, events_json, pods_json, write_requests
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
-from svcdoctor.lab.datapath import Datapath, UserspaceDatapath, get_status
+from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath, get_status
 from svcdoctor.lab.load import Load, outcome_of
 from svcdoctor.lab.scenarios import Scenario
 
 MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
-
-
-class LabError(RuntimeError):
-    """The lab could not run the scenario as specified."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,38 +49,16 @@ async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> Ru
     load = Load(scenario.load, dp, scenario.nodes, seed)
     started = time.time()
     try:
-        await dp.start(scenario.nodes)
-        old = [f"api-7f6d5c4b3-{i:02d}" for i in range(scenario.replicas)]
-        bad = set(old[1 : 1 + scenario.bad])
-        for name in old:
-            await cluster.create(name, scenario.pod, scenario.fault if name in bad else "none")
-        await wait_ready(cluster, old)
-        await asyncio.sleep(scenario.propagation.high + scenario.propagation.min_sync + 0.2)
-        stop = asyncio.Event()
-        traffic = asyncio.create_task(load.run(stop, started + MAX_RUN_SECONDS))
-        await asyncio.sleep(scenario.warmup)
-        if scenario.rollout:
-            await rolling_update(
-                cluster,
-                old,
-                lambda i: f"api-5b4c3d2e1-{i:02d}",
-                scenario.pod,
-                scenario.max_surge,
-                scenario.max_unavailable,
-                pause=scenario.pause,
-            )
-            await cluster.drain()
-            await asyncio.sleep(scenario.tail)
-        else:
-            await asyncio.sleep(scenario.steady)
-        stop.set()
-        await traffic
-        probe = await probe_pods(cluster, dp)
+        async with asyncio.timeout(MAX_RUN_SECONDS):
+            probe = await _drive(scenario, cluster, load, dp, started)
+    except TimeoutError:
+        raise LabError(f"the run took longer than {MAX_RUN_SECONDS:g} s and was stopped") from None
     finally:
         await cluster.stop_all()
         await dp.close()
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
+    bad = {name for name, pod in cluster.pods.items() if pod.fault != "none"}
     frame = _requests(load, dp)
     truth = {
         "bad_pods": sorted(bad),
@@ -107,6 +81,39 @@ async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> Ru
     )
     write_bundle(result, cluster, frame, out, time.time() - started)
     return result
+
+
+async def _drive(
+    scenario: Scenario, cluster: Cluster, load: Load, dp: Datapath, started: float
+) -> dict[str, dict[str, int]]:
+    """Pods up, load on, the rollout (or steady load), load off, then the direct probe."""
+    await dp.start(scenario.nodes)
+    old = [f"api-7f6d5c4b3-{i:02d}" for i in range(scenario.replicas)]
+    bad = set(old[1 : 1 + scenario.bad])
+    for name in old:
+        await cluster.create(name, scenario.pod, scenario.fault if name in bad else "none")
+    await wait_ready(cluster, old)
+    await asyncio.sleep(scenario.propagation.high + scenario.propagation.min_sync + 0.2)
+    stop = asyncio.Event()
+    traffic = asyncio.create_task(load.run(stop, started + MAX_RUN_SECONDS))
+    await asyncio.sleep(scenario.warmup)
+    if scenario.rollout:
+        await rolling_update(
+            cluster,
+            old,
+            lambda i: f"api-5b4c3d2e1-{i:02d}",
+            scenario.pod,
+            scenario.max_surge,
+            scenario.max_unavailable,
+            pause=scenario.pause,
+        )
+        await cluster.drain()
+        await asyncio.sleep(scenario.tail)
+    else:
+        await asyncio.sleep(scenario.steady)
+    stop.set()
+    await traffic
+    return await probe_pods(cluster, dp)
 
 
 async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[str, dict[str, int]]:
