@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from svcdoctor.checks import Settings as LintSettings
 from svcdoctor.checks import run_checks
 from svcdoctor.diagnose.backend import assess_backend
@@ -34,12 +36,13 @@ def diagnose(evidence: Evidence, settings: Settings | None = None) -> Diagnosis:
     suspects = [x["backend"] for x in backend.details.get("suspects", [])]
     race = assess_race(ctx, s, notes[Cause.RACE], suspects)
     if notes[Cause.BACKEND]:
-        from dataclasses import replace
-
         backend = replace(backend, evidence=(*backend.evidence, *notes[Cause.BACKEND]))
     reuse = assess_reuse(ctx, s, notes[Cause.REUSE])
     infra = assess_infra(ctx, s, notes[Cause.INFRA], [race.score, backend.score, reuse.score])
     causes = sorted((race, backend, reuse, infra), key=lambda a: -a.score)
+    if ctx.failure_ts.size == 0 and ctx.attempt_ts.size:
+        # requests and not one failure: whatever else the evidence shows, nothing failed
+        causes = [replace(a, score=min(a.score, 0.05)) for a in causes]
     steps: list[str] = []
     top = causes[0]
     if top.verdict is Verdict.UNLIKELY:

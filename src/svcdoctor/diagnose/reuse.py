@@ -112,7 +112,8 @@ def assess_reuse(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
             f"{x['pod']} ({x['share']:.1%} vs fair {x['fair_share']:.0%})" for x in skew[:3]
         )
         evidence.append(f"new pods get little traffic from existing clients: {names}")
-        score = max(score, 0.35)
+        if failures.height >= s.min_failures:  # skew alone is no cause of failures
+            score = max(score, 0.35)
     if not evidence:
         evidence.append("no sign of connection reuse in the failures")
     evidence.extend(manifest_notes)

@@ -96,9 +96,14 @@ def count_in_many(times: Floats, starts: Floats, ends: Floats) -> Floats:
     e = np.take_along_axis(ends, order, axis=1)
     reach = np.maximum.accumulate(e, axis=1)
     previous = np.concatenate([np.full((s.shape[0], 1), -np.inf), reach[:, :-1]], axis=1)
-    lo = np.maximum(s, previous)
     hi = np.maximum(e, previous)
-    hits = np.searchsorted(times, hi.ravel(), "right") - np.searchsorted(times, lo.ravel(), "left")
+    # an interval starting inside what is already counted only adds (previous, end]
+    fresh = s > previous
+    lo = np.where(fresh, s, previous).ravel()
+    first = np.where(
+        fresh.ravel(), np.searchsorted(times, lo, "left"), np.searchsorted(times, lo, "right")
+    )
+    hits = np.searchsorted(times, hi.ravel(), "right") - first
     counts: Floats = hits.reshape(s.shape).clip(min=0).sum(axis=1).astype(float)
     return counts
 

@@ -276,12 +276,13 @@ class Cluster:
                     await asyncio.wait_for(pod.process.wait(), 5)
 
     def snapshot(self) -> list[PodInfo]:
+        """Every pod as ``kubectl get pods -o json`` would show it at the end of the run."""
         return [
             PodInfo(
                 p.name,
                 NAMESPACE,
                 p.net.ip if p.net else None,
-                "node-0",
+                None,  # pods are not placed on the client nodes in this model
                 p.ready and not p.terminating,
                 p.created_at,
                 p.deleted_at,
