@@ -6,7 +6,8 @@ datapath, side by side in one run.
 * rollout: a rolling update of the 8 pods (maxSurge 1, maxUnavailable 0, preStop 0) until
   every old pod has exited, under 100 requests/s;
 * the race figure: failed requests against what the model predicts from the propagation
-  each node actually applied (the lab's fidelity ratio).
+  each node actually applied (the lab's fidelity ratio), and against ``svcdoctor
+  simulate`` with the same parameters (the mean of 40 simulated windows).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from svcdoctor.lab.cluster import Cluster, PodSpec, rolling_update, wait_ready
 from svcdoctor.lab.kernel import available
 from svcdoctor.lab.load import Load, LoadSpec
 from svcdoctor.lab.run import make_datapath, run
-from svcdoctor.lab.scenarios import SCENARIOS
+from svcdoctor.lab.scenarios import SCENARIOS, as_simulation
+from svcdoctor.simulate import simulate
 
 
 async def rollout(datapath: str, replicas: int) -> tuple[float, float]:
@@ -59,16 +61,18 @@ def main() -> None:
     datapaths = ["userspace"] + ([] if available() else ["kernel"])
     print(
         f"{'datapath':<11}{'start-up s':>11}{'rollout s':>11}{'race failed':>13}"
-        f"{'model':>8}{'ratio':>7}"
+        f"{'model':>8}{'ratio':>7}{'simulate':>10}{'ratio':>7}"
     )
     for datapath in datapaths:
         startup, wall = asyncio.run(rollout(datapath, args.replicas))
         scenario = replace(SCENARIOS["race"], replicas=args.replicas)
         result = asyncio.run(run(scenario, datapath, Path(tempfile.mkdtemp())))
         expected = float(result.truth["expected_race_failures"])
+        simulated = simulate(as_simulation(scenario), runs=40).failed
         print(
             f"{datapath:<11}{startup:>11.2f}{wall:>11.2f}{result.failed:>13}{expected:>8.0f}"
             f"{result.failed / expected if expected else float('nan'):>7.2f}"
+            f"{simulated:>10.0f}{result.failed / simulated:>7.2f}"
         )
     if available():
         print(f"kernel datapath skipped: {available()}")

@@ -471,3 +471,21 @@ def test_rules_explain_of_an_unknown_rule_exits_2(tmp_path: Path) -> None:
     proc = run("rules", "explain", "NOPE", cwd=tmp_path)
     assert_usage_error(proc, "'NOPE'")
     assert proc.stdout == ""
+
+
+def test_starting_the_cli_imports_no_analysis_libraries() -> None:
+    """`svcdoctor lint` and `--version` start fast: polars, numpy and the lab load only
+    when a command needs them."""
+    code = (
+        "import sys, svcdoctor.cli; "
+        "print(sorted(m for m in ('polars', 'numpy', 'svcdoctor.lab') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_lab_scenario_choices_are_the_scenarios() -> None:
+    from svcdoctor.cli.lab import SCENARIO_NAMES
+    from svcdoctor.lab import SCENARIOS
+
+    assert tuple(SCENARIOS) == SCENARIO_NAMES

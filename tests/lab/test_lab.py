@@ -17,7 +17,9 @@ from svcdoctor.diagnose import diagnose
 from svcdoctor.evidence import read_evidence
 from svcdoctor.lab import SCENARIOS, RunResult, run
 from svcdoctor.lab.kernel import available, leftovers
+from svcdoctor.lab.scenarios import as_simulation
 from svcdoctor.model import Cause, Diagnosis
+from svcdoctor.simulate import simulate
 
 KERNEL_MISSING = available()
 pytestmark = pytest.mark.lab
@@ -176,3 +178,18 @@ def test_kernel_refused_without_root_or_tools_is_one_line(monkeypatch: pytest.Mo
     done = CliRunner().invoke(cli, ["lab", "run", "--datapath", "kernel"])
     assert done.exit_code == 2
     assert "needs root" in done.output
+
+
+SIMULATE_TOLERANCE = (0.6, 1.6)  # one lab run: Poisson noise and 8 sampled delays (≈13 % sd)
+
+
+def test_simulate_agrees_with_the_lab(races: dict[str, tuple[RunResult, Diagnosis]]) -> None:
+    """The same parameters in ``lab`` and ``simulate`` give failure counts within the
+    stated tolerance (the README reports the measured ratios)."""
+    result, _ = races["race"]
+    sim = simulate(as_simulation(result.scenario), runs=40)
+    ratio = result.failed / sim.failed
+    low, high = SIMULATE_TOLERANCE
+    assert low <= ratio <= high, (result.failed, sim.failed)
+    fixed, _ = races["race-fixed"]
+    assert simulate(as_simulation(fixed.scenario), runs=5).failed == 0

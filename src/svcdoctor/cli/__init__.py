@@ -9,6 +9,7 @@ from svcdoctor.cli.diagnose import diagnose
 from svcdoctor.cli.lab import lab
 from svcdoctor.cli.lint import lint
 from svcdoctor.cli.rules import rules
+from svcdoctor.cli.simulate import simulate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -20,6 +21,7 @@ def cli() -> None:
 cli.add_command(lint)
 cli.add_command(diagnose)
 cli.add_command(lab)
+cli.add_command(simulate)
 cli.add_command(rules)
 
 

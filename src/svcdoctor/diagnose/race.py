@@ -210,6 +210,10 @@ def assess_race(
     observed = excess_in_windows(ctx, failures, dels, s.test_window)
     p = placement_test(lambda a: scan_statistic(ctx, failures, a), dels, ctx.traffic_span, s.rounds)
     explained = observed / failures.size if failures.size else 0.0
+    # failures on reused connections are the race's only if it explains them too: the score
+    # weighs the race by its share of all failures, so reuse ranks first when it is most
+    on_reused = ctx.frame.filter(pl.col("failed") & pl.col("reused").fill_null(False)).height
+    share = observed / (failures.size + on_reused) if failures.size + on_reused else 0.0
     window = race_window(ctx, failures, s) if p < 0.05 else None
     evidence: list[str] = []
     fixes: list[str] = []
@@ -222,7 +226,7 @@ def assess_race(
         **{k: v for k, v in shutdown.items() if k != "kill_moments"},
     }
     if p < s.permutation_alpha and observed >= s.min_failures:
-        score = 0.55 + 0.4 * min(1.0, max(explained, 0.0))
+        score = 0.55 + 0.4 * min(1.0, max(share, 0.0))
     elif p < 0.05 and observed >= s.min_failures:
         score = 0.35
     else:

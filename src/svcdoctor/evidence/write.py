@@ -189,3 +189,26 @@ def endpointslice_stream(
             )
         )
     return "\n".join(out) + "\n"
+
+
+def write_bundle(
+    out: Path,
+    requests: pl.DataFrame,
+    events: Iterable[LifecycleEvent],
+    pods: Sequence[PodInfo],
+    endpoints: Sequence[EndpointChange],
+    namespace: str,
+    service: str = "api",
+) -> None:
+    """An evidence bundle: ``requests.csv``, ``events.json`` (events.k8s.io/v1, as
+    ``kubectl get events.v1.events.k8s.io -o json`` shows them: eventTime has microseconds,
+    core/v1 events would round to the second), ``pods.json``, ``endpointslices.jsonl``."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_requests(requests, out / "requests.csv")
+    chosen = [e for e in events if e.reason]
+    document = events_json(chosen, namespace=namespace, api="events.k8s.io/v1")
+    (out / "events.json").write_text(json.dumps(document, indent=1))
+    (out / "pods.json").write_text(json.dumps(pods_json(pods), indent=1))
+    (out / "endpointslices.jsonl").write_text(
+        endpointslice_stream(endpoints, service, namespace=namespace)
+    )

@@ -151,6 +151,10 @@ class UserspaceDatapath:
         self, node: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         proxy = self.proxies[node]
+        task = asyncio.current_task()
+        if task is not None:  # close() cancels the connections still being piped
+            proxy.tasks.add(task)
+            task.add_done_callback(proxy.tasks.discard)
         peer = writer.get_extra_info("peername")
         if not proxy.backends:
             reset(writer)
@@ -170,6 +174,9 @@ class UserspaceDatapath:
         for proxy in self.proxies:
             if proxy.server:
                 proxy.server.close()
+            for task in list(proxy.tasks):
+                task.cancel()
+            await asyncio.gather(*proxy.tasks, return_exceptions=True)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

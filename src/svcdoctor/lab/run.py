@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from svcdoctor.evidence.write import endpointslice_stream, events_json, pods_json, write_requests
+from svcdoctor.evidence.write import write_bundle
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath, get_status
 from svcdoctor.lab.load import Load, outcome_of
@@ -79,7 +79,7 @@ async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> Ru
         truth,
         probe,
     )
-    write_bundle(result, cluster, frame, out, time.time() - started)
+    write_lab_bundle(result, cluster, frame, out, time.time() - started)
     return result
 
 
@@ -171,25 +171,10 @@ def _requests(load: Load, dp: Datapath) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema).sort("ts")
 
 
-def write_bundle(
+def write_lab_bundle(
     result: RunResult, cluster: Cluster, frame: pl.DataFrame, out: Path, seconds: float
 ) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    write_requests(frame, out / "requests.csv")
-    # events.k8s.io/v1, as `kubectl get events.v1.events.k8s.io -o json` shows them:
-    # eventTime has microseconds (core/v1 events would round to the second)
-    (out / "events.json").write_text(
-        json.dumps(
-            events_json(
-                [e for e in cluster.events if e.reason], namespace="lab", api="events.k8s.io/v1"
-            ),
-            indent=1,
-        )
-    )
-    (out / "pods.json").write_text(json.dumps(pods_json(cluster.snapshot()), indent=1))
-    (out / "endpointslices.jsonl").write_text(
-        endpointslice_stream(cluster.endpoints, "api", namespace="lab")
-    )
+    write_bundle(out, frame, cluster.events, cluster.snapshot(), cluster.endpoints, "lab")
     scenario = result.scenario
     (out / "lab.json").write_text(
         json.dumps(

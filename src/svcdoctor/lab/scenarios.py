@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from svcdoctor.lab.cluster import PodSpec, Propagation
 from svcdoctor.lab.load import LoadSpec
+
+if TYPE_CHECKING:
+    from svcdoctor.simulate import SimParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +89,38 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
+
+
+def as_simulation(scenario: Scenario) -> SimParams:
+    """The ``svcdoctor simulate`` parameters of a scenario: the same pods, rollout, clients,
+    rate, latency and propagation (each change applied after uniform [low, high] seconds,
+    in order, batched by ``min_sync``, to a ruleset of one Service), to compare the two."""
+    from svcdoctor.simulate import Dist, SimParams
+    from svcdoctor.simulate import Propagation as SimPropagation
+
+    lab = scenario.propagation
+    return SimParams(
+        nodes=scenario.nodes,
+        replicas=scenario.replicas,
+        max_surge=scenario.max_surge,
+        max_unavailable=scenario.max_unavailable,
+        rollout=scenario.rollout,
+        rate=scenario.load.rate,
+        clients=scenario.load.clients,
+        connection=scenario.load.connection,
+        max_connection_age=scenario.load.max_connection_age,
+        retries=scenario.load.retries,
+        duration=120.0,
+        prestop=scenario.pod.prestop,
+        grace=scenario.pod.grace,
+        shutdown=scenario.pod.shutdown,
+        latency=Dist("const", scenario.pod.latency_ms / 1000),
+        bad_backends=scenario.bad,
+        fault=scenario.fault,
+        propagation=SimPropagation(
+            override=Dist("uniform", lab.low, lab.high),
+            min_sync=lab.min_sync,
+            services=1,
+            endpoints=scenario.replicas + scenario.max_surge,
+        ),
+    )

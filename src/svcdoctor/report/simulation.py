@@ -1,0 +1,311 @@
+"""Renderers of a simulation and of a recommendation: text (rich), JSON and a timeline plot."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from svcdoctor.model import Cause
+from svcdoctor.simulate import MECHANISMS, Dist, Propagation, Recommendation, SimParams, Simulation
+from svcdoctor.simulate.engine import CAUSE_OF
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 60
+_CAUSE_COLOUR = {"race": "#c0392b", "reuse": "#8e44ad", "backend": "#d35400", "infra": "#2c3e50"}
+
+
+def params_to_dict(p: SimParams | Propagation) -> dict[str, Any]:
+    """Parameters as JSON: distributions as their spec (``lognormal:0.05,0.5``)."""
+    out: dict[str, Any] = {}
+    for f in fields(p):
+        value = getattr(p, f.name)
+        if isinstance(value, Dist):
+            value = str(value)
+        elif isinstance(value, Propagation):
+            value = {
+                **params_to_dict(value),
+                "apply_seconds": round(value.apply, 4),
+                "sync_period_seconds": round(value.sync_period, 4),
+            }
+        out[f.name] = value
+    return out
+
+
+def simulation_to_dict(s: Simulation) -> dict[str, Any]:
+    interval = s.interval()
+    t = s.timeline
+    return {
+        "requests": round(s.requests, 1),
+        "failed": round(s.failed, 2),
+        "failure_rate": s.failure_rate,
+        "interval": [round(v, 2) for v in interval] if interval else None,
+        "by_cause": {k: round(v, 2) for k, v in s.mean_by("by_cause").items()},
+        "by_mechanism": {k: round(v, 2) for k, v in s.mean_by("by_mechanism").items()},
+        "expected_race": round(sum(r.expected_race for r in s.runs) / len(s.runs), 2),
+        "runs": [
+            {
+                "seed": r.seed,
+                "requests": r.requests,
+                "failed": r.failed,
+                "attempts": r.attempts,
+                "by_cause": r.by_cause,
+                "by_mechanism": r.by_mechanism,
+                "deletions": r.deletions,
+                "sigkilled": r.sigkilled,
+                "expected_race": r.expected_race,
+                "programming_seconds": r.programming,
+                "race_window_seconds": r.window,
+            }
+            for r in s.runs
+        ],
+        "parameters": params_to_dict(s.params),
+        "timeline": {
+            "bin_seconds": t.bin_seconds,
+            "requests": list(t.requests),
+            "failed": {k: list(v) for k, v in t.failed.items()},
+            "deletions": list(t.deletions),
+        },
+    }
+
+
+def render_json(s: Simulation) -> str:
+    return json.dumps(simulation_to_dict(s), indent=2)
+
+
+def describe(p: SimParams) -> str:
+    """The scenario in one line."""
+    conn = {"new": "a new connection per request", "keepalive": "keep-alive", "http2": "HTTP/2"}
+    parts = [
+        f"{p.nodes:,} nodes",
+        f"{p.replicas} replicas",
+        f"rollout maxSurge {p.max_surge} / maxUnavailable {p.max_unavailable}"
+        if p.rollout
+        else "no rollout",
+        f"{p.rate:g} req/s for {p.duration:g} s",
+        conn[p.connection]
+        + (f" (max age {p.max_connection_age:g} s)" if p.max_connection_age else ""),
+        f"{p.shutdown} shutdown",
+        f"preStop {p.prestop:g} s",
+        f"grace {p.grace:g} s",
+    ]
+    if p.retries:
+        parts.append(f"{p.retries} retries")
+    if p.bad_backends:
+        parts.append(f"{p.bad_backends} bad backend(s) ({p.fault})")
+    return ", ".join(parts)
+
+
+def _percent(rate: float) -> str:
+    return f"{rate * 100:.3g} %" if rate >= 1e-5 or rate == 0 else f"{rate:.2g}"
+
+
+def sparkline(values: list[int], width: int = SPARK_WIDTH) -> str:
+    """Values squeezed into ``width`` characters (sums per character), scaled to the max."""
+    if not values:
+        return ""
+    step = max(1, -(-len(values) // width))
+    sums = [sum(values[i : i + step]) for i in range(0, len(values), step)]
+    top = max(sums)
+    if top == 0:
+        return BLOCKS[0] * len(sums)
+    return "".join(BLOCKS[0 if v == 0 else max(1, round(v / top * 8))] for v in sums)
+
+
+def render_text(s: Simulation, console: Console) -> None:
+    p = s.params
+    console.print(f"[bold]Simulated[/] {len(s.runs)} window(s): {describe(p)}", soft_wrap=True)
+    interval = s.interval()
+    span = f" (95 % interval {interval[0]:,.1f}-{interval[1]:,.1f})" if interval else ""
+    style = "bold red" if s.failed else "bold green"
+    console.print(
+        f"[{style}]Failed requests per window: {s.failed:,.1f}[/]{span} of {s.requests:,.0f}"
+        f" — {_percent(s.failure_rate)}",
+        soft_wrap=True,
+    )
+    by_mech = s.mean_by("by_mechanism")
+    table = Table(box=None, pad_edge=False)
+    for name in ("cause", "failed", "share", "mechanisms"):
+        table.add_column(name, justify="right" if name in ("failed", "share") else "left")
+    for cause, count in sorted(s.mean_by("by_cause").items(), key=lambda kv: -kv[1]):
+        if count <= 0:
+            continue
+        mechs = " · ".join(
+            f"{m} {by_mech[m]:,.1f}"
+            for m in MECHANISMS[1:]
+            if CAUSE_OF[m].value == cause and by_mech[m] > 0
+        )
+        table.add_row(cause, f"{count:,.1f}", f"{count / s.failed:.0%}", mechs)
+    if s.failed:
+        console.print(table)
+    first = s.runs[0]
+    prop = p.propagation
+    if p.rollout and first.deletions < p.replicas:
+        console.print(
+            f"[yellow]the rollout did not finish in the window: {first.deletions} of "
+            f"{p.replicas} old pods deleted (run 1); lengthen --duration[/]",
+            soft_wrap=True,
+        )
+    if first.deletions:
+        how = (
+            f"--propagation {prop.override}"
+            if prop.override
+            else f"controller {prop.controller} + watch {prop.watch} + min-sync "
+            f"{prop.min_sync:g} s + apply {prop.apply:.3g} s"
+        )
+        g = first.programming
+        console.print(
+            f"Routing stopped after a deletion in p50 {g['p50']:.2f} s · p99 {g['p99']:.2f} s"
+            f" · max {g['max']:.2f} s ({how})",
+            soft_wrap=True,
+        )
+        w = first.window
+        window = (
+            "the same (no preStop)"
+            if w == g
+            else f"p50 {w['p50']:.2f} s · p99 {w['p99']:.2f} s · max {w['max']:.2f} s"
+        )
+        console.print(
+            f"Race window (routed to a pod that stopped accepting): {window}; closed form "
+            f"{first.expected_race:,.1f} failed new connections (run 1)",
+            soft_wrap=True,
+        )
+    t = s.timeline
+    failed = [sum(v) for v in zip(*t.failed.values(), strict=True)]
+    if any(failed):
+        prefix = f"Failures over time (run 1, {p.duration:g} s): "
+        line = sparkline(failed)
+        console.print(prefix + line, markup=False, highlight=False)
+        if t.deletions:
+            step = max(1, -(-len(failed) // SPARK_WIDTH))
+            marks = [" "] * len(line)
+            for d in t.deletions:
+                marks[min(len(line) - 1, int(d / t.bin_seconds) // step)] = "^"
+            label = f"{'pod deletions: ':>{len(prefix)}}"
+            console.print(label + "".join(marks).rstrip(), markup=False, highlight=False)
+    if s.failed and p.rollout:
+        console.print(
+            "[dim]Next: svcdoctor simulate recommend … --target-failures 0.0001 (the preStop "
+            "and grace period that close the race)[/]",
+            soft_wrap=True,
+        )
+
+
+def plot_simulation(s: Simulation, out: Path | io.BytesIO, fmt: str = "png") -> None:
+    """Requests and failures (by cause) per bin of the first run, with the deletions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = s.timeline
+    x = [i * t.bin_seconds for i in range(len(t.requests))]
+    fig, ax = plt.subplots(figsize=(11, 3.6), dpi=110)
+    bottom = [0.0] * len(x)
+    for cause in Cause:
+        values = t.failed[cause.value]
+        if any(values):
+            ax.bar(
+                x,
+                values,
+                width=t.bin_seconds,
+                bottom=bottom,
+                align="edge",
+                color=_CAUSE_COLOUR[cause.value],
+                label=f"failed: {cause.value}",
+            )
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set_xlabel("seconds into the window")
+    ax.set_ylabel(f"failed per {t.bin_seconds:g} s")
+    twin = ax.twinx()
+    twin.plot(x, t.requests, color="#7f8c8d", linewidth=0.8, label="requests")
+    twin.set_ylabel(f"requests per {t.bin_seconds:g} s")
+    twin.set_ylim(bottom=0)
+    for i, d in enumerate(t.deletions):
+        ax.axvline(d, color="#2c3e50", linewidth=0.7, alpha=0.7, label="pod deleted" * (i == 0))
+    handles = ax.get_legend_handles_labels()
+    twin_handles = twin.get_legend_handles_labels()
+    ax.legend(
+        handles[0] + twin_handles[0], handles[1] + twin_handles[1], loc="upper right", fontsize=8
+    )
+    ax.set_title(
+        f"{s.failed:,.1f} failed of {s.requests:,.0f} per window ({_percent(s.failure_rate)})"
+    )
+    fig.tight_layout()
+    fig.savefig(out, format=fmt)
+    plt.close(fig)
+
+
+def recommendation_to_dict(r: Recommendation) -> dict[str, Any]:
+    return {
+        "prestop_seconds": r.prestop_seconds,
+        "grace_seconds": r.grace_seconds,
+        "target_failures": r.target,
+        "predicted_failure_rate": r.predicted_failure_rate,
+        "simulated_failure_rate": r.checked.failure_rate,
+        "met": r.met,
+        "reasons": list(r.reasons),
+        "yaml": r.yaml,
+        "current": _brief(r.current),
+        "checked": _brief(r.checked),
+        "parameters": params_to_dict(r.current.params),
+    }
+
+
+def _brief(s: Simulation) -> dict[str, Any]:
+    return {
+        "prestop_seconds": s.params.prestop,
+        "grace_seconds": s.params.grace,
+        "failed": round(s.failed, 2),
+        "failure_rate": s.failure_rate,
+        "by_cause": {k: round(v, 2) for k, v in s.mean_by("by_cause").items()},
+        "runs": len(s.runs),
+    }
+
+
+def render_recommendation_json(r: Recommendation) -> str:
+    return json.dumps(recommendation_to_dict(r), indent=2)
+
+
+def render_recommendation_text(r: Recommendation, console: Console) -> None:
+    p = r.current.params
+    allowed = r.target * p.rate * p.duration
+    console.print(f"[bold]For[/] {describe(p)}", soft_wrap=True)
+    console.print(
+        f"target: at most {_percent(r.target)} of requests fail (≈{allowed:,.1f} of "
+        f"{p.rate * p.duration:,.0f} per window)",
+        soft_wrap=True,
+    )
+    style = "bold green" if r.met else "bold red"
+    verdict = "meets the target" if r.met else "does NOT meet the target"
+    console.print(
+        f"[{style}]preStop sleep {r.prestop_seconds} s, terminationGracePeriodSeconds "
+        f"{r.grace_seconds} s {verdict}[/]",
+        soft_wrap=True,
+    )
+    table = Table(box=None, pad_edge=False)
+    for name in ("", "preStop", "grace", "failed / window", "failure rate"):
+        table.add_column(name, justify="left" if not name else "right")
+    for label, s in (("now", r.current), ("recommended", r.checked)):
+        table.add_row(
+            label,
+            f"{s.params.prestop:g} s",
+            f"{s.params.grace:g} s",
+            f"{s.failed:,.1f}",
+            _percent(s.failure_rate),
+        )
+    console.print(table)
+    console.print(
+        f"predicted failure rate {_percent(r.predicted_failure_rate)} (closed form), "
+        f"simulated {_percent(r.checked.failure_rate)} over {len(r.checked.runs)} run(s)",
+        soft_wrap=True,
+    )
+    for reason in r.reasons:
+        console.print(f"  [yellow]![/] {reason}", soft_wrap=True)
+    console.print("\n[bold]Deployment fields[/] (merge into your manifest):")
+    console.print(r.yaml, end="", markup=False, highlight=False)

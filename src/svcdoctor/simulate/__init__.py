@@ -1,0 +1,34 @@
+"""``svcdoctor simulate``: the endpoint-removal race (and the other causes) at cluster scale.
+
+A vectorised model of one window of traffic through a Service during a rolling update:
+every node's kube-proxy, ingress controllers and a cloud LB with their own propagation
+delays, the kubelet's preStop/SIGTERM/SIGKILL, clients with new, keep-alive or HTTP/2
+connections, retries, bad backends and full conntrack tables.
+"""
+
+from svcdoctor.simulate.dist import Dist, DistError, parse_dist
+from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Run, simulate_run
+from svcdoctor.simulate.params import ParamError, Propagation, SimParams, resolve_count
+from svcdoctor.simulate.recommend import Recommendation, recommend, snippet
+from svcdoctor.simulate.summary import RunSummary, Simulation, Timeline, simulate
+
+__all__ = [
+    "CAUSE_OF",
+    "MECHANISMS",
+    "Dist",
+    "DistError",
+    "ParamError",
+    "Propagation",
+    "Recommendation",
+    "Run",
+    "RunSummary",
+    "SimParams",
+    "Simulation",
+    "Timeline",
+    "parse_dist",
+    "recommend",
+    "resolve_count",
+    "simulate",
+    "simulate_run",
+    "snippet",
+]

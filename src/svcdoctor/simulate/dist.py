@@ -1,0 +1,100 @@
+"""Delay and latency distributions: a tiny spec language users type on the command line.
+
+``0.5`` or ``const:0.5`` · ``uniform:LOW,HIGH`` · ``exp:MEAN`` ·
+``lognormal:MEDIAN,P99`` (a right-skewed delay given by its median and 99th percentile).
+All values are seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+Floats = NDArray[np.float64]
+
+Z99 = 2.3263478740408408  # the standard normal's 99th percentile
+KINDS = ("const", "uniform", "exp", "lognormal")
+
+
+class DistError(ValueError):
+    """A distribution spec that cannot be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dist:
+    kind: str
+    a: float
+    b: float = 0.0
+
+    def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> Floats:
+        if self.kind == "const":
+            return np.full(size, self.a)
+        if self.kind == "uniform":
+            return rng.uniform(self.a, self.b, size)
+        if self.kind == "exp":
+            return rng.exponential(self.a, size)
+        return rng.lognormal(math.log(self.a), self._sigma(), size)
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile (0 < q < 1)."""
+        if self.kind == "const":
+            return self.a
+        if self.kind == "uniform":
+            return self.a + q * (self.b - self.a)
+        if self.kind == "exp":
+            return -self.a * math.log1p(-q)
+        from scipy.special import ndtri
+
+        return float(self.a * math.exp(self._sigma() * float(ndtri(q))))
+
+    @property
+    def high(self) -> float:
+        """The largest value (the 99.99th percentile for unbounded distributions)."""
+        return self.b if self.kind == "uniform" else self.quantile(0.9999)
+
+    @property
+    def mean(self) -> float:
+        if self.kind == "uniform":
+            return (self.a + self.b) / 2
+        if self.kind == "lognormal":
+            return self.a * math.exp(self._sigma() ** 2 / 2)
+        return self.a
+
+    def _sigma(self) -> float:
+        return math.log(self.b / self.a) / Z99
+
+    def __str__(self) -> str:
+        if self.kind == "const":
+            return f"{self.a:g}"
+        if self.kind == "exp":
+            return f"exp:{self.a:g}"
+        return f"{self.kind}:{self.a:g},{self.b:g}"
+
+
+def parse_dist(text: str) -> Dist:
+    """Read a spec (see the module docstring); raises DistError with a one-line reason."""
+    kind, _, rest = text.strip().partition(":")
+    if not rest:
+        kind, rest = "const", kind
+    kind = kind.lower()
+    if kind not in KINDS:
+        raise DistError(f"unknown distribution {kind!r} in {text!r} (one of {', '.join(KINDS)})")
+    try:
+        values = [float(v) for v in rest.split(",")]
+    except ValueError:
+        raise DistError(f"{text!r}: the parameters must be numbers (seconds)") from None
+    want = 2 if kind in ("uniform", "lognormal") else 1
+    if len(values) != want:
+        raise DistError(f"{text!r}: {kind} takes {want} number{'s' * (want > 1)}")
+    if any(not math.isfinite(v) or v < 0 for v in values):
+        raise DistError(f"{text!r}: values must be finite and ≥ 0")
+    if kind == "uniform" and values[1] < values[0]:
+        raise DistError(f"{text!r}: uniform needs LOW ≤ HIGH")
+    if kind == "lognormal" and not 0 < values[0] < values[1]:
+        raise DistError(f"{text!r}: lognormal needs 0 < MEDIAN < P99")
+    if kind == "exp" and values[0] == 0:
+        return Dist("const", 0.0)
+    return Dist(kind, values[0], values[1] if want == 2 else 0.0)

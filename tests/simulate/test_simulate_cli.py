@@ -1,0 +1,188 @@
+"""``svcdoctor simulate`` and ``simulate recommend`` from the command line, and the evidence
+bundles they emit, diagnosed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from svcdoctor.diagnose import diagnose
+from svcdoctor.evidence import read_evidence
+
+SMALL = ["--nodes", "40", "--rate", "200", "--duration", "90"]
+
+
+def svcdoctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "svcdoctor", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_json_carries_the_answer_and_the_parameters() -> None:
+    proc = svcdoctor("simulate", *SMALL, "--runs", "3", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert {"requests", "failed", "failure_rate", "by_cause", "parameters", "timeline"} <= set(out)
+    assert out["failed"] > 0
+    assert out["by_cause"]["race"] == pytest.approx(out["failed"])
+    assert len(out["runs"]) == 3
+    lo, hi = out["interval"]
+    assert lo <= out["failed"] <= hi
+    params = out["parameters"]
+    assert params["nodes"] == 40
+    assert (params["max_surge"], params["max_unavailable"]) == (3, 2)  # 25 % of 10
+    assert params["propagation"]["controller"] == "lognormal:0.05,0.5"
+    assert params["propagation"]["min_sync"] == 1.0
+    assert sum(out["timeline"]["requests"]) == out["runs"][0]["requests"]
+    assert proc.stderr == ""
+
+
+def test_text_names_the_cause_and_the_next_step(tmp_path: Path) -> None:
+    plot = tmp_path / "t.png"
+    proc = svcdoctor("simulate", *SMALL, "--plot", str(plot))
+    assert proc.returncode == 0, proc.stderr
+    assert "Failed requests per window" in proc.stdout
+    assert "race" in proc.stdout
+    assert "simulate recommend" in proc.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--latency", "lognormal:3,1"], "'--latency': 'lognormal:3,1': lognormal needs"),
+        (["--propagation", "zipf:1"], "unknown distribution 'zipf'"),
+        (["--max-surge", "0", "--max-unavailable", "0"], "cannot both be 0"),
+        (["--max-surge", "lots"], "'--max-surge': 'lots': give a whole number"),
+        (["--bad-backends", "20"], "bad-backends (20) exceeds replicas"),
+        (["--connection", "keepalive", "--clients", "1"], "add clients"),
+        (["--nodes", "0"], "'--nodes'"),
+        (["--plot", "x.png", "recommend"], "options of simulate itself"),
+        (["recommend", "--kubernetes-version", "new"], "expected MAJOR.MINOR"),
+    ],
+)
+def test_bad_options_exit_2_with_one_error_line(args: list[str], message: str) -> None:
+    proc = svcdoctor("simulate", *args)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, proc.stderr
+    assert message in errors[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_recommend_json_and_options_before_the_subcommand() -> None:
+    proc = svcdoctor("simulate", "--nodes", "50", "recommend", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["parameters"]["nodes"] == 50
+    assert {"prestop_seconds", "grace_seconds", "predicted_failure_rate"} <= set(out)
+    assert out["met"] is True
+    assert out["predicted_failure_rate"] <= 1e-4
+    assert f"seconds: {out['prestop_seconds']}" in out["yaml"]
+
+
+def test_recommend_text_and_exit_1_when_unmet() -> None:
+    proc = svcdoctor("simulate", "recommend", "--nodes", "40", "--kubernetes-version", "1.28")
+    assert proc.returncode == 0, proc.stderr
+    assert "meets the target" in proc.stdout
+    assert 'command: ["sleep"' in proc.stdout
+    unmet = svcdoctor("simulate", "recommend", "--nodes", "40", "--bad-backends", "1")
+    assert unmet.returncode == 1
+    assert "does NOT meet the target" in unmet.stdout
+    assert "bad_backend" in unmet.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "cause", "culprit"),
+    [
+        ([], "race", None),
+        (
+            ["--bad-backends", "1", "--replicas", "8", "--no-rollout"],
+            "backend",
+            "api-7f6d5c4b3-007",
+        ),
+        (["--connection", "keepalive", "--clients", "400"], "reuse", None),
+    ],
+)
+def test_emitted_evidence_is_diagnosed(
+    tmp_path: Path, args: list[str], cause: str, culprit: str | None
+) -> None:
+    out = tmp_path / "bundle"
+    proc = svcdoctor("simulate", *SMALL, *args, "--runs", "1", "--emit-evidence", str(out))
+    assert proc.returncode == 0, proc.stderr
+    names = {p.name for p in out.iterdir()}
+    assert names == {
+        "requests.csv",
+        "events.json",
+        "pods.json",
+        "endpointslices.jsonl",
+        "simulate.json",
+    }
+    meta = json.loads((out / "simulate.json").read_text())
+    d = diagnose(read_evidence([str(out)]))
+    assert d.primary is not None
+    assert d.primary.cause.value == cause
+    if culprit:
+        assert meta["ground_truth"]["bad_pods"] == [culprit]
+        assert culprit in " ".join(d.primary.evidence)
+    # the bundle holds every request of the run, with the failures the model counted
+    assert d.summary["requests"] == meta["requests"]
+    assert d.summary["errors"] == meta["failed"]
+    again = svcdoctor("diagnose", str(out), "--format", "json")
+    assert json.loads(again.stdout)["primary_cause"] == cause
+
+
+def test_emit_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    proc = svcdoctor("simulate", *SMALL, "--emit-evidence", str(tmp_path))
+    assert proc.returncode == 2
+    assert "exists and is not an empty directory" in proc.stderr
+    assert proc.stdout == ""
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_sigkilled_pods_exit_137_in_the_bundle(tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    proc = svcdoctor(
+        "simulate",
+        *SMALL,
+        "--shutdown",
+        "graceful",
+        "--prestop",
+        "2",
+        "--grace",
+        "3",
+        "--latency",
+        "lognormal:0.2,4",
+        "--emit-evidence",
+        str(out),
+        "--runs",
+        "1",
+    )
+    assert proc.returncode == 0, proc.stderr
+    pods = json.loads((out / "pods.json").read_text())["items"]
+    codes = {
+        s["state"]["terminated"]["exitCode"]
+        for pod in pods
+        for s in pod["status"]["containerStatuses"]
+        if "terminated" in s["state"]
+    }
+    assert 137 in codes
+    d = diagnose(read_evidence([str(out)]))
+    assert d.primary is not None
+    assert d.primary.cause.value == "race"
+    assert "grace" in " ".join(d.primary.evidence + d.primary.fixes).lower()
+
+
+@pytest.mark.parametrize("option", ["--plot", "--emit-evidence"])
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, option: str) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    proc = svcdoctor("simulate", *SMALL, "--runs", "1", option, str(blocked / "out"))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("svcdoctor: error: cannot write")
+    assert len(proc.stderr.splitlines()) == 1
