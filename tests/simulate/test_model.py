@@ -178,3 +178,32 @@ def test_apply_time_grows_with_the_ruleset() -> None:
     # kubernetes#96018: ~696k lines took 12.8 s
     assert 5.0 < big.apply < 7.0
     assert big.sync_period == big.apply
+
+
+def test_every_delay_default_states_its_source() -> None:
+    """Each delay of the model has an attribute docstring saying where its default comes
+    from (a public figure, or that it is an assumption)."""
+    import ast
+    import inspect
+    import itertools
+
+    from svcdoctor.simulate import params
+
+    tree = ast.parse(inspect.getsource(params))
+    documented: dict[str, str] = {}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        body = cls.body
+        for field_node, after in itertools.pairwise(body):
+            if (
+                isinstance(field_node, ast.AnnAssign)
+                and isinstance(field_node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+            ):
+                documented[field_node.target.id] = str(after.value.value)
+    delays = ["controller", "watch", "min_sync", "ingress_sync", "lb", "startup", "latency"]
+    for name in [*delays, "conntrack_max", "conntrack_timewait"]:
+        text = documented.get(name, "")
+        assert text, f"{name} has no docstring"
+        cited = any(w in text for w in ("SLO", "reference", "default", "sig-", "assumption"))
+        assert cited, f"{name}: the docstring names no source: {text!r}"

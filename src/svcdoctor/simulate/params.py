@@ -43,27 +43,30 @@ class Propagation:
     ``--propagation`` sets, e.g. to a delay measured by ``svcdoctor diagnose``).
     """
 
-    # The EndpointSlice controller reacts to the pod update at once
-    # (--endpointslice-updates-batch-period defaults to 0); its own write is an API call whose
-    # SLO is p99 ≤ 1 s (sig-scalability api_call_latency). Median 50 ms, p99 0.5 s.
     controller: Dist = field(default_factory=lambda: Dist("lognormal", 0.05, 0.5))
-    # Watch delivery to every kube-proxy: within the network-programming-latency SLO
-    # (sig-scalability, measured by clusterloader2: p99 ≤ 30 s up to 5,000 nodes) but
-    # typically sub-second; median 0.1 s, p99 1 s is an assumption inside that bound.
+    """The EndpointSlice controller reacts to the pod update at once
+    (``--endpointslice-updates-batch-period`` defaults to 0); its write is an API call whose
+    SLO is p99 ≤ 1 s (sig-scalability ``api_call_latency``). Default: median 50 ms, p99 0.5 s."""
     watch: Dist = field(default_factory=lambda: Dist("lognormal", 0.1, 1.0))
-    # kube-proxy's --iptables-min-sync-period: 1 s by default (kube-proxy reference);
-    # GKE has used 10 s.
+    """Watch delivery to each kube-proxy: within the network-programming-latency SLO
+    (sig-scalability, measured by clusterloader2: p99 ≤ 30 s up to 5,000 nodes), typically
+    sub-second. Default median 0.1 s, p99 1 s: an assumption inside that bound."""
     min_sync: float = 1.0
-    services: int = 100  # Services in the cluster (the size of each node's ruleset)
-    endpoints: int = 1000  # endpoints of all Services together
+    """kube-proxy's ``--iptables-min-sync-period``: 1 s by default (kube-proxy reference);
+    GKE has used 10 s."""
+    services: int = 100
+    """Services in the cluster (with ``endpoints``, the size of each node's ruleset)."""
+    endpoints: int = 1000
+    """Endpoints of all Services together."""
     override: Dist | None = None
-    # ingress-nginx reads EndpointSlices itself and reconfigures no more often than
-    # --sync-rate-limit (0.3 syncs/s by default: every 3.3 s).
+    """Replaces controller + watch + apply (``--propagation``)."""
     ingress_sync: float = 1 / 0.3
-    # A cloud load balancer sending straight to pod IPs (AWS IP targets, GKE NEGs) stops
-    # using a deregistered target after seconds to tens of seconds; the providers' docs
-    # advise a preStop sleep for it. 5-20 s is an assumption; measure yours.
+    """ingress-nginx reads EndpointSlices itself and reconfigures no more often than
+    ``--sync-rate-limit`` (0.3 syncs/s by default: every 3.3 s)."""
     lb: Dist = field(default_factory=lambda: Dist("uniform", 5.0, 20.0))
+    """A cloud load balancer sending straight to pod IPs (AWS IP targets, GKE NEGs) stops
+    using a deregistered target after seconds to tens of seconds, and the providers' docs
+    advise a preStop sleep for it; uniform 5-20 s is an assumption: measure yours."""
 
     @property
     def apply(self) -> float:
@@ -90,13 +93,14 @@ class SimParams:
     duration: float = 300.0  # seconds of traffic
     rollout: bool = True
     rollout_at: float = 30.0  # seconds into the window the rollout starts
-    # A new pod from creation to Ready (scheduling, image, start, first probe): an assumption.
     startup: Dist = field(default_factory=lambda: Dist("uniform", 3.0, 8.0))
+    """A new pod from creation to Ready (scheduling, image, start, first probe): uniform
+    3-8 s, an assumption."""
     prestop: float = 0.0  # preStop sleep, seconds
     grace: float = 30.0  # terminationGracePeriodSeconds (Kubernetes' default 30 s)
     shutdown: str = "naive"  # naive: exits at SIGTERM; graceful: drains in-flight, then exits
-    # Request latency: an assumption (median 20 ms, p99 250 ms); use your own histogram's.
     latency: Dist = field(default_factory=lambda: Dist("lognormal", 0.02, 0.25))
+    """Request latency: median 20 ms, p99 250 ms, an assumption; use your own histogram's."""
     clients: int = 0  # calling pods, spread over the nodes (0: one per node)
     connection: str = "new"  # new | keepalive | http2
     max_connection_age: float | None = None  # keepalive/http2: reconnect after this long
@@ -105,10 +109,12 @@ class SimParams:
     timeout: float = 5.0  # the client's timeout (a dropped SYN or a hung backend)
     bad_backends: int = 0
     fault: str = "5xx"  # what a bad backend does: answer 5xx, reset, or hang
-    # nf_conntrack_max: kube-proxy sets max(32768 per core, 131072) (kube-proxy reference);
-    # closed connections stay TIME_WAIT 120 s (nf_conntrack_tcp_timeout_time_wait).
     conntrack_max: int = 131072
+    """nf_conntrack_max: kube-proxy sets max(32768 per core, 131072) (``--conntrack-min``,
+    kube-proxy reference)."""
     conntrack_timewait: float = 120.0
+    """Closed connections stay TIME_WAIT 120 s: the kernel default of
+    ``nf_conntrack_tcp_timeout_time_wait`` (nf_conntrack sysctl reference)."""
     node_conn_rate: float = 0.0  # other new connections per second on each node
     ingress_share: float = 0.0  # share of requests entering through ingress-nginx
     ingress_replicas: int = 2
