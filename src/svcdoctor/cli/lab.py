@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,19 @@ from rich.console import Console
 from rich.table import Table
 
 DATAPATHS = ("auto", "kernel", "userspace")
-
+BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
+MAX_DELAY = 60.0  # seconds: the largest propagation delay or request latency a run takes
 
 # the names of svcdoctor.lab.scenarios.SCENARIOS, spelled out so that starting the CLI does
 # not import the lab (and polars); a test keeps the two equal
 SCENARIO_NAMES = ("race", "race-fixed", "bad-backend", "keepalive", "keepalive-fixed", "sigkill")
+
+Progress = Callable[[str, int, int], None]
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"svcdoctor: error: {message}", err=True)
+    sys.exit(code)
 
 
 def _datapath(choice: str) -> str:
@@ -29,57 +38,85 @@ def _datapath(choice: str) -> str:
 
     reason = available()
     if choice == "kernel" and reason:
-        click.echo(f"svcdoctor: error: {reason}", err=True)
-        sys.exit(2)
+        _fail(reason, 2)
     if choice == "auto":
         return "userspace" if reason else "kernel"
     return choice
 
 
-def _run_one(name: str, datapath: str, out: Path, seed: int, overrides: dict[str, Any]) -> Any:
-    from svcdoctor.lab.run import run
-    from svcdoctor.lab.scenarios import SCENARIOS
+def _dist(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """A delay distribution (see ``svcdoctor.model.dist``); ``LOW:HIGH`` is uniform."""
+    if value is None:
+        return None
+    from svcdoctor.model import DistError, parse_dist
 
-    scenario = _customised(SCENARIOS[name], overrides)
+    low, sep, high = value.partition(":")
+    text = value
+    if sep and _is_number(low):
+        text = f"uniform:{low},{high}"
+    try:
+        dist = parse_dist(text)
+    except DistError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if dist.high > MAX_DELAY:
+        raise click.BadParameter(
+            f"{value!r} reaches {dist.high:.3g} s; the lab takes at most {MAX_DELAY:g} s"
+        )
+    return dist
 
-    async def main() -> Any:
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        # SIGTERM cleans up like Ctrl-C: the run's finally blocks remove what it made
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-        return await run(scenario, datapath, out, seed)
 
-    return asyncio.run(main())
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _slow(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    share, _, seconds = value.partition(",")
+    try:
+        pair = (float(share), float(seconds))
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected SHARE,SECONDS such as 0.2,3") from None
+    if not 0 <= pair[0] <= 1 or not 0 <= pair[1] <= MAX_DELAY:
+        raise click.BadParameter(f"{value!r}: SHARE in [0, 1], SECONDS in [0, {MAX_DELAY:g}]")
+    return pair
 
 
 def _customised(scenario: Any, o: dict[str, Any]) -> Any:
+    """The scenario with the options the user gave (the others keep its values)."""
     pod = scenario.pod
-    for key in ("prestop", "grace", "shutdown"):
+    for key in ("prestop", "grace", "shutdown", "shutdown_delay", "latency"):
         if o.get(key) is not None:
             pod = replace(pod, **{key: o[key]})
+    if o.get("prestop_fails"):
+        pod = replace(pod, prestop_fails=True)
+    if o.get("slow") is not None:
+        pod = replace(pod, slow_share=o["slow"][0], slow_seconds=o["slow"][1])
     load = scenario.load
-    for key in ("rate", "clients", "connection", "retries"):
+    for key in ("rate", "clients", "connection", "retries", "max_connection_age"):
         if o.get(key) is not None:
             load = replace(load, **{key: o[key]})
-    if o.get("max_connection_age") is not None:
-        load = replace(load, max_connection_age=o["max_connection_age"])
     prop = scenario.propagation
-    if o.get("propagation"):
-        low, _, high = o["propagation"].partition(":")
-        try:
-            prop = replace(prop, low=float(low), high=float(high or low))
-        except ValueError:
-            raise click.BadParameter(
-                f"{o['propagation']!r}: expected LOW[:HIGH] seconds", param_hint="--propagation"
-            ) from None
-        if not 0 <= prop.low <= prop.high <= 60:
-            raise click.BadParameter("need 0 <= LOW <= HIGH <= 60", param_hint="--propagation")
+    if o.get("propagation") is not None:
+        prop = replace(prop, delay=o["propagation"])
     if o.get("min_sync") is not None:
         prop = replace(prop, min_sync=o["min_sync"])
     changes = {
         k: o[k]
-        for k in ("replicas", "nodes", "bad", "fault", "max_surge", "max_unavailable")
+        for k in (
+            "replicas",
+            "nodes",
+            "bad",
+            "fault",
+            "max_surge",
+            "max_unavailable",
+            "baseline",
+            "tail",
+        )
         if o.get(k) is not None
     }
     if o.get("duration") is not None:
@@ -90,6 +127,78 @@ def _customised(scenario: Any, o: dict[str, Any]) -> Any:
     if custom.bad >= custom.replicas:
         raise click.UsageError("--bad must be smaller than --replicas")
     return custom
+
+
+def _bundle_dir(out: Path | None, name: str) -> Path:
+    """``--out``, new or empty or an earlier lab bundle (overwritten); else a new temporary
+    directory. Anything else is refused: the run must not mix its evidence with other files."""
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix=f"svcdoctor-lab-{name}-"))
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out}: exists and is not a directory", 2)
+    if out.is_dir():
+        others = sorted(p.name for p in out.iterdir() if p.name not in BUNDLE_FILES)
+        if others:
+            _fail(
+                f"--out {out}: holds other files ({', '.join(others[:3])}); give a new or "
+                "empty directory, or an earlier lab bundle",
+                2,
+            )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".svcdoctor-write-test").touch()
+        (out / ".svcdoctor-write-test").unlink()
+    except OSError as exc:
+        _fail(f"--out {out}: cannot write there ({exc.strerror})", 2)
+    return out
+
+
+@contextmanager
+def _progress(show: bool) -> Iterator[Callable[[str], Progress]]:
+    """Progress bars on a terminal (stderr); silent when piped or with --format json.
+    Yields a factory: one bar per run."""
+    if not show:
+        yield lambda label: lambda what, done, total: None
+        return
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bars
+
+    columns = (TextColumn("{task.fields[label]:<11}"), BarColumn(), TimeElapsedColumn())
+    with Bars(*columns, TextColumn("{task.description}"), console=Console(stderr=True)) as bars:
+
+        def bar(label: str) -> Progress:
+            task = bars.add_task("", label=label, total=None)
+
+            def update(what: str, done: int, total: int) -> None:
+                bars.update(task, description=what, completed=done, total=total)
+
+            return update
+
+        yield bar
+
+
+def _run_one(
+    scenario: Any, datapath: str, out: Path, seed: int, progress: Progress | None = None
+) -> Any:
+    from svcdoctor.lab.datapath import LabError
+    from svcdoctor.lab.run import run
+
+    async def main() -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        # SIGTERM cleans up like Ctrl-C: the run's finally blocks remove what it made
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await run(scenario, datapath, out, seed, progress)
+
+    interrupted = "interrupted; the run's namespaces, rules and processes were removed"
+    try:
+        return asyncio.run(main())
+    except LabError as exc:
+        _fail(str(exc), 1)
+    except KeyboardInterrupt:  # Ctrl-C
+        _fail(interrupted, 128 + signal.SIGINT)
+    except asyncio.CancelledError:  # SIGTERM
+        _fail(interrupted, 128 + signal.SIGTERM)
 
 
 def _diagnosis(bundle: Path) -> Any:
@@ -117,9 +226,10 @@ def lab() -> None:
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=None,
-    help="Evidence bundle directory (default: a new temporary one).",
+    help="Evidence bundle directory: new, empty or an earlier lab bundle "
+    "(default: a new temporary one).",
 )
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.option("--seed", type=int, default=1, show_default=True)
@@ -132,17 +242,48 @@ def lab() -> None:
     type=click.FloatRange(1, 120),
     help="Seconds of steady load (scenarios without a rollout).",
 )
+@click.option(
+    "--baseline", type=click.FloatRange(1, 120), help="Seconds of load before the rollout."
+)
+@click.option(
+    "--tail", type=click.FloatRange(0, 120), help="Seconds of load after the last pod exited."
+)
 @click.option("--connection", type=click.Choice(["new", "keepalive"]))
-@click.option("--max-connection-age", type=click.FloatRange(0.1, 600))
+@click.option(
+    "--max-connection-age", type=click.FloatRange(0.1, 600), help="Keep-alive clients, seconds."
+)
+@click.option("--retries", type=click.IntRange(0, 5), help="Client retries of a failed request.")
 @click.option(
     "--propagation",
-    metavar="LOW[:HIGH]",
-    help="Seconds each node takes to apply an endpoint change.",
+    metavar="DIST",
+    callback=_dist,
+    help="Seconds each node takes to apply an endpoint change: LOW:HIGH (uniform), "
+    "SECONDS, uniform:LOW,HIGH, exp:MEAN or lognormal:MEDIAN,P99.",
 )
-@click.option("--min-sync", type=click.FloatRange(0, 30), help="kube-proxy min-sync-period.")
+@click.option("--min-sync", type=click.FloatRange(0, 30), help="kube-proxy min-sync-period, s.")
 @click.option("--prestop", type=click.FloatRange(0, 60), help="preStop sleep, seconds.")
+@click.option(
+    "--prestop-fails",
+    is_flag=True,
+    default=None,
+    help="The preStop hook fails at once (an image without sleep): FailedPreStopHook.",
+)
 @click.option("--grace", type=click.FloatRange(0.5, 120), help="Grace period, seconds.")
-@click.option("--shutdown", type=click.Choice(["naive", "graceful"]))
+@click.option("--shutdown", type=click.Choice(["naive", "graceful"]), help="At SIGTERM.")
+@click.option(
+    "--shutdown-delay",
+    type=click.FloatRange(0, 60),
+    help="graceful: seconds the app keeps accepting after SIGTERM (failing readiness).",
+)
+@click.option(
+    "--latency", metavar="DIST", callback=_dist, help="Request latency, seconds (exp:0.005)."
+)
+@click.option(
+    "--slow",
+    metavar="SHARE,SECONDS",
+    callback=_slow,
+    help="A share of requests that take SECONDS instead (the latency tail).",
+)
 @click.option("--bad", type=click.IntRange(0, 32), help="How many pods are bad.")
 @click.option(
     "--fault",
@@ -151,20 +292,17 @@ def lab() -> None:
 )
 @click.option("--max-surge", type=click.IntRange(0, 32))
 @click.option("--max-unavailable", type=click.IntRange(0, 32))
-@click.option("--retries", type=click.IntRange(0, 5), help="Client retries of a failed request.")
 def run_command(
     name: str, datapath: str, out: Path | None, fmt: str, seed: int, **overrides: Any
 ) -> None:
     """Run a scenario under load, write the evidence bundle, and diagnose it."""
-    chosen = _datapath(datapath)
-    bundle = out or Path(tempfile.mkdtemp(prefix=f"svcdoctor-lab-{name}-"))
-    from svcdoctor.lab.datapath import LabError
+    from svcdoctor.lab.scenarios import SCENARIOS
 
-    try:
-        result = _run_one(name, chosen, bundle, seed, overrides)
-    except LabError as exc:
-        click.echo(f"svcdoctor: error: {exc}", err=True)
-        sys.exit(1)
+    scenario = _customised(SCENARIOS[name], overrides)
+    chosen = _datapath(datapath)
+    bundle = _bundle_dir(out, name)
+    with _progress(fmt == "text" and sys.stderr.isatty()) as bar:
+        result = _run_one(scenario, chosen, bundle, seed, bar(name))
     verdict = _diagnosis(bundle)
     from svcdoctor.report.diagnosis import diagnosis_to_dict, render_text
 
@@ -178,6 +316,7 @@ def run_command(
                     "failed": result.failed,
                     "by_outcome": result.by_outcome,
                     "direct_probe": result.probe,
+                    "ground_truth": result.truth,
                     "diagnosis": diagnosis_to_dict(verdict),
                     "bundle": str(bundle),
                 },
@@ -187,10 +326,10 @@ def run_command(
         )
         return
     console = Console(highlight=False)
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(result.by_outcome.items()) if k != "ok")
     console.print(
         f"[bold]lab {name}[/] ({result.datapath} datapath): {result.failed} of "
-        f"{result.requests} requests failed "
-        f"{dict(sorted(result.by_outcome.items()))}"
+        f"{result.requests} requests failed" + (f" ({outcomes})" if outcomes else "")
     )
     bad = {p: t for p, t in result.probe.items() if t.get("ok", 0) < sum(t.values())}
     if bad:
@@ -208,39 +347,52 @@ def run_command(
 
 @lab.command()
 @click.option("--datapath", type=click.Choice(DATAPATHS), default="auto", show_default=True)
-@click.option("--seed", type=int, default=1)
+@click.option("--seed", type=int, default=1, show_default=True)
 def demo(datapath: str, seed: int) -> None:
     """The race reproduced, then the fix: the same rollout before and after."""
+    from svcdoctor.lab.scenarios import SCENARIOS
+
     chosen = _datapath(datapath)
     console = Console(highlight=False)
+    console.print(
+        f"The same rolling update under load, twice, on the {chosen} datapath: first with a "
+        "naive shutdown and no preStop, then with the fix."
+    )
     rows = []
-    for name in ("race", "race-fixed"):
-        bundle = Path(tempfile.mkdtemp(prefix=f"svcdoctor-lab-{name}-"))
-        console.print(f"running {name} ({chosen} datapath) …")
-        result = _run_one(name, chosen, bundle, seed, {})
-        verdict = _diagnosis(bundle)
-        primary = verdict.primary
-        rows.append((name, result, primary.cause.value if primary else "no cause", bundle))
-    table = Table("scenario", "requests", "failed", "resets / refusals", "diagnosis", "bundle")
-    for name, result, cause, bundle in rows:
+    with _progress(sys.stderr.isatty()) as bar:
+        for name in ("race", "race-fixed"):
+            bundle = _bundle_dir(None, name)
+            result = _run_one(SCENARIOS[name], chosen, bundle, seed, bar(name))
+            verdict = _diagnosis(bundle)
+            primary = verdict.primary
+            rows.append((name, result, primary.cause.value if primary else "no cause", bundle))
+    table = Table("scenario", "requests", "failed", "resets / refusals", "diagnosis")
+    for name, result, cause, _ in rows:
         broken = result.by_outcome.get("reset", 0) + result.by_outcome.get("refused", 0)
-        table.add_row(
-            name, str(result.requests), str(result.failed), str(broken), cause, str(bundle)
-        )
+        table.add_row(name, str(result.requests), str(result.failed), str(broken), cause)
     console.print(table)
     before, after = rows[0][1], rows[1][1]
+    fix = after.scenario.pod
     console.print(
-        f"before the fix: {before.failed} failed requests; after (preStop "
-        f"{rows[1][1].scenario.pod.prestop:g} s + graceful shutdown): {after.failed}"
+        f"before the fix: {before.failed} failed requests; after (preStop {fix.prestop:g} s, "
+        f"graceful shutdown, grace {fix.grace:g} s): {after.failed}"
     )
+    for name, _, _, bundle in rows:
+        console.print(f"{name} evidence: svcdoctor diagnose {bundle}")
 
 
 @lab.command()
 def clean() -> None:
-    """Remove what crashed lab runs left behind (namespaces and their processes)."""
-    from svcdoctor.lab.kernel import leftovers, remove_namespaces
+    """Remove what killed lab runs left behind (namespaces and pod processes); runs still
+    going are left alone."""
+    from svcdoctor.lab.cleanup import leftovers, remove
 
     found = leftovers()
-    with contextlib.suppress(Exception):
-        remove_namespaces(found)
-    click.echo(f"removed {len(found)} network namespaces" if found else "nothing to clean")
+    remove(found)
+    if not found:
+        click.echo("nothing to clean")
+        return
+    click.echo(
+        f"removed {len(found.namespaces)} network namespaces and "
+        f"{len(found.processes)} pod processes"
+    )

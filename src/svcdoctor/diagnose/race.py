@@ -11,7 +11,7 @@ import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.stats import Floats, count_in, count_in_many, merged, placement_test
-from svcdoctor.model import Assessment, Cause, EventKind
+from svcdoctor.model import Assessment, Cause, EventKind, LifecycleEvent
 
 BIN = 0.25  # seconds per lag bin
 TOLERANCE = 0.5  # clock skew allowed between sources, on top of their resolution
@@ -178,14 +178,32 @@ def _shutdown_path(ctx: Context) -> dict[str, Any]:
                 )
     exits = np.array(sorted(k["at"] for k in killed if k["at"] is not None))
     at_kill = count_in(ctx.failure_ts, *_around(exits, ctx.resolution)) if exits.size else 0
-    hook_failures = [e for e in ctx.evidence.events if e.kind is EventKind.PRESTOP_FAILED]
+    early, late = _hook_failures(ctx)
     return {
         "sigkilled": killed,
         "failures_at_sigkill": at_kill,
         "kill_moments": exits,
-        "failed_prestop_hooks": len(hook_failures),
-        "failed_prestop_pods": sorted({e.pod for e in hook_failures if e.pod}),
+        "failed_prestop_hooks": len(early),
+        "failed_prestop_pods": sorted({e.pod for e in early if e.pod}),
+        "prestop_past_grace_pods": sorted({e.pod for e in late if e.pod}),
     }
+
+
+def _hook_failures(ctx: Context) -> tuple[list[LifecycleEvent], list[LifecycleEvent]]:
+    """FailedPreStopHook events: those that failed early (the pod got no preStop delay) and
+    those at the end of the grace period (the hook outlived it and was cut there)."""
+    grace = {p.name: p.grace_seconds for p in ctx.evidence.pods if p.grace_seconds}
+    early, late = [], []
+    for e in ctx.evidence.events:
+        if e.kind is not EventKind.PRESTOP_FAILED:
+            continue
+        deleted = ctx.deletions.get(e.pod or "")
+        limit = grace.get(e.pod or "")
+        if deleted is not None and limit and e.ts - deleted >= limit - 1.0 - ctx.resolution:
+            late.append(e)
+        else:
+            early.append(e)
+    return early, late
 
 
 def assess_race(
@@ -292,6 +310,17 @@ def assess_race(
             score = max(score, 0.7)
         else:
             score = max(score, 0.35)
+    if shutdown["prestop_past_grace_pods"]:
+        pods = shutdown["prestop_past_grace_pods"]
+        evidence.append(
+            f"{len(pods)} preStop hooks ran past the grace period ({', '.join(pods[:3])}): "
+            "the kubelet cut them and sent SIGTERM with 2 s left"
+        )
+        fixes.append(
+            "make terminationGracePeriodSeconds longer than the preStop sleep plus the "
+            "longest request"
+        )
+        score = max(score, 0.35) if score >= 0.3 else score
     if shutdown["failed_prestop_hooks"]:
         evidence.append(
             f"{shutdown['failed_prestop_hooks']} FailedPreStopHook events "

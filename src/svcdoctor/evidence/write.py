@@ -24,6 +24,21 @@ _REASON = {
     EventKind.SCALE: "ScalingReplicaSet",
 }
 _CANONICAL = ("ts", "outcome", "status", "latency_ms", "client", "backend", "conn", "node")
+_WARNINGS = ("FailedPreStopHook", "Unhealthy")
+
+
+def _regarding(reason: str, pod: str | None, namespace: str) -> tuple[dict[str, Any], str]:
+    """The object an event is about and the component that reports it, as in a cluster:
+    the ReplicaSet creates and deletes pods, the Deployment scales ReplicaSets, the kubelet
+    reports the rest (owners are named as a Deployment names them: ``deploy-hash-suffix``)."""
+    name = pod or ""
+    if reason in ("SuccessfulCreate", "SuccessfulDelete"):
+        kind, name, component = "ReplicaSet", name.rsplit("-", 1)[0], "replicaset-controller"
+    elif reason == "ScalingReplicaSet":
+        kind, name, component = "Deployment", name.rsplit("-", 2)[0], "deployment-controller"
+    else:
+        kind, component = "Pod", "kubelet"
+    return {"kind": kind, "name": name, "namespace": namespace}, component
 
 
 def write_requests(frame: pl.DataFrame, path: Path, fmt: str | None = None) -> None:
@@ -60,8 +75,9 @@ def events_json(
         reason = e.reason or _REASON.get(e.kind)
         if reason is None:
             continue
-        regarding = {"kind": "Pod", "name": e.pod, "namespace": e.namespace or namespace}
-        name = f"{e.pod}.{i:08x}"
+        regarding, component = _regarding(reason, e.pod, e.namespace or namespace)
+        name = f"{regarding['name']}.{i:08x}"
+        kind = "Warning" if reason in _WARNINGS else "Normal"
         if api == "v1":
             items.append(
                 {
@@ -74,8 +90,8 @@ def events_json(
                     "firstTimestamp": _stamp(e.ts),
                     "lastTimestamp": _stamp(e.ts),
                     "count": 1,
-                    "type": "Normal" if e.kind is not EventKind.PRESTOP_FAILED else "Warning",
-                    "source": {"component": "kubelet"},
+                    "type": kind,
+                    "source": {"component": component},
                 }
             )
         else:
@@ -88,9 +104,9 @@ def events_json(
                     "reason": reason,
                     "note": e.message,
                     "eventTime": _micro(e.ts),
-                    "reportingController": "kubelet",
+                    "reportingController": component,
                     "action": reason,
-                    "type": "Normal",
+                    "type": kind,
                 }
             )
     return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {}}

@@ -11,13 +11,22 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from svcdoctor.lab.datapath import Backend, Datapath, LabError, PodNet, get_status
-from svcdoctor.model import ContainerExit, EndpointChange, EventKind, LifecycleEvent, PodInfo
+from svcdoctor.model import (
+    ContainerExit,
+    Dist,
+    EndpointChange,
+    EventKind,
+    LifecycleEvent,
+    PodInfo,
+)
 
 PROBE_PERIOD = 0.25
 NAMESPACE = "lab"
+MIN_SHUTDOWN_WINDOW = 2.0  # the kubelet's one-off extension when preStop outlives the grace
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,19 +34,20 @@ class PodSpec:
     shutdown: str = "naive"  # naive | graceful
     prestop: float = 0.0  # preStop sleep, seconds
     grace: float = 30.0  # terminationGracePeriodSeconds
-    latency_ms: float = 5.0
-    slow_share: float = 0.0  # share of requests that take slow_ms
-    slow_ms: float = 0.0
+    latency: Dist = field(default_factory=lambda: Dist("exp", 0.005))  # request latency, s
+    slow_share: float = 0.0  # share of requests that take slow_seconds instead
+    slow_seconds: float = 0.0
+    shutdown_delay: float = 0.0  # graceful: seconds the app keeps accepting after SIGTERM
+    prestop_fails: bool = False  # the hook fails at once (no sleep binary in the image)
 
 
 @dataclass(frozen=True, slots=True)
 class Propagation:
-    """When each node's proxy applies an endpoint change: after a delay drawn uniformly
-    from [low, high] per node and change, then no more often than ``min_sync`` (kube-proxy's
-    ``--iptables-min-sync-period``)."""
+    """When each node's proxy applies an endpoint change: after a ``delay`` drawn per node
+    and change (in order: a change never overtakes an earlier one), then no more often than
+    ``min_sync`` (kube-proxy's ``--iptables-min-sync-period``)."""
 
-    low: float = 0.5
-    high: float = 1.5
+    delay: Dist = field(default_factory=lambda: Dist("uniform", 0.5, 1.5))
     min_sync: float = 0.0
 
 
@@ -52,6 +62,7 @@ class Pod:
     terminating: bool = False
     created_at: float = 0.0
     deleted_at: float | None = None
+    sigterm_at: float | None = None
     exit: ContainerExit | None = None
     monitor: asyncio.Task[None] | None = None
     drain: asyncio.Task[None] | None = None  # reads the process's stderr so it never blocks
@@ -68,6 +79,7 @@ class Cluster:
     nodes: int
     propagation: Propagation
     seed: int = 0
+    prefix: str = ""  # the run's prefix, on every pod process's command line
     pods: dict[str, Pod] = field(default_factory=dict)
     events: list[LifecycleEvent] = field(default_factory=list)
     endpoints: list[EndpointChange] = field(default_factory=list)
@@ -83,6 +95,7 @@ class Cluster:
         self._inbox: list[collections.deque[list[Backend]]] = [
             collections.deque() for _ in range(self.nodes)
         ]
+        self._published: list[Backend] = []
 
     # ---- events -------------------------------------------------------------------
     def event(
@@ -100,8 +113,17 @@ class Cluster:
         )
 
     # ---- endpoints ----------------------------------------------------------------
+    def routable(self) -> list[Backend]:
+        """The endpoints a proxy routes to: ready and not terminating."""
+        return [
+            p.backend
+            for p in self.pods.values()
+            if p.ready and not p.terminating and p.net is not None
+        ]
+
     def _publish(self, pod: Pod, removed: bool = False) -> None:
-        """The EndpointSlice controller: record the change and propagate it to the nodes."""
+        """The EndpointSlice controller: record the pod's conditions and, when the routable
+        set changed, propagate it to every node's proxy."""
         assert pod.net is not None
         self.endpoints.append(
             EndpointChange(
@@ -109,24 +131,20 @@ class Cluster:
                 pod.net.ip if pod.net.ip != "127.0.0.1" else f"{pod.name}",
                 pod.name,
                 pod.ready and not pod.terminating,
-                not pod.terminating or pod.ready,
+                pod.ready,
                 pod.terminating,
                 removed,
             )
         )
-        ready = [
-            p.backend
-            for p in self.pods.values()
-            if p.ready and not p.terminating and p.net is not None
-        ]
+        ready = self.routable()
+        if ready == self._published:
+            return
+        self._published = ready
         loop = asyncio.get_running_loop()
         now = time.time()
         for node in range(self.nodes):
             # a watch delivers changes in order: a change never overtakes an earlier one
-            due = max(
-                now + self.rng.uniform(self.propagation.low, self.propagation.high),
-                self._node_due[node],
-            )
+            due = max(now + self.propagation.delay.draw(self.rng), self._node_due[node])
             self._node_due[node] = due
             self._inbox[node].append(list(ready))
             loop.call_later(due - now, self._arrive, node)
@@ -164,20 +182,24 @@ class Cluster:
             sys.executable,
             "-m",
             "svcdoctor.lab.pod",
+            "--run",
+            self.prefix,
+            "--parent",
+            str(os.getpid()),
             "--name",
             name,
             "--listen",
             f"{pod.net.ip}:{pod.net.port}",
             "--shutdown",
             spec.shutdown,
+            "--shutdown-delay",
+            str(spec.shutdown_delay),
             "--fault",
             fault,
-            "--latency-ms",
-            str(spec.latency_ms),
-            "--slow-share",
-            str(spec.slow_share),
-            "--slow-ms",
-            str(spec.slow_ms),
+            "--latency",
+            str(spec.latency),
+            "--slow",
+            f"{spec.slow_share},{spec.slow_seconds}",
             "--seed",
             str(self.rng.randrange(1 << 30)),
         ]
@@ -207,8 +229,9 @@ class Cluster:
         return pod
 
     async def _probe(self, pod: Pod) -> None:
-        """Readiness probing: GET /readyz every PROBE_PERIOD until the pod terminates."""
-        while not pod.terminating:
+        """Readiness probing: GET /readyz every PROBE_PERIOD until the container exits
+        (the kubelet keeps probing a terminating pod: its ``serving`` condition)."""
+        while pod.exit is None:
             ok = False
             assert pod.net is not None
             try:
@@ -218,7 +241,7 @@ class Cluster:
                 ok = status == 200
             except (OSError, TimeoutError, EOFError):
                 ok = False
-            if ok != pod.ready and not pod.terminating:
+            if ok != pod.ready and pod.exit is None:
                 pod.ready = ok
                 if not ok:
                     self.event(EventKind.UNHEALTHY, pod.name, "Unhealthy", "Readiness probe failed")
@@ -239,11 +262,31 @@ class Cluster:
         task.add_done_callback(self.tasks.discard)
 
     async def _kill(self, pod: Pod) -> None:
+        """The kubelet: preStop (a failing hook returns at once), SIGTERM, and SIGKILL when
+        the grace period runs out; a preStop that outlives the grace period is cut there
+        and the container gets a last MIN_SHUTDOWN_WINDOW seconds."""
         assert pod.process is not None
         assert pod.deleted_at is not None
-        deadline = pod.deleted_at + pod.spec.grace
-        if pod.spec.prestop:
-            await asyncio.sleep(min(pod.spec.prestop, pod.spec.grace))
+        spec = pod.spec
+        deadline = pod.deleted_at + spec.grace
+        if spec.prestop_fails:
+            self.event(
+                EventKind.PRESTOP_FAILED,
+                pod.name,
+                "FailedPreStopHook",
+                'PreStopHook failed: exec: "sleep": executable file not found in $PATH',
+            )
+        elif spec.prestop:
+            await asyncio.sleep(min(spec.prestop, spec.grace))
+            if spec.prestop >= spec.grace:
+                self.event(
+                    EventKind.PRESTOP_FAILED,
+                    pod.name,
+                    "FailedPreStopHook",
+                    f"PreStopHook failed: not completed within the grace period ({spec.grace:g} s)",
+                )
+                deadline = time.time() + MIN_SHUTDOWN_WINDOW
+        pod.sigterm_at = time.time()
         with contextlib.suppress(ProcessLookupError):
             pod.process.send_signal(signal.SIGTERM)
         try:
@@ -267,13 +310,16 @@ class Cluster:
     async def stop_all(self) -> None:
         """Kill every pod process (end of run, error or Ctrl-C)."""
         for pod in self.pods.values():
-            if pod.monitor:
-                pod.monitor.cancel()
+            for task in (pod.monitor, pod.drain):
+                if task:
+                    task.cancel()
             if pod.process and pod.process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pod.process.pid, signal.SIGKILL)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(pod.process.wait(), 5)
+        for task in list(self.tasks):
+            task.cancel()
 
     def snapshot(self) -> list[PodInfo]:
         """Every pod as ``kubectl get pods -o json`` would show it at the end of the run."""
@@ -294,10 +340,35 @@ class Cluster:
         ]
 
     def stopped_listening(self, pod: Pod) -> float | None:
-        """When the pod stopped accepting connections: SIGTERM (deletion + preStop)."""
-        if pod.deleted_at is None:
+        """When the pod stopped accepting connections: SIGTERM (after the preStop), plus
+        a graceful app's shutdown delay."""
+        if pod.sigterm_at is None:
             return None
-        return pod.deleted_at + min(pod.spec.prestop, pod.spec.grace)
+        delay = pod.spec.shutdown_delay if pod.spec.shutdown == "graceful" else 0.0
+        end = pod.exit.finished_at if pod.exit and pod.exit.finished_at else pod.sigterm_at
+        return min(pod.sigterm_at + delay, end)
+
+    def routing_stopped(self, pod: Pod) -> list[float]:
+        """When each node applied a view without the deleted pod (empty if none did)."""
+        if pod.deleted_at is None:
+            return []
+        out = []
+        for node in range(self.nodes):
+            out += [
+                t
+                for t, n, view in self.synced
+                if n == node and t >= pod.deleted_at and pod.name not in view
+            ][:1]
+        return out
+
+    async def settled(self, timeout: float = 120.0) -> None:
+        """Wait until every node has applied every endpoint change made so far."""
+        end = time.time() + timeout
+        while any(self._inbox) or any(p is not None for p in self._node_pending):
+            if time.time() > end:
+                raise LabError(f"the nodes did not apply the endpoints within {timeout:g} s")
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)  # the datapath's own apply (an iptables-restore)
 
     def expected_race_failures(self, rate: float) -> float:
         """What the model predicts for the race: for every node and every pod that stopped
@@ -335,19 +406,26 @@ async def wait_ready(cluster: Cluster, names: list[str], timeout: float = 20.0) 
         await asyncio.sleep(0.05)
 
 
+def replica_set(pod: str) -> str:
+    """The ReplicaSet a Deployment's pod belongs to: its name without the last part."""
+    return pod.rsplit("-", 1)[0]
+
+
 async def rolling_update(
     cluster: Cluster,
     old: list[str],
-    make_name: object,
+    make_name: Callable[[int], str],
     spec: PodSpec,
     max_surge: int,
     max_unavailable: int,
-    fault_of: object = None,
     pause: float = 0.0,
+    deleted: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """A Deployment rolling update: create new pods up to replicas + maxSurge, delete old
-    ones while ready pods stay at least replicas - maxUnavailable."""
-    assert callable(make_name)
+    """A Deployment rolling update: create new pods while old + new stay within
+    replicas + maxSurge, delete old ones while the Ready pods stay at least
+    replicas - maxUnavailable (terminating pods count for neither, as in Kubernetes).
+    ``pause`` spaces the deletions, so that each one's failures can be told apart;
+    ``deleted`` is told each deleted pod."""
     replicas = len(old)
     old = list(old)
     new: list[str] = []
@@ -361,13 +439,22 @@ async def rolling_update(
                 EventKind.SCALE,
                 name,
                 "ScalingReplicaSet",
-                f"Scaled up replica set to {len(new) + 1}",
+                f"Scaled up replica set {replica_set(name)} to {len(new) + 1}",
             )
             await cluster.create(name, spec)
             new.append(name)
             progressed = True
         if old and ready - 1 >= replicas - max_unavailable:
-            await cluster.delete(old.pop(0))
+            name = old.pop(0)
+            cluster.event(
+                EventKind.SCALE,
+                name,
+                "ScalingReplicaSet",
+                f"Scaled down replica set {replica_set(name)} to {len(old)}",
+            )
+            await cluster.delete(name)
+            if deleted:
+                deleted(name)
             progressed = True
             if pause:
                 await asyncio.sleep(pause)

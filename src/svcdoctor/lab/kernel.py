@@ -253,6 +253,8 @@ class KernelDatapath:
                 "exec",
                 f"{self.prefix}-n{node}",
                 "iptables-restore",
+                "-w",
+                "5",
                 stdin=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
@@ -296,6 +298,7 @@ class KernelDatapath:
                     self._conntrack[(node, int(sport.group(1)))] = self._by_ip[sources[1]]
 
     async def close(self) -> None:
+        await asyncio.gather(*self._syncing.values(), return_exceptions=True)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.read_conntrack)
         await asyncio.to_thread(remove_namespaces, self.namespaces)
@@ -311,8 +314,8 @@ def remove_namespaces(namespaces: list[str]) -> None:
         _run("ip", "netns", "del", ns, check=False)
 
 
-def leftovers() -> list[str]:
-    """Namespaces of lab runs that did not clean up (a crash, a SIGKILL)."""
+def namespaces_of_runs() -> list[str]:
+    """The network namespaces of lab runs, going or left behind (see ``cleanup``)."""
     out = _run("ip", "netns", "list", check=False) if shutil.which("ip") else ""
     return [
         line.split()[0]

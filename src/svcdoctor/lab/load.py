@@ -19,12 +19,11 @@ REQUEST_TIMEOUT = 5.0
 @dataclass(frozen=True, slots=True)
 class LoadSpec:
     rate: float = 200.0  # requests per second, all clients together
-    duration: float = 10.0
     clients: int = 8
     connection: str = "new"  # new | keepalive
     max_connection_age: float | None = None  # keepalive: reconnect after this many seconds
     retries: int = 0  # client retries of a failed request (idempotent GETs)
-    max_requests: int = 200_000  # bound on traffic, whatever rate x duration says
+    max_requests: int = 200_000  # a bound on the traffic, whatever the rate and the run's length
 
 
 class ConnectFailed(Exception):

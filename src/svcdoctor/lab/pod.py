@@ -2,12 +2,13 @@
 
 A minimal HTTP/1.1 server on raw asyncio sockets (the lab needs exact control of what a
 socket does at shutdown: a closed listener, an RST, a ``Connection: close``). Every response
-names the pod in ``X-Pod``. ``/readyz`` always answers 200, even on a bad pod: readiness
-that is shallower than the failure, as in the field.
+names the pod in ``X-Pod``. ``/readyz`` answers 200 until a graceful shutdown begins, even
+on a bad pod: readiness that is shallower than the failure, as in the field.
 
     python -m svcdoctor.lab.pod --name api-1 --listen 127.0.0.1:0 --shutdown naive
 
-Prints ``LISTENING host:port`` once it accepts connections.
+Prints ``LISTENING host:port`` once it accepts connections. With ``--parent PID`` it dies
+with that process (the lab), so a lab that is killed leaves no pod behind.
 """
 
 from __future__ import annotations
@@ -15,33 +16,46 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
+import os
 import random
 import signal
 import sys
+import time
 
 from svcdoctor.lab.datapath import reset
+from svcdoctor.model.dist import Dist, DistError, parse_dist
+
+PR_SET_PDEATHSIG = 1
+IDLE_DRAIN_SECONDS = 1.0
+"""How long a graceful server waits for the clients of idle keep-alive connections to send
+one more request (answered with ``Connection: close``) before it closes the connections
+still idle: closing an idle connection at once races with a request already on its way."""
 
 
 class Pod:
     def __init__(self, args: argparse.Namespace) -> None:
         self.name: str = args.name
         self.shutdown: str = args.shutdown
+        self.shutdown_delay: float = args.shutdown_delay
         self.fault: str = args.fault
-        self.latency_ms: float = args.latency_ms
-        self.slow_share: float = args.slow_share
-        self.slow_ms: float = args.slow_ms
-        self.stopping = False
+        self.latency: Dist = args.latency
+        self.slow_share, self.slow_seconds = args.slow
+        self.stopping = False  # SIGTERM arrived: readiness fails from now on
+        self.closing = False  # graceful: every response says Connection: close
         self.in_flight = 0
+        self.connections: set[asyncio.StreamWriter] = set()
         self.idle: set[asyncio.StreamWriter] = set()
         self.server: asyncio.Server | None = None
         self.rng = random.Random(args.seed)
 
     def delay(self) -> float:
         if self.slow_share and self.rng.random() < self.slow_share:
-            return self.slow_ms / 1000
-        return self.rng.expovariate(1000 / self.latency_ms) if self.latency_ms else 0.0
+            return float(self.slow_seconds)
+        return self.latency.draw(self.rng)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections.add(writer)
         try:
             while True:
                 self.idle.add(writer)
@@ -63,6 +77,7 @@ class Pod:
             pass  # a closed or reset connection, or the process exiting
         finally:
             self.idle.discard(writer)
+            self.connections.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
 
@@ -71,7 +86,7 @@ class Pod:
         path = line.split(" ")[1] if " " in line else "/"
         wants_close = b"connection: close" in request.lower()
         if path == "/readyz":
-            status, body = 200, b"ok"
+            status, body = (503, b"shutting down") if self.stopping else (200, b"ok")
         elif self.fault == "reset":
             reset(writer)
             return False
@@ -81,7 +96,7 @@ class Pod:
         else:
             await asyncio.sleep(self.delay())
             status, body = (503, b"unavailable") if self.fault == "5xx" else (200, b"hello")
-        close = wants_close or (self.stopping and self.shutdown == "graceful")
+        close = wants_close or self.closing
         head = (
             f"HTTP/1.1 {status} {'OK' if status == 200 else 'Service Unavailable'}\r\n"
             f"X-Pod: {self.name}\r\nContent-Length: {len(body)}\r\n"
@@ -104,32 +119,69 @@ class Pod:
 
     async def terminate(self) -> None:
         """SIGTERM. naive: the listener closes and the process exits at once, breaking every
-        connection. graceful: stop accepting, answer in-flight requests with
-        ``Connection: close``, close idle keep-alive connections, then exit."""
+        connection. graceful: fail readiness, answer every request with ``Connection: close``,
+        keep accepting for ``shutdown_delay`` seconds, then stop accepting; close the
+        keep-alive connections left idle after IDLE_DRAIN_SECONDS, finish in-flight
+        requests, exit."""
         self.stopping = True
         assert self.server is not None
-        self.server.close()
         if self.shutdown == "naive":
+            self.server.close()
             for writer in list(self.idle):
                 reset(writer)
             return
+        self.closing = True
+        await asyncio.sleep(self.shutdown_delay)
+        self.server.close()
+        until = time.monotonic() + IDLE_DRAIN_SECONDS
+        while self.connections - self.idle or (self.idle and time.monotonic() < until):
+            await asyncio.sleep(0.01)
         for writer in list(self.idle):
             writer.close()
-        while self.in_flight:
-            await asyncio.sleep(0.01)
+
+
+def die_with(parent: int) -> None:
+    """Ask the kernel to SIGKILL this process when ``parent`` exits (Linux), and exit now
+    if it already has."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        sys.exit(1)
+
+
+def _slow(text: str) -> tuple[float, float]:
+    share, _, seconds = text.partition(",")
+    try:
+        pair = (float(share), float(seconds or 0))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SHARE,SECONDS") from None
+    if not 0 <= pair[0] <= 1 or pair[1] < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: SHARE in [0, 1], SECONDS ≥ 0")
+    return pair
+
+
+def _dist(text: str) -> Dist:
+    try:
+        return parse_dist(text)
+    except DistError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="svcdoctor lab pod")
     parser.add_argument("--name", required=True)
+    parser.add_argument("--run", default="", help="the lab run's prefix (to find leftovers)")
+    parser.add_argument("--parent", type=int, help="exit when this process exits")
     parser.add_argument("--listen", default="127.0.0.1:0")
     parser.add_argument("--shutdown", choices=["naive", "graceful"], default="naive")
+    parser.add_argument("--shutdown-delay", type=float, default=0.0)
     parser.add_argument("--fault", choices=["none", "reset", "5xx", "hang"], default="none")
-    parser.add_argument("--latency-ms", type=float, default=5.0)
-    parser.add_argument("--slow-share", type=float, default=0.0)
-    parser.add_argument("--slow-ms", type=float, default=0.0)
+    parser.add_argument("--latency", type=_dist, default=Dist("exp", 0.005), help="seconds")
+    parser.add_argument("--slow", type=_slow, default=(0.0, 0.0), help="SHARE,SECONDS")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.parent:
+        die_with(args.parent)
     host, _, port = args.listen.rpartition(":")
     asyncio.run(Pod(args).serve(host, int(port)))
     sys.exit(0)

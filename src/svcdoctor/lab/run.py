@@ -6,6 +6,7 @@ import asyncio
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,17 @@ from typing import Any
 import polars as pl
 
 from svcdoctor.evidence.write import write_bundle
+from svcdoctor.lab.cleanup import claim
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath, get_status
 from svcdoctor.lab.load import Load, outcome_of
 from svcdoctor.lab.scenarios import Scenario
 
 MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
+OLD, NEW = "api-7f6d5c4b3", "api-5b4c3d2e1"  # the ReplicaSets before and after the rollout
+
+Progress = Callable[[str, int, int], None]
+"""Told ``(what is happening, steps done, steps in all)`` as a run goes on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,34 +47,39 @@ def make_datapath(kind: str, prefix: str, seed: int) -> Datapath:
     return UserspaceDatapath(seed)
 
 
-async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> RunResult:
+def steps(scenario: Scenario) -> int:
+    """How many progress steps a run reports: each pod started, the baseline, each
+    deletion (or the steady load), the exits and the tail, the direct probe."""
+    return scenario.replicas + 1 + (scenario.replicas + 2 if scenario.rollout else 1) + 1
+
+
+async def run(
+    scenario: Scenario,
+    datapath: str,
+    out: Path,
+    seed: int = 1,
+    progress: Progress | None = None,
+) -> RunResult:
     """Run the scenario; everything it started is stopped and removed, even on errors."""
     prefix = f"svcd{secrets.token_hex(3)}"
     dp = make_datapath(datapath, prefix, seed)
-    cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed)
+    cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed, prefix)
     load = Load(scenario.load, dp, scenario.nodes, seed)
     started = time.time()
-    try:
-        async with asyncio.timeout(MAX_RUN_SECONDS):
-            probe = await _drive(scenario, cluster, load, dp, started)
-    except TimeoutError:
-        raise LabError(f"the run took longer than {MAX_RUN_SECONDS:g} s and was stopped") from None
-    finally:
-        await cluster.stop_all()
-        await dp.close()
+    with claim(prefix):
+        try:
+            async with asyncio.timeout(MAX_RUN_SECONDS):
+                probe = await _drive(scenario, cluster, load, dp, started, progress or _quiet)
+        except TimeoutError:
+            raise LabError(
+                f"the run took longer than {MAX_RUN_SECONDS:g} s and was stopped"
+            ) from None
+        finally:
+            await cluster.stop_all()
+            await dp.close()
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
-    bad = {name for name, pod in cluster.pods.items() if pod.fault != "none"}
     frame = _requests(load, dp)
-    truth = {
-        "bad_pods": sorted(bad),
-        "expected_cause": scenario.expect,
-        "expected_race_failures": round(cluster.expected_race_failures(scenario.load.rate), 1),
-        "propagation_seconds": [scenario.propagation.low, scenario.propagation.high],
-        "min_sync_seconds": scenario.propagation.min_sync,
-        "prestop_seconds": scenario.pod.prestop,
-        "grace_seconds": scenario.pod.grace,
-    }
     result = RunResult(
         scenario,
         dp.name,
@@ -76,44 +87,73 @@ async def run(scenario: Scenario, datapath: str, out: Path, seed: int = 1) -> Ru
         frame.height,
         int((frame.get_column("outcome") != "ok").sum()),
         {r["outcome"]: r["len"] for r in frame.group_by("outcome").len().iter_rows(named=True)},
-        truth,
+        ground_truth(scenario, cluster),
         probe,
     )
     write_lab_bundle(result, cluster, frame, out, time.time() - started)
     return result
 
 
+def _quiet(what: str, done: int, total: int) -> None:
+    return None
+
+
 async def _drive(
-    scenario: Scenario, cluster: Cluster, load: Load, dp: Datapath, started: float
+    scenario: Scenario,
+    cluster: Cluster,
+    load: Load,
+    dp: Datapath,
+    started: float,
+    progress: Progress,
 ) -> dict[str, dict[str, int]]:
     """Pods up, load on, the rollout (or steady load), load off, then the direct probe."""
+    total, done = steps(scenario), 0
+
+    def step(what: str) -> None:
+        nonlocal done
+        done += 1
+        progress(what, done, total)
+
+    progress(f"starting {scenario.replicas} pods ({dp.name} datapath)", 0, total)
     await dp.start(scenario.nodes)
-    old = [f"api-7f6d5c4b3-{i:02d}" for i in range(scenario.replicas)]
+    old = [f"{OLD}-{i:02d}" for i in range(scenario.replicas)]
     bad = set(old[1 : 1 + scenario.bad])
     for name in old:
         await cluster.create(name, scenario.pod, scenario.fault if name in bad else "none")
+        step(f"started {name}")
     await wait_ready(cluster, old)
-    await asyncio.sleep(scenario.propagation.high + scenario.propagation.min_sync + 0.2)
+    await cluster.settled()
     stop = asyncio.Event()
     traffic = asyncio.create_task(load.run(stop, started + MAX_RUN_SECONDS))
-    await asyncio.sleep(scenario.warmup)
+    progress(f"baseline load, {scenario.load.rate:g} requests/s", done, total)
+    await asyncio.sleep(scenario.baseline)
+    step("baseline done")
     if scenario.rollout:
         await rolling_update(
             cluster,
             old,
-            lambda i: f"api-5b4c3d2e1-{i:02d}",
+            lambda i: f"{NEW}-{i:02d}",
             scenario.pod,
             scenario.max_surge,
             scenario.max_unavailable,
             pause=scenario.pause,
+            deleted=lambda name: step(f"rolling update: deleted {name}"),
         )
+        progress("waiting for the deleted pods to exit", done, total)
         await cluster.drain()
+        step("every deleted pod exited")
         await asyncio.sleep(scenario.tail)
+        step("tail done")
     else:
+        progress(f"steady load for {scenario.steady:g} s", done, total)
         await asyncio.sleep(scenario.steady)
+        step("steady load done")
     stop.set()
     await traffic
-    return await probe_pods(cluster, dp)
+    progress("probing each pod directly", done, total)
+    probe = await probe_pods(cluster, dp)
+    step("done")
+    return probe
 
 
 async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[str, dict[str, int]]:
@@ -138,6 +178,40 @@ async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[st
             tally[outcome] = tally.get(outcome, 0) + 1
         results[pod.name] = tally
     return results
+
+
+def ground_truth(scenario: Scenario, cluster: Cluster) -> dict[str, Any]:
+    """What really happened, for checking a diagnosis: the bad pods, each deleted pod's
+    timeline and how long the nodes kept routing to it after it stopped accepting."""
+    pods = {}
+    for pod in cluster.pods.values():
+        if pod.deleted_at is None:
+            continue
+        stopped = cluster.stopped_listening(pod)
+        routed = cluster.routing_stopped(pod)
+        pods[pod.name] = {
+            "deleted": pod.deleted_at,
+            "sigterm": pod.sigterm_at,
+            "stopped_accepting": stopped,
+            "routing_stopped": routed,
+            "race_window_seconds": (
+                round(max(max(routed) - stopped, 0.0), 3) if stopped and routed else None
+            ),
+            "exited": pod.exit.finished_at if pod.exit else None,
+            "exit_code": pod.exit.exit_code if pod.exit else None,
+        }
+    windows = [p["race_window_seconds"] for p in pods.values() if p["race_window_seconds"]]
+    return {
+        "bad_pods": sorted(n for n, p in cluster.pods.items() if p.fault != "none"),
+        "expected_cause": scenario.expect,
+        "expected_race_failures": round(cluster.expected_race_failures(scenario.load.rate), 1),
+        "race_window_seconds": max(windows, default=0.0),
+        "propagation": str(scenario.propagation.delay),
+        "min_sync_seconds": scenario.propagation.min_sync,
+        "prestop_seconds": scenario.pod.prestop,
+        "grace_seconds": scenario.pod.grace,
+        "deleted_pods": pods,
+    }
 
 
 def _requests(load: Load, dp: Datapath) -> pl.DataFrame:
@@ -186,9 +260,16 @@ def write_lab_bundle(
                     "replicas": scenario.replicas,
                     "nodes": scenario.nodes,
                     "rollout": scenario.rollout,
-                    "pod": asdict(scenario.pod),
+                    "max_surge": scenario.max_surge,
+                    "max_unavailable": scenario.max_unavailable,
+                    "bad": scenario.bad,
+                    "fault": scenario.fault,
+                    "pod": asdict(scenario.pod) | {"latency": str(scenario.pod.latency)},
                     "load": asdict(scenario.load),
-                    "propagation": asdict(scenario.propagation),
+                    "propagation": {
+                        "delay": str(scenario.propagation.delay),
+                        "min_sync": scenario.propagation.min_sync,
+                    },
                 },
                 "requests": result.requests,
                 "failed": result.failed,

@@ -26,10 +26,10 @@ class Scenario:
     max_unavailable: int = 0
     bad: int = 0
     fault: str = "5xx"
-    warmup: float = 5.0  # seconds of load before the rollout (the baseline)
+    baseline: float = 5.0  # seconds of load before the rollout
     tail: float = 5.0  # seconds of load after the last pod is gone
     steady: float = 10.0  # seconds of load without a rollout
-    pause: float = 3.0  # between deletions of the rollout
+    pause: float = 3.0  # between deletions of the rollout (each one's failures apart)
     description: str = ""
 
 
@@ -76,13 +76,15 @@ SCENARIOS: dict[str, Scenario] = {
             "keepalive-fixed",
             None,
             PodSpec(shutdown="graceful", prestop=3.0, grace=30.0),
-            replace(_KEEP, max_connection_age=1.0),
-            description="graceful Connection: close and a 1 s maximum connection age",
+            _KEEP,
+            description="graceful shutdown: from SIGTERM every response says Connection: "
+            "close, so clients move their connections before the pod exits (a maximum "
+            "connection age, --max-connection-age 1, fixes it from the client side)",
         ),
         Scenario(
             "sigkill",
             "race",
-            PodSpec(shutdown="graceful", prestop=2.0, grace=3.0, slow_share=0.2, slow_ms=3000.0),
+            PodSpec(shutdown="graceful", prestop=2.0, grace=3.0, slow_share=0.2, slow_seconds=3.0),
             replace(_NEW, clients=32),
             description="preStop + the longest request exceed the grace period: SIGKILL "
             "(exit 137) mid-request",
@@ -93,10 +95,11 @@ SCENARIOS: dict[str, Scenario] = {
 
 def as_simulation(scenario: Scenario) -> SimParams:
     """The ``svcdoctor simulate`` parameters of a scenario: the same pods, rollout, clients,
-    rate, latency and propagation (each change applied after uniform [low, high] seconds,
-    in order, batched by ``min_sync``, to a ruleset of one Service), to compare the two."""
-    from svcdoctor.simulate import Dist, SimParams
+    rate, latency and propagation (each change applied after the lab's delay, in order,
+    batched by ``min_sync``, to a ruleset of one Service), to compare the two. The lab's
+    slow requests (``slow_share``) have no counterpart: compare scenarios without them."""
     from svcdoctor.simulate import Propagation as SimPropagation
+    from svcdoctor.simulate import SimParams
 
     lab = scenario.propagation
     return SimParams(
@@ -114,11 +117,11 @@ def as_simulation(scenario: Scenario) -> SimParams:
         prestop=scenario.pod.prestop,
         grace=scenario.pod.grace,
         shutdown=scenario.pod.shutdown,
-        latency=Dist("const", scenario.pod.latency_ms / 1000),
+        latency=scenario.pod.latency,
         bad_backends=scenario.bad,
         fault=scenario.fault,
         propagation=SimPropagation(
-            override=Dist("uniform", lab.low, lab.high),
+            override=lab.delay,
             min_sync=lab.min_sync,
             services=1,
             endpoints=scenario.replicas + scenario.max_surge,

@@ -1,6 +1,7 @@
 """The domain model: frozen dataclasses shared by every command."""
 
 from svcdoctor.model.diagnosis import Assessment, Diagnosis, Verdict
+from svcdoctor.model.dist import Dist, DistError, parse_dist
 from svcdoctor.model.evidence import (
     FAILURES,
     REQUEST_COLUMNS,
@@ -47,6 +48,8 @@ __all__ = [
     "ContainerExit",
     "ContainerPort",
     "Diagnosis",
+    "Dist",
+    "DistError",
     "EndpointChange",
     "EventKind",
     "Evidence",
@@ -68,6 +71,7 @@ __all__ = [
     "Verdict",
     "Workload",
     "iso_utc",
+    "parse_dist",
     "selector_matches",
     "targets",
 ]

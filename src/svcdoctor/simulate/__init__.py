@@ -6,7 +6,7 @@ delays, the kubelet's preStop/SIGTERM/SIGKILL, clients with new, keep-alive or H
 connections, retries, bad backends and full conntrack tables.
 """
 
-from svcdoctor.simulate.dist import Dist, DistError, parse_dist
+from svcdoctor.model.dist import Dist, DistError, parse_dist
 from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Run, simulate_run
 from svcdoctor.simulate.params import ParamError, Propagation, SimParams, resolve_count
 from svcdoctor.simulate.recommend import Recommendation, recommend, snippet

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from svcdoctor.model import Cause
-from svcdoctor.simulate.dist import Floats
+from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods, build_pods
-from svcdoctor.simulate.routes import Ints, Routes, build_routes
+from svcdoctor.simulate.routes import Routes, build_routes
 
 MECHANISMS = (
     "ok",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-from svcdoctor.simulate.dist import Dist
+from svcdoctor.model.dist import Dist
 
 CONNECTIONS = ("new", "keepalive", "http2")
 SHUTDOWNS = ("naive", "graceful")

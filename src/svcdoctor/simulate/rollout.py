@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from svcdoctor.simulate.dist import Floats
+from svcdoctor.simulate.arrays import Floats
 from svcdoctor.simulate.params import SimParams
 
 NEVER = np.inf

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from svcdoctor.simulate.dist import Floats
+from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import BEFORE, NEVER, Pods
 
-Ints = np.ndarray
 PICK_ROUNDS = 8  # rejection rounds before the exact (slower) pick for what is left
 EXACT_CHUNK = 65_536
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from svcdoctor.model import Cause
-from svcdoctor.simulate.dist import Floats
+from svcdoctor.simulate.arrays import Floats
 from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Run, simulate_run
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods

@@ -2,20 +2,23 @@
 
 ``0.5`` or ``const:0.5`` · ``uniform:LOW,HIGH`` · ``exp:MEAN`` ·
 ``lognormal:MEDIAN,P99`` (a right-skewed delay given by its median and 99th percentile).
-All values are seconds.
+All values are seconds. The lab draws one value at a time (``draw``, the standard library);
+the simulation draws arrays (``sample``, numpy, imported only there).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
+from statistics import NormalDist
+from typing import TYPE_CHECKING
 
-import numpy as np
-from numpy.typing import NDArray
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
-Floats = NDArray[np.float64]
-
-Z99 = 2.3263478740408408  # the standard normal's 99th percentile
+Z99 = NormalDist().inv_cdf(0.99)  # the standard normal's 99th percentile
 KINDS = ("const", "uniform", "exp", "lognormal")
 
 
@@ -29,7 +32,10 @@ class Dist:
     a: float
     b: float = 0.0
 
-    def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> Floats:
+    def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> NDArray[np.float64]:
+        """An array of draws (numpy)."""
+        import numpy as np
+
         if self.kind == "const":
             return np.full(size, self.a)
         if self.kind == "uniform":
@@ -37,6 +43,16 @@ class Dist:
         if self.kind == "exp":
             return rng.exponential(self.a, size)
         return rng.lognormal(math.log(self.a), self._sigma(), size)
+
+    def draw(self, rng: random.Random) -> float:
+        """One draw (the standard library's generator)."""
+        if self.kind == "const":
+            return self.a
+        if self.kind == "uniform":
+            return rng.uniform(self.a, self.b)
+        if self.kind == "exp":
+            return rng.expovariate(1 / self.a)
+        return rng.lognormvariate(math.log(self.a), self._sigma())
 
     def quantile(self, q: float) -> float:
         """The q-quantile (0 < q < 1)."""
@@ -46,9 +62,7 @@ class Dist:
             return self.a + q * (self.b - self.a)
         if self.kind == "exp":
             return -self.a * math.log1p(-q)
-        from scipy.special import ndtri
-
-        return float(self.a * math.exp(self._sigma() * float(ndtri(q))))
+        return self.a * math.exp(self._sigma() * NormalDist().inv_cdf(q))
 
     @property
     def high(self) -> float:

@@ -1,0 +1,114 @@
+"""What lab runs leave behind when they cannot clean up (a SIGKILL, a power cut): network
+namespaces and pod processes, told apart from those of runs still going.
+
+A run holds an exclusive ``flock`` on ``LOCK_DIR/<prefix>.lock`` while it lives; the kernel
+drops the lock when the process dies, however it dies. Pod processes carry the run's prefix
+and their parent's pid on their command line, and die with their parent (``PDEATHSIG``); one
+whose parent is gone is an orphan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from svcdoctor.lab.kernel import PREFIX_PATTERN, namespaces_of_runs, remove_namespaces
+
+POD_MODULE = "svcdoctor.lab.pod"
+
+
+def lock_dir() -> Path:
+    return Path("/run/svcdoctor") if os.geteuid() == 0 else Path(tempfile.gettempdir())
+
+
+@contextlib.contextmanager
+def claim(prefix: str) -> Iterator[None]:
+    """Mark the run ``prefix`` as alive for as long as the block runs."""
+    folder = lock_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{prefix}.lock"
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def alive(prefix: str) -> bool:
+    """Whether the run ``prefix`` still holds its lock."""
+    path = lock_dir() / f"{prefix}.lock"
+    try:
+        handle = path.open("r")
+    except FileNotFoundError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Leftovers:
+    namespaces: tuple[str, ...]
+    processes: tuple[int, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.namespaces or self.processes)
+
+
+def pod_processes() -> dict[int, tuple[str, int | None, int]]:
+    """Every lab pod process on the machine: pid → (run prefix, parent named on its command
+    line, actual parent)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if POD_MODULE not in args:
+            continue
+        named = _value(args, "--parent")
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        found[int(entry.name)] = (
+            _value(args, "--run") or "",
+            int(named) if named and named.isdigit() else None,
+            ppid,
+        )
+    return found
+
+
+def _value(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args[:-1] else None
+
+
+def leftovers() -> Leftovers:
+    """Namespaces of runs that no longer hold their lock, and pod processes whose parent
+    is gone."""
+    namespaces = tuple(ns for ns in namespaces_of_runs() if not alive(ns.split("-", 1)[0]))
+    orphans = tuple(
+        pid
+        for pid, (run, named, ppid) in pod_processes().items()
+        if PREFIX_PATTERN.match(f"{run}-") and named != ppid
+    )
+    return Leftovers(namespaces, orphans)
+
+
+def remove(found: Leftovers) -> None:
+    for pid in found.processes:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    remove_namespaces(list(found.namespaces))

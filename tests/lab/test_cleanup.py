@@ -1,0 +1,104 @@
+"""A lab run cleans up after itself on Ctrl-C and SIGTERM; after a SIGKILL its pods die with
+it and ``svcdoctor lab clean`` removes what is left, leaving runs still going alone."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from svcdoctor.lab.cleanup import leftovers, pod_processes
+from svcdoctor.lab.kernel import available, namespaces_of_runs
+
+pytestmark = pytest.mark.lab
+DATAPATH = "userspace" if available() else "kernel"
+SVCDOCTOR = (sys.executable, "-m", "svcdoctor")
+
+
+@contextmanager
+def running(folder: Path) -> Iterator[subprocess.Popen[str]]:
+    """A ``lab run`` whose four pods are up."""
+    proc = subprocess.Popen(
+        [*SVCDOCTOR, "lab", "run", "--datapath", DATAPATH, "--out", str(folder), "-f", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        end = time.time() + 30
+        while len(pods_of(proc.pid)) < 4:
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() < end, "the run's pods did not start"
+            time.sleep(0.1)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def pods_of(lab: int) -> list[int]:
+    return [pid for pid, (_, parent, _) in pod_processes().items() if parent == lab]
+
+
+def gone(pids: list[int], within: float = 5.0) -> bool:
+    end = time.time() + within
+    while time.time() < end:
+        if not set(pids) & set(pod_processes()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_removes_everything(tmp_path: Path, sig: signal.Signals) -> None:
+    with running(tmp_path / "bundle") as proc:
+        pods = pods_of(proc.pid)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 128 + sig
+        assert err.strip() == (
+            "svcdoctor: error: interrupted; the run's namespaces, rules and processes were removed"
+        )
+    assert gone(pods, within=0.5)
+    assert namespaces_of_runs() == []
+    assert not leftovers()
+
+
+def test_a_killed_run_is_cleaned_by_lab_clean(tmp_path: Path) -> None:
+    with running(tmp_path / "bundle") as proc:
+        pods = pods_of(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert gone(pods)  # PDEATHSIG: the pods die with their lab
+    left = leftovers()
+    assert len(left.namespaces) == (0 if DATAPATH == "userspace" else 3 + 4)  # fabric, nodes, pods
+    done = subprocess.run(
+        [*SVCDOCTOR, "lab", "clean"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = (
+        "nothing to clean"
+        if DATAPATH == "userspace"
+        else "removed 7 network namespaces and 0 pod processes"
+    )
+    assert done.stdout.strip() == expected
+    assert namespaces_of_runs() == []
+
+
+def test_lab_clean_leaves_a_live_run_alone(tmp_path: Path) -> None:
+    with running(tmp_path / "bundle") as proc:
+        assert not leftovers()
+        if DATAPATH == "kernel":
+            assert len(namespaces_of_runs()) == 7
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert namespaces_of_runs() == []
