@@ -135,6 +135,7 @@ def test_sigkill_cuts_the_latency_tail() -> None:
         prestop=2.0,
         grace=3.0,
         latency=Dist("lognormal", 0.2, 4.0),
+        timeout=30.0,
     )
     s = simulate(p, runs=2)
     assert s.mean_by("by_mechanism")["sigkill"] > 0
@@ -184,3 +185,103 @@ def test_runs_are_reproducible_by_seed() -> None:
         r.failed for r in a.runs
     ]
     assert MECHANISMS[0] == "ok"
+
+
+def test_conntrack_load_is_that_of_the_nodes_with_clients() -> None:
+    """10 clients on 1,000 nodes: the 10 nodes that hold them carry all their connections."""
+    p = SimParams(nodes=1000, clients=10, rate=20_000, duration=5, rollout=False)
+    s = simulate(p, runs=1)
+    drop = 1 - 131072 / (20_000 / 10 * 120)
+    assert s.failure_rate == pytest.approx(drop, abs=three_sigma(drop, s.requests))
+
+
+def test_a_connection_retired_by_age_is_not_broken_by_its_pod() -> None:
+    """With a maximum age shorter than the gap between requests every request opens a new
+    connection: a pod's exit breaks none."""
+    p = SimParams(
+        nodes=20, clients=200, connection="keepalive", max_connection_age=0.001, prestop=5.0
+    )
+    assert simulate(p, runs=2).mean_by("by_mechanism")["stale_connection"] == 0
+
+
+def test_a_hung_http2_backend_keeps_its_clients() -> None:
+    """A hung HTTP/2 stream does not end the connection: those clients stay on the pod and
+    fail every request (an HTTP/1.1 client drops the connection at its timeout)."""
+    base = SimParams(
+        nodes=50, replicas=8, bad_backends=1, fault="hang", rollout=False, clients=400, rate=400
+    )
+    h2 = simulate_run(replace(base, connection="http2"), 1)
+    h1 = simulate_run(replace(base, connection="keepalive"), 1)
+    for run, pinned in ((h2, True), (h1, False)):
+        t = run.traffic
+        failed = np.bincount(t.client, weights=t.mechanism != 0, minlength=400)
+        sent = np.bincount(t.client, minlength=400)
+        hit = failed > 0
+        assert np.all(failed[hit] == sent[hit]) == pinned
+
+
+def test_changes_apply_in_order_at_every_router() -> None:
+    """A watch delivers changes in order: no router drops a deleted pod before it has added
+    the new pod created (and Ready) earlier."""
+    p = SimParams(nodes=200, replicas=10, max_surge=1, max_unavailable=0)
+    run = simulate_run(p, 3)
+    pods, routes = run.pods, run.routes
+    changes = sorted(
+        [(float(pods.ready[j]), routes.add[j]) for j in np.flatnonzero(~pods.old)]
+        + [(float(pods.deleted[j]), routes.remove[j]) for j in np.flatnonzero(pods.old)],
+        key=lambda c: c[0],
+    )
+    applied = np.array([at for _, at in changes])
+    assert np.all(np.diff(applied, axis=0) >= 0)
+
+
+def test_the_ruleset_apply_time_delays_every_node() -> None:
+    small = Propagation(override=None, services=1, endpoints=1, min_sync=0.0)
+    big = replace(small, services=20_000, endpoints=200_000)
+    delays = []
+    for prop in (small, big):
+        run = simulate_run(SimParams(nodes=100, propagation=prop), 1)
+        gone = np.flatnonzero(np.isfinite(run.pods.deleted))
+        delays.append(float((run.routes.remove[gone] - run.pods.deleted[gone, None]).min()))
+    # the apply time, plus the wait for a sync slot as long as a sync (back to back)
+    assert delays[1] - delays[0] >= big.apply - small.apply - 0.05
+
+
+def test_ingress_nginx_waits_for_its_resync() -> None:
+    p = SimParams(nodes=10, ingress_share=1.0, ingress_replicas=2)
+    p = replace(p, propagation=replace(p.propagation, ingress_sync=10.0))
+    run = simulate_run(p, 1)
+    gone = np.flatnonzero(np.isfinite(run.pods.deleted))
+    delay = run.routes.remove[gone][:, 10:] - run.pods.deleted[gone, None]
+    assert delay.max() > 5.0  # a 10 s resync: most removals wait seconds
+    assert delay.max() <= 10.0 + p.propagation.controller.high + p.propagation.watch.high
+
+
+def test_a_graceful_pod_exits_after_its_last_request() -> None:
+    p = SimParams(nodes=20, shutdown="graceful", latency=Dist("const", 0.8), prestop=0.0)
+    run = simulate_run(p, 2)
+    t, gone = run.traffic, np.isfinite(run.pods.deleted)
+    served = (t.mechanism == 0) & (t.backend >= 0)
+    last = np.full(run.pods.count, -np.inf)
+    np.maximum.at(last, t.backend[served], (t.ts + t.latency)[served])
+    assert np.all(run.exits[gone] >= last[gone] - 1e-9)
+    assert np.all(run.exits[gone] >= run.pods.term[gone])
+
+
+def test_a_stale_endpoint_is_refused_then_times_out() -> None:
+    """While the pod's address answers, a connection to it is refused at once; after the
+    pod is gone its SYNs go unanswered until the client's timeout."""
+    prop = Propagation(override=Dist("const", 8.0), min_sync=0.0, services=1, endpoints=1)
+    run = simulate_run(SimParams(nodes=20, propagation=prop, timeout=3.0), 1)
+    t = run.traffic
+    stale = t.mechanism == MECHANISMS.index("stale_endpoint")
+    assert set(np.round(t.latency[stale], 3).tolist()) == {0.001, 3.0}
+
+
+def test_retries_wait_a_doubling_backoff() -> None:
+    p = SimParams(nodes=50, rate=1000, duration=120, retries=2, latency=Dist("const", 0.01))
+    run = simulate_run(p, 1)
+    t = run.traffic
+    retried = t.attempts > 1
+    # a first attempt refused at once, then 25 ms of backoff before the second
+    assert t.latency[retried].min() >= 0.001 + 0.025

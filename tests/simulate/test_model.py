@@ -11,7 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdoctor.simulate import Dist, DistError, ParamError, SimParams, parse_dist, resolve_count
+from svcdoctor.model import shutdown_timeline
+from svcdoctor.simulate import (
+    Dist,
+    DistError,
+    ParamError,
+    SimParams,
+    parse_dist,
+    resolve_count,
+    simulate,
+)
 from svcdoctor.simulate.params import Propagation
 from svcdoctor.simulate.rollout import build_pods, rolling_update
 from svcdoctor.simulate.routes import build_routes
@@ -138,6 +147,35 @@ def test_kubelet_timeline() -> None:
     late = build_pods(SimParams(prestop=40.0, grace=30.0), rng)
     assert np.allclose(late.term[gone] - late.deleted[gone], 30.0)
     assert np.allclose(late.kill[gone] - late.deleted[gone], 32.0)
+
+
+@pytest.mark.parametrize(
+    ("prestop", "grace", "sigterm", "sigkill"),
+    [
+        (0.0, 30.0, 0.0, 30.0),
+        (5.0, 30.0, 5.0, 30.0),
+        (29.5, 30.0, 29.5, 31.5),  # 30 - 29 whole seconds = 1 s left, raised to 2
+        (2.0, 3.0, 2.0, 4.0),
+        (40.0, 30.0, 30.0, 32.0),
+        (0.0, 1.0, 0.0, 2.0),  # never less than 2 s after SIGTERM
+        (0.0, 0.0, 0.0, 2.0),
+    ],
+)
+def test_the_kubelet_leaves_at_least_2_s_after_sigterm(
+    prestop: float, grace: float, sigterm: float, sigkill: float
+) -> None:
+    """kuberuntime_container.go killContainer: the grace period minus the whole seconds the
+    preStop hook took, never under minimumGracePeriodInSeconds (2)."""
+    assert shutdown_timeline(prestop, grace) == (sigterm, sigkill)
+
+
+def test_sigkill_losses_do_not_jump_with_the_prestop() -> None:
+    """Just under and at the grace period the kubelet's 2 s window is the same."""
+    base = SimParams(
+        nodes=20, connection="http2", shutdown="graceful", latency=Dist("const", 1.0), grace=30
+    )
+    under, at = (simulate(replace(base, prestop=x), runs=1, seed=3) for x in (29.5, 30.0))
+    assert under.mean_by("by_mechanism")["sigkill"] == at.mean_by("by_mechanism")["sigkill"] == 0
 
 
 def test_proxies_stop_routing_after_the_programming_delay() -> None:

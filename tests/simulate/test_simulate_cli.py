@@ -47,7 +47,8 @@ def test_text_names_the_cause_and_the_next_step(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Failed requests per window" in proc.stdout
     assert "race" in proc.stdout
-    assert "simulate recommend" in proc.stdout
+    assert "Next: svcdoctor simulate recommend --nodes 40 --rate 200 --duration 90 " in proc.stdout
+    assert "During the rollout" in proc.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -63,6 +64,10 @@ def test_text_names_the_cause_and_the_next_step(tmp_path: Path) -> None:
         (["--nodes", "0"], "'--nodes'"),
         (["--plot", "x.png", "recommend"], "options of simulate itself"),
         (["recommend", "--kubernetes-version", "new"], "expected MAJOR.MINOR"),
+        (["--seed", "-1"], "'--seed': -1 is not in the range"),
+        (["--clients", "1000000000000"], "clients: at most 1,000,000"),
+        (["--latency", "lognormal:1,60"], "past the client timeout (5 s)"),
+        (["recommend", "--no-rollout"], "recommend needs a rollout"),
     ],
 )
 def test_bad_options_exit_2_with_one_error_line(args: list[str], message: str) -> None:
@@ -158,6 +163,8 @@ def test_sigkilled_pods_exit_137_in_the_bundle(tmp_path: Path) -> None:
         "3",
         "--latency",
         "lognormal:0.2,4",
+        "--timeout",
+        "30",
         "--emit-evidence",
         str(out),
         "--runs",
@@ -182,7 +189,37 @@ def test_sigkilled_pods_exit_137_in_the_bundle(tmp_path: Path) -> None:
 def test_an_output_that_cannot_be_written_is_one_line(tmp_path: Path, option: str) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("")
-    proc = svcdoctor("simulate", *SMALL, "--runs", "1", option, str(blocked / "out"))
+    name = "out.png" if option == "--plot" else "out"
+    proc = svcdoctor("simulate", *SMALL, "--runs", "1", option, str(blocked / name))
     assert proc.returncode == 2
     assert proc.stderr.startswith("svcdoctor: error: cannot write")
     assert len(proc.stderr.splitlines()) == 1
+    assert proc.stdout == ""  # refused before simulating
+
+
+def test_a_plot_is_png_or_svg(tmp_path: Path) -> None:
+    proc = svcdoctor("simulate", *SMALL, "--runs", "1", "--plot", str(tmp_path / "out.pdf"))
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"svcdoctor: error: --plot {tmp_path / 'out.pdf'}: the plot is written as PNG or SVG "
+        "(.png, .svg)\n"
+    )
+
+
+def test_a_measured_propagation_holds_the_sync_wait() -> None:
+    """--propagation is the whole delay (e.g. the window diagnose measured): no min-sync
+    batching on top unless --min-sync-period is given too."""
+    alone = json.loads(svcdoctor("simulate", *SMALL, "--propagation", "2", "-f", "json").stdout)
+    assert alone["parameters"]["propagation"]["min_sync"] == 0.0
+    assert alone["runs"][0]["programming_seconds"]["kube-proxy"]["max"] == pytest.approx(2.0)
+    both = svcdoctor(
+        "simulate", *SMALL, "--propagation", "2", "--min-sync-period", "1", "-f", "json"
+    )
+    batched = json.loads(both.stdout)["runs"][0]["programming_seconds"]["kube-proxy"]
+    assert 2.0 < batched["max"] <= 3.0
+
+
+def test_settings_that_do_nothing_are_named() -> None:
+    proc = svcdoctor("simulate", *SMALL, "--max-connection-age", "5", "--prestop", "40")
+    assert "--max-connection-age has no effect with a new connection per request" in proc.stdout
+    assert "preStop 40 s is not shorter than the grace period 30 s" in proc.stdout

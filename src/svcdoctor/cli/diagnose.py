@@ -103,6 +103,8 @@ def diagnose(
     else:
         report.render_text(result, Console(highlight=False))
     if plot_out:
-        report.plot_timeline(result, plot_out, "svg" if plot_out.suffix == ".svg" else "png")
+        report.plot_timeline(
+            result, plot_out, "svg" if plot_out.suffix.lower() == ".svg" else "png"
+        )
     if html_out:
         html_out.write_text(report.render_html(result))

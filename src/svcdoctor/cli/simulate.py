@@ -4,6 +4,8 @@ preStop/grace period that make it drop none."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -114,8 +116,9 @@ MODEL_OPTIONS: list[F] = [
         "--propagation",
         metavar="DIST",
         callback=_dist,
-        help="Deletion → proxy stops routing, replacing controller + watch + apply "
-        "(e.g. the window `svcdoctor diagnose` measured).",
+        help="Deletion → proxy stops routing, all included: replaces controller + watch + "
+        "apply, and min-sync batching unless --min-sync-period is given (e.g. the window "
+        "`svcdoctor diagnose` measured).",
     ),
     _opt("--controller-latency", metavar="DIST", callback=_dist),
     _opt("--watch-latency", metavar="DIST", callback=_dist),
@@ -124,7 +127,7 @@ MODEL_OPTIONS: list[F] = [
     _opt("--endpoints", type=click.IntRange(0), help="Endpoints of all Services."),
     _opt("--ingress-sync-period", type=click.FloatRange(0), help="ingress-nginx's (3.3 s)."),
     click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True),
-    click.option("--seed", type=int, default=1, show_default=True),
+    click.option("--seed", type=click.IntRange(0), default=1, show_default=True),
     click.option(
         "-f",
         "--format",
@@ -195,6 +198,8 @@ def build_params(o: dict[str, Any]) -> Any:
     prop = replace(
         p.propagation, **{f: o[k] for k, f in _PROPAGATION.items() if o.get(k) is not None}
     )
+    if o.get("propagation") is not None and o.get("min_sync_period") is None:
+        prop = replace(prop, min_sync=0.0)  # a measured delay already holds the sync wait
     replicas = changes.get("replicas", p.replicas)
     try:
         surge = resolve_count(o["max_surge"], replicas, True, "max-surge")
@@ -252,8 +257,7 @@ def simulate(
         ctx.obj = _given(ctx, options)
         return
     p = build_params(options)
-    if emit and emit.exists() and (not emit.is_dir() or any(emit.iterdir())):
-        raise click.UsageError(f"--emit-evidence: {emit} exists and is not an empty directory")
+    _writable(plot_out, emit)
     from svcdoctor.report import simulation as report
     from svcdoctor.simulate import simulate as run
 
@@ -266,15 +270,52 @@ def simulate(
     if options["fmt"] == "json":
         click.echo(report.render_json(result))
     else:
-        report.render_text(result, Console(highlight=False))
+        report.render_text(result, Console(highlight=False), _model_arguments(sys.argv))
     try:
         if plot_out:
-            kind = "svg" if plot_out.suffix == ".svg" else "png"
+            kind = "svg" if plot_out.suffix.lower() == ".svg" else "png"
             report.plot_simulation(result, plot_out, kind)
         if emit:
             _emit(p, options["seed"], emit, options["fmt"])
     except OSError as exc:
         click.echo(f"svcdoctor: error: cannot write {exc.filename or ''}: {exc.strerror}", err=True)
+        sys.exit(2)
+
+
+def _model_arguments(argv: list[str]) -> str:
+    """The model options on the command line (what ``recommend`` takes too)."""
+    args = argv[argv.index("simulate") + 1 :] if "simulate" in argv else []
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--plot", "--emit-evidence", "--format", "-f", "--target-failures"):
+            skip = "=" not in arg
+            continue
+        kept.append(shlex.quote(arg))
+    return " ".join(kept)
+
+
+def _writable(plot_out: Path | None, emit: Path | None) -> None:
+    """Refuse outputs that cannot be written before the work, not after it (one line,
+    exit 2)."""
+    problem = None
+    if plot_out is not None:
+        folder = plot_out.parent
+        if plot_out.suffix.lower() not in (".png", ".svg"):
+            problem = f"--plot {plot_out}: the plot is written as PNG or SVG (.png, .svg)"
+        elif not folder.is_dir() or not os.access(folder, os.W_OK):
+            problem = f"cannot write {plot_out}: {folder} is not a writable directory"
+    if emit is not None and problem is None:
+        parent = next((d for d in (emit, *emit.parents) if d.exists()), Path("."))
+        if emit.exists() and (not emit.is_dir() or any(emit.iterdir())):
+            problem = f"--emit-evidence {emit}: exists and is not an empty directory"
+        elif not parent.is_dir() or not os.access(parent, os.W_OK):
+            problem = f"cannot write {emit}: {parent} is not a writable directory"
+    if problem:
+        click.echo(f"svcdoctor: error: {problem}", err=True)
         sys.exit(2)
 
 
@@ -314,6 +355,8 @@ def _emit(p: Any, seed: int, out: Path, fmt: str) -> None:
         "ground_truth": evidence.truth,
     }
     (out / "simulate.json").write_text(json.dumps(meta, indent=2))
+    if evidence.kernel_log:
+        (out / "kernel.log").write_text(evidence.kernel_log)
     if fmt != "json":
         click.echo(f"evidence bundle: {out}  (svcdoctor diagnose {out})", err=True)
 
@@ -325,7 +368,7 @@ def _emit(p: Any, seed: int, out: Path, fmt: str) -> None:
     type=click.FloatRange(0, 1, max_open=True),
     default=0.0001,
     show_default=True,
-    help="The largest acceptable share of failed requests per rollout.",
+    help="The largest acceptable share of the requests sent during a rollout that fail.",
 )
 @click.option(
     "--kubernetes-version",
@@ -348,6 +391,8 @@ def recommend_command(
     inherited = ctx.parent.obj if ctx.parent and ctx.parent.obj else {}
     options = {**options, **inherited, **_given(ctx, options)}
     version = _version(kubernetes_version)
+    if options.get("no_rollout"):
+        raise click.UsageError("recommend needs a rollout: without one the race does not happen")
     p = build_params(options)
     from svcdoctor.report import simulation as report
     from svcdoctor.simulate import recommend

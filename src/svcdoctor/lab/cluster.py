@@ -22,11 +22,11 @@ from svcdoctor.model import (
     EventKind,
     LifecycleEvent,
     PodInfo,
+    shutdown_timeline,
 )
 
 PROBE_PERIOD = 0.25
 NAMESPACE = "lab"
-MIN_SHUTDOWN_WINDOW = 2.0  # the kubelet's one-off extension when preStop outlives the grace
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,13 +262,14 @@ class Cluster:
         task.add_done_callback(self.tasks.discard)
 
     async def _kill(self, pod: Pod) -> None:
-        """The kubelet: preStop (a failing hook returns at once), SIGTERM, and SIGKILL when
-        the grace period runs out; a preStop that outlives the grace period is cut there
-        and the container gets a last MIN_SHUTDOWN_WINDOW seconds."""
+        """The kubelet: preStop (a failing hook returns at once; one that outlives the
+        grace period is cut there), SIGTERM, and SIGKILL when what is left of the grace
+        period runs out (see ``shutdown_timeline``)."""
         assert pod.process is not None
         assert pod.deleted_at is not None
         spec = pod.spec
-        deadline = pod.deleted_at + spec.grace
+        prestop = 0.0 if spec.prestop_fails else spec.prestop
+        to_sigterm, to_sigkill = shutdown_timeline(prestop, spec.grace)
         if spec.prestop_fails:
             self.event(
                 EventKind.PRESTOP_FAILED,
@@ -276,16 +277,15 @@ class Cluster:
                 "FailedPreStopHook",
                 'PreStopHook failed: exec: "sleep": executable file not found in $PATH',
             )
-        elif spec.prestop:
-            await asyncio.sleep(min(spec.prestop, spec.grace))
-            if spec.prestop >= spec.grace:
-                self.event(
-                    EventKind.PRESTOP_FAILED,
-                    pod.name,
-                    "FailedPreStopHook",
-                    f"PreStopHook failed: not completed within the grace period ({spec.grace:g} s)",
-                )
-                deadline = time.time() + MIN_SHUTDOWN_WINDOW
+        await asyncio.sleep(max(0.0, pod.deleted_at + to_sigterm - time.time()))
+        if prestop >= spec.grace > 0:
+            self.event(
+                EventKind.PRESTOP_FAILED,
+                pod.name,
+                "FailedPreStopHook",
+                f"PreStopHook failed: not completed within the grace period ({spec.grace:g} s)",
+            )
+        deadline = time.time() + to_sigkill - to_sigterm
         pod.sigterm_at = time.time()
         with contextlib.suppress(ProcessLookupError):
             pod.process.send_signal(signal.SIGTERM)

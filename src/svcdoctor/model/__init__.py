@@ -23,6 +23,7 @@ from svcdoctor.model.service import Autoscaler, Service, ServicePort
 from svcdoctor.model.workload import (
     BATCH_KINDS,
     DEFAULT_GRACE_SECONDS,
+    MIN_SHUTDOWN_WINDOW,
     SERVING_KINDS,
     WORKLOAD_KINDS,
     Container,
@@ -31,12 +32,14 @@ from svcdoctor.model.workload import (
     PreStop,
     Probe,
     Workload,
+    shutdown_timeline,
 )
 
 __all__ = [
     "BATCH_KINDS",
     "DEFAULT_GRACE_SECONDS",
     "FAILURES",
+    "MIN_SHUTDOWN_WINDOW",
     "REQUEST_COLUMNS",
     "ROLES",
     "SERVING_KINDS",
@@ -73,5 +76,6 @@ __all__ = [
     "iso_utc",
     "parse_dist",
     "selector_matches",
+    "shutdown_timeline",
     "targets",
 ]

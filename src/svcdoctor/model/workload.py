@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from svcdoctor.model.finding import Location, ObjectRef
@@ -23,6 +24,16 @@ BATCH_KINDS = frozenset({"Job", "CronJob"})
 WORKLOAD_KINDS = SERVING_KINDS | BATCH_KINDS
 
 DEFAULT_GRACE_SECONDS = 30
+MIN_SHUTDOWN_WINDOW = 2  # seconds the kubelet always leaves between SIGTERM and SIGKILL
+
+
+def shutdown_timeline(prestop: float, grace: float) -> tuple[float, float]:
+    """Seconds from a pod's deletion to SIGTERM and to SIGKILL, as the kubelet runs them:
+    the preStop hook (cut at the grace period), then SIGTERM with what is left of the grace
+    period (whole seconds spent in the hook are subtracted), never less than
+    MIN_SHUTDOWN_WINDOW (``killContainer`` in kuberuntime_container.go)."""
+    hook = min(prestop, grace) if grace > 0 else 0.0
+    return hook, hook + max(grace - math.floor(hook), MIN_SHUTDOWN_WINDOW)
 
 
 @dataclass(frozen=True, slots=True)

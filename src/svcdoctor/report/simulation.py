@@ -8,7 +8,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from svcdoctor.model import Cause
@@ -44,6 +46,7 @@ def simulation_to_dict(s: Simulation) -> dict[str, Any]:
         "requests": round(s.requests, 1),
         "failed": round(s.failed, 2),
         "failure_rate": s.failure_rate,
+        "rollout_failure_rate": s.rollout_failure_rate,
         "interval": [round(v, 2) for v in interval] if interval else None,
         "by_cause": {k: round(v, 2) for k, v in s.mean_by("by_cause").items()},
         "by_mechanism": {k: round(v, 2) for k, v in s.mean_by("by_mechanism").items()},
@@ -61,9 +64,15 @@ def simulation_to_dict(s: Simulation) -> dict[str, Any]:
                 "expected_race": r.expected_race,
                 "programming_seconds": r.programming,
                 "race_window_seconds": r.window,
+                "rollout_seconds": list(r.rollout) if r.rollout else None,
+                "rollout_requests": r.rollout_requests,
+                "rollout_failed": r.rollout_failed,
+                "clients": r.clients,
+                "clients_failed": r.clients_failed,
             }
             for r in s.runs
         ],
+        "warnings": warnings(s.params),
         "parameters": params_to_dict(s.params),
         "timeline": {
             "bin_seconds": t.bin_seconds,
@@ -102,7 +111,24 @@ def describe(p: SimParams) -> str:
 
 
 def _percent(rate: float) -> str:
-    return f"{rate * 100:.3g} %" if rate >= 1e-5 or rate == 0 else f"{rate:.2g}"
+    return f"{rate * 100:.3g} %"
+
+
+def warnings(p: SimParams) -> list[str]:
+    """Settings that do not do what they may seem to."""
+    out = []
+    if p.rollout and p.prestop >= p.grace:
+        out.append(
+            f"preStop {p.prestop:g} s is not shorter than the grace period {p.grace:g} s: the "
+            "kubelet cuts the hook at the grace period and leaves 2 s before SIGKILL"
+        )
+    if p.max_connection_age is not None and p.connection == "new":
+        out.append("--max-connection-age has no effect with a new connection per request")
+    if p.idempotent < 1 and not p.retries:
+        out.append("--idempotent has no effect without --retries")
+    if p.ingress_replicas != SimParams().ingress_replicas and not p.ingress_share:
+        out.append("--ingress-replicas has no effect without --ingress-share")
+    return out
 
 
 def sparkline(values: list[int], width: int = SPARK_WIDTH) -> str:
@@ -117,7 +143,8 @@ def sparkline(values: list[int], width: int = SPARK_WIDTH) -> str:
     return "".join(BLOCKS[0 if v == 0 else max(1, round(v / top * 8))] for v in sums)
 
 
-def render_text(s: Simulation, console: Console) -> None:
+def render_text(s: Simulation, console: Console, arguments: str = "…") -> None:
+    """``arguments``: the user's model options, repeated in the hint to ``recommend``."""
     p = s.params
     console.print(f"[bold]Simulated[/] {len(s.runs)} window(s): {describe(p)}", soft_wrap=True)
     interval = s.interval()
@@ -151,30 +178,43 @@ def render_text(s: Simulation, console: Console) -> None:
             f"{p.replicas} old pods deleted (run 1); lengthen --duration[/]",
             soft_wrap=True,
         )
-    if first.deletions:
-        how = (
-            f"--propagation {prop.override}"
-            if prop.override
-            else f"controller {prop.controller} + watch {prop.watch} + min-sync "
-            f"{prop.min_sync:g} s + apply {prop.apply:.3g} s"
-        )
-        g = first.programming
+    if p.connection != "new" and first.clients_failed:
         console.print(
-            f"Routing stopped after a deletion in p50 {g['p50']:.2f} s · p99 {g['p99']:.2f} s"
-            f" · max {g['max']:.2f} s ({how})",
+            f"Clients hit: {first.clients_failed:,} of {first.clients:,} (run 1): held "
+            "connections pin each client to one pod",
             soft_wrap=True,
         )
+    if first.deletions:
+        for kind, g in first.programming.items():
+            how = {
+                "kube-proxy": f"--propagation {prop.override} + min-sync {prop.min_sync:g} s"
+                if prop.override
+                else f"controller {prop.controller} + watch {prop.watch} + min-sync "
+                f"{prop.min_sync:g} s + apply {prop.apply:.3g} s",
+                "ingress-nginx": f"controller + watch + resync every {prop.ingress_sync:.3g} s",
+                "load balancer": f"controller + deregistration {prop.lb}",
+            }[kind]
+            console.print(
+                f"{kind} stopped routing to a deleted pod after p50 {g['p50']:.2f} s · p99 "
+                f"{g['p99']:.2f} s · max {g['max']:.2f} s ({how})",
+                soft_wrap=True,
+            )
         w = first.window
-        window = (
-            "the same (no preStop)"
-            if w == g
-            else f"p50 {w['p50']:.2f} s · p99 {w['p99']:.2f} s · max {w['max']:.2f} s"
-        )
         console.print(
-            f"Race window (routed to a pod that stopped accepting): {window}; closed form "
+            f"Race window (routed to a pod that stopped accepting): p50 {w['p50']:.2f} s · "
+            f"p99 {w['p99']:.2f} s · max {w['max']:.2f} s; closed form "
             f"{first.expected_race:,.1f} failed new connections (run 1)",
             soft_wrap=True,
         )
+        rate = s.rollout_failure_rate
+        if rate is not None and first.rollout:
+            console.print(
+                f"During the rollout ({first.rollout[1] - first.rollout[0]:,.0f} s, run 1): "
+                f"{_percent(rate)} of requests failed",
+                soft_wrap=True,
+            )
+    for warning in warnings(p):
+        console.print(f"[yellow]! {warning}[/]", soft_wrap=True)
     t = s.timeline
     failed = [sum(v) for v in zip(*t.failed.values(), strict=True)]
     if any(failed):
@@ -190,8 +230,8 @@ def render_text(s: Simulation, console: Console) -> None:
             console.print(label + "".join(marks).rstrip(), markup=False, highlight=False)
     if s.failed and p.rollout:
         console.print(
-            "[dim]Next: svcdoctor simulate recommend … --target-failures 0.0001 (the preStop "
-            "and grace period that close the race)[/]",
+            f"[dim]Next: svcdoctor simulate recommend {escape(arguments)} --target-failures "
+            "0.0001 (the preStop and grace period that close the race)[/]".replace("  ", " "),
             soft_wrap=True,
         )
 
@@ -245,9 +285,11 @@ def recommendation_to_dict(r: Recommendation) -> dict[str, Any]:
     return {
         "prestop_seconds": r.prestop_seconds,
         "grace_seconds": r.grace_seconds,
+        "grace_seconds_to_set": r.grace_to_set,
         "target_failures": r.target,
+        "rollout_requests": round(r.rollout_requests, 1),
         "predicted_failure_rate": r.predicted_failure_rate,
-        "simulated_failure_rate": r.checked.failure_rate,
+        "simulated_failure_rate": r.checked.rollout_failure_rate,
         "met": r.met,
         "reasons": list(r.reasons),
         "yaml": r.yaml,
@@ -263,6 +305,7 @@ def _brief(s: Simulation) -> dict[str, Any]:
         "grace_seconds": s.params.grace,
         "failed": round(s.failed, 2),
         "failure_rate": s.failure_rate,
+        "rollout_failure_rate": s.rollout_failure_rate,
         "by_cause": {k: round(v, 2) for k, v in s.mean_by("by_cause").items()},
         "runs": len(s.runs),
     }
@@ -274,38 +317,46 @@ def render_recommendation_json(r: Recommendation) -> str:
 
 def render_recommendation_text(r: Recommendation, console: Console) -> None:
     p = r.current.params
-    allowed = r.target * p.rate * p.duration
+    allowed = r.target * r.rollout_requests
     console.print(f"[bold]For[/] {describe(p)}", soft_wrap=True)
     console.print(
-        f"target: at most {_percent(r.target)} of requests fail (≈{allowed:,.1f} of "
-        f"{p.rate * p.duration:,.0f} per window)",
+        f"target: at most {_percent(r.target)} of the requests sent during a rollout fail "
+        f"(≈{allowed:,.1f} of {r.rollout_requests:,.0f})",
         soft_wrap=True,
     )
     style = "bold green" if r.met else "bold red"
     verdict = "meets the target" if r.met else "does NOT meet the target"
     console.print(
         f"[{style}]preStop sleep {r.prestop_seconds} s, terminationGracePeriodSeconds "
-        f"{r.grace_seconds} s {verdict}[/]",
+        f"≥ {r.grace_seconds} s {verdict}[/]",
         soft_wrap=True,
     )
+    if r.grace_to_set > r.grace_seconds:
+        console.print(
+            f"(your grace period, {p.grace:g} s, already covers it: keep it)", soft_wrap=True
+        )
     table = Table(box=None, pad_edge=False)
-    for name in ("", "preStop", "grace", "failed / window", "failure rate"):
+    for name in ("", "preStop", "grace", "failed / rollout", "of its requests"):
         table.add_column(name, justify="left" if not name else "right")
     for label, s in (("now", r.current), ("recommended", r.checked)):
+        rate = s.rollout_failure_rate
         table.add_row(
             label,
             f"{s.params.prestop:g} s",
             f"{s.params.grace:g} s",
-            f"{s.failed:,.1f}",
-            _percent(s.failure_rate),
+            f"{np.mean([x.rollout_failed for x in s.runs]):,.1f}",
+            _percent(rate) if rate is not None else "-",
         )
     console.print(table)
+    simulated = r.checked.rollout_failure_rate
     console.print(
-        f"predicted failure rate {_percent(r.predicted_failure_rate)} (closed form), "
-        f"simulated {_percent(r.checked.failure_rate)} over {len(r.checked.runs)} run(s)",
+        f"predicted {_percent(r.predicted_failure_rate)} (closed form); simulated "
+        f"{_percent(simulated or 0.0)} over {len(r.checked.runs)} other rollout(s)",
         soft_wrap=True,
     )
     for reason in r.reasons:
         console.print(f"  [yellow]![/] {reason}", soft_wrap=True)
+    for warning in warnings(p):
+        console.print(f"  [yellow]![/] {warning}", soft_wrap=True)
     console.print("\n[bold]Deployment fields[/] (merge into your manifest):")
     console.print(r.yaml, end="", markup=False, highlight=False)

@@ -5,6 +5,7 @@ CLI writes them in the lab's formats, so ``diagnose`` reads them like any bundle
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ class SimEvidence:
     pods: tuple[PodInfo, ...]
     endpoints: tuple[EndpointChange, ...]
     truth: dict[str, Any]
+    kernel_log: str  # journalctl -k lines of the nodes that dropped packets ("" if none)
 
 
 def pod_ip(index: int) -> str:
@@ -139,7 +141,30 @@ def sim_evidence(run: Run) -> SimEvidence:
         tuple(snapshot),
         tuple(changes),
         _truth(run),
+        kernel_log(run),
     )
+
+
+def kernel_log(run: Run) -> str:
+    """``journalctl -k -o short-iso`` of every node whose full conntrack table dropped SYNs:
+    per node and second, one ``table full`` line and the kernel's count of the messages it
+    suppressed (it rate-limits them)."""
+    t = run.traffic
+    dropped = t.mechanism == MECHANISMS.index("conntrack")
+    if not dropped.any():
+        return ""
+    second = np.floor(t.ts[dropped]).astype(np.int64)
+    keys, counts = np.unique(np.stack([t.node[dropped], second]), axis=1, return_counts=True)
+    lines = []
+    for (node, sec), count in zip(keys.T.tolist(), counts.tolist(), strict=True):
+        stamp = datetime.fromtimestamp(EPOCH + sec, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
+        host = f"node-{node:04d}"
+        lines.append(
+            f"{stamp} {host} kernel: nf_conntrack: nf_conntrack: table full, dropping packet"
+        )
+        if count > 1:
+            lines.append(f"{stamp} {host} kernel: nf_conntrack: {count - 1} callbacks suppressed")
+    return "\n".join(lines) + "\n"
 
 
 def _event(ts: float, kind: EventKind, pod: str, reason: str, message: str) -> LifecycleEvent:

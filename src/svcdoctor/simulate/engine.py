@@ -20,7 +20,7 @@ from svcdoctor.model import Cause
 from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods, build_pods
-from svcdoctor.simulate.routes import Routes, build_routes
+from svcdoctor.simulate.routes import Routes, build_routes, router_rates
 
 MECHANISMS = (
     "ok",
@@ -115,12 +115,13 @@ def _routers(p: SimParams, node: Ints, rng: np.random.Generator) -> Ints:
 
 def conntrack_drop(p: SimParams) -> Floats:
     """Per node, the share of new connections a full conntrack table drops: entries are
-    new connections per second x how long each stays (TIME_WAIT) against nf_conntrack_max."""
-    per_node = p.rate * (1 - p.ingress_share - p.lb_share) / p.nodes
-    new_rate = (per_node if p.connection == "new" else 0.0) + p.node_conn_rate
-    entries = new_rate * p.conntrack_timewait
-    drop = max(0.0, 1 - p.conntrack_max / entries) if entries > 0 else 0.0
-    return np.full(p.nodes, drop)
+    new connections per second x how long each stays (TIME_WAIT) against nf_conntrack_max.
+    A node's rate is that of the clients on it (clients sit on the first nodes when there
+    are fewer clients than nodes)."""
+    per_node = router_rates(p)[: p.nodes] * (p.connection == "new")
+    entries = (per_node + p.node_conn_rate) * p.conntrack_timewait
+    drop = 1 - p.conntrack_max / np.maximum(entries, 1e-12)
+    return np.asarray(np.maximum(drop, 0.0))
 
 
 def _connect(
@@ -187,7 +188,9 @@ def _keepalive(
         mech_s[i] = connect
         backend_s[i] = picked
         fails = connect != OK
-        if p.fault != "5xx":  # a reset or hung request ends its connection
+        if p.fault == "reset" or (p.fault == "hang" and p.connection == "keepalive"):
+            # a reset ends the connection; an HTTP/1.1 client that timed out drops it, but
+            # a hung HTTP/2 stream leaves the connection (and its client) on the pod
             fails |= (picked >= 0) & pods.bad[np.maximum(picked, 0)]
         stop = i + 1
         ok = ~fails
@@ -197,14 +200,16 @@ def _keepalive(
             until = np.minimum(brk, p.duration + 0.5)
             idx_b = np.searchsorted(key, c * span + until)
             stop_ok = np.minimum(idx_b, end[ok])
+            idx_a = np.full(len(j), np.iinfo(np.int64).max)
             if p.max_connection_age is not None:
                 retire = t_s[i[ok]] + p.max_connection_age
                 idx_a = np.searchsorted(key, c * span + np.minimum(retire, p.duration + 0.5))
                 stop_ok = np.minimum(stop_ok, idx_a)
             if naive_h1:
-                # the pod exited under a connection still held: the next request on it fails
-                # unless the previous one was in flight (the client saw the break)
-                held = (stop_ok == idx_b) & (idx_b < end[ok]) & np.isfinite(brk)
+                # the pod exited under a connection still held (not retired by its age
+                # first): the next request on it fails unless the previous one was in
+                # flight (the client saw the break)
+                held = (idx_b <= stop_ok) & (idx_b < idx_a) & (idx_b < end[ok]) & np.isfinite(brk)
                 prev = np.maximum(idx_b - 1, 0)
                 saw = t_s[prev] + lat_s[prev] > brk
                 stale = held & ~saw

@@ -16,6 +16,7 @@ CONNECTIONS = ("new", "keepalive", "http2")
 SHUTDOWNS = ("naive", "graceful")
 FAULTS = ("5xx", "reset", "hang")
 MAX_REQUESTS = 20_000_000  # a bound on one run's traffic (memory ~ 60 bytes per request)
+MAX_CLIENTS = 1_000_000
 MAX_ROUTES = 20_000_000  # a bound on pods x routers (each router's list: 16 bytes a cell)
 
 # kube-proxy iptables mode: ``iptables-restore`` time per line of the ruleset. kubernetes
@@ -182,6 +183,14 @@ class SimParams:
             raise ParamError(f"shutdown must be one of {', '.join(SHUTDOWNS)}")
         if self.fault not in FAULTS:
             raise ParamError(f"fault must be one of {', '.join(FAULTS)}")
+        if self.latency.high >= self.timeout:
+            raise ParamError(
+                f"latency {self.latency} reaches {self.latency.high:.3g} s, past the client "
+                f"timeout ({self.timeout:g} s): requests that slow fail whatever the rollout; "
+                "give your client's --timeout"
+            )
+        if self.clients > MAX_CLIENTS:
+            raise ParamError(f"clients: at most {MAX_CLIENTS:,}")
         if self.connection == "keepalive":
             per_client = self.rate / self.client_count
             median = self.latency.quantile(0.5)

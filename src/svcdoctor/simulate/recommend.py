@@ -1,12 +1,16 @@
 """The smallest preStop and grace period that keep a rollout's failures under a target.
 
-The race's failures fall as the preStop grows: with the routers' removal delays δ and the
-rate w each router sends a pod (both from the model, over several seeded rollouts), a
-preStop of P seconds leaves Σ w·max(δ - P, 0) failed new connections. The grace period
-must then cover the preStop plus the latency tail, or SIGKILL cuts the slowest requests:
-each deleted pod loses its rate x E[max(L - slack, 0)] requests, L the request latency and
-slack the seconds between SIGTERM and SIGKILL. Both are closed forms over the model's
-samples; the answer is then checked by simulating the rollout with it.
+The target is a share of the requests sent during the rollout (from its start until the
+routers have dropped the last old pod), so it does not depend on how long a window is
+simulated. The race's failures fall as the preStop grows: with the routers' removal delays
+δ and the rate w each router sends a pod (both from the model, over several seeded
+rollouts), a preStop of P seconds leaves Σ w·max(δ - P, 0) failed new connections. The grace
+period must then cover the preStop plus the latency tail, or SIGKILL cuts the slowest
+requests: each deleted pod loses its rate x E[max(L - slack, 0)] requests, L the request
+latency (a client gives up at its timeout) and slack the seconds between SIGTERM and SIGKILL
+(at least the kubelet's 2 s). Both are closed forms over the model's samples; the answer is
+then checked by simulating other rollouts with it, and raised while the simulation
+contradicts the target.
 """
 
 from __future__ import annotations
@@ -17,15 +21,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from svcdoctor.simulate.params import SimParams
+from svcdoctor.model import MIN_SHUTDOWN_WINDOW
+from svcdoctor.simulate.arrays import Floats
+from svcdoctor.simulate.params import ParamError, SimParams
 from svcdoctor.simulate.rollout import build_pods
-from svcdoctor.simulate.routes import build_routes
+from svcdoctor.simulate.routes import build_routes, router_rates
 from svcdoctor.simulate.summary import Simulation, expected_race, race_terms, simulate
 
 SLEEP_ACTION = (1, 30)  # preStop ``sleep`` is beta and on by default from 1.30 (GA 1.34)
 LATENCY_SAMPLES = 200_000
 MAX_PRESTOP = 3600
-MAX_SLACK = 3600  # seconds between SIGTERM and SIGKILL searched for a graceful server
+MAX_RAISES = 5  # how often the simulated check may raise the answer
+CHECK_ALPHA = 0.05  # the simulated check contradicts the target at this significance
+FIXABLE = ("stale_endpoint", "in_flight", "sigkill")  # what preStop and grace act on
 UNFIXABLE = {
     "stale_connection": "keep-alive connections break when the server exits at SIGTERM: close "
     "them on SIGTERM (graceful shutdown: Connection: close, HTTP/2 GOAWAY) or set a "
@@ -40,14 +48,19 @@ UNFIXABLE = {
 @dataclass(frozen=True, slots=True)
 class Recommendation:
     prestop_seconds: int
-    grace_seconds: int
-    target: float  # failure rate
+    grace_seconds: int  # the smallest that meets the target
+    target: float  # failure rate among the rollout's requests
+    rollout_requests: float  # requests per rollout (the target's denominator)
     predicted_failure_rate: float  # closed form at the recommendation
     current: Simulation  # the rollout with the given settings
-    checked: Simulation  # the rollout with the recommendation
+    checked: Simulation  # other rollouts, with the recommendation
     met: bool
     reasons: tuple[str, ...]
-    yaml: str
+    yaml: str  # with the grace period to set: the smallest, or the current if longer
+
+    @property
+    def grace_to_set(self) -> int:
+        return max(self.grace_seconds, math.ceil(self.current.params.grace))
 
 
 class _Excess:
@@ -56,12 +69,45 @@ class _Excess:
     def __init__(self, latency: np.ndarray) -> None:
         self.sorted = np.sort(latency)
         self.suffix = np.append(np.cumsum(self.sorted[::-1])[::-1], 0.0)
-        self.mean = float(self.sorted.mean())
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n = len(self.sorted)
         idx = np.searchsorted(self.sorted, x, side="right")
         return np.asarray((self.suffix[idx] - (n - idx) * x) / n)
+
+
+@dataclass(frozen=True, slots=True)
+class _Losses:
+    """The closed forms over sampled rollouts."""
+
+    p: SimParams
+    terms: list[tuple[Floats, Floats]]  # per rollout: (removal delays, router rates)
+    excess: _Excess
+
+    @property
+    def held(self) -> bool:
+        return self.p.connection != "new"  # clients keep sending on held connections
+
+    def __call__(self, prestop: int, slack: float | None) -> float:
+        """Expected failures per rollout: the race, plus what is in flight when the process
+        ends (naive: at SIGTERM, ``slack`` None; graceful: at SIGKILL, ``slack`` later)."""
+        total = 0.0
+        for delay, weight in self.terms:
+            total += expected_race(delay, weight, prestop)
+            if not self.held:
+                # a request that started while routers still sent traffic, still running
+                last = np.minimum(delay, prestop)
+                total += float((weight * self.excess(prestop + (slack or 0.0) - last)).sum())
+        total /= len(self.terms)
+        if self.held:
+            deletions = float(np.mean([len(d) for d, _ in self.terms]))
+            total += (
+                deletions
+                * self.p.rate
+                / self.p.replicas
+                * float(self.excess(np.array([slack or 0.0]))[0])
+            )
+        return total
 
 
 def recommend(
@@ -73,89 +119,120 @@ def recommend(
     progress: Callable[[], None] | None = None,
 ) -> Recommendation:
     """Search whole seconds (preStop ``sleep`` takes whole seconds) for the smallest preStop,
-    then the smallest grace period, whose expected failures stay within ``target``.
-    ``progress`` is called ``3 * runs`` times (each rollout sampled, each window checked)."""
-    terms = []
+    then the smallest grace period, whose expected failures stay within ``target``; check on
+    ``runs`` other rollouts. ``progress`` is called after each sampled or simulated window
+    (``runs`` for the search, ``runs`` for the current settings, ``runs`` per check)."""
+    if not p.rollout:
+        raise ParamError("recommend needs a rollout: without one the race does not happen")
+    terms, spans = [], []
     for k in range(runs):
         r = np.random.default_rng(seed + k)
         pods = build_pods(p, r)
-        terms.append(race_terms(p, pods, build_routes(p, pods, r)))
+        routes = build_routes(p, pods, r)
+        delay, weight = race_terms(p, pods, routes)
+        terms.append((delay, weight))
+        carries = router_rates(p) > 0
+        end = float(routes.remove[np.isfinite(pods.deleted)][:, carries].max(initial=0.0))
+        spans.append(max(min(end, p.duration) - p.rollout_at, 1.0))
         if progress:
             progress()
-    requests = p.rate * p.duration
-    allowed = target * requests
-    excess = _Excess(p.latency.sample(np.random.default_rng(seed), LATENCY_SAMPLES))
-    held = p.connection != "new"  # clients keep sending on held connections until SIGTERM
-    deletions = float(np.mean([len(d) for d, _ in terms]))
-    per_pod = p.rate / p.replicas
+    rollout_requests = p.rate * float(np.mean(spans))
+    allowed = target * rollout_requests
+    latency = np.minimum(p.latency.sample(np.random.default_rng(seed), LATENCY_SAMPLES), p.timeout)
+    lost = _Losses(p, terms, _Excess(latency))
+    longest_slack = math.ceil(p.timeout) + 1  # a client gives up at its timeout
 
-    def lost(prestop: int, slack: float | None) -> float:
-        """Expected failures: the race, plus what is in flight when the process ends
-        (naive: at SIGTERM; graceful: at SIGKILL, ``slack`` seconds later)."""
-        total = 0.0
-        for delay, weight in terms:
-            total += expected_race(delay, weight, prestop)
-            if not held:
-                # a request that started while routers still sent traffic, still running
-                last = np.minimum(delay, prestop)
-                total += float((weight * excess(prestop + (slack or 0.0) - last)).sum())
-        total /= len(terms)
-        if held:
-            total += deletions * per_pod * float(excess(np.array([slack or 0.0]))[0])
-        return total
+    def smallest_slack(prestop: int) -> int | None:
+        """The smallest seconds from SIGTERM to SIGKILL (bisection: losses only fall)."""
+        if p.shutdown == "naive":  # the process exits at SIGTERM: no slack needed
+            return MIN_SHUTDOWN_WINDOW if lost(prestop, None) <= allowed else None
+        if lost(prestop, longest_slack) > allowed:
+            return None
+        low, high = MIN_SHUTDOWN_WINDOW, longest_slack
+        while low < high:
+            mid = (low + high) // 2
+            low, high = (low, mid) if lost(prestop, mid) <= allowed else (mid + 1, high)
+        return low
 
     longest = max((float(d.max()) for d, _ in terms if d.size), default=0.0)
-    chosen: tuple[int, int, float] | None = None
-    fallback = math.ceil(longest) + 1
-    for prestop in range(0, min(MAX_PRESTOP, fallback) + 1):
-        if p.shutdown == "naive":
-            if lost(prestop, None) <= allowed:
-                chosen = (prestop, prestop + 1, lost(prestop, None))
-                break
-            continue
-        if lost(prestop, MAX_SLACK) > allowed:
-            continue
-        slack = 1
-        while lost(prestop, slack) > allowed:
-            slack += 1
-        chosen = (prestop, prestop + slack, lost(prestop, slack))
-        break
-    reasons: list[str] = []
-    if chosen is None:
-        chosen = (fallback, fallback + (1 if p.shutdown == "naive" else MAX_SLACK), 0.0)
-        chosen = (*chosen[:2], lost(chosen[0], chosen[1] - chosen[0]))
-        if p.shutdown == "naive" and chosen[2] > allowed:
-            reasons.append(
-                f"a naive shutdown drops ≈{chosen[2]:.2g} requests in flight at SIGTERM per "
-                f"window, more than the target allows ({allowed:.2g}): finish in-flight "
-                "requests on SIGTERM (graceful shutdown)"
-            )
-        elif chosen[2] > allowed:
-            reasons.append(
-                f"≈{chosen[2]:.2g} requests per window still fail (the target allows "
-                f"{allowed:.2g}): the latency tail outlasts any grace period searched"
-            )
-    prestop, grace, expected = chosen
+    ceiling = min(MAX_PRESTOP, math.ceil(longest) + 1)  # past every router: no race left
+    prestop, slack = ceiling, longest_slack if p.shutdown == "graceful" else MIN_SHUTDOWN_WINDOW
+    for candidate in range(ceiling + 1):
+        found = smallest_slack(candidate)
+        if found is not None:
+            prestop, slack = candidate, found
+            break
     current = simulate(p, runs, seed, progress)
-    fixed = replace(p, prestop=float(prestop), grace=float(grace))
-    checked = simulate(fixed, runs, seed, progress)
+    checked, raises = _check(p, prestop, slack, runs, seed + runs, progress), 0
+    while not _consistent(checked, target) and raises < MAX_RAISES:
+        by = checked.mean_by("by_mechanism")
+        if by["sigkill"] > by["stale_endpoint"] + by["in_flight"]:
+            slack += 1
+        elif by["stale_endpoint"] > 0 or p.connection == "new":
+            prestop += 1
+        else:  # requests cut on held connections by a naive exit: no preStop helps
+            break
+        raises += 1
+        checked = _check(p, prestop, slack, runs, seed + runs, progress)
+    expected = lost(prestop, None if p.shutdown == "naive" else slack)
+    reasons: list[str] = []
+    if not _consistent(checked, target):
+        by = checked.mean_by("by_mechanism")
+        fixable = sum(by[m] for m in FIXABLE)
+        reasons.append(
+            f"≈{fixable:.2g} requests per rollout still fail in the race or at shutdown (the "
+            f"target allows {allowed:.2g})"
+            + (
+                ": finish in-flight requests on SIGTERM (graceful shutdown)"
+                if p.shutdown == "naive"
+                else ""
+            )
+        )
     others = checked.mean_by("by_mechanism")
     for name, why in UNFIXABLE.items():
         if others.get(name, 0.0) > 0:
             expected += others[name]
             reasons.append(f"{name} ({others[name]:.0f} per window): {why}")
-    rate = expected / requests
+    grace = prestop + slack
     return Recommendation(
         prestop,
         grace,
         target,
-        rate,
+        rollout_requests,
+        expected / rollout_requests,
         current,
         checked,
-        rate <= target,
+        not reasons,
         tuple(reasons),
-        snippet(prestop, grace, version),
+        snippet(prestop, max(grace, math.ceil(p.grace)), version),
     )
+
+
+def _check(
+    p: SimParams,
+    prestop: int,
+    slack: int,
+    runs: int,
+    seed: int,
+    progress: Callable[[], None] | None,
+) -> Simulation:
+    return simulate(
+        replace(p, prestop=float(prestop), grace=float(prestop + slack)), runs, seed, progress
+    )
+
+
+def _consistent(s: Simulation, target: float) -> bool:
+    """Whether the simulated failures that preStop and grace act on are consistent with the
+    target (a one-sided Poisson test: not significantly more than it allows)."""
+    failed = sum(r.by_mechanism[m] for r in s.runs for m in FIXABLE)
+    if failed == 0:
+        return True
+    allowed = target * sum(r.rollout_requests for r in s.runs)
+    if allowed == 0:
+        return False
+    from scipy.stats import poisson
+
+    return bool(poisson.sf(failed - 1, allowed) >= CHECK_ALPHA)
 
 
 def snippet(prestop: int, grace: int, version: tuple[int, int] = SLEEP_ACTION) -> str:

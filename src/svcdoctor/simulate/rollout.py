@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from svcdoctor.model import shutdown_timeline
 from svcdoctor.simulate.arrays import Floats
 from svcdoctor.simulate.params import SimParams
 
 NEVER = np.inf
 BEFORE = -3600.0  # old pods were created and Ready long before the window
-PRESTOP_OVERRUN = 2.0  # the kubelet's one-off extension when preStop outlives the grace period
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +89,9 @@ def build_pods(p: SimParams, rng: np.random.Generator) -> Pods:
         names += [f"api-5b4c3d2e1-{i:03d}" for i in range(int(inside.sum()))]
     old = np.arange(len(names)) < n
     bad = old & (np.arange(len(names)) >= n - p.bad_backends)
-    # the kubelet: preStop, then SIGTERM; SIGKILL at the grace period (plus a one-off 2 s
-    # when the preStop itself outlived it, as the kubelet grants)
-    overrun = p.prestop >= p.grace
-    term = deleted + min(p.prestop, p.grace)
-    kill = deleted + p.grace + (PRESTOP_OVERRUN if overrun else 0.0)
+    # the kubelet: preStop, then SIGTERM, then SIGKILL when what is left of the grace
+    # period runs out (never less than 2 s)
+    to_sigterm, to_sigkill = shutdown_timeline(p.prestop, p.grace)
+    term = deleted + to_sigterm
+    kill = deleted + to_sigkill
     return Pods(tuple(names), old, bad, created, ready, deleted, term, kill)

@@ -60,6 +60,18 @@ class Routes:
         return out
 
 
+def router_rates(p: SimParams) -> Floats:
+    """Requests per second through each router."""
+    cluster = p.rate * (1 - p.ingress_share - p.lb_share)
+    clients_on = np.bincount(np.arange(p.client_count) % p.nodes, minlength=p.nodes)
+    parts = [cluster * clients_on / p.client_count]
+    if p.ingress_routers:
+        parts.append(np.full(p.ingress_routers, p.rate * p.ingress_share / p.ingress_routers))
+    if p.lb_share > 0:
+        parts.append(np.array([p.rate * p.lb_share]))
+    return np.concatenate(parts)
+
+
 def _next_sync(arrival: Floats, phase: Floats, period: float) -> Floats:
     """The first sync at or after ``arrival`` of a proxy syncing every ``period`` seconds
     from ``phase`` (a busy cluster: other Services' changes keep every proxy syncing)."""

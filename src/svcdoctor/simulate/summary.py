@@ -15,7 +15,7 @@ from svcdoctor.simulate.arrays import Floats
 from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Run, simulate_run
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods
-from svcdoctor.simulate.routes import Routes
+from svcdoctor.simulate.routes import Routes, router_rates
 
 TIMELINE_BINS = 120
 
@@ -38,8 +38,15 @@ class RunSummary:
     deletions: int
     sigkilled: int
     expected_race: float  # the closed form for new connections (see ``expected_race``)
-    programming: dict[str, float]  # seconds from deletion until the routers stopped routing
+    programming: dict[str, dict[str, float]]
+    """Per kind of router (kube-proxy, ingress-nginx, load balancer): quantiles of the
+    seconds from a deletion until the router stopped routing to the pod."""
     window: dict[str, float]  # seconds a router kept routing to a pod that stopped accepting
+    rollout: tuple[float, float] | None  # from the rollout's start until its last pod is gone
+    rollout_requests: int  # requests started within the rollout
+    rollout_failed: int  # failed requests among them
+    clients: int  # clients that sent requests
+    clients_failed: int  # clients with at least one failed request
 
     @property
     def by_cause(self) -> dict[str, int]:
@@ -69,6 +76,15 @@ class Simulation:
         total = sum(r.requests for r in self.runs)
         return sum(r.failed for r in self.runs) / total if total else 0.0
 
+    @property
+    def rollout_failure_rate(self) -> float | None:
+        """The share of the requests sent during the rollout that failed (None without a
+        rollout): what a target "per rollout" is measured against."""
+        total = sum(r.rollout_requests for r in self.runs)
+        if not total:
+            return None
+        return sum(r.rollout_failed for r in self.runs) / total
+
     def interval(self, confidence: float = 0.95) -> tuple[float, float] | None:
         """Student-t interval of the mean failures per window (None for a single run)."""
         values = np.array([r.failed for r in self.runs], dtype=float)
@@ -84,18 +100,6 @@ class Simulation:
     def mean_by(self, attr: str) -> dict[str, float]:
         keys = getattr(self.runs[0], attr)
         return {k: float(np.mean([getattr(r, attr)[k] for r in self.runs])) for k in keys}
-
-
-def router_rates(p: SimParams) -> Floats:
-    """Requests per second through each router."""
-    cluster = p.rate * (1 - p.ingress_share - p.lb_share)
-    clients_on = np.bincount(np.arange(p.client_count) % p.nodes, minlength=p.nodes)
-    parts = [cluster * clients_on / p.client_count]
-    if p.ingress_routers:
-        parts.append(np.full(p.ingress_routers, p.rate * p.ingress_share / p.ingress_routers))
-    if p.lb_share > 0:
-        parts.append(np.array([p.rate * p.lb_share]))
-    return np.concatenate(parts)
 
 
 def race_terms(p: SimParams, pods: Pods, routes: Routes) -> tuple[Floats, Floats]:
@@ -123,6 +127,31 @@ def _quantiles(values: Floats) -> dict[str, float]:
     return {"p50": round(float(p50), 3), "p99": round(float(p99), 3), "max": float(values.max())}
 
 
+def router_kinds(p: SimParams) -> dict[str, slice]:
+    """The columns of each kind of router that carries traffic."""
+    kinds = {"kube-proxy": slice(0, p.nodes)}
+    if p.ingress_routers:
+        kinds["ingress-nginx"] = slice(p.nodes, p.nodes + p.ingress_routers)
+    if p.lb_share > 0:
+        kinds["load balancer"] = slice(p.routers - 1, p.routers)
+    if p.ingress_share + p.lb_share >= 1:
+        del kinds["kube-proxy"]
+    return kinds
+
+
+def rollout_span(run: Run) -> tuple[float, float] | None:
+    """From the rollout's start until its last deleted pod has exited and left every
+    router's list (clipped to the window)."""
+    p, pods = run.params, run.pods
+    gone = np.flatnonzero(np.isfinite(pods.deleted))
+    if not p.rollout or len(gone) == 0:
+        return None
+    carries = router_rates(p) > 0
+    removed = run.routes.remove[np.ix_(gone, np.flatnonzero(carries))]
+    end = max(float(removed.max(initial=0.0)), float(run.exits[gone].max()))
+    return p.rollout_at, min(end, p.duration)
+
+
 def summarize(run: Run) -> RunSummary:
     p, t, pods = run.params, run.traffic, run.pods
     counts = np.bincount(t.mechanism, minlength=len(MECHANISMS))
@@ -130,17 +159,27 @@ def summarize(run: Run) -> RunSummary:
     carries = router_rates(p) > 0
     gone = np.isfinite(pods.deleted)
     window = np.maximum(delay - np.minimum(p.prestop, p.grace), 0.0)
+    span = rollout_span(run)
+    inside = (t.ts >= span[0]) & (t.ts <= span[1]) if span else np.zeros(len(t.ts), bool)
+    failed = t.mechanism != 0
     return RunSummary(
         seed=run.seed,
         requests=len(t.ts),
-        failed=int((t.mechanism != 0).sum()),
+        failed=int(failed.sum()),
         attempts=int(t.attempts.sum()),
         by_mechanism={m: int(c) for m, c in zip(MECHANISMS[1:], counts[1:], strict=True)},
         deletions=int(gone.sum()),
         sigkilled=int(run.killed.sum()),
         expected_race=round(expected_race(delay, weight, min(p.prestop, p.grace)), 2),
-        programming=_quantiles(delay[:, carries].ravel()),
+        programming={
+            kind: _quantiles(delay[:, columns].ravel()) for kind, columns in router_kinds(p).items()
+        },
         window=_quantiles(window[:, carries].ravel()),
+        rollout=(round(span[0], 3), round(span[1], 3)) if span else None,
+        rollout_requests=int(inside.sum()),
+        rollout_failed=int((inside & failed).sum()),
+        clients=int(np.unique(t.client).size),
+        clients_failed=int(np.unique(t.client[failed]).size),
     )
 
 
