@@ -14,6 +14,7 @@ from typing import Any
 from svcdoctor.lab.datapath import Datapath
 
 REQUEST_TIMEOUT = 5.0
+MAX_IN_FLIGHT = 512  # requests open at once, all clients together (sockets are finite)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,36 +67,65 @@ class Load:
     seed: int = 0
     records: list[dict[str, Any]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _sent: int = 0
 
     async def run(self, stop: asyncio.Event, deadline: float) -> None:
         """Run every client until ``stop`` is set, ``deadline`` (``time.time()``) passes or
         the request bound is reached: the traffic is bounded in time and count."""
         per_client = self.spec.rate / self.spec.clients
+        in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         await asyncio.gather(
-            *(self._client(c, per_client, stop, deadline) for c in range(self.spec.clients))
+            *(
+                self._client(c, per_client, stop, deadline, in_flight)
+                for c in range(self.spec.clients)
+            )
         )
 
-    async def _client(self, index: int, rate: float, stop: asyncio.Event, deadline: float) -> None:
+    async def _client(
+        self,
+        index: int,
+        rate: float,
+        stop: asyncio.Event,
+        deadline: float,
+        in_flight: asyncio.Semaphore,
+    ) -> None:
+        """Requests at Poisson times. With a new connection per request they go out on
+        schedule, however long earlier ones take (an open loop: the rate holds when requests
+        are slow); a keep-alive client has one connection, so each request waits for the
+        one before it."""
         rng = random.Random(self.seed * 1000 + index)
         node = index % self.nodes
         conn: _Conn | None = None
+        pending: set[asyncio.Task[_Conn | None]] = set()
         next_at = time.time() + rng.uniform(0, 1 / rate)
-        while (
-            not stop.is_set() and next_at < deadline and len(self.records) < self.spec.max_requests
-        ):
+        while not stop.is_set() and next_at < deadline and self._sent < self.spec.max_requests:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.time()))
             if stop.is_set():
                 break
             next_at += rng.expovariate(rate)
-            for attempt in range(self.spec.retries + 1):
-                record, conn = await self._request(index, node, conn)
-                record["attempt"] = attempt
-                self.records.append(record)
-                if record["outcome"] == "ok":
-                    break
+            self._sent += 1
+            if self.spec.connection == "new":
+                await in_flight.acquire()
+                task = asyncio.create_task(self._attempts(index, node, None))
+                task.add_done_callback(lambda _: in_flight.release())
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            else:
+                conn = await self._attempts(index, node, conn)
+        await asyncio.gather(*pending)
         if conn is not None:
             conn.writer.close()
+
+    async def _attempts(self, index: int, node: int, conn: _Conn | None) -> _Conn | None:
+        """One request, and its retries while it fails."""
+        for attempt in range(self.spec.retries + 1):
+            record, conn = await self._request(index, node, conn)
+            record["attempt"] = attempt
+            self.records.append(record)
+            if record["outcome"] == "ok":
+                break
+        return conn
 
     async def _connect(self, node: int) -> _Conn:
         sock = self.datapath.client_socket(node)

@@ -16,8 +16,8 @@ import polars as pl
 from svcdoctor.evidence.write import write_bundle
 from svcdoctor.lab.cleanup import claim
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
-from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath, get_status
-from svcdoctor.lab.load import Load, outcome_of
+from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
+from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
 from svcdoctor.lab.scenarios import Scenario
 
 MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
@@ -158,25 +158,29 @@ async def _drive(
 
 async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[str, dict[str, int]]:
     """Bypass the Service: send ``count`` requests to each running pod directly (step 3 of
-    the investigation, "curl each pod IP in a loop")."""
+    the investigation, "curl each pod IP in a loop"), all at once, each with the clients'
+    timeout (a slow request is not a failed one)."""
+
+    async def one(net: PodNet) -> str:
+        try:
+            status = await get_status(
+                dp.probe_socket(net), (net.ip, net.port), "/", REQUEST_TIMEOUT
+            )
+        except EOFError:
+            return "eof"
+        except (OSError, TimeoutError) as exc:
+            return outcome_of(exc)
+        return "http_error" if status >= 500 else "ok"
+
+    running = [p for p in cluster.pods.values() if p.net is not None and not p.terminating]
+    outcomes = await asyncio.gather(
+        *(one(pod.net) for pod in running for _ in range(count) if pod.net is not None)
+    )
     results: dict[str, dict[str, int]] = {}
-    for pod in cluster.pods.values():
-        if pod.net is None or pod.terminating:
-            continue
-        tally: dict[str, int] = {}
-        for _ in range(count):
-            outcome = "ok"
-            try:
-                status = await get_status(
-                    dp.probe_socket(pod.net), (pod.net.ip, pod.net.port), "/", 2.0
-                )
-                outcome = "http_error" if status >= 500 else "ok"
-            except EOFError:
-                outcome = "eof"
-            except (OSError, TimeoutError) as exc:
-                outcome = outcome_of(exc)
+    for k, pod in enumerate(running):
+        tally = results.setdefault(pod.name, {})
+        for outcome in outcomes[k * count : (k + 1) * count]:
             tally[outcome] = tally.get(outcome, 0) + 1
-        results[pod.name] = tally
     return results
 
 

@@ -84,7 +84,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "sigkill",
             "race",
-            PodSpec(shutdown="graceful", prestop=2.0, grace=3.0, slow_share=0.2, slow_seconds=3.0),
+            PodSpec(shutdown="graceful", prestop=2.0, grace=3.0, slow_share=0.2, slow_seconds=4.0),
             replace(_NEW, clients=32),
             description="preStop + the longest request exceed the grace period: SIGKILL "
             "(exit 137) mid-request",
