@@ -63,16 +63,22 @@ def main() -> None:
         f"{'datapath':<11}{'start-up s':>11}{'rollout s':>11}{'race failed':>13}"
         f"{'model':>8}{'ratio':>7}{'simulate':>10}{'ratio':>7}"
     )
+    fidelity = {}
     for datapath in datapaths:
         startup, wall = asyncio.run(rollout(datapath, args.replicas))
         scenario = replace(SCENARIOS["race"], replicas=args.replicas)
         result = asyncio.run(run(scenario, datapath, Path(tempfile.mkdtemp())))
         expected = float(result.truth["expected_race_failures"])
         simulated = simulate(as_simulation(scenario), runs=40).failed
+        fidelity[datapath] = result.failed / expected if expected else float("nan")
         print(
             f"{datapath:<11}{startup:>11.2f}{wall:>11.2f}{result.failed:>13}{expected:>8.0f}"
-            f"{result.failed / expected if expected else float('nan'):>7.2f}"
-            f"{simulated:>10.0f}{result.failed / simulated:>7.2f}"
+            f"{fidelity[datapath]:>7.2f}{simulated:>10.0f}{result.failed / simulated:>7.2f}"
+        )
+    if len(fidelity) == 2:
+        print(
+            "the datapaths agree: kernel/userspace ratio of failed/model "
+            f"{fidelity['kernel'] / fidelity['userspace']:.2f} (tests assert 0.6-1.6)"
         )
     if available():
         print(f"kernel datapath skipped: {available()}")
