@@ -78,20 +78,19 @@ def test_a_killed_run_is_cleaned_by_lab_clean(tmp_path: Path) -> None:
         proc.communicate()
     assert gone(pods)  # PDEATHSIG: the pods die with their lab
     left = leftovers()
-    assert len(left.namespaces) == (0 if DATAPATH == "userspace" else 3 + 4)  # fabric, nodes, pods
+    namespaces = 0 if DATAPATH == "userspace" else 3 + 4  # fabric, 2 nodes, 4 pods
+    assert len(left.namespaces) == namespaces
+    assert len(left.locks) == 1
     done = subprocess.run(
         [*SVCDOCTOR, "lab", "clean"],
         capture_output=True,
         text=True,
         check=True,
     )
-    expected = (
-        "nothing to clean"
-        if DATAPATH == "userspace"
-        else "removed 7 network namespaces and 0 pod processes"
-    )
+    expected = f"removed {namespaces} network namespaces, 0 pod processes and 1 stale lock files"
     assert done.stdout.strip() == expected
     assert namespaces_of_runs() == []
+    assert not leftovers()
 
 
 def test_lab_clean_leaves_a_live_run_alone(tmp_path: Path) -> None:

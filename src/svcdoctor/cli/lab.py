@@ -393,6 +393,6 @@ def clean() -> None:
         click.echo("nothing to clean")
         return
     click.echo(
-        f"removed {len(found.namespaces)} network namespaces and "
-        f"{len(found.processes)} pod processes"
+        f"removed {len(found.namespaces)} network namespaces, {len(found.processes)} pod "
+        f"processes and {len(found.locks)} stale lock files"
     )

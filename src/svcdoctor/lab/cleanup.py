@@ -62,9 +62,10 @@ def alive(prefix: str) -> bool:
 class Leftovers:
     namespaces: tuple[str, ...]
     processes: tuple[int, ...]
+    locks: tuple[Path, ...]  # lock files of runs that died without removing them
 
     def __bool__(self) -> bool:
-        return bool(self.namespaces or self.processes)
+        return bool(self.namespaces or self.processes or self.locks)
 
 
 def pod_processes() -> dict[int, tuple[str, int | None, int]]:
@@ -96,15 +97,21 @@ def _value(args: list[str], flag: str) -> str | None:
 
 
 def leftovers() -> Leftovers:
-    """Namespaces of runs that no longer hold their lock, and pod processes whose parent
-    is gone."""
+    """Namespaces of runs that no longer hold their lock, pod processes whose parent is
+    gone, and the dead runs' lock files."""
     namespaces = tuple(ns for ns in namespaces_of_runs() if not alive(ns.split("-", 1)[0]))
+    folder = lock_dir()
+    locks = tuple(
+        path
+        for path in (sorted(folder.glob("svcd*.lock")) if folder.is_dir() else [])
+        if PREFIX_PATTERN.match(f"{path.stem}-") and not alive(path.stem)
+    )
     orphans = tuple(
         pid
         for pid, (run, named, ppid) in pod_processes().items()
         if PREFIX_PATTERN.match(f"{run}-") and named != ppid
     )
-    return Leftovers(namespaces, orphans)
+    return Leftovers(namespaces, orphans, locks)
 
 
 def remove(found: Leftovers) -> None:
@@ -112,3 +119,5 @@ def remove(found: Leftovers) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     remove_namespaces(list(found.namespaces))
+    for path in found.locks:
+        path.unlink(missing_ok=True)
