@@ -219,3 +219,16 @@ def test_nothing_usable_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello\n")
     with pytest.raises(EvidenceError, match=r"notes.txt: not a recognised evidence format"):
         read_evidence([str(tmp_path), str(tmp_path / "missing.log")])
+
+
+def test_a_runs_ground_truth_is_named_not_skipped(tmp_path: Path) -> None:
+    """lab.json and simulate.json sit beside the evidence they describe: listed as the
+    run's ground truth, never read as evidence, never reported as a skipped input."""
+    shutil.copy(FIXTURES / "events-v1.json", tmp_path / "events.json")
+    (tmp_path / "lab.json").write_text('{"scenario": "race", "ground_truth": {"bad_pods": []}}')
+    (tmp_path / "other.json").write_text('{"hello": 1}')
+    evidence = read_evidence([str(tmp_path)])
+    kinds = {Path(s.path).name: s.format for s in evidence.sources}
+    assert kinds["lab.json"] == "ground-truth"
+    assert [p for p in evidence.problems if "lab.json" in p] == []
+    assert any("other.json: JSON without Kubernetes objects" in p for p in evidence.problems)

@@ -169,6 +169,11 @@ def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
         before, seen, seen_ep = got.kube.rows, len(got.kube.events), len(got.kube.endpoints)
         kinds = _kinds(docs)
         if not kinds:
+            if len(docs) == 1 and isinstance(docs[0], dict) and "ground_truth" in docs[0]:
+                # lab.json / simulate.json: what the run knew, never evidence
+                note = "svcdoctor's ground truth of the run, not read as evidence"
+                got.sources.append(SourceSummary(name, "ground-truth", 0, note=note))
+                return
             got.problems.append(f"{name}: JSON without Kubernetes objects, skipped")
             return
         read_kubectl(docs, name, got.kube)
