@@ -22,6 +22,8 @@ from svcdoctor.cli import cli
         (["--bad", "4"], "--bad must be smaller than --replicas"),
         (["--max-surge", "0", "--max-unavailable", "0"], "cannot both be 0"),
         (["--scenario", "nope"], "'--scenario'"),
+        (["--scenario", "race", "--prestop-fails"], "--prestop-fails needs a preStop hook"),
+        (["--baseline", "120", "--tail", "120", "--replicas", "32"], "would take about"),
     ],
 )
 def test_bad_options_exit_2(args: list[str], message: str) -> None:

@@ -232,3 +232,17 @@ def test_a_runs_ground_truth_is_named_not_skipped(tmp_path: Path) -> None:
     assert kinds["lab.json"] == "ground-truth"
     assert [p for p in evidence.problems if "lab.json" in p] == []
     assert any("other.json: JSON without Kubernetes objects" in p for p in evidence.problems)
+
+
+def test_suppressed_messages_count_only_beside_table_full_lines(tmp_path: Path) -> None:
+    """net_ratelimit counts every rate-limited network message: it is conntrack's only in a
+    log that says the table is full."""
+    quiet = tmp_path / "dmesg.txt"
+    quiet.write_text("[  10.000000] net_ratelimit: 40 callbacks suppressed\n")
+    (tmp_path / "requests.csv").write_text("ts,outcome\n1767225600,ok\n")
+    assert read_evidence([str(tmp_path)]).kernel == ()
+    quiet.write_text(
+        "[  10.000000] nf_conntrack: nf_conntrack: table full, dropping packet\n"
+        "[  10.500000] net_ratelimit: 40 callbacks suppressed\n"
+    )
+    assert sum(e.count for e in read_evidence([str(tmp_path)]).kernel) == 41

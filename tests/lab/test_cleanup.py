@@ -56,11 +56,20 @@ def gone(pids: list[int], within: float = 5.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_run_removes_everything(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGINT,), (signal.SIGTERM,), (signal.SIGINT, signal.SIGINT)],
+    ids=["ctrl-c", "sigterm", "ctrl-c-twice"],
+)
+def test_an_interrupted_run_removes_everything(
+    tmp_path: Path, signals: tuple[signal.Signals, ...]
+) -> None:
+    sig = signals[0]
     with running(tmp_path / "bundle") as proc:
         pods = pods_of(proc.pid)
-        proc.send_signal(sig)
+        for each in signals:
+            proc.send_signal(each)
+            time.sleep(0.2)  # the second one arrives while the run cleans up
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 128 + sig
         assert err.strip() == (

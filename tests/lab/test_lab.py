@@ -30,7 +30,7 @@ KERNEL_MISSING = available()
 DATAPATHS = ("kernel", "userspace")
 QUICK = ("--baseline", "3", "--tail", "3", "--duration", "6")
 SVCDOCTOR = [sys.executable, "-m", "svcdoctor", "lab"]
-PARALLEL = 4  # runs at a time: each mostly sleeps through its timeline
+PARALLEL = 3  # runs at a time: each mostly sleeps through its timeline
 pytestmark = pytest.mark.lab
 
 # name → (scenario, datapaths, extra options)
@@ -229,7 +229,7 @@ def test_keepalive_failures_land_on_the_clients_holding_the_exiting_pod(
         # right then: only the clients holding connections to it fail
         assert row["conn"] == row["previous_conn"], row
         assert row["backend"] in exited, row
-        assert abs(row["ts"] - exited[row["backend"]]) < 1.0, row
+        assert abs(row["ts"] - exited[row["backend"]]) < 1.5, row
 
 
 @pytest.mark.parametrize("name", ["keepalive-fixed", "keepalive-max-age"])

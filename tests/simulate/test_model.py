@@ -245,3 +245,12 @@ def test_every_delay_default_states_its_source() -> None:
         assert text, f"{name} has no docstring"
         cited = any(w in text for w in ("SLO", "reference", "default", "sig-", "assumption"))
         assert cited, f"{name}: the docstring names no source: {text!r}"
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [Dist("lognormal", 0.1, 0.1000001), Dist("const", 1 / 3), Dist("uniform", 0.5, 1.5)],
+)
+def test_a_spec_round_trips_exactly(dist: Dist) -> None:
+    """The lab hands distributions to its pod processes as text."""
+    assert parse_dist(str(dist)) == dist

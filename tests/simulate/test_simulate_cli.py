@@ -223,3 +223,22 @@ def test_settings_that_do_nothing_are_named() -> None:
     proc = svcdoctor("simulate", *SMALL, "--max-connection-age", "5", "--prestop", "40")
     assert "--max-connection-age has no effect with a new connection per request" in proc.stdout
     assert "preStop 40 s is not shorter than the grace period 30 s" in proc.stdout
+
+
+def test_a_full_conntrack_table_is_in_the_kernel_log(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    proc = svcdoctor(
+        "simulate",
+        *("--nodes", "20", "--rate", "200", "--duration", "30", "--no-rollout"),
+        *("--node-conn-rate", "1500", "--runs", "1", "--emit-evidence", str(out)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = (out / "kernel.log").read_text().splitlines()
+    assert lines[0].endswith(" kernel: nf_conntrack: nf_conntrack: table full, dropping packet")
+    assert any(" kernel: net_ratelimit: " in line for line in lines)
+    evidence = read_evidence([str(out)])
+    dropped = json.loads((out / "simulate.json").read_text())["ground_truth"]["by_mechanism"]
+    assert sum(e.count for e in evidence.kernel) == dropped["conntrack"]
+    d = diagnose(evidence)
+    assert d.primary is not None
+    assert d.primary.cause.value == "infra"

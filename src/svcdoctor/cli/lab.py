@@ -20,6 +20,7 @@ from rich.table import Table
 DATAPATHS = ("auto", "kernel", "userspace")
 BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
 MAX_DELAY = 60.0  # seconds: the largest propagation delay or request latency a run takes
+MAX_RUN_SECONDS = 300.0  # svcdoctor.lab.run's bound, spelled out to keep the lab unimported
 
 # the names of svcdoctor.lab.scenarios.SCENARIOS, spelled out so that starting the CLI does
 # not import the lab (and polars); a test keeps the two equal
@@ -126,7 +127,27 @@ def _customised(scenario: Any, o: dict[str, Any]) -> Any:
         raise click.UsageError("--max-surge and --max-unavailable cannot both be 0")
     if custom.bad >= custom.replicas:
         raise click.UsageError("--bad must be smaller than --replicas")
+    if custom.pod.prestop_fails and not custom.pod.prestop:
+        raise click.UsageError("--prestop-fails needs a preStop hook (--prestop SECONDS)")
+    planned = planned_seconds(custom)
+    if planned > MAX_RUN_SECONDS:
+        raise click.UsageError(
+            f"this run would take about {planned:.0f} s; a lab run takes at most "
+            f"{MAX_RUN_SECONDS:g} s: shorten --baseline, --tail, --duration or --grace, or "
+            "lower --replicas"
+        )
     return custom
+
+
+def planned_seconds(s: Any) -> float:
+    """A generous estimate of a run's length: pods starting, the baseline, the rollout
+    (deletions spaced by the pause, each pod may take its whole grace period, the slowest
+    node's propagation), the tail, the direct probe."""
+    if not s.rollout:
+        return float(10 + s.baseline + s.steady)
+    settle = s.propagation.delay.high + s.propagation.min_sync
+    rollout = s.replicas * (s.pause + 1) + s.pod.grace + 2 + settle
+    return float(10 + s.baseline + rollout + s.tail)
 
 
 def _bundle_dir(out: Path | None, name: str) -> Path:
@@ -246,7 +267,9 @@ def lab() -> None:
     "--baseline", type=click.FloatRange(1, 120), help="Seconds of load before the rollout."
 )
 @click.option(
-    "--tail", type=click.FloatRange(0, 120), help="Seconds of load after the last pod exited."
+    "--tail",
+    type=click.FloatRange(0, 120),
+    help="Seconds of load after the last deleted pod exited and left every node's rules.",
 )
 @click.option("--connection", type=click.Choice(["new", "keepalive"]))
 @click.option(
@@ -392,6 +415,13 @@ def clean() -> None:
     if not found:
         click.echo("nothing to clean")
         return
+    left = leftovers()
+    if left:
+        _fail(
+            f"could not remove {', '.join(left.namespaces) or 'no namespace'} (namespaces), "
+            f"{', '.join(map(str, left.processes)) or 'no process'} (pod processes)",
+            1,
+        )
     click.echo(
         f"removed {len(found.namespaces)} network namespaces, {len(found.processes)} pod "
         f"processes and {len(found.locks)} stale lock files"

@@ -10,7 +10,9 @@ from svcdoctor.model import KernelEvent
 _CONNTRACK = re.compile(
     r"nf_conntrack(?:: nf_conntrack)?:? table full, dropping packet\.?(?: in netns (\S+))?"
 )
-_SUPPRESSED = re.compile(r"nf_conntrack: (\d+) callbacks suppressed")
+# the kernel rate-limits the message and later counts what it left out: "net_ratelimit: N
+# callbacks suppressed" (older kernels "__ratelimit:", some "nf_conntrack:")
+_SUPPRESSED = re.compile(r"(?:net_ratelimit|__ratelimit|nf_conntrack): (\d+) callbacks suppressed")
 _DMESG = re.compile(r"^\[\s*(\d+\.\d+)\]\s*(.*)$")
 _DMESG_T = re.compile(r"^\[(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*(.*)$")
 _JOURNAL = re.compile(r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?) (\S+) kernel: (.*)$")
@@ -24,6 +26,7 @@ def kernel_log(text: str, source: str, year: int) -> tuple[list[KernelEvent], in
     """Conntrack drop events (with the count of dropped-packet messages), and how many lines
     were kernel lines without anything for us (not an error: kernels are chatty)."""
     events: list[KernelEvent] = []
+    suppressed: list[KernelEvent] = []  # counted only in a log that has table-full lines
     other = 0
     for line in text.splitlines():
         ts: float | None
@@ -43,11 +46,15 @@ def kernel_log(text: str, source: str, year: int) -> tuple[list[KernelEvent], in
         if c := _CONNTRACK.search(body):
             events.append(KernelEvent(ts, "conntrack_full", 1, source, c.group(1), node, aligned))
         elif s := _SUPPRESSED.search(body):
-            events.append(
+            suppressed.append(
                 KernelEvent(ts, "conntrack_full", int(s.group(1)), source, None, node, aligned)
             )
         else:
             other += 1
+    if events:
+        events = sorted(events + suppressed, key=lambda e: (e.ts is None, e.ts or 0.0))
+    else:
+        other += len(suppressed)
     return events, other
 
 

@@ -13,7 +13,7 @@ import polars as pl
 
 from svcdoctor.evidence.kubectl import TRIGGER_TIME
 from svcdoctor.evidence.requests import SCHEMA
-from svcdoctor.model import EndpointChange, EventKind, LifecycleEvent, PodInfo, iso_utc
+from svcdoctor.model import EndpointChange, EventKind, LifecycleEvent, PodInfo, iso_utc, owners
 
 _REASON = {
     EventKind.DELETE: "Killing",
@@ -33,9 +33,9 @@ def _regarding(reason: str, pod: str | None, namespace: str) -> tuple[dict[str, 
     reports the rest (owners are named as a Deployment names them: ``deploy-hash-suffix``)."""
     name = pod or ""
     if reason in ("SuccessfulCreate", "SuccessfulDelete"):
-        kind, name, component = "ReplicaSet", name.rsplit("-", 1)[0], "replicaset-controller"
+        kind, name, component = "ReplicaSet", owners(name)[0], "replicaset-controller"
     elif reason == "ScalingReplicaSet":
-        kind, name, component = "Deployment", name.rsplit("-", 2)[0], "deployment-controller"
+        kind, name, component = "Deployment", owners(name)[1], "deployment-controller"
     else:
         kind, component = "Pod", "kubelet"
     return {"kind": kind, "name": name, "namespace": namespace}, component

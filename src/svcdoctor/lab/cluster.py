@@ -4,8 +4,10 @@ endpoint controller, per-node endpoint propagation, and a Deployment rolling upd
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
+import math
 import os
 import random
 import signal
@@ -22,6 +24,7 @@ from svcdoctor.model import (
     EventKind,
     LifecycleEvent,
     PodInfo,
+    owners,
     shutdown_timeline,
 )
 
@@ -65,7 +68,7 @@ class Pod:
     sigterm_at: float | None = None
     exit: ContainerExit | None = None
     monitor: asyncio.Task[None] | None = None
-    drain: asyncio.Task[None] | None = None  # reads the process's stderr so it never blocks
+    stderr_reader: asyncio.Task[None] | None = None  # keeps the stderr pipe from filling
 
     @property
     def backend(self) -> Backend:
@@ -96,6 +99,7 @@ class Cluster:
             collections.deque() for _ in range(self.nodes)
         ]
         self._published: list[Backend] = []
+        self._timers: set[asyncio.TimerHandle] = set()  # changes on their way to the nodes
 
     # ---- events -------------------------------------------------------------------
     def event(
@@ -147,7 +151,7 @@ class Cluster:
             due = max(now + self.propagation.delay.draw(self.rng), self._node_due[node])
             self._node_due[node] = due
             self._inbox[node].append(list(ready))
-            loop.call_later(due - now, self._arrive, node)
+            self._timers.add(loop.call_later(due - now, self._arrive, node))
 
     def _arrive(self, node: int) -> None:
         """The oldest change in flight reaches a node's kube-proxy (in order: timers with
@@ -157,9 +161,9 @@ class Cluster:
         if time.time() >= due:
             self._sync(node)
         elif self._node_timer[node] is None:
-            self._node_timer[node] = asyncio.get_running_loop().call_later(
-                due - time.time(), self._sync, node
-            )
+            timer = asyncio.get_running_loop().call_later(due - time.time(), self._sync, node)
+            self._node_timer[node] = timer
+            self._timers.add(timer)
 
     def _sync(self, node: int) -> None:
         self._node_timer[node] = None
@@ -213,10 +217,13 @@ class Cluster:
         )
         assert pod.process.stdout is not None
         assert pod.process.stderr is not None
-        line = (await asyncio.wait_for(pod.process.stdout.readline(), 20)).decode()
+        try:
+            line = (await asyncio.wait_for(pod.process.stdout.readline(), 20)).decode()
+        except TimeoutError:
+            raise LabError(f"pod {name} did not start listening within 20 s") from None
         if not line.startswith("LISTENING"):
-            await pod.process.wait()
-            why = (await pod.process.stderr.read()).decode(errors="replace").strip()
+            _, err = await pod.process.communicate()
+            why = err.decode(errors="replace").strip()
             raise LabError(
                 f"pod {name} did not start (exit {pod.process.returncode}): "
                 f"{why.splitlines()[-1] if why else line!r}"
@@ -225,7 +232,7 @@ class Cluster:
         pod.net = PodNet(pod.net.ip, port, pod.net.netns)
         self.event(EventKind.START, name, "Started", "Started container app")
         pod.monitor = asyncio.create_task(self._probe(pod))
-        pod.drain = asyncio.create_task(_discard(pod.process.stderr))
+        pod.stderr_reader = asyncio.create_task(_discard(pod.process.stderr))
         return pod
 
     async def _probe(self, pod: Pod) -> None:
@@ -268,9 +275,10 @@ class Cluster:
         assert pod.process is not None
         assert pod.deleted_at is not None
         spec = pod.spec
-        prestop = 0.0 if spec.prestop_fails else spec.prestop
+        hook_fails = spec.prestop_fails and spec.prestop > 0
+        prestop = 0.0 if hook_fails else spec.prestop
         to_sigterm, to_sigkill = shutdown_timeline(prestop, spec.grace)
-        if spec.prestop_fails:
+        if hook_fails:
             self.event(
                 EventKind.PRESTOP_FAILED,
                 pod.name,
@@ -310,7 +318,7 @@ class Cluster:
     async def stop_all(self) -> None:
         """Kill every pod process (end of run, error or Ctrl-C)."""
         for pod in self.pods.values():
-            for task in (pod.monitor, pod.drain):
+            for task in (pod.monitor, pod.stderr_reader):
                 if task:
                     task.cancel()
             if pod.process and pod.process.returncode is None:
@@ -320,6 +328,8 @@ class Cluster:
                     await asyncio.wait_for(pod.process.wait(), 5)
         for task in list(self.tasks):
             task.cancel()
+        for timer in self._timers:  # no endpoint change may reach a datapath being removed
+            timer.cancel()
 
     def snapshot(self) -> list[PodInfo]:
         """Every pod as ``kubectl get pods -o json`` would show it at the end of the run."""
@@ -332,7 +342,7 @@ class Cluster:
                 p.ready and not p.terminating,
                 p.created_at,
                 p.deleted_at,
-                int(p.spec.grace),
+                math.ceil(p.spec.grace),
                 {"app": "api"},
                 (p.exit,) if p.exit else (),
             )
@@ -345,7 +355,7 @@ class Cluster:
         if pod.sigterm_at is None:
             return None
         delay = pod.spec.shutdown_delay if pod.spec.shutdown == "graceful" else 0.0
-        end = pod.exit.finished_at if pod.exit and pod.exit.finished_at else pod.sigterm_at
+        end = pod.exit.finished_at if pod.exit and pod.exit.finished_at else float("inf")
         return min(pod.sigterm_at + delay, end)
 
     def routing_stopped(self, pod: Pod) -> list[float]:
@@ -370,23 +380,25 @@ class Cluster:
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.1)  # the datapath's own apply (an iptables-restore)
 
-    def expected_race_failures(self, rate: float) -> float:
+    def expected_race_failures(self, sent: dict[int, list[float]]) -> float:
         """What the model predicts for the race: for every node and every pod that stopped
-        listening, the time the node's applied view still held it, times the node's share
-        of the rate, times the pod's share of that view (one rule of n)."""
-        per_node = rate / self.nodes
+        listening, the requests the node's clients sent (``sent``: their start times, sorted,
+        per node) while its applied view still held the pod, times the pod's share of that
+        view (one rule of n)."""
         total = 0.0
-        for pod in self.pods.values():
-            dead = self.stopped_listening(pod)
-            if dead is None:
-                continue
-            for node in range(self.nodes):
-                views = [(t, v) for t, n, v in self.synced if n == node]
+        for node in range(self.nodes):
+            starts = sent.get(node, [])
+            views = [(t, v) for t, n, v in self.synced if n == node]
+            for pod in self.pods.values():
+                dead = self.stopped_listening(pod)
+                if dead is None:
+                    continue
                 for i, (t, view) in enumerate(views):
-                    end = views[i + 1][0] if i + 1 < len(views) else t
+                    end = views[i + 1][0] if i + 1 < len(views) else math.inf
                     lo, hi = max(t, dead), end
                     if pod.name in view and hi > lo:
-                        total += per_node * (hi - lo) / len(view)
+                        inside = bisect.bisect_left(starts, hi) - bisect.bisect_left(starts, lo)
+                        total += inside / len(view)
         return total
 
     def ready_count(self, names: list[str]) -> int:
@@ -404,11 +416,6 @@ async def wait_ready(cluster: Cluster, names: list[str], timeout: float = 20.0) 
         if time.time() > end:
             raise LabError(f"pods did not become ready within {timeout:g} s")
         await asyncio.sleep(0.05)
-
-
-def replica_set(pod: str) -> str:
-    """The ReplicaSet a Deployment's pod belongs to: its name without the last part."""
-    return pod.rsplit("-", 1)[0]
 
 
 async def rolling_update(
@@ -439,7 +446,7 @@ async def rolling_update(
                 EventKind.SCALE,
                 name,
                 "ScalingReplicaSet",
-                f"Scaled up replica set {replica_set(name)} to {len(new) + 1}",
+                f"Scaled up replica set {owners(name)[0]} to {len(new) + 1}",
             )
             await cluster.create(name, spec)
             new.append(name)
@@ -450,7 +457,7 @@ async def rolling_update(
                 EventKind.SCALE,
                 name,
                 "ScalingReplicaSet",
-                f"Scaled down replica set {replica_set(name)} to {len(old)}",
+                f"Scaled down replica set {owners(name)[0]} to {len(old)}",
             )
             await cluster.delete(name)
             if deleted:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svcdoctor.lab.datapath import Datapath
+from svcdoctor.model import RETRY_BACKOFF
 
 REQUEST_TIMEOUT = 5.0
 MAX_IN_FLIGHT = 512  # requests open at once, all clients together (sockets are finite)
@@ -120,12 +121,21 @@ class Load:
     async def _attempts(self, index: int, node: int, conn: _Conn | None) -> _Conn | None:
         """One request, and its retries while it fails."""
         for attempt in range(self.spec.retries + 1):
+            if attempt:
+                await asyncio.sleep(RETRY_BACKOFF * 2 ** (attempt - 1))
             record, conn = await self._request(index, node, conn)
             record["attempt"] = attempt
             self.records.append(record)
             if record["outcome"] == "ok":
                 break
         return conn
+
+    def sent_by_node(self) -> dict[int, list[float]]:
+        """The start times of the requests (first attempts and retries), sorted, per node."""
+        out: dict[int, list[float]] = {}
+        for r in self.records:
+            out.setdefault(int(r["node"].split("-")[1]), []).append(r["ts"])
+        return {node: sorted(times) for node, times in out.items()}
 
     async def _connect(self, node: int) -> _Conn:
         sock = self.datapath.client_socket(node)

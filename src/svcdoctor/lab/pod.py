@@ -2,8 +2,8 @@
 
 A minimal HTTP/1.1 server on raw asyncio sockets (the lab needs exact control of what a
 socket does at shutdown: a closed listener, an RST, a ``Connection: close``). Every response
-names the pod in ``X-Pod``. ``/readyz`` answers 200 until a graceful shutdown begins, even
-on a bad pod: readiness that is shallower than the failure, as in the field.
+names the pod in ``X-Pod``. ``/readyz`` answers 200 until SIGTERM, even on a bad pod:
+readiness that is shallower than the failure, as in the field.
 
     python -m svcdoctor.lab.pod --name api-1 --listen 127.0.0.1:0 --shutdown naive
 

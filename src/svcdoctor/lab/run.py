@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -68,15 +71,18 @@ async def run(
     started = time.time()
     with claim(prefix):
         try:
-            async with asyncio.timeout(MAX_RUN_SECONDS):
+            async with asyncio.timeout(MAX_RUN_SECONDS) as bound:
                 probe = await _drive(scenario, cluster, load, dp, started, progress or _quiet)
         except TimeoutError:
+            if not bound.expired():
+                raise
             raise LabError(
                 f"the run took longer than {MAX_RUN_SECONDS:g} s and was stopped"
             ) from None
         finally:
-            await cluster.stop_all()
-            await dp.close()
+            with uninterruptible():  # a second Ctrl-C must not leave namespaces behind
+                await cluster.stop_all()
+                await dp.close()
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     frame = _requests(load, dp)
@@ -87,7 +93,7 @@ async def run(
         frame.height,
         int((frame.get_column("outcome") != "ok").sum()),
         {r["outcome"]: r["len"] for r in frame.group_by("outcome").len().iter_rows(named=True)},
-        ground_truth(scenario, cluster),
+        ground_truth(scenario, cluster, load),
         probe,
     )
     write_lab_bundle(result, cluster, frame, out, time.time() - started)
@@ -96,6 +102,23 @@ async def run(
 
 def _quiet(what: str, done: int, total: int) -> None:
     return None
+
+
+@contextlib.contextmanager
+def uninterruptible() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM while the block runs (in the main thread): the cleanup of
+    a run finishes even when Ctrl-C is pressed again."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in saved:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 async def _drive(
@@ -125,29 +148,37 @@ async def _drive(
     await cluster.settled()
     stop = asyncio.Event()
     traffic = asyncio.create_task(load.run(stop, started + MAX_RUN_SECONDS))
-    progress(f"baseline load, {scenario.load.rate:g} requests/s", done, total)
-    await asyncio.sleep(scenario.baseline)
-    step("baseline done")
-    if scenario.rollout:
-        await rolling_update(
-            cluster,
-            old,
-            lambda i: f"{NEW}-{i:02d}",
-            scenario.pod,
-            scenario.max_surge,
-            scenario.max_unavailable,
-            pause=scenario.pause,
-            deleted=lambda name: step(f"rolling update: deleted {name}"),
-        )
-        progress("waiting for the deleted pods to exit", done, total)
-        await cluster.drain()
-        step("every deleted pod exited")
-        await asyncio.sleep(scenario.tail)
-        step("tail done")
-    else:
-        progress(f"steady load for {scenario.steady:g} s", done, total)
-        await asyncio.sleep(scenario.steady)
-        step("steady load done")
+    try:
+        progress(f"baseline load, {scenario.load.rate:g} requests/s", done, total)
+        await asyncio.sleep(scenario.baseline)
+        step("baseline done")
+        if scenario.rollout:
+            await rolling_update(
+                cluster,
+                old,
+                lambda i: f"{NEW}-{i:02d}",
+                scenario.pod,
+                scenario.max_surge,
+                scenario.max_unavailable,
+                pause=scenario.pause,
+                deleted=lambda name: step(f"rolling update: deleted {name}"),
+            )
+            progress(
+                "waiting for the deleted pods to exit and every node to drop them", done, total
+            )
+            await cluster.drain()
+            await cluster.settled()
+            step("every deleted pod exited and left every node's rules")
+            await asyncio.sleep(scenario.tail)
+            step("tail done")
+        else:
+            progress(f"steady load for {scenario.steady:g} s", done, total)
+            await asyncio.sleep(scenario.steady)
+            step("steady load done")
+    except BaseException:
+        traffic.cancel()  # an error or Ctrl-C: no more requests while things are removed
+        await asyncio.gather(traffic, return_exceptions=True)
+        raise
     stop.set()
     await traffic
     progress("probing each pod directly", done, total)
@@ -184,7 +215,7 @@ async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[st
     return results
 
 
-def ground_truth(scenario: Scenario, cluster: Cluster) -> dict[str, Any]:
+def ground_truth(scenario: Scenario, cluster: Cluster, load: Load) -> dict[str, Any]:
     """What really happened, for checking a diagnosis: the bad pods, each deleted pod's
     timeline and how long the nodes kept routing to it after it stopped accepting."""
     pods = {}
@@ -208,7 +239,7 @@ def ground_truth(scenario: Scenario, cluster: Cluster) -> dict[str, Any]:
     return {
         "bad_pods": sorted(n for n, p in cluster.pods.items() if p.fault != "none"),
         "expected_cause": scenario.expect,
-        "expected_race_failures": round(cluster.expected_race_failures(scenario.load.rate), 1),
+        "expected_race_failures": round(cluster.expected_race_failures(load.sent_by_node()), 1),
         "race_window_seconds": max(windows, default=0.0),
         "propagation": str(scenario.propagation.delay),
         "min_sync_seconds": scenario.propagation.min_sync,

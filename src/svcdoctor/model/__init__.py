@@ -5,6 +5,7 @@ from svcdoctor.model.dist import Dist, DistError, parse_dist
 from svcdoctor.model.evidence import (
     FAILURES,
     REQUEST_COLUMNS,
+    RETRY_BACKOFF,
     ROLES,
     ContainerExit,
     EndpointChange,
@@ -16,6 +17,7 @@ from svcdoctor.model.evidence import (
     PodInfo,
     SourceSummary,
     iso_utc,
+    owners,
 )
 from svcdoctor.model.finding import Cause, Finding, Location, ObjectRef, Severity
 from svcdoctor.model.inventory import Inventory, selector_matches, targets
@@ -41,6 +43,7 @@ __all__ = [
     "FAILURES",
     "MIN_SHUTDOWN_WINDOW",
     "REQUEST_COLUMNS",
+    "RETRY_BACKOFF",
     "ROLES",
     "SERVING_KINDS",
     "WORKLOAD_KINDS",
@@ -74,6 +77,7 @@ __all__ = [
     "Verdict",
     "Workload",
     "iso_utc",
+    "owners",
     "parse_dist",
     "selector_matches",
     "shutdown_timeline",

@@ -81,11 +81,17 @@ class Dist:
         return math.log(self.b / self.a) / Z99
 
     def __str__(self) -> str:
+        """The spec, exactly: ``parse_dist(str(d)) == d``."""
         if self.kind == "const":
-            return f"{self.a:g}"
+            return _number(self.a)
         if self.kind == "exp":
-            return f"exp:{self.a:g}"
-        return f"{self.kind}:{self.a:g},{self.b:g}"
+            return f"exp:{_number(self.a)}"
+        return f"{self.kind}:{_number(self.a)},{_number(self.b)}"
+
+
+def _number(x: float) -> str:
+    short = f"{x:g}"
+    return short if float(short) == x else repr(x)
 
 
 def parse_dist(text: str) -> Dist:

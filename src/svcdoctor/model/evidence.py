@@ -158,6 +158,18 @@ class Evidence:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+RETRY_BACKOFF = 0.025
+"""Seconds a client waits before its first retry of a failed request, doubling after: the
+lab's clients and the simulated ones."""
+
+
+def owners(pod: str) -> tuple[str, str]:
+    """The ReplicaSet and the Deployment of a Deployment's pod, by the names Kubernetes gives
+    them (``deployment-podtemplatehash-suffix``)."""
+    replica_set = pod.rsplit("-", 1)[0]
+    return replica_set, replica_set.rsplit("-", 1)[0]
+
+
 def iso_utc(ts: float | None) -> str | None:
     """Unix seconds → RFC 3339 UTC with milliseconds (for reports)."""
     if ts is None:

@@ -163,7 +163,7 @@ def kernel_log(run: Run) -> str:
             f"{stamp} {host} kernel: nf_conntrack: nf_conntrack: table full, dropping packet"
         )
         if count > 1:
-            lines.append(f"{stamp} {host} kernel: nf_conntrack: {count - 1} callbacks suppressed")
+            lines.append(f"{stamp} {host} kernel: net_ratelimit: {count - 1} callbacks suppressed")
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from svcdoctor.model import Cause
+from svcdoctor.model import RETRY_BACKOFF, Cause
 from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods, build_pods
@@ -44,7 +44,7 @@ CAUSE_OF = {
 }
 TEARDOWN = 1.0  # seconds from a pod's exit until its IP stops answering (refused → timeout)
 CONNECT_RTT = 0.001  # how long a refused connection takes
-BACKOFF = 0.025  # first retry delay, doubling
+BACKOFF = RETRY_BACKOFF  # first retry delay, doubling
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ period must then cover the preStop plus the latency tail, or SIGKILL cuts the sl
 requests: each deleted pod loses its rate x E[max(L - slack, 0)] requests, L the request
 latency (a client gives up at its timeout) and slack the seconds between SIGTERM and SIGKILL
 (at least the kubelet's 2 s). Both are closed forms over the model's samples; the answer is
-then checked by simulating other rollouts with it, and raised while the simulation
-contradicts the target.
+then checked by simulating other rollouts with it, and raised while the simulated
+failures exceed the target.
 """
 
 from __future__ import annotations
@@ -25,14 +25,19 @@ from svcdoctor.model import MIN_SHUTDOWN_WINDOW
 from svcdoctor.simulate.arrays import Floats
 from svcdoctor.simulate.params import ParamError, SimParams
 from svcdoctor.simulate.rollout import build_pods
-from svcdoctor.simulate.routes import build_routes, router_rates
-from svcdoctor.simulate.summary import Simulation, expected_race, race_terms, simulate
+from svcdoctor.simulate.routes import build_routes
+from svcdoctor.simulate.summary import (
+    Simulation,
+    expected_race,
+    race_terms,
+    rollout_span,
+    simulate,
+)
 
 SLEEP_ACTION = (1, 30)  # preStop ``sleep`` is beta and on by default from 1.30 (GA 1.34)
 LATENCY_SAMPLES = 200_000
 MAX_PRESTOP = 3600
 MAX_RAISES = 5  # how often the simulated check may raise the answer
-CHECK_ALPHA = 0.05  # the simulated check contradicts the target at this significance
 FIXABLE = ("stale_endpoint", "in_flight", "sigkill")  # what preStop and grace act on
 UNFIXABLE = {
     "stale_connection": "keep-alive connections break when the server exits at SIGTERM: close "
@@ -56,11 +61,16 @@ class Recommendation:
     checked: Simulation  # other rollouts, with the recommendation
     met: bool
     reasons: tuple[str, ...]
-    yaml: str  # with the grace period to set: the smallest, or the current if longer
+    kubernetes_version: tuple[int, int]
 
     @property
     def grace_to_set(self) -> int:
+        """The smallest grace period, or the current one if it is longer."""
         return max(self.grace_seconds, math.ceil(self.current.params.grace))
+
+    @property
+    def yaml(self) -> str:
+        return snippet(self.prestop_seconds, self.grace_to_set, self.kubernetes_version)
 
 
 class _Excess:
@@ -129,11 +139,9 @@ def recommend(
         r = np.random.default_rng(seed + k)
         pods = build_pods(p, r)
         routes = build_routes(p, pods, r)
-        delay, weight = race_terms(p, pods, routes)
-        terms.append((delay, weight))
-        carries = router_rates(p) > 0
-        end = float(routes.remove[np.isfinite(pods.deleted)][:, carries].max(initial=0.0))
-        spans.append(max(min(end, p.duration) - p.rollout_at, 1.0))
+        terms.append(race_terms(p, pods, routes))
+        span = rollout_span(p, pods, routes)
+        spans.append(max(span[1] - span[0], 1.0) if span else 1.0)
         if progress:
             progress()
     rollout_requests = p.rate * float(np.mean(spans))
@@ -165,7 +173,7 @@ def recommend(
     current = simulate(p, runs, seed, progress)
     checked, raises = _check(p, prestop, slack, runs, seed + runs, progress), 0
     while not _consistent(checked, target) and raises < MAX_RAISES:
-        by = checked.mean_by("by_mechanism")
+        by = checked.mean_by("rollout_by_mechanism")
         if by["sigkill"] > by["stale_endpoint"] + by["in_flight"]:
             slack += 1
         elif by["stale_endpoint"] > 0 or p.connection == "new":
@@ -177,7 +185,7 @@ def recommend(
     expected = lost(prestop, None if p.shutdown == "naive" else slack)
     reasons: list[str] = []
     if not _consistent(checked, target):
-        by = checked.mean_by("by_mechanism")
+        by = checked.mean_by("rollout_by_mechanism")
         fixable = sum(by[m] for m in FIXABLE)
         reasons.append(
             f"≈{fixable:.2g} requests per rollout still fail in the race or at shutdown (the "
@@ -188,11 +196,11 @@ def recommend(
                 else ""
             )
         )
-    others = checked.mean_by("by_mechanism")
+    others = checked.mean_by("rollout_by_mechanism")
     for name, why in UNFIXABLE.items():
         if others.get(name, 0.0) > 0:
             expected += others[name]
-            reasons.append(f"{name} ({others[name]:.0f} per window): {why}")
+            reasons.append(f"{name} ({others[name]:.0f} per rollout): {why}")
     grace = prestop + slack
     return Recommendation(
         prestop,
@@ -204,7 +212,7 @@ def recommend(
         checked,
         not reasons,
         tuple(reasons),
-        snippet(prestop, max(grace, math.ceil(p.grace)), version),
+        version,
     )
 
 
@@ -222,17 +230,10 @@ def _check(
 
 
 def _consistent(s: Simulation, target: float) -> bool:
-    """Whether the simulated failures that preStop and grace act on are consistent with the
-    target (a one-sided Poisson test: not significantly more than it allows)."""
-    failed = sum(r.by_mechanism[m] for r in s.runs for m in FIXABLE)
-    if failed == 0:
-        return True
-    allowed = target * sum(r.rollout_requests for r in s.runs)
-    if allowed == 0:
-        return False
-    from scipy.stats import poisson
-
-    return bool(poisson.sf(failed - 1, allowed) >= CHECK_ALPHA)
+    """Whether the simulated failures that preStop and grace act on stay within the target,
+    over the requests of the simulated rollouts."""
+    failed = sum(r.rollout_by_mechanism[m] for r in s.runs for m in FIXABLE)
+    return failed <= target * sum(r.rollout_requests for r in s.runs)
 
 
 def snippet(prestop: int, grace: int, version: tuple[int, int] = SLEEP_ACTION) -> str:

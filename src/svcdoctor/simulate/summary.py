@@ -42,9 +42,10 @@ class RunSummary:
     """Per kind of router (kube-proxy, ingress-nginx, load balancer): quantiles of the
     seconds from a deletion until the router stopped routing to the pod."""
     window: dict[str, float]  # seconds a router kept routing to a pod that stopped accepting
-    rollout: tuple[float, float] | None  # from the rollout's start until its last pod is gone
+    rollout: tuple[float, float] | None  # see ``rollout_span``
     rollout_requests: int  # requests started within the rollout
-    rollout_failed: int  # failed requests among them
+    rollout_failed: int  # failures of the rollout: its mechanisms anywhere, others within it
+    rollout_by_mechanism: dict[str, int]  # those failures by mechanism
     clients: int  # clients that sent requests
     clients_failed: int  # clients with at least one failed request
 
@@ -139,17 +140,20 @@ def router_kinds(p: SimParams) -> dict[str, slice]:
     return kinds
 
 
-def rollout_span(run: Run) -> tuple[float, float] | None:
-    """From the rollout's start until its last deleted pod has exited and left every
-    router's list (clipped to the window)."""
-    p, pods = run.params, run.pods
+ROLLOUT_MECHANISMS = ("stale_endpoint", "no_endpoints", "in_flight", "sigkill", "stale_connection")
+"""Failures only a rollout causes: counted for the rollout wherever they fall in the window."""
+
+
+def rollout_span(p: SimParams, pods: Pods, routes: Routes) -> tuple[float, float] | None:
+    """From the rollout's start until every router carrying traffic has dropped its last
+    deleted pod (clipped to the window). It depends on the rollout and the routers only,
+    not on preStop or grace, so settings can be compared on the same requests."""
     gone = np.flatnonzero(np.isfinite(pods.deleted))
     if not p.rollout or len(gone) == 0:
         return None
-    carries = router_rates(p) > 0
-    removed = run.routes.remove[np.ix_(gone, np.flatnonzero(carries))]
-    end = max(float(removed.max(initial=0.0)), float(run.exits[gone].max()))
-    return p.rollout_at, min(end, p.duration)
+    carries = np.flatnonzero(router_rates(p) > 0)
+    end = float(routes.remove[np.ix_(gone, carries)].max(initial=p.rollout_at))
+    return p.rollout_at, max(min(end, p.duration), p.rollout_at)
 
 
 def summarize(run: Run) -> RunSummary:
@@ -159,9 +163,12 @@ def summarize(run: Run) -> RunSummary:
     carries = router_rates(p) > 0
     gone = np.isfinite(pods.deleted)
     window = np.maximum(delay - np.minimum(p.prestop, p.grace), 0.0)
-    span = rollout_span(run)
+    span = rollout_span(p, pods, run.routes)
     inside = (t.ts >= span[0]) & (t.ts <= span[1]) if span else np.zeros(len(t.ts), bool)
     failed = t.mechanism != 0
+    caused = np.isin(t.mechanism, [MECHANISMS.index(m) for m in ROLLOUT_MECHANISMS])
+    of_rollout = (caused | inside) & failed if span else np.zeros(len(t.ts), bool)
+    in_rollout = np.bincount(t.mechanism[of_rollout], minlength=len(MECHANISMS))
     return RunSummary(
         seed=run.seed,
         requests=len(t.ts),
@@ -177,7 +184,10 @@ def summarize(run: Run) -> RunSummary:
         window=_quantiles(window[:, carries].ravel()),
         rollout=(round(span[0], 3), round(span[1], 3)) if span else None,
         rollout_requests=int(inside.sum()),
-        rollout_failed=int((inside & failed).sum()),
+        rollout_failed=int(of_rollout.sum()),
+        rollout_by_mechanism={
+            m: int(c) for m, c in zip(MECHANISMS[1:], in_rollout[1:], strict=True)
+        },
         clients=int(np.unique(t.client).size),
         clients_failed=int(np.unique(t.client[failed]).size),
     )
