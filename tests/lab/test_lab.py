@@ -139,7 +139,7 @@ def test_race_count_agrees_with_the_model(runs: dict[tuple[str, str], Run], data
     run = runs["race", datapath]
     expected = run.truth["expected_race_failures"]
     assert expected > 0
-    assert 0.5 <= run.out["failed"] / expected <= 2.0, (run.out["failed"], expected)
+    assert 0.6 <= run.out["failed"] / expected <= 1.6, (run.out["failed"], expected)
 
 
 DATAPATH_TOLERANCE = (0.6, 1.6)  # the ratio of the two datapaths' failed/expected
