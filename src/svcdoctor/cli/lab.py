@@ -20,7 +20,6 @@ from rich.table import Table
 DATAPATHS = ("auto", "kernel", "userspace")
 BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
 MAX_DELAY = 60.0  # seconds: the largest propagation delay or request latency a run takes
-MAX_RUN_SECONDS = 300.0  # svcdoctor.lab.run's bound, spelled out to keep the lab unimported
 
 # the names of svcdoctor.lab.scenarios.SCENARIOS, spelled out so that starting the CLI does
 # not import the lab (and polars); a test keeps the two equal
@@ -77,14 +76,12 @@ def _is_number(text: str) -> bool:
 def _slow(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
-    share, _, seconds = value.partition(",")
+    from svcdoctor.lab.pod import parse_slow
+
     try:
-        pair = (float(share), float(seconds))
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: expected SHARE,SECONDS such as 0.2,3") from None
-    if not 0 <= pair[0] <= 1 or not 0 <= pair[1] <= MAX_DELAY:
-        raise click.BadParameter(f"{value!r}: SHARE in [0, 1], SECONDS in [0, {MAX_DELAY:g}]")
-    return pair
+        return parse_slow(value, MAX_DELAY)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _customised(scenario: Any, o: dict[str, Any]) -> Any:
@@ -129,7 +126,9 @@ def _customised(scenario: Any, o: dict[str, Any]) -> Any:
         raise click.UsageError("--bad must be smaller than --replicas")
     if custom.pod.prestop_fails and not custom.pod.prestop:
         raise click.UsageError("--prestop-fails needs a preStop hook (--prestop SECONDS)")
-    planned = planned_seconds(custom)
+    from svcdoctor.lab.scenarios import MAX_RUN_SECONDS
+
+    planned = custom.planned_seconds
     if planned > MAX_RUN_SECONDS:
         raise click.UsageError(
             f"this run would take about {planned:.0f} s; a lab run takes at most "
@@ -137,17 +136,6 @@ def _customised(scenario: Any, o: dict[str, Any]) -> Any:
             "lower --replicas"
         )
     return custom
-
-
-def planned_seconds(s: Any) -> float:
-    """A generous estimate of a run's length: pods starting, the baseline, the rollout
-    (deletions spaced by the pause, each pod may take its whole grace period, the slowest
-    node's propagation), the tail, the direct probe."""
-    if not s.rollout:
-        return float(10 + s.baseline + s.steady)
-    settle = s.propagation.delay.high + s.propagation.min_sync
-    rollout = s.replicas * (s.pause + 1) + s.pod.grace + 2 + settle
-    return float(10 + s.baseline + rollout + s.tail)
 
 
 def _bundle_dir(out: Path | None, name: str) -> Path:

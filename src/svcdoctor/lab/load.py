@@ -134,7 +134,7 @@ class Load:
         """The start times of the requests (first attempts and retries), sorted, per node."""
         out: dict[int, list[float]] = {}
         for r in self.records:
-            out.setdefault(int(r["node"].split("-")[1]), []).append(r["ts"])
+            out.setdefault(r["node"], []).append(r["ts"])
         return {node: sorted(times) for node, times in out.items()}
 
     async def _connect(self, node: int) -> _Conn:
@@ -166,7 +166,7 @@ class Load:
         record: dict[str, Any] = {
             "ts": start,
             "client": f"client-{index}",
-            "node": f"node-{node}",
+            "node": node,  # the index; the request log names it node-N
             "status": None,
             "backend": None,
             "conn": None,

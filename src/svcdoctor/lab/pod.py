@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import math
 import os
 import random
 import signal
@@ -149,15 +150,24 @@ def die_with(parent: int) -> None:
         sys.exit(1)
 
 
-def _slow(text: str) -> tuple[float, float]:
+def parse_slow(text: str, longest: float = math.inf) -> tuple[float, float]:
+    """``SHARE,SECONDS``: the share of requests that take SECONDS (at most ``longest``);
+    raises ValueError with a one-line reason."""
     share, _, seconds = text.partition(",")
     try:
-        pair = (float(share), float(seconds or 0))
+        pair = (float(share), float(seconds))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected SHARE,SECONDS") from None
-    if not 0 <= pair[0] <= 1 or pair[1] < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: SHARE in [0, 1], SECONDS ≥ 0")
+        raise ValueError(f"{text!r}: expected SHARE,SECONDS such as 0.2,3") from None
+    if not 0 <= pair[0] <= 1 or not 0 <= pair[1] <= longest:
+        raise ValueError(f"{text!r}: SHARE in [0, 1], SECONDS in [0, {longest:g}]")
     return pair
+
+
+def _slow(text: str) -> tuple[float, float]:
+    try:
+        return parse_slow(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _dist(text: str) -> Dist:

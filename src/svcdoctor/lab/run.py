@@ -21,9 +21,8 @@ from svcdoctor.lab.cleanup import claim
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
 from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
-from svcdoctor.lab.scenarios import Scenario
+from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, Scenario
 
-MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
 OLD, NEW = "api-7f6d5c4b3", "api-5b4c3d2e1"  # the ReplicaSets before and after the rollout
 
 Progress = Callable[[str, int, int], None]
@@ -203,13 +202,11 @@ async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[st
             return outcome_of(exc)
         return "http_error" if status >= 500 else "ok"
 
-    running = [p for p in cluster.pods.values() if p.net is not None and not p.terminating]
-    outcomes = await asyncio.gather(
-        *(one(pod.net) for pod in running for _ in range(count) if pod.net is not None)
-    )
+    running = [(p.name, p.net) for p in cluster.pods.values() if p.net and not p.terminating]
+    outcomes = await asyncio.gather(*(one(net) for _, net in running for _ in range(count)))
     results: dict[str, dict[str, int]] = {}
-    for k, pod in enumerate(running):
-        tally = results.setdefault(pod.name, {})
+    for k, (name, _) in enumerate(running):
+        tally = results.setdefault(name, {})
         for outcome in outcomes[k * count : (k + 1) * count]:
             tally[outcome] = tally.get(outcome, 0) + 1
     return results
@@ -254,7 +251,7 @@ def _requests(load: Load, dp: Datapath) -> pl.DataFrame:
     for r in load.records:
         backend = r["backend"]
         if backend is None and r.get("port"):
-            backend = dp.backend_of(int(r["node"].split("-")[1]), r["port"])
+            backend = dp.backend_of(r["node"], r["port"])
         rows.append(
             {
                 "ts": r["ts"],
@@ -264,7 +261,7 @@ def _requests(load: Load, dp: Datapath) -> pl.DataFrame:
                 "client": r["client"],
                 "backend": backend,
                 "conn": r["conn"],
-                "node": r["node"],
+                "node": f"node-{r['node']}",
             }
         )
     schema = {

@@ -32,6 +32,19 @@ class Scenario:
     pause: float = 3.0  # between deletions of the rollout (each one's failures apart)
     description: str = ""
 
+    @property
+    def planned_seconds(self) -> float:
+        """A generous estimate of a run's length: pods starting, the baseline, the rollout
+        (deletions spaced by the pause, each pod may take its whole grace period, the
+        slowest node's propagation), the tail, the direct probe."""
+        if not self.rollout:
+            return 10 + self.baseline + self.steady
+        settle = self.propagation.delay.high + self.propagation.min_sync
+        rollout = self.replicas * (self.pause + 1) + self.pod.grace + 2 + settle
+        return 10 + self.baseline + rollout + self.tail
+
+
+MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
 
 _NEW = LoadSpec(rate=150.0, clients=8, connection="new")
 _KEEP = LoadSpec(rate=150.0, clients=8, connection="keepalive")

@@ -118,7 +118,7 @@ def conntrack_drop(p: SimParams) -> Floats:
     new connections per second x how long each stays (TIME_WAIT) against nf_conntrack_max.
     A node's rate is that of the clients on it (clients sit on the first nodes when there
     are fewer clients than nodes)."""
-    per_node = router_rates(p)[: p.nodes] * (p.connection == "new")
+    per_node = router_rates(p)[: p.nodes] if p.connection == "new" else np.zeros(p.nodes)
     entries = (per_node + p.node_conn_rate) * p.conntrack_timewait
     drop = 1 - p.conntrack_max / np.maximum(entries, 1e-12)
     return np.asarray(np.maximum(drop, 0.0))

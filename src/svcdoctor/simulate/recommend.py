@@ -183,9 +183,9 @@ def recommend(
         raises += 1
         checked = _check(p, prestop, slack, runs, seed + runs, progress)
     expected = lost(prestop, None if p.shutdown == "naive" else slack)
+    by = checked.mean_by("rollout_by_mechanism")
     reasons: list[str] = []
     if not _consistent(checked, target):
-        by = checked.mean_by("rollout_by_mechanism")
         fixable = sum(by[m] for m in FIXABLE)
         reasons.append(
             f"≈{fixable:.2g} requests per rollout still fail in the race or at shutdown (the "
@@ -196,11 +196,10 @@ def recommend(
                 else ""
             )
         )
-    others = checked.mean_by("rollout_by_mechanism")
     for name, why in UNFIXABLE.items():
-        if others.get(name, 0.0) > 0:
-            expected += others[name]
-            reasons.append(f"{name} ({others[name]:.0f} per rollout): {why}")
+        if by[name] > 0:
+            expected += by[name]
+            reasons.append(f"{name} ({by[name]:.0f} per rollout): {why}")
     grace = prestop + slack
     return Recommendation(
         prestop,

@@ -140,8 +140,9 @@ def router_kinds(p: SimParams) -> dict[str, slice]:
     return kinds
 
 
-ROLLOUT_MECHANISMS = ("stale_endpoint", "no_endpoints", "in_flight", "sigkill", "stale_connection")
-"""Failures only a rollout causes: counted for the rollout wherever they fall in the window."""
+ROLLOUT_MECHANISMS = tuple(m for m, c in CAUSE_OF.items() if c in (Cause.RACE, Cause.REUSE))
+"""Failures only a rollout causes (the race's and reuse's): counted for the rollout wherever
+they fall in the window."""
 
 
 def rollout_span(p: SimParams, pods: Pods, routes: Routes) -> tuple[float, float] | None:
