@@ -1,0 +1,334 @@
+"""``ClusterReader`` over the Kubernetes API: lightkube for kubeconfig and credentials,
+raw JSON for the objects.
+
+lightkube turns a kubeconfig context into an authenticated HTTP client (CA, client
+certificates, bearer tokens, rotated token files, exec credential plugins); the reads are
+plain REST calls decoded with msgspec, so objects stay the dicts the API sent (what collect
+writes and scan's loader reads) and 50,000 pods cost one decode, not 50,000 models.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2 as httpx
+import msgspec
+from lightkube.config.client_adapter import Client as HttpClient
+from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.config.models import User
+from lightkube.core.exceptions import ConfigError
+
+from svcdoctor.cluster.config import Target
+from svcdoctor.cluster.reader import ClusterError, Forbidden, NotServed, WatchEvent
+from svcdoctor.cluster.resources import RESOURCES, Resource
+
+PAGE_SIZE = 500
+WATCH_CHUNK_SECONDS = 300  # a watch request's server-side timeout; resumed after it
+_decode = msgspec.json.Decoder()
+Objects = list[dict[str, Any]]
+
+
+class ApiStatus(ClusterError):
+    """An error status from the API server, with its HTTP code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ApiReader:
+    """Read-only access to the cluster of one kubeconfig context."""
+
+    def __init__(self, target: Target, timeout: float = 10.0) -> None:
+        self.context = target.context
+        self.namespace = target.namespace
+        self.timeout = timeout
+        try:
+            single = KubeConfig.from_dict(target.config).get(target.context)
+        except (ConfigError, KeyError, TypeError, msgspec.ValidationError) as exc:
+            raise ClusterError(f"kubeconfig context {target.context!r}: {exc}") from None
+        assert single is not None
+        if single.user is None:
+            single = single._replace(user=User())
+        self.server = single.cluster.server
+        try:
+            self._http = HttpClient(
+                single, ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False)
+            )
+        except (ConfigError, OSError, ValueError) as exc:
+            raise ClusterError(f"kubeconfig context {target.context!r}: {exc}") from None
+        self._discovered: dict[str, set[str] | None] = {}
+        self.used: set[tuple[str, str]] = set()  # (verb, resource) asked, for the RBAC test
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ---- requests -----------------------------------------------------------------
+    def _send(
+        self,
+        path: str,
+        params: dict[str, Any] | None = None,
+        verb: str = "get",
+        resource: str = "",
+        namespace: str | None = None,
+        stream: bool = False,
+        read_timeout: float | None = None,
+    ) -> httpx.Response:
+        """GET ``path``; every failure becomes a one-line ``ClusterError``."""
+        timeout = httpx.Timeout(self.timeout, read=read_timeout or self.timeout)
+        if resource:
+            self.used.add((verb, resource))
+        try:
+            request = self._http.build_request("GET", path, params=params, timeout=timeout)
+            response = self._http.send(request, stream=stream)
+        except httpx.TimeoutException:
+            raise ClusterError(
+                f"the API server at {self.server} (context {self.context}) did not answer "
+                f"within {self.timeout:g} s"
+            ) from None
+        except (httpx.HTTPError, OSError) as exc:
+            raise ClusterError(
+                f"cannot reach the API server at {self.server} (context {self.context}): "
+                f"{_reason(exc)}"
+            ) from None
+        except ConfigError as exc:  # an exec credential plugin that failed
+            raise ClusterError(f"credentials of context {self.context}: {exc}") from None
+        if response.status_code < 400:
+            return response
+        if stream:
+            response.read()
+        raise self._error(response, verb, resource, namespace)
+
+    def _error(
+        self, response: httpx.Response, verb: str, resource: str, namespace: str | None
+    ) -> ClusterError:
+        code = response.status_code
+        message = _status_message(response)
+        if code == 401:
+            return ClusterError(
+                f"unauthorized: the API server at {self.server} rejected the credentials of "
+                f"context {self.context} (expired or wrong token?)"
+            )
+        if code == 403:
+            return Forbidden(verb, resource or response.request.url.path, namespace)
+        if code == 404 and resource:
+            return NotServed(f"the server does not serve {resource}: {message}")
+        return ApiStatus(code, f"{code} from {response.request.url.path}: {message}")
+
+    def _json(self, path: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
+        response = self._send(path, params, **kw)
+        try:
+            return _decode.decode(response.content)
+        except msgspec.DecodeError:
+            raise ClusterError(f"{path}: the API server sent invalid JSON") from None
+
+    # ---- ClusterReader --------------------------------------------------------------
+    def version(self) -> dict[str, str]:
+        found = self._json("/version")
+        return {k: str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+    def serves(self, resource: str) -> bool:
+        res = RESOURCES[resource]
+        if res.api_version not in self._discovered:
+            path = f"/apis/{res.api_version}" if res.group else f"/api/{res.version}"
+            try:
+                found = self._json(path)
+                names = {r.get("name") for r in found.get("resources", [])}
+                self._discovered[res.api_version] = {str(n) for n in names if n}
+            except ApiStatus as exc:
+                if exc.code != 404:
+                    raise
+                self._discovered[res.api_version] = None
+        served = self._discovered[res.api_version]
+        return served is not None and res.plural in served
+
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        labels: str | None = None,
+        fields: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return self._list(RESOURCES[resource], resource, namespace, labels, fields)[0]
+
+    def _list(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None,
+        labels: str | None,
+        fields: str | None,
+    ) -> tuple[Objects, str]:
+        """Every object, in pages; a page token that expired (410) restarts the list."""
+        items: Objects = []
+        params: dict[str, Any] = {"limit": PAGE_SIZE}
+        if labels:
+            params["labelSelector"] = labels
+        if fields:
+            params["fieldSelector"] = fields
+        path = res.path(namespace)
+        while True:
+            try:
+                page = self._json(path, params, verb="list", resource=name, namespace=namespace)
+            except ApiStatus as exc:
+                if "continue" in params and exc.code == 410:
+                    params.pop("continue")
+                    items = []
+                    continue
+                raise
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", res.kind)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                return items, str(meta.get("resourceVersion") or "")
+            params["continue"] = meta["continue"]
+
+    def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        res = RESOURCES[resource]
+        try:
+            found = self._json(
+                res.path(namespace, name), verb="get", resource=resource, namespace=namespace
+            )
+        except NotServed:
+            return None
+        return found if isinstance(found, dict) else None
+
+    def watch(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        labels: str | None = None,
+        fields: str | None = None,
+        until: float | None = None,
+    ) -> Iterator[WatchEvent]:
+        res = RESOURCES[resource]
+        known: dict[str, dict[str, Any]] = {}
+        version = ""
+
+        def relist() -> Iterator[WatchEvent]:
+            """List, and report what changed since the objects known (all new at first)."""
+            nonlocal version
+            items, version = self._list(res, resource, namespace, labels, fields)
+            now = time.time()
+            fresh = {_key(o): o for o in items}
+            for key, obj in fresh.items():
+                old = known.get(key)
+                if old is None:
+                    yield WatchEvent("ADDED", obj, now)
+                elif _rv(old) != _rv(obj):
+                    yield WatchEvent("MODIFIED", obj, now)
+            for key in known.keys() - fresh.keys():
+                yield WatchEvent("DELETED", known[key], now)
+            known.clear()
+            known.update(fresh)
+
+        yield from relist()
+        while until is None or time.time() < until:
+            left = WATCH_CHUNK_SECONDS if until is None else max(1, int(until - time.time()))
+            params: dict[str, Any] = {
+                "watch": "true",
+                "allowWatchBookmarks": "true",
+                "resourceVersion": version,
+                "timeoutSeconds": min(left, WATCH_CHUNK_SECONDS),
+            }
+            if labels:
+                params["labelSelector"] = labels
+            if fields:
+                params["fieldSelector"] = fields
+            gone = False
+            response = self._send(
+                res.path(namespace),
+                params,
+                verb="watch",
+                resource=resource,
+                namespace=namespace,
+                stream=True,
+                read_timeout=min(left, WATCH_CHUNK_SECONDS) + self.timeout,
+            )
+            try:
+                for line in response.iter_lines():
+                    if not line.strip():
+                        continue
+                    event = _decode.decode(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            gone = True
+                            break
+                        raise ClusterError(f"watch of {resource}: {obj.get('message', obj)}")
+                    version = _rv(obj) or version
+                    if kind == "BOOKMARK":
+                        continue
+                    obj.setdefault("apiVersion", res.api_version)
+                    obj.setdefault("kind", res.kind)
+                    if kind == "DELETED":
+                        known.pop(_key(obj), None)
+                    else:
+                        known[_key(obj)] = obj
+                    yield WatchEvent(str(kind), obj, time.time())
+                    if until is not None and time.time() >= until:
+                        return
+            except httpx.ReadTimeout:
+                pass  # the server kept the stream open past its timeout: resume
+            except (httpx.HTTPError, msgspec.DecodeError) as exc:
+                raise ClusterError(f"watch of {resource} broke: {_reason(exc)}") from None
+            finally:
+                response.close()
+            if gone:  # 410 Gone: our version is too old; list again and go on from there
+                yield from relist()
+
+    def logs(
+        self,
+        namespace: str,
+        pod: str,
+        container: str | None = None,
+        since_seconds: int | None = None,
+        limit_bytes: int | None = None,
+    ) -> str:
+        params: dict[str, Any] = {}
+        if container:
+            params["container"] = container
+        if since_seconds:
+            params["sinceSeconds"] = since_seconds
+        if limit_bytes:
+            params["limitBytes"] = limit_bytes
+        response = self._send(
+            RESOURCES["pods"].path(namespace, pod) + "/log",
+            params,
+            verb="get",
+            resource="pods/log",
+            namespace=namespace,
+        )
+        return response.text
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _rv(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _status_message(response: httpx.Response) -> str:
+    try:
+        body = _decode.decode(response.content)
+    except msgspec.DecodeError:
+        return response.text.strip().splitlines()[0] if response.text.strip() else "no message"
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return response.reason_phrase or "no message"
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost, most specific reason of a connection failure."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
