@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/diagnose_scale.py
 	$(BIN)/python benchmarks/lab_rollout.py
 	$(BIN)/python benchmarks/simulate_scale.py
+	$(BIN)/python benchmarks/scan_scale.py
 
 docs: $(STAMP)
 	$(BIN)/svcdoctor rules export docs/rules

@@ -1,6 +1,6 @@
 """Static checks. Each module registers its rules; the import order is the list order."""
 
-from svcdoctor.checks import backend, infra, inputs, race, reuse
+from svcdoctor.checks import backend, infra, inputs, live, race, reuse
 from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule
 from svcdoctor.checks.run import LintResult, run_checks
 from svcdoctor.checks.settings import Settings
@@ -16,6 +16,7 @@ __all__ = [
     "backend",
     "infra",
     "inputs",
+    "live",
     "lookup",
     "race",
     "reuse",

@@ -7,7 +7,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Cause, Finding, Inventory, Location, Service, Severity, Workload
+from svcdoctor.model import (
+    Cause,
+    Finding,
+    Inventory,
+    Location,
+    ProxyConfig,
+    Service,
+    Severity,
+    Workload,
+    is_live,
+)
 
 DOCS_URL = "https://github.com/svcdoctor/svcdoctor/blob/main/docs/rules/{id}.md"
 DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Fix", "References")
@@ -17,7 +27,7 @@ DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Fix", "References"
 class Hit:
     """What a check reports; the registry turns it into a ``Finding``."""
 
-    subject: Workload | Service
+    subject: Workload | Service | ProxyConfig
     message: str
     fix: str | None = None
     container: str | None = None
@@ -32,7 +42,9 @@ Check = Callable[[Inventory, Settings], Iterable[Hit]]
 class Rule:
     """A check with its stable id, kebab-case name, cause, default severity and doc.
 
-    Input rules (``SVD0xx``) have no check: the readers report them.
+    Input rules (``SVD0xx``) have no check: the readers report them. ``live`` rules read
+    what only a cluster knows (``Inventory.live``): ``scan`` runs them, ``lint`` finds
+    nothing for them.
     """
 
     id: str
@@ -41,6 +53,7 @@ class Rule:
     severity: Severity
     doc: str
     check: Check | None = None
+    live: bool = False
 
     @property
     def summary(self) -> str:
@@ -67,7 +80,7 @@ class Rule:
         location: Location,
         message: str,
         *,
-        subject: Workload | Service | None = None,
+        subject: Workload | Service | ProxyConfig | None = None,
         container: str | None = None,
         fix: str | None = None,
         severity: Severity | None = None,
@@ -89,7 +102,7 @@ class Rule:
             return
         for hit in self.check(inventory, settings):
             loc = hit.subject.location
-            if hit.line is not None:
+            if hit.line is not None and not is_live(loc):  # a live object has no lines
                 loc = Location(loc.file, hit.line)
             yield self.finding(
                 loc,
@@ -112,11 +125,13 @@ def _register(new: Rule) -> Rule:
     return new
 
 
-def rule(id: str, name: str, cause: Cause, severity: Severity) -> Callable[[Check], Check]:
+def rule(
+    id: str, name: str, cause: Cause, severity: Severity, *, live: bool = False
+) -> Callable[[Check], Check]:
     """Register the decorated check; its docstring is the rule's documentation."""
 
     def decorate(check: Check) -> Check:
-        _register(Rule(id, name, cause, severity, inspect.getdoc(check) or "", check))
+        _register(Rule(id, name, cause, severity, inspect.getdoc(check) or "", check, live))
         return check
 
     return decorate

@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 
 from svcdoctor import __version__
+from svcdoctor.cli.collect import collect
 from svcdoctor.cli.diagnose import diagnose
 from svcdoctor.cli.lab import lab
 from svcdoctor.cli.lint import lint
 from svcdoctor.cli.rules import rules
+from svcdoctor.cli.scan import scan
 from svcdoctor.cli.simulate import simulate
 
 
@@ -23,6 +25,8 @@ cli.add_command(diagnose)
 cli.add_command(lab)
 cli.add_command(simulate)
 cli.add_command(rules)
+cli.add_command(scan)
+cli.add_command(collect)
 
 
 def main() -> None:

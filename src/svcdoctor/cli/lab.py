@@ -17,6 +17,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from svcdoctor.cli._cluster import duration_option
+
 DATAPATHS = ("auto", "kernel", "userspace")
 BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
 MAX_DELAY = 60.0  # seconds: the largest propagation delay or request latency a run takes
@@ -414,3 +416,107 @@ def clean() -> None:
         f"removed {len(found.namespaces)} network namespaces, {len(found.processes)} pod "
         f"processes and {len(found.locks)} stale lock files"
     )
+
+
+def _serve_kubeconfig(path: Path | None) -> Path:
+    path = path or Path("svcdoctor-lab.kubeconfig")
+    if path.exists() and not path.is_file():
+        _fail(f"--kubeconfig-out {path}: exists and is not a file", 2)
+    return path.absolute()
+
+
+@lab.command("serve")
+@click.option(
+    "--scenario", "name", type=click.Choice(SCENARIO_NAMES), default="race", show_default=True
+)
+@click.option(
+    "--datapath",
+    type=click.Choice(DATAPATHS),
+    default="auto",
+    show_default=True,
+    help="kernel: network namespaces + iptables (root); userspace: loopback proxy.",
+)
+@click.option(
+    "--kubeconfig-out",
+    "kubeconfig",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Where to write the kubeconfig (default: ./svcdoctor-lab.kubeconfig).",
+)
+@duration_option(
+    "--for", "duration", help="Stop after this long (90, 90s, 2m; at most 1h; default: 1h)."
+)
+@duration_option(
+    "--rollout-at",
+    "rollout_at",
+    help="Roll the Deployment under load this long after the pods are ready.",
+)
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option("--seed", type=int, default=1, show_default=True)
+def serve_command(
+    name: str,
+    datapath: str,
+    kubeconfig: Path | None,
+    duration: float | None,
+    rollout_at: float | None,
+    fmt: str,
+    seed: int,
+) -> None:
+    """Serve a lab cluster as a Kubernetes API (for kubectl, scan and collect) until
+    Ctrl-C or --for; its objects follow the lab's real pods, endpoints and events."""
+    from svcdoctor.lab.datapath import LabError
+    from svcdoctor.lab.scenarios import SCENARIOS
+    from svcdoctor.lab.serve import MAX_SERVE_SECONDS, ServeInfo, serve
+
+    if duration is not None and duration > MAX_SERVE_SECONDS:
+        raise click.BadParameter(
+            f"{duration:g} s is longer than a lab serves ({MAX_SERVE_SECONDS:g} s)",
+            param_hint="--for",
+        )
+    if rollout_at is not None and duration is not None and rollout_at >= duration:
+        raise click.BadParameter("must come before the end (--for)", param_hint="--rollout-at")
+    scenario = SCENARIOS[name]
+    chosen = _datapath(datapath)
+    path = _serve_kubeconfig(kubeconfig)
+
+    def announce(info: ServeInfo) -> None:
+        if fmt == "json":
+            click.echo(
+                json.dumps(
+                    {
+                        "url": info.url,
+                        "kubeconfig": str(info.kubeconfig),
+                        "context": info.context,
+                        "namespace": info.namespace,
+                        "datapath": info.datapath,
+                    }
+                ),
+            )
+        else:
+            click.echo(f"lab {name} ({info.datapath} datapath) serving at {info.url}")
+            click.echo(f"kubeconfig: {info.kubeconfig} (context {info.context})")
+            click.echo(f"try: KUBECONFIG={info.kubeconfig} kubectl get pods -n {info.namespace}")
+        sys.stdout.flush()
+
+    async def main() -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await serve(scenario, chosen, path, duration, rollout_at, seed, announce)
+
+    interrupted = "stopped; the lab's namespaces, rules and processes were removed"
+    try:
+        result = asyncio.run(main())
+    except LabError as exc:
+        _fail(str(exc), 1)
+    except KeyboardInterrupt:  # Ctrl-C
+        click.echo(interrupted, err=True)
+        sys.exit(0)
+    except asyncio.CancelledError:  # SIGTERM
+        click.echo(interrupted, err=True)
+        sys.exit(0)
+    if fmt == "text":
+        click.echo(
+            f"done after {result.seconds:.0f} s: {result.failed} of {result.requests} "
+            "requests failed" + (" (with a rollout)" if result.rolled_out else "")
+        )

@@ -9,6 +9,8 @@ writes and scan's loader reads) and 50,000 pods cost one decode, not 50,000 mode
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import httpx2 as httpx
 import msgspec
 from lightkube.config.client_adapter import Client as HttpClient
-from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.client_adapter import ConnectionParams, ExecAuth
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.config.models import User
 from lightkube.core.exceptions import ConfigError
@@ -60,6 +62,8 @@ class ApiReader:
             )
         except (ConfigError, OSError, ValueError) as exc:
             raise ClusterError(f"kubeconfig context {target.context!r}: {exc}") from None
+        if single.user is not None and single.user.exec is not None:
+            self._http.auth = CredentialPlugin(single.user.exec)
         self._discovered: dict[str, set[str] | None] = {}
         self.used: set[tuple[str, str]] = set()  # (verb, resource) asked, for the RBAC test
 
@@ -305,6 +309,28 @@ class ApiReader:
             namespace=namespace,
         )
         return response.text
+
+
+class CredentialPlugin(ExecAuth):
+    """lightkube's exec credential plugin support, plus the ``client.authentication.k8s.io/v1``
+    API that current plugins (gke-gcloud-auth-plugin, kubelogin, aws eks get-token) speak,
+    and the ``KUBERNETES_EXEC_INFO`` they read to learn it (as client-go sets it)."""
+
+    VERSIONS = (
+        "client.authentication.k8s.io/v1",
+        "client.authentication.k8s.io/v1beta1",
+        "client.authentication.k8s.io/v1alpha1",
+    )
+
+    def _prepare(self) -> tuple[list[str], dict[str, str]]:
+        plugin = self._exec
+        if plugin.apiVersion not in self.VERSIONS:
+            raise ConfigError(f"credential plugin API version {plugin.apiVersion} is unknown")
+        env = dict(os.environ)
+        env.update((var.name, var.value) for var in plugin.env or ())
+        info = {"apiVersion": plugin.apiVersion, "kind": "ExecCredential"}
+        env["KUBERNETES_EXEC_INFO"] = json.dumps(info | {"spec": {"interactive": False}})
+        return [plugin.command, *(plugin.args or ())], env
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -153,6 +153,24 @@ def _pod(obj: dict[str, Any]) -> PodInfo:
     for cond in _seq(status.get("conditions")):
         if _map(cond).get("type") == "Ready":
             ready = cond.get("status") == "True"
+    exits = container_exits(status)
+    grace = meta.get("deletionGracePeriodSeconds", spec.get("terminationGracePeriodSeconds"))
+    return PodInfo(
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        ip=_text(status.get("podIP")),
+        node=_text(spec.get("nodeName")),
+        ready=ready,
+        created_at=rfc3339(meta.get("creationTimestamp")),
+        deleted_at=rfc3339(meta.get("deletionTimestamp")),
+        grace_seconds=grace if isinstance(grace, int) else None,
+        labels={str(k): str(v) for k, v in _map(meta.get("labels")).items()},
+        exits=exits,
+    )
+
+
+def container_exits(status: dict[str, Any]) -> tuple[ContainerExit, ...]:
+    """Every container termination a pod's ``status`` shows (``state`` and ``lastState``)."""
     exits = []
     for cs in map(_map, _seq(status.get("containerStatuses"))):
         for state in (_map(cs.get("state")), _map(cs.get("lastState"))):
@@ -166,19 +184,7 @@ def _pod(obj: dict[str, Any]) -> PodInfo:
                         rfc3339(term.get("finishedAt")),
                     )
                 )
-    grace = meta.get("deletionGracePeriodSeconds", spec.get("terminationGracePeriodSeconds"))
-    return PodInfo(
-        name=str(meta.get("name") or ""),
-        namespace=str(meta.get("namespace") or ""),
-        ip=_text(status.get("podIP")),
-        node=_text(spec.get("nodeName")),
-        ready=ready,
-        created_at=rfc3339(meta.get("creationTimestamp")),
-        deleted_at=rfc3339(meta.get("deletionTimestamp")),
-        grace_seconds=grace if isinstance(grace, int) else None,
-        labels={str(k): str(v) for k, v in _map(meta.get("labels")).items()},
-        exits=tuple(exits),
-    )
+    return tuple(exits)
 
 
 def _merge(old: PodInfo | None, new: PodInfo) -> PodInfo:

@@ -174,6 +174,10 @@ def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
                 note = "svcdoctor's ground truth of the run, not read as evidence"
                 got.sources.append(SourceSummary(name, "ground-truth", 0, note=note))
                 return
+            if len(docs) == 1 and isinstance(docs[0], dict) and "svcdoctor_collect" in docs[0]:
+                note = "svcdoctor collect's record of the bundle, not read as evidence"
+                got.sources.append(SourceSummary(name, "collect-manifest", 0, note=note))
+                return
             got.problems.append(f"{name}: JSON without Kubernetes objects, skipped")
             return
         read_kubectl(docs, name, got.kube)

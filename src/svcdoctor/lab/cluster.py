@@ -88,6 +88,7 @@ class Cluster:
     endpoints: list[EndpointChange] = field(default_factory=list)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     synced: list[tuple[float, int, tuple[str, ...]]] = field(default_factory=list)
+    on_change: Callable[[], None] | None = None  # told after every event and endpoint change
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -115,6 +116,8 @@ class Cluster:
                 time.time(), kind, pod, "lab", NAMESPACE, reason, message, exit_code, resolution=1.0
             )
         )
+        if self.on_change:
+            self.on_change()
 
     # ---- endpoints ----------------------------------------------------------------
     def routable(self) -> list[Backend]:
@@ -140,6 +143,8 @@ class Cluster:
                 removed,
             )
         )
+        if self.on_change:
+            self.on_change()
         ready = self.routable()
         if ready == self._published:
             return

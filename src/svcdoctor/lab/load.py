@@ -66,6 +66,7 @@ class Load:
     datapath: Datapath
     nodes: int
     seed: int = 0
+    keep: int | None = None  # keep only about the last ``keep`` records (a long-running lab)
     records: list[dict[str, Any]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _sent: int = 0
@@ -126,6 +127,8 @@ class Load:
             record, conn = await self._request(index, node, conn)
             record["attempt"] = attempt
             self.records.append(record)
+            if self.keep is not None and len(self.records) > 2 * self.keep:
+                del self.records[: -self.keep]  # like a rotated log: the oldest rows go
             if record["outcome"] == "ok":
                 break
         return conn

@@ -137,14 +137,7 @@ async def _drive(
         progress(what, done, total)
 
     progress(f"starting {scenario.replicas} pods ({dp.name} datapath)", 0, total)
-    await dp.start(scenario.nodes)
-    old = [f"{OLD}-{i:02d}" for i in range(scenario.replicas)]
-    bad = set(old[1 : 1 + scenario.bad])
-    for name in old:
-        await cluster.create(name, scenario.pod, scenario.fault if name in bad else "none")
-        step(f"started {name}")
-    await wait_ready(cluster, old)
-    await cluster.settled()
+    old = await start_pods(scenario, cluster, dp, step)
     stop = asyncio.Event()
     traffic = asyncio.create_task(load.run(stop, started + MAX_RUN_SECONDS))
     try:
@@ -152,21 +145,15 @@ async def _drive(
         await asyncio.sleep(scenario.baseline)
         step("baseline done")
         if scenario.rollout:
-            await rolling_update(
+            await roll(
+                scenario,
                 cluster,
                 old,
-                lambda i: f"{NEW}-{i:02d}",
-                scenario.pod,
-                scenario.max_surge,
-                scenario.max_unavailable,
-                pause=scenario.pause,
                 deleted=lambda name: step(f"rolling update: deleted {name}"),
+                draining=lambda: progress(
+                    "waiting for the deleted pods to exit and every node to drop them", done, total
+                ),
             )
-            progress(
-                "waiting for the deleted pods to exit and every node to drop them", done, total
-            )
-            await cluster.drain()
-            await cluster.settled()
             step("every deleted pod exited and left every node's rules")
             await asyncio.sleep(scenario.tail)
             step("tail done")
@@ -184,6 +171,48 @@ async def _drive(
     probe = await probe_pods(cluster, dp)
     step("done")
     return probe
+
+
+async def start_pods(
+    scenario: Scenario, cluster: Cluster, dp: Datapath, started: Callable[[str], None]
+) -> list[str]:
+    """The datapath and the first ReplicaSet's pods (the bad ones among them), Ready and
+    in every node's rules; ``started`` is told each pod started. Returns their names."""
+    await dp.start(scenario.nodes)
+    old = [f"{OLD}-{i:02d}" for i in range(scenario.replicas)]
+    bad = set(old[1 : 1 + scenario.bad])
+    for name in old:
+        await cluster.create(name, scenario.pod, scenario.fault if name in bad else "none")
+        started(f"started {name}")
+    await wait_ready(cluster, old)
+    await cluster.settled()
+    return old
+
+
+async def roll(
+    scenario: Scenario,
+    cluster: Cluster,
+    old: list[str],
+    deleted: Callable[[str], None] | None = None,
+    draining: Callable[[], None] | None = None,
+) -> list[str]:
+    """The scenario's rolling update from ``old`` to the second ReplicaSet, until every
+    deleted pod exited and every node applied the last change; returns the new pods."""
+    new = await rolling_update(
+        cluster,
+        old,
+        lambda i: f"{NEW}-{i:02d}",
+        scenario.pod,
+        scenario.max_surge,
+        scenario.max_unavailable,
+        pause=scenario.pause,
+        deleted=deleted,
+    )
+    if draining:
+        draining()
+    await cluster.drain()
+    await cluster.settled()
+    return new
 
 
 async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[str, dict[str, int]]:
@@ -246,24 +275,26 @@ def ground_truth(scenario: Scenario, cluster: Cluster, load: Load) -> dict[str, 
     }
 
 
+def request_row(record: dict[str, Any], dp: Datapath) -> dict[str, Any]:
+    """A load record as a canonical request-log row (DESIGN.md's columns); a failed
+    request's backend is the one the datapath picked for its connection, when known."""
+    backend = record["backend"]
+    if backend is None and record.get("port"):
+        backend = dp.backend_of(record["node"], record["port"])
+    return {
+        "ts": record["ts"],
+        "outcome": record["outcome"],
+        "status": record["status"],
+        "latency_ms": record["latency_ms"],
+        "client": record["client"],
+        "backend": backend,
+        "conn": record["conn"],
+        "node": f"node-{record['node']}",
+    }
+
+
 def _requests(load: Load, dp: Datapath) -> pl.DataFrame:
-    rows = []
-    for r in load.records:
-        backend = r["backend"]
-        if backend is None and r.get("port"):
-            backend = dp.backend_of(r["node"], r["port"])
-        rows.append(
-            {
-                "ts": r["ts"],
-                "outcome": r["outcome"],
-                "status": r["status"],
-                "latency_ms": r["latency_ms"],
-                "client": r["client"],
-                "backend": backend,
-                "conn": r["conn"],
-                "node": f"node-{r['node']}",
-            }
-        )
+    rows = [request_row(r, dp) for r in load.records]
     schema = {
         "ts": pl.Float64,
         "outcome": pl.Utf8,

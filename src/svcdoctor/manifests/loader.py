@@ -7,7 +7,7 @@ import gc
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -311,6 +311,27 @@ def _add_json(name: str, doc: object, objects: list[RawObject], result: LoadResu
         objects.append(RawObject(doc, Location(name, 1)))
 
 
+def json_objects(docs: Iterable[object], name: str, line: int = 1) -> LoadResult:
+    """Parsed JSON values (objects as the Kubernetes API returns them, ``*List``s included)
+    as the raw objects lint reads, every one located at ``name``:``line``."""
+    result = LoadResult()
+
+    def convert(value: object) -> object:
+        if isinstance(value, dict):
+            mapping = YMap({k: convert(v) for k, v in value.items()})
+            mapping.line, mapping.key_lines = line, {}
+            return mapping
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        return value
+
+    for doc in docs:
+        _add_json(name, convert(doc), result.objects, result)
+    if line != 1:
+        result.objects[:] = [RawObject(o.body, Location(name, line)) for o in result.objects]
+    return result
+
+
 def _yaml_problem(name: str, exc: yaml.YAMLError) -> Finding:
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
@@ -336,4 +357,13 @@ def _problem(rule: Rule, file: str, line: int, message: str) -> Finding:
     return rule.finding(Location(file, line), message)
 
 
-__all__ = ["DEFAULT_MAX_FILE_MB", "STDIN", "LoadResult", "RawObject", "YList", "YMap", "load"]
+__all__ = [
+    "DEFAULT_MAX_FILE_MB",
+    "STDIN",
+    "LoadResult",
+    "RawObject",
+    "YList",
+    "YMap",
+    "json_objects",
+    "load",
+]

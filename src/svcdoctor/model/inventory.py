@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from svcdoctor.model.finding import Finding, ObjectRef
+from svcdoctor.model.live import LiveFacts
 from svcdoctor.model.service import Autoscaler, Service
 from svcdoctor.model.workload import Workload
 
@@ -26,16 +27,26 @@ class Inventory:
     files: int = 0
     objects: int = 0
     skipped: int = 0  # documents that are not Kubernetes objects
+    # Live clusters: the workloads whose pods are in a Service's endpoints (by Service ref;
+    # a Service absent here is matched by its selector) and what only a cluster knows.
+    backends: dict[ObjectRef, tuple[ObjectRef, ...]] = field(default_factory=dict)
+    live: LiveFacts | None = None
     _targets: dict[int, tuple[Workload, ...]] = field(default_factory=dict, compare=False)
     _backing: dict[int, tuple[Service, ...]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         by_namespace: dict[str, list[Workload]] = {}
+        by_ref: dict[ObjectRef, list[Workload]] = {}
         for w in self.workloads:
             by_namespace.setdefault(w.ref.namespace, []).append(w)
+            by_ref.setdefault(w.ref, []).append(w)
         for svc in self.services:
-            candidates = by_namespace.get(svc.ref.namespace, ())
-            found = _nearest_definitions(svc, [w for w in candidates if targets(svc, w)])
+            explicit = self.backends.get(svc.ref)
+            if explicit:
+                found = tuple(w for ref in explicit for w in by_ref.get(ref, ()))
+            else:
+                candidates = by_namespace.get(svc.ref.namespace, ())
+                found = _nearest_definitions(svc, [w for w in candidates if targets(svc, w)])
             self._targets[id(svc)] = found
             for w in found:
                 self._backing[id(w)] = (*self._backing.get(id(w), ()), svc)

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from svcdoctor import __version__
 from svcdoctor.checks import LintResult, Rule, all_rules
-from svcdoctor.model import Finding, Severity
+from svcdoctor.model import Finding, Severity, is_live
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/svcdoctor/svcdoctor"
@@ -34,6 +34,26 @@ def _uri(path: str) -> str:
     return "stdin" if path in ("-", "stdin") else quote(PurePath(path).as_posix())
 
 
+def _live_location(f: Finding) -> dict[str, Any]:
+    """A live object has no file: a logical location names it (kind, namespace, name)."""
+    context = f.location.file.partition(":")[2]
+    logical: dict[str, Any] = {"kind": "resource"}
+    if f.object:
+        ns = f"{f.object.namespace}/" if f.object.namespace else ""
+        logical |= {
+            "name": f.object.name,
+            "fullyQualifiedName": f"{context}/{ns}{f.object.kind}/{f.object.name}",
+            "properties": {
+                "kind": f.object.kind,
+                "namespace": f.object.namespace,
+                "context": context,
+            },
+        }
+    else:
+        logical |= {"name": context, "fullyQualifiedName": context}
+    return {"logicalLocations": [logical]}
+
+
 def _result(f: Finding, index: int) -> dict[str, Any]:
     text = f.message + (f"\nFix:\n{f.fix}" if f.fix else "")
     out: dict[str, Any] = {
@@ -42,7 +62,9 @@ def _result(f: Finding, index: int) -> dict[str, Any]:
         "level": _LEVEL[f.severity],
         "message": {"text": text},
         "locations": [
-            {
+            _live_location(f)
+            if is_live(f.location)
+            else {
                 "physicalLocation": {
                     "artifactLocation": {"uri": _uri(f.location.file)},
                     "region": {"startLine": max(1, f.location.line)},

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from svcdoctor.checks import LintResult
-from svcdoctor.model import Finding, Severity
+from svcdoctor.model import Finding, Severity, is_live
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -25,18 +25,21 @@ def render_text(result: LintResult, console: Console, *, show_fixes: bool = True
     for items in groups:
         file, obj = _group(items[0])
         line = min(f.location.line for f in items)
+        live = is_live(items[0].location)
         console.print(
-            f"[bold]{escape(file)}:{line}[/]" + (f"  [bold]{escape(obj)}[/]" if obj else ""),
+            (f"[bold]{escape(obj)}[/]" if live else f"[bold]{escape(file)}:{line}[/]")
+            + (f"  [bold]{escape(obj)}[/]" if obj and not live else ""),
             soft_wrap=True,
         )
         for f in items:
             cause = f"[{f.cause.value}]" if f.cause else "[input]"
-            where = f"line {f.location.line}" + (
-                f", container {f.container}" if f.container else ""
+            where = ", ".join(
+                ([] if live else [f"line {f.location.line}"])
+                + ([f"container {f.container}"] if f.container else [])
             )
             console.print(
                 f"  [{_STYLE[f.severity]}]{f.severity.value:<7}[/] [bold]{f.rule}[/] {f.name} "
-                f"{escape(cause)}  [dim]{escape(where)}[/]"
+                f"{escape(cause)}" + (f"  [dim]{escape(where)}[/]" if where else "")
             )
             console.print(f"    {escape(f.message)}", soft_wrap=True)
             if show_fixes and f.fix:
@@ -56,8 +59,9 @@ def summary_line(result: LintResult) -> str:
         extra.append(f"{result.suppressed} suppressed")
     if result.input_errors:
         extra.append(f"{result.input_errors} input errors")
+    files = f"{_plural(result.files, 'file')}, " if result.files else ""  # 0: a live scan
     return (
-        f"{_plural(result.files, 'file')}, {_plural(result.objects, 'object')} "
+        f"{files}{_plural(result.objects, 'object')} "
         f"({_plural(result.workloads, 'workload')}, {_plural(result.services, 'service')}): "
         f"{found}"
         + (f" ({', '.join(parts)})" if parts else "")

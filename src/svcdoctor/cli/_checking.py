@@ -1,0 +1,187 @@
+"""What the commands that run the rules share (``lint`` on files, ``scan`` on a cluster):
+the rule options, config file merging, rendering and exit codes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from svcdoctor.checks import LintResult, Settings
+from svcdoctor.cli.config import (
+    Config,
+    ConfigError,
+    find_config,
+    kube_version,
+    read_config,
+    rule_id,
+    severity,
+)
+from svcdoctor.manifests import DEFAULT_MAX_FILE_MB
+from svcdoctor.model import Severity
+from svcdoctor.report import render_github, render_json, render_sarif, render_text
+
+F = TypeVar("F", bound=Callable[..., Any])
+FAIL_ON = ("info", "warning", "error")
+
+
+def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
+    """``--format`` (one of ``formats``), ``--fail-on``, ``--exit-zero``, the rule
+    selection and parameters, ``--config`` and ``--no-fixes``; the command receives
+    ``fmt``, ``exit_zero``, ``config_path``, ``no_fixes`` and the rest in ``**opts``."""
+    options = [
+        click.option(
+            "-f",
+            "--format",
+            "fmt",
+            type=click.Choice(formats),
+            default="text",
+            show_default=True,
+            help="Output format.",
+        ),
+        click.option(
+            "--fail-on",
+            type=click.Choice(FAIL_ON),
+            default=None,
+            help="Lowest severity that makes the exit code 1.  [default: warning]",
+        ),
+        click.option(
+            "--exit-zero", is_flag=True, help="Exit 0 even with findings (input errors: 2)."
+        ),
+        click.option(
+            "--enable",
+            multiple=True,
+            metavar="RULES",
+            help="Run only these rules (ids or names, comma-separated).",
+        ),
+        click.option("--disable", multiple=True, metavar="RULES", help="Do not run these rules."),
+        click.option(
+            "--severity",
+            multiple=True,
+            metavar="RULE=LEVEL",
+            help="Override a rule's severity, e.g. SVD302=warning.",
+        ),
+        click.option(
+            "--propagation-seconds",
+            type=click.FloatRange(min=0),
+            default=None,
+            help="Time endpoint removal takes to reach every node and LB.  [default: 5]",
+        ),
+        click.option(
+            "--max-request-seconds",
+            type=click.FloatRange(min=0),
+            default=None,
+            help="Longest legitimate request.  [default: 10]",
+        ),
+        click.option(
+            "--margin-seconds",
+            type=click.FloatRange(min=0),
+            default=None,
+            help="Slack added to computed grace periods.  [default: 5]",
+        ),
+        click.option(
+            "--kube-version",
+            default=None,
+            metavar="X.Y",
+            help="Target cluster version (chooses native preStop sleep from 1.30).",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Config file (default: nearest .svcdoctor.toml or pyproject.toml with "
+            "[tool.svcdoctor]).",
+        ),
+        click.option("--no-fixes", is_flag=True, help="Text output: do not print the fixes."),
+    ]
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _ids(values: tuple[str, ...], flag: str) -> list[str]:
+    return [rule_id(v, flag) for item in values for v in item.split(",") if v.strip()]
+
+
+def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Severity, float]:
+    """Merge file values and flags (flags win) into the checks' settings, the ``--fail-on``
+    severity and the file size limit."""
+    file = config.values
+
+    def number(key: str, default: float) -> float:
+        flag = opts.get(key.replace("-", "_"))
+        return float(flag) if flag is not None else float(file.get(key, default))
+
+    severities = dict(file.get("severity", {}))
+    for item in opts["severity"]:
+        rule, sep, level = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--severity {item!r}: expected RULE=LEVEL, e.g. SVD302=warning")
+        severities[rule_id(rule, "--severity")] = severity(level, f"--severity {rule}")
+    flag_enabled = _ids(opts["enable"], "--enable")
+    enabled = flag_enabled or file.get("enable")
+    # --enable RULE runs RULE even if the config file disables it.
+    disabled = (set(file.get("disable", [])) - set(flag_enabled)) | set(
+        _ids(opts["disable"], "--disable")
+    )
+    version = (
+        kube_version(opts["kube_version"], "--kube-version")
+        if opts["kube_version"]
+        else file.get("kube-version")
+    )
+    fail_on = (
+        severity(opts["fail_on"], "--fail-on")
+        if opts["fail_on"]
+        else file.get("fail-on", Severity.WARNING)
+    )
+    settings = Settings(
+        propagation_seconds=number("propagation-seconds", 5.0),
+        max_request_seconds=number("max-request-seconds", 10.0),
+        margin_seconds=number("margin-seconds", 5.0),
+        kube_version=version,
+        disabled=frozenset(disabled),
+        enabled=frozenset(enabled) if enabled else None,
+        severities=severities,
+    )
+    return settings, fail_on, number("max-file-mb", DEFAULT_MAX_FILE_MB)
+
+
+def load_settings(
+    config_path: Path | None, opts: dict[str, Any]
+) -> tuple[Settings, Severity, float]:
+    """The settings of this run: ``--config`` or the nearest config file, then the flags.
+    A configuration problem is a usage error (exit 2)."""
+    try:
+        found = config_path or find_config(Path.cwd())
+        config = read_config(found) if found else Config()
+        return merge_settings(config, opts)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def render(result: LintResult, fmt: str, no_fixes: bool) -> None:
+    if fmt == "text":
+        render_text(result, Console(highlight=False), show_fixes=not no_fixes)
+    elif fmt == "json":
+        click.echo(render_json(result))
+    elif fmt == "sarif":
+        click.echo(render_sarif(result))
+    else:
+        click.echo(render_github(result))
+
+
+def exit_for(result: LintResult, fail_on: Severity, exit_zero: bool) -> None:
+    """Exit 2 on input errors, 1 when a finding reaches ``fail_on`` (unless ``exit_zero``)."""
+    if result.input_errors:
+        sys.exit(2)
+    if not exit_zero and any(f.severity.rank >= fail_on.rank for f in result.findings):
+        sys.exit(1)

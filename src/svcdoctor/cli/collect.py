@@ -1,0 +1,131 @@
+"""``svcdoctor collect``: gather one Service's evidence bundle from a live cluster."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from svcdoctor.cli._cluster import cluster_options, duration_option
+
+
+def _fail(message: str) -> None:
+    click.echo(f"svcdoctor: error: {message}", err=True)
+    sys.exit(2)
+
+
+@contextmanager
+def _progress(show: bool) -> Iterator[Callable[[str], None]]:
+    """Progress lines and a spinner on a terminal (stderr); silent otherwise."""
+    if not show:
+        yield lambda _: None
+        return
+    console = Console(stderr=True, highlight=False)
+    with console.status("collecting…") as status:
+
+        def report(message: str) -> None:
+            status.update(message)
+            console.print(f"[dim]{message}[/dim]")
+
+        yield report
+
+
+@click.command()
+@click.argument("service")
+@cluster_options(all_namespaces=False)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Bundle directory: new, empty or an earlier collect bundle (replaced).",
+)
+@duration_option("--since", default="1h", show_default=True, help="How far back to read logs.")
+@duration_option(
+    "--watch", help="Also record every change of the EndpointSlices and pods for this long."
+)
+@click.option(
+    "--client-logs",
+    metavar="SELECTOR",
+    help="Also keep the request rows in the logs of client pods matching this label selector.",
+)
+@click.option(
+    "-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def collect(
+    service: str,
+    cluster: dict[str, Any],
+    out: Path,
+    since: float,
+    watch: float | None,
+    client_logs: str | None,
+    fmt: str,
+) -> None:
+    """Write SERVICE's evidence bundle for `svcdoctor diagnose`.
+
+    The bundle holds the Service, its EndpointSlices, its pods (termination states
+    included), their owners, the namespace's events, and the logs about it of the
+    ingress-nginx controllers and Istio sidecars over --since. --watch records a rollout
+    that happens meanwhile as a timeline (Ctrl-C ends it early; the bundle is still
+    complete). Read-only. Exit codes: 0 written, 2 on a cluster or --out problem.
+    """
+    try:
+        from svcdoctor.cluster import ClusterError, connect
+        from svcdoctor.cluster.collect import BundleError, Request, check_out
+        from svcdoctor.cluster.collect import collect as run
+    except ImportError as exc:  # pragma: no cover - an extra is missing
+        raise click.ClickException(
+            f"collect needs the 'live' and 'diagnose' extras ({exc.name} is missing): "
+            "pip install 'svcdoctor[live,diagnose]'"
+        ) from None
+    try:
+        check_out(out)
+        reader = connect(**cluster)
+        request = Request(reader.namespace, service, out, since, watch, client_logs)
+        with _progress(fmt == "text" and sys.stderr.isatty()) as progress:
+            result = run(reader, request, progress)
+    except (BundleError, ClusterError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"--out {out}: {exc.strerror or exc}")
+    except KeyboardInterrupt:
+        click.echo(f"svcdoctor: interrupted; the bundle in {out} is incomplete", err=True)
+        sys.exit(130)
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _summary(result, out)
+
+
+def _summary(result: dict[str, Any], out: Path) -> None:
+    console = Console(highlight=False)
+    span = result["span"]
+    watched = result.get("watch_seconds")
+    console.print(
+        f"Collected {result['service']} from context {result['context']} "
+        f"(Kubernetes {result['server_version']})"
+        + (f", watched {watched:.1f} s" if watched else ""),
+        soft_wrap=True,
+    )
+    table = Table("file", "format", "rows", "from", "to", box=None, pad_edge=False)
+    for f in result["files"]:
+        table.add_row(f["file"], f["format"], str(f["rows"]), _clock(f["start"]), _clock(f["end"]))
+    table.columns[0].overflow = "fold"
+    console.print(table)
+    if span["start"]:
+        console.print(f"evidence from {span['start']} to {span['end']}")
+    for note in result["notes"]:
+        console.print(f"note: {note}", soft_wrap=True)
+    console.print(f"next: svcdoctor diagnose {shlex.quote(str(out))}", soft_wrap=True)
+
+
+def _clock(stamp: str | None) -> str:
+    """``HH:MM:SS.mmm`` of an ISO time (the date is on the span line)."""
+    return stamp[11:23] if stamp else ""

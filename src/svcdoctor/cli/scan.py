@@ -1,0 +1,95 @@
+"""``svcdoctor scan``: lint's rules and the live-only ones against a running cluster."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from svcdoctor.cli._checking import check_options, exit_for, load_settings, render
+from svcdoctor.cli._cluster import cluster_options
+from svcdoctor.cluster import ClusterError
+
+if TYPE_CHECKING:
+    from svcdoctor.cluster.scan import ScanReport
+
+
+@contextmanager
+def _reading(show: bool) -> Iterator[Callable[[str], None]]:
+    """A spinner naming what is being read, on stderr when it is a terminal."""
+    if not show:
+        yield lambda _: None
+        return
+    console = Console(stderr=True)
+    with console.status("reading the cluster…") as status:
+        yield lambda what: status.update(f"reading {what}…")
+
+
+@click.command()
+@click.argument("services", nargs=-1, metavar="[SERVICE]...")
+@cluster_options()
+@click.option(
+    "-l",
+    "--selector",
+    metavar="SELECTOR",
+    help="Only Services, workloads and pods with these labels (as kubectl get -l).",
+)
+@check_options(("text", "json", "sarif"))
+def scan(
+    services: tuple[str, ...],
+    cluster: dict[str, Any],
+    selector: str | None,
+    fmt: str,
+    exit_zero: bool,
+    config_path: Path | None,
+    no_fixes: bool,
+    **opts: Any,
+) -> None:
+    """Check the Services of a live cluster for what causes intermittent failures.
+
+    Runs lint's rules on the live objects (backends from the EndpointSlices, replicas from
+    status, the server's version for the preStop advice) and the live-only rules (SIGKILLs
+    at the grace period, failing preStop hooks, flapping readiness, stale endpoints,
+    kube-proxy's sync period and conntrack). SERVICE (NAME or NAMESPACE/NAME) limits the
+    scan to those Services and the workloads behind them. Read-only. Exit codes as lint's;
+    2 when the cluster cannot be read.
+    """
+    # imported here: reading timestamps pulls in the evidence readers (polars)
+    from svcdoctor.cluster import connect
+    from svcdoctor.cluster.scan import scan_snapshot
+    from svcdoctor.cluster.snapshot import read_snapshot
+
+    settings, fail_on, _ = load_settings(config_path, opts)
+    try:
+        reader = connect(**cluster)
+        namespace = None if cluster["all_namespaces"] else reader.namespace
+        with _reading(sys.stderr.isatty()) as step:
+            snapshot = read_snapshot(reader, namespace, selector, services, step)
+    except ClusterError as exc:
+        click.echo(f"svcdoctor: error: {exc}", err=True)
+        sys.exit(2)
+    report = scan_snapshot(snapshot, settings, server_decides=not opts["kube_version"])
+    _render(report, fmt, no_fixes)
+    exit_for(report.result, fail_on, exit_zero)
+
+
+def _render(report: ScanReport, fmt: str, no_fixes: bool) -> None:
+    if fmt == "json":
+        click.echo(report.to_json())
+        return
+    if fmt == "text":
+        console = Console(highlight=False)
+        console.print(f"[bold]{escape(report.header)}[/]", soft_wrap=True)
+        for note in report.notes:
+            console.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
+        console.print()
+    else:
+        for note in report.notes:
+            click.echo(f"svcdoctor: note: {note}", err=True)
+    render(report.result, fmt, no_fixes)

@@ -1,0 +1,669 @@
+"""``svcdoctor collect``: one Service's evidence bundle, read from a live cluster.
+
+The bundle is what ``svcdoctor diagnose DIR`` reads, in the formats users already have:
+``service.json``, ``endpointslices.json`` (or ``endpoints.json``), ``pods.json``,
+``owners.json`` and ``events.json`` as ``kubectl get -o json`` writes them; with
+``--watch``, ``endpointslices.json`` and ``pods.json`` are instead the stream of
+``kubectl get -w -o json --output-watch-events``: every object as first listed, then every
+change, each stamped with the moment collect saw it (annotation ``SEEN``; on EndpointSlice
+changes also ``last-change-trigger-time``, the time diagnose's timeline uses, the
+controller's own value kept as ``ORIGINAL_TRIGGER``). Logs keep their native format:
+ingress-nginx controllers' access and error logs and Istio sidecars' access logs, filtered
+to this Service, and the request rows of ``--client-logs`` pods. ``collect.json`` records
+the run (manifest, context, server version, notes).
+
+The filters and the manifest are pure functions; ``collect`` is the I/O over a
+``ClusterReader``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, WatchEvent
+from svcdoctor.evidence.kubectl import TRIGGER_TIME
+from svcdoctor.evidence.proxylogs import NGINX_ACCESS
+from svcdoctor.evidence.reader import detect, read_evidence
+from svcdoctor.model import SourceSummary, iso_utc
+
+MARKER = "svcdoctor_collect"  # collect.json's format version key (diagnose skips the file)
+SEEN = "collect.svcdoctor.io/seen"
+ORIGINAL_TRIGGER = "collect.svcdoctor.io/last-change-trigger-time"
+INGRESS_NGINX_LABELS = "app.kubernetes.io/name=ingress-nginx,app.kubernetes.io/component=controller"
+INGRESS_NGINX_NAMESPACE = "ingress-nginx"  # tried when pods cannot be listed cluster-wide
+SIDECAR = "istio-proxy"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+# What a bundle may hold besides collect.json: a directory with anything else is refused.
+BUNDLE_NAMES = re.compile(
+    r"^(?:(?:service|endpointslices|endpoints|pods|owners|events)\.json"
+    r"|ingress-nginx-[^/]+\.(?:error\.)?log|istio-proxy-[^/]+\.(?:log|jsonl)"
+    r"|client-[^/]+\.(?:log|jsonl|csv))$"
+)
+_ACCESS = re.compile(NGINX_ACCESS)
+_NGINX_ERROR = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[\w+\]")
+_ERROR_UPSTREAM = re.compile(r"upstream: \"\w+://(?:\[([0-9a-fA-F:.]+)\]|([^:/\"]+))")
+_ENVOY_CLUSTER = re.compile(r"\b(inbound|outbound)\|\d*\|[^|\s\"]*\|([^\s\"]*)")
+# request formats diagnose reads, and the extension a file of each gets
+REQUEST_FORMATS = {
+    "jsonl": "jsonl",
+    "csv": "csv",
+    "envoy-json": "jsonl",
+    "nginx-access": "log",
+    "envoy": "log",
+}
+
+
+class BundleError(ValueError):
+    """``--out`` cannot take a bundle (one line, for the user)."""
+
+
+class ServiceNotFound(ClusterError):
+    """The Service does not exist."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What to collect: ``since`` and ``watch`` in seconds, ``client_logs`` a selector."""
+
+    namespace: str
+    service: str
+    out: Path
+    since: float = 3600.0
+    watch: float | None = None
+    client_logs: str | None = None
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def upstream_names(service: dict[str, Any]) -> frozenset[str]:
+    """ingress-nginx's ``$proxy_upstream_name`` for each port: ``NS-SERVICE-PORT`` with the
+    port as the Ingress names it (number or name)."""
+    meta = service.get("metadata") or {}
+    prefix = f"{meta.get('namespace')}-{meta.get('name')}-"
+    names: set[str] = set()
+    for port in (service.get("spec") or {}).get("ports") or []:
+        names.update(f"{prefix}{port[k]}" for k in ("port", "name") if port.get(k) is not None)
+    return frozenset(names)
+
+
+def addresses(objects: Iterable[dict[str, Any]]) -> frozenset[str]:
+    """The IPs of pods (status.podIP/podIPs) and of EndpointSlice/Endpoints addresses."""
+    found: set[str] = set()
+    for obj in objects:
+        status = obj.get("status") or {}
+        found.update(str(ip) for ip in [status.get("podIP")] if ip)
+        found.update(str(p.get("ip")) for p in status.get("podIPs") or [] if p.get("ip"))
+        for ep in obj.get("endpoints") or []:
+            found.update(str(a) for a in ep.get("addresses") or [])
+        for subset in obj.get("subsets") or []:
+            for key in ("addresses", "notReadyAddresses"):
+                found.update(str(a.get("ip")) for a in subset.get(key) or [] if a.get("ip"))
+    return frozenset(found)
+
+
+def ingress_nginx_lines(
+    text: str, upstreams: frozenset[str], ips: frozenset[str]
+) -> tuple[list[str], list[str]]:
+    """The access-log lines of ``upstreams`` and the error-log lines about them: those whose
+    ``upstream:`` is one of ``ips``, an address the kept access lines name, or an upstream
+    (``no live upstreams``). Every other line (other Services, the controller's own) goes."""
+    access: list[str] = []
+    known = set(ips)
+    marks = [f" [{u}] " for u in upstreams]
+    for line in text.splitlines():
+        if not any(mark in line for mark in marks):
+            continue
+        if (m := _ACCESS.match(line)) and m["upstream_name"] in upstreams:
+            access.append(line)
+            addrs = m["addrs"].replace(" : ", ", ").split(", ")
+            known.update(a.rsplit(":", 1)[0].strip("[]") for a in addrs if a != "-")
+    errors = []
+    for line in text.splitlines():
+        if "upstream: " in line and _NGINX_ERROR.match(line):
+            m = _ERROR_UPSTREAM.search(line)
+            host = (m[1] or m[2]) if m else None
+            if host is not None and (host in known or host in upstreams):
+                errors.append(line)
+    return access, errors
+
+
+def request_lines(text: str) -> tuple[str, list[str]] | None:
+    """The request rows in a container log and their format (see ``REQUEST_FORMATS``), or
+    None when it has none. The first line in a request format decides it; lines in other
+    formats (startup messages, the app's other logs) are left out, so diagnose reads the
+    file whole. A CSV keeps its header and the rows with as many fields."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        fmt = detect(line.encode()) if line.strip() else "unknown"
+        if fmt not in REQUEST_FORMATS:
+            continue
+        if fmt == "csv":
+            width = line.count(",")
+            rows = [r for r in lines[i + 1 :] if r.count(",") == width and r.strip()]
+            return (fmt, [line, *rows]) if rows else None
+        return fmt, [r for r in lines[i:] if detect(r.encode()) == fmt]
+    return None
+
+
+def envoy_lines_for(lines: Sequence[str], service: str, namespace: str) -> list[str]:
+    """A sidecar's access-log lines about the Service: inbound (to the pod it runs in) and
+    outbound to ``SERVICE.NAMESPACE.svc…``; lines naming no cluster are kept."""
+    host = f"{service}.{namespace}.svc"
+    kept = []
+    for line in lines:
+        m = _ENVOY_CLUSTER.search(line)
+        if m is None or m[1] == "inbound" or m[2].startswith(host):
+            kept.append(line)
+    return kept
+
+
+def merge_events(core: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[Any]:
+    """One item per event: the core/v1 one, or the events.k8s.io/v1 view of the same event
+    (by uid, else namespace/name) when only that one has a microsecond ``eventTime`` —
+    never both, which would count each event twice."""
+
+    def key(e: dict[str, Any]) -> tuple[str, ...]:
+        meta = e.get("metadata") or {}
+        return (
+            (str(meta["uid"]),)
+            if meta.get("uid")
+            else (str(meta.get("namespace")), str(meta.get("name")))
+        )
+
+    def precise(e: dict[str, Any]) -> bool:
+        return bool(e.get("eventTime") or (e.get("series") or {}).get("lastObservedTime"))
+
+    better = {key(e): e for e in new if precise(e)}
+    merged = [better.get(key(e), e) if not precise(e) else e for e in core]
+    known = {key(e) for e in core}
+    merged += [e for e in new if key(e) not in known]
+    return merged
+
+
+def clean(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as kubectl prints it: without ``metadata.managedFields``."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
+def kube_list(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``kubectl get -o json`` of several objects."""
+    return {"apiVersion": "v1", "kind": "List", "items": list(items), "metadata": {}}
+
+
+def _stamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def watch_record(event: WatchEvent, initial: bool) -> dict[str, Any]:
+    """One element of a ``-w -o json --output-watch-events`` stream, stamped with the moment
+    it was seen. A changed EndpointSlice's ``last-change-trigger-time`` becomes that moment
+    (diagnose dates endpoint changes by it; the controller's value is kept beside it); the
+    objects as first listed keep theirs, which dates their last change before collect."""
+    obj = copy.deepcopy(event.object)
+    meta = obj.setdefault("metadata", {})
+    notes = meta.get("annotations") or {}
+    meta["annotations"] = notes
+    notes[SEEN] = _stamp(event.seen)
+    if obj.get("kind") == "EndpointSlice" and not initial:
+        if TRIGGER_TIME in notes:
+            notes[ORIGINAL_TRIGGER] = notes[TRIGGER_TIME]
+        notes[TRIGGER_TIME] = notes[SEEN]
+    return {"type": event.type, "object": obj}
+
+
+def stream(records: Iterable[dict[str, Any]]) -> str:
+    """Concatenated JSON objects, one a line (what ``json_documents`` reads back)."""
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+
+
+def check_out(out: Path) -> bool:
+    """Whether ``out`` is usable: missing, empty (False) or an earlier collect bundle (True);
+    anything else raises ``BundleError`` so collect never mixes with other files."""
+    if not out.exists():
+        return False
+    if not out.is_dir():
+        raise BundleError(f"--out {out}: exists and is not a directory")
+    names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    if not names:
+        return False
+    earlier = "collect.json" in names and _is_manifest(out / "collect.json")
+    others = [n for n in names if n != "collect.json" and not BUNDLE_NAMES.match(n)]
+    if not earlier or others:
+        shown = ", ".join((others or names)[:3])
+        raise BundleError(
+            f"--out {out}: holds files that are not a collect bundle ({shown}); "
+            "give a new or empty directory, or an earlier collect bundle"
+        )
+    return True
+
+
+def _is_manifest(path: Path) -> bool:
+    try:
+        return MARKER in json.loads(path.read_text())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def manifest(
+    out: Path,
+    sources: Sequence[SourceSummary],
+    problems: Sequence[str],
+    context: dict[str, Any],
+) -> dict[str, Any]:
+    """collect.json and ``--format json``: each file with its format, rows (objects or
+    requests) and time span as diagnose reads it, the span of all the evidence, the run's
+    ``context`` and notes (including any file diagnose would skip)."""
+    files = []
+    for s in sorted(sources, key=lambda s: s.path):
+        if Path(s.path).name == "collect.json":
+            continue
+        files.append(
+            {
+                "file": Path(s.path).name,
+                "format": s.format,
+                "rows": s.rows,
+                "start": iso_utc(s.start),
+                "end": iso_utc(s.end),
+            }
+        )
+    starts = [s.start for s in sources if s.start is not None]
+    ends = [s.end for s in sources if s.end is not None]
+    notes = list(context.get("notes", []))
+    notes += [f"diagnose skips {p.removeprefix(str(out) + os.sep)}" for p in problems]
+    return {
+        MARKER: 1,
+        "bundle": str(out),
+        **{k: v for k, v in context.items() if k != "notes"},
+        "files": files,
+        "span": {
+            "start": iso_utc(min(starts)) if starts else None,
+            "end": iso_utc(max(ends)) if ends else None,
+        },
+        "notes": notes,
+    }
+
+
+# ---------------------------------------------------------------- I/O
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a hidden temporary file and a rename: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _json(doc: Any) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+@dataclass
+class _Stream:
+    """The watched objects of one resource: the stream so far and each object's last state
+    (kept after deletion). Threads append under the lock until ``closed``."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    last: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid → object
+    seen: set[tuple[str, bool, str]] = field(default_factory=set)  # uid, deleted, rv
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+    def add(self, event: WatchEvent, initial: bool = False) -> bool:
+        """Record an event unless this version of the object is recorded already."""
+        event = WatchEvent(event.type, clean(event.object), event.seen)
+        meta = event.object.get("metadata") or {}
+        uid = str(meta.get("uid") or meta.get("name"))
+        version = (uid, event.type == "DELETED", str(meta.get("resourceVersion")))
+        with self.lock:
+            if self.closed or version in self.seen:
+                return False
+            self.seen.add(version)
+            self.records.append(watch_record(event, initial))
+            self.last[uid] = event.object
+            return True
+
+    def close(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        with self.lock:
+            self.closed = True
+            return list(self.records), list(self.last.values())
+
+
+class _Run:
+    """One collect: the reader, the request, notes for collect.json, progress."""
+
+    def __init__(
+        self, reader: ClusterReader, request: Request, progress: Callable[[str], None]
+    ) -> None:
+        self.reader, self.request, self.progress = reader, request, progress
+        self.started = time.time()
+        self.notes: list[str] = []
+        self.written: list[str] = []
+        self.sidecar_logs: dict[str, str] = {}  # pod → last istio-proxy log read
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        self.progress(text)
+
+    def write(self, name: str, text: str) -> None:
+        write_atomic(self.request.out / name, text)
+        self.written.append(name)
+
+    def since_seconds(self) -> int:
+        """``--since`` counted back from the start of collect (the watch included)."""
+        return math.ceil(self.request.since + time.time() - self.started)
+
+
+def collect(
+    reader: ClusterReader,
+    request: Request,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Write the bundle of ``request`` and return its manifest (also in collect.json).
+
+    Raises ``ServiceNotFound``/``ClusterError`` for what stops it (an unreadable Service,
+    pods or slices); what only thins the evidence (Forbidden logs or events, no ingress
+    controller) becomes a note. ``KeyboardInterrupt`` during the watch ends the watch early.
+    """
+    ns, name = request.namespace, request.service
+    earlier = check_out(request.out)
+    run = _Run(reader, request, progress)
+    version = reader.version()
+    service = reader.get("services", ns, name)
+    if service is None:
+        raise ServiceNotFound(f"service {ns}/{name} not found")
+    request.out.mkdir(parents=True, exist_ok=True)
+    context: dict[str, Any] = {
+        "context": reader.context,
+        "server_version": version.get("gitVersion"),
+        "service": f"{ns}/{name}",
+        "since_seconds": request.since,
+        "watch_seconds": None,
+        "started": iso_utc(run.started),
+        "complete": False,
+    }
+    run.write("collect.json", _json({MARKER: 1, **context}))
+    run.write("service.json", _json(clean(service)))
+
+    slices: tuple[str, str | None, str | None]
+    if reader.serves("endpointslices"):
+        slices = ("endpointslices", f"{SERVICE_NAME_LABEL}={name}", None)
+    else:
+        slices = ("endpoints", None, f"metadata.name={name}")
+        run.note("discovery.k8s.io/v1 is not served: core Endpoints read instead (endpoints.json)")
+    selector = (service.get("spec") or {}).get("selector") or {}
+    labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    streams = {"slices": _Stream(), "pods": _Stream()}
+    _snapshot(run, streams, slices, labels, initial=True)
+    if request.watch:
+        context["watch_seconds"] = _watch(run, streams, slices, labels, request.watch)
+        _snapshot(run, streams, slices, labels, initial=False)  # in case a watch failed
+    slice_records, slice_objects = streams["slices"].close()
+    pod_records, pod_objects = streams["pods"].close()
+    slice_file = "endpointslices.json" if slices[0] == "endpointslices" else "endpoints.json"
+    if request.watch:
+        run.write(slice_file, stream(slice_records))
+        run.write("pods.json", stream(pod_records))
+    else:
+        run.write(slice_file, _json(kube_list(slice_objects)))
+        run.write("pods.json", _json(kube_list(pod_objects)))
+    progress(f"{len(pod_objects)} pods, {len(slice_objects)} {slices[0]}")
+
+    _owners(run, pod_objects)
+    _events(run)
+    ips = addresses([*pod_objects, *slice_objects])
+    _ingress_nginx(run, upstream_names(service), ips)
+    _sidecars(run, pod_objects)
+    if request.client_logs:
+        _client_logs(run, request.client_logs)
+
+    context.update(complete=True, finished=iso_utc(time.time()), notes=run.notes)
+    found = read_evidence([str(request.out / n) for n in run.written if n != "collect.json"])
+    result = manifest(request.out, found.sources, found.problems, context)
+    if earlier:  # files of the earlier bundle this one did not rewrite
+        for path in request.out.iterdir():
+            if BUNDLE_NAMES.match(path.name) and path.name not in run.written:
+                path.unlink()
+    write_atomic(request.out / "collect.json", _json(result))
+    return result
+
+
+def _snapshot(
+    run: _Run,
+    streams: dict[str, _Stream],
+    slices: tuple[str, str | None, str | None],
+    labels: str,
+    initial: bool,
+) -> None:
+    """List the Service's slices and pods into the streams (unchanged objects are not
+    recorded twice; after a watch, changed ones are changes seen now). A Service without a
+    selector has the pods its endpoints name."""
+    ns, now = run.request.namespace, time.time()
+    resource, by_label, by_field = slices
+    for obj in run.reader.list(resource, ns, labels=by_label, fields=by_field):
+        streams["slices"].add(WatchEvent("ADDED", obj, now), initial)
+    if labels:
+        pods = run.reader.list("pods", ns, labels=labels)
+    else:
+        with streams["slices"].lock:
+            objects = list(streams["slices"].last.values())
+        names = sorted(
+            {
+                str(ref.get("name"))
+                for ref in _target_refs(objects)
+                if ref.get("kind") == "Pod" and ref.get("name")
+            }
+        )
+        pods = [p for p in (run.reader.get("pods", ns, n) for n in names) if p is not None]
+    for pod in pods:
+        if streams["pods"].add(WatchEvent("ADDED", pod, now), initial):
+            _sidecar_if_terminating(run, pod)
+
+
+def _target_refs(objects: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for obj in objects:
+        for ep in obj.get("endpoints") or []:
+            yield ep.get("targetRef") or {}
+        for subset in obj.get("subsets") or []:
+            for key in ("addresses", "notReadyAddresses"):
+                for address in subset.get(key) or []:
+                    yield address.get("targetRef") or {}
+
+
+def _watch(
+    run: _Run,
+    streams: dict[str, _Stream],
+    slices: tuple[str, str | None, str | None],
+    labels: str,
+    seconds: float,
+) -> float:
+    """Record every change of the slices and pods for ``seconds`` (two threads, one per
+    watch); Ctrl-C ends it early. Returns how long it watched."""
+    ns = run.request.namespace
+    until = time.time() + seconds
+    resource, by_label, by_field = slices
+    jobs = [(resource, by_label, by_field, streams["slices"])]
+    if labels:
+        jobs.append(("pods", labels, None, streams["pods"]))
+    else:
+        run.note("the Service has no selector: its pods are listed, not watched")
+
+    def follow(what: str, by_label: str | None, by_field: str | None, into: _Stream) -> None:
+        try:
+            for event in run.reader.watch(what, ns, by_label, by_field, until=until):
+                if into.closed:
+                    return
+                if into.add(event) and what == "pods":
+                    _sidecar_if_terminating(run, event.object)
+        except ClusterError as exc:
+            run.note(f"watch of {what} stopped: {exc}")
+
+    threads = [threading.Thread(target=follow, args=job, daemon=True) for job in jobs]
+    run.progress(f"watching {resource} and pods for {seconds:g} s (Ctrl-C ends it early)")
+    start = time.time()
+    for thread in threads:
+        thread.start()
+    try:
+        while any(t.is_alive() for t in threads) and time.time() < until + 5:
+            for thread in threads:
+                thread.join(timeout=0.2)
+    except KeyboardInterrupt:
+        run.note(f"watch ended early by Ctrl-C after {time.time() - start:.0f} s")
+    return round(time.time() - start, 3)
+
+
+def _containers(pod: dict[str, Any]) -> list[str]:
+    return [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+
+
+def _sidecar_if_terminating(run: _Run, pod: dict[str, Any]) -> None:
+    """A terminating pod's sidecar log, read while it still can be: its logs go with it."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp") and SIDECAR in _containers(pod):
+        text = _logs(run, str(meta.get("name")), SIDECAR)
+        if text:
+            run.sidecar_logs[str(meta.get("name"))] = text
+
+
+def _logs(run: _Run, pod: str, container: str, namespace: str | None = None) -> str | None:
+    try:
+        return run.reader.logs(
+            namespace or run.request.namespace, pod, container, run.since_seconds()
+        )
+    except Forbidden as exc:
+        run.note(f"logs of {pod}: {exc}")
+    except ClusterError:  # gone meanwhile, or never started: nothing to read
+        pass
+    return None
+
+
+def _owners(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
+    """The pods' controllers and theirs (ReplicaSet → Deployment), as one List."""
+    ns = run.request.namespace
+    kinds = {
+        "ReplicaSet": "replicasets",
+        "Deployment": "deployments",
+        "StatefulSet": "statefulsets",
+        "DaemonSet": "daemonsets",
+    }
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    todo = [ref for pod in pods for ref in (pod.get("metadata") or {}).get("ownerReferences") or []]
+    while todo:
+        ref = todo.pop()
+        key = (str(ref.get("kind")), str(ref.get("name")))
+        if key in found or key[0] not in kinds:
+            continue
+        try:
+            obj = run.reader.get(kinds[key[0]], ns, key[1])
+        except ClusterError as exc:
+            run.note(f"owner {key[0]} {key[1]}: {exc}")
+            continue
+        if obj is not None:
+            found[key] = clean(obj)
+            todo += (obj.get("metadata") or {}).get("ownerReferences") or []
+    if found:
+        run.write("owners.json", _json(kube_list(sorted(found.values(), key=_kind_name))))
+
+
+def _kind_name(obj: dict[str, Any]) -> tuple[str, str]:
+    return str(obj.get("kind")), str((obj.get("metadata") or {}).get("name"))
+
+
+def _events(run: _Run) -> None:
+    """The namespace's events: core/v1, each refined by its events.k8s.io view when only
+    that one has microsecond times."""
+    ns = run.request.namespace
+    try:
+        core = run.reader.list("events", ns)
+    except Forbidden as exc:
+        run.note(f"events not collected: {exc}")
+        return
+    new: list[dict[str, Any]] = []
+    if run.reader.serves("events.events.k8s.io"):
+        try:
+            new = run.reader.list("events.events.k8s.io", ns)
+        except Forbidden as exc:
+            run.note(f"events.k8s.io events not read: {exc}")
+    events = [clean(e) for e in merge_events(core, new)]
+    run.write("events.json", _json(kube_list(events)))
+    run.progress(f"{len(events)} events in {ns}")
+
+
+def _ingress_nginx(run: _Run, upstreams: frozenset[str], ips: frozenset[str]) -> None:
+    """The access and error lines of the ingress-nginx controllers about this Service."""
+    try:
+        controllers = run.reader.list("pods", None, labels=INGRESS_NGINX_LABELS)
+    except Forbidden:
+        try:
+            controllers = run.reader.list(
+                "pods", INGRESS_NGINX_NAMESPACE, labels=INGRESS_NGINX_LABELS
+            )
+        except Forbidden as exc:
+            run.note(f"ingress-nginx controllers not searched: {exc}")
+            return
+    for pod in controllers:
+        meta = pod.get("metadata") or {}
+        pod_name, pod_ns = str(meta.get("name")), str(meta.get("namespace"))
+        containers = _containers(pod)
+        container = "controller" if "controller" in containers else next(iter(containers), "")
+        text = _logs(run, pod_name, container, pod_ns) if container else None
+        if text is None:
+            continue
+        access, errors = ingress_nginx_lines(text, upstreams, ips)
+        for suffix, lines in ((".log", access), (".error.log", errors)):
+            if lines:
+                run.write(f"ingress-nginx-{pod_name}{suffix}", "\n".join(lines) + "\n")
+        run.progress(
+            f"ingress-nginx {pod_ns}/{pod_name}: {len(access)} access, {len(errors)} error lines"
+        )
+
+
+def _sidecars(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
+    """The Istio sidecars' access logs about this Service (pods gone by now: as last read
+    while they terminated)."""
+    ns, name = run.request.namespace, run.request.service
+    for pod in pods:
+        if SIDECAR not in _containers(pod):
+            continue
+        pod_name = str((pod.get("metadata") or {}).get("name"))
+        text = _logs(run, pod_name, SIDECAR) or run.sidecar_logs.get(pod_name)
+        found = request_lines(text or "")
+        if found is None:
+            continue
+        fmt, lines = found
+        kept = envoy_lines_for(lines, name, ns)
+        if kept:
+            run.write(f"{SIDECAR}-{pod_name}.{REQUEST_FORMATS[fmt]}", "\n".join(kept) + "\n")
+
+
+def _client_logs(run: _Run, selector: str) -> None:
+    """The request rows in the logs of the client pods matching ``selector``."""
+    pods = run.reader.list("pods", run.request.namespace, labels=selector)
+    if not pods:
+        run.note(f"no client pods match {selector!r} in {run.request.namespace}")
+    for pod in pods:
+        pod_name = str((pod.get("metadata") or {}).get("name"))
+        containers = [c for c in _containers(pod) if c != SIDECAR]
+        for container in containers:
+            found = request_lines(_logs(run, pod_name, container) or "")
+            if found is None:
+                continue
+            fmt, lines = found
+            stem = pod_name if len(containers) == 1 else f"{pod_name}-{container}"
+            run.write(f"client-{stem}.{REQUEST_FORMATS[fmt]}", "\n".join(lines) + "\n")
+            run.progress(f"client {pod_name}/{container}: {len(lines)} {fmt} lines")

@@ -1,0 +1,800 @@
+"""The lab's state as Kubernetes objects (pure): what ``svcdoctor lab serve`` puts in its
+API server's store, and the logs its pods show.
+
+Everything here is a function of a ``LabView``, a snapshot of the lab that ``serve.py``
+takes after every change; the pod and event shapes come from ``evidence.write`` (the same
+facts ``lab run`` writes to its bundle).
+
+Where the lab differs from a cluster, the objects say what the lab really does:
+
+* the lab does not place pods on nodes (a pod is reachable from every node alike); each
+  pod gets a nominal ``nodeName``, round-robin in creation order;
+* on the userspace datapath every pod listens on 127.0.0.1 on a port of its own: that port
+  is the pod's ``containerPort`` named ``http``, so the EndpointSlice controller's rule
+  (one slice per distinct port) gives one slice per pod, all with address 127.0.0.1;
+* the load generator's clients and the userspace per-node proxies run on the nodes
+  (``hostNetwork``): client pods ``load-N`` and, on the userspace datapath, ingress-nginx
+  controller pods, one per node, whose logs are generated from the load's real records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from svcdoctor.evidence.kubectl import TRIGGER_TIME
+from svcdoctor.evidence.write import events_json, pods_json
+from svcdoctor.lab.run import NEW, OLD
+from svcdoctor.lab.scenarios import Scenario
+from svcdoctor.model import LifecycleEvent, PodInfo, iso_utc
+
+NAMESPACE = "lab"
+DEPLOYMENT = "api"
+SERVICE = "api"
+CONTAINER = "app"
+IMAGE = "svcdoctor/lab-app:0.1"
+POD_PORT = 8080  # the app's port in the template (the kernel datapath's pods use it)
+SERVICE_PORT = 80
+CLUSTER_IP = "10.96.77.10"  # the kernel datapath's VIP (the userspace one has no VIP)
+UPSTREAM = f"{NAMESPACE}-{SERVICE}-{SERVICE_PORT}"  # ingress-nginx's $proxy_upstream_name
+INGRESS_NAMESPACE = "ingress-nginx"
+INGRESS_IMAGE = "registry.k8s.io/ingress-nginx/controller:v1.11.3"
+LOAD_IMAGE = "svcdoctor/lab-load:0.1"
+READY_HASH_LABEL = "pod-template-hash"
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+REVISION = "deployment.kubernetes.io/revision"
+# the request the load sends, and the bodies the app answers with (for nginx's byte counts)
+REQUEST = b"GET / HTTP/1.1\r\nHost: svc\r\nConnection: close\r\n\r\n"
+BODY_BYTES = {200: len(b"hello"), 503: len(b"unavailable")}
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiPod:
+    """One pod of the Deployment: ``info`` as ``Cluster.snapshot()`` gives it (``ready``:
+    Ready and not terminating), with what the snapshot leaves out."""
+
+    info: PodInfo
+    port: int  # where it listens (0 until it started)
+    serving: bool  # its readiness probe passes (kept while terminating, as the kubelet does)
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class LabView:
+    """A snapshot of a lab cluster: everything the objects are made of."""
+
+    run: str  # the run's prefix: makes the uids unique to this lab
+    scenario: Scenario
+    datapath: str  # kernel | userspace
+    started: float  # when the lab started (the cluster objects' creationTimestamp)
+    node_ips: tuple[str, ...]
+    pods: tuple[ApiPod, ...]
+    events: tuple[LifecycleEvent, ...]
+    rollout_at: float | None = None  # when the Deployment's template changed
+    last_change: float | None = None  # the latest endpoint change (the slices' trigger time)
+    clients: int = 0  # load generator clients: pods load-0 … load-(clients-1)
+    proxy_ports: tuple[int, ...] = ()  # userspace: each node's proxy port
+
+
+def uid(run: str, kind: str, namespace: str | None, name: str) -> str:
+    """A stable uid per object and lab (an object keeps it across updates)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"svcdoctor-lab:{run}/{kind}/{namespace}/{name}"))
+
+
+def stamp(ts: float) -> str:
+    """A Kubernetes Time: RFC 3339 UTC, whole seconds."""
+    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def go_duration(seconds: float) -> str:
+    """Seconds as Go's ``time.Duration`` prints them (``0s``, ``500ms``, ``1.5s``, ``1m30s``)."""
+    if seconds <= 0:
+        return "0s"
+    if seconds < 1:
+        return f"{round(seconds * 1000):d}ms"
+    minutes, rest = divmod(seconds, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    text = f"{rest:.9f}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{hours}h{minutes}m{text}"
+    return f"{minutes}m{text}" if minutes else text
+
+
+def _meta(
+    view: LabView, kind: str, name: str, namespace: str | None, created: float, **extra: Any
+) -> Obj:
+    meta: Obj = {"name": name, "uid": uid(view.run, kind, namespace, name)}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["creationTimestamp"] = stamp(created)
+    meta.update({k: v for k, v in extra.items() if v is not None})
+    return meta
+
+
+def _owner(view: LabView, kind: str, name: str, api_version: str = "apps/v1") -> Obj:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid(view.run, kind, NAMESPACE, name),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+# ---- the cluster's fixed parts ---------------------------------------------------------
+def namespaces(view: LabView) -> list[Obj]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": _meta(
+                view,
+                "Namespace",
+                ns,
+                None,
+                view.started,
+                labels={"kubernetes.io/metadata.name": ns},
+            ),
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }
+        for ns in ("default", "kube-system", INGRESS_NAMESPACE, NAMESPACE)
+    ]
+
+
+def nodes(view: LabView) -> list[Obj]:
+    """The nodes (each one a network namespace on the kernel datapath, a proxy on
+    loopback on the userspace one), Ready."""
+    out = []
+    for i, ip in enumerate(view.node_ips):
+        name = f"node-{i}"
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": _meta(
+                    view,
+                    "Node",
+                    name,
+                    None,
+                    view.started,
+                    labels={"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+                ),
+                "spec": {},
+                "status": {
+                    "addresses": [
+                        {"type": "InternalIP", "address": ip},
+                        {"type": "Hostname", "address": name},
+                    ],
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status",
+                            "lastHeartbeatTime": stamp(view.started),
+                            "lastTransitionTime": stamp(view.started),
+                        }
+                    ],
+                    "nodeInfo": {
+                        "kubeletVersion": "v1.31.4-lab",
+                        "kubeProxyVersion": "v1.31.4-lab",
+                        "containerRuntimeVersion": "svcdoctor-lab://0.1",
+                        "operatingSystem": "linux",
+                        "architecture": "amd64",
+                    },
+                },
+            }
+        )
+    return out
+
+
+def kube_proxy_config(view: LabView) -> Obj:
+    """kube-proxy's ConfigMap: the lab's propagation settings as a KubeProxyConfiguration
+    (mode iptables: the kernel datapath writes kube-proxy's rules; the userspace proxies
+    pick a backend per connection at random, as those rules do)."""
+    prop = view.scenario.propagation
+    config = "\n".join(
+        [
+            "apiVersion: kubeproxy.config.k8s.io/v1alpha1",
+            "kind: KubeProxyConfiguration",
+            'bindAddress: "0.0.0.0"',
+            "clusterCIDR: 10.233.0.0/16",
+            "conntrack:",
+            "  maxPerCore: 32768",
+            "  min: 131072",
+            "  tcpCloseWaitTimeout: 1h0m0s",
+            "  tcpEstablishedTimeout: 24h0m0s",
+            "iptables:",
+            "  masqueradeAll: false",
+            f"  minSyncPeriod: {go_duration(prop.min_sync)}",
+            "  syncPeriod: 30s",
+            "mode: iptables",
+            "",
+        ]
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(
+            view,
+            "ConfigMap",
+            "kube-proxy",
+            "kube-system",
+            view.started,
+            labels={"app": "kube-proxy"},
+            # not a kube-proxy setting: how long an endpoint change takes to reach a node
+            annotations={"lab.svcdoctor.io/propagation-delay": str(prop.delay)},
+        ),
+        "data": {"config.conf": config},
+    }
+
+
+# ---- the Deployment --------------------------------------------------------------------
+def _hash(replica_set: str) -> str:
+    return replica_set.rsplit("-", 1)[1]
+
+
+def pod_spec(scenario: Scenario, port: int = POD_PORT) -> Obj:
+    """The pod template's spec: the scenario's PodSpec as a Kubernetes container (the lab's
+    readiness probe runs every 0.25 s; 1 s is Kubernetes' shortest period)."""
+    spec = scenario.pod
+    container: Obj = {
+        "name": CONTAINER,
+        "image": IMAGE,
+        "args": [
+            "--shutdown",
+            spec.shutdown,
+            "--shutdown-delay",
+            f"{spec.shutdown_delay:g}",
+            "--latency",
+            str(spec.latency),
+            "--slow",
+            f"{spec.slow_share:g},{spec.slow_seconds:g}",
+        ],
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "http", "scheme": "HTTP"},
+            "periodSeconds": 1,
+            "timeoutSeconds": 1,
+            "successThreshold": 1,
+            "failureThreshold": 1,
+        },
+        "imagePullPolicy": "IfNotPresent",
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+    }
+    if spec.prestop > 0:
+        seconds = math.ceil(spec.prestop)
+        # a failing hook: an exec of a sleep binary the image does not have
+        action: Obj = (
+            {"exec": {"command": ["sleep", str(seconds)]}}
+            if spec.prestop_fails
+            else {"sleep": {"seconds": seconds}}
+        )
+        container["lifecycle"] = {"preStop": action}
+    return {
+        "containers": [container],
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": math.ceil(spec.grace),
+        "dnsPolicy": "ClusterFirst",
+        "schedulerName": "default-scheduler",
+    }
+
+
+def _template(view: LabView, replica_set: str) -> Obj:
+    annotations = (
+        {RESTARTED_AT: stamp(view.rollout_at)}
+        if view.rollout_at is not None and replica_set == _replica_sets(view)[-1]
+        else None
+    )
+    labels = {"app": DEPLOYMENT, READY_HASH_LABEL: _hash(replica_set)}
+    meta: Obj = {"labels": labels} | ({"annotations": annotations} if annotations else {})
+    return {"metadata": meta, "spec": pod_spec(view.scenario)}
+
+
+def _replica_sets(view: LabView) -> list[str]:
+    return [OLD, NEW] if view.rollout_at is not None else [OLD]
+
+
+def _counts(pods: Sequence[ApiPod]) -> dict[str, int]:
+    """A ReplicaSet's status counts: terminating pods count for none of them."""
+    active = [p for p in pods if p.info.deleted_at is None]
+    ready = sum(1 for p in active if p.info.ready)
+    return {"replicas": len(active), "readyReplicas": ready, "availableReplicas": ready}
+
+
+def _owned(view: LabView, replica_set: str) -> list[ApiPod]:
+    return [p for p in view.pods if p.info.name.rsplit("-", 1)[0] == replica_set]
+
+
+def replica_sets(view: LabView) -> list[Obj]:
+    """The Deployment's ReplicaSets (the second one from the rollout on): ``replicas`` is
+    what the rolling update scaled it to (its pods not deleted)."""
+    out = []
+    names = _replica_sets(view)
+    for revision, name in enumerate(names, start=1):
+        pods = _owned(view, name)
+        counts = _counts(pods)
+        created = view.started if revision == 1 else (view.rollout_at or view.started)
+        out.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": _meta(
+                    view,
+                    "ReplicaSet",
+                    name,
+                    NAMESPACE,
+                    created,
+                    labels={"app": DEPLOYMENT, READY_HASH_LABEL: _hash(name)},
+                    annotations={
+                        REVISION: str(revision),
+                        "deployment.kubernetes.io/desired-replicas": str(view.scenario.replicas),
+                        "deployment.kubernetes.io/max-replicas": str(
+                            view.scenario.replicas + view.scenario.max_surge
+                        ),
+                    },
+                    ownerReferences=[_owner(view, "Deployment", DEPLOYMENT)],
+                    generation=1,
+                ),
+                "spec": {
+                    "replicas": counts["replicas"],
+                    "selector": {"matchLabels": {"app": DEPLOYMENT, READY_HASH_LABEL: _hash(name)}},
+                    "template": _template(view, name),
+                },
+                "status": counts
+                | {"fullyLabeledReplicas": counts["replicas"]}
+                | {"observedGeneration": 1},
+            }
+        )
+    return out
+
+
+def deployment(view: LabView) -> Obj:
+    """Deployment ``api``: the scenario's template and strategy; its status follows the
+    pods (updated: those of the newest ReplicaSet)."""
+    scenario = view.scenario
+    names = _replica_sets(view)
+    active = [p for p in view.pods if p.info.deleted_at is None]
+    updated = [p for p in _owned(view, names[-1]) if p.info.deleted_at is None]
+    ready = sum(1 for p in active if p.info.ready)
+    generation = len(names)
+    complete = len(updated) == scenario.replicas == len(active) and ready == scenario.replicas
+    available = ready >= scenario.replicas - scenario.max_unavailable
+    status: Obj = {
+        "observedGeneration": generation,
+        "replicas": len(active),
+        "updatedReplicas": len(updated),
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True" if available else "False",
+                "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+            },
+            {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "NewReplicaSetAvailable" if complete else "ReplicaSetUpdated",
+                "message": f'ReplicaSet "{names[-1]}" '
+                + ("has successfully progressed." if complete else "is progressing."),
+            },
+        ],
+    }
+    if scenario.replicas > ready:
+        status["unavailableReplicas"] = scenario.replicas - ready
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(
+            view,
+            "Deployment",
+            DEPLOYMENT,
+            NAMESPACE,
+            view.started,
+            labels={"app": DEPLOYMENT},
+            annotations={REVISION: str(generation)},
+            generation=generation,
+        ),
+        "spec": {
+            "replicas": scenario.replicas,
+            "selector": {"matchLabels": {"app": DEPLOYMENT}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {
+                    "maxSurge": scenario.max_surge,
+                    "maxUnavailable": scenario.max_unavailable,
+                },
+            },
+            "revisionHistoryLimit": 10,
+            "progressDeadlineSeconds": 600,
+            "minReadySeconds": 0,
+            "template": _template(view, names[-1]),
+        },
+        "status": status,
+    }
+
+
+def pods(view: LabView) -> list[Obj]:
+    """The Deployment's pods, from ``pods_json`` (deletion and termination facts) with the
+    rest of a real pod: owner, template spec, node, IP, conditions, phase."""
+    items = pods_json([replace(p.info, node=p.node) for p in view.pods], CONTAINER)["items"]
+    out = []
+    for pod, item in zip(view.pods, items, strict=True):
+        info = pod.info
+        replica_set = info.name.rsplit("-", 1)[0]
+        meta = item["metadata"]
+        meta["uid"] = uid(view.run, "Pod", NAMESPACE, info.name)
+        meta["labels"] = {"app": DEPLOYMENT, READY_HASH_LABEL: _hash(replica_set)}
+        meta["ownerReferences"] = [_owner(view, "ReplicaSet", replica_set)]
+        meta["generateName"] = f"{replica_set}-"
+        template = _template(view, replica_set)
+        if "annotations" in template["metadata"]:
+            meta["annotations"] = template["metadata"]["annotations"]
+        # the port the pod listens on: 8080 on the kernel datapath; on the userspace one,
+        # where every pod is 127.0.0.1, a port of its own
+        spec = pod_spec(view.scenario, pod.port or POD_PORT) | {"nodeName": pod.node}
+        item["spec"] = spec
+        status = item["status"]
+        exited = bool(info.exits)
+        ready = pod.serving and not exited
+        status["phase"] = (
+            "Pending"
+            if not pod.port
+            else "Running"
+            if not exited
+            else "Succeeded"
+            if all(e.exit_code == 0 for e in info.exits)
+            else "Failed"
+        )
+        status["hostIP"] = view.node_ips[int(pod.node.rsplit("-", 1)[1])]
+        status["startTime"] = stamp(info.created_at or view.started)
+        if pod.port:
+            status["podIPs"] = [{"ip": info.ip}]
+        else:  # created, its process not listening yet
+            status.pop("podIP", None)
+            status["containerStatuses"][0]["state"] = {"waiting": {"reason": "ContainerCreating"}}
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Initialized", "status": "True"},
+            {"type": "ContainersReady", "status": "True" if ready else "False"},
+            {"type": "Ready", "status": "True" if ready else "False"},
+        ]
+        for c in status["containerStatuses"]:
+            c["ready"] = ready
+            c["image"] = IMAGE
+            c["imageID"] = f"docker.io/{IMAGE}"
+            c["started"] = bool(pod.port) and not exited
+            if "running" in c["state"]:
+                c["state"]["running"] = {"startedAt": stamp(info.created_at or view.started)}
+            elif "terminated" in c["state"]:
+                c["state"]["terminated"]["startedAt"] = stamp(info.created_at or view.started)
+        out.append(item)
+    return out
+
+
+# ---- the Service and its endpoints -----------------------------------------------------
+def service(view: LabView) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(view, "Service", SERVICE, NAMESPACE, view.started, labels={"app": "api"}),
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": CLUSTER_IP,
+            "clusterIPs": [CLUSTER_IP],
+            "selector": {"app": DEPLOYMENT},
+            "ports": [
+                {"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}
+            ],
+            "sessionAffinity": "None",
+            "ipFamilies": ["IPv4"],
+        },
+        "status": {"loadBalancer": {}},
+    }
+
+
+def _endpoint_pods(view: LabView) -> list[ApiPod]:
+    """The pods the EndpointSlice controller lists: started and not yet exited."""
+    return [p for p in view.pods if p.port and not p.info.exits and p.info.ip]
+
+
+def endpoint_slices(view: LabView) -> list[Obj]:
+    """EndpointSlices of Service ``api``: one per distinct target port (as the controller
+    groups them), with each pod's ``ready``/``serving``/``terminating`` conditions."""
+    by_port: dict[int, list[ApiPod]] = {}
+    for p in _endpoint_pods(view):
+        by_port.setdefault(p.port, []).append(p)
+    if not by_port:
+        by_port[POD_PORT] = []  # the controller keeps one (empty) slice per Service
+    trigger = iso_utc(view.last_change) if view.last_change is not None else None
+    out = []
+    for port, members in sorted(by_port.items()):
+        suffix = hashlib.sha256(f"{view.run}:{port}".encode()).hexdigest()
+        name = f"{SERVICE}-{''.join('bcdfghjklmnpqrstvwxz2456789'[int(c, 16)] for c in suffix[:5])}"
+        out.append(
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": _meta(
+                    view,
+                    "EndpointSlice",
+                    name,
+                    NAMESPACE,
+                    view.started,
+                    generateName=f"{SERVICE}-",
+                    labels={
+                        "kubernetes.io/service-name": SERVICE,
+                        "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+                    },
+                    annotations={TRIGGER_TIME: trigger} if trigger else None,
+                    ownerReferences=[_owner(view, "Service", SERVICE, "v1")],
+                ),
+                "addressType": "IPv4",
+                "endpoints": [
+                    {
+                        "addresses": [p.info.ip],
+                        "conditions": {
+                            "ready": p.serving and p.info.deleted_at is None,
+                            "serving": p.serving,
+                            "terminating": p.info.deleted_at is not None,
+                        },
+                        "nodeName": p.node,
+                        "targetRef": {
+                            "kind": "Pod",
+                            "name": p.info.name,
+                            "namespace": NAMESPACE,
+                            "uid": uid(view.run, "Pod", NAMESPACE, p.info.name),
+                        },
+                    }
+                    for p in members
+                ],
+                "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+            }
+        )
+    return out
+
+
+def endpoints(view: LabView) -> Obj:
+    """Core ``Endpoints``: ready addresses, not-ready ones, terminating pods left out."""
+    subsets: dict[int, Obj] = {}
+    for p in _endpoint_pods(view):
+        if p.info.deleted_at is not None:
+            continue
+        subset = subsets.setdefault(
+            p.port, {"ports": [{"name": "http", "port": p.port, "protocol": "TCP"}]}
+        )
+        address = {
+            "ip": p.info.ip,
+            "nodeName": p.node,
+            "targetRef": {
+                "kind": "Pod",
+                "name": p.info.name,
+                "namespace": NAMESPACE,
+                "uid": uid(view.run, "Pod", NAMESPACE, p.info.name),
+            },
+        }
+        subset.setdefault("addresses" if p.serving else "notReadyAddresses", []).append(address)
+    meta = _meta(view, "Endpoints", SERVICE, NAMESPACE, view.started, labels={"app": "api"})
+    obj: Obj = {"apiVersion": "v1", "kind": "Endpoints", "metadata": meta}
+    if subsets:
+        obj["subsets"] = [subsets[k] for k in sorted(subsets)]
+    return obj
+
+
+# ---- events ------------------------------------------------------------------------------
+def events(view: LabView) -> list[Obj]:
+    """Every event so far, core/v1 and events.k8s.io/v1, as ``events_json`` writes them
+    (with uids, and the involved object's apiVersion and uid)."""
+    out = []
+    for api in ("v1", "events.k8s.io/v1"):
+        for item in events_json(view.events, NAMESPACE, api)["items"]:
+            meta = item["metadata"]
+            meta["uid"] = uid(view.run, f"Event.{api}", meta["namespace"], meta["name"])
+            when = item.get("firstTimestamp") or item["eventTime"][:19] + "Z"
+            meta["creationTimestamp"] = when
+            regarding = item.get("involvedObject") or item["regarding"]
+            kind = regarding["kind"]
+            regarding["apiVersion"] = "v1" if kind == "Pod" else "apps/v1"
+            regarding["uid"] = uid(view.run, kind, regarding["namespace"], regarding["name"])
+            out.append(item)
+    return out
+
+
+# ---- the traffic: client pods and the ingress controller ---------------------------------
+def _host_pod(
+    view: LabView,
+    name: str,
+    namespace: str,
+    node: int,
+    labels: dict[str, str],
+    container: Obj,
+) -> Obj:
+    ip = view.node_ips[node]
+    started = stamp(view.started)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(view, "Pod", name, namespace, view.started, labels=labels),
+        "spec": {
+            "containers": [container],
+            "hostNetwork": True,
+            "nodeName": f"node-{node}",
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+        },
+        "status": {
+            "phase": "Running",
+            "hostIP": ip,
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "startTime": started,
+            "conditions": [
+                {"type": t, "status": "True"}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container["image"],
+                    "imageID": f"docker.io/{container['image']}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": started}},
+                }
+            ],
+        },
+    }
+
+
+def load_pod_name(client: int) -> str:
+    return f"load-{client}"
+
+
+def load_pods(view: LabView) -> list[Obj]:
+    """The load generator's clients, each a pod on its node (client i on node i mod n)."""
+    load = view.scenario.load
+    return [
+        _host_pod(
+            view,
+            load_pod_name(i),
+            NAMESPACE,
+            i % len(view.node_ips),
+            {"app": "load", "app.kubernetes.io/component": "load"},
+            {
+                "name": "load",
+                "image": LOAD_IMAGE,
+                "args": [
+                    f"--url=http://{SERVICE}.{NAMESPACE}.svc:{SERVICE_PORT}/",
+                    f"--rate={load.rate / load.clients:g}",
+                    f"--connection={load.connection}",
+                    f"--retries={load.retries}",
+                ],
+            },
+        )
+        for i in range(view.clients)
+    ]
+
+
+def ingress_pod_name(run: str, node: int) -> str:
+    digest = hashlib.sha256(f"{run}:ingress:{node}".encode()).hexdigest()
+    return f"ingress-nginx-controller-{digest[:5]}"
+
+
+def ingress_pods(view: LabView) -> list[Obj]:
+    """Userspace datapath: each node's proxy as an ingress-nginx controller pod."""
+    return [
+        _host_pod(
+            view,
+            ingress_pod_name(view.run, node),
+            INGRESS_NAMESPACE,
+            node,
+            {
+                "app.kubernetes.io/name": "ingress-nginx",
+                "app.kubernetes.io/instance": "ingress-nginx",
+                "app.kubernetes.io/component": "controller",
+            },
+            {
+                "name": "controller",
+                "image": INGRESS_IMAGE,
+                "args": ["/nginx-ingress-controller", "--election-id=ingress-nginx-leader"],
+                "ports": [
+                    {"name": "http", "containerPort": port, "hostPort": port, "protocol": "TCP"}
+                ],
+            },
+        )
+        for node, port in enumerate(view.proxy_ports)
+    ]
+
+
+def all_objects(view: LabView) -> list[Obj]:
+    """Every object of the lab."""
+    return [
+        *namespaces(view),
+        *nodes(view),
+        kube_proxy_config(view),
+        deployment(view),
+        *replica_sets(view),
+        *pods(view),
+        service(view),
+        *endpoint_slices(view),
+        endpoints(view),
+        *events(view),
+        *load_pods(view),
+        *ingress_pods(view),
+    ]
+
+
+# ---- logs ------------------------------------------------------------------------------
+def log_time(ts: float) -> str:
+    """The time the kubelet puts before a log line (RFC 3339, nanoseconds)."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+
+
+def _done(row: dict[str, Any]) -> float:
+    """When a request ended (when its client or proxy logged it)."""
+    return float(row["ts"]) + (row["latency_ms"] or 0.0) / 1000
+
+
+def request_log(rows: Sequence[dict[str, Any]], timestamps: bool = False) -> str:
+    """Canonical request rows (``run.request_row``) as JSON Lines, as a client logs them
+    (``timestamps``: each line after the time it was written, as the kubelet keeps it)."""
+    return "".join(
+        (f"{log_time(_done(r))} " if timestamps else "")
+        + json.dumps(r, separators=(",", ":"))
+        + "\n"
+        for r in rows
+    )
+
+
+def nginx_line(row: dict[str, Any], address: str | None, remote: str) -> str:
+    """One ingress-nginx ``upstreaminfo`` access-log line for a request the node's proxy
+    passed: ``address`` is the backend's ip:port (``None``: no backend, 503); a connection
+    the backend refused, reset or closed is a 502, a request the client gave up on a 499."""
+    latency = (row["latency_ms"] or 0.0) / 1000
+    outcome = row["outcome"]
+    if address is None:
+        status, upstream_status, upstream_time = 503, "-", "-"
+    elif outcome in ("ok", "http_error"):
+        status = int(row["status"] or 502)
+        upstream_status, upstream_time = str(status), f"{latency:.3f}"
+    elif outcome == "timeout":
+        status, upstream_status, upstream_time = 499, "-", f"{latency:.3f}"
+    else:
+        status, upstream_status, upstream_time = 502, "502", f"{latency:.3f}"
+    body = BODY_BYTES.get(status, 0) if upstream_status != "-" else 0
+    when = datetime.fromtimestamp(_done(row), UTC).strftime("%d/%b/%Y:%H:%M:%S +0000")
+    req_id = hashlib.md5(f"{row['ts']}:{row['conn']}".encode(), usedforsecurity=False).hexdigest()
+    return (
+        f'{remote} - - [{when}] "GET / HTTP/1.1" {status} {body} "-" "svcdoctor-lab-load/0.1" '
+        f"{len(REQUEST)} {latency:.3f} [{UPSTREAM}] [] {address or '-'} {body} "
+        f"{upstream_time} {upstream_status} {req_id}"
+    )
+
+
+def nginx_log(
+    rows: Sequence[dict[str, Any]],
+    addresses: dict[str, str],
+    remote: str = "127.0.0.1",
+    timestamps: bool = False,
+) -> str:
+    """A node proxy's access log: one line per request through it, in completion order
+    (``addresses``: pod name → ip:port; ``timestamps`` as in ``request_log``)."""
+    return "".join(
+        (f"{log_time(_done(r))} " if timestamps else "")
+        + nginx_line(r, addresses.get(r["backend"]) if r["backend"] else None, remote)
+        + "\n"
+        for r in sorted(rows, key=_done)
+    )
