@@ -8,9 +8,6 @@ import _thread
 import copy
 import json
 import queue
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -703,54 +700,3 @@ def test_collect_and_diagnose_through_the_lab_api_server(api: Served, tmp_path: 
     summary = json.loads(diagnosed.output)["summary"]
     assert summary["skipped_inputs"] == []
     assert summary["deletions"] >= 1
-
-
-@pytest.mark.lab
-@pytest.mark.parametrize(
-    ("scenario", "extra", "cause"),
-    [("race", ["--rollout-at", "3"], "race"), ("bad-backend", [], "backend")],
-)
-def test_collect_from_lab_serve_then_diagnose(
-    tmp_path: Path, scenario: str, extra: list[str], cause: str
-) -> None:
-    """`lab serve` (a rollout under load for race) → `collect --watch` → `diagnose`."""
-    from svcdoctor.lab.kernel import available
-
-    if reason := available():
-        pytest.skip(reason)
-    kubeconfig, out = tmp_path / "kubeconfig", tmp_path / "bundle"
-    serve = [sys.executable, "-m", "svcdoctor", "lab", "serve", "--scenario", scenario]
-    serve += ["--datapath", "kernel", "--for", "60", "--kubeconfig-out", str(kubeconfig)]
-    proc = subprocess.Popen(
-        [*serve, *extra, "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline(), "lab serve ended before serving"  # pods are ready
-        collect_args = [sys.executable, "-m", "svcdoctor", "collect", "--kubeconfig"]
-        collect_args += [str(kubeconfig), "api", "--out", str(out), "--watch", "25", "-f", "json"]
-        collect_args += ["--client-logs", "app.kubernetes.io/component=load"]
-        done = subprocess.run(
-            collect_args, capture_output=True, text=True, timeout=120, check=False
-        )
-        assert done.returncode == 0, done.stderr
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
-    result = json.loads(done.stdout)
-    assert result["service"] == "lab/api"
-    assert result["notes"] == []
-    diagnosis = CliRunner().invoke(cli, ["diagnose", str(out), "--format", "json"])
-    assert diagnosis.exit_code == 0, diagnosis.output
-    report = json.loads(diagnosis.output)
-    assert report["summary"]["skipped_inputs"] == []
-    assert report["primary_cause"] == cause
-    details = report["causes"][0]["details"]
-    if cause == "race":
-        pods = _read_back(out).pods
-        deleted = [p for p in pods if p.deleted_at is not None]
-        assert len(deleted) == report["summary"]["replicas"]  # every old pod, watched to its end
-        assert all(p.exits for p in deleted)
-        assert 0 < details["window_seconds"] <= 10
-    else:
-        assert [s["pod"] for s in details["suspects"]][:1] == ["api-7f6d5c4b3-01"]

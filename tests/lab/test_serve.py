@@ -406,9 +406,37 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"])
 
 
+def _agrees_with_svcdoctor(served: Served) -> None:
+    """kubectl's version, api-resources and objects are what svcdoctor's reader sees."""
+    from svcdoctor.cluster import connect
+
+    reader = connect(kubeconfig=str(served.kubeconfig))
+    version = json.loads(served.kubectl("version", "-o", "json"))["serverVersion"]
+    assert version["gitVersion"] == reader.version()["gitVersion"]
+    listed = {line.split()[0] for line in served.kubectl("api-resources").splitlines()[1:]}
+    assert {"pods", "services", "endpointslices", "events", "deployments"} <= listed
+    for _ in range(5):  # the lab changes under us: compare two reads close together
+        items = served.json("pods,svc,endpointslices", "-n", "lab")["items"]
+        by_kubectl = {(o["kind"], o["metadata"]["name"], o["metadata"]["resourceVersion"])
+                      for o in items}  # fmt: skip
+        by_reader = {
+            (o["kind"], o["metadata"]["name"], o["metadata"]["resourceVersion"])
+            for resource in ("pods", "services", "endpointslices")
+            for o in reader.list(resource, "lab")
+        }
+        events = {e["metadata"]["name"] for e in served.json("events", "-A")["items"]}
+        if by_kubectl == by_reader and events == {
+            e["metadata"]["name"] for e in reader.list("events")
+        }:
+            break
+    else:
+        raise AssertionError(f"kubectl and svcdoctor disagree: {by_kubectl ^ by_reader}")
+
+
 def _check(served: Served, datapath: str) -> None:
     assert served.info["context"] == "svcdoctor-lab"
     assert "token" not in json.dumps(served.info)
+    _agrees_with_svcdoctor(served)
     pods = served.json("pods", "-n", "lab", "-l", "app=api")["items"]
     assert len(pods) == 4
     assert all(_ready(p) for p in pods)

@@ -206,7 +206,8 @@ def _run_one(
         return asyncio.run(main())
     except LabError as exc:
         _fail(str(exc), 1)
-    except KeyboardInterrupt:  # Ctrl-C
+    except KeyboardInterrupt:  # Ctrl-C: cleaned up; another Ctrl-C must not cut the exit
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         _fail(interrupted, 128 + signal.SIGINT)
     except asyncio.CancelledError:  # SIGTERM
         _fail(interrupted, 128 + signal.SIGTERM)
@@ -219,22 +220,26 @@ def _diagnosis(bundle: Path) -> Any:
     return diagnose(read_evidence([str(bundle)]))
 
 
-@click.group()
-def lab() -> None:
-    """A real Service on this machine: pods as processes, kube-proxy-style routing."""
-
-
-@lab.command("run")
-@click.option(
+_scenario_option = click.option(
     "--scenario", "name", type=click.Choice(SCENARIO_NAMES), default="race", show_default=True
 )
-@click.option(
+_datapath_option = click.option(
     "--datapath",
     type=click.Choice(DATAPATHS),
     default="auto",
     show_default=True,
     help="kernel: network namespaces + iptables (root); userspace: loopback proxy.",
 )
+
+
+@click.group()
+def lab() -> None:
+    """A real Service on this machine: pods as processes, kube-proxy-style routing."""
+
+
+@lab.command("run")
+@_scenario_option
+@_datapath_option
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
@@ -426,16 +431,8 @@ def _serve_kubeconfig(path: Path | None) -> Path:
 
 
 @lab.command("serve")
-@click.option(
-    "--scenario", "name", type=click.Choice(SCENARIO_NAMES), default="race", show_default=True
-)
-@click.option(
-    "--datapath",
-    type=click.Choice(DATAPATHS),
-    default="auto",
-    show_default=True,
-    help="kernel: network namespaces + iptables (root); userspace: loopback proxy.",
-)
+@_scenario_option
+@_datapath_option
 @click.option(
     "--kubeconfig-out",
     "kubeconfig",
@@ -453,6 +450,13 @@ def _serve_kubeconfig(path: Path | None) -> Path:
 )
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--ground-truth",
+    "truth",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="When the serve ends (Ctrl-C too), write what really happened there as JSON: each "
+    "deleted pod's timeline and race window, the bad pods.",
+)
 def serve_command(
     name: str,
     datapath: str,
@@ -461,6 +465,7 @@ def serve_command(
     rollout_at: float | None,
     fmt: str,
     seed: int,
+    truth: Path | None,
 ) -> None:
     """Serve a lab cluster as a Kubernetes API (for kubectl, scan and collect) until
     Ctrl-C or --for; its objects follow the lab's real pods, endpoints and events."""
@@ -502,14 +507,15 @@ def serve_command(
         task = asyncio.current_task()
         assert task is not None
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await serve(scenario, chosen, path, duration, rollout_at, seed, announce)
+        return await serve(scenario, chosen, path, duration, rollout_at, seed, announce, truth)
 
     interrupted = "stopped; the lab's namespaces, rules and processes were removed"
     try:
         result = asyncio.run(main())
     except LabError as exc:
         _fail(str(exc), 1)
-    except KeyboardInterrupt:  # Ctrl-C
+    except KeyboardInterrupt:  # Ctrl-C: cleaned up; another Ctrl-C must not cut the exit
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         click.echo(interrupted, err=True)
         sys.exit(0)
     except asyncio.CancelledError:  # SIGTERM

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from svcdoctor.cli._checking import check_options, exit_for, load_settings, render
-from svcdoctor.cli._cluster import cluster_options
+from svcdoctor.cli._cluster import cluster_options, duration_option
 from svcdoctor.cluster import ClusterError
 
 if TYPE_CHECKING:
@@ -40,11 +40,17 @@ def _reading(show: bool) -> Iterator[Callable[[str], None]]:
     metavar="SELECTOR",
     help="Only Services, workloads and pods with these labels (as kubectl get -l).",
 )
+@duration_option(
+    "--watch",
+    help="First watch the pods for this long (e.g. during a rollout you start): the "
+    "terminations of pods deleted meanwhile are checked too. Ctrl-C ends it early.",
+)
 @check_options(("text", "json", "sarif"))
 def scan(
     services: tuple[str, ...],
     cluster: dict[str, Any],
     selector: str | None,
+    watch: float | None,
     fmt: str,
     exit_zero: bool,
     config_path: Path | None,
@@ -57,20 +63,23 @@ def scan(
     status, the server's version for the preStop advice) and the live-only rules (SIGKILLs
     at the grace period, failing preStop hooks, flapping readiness, stale endpoints,
     kube-proxy's sync period and conntrack). SERVICE (NAME or NAMESPACE/NAME) limits the
-    scan to those Services and the workloads behind them. Read-only. Exit codes as lint's;
-    2 when the cluster cannot be read.
+    scan to those Services and the workloads behind them. Pods a rollout deletes vanish
+    with their exit codes: --watch 2m while you roll out keeps them. Read-only. Exit codes
+    as lint's; 2 when the cluster cannot be read.
     """
     # imported here: reading timestamps pulls in the evidence readers (polars)
     from svcdoctor.cluster import connect
     from svcdoctor.cluster.scan import scan_snapshot
-    from svcdoctor.cluster.snapshot import read_snapshot
+    from svcdoctor.cluster.snapshot import read_snapshot, watch_deleted_pods, with_deleted_pods
 
     settings, fail_on, _ = load_settings(config_path, opts)
     try:
         reader = connect(**cluster)
         namespace = None if cluster["all_namespaces"] else reader.namespace
         with _reading(sys.stderr.isatty()) as step:
+            gone = watch_deleted_pods(reader, namespace, selector, watch, step) if watch else []
             snapshot = read_snapshot(reader, namespace, selector, services, step)
+        snapshot = with_deleted_pods(snapshot, gone)
     except ClusterError as exc:
         click.echo(f"svcdoctor: error: {exc}", err=True)
         sys.exit(2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, NotServed
@@ -138,6 +138,35 @@ def read_snapshot(
         only_services=tuple(services),
         notes=tuple(notes),
     )
+
+
+def watch_deleted_pods(
+    reader: ClusterReader,
+    namespace: str | None,
+    selector: str | None,
+    seconds: float,
+    progress: Progress | None = None,
+) -> list[Obj]:
+    """Watch pods for ``seconds`` (Ctrl-C ends it early) and return the last state of each
+    pod deleted meanwhile: a rollout's terminations (exit 137 at the grace period, failed
+    hooks) are gone from a later list, as in any cluster, so only a watch sees them."""
+    step = progress or (lambda _: None)
+    gone: dict[tuple[str, str], Obj] = {}
+    try:
+        for event in reader.watch("pods", namespace, labels=selector, until=time.time() + seconds):
+            if event.type == "DELETED":
+                gone[_key(event.object)] = event.object
+                step(f"pods for {seconds:g} s: {len(gone)} deleted")
+    except KeyboardInterrupt:
+        step("watch ended (Ctrl-C)")
+    return list(gone.values())
+
+
+def with_deleted_pods(snapshot: Snapshot, gone: Sequence[Obj]) -> Snapshot:
+    """The snapshot with the watched pods that are no longer listed (their last state)."""
+    listed = {_key(p) for p in snapshot.pods}
+    kept = tuple(p for p in gone if _key(p) not in listed)
+    return replace(snapshot, pods=snapshot.pods + kept) if kept else snapshot
 
 
 def _meta(obj: Obj) -> Obj:

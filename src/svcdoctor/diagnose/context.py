@@ -69,11 +69,21 @@ class Context:
         return np.sort(rows.get_column("ended").to_numpy())
 
     def pod_of(self, backend: str) -> PodInfo | None:
-        """The pod behind an ``IP:port``, an IP or a pod name."""
-        host = backend.rsplit(":", 1)[0].strip("[]") if backend.count(":") <= 1 else backend
-        for pod in self.evidence.pods:
-            if backend in (pod.name, pod.ip) or host == pod.ip:
-                return pod
+        """The pod behind an ``IP:port``, an IP or a pod name. Pods that share an IP
+        (hostNetwork pods of one node) are told apart by their container ports; when that
+        cannot decide, no pod is named rather than the wrong one."""
+        host, _, port = backend.rpartition(":") if backend.count(":") == 1 else (backend, "", "")
+        host = host.strip("[]")
+        named = [p for p in self.evidence.pods if p.name == backend]
+        if named:
+            return named[0]
+        same_ip = [p for p in self.evidence.pods if p.ip in (backend, host)]
+        if len(same_ip) > 1 and port.isdigit():
+            same_ip = [p for p in same_ip if int(port) in p.ports]
+        if len({p.name for p in same_ip}) == 1:
+            return same_ip[0]
+        if same_ip:
+            return None
         for ep in self.evidence.endpoints:
             if ep.address == host and ep.pod:
                 return next(

@@ -166,6 +166,13 @@ def _pod(obj: dict[str, Any]) -> PodInfo:
         grace_seconds=grace if isinstance(grace, int) else None,
         labels={str(k): str(v) for k, v in _map(meta.get("labels")).items()},
         exits=exits,
+        ports=tuple(
+            port["containerPort"]
+            for c in spec.get("containers") or []
+            if isinstance(c, dict)
+            for port in c.get("ports") or []
+            if isinstance(port, dict) and isinstance(port.get("containerPort"), int)
+        ),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import math
 import secrets
 import time
@@ -24,7 +25,14 @@ from svcdoctor.lab.cleanup import claim
 from svcdoctor.lab.cluster import Cluster
 from svcdoctor.lab.datapath import Datapath, LabError
 from svcdoctor.lab.load import Load
-from svcdoctor.lab.run import make_datapath, request_row, roll, start_pods, uninterruptible
+from svcdoctor.lab.run import (
+    ground_truth,
+    make_datapath,
+    request_row,
+    roll,
+    start_pods,
+    uninterruptible,
+)
 from svcdoctor.lab.scenarios import Scenario
 
 if TYPE_CHECKING:
@@ -195,10 +203,13 @@ async def serve(
     rollout_at: float | None = None,
     seed: int = 1,
     announce: Callable[[ServeInfo], None] | None = None,
+    truth: Path | None = None,
 ) -> ServeResult:
     """Run the lab cluster and its API until ``duration`` seconds passed (at most
     ``MAX_SERVE_SECONDS``) or the task is cancelled; roll the Deployment ``rollout_at``
-    seconds after the pods are ready. Everything started is removed, even on errors."""
+    seconds after the pods are ready. Everything started is removed, even on errors; the
+    ground truth (each deleted pod's timeline and race window, the bad pods) is written to
+    ``truth`` at the end, Ctrl-C included, to check what scan, collect and diagnose say."""
     from svcdoctor.lab.apiserver import ApiServer, ObjectStore
 
     limit = min(duration or MAX_SERVE_SECONDS, MAX_SERVE_SECONDS)
@@ -267,6 +278,9 @@ async def serve(
                 await cluster.stop_all()
                 await dp.close()
                 await server.close()
+                if truth is not None and state.running:
+                    found = ground_truth(scenario, cluster, load)
+                    truth.write_text(json.dumps(found | {"datapath": dp.name}, indent=2))
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     failed = sum(1 for r in load.records if r["outcome"] != "ok")

@@ -84,6 +84,7 @@ class PodInfo:
     grace_seconds: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
     exits: tuple[ContainerExit, ...] = ()
+    ports: tuple[int, ...] = ()  # container ports: pods sharing an IP (hostNetwork) differ by port
 
 
 @dataclass(frozen=True, slots=True)
