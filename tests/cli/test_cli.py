@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from svcdoctor import __version__
 from svcdoctor.checks import DOC_SECTIONS, RULES
@@ -489,3 +491,123 @@ def test_the_lab_scenario_choices_are_the_scenarios() -> None:
     from svcdoctor.lab import SCENARIOS
 
     assert tuple(SCENARIOS) == SCENARIO_NAMES
+
+
+# --- whole repositories, empty input, namespaces (issue 14) ------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def repository(root: Path) -> Path:
+    """A checkout as found on GitHub: plain manifests, a Helm chart, dashboards and JS
+    configs beside them."""
+    files = {
+        "deploy/app.yaml": APP,
+        "charts/api/Chart.yaml": "apiVersion: v2\nname: api\nversion: 0.1.0\n",
+        "charts/api/values.yaml": "replicaCount: 1\nimage: {repository: example/api}\n",
+        "charts/api/templates/service.yaml": (
+            'apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ include "api.fullname" . }}\n'
+        ),
+        "charts/api/templates/deployment.yaml": "{{- if .Values.enabled }}\nkind: Deployment\n",
+        "dashboards/api.json": json.dumps(
+            {"panels": [{"targets": [{"legendFormat": "{{pod}}"}]}]}, indent="\t"
+        ),
+        "web/tsconfig.json": '{\n  // JSONC\n  "compilerOptions": {}\n}\n',
+        ".github/workflows/ci.yaml": "on: push\njobs: {}\n",
+    }
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_repository_with_charts_and_json_is_linted_without_input_errors(
+    tmp_path: Path,
+) -> None:
+    repo = repository(tmp_path / "repo")
+    proc = run("lint", ".", "--format", "json", cwd=repo)
+    assert proc.returncode == 1, proc.stderr  # the app's warnings, not an input error
+    summary = json.loads(proc.stdout)["summary"]
+    assert summary["input_errors"] == 0
+    assert {f["rule"] for f in findings(proc)} >= {"SVD101", "SVD201"}
+    notes = [ln for ln in proc.stderr.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == 2, proc.stderr
+    assert "skipped 2 files in the templates/ of 1 Helm chart (charts/api)" in notes[0]
+    assert "helm template RELEASE charts/api | svcdoctor lint -" in notes[0]
+    assert "skipped 4 files holding no Kubernetes object" in notes[1]  # Chart, values, 2 JSON
+
+
+def test_exclude_flag_and_config_key(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "repo")
+    proc = run("lint", ".", "--exclude", "deploy", "--allow-empty", cwd=repo)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "0 objects" in proc.stdout
+    (repo / ".svcdoctor.toml").write_text('exclude = ["deploy/"]\nallow-empty = true\n')
+    proc = run("lint", ".", cwd=repo)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "left out 1 path matching exclude patterns" in proc.stderr
+    (repo / ".svcdoctor.toml").write_text('exclude = "deploy"\n')
+    assert_usage_error(run("lint", ".", cwd=repo), "exclude must be a list")
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"),
+    [(["-"], ""), (["-"], "# helm template printed nothing\n---\n"), (["empty.yaml"], None)],
+    ids=["empty-stdin", "only-comments", "empty-file"],
+)
+def test_an_empty_input_exits_2_unless_allowed(
+    tmp_path: Path, args: list[str], stdin: str | None
+) -> None:
+    (tmp_path / "empty.yaml").write_text("")
+    for fmt in ("text", "json"):
+        proc = run("lint", *args, "--format", fmt, cwd=tmp_path, stdin=stdin)
+        assert proc.returncode == 2, (proc.stdout, proc.stderr)
+        errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
+        assert len(errors) == 1, proc.stderr
+        assert "no Kubernetes objects to check" in errors[0]
+        assert "--allow-empty" in errors[0]
+    assert run("lint", *args, "--allow-empty", cwd=tmp_path, stdin=stdin).returncode == 0
+
+
+def test_the_pre_commit_hook_passes_a_commit_of_chart_templates_and_values(
+    tmp_path: Path,
+) -> None:
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    program, *args = shlex.split(hook["entry"])
+    repo = repository(tmp_path / "repo")
+    staged = [
+        "charts/api/templates/service.yaml",
+        "charts/api/values.yaml",
+        "charts/api/Chart.yaml",
+        "dashboards/api.json",
+        "web/tsconfig.json",
+    ]
+    proc = run(*args, *staged, cwd=repo, program=program)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert set(hook["types_or"]) == {"yaml", "json"}
+
+
+def test_namespace_flag_places_objects_without_one(tmp_path: Path) -> None:
+    text = APP.replace("  name: api\n", "  name: api\n  namespace: shop\n")
+    (tmp_path / "app.yaml").write_text(text)
+    default = rules_of(run("lint", "app.yaml", "--format", "json", cwd=tmp_path))
+    assert "SVD101" not in default  # the Service goes to default, the Deployment to shop
+    shop = rules_of(run("lint", "app.yaml", "-n", "shop", "--format", "json", cwd=tmp_path))
+    assert {"SVD101", "SVD201"} <= set(shop)
+    (tmp_path / ".svcdoctor.toml").write_text('namespace = "shop"\n')
+    assert "SVD101" in rules_of(run("lint", "app.yaml", "--format", "json", cwd=tmp_path))
+    assert_usage_error(run("lint", "app.yaml", "-n", "Shop_1", cwd=tmp_path), "--namespace")
+
+
+def test_piped_text_is_plain_and_not_wrapped(tmp_path: Path) -> None:
+    long_name = "a-service-with-a-name-long-enough-to-push-the-header-past-eighty-columns"
+    text = APP.replace("{name: api}", "{name: " + long_name + "}")
+    (tmp_path / "app.yaml").write_text(text)
+    env_free = run("lint", "app.yaml", cwd=tmp_path)
+    assert "\x1b[" not in env_free.stdout
+    lines = env_free.stdout.splitlines()
+    header = next(ln for ln in lines if "SVD204" in ln or "SVD101" in ln)
+    assert header.startswith("  warning ")
+    assert any(len(ln) > 80 for ln in lines)  # long lines stay whole
+    assert all(not ln.startswith(" " * 6 + "container") for ln in lines)  # no wrapped tail

@@ -153,6 +153,35 @@ def test_exec_credential_plugin(api: Served, tmp_path: Path) -> None:
     assert len(connect(kubeconfig=str(config)).list("pods", "shop")) == 1
 
 
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("import time; time.sleep(30)", "gave no token within 1 s"),
+        ("print('')", "printed no ExecCredential with status.token"),
+        ("import sys; sys.exit('login required')", "failed (1): login required"),
+        (None, "No such file or directory"),
+    ],
+)
+def test_failing_credential_plugins_are_one_line_and_bounded(
+    api: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str | None, message: str
+) -> None:
+    monkeypatch.setattr(api_module.CredentialPlugin, "MIN_TIMEOUT", 0.0)
+    plugin = tmp_path / "plugin"
+    if script is not None:
+        plugin.write_text(f"#!{sys.executable}\n{script}\n")
+        plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
+    config = _with_user(
+        api.kubeconfig,
+        {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}},
+    )
+    started = time.time()
+    with pytest.raises(ClusterError) as err:
+        connect(kubeconfig=str(config), timeout=1.0).list("pods", "shop")
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+    assert time.time() - started < 10
+
+
 def test_unreachable_server_is_bounded(tmp_path: Path) -> None:
     # a listener that never accepts: the TCP handshake completes, TLS never does
     hung = socket.socket()

@@ -20,7 +20,6 @@ from click.testing import CliRunner
 from svcdoctor.cli import cli
 from svcdoctor.cluster import ClusterError, Forbidden, WatchEvent
 from svcdoctor.cluster.collect import (
-    ORIGINAL_TRIGGER,
     SEEN,
     BundleError,
     Request,
@@ -37,7 +36,7 @@ from svcdoctor.cluster.collect import (
 )
 from svcdoctor.cluster.resources import RESOURCES
 from svcdoctor.evidence import read_evidence
-from svcdoctor.evidence.kubectl import TRIGGER_TIME
+from svcdoctor.evidence.kubectl import CHANGE_SEEN, TRIGGER_TIME
 from svcdoctor.model import SourceSummary
 
 if TYPE_CHECKING:
@@ -310,8 +309,8 @@ def test_watch_record_stamps_the_seen_time() -> None:
     assert notes[TRIGGER_TIME] == "2026-12-02T09:10:02Z"  # its last change, before collect
     changed = watch_record(WatchEvent("MODIFIED", slice_, seen), initial=False)
     notes = changed["object"]["metadata"]["annotations"]
-    assert notes[TRIGGER_TIME] == notes[SEEN]
-    assert notes[ORIGINAL_TRIGGER] == "2026-12-02T09:10:02Z"
+    assert notes[CHANGE_SEEN] == notes[SEEN]
+    assert notes[TRIGGER_TIME] == "2026-12-02T09:10:02Z"  # the controller's, untouched
     assert slice_["metadata"]["annotations"] == {TRIGGER_TIME: "2026-12-02T09:10:02Z"}
 
 

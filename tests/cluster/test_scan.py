@@ -141,9 +141,12 @@ def test_messages_carry_the_numbers() -> None:
     assert "not ready for 25 min" in stale
     assert "20 min past its grace period" in stale
     missing = message("SVD210")
-    assert "hold 2 ready endpoint(s), but Deployment shop/api has 3 ready pod(s)" in missing
+    assert (
+        "hold 0 ready endpoint(s) with a port, but Deployment shop/api has 3 ready pod(s)"
+        in missing
+    )
     assert "api-7d9f8b6c5-k4mfr" in missing
-    assert "lack track=stable" in missing
+    assert "targetPort http is not a port of the pods" in missing
     assert "maxPerCore 8192 and min 32768" in message("SVD403")
 
 
@@ -228,11 +231,14 @@ def test_replicas_come_from_status_and_hpa() -> None:
 
 
 def _with_canary(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A second Deployment whose template labels match the Service's selector."""
+    """A second Deployment, another app (a debug shell), whose template labels happen to
+    match the Service's selector (a canary of the same image would be deliberate)."""
     canary = copy.deepcopy(find(objects, "Deployment", "api"))
     canary["metadata"]["name"] = "api-canary"
     canary["metadata"]["uid"] = "c0ffee00-0000-0000-0000-000000000001"
-    canary["spec"]["template"]["metadata"]["labels"]["track"] = "canary"
+    canary["spec"]["template"]["metadata"]["labels"]["component"] = "debug"
+    for container in canary["spec"]["template"]["spec"]["containers"]:
+        container["image"] = "example/debug-shell:1"
     return [*objects, canary]
 
 
@@ -291,7 +297,8 @@ def test_core_endpoints_when_endpointslices_are_not_served() -> None:
         "subsets": [
             {
                 "addresses": [
-                    {"ip": e["addresses"][0], "targetRef": e["targetRef"]} for e in sl["endpoints"]
+                    {"ip": e["addresses"][0], "targetRef": e["targetRef"]}
+                    for e in sl["endpoints"][:2]  # the controller left one pod out
                 ],
                 "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
             }
@@ -300,7 +307,7 @@ def test_core_endpoints_when_endpointslices_are_not_served() -> None:
     report = scan([*objects, endpoints], only("SVD210"), unserved={"endpointslices"})
     assert "discovery.k8s.io/v1 not served: read core Endpoints instead" in report.notes
     (f,) = report.result.findings
-    assert "hold 2 ready endpoint(s)" in f.message
+    assert "hold 2 ready endpoint(s) with a port" in f.message
 
 
 def test_kube_proxy_configmap_unreadable_or_absent_is_a_note() -> None:

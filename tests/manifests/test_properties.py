@@ -176,13 +176,14 @@ namespaces = st.sampled_from(["", "default", "shop", "kube-system"])
 
 
 @given(namespaces, namespaces, label_sets.filter(bool), label_sets)
-def test_a_service_targets_matching_pods_only_in_its_own_namespace(
+def test_a_service_targets_matching_pods_only_in_the_namespace_they_end_up_in(
     svc_ns: str, pod_ns: str, selector: dict[str, str], extra: dict[str, str]
 ) -> None:
     svc = service(svc_ns, selector)
     pods = workload(pod_ns, {**extra, **selector})
     inventory = Inventory(workloads=(pods,), services=(svc,))
-    expected = (pods,) if svc_ns == pod_ns else ()
+    # an object without a namespace is in the one it is applied to: "default" here
+    expected = (pods,) if (svc_ns or "default") == (pod_ns or "default") else ()
     assert inventory.targeted(svc) == expected
     assert inventory.services_of(pods) == ((svc,) if expected else ())
 

@@ -230,3 +230,44 @@ def test_text_report_names_file_line_rule_and_ends_with_the_summary(example: Lin
     last = text.rstrip().splitlines()[-1]
     assert last.startswith("1 file, 8 objects (4 workloads, 4 services): ")
     assert f"{len(example.findings)} findings" in last
+
+
+def _render(result: LintResult, console: Console, show_fixes: bool = True) -> str:
+    render_text(result, console, show_fixes=show_fixes)
+    file = console.file
+    assert isinstance(file, io.StringIO)
+    return file.getvalue()
+
+
+@pytest.mark.parametrize("show_fixes", [True, False])
+def test_plain_text_off_a_terminal_is_the_terminal_layout_without_styles(
+    example: LintResult, show_fixes: bool
+) -> None:
+    terminal = Console(
+        file=io.StringIO(), force_terminal=True, color_system=None, width=10_000, highlight=False
+    )
+    piped = Console(file=io.StringIO(), width=80, highlight=False)
+    assert not piped.is_terminal
+    assert _render(example, piped, show_fixes) == _render(example, terminal, show_fixes)
+
+
+def test_plain_text_does_not_wrap_and_drops_control_characters() -> None:
+    command = "kubectl -n shop rollout restart deployment/a-deployment-with-a-long-name " * 2
+    finding = Finding(
+        rule="SVD204",
+        name="single-replica-service",
+        cause=Cause.BACKEND,
+        severity=Severity.WARNING,
+        message="one replica:\tscale it\r\x07 " + command,
+        location=Location("deploy/" + "x" * 90 + ".yaml", 7),
+        object=ObjectRef("Service", "shop", "cart"),
+        container="c",
+        fix=command,
+    )
+    out = _render(result_of(finding), Console(file=io.StringIO(), width=80))
+    lines = out.splitlines()
+    assert lines[0] == f"deploy/{'x' * 90}.yaml:7  Service shop/cart"
+    assert lines[1] == "  warning SVD204 single-replica-service [backend]  line 7, container c"
+    assert lines[2] == "    one replica:" + " " * 8 + "scale it " + command  # tab stop 24
+    assert lines[4] == "      " + command
+    assert "\x1b" not in out

@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 from svcdoctor.checks._serving import dump, pod_patch
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Cause, Inventory, Severity
+from svcdoctor.model import Cause, Inventory, Service, Severity
 
 _EXTERNAL_TYPES = ("NodePort", "LoadBalancer")
+_NEG = "cloud.google.com/neg"
+_NLB_TARGET = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
+_AWS_LB_TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
+_ALB_TARGET = "alb.ingress.kubernetes.io/target-type"
+
+
+def _targets_pods(svc: Service) -> str | None:
+    """The load balancer that sends to pod IPs directly (no node hop), if the Service's
+    annotations say so."""
+    notes = svc.annotations
+    if notes.get(_NLB_TARGET, "").strip().lower() == "ip" or (
+        notes.get(_AWS_LB_TYPE, "").strip().lower() == "nlb-ip"
+    ):
+        return "an AWS NLB in IP target mode sends to pod IPs directly"
+    if svc.type != "NodePort":
+        # a LoadBalancer's own (layer-4) load balancer still targets nodes
+        return None
+    if notes.get(_ALB_TARGET, "").strip().lower() == "ip":
+        return "an AWS ALB with target-type ip sends to pod IPs directly"
+    try:
+        neg = json.loads(notes.get(_NEG, "") or "{}")
+    except ValueError:
+        return None
+    if isinstance(neg, dict) and (neg.get("ingress") is True or neg.get("exposed_ports")):
+        return "GKE container-native load balancing (NEG) sends to pod IPs directly"
+    return None
 
 
 @rule("SVD401", "external-traffic-policy-cluster", Cause.INFRA, Severity.INFO)
@@ -18,7 +45,14 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
 
     ## What it does
     Flags NodePort and LoadBalancer Services whose `externalTrafficPolicy` is `Cluster`,
-    explicitly or by default.
+    explicitly or by default, unless their annotations send the load balancer's traffic
+    to pod IPs directly, where no node forwards it: the AWS Load Balancer Controller's NLB
+    in IP mode (`service.beta.kubernetes.io/aws-load-balancer-nlb-target-type: ip`, or
+    `aws-load-balancer-type: nlb-ip`); on a NodePort Service, an ALB with
+    `alb.ingress.kubernetes.io/target-type: ip` or GKE container-native load balancing
+    (`cloud.google.com/neg: '{"ingress": true}'` or standalone `exposed_ports`). A NEG on a
+    LoadBalancer Service only serves the Ingress: its layer-4 load balancer still targets
+    nodes, so it is still flagged.
 
     ## Why it matters
     With `Cluster`, a node that receives external traffic forwards it to a pod on any node,
@@ -46,10 +80,15 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
     ## References
     - https://kubernetes.io/docs/tasks/access-application-cluster/create-external-load-balancer/#preserving-the-client-source-ip
     - https://kubernetes.io/docs/reference/networking/virtual-ips/#external-traffic-policy
+    - https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/nlb/
+    - https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/ingress/annotations/
+    - https://cloud.google.com/kubernetes-engine/docs/how-to/container-native-load-balancing
     """
     del settings
     for svc in inventory.services:
         if svc.type not in _EXTERNAL_TYPES or svc.external_traffic_policy not in (None, "Cluster"):
+            continue
+        if _targets_pods(svc):
             continue
         how = "the default" if svc.external_traffic_policy is None else "set"
         yield Hit(

@@ -23,6 +23,8 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
+    DEFAULT_CONNTRACK_MAX_PER_CORE,
+    DEFAULT_CONNTRACK_MIN,
     Cause,
     EventCount,
     Inventory,
@@ -40,7 +42,8 @@ REPEATED = 2  # FailedPreStopHook events (summed over a workload's pods) that ma
 FLAPPING = 3  # readiness failures of one Ready pod that make it flap
 NOT_READY_SECONDS = 300.0  # an endpoint not ready this long is not a rollout in progress
 SHOWN = 3  # pods named in a message
-_STEADIER_PROBE = {"timeoutSeconds": 3, "periodSeconds": 5, "failureThreshold": 3}
+STEADIER_PROBE = {"timeoutSeconds": 3, "periodSeconds": 5, "failureThreshold": 3}
+LINGER_TOLERANCE = 30.0  # seconds past the grace period before a terminating endpoint is stale
 
 
 def _clock(ts: float | None) -> str:
@@ -76,13 +79,23 @@ def _prestop_sleep(w: Workload, container: str) -> float:
 
 
 def _killed_at_grace(pod: PodFacts, finished: float | None) -> bool:
-    """Exit 137 while the pod was being deleted, or after the kubelet was told to stop it."""
+    """Exit 137 at the end of the pod's grace period (its deletion's, or the one the kubelet
+    gave when it was told to stop the pod): the kubelet's SIGKILL. An earlier 137 is a force
+    delete or a kill by someone else; 2 s of slack for whole-second timestamps."""
     if finished is None:
         return pod.deleted_at is not None
-    if pod.deleted_at is not None and finished >= pod.deleted_at - 1:
-        return True
+    if pod.grace_ends is not None:
+        return finished >= pod.grace_ends - 2
     grace = pod.grace_seconds if pod.grace_seconds is not None else 30
-    return any(stop - 1 <= finished <= stop + grace + 5 for stop in pod.stopped_at)
+    return any(stop + grace - 2 <= finished <= stop + grace + 5 for stop in pod.stopped_at)
+
+
+def _while_ready(event: EventCount, pod: PodFacts) -> bool:
+    """Whether the failures went on after the pod last became Ready: failures that only
+    happened before (a slow start) are not flapping."""
+    if event.last is None or pod.ready_since is None:
+        return True
+    return event.last > pod.ready_since
 
 
 @rule("SVD107", "proxy-sync-outlasts-prestop", Cause.RACE, Severity.WARNING, live=True)
@@ -394,6 +407,7 @@ def readiness_flapping(inventory: Inventory, settings: Settings) -> Iterator[Hit
             and (pod := live.pod(e.object)) is not None
             and pod.ready
             and pod.deleted_at is None
+            and _while_ready(e, pod)
         ]
         if not flapping:
             continue
@@ -408,13 +422,7 @@ def readiness_flapping(inventory: Inventory, settings: Settings) -> Iterator[Hit
             fix=pod_patch(
                 w,
                 name,
-                {
-                    "readinessProbe": {
-                        "timeoutSeconds": 3,
-                        "periodSeconds": 5,
-                        "failureThreshold": 3,
-                    }
-                },
+                {"readinessProbe": STEADIER_PROBE},
             )
             + "\n# keep the probe's handler; first read why it fails: kubectl describe pod "
             + flapping[0].object.name,
@@ -481,7 +489,7 @@ def stale_endpoints(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 continue
             if ep.terminating and ep.serving and pod.grace_ends is not None:
                 over = live.now - pod.grace_ends
-                if over > 0:
+                if over > LINGER_TOLERANCE:
                     lingering.append(f"{pod.ref.name} {_ago(over)} past its grace period")
                     first.setdefault("lingering", pod.ref.name)
             elif not ep.ready and not ep.terminating and pod.ready is False:
@@ -572,19 +580,23 @@ def endpoints_miss_ready_pods(inventory: Inventory, settings: Settings) -> Itera
         if svc.selector is None or svc.type == "ExternalName":
             continue
         slices = live.endpoints_of(svc.ref)
-        in_slices = {e.pod for e in slices.ready} if slices else set()
+        in_slices = {e.pod for e in slices.ready if e.ported} if slices else set()
         for w in inventory.targeted(svc):
-            ready = [p for p in live.pods_of(w.ref) if p.ready and p.deleted_at is None]
+            running = [p for p in live.pods_of(w.ref) if p.ready and p.deleted_at is None]
+            # a Service may select some pods on purpose (one StatefulSet pod, a canary
+            # track): only when it matches none of them are the labels the problem
+            matching = [p for p in running if selector_matches(svc.selector, p.labels)]
+            ready = matching or running
             missing = [p for p in ready if p.ref.name not in in_slices]
             if not missing:
                 continue
-            count = len(slices.ready) if slices else 0
-            unmatched = [p for p in missing if not selector_matches(svc.selector, p.labels)]
+            count = len([e for e in slices.ready if e.ported]) if slices else 0
+            unmatched = [] if matching else missing
             why, fix = _missing_reason(svc, w, unmatched)
             yield Hit(
                 svc,
-                f"EndpointSlices of Service {svc.ref.name} hold {count} ready endpoint(s), but "
-                f"{w.ref} has {len(ready)} ready pod(s); not in the Service: "
+                f"EndpointSlices of Service {svc.ref.name} hold {count} ready endpoint(s) "
+                f"with a port, but {w.ref} has {len(ready)} ready pod(s); not in the Service: "
                 f"{_names(p.ref.name for p in missing)} ({why})",
                 fix=fix,
             )
@@ -666,11 +678,11 @@ def conntrack_limits_lowered(inventory: Inventory, settings: Settings) -> Iterat
     low: dict[str, int] = {}
     found: list[str] = []
     per_core, minimum = proxy.conntrack_max_per_core, proxy.conntrack_min
-    if per_core and per_core < 32768:
-        low["maxPerCore"] = 32768
+    if per_core and per_core < DEFAULT_CONNTRACK_MAX_PER_CORE:
+        low["maxPerCore"] = DEFAULT_CONNTRACK_MAX_PER_CORE
         found.append(f"maxPerCore {per_core}")
-    if minimum and minimum < 131072:
-        low["min"] = 131072
+    if minimum and minimum < DEFAULT_CONNTRACK_MIN:
+        low["min"] = DEFAULT_CONNTRACK_MIN
         found.append(f"min {minimum}")
     if not low:
         return

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
 from svcdoctor.checks._serving import (
+    SHELLS,
+    Script,
     backed,
     dump,
     needed_grace,
+    parse_script,
     pod_patch,
+    scrape_only,
     seconds,
     service_names,
+    shell_script,
     sleep_hook,
     sleep_note,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Cause, Inventory, Severity, Workload
+from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 
-_SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
+_SHELLS = SHELLS
 # Images known to ship no shell (and no sleep binary). Distroless ":debug" tags have busybox.
 _NO_SHELL = re.compile(
     r"(^|/)distroless/(?!.*:debug)|^cgr\.dev/chainguard/(?!.*-dev\b)|(^|/)scratch(:|$)"
@@ -27,11 +33,41 @@ _NO_SHELL = re.compile(
 )
 
 
-def _prestop_seconds(w: Workload, container: str) -> float:
-    for c in w.template.containers:
-        if c.name == container and c.prestop and c.prestop.sleep_seconds:
-            return c.prestop.sleep_seconds
-    return 0.0
+def _racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
+    """Serving containers that take requests through a Service other than a metrics-only
+    one (a scraper that misses one scrape during a rollout is no failed request)."""
+    return [
+        (w, c)
+        for w, c in backed(inventory)
+        if not all(scrape_only(s) for s in inventory.services_of(w))
+    ]
+
+
+def _delays(c: Container) -> bool:
+    """Whether the container's preStop hook waits (a sleep, or an httpGet the app answers)."""
+    hook = c.prestop
+    return bool(hook and (hook.handler in ("sleep", "httpGet") or hook.sleep_seconds))
+
+
+def _drains(w: Workload, c: Container, settings: Settings) -> str | None:
+    """The ``drains`` pattern that says this app waits by itself after SIGTERM."""
+    return settings.drains_itself(w.ref.kind, w.ref.name, c.image)
+
+
+def _drains_hint(w: Workload, c: Container) -> str:
+    """How to tell svcdoctor that this app waits by itself (the ``drains`` config key)."""
+    repo = c.image.split("@", 1)[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo.rsplit(":", 1)[0]
+    pattern = repo or f"{w.ref.kind.lower()}/{w.ref.name}"
+    return (
+        "\n# or, if the app itself keeps serving for a while after SIGTERM, say so in the "
+        f'config:\n#   [tool.svcdoctor]\n#   drains = ["{pattern}"]'
+    )
+
+
+def _short_grace(w: Workload, sleep: float, settings: Settings) -> bool:
+    return w.template.effective_grace_seconds <= sleep + settings.max_request_seconds
 
 
 @rule("SVD101", "no-prestop-delay", Cause.RACE, Severity.WARNING)
@@ -40,7 +76,14 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
 
     ## What it does
     Flags containers behind a Service that have no preStop delay: no
-    `lifecycle.preStop.sleep`, no `exec` hook that sleeps, and no `httpGet` hook.
+    `lifecycle.preStop.sleep`, no `exec` hook that sleeps, and no `httpGet` hook. Apps
+    listed under `drains` in the configuration (they keep serving for a while after
+    SIGTERM by themselves) and containers that serve nothing (`sleep infinity`,
+    `tail -f /dev/null`, test clients) are not flagged, nor are pods behind metrics-only
+    Services (every port named `metrics`, `http-metrics`, `prometheus`, `profiling`…: a
+    scraper that misses one scrape is no failed request). When the grace period is also
+    too short for the longest request, the message and the fix say so (SVD102 then stays
+    quiet).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -71,16 +114,19 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     Add a preStop sleep at least as long as endpoint propagation takes
     (`--propagation-seconds`, default 5) and keep `terminationGracePeriodSeconds` above the
     sleep plus the longest request. Use the native `sleep` action on Kubernetes 1.30 and
-    later, `exec: {command: [sh, -c, "sleep 5"]}` before that.
+    later, `exec: {command: [sh, -c, "sleep 5"]}` before that. If the app already keeps
+    serving after SIGTERM (it waits before closing its listeners, as podinfo does), list
+    its image or workload under `drains` in the configuration instead
+    (`drains = ["ghcr.io/stefanprodan/podinfo*", "deployment/payments-*"]`).
 
     ## References
     - https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/
     - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
     - https://learnk8s.io/graceful-shutdown
     """
-    for w, c in backed(inventory):
+    for w, c in _racing(inventory):
         hook = c.prestop
-        if hook and (hook.handler in ("sleep", "httpGet") or hook.sleep_seconds):
+        if _delays(c) or _drains(w, c, settings):
             continue
         sleep = settings.propagation_seconds
         pod = {}
@@ -94,12 +140,20 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 + (f" ({' '.join(hook.command)})" if hook.command else "")
             )
         )
+        grace = w.template.effective_grace_seconds
+        also = (
+            f"; terminationGracePeriodSeconds {grace} also cuts requests longer than "
+            f"{grace} s (set {needed_grace(sleep, settings)} with the sleep)"
+            if _short_grace(w, 0.0, settings)
+            else ""
+        )
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
-            f"it stops serving at SIGTERM while nodes still route to it",
+            f"it stops serving at SIGTERM while nodes still route to it{also}",
             fix=pod_patch(w, c.name, {"lifecycle": {"preStop": sleep_hook(sleep, settings)}}, pod)
-            + sleep_note(settings),
+            + sleep_note(settings)
+            + _drains_hint(w, c),
             container=c.name,
             line=hook.line if hook else c.line,
         )
@@ -111,7 +165,13 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
 
     ## What it does
     Flags Service-backed workloads whose `terminationGracePeriodSeconds` (default 30) is not
-    longer than the container's preStop sleep plus `--max-request-seconds` (default 10).
+    longer than the time before SIGTERM plus `--max-request-seconds` (default 10): the
+    container's preStop delay (sleep or `httpGet` hook), or nothing for an app listed under
+    `drains`. Severity error when a preStop sleep of known length leaves less than the
+    longest request after SIGTERM, warning when the delay before SIGTERM is unknown (an
+    `httpGet` hook) or the app is a declared draining one. A container with no preStop
+    delay that is not a declared draining app is left to SVD101, whose message and fix
+    cover the grace period too.
 
     ## Why it matters
     The grace period counts from the deletion, preStop included. When it runs out the kubelet
@@ -146,21 +206,40 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
     - https://cloud.google.com/blog/products/containers-kubernetes/kubernetes-best-practices-terminating-with-grace
     """
-    for w, c in backed(inventory):
-        sleep = _prestop_seconds(w, c.name)
+    for w, c in _racing(inventory):
+        if not (_delays(c) or _drains(w, c, settings)):
+            continue  # SVD101 reports it, grace period included
+        sleep = (c.prestop.sleep_seconds if c.prestop else None) or 0.0
         grace = w.template.effective_grace_seconds
-        if grace > sleep + settings.max_request_seconds:
+        if not _short_grace(w, sleep, settings):
             continue
         needed = needed_grace(sleep, settings)
         given = "default " if w.template.grace_seconds is None else ""
+        if sleep and grace <= sleep + MIN_SHUTDOWN_WINDOW:
+            severity, what = (
+                Severity.ERROR,
+                f"the preStop sleep of {seconds(sleep)} s uses it up: container {c.name!r} "
+                "gets SIGKILL at most 2 s after SIGTERM, in-flight requests are cut (exit 137)",
+            )
+        else:
+            before = (
+                (f"preStop {seconds(sleep)} s + " if sleep else "the preStop hook + ")
+                if c.prestop
+                else ""
+            )
+            severity, what = (
+                Severity.ERROR if sleep else Severity.WARNING,
+                f"it does not cover {before}requests up to "
+                f"{seconds(settings.max_request_seconds)} s (--max-request-seconds): the kubelet "
+                f"SIGKILLs container {c.name!r} mid-request (exit 137)",
+            )
         yield Hit(
             w,
-            f"{given}terminationGracePeriodSeconds {grace} does not cover preStop "
-            f"{seconds(sleep)} s + requests up to {seconds(settings.max_request_seconds)} s: "
-            f"the kubelet SIGKILLs container {c.name!r} mid-request (exit 137); set {needed}",
+            f"{given}terminationGracePeriodSeconds {grace}: {what}; set {needed}",
             fix=pod_patch(w, pod_fields={"terminationGracePeriodSeconds": needed}),
             container=c.name,
-            line=w.template.line,
+            line=w.template.grace_line or w.template.line,
+            severity=severity,
         )
 
 
@@ -170,7 +249,8 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
 
     ## What it does
     Flags preStop sleeps (native `sleep` or a `sleep` command) shorter than
-    `--propagation-seconds` (default 5).
+    `--propagation-seconds` (default 5), except for apps listed under `drains` in the
+    configuration (they keep serving after SIGTERM, which adds to the sleep).
 
     ## Why it matters
     The sleep exists to outlast the moment the last node, ingress controller or cloud load
@@ -199,9 +279,9 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
     - https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/
     - https://github.com/kubernetes/kubernetes/issues/106476
     """
-    for w, c in backed(inventory):
+    for w, c in _racing(inventory):
         sleep = c.prestop.sleep_seconds if c.prestop else None
-        if not sleep or sleep >= settings.propagation_seconds:
+        if not sleep or sleep >= settings.propagation_seconds or _drains(w, c, settings):
             continue
         assert c.prestop is not None
         want = settings.propagation_seconds
@@ -304,13 +384,80 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
         )
 
 
+# What /bin/sh is, by image family (checked against the real shells in
+# tests/checks/test_shell_exec.py): busybox ash on Alpine and busybox images, dash on Debian
+# and Ubuntu images, bash on the Red Hat family.
+_ASH_IMAGES = re.compile(
+    r"alpine|busybox|(^|/)curlimages/|distroless/.*:debug|(^|/)(traefik|bash|docker)(:|$)"
+)
+_BASH_IMAGES = re.compile(
+    r"(^|/)(centos|fedora|rockylinux|almalinux|ubi\d*(-\w+)?|amazonlinux|oraclelinux|"
+    r"amazoncorretto|photon|archlinux)(:|@|$)|(^|/)(redhat|rhel\d*|opensuse|fedora)/"
+)
+_DASH_IMAGES = re.compile(
+    r"debian|ubuntu|bookworm|bullseye|buster|trixie|jammy|focal|noble|-slim\b|(^|/)bitnami/"
+    r"|^(docker\.io/)?(library/)?(python|node|golang|nginx|redis|postgres|mysql|mariadb|ruby|"
+    r"php|httpd|openjdk|eclipse-temurin|rabbitmq|mongo|memcached|haproxy|gradle|maven|"
+    r"elixir|erlang|rust|perl|tomcat|jetty|wordpress|ghost|nextcloud)(:|@|$)"
+)
+
+
+def shell_family(shell: str, image: str) -> str | None:
+    """``bash``, ``dash`` or ``ash``: the shell that runs a ``-c`` script, from the command's
+    interpreter and, for ``sh``, the image family; ``None`` when unknown."""
+    if shell in ("bash", "dash", "ash"):
+        return shell
+    if shell != "sh":
+        return None  # zsh, ksh: not checked against the real shell
+    if _ASH_IMAGES.search(image):
+        return "ash"
+    if _BASH_IMAGES.search(image):
+        return "bash"
+    if _DASH_IMAGES.search(image):
+        return "dash"
+    return None
+
+
+def stays_parent(family: str | None, script: Script) -> bool:
+    """Whether the shell keeps running as the parent of the script's last command (so
+    SIGTERM, sent to the shell as PID 1, never reaches the app).
+
+    An explicit ``exec`` replaces the shell in every shell. A lone simple command is exec'd
+    by bash unless it has a redirection or is followed by more than one newline, and by
+    busybox ash unless anything (a newline included) follows it; dash never does. A list,
+    pipeline, background job or compound command counts as kept in every shell: bash >= 5.1
+    and busybox ash exec the last command of some lists, but dash and older bash do not, and
+    a pipeline or background job is never exec'd. Unknown shells count as dash."""
+    last = script.last
+    if last is None:
+        return False
+    if last.execs and last.before not in ("|", "|&") and last.after not in ("|", "|&", "&"):
+        return False
+    if not script.lone:
+        return True
+    if family == "bash":
+        return last.redirected or script.trailing_newlines > 1
+    if family == "ash":
+        return script.trailing_newlines > 0
+    return True
+
+
 @rule("SVD105", "shell-wrapped-entrypoint", Cause.RACE, Severity.WARNING)
 def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
-    """The app is started through `sh -c` without `exec`, so SIGTERM never reaches it.
+    """The app runs under `sh -c` and the shell stays its parent: SIGTERM never reaches it.
 
     ## What it does
-    Flags Service-backed containers whose `command`/`args` run a shell with `-c` and a script
-    that neither `exec`s the app nor traps signals.
+    Flags Service-backed containers (metrics-only Services aside, as for SVD101) whose
+    `command`/`args` run a shell with `-c` and a script that neither `exec`s the app nor
+    traps signals, when that shell stays the app's parent.
+    That depends on the shell, checked against the real ones: bash replaces itself with a
+    lone simple command (`bash -c "/entrypoint.sh --port 8080"` is fine) unless it has a
+    redirection; busybox `ash` (`sh` in Alpine and busybox images) does too unless a newline
+    follows the command (a YAML `|` block adds one); `dash` (`sh` in Debian and Ubuntu
+    images) never does. `sh` in an image of unknown family is treated as dash. Lists
+    (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged in every
+    shell unless the last command is `exec`'d: dash and bash before 5.1 keep the shell, and
+    a pipeline is never exec'd.
 
     ## Why it matters
     The shell is PID 1 and receives SIGTERM; PID 1 ignores signals it has no handler for, so
@@ -330,42 +477,94 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
 
     ## Fix
     Prefix the last command of the script with `exec`, or run the binary directly in
-    `command`, or use an init such as `tini` that forwards signals.
+    `command`, or use an init such as `tini` that forwards signals. A pipeline
+    (`./server | tee log`) cannot be exec'd: log to stdout, or run it under `tini -g`.
 
     ## References
     - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
     - https://github.com/krallin/tini
+    - https://www.gnu.org/software/bash/manual/html_node/Invoking-Bash.html
     """
     del settings
-    for w, c in backed(inventory):
+    for w, c in _racing(inventory):
         argv = [*c.command, *c.args]
-        if not argv or argv[0].rsplit("/", 1)[-1] not in _SHELLS or "-c" not in argv[1:3]:
+        found = shell_script(argv)
+        if found is None:
             continue
-        script = " ".join(argv[argv.index("-c") + 1 :]).strip()
-        if not script or re.search(r"\btrap\b", script):
+        shell, text = found
+        script = parse_script(text)
+        if not script.commands or any(cmd.program == "trap" for cmd in script.commands):
             continue
-        last = re.split(r"\n|;|&&|\|\|", script.rstrip("; \n"))[-1].strip()
-        if last.startswith("exec ") or last == "exec":
+        family = shell_family(shell, c.image)
+        if not stays_parent(family, script):
             continue
-        fixed = script[: len(script) - len(script.lstrip())] + _exec_last(script)
+        last = script.last
+        assert last is not None
+        why = _why_parent(shell, family, script)
+        piped = last.before in ("|", "|&") or last.after in ("|", "|&")
+        if piped:
+            fix = (
+                "# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), or "
+                "run the shell under an init that signals the whole group:\n"
+                + _argv_yaml(c, text, text, ["tini", "-g", "--"])
+            )
+        else:
+            fix = "# make the shell replace itself with the app:\n" + _argv_yaml(
+                c, text, _exec_last(text)
+            )
         yield Hit(
             w,
-            f"container {c.name!r} starts its app through '{argv[0]} -c' without exec: "
+            f"container {c.name!r} starts its app through '{argv[0]} -c' and {why}: "
             "SIGTERM goes to the shell, the app is SIGKILLed at the end of the grace period",
-            fix=f"# make the shell replace itself with the app:\n{argv[0]} -c {fixed!r}",
+            fix=fix,
             container=c.name,
             line=c.line,
         )
 
 
-def _exec_last(script: str) -> str:
-    body = script.strip().rstrip(";")
-    for sep in ("\n", ";", "&&"):
-        if sep in body:
-            head, _, tail = body.rpartition(sep)
-            joiner = sep if sep == "\n" else f"{' ' if sep == '&&' else ''}{sep} "
-            return f"{head.rstrip()}{joiner}exec {tail.strip()}"
-    return f"exec {body}"
+def _argv_yaml(c: Container, script: str, fixed: str, init: list[str] | None = None) -> str:
+    """``command:``/``args:`` lines as the container has them, the script replaced."""
+    lines = []
+    for key, given in (("command", c.command), ("args", c.args)):
+        words = [fixed if w == script else w for w in given]
+        if key == "command" and init:
+            words = [*init, *words]
+        if words:
+            lines.append(f"{key}: {json.dumps(words)}")
+    return "\n".join(lines)
+
+
+def _exec_last(text: str) -> str:
+    """The script with ``exec`` put before its last command."""
+    last = parse_script(text).last
+    if last is None:
+        return text
+    return text[: last.start] + "exec " + text[last.start :]
+
+
+def _why_parent(shell: str, family: str | None, script: Script) -> str:
+    last = script.last
+    assert last is not None
+    if last.before in ("|", "|&") or last.after in ("|", "|&"):
+        return "the app runs in a pipeline, which no shell exec's"
+    if last.after == "&" or last.before == "&":
+        return "runs the app as a background job, which no shell exec's"
+    if not script.lone:
+        return "does not exec the last of its commands (dash and bash before 5.1 stay its parent)"
+    if family == "dash":
+        return f"{shell} here is dash, which stays the parent of the command it runs"
+    if family == "bash":
+        return (
+            "bash does not exec a command with a redirection"
+            if last.redirected
+            else "bash does not exec a command followed by blank lines"
+        )
+    if family == "ash":
+        return "busybox ash does not exec a command followed by a newline"
+    return (
+        f"{shell} in an image of unknown family may be dash (Debian, Ubuntu), which stays "
+        "the parent of the command (busybox ash and bash would exec it)"
+    )
 
 
 def _effective(value: int | str | None, replicas: int, default: int | str) -> int:

@@ -2,48 +2,226 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from svcdoctor.checks._serving import dump
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Cause, Inventory, Service, ServicePort, Severity
+from svcdoctor.model import (
+    Cause,
+    Container,
+    Inventory,
+    ServicePort,
+    Severity,
+    Workload,
+)
 
 _H2_PROTOCOLS = frozenset({"grpc", "h2c", "http2", "kubernetes.io/h2c", "grpcs", "h2"})
 _H2_PREFIXES = ("grpc", "h2c", "http2")
-_MESH_INJECT = {"sidecar.istio.io/inject": "true", "linkerd.io/inject": "enabled"}
+# A listening flag or variable of a gRPC server: --grpc-port=9090, -grpcPort 9090,
+# --grpc-addr=:9090, --grpc.listen-address=0.0.0.0:10901, GRPC_PORT=50051.
+_GRPC_FLAG = re.compile(
+    r"^--?([\w.-]*grpc[\w.-]*(?:port|addr|address|listen)|(?:listen|bind)[\w.-]*grpc[\w.-]*)$",
+    re.IGNORECASE,
+)
+_NOT_A_LISTENER = re.compile(r"gateway|web|http|endpoint|upstream|target|remote", re.IGNORECASE)
+_PORT_VALUE = re.compile(r"^(?:[\w.\[\]:-]*:)?(\d{1,5})$")
+# Images whose port *named* grpc carries another protocol that its clients speak.
+_MULTIPLEXED = (
+    (
+        "cockroachdb/cockroach",
+        frozenset({26257}),
+        "CockroachDB serves SQL (pgwire) on it beside node-to-node gRPC, and its clients are "
+        "SQL drivers with connection pools",
+    ),
+)
+_COCKROACH_PORT = 26257
+# The server already bounds connection age (--keepaliveMaxServerConnectionAge 30m in
+# istiod, --grpc-max-connection-age, GRPC_MAX_CONNECTION_AGE): clients reconnect and
+# rebalance, which is this rule's fix.
+_MAX_AGE = re.compile(r"max[-_.]?(?:server[-_.]?)?conn(?:ection)?[-_.]?age", re.IGNORECASE)
 
 
-def _is_h2(port: ServicePort) -> bool:
+def _bounds_connection_age(workloads: tuple[Workload, ...]) -> bool:
+    for w in workloads:
+        for c in w.template.containers:
+            words = [*c.command, *c.args]
+            for i, word in enumerate(words):
+                flag, eq, value = word.partition("=")
+                if not eq:
+                    value = words[i + 1] if i + 1 < len(words) else ""
+                if flag.startswith("-") and _MAX_AGE.search(flag) and value.strip("0s") != "":
+                    return True
+            if any(_MAX_AGE.search(k) and v.strip("0s") for k, v in c.env):
+                return True
+    return False
+
+
+def _h2_name(name: str | None) -> bool:
+    low = (name or "").lower()
+    return low.startswith(_H2_PREFIXES) and not low.startswith("grpc-web")
+
+
+def _h2_label(port: ServicePort, workloads: tuple[Workload, ...]) -> str | None:
+    """Why the port carries HTTP/2 (as shown in the message), or ``None``."""
     if port.app_protocol:
-        return port.app_protocol.lower() in _H2_PROTOCOLS
-    name = (port.name or "").lower()
-    return name.startswith(_H2_PREFIXES) and not name.startswith("grpc-web")
+        return port.app_protocol if port.app_protocol.lower() in _H2_PROTOCOLS else None
+    if _h2_name(port.name):
+        return port.name
+    if isinstance(port.target, str) and _h2_name(port.target):
+        return f"targetPort {port.target}"
+    for w in workloads:
+        for c in w.template.containers:
+            number = _target_number(port, c)
+            if number is not None and (why := _grpc_evidence(c, number)):
+                return why
+    return None
 
 
-def _meshed(inventory: Inventory, svc: Service) -> bool:
+def _target_number(port: ServicePort, container: Container) -> int | None:
+    if isinstance(port.target, int):
+        return port.target
+    return next((p.number for p in container.ports if p.name == port.target), None)
+
+
+def _grpc_evidence(c: Container, number: int) -> str | None:
+    """What in the container says it serves gRPC on ``number``."""
+    for p in c.ports:
+        if p.number == number and _h2_name(p.name):
+            return f"container port {p.name}"
+    for probe in (c.readiness, c.liveness, c.startup):
+        if probe is not None and probe.handler == "grpc" and probe.port == number:
+            return f"gRPC probe on {number}"
+    words = [*c.command, *c.args]
+    for i, word in enumerate(words):
+        flag, eq, value = word.partition("=")
+        if not eq:
+            value = words[i + 1] if i + 1 < len(words) else ""
+        m = _GRPC_FLAG.match(flag)
+        v = _PORT_VALUE.match(value.strip())
+        if m and v and not _NOT_A_LISTENER.search(flag) and int(v.group(1)) == number:
+            return f"{flag} {number}"
+    for key, value in c.env:
+        if "GRPC" not in key.upper() or _NOT_A_LISTENER.search(key):
+            continue
+        if key.upper().endswith(("PORT", "ADDR", "ADDRESS")):
+            v = _PORT_VALUE.match(value.strip())
+            if v and int(v.group(1)) == number:
+                return f"{key}={value}"
+    return None
+
+
+def _other_protocol(port: ServicePort, workloads: tuple[Workload, ...]) -> str | None:
+    """Why a port named grpc is spoken to in another protocol by its clients, if it is."""
+    if not workloads and port.port == _COCKROACH_PORT and (port.name or "") == "grpc":
+        return _MULTIPLEXED[0][2]
+    for w in workloads:
+        for c in w.template.containers:
+            image = c.image.split("@", 1)[0].rsplit(":", 1)[0]
+            for repo, numbers, why in _MULTIPLEXED:
+                if (image == repo or image.endswith("/" + repo)) and _target_number(
+                    port, c
+                ) in numbers:
+                    return why
+    return None
+
+
+def _envoy(workloads: tuple[Workload, ...]) -> bool:
+    """The pods are an Envoy gateway (Kourier, an Istio gateway): a proxy, not an app."""
     return any(
-        meta.get(key) == value
-        for w in inventory.targeted(svc)
-        for meta in (w.template.annotations, w.template.labels)
-        for key, value in _MESH_INJECT.items()
+        "envoyproxy/envoy" in c.image or "/proxyv2" in c.image
+        for w in workloads
+        for c in w.template.containers
     )
+
+
+def _meta(w: Workload) -> dict[str, str]:
+    return {**w.template.annotations, **w.template.labels}
+
+
+def _mesh(workloads: tuple[Workload, ...]) -> tuple[str | None, bool]:
+    """(mesh, certain): which per-request balancer fronts the pods' clients, if any.
+
+    Certain: Istio sidecar injection asked on the pod (``sidecar.istio.io/inject: "true"``
+    or an ``istio.io/rev`` label) with the sidecar template, an already injected
+    ``istio-proxy``/``linkerd-proxy`` container, Istio proxyless gRPC
+    (``inject.istio.io/templates: grpc-agent``: the gRPC library balances from xDS), Linkerd
+    injection. Not certain: only proxy settings (``proxy.istio.io/config``, other
+    ``sidecar.istio.io/*`` annotations) that presume a sidecar injected by a namespace label
+    the inputs don't hold. A gateway (``inject.istio.io/templates: gateway``) is the proxy
+    itself, not a client of it: its clients are outside the mesh.
+    """
+    weak: str | None = None
+    for w in workloads:
+        meta = _meta(w)
+        istio = meta.get("sidecar.istio.io/inject", "").lower()
+        templates = meta.get("inject.istio.io/templates", "")
+        if "grpc-agent" in templates and istio != "false":
+            return "Istio proxyless gRPC (grpc-agent)", True
+        names = {c.name for c in w.template.containers}
+        if "istio-proxy" in names and "gateway" not in templates:
+            return "Istio sidecar (istio-proxy container)", True
+        if "linkerd-proxy" in names:
+            return "Linkerd proxy (linkerd-proxy container)", True
+        if w.template.labels.get("istio") == "egressgateway":
+            return "Istio egress gateway (its clients are sidecars)", True
+        if "gateway" in templates:
+            continue
+        if istio == "true" or (istio == "" and "istio.io/rev" in w.template.labels):
+            return "Istio sidecar", True
+        if meta.get("linkerd.io/inject") == "enabled":
+            return "Linkerd proxy", True
+        if istio != "false" and (
+            "proxy.istio.io/config" in meta
+            or any(k.startswith("sidecar.istio.io/") for k in w.template.annotations)
+        ):
+            weak = "Istio sidecar settings (proxy.istio.io/config)"
+    return weak, False
+
+
+_ISTIO_TCP_PREFIXES = ("tcp", "mongo", "redis", "mysql")
 
 
 @rule("SVD301", "grpc-behind-clusterip", Cause.REUSE, Severity.WARNING)
 def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
-    """A gRPC/HTTP2 port sits behind a ClusterIP: one connection, one backend, for ever.
+    """A gRPC/HTTP2 port behind a Service that balances connections: one backend per client.
 
     ## What it does
     Flags ports of non-headless Services that carry HTTP/2: `appProtocol` `grpc`, `h2c`,
-    `http2` or `kubernetes.io/h2c`, or (without `appProtocol`) a port name starting with
-    `grpc`, `h2c` or `http2`. Pods annotated for Istio or Linkerd injection lower it to info.
+    `http2` or `kubernetes.io/h2c`; or (without `appProtocol`) a port or `targetPort` name
+    starting with `grpc`, `h2c` or `http2`; or a target container port that the pods serve
+    gRPC on by their own account: a container port named `grpc…`, a `grpc` probe, a listening
+    flag (`--grpc-port=N`, `-grpcPort N`, `--grpc-addr=:N`, `--grpc.listen-address=…:N`) or a
+    literal env value (`GRPC_PORT=N`) naming the same port.
+
+    Not flagged:
+    - pods whose clients balance each request: Istio sidecar injection asked on the pod
+      (`sidecar.istio.io/inject: "true"`, an `istio.io/rev` label, an `istio-proxy`
+      container) for a port Istio reads as gRPC/HTTP2; Linkerd injection
+      (`linkerd.io/inject: enabled`); Istio proxyless gRPC
+      (`inject.istio.io/templates: grpc-agent`); an Istio egress gateway (its clients are
+      sidecars). Only proxy settings (`proxy.istio.io/config`) without injection in the
+      inputs lower it to info;
+    - a port named `grpc` that clients speak another protocol to: CockroachDB's 26257 (SQL
+      drivers speak pgwire to it);
+    - servers that already bound connection age (a `--…max…connection-age` flag such as
+      istiod's `--keepaliveMaxServerConnectionAge 30m`, or such an env value);
+    - a port only *named* `http2` (Istio's name for a gateway's HTTP port, mostly reached over
+      HTTP/1.1) on a LoadBalancer/NodePort Service or in front of Envoy gateway pods.
+
+    A mesh never helps a LoadBalancer or NodePort Service (outside clients have no proxy),
+    and a port Istio reads as plain TCP (named `tcp…`) is balanced per connection even with
+    sidecars: both stay flagged. LoadBalancer and NodePort Services get their own message and
+    fix (a headless Service is no option for outside clients). When every selected workload
+    runs one replica, it is info: the stickiness bites once the workload is scaled.
 
     ## Why it matters
-    kube-proxy balances connections, not requests. An HTTP/2 client multiplexes every request
-    over one long-lived connection, so each client sticks to one backend: new replicas get no
-    traffic from existing clients, one bad backend fails a fixed set of clients completely,
-    and during a rollout every client on a terminating pod sees its requests fail at once.
+    kube-proxy balances connections, not requests, and so does a layer-4 cloud load
+    balancer. An HTTP/2 client multiplexes every request over one long-lived connection, so
+    each client sticks to one backend: new replicas get no traffic from existing clients, one
+    bad backend fails a fixed set of clients completely, and during a rollout every client on
+    a terminating pod sees its requests fail at once.
 
     ## Example
     Bad:
@@ -62,36 +240,107 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     ```
 
     ## Fix
-    Pick one: a headless Service (`clusterIP: None`; the field is immutable, so recreate the
-    Service) with the client's `round_robin` policy; a server-side maximum connection age
-    (gRPC `MaxConnectionAge`, e.g. 30 s) so clients reconnect and rebalance; or a mesh/proxy
-    that balances per request.
+    ClusterIP: pick one: a headless Service (`clusterIP: None`; the field is immutable, so
+    recreate the Service) with the client's `round_robin` policy; a server-side maximum
+    connection age (gRPC `MaxConnectionAge`, e.g. 30 s, with a grace to finish streams) so
+    clients reconnect and rebalance; or a mesh/proxy that balances per request.
+    LoadBalancer/NodePort: set the server's maximum connection age (or have clients reconnect
+    periodically), or put an HTTP/2-aware (layer-7) load balancer in front that balances each
+    request.
 
     ## References
     - https://kubernetes.io/blog/2018/11/07/grpc-load-balancing-on-kubernetes-without-tears/
     - https://github.com/grpc/proposal/blob/master/A9-server-side-conn-mgt.md
     - https://kubernetes.io/docs/concepts/services-networking/service/#application-protocol
+    - https://istio.io/latest/docs/ops/configuration/traffic-management/protocol-selection/
+    - https://linkerd.io/2/features/load-balancing/
+    - https://istio.io/latest/blog/2021/proxyless-grpc/
+    - https://www.cockroachlabs.com/docs/stable/cockroach-start#networking
     """
     del settings
     for svc in inventory.services:
         if svc.headless or svc.type == "ExternalName":
             continue
-        meshed = _meshed(inventory, svc)
+        workloads = inventory.targeted(svc)
+        mesh, certain = _mesh(workloads)
+        external = svc.type in ("LoadBalancer", "NodePort")
+        if _bounds_connection_age(workloads):
+            continue
+        counts = [inventory.replicas(w) for w in workloads]
+        single = bool(counts) and all(n == 1 for n in counts)
         for p in svc.ports:
-            if not _is_h2(p):
+            label = _h2_label(p, workloads)
+            if label is None or _other_protocol(p, workloads):
                 continue
-            label = p.app_protocol or p.name
+            if label.lower().startswith("http2") and (external or _envoy(workloads)):
+                # Istio's naming for an HTTP port of a gateway: its clients (browsers, load
+                # balancers, apps) mostly speak HTTP/1.1 to it, rarely cleartext HTTP/2
+                continue
+            istio_tcp = (p.name or "").lower().startswith(_ISTIO_TCP_PREFIXES)
+            meshed = bool(mesh) and not external  # outside clients reach no client proxy
+            if meshed and certain and not (istio_tcp and str(mesh).startswith("Istio")):
+                continue
+            note, fix_ports = "", None
+            if single:
+                note = (
+                    "; with 1 replica today it bites once the workload is scaled "
+                    "(replicas, autoscaler) or on a surge rollout"
+                )
+            if meshed and istio_tcp and str(mesh).startswith("Istio"):
+                note += (
+                    f"; the pods have an {mesh}, but Istio reads a port named {p.name} as "
+                    "plain TCP and balances it per connection too"
+                )
+                rest = (p.name or "").split("-", 1)[1] if "-" in (p.name or "") else ""
+                fix_ports = {
+                    "name": f"grpc-{rest}" if rest else "grpc",
+                    "port": p.port,
+                    "appProtocol": "grpc",
+                }
+            elif meshed:
+                note += f"; {mesh} suggest a mesh that may balance per request"
+            lower = single or (meshed and not certain)
+            severity = Severity.INFO if lower else None
+            if fix_ports is not None:
+                yield Hit(
+                    svc,
+                    f"port {p.port} ({label}) is HTTP/2 behind a ClusterIP: each client's single "
+                    "connection sticks to one backend" + note,
+                    fix=dump({"spec": {"ports": [fix_ports]}})
+                    + "\n# Istio's protocol selection: a grpc name or appProtocol makes the "
+                    "client sidecars balance each request",
+                    line=p.line,
+                    severity=severity,
+                )
+                continue
+            if external:
+                yield Hit(
+                    svc,
+                    f"port {p.port} ({label}) is HTTP/2 behind a {svc.type} Service: the load "
+                    "balancer and kube-proxy balance connections, so each client's single "
+                    "connection sticks to one backend" + note,
+                    fix="# gRPC server: bound connection age so clients reconnect and "
+                    "rebalance, e.g. Go\n"
+                    "#   grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: "
+                    "30 * time.Second, MaxConnectionAgeGrace: 10 * time.Second})\n"
+                    "# (Java: NettyServerBuilder.maxConnectionAge; C++/Python: "
+                    "grpc.max_connection_age_ms),\n"
+                    "# or clients reconnect periodically, or an HTTP/2-aware (L7) load "
+                    "balancer in front",
+                    line=p.line,
+                    severity=severity,
+                )
+                continue
             yield Hit(
                 svc,
                 f"port {p.port} ({label}) is HTTP/2 behind a ClusterIP: each client's single "
-                "connection sticks to one backend"
-                + ("; a mesh sidecar is injected and may balance per request" if meshed else ""),
+                "connection sticks to one backend" + note,
                 fix=dump({"spec": {"clusterIP": "None"}})
                 + "\n# recreate the Service (clusterIP is immutable); clients: dns:/// target +"
                 " round_robin,\n# or set the server's MaxConnectionAge (e.g. 30s) to keep the"
                 " ClusterIP",
                 line=p.line,
-                severity=Severity.INFO if meshed else None,
+                severity=severity,
             )
 
 

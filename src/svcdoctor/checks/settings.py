@@ -2,9 +2,67 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 from svcdoctor.model import Severity
+
+# KIND/NAME patterns of ``drains``: the kind as kubectl spells it, case-insensitive.
+WORKLOAD_ALIASES = {
+    "deployment": "Deployment",
+    "deploy": "Deployment",
+    "statefulset": "StatefulSet",
+    "sts": "StatefulSet",
+    "daemonset": "DaemonSet",
+    "ds": "DaemonSet",
+    "replicaset": "ReplicaSet",
+    "rs": "ReplicaSet",
+    "replicationcontroller": "ReplicationController",
+    "rc": "ReplicationController",
+    "pod": "Pod",
+    "po": "Pod",
+    "rollout": "Rollout",
+    "job": "Job",
+    "cronjob": "CronJob",
+    "*": "*",
+}
+_IMAGE_GLOB = re.compile(r"[A-Za-z0-9._/:@*?\[\]!-]+")
+_DOCKER_HUB = re.compile(r"^(?:docker\.io/|index\.docker\.io/|registry-1\.docker\.io/)")
+
+
+def drain_pattern(text: str) -> tuple[str | None, str]:
+    """``(kind, name glob)`` for ``KIND/NAME``, ``(None, image glob)`` for an image pattern;
+    ``ValueError`` with a one-line reason when it is neither."""
+    pattern = text.strip()
+    head, sep, rest = pattern.partition("/")
+    kind = WORKLOAD_ALIASES.get(head.lower()) if sep else None
+    if kind is not None:
+        if not rest or "/" in rest or not _IMAGE_GLOB.fullmatch(rest):
+            raise ValueError(
+                f"{text!r}: expected {head}/NAME with a name pattern such as {head}/payments-*"
+            )
+        return kind, rest
+    if not pattern or not _IMAGE_GLOB.fullmatch(pattern):
+        raise ValueError(
+            f"{text!r} is neither an image pattern (ghcr.io/org/app*) nor KIND/NAME "
+            "(deployment/payments-*)"
+        )
+    return None, pattern
+
+
+def image_forms(image: str) -> set[str]:
+    """The spellings an image pattern is matched against: as written, without the Docker Hub
+    registry and ``library/``, each also without its tag or digest."""
+    forms = {image}
+    short = _DOCKER_HUB.sub("", image)
+    forms |= {short, short.removeprefix("library/")}
+    for form in list(forms):
+        bare = form.split("@", 1)[0]
+        if ":" in bare.rsplit("/", 1)[-1]:
+            bare = bare.rsplit(":", 1)[0]
+        forms.add(bare)
+    return forms
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,7 +72,9 @@ class Settings:
     ``propagation_seconds``: how long endpoint removal takes to reach every node and load
     balancer. ``max_request_seconds``: the longest legitimate request. ``margin_seconds``:
     slack added to computed grace periods. ``kube_version``: ``(major, minor)`` of the
-    target cluster, or ``None`` when unknown.
+    target cluster, or ``None`` when unknown. ``drains``: patterns of apps that keep
+    serving after SIGTERM by themselves (image globs or ``KIND/NAME`` globs, see
+    ``drains_itself``).
     """
 
     propagation_seconds: float = 5.0
@@ -24,6 +84,7 @@ class Settings:
     disabled: frozenset[str] = frozenset()
     enabled: frozenset[str] | None = None  # None: every rule
     severities: dict[str, Severity] = field(default_factory=dict)
+    drains: tuple[str, ...] = ()
 
     def native_sleep(self) -> bool | None:
         """Whether ``lifecycle.preStop.sleep`` is available (beta 1.30, GA 1.34)."""
@@ -37,3 +98,19 @@ class Settings:
             return "unknown"
         major, minor = self.kube_version
         return f"{major}.{minor}"
+
+    def drains_itself(self, kind: str, name: str, image: str) -> str | None:
+        """The ``drains`` pattern saying this container's app keeps serving after SIGTERM,
+        or ``None``. ``KIND/NAME`` matches the workload (kind case-insensitive, ``*`` any
+        kind, name a glob); any other pattern is a glob over the image, which also matches
+        without the Docker Hub prefix and, when it names no tag, any tag or digest."""
+        for text in self.drains:
+            want_kind, glob = drain_pattern(text)
+            if want_kind is not None:
+                if want_kind in ("*", kind) and fnmatchcase(name, glob):
+                    return text
+            elif image:
+                globs = {glob, _DOCKER_HUB.sub("", glob).removeprefix("library/")}
+                if any(fnmatchcase(f, g) for f in image_forms(image) for g in globs):
+                    return text
+        return None

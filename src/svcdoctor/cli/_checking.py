@@ -15,6 +15,7 @@ from svcdoctor.checks import LintResult, Settings
 from svcdoctor.cli.config import (
     Config,
     ConfigError,
+    drains,
     find_config,
     kube_version,
     read_config,
@@ -36,6 +37,7 @@ def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
     options = [
         click.option(
             "-f",
+            "-o",
             "--format",
             "fmt",
             type=click.Choice(formats),
@@ -88,6 +90,14 @@ def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
             default=None,
             metavar="X.Y",
             help="Target cluster version (chooses native preStop sleep from 1.30).",
+        ),
+        click.option(
+            "--drains",
+            multiple=True,
+            metavar="PATTERN",
+            help="An app that keeps serving after SIGTERM by itself (no preStop needed): "
+            "an image glob (ghcr.io/org/app*) or KIND/NAME (deployment/payments-*); "
+            "repeatable, added to the config file's drains.",
         ),
         click.option(
             "--config",
@@ -143,6 +153,7 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
         if opts["fail_on"]
         else file.get("fail-on", Severity.WARNING)
     )
+    flag_drains = [drains(p, "--drains") for p in opts.get("drains") or ()]
     settings = Settings(
         propagation_seconds=number("propagation-seconds", 5.0),
         max_request_seconds=number("max-request-seconds", 10.0),
@@ -151,6 +162,7 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
         disabled=frozenset(disabled),
         enabled=frozenset(enabled) if enabled else None,
         severities=severities,
+        drains=tuple(dict.fromkeys([*file.get("drains", []), *flag_drains])),
     )
     return settings, fail_on, number("max-file-mb", DEFAULT_MAX_FILE_MB)
 

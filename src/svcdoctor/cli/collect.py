@@ -57,7 +57,13 @@ def _progress(show: bool) -> Iterator[Callable[[str], None]]:
     help="Also keep the request rows in the logs of client pods matching this label selector.",
 )
 @click.option(
-    "-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+    "-f",
+    "-o",
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
 )
 def collect(
     service: str,

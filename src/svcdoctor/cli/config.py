@@ -9,10 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from svcdoctor.checks import lookup
+from svcdoctor.checks.settings import drain_pattern
 from svcdoctor.model import Severity
 
 NUMBERS = ("propagation-seconds", "max-request-seconds", "margin-seconds", "max-file-mb")
-KEYS = frozenset({*NUMBERS, "enable", "disable", "severity", "kube-version", "fail-on"})
+KEYS = frozenset({*NUMBERS, "enable", "disable", "severity", "kube-version", "fail-on", "drains"})
+# lint's input options (which files, and the namespace of objects that name none)
+INPUT_KEYS = frozenset({"exclude", "namespace", "allow-empty"})
+KEYS = KEYS | INPUT_KEYS
 
 
 class ConfigError(ValueError):
@@ -60,6 +64,8 @@ def read_config(path: Path) -> Config:
 
 
 def _check(path: Path, key: str, value: Any) -> Any:
+    if key in INPUT_KEYS:
+        return _input_option(path, key, value)
     if key in NUMBERS:
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise ConfigError(f"{path}: {key} must be a non-negative number, got {value!r}")
@@ -81,7 +87,23 @@ def _check(path: Path, key: str, value: Any) -> Any:
         if not isinstance(value, str):  # TOML reads 1.30 as the float 1.3
             raise ConfigError(f'{path}: kube-version must be a string such as "1.31"')
         return kube_version(value, f"{path}: kube-version")
+    if key == "drains":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(
+                f'{path}: drains must be a list of patterns, e.g. ["ghcr.io/org/app*", '
+                '"deployment/payments-*"]'
+            )
+        return [drains(v, f"{path}: drains") for v in value]
     return severity(value, f"{path}: fail-on")
+
+
+def drains(pattern: str, where: str) -> str:
+    """A valid ``drains`` pattern (image glob or ``KIND/NAME`` glob), stripped."""
+    try:
+        drain_pattern(pattern)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return pattern.strip()
 
 
 def rule_id(name: str, where: str) -> str:
@@ -103,3 +125,22 @@ def kube_version(text: str, where: str) -> tuple[int, int]:
     if not match:
         raise ConfigError(f"{where}: {text!r} is not a Kubernetes version such as 1.31")
     return int(match.group(1)), int(match.group(2))
+
+
+def _input_option(path: Path, key: str, value: Any) -> Any:
+    if key == "exclude":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f'{path}: exclude must be a list of globs, e.g. ["dashboards/"]')
+        return list(value)
+    if key == "allow-empty":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: allow-empty must be true or false")
+        return value
+    return namespace(value, f"{path}: namespace")
+
+
+def namespace(value: Any, where: str) -> str:
+    """A namespace name (a DNS label)."""
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
+        raise ConfigError(f"{where}: {value!r} is not a namespace name (a DNS label)")
+    return value

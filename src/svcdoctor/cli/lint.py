@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
@@ -12,16 +13,29 @@ import click
 
 from svcdoctor.checks import LintResult, Settings, run_checks
 from svcdoctor.cli._checking import check_options, exit_for, load_settings, render
-from svcdoctor.manifests import DEFAULT_MAX_FILE_MB, build_inventory, load
+from svcdoctor.cli.config import Config, ConfigError, find_config, namespace, read_config
+from svcdoctor.manifests import DEFAULT_MAX_FILE_MB, LoadResult, build_inventory, load
+from svcdoctor.model.inventory import DEFAULT_NAMESPACE
 
 EXAMPLE = "shop.yaml"
 
 
-def lint_paths(paths: list[str], settings: Settings, max_file_mb: float) -> LintResult:
-    """Read the inputs and run the checks (the library entry point of ``lint``)."""
+def lint_paths(
+    paths: list[str],
+    settings: Settings,
+    max_file_mb: float,
+    *,
+    exclude: tuple[str, ...] = (),
+    namespace: str = DEFAULT_NAMESPACE,
+) -> tuple[LintResult, LoadResult]:
+    """Read the inputs and run the checks (the library entry point of ``lint``); also
+    returns what reading found, for the notes."""
     stdin = sys.stdin.buffer if sys.stdin is not None else None  # None when fd 0 is closed
-    loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb)
-    return run_checks(build_inventory(loaded), settings)
+    loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb, exclude=exclude)
+    inventory = build_inventory(loaded)
+    if namespace != inventory.namespace:
+        inventory = replace(inventory, namespace=namespace)
+    return run_checks(inventory, settings), loaded
 
 
 @click.command()
@@ -34,6 +48,27 @@ def lint_paths(paths: list[str], settings: Settings, max_file_mb: float) -> Lint
     default=None,
     help=f"Refuse larger input files.  [default: {DEFAULT_MAX_FILE_MB:g}]",
 )
+@click.option(
+    "-n",
+    "--namespace",
+    default=None,
+    metavar="NS",
+    help="Namespace of objects that name none (where they will be applied).  "
+    f"[default: {DEFAULT_NAMESPACE}]",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Do not read matching files or directories (gitignore-like: 'dashboards', "
+    "'*.json', 'deploy/legacy/'); repeatable, added to the config file's exclude.",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Exit 0 when the input holds no Kubernetes object (default: exit 2, so that an "
+    "upstream failure in a pipe does not pass).",
+)
 def lint(
     paths: tuple[str, ...],
     example: bool,
@@ -41,22 +76,100 @@ def lint(
     exit_zero: bool,
     config_path: Path | None,
     no_fixes: bool,
+    namespace: str | None,
+    exclude: tuple[str, ...],
+    allow_empty: bool,
     **opts: Any,
 ) -> None:
     """Check Kubernetes manifests for configurations that cause intermittent failures.
 
-    PATHS are files, directories (searched for *.yaml, *.yml, *.json) or - for stdin
-    (e.g. `helm template … | svcdoctor lint -`). Exit codes: 0 clean, 1 findings at or
-    above --fail-on, 2 usage or input errors.
+    PATHS are files, directories (searched for *.yaml, *.yml, *.json; the templates/ of Helm
+    charts are left out) or - for stdin (e.g. `helm template … | svcdoctor lint -`). Exit
+    codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input errors, or no
+    Kubernetes object in the input (unless --allow-empty).
     """
     if not paths and not example:
         raise click.UsageError("give PATHS to lint (or - for stdin, or --example)")
     settings, fail_on, max_file_mb = load_settings(config_path, opts)
+    file = _config(config_path).values
     with as_file(files("svcdoctor.examples") / EXAMPLE) as example_path:
         targets = list(paths) + ([_shown(example_path)] if example else [])
-        result = lint_paths(targets, settings, max_file_mb)
+        result, loaded = lint_paths(
+            targets,
+            settings,
+            max_file_mb,
+            exclude=(*file.get("exclude", ()), *exclude),
+            namespace=_namespace(namespace, file),
+        )
     render(result, fmt, no_fixes)
+    empty = not loaded.documents and not result.input_errors
+    refused = empty and not (allow_empty or file.get("allow-empty", False))
+    for note in notes(loaded, empty=refused):
+        click.echo(f"note: {note}", err=True)
+    if refused:
+        click.echo(f"svcdoctor lint: error: {empty_reason(paths, loaded)}", err=True)
+        sys.exit(2)
     exit_for(result, fail_on, exit_zero)
+
+
+def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
+    """One line per thing the reader left out on purpose (``empty``: the run is refused
+    for holding no object, which says it already)."""
+    out: list[str] = []
+    if loaded.helm_templates:
+        count = sum(loaded.helm_templates.values())
+        charts = sorted(loaded.helm_templates)
+        shown = ", ".join(charts[:3]) + (f" and {len(charts) - 3} more" if len(charts) > 3 else "")
+        out.append(
+            f"skipped {_plural(count, 'file')} in the templates/ of "
+            f"{_plural(len(charts), 'Helm chart')} ({shown}): Go templates, not manifests; "
+            f"lint the rendered chart: helm template RELEASE {charts[0]} | svcdoctor lint -"
+        )
+    if loaded.empty_files and loaded.documents and not empty:
+        n = loaded.empty_files
+        out.append(
+            f"skipped {_plural(n, 'file')} holding no Kubernetes object "
+            "(values files, dashboards, data)"
+        )
+    if loaded.excluded:
+        out.append(f"left out {_plural(loaded.excluded, 'path')} matching exclude patterns")
+    return out
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def empty_reason(paths: tuple[str, ...], loaded: LoadResult) -> str:
+    """The one-line message for an input without any Kubernetes object."""
+    if paths == ("-",):
+        where = "stdin was empty" if not loaded.skipped else "stdin held no Kubernetes object"
+        return (
+            f"no Kubernetes objects to check ({where}: did the command before the pipe "
+            "fail?); pass --allow-empty to accept an empty input"
+        )
+    read = f"{_plural(loaded.files, 'file')} read"
+    return (
+        f"no Kubernetes objects to check ({read}, none holds one); "
+        "pass --allow-empty to accept an empty input"
+    )
+
+
+def _config(config_path: Path | None) -> Config:
+    try:
+        found = config_path or find_config(Path.cwd())
+        return read_config(found) if found else Config()
+    except ConfigError as exc:  # already reported by load_settings; kept for safety
+        raise click.UsageError(str(exc)) from None
+
+
+def _namespace(flag: str | None, file: dict[str, Any]) -> str:
+    if flag is None:
+        return str(file.get("namespace", DEFAULT_NAMESPACE))
+    try:
+        return namespace(flag, "--namespace")
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _shown(path: Path) -> str:

@@ -28,7 +28,9 @@ def _reading(show: bool) -> Iterator[Callable[[str], None]]:
         return
     console = Console(stderr=True)
     with console.status("reading the cluster…") as status:
-        yield lambda what: status.update(f"reading {what}…")
+        yield lambda what: status.update(
+            what if what.startswith("watching") else f"reading {what}…"
+        )
 
 
 @click.command()
@@ -77,11 +79,23 @@ def scan(
         reader = connect(**cluster)
         namespace = None if cluster["all_namespaces"] else reader.namespace
         with _reading(sys.stderr.isatty()) as step:
-            gone = watch_deleted_pods(reader, namespace, selector, watch, step) if watch else []
+            watched = (
+                watch_deleted_pods(reader, namespace, selector, watch, step) if watch else None
+            )
             snapshot = read_snapshot(reader, namespace, selector, services, step)
-        snapshot = with_deleted_pods(snapshot, gone)
+        if watched:
+            snapshot = with_deleted_pods(snapshot, *watched)
     except ClusterError as exc:
         click.echo(f"svcdoctor: error: {exc}", err=True)
+        sys.exit(2)
+    if not (snapshot.services or snapshot.pods or snapshot.deployments):
+        where = f"namespace {namespace}" if namespace else "any namespace"
+        click.echo(
+            f"svcdoctor: error: no Services or workloads in {where} of context "
+            f"{snapshot.context}{' matching -l ' + selector if selector else ''}: nothing to "
+            "scan (a typo in -n? -A scans every namespace)",
+            err=True,
+        )
         sys.exit(2)
     report = scan_snapshot(snapshot, settings, server_decides=not opts["kube_version"])
     _render(report, fmt, no_fixes)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import httpx2 as httpx
 import msgspec
 from lightkube.config.client_adapter import Client as HttpClient
-from lightkube.config.client_adapter import ConnectionParams, ExecAuth
+from lightkube.config.client_adapter import ConnectionParams
 from lightkube.config.kubeconfig import KubeConfig
-from lightkube.config.models import User
+from lightkube.config.models import User, UserExec
 from lightkube.core.exceptions import ConfigError
 
 from svcdoctor.cluster.config import Target
@@ -63,7 +64,7 @@ class ApiReader:
         except (ConfigError, OSError, ValueError) as exc:
             raise ClusterError(f"kubeconfig context {target.context!r}: {exc}") from None
         if single.user is not None and single.user.exec is not None:
-            self._http.auth = CredentialPlugin(single.user.exec)
+            self._http.auth = CredentialPlugin(single.user.exec, timeout)
         self._discovered: dict[str, set[str] | None] = {}
         self.used: set[tuple[str, str]] = set()  # (verb, resource) asked, for the RBAC test
 
@@ -118,7 +119,7 @@ class ApiReader:
             )
         if code == 403:
             return Forbidden(verb, resource or response.request.url.path, namespace)
-        if code == 404 and resource:
+        if code == 404 and verb in ("list", "watch"):
             return NotServed(f"the server does not serve {resource}: {message}")
         return ApiStatus(code, f"{code} from {response.request.url.path}: {message}")
 
@@ -198,8 +199,10 @@ class ApiReader:
             found = self._json(
                 res.path(namespace, name), verb="get", resource=resource, namespace=namespace
             )
-        except NotServed:
-            return None
+        except ApiStatus as exc:
+            if exc.code == 404:
+                return None
+            raise
         return found if isinstance(found, dict) else None
 
     def watch(
@@ -245,15 +248,21 @@ class ApiReader:
             if fields:
                 params["fieldSelector"] = fields
             gone = False
-            response = self._send(
-                res.path(namespace),
-                params,
-                verb="watch",
-                resource=resource,
-                namespace=namespace,
-                stream=True,
-                read_timeout=min(left, WATCH_CHUNK_SECONDS) + self.timeout,
-            )
+            try:
+                response = self._send(
+                    res.path(namespace),
+                    params,
+                    verb="watch",
+                    resource=resource,
+                    namespace=namespace,
+                    stream=True,
+                    read_timeout=min(left, WATCH_CHUNK_SECONDS) + self.timeout,
+                )
+            except ApiStatus as exc:  # 410 as an HTTP status rather than an ERROR event
+                if exc.code != 410:
+                    raise
+                yield from relist()
+                continue
             try:
                 for line in response.iter_lines():
                     if not line.strip():
@@ -311,26 +320,72 @@ class ApiReader:
         return response.text
 
 
-class CredentialPlugin(ExecAuth):
-    """lightkube's exec credential plugin support, plus the ``client.authentication.k8s.io/v1``
-    API that current plugins (gke-gcloud-auth-plugin, kubelogin, aws eks get-token) speak,
-    and the ``KUBERNETES_EXEC_INFO`` they read to learn it (as client-go sets it)."""
+class CredentialPlugin(httpx.Auth):
+    """An exec credential plugin (gke-gcloud-auth-plugin, kubelogin, aws eks get-token):
+    run with a time bound and no terminal, its token cached until the server refuses it.
+    lightkube's own support waits forever, knows no ``client.authentication.k8s.io/v1`` and
+    lets a plugin's bad output escape as a traceback."""
 
+    MIN_TIMEOUT = 30.0  # a plugin may have to refresh a cloud token first
     VERSIONS = (
         "client.authentication.k8s.io/v1",
         "client.authentication.k8s.io/v1beta1",
         "client.authentication.k8s.io/v1alpha1",
     )
 
-    def _prepare(self) -> tuple[list[str], dict[str, str]]:
-        plugin = self._exec
+    def __init__(self, plugin: UserExec, timeout: float) -> None:
+        self.plugin = plugin
+        self.timeout = max(timeout, self.MIN_TIMEOUT)
+        self._bearer: str | None = None
+
+    def sync_auth_flow(
+        self, request: httpx.Request
+    ) -> Generator[httpx.Request, httpx.Response, None]:
+        if self._bearer:
+            request.headers["Authorization"] = self._bearer
+            response = yield request
+            if response.status_code != 401:
+                return
+        self._bearer = f"Bearer {self.token()}"
+        request.headers["Authorization"] = self._bearer
+        yield request
+
+    def token(self) -> str:
+        plugin = self.plugin
+        name = plugin.command
         if plugin.apiVersion not in self.VERSIONS:
-            raise ConfigError(f"credential plugin API version {plugin.apiVersion} is unknown")
+            raise ClusterError(f"credential plugin {name}: unknown API {plugin.apiVersion}")
         env = dict(os.environ)
         env.update((var.name, var.value) for var in plugin.env or ())
         info = {"apiVersion": plugin.apiVersion, "kind": "ExecCredential"}
         env["KUBERNETES_EXEC_INFO"] = json.dumps(info | {"spec": {"interactive": False}})
-        return [plugin.command, *(plugin.args or ())], env
+        try:
+            done = subprocess.run(
+                [name, *(plugin.args or ())],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self.timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise ClusterError(
+                f"credential plugin {name} gave no token within {self.timeout:g} s "
+                "(does it wait for a login? run it once by hand)"
+            ) from None
+        except OSError as exc:
+            hint = f" ({plugin.installHint.strip()})" if plugin.installHint else ""
+            raise ClusterError(f"credential plugin {name}: {exc.strerror}{hint}") from None
+        if done.returncode != 0:
+            last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            raise ClusterError(f"credential plugin {name} failed ({done.returncode}): {last[0]}")
+        try:
+            token = json.loads(done.stdout)["status"]["token"]
+        except (ValueError, KeyError, TypeError):
+            raise ClusterError(
+                f"credential plugin {name} printed no ExecCredential with status.token"
+            ) from None
+        return str(token)
 
 
 def _key(obj: dict[str, Any]) -> str:

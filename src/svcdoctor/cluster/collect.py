@@ -6,8 +6,8 @@ The bundle is what ``svcdoctor diagnose DIR`` reads, in the formats users alread
 ``--watch``, ``endpointslices.json`` and ``pods.json`` are instead the stream of
 ``kubectl get -w -o json --output-watch-events``: every object as first listed, then every
 change, each stamped with the moment collect saw it (annotation ``SEEN``; on EndpointSlice
-changes also ``last-change-trigger-time``, the time diagnose's timeline uses, the
-controller's own value kept as ``ORIGINAL_TRIGGER``). Logs keep their native format:
+changes also ``CHANGE_SEEN``, the time diagnose's timeline prefers; the objects are
+otherwise as the API sent them). Logs keep their native format:
 ingress-nginx controllers' access and error logs and Istio sidecars' access logs, filtered
 to this Service, and the request rows of ``--client-logs`` pods. ``collect.json`` records
 the run (manifest, context, server version, notes).
@@ -32,14 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, WatchEvent
-from svcdoctor.evidence.kubectl import TRIGGER_TIME
+from svcdoctor.evidence.kubectl import CHANGE_SEEN
 from svcdoctor.evidence.proxylogs import NGINX_ACCESS
 from svcdoctor.evidence.reader import detect, read_evidence
 from svcdoctor.model import SourceSummary, iso_utc
 
 MARKER = "svcdoctor_collect"  # collect.json's format version key (diagnose skips the file)
 SEEN = "collect.svcdoctor.io/seen"
-ORIGINAL_TRIGGER = "collect.svcdoctor.io/last-change-trigger-time"
 INGRESS_NGINX_LABELS = "app.kubernetes.io/name=ingress-nginx,app.kubernetes.io/component=controller"
 INGRESS_NGINX_NAMESPACE = "ingress-nginx"  # tried when pods cannot be listed cluster-wide
 SIDECAR = "istio-proxy"
@@ -63,6 +62,9 @@ REQUEST_FORMATS = {
     "nginx-access": "log",
     "envoy": "log",
 }
+
+
+LOG_LIMIT_BYTES = 256 << 20  # per container log
 
 
 class BundleError(ValueError):
@@ -212,18 +214,16 @@ def _stamp(ts: float) -> str:
 
 def watch_record(event: WatchEvent, initial: bool) -> dict[str, Any]:
     """One element of a ``-w -o json --output-watch-events`` stream, stamped with the moment
-    it was seen. A changed EndpointSlice's ``last-change-trigger-time`` becomes that moment
-    (diagnose dates endpoint changes by it; the controller's value is kept beside it); the
-    objects as first listed keep theirs, which dates their last change before collect."""
+    it was seen; a changed EndpointSlice also as ``CHANGE_SEEN``, which diagnose dates the
+    change by (the objects as first listed keep their trigger time: their last change came
+    before collect)."""
     obj = copy.deepcopy(event.object)
     meta = obj.setdefault("metadata", {})
     notes = meta.get("annotations") or {}
     meta["annotations"] = notes
     notes[SEEN] = _stamp(event.seen)
     if obj.get("kind") == "EndpointSlice" and not initial:
-        if TRIGGER_TIME in notes:
-            notes[ORIGINAL_TRIGGER] = notes[TRIGGER_TIME]
-        notes[TRIGGER_TIME] = notes[SEEN]
+        notes[CHANGE_SEEN] = notes[SEEN]
     return {"type": event.type, "object": obj}
 
 
@@ -387,7 +387,14 @@ def collect(
     service = reader.get("services", ns, name)
     if service is None:
         raise ServiceNotFound(f"service {ns}/{name} not found")
+    if request.client_logs:  # a bad selector fails here, before anything is written
+        try:
+            reader.list("pods", ns, labels=request.client_logs)
+        except ClusterError as exc:
+            raise ClusterError(f"--client-logs {request.client_logs!r}: {exc}") from None
     request.out.mkdir(parents=True, exist_ok=True)
+    if earlier:
+        run.note(f"replaced the earlier bundle in {request.out}")
     context: dict[str, Any] = {
         "context": reader.context,
         "server_version": version.get("gitVersion"),
@@ -412,7 +419,8 @@ def collect(
     _snapshot(run, streams, slices, labels, initial=True)
     if request.watch:
         context["watch_seconds"] = _watch(run, streams, slices, labels, request.watch)
-        _snapshot(run, streams, slices, labels, initial=False)  # in case a watch failed
+        # in case a watch failed; what the watch saw is kept when the server is gone
+        _optional(run, "listing again after the watch", _snapshot, streams, slices, labels, False)
     slice_records, slice_objects = streams["slices"].close()
     pod_records, pod_objects = streams["pods"].close()
     slice_file = "endpointslices.json" if slices[0] == "endpointslices" else "endpoints.json"
@@ -424,13 +432,13 @@ def collect(
         run.write("pods.json", _json(kube_list(pod_objects)))
     progress(f"{len(pod_objects)} pods, {len(slice_objects)} {slices[0]}")
 
-    _owners(run, pod_objects)
-    _events(run)
     ips = addresses([*pod_objects, *slice_objects])
-    _ingress_nginx(run, upstream_names(service), ips)
-    _sidecars(run, pod_objects)
+    _optional(run, "reading owners", _owners, pod_objects)
+    _optional(run, "reading events", _events)
+    _optional(run, "reading ingress-nginx logs", _ingress_nginx, upstream_names(service), ips)
+    _optional(run, "reading sidecar logs", _sidecars, pod_objects)
     if request.client_logs:
-        _client_logs(run, request.client_logs)
+        _optional(run, "reading client logs", _client_logs, request.client_logs)
 
     context.update(complete=True, finished=iso_utc(time.time()), notes=run.notes)
     found = read_evidence([str(request.out / n) for n in run.written if n != "collect.json"])
@@ -441,6 +449,15 @@ def collect(
                 path.unlink()
     write_atomic(request.out / "collect.json", _json(result))
     return result
+
+
+def _optional(run: _Run, what: str, step: Callable[..., None], *args: Any) -> None:
+    """A step that only adds evidence: when the cluster fails it (the server went away
+    during a watch), what was gathered so far is written with a note instead of lost."""
+    try:
+        step(run, *args)
+    except ClusterError as exc:
+        run.note(f"{what} failed: {exc}")
 
 
 def _snapshot(
@@ -528,7 +545,11 @@ def _watch(
 
 
 def _containers(pod: dict[str, Any]) -> list[str]:
-    return [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+    """The pod's long-running containers: its containers and native sidecars (init
+    containers with ``restartPolicy: Always``, as Istio injects from Kubernetes 1.29)."""
+    spec = pod.get("spec") or {}
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    return [str(c.get("name")) for c in [*(spec.get("containers") or []), *sidecars]]
 
 
 def _sidecar_if_terminating(run: _Run, pod: dict[str, Any]) -> None:
@@ -541,15 +562,27 @@ def _sidecar_if_terminating(run: _Run, pod: dict[str, Any]) -> None:
 
 
 def _logs(run: _Run, pod: str, container: str, namespace: str | None = None) -> str | None:
+    """One container's log over ``--since``, at most LOG_LIMIT_BYTES (a note says when the
+    cap cut it: a busy controller's hour can be gigabytes, read before it is filtered)."""
     try:
-        return run.reader.logs(
-            namespace or run.request.namespace, pod, container, run.since_seconds()
+        text = run.reader.logs(
+            namespace or run.request.namespace,
+            pod,
+            container,
+            run.since_seconds(),
+            limit_bytes=LOG_LIMIT_BYTES,
         )
     except Forbidden as exc:
         run.note(f"logs of {pod}: {exc}")
+        return None
     except ClusterError:  # gone meanwhile, or never started: nothing to read
-        pass
-    return None
+        return None
+    if len(text) >= LOG_LIMIT_BYTES // 4 and len(text.encode()) >= LOG_LIMIT_BYTES:
+        run.note(
+            f"logs of {pod}/{container}: only the first {LOG_LIMIT_BYTES >> 20} MiB of "
+            "--since were read; shorten --since to cover the incident"
+        )
+    return text
 
 
 def _owners(run: _Run, pods: Sequence[dict[str, Any]]) -> None:

@@ -350,18 +350,21 @@ def _service_endpoints(snapshot: Snapshot) -> tuple[ServiceEndpoints, ...]:
         if not service:
             continue
         found = by_service.setdefault((namespace, str(service)), {})
+        ported = bool(_seq(obj.get("ports")))
         for ep in map(_map, _seq(obj.get("endpoints"))):
             cond = _map(ep.get("conditions"))
             ref = _map(ep.get("targetRef"))
             ready = _flag(cond.get("ready"), True)
             pod = str(ref["name"]) if ref.get("kind") == "Pod" and ref.get("name") else None
             for address in map(str, _seq(ep.get("addresses"))[:1]):
-                found[(address, pod)] = Endpoint(
+                # one endpoint per pod: a dual-stack pod is in an IPv4 and an IPv6 slice
+                found[(pod or address, None)] = Endpoint(
                     address,
                     pod,
                     ready=ready,
                     serving=_flag(cond.get("serving"), ready),
                     terminating=_flag(cond.get("terminating"), False),
+                    ported=ported,
                 )
     for obj in snapshot.endpoints:
         source = "endpoints"
@@ -372,7 +375,7 @@ def _service_endpoints(snapshot: Snapshot) -> tuple[ServiceEndpoints, ...]:
                     ref = _map(item.get("targetRef"))
                     ip = str(item.get("ip") or "")
                     pod = str(ref["name"]) if ref.get("kind") == "Pod" and ref.get("name") else None
-                    found[(ip, pod)] = Endpoint(ip, pod, ready, ready, False)
+                    found[(pod or ip, None)] = Endpoint(ip, pod, ready, ready, False)
     return tuple(
         ServiceEndpoints(ObjectRef("Service", ns, name), tuple(eps.values()), source)
         for (ns, name), eps in sorted(by_service.items())
@@ -405,8 +408,10 @@ def proxy_config(text: str, context: str) -> ProxyConfig:
     conntrack = _map(config.get("conntrack"))
 
     def duration(key: str, default: float) -> float:
+        """A period; unset or 0 means kube-proxy's default (kubeadm writes ``0s``)."""
         value = config.get(key, section.get(key))  # top-level fields exist from 1.29
-        return default if value in (None, "") else go_duration(value)
+        seconds = 0.0 if value in (None, "") else go_duration(value)
+        return seconds or default
 
     def optional(key: str) -> float | None:
         value = conntrack.get(key)

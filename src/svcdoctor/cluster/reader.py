@@ -1,7 +1,7 @@
 """The seam between svcdoctor and a live cluster: read-only access to raw API objects.
 
-``ClusterReader`` is what scan and collect use; ``LightkubeReader`` (in ``_lightkube.py``)
-is the real implementation. Objects are plain dicts exactly as the API returns them
+``ClusterReader`` is what scan and collect use; ``ApiReader`` (in ``api.py``) is the real
+implementation. Objects are plain dicts exactly as the API returns them
 (``apiVersion`` and ``kind`` filled in on list items), so that collect can write them as
 ``kubectl get -o json`` does and scan can read them with lint's loader.
 """

@@ -146,27 +146,33 @@ def watch_deleted_pods(
     selector: str | None,
     seconds: float,
     progress: Progress | None = None,
-) -> list[Obj]:
+) -> tuple[list[Obj], str]:
     """Watch pods for ``seconds`` (Ctrl-C ends it early) and return the last state of each
-    pod deleted meanwhile: a rollout's terminations (exit 137 at the grace period, failed
-    hooks) are gone from a later list, as in any cluster, so only a watch sees them."""
+    pod deleted meanwhile, and a note on the watch: a rollout's terminations (exit 137 at
+    the grace period, failed hooks) are gone from a later list, as in any cluster, so only
+    a watch sees them."""
     step = progress or (lambda _: None)
     gone: dict[tuple[str, str], Obj] = {}
+    started = time.time()
+    step(f"watching pods for {seconds:g} s: start your rollout now (Ctrl-C ends it early)")
+    ended = f"watched pods for {seconds:g} s"
     try:
-        for event in reader.watch("pods", namespace, labels=selector, until=time.time() + seconds):
+        for event in reader.watch("pods", namespace, labels=selector, until=started + seconds):
             if event.type == "DELETED":
                 gone[_key(event.object)] = event.object
-                step(f"pods for {seconds:g} s: {len(gone)} deleted")
+                step(
+                    f"watching pods for {seconds:g} s: {len(gone)} deleted so far (Ctrl-C ends it)"
+                )
     except KeyboardInterrupt:
-        step("watch ended (Ctrl-C)")
-    return list(gone.values())
+        ended = f"the watch of pods ended early by Ctrl-C after {time.time() - started:.0f} s"
+    return list(gone.values()), f"{ended}: {len(gone)} pod(s) deleted meanwhile, checked too"
 
 
-def with_deleted_pods(snapshot: Snapshot, gone: Sequence[Obj]) -> Snapshot:
+def with_deleted_pods(snapshot: Snapshot, gone: Sequence[Obj], note: str) -> Snapshot:
     """The snapshot with the watched pods that are no longer listed (their last state)."""
     listed = {_key(p) for p in snapshot.pods}
     kept = tuple(p for p in gone if _key(p) not in listed)
-    return replace(snapshot, pods=snapshot.pods + kept) if kept else snapshot
+    return replace(snapshot, pods=snapshot.pods + kept, notes=(*snapshot.notes, note))
 
 
 def _meta(obj: Obj) -> Obj:

@@ -29,6 +29,9 @@ _REASONS = {
 }
 _POD_IN_MESSAGE = re.compile(r"(?:Deleted|Created) pod: (\S+)")
 TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
+CHANGE_SEEN = "collect.svcdoctor.io/change-seen"
+"""When ``svcdoctor collect --watch`` saw an EndpointSlice change (it dates the change
+better than the controller's trigger time, which is the pod change that caused it)."""
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -251,7 +254,8 @@ def _slice_changes(
 ) -> Iterator[EndpointChange]:
     meta = _map(obj.get("metadata"))
     name = str(meta.get("name") or "")
-    ts = rfc3339(_map(meta.get("annotations")).get(TRIGGER_TIME))
+    notes = _map(meta.get("annotations"))
+    ts = rfc3339(notes.get(CHANGE_SEEN)) or rfc3339(notes.get(TRIGGER_TIME))
     if ts is None:
         ts = rfc3339(meta.get("creationTimestamp")) if not previous.get(name) else None
     current: dict[str, EndpointChange] = {}

@@ -6,7 +6,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,11 @@ def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
             if len(docs) == 1 and isinstance(docs[0], dict) and "svcdoctor_collect" in docs[0]:
                 note = "svcdoctor collect's record of the bundle, not read as evidence"
                 got.sources.append(SourceSummary(name, "collect-manifest", 0, note=note))
+                if docs[0].get("complete") is False:
+                    got.problems.append(
+                        f"{name}: collect did not finish this bundle (interrupted or failed): "
+                        "evidence may be missing; run svcdoctor collect again"
+                    )
                 return
             got.problems.append(f"{name}: JSON without Kubernetes objects, skipped")
             return
@@ -276,11 +281,42 @@ def _offset_for(offsets: dict[str, float], source: str, fmt: str) -> float:
     return 0.0
 
 
+_CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet"})
+_PROXY_FORMATS = frozenset({"nginx-access", "nginx-error", "envoy", "envoy-json"})
+
+
+def _one_vantage_point(got: _Collected) -> set[str]:
+    """Proxy logs that cover the time of the client request rows: the same requests seen
+    from the proxy's side (the lab's clients go through its proxy; clients that call through
+    an ingress do too). Counting both would double every request and blur the race window
+    with the proxy's 1 s clock, so the clients' rows are used and those logs are noted."""
+    client = [s for s in got.sources if s.format in _CLIENT_FORMATS and s.start is not None]
+    if not client:
+        return set()
+    start = min(s.start for s in client if s.start is not None)
+    end = max(s.end if s.end is not None else s.start or 0.0 for s in client)
+    dropped = set()
+    for i, src in enumerate(got.sources):
+        if src.format not in _PROXY_FORMATS or src.start is None or not src.rows:
+            continue
+        if src.start <= end and (src.end if src.end is not None else src.start) >= start:
+            dropped.add(src.path)
+            got.sources[i] = replace(
+                src,
+                note="not counted: the client request rows cover the same time "
+                "(diagnose this log alone for the proxy's view)",
+            )
+    return dropped
+
+
 def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
+    dropped = _one_vantage_point(got)
     formats = {s.path: s.format for s in got.sources}
     frames = []
     for frame in got.frames:
         source = frame.get_column("source")[0] if frame.height else ""
+        if source in dropped:
+            continue
         shift = _offset_for(offsets, source, formats.get(source, ""))
         frames.append(frame.with_columns(pl.col("ts") + shift) if shift else frame)
     requests = pl.concat(frames, how="vertical") if frames else empty()

@@ -201,7 +201,8 @@ def nodes(view: LabView) -> list[Obj]:
 def kube_proxy_config(view: LabView) -> Obj:
     """kube-proxy's ConfigMap: the lab's propagation settings as a KubeProxyConfiguration
     (mode iptables: the kernel datapath writes kube-proxy's rules; the userspace proxies
-    pick a backend per connection at random, as those rules do)."""
+    pick a backend per connection at random, as those rules do). No ``conntrack`` section:
+    the lab's "kube-proxy" sets no conntrack limits (the host's are what they are)."""
     prop = view.scenario.propagation
     config = "\n".join(
         [
@@ -209,11 +210,6 @@ def kube_proxy_config(view: LabView) -> Obj:
             "kind: KubeProxyConfiguration",
             'bindAddress: "0.0.0.0"',
             "clusterCIDR: 10.233.0.0/16",
-            "conntrack:",
-            "  maxPerCore: 32768",
-            "  min: 131072",
-            "  tcpCloseWaitTimeout: 1h0m0s",
-            "  tcpEstablishedTimeout: 24h0m0s",
             "iptables:",
             "  masqueradeAll: false",
             f"  minSyncPeriod: {go_duration(prop.min_sync)}",

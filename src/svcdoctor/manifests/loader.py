@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import gc
 import json
@@ -9,6 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,8 +33,23 @@ from svcdoctor.model import WORKLOAD_KINDS, Finding, Location
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 DEFAULT_MAX_FILE_MB = 32.0
 STDIN = "-"
-# Kinds the checks read; other objects are counted but never converted.
+# Kinds the checks read; other objects are counted but never converted, except custom
+# resources (see ``consulted``).
 RELEVANT_KINDS = WORKLOAD_KINDS | {"Service", "HorizontalPodAutoscaler"}
+# Built-in API groups: none of their other kinds makes pods.
+_BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "autoscaling", "extensions"})
+# Endpoints given by hand (or dumped with kubectl): the Service's backends without pods.
+_ENDPOINT_KINDS = frozenset({"Endpoints", "EndpointSlice"})
+
+
+def consulted(kind: str, api_version: str) -> bool:
+    """Whether an object is converted: the kinds the checks read, and custom resources
+    (their pod templates, operator resources and traffic subsets tell the Service checks
+    where pods come from)."""
+    if kind in RELEVANT_KINDS or kind in _ENDPOINT_KINDS:
+        return True
+    group = api_version.rpartition("/")[0]
+    return not (group in _BUILTIN_GROUPS or group.endswith(".k8s.io"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +74,88 @@ class LoadResult:
     files: int = 0
     documents: int = 0  # Kubernetes objects of any kind
     skipped: int = 0  # YAML documents that are not Kubernetes objects
+    # Files read that hold no Kubernetes object and no problem (values files, dashboards,
+    # data, an empty stdin)
+    empty_files: int = 0
+    # Paths (files, or directories not entered) left out by ``exclude`` patterns
+    excluded: int = 0
+    # Helm chart directory → manifest files of its ``templates/`` that were not read
+    helm_templates: dict[str, int] = field(default_factory=dict)
 
 
-def iter_files(paths: Sequence[str], result: LoadResult) -> Iterator[str]:
-    """Expand directories (recursively, sorted, hidden dirs skipped) into manifest files."""
+class Excludes:
+    """``--exclude`` patterns, gitignore-like: a pattern without ``/`` matches any path
+    component (``node_modules``, ``*.json``); one with ``/`` matches a path relative to the
+    directory given (``charts/*/ci``), at any depth if it starts with ``**/``; a trailing
+    ``/`` is ignored. ``*`` may cross ``/``."""
+
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
+        self.names: list[str] = []
+        self.paths: list[str] = []
+        for raw in patterns:
+            pattern = raw.strip().removeprefix("./").strip("/")
+            anywhere = pattern.startswith("**/")
+            while pattern.startswith("**/"):
+                pattern = pattern[3:]
+            if not pattern:
+                continue
+            if "/" not in pattern:
+                self.names.append(pattern)
+            else:
+                self.paths.append(pattern)
+                if anywhere:
+                    self.paths.append(f"*/{pattern}")
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.paths)
+
+    def match(self, relative: str) -> bool:
+        """Whether a path (relative to the directory given, ``/``- or os-separated) or one
+        of the directories above it is excluded."""
+        if not self:
+            return False
+        parts = [p for p in relative.replace(os.sep, "/").split("/") if p not in ("", ".")]
+        if any(fnmatchcase(part, n) for part in parts for n in self.names):
+            return True
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        return any(fnmatchcase(prefix, p) for p in self.paths for prefix in prefixes)
+
+
+def helm_chart_of(directory: Path) -> Path | None:
+    """The Helm chart whose ``templates/`` holds ``directory`` (a folder named
+    ``templates`` beside a ``Chart.yaml``), if any."""
+    for folder in (directory, *directory.absolute().parents):
+        if folder.name == "templates" and (folder.parent / "Chart.yaml").is_file():
+            return folder.parent
+    return None
+
+
+def iter_files(
+    paths: Sequence[str],
+    result: LoadResult,
+    excludes: Excludes | None = None,
+    *,
+    helm_templates: bool = False,
+) -> Iterator[str]:
+    """Expand directories (recursively, sorted, hidden dirs skipped) into manifest files,
+    leaving out ``excludes`` and, unless ``helm_templates``, Helm charts' ``templates/``."""
+    excludes = excludes or Excludes()
     for raw in paths:
         if raw == STDIN:
             yield raw
             continue
         path = Path(raw)
+        if excludes.match(os.path.normpath(raw)):
+            result.excluded += 1
+            continue
         if path.is_dir():
-            found = sorted(_walk(path))
-            if not found:
+            chart = None if helm_templates else helm_chart_of(path)
+            if chart is not None:
+                _skip_templates(raw, _shown(chart), result)
+                continue
+            skipped = (result.excluded, len(result.helm_templates))
+            found = sorted(_walk(path, excludes, result, helm_templates=helm_templates))
+            if not found and skipped == (result.excluded, len(result.helm_templates)):
                 result.problems.append(
                     _problem(
                         UNREADABLE_INPUT, raw, 1, "directory has no *.yaml, *.yml or *.json files"
@@ -76,17 +163,54 @@ def iter_files(paths: Sequence[str], result: LoadResult) -> Iterator[str]:
                 )
             yield from found
         elif path.exists():
+            chart = None if helm_templates else helm_chart_of(path.parent)
+            if chart is not None:
+                key = _shown(chart)
+                result.helm_templates[key] = result.helm_templates.get(key, 0) + 1
+                continue
             yield raw
         else:
             result.problems.append(_problem(UNREADABLE_INPUT, raw, 1, "no such file or directory"))
 
 
-def _walk(root: Path) -> Iterator[str]:
+def _walk(
+    root: Path, excludes: Excludes, result: LoadResult, *, helm_templates: bool
+) -> Iterator[str]:
     for top, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        relative = os.path.relpath(top, root)
+        kept = []
+        for d in dirs:
+            if d.startswith("."):
+                continue
+            if excludes and excludes.match(os.path.join(relative, d)):
+                result.excluded += 1
+            elif d == "templates" and "Chart.yaml" in files and not helm_templates:
+                _skip_templates(os.path.join(top, d), os.path.normpath(top), result)
+            else:
+                kept.append(d)
+        dirs[:] = kept
         for name in files:
             if name.endswith(MANIFEST_SUFFIXES):
-                yield os.path.join(top, name)
+                if excludes and excludes.match(os.path.join(relative, name)):
+                    result.excluded += 1
+                else:
+                    yield os.path.join(top, name)
+
+
+def _shown(path: Path) -> str:
+    """A path as short as it can be said: relative to the working directory if below it."""
+    try:
+        absolute = path.absolute()
+        return os.path.relpath(absolute) if absolute.is_relative_to(Path.cwd()) else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _skip_templates(templates: str, chart: str, result: LoadResult) -> None:
+    count = sum(
+        name.endswith(MANIFEST_SUFFIXES) for _, _, files in os.walk(templates) for name in files
+    )
+    result.helm_templates[chart] = result.helm_templates.get(chart, 0) + count
 
 
 def load(
@@ -94,18 +218,27 @@ def load(
     *,
     stdin: BinaryIO | None = None,
     max_file_mb: float = DEFAULT_MAX_FILE_MB,
+    exclude: Iterable[str] = (),
+    helm_templates: bool = False,
 ) -> LoadResult:
-    """Read every input; bad inputs become SVD00x problems, never exceptions."""
+    """Read every input; bad inputs become SVD00x problems, never exceptions.
+
+    Paths matching an ``exclude`` pattern are not read; nor are the ``templates/`` of Helm
+    charts (Go templates: lint ``helm template`` output) unless ``helm_templates``.
+    """
     result = LoadResult()
     limit = int(max_file_mb * 1024 * 1024)
     collecting = gc.isenabled()
     gc.disable()  # the node graphs are large and acyclic: collection passes are pure cost
     try:
-        for name in iter_files(paths, result):
+        for name in iter_files(paths, result, Excludes(exclude), helm_templates=helm_templates):
             result.files += 1
+            before = (result.documents, len(result.problems))
             text = _read_text(name, stdin, limit, result)
             if text is not None:
                 _load_text(name, text, result)
+            if before == (result.documents, len(result.problems)):
+                result.empty_files += 1
     finally:
         if collecting:
             gc.enable()
@@ -189,38 +322,142 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     templated = "{{" in text
     # Documents that are not converted are checked only if they may hold an alias or {{ }}.
     scan = _Scan(aliases=_may_alias(text), templates=templated)
-    try:
-        roots, error = compose_documents(text)
-    except InputTooComplex as exc:
-        result.problems.append(_problem(UNREADABLE_INPUT, display, exc.line, exc.reason))
-        return
-    for root in roots:
+    lines = _Lines(text) if templated else None
+    part, offset = text, 0  # after a templated document that breaks the YAML: the rest
+    while True:
         try:
-            _split_document(display, root, objects, result, scan)
-        except TemplateSyntax as exc:
-            if templated:
-                result.documents, result.skipped = counts
-                _template_problem(display, text, result)
-                return
-            result.problems.append(
-                _problem(INVALID_YAML, display, exc.line, "a mapping key is a list or mapping")
-            )
+            roots, error = compose_documents(part)
         except InputTooComplex as exc:
             result.problems.append(_problem(UNREADABLE_INPUT, display, exc.line, exc.reason))
-        except yaml.YAMLError as exc:  # a value its tag cannot construct, a bad merge key
-            result.problems.append(_yaml_problem(display, exc))
-    if error is not None:
-        if text.lstrip().startswith(("{", "[")):
+            return
+        for root in roots:
+            mark = (len(objects), result.documents, result.skipped)
+            try:
+                _split_document(display, root, objects, result, scan)
+            except TemplateSyntax as exc:
+                # one templated document (a Helm value, a {{PLACEHOLDER}}) is SVD002; the
+                # file's other documents are still read
+                del objects[mark[0] :]
+                result.documents, result.skipped = mark[1:]
+                if lines is None:
+                    result.problems.append(
+                        _problem(
+                            INVALID_YAML, display, exc.line, "a mapping key is a list or mapping"
+                        )
+                    )
+                    continue
+                assert root is not None
+                first, last = root.start_mark.line + 1, root.end_mark.line + 1
+                line = lines.first_template(first, last) or exc.line
+                _template_problem(display, lines, line, result)
+            except InputTooComplex as exc:
+                result.problems.append(_problem(UNREADABLE_INPUT, display, exc.line, exc.reason))
+            except yaml.YAMLError as exc:  # a value its tag cannot construct, a bad merge key
+                result.problems.append(_yaml_problem(display, exc))
+        if error is None:
+            break
+        if offset == 0 and text.lstrip().startswith(("{", "[")):
+            read = (result.documents, result.skipped)
             result.documents, result.skipped = counts
-        if _json_fallback(display, text, objects, result):
-            result.objects.extend(objects)
-            return
-        if templated:
-            _template_problem(display, text, result)
-            return
-        result.problems.append(_yaml_problem(display, error))
+            if _json_fallback(display, text, objects, result):
+                break
+            result.documents, result.skipped = read
+        resume = _after_broken_document(display, text, lines, error, result)
+        if resume is None or resume <= offset:
+            break
+        # parse the documents after the broken one, at their own line numbers
+        part, offset = "\n" * resume + lines.after(resume) if lines else "", resume
+        if not part.strip():
+            break
     # Objects of documents before a parse error are still checked.
     result.objects.extend(objects)
+
+
+def _after_broken_document(
+    name: str, text: str, lines: _Lines | None, error: yaml.YAMLError, result: LoadResult
+) -> int | None:
+    """Account for the document the parser stopped in; the line it ends on if reading may
+    go on after it, else ``None``.
+
+    A templated document is SVD002 and the documents after it are read. A file that names
+    no ``apiVersion`` or ``kind`` anywhere is no manifest (a JSON-with-comments config, a
+    JSON Lines data file): it is skipped, not an input error. Otherwise: SVD001.
+    """
+    mark = error.problem_mark if isinstance(error, yaml.MarkedYAMLError) else None
+    line = (mark.line + 1) if mark else 1
+    if not _KUBERNETES_WORDS.search(text) or not _KIND_WORD.search(text):
+        result.skipped += 1
+        return None
+    if lines is not None:
+        first, last = lines.document_around(line)
+        template = lines.first_template(first, last)
+        if template is not None:
+            if _KIND_KEY.search(lines.between(first, last)):
+                _template_problem(name, lines, template, result)
+            else:  # a templated document that is no Kubernetes object (no kind/apiVersion)
+                result.skipped += 1
+            return last
+    result.problems.append(_yaml_problem(name, error))
+    return None
+
+
+_KUBERNETES_WORDS = re.compile(r"\bapiVersion\b")
+_KIND_WORD = re.compile(r"\bkind\b")
+_KIND_KEY = re.compile(r"""^[ \t]*["']?(?:kind|apiVersion)["']?[ \t]*:""", re.MULTILINE)
+_DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
+
+
+class _Lines:
+    """Line access to a templated file's text (built only for files holding ``{{``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0]
+        self.starts.extend(i + 1 for i, ch in enumerate(text) if ch == "\n")
+
+    def _offset(self, line: int) -> int:
+        """Offset where 1-based ``line`` starts (the end of the text past the last line)."""
+        return self.starts[line - 1] if 1 <= line <= len(self.starts) else len(self.text)
+
+    def between(self, first: int, last: int) -> str:
+        return self.text[self._offset(first) : self._offset(last + 1)]
+
+    def after(self, line: int) -> str:
+        return self.text[self._offset(line + 1) :]
+
+    def first_template(self, first: int, last: int) -> int | None:
+        """The line of the first ``{{`` in lines ``first``..``last``."""
+        at = self.text.find("{{", self._offset(first), self._offset(last + 1))
+        return None if at < 0 else bisect.bisect_right(self.starts, at)
+
+    def template_at(self, line: int, limit: int = 40) -> str:
+        """The first ``{{ … }}`` on ``line``, shortened to ``limit`` characters."""
+        text = self.between(line, line)
+        start = text.find("{{")
+        if start < 0:
+            return "{{ … }}"
+        end = text.find("}}", start)
+        shown = text[start : end + 2] if end >= 0 else text[start:].rstrip()
+        return shown if len(shown) <= limit else shown[: limit - 4] + " …}}"
+
+    def document_around(self, line: int) -> tuple[int, int]:
+        """The lines of the document holding ``line``: from after the ``---`` before it to
+        the line before the next ``---``. An error reported on a ``---`` line belongs to the
+        document that line ends."""
+        count = len(self.starts)
+        line = min(max(line, 1), count)
+        if self._is_start(line) and line > 1:
+            line -= 1
+        first = line
+        while first > 1 and not self._is_start(first):
+            first -= 1
+        last = line
+        while last < count and not self._is_start(last + 1):
+            last += 1
+        return first, last
+
+    def _is_start(self, line: int) -> bool:
+        return bool(_DOCUMENT_START.fullmatch(self.between(line, line).rstrip("\r\n")))
 
 
 # An anchor (``&a``) and an alias (``*a``) where YAML allows them (a shell ``a && b`` is no anchor).
@@ -239,9 +476,12 @@ class _Scan:
     aliases: bool
     templates: bool
 
-    def __call__(self, root: yaml.Node) -> None:
-        if self.aliases or self.templates:
-            check_document(root, template_keys=self.templates)
+    def __call__(self, root: yaml.Node, *, manifest: bool = True) -> None:
+        """``manifest``: the document may be a Kubernetes object (a templated document
+        that is none, such as a values file, is not an error)."""
+        templates = self.templates and manifest
+        if self.aliases or templates:
+            check_document(root, template_keys=templates)
 
 
 def _split_document(
@@ -252,14 +492,14 @@ def _split_document(
     keys = mapping_keys(root)
     kind_node, api_node = keys.get("kind"), keys.get("apiVersion")
     if not (isinstance(kind_node, yaml.ScalarNode) and isinstance(api_node, yaml.ScalarNode)):
-        scan(root)
+        scan(root, manifest=kind_node is not None or api_node is not None)
         result.skipped += 1
         return
     kind = kind_node.value
     is_list = kind == "List" or (kind.endswith("List") and "items" in keys)
     if not is_list:
         result.documents += 1
-        if kind in RELEVANT_KINDS:
+        if consulted(kind, api_node.value):
             body = to_python(root)
             objects.append(RawObject(body, Location(name, body.line)))
         else:
@@ -280,14 +520,35 @@ def _json_fallback(name: str, text: str, objects: list[RawObject], result: LoadR
     """JSON that YAML 1.1 rejects (tabs, some escapes): read it without line numbers."""
     if not text.lstrip().startswith(("{", "[")):
         return False
-    try:
-        value = json.loads(text, object_hook=_json_map)
-    except ValueError:
+    values = _json_values(text)
+    if values is None:
         return False
     objects.clear()
-    for doc in value if isinstance(value, list) else [value]:
-        _add_json(name, doc, objects, result)
+    for value in values:
+        for doc in value if isinstance(value, list) else [value]:
+            _add_json(name, doc, objects, result)
     return True
+
+
+_JSON_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _json_values(text: str) -> list[object] | None:
+    """One JSON value, or several one after the other (``kubectl get -w -o json``, JSON
+    Lines); ``None`` if the text is not that."""
+    decoder = json.JSONDecoder(object_hook=_json_map)
+    values: list[object] = []
+    at = _JSON_SPACE.match(text, 0)
+    index = at.end() if at else 0
+    while index < len(text):
+        try:
+            value, index = decoder.raw_decode(text, index)
+        except ValueError:
+            return None
+        values.append(value)
+        at = _JSON_SPACE.match(text, index)
+        index = at.end() if at else index
+    return values
 
 
 def _json_map(fields: dict[str, object]) -> YMap:
@@ -307,7 +568,7 @@ def _add_json(name: str, doc: object, objects: list[RawObject], result: LoadResu
             _add_json(name, item, objects, result)
         return
     result.documents += 1
-    if kind in RELEVANT_KINDS:
+    if consulted(kind, str(doc.get("apiVersion"))):
         objects.append(RawObject(doc, Location(name, 1)))
 
 
@@ -340,14 +601,15 @@ def _yaml_problem(name: str, exc: yaml.YAMLError) -> Finding:
     return _problem(INVALID_YAML, name, 1, str(exc).splitlines()[0])
 
 
-def _template_problem(name: str, text: str, result: LoadResult) -> None:
-    line = text.count("\n", 0, text.find("{{")) + 1
+def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -> None:
+    """SVD002 for the templated document whose first ``{{`` is on ``line``."""
     result.problems.append(
         _problem(
             HELM_TEMPLATE,
             name,
             line,
-            "Helm/Go template '{{ … }}', not a manifest; lint the rendered output: "
+            f"Helm/Go template '{lines.template_at(line)}', not a manifest: this document is "
+            "not checked; lint the rendered output: "
             "helm template RELEASE CHART | svcdoctor lint -",
         )
     )

@@ -22,6 +22,7 @@ from svcdoctor.model import (
     PodTemplate,
     PreStop,
     Probe,
+    Resource,
     Service,
     ServicePort,
     Workload,
@@ -130,18 +131,23 @@ def build_inventory(loaded: LoadResult) -> Inventory:
     workloads: list[Workload] = []
     services: list[Service] = []
     autoscalers: list[Autoscaler] = []
+    resources: list[Resource] = []
     for raw in loaded.objects:
         f = _Fields(raw, problems)
         if raw.kind in WORKLOAD_KINDS:
             workloads.append(_workload(f))
         elif raw.kind == "Service":
             services.append(_service(f))
-        elif raw.kind == "HorizontalPodAutoscaler" and (hpa := _autoscaler(f)):
-            autoscalers.append(hpa)
+        elif raw.kind == "HorizontalPodAutoscaler":
+            if hpa := _autoscaler(f):
+                autoscalers.append(hpa)
+        else:
+            resources.append(_resource(f))
     return Inventory(
         workloads=tuple(_instances_of_present_owners(workloads)),
         services=tuple(services),
         autoscalers=tuple(autoscalers),
+        resources=tuple(resources),
         problems=tuple(problems),
         files=loaded.files,
         objects=loaded.documents,
@@ -278,6 +284,11 @@ def _pod_template(
         grace_seconds=f.integer(
             spec, "terminationGracePeriodSeconds", f"{path}.terminationGracePeriodSeconds"
         ),
+        grace_line=(
+            spec.line_of("terminationGracePeriodSeconds")
+            if spec and "terminationGracePeriodSeconds" in spec
+            else None
+        ),
         spread=spread,
     )
 
@@ -310,6 +321,11 @@ def _container(f: _Fields, c: YMap, path: str) -> Container:
             f,
             f.mapping(lifecycle, "preStop", f"{path}.lifecycle.preStop"),
             f"{path}.lifecycle.preStop",
+        ),
+        env=tuple(
+            (name, _str(e.get("value")))
+            for e_path, e in f.maps(c, "env", f"{path}.env")
+            if (name := f.text(e, "name", f"{e_path}.name")) and e.get("value") is not None
         ),
     )
 
@@ -392,7 +408,7 @@ def _service(f: _Fields) -> Service:
         ports.append(
             ServicePort(
                 port=number,
-                target=number if target is None else target,
+                target=number if target in (None, 0, "") else target,  # API defaulting
                 line=p.line,
                 name=f.text(p, "name", f"{path}.name"),
                 protocol=f.text(p, "protocol", f"{path}.protocol") or "TCP",
@@ -426,4 +442,62 @@ def _autoscaler(f: _Fields) -> Autoscaler | None:
             f.text(target, "name", "spec.scaleTargetRef.name") or "",
         ),
         min_replicas=f.integer(spec, "minReplicas", "spec.minReplicas") or 1,
+        location=f.raw.location,
     )
+
+
+_POD_SEARCH_DEPTH = 8
+
+
+def _resource(f: _Fields) -> Resource:
+    """What another object says about pods; read leniently (a custom resource's fields are
+    not ours to validate)."""
+    body = f.raw.body
+    meta = body.get("metadata")
+    spec = body.get("spec")
+    host = ""
+    subsets: tuple[dict[str, str], ...] = ()
+    if f.raw.kind == "DestinationRule" and isinstance(spec, YMap):
+        host = _str(spec.get("host"))
+        listed = spec.get("subsets")
+        items = listed if isinstance(listed, list) else []
+        subsets = tuple(_plain_labels(s.get("labels")) for s in items if isinstance(s, YMap))
+    return Resource(
+        ref=f.ref,
+        location=f.raw.location,
+        api_version=_str(body.get("apiVersion")),
+        labels=_plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {},
+        pod_labels=tuple(_pod_labels(spec, _POD_SEARCH_DEPTH)),
+        host=host,
+        subsets=subsets,
+    )
+
+
+def _plain_labels(value: Any) -> dict[str, str]:
+    if not isinstance(value, YMap):
+        return {}
+    return {_str(k): _str(v) for k, v in value.items() if not isinstance(v, dict | list)}
+
+
+def _pod_labels(node: Any, depth: int) -> list[dict[str, str]]:
+    """Labels of the pod templates (``metadata`` beside a ``spec`` with ``containers``) and
+    ``podMetadata`` found under a custom resource's spec."""
+    found: list[dict[str, str]] = []
+    if depth <= 0:
+        return found
+    if isinstance(node, list):
+        for item in node:
+            found.extend(_pod_labels(item, depth - 1))
+        return found
+    if not isinstance(node, YMap):
+        return found
+    meta, spec = node.get("metadata"), node.get("spec")
+    if isinstance(meta, YMap) and isinstance(spec, YMap) and "containers" in spec:
+        found.append(_plain_labels(meta.get("labels")))
+    pod_meta = node.get("podMetadata")
+    if isinstance(pod_meta, YMap):
+        found.append(_plain_labels(pod_meta.get("labels")))
+    for key, value in node.items():
+        if key != "metadata" and isinstance(value, YMap | list):
+            found.extend(_pod_labels(value, depth - 1))
+    return found

@@ -22,6 +22,8 @@ from svcdoctor.model.evidence import (
 from svcdoctor.model.finding import Cause, Finding, Location, ObjectRef, Severity
 from svcdoctor.model.inventory import Inventory, selector_matches, targets
 from svcdoctor.model.live import (
+    DEFAULT_CONNTRACK_MAX_PER_CORE,
+    DEFAULT_CONNTRACK_MIN,
     Endpoint,
     EventCount,
     LiveFacts,
@@ -31,6 +33,7 @@ from svcdoctor.model.live import (
     is_live,
     live_location,
 )
+from svcdoctor.model.resource import Resource
 from svcdoctor.model.service import Autoscaler, Service, ServicePort
 from svcdoctor.model.workload import (
     BATCH_KINDS,
@@ -49,6 +52,8 @@ from svcdoctor.model.workload import (
 
 __all__ = [
     "BATCH_KINDS",
+    "DEFAULT_CONNTRACK_MAX_PER_CORE",
+    "DEFAULT_CONNTRACK_MIN",
     "DEFAULT_GRACE_SECONDS",
     "FAILURES",
     "MIN_SHUTDOWN_WINDOW",
@@ -85,6 +90,7 @@ __all__ = [
     "PreStop",
     "Probe",
     "ProxyConfig",
+    "Resource",
     "Service",
     "ServiceEndpoints",
     "ServicePort",

@@ -7,8 +7,11 @@ from pathlib import PurePath
 
 from svcdoctor.model.finding import Finding, ObjectRef
 from svcdoctor.model.live import LiveFacts
+from svcdoctor.model.resource import Resource
 from svcdoctor.model.service import Autoscaler, Service
 from svcdoctor.model.workload import Workload
+
+DEFAULT_NAMESPACE = "default"
 
 
 def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -23,6 +26,8 @@ class Inventory:
     workloads: tuple[Workload, ...] = ()
     services: tuple[Service, ...] = ()
     autoscalers: tuple[Autoscaler, ...] = ()
+    # Other objects that tell where pods come from (custom kinds, operator resources, subsets)
+    resources: tuple[Resource, ...] = ()
     problems: tuple[Finding, ...] = ()
     files: int = 0
     objects: int = 0
@@ -31,25 +36,44 @@ class Inventory:
     # a Service absent here is matched by its selector) and what only a cluster knows.
     backends: dict[ObjectRef, tuple[ObjectRef, ...]] = field(default_factory=dict)
     live: LiveFacts | None = None
+    # The namespace an object without one is applied to (``lint --namespace``): a Service
+    # without ``metadata.namespace`` and a Deployment with ``namespace: default`` meet.
+    namespace: str = DEFAULT_NAMESPACE
     _targets: dict[int, tuple[Workload, ...]] = field(default_factory=dict, compare=False)
     _backing: dict[int, tuple[Service, ...]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        # computed here, never taken from the caller: ``dataclasses.replace`` passes the
+        # original's caches, which belong to the original's objects
+        object.__setattr__(self, "_targets", {})
+        object.__setattr__(self, "_backing", {})
         by_namespace: dict[str, list[Workload]] = {}
         by_ref: dict[ObjectRef, list[Workload]] = {}
         for w in self.workloads:
-            by_namespace.setdefault(w.ref.namespace, []).append(w)
+            by_namespace.setdefault(self.namespace_of(w.ref), []).append(w)
             by_ref.setdefault(w.ref, []).append(w)
         for svc in self.services:
             explicit = self.backends.get(svc.ref)
             if explicit:
                 found = tuple(w for ref in explicit for w in by_ref.get(ref, ()))
             else:
-                candidates = by_namespace.get(svc.ref.namespace, ())
-                found = _nearest_definitions(svc, [w for w in candidates if targets(svc, w)])
+                candidates = by_namespace.get(self.namespace_of(svc.ref), ())
+                found = _nearest_definitions(
+                    svc,
+                    [w for w in candidates if targets(svc, w, self.namespace)],
+                    self.namespace,
+                )
             self._targets[id(svc)] = found
             for w in found:
                 self._backing[id(w)] = (*self._backing.get(id(w), ()), svc)
+
+    def namespace_of(self, ref: ObjectRef) -> str:
+        """The namespace the object is (or will be) in: its own, else the run's."""
+        return ref.namespace or self.namespace
+
+    def same_namespace(self, a: ObjectRef, b: ObjectRef) -> bool:
+        """Whether two objects end up in one namespace (an unset one is the run's)."""
+        return self.namespace_of(a) == self.namespace_of(b)
 
     def targeted(self, service: Service) -> tuple[Workload, ...]:
         """The workloads whose pods the Service selects."""
@@ -65,7 +89,7 @@ class Inventory:
             if (
                 hpa.target.kind == workload.ref.kind
                 and hpa.target.name == workload.ref.name
-                and (hpa.target.namespace == workload.ref.namespace)
+                and self.same_namespace(hpa.target, workload.ref)
             ):
                 return hpa.min_replicas
         if workload.ref.kind == "DaemonSet":
@@ -75,35 +99,55 @@ class Inventory:
         return 1 if workload.replicas is None else workload.replicas
 
 
-def _nearest_definitions(service: Service, found: list[Workload]) -> tuple[Workload, ...]:
-    """The matching workloads defined nearest the Service: same file first, then the longest
-    common directory; one definition per workload identity.
+def _nearest_definitions(
+    service: Service, found: list[Workload], namespace: str = DEFAULT_NAMESPACE
+) -> tuple[Workload, ...]:
+    """The matching workloads defined nearest the Service, one definition per workload
+    identity: the same file first, then the same folder, then a parent folder (the
+    nearest first), then a subfolder (the shallowest first), then the longest common
+    directory.
 
-    A repository often holds the same object several times (base and overlay, per-file and
-    bundled release manifests) and unrelated apps that share a namespace name; a Service
-    belongs with the objects beside it, not with look-alikes elsewhere in the tree.
+    A repository often holds the same object several times (base and overlay, per-file
+    manifests beside an ``all-in-one/`` bundle) and unrelated apps that share a namespace
+    name; a Service belongs with the objects beside it, not with look-alikes elsewhere in
+    the tree, and a copy in a subfolder never takes the place of the file next to it.
     """
-    home = PurePath(service.location.file).parts
-    best: dict[ObjectRef, tuple[int, Workload]] = {}
+    home = PurePath(service.location.file)
+    best: dict[tuple[str, str, str], tuple[tuple[int, int, int], Workload]] = {}
     for w in found:
-        parts = PurePath(w.location.file).parts
-        shared = next(
-            (i for i, (a, b) in enumerate(zip(home, parts, strict=False)) if a != b),
-            min(len(home), len(parts)),
-        )
-        score = shared + (1000 if w.location.file == service.location.file else 0)
-        if w.ref not in best or score > best[w.ref][0]:
-            best[w.ref] = (score, w)
-    nearest = max((score for score, _ in best.values()), default=0)
-    return tuple(w for score, w in best.values() if score == nearest)
+        rank = _distance(home, PurePath(w.location.file))
+        identity = (w.ref.kind, w.ref.namespace or namespace, w.ref.name)
+        if identity not in best or rank < best[identity][0]:
+            best[identity] = (rank, w)
+    nearest = min((rank for rank, _ in best.values()), default=None)
+    return tuple(w for rank, w in best.values() if rank == nearest)
 
 
-def targets(service: Service, workload: Workload) -> bool:
+def _distance(home: PurePath, other: PurePath) -> tuple[int, int, int]:
+    """How far ``other`` is from ``home``, lower is nearer: (relation, steps, -shared) with
+    relation 0 same file, 1 same folder, 2 parent folder, 3 subfolder, 4 elsewhere."""
+    if other == home:
+        return (0, 0, 0)
+    a, b = home.parent.parts, other.parent.parts
+    shared = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    if shared is None:
+        shared = min(len(a), len(b))
+    if len(a) == len(b) == shared:
+        return (1, 0, -shared)
+    if shared == len(b):  # other's folder contains home's
+        return (2, len(a) - shared, -shared)
+    if shared == len(a):  # other is below home's folder
+        return (3, len(b) - shared, -shared)
+    return (4, -shared, (len(a) - shared) + (len(b) - shared))
+
+
+def targets(service: Service, workload: Workload, namespace: str = DEFAULT_NAMESPACE) -> bool:
     """A Service targets a workload when its selector matches the pod template's labels
-    in the same namespace (an unset namespace only matches an unset one)."""
+    in the same namespace; an object without a namespace is in ``namespace``, the one it
+    will be applied to (``kubectl apply`` puts both in the context's namespace)."""
     return (
         service.selector is not None
         and workload.serving
-        and service.ref.namespace == workload.ref.namespace
+        and (service.ref.namespace or namespace) == (workload.ref.namespace or namespace)
         and selector_matches(service.selector, workload.template.labels)
     )

@@ -76,6 +76,7 @@ class Endpoint:
     ready: bool
     serving: bool
     terminating: bool
+    ported: bool = True  # its slice has ports: a named targetPort no pod declares leaves none
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,3 +39,4 @@ class Autoscaler:
     ref: ObjectRef
     target: ObjectRef
     min_replicas: int = 1
+    location: Location | None = None  # where it was read (None: made in code)

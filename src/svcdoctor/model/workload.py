@@ -81,6 +81,8 @@ class Container:
     liveness: Probe | None = None
     startup: Probe | None = None
     prestop: PreStop | None = None
+    # ``env`` entries with a literal ``value`` (``valueFrom`` ones are not known from files)
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,7 @@ class PodTemplate:
     containers: tuple[Container, ...]
     line: int
     grace_seconds: int | None = None
+    grace_line: int | None = None  # line of terminationGracePeriodSeconds, when written
     spread: bool = False  # topologySpreadConstraints or pod anti-affinity present
 
     @property

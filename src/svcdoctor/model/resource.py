@@ -1,0 +1,30 @@
+"""Objects of other kinds that the Service checks consult (they are not checked)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from svcdoctor.model.finding import Location, ObjectRef
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """An object that is neither a built-in workload nor a Service, kept for what it says
+    about pods: a custom kind with a pod template (LeaderWorkerSet, Knative Service, a
+    training job…: ``pod_labels``), an operator's custom resource (its name and labels), a
+    traffic split (an Istio DestinationRule: ``host`` and the labels of its ``subsets``), or
+    endpoints given as objects (``Endpoints``, ``EndpointSlice``).
+    """
+
+    ref: ObjectRef
+    location: Location
+    api_version: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    pod_labels: tuple[dict[str, str], ...] = ()
+    host: str = ""
+    subsets: tuple[dict[str, str], ...] = ()
+
+    @property
+    def group(self) -> str:
+        """The API group (``""`` for core/v1)."""
+        return self.api_version.rpartition("/")[0]

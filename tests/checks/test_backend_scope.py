@@ -1,0 +1,114 @@
+"""The Service/backend rules judge the objects applied together with a Service (its file,
+its folder, its folder tree), not every look-alike anywhere in a repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from svcdoctor.checks import Settings
+from tests.conftest import lint_paths
+
+SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}}}
+spec:
+  selector: {{{selector}}}
+  ports: [{{port: 9200}}]
+"""
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: 2
+  template:
+    metadata: {{labels: {{{labels}}}}}
+    spec:
+      containers: [{{name: app, image: {image}}}]
+"""
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _findings(root: Path, rule: str) -> list[tuple[str, str]]:
+    result = lint_paths([str(root)], Settings(enabled=frozenset({rule})))
+    return [
+        (str(Path(f.location.file).relative_to(root)), f.severity.value)
+        for f in result.findings
+        if f.rule == rule
+    ]
+
+
+def test_copies_in_a_sibling_folder_are_not_a_mix(tmp_path: Path) -> None:
+    # kubernetes/examples elasticsearch: a single-node variant beside production_cluster/
+    _write(tmp_path / "es-svc.yaml", SERVICE.format(name="es", selector="component: es"))
+    _write(
+        tmp_path / "es.yaml",
+        DEPLOYMENT.format(name="es", labels="component: es", image="elasticsearch:8"),
+    )
+    for role, image in (("master", "elasticsearch:8"), ("client", "es-client:8")):
+        _write(
+            tmp_path / "production_cluster" / f"es-{role}.yaml",
+            DEPLOYMENT.format(name=f"es-{role}", labels="component: es", image=image),
+        )
+    assert _findings(tmp_path, "SVD206") == []
+
+
+def test_two_apps_in_the_services_folder_are_a_mix(tmp_path: Path) -> None:
+    _write(tmp_path / "app" / "svc.yaml", SERVICE.format(name="db", selector="app: db"))
+    _write(
+        tmp_path / "app" / "postgres.yaml",
+        DEPLOYMENT.format(name="postgres", labels="app: db", image="postgres:16"),
+    )
+    _write(
+        tmp_path / "app" / "redis.yaml",
+        DEPLOYMENT.format(name="redis", labels="app: db", image="redis:7"),
+    )
+    assert _findings(tmp_path, "SVD206") == [("app/svc.yaml", "warning")]
+
+
+def test_alternative_files_of_one_workload_are_not_a_mix(tmp_path: Path) -> None:
+    _write(tmp_path / "svc.yaml", SERVICE.format(name="web", selector="app: web"))
+    _write(tmp_path / "web.yaml", DEPLOYMENT.format(name="web", labels="app: web", image="a:1"))
+    _write(
+        tmp_path / "web-gpu.yaml",
+        DEPLOYMENT.format(name="web", labels="app: web", image="a-gpu:1"),
+    )
+    assert _findings(tmp_path, "SVD206") == []
+
+
+def test_partial_inputs_are_decided_per_folder_tree(tmp_path: Path) -> None:
+    # a whole-repository run always has some workload in `default`: that is no evidence
+    _write(tmp_path / "a" / "svc.yaml", SERVICE.format(name="api", selector="app: api"))
+    _write(
+        tmp_path / "b" / "other.yaml",
+        DEPLOYMENT.format(name="other", labels="app: other", image="other:1"),
+    )
+    _write(
+        tmp_path / "c" / "svc.yaml",
+        SERVICE.format(name="web", selector="app: web, tier: front"),
+    )
+    _write(
+        tmp_path / "c" / "sub" / "web.yaml",
+        DEPLOYMENT.format(name="web", labels="app: web2, tier: front", image="web:1"),
+    )
+    found = dict(_findings(tmp_path, "SVD207"))
+    assert found == {"a/svc.yaml": "info", "c/svc.yaml": "info"}
+    result = lint_paths([str(tmp_path)], Settings(enabled=frozenset({"SVD207"})))
+    messages = {Path(f.location.file).parent.name: f.message for f in result.findings}
+    assert "partial inputs" in messages["a"]
+    assert "partial inputs" not in messages["c"]
+    assert all("has no endpoints" not in m for m in messages.values())
+
+
+def test_a_near_miss_beside_the_service_is_a_warning(tmp_path: Path) -> None:
+    _write(tmp_path / "svc.yaml", SERVICE.format(name="checkout", selector="app: chekout"))
+    _write(
+        tmp_path / "deploy.yaml",
+        DEPLOYMENT.format(name="checkout", labels="app: checkout", image="checkout:1"),
+    )
+    assert _findings(tmp_path, "SVD207") == [("svc.yaml", "warning")]

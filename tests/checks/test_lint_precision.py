@@ -1,0 +1,150 @@
+"""Noise on the real-world corpus stays down (issue 14): ``benchmarks/lint_precision.py``'s
+figures held to bounds. The indicators are computed by the benchmark from the inventory,
+independently of the rules' own helpers; the per-rule counts are pinned to ±15 %."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+BENCHMARK = ROOT / "benchmarks" / "lint_precision.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("lint_precision", BENCHMARK)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+lp = _load()
+
+# Findings per rule on the corpus as of 2026-12-04 (working tree during the issue 14 work;
+# 4177 files, 8024 objects, 1445 findings). Rules with at least 50 findings are held to
+# ±15 %; smaller counts move by whole findings and would make the bound meaningless. When a
+# fix moves one out of the band on purpose, update it here and say why in the commit.
+TODAY = {
+    "SVD101": 457,
+    "SVD204": 363,
+    "SVD201": 277,
+    "SVD401": 75,
+    "SVD301": 72,
+    "SVD202": 70,
+    "SVD106": 55,
+    "SVD207": 50,
+}
+TODAY_TOTAL = 1445
+TOLERANCE = 0.15
+
+
+@pytest.fixture(scope="module")
+def summary(corpus: Path) -> Any:
+    return lp.measure(corpus)
+
+
+def test_report_renders(summary: Any) -> None:
+    text = lp.render_text(summary)
+    body = json.loads(lp.render_json(summary))
+    assert "noise indicators" in text
+    assert set(body["indicators"]) == {s.name for s in lp.INDICATORS}
+    assert body["findings"] == sum(r["total"] for r in body["by_rule"].values())
+
+
+def test_no_serving_check_on_pods_that_serve_nothing(summary: Any) -> None:
+    # bound 0: the issue says such pods get no serving check at all. The corpus has 4 idle
+    # workloads behind a Service (istio's sleep/curl samples) and 1 idle sidecar (linkerd's
+    # nginx-and-curl), so a regression does show here.
+    for name in ("idle_workload", "idle_container"):
+        ind = summary.indicators[name]
+        assert ind.exposure > 0, f"{name}: the corpus no longer has the shape to test"
+        assert ind.count == 0, f"{name}: {ind.count} findings, e.g. {ind.examples}"
+
+
+def test_no_service_selects_nothing_on_job_or_operator_labels(summary: Any) -> None:
+    # bound 0: pods with these labels are made by a Job or an operator, never by files.
+    # The corpus has no such Service today (exposure 0), so this holds vacuously; the
+    # detector itself is pinned by test_job_and_operator_selector_detector below.
+    ind = summary.indicators["job_or_operator_selector"]
+    assert ind.count == 0, ind.examples
+
+
+def test_headless_services(summary: Any) -> None:
+    ind = summary.indicators["headless_only"]
+    # SVD204: bound 0, the rule exempts headless Services (clients use the pod set).
+    assert ind.by_rule.get("SVD204", 0) == 0, ind.examples
+    # SVD101/SVD201 behind headless Services only: 44 today (SVD101 35, SVD201 9), mostly
+    # redis-ha / StatefulSet peers. Legitimately non-zero: the issue exempts headless
+    # Services from SVD204 only, and a pod behind a headless Service still stays in DNS
+    # answers until its endpoint goes (the shutdown race) and is still listed before it is
+    # ready. Bound: today's 44 plus 15 %, so new noise of this shape shows.
+    assert ind.count <= 50, (ind.by_rule, ind.examples)
+
+
+def test_numeric_target_ports_are_not_errors(summary: Any) -> None:
+    ind = summary.indicators["numeric_target_port"]
+    # 685 numeric targetPorts on Services that select a workload; SVD205 reports none today.
+    # The issue allows them at info (and as a warning on strong evidence, e.g. only a
+    # differing hostPort declared; if that starts firing on the corpus, look at each).
+    assert ind.exposure > 100
+    assert ind.by_severity.get("error", 0) == 0, ind.examples
+    assert ind.by_severity.get("warning", 0) == 0, ind.examples
+
+
+def test_counts_per_rule_stay_near_today(summary: Any) -> None:
+    now = {rule: summary.by_rule.get(rule, {"total": 0})["total"] for rule in TODAY}
+    out = {
+        rule: (now[rule], was)
+        for rule, was in TODAY.items()
+        if abs(now[rule] - was) > TOLERANCE * was
+    }
+    assert not out, f"(now, 2026-12-04) outside ±15 %: {out}"
+    assert abs(summary.findings - TODAY_TOTAL) <= TOLERANCE * TODAY_TOTAL
+
+
+@pytest.mark.parametrize(
+    ("argv", "idle"),
+    [
+        (["sleep", "infinity"], True),
+        (["/bin/sleep", "3650d"], True),
+        (["tail", "-f", "/dev/null"], True),
+        (["sh", "-c", "while true; do sleep 30; done"], True),
+        (["/bin/sh", "-c", "trap : TERM INT; sleep infinity & wait"], True),
+        (["tini", "--", "sleep", "infinity"], True),
+        (["sh", "-c", "sleep 10 && exec nginx"], False),
+        (["nginx", "-g", "daemon off;"], False),
+        (["sh", "/entrypoint.sh"], False),
+        (["sleep"], False),
+        ([], False),  # the image's entrypoint: unknown
+    ],
+)
+def test_idle_detector(argv: list[str], idle: bool) -> None:
+    assert lp.idle_argv(argv) is idle
+
+
+@pytest.mark.parametrize(
+    ("selector", "flagged"),
+    [
+        ({"job-name": "migrate"}, True),
+        ({"batch.kubernetes.io/job-name": "migrate"}, True),
+        ({"controller-uid": "abc"}, True),
+        ({"cnpg.io/cluster": "pg", "role": "primary"}, True),
+        ({"application": "spilo", "spilo-role": "master"}, True),
+        ({"common.k8s.elastic.co/type": "elasticsearch"}, True),
+        ({"strimzi.io/cluster": "kafka"}, True),
+        ({"postgres-operator.crunchydata.com/cluster": "hippo"}, True),
+        ({"app": "web"}, False),
+    ],
+)
+def test_job_and_operator_selector_detector(selector: dict[str, str], flagged: bool) -> None:
+    assert lp.job_or_operator_labels(selector) is flagged

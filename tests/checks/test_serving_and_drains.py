@@ -1,0 +1,258 @@
+"""Pods that serve nothing get no serving checks; apps declared to drain by themselves
+(`drains` in the config) get no preStop findings; SVD102 points at the grace field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from svcdoctor.checks import Settings
+from svcdoctor.checks._serving import serves_nothing, shell_script
+from svcdoctor.checks.settings import drain_pattern, image_forms
+from svcdoctor.cli.config import ConfigError, read_config
+from svcdoctor.model import Container
+from tests.cli.test_cli import assert_usage_error, findings, run
+from tests.conftest import lint_text
+
+SERVICE = """apiVersion: v1
+kind: Service
+metadata: {name: api}
+spec: {selector: {app: api}, ports: [{port: 80}]}
+---
+"""
+
+
+def deployment(name: str, containers: str, pod: str = "", kind: str = "Deployment") -> str:
+    return (
+        SERVICE
+        + f"""apiVersion: apps/v1
+kind: {kind}
+metadata: {{name: {name}}}
+spec:
+  replicas: 2
+  template:
+    metadata: {{labels: {{app: api}}}}
+    spec:
+      {pod or "dnsPolicy: ClusterFirst"}
+      containers:
+{containers}
+"""
+    )
+
+
+def rules(text: str, settings: Settings | None = None) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for f in lint_text(text, settings).findings:
+        out.setdefault(f.rule, []).append(f.location.line)
+    return out
+
+
+def container(*argv: str, args: tuple[str, ...] = (), image: str = "example/app:1") -> Container:
+    return Container("c", 1, image=image, command=argv, args=args)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("sleep", "infinity"),
+        ("/bin/sleep", "3650d"),
+        ("sleep", "infinite"),
+        ("tail", "-f", "/dev/null"),
+        ("cat",),
+        ("bash",),
+        ("/bin/sh", "-c", "sleep 99999"),
+        ("sh", "-c", "--", "sleep infinity"),
+        ("/bin/bash", "-ec", "exec sleep infinity"),
+        ("sh", "-c", "while true; do sleep 10; done;"),
+        ("sh", "-c", "trap : TERM INT; sleep infinity & wait"),
+        ("/bin/sh", "-c", "touch /tmp/healthy; sleep 3600"),
+        ("sh", "-c", "while true; do date > /mnt/index.html; sleep $((RANDOM % 5)); done"),
+        ("sh", "-c", "while true; do curl -s http://api/; sleep 1; done"),
+        ("tini", "--", "sleep", "infinity"),
+    ],
+)
+def test_serves_nothing(argv: tuple[str, ...]) -> None:
+    assert serves_nothing(container(*argv))
+
+
+@pytest.mark.parametrize(
+    ("argv", "args"),
+    [
+        ((), ()),  # the image's own entrypoint
+        (("nginx", "-g", "daemon off;"), ()),
+        (("sh", "-c", "sleep 5; exec /server"), ()),
+        (("sh", "-c", 'sleep 10 && exec "$@"', "--"), ("/server", "--port", "80")),
+        (("sh", "-c"), ("sleep 15 # wait for pods\n/slow_cooker/slow_cooker http://backend\n",)),
+        (("/bin/bash", "/start.sh"), ()),
+        (("sh", "-c", "$CMD"), ()),
+        ((), ("--upstream=file:///dev/null", "--http-address=0.0.0.0:4180")),
+    ],
+)
+def test_serves_something(argv: tuple[str, ...], args: tuple[str, ...]) -> None:
+    assert not serves_nothing(container(*argv, args=args))
+
+
+def test_pause_image_serves_nothing() -> None:
+    assert serves_nothing(container(image="registry.k8s.io/pause:3.9"))
+
+
+def test_shell_script_reads_clustered_options_and_keeps_arguments_apart() -> None:
+    assert shell_script(["bash", "-lc", "a; b"]) == ("bash", "a; b")
+    assert shell_script(["sh", "-e", "-c", "x", "arg0", "arg1"]) == ("sh", "x")
+    assert shell_script(["sh", "-c", "--", "x"]) == ("sh", "x")
+    assert shell_script(["bash", "-o", "pipefail", "-c", "x"]) == ("bash", "x")
+    assert shell_script(["sh", "/entrypoint.sh"]) is None
+    assert shell_script(["python", "-c", "x"]) is None
+
+
+def test_a_sleeping_pod_behind_a_service_gets_no_serving_check() -> None:
+    text = deployment(
+        "curl",
+        "        - name: curl\n          image: curlimages/curl:8.16.0\n"
+        '          command: ["/bin/sleep", "infinity"]',
+        "terminationGracePeriodSeconds: 0",
+    )
+    found = rules(text)
+    assert not {"SVD101", "SVD102", "SVD103", "SVD105", "SVD201"} & found.keys(), found
+
+
+# --- drains --------------------------------------------------------------------------------
+
+
+def test_drain_patterns() -> None:
+    assert drain_pattern("Deployment/payments-*") == ("Deployment", "payments-*")
+    assert drain_pattern("sts/db-?") == ("StatefulSet", "db-?")
+    assert drain_pattern("*/podinfo") == ("*", "podinfo")
+    assert drain_pattern("ghcr.io/stefanprodan/podinfo*") == (None, "ghcr.io/stefanprodan/podinfo*")
+    for bad in ("", "a b", "deployment/", "deployment/a/b", "image;rm"):
+        with pytest.raises(ValueError, match=r"pattern|KIND/NAME|NAME"):
+            drain_pattern(bad)
+
+
+def test_image_forms_drop_docker_hub_and_tag() -> None:
+    assert {"nginx", "nginx:1.27", "library/nginx"} <= image_forms("docker.io/library/nginx:1.27")
+    assert "ghcr.io/x/app" in image_forms("ghcr.io/x/app@sha256:abc")
+    assert "localhost:5000/app" in image_forms("localhost:5000/app:1")
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "image", "pattern"),
+    [
+        (
+            "Deployment",
+            "podinfo",
+            "ghcr.io/stefanprodan/podinfo:6.7.1",
+            "ghcr.io/stefanprodan/podinfo*",
+        ),
+        ("Deployment", "x", "ghcr.io/stefanprodan/podinfo:6.7.1", "ghcr.io/stefanprodan/podinfo"),
+        ("Deployment", "payments-api", "example/pay:1", "deployment/payments-*"),
+        ("StatefulSet", "payments-db", "example/db:1", "*/payments-*"),
+        ("Pod", "a", "nginx:1.27", "docker.io/library/nginx"),
+    ],
+)
+def test_drains_itself_matches(kind: str, name: str, image: str, pattern: str) -> None:
+    assert Settings(drains=(pattern,)).drains_itself(kind, name, image) == pattern
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "image", "pattern"),
+    [
+        ("StatefulSet", "payments-api", "example/pay:1", "deployment/payments-*"),
+        ("Deployment", "payments", "example/pay:1", "deployment/payments-*"),
+        ("Deployment", "a", "ghcr.io/stefanprodan/podinfo-ui:1", "ghcr.io/stefanprodan/podinfo"),
+        ("Deployment", "a", "nginx-ingress:1", "nginx"),
+    ],
+)
+def test_drains_itself_does_not_match(kind: str, name: str, image: str, pattern: str) -> None:
+    assert Settings(drains=(pattern,)).drains_itself(kind, name, image) is None
+
+
+PODINFO = (
+    deployment(
+        "podinfo",
+        "        - name: podinfo\n"
+        "          image: ghcr.io/stefanprodan/podinfo:6.7.1\n"
+        "          lifecycle: {preStop: {sleep: {seconds: 1}}}\n",
+    )
+    + "---\n"
+    + deployment("api", "        - {name: api, image: example/api:1}").removeprefix(SERVICE)
+)
+
+
+def test_drains_silences_svd101_and_svd103_for_that_app_only() -> None:
+    before = rules(PODINFO)
+    assert {"SVD101", "SVD103"} <= before.keys()
+    after = rules(PODINFO, Settings(drains=("ghcr.io/stefanprodan/podinfo",)))
+    assert "SVD103" not in after
+    assert "SVD101" in after
+    both = rules(PODINFO, Settings(drains=("ghcr.io/stefanprodan/podinfo", "deployment/a*")))
+    assert not {"SVD101", "SVD103"} & both.keys()
+
+
+def test_a_draining_app_still_needs_a_grace_period_longer_than_a_request() -> None:
+    text = deployment(
+        "api", "        - {name: api, image: example/api:1}", "terminationGracePeriodSeconds: 5"
+    )
+    assert "SVD102" not in rules(text)  # SVD101 carries it
+    drained = lint_text(text, Settings(drains=("example/api",))).findings
+    assert [f.rule for f in drained if f.rule.startswith("SVD10")] == ["SVD102"]
+    assert drained[0].severity.value == "warning" if drained[0].rule == "SVD102" else True
+
+
+def test_svd102_points_at_the_grace_field() -> None:
+    text = deployment(
+        "api",
+        "        - name: api\n          image: example/api:1\n"
+        "          lifecycle: {preStop: {sleep: {seconds: 20}}}",
+        "terminationGracePeriodSeconds: 20",
+    )
+    grace_line = text.splitlines().index("      terminationGracePeriodSeconds: 20") + 1
+    svd102 = [f for f in lint_text(text).findings if f.rule == "SVD102"]
+    assert [f.location.line for f in svd102] == [grace_line]
+    assert svd102[0].severity.value == "error"  # the preStop takes the whole grace period
+
+
+# --- config key ----------------------------------------------------------------------------
+
+
+def test_config_reads_drains(tmp_path: Path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(
+        '[tool.svcdoctor]\ndrains = ["ghcr.io/stefanprodan/podinfo*", " deployment/pay-* "]\n'
+    )
+    assert read_config(path).values["drains"] == [
+        "ghcr.io/stefanprodan/podinfo*",
+        "deployment/pay-*",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("toml", "fragment"),
+    [
+        ('drains = "podinfo"', "drains must be a list of patterns"),
+        ("drains = [1]", "drains must be a list of patterns"),
+        ('drains = ["deployment/"]', "deployment/NAME"),
+        ('drains = ["two words"]', "neither an image pattern"),
+    ],
+)
+def test_config_rejects_bad_drains_in_one_line(tmp_path: Path, toml: str, fragment: str) -> None:
+    path = tmp_path / ".svcdoctor.toml"
+    path.write_text(toml + "\n")
+    with pytest.raises(ConfigError, match=fragment) as caught:
+        read_config(path)
+    assert "\n" not in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_cli_drains_from_config_and_flag(tmp_path: Path) -> None:
+    (tmp_path / "app.yaml").write_text(PODINFO)
+    plain = {f["rule"] for f in findings(run("lint", "app.yaml", "-f", "json", cwd=tmp_path))}
+    assert "SVD103" in plain
+    (tmp_path / ".svcdoctor.toml").write_text('drains = ["ghcr.io/stefanprodan/podinfo*"]\n')
+    configured = run("lint", "app.yaml", "-f", "json", cwd=tmp_path)
+    assert "SVD103" not in {f["rule"] for f in findings(configured)}
+    flagged = run("lint", "app.yaml", "-f", "json", "--drains", "deploy/api", cwd=tmp_path)
+    assert not {"SVD101", "SVD103"} & {f["rule"] for f in findings(flagged)}
+    bad = run("lint", "app.yaml", "--drains", "pod/", cwd=tmp_path)
+    assert_usage_error(bad, "--drains", "pod/NAME")

@@ -1,0 +1,289 @@
+"""Whole repositories as input (issue 14, "Missed"): the namespace objects end up in, one
+templated document among plain ones, the nearest of several definitions, JSON files that
+are no manifests, Helm charts' templates/ and --exclude. Real shapes: the guestbook files
+are kubernetes/examples' (``../shared/corpus``), the others are written as found in public
+repositories."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from svcdoctor.checks import Settings, run_checks
+from svcdoctor.manifests import build_inventory, load
+from svcdoctor.manifests.loader import Excludes
+from tests.conftest import lint_paths
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def write(path: Path, text: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
+def deployment(name: str, namespace: str | None = None, labels: str = "app: web") -> str:
+    ns = f"  namespace: {namespace}\n" if namespace else ""
+    return (
+        f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n{ns}spec:\n"
+        f"  replicas: 2\n  selector:\n    matchLabels: {{{labels}}}\n  template:\n"
+        f"    metadata:\n      labels: {{{labels}}}\n    spec:\n      containers:\n"
+        f"      - name: {name}\n        image: example/{name}:1\n"
+        "        ports: [{containerPort: 8080}]\n"
+    )
+
+
+def service(name: str, namespace: str | None = None, selector: str = "app: web") -> str:
+    ns = f"  namespace: {namespace}\n" if namespace else ""
+    return (
+        f"apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n{ns}spec:\n"
+        f"  selector: {{{selector}}}\n  ports: [{{port: 80, targetPort: 8080}}]\n"
+    )
+
+
+# --- namespace ------------------------------------------------------------------------------
+
+
+def test_a_service_without_namespace_backs_a_deployment_in_default(tmp_path: Path) -> None:
+    path = write(tmp_path / "app.yaml", deployment("web", "default") + "---\n" + service("web"))
+    inventory = build_inventory(load([path]))
+    (svc,) = inventory.services
+    assert [w.ref.name for w in inventory.targeted(svc)] == ["web"]
+    rules = {f.rule for f in run_checks(inventory, Settings()).findings}
+    assert {"SVD101", "SVD201"} <= rules  # serving checks run: not silently skipped
+
+
+def test_the_namespace_of_objects_without_one_is_the_run_s(tmp_path: Path) -> None:
+    path = write(tmp_path / "app.yaml", deployment("web", "shop") + "---\n" + service("web"))
+    inventory = build_inventory(load([path]))
+    (svc,) = inventory.services
+    assert inventory.targeted(svc) == ()  # applied to default: not shop's
+    in_shop = replace(inventory, namespace="shop")
+    (svc,) = in_shop.services
+    assert [w.ref.name for w in in_shop.targeted(svc)] == ["web"]
+    assert len(in_shop.services_of(in_shop.workloads[0])) == 1  # caches rebuilt, not doubled
+
+
+def test_an_autoscaler_without_namespace_counts_for_a_deployment_in_default(
+    tmp_path: Path,
+) -> None:
+    hpa = (
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\n"
+        "spec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+        "  minReplicas: 4\n  maxReplicas: 9\n"
+    )
+    path = write(tmp_path / "app.yaml", deployment("web", "default") + "---\n" + hpa)
+    inventory = build_inventory(load([path]))
+    assert inventory.replicas(inventory.workloads[0]) == 4
+
+
+# --- nearest definition ------------------------------------------------------------------------
+
+
+def test_the_per_file_manifests_beside_a_service_win_over_copies_in_subfolders(
+    tmp_path: Path,
+) -> None:
+    # kubernetes/examples web/guestbook: per-file manifests, all-in-one/ and legacy/ copies
+    root = tmp_path / "guestbook"
+    shutil.copytree(DATA / "guestbook", root)
+    result = lint_paths([str(root)])
+    flagged = {
+        (Path(f.location.file).relative_to(root).as_posix(), f.rule)
+        for f in result.findings
+        if f.object and f.object.name == "frontend" and f.object.kind != "Service"
+    }
+    assert ("frontend-deployment.yaml", "SVD101") in flagged
+    # the bundle's own Service still backs the bundle's copy
+    assert ("all-in-one/guestbook-all-in-one.yaml", "SVD101") in flagged
+    # the legacy ReplicationController is an older alternative, not a second backend
+    assert not {f for f in flagged if f[0].startswith("legacy/")}
+
+
+@pytest.mark.parametrize(
+    ("copies", "expected"),
+    [
+        (["app/deploy.yaml", "app/all-in-one/deploy.yaml"], "app/deploy.yaml"),
+        (["deploy.yaml", "app/overlay/deploy.yaml"], "deploy.yaml"),  # parent before child
+        (["app/sub/deploy.yaml", "app/sub/deeper/x/deploy.yaml"], "app/sub/deploy.yaml"),
+        (["other/deploy.yaml", "app/all-in-one/deploy.yaml"], "app/all-in-one/deploy.yaml"),
+    ],
+)
+def test_nearest_definition_order(tmp_path: Path, copies: list[str], expected: str) -> None:
+    svc = write(tmp_path / "app" / "svc.yaml", service("web"))
+    for copy in copies:
+        write(tmp_path / copy, deployment("web"))
+    inventory = build_inventory(load([str(tmp_path)]))
+    del svc
+    (s,) = inventory.services
+    assert [
+        Path(w.location.file).relative_to(tmp_path).as_posix() for w in inventory.targeted(s)
+    ] == [expected]
+
+
+# --- one templated document --------------------------------------------------------------------
+
+SECRET = (
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: hf-token\ntype: Opaque\n"
+    "stringData:\n  HF_TOKEN: {{HF_TOKEN}}\n"
+)
+
+
+def test_a_templated_trailing_secret_is_svd002_and_the_other_documents_are_linted() -> None:
+    text = deployment("tgi", "default", "app: tgi") + "---\n" + service("tgi", selector="app: tgi")
+    text += "---\n" + SECRET
+    result = load(["-"], stdin=io.BytesIO(text.encode()))
+    assert [o.kind for o in result.objects] == ["Deployment", "Service"]
+    (problem,) = result.problems
+    assert problem.rule == "SVD002"
+    assert problem.location.line == text.splitlines().index("  HF_TOKEN: {{HF_TOKEN}}") + 1
+    assert "{{HF_TOKEN}}" in problem.message
+    assert result.documents == 2
+    findings = run_checks(build_inventory(result), Settings()).findings
+    assert {"SVD101", "SVD201"} <= {f.rule for f in findings}
+
+
+def test_a_template_that_breaks_the_yaml_does_not_hide_the_documents_after_it() -> None:
+    broken = (
+        "{{- if .Values.ingress.enabled }}\napiVersion: networking.k8s.io/v1\nkind: Ingress\n"
+        "metadata:\n  name: web\n{{- end }}\n"
+    )
+    text = service("before") + "---\n" + broken + "---\n" + service("after")
+    result = load(["-"], stdin=io.BytesIO(text.encode()))
+    assert [o.body["metadata"]["name"] for o in result.objects] == ["before", "after"]
+    (problem,) = result.problems
+    assert (problem.rule, problem.location.line) == ("SVD002", 9)
+    lines = text.splitlines()
+    assert [i + 1 for i, ln in enumerate(lines) if ln.startswith("{{- if")] == [9]
+
+
+def test_a_templated_document_that_is_no_kubernetes_object_is_skipped_not_svd002() -> None:
+    text = "replicaCount: 1\nimage: {{ .Values.image }}\n---\n" + service("api")
+    result = load(["-"], stdin=io.BytesIO(text.encode()))
+    assert result.problems == []
+    assert result.skipped == 1
+    assert [o.kind for o in result.objects] == ["Service"]
+
+
+# --- JSON that is no manifest --------------------------------------------------------------------
+
+DASHBOARD = {
+    "title": "API",
+    "panels": [
+        {"type": "graph", "targets": [{"expr": "rate(x[5m]) * 100", "legendFormat": "{{pod}}"}]}
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("dashboard.json", json.dumps(DASHBOARD, indent="\t")),  # tabs: YAML 1.1 refuses
+        ("tsconfig.json", '{\n  // comments: JSONC\n  "compilerOptions": {"strict": true}\n}\n'),
+        ("events.json", '{"ts": 1, "v": 2}\n{"ts": 2, "v": 3}\n'),  # JSON Lines
+        ("package.json", '{"name": "web", "scripts": {"build": "tsc && cp *.json dist"}}\n'),
+    ],
+)
+def test_json_that_holds_no_kubernetes_object_is_skipped_not_an_input_error(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    path = write(tmp_path / name, text)
+    good = write(tmp_path / "svc.yaml", service("api"))
+    result = load([path, good])
+    assert result.problems == [], [p.message for p in result.problems]
+    assert result.empty_files == 1
+    assert result.documents == 1
+
+
+def test_broken_json_that_names_a_kind_is_still_svd001(tmp_path: Path) -> None:
+    path = write(tmp_path / "svc.json", '{"apiVersion": "v1", "kind": "Service" "metadata": {}}\n')
+    (problem,) = load([path]).problems
+    assert problem.rule == "SVD001"
+
+
+def test_concatenated_json_objects_are_all_read() -> None:
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a", "namespace": "x"}}
+    text = json.dumps(svc) + "\n" + json.dumps({**svc, "metadata": {"name": "b"}}, indent=2)
+    result = load(["-"], stdin=io.BytesIO(text.encode()))
+    assert [o.body["metadata"]["name"] for o in result.objects] == ["a", "b"]
+    assert result.problems == []
+
+
+# --- Helm charts and --exclude ------------------------------------------------------------------
+
+CHART_TEMPLATE = (
+    'apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ include "podinfo.fullname" . }}\n'
+)
+
+
+def chart(root: Path) -> None:
+    write(root / "charts" / "podinfo" / "Chart.yaml", "apiVersion: v1\nname: podinfo\n")
+    write(root / "charts" / "podinfo" / "values.yaml", "replicaCount: 1\n")
+    write(root / "charts" / "podinfo" / "templates" / "service.yaml", CHART_TEMPLATE)
+    write(root / "charts" / "podinfo" / "templates" / "hooks" / "job.yaml", CHART_TEMPLATE)
+
+
+def test_helm_chart_templates_are_skipped_and_counted(tmp_path: Path) -> None:
+    chart(tmp_path)
+    write(tmp_path / "deploy" / "svc.yaml", service("api"))
+    result = load([str(tmp_path)])
+    assert result.problems == []
+    assert result.helm_templates == {str(tmp_path / "charts" / "podinfo"): 2}
+    assert result.files == 3  # Chart.yaml, values.yaml, svc.yaml
+
+
+def test_helm_templates_named_one_by_one_are_skipped_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chart(tmp_path)
+    monkeypatch.chdir(tmp_path)  # as pre-commit passes them: relative paths
+    result = load(["charts/podinfo/templates/service.yaml", "charts/podinfo/values.yaml"])
+    assert result.problems == []
+    assert result.helm_templates == {"charts/podinfo": 1}
+    only_templates = load(["charts/podinfo/templates"])
+    assert only_templates.problems == []  # not "directory has no manifests"
+    assert only_templates.helm_templates == {"charts/podinfo": 2}
+
+
+def test_a_templates_folder_without_chart_yaml_is_read(tmp_path: Path) -> None:
+    path = write(tmp_path / "templates" / "service.yaml", CHART_TEMPLATE)
+    assert [p.rule for p in load([path]).problems] == ["SVD002"]
+    assert load([path], helm_templates=True).helm_templates == {}
+
+
+def test_exclude_patterns(tmp_path: Path) -> None:
+    write(tmp_path / "dashboards" / "a.yaml", service("a"))
+    write(tmp_path / "deploy" / "legacy" / "b.yaml", service("b"))
+    write(
+        tmp_path / "deploy" / "c.json",
+        json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c"}}),
+    )
+    write(tmp_path / "deploy" / "d.yaml", service("d"))
+    result = load([str(tmp_path)], exclude=["dashboards/", "deploy/legacy", "*.json"])
+    assert [o.body["metadata"]["name"] for o in result.objects] == ["d"]
+    assert result.excluded == 3
+    everything_excluded = load([str(tmp_path)], exclude=["*"])
+    assert everything_excluded.problems == []  # said by the caller, not SVD003
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("node_modules", "web/node_modules/x/a.yaml", True),
+        ("*.json", "a/b.json", True),
+        ("deploy/legacy/", "deploy/legacy/a.yaml", True),
+        ("deploy/legacy", "other/deploy/legacy/a.yaml", False),  # anchored, as in gitignore
+        ("**/legacy/*.yaml", "x/y/legacy/a.yaml", True),
+        ("**/legacy/*.yaml", "legacy/a.yaml", True),
+        ("charts/*/ci", "charts/podinfo/ci/values.yaml", True),
+        ("./deploy", "deploy/a.yaml", True),
+        ("deploy", "deployment/a.yaml", False),
+    ],
+)
+def test_exclude_pattern_semantics(pattern: str, path: str, matches: bool) -> None:
+    assert Excludes([pattern]).match(path) is matches
