@@ -36,15 +36,15 @@ lp = _load()
 # fix moves one out of the band on purpose, update it here and say why in the commit.
 TODAY = {
     "SVD101": 457,
-    "SVD204": 363,
+    "SVD204": 331,  # data stores left out (a second replica of a database is a second one)
     "SVD201": 277,
-    "SVD401": 75,
+    "SVD401": 22,  # not where Local would drop traffic (one replica, pods not spread)
     "SVD301": 72,
     "SVD202": 70,
-    "SVD106": 55,
+    "SVD106": 50,
     "SVD207": 50,
 }
-TODAY_TOTAL = 1445
+TODAY_TOTAL = 1355
 TOLERANCE = 0.15
 
 

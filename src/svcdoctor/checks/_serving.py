@@ -289,12 +289,19 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     containers = [c for c in workload.template.containers if not serves_nothing(c)]
     if not services or not containers:
         return ()
-    wanted = [p.target for s in services for p in s.ports]
+    ports = [p for s in services for p in s.ports]
+    # a metrics sidecar (an exporter beside the app) is scraped, not called: when other
+    # ports are targeted too, only the containers behind those serve requests
+    called = [p for p in ports if not (p.name and _SCRAPE_PORT.search(p.name))] or ports
+    wanted = [p.target for p in called]
     matched = tuple(c for c in containers if any(serves(c, t) for t in wanted))
     return matched or (containers[0],)
 
 
-_SCRAPE_PORT = re.compile(r"(^|[-_])(metrics|prometheus|monitoring|profiling|pprof)$")
+_SCRAPE_PORT = re.compile(
+    r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry)$",
+    re.IGNORECASE,
+)
 _SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring)$")
 
 
@@ -362,3 +369,30 @@ def pod_patch(
 def dump(body: dict[str, Any]) -> str:
     text: str = yaml.dump(body, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False)
     return text.rstrip()
+
+
+# Images of data stores and brokers: a second replica is a second, separate store (or needs
+# the store's own clustering), and stopping the old pod first is deliberate (one writer of
+# a ReadWriteOnce volume). Replica and rollout advice does not apply to them.
+_DATA_STORE = re.compile(
+    r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
+    r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
+    r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio)"
+    r"(?:$|[_.-])"
+)
+
+
+_STORE_TOOL = re.compile(
+    r"(?:^|[_.-])(?:exporter|ui|commander|operator|proxy|admin|dashboard|client|cli|console|"
+    r"browser|web|gui|manager|insight|backup|express|migrat\w*)(?:$|[_.-])"
+)
+
+
+def data_store(workload: Workload) -> bool:
+    """Whether the workload runs a data store or broker, by its containers' image names
+    (not the tools around one: exporters, UIs, operators, proxies)."""
+    for c in workload.template.containers:
+        name = c.image.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0].lower()
+        if _DATA_STORE.search(name) and not _STORE_TOOL.search(name):
+            return True
+    return False

@@ -9,8 +9,10 @@ from pathlib import PurePath
 
 from svcdoctor.checks._serving import (
     backed,
+    data_store,
     dump,
     pod_patch,
+    scrape_only,
     serves,
     service_names,
     serving_containers,
@@ -272,11 +274,13 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     """
     del settings
     for svc in inventory.services:
-        if svc.headless or _metrics_only(svc) or _endpoints_given(inventory, svc):
+        if svc.headless or scrape_only(svc) or _endpoints_given(inventory, svc):
             continue
         workloads = [
             w for w in _related_targets(inventory, svc) if serving_containers(inventory, w)
         ]
+        if any(data_store(w) for w in workloads):
+            continue  # a second replica of a database is a second database
         counts = [_replicas(w, _autoscaler_of(inventory, w)) for w in workloads]
         if not workloads or None in counts or sum(c or 0 for c in counts) != 1:
             continue
@@ -304,15 +308,6 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
             "fails 100 % of requests and every rollout or eviction is an outage",
             fix=fix,
         )
-
-
-_METRICS_PORT = re.compile(r"(^|[-_])(metrics|prom)($|[-_])", re.IGNORECASE)
-
-
-def _metrics_only(svc: Service) -> bool:
-    """Every port is a metrics port: Prometheus scrapes each pod through the endpoints, no
-    client request is balanced over them."""
-    return bool(svc.ports) and all(p.name and _METRICS_PORT.search(p.name) for p in svc.ports)
 
 
 def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from svcdoctor.checks._serving import dump, pod_patch
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Cause, Inventory, Service, Severity
+from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
 
 _EXTERNAL_TYPES = ("NodePort", "LoadBalancer")
 _NEG = "cloud.google.com/neg"
@@ -39,6 +39,20 @@ def _targets_pods(svc: Service) -> str | None:
     return None
 
 
+def _local_unsafe(inventory: Inventory, svc: Service) -> Iterator[tuple[Workload, str]]:
+    """The workloads behind the Service for which ``externalTrafficPolicy: Local`` drops
+    traffic, and why: fewer than two replicas, or pods not spread over nodes (a DaemonSet
+    has one pod per node)."""
+    for w in inventory.targeted(svc):
+        if w.ref.kind == "DaemonSet":
+            continue
+        replicas = inventory.replicas(w)
+        if replicas is not None and replicas < 2:
+            yield w, f"{replicas} replica"
+        elif not w.template.spread:
+            yield w, "no topology spread or pod anti-affinity"
+
+
 @rule("SVD401", "external-traffic-policy-cluster", Cause.INFRA, Severity.INFO)
 def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """External traffic takes an extra hop and SNAT (`externalTrafficPolicy: Cluster`).
@@ -52,7 +66,9 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
     `alb.ingress.kubernetes.io/target-type: ip` or GKE container-native load balancing
     (`cloud.google.com/neg: '{"ingress": true}'` or standalone `exposed_ports`). A NEG on a
     LoadBalancer Service only serves the Ingress: its layer-4 load balancer still targets
-    nodes, so it is still flagged.
+    nodes, so it is still flagged. Nor when `Local` would hurt more than the hop: a
+    workload behind the Service runs fewer than two replicas or its pods are not spread over
+    nodes (see SVD402); then `Cluster` is the right choice.
 
     ## Why it matters
     With `Cluster`, a node that receives external traffic forwards it to a pod on any node,
@@ -88,8 +104,8 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
     for svc in inventory.services:
         if svc.type not in _EXTERNAL_TYPES or svc.external_traffic_policy not in (None, "Cluster"):
             continue
-        if _targets_pods(svc):
-            continue
+        if _targets_pods(svc) or any(_local_unsafe(inventory, svc)):
+            continue  # no hop to save, or Local would drop traffic (SVD402): Cluster is right
         how = "the default" if svc.external_traffic_policy is None else "set"
         yield Hit(
             svc,
@@ -150,17 +166,8 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
     for svc in inventory.services:
         if svc.type not in _EXTERNAL_TYPES or svc.external_traffic_policy != "Local":
             continue
-        for w in inventory.targeted(svc):
-            if w.ref.kind == "DaemonSet":
-                continue
+        for w, problem in _local_unsafe(inventory, svc):
             replicas = inventory.replicas(w)
-            if replicas is not None and replicas >= 2 and w.template.spread:
-                continue
-            problem = (
-                f"{replicas} replica"
-                if replicas is not None and replicas < 2
-                else "no topology spread or pod anti-affinity"
-            )
             spread = {
                 "topologySpreadConstraints": [
                     {

@@ -10,6 +10,7 @@ from svcdoctor.checks._serving import (
     SHELLS,
     Script,
     backed,
+    data_store,
     dump,
     needed_grace,
     parse_script,
@@ -616,7 +617,7 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     del settings
     for w in inventory.workloads:
         services = inventory.services_of(w)
-        if not services:
+        if not services or data_store(w):  # stop-then-start is deliberate for a store
             continue
         names = ", ".join(s.ref.name for s in services)
         replicas = inventory.replicas(w)
