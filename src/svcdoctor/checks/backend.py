@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import PurePath
@@ -23,6 +24,7 @@ from svcdoctor.model import (
     Autoscaler,
     Cause,
     Inventory,
+    Resource,
     Service,
     Severity,
     Workload,
@@ -318,7 +320,7 @@ def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]
 
 
 def _related(a: str, b: str) -> bool:
-    da, db = PurePath(a).parent.parts, PurePath(b).parent.parts
+    da, db = _folder_parts(a), _folder_parts(b)
     common = next(
         (i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x != y), min(len(da), len(db))
     )
@@ -329,16 +331,30 @@ def _endpoints_given(inventory: Inventory, svc: Service) -> bool:
     """Endpoints or EndpointSlices of the Service are among the inputs (test fixtures,
     ``kubectl get`` dumps): they, not a label match, say what backs it."""
     return any(
-        _same_namespace(r.ref.namespace, svc.ref.namespace)
-        and (
-            (r.ref.kind == "Endpoints" and r.ref.name == svc.ref.name)
-            or (
-                r.ref.kind == "EndpointSlice"
-                and r.labels.get("kubernetes.io/service-name") == svc.ref.name
-            )
-        )
-        for r in inventory.resources
+        _same_namespace(namespace, svc.ref.namespace)
+        for namespace in _endpoint_owners(inventory.resources).get(svc.ref.name, ())
     )
+
+
+_OWNERS: list[tuple[tuple[Resource, ...], dict[str, tuple[str, ...]]]] = []
+
+
+def _endpoint_owners(resources: tuple[Resource, ...]) -> dict[str, tuple[str, ...]]:
+    """Service name → namespaces of the Endpoints/EndpointSlices given for it (kept for
+    the last inventory's resources: the rule asks once per Service)."""
+    if _OWNERS and _OWNERS[0][0] is resources:
+        return _OWNERS[0][1]
+    owners: dict[str, tuple[str, ...]] = {}
+    for r in resources:
+        if r.ref.kind == "Endpoints":
+            name = r.ref.name
+        elif r.ref.kind == "EndpointSlice":
+            name = r.labels.get("kubernetes.io/service-name", "")
+        else:
+            continue
+        owners[name] = (*owners.get(name, ()), r.ref.namespace)
+    _OWNERS[:] = [(resources, owners)]
+    return owners
 
 
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
@@ -750,8 +766,15 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
 
 
 def _in_tree(file: str, folder: str) -> bool:
-    parent = PurePath(file).parent
-    return str(parent) == folder or PurePath(folder) in parent.parents
+    """Whether ``file`` lies in ``folder`` or below it."""
+    parts, top = _folder_parts(file), PurePath(folder).parts
+    return parts[: len(top)] == top
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _folder_parts(file: str) -> tuple[str, ...]:
+    """The parts of the folder a file is in (cached: rules compare every pair of objects)."""
+    return PurePath(file).parent.parts
 
 
 def _operator_selector(selector: dict[str, str]) -> bool:

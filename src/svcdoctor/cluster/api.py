@@ -99,7 +99,7 @@ class ApiReader:
                 f"cannot reach the API server at {self.server} (context {self.context}): "
                 f"{_reason(exc)}"
             ) from None
-        except ConfigError as exc:  # an exec credential plugin that failed
+        except ConfigError as exc:  # lightkube's own credentials (a token file that is gone)
             raise ClusterError(f"credentials of context {self.context}: {exc}") from None
         if response.status_code < 400:
             return response
