@@ -5,12 +5,20 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str) -> NoReturn:
+    """A cluster or input problem: one line on stderr, exit 2."""
+    click.echo(f"svcdoctor: error: {message}", err=True)
+    sys.exit(2)
+
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?$")
 

@@ -14,12 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from svcdoctor.cli._cluster import cluster_options, duration_option
-
-
-def _fail(message: str) -> None:
-    click.echo(f"svcdoctor: error: {message}", err=True)
-    sys.exit(2)
+from svcdoctor.cli._cluster import cluster_options, duration_option, fail
 
 
 @contextmanager
@@ -98,9 +93,9 @@ def collect(
         with _progress(fmt == "text" and sys.stderr.isatty()) as progress:
             result = run(reader, request, progress)
     except (BundleError, ClusterError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(f"--out {out}: {exc.strerror or exc}")
+        fail(f"--out {out}: {exc.strerror or exc}")
     except KeyboardInterrupt:
         click.echo(f"svcdoctor: interrupted; the bundle in {out} is incomplete", err=True)
         sys.exit(130)

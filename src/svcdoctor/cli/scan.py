@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from svcdoctor.cli._checking import check_options, exit_for, load_settings, render
-from svcdoctor.cli._cluster import cluster_options, duration_option
+from svcdoctor.cli._cluster import cluster_options, duration_option, fail
 from svcdoctor.cluster import ClusterError
 
 if TYPE_CHECKING:
@@ -22,15 +22,13 @@ if TYPE_CHECKING:
 
 @contextmanager
 def _reading(show: bool) -> Iterator[Callable[[str], None]]:
-    """A spinner naming what is being read, on stderr when it is a terminal."""
+    """A spinner naming what is being read or watched, on stderr when it is a terminal."""
     if not show:
         yield lambda _: None
         return
     console = Console(stderr=True)
     with console.status("reading the cluster…") as status:
-        yield lambda what: status.update(
-            what if what.startswith("watching") else f"reading {what}…"
-        )
+        yield status.update
 
 
 @click.command()
@@ -86,17 +84,14 @@ def scan(
         if watched:
             snapshot = with_deleted_pods(snapshot, *watched)
     except ClusterError as exc:
-        click.echo(f"svcdoctor: error: {exc}", err=True)
-        sys.exit(2)
+        fail(str(exc))
     if not (snapshot.services or snapshot.pods or snapshot.deployments):
         where = f"namespace {namespace}" if namespace else "any namespace"
-        click.echo(
-            f"svcdoctor: error: no Services or workloads in {where} of context "
-            f"{snapshot.context}{' matching -l ' + selector if selector else ''}: nothing to "
-            "scan (a typo in -n? -A scans every namespace)",
-            err=True,
+        fail(
+            f"no Services or workloads in {where} of context {snapshot.context}"
+            f"{' matching -l ' + selector if selector else ''}: nothing to scan "
+            "(a typo in -n? -A scans every namespace)"
         )
-        sys.exit(2)
     report = scan_snapshot(snapshot, settings, server_decides=not opts["kube_version"])
     _render(report, fmt, no_fixes)
     exit_for(report.result, fail_on, exit_zero)

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from svcdoctor.cluster.snapshot import SERVICE_NAME_LABEL, Obj, Snapshot
+from svcdoctor.cluster.snapshot import SERVICE_NAME_LABEL, Obj, Snapshot, object_key
 from svcdoctor.evidence.kubectl import container_exits
 from svcdoctor.evidence.times import rfc3339
 from svcdoctor.manifests import build_inventory, json_objects
@@ -57,11 +57,6 @@ def _meta(obj: Obj) -> dict[str, Any]:
     return _map(obj.get("metadata"))
 
 
-def _ns_name(obj: Obj) -> tuple[str, str]:
-    meta = _meta(obj)
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
-
-
 def _controller(obj: Obj) -> tuple[str, str] | None:
     for ref in map(_map, _seq(_meta(obj).get("ownerReferences"))):
         if ref.get("controller") is True:
@@ -93,7 +88,7 @@ class _Owners:
             ("Pod", snapshot.pods),
         ):
             for obj in items:
-                self.objects[(kind, *_ns_name(obj))] = obj
+                self.objects[(kind, *object_key(obj))] = obj
 
     def top(self, kind: str, namespace: str, name: str) -> tuple[str, str, str] | None:
         """The highest present controller of an object (itself when it has none); ``None``
@@ -164,7 +159,7 @@ def _build(snapshot: Snapshot) -> tuple[Inventory, tuple[str, ...]]:
     base = build_inventory(json_objects([*workload_raw, *snapshot.autoscalers], location.file, 0))
     services = build_inventory(json_objects(snapshot.services, location.file, 0))
     status_replicas = {
-        (kind, *_ns_name(obj)): obj["status"]["replicas"]
+        (kind, *object_key(obj)): obj["status"]["replicas"]
         for kind, items in (
             ("Deployment", snapshot.deployments),
             ("StatefulSet", snapshot.statefulsets),
@@ -187,7 +182,7 @@ def _build(snapshot: Snapshot) -> tuple[Inventory, tuple[str, ...]]:
 
     stops = _stops(snapshot.events)
     pods = tuple(
-        _pod(obj, ref_of(owners.top("Pod", *_ns_name(obj))), stops) for obj in snapshot.pods
+        _pod(obj, ref_of(owners.top("Pod", *object_key(obj))), stops) for obj in snapshot.pods
     )
     events = tuple(
         e
@@ -271,7 +266,7 @@ def _pod(
     obj: Obj, workload: ObjectRef | None, stops: dict[tuple[str, str], list[float]]
 ) -> PodFacts:
     meta, spec, status = _meta(obj), _map(obj.get("spec")), _map(obj.get("status"))
-    namespace, name = _ns_name(obj)
+    namespace, name = object_key(obj)
     ready = since = None
     for cond in map(_map, _seq(status.get("conditions"))):
         if cond.get("type") == "Ready":
@@ -345,7 +340,7 @@ def _service_endpoints(snapshot: Snapshot) -> tuple[ServiceEndpoints, ...]:
     by_service: dict[tuple[str, str], dict[tuple[str, str | None], Endpoint]] = {}
     source = "endpointslices"
     for obj in snapshot.endpointslices:
-        namespace, _ = _ns_name(obj)
+        namespace, _ = object_key(obj)
         service = _map(_meta(obj).get("labels")).get(SERVICE_NAME_LABEL)
         if not service:
             continue
@@ -368,7 +363,7 @@ def _service_endpoints(snapshot: Snapshot) -> tuple[ServiceEndpoints, ...]:
                 )
     for obj in snapshot.endpoints:
         source = "endpoints"
-        found = by_service.setdefault(_ns_name(obj), {})
+        found = by_service.setdefault(object_key(obj), {})
         for subset in map(_map, _seq(obj.get("subsets"))):
             for key, ready in (("addresses", True), ("notReadyAddresses", False)):
                 for item in map(_map, _seq(subset.get(key))):

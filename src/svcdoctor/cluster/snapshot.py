@@ -79,7 +79,11 @@ def read_snapshot(
     scan cannot do without (``Forbidden`` names the verb and resource); what it can do
     without (kube-proxy's ConfigMap, HPAs, EndpointSlices) becomes a note.
     """
-    step = progress or (lambda _: None)
+    report = progress or (lambda _: None)
+
+    def step(what: str) -> None:
+        report(f"reading {what}…")
+
     notes: list[str] = []
     step("version")
     version = reader.version()
@@ -87,7 +91,7 @@ def read_snapshot(
     step("services")
     found = reader.list("services", namespace, labels=selector)
     wanted = _wanted(found, services, namespace)
-    chosen = [s for s in found if _key(s) in wanted] if services else found
+    chosen = [s for s in found if object_key(s) in wanted] if services else found
 
     step("endpointslices")
     slices: list[Obj] = []
@@ -101,7 +105,9 @@ def read_snapshot(
     else:
         notes.append("discovery.k8s.io/v1 not served: read core Endpoints instead")
         endpoints = [
-            e for e in reader.list("endpoints", namespace) if not services or _key(e) in wanted
+            e
+            for e in reader.list("endpoints", namespace)
+            if not services or object_key(e) in wanted
         ]
 
     lists: dict[str, list[Obj]] = {}
@@ -159,7 +165,7 @@ def watch_deleted_pods(
     try:
         for event in reader.watch("pods", namespace, labels=selector, until=started + seconds):
             if event.type == "DELETED":
-                gone[_key(event.object)] = event.object
+                gone[object_key(event.object)] = event.object
                 step(
                     f"watching pods for {seconds:g} s: {len(gone)} deleted so far (Ctrl-C ends it)"
                 )
@@ -170,8 +176,8 @@ def watch_deleted_pods(
 
 def with_deleted_pods(snapshot: Snapshot, gone: Sequence[Obj], note: str) -> Snapshot:
     """The snapshot with the watched pods that are no longer listed (their last state)."""
-    listed = {_key(p) for p in snapshot.pods}
-    kept = tuple(p for p in gone if _key(p) not in listed)
+    listed = {object_key(p) for p in snapshot.pods}
+    kept = tuple(p for p in gone if object_key(p) not in listed)
     return replace(snapshot, pods=snapshot.pods + kept, notes=(*snapshot.notes, note))
 
 
@@ -180,14 +186,15 @@ def _meta(obj: Obj) -> Obj:
     return meta if isinstance(meta, dict) else {}
 
 
-def _key(obj: Obj) -> tuple[str, str]:
+def object_key(obj: Obj) -> tuple[str, str]:
+    """An API object's (namespace, name); empty strings where they are missing."""
     meta = _meta(obj)
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _wanted(found: list[Obj], names: Sequence[str], namespace: str | None) -> set[tuple[str, str]]:
     """The (namespace, name) of each ``SERVICE`` argument; an unknown one is an error."""
-    keys = {_key(s) for s in found}
+    keys = {object_key(s) for s in found}
     wanted: set[tuple[str, str]] = set()
     for arg in names:
         ns, sep, name = arg.rpartition("/")
