@@ -247,12 +247,12 @@ def test_config_rejects_bad_drains_in_one_line(tmp_path: Path, toml: str, fragme
 
 def test_cli_drains_from_config_and_flag(tmp_path: Path) -> None:
     (tmp_path / "app.yaml").write_text(PODINFO)
-    plain = {f["rule"] for f in findings(run("lint", "app.yaml", "-f", "json", cwd=tmp_path))}
+    plain = {f["rule"] for f in findings(run("lint", "app.yaml", "-o", "json", cwd=tmp_path))}
     assert "SVD103" in plain
     (tmp_path / ".svcdoctor.toml").write_text('drains = ["ghcr.io/stefanprodan/podinfo*"]\n')
-    configured = run("lint", "app.yaml", "-f", "json", cwd=tmp_path)
+    configured = run("lint", "app.yaml", "-o", "json", cwd=tmp_path)
     assert "SVD103" not in {f["rule"] for f in findings(configured)}
-    flagged = run("lint", "app.yaml", "-f", "json", "--drains", "deploy/api", cwd=tmp_path)
+    flagged = run("lint", "app.yaml", "-o", "json", "--drains", "deploy/api", cwd=tmp_path)
     assert not {"SVD101", "SVD103"} & {f["rule"] for f in findings(flagged)}
     bad = run("lint", "app.yaml", "--drains", "pod/", cwd=tmp_path)
     assert_usage_error(bad, "--drains", "pod/NAME")

@@ -145,8 +145,8 @@ def test_version_of_each_console_script(tmp_path: Path, program: str) -> None:
 
 
 def test_the_kubectl_plugin_lints_like_svcdoctor(tmp_path: Path, app: Path) -> None:
-    plugin = run("lint", app.name, "-f", "json", cwd=tmp_path, program="kubectl-svcdoctor")
-    direct = run("lint", app.name, "-f", "json", cwd=tmp_path)
+    plugin = run("lint", app.name, "-o", "json", cwd=tmp_path, program="kubectl-svcdoctor")
+    direct = run("lint", app.name, "-o", "json", cwd=tmp_path)
     assert plugin.returncode == direct.returncode == 1
     assert plugin.stdout == direct.stdout
 
@@ -160,7 +160,7 @@ def test_lint_example_exits_1_because_it_has_warnings(tmp_path: Path) -> None:
 
 
 def test_exit_zero_reports_but_exits_0(tmp_path: Path) -> None:
-    proc = run("lint", "--example", "--exit-zero", "-f", "json", cwd=tmp_path)
+    proc = run("lint", "--example", "--exit-zero", "-o", "json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert {"warning", "error"} <= set(rules_of(proc).values())
 
@@ -188,10 +188,10 @@ def test_fail_on_sets_the_lowest_severity_that_fails(
 ) -> None:
     (tmp_path / "info.yaml").write_text(INFO_ONLY)
     flags = ["--fail-on", fail_on] if fail_on else []
-    info = run("lint", "info.yaml", "-f", "json", *flags, cwd=tmp_path)
+    info = run("lint", "info.yaml", "-o", "json", *flags, cwd=tmp_path)
     assert set(rules_of(info).values()) == {"info"}  # the fixture is what it claims
     assert info.returncode == info_only
-    warn = run("lint", app.name, "-f", "json", *flags, cwd=tmp_path)
+    warn = run("lint", app.name, "-o", "json", *flags, cwd=tmp_path)
     assert set(rules_of(warn).values()) == {"warning"}
     assert warn.returncode == warnings
 
@@ -209,7 +209,7 @@ def test_fail_on_sets_the_lowest_severity_that_fails(
         (["--severity", "X", "app.yaml"], ["--severity", "RULE=LEVEL"]),
         (["--severity", "SVD101=loud", "app.yaml"], ["'loud'", "info, warning, error"]),
         (["--severity", "SVD999=info", "app.yaml"], ["unknown rule 'SVD999'"]),
-        (["--kube-version", "banana", "app.yaml"], ["--kube-version", "'banana'"]),
+        (["--kube-version", "banana", "app.yaml"], ["--kubernetes-version", "'banana'"]),
         (["--fail-on", "fatal", "app.yaml"], ["'fatal'"]),
         (["--max-file-mb", "0", "app.yaml"], ["--max-file-mb"]),
         (["--config", "nope.toml", "app.yaml"], ["nope.toml", "cannot read"]),
@@ -243,8 +243,8 @@ def test_usage_errors_exit_2_with_one_line_and_no_report(
         ('disable = ["SVD201"]\nseverity = {SVD101 = "loud"}\n', ["severity.SVD101", "'loud'"]),
         ('disable = "SVD201"\n', ["disable must be a list"]),
         ('disable = ["SVD999"]\n', ["unknown rule 'SVD999'"]),
-        ("kube-version = 1.30\n", ["kube-version", '"1.31"']),  # TOML's 1.30 is 1.3
-        ("propagation-seconds = -1\n", ["propagation-seconds", "non-negative"]),
+        ("kube-version = 1.30\n", ["kubernetes-version", '"1.31"']),  # TOML's 1.30 is 1.3
+        ("propagation-seconds = -1\n", ["propagation-seconds", "out of range", "≥ 0"]),
         ("max-file-mb = 0\n", ["max-file-mb", "more than 0"]),
         ("disable = [\n", []),  # not TOML at all
     ],
@@ -277,7 +277,7 @@ def test_an_unreadable_input_exits_2_and_still_prints_the_json_report(
     (tmp_path / "broken.yaml").write_text(
         "apiVersion: v1\nkind: Service\nmetadata:\n  a: 1\n b: 2\n"
     )
-    proc = run("lint", "broken.yaml", app.name, "missing.yaml", "-f", "json", cwd=tmp_path)
+    proc = run("lint", "broken.yaml", app.name, "missing.yaml", "-o", "json", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     report = findings(proc)
@@ -302,12 +302,12 @@ def test_input_errors_exit_2_in_every_format_even_with_exit_zero(tmp_path: Path,
 def test_max_file_mb_flag_sets_the_size_limit(tmp_path: Path, app: Path) -> None:
     big = tmp_path / "big.yaml"
     big.write_text(APP + "---\n" + "# padding\n" * 20_000)  # ~200 kB
-    refused = run("lint", "big.yaml", "--max-file-mb", "0.1", "-f", "json", cwd=tmp_path)
+    refused = run("lint", "big.yaml", "--max-file-mb", "0.1", "-o", "json", cwd=tmp_path)
     assert refused.returncode == 2
     (problem,) = findings(refused)
     assert problem["rule"] == "SVD003"
     assert "over the 0.1 MB limit" in problem["message"]
-    accepted = run("lint", "big.yaml", "--max-file-mb", "1", "-f", "json", cwd=tmp_path)
+    accepted = run("lint", "big.yaml", "--max-file-mb", "1", "-o", "json", cwd=tmp_path)
     assert accepted.returncode == 1
     assert {"SVD101", "SVD201"} <= set(rules_of(accepted))
 
@@ -334,24 +334,24 @@ def test_config_is_found_from_the_working_directory_upwards(tmp_path: Path) -> N
     (project / "pyproject.toml").write_text(PYPROJECT)
     (work / "app.yaml").write_text(APP)
 
-    plain = run("lint", str(work / "app.yaml"), "-f", "json", cwd=tmp_path)
+    plain = run("lint", str(work / "app.yaml"), "-o", "json", cwd=tmp_path)
     assert rules_of(plain) == {"SVD101": "warning", "SVD201": "warning"}
 
-    configured = run("lint", "app.yaml", "-f", "json", cwd=work)
+    configured = run("lint", "app.yaml", "-o", "json", cwd=work)
     assert rules_of(configured) == {"SVD101": "error"}
     assert configured.returncode == 1  # fail-on error, and SVD101 is now an error
 
 
 def test_cli_flags_override_the_config_file(tmp_path: Path, app: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
-    severity = run("lint", app.name, "-f", "json", "--severity", "SVD101=info", cwd=tmp_path)
+    severity = run("lint", app.name, "-o", "json", "--severity", "SVD101=info", cwd=tmp_path)
     assert rules_of(severity) == {"SVD101": "info"}
     assert severity.returncode == 0  # fail-on error from the file, nothing reaches it
 
     fail_on = run(
         "lint",
         app.name,
-        "-f",
+        "-o",
         "json",
         "--severity",
         "SVD101=info",
@@ -361,10 +361,10 @@ def test_cli_flags_override_the_config_file(tmp_path: Path, app: Path) -> None:
     )
     assert fail_on.returncode == 1
 
-    enabled = run("lint", app.name, "-f", "json", "--enable", "SVD201", cwd=tmp_path)
+    enabled = run("lint", app.name, "-o", "json", "--enable", "SVD201", cwd=tmp_path)
     assert rules_of(enabled) == {"SVD201": "warning"}  # runs although the file disables it
 
-    disabled = run("lint", app.name, "-f", "json", "--disable", "no-prestop-delay", cwd=tmp_path)
+    disabled = run("lint", app.name, "-o", "json", "--disable", "no-prestop-delay", cwd=tmp_path)
     assert rules_of(disabled) == {}
     assert disabled.returncode == 0
 
@@ -375,8 +375,8 @@ def test_svcdoctor_toml_wins_over_pyproject_and_config_flag_wins_over_both(
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     (tmp_path / ".svcdoctor.toml").write_text('disable = ["SVD101"]\n')
     (tmp_path / "ci.toml").write_text('enable = ["SVD201"]\n[severity]\nSVD201 = "info"\n')
-    assert rules_of(run("lint", app.name, "-f", "json", cwd=tmp_path)) == {"SVD201": "warning"}
-    chosen = run("lint", app.name, "-f", "json", "--config", "ci.toml", cwd=tmp_path)
+    assert rules_of(run("lint", app.name, "-o", "json", cwd=tmp_path)) == {"SVD201": "warning"}
+    chosen = run("lint", app.name, "-o", "json", "--config", "ci.toml", cwd=tmp_path)
     assert rules_of(chosen) == {"SVD201": "info"}
 
 
@@ -389,7 +389,7 @@ def test_helm_template_output_on_stdin_is_linted_with_stdin_lines(tmp_path: Path
         + APP.replace("---\n", "---\n# Source: api/templates/deployment.yaml\n")
         + "---\n# Source: api/templates/empty.yaml\n"
     )
-    proc = run("lint", "-", "-f", "json", cwd=tmp_path, stdin=rendered)
+    proc = run("lint", "-", "-o", "json", cwd=tmp_path, stdin=rendered)
     assert proc.returncode == 1, proc.stderr
     report = findings(proc)
     assert {f["file"] for f in report} == {"stdin"}
@@ -410,10 +410,10 @@ def test_an_unrendered_chart_on_stdin_is_svd002(tmp_path: Path) -> None:
 
 
 def test_a_closed_stdin_does_not_break_linting_files(tmp_path: Path, app: Path) -> None:
-    files = run("lint", app.name, "-f", "json", cwd=tmp_path, close_stdin=True)
+    files = run("lint", app.name, "-o", "json", cwd=tmp_path, close_stdin=True)
     assert "Traceback" not in files.stderr
     assert files.returncode == 1
-    dash = run("lint", "-", "-f", "json", cwd=tmp_path, close_stdin=True)
+    dash = run("lint", "-", "-o", "json", cwd=tmp_path, close_stdin=True)
     assert "Traceback" not in dash.stderr
     assert dash.returncode == 2
     (problem,) = findings(dash)
@@ -427,7 +427,7 @@ def test_a_suppression_annotation_with_a_reason_suppresses(tmp_path: Path) -> No
     text = APP.replace(
         "annotations: {}", 'annotations: {ignore.svcdoctor.io/SVD101: "drains on SIGTERM"}'
     )
-    proc = run("lint", "-", "-f", "json", cwd=tmp_path, stdin=text)
+    proc = run("lint", "-", "-o", "json", cwd=tmp_path, stdin=text)
     assert rules_of(proc) == {"SVD201": "warning"}
     assert json.loads(proc.stdout)["summary"]["suppressed"] == 1
     assert proc.returncode == 1
@@ -438,7 +438,7 @@ def test_a_suppression_without_a_reason_is_svd005_and_suppresses_nothing(
     tmp_path: Path, reason: str
 ) -> None:
     text = APP.replace("annotations: {}", f"annotations: {{ignore.svcdoctor.io/SVD101: {reason}}}")
-    proc = run("lint", "-", "-f", "json", cwd=tmp_path, stdin=text)
+    proc = run("lint", "-", "-o", "json", cwd=tmp_path, stdin=text)
     assert proc.returncode == 2  # an invalid suppression is an input error
     report = findings(proc)
     assert {"SVD005", "SVD101", "SVD201"} == {f["rule"] for f in report}

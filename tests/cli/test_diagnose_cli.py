@@ -29,7 +29,14 @@ def test_json_report_has_the_documented_schema(race_bundle: Path) -> None:
     done = run("diagnose", str(race_bundle), "--format", "json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert set(report) == {"summary", "primary_cause", "causes", "next_steps"}
+    assert set(report) == {
+        "summary",
+        "primary_cause",
+        "causes",
+        "next_steps",
+        "service",
+        "other_services",
+    }
     assert {"requests", "errors", "error_rate", "start", "end"} <= set(report["summary"])
     assert report["primary_cause"] == "race"
     assert report["causes"][0]["cause"] == "race"
@@ -65,7 +72,7 @@ def test_html_and_plot(race_bundle: Path, tmp_path: Path) -> None:
 def test_backend_suspects_in_json(tmp_path: Path) -> None:
     bundle = generate(Scenario("backend", bad_pod=5))
     folder = write_bundle(bundle, tmp_path / "b", "nginx")
-    report = json.loads(run("diagnose", str(folder), "-f", "json").stdout)
+    report = json.loads(run("diagnose", str(folder), "-o", "json").stdout)
     assert report["primary_cause"] == "backend"
     suspect = report["causes"][0]["details"]["suspects"][0]
     assert (suspect["pod"], suspect["ip"]) == (bundle.truth["bad_pod"], bundle.truth["bad_ip"])

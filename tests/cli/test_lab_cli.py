@@ -19,7 +19,7 @@ from svcdoctor.cli import cli
         (["--latency", "exp:-1"], "values must be finite and ≥ 0"),
         (["--slow", "2,1"], "SHARE in [0, 1]"),
         (["--slow", "half"], "expected SHARE,SECONDS"),
-        (["--bad", "4"], "--bad must be smaller than --replicas"),
+        (["--bad", "4"], "--bad-backends must be smaller than --replicas"),
         (["--max-surge", "0", "--max-unavailable", "0"], "cannot both be 0"),
         (["--scenario", "nope"], "'--scenario'"),
         (["--scenario", "race", "--prestop-fails"], "--prestop-fails needs a preStop hook"),

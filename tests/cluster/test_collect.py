@@ -605,7 +605,7 @@ def connected(fake: FakeReader, monkeypatch: pytest.MonkeyPatch) -> FakeReader:
 def test_cli_json_manifest_then_diagnose(connected: FakeReader, tmp_path: Path) -> None:
     out = tmp_path / "b"
     runner = CliRunner()
-    done = runner.invoke(cli, ["collect", "-n", "shop", "api", "--out", str(out), "-f", "json"])
+    done = runner.invoke(cli, ["collect", "-n", "shop", "api", "--out", str(out), "-o", "json"])
     assert done.exit_code == 0, done.output
     result = json.loads(done.output)
     assert result["service"] == "shop/api"
@@ -682,7 +682,7 @@ def test_collect_and_diagnose_through_the_lab_api_server(api: Served, tmp_path: 
     mutator = threading.Thread(target=rollout)
     mutator.start()
     args = ["collect", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "api"]
-    args += ["--out", str(out), "--watch", "3", "-f", "json"]
+    args += ["--out", str(out), "--watch", "3", "-o", "json"]
     args += ["--client-logs", "app.kubernetes.io/component=load"]
     done = CliRunner().invoke(cli, args)
     mutator.join()

@@ -67,7 +67,7 @@ def test_race_scan_then_collect_a_rollout_then_diagnose(tmp_path: Path) -> None:
         before = scan(kubeconfig)
         done = svcdoctor(
             "collect", "--kubeconfig", str(kubeconfig), "api", "--out", str(out),
-            "--watch", "30s", "--client-logs", "app.kubernetes.io/component=load", "-f", "json",
+            "--watch", "30s", "--client-logs", "app.kubernetes.io/component=load", "-o", "json",
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     truth = json.loads((tmp_path / "truth.json").read_text())
@@ -101,7 +101,7 @@ def test_bad_backend_collect_names_the_bad_pod(tmp_path: Path) -> None:
         subprocess.run(["sleep", "8"], check=True)  # load on the pods
         done = svcdoctor(
             "collect", "--kubeconfig", str(kubeconfig), "api", "--out", str(out),
-            "--client-logs", "app.kubernetes.io/component=load", "-f", "json",
+            "--client-logs", "app.kubernetes.io/component=load", "-o", "json",
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     truth = json.loads((tmp_path / "truth.json").read_text())

@@ -406,7 +406,7 @@ def test_cli_text_header_notes_and_groups(connected: Reader) -> None:
 
 
 def test_cli_json_and_exit_codes(connected: Reader) -> None:
-    result = CliRunner().invoke(cli, ["scan", "-f", "json", "--exit-zero"])
+    result = CliRunner().invoke(cli, ["scan", "-o", "json", "--exit-zero"])
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert body["cluster"] == {
@@ -427,7 +427,7 @@ def test_cli_json_and_exit_codes(connected: Reader) -> None:
 
 
 def test_cli_all_namespaces_and_sarif(connected: Reader) -> None:
-    result = CliRunner().invoke(cli, ["scan", "-A", "-f", "sarif", "--exit-zero"])
+    result = CliRunner().invoke(cli, ["scan", "-A", "-o", "sarif", "--exit-zero"])
     assert result.exit_code == 0
     assert json.loads(result.output)["runs"][0]["results"]
 
@@ -457,7 +457,7 @@ def test_scan_against_a_real_api_server(api: Served) -> None:
     api.put(*items("SVD108.bad.json"))
     result = CliRunner().invoke(
         cli,
-        ["scan", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "-f", "json", "--exit-zero"],
+        ["scan", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "-o", "json", "--exit-zero"],
     )
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)

@@ -25,7 +25,7 @@ SVCDOCTOR = (sys.executable, "-m", "svcdoctor")
 def running(folder: Path) -> Iterator[subprocess.Popen[str]]:
     """A ``lab run`` whose four pods are up."""
     proc = subprocess.Popen(
-        [*SVCDOCTOR, "lab", "run", "--datapath", DATAPATH, "--out", str(folder), "-f", "json"],
+        [*SVCDOCTOR, "lab", "run", "--datapath", DATAPATH, "--out", str(folder), "-o", "json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -530,7 +530,7 @@ def test_serve_kernel(tmp_path: Path, kubectl: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--for", "2h"), "longer than a lab serves"),
+        (("--for", "2h"), "out of range: give a value more than 0 s and ≤ 3600 s"),
         (("--for", "40", "--rollout-at", "50"), "before the end"),
         (("--for", "soon"), "not a duration"),
     ],

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
 
 from svcdoctor.checks import LintResult, Settings
+from svcdoctor.cli._output import stdout_console
+from svcdoctor.cli._params import option, output_option
 from svcdoctor.cli.config import (
+    NUMBER_TYPES,
     Config,
     ConfigError,
     drains,
@@ -31,88 +33,95 @@ FAIL_ON = ("info", "warning", "error")
 
 
 def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
-    """``--format`` (one of ``formats``), ``--fail-on``, ``--exit-zero``, the rule
+    """``-o/--output`` (one of ``formats``), ``--fail-on``, ``--exit-zero``, the rule
     selection and parameters, ``--config`` and ``--no-fixes``; the command receives
     ``fmt``, ``exit_zero``, ``config_path``, ``no_fixes`` and the rest in ``**opts``."""
     options = [
-        click.option(
-            "-f",
-            "-o",
-            "--format",
-            "fmt",
-            type=click.Choice(formats),
-            default="text",
-            show_default=True,
-            help="Output format.",
-        ),
-        click.option(
+        output_option(formats),
+        option(
             "--fail-on",
             type=click.Choice(FAIL_ON),
             default=None,
-            help="Lowest severity that makes the exit code 1.  [default: warning]",
+            help="Lowest severity that makes the exit code 1.",
+            default_text="warning",
         ),
         click.option(
             "--exit-zero", is_flag=True, help="Exit 0 even with findings (input errors: 2)."
         ),
-        click.option(
+        option(
             "--enable",
             multiple=True,
             metavar="RULES",
             help="Run only these rules (ids or names, comma-separated).",
+            default_text="every rule",
         ),
-        click.option("--disable", multiple=True, metavar="RULES", help="Do not run these rules."),
-        click.option(
+        option(
+            "--disable",
+            multiple=True,
+            metavar="RULES",
+            help="Do not run these rules.",
+            default_text="none",
+        ),
+        option(
             "--severity",
             multiple=True,
             metavar="RULE=LEVEL",
             help="Override a rule's severity, e.g. SVD302=warning.",
+            default_text="each rule's own",
         ),
-        click.option(
+        option(
             "--propagation-seconds",
-            type=click.FloatRange(min=0),
+            type=NUMBER_TYPES["propagation-seconds"],
             default=None,
-            help="Time endpoint removal takes to reach every node and LB.  [default: 5]",
+            help="Time endpoint removal takes to reach every node and LB.",
+            default_text="5",
         ),
-        click.option(
+        option(
             "--max-request-seconds",
-            type=click.FloatRange(min=0),
+            type=NUMBER_TYPES["max-request-seconds"],
             default=None,
-            help="Longest legitimate request.  [default: 10]",
+            help="Longest legitimate request.",
+            default_text="10",
         ),
-        click.option(
+        option(
             "--margin-seconds",
-            type=click.FloatRange(min=0),
+            type=NUMBER_TYPES["margin-seconds"],
             default=None,
-            help="Slack added to computed grace periods.  [default: 5]",
+            help="Slack added to computed grace periods.",
+            default_text="5",
         ),
-        click.option(
-            "--kube-version",
+        option(
+            "--kubernetes-version",
+            "kube_version",
+            aliases=("--kube-version",),
             default=None,
             metavar="X.Y",
             help="Target cluster version (chooses native preStop sleep from 1.30).",
+            default_text="unknown: the exec sleep that works everywhere",
         ),
-        click.option(
+        option(
             "--drains",
             multiple=True,
             metavar="PATTERN",
             help="An app that keeps serving after SIGTERM by itself (no preStop needed): "
             "an image glob (ghcr.io/org/app*) or KIND/NAME (deployment/payments-*); "
             "repeatable, added to the config file's drains.",
+            default_text="none",
         ),
-        click.option(
+        option(
             "--config",
             "config_path",
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
-            help="Config file (default: nearest .svcdoctor.toml or pyproject.toml with "
-            "[tool.svcdoctor]).",
+            help="Config file.",
+            default_text="the nearest .svcdoctor.toml, or pyproject.toml with [tool.svcdoctor]",
         ),
         click.option("--no-fixes", is_flag=True, help="Text output: do not print the fixes."),
     ]
 
     def decorate(command: F) -> F:
-        for option in reversed(options):
-            command = option(command)
+        for decorator in reversed(options):
+            command = decorator(command)
         return command
 
     return decorate
@@ -128,6 +137,7 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
     file = config.values
 
     def number(key: str, default: float) -> float:
+        # flags and file values both went through NUMBER_TYPES: finite and in range
         flag = opts.get(key.replace("-", "_"))
         return float(flag) if flag is not None else float(file.get(key, default))
 
@@ -144,9 +154,9 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
         _ids(opts["disable"], "--disable")
     )
     version = (
-        kube_version(opts["kube_version"], "--kube-version")
+        kube_version(opts["kube_version"], "--kubernetes-version")
         if opts["kube_version"]
-        else file.get("kube-version")
+        else file.get("kubernetes-version")
     )
     fail_on = (
         severity(opts["fail_on"], "--fail-on")
@@ -182,7 +192,7 @@ def load_settings(
 
 def render(result: LintResult, fmt: str, no_fixes: bool) -> None:
     if fmt == "text":
-        render_text(result, Console(highlight=False), show_fixes=not no_fixes)
+        render_text(result, stdout_console(), show_fixes=not no_fixes)
     elif fmt == "json":
         click.echo(render_json(result))
     elif fmt == "sarif":

@@ -3,51 +3,38 @@
 from __future__ import annotations
 
 import functools
-import math
-import re
-import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import click
 
+from svcdoctor.cli._params import Duration, option
+from svcdoctor.errors import CommandError
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str) -> NoReturn:
-    """A cluster or input problem: one line on stderr, exit 2."""
-    click.echo(f"svcdoctor: error: {message}", err=True)
-    sys.exit(2)
+    """A cluster or input problem: one line on stderr, exit 2 (see ``_errors``)."""
+    raise CommandError(message, 2)
 
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?$")
+_POSITIVE = Duration(0, 86_400 * 7, low_open=True)
 
 
 def parse_duration(text: str, flag: str) -> float:
-    """Seconds from ``90``, ``90s``, ``2m``, ``1h30m`` (kubectl's style); finite and > 0."""
-    value = text.strip()
+    """Seconds from ``90``, ``90s``, ``2m``, ``1h30m``, ``500ms`` (kubectl's style); finite,
+    > 0 and at most a week."""
     try:
-        seconds = float(value)
-    except ValueError:
-        match = _DURATION.match(value)
-        if not value or match is None or not any(match.groups()):
-            raise click.BadParameter(
-                f"{text!r} is not a duration: use seconds (90) or 90s, 2m, 1h", param_hint=flag
-            ) from None
-        h, m, s = (float(g) if g else 0.0 for g in match.groups())
-        seconds = h * 3600 + m * 60 + s
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise click.BadParameter(f"{text!r} must be a positive, finite duration", param_hint=flag)
-    return seconds
+        return float(_POSITIVE.convert(text, None, None))
+    except click.BadParameter as exc:
+        raise click.BadParameter(exc.message, param_hint=flag) from None
 
 
 def duration_option(*names: str, **kwargs: Any) -> Callable[[F], F]:
-    """A click option taking a duration (see ``parse_duration``), as seconds."""
-
-    def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-        return None if value is None else parse_duration(value, names[0])
-
-    return click.option(*names, callback=convert, metavar="DURATION", **kwargs)
+    """An option taking a positive duration (see ``parse_duration``), as seconds."""
+    kwargs.setdefault("type", _POSITIVE)
+    return option(*names, **kwargs)
 
 
 def cluster_options(all_namespaces: bool = True) -> Callable[[F], F]:
@@ -74,9 +61,18 @@ def cluster_options(all_namespaces: bool = True) -> Callable[[F], F]:
                 help="kubeconfig file (default: $KUBECONFIG, several merged like kubectl, "
                 "else ~/.kube/config, else the in-cluster service account)",
             ),
-            click.option("--context", metavar="NAME", help="kubeconfig context to use"),
-            click.option(
-                "-n", "--namespace", metavar="NS", help="namespace (default: the context's)"
+            option(
+                "--context",
+                metavar="NAME",
+                help="kubeconfig context to use",
+                default_text="the kubeconfig's current-context",
+            ),
+            option(
+                "-n",
+                "--namespace",
+                metavar="NS",
+                help="namespace",
+                default_text="the context's",
             ),
             duration_option(
                 "--request-timeout",
@@ -87,11 +83,13 @@ def cluster_options(all_namespaces: bool = True) -> Callable[[F], F]:
         ]
         if all_namespaces:
             options.append(
-                click.option("-A", "--all-namespaces", is_flag=True, help="every namespace")
+                click.option(
+                    "-A", "--all-namespaces", is_flag=True, help="every namespace (default: one)"
+                )
             )
         wrapped: Any = wrapper
-        for option in reversed(options):
-            wrapped = option(wrapped)
+        for decorator in reversed(options):
+            wrapped = decorator(wrapped)
         return wrapped  # type: ignore[no-any-return]
 
     return decorate

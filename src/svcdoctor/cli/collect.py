@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._output import stdout_console
+from svcdoctor.cli._params import OutputDir, option, output_option
 
 
 @contextmanager
@@ -39,27 +41,22 @@ def _progress(show: bool) -> Iterator[Callable[[str], None]]:
 @click.option(
     "--out",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputDir(),
     help="Bundle directory: new, empty or an earlier collect bundle (replaced).",
 )
 @duration_option("--since", default="1h", show_default=True, help="How far back to read logs.")
 @duration_option(
-    "--watch", help="Also record every change of the EndpointSlices and pods for this long."
+    "--watch",
+    help="Also record every change of the EndpointSlices and pods for this long.",
+    default_text="no watch",
 )
-@click.option(
+@option(
     "--client-logs",
     metavar="SELECTOR",
     help="Also keep the request rows in the logs of client pods matching this label selector.",
+    default_text="none",
 )
-@click.option(
-    "-f",
-    "-o",
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-)
+@output_option(("text", "json"))
 def collect(
     service: str,
     cluster: dict[str, Any],
@@ -106,7 +103,7 @@ def collect(
 
 
 def _summary(result: dict[str, Any], out: Path) -> None:
-    console = Console(highlight=False)
+    console = stdout_console()
     span = result["span"]
     watched = result.get("watch_seconds")
     console.print(

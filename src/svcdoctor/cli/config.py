@@ -10,16 +10,30 @@ from typing import Any
 
 from svcdoctor.checks import lookup
 from svcdoctor.checks.settings import drain_pattern
+from svcdoctor.cli._params import Duration, Number, ParamBase, config_value
+from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import Severity
 
-NUMBERS = ("propagation-seconds", "max-request-seconds", "margin-seconds", "max-file-mb")
-KEYS = frozenset({*NUMBERS, "enable", "disable", "severity", "kube-version", "fail-on", "drains"})
+MAX_FILE_MB = 2048.0  # the largest --max-file-mb: a manifest file of 2 GB is not one
+# the numbers of a config file and their flags: one type each, finite and in range
+NUMBER_TYPES: dict[str, ParamBase] = {
+    "propagation-seconds": Duration(0, 3600),
+    "max-request-seconds": Duration(0, 86_400),
+    "margin-seconds": Duration(0, 3600),
+    "max-file-mb": Number(0, MAX_FILE_MB, low_open=True, unit="MB"),
+}
+NUMBERS = tuple(NUMBER_TYPES)
+# old spellings of keys, still read
+ALIASES = {"kube-version": "kubernetes-version"}
+KEYS = frozenset(
+    {*NUMBERS, "enable", "disable", "severity", "kubernetes-version", "fail-on", "drains"}
+)
 # lint's input options (which files, and the namespace of objects that name none)
 INPUT_KEYS = frozenset({"exclude", "namespace", "allow-empty"})
 KEYS = KEYS | INPUT_KEYS
 
 
-class ConfigError(ValueError):
+class ConfigError(SvcdoctorError, ValueError):
     """A configuration problem, phrased for a one-line message."""
 
 
@@ -53,25 +67,49 @@ def read_config(path: Path) -> Config:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    table = data.get("tool", {}).get("svcdoctor", {}) if path.name == "pyproject.toml" else data
+    table = _table(path, data)
     values: dict[str, Any] = {}
     for raw_key, value in table.items():
         key = raw_key.replace("_", "-")
+        key = ALIASES.get(key, key)
         if key not in KEYS:
             raise ConfigError(f"{path}: unknown key {raw_key!r} (known: {', '.join(sorted(KEYS))})")
         values[key] = _check(path, key, value)
     return Config(str(path), values)
 
 
+def _table(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The svcdoctor table of a file: ``[tool.svcdoctor]`` in pyproject.toml; in
+    ``.svcdoctor.toml`` the top level, or a ``[tool.svcdoctor]`` block pasted from a
+    pyproject.toml (then nothing else may be in the file)."""
+    tool = data.get("tool")
+    if path.name == "pyproject.toml":
+        found = tool.get("svcdoctor", {}) if isinstance(tool, dict) else {}
+        return found if isinstance(found, dict) else {}
+    if isinstance(tool, dict) and "svcdoctor" in tool:
+        others = sorted({*data} - {"tool"} | {f"tool.{k}" for k in tool if k != "svcdoctor"})
+        if others:
+            raise ConfigError(
+                f"{path}: holds [tool.svcdoctor] and other keys ({', '.join(others)}): "
+                "give the options either at the top level or in [tool.svcdoctor]"
+            )
+        table = tool["svcdoctor"]
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: tool.svcdoctor must be a table")
+        return table
+    return data
+
+
 def _check(path: Path, key: str, value: Any) -> Any:
     if key in INPUT_KEYS:
         return _input_option(path, key, value)
     if key in NUMBERS:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ConfigError(f"{path}: {key} must be a non-negative number, got {value!r}")
-        if key == "max-file-mb" and value == 0:  # as for --max-file-mb: 0 would refuse all
-            raise ConfigError(f"{path}: max-file-mb must be more than 0")
-        return float(value)
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ConfigError(f"{path}: {key} must be a number, got {value!r}")
+        try:
+            return float(config_value(NUMBER_TYPES[key], value, f"{path}: {key}"))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if key in ("enable", "disable"):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{path}: {key} must be a list of rule ids")
@@ -83,10 +121,10 @@ def _check(path: Path, key: str, value: Any) -> Any:
             rule_id(k, f"{path}: severity"): severity(v, f"{path}: severity.{k}")
             for k, v in value.items()
         }
-    if key == "kube-version":
+    if key == "kubernetes-version":
         if not isinstance(value, str):  # TOML reads 1.30 as the float 1.3
-            raise ConfigError(f'{path}: kube-version must be a string such as "1.31"')
-        return kube_version(value, f"{path}: kube-version")
+            raise ConfigError(f'{path}: kubernetes-version must be a string such as "1.31"')
+        return kube_version(value, f"{path}: kubernetes-version")
     if key == "drains":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(

@@ -3,29 +3,74 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
 
 import click
-from rich.console import Console
+
+from svcdoctor.cli._output import stdout_console
+from svcdoctor.cli._params import Duration, OutputFile, option, output_option
+
+MAX_OFFSET = 7 * 86_400.0  # seconds: clocks a week apart are not one incident's
+_OFFSET = Duration(-MAX_OFFSET, MAX_OFFSET)
 
 
 def _offsets(values: tuple[str, ...]) -> dict[str, float]:
     offsets = {}
     for item in values:
         source, sep, seconds = item.rpartition("=")
-        try:
-            offsets[source] = float(seconds)
-        except ValueError:
-            source = ""
         if not sep or not source:
             raise click.BadParameter(
                 f"{item!r}: expected SOURCE=SECONDS (SOURCE: a file, its "
                 "name, or a format such as nginx-access)",
                 param_hint="--clock-offset",
             )
+        negative = seconds.strip().startswith("-")
+        try:
+            value = _OFFSET.convert(seconds.strip().lstrip("-"), None, None)
+            value = -value if negative else value
+            if not _OFFSET.within(value):
+                raise click.BadParameter("")
+        except click.BadParameter:
+            raise click.BadParameter(
+                f"{item!r}: SECONDS must be a finite number from {-MAX_OFFSET:g} to "
+                f"{MAX_OFFSET:g} (or 90s, 2m, 1h)",
+                param_hint="--clock-offset",
+            ) from None
+        offsets[source] = value
     return offsets
+
+
+@contextmanager
+def _stdin_as_file(paths: list[str]) -> Iterator[list[str]]:
+    """``-`` among the paths: standard input written to a temporary file (readers detect
+    formats by content and may read twice), removed afterwards."""
+    if "-" not in paths:
+        yield paths
+        return
+    with tempfile.TemporaryDirectory(prefix="svcdoctor-stdin-") as folder:
+        target = Path(folder) / "stdin"
+        with target.open("wb") as out:
+            if sys.stdin is not None:
+                shutil.copyfileobj(sys.stdin.buffer, out)
+        yield [str(target) if p == "-" else p for p in paths]
+
+
+def _tz(value: str | None) -> str | None:
+    if value is None:
+        return None
+    m = re.fullmatch(r"([+-])(\d\d):?(\d\d)|Z|UTC", value.strip())
+    if not m or (m.group(2) and (int(m.group(2)) > 14 or int(m.group(3)) > 59)):
+        raise click.BadParameter(
+            f"{value!r}: expected a UTC offset such as +02:00", param_hint="--tz"
+        )
+    return "+00:00" if not m.group(1) else f"{m.group(1)}{m.group(2)}:{m.group(3)}"
 
 
 EXAMPLE = "rollout-race"
@@ -33,53 +78,80 @@ EXAMPLE = "rollout-race"
 
 @click.command()
 @click.argument("evidence", nargs=-1)
+@option(
+    "-f",
+    "--filename",
+    "filenames",
+    multiple=True,
+    metavar="PATH",
+    help="An evidence file, directory or - (stdin), as kubectl's -f; repeatable, added to "
+    "EVIDENCE.",
+    default_text="none",
+)
 @click.option(
     "--example",
     is_flag=True,
     help="Diagnose the example evidence shipped with svcdoctor (a rollout).",
 )
-@click.option(
-    "-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
-@click.option(
+@output_option(("text", "json"))
+@option(
     "--clock-offset",
     multiple=True,
     metavar="SOURCE=SECONDS",
     help="Add SECONDS to every timestamp of SOURCE (file, file name or format).",
+    default_text="none",
 )
-@click.option(
+@option(
     "--html",
     "html_out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile((".html", ".htm"), "the report"),
     help="Also write a self-contained HTML report.",
+    default_text="not written",
 )
-@click.option(
+@option(
     "--plot",
     "plot_out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the timeline plot (PNG, or SVG by extension).",
+    type=OutputFile((".png", ".svg"), "the plot"),
+    help="Also write the timeline plot (PNG or SVG, by extension).",
+    default_text="not written",
+)
+@click.option(
+    "--service",
+    metavar="NAMESPACE/NAME|UPSTREAM",
+    help="Diagnose one Service of a proxy log that holds many (default: each, worst first).",
+)
+@click.option(
+    "--tz",
+    metavar="±HH:MM",
+    callback=lambda _c, _p, v: _tz(v),
+    help="UTC offset of logs that carry none (nginx error log); default: the access log's.",
 )
 def diagnose(
     evidence: tuple[str, ...],
+    filenames: tuple[str, ...],
     example: bool,
     fmt: str,
     clock_offset: tuple[str, ...],
+    service: str | None,
+    tz: str | None,
     html_out: Path | None,
     plot_out: Path | None,
 ) -> None:
     """Diagnose intermittent Service failures from EVIDENCE files or directories.
 
-    Formats are detected by content: kubectl get events/pods/endpointslices -o json,
-    ingress-nginx access and error logs, Envoy/Istio access logs, dmesg/journalctl -k,
-    conntrack -S, canonical request logs (CSV, JSON Lines, Parquet) and manifests.
+    EVIDENCE may be - for stdin. Formats are detected by content: kubectl get
+    events/pods/endpointslices -o json, ingress-nginx access and error logs, Envoy/Istio
+    access logs, dmesg/journalctl -k, conntrack -S, canonical request logs (CSV, JSON
+    Lines, Parquet) and manifests.
     Exit codes: 0 diagnosed (whatever the verdict), 2 when nothing usable was given.
     """
+    evidence = (*evidence, *filenames)
     if not evidence and not example:
         raise click.UsageError("give EVIDENCE files or directories (or --example)")
     offsets = _offsets(clock_offset)
     try:
         from svcdoctor.diagnose import diagnose as run
-        from svcdoctor.evidence import EvidenceError, read_evidence
+        from svcdoctor.evidence import read_evidence
         from svcdoctor.report import diagnosis as report
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise click.ClickException(
@@ -92,16 +164,14 @@ def diagnose(
         paths.append(
             os.path.relpath(bundled) if bundled.is_relative_to(Path.cwd()) else str(bundled)
         )
-    try:
-        found = read_evidence(paths, offsets)
-    except EvidenceError as exc:
-        click.echo(f"svcdoctor: error: {exc}", err=True)
-        sys.exit(2)
-    result = run(found)
+    # unusable evidence and an unknown --service are SvcdoctorErrors: one line, exit 2
+    with _stdin_as_file(paths) as readable:
+        found = read_evidence(readable, offsets, tz=tz)
+    result = run(found, service=service)
     if fmt == "json":
         click.echo(report.render_json(result))
     else:
-        report.render_text(result, Console(highlight=False))
+        report.render_text(result, stdout_console())
     if plot_out:
         report.plot_timeline(
             result, plot_out, "svg" if plot_out.suffix.lower() == ".svg" else "png"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import sys
 import tempfile
@@ -11,17 +12,31 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from svcdoctor.cli._cluster import duration_option
+from svcdoctor.cli._output import stdout_console
+from svcdoctor.cli._params import (
+    Distribution,
+    Duration,
+    IntOrPercent,
+    Number,
+    OutputDir,
+    OutputFile,
+    option,
+    output_option,
+    resolve_count,
+)
+from svcdoctor.errors import CommandError
 
 DATAPATHS = ("auto", "kernel", "userspace")
 BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
 MAX_DELAY = 60.0  # seconds: the largest propagation delay or request latency a run takes
+MAX_SERVE = 3600.0  # seconds: the longest a lab serves (svcdoctor.lab.serve.MAX_SERVE_SECONDS)
+TEMP_PREFIX = "svcdoctor-lab-"  # bundles of runs without --out, in the temporary directory
 
 # the names of svcdoctor.lab.scenarios.SCENARIOS, spelled out so that starting the CLI does
 # not import the lab (and polars); a test keeps the two equal
@@ -30,49 +45,37 @@ SCENARIO_NAMES = ("race", "race-fixed", "bad-backend", "keepalive", "keepalive-f
 Progress = Callable[[str, int, int], None]
 
 
-def _fail(message: str, code: int) -> None:
-    click.echo(f"svcdoctor: error: {message}", err=True)
-    sys.exit(code)
+def _fail(message: str, code: int) -> NoReturn:
+    """One line on stderr and exit ``code`` (see ``_errors``)."""
+    raise CommandError(message, code)
 
 
 def _datapath(choice: str) -> str:
-    from svcdoctor.lab.kernel import available
+    """The datapath to use: ``auto`` is the kernel's where it can run, else userspace with
+    a one-line note; ``kernel`` where it cannot is a usage error (exit 2)."""
+    from svcdoctor.lab.kernel import KernelUnavailable, available
 
     reason = available()
     if choice == "kernel" and reason:
-        _fail(reason, 2)
+        raise KernelUnavailable(f"{reason}; --datapath userspace runs without privileges")
     if choice == "auto":
-        return "userspace" if reason else "kernel"
+        if reason:
+            _note_fallback(reason)
+            return "userspace"
+        return "kernel"
     return choice
 
 
-def _dist(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+def _note_fallback(reason: str) -> None:
+    click.echo(f"note: using the userspace datapath: {reason}", err=True)
+
+
+_DELAY = Distribution(MAX_DELAY, low_high=True, what="the lab takes")
+
+
+def _dist(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> Any:
     """A delay distribution (see ``svcdoctor.model.dist``); ``LOW:HIGH`` is uniform."""
-    if value is None:
-        return None
-    from svcdoctor.model import DistError, parse_dist
-
-    low, sep, high = value.partition(":")
-    text = value
-    if sep and _is_number(low):
-        text = f"uniform:{low},{high}"
-    try:
-        dist = parse_dist(text)
-    except DistError as exc:
-        raise click.BadParameter(str(exc)) from None
-    if dist.high > MAX_DELAY:
-        raise click.BadParameter(
-            f"{value!r} reaches {dist.high:.3g} s; the lab takes at most {MAX_DELAY:g} s"
-        )
-    return dist
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return None if value is None else _DELAY.convert(value, param, ctx)
 
 
 def _slow(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -103,29 +106,24 @@ def _customised(scenario: Any, o: dict[str, Any]) -> Any:
     prop = scenario.propagation
     if o.get("propagation") is not None:
         prop = replace(prop, delay=o["propagation"])
-    if o.get("min_sync") is not None:
-        prop = replace(prop, min_sync=o["min_sync"])
+    if o.get("min_sync_period") is not None:
+        prop = replace(prop, min_sync=o["min_sync_period"])
     changes = {
-        k: o[k]
-        for k in (
-            "replicas",
-            "nodes",
-            "bad",
-            "fault",
-            "max_surge",
-            "max_unavailable",
-            "baseline",
-            "tail",
-        )
-        if o.get(k) is not None
+        k: o[k] for k in ("replicas", "nodes", "fault", "baseline", "tail") if o.get(k) is not None
     }
+    if o.get("bad_backends") is not None:
+        changes["bad"] = o["bad_backends"]
+    replicas = changes.get("replicas", scenario.replicas)
+    for key, round_up in (("max_surge", True), ("max_unavailable", False)):
+        if o.get(key) is not None:
+            changes[key] = resolve_count(o[key], replicas, round_up)
     if o.get("duration") is not None:
         changes["steady"] = o["duration"]
     custom = replace(scenario, pod=pod, load=load, propagation=prop, **changes)
     if custom.rollout and custom.max_surge == 0 and custom.max_unavailable == 0:
         raise click.UsageError("--max-surge and --max-unavailable cannot both be 0")
     if custom.bad >= custom.replicas:
-        raise click.UsageError("--bad must be smaller than --replicas")
+        raise click.UsageError("--bad-backends must be smaller than --replicas")
     if custom.pod.prestop_fails and not custom.pod.prestop:
         raise click.UsageError("--prestop-fails needs a preStop hook (--prestop SECONDS)")
     from svcdoctor.lab.scenarios import MAX_RUN_SECONDS
@@ -144,7 +142,7 @@ def _bundle_dir(out: Path | None, name: str) -> Path:
     """``--out``, new or empty or an earlier lab bundle (overwritten); else a new temporary
     directory. Anything else is refused: the run must not mix its evidence with other files."""
     if out is None:
-        return Path(tempfile.mkdtemp(prefix=f"svcdoctor-lab-{name}-"))
+        return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{name}-"))
     if out.exists() and not out.is_dir():
         _fail(f"--out {out}: exists and is not a directory", 2)
     if out.is_dir():
@@ -191,7 +189,6 @@ def _progress(show: bool) -> Iterator[Callable[[str], Progress]]:
 def _run_one(
     scenario: Any, datapath: str, out: Path, seed: int, progress: Progress | None = None
 ) -> Any:
-    from svcdoctor.lab.datapath import LabError
     from svcdoctor.lab.run import run
 
     async def main() -> Any:
@@ -204,13 +201,42 @@ def _run_one(
     interrupted = "interrupted; the run's namespaces, rules and processes were removed"
     try:
         return asyncio.run(main())
-    except LabError as exc:
-        _fail(str(exc), 1)
     except KeyboardInterrupt:  # Ctrl-C: cleaned up; another Ctrl-C must not cut the exit
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _fail(interrupted, 128 + signal.SIGINT)
     except asyncio.CancelledError:  # SIGTERM
         _fail(interrupted, 128 + signal.SIGTERM)
+
+
+def _run_bundle(
+    scenario: Any,
+    datapath: str,
+    requested: str,
+    out: Path | None,
+    seed: int,
+    progress: Progress | None,
+) -> tuple[Any, Path]:
+    """One run into ``out`` (or a new temporary bundle, removed again when the run fails
+    or is interrupted). In ``--datapath auto``, a kernel datapath that turns out not to be
+    allowed here (a container without the capabilities) falls back to userspace."""
+    from svcdoctor.lab.kernel import KernelUnavailable
+
+    bundle = _bundle_dir(out, scenario.name)
+    try:
+        try:
+            result = _run_one(scenario, datapath, bundle, seed, progress)
+        except KernelUnavailable as exc:
+            if requested != "auto":
+                raise KernelUnavailable(
+                    f"{exc}; --datapath userspace runs without privileges"
+                ) from None
+            _note_fallback(str(exc))
+            result = _run_one(scenario, "userspace", bundle, seed, progress)
+    except BaseException:
+        if out is None:
+            shutil.rmtree(bundle, ignore_errors=True)
+        raise
+    return result, bundle
 
 
 def _diagnosis(bundle: Path) -> Any:
@@ -220,15 +246,38 @@ def _diagnosis(bundle: Path) -> Any:
     return diagnose(read_evidence([str(bundle)]))
 
 
-_scenario_option = click.option(
-    "--scenario", "name", type=click.Choice(SCENARIO_NAMES), default="race", show_default=True
+def _scenario_default(path: str, unit: str = "") -> Callable[[], str]:
+    """The help's default of an option the scenario sets: the scenario's value, with the
+    race scenario's (read when help is shown: starting the CLI does not import the lab)."""
+
+    def text() -> str:
+        from svcdoctor.lab.scenarios import SCENARIOS
+
+        value: Any = SCENARIOS["race"]
+        for part in path.split("."):
+            value = getattr(value, part)
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        return f"the scenario's; race: {shown}{unit}"
+
+    return text
+
+
+_scenario_option = option(
+    "--scenario",
+    "name",
+    type=click.Choice(SCENARIO_NAMES),
+    default="race",
+    help="What to reproduce: race, race-fixed, bad-backend, keepalive, keepalive-fixed, sigkill.",
 )
-_datapath_option = click.option(
+_datapath_option = option(
     "--datapath",
     type=click.Choice(DATAPATHS),
     default="auto",
-    show_default=True,
-    help="kernel: network namespaces + iptables (root); userspace: loopback proxy.",
+    help="kernel: network namespaces + iptables (root with CAP_NET_ADMIN); userspace: "
+    "loopback proxy; auto: kernel where it can run, else userspace (with a note).",
+)
+_seed_option = option(
+    "--seed", type=Number(0, 2**32 - 1, integer=True), default=1, help="Random seed of the run."
 )
 
 
@@ -240,87 +289,171 @@ def lab() -> None:
 @lab.command("run")
 @_scenario_option
 @_datapath_option
-@click.option(
+@option(
     "--out",
-    type=click.Path(path_type=Path),
+    type=OutputDir(),
     default=None,
-    help="Evidence bundle directory: new, empty or an earlier lab bundle "
-    "(default: a new temporary one).",
+    help="Evidence bundle directory: new, empty or an earlier lab bundle.",
+    default_text="a new temporary directory",
 )
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-@click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--replicas", type=click.IntRange(1, 32))
-@click.option("--nodes", type=click.IntRange(1, 8))
-@click.option("--rate", type=click.FloatRange(1, 2000), help="Requests per second.")
-@click.option("--clients", type=click.IntRange(1, 64))
-@click.option(
+@output_option(("text", "json"))
+@_seed_option
+@option(
+    "--replicas",
+    type=Number(1, 32, integer=True),
+    help="Pods of the Deployment.",
+    default_text=_scenario_default("replicas"),
+)
+@option(
+    "--nodes",
+    type=Number(1, 8, integer=True),
+    help="Nodes (one proxy each).",
+    default_text=_scenario_default("nodes"),
+)
+@option(
+    "--rate",
+    type=Number(1, 2000, unit="requests/s"),
+    help="Requests per second, all clients together.",
+    default_text=_scenario_default("load.rate"),
+)
+@option(
+    "--clients",
+    type=Number(1, 64, integer=True),
+    help="Client processes sending the load.",
+    default_text=_scenario_default("load.clients"),
+)
+@option(
     "--duration",
-    type=click.FloatRange(1, 120),
+    type=Duration(1, 120),
     help="Seconds of steady load (scenarios without a rollout).",
+    default_text=_scenario_default("steady", " s"),
 )
-@click.option(
-    "--baseline", type=click.FloatRange(1, 120), help="Seconds of load before the rollout."
+@option(
+    "--baseline",
+    type=Duration(1, 120),
+    help="Seconds of load before the rollout.",
+    default_text=_scenario_default("baseline", " s"),
 )
-@click.option(
+@option(
     "--tail",
-    type=click.FloatRange(0, 120),
+    type=Duration(0, 120),
     help="Seconds of load after the last deleted pod exited and left every node's rules.",
+    default_text=_scenario_default("tail", " s"),
 )
-@click.option("--connection", type=click.Choice(["new", "keepalive"]))
-@click.option(
-    "--max-connection-age", type=click.FloatRange(0.1, 600), help="Keep-alive clients, seconds."
+@option(
+    "--connection",
+    type=click.Choice(["new", "keepalive"]),
+    help="A new connection per request, or keep-alive clients.",
+    default_text=_scenario_default("load.connection"),
 )
-@click.option("--retries", type=click.IntRange(0, 5), help="Client retries of a failed request.")
-@click.option(
+@option(
+    "--max-connection-age",
+    type=Duration(0.1, 600),
+    help="Keep-alive clients reconnect after this many seconds.",
+    default_text="none",
+)
+@option(
+    "--retries",
+    type=Number(0, 5, integer=True),
+    help="Client retries of a failed request.",
+    default_text=_scenario_default("load.retries"),
+)
+@option(
     "--propagation",
-    metavar="DIST",
-    callback=_dist,
+    type=_DELAY,
     help="Seconds each node takes to apply an endpoint change: LOW:HIGH (uniform), "
     "SECONDS, uniform:LOW,HIGH, exp:MEAN or lognormal:MEDIAN,P99.",
+    default_text=_scenario_default("propagation.delay"),
 )
-@click.option("--min-sync", type=click.FloatRange(0, 30), help="kube-proxy min-sync-period, s.")
-@click.option("--prestop", type=click.FloatRange(0, 60), help="preStop sleep, seconds.")
-@click.option(
+@option(
+    "--min-sync-period",
+    aliases=("--min-sync",),
+    type=Duration(0, 30),
+    help="kube-proxy's --iptables-min-sync-period: nodes apply changes no more often.",
+    default_text=_scenario_default("propagation.min_sync", " s"),
+)
+@option(
+    "--prestop",
+    type=Duration(0, 60),
+    help="preStop sleep, seconds.",
+    default_text=_scenario_default("pod.prestop", " s"),
+)
+@option(
     "--prestop-fails",
     is_flag=True,
     default=None,
     help="The preStop hook fails at once (an image without sleep): FailedPreStopHook.",
 )
-@click.option("--grace", type=click.FloatRange(0.5, 120), help="Grace period, seconds.")
-@click.option("--shutdown", type=click.Choice(["naive", "graceful"]), help="At SIGTERM.")
-@click.option(
+@option(
+    "--grace",
+    type=Duration(0.5, 120),
+    help="terminationGracePeriodSeconds.",
+    default_text=_scenario_default("pod.grace", " s"),
+)
+@option(
+    "--shutdown",
+    type=click.Choice(["naive", "graceful"]),
+    help="At SIGTERM: naive exits at once, graceful drains in-flight requests first.",
+    default_text=_scenario_default("pod.shutdown"),
+)
+@option(
     "--shutdown-delay",
-    type=click.FloatRange(0, 60),
+    type=Duration(0, 60),
     help="graceful: seconds the app keeps accepting after SIGTERM (failing readiness).",
+    default_text=_scenario_default("pod.shutdown_delay", " s"),
 )
-@click.option(
-    "--latency", metavar="DIST", callback=_dist, help="Request latency, seconds (exp:0.005)."
+@option(
+    "--latency",
+    type=_DELAY,
+    help="Request latency, seconds (exp:0.005).",
+    default_text=_scenario_default("pod.latency"),
 )
-@click.option(
+@option(
     "--slow",
     metavar="SHARE,SECONDS",
     callback=_slow,
     help="A share of requests that take SECONDS instead (the latency tail).",
+    default_text="none",
 )
-@click.option("--bad", type=click.IntRange(0, 32), help="How many pods are bad.")
-@click.option(
+@option(
+    "--bad-backends",
+    aliases=("--bad",),
+    type=Number(0, 32, integer=True),
+    help="Pods that pass readiness but fail real requests.",
+    default_text=_scenario_default("bad"),
+)
+@option(
     "--fault",
     type=click.Choice(["reset", "5xx", "hang"]),
     help="How a bad pod fails real requests (it still passes readiness).",
+    default_text=_scenario_default("fault"),
 )
-@click.option("--max-surge", type=click.IntRange(0, 32))
-@click.option("--max-unavailable", type=click.IntRange(0, 32))
+@option(
+    "--max-surge",
+    type=IntOrPercent(32),
+    help="Pods created above the replicas during the rollout: a number or a percentage.",
+    default_text=_scenario_default("max_surge"),
+)
+@option(
+    "--max-unavailable",
+    type=IntOrPercent(32),
+    help="Pods below the replicas during the rollout: a number or a percentage.",
+    default_text=_scenario_default("max_unavailable"),
+)
 def run_command(
     name: str, datapath: str, out: Path | None, fmt: str, seed: int, **overrides: Any
 ) -> None:
-    """Run a scenario under load, write the evidence bundle, and diagnose it."""
+    """Run a scenario under load, write the evidence bundle, and diagnose it.
+
+    A run checks its own ground truth: when the rollout did not happen as planned (no
+    SIGTERM, no requests, no endpoint change) it is invalid: exit 1, no verdict.
+    """
     from svcdoctor.lab.scenarios import SCENARIOS
 
     scenario = _customised(SCENARIOS[name], overrides)
     chosen = _datapath(datapath)
-    bundle = _bundle_dir(out, name)
     with _progress(fmt == "text" and sys.stderr.isatty()) as bar:
-        result = _run_one(scenario, chosen, bundle, seed, bar(name))
+        result, bundle = _run_bundle(scenario, chosen, datapath, out, seed, bar(name))
     verdict = _diagnosis(bundle)
     from svcdoctor.report.diagnosis import diagnosis_to_dict, render_text
 
@@ -343,7 +476,7 @@ def run_command(
             )
         )
         return
-    console = Console(highlight=False)
+    console = stdout_console()
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(result.by_outcome.items()) if k != "ok")
     console.print(
         f"[bold]lab {name}[/] ({result.datapath} datapath): {result.failed} of "
@@ -364,14 +497,14 @@ def run_command(
 
 
 @lab.command()
-@click.option("--datapath", type=click.Choice(DATAPATHS), default="auto", show_default=True)
-@click.option("--seed", type=int, default=1, show_default=True)
+@_datapath_option
+@_seed_option
 def demo(datapath: str, seed: int) -> None:
     """The race reproduced, then the fix: the same rollout before and after."""
     from svcdoctor.lab.scenarios import SCENARIOS
 
     chosen = _datapath(datapath)
-    console = Console(highlight=False)
+    console = stdout_console()
     console.print(
         f"The same rolling update under load, twice, on the {chosen} datapath: first with a "
         "naive shutdown and no preStop, then with the fix."
@@ -379,8 +512,8 @@ def demo(datapath: str, seed: int) -> None:
     rows = []
     with _progress(sys.stderr.isatty()) as bar:
         for name in ("race", "race-fixed"):
-            bundle = _bundle_dir(None, name)
-            result = _run_one(SCENARIOS[name], chosen, bundle, seed, bar(name))
+            result, bundle = _run_bundle(SCENARIOS[name], chosen, datapath, None, seed, bar(name))
+            chosen = result.datapath
             verdict = _diagnosis(bundle)
             primary = verdict.primary
             rows.append((name, result, primary.cause.value if primary else "no cause", bundle))
@@ -433,29 +566,37 @@ def _serve_kubeconfig(path: Path | None) -> Path:
 @lab.command("serve")
 @_scenario_option
 @_datapath_option
-@click.option(
+@option(
     "--kubeconfig-out",
     "kubeconfig",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OutputFile(),
     default=None,
-    help="Where to write the kubeconfig (default: ./svcdoctor-lab.kubeconfig).",
+    help="Where to write the kubeconfig.",
+    default_text="./svcdoctor-lab.kubeconfig",
 )
-@duration_option(
-    "--for", "duration", help="Stop after this long (90, 90s, 2m; at most 1h; default: 1h)."
+@option(
+    "--for",
+    "duration",
+    type=Duration(0, MAX_SERVE, low_open=True),
+    help="Stop after this long (90, 90s, 2m; at most 1h).",
+    default_text="1h",
 )
-@duration_option(
+@option(
     "--rollout-at",
     "rollout_at",
+    type=Duration(0, MAX_SERVE, low_open=True),
     help="Roll the Deployment under load this long after the pods are ready.",
+    default_text="no rollout",
 )
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-@click.option("--seed", type=int, default=1, show_default=True)
-@click.option(
+@output_option(("text", "json"))
+@_seed_option
+@option(
     "--ground-truth",
     "truth",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    type=OutputFile((".json",), "the ground truth"),
     help="When the serve ends (Ctrl-C too), write what really happened there as JSON: each "
     "deleted pod's timeline and race window, the bad pods.",
+    default_text="not written",
 )
 def serve_command(
     name: str,
@@ -469,15 +610,10 @@ def serve_command(
 ) -> None:
     """Serve a lab cluster as a Kubernetes API (for kubectl, scan and collect) until
     Ctrl-C or --for; its objects follow the lab's real pods, endpoints and events."""
-    from svcdoctor.lab.datapath import LabError
+    from svcdoctor.lab.kernel import KernelUnavailable
     from svcdoctor.lab.scenarios import SCENARIOS
-    from svcdoctor.lab.serve import MAX_SERVE_SECONDS, ServeInfo, serve
+    from svcdoctor.lab.serve import ServeInfo, serve
 
-    if duration is not None and duration > MAX_SERVE_SECONDS:
-        raise click.BadParameter(
-            f"{duration:g} s is longer than a lab serves ({MAX_SERVE_SECONDS:g} s)",
-            param_hint="--for",
-        )
     if rollout_at is not None and duration is not None and rollout_at >= duration:
         raise click.BadParameter("must come before the end (--for)", param_hint="--rollout-at")
     scenario = SCENARIOS[name]
@@ -503,17 +639,23 @@ def serve_command(
             click.echo(f"try: KUBECONFIG={info.kubeconfig} kubectl get pods -n {info.namespace}")
         sys.stdout.flush()
 
-    async def main() -> Any:
+    async def main(on: str) -> Any:
         task = asyncio.current_task()
         assert task is not None
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await serve(scenario, chosen, path, duration, rollout_at, seed, announce, truth)
+        return await serve(scenario, on, path, duration, rollout_at, seed, announce, truth)
 
     interrupted = "stopped; the lab's namespaces, rules and processes were removed"
     try:
-        result = asyncio.run(main())
-    except LabError as exc:
-        _fail(str(exc), 1)
+        try:
+            result = asyncio.run(main(chosen))
+        except KernelUnavailable as exc:  # refused at start: auto falls back, kernel is exit 2
+            if datapath != "auto":
+                raise KernelUnavailable(
+                    f"{exc}; --datapath userspace runs without privileges"
+                ) from None
+            _note_fallback(str(exc))
+            result = asyncio.run(main("userspace"))
     except KeyboardInterrupt:  # Ctrl-C: cleaned up; another Ctrl-C must not cut the exit
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         click.echo(interrupted, err=True)

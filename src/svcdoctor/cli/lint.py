@@ -13,7 +13,15 @@ import click
 
 from svcdoctor.checks import LintResult, Settings, run_checks
 from svcdoctor.cli._checking import check_options, exit_for, load_settings, render
-from svcdoctor.cli.config import Config, ConfigError, find_config, namespace, read_config
+from svcdoctor.cli._params import option
+from svcdoctor.cli.config import (
+    NUMBER_TYPES,
+    Config,
+    ConfigError,
+    find_config,
+    namespace,
+    read_config,
+)
 from svcdoctor.manifests import DEFAULT_MAX_FILE_MB, LoadResult, build_inventory, load
 from svcdoctor.model.inventory import DEFAULT_NAMESPACE
 
@@ -40,28 +48,40 @@ def lint_paths(
 
 @click.command()
 @click.argument("paths", nargs=-1, type=str)
+@option(
+    "-f",
+    "--filename",
+    "filenames",
+    multiple=True,
+    metavar="PATH",
+    help="A file, directory or - (stdin) to lint, as kubectl apply -f takes it; repeatable, "
+    "added to PATHS.",
+    default_text="none",
+)
 @click.option("--example", is_flag=True, help="Lint the example manifests shipped with svcdoctor.")
 @check_options(("text", "json", "sarif", "github"))
-@click.option(
+@option(
     "--max-file-mb",
-    type=click.FloatRange(min=0, min_open=True),
+    type=NUMBER_TYPES["max-file-mb"],
     default=None,
-    help=f"Refuse larger input files.  [default: {DEFAULT_MAX_FILE_MB:g}]",
+    help="Refuse larger input files.",
+    default_text=f"{DEFAULT_MAX_FILE_MB:g}",
 )
-@click.option(
+@option(
     "-n",
     "--namespace",
     default=None,
     metavar="NS",
-    help="Namespace of objects that name none (where they will be applied).  "
-    f"[default: {DEFAULT_NAMESPACE}]",
+    help="Namespace of objects that name none (where they will be applied).",
+    default_text=DEFAULT_NAMESPACE,
 )
-@click.option(
+@option(
     "--exclude",
     multiple=True,
     metavar="GLOB",
     help="Do not read matching files or directories (gitignore-like: 'dashboards', "
     "'*.json', 'deploy/legacy/'); repeatable, added to the config file's exclude.",
+    default_text="none",
 )
 @click.option(
     "--allow-empty",
@@ -71,6 +91,7 @@ def lint_paths(
 )
 def lint(
     paths: tuple[str, ...],
+    filenames: tuple[str, ...],
     example: bool,
     fmt: str,
     exit_zero: bool,
@@ -83,11 +104,13 @@ def lint(
 ) -> None:
     """Check Kubernetes manifests for configurations that cause intermittent failures.
 
-    PATHS are files, directories (searched for *.yaml, *.yml, *.json; the templates/ of Helm
-    charts are left out) or - for stdin (e.g. `helm template … | svcdoctor lint -`). Exit
+    PATHS (or -f PATH) are files, directories (searched for *.yaml, *.yml, *.json; the
+    templates/ of Helm charts are left out) or - for stdin (e.g. `helm template … |
+    svcdoctor lint -`). Exit
     codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input errors, or no
     Kubernetes object in the input (unless --allow-empty).
     """
+    paths = (*paths, *filenames)
     if not paths and not example:
         raise click.UsageError("give PATHS to lint (or - for stdin, or --example)")
     settings, fail_on, max_file_mb = load_settings(config_path, opts)

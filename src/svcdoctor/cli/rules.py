@@ -10,6 +10,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from svcdoctor.checks import RULES, Rule, all_rules, lookup
+from svcdoctor.cli._params import OutputDir
 
 
 def rule_markdown(r: Rule) -> str:
@@ -66,7 +67,7 @@ def explain(rule: str) -> None:
 
 
 @rules.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directory", type=OutputDir())
 def export(directory: Path) -> None:
     """Write docs/rules/ID.md for every rule (what `make docs` runs)."""
     directory.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,8 @@ from rich.markup import escape
 
 from svcdoctor.cli._checking import check_options, exit_for, load_settings, render
 from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._output import stdout_console
+from svcdoctor.cli._params import option
 from svcdoctor.cluster import ClusterError
 
 if TYPE_CHECKING:
@@ -34,16 +36,18 @@ def _reading(show: bool) -> Iterator[Callable[[str], None]]:
 @click.command()
 @click.argument("services", nargs=-1, metavar="[SERVICE]...")
 @cluster_options()
-@click.option(
+@option(
     "-l",
     "--selector",
     metavar="SELECTOR",
     help="Only Services, workloads and pods with these labels (as kubectl get -l).",
+    default_text="all",
 )
 @duration_option(
     "--watch",
     help="First watch the pods for this long (e.g. during a rollout you start): the "
     "terminations of pods deleted meanwhile are checked too. Ctrl-C ends it early.",
+    default_text="no watch",
 )
 @check_options(("text", "json", "sarif"))
 def scan(
@@ -102,7 +106,7 @@ def _render(report: ScanReport, fmt: str, no_fixes: bool) -> None:
         click.echo(report.to_json())
         return
     if fmt == "text":
-        console = Console(highlight=False)
+        console = stdout_console()
         console.print(f"[bold]{escape(report.header)}[/]", soft_wrap=True)
         for note in report.notes:
             console.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)

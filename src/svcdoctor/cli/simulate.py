@@ -16,30 +16,27 @@ import click
 from click.core import ParameterSource
 from rich.console import Console
 
+from svcdoctor.cli._output import stdout_console
+from svcdoctor.cli._params import (
+    Distribution,
+    Duration,
+    IntOrPercent,
+    Number,
+    Option,
+    OutputDir,
+    OutputFile,
+    Share,
+    option,
+    output_option,
+)
+from svcdoctor.cli.config import ConfigError, kube_version
+from svcdoctor.errors import CommandError
+
 F = Callable[..., Any]
 Progress = Callable[[], None]
 
 
-def _dist(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    if value is None:
-        return None
-    from svcdoctor.simulate import DistError, parse_dist
-
-    try:
-        return parse_dist(value)
-    except DistError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def _count(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    text = value.strip()
-    digits = text[:-1] if text.endswith("%") else text
-    if not digits.isdigit():
-        raise click.BadParameter(f"{value!r}: give a whole number or a percentage such as 25%")
-    return text
-
-
-class ModelOption(click.Option):
+class ModelOption(Option):
     """An option whose help shows the model's default (read when help is shown, so that
     starting the CLI does not import the model)."""
 
@@ -49,6 +46,12 @@ class ModelOption(click.Option):
         if record is None or default is None:
             return record
         return record[0], f"{record[1]}  [model default: {default}]".strip()
+
+
+_UNSET = {
+    "propagation": "none: controller + watch latency, the min-sync wait and the apply time",
+    "max_connection_age": "none, connections live as long as the client",
+}
 
 
 def _model_default(name: str) -> str | None:
@@ -62,7 +65,7 @@ def _model_default(name: str) -> str | None:
     else:
         return None
     if value is None:
-        return None
+        return _UNSET.get(name, "none")
     if name == "clients" and value == 0:
         return "0, one per node"
     return f"{value:g}" if isinstance(value, float) else str(value)
@@ -72,70 +75,139 @@ def _opt(*decls: str, **attrs: Any) -> F:
     return click.option(*decls, cls=ModelOption, **attrs)
 
 
+DAY = 86_400.0
+_DELAY = Distribution(DAY)
+
 MODEL_OPTIONS: list[F] = [
-    _opt("--nodes", type=click.IntRange(1, 20_000), help="Nodes (one kube-proxy each)."),
-    _opt("--replicas", type=click.IntRange(1, 5_000), help="Pods of the Deployment."),
-    click.option(
-        "--max-surge", callback=_count, default="25%", show_default=True, help="Integer or %."
-    ),
-    click.option(
-        "--max-unavailable",
-        callback=_count,
+    _opt("--nodes", type=Number(1, 20_000, integer=True), help="Nodes (one kube-proxy each)."),
+    _opt("--replicas", type=Number(1, 5_000, integer=True), help="Pods of the Deployment."),
+    option(
+        "--max-surge",
+        type=IntOrPercent(5_000),
         default="25%",
-        show_default=True,
-        help="Integer or %.",
+        help="Pods created above the replicas during the rollout: a number or a percentage.",
     ),
-    _opt("--rate", type=click.FloatRange(0, min_open=True), help="Requests per second."),
-    _opt("--duration", type=click.FloatRange(0, min_open=True), help="Seconds."),
+    option(
+        "--max-unavailable",
+        type=IntOrPercent(5_000),
+        default="25%",
+        help="Pods below the replicas during the rollout: a number or a percentage.",
+    ),
+    _opt("--rate", type=Number(0, 1e6, low_open=True), help="Requests per second."),
+    _opt("--duration", type=Duration(0, DAY, low_open=True), help="Seconds of traffic."),
     _opt(
         "--rollout-at",
-        type=click.FloatRange(0),
+        type=Duration(0, DAY),
         help="Seconds into the window the rollout starts (with a short --duration: a tenth).",
     ),
     _opt("--no-rollout", is_flag=True, help="Steady traffic, no rolling update."),
-    _opt("--startup", metavar="DIST", callback=_dist, help="New pod creation → Ready."),
-    _opt("--prestop", type=click.FloatRange(0), help="preStop sleep, seconds."),
-    _opt("--grace", type=click.FloatRange(0), help="terminationGracePeriodSeconds."),
-    _opt("--shutdown", type=click.Choice(["naive", "graceful"])),
-    _opt("--latency", metavar="DIST", callback=_dist, help="Request latency."),
-    _opt("--clients", type=click.IntRange(0), help="Calling pods (0: one per node)."),
-    _opt("--connection", type=click.Choice(["new", "keepalive", "http2"])),
-    _opt("--max-connection-age", type=click.FloatRange(0, min_open=True)),
-    _opt("--retries", type=click.IntRange(0, 10), help="Retries of failed requests."),
-    _opt("--idempotent", type=click.FloatRange(0, 1), help="Share of requests safe to retry."),
-    _opt("--timeout", type=click.FloatRange(0, min_open=True), help="Client timeout."),
-    _opt("--bad-backends", type=click.IntRange(0), help="Pods that pass readiness but fail."),
-    _opt("--fault", type=click.Choice(["5xx", "reset", "hang"])),
-    _opt("--conntrack-max", type=click.IntRange(1), help="nf_conntrack_max per node."),
-    _opt("--node-conn-rate", type=click.FloatRange(0), help="Other new connections/s per node."),
-    _opt("--ingress-share", type=click.FloatRange(0, 1), help="Share via ingress-nginx."),
-    _opt("--ingress-replicas", type=click.IntRange(1)),
-    _opt("--lb-share", type=click.FloatRange(0, 1), help="Share via a cloud LB to pods."),
-    _opt("--lb-delay", metavar="DIST", callback=_dist, help="LB deregistration delay."),
+    _opt("--startup", type=_DELAY, help="New pod creation → Ready."),
+    _opt("--prestop", type=Duration(0, 3600), help="preStop sleep, seconds."),
+    _opt("--grace", type=Duration(0, DAY), help="terminationGracePeriodSeconds."),
+    _opt(
+        "--shutdown",
+        type=click.Choice(["naive", "graceful"]),
+        help="At SIGTERM: naive exits at once, graceful drains in-flight requests first.",
+    ),
+    _opt("--latency", type=_DELAY, help="Request latency."),
+    _opt(
+        "--clients",
+        type=Number(0, 1_000_000, integer=True),
+        help="Calling pods (0: one per node).",
+    ),
+    _opt(
+        "--connection",
+        type=click.Choice(["new", "keepalive", "http2"]),
+        help="How clients connect: a new connection per request, keep-alive, or HTTP/2 "
+        "(one long-lived connection each).",
+    ),
+    _opt(
+        "--max-connection-age",
+        type=Duration(0, 7 * DAY, low_open=True),
+        help="keepalive/http2: clients reconnect after this long.",
+    ),
+    _opt("--retries", type=Number(0, 10, integer=True), help="Retries of failed requests."),
+    _opt("--idempotent", type=Share(), help="Share of requests safe to retry (0.9 or 90%)."),
+    _opt("--timeout", type=Duration(0, 3600, low_open=True), help="Client timeout."),
+    _opt(
+        "--bad-backends",
+        type=Number(0, 5_000, integer=True),
+        help="Pods that pass readiness but fail real requests.",
+    ),
+    _opt(
+        "--fault",
+        type=click.Choice(["5xx", "reset", "hang"]),
+        help="How a bad backend fails real requests.",
+    ),
+    _opt(
+        "--conntrack-max",
+        type=Number(1, 2**31 - 1, integer=True),
+        help="nf_conntrack_max per node.",
+    ),
+    _opt(
+        "--node-conn-rate",
+        type=Number(0, 1e6),
+        help="Other new connections/s per node.",
+    ),
+    _opt("--ingress-share", type=Share(), help="Share via ingress-nginx (0.5 or 50%)."),
+    _opt(
+        "--ingress-replicas",
+        type=Number(1, 1_000, integer=True),
+        help="ingress-nginx controller replicas.",
+    ),
+    _opt("--lb-share", type=Share(), help="Share via a cloud LB to pods (0.5 or 50%)."),
+    _opt("--lb-delay", type=_DELAY, help="LB deregistration delay."),
     _opt(
         "--propagation",
-        metavar="DIST",
-        callback=_dist,
+        type=_DELAY,
         help="Deletion → proxy stops routing, all included: replaces controller + watch + "
         "apply, and min-sync batching unless --min-sync-period is given (e.g. the window "
         "`svcdoctor diagnose` measured).",
     ),
-    _opt("--controller-latency", metavar="DIST", callback=_dist),
-    _opt("--watch-latency", metavar="DIST", callback=_dist),
-    _opt("--min-sync-period", type=click.FloatRange(0), help="kube-proxy's (1 s by default)."),
-    _opt("--services", type=click.IntRange(0), help="Services in the cluster."),
-    _opt("--endpoints", type=click.IntRange(0), help="Endpoints of all Services."),
-    _opt("--ingress-sync-period", type=click.FloatRange(0), help="ingress-nginx's (3.3 s)."),
-    click.option("--runs", type=click.IntRange(1, 100), default=3, show_default=True),
-    click.option("--seed", type=click.IntRange(0), default=1, show_default=True),
-    click.option(
-        "-f",
-        "--format",
-        "fmt",
-        type=click.Choice(["text", "json"]),
-        default="text",
-        show_default=True,
+    _opt(
+        "--controller-latency",
+        type=_DELAY,
+        help="Pod deletion → the EndpointSlice controller's update.",
     ),
+    _opt(
+        "--watch-latency",
+        type=_DELAY,
+        help="The API server's delivery of the update to each kube-proxy's watch.",
+    ),
+    _opt(
+        "--min-sync-period",
+        aliases=("--min-sync",),
+        type=Duration(0, 3600),
+        help="kube-proxy's --iptables-min-sync-period.",
+    ),
+    _opt(
+        "--services",
+        type=Number(0, 1_000_000, integer=True),
+        help="Services in the cluster.",
+    ),
+    _opt(
+        "--endpoints",
+        type=Number(0, 10_000_000, integer=True),
+        help="Endpoints of all Services.",
+    ),
+    _opt(
+        "--ingress-sync-period",
+        type=Duration(0, 3600),
+        help="ingress-nginx's minimum time between reconfigurations.",
+    ),
+    option(
+        "--runs",
+        type=Number(1, 100, integer=True),
+        default=3,
+        help="Simulated windows (the mean and a 95 % interval over them).",
+    ),
+    option(
+        "--seed",
+        type=Number(0, 2**32 - 1, integer=True),
+        default=1,
+        help="Random seed of the first window.",
+    ),
+    output_option(("text", "json")),
 ]
 _FIELDS = (
     "nodes",
@@ -175,8 +247,8 @@ _PROPAGATION = {
 
 
 def model_options(f: F) -> F:
-    for option in reversed(MODEL_OPTIONS):
-        f = option(f)
+    for decorator in reversed(MODEL_OPTIONS):
+        f = decorator(f)
     return f
 
 
@@ -226,17 +298,20 @@ def _given(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
 
 @click.group(invoke_without_command=True)
 @model_options
-@click.option(
+@option(
     "--plot",
     "plot_out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the timeline of the first run (PNG, or SVG by extension).",
+    type=OutputFile((".png", ".svg"), "the plot"),
+    help="Also write the timeline of the first run (PNG or SVG, by extension).",
+    default_text="not written",
 )
-@click.option(
+@option(
     "--emit-evidence",
     "emit",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Also write the first run as an evidence bundle (the lab's formats) to this directory.",
+    type=OutputDir(),
+    help="Also write the first run as an evidence bundle (the lab's formats) to this "
+    "directory (new or empty).",
+    default_text="not written",
 )
 @click.pass_context
 def simulate(
@@ -270,7 +345,7 @@ def simulate(
     if options["fmt"] == "json":
         click.echo(report.render_json(result))
     else:
-        report.render_text(result, Console(highlight=False), _model_arguments(sys.argv))
+        report.render_text(result, stdout_console(), _model_arguments(sys.argv))
     try:
         if plot_out:
             kind = "svg" if plot_out.suffix.lower() == ".svg" else "png"
@@ -278,8 +353,7 @@ def simulate(
         if emit:
             _emit(p, options["seed"], emit, options["fmt"])
     except OSError as exc:
-        click.echo(f"svcdoctor: error: cannot write {exc.filename or ''}: {exc.strerror}", err=True)
-        sys.exit(2)
+        raise CommandError(f"cannot write {exc.filename or ''}: {exc.strerror}") from None
 
 
 def _model_arguments(argv: list[str]) -> str:
@@ -291,7 +365,7 @@ def _model_arguments(argv: list[str]) -> str:
             skip = False
             continue
         name = arg.split("=", 1)[0]
-        if name in ("--plot", "--emit-evidence", "--format", "-f", "--target-failures"):
+        if name in ("--plot", "--emit-evidence", "--format", "-o", "--output", "--target-failures"):
             skip = "=" not in arg
             continue
         kept.append(shlex.quote(arg))
@@ -315,8 +389,7 @@ def _writable(plot_out: Path | None, emit: Path | None) -> None:
         elif not parent.is_dir() or not os.access(parent, os.W_OK):
             problem = f"cannot write {emit}: {parent} is not a writable directory"
     if problem:
-        click.echo(f"svcdoctor: error: {problem}", err=True)
-        sys.exit(2)
+        raise CommandError(problem)
 
 
 def _with_progress(fmt: str, label: str, steps: int, work: Callable[[Progress], Any]) -> Any:
@@ -363,18 +436,18 @@ def _emit(p: Any, seed: int, out: Path, fmt: str) -> None:
 
 @simulate.command("recommend")
 @model_options
-@click.option(
+@option(
     "--target-failures",
-    type=click.FloatRange(0, 1, max_open=True),
+    type=Share(0, 1, high_open=True),
     default=0.0001,
-    show_default=True,
-    help="The largest acceptable share of the requests sent during a rollout that fail.",
+    help="The largest acceptable share of the requests sent during a rollout that fail "
+    "(0.0001 or 0.01%).",
 )
-@click.option(
+@option(
     "--kubernetes-version",
-    metavar="MAJOR.MINOR",
+    aliases=("--kube-version",),
+    metavar="X.Y",
     default="1.30",
-    show_default=True,
     help="Below 1.30 the snippet uses an exec sleep instead of the native sleep action.",
 )
 @click.pass_context
@@ -406,15 +479,15 @@ def recommend_command(
     if options["fmt"] == "json":
         click.echo(report.render_recommendation_json(result))
     else:
-        report.render_recommendation_text(result, Console(highlight=False))
+        report.render_recommendation_text(result, stdout_console())
     if not result.met:
         sys.exit(1)
 
 
 def _version(text: str) -> tuple[int, int]:
-    major, _, minor = text.strip().lstrip("v").partition(".")
-    if not (major.isdigit() and minor.split(".")[0].isdigit()):
+    try:
+        return kube_version(text, "--kubernetes-version")
+    except ConfigError as exc:
         raise click.BadParameter(
             f"{text!r}: expected MAJOR.MINOR such as 1.30", param_hint="--kubernetes-version"
-        )
-    return int(major), int(minor.split(".")[0])
+        ) from exc

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, WatchEvent
+from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.kubectl import CHANGE_SEEN
 from svcdoctor.evidence.proxylogs import NGINX_ACCESS
 from svcdoctor.evidence.reader import detect, read_evidence
@@ -67,7 +68,7 @@ REQUEST_FORMATS = {
 LOG_LIMIT_BYTES = 256 << 20  # per container log
 
 
-class BundleError(ValueError):
+class BundleError(SvcdoctorError, ValueError):
     """``--out`` cannot take a bundle (one line, for the user)."""
 
 

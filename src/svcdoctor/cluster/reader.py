@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from svcdoctor.errors import SvcdoctorError
+
 RBAC_FILE = "deploy/rbac/svcdoctor-read.yaml"
 
 
-class ClusterError(Exception):
+class ClusterError(SvcdoctorError):
     """A cluster problem the user must fix, as one line (the CLI exits 2 with it)."""
 
 

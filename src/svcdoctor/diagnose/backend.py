@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.stats import binom_greater, merged
+from svcdoctor.diagnose.stats import binom_greater, merged, proportion_ci
 from svcdoctor.model import Assessment, Cause, Inventory, PodInfo, selector_matches
 
 
@@ -82,30 +83,11 @@ def assess_backend(ctx: Context, s: Settings) -> Assessment:
             ),
             details={"backends": per.height, "suspects": []},
         )
-    suspects: list[dict[str, Any]] = []
-    threshold = s.alpha / per.height
-    for backend, n, k in per.select("backend", "n", "k").iter_rows():
-        rest_n, rest_k = total_n - n, total_k - k
-        rest_rate = rest_k / rest_n if rest_n else 0.0
-        rate = k / n
-        p = binom_greater(k, n, max(rest_rate, 0.5 / max(rest_n, 1)))
-        if p < threshold and rate >= max(3 * rest_rate, rest_rate + 0.05):
-            pod = ctx.pod_of(backend)
-            suspects.append(
-                {
-                    "backend": backend,
-                    "pod": pod.name if pod else None,
-                    "ip": (pod.ip if pod and pod.ip else backend.rsplit(":", 1)[0]),
-                    "node": pod.node if pod else None,
-                    "requests": n,
-                    "failures": k,
-                    "failure_rate": round(rate, 4),
-                    "others_failure_rate": round(rest_rate, 5),
-                    "p_value": float(f"{p:.3g}"),
-                    "ready": _was_ready(ctx, pod, backend),
-                    "readiness_probe": _readiness_of(ctx.evidence.inventory, pod),
-                }
-            )
+    suspects = [
+        x
+        for backend, n, k in per.select("backend", "n", "k").iter_rows()
+        if (x := _suspect(ctx, s, str(backend), int(n), int(k), total_n, total_k, per.height))
+    ]
     explained = sum(x["failures"] for x in suspects) / total_k
     evidence = []
     fixes = []
@@ -113,10 +95,14 @@ def assess_backend(ctx: Context, s: Settings) -> Assessment:
         score = 0.5 + 0.45 * explained
         for x in suspects:
             who = f"{x['pod']} ({x['ip']})" if x["pod"] else x["backend"]
+            low, high = x["failure_rate_ci95"]
+            ratio = x["rate_ratio_ci95"][0]
             evidence.append(
                 f"{who} failed {x['failures']} of {x['requests']} requests "
-                f"({x['failure_rate']:.1%}) while the other backends failed "
-                f"{x['others_failure_rate']:.2%} (binomial p = {x['p_value']:.3g})"
+                f"({x['failure_rate']:.2%}, 95 % CI {low:.2%}-{high:.2%}) while the other "
+                f"backends failed {x['others_failure_rate']:.3%}: at least {ratio:.3g}x their "
+                f"rate (exact conditional test, p = {x['p_value']:.3g} over {per.height} "
+                "backends, Bonferroni)"
             )
             if x["ready"]:
                 probe = x["readiness_probe"]
@@ -154,6 +140,47 @@ def assess_backend(ctx: Context, s: Settings) -> Assessment:
         tuple(fixes),
         {"backends": per.height, "suspects": suspects, "explained_fraction": round(explained, 3)},
     )
+
+
+def _suspect(
+    ctx: Context, s: Settings, backend: str, n: int, k: int, total_n: int, total_k: int, pods: int
+) -> dict[str, Any] | None:
+    """The backend as a suspect when it fails more than the others by more than chance
+    (and by at least ``s.min_backend_ratio`` and ``s.min_backend_excess``), else None.
+
+    Given all failures, the number on this backend is Binomial(total failures, its traffic
+    share) when every backend fails alike: the exact conditional test of two Poisson rates,
+    which stays exact when the other backends fail 0 times. Its interval, turned into the
+    ratio of this backend's rate to the others', is the effect reported."""
+    rest_n, rest_k = total_n - n, total_k - k
+    if k == 0 or rest_n == 0:
+        return None
+    share = n / total_n
+    p = min(1.0, binom_greater(k, total_k, share) * pods)  # Bonferroni over the backends
+    rate, rest_rate = k / n, rest_k / rest_n
+    low, high = proportion_ci(k, total_k)  # this backend's share of the failures
+
+    def ratio(pi: float) -> float:
+        return math.inf if pi >= 1.0 else (pi / (1 - pi)) * (rest_n / n)
+
+    if p >= s.alpha or ratio(low) < s.min_backend_ratio or rate - rest_rate < s.min_backend_excess:
+        return None
+    pod = ctx.pod_of(backend)
+    return {
+        "backend": backend,
+        "pod": pod.name if pod else None,
+        "ip": (pod.ip if pod and pod.ip else backend.rsplit(":", 1)[0]),
+        "node": pod.node if pod else None,
+        "requests": n,
+        "failures": k,
+        "failure_rate": round(rate, 5),
+        "failure_rate_ci95": [round(x, 5) for x in proportion_ci(k, n)],
+        "others_failure_rate": round(rest_rate, 6),
+        "rate_ratio_ci95": [round(ratio(low), 3), round(min(ratio(high), 1e9), 3)],
+        "p_value": float(f"{p:.3g}"),
+        "ready": _was_ready(ctx, pod, backend),
+        "readiness_probe": _readiness_of(ctx.evidence.inventory, pod),
+    }
 
 
 def _was_ready(ctx: Context, pod: PodInfo | None, backend: str) -> bool | None:

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.stats import Floats
-from svcdoctor.model import EventKind, Evidence, PodInfo
+from svcdoctor.model import FAILURES, EventKind, Evidence, PodInfo
 
 EMPTY: Floats = np.zeros(0)
 
@@ -16,7 +16,14 @@ EMPTY: Floats = np.zeros(0)
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Analysis parameters. ``max_lag``: how long after a deletion failures may still be
-    the race; ``test_window``: the window of the significance test."""
+    the race; ``test_window``: the window of the significance test.
+
+    ``floor_rate``: the failure rate a healthy Service shows anyway (0.05 %: a 99.95 %
+    availability objective, the common tier between 99.9 % and 99.99 %). Below it, only
+    strong structure (a "likely" cause) is named; weaker patterns are reported as background.
+    ``min_backend_ratio`` / ``min_backend_excess``: the smallest effect that makes a backend
+    a suspect: its failure rate at least this many times the others' (the lower end of the
+    95 % interval) and this much above it."""
 
     max_lag: float = 60.0
     test_window: float = 30.0
@@ -24,6 +31,9 @@ class Settings:
     permutation_alpha: float = 0.01  # for permutation tests (their p is at least 1/rounds)
     rounds: int = 499
     min_failures: int = 5
+    floor_rate: float = 0.0005
+    min_backend_ratio: float = 2.0
+    min_backend_excess: float = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +138,7 @@ def build(evidence: Evidence) -> Context:
         for c in ("conn", "backend", "client")
     }
     frame = frame.with_columns(
-        (pl.col("outcome") != "ok").alias("failed"),
+        pl.col("outcome").is_in(FAILURES).alias("failed"),
         (pl.col("ts") + pl.col("latency_ms").fill_null(0.0) / 1000).alias("ended"),
     )
     if has["conn"]:

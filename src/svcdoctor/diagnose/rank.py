@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from svcdoctor.checks import Settings as LintSettings
 from svcdoctor.checks import run_checks
+from svcdoctor.diagnose import upstreams
 from svcdoctor.diagnose.backend import assess_backend
 from svcdoctor.diagnose.context import Settings, build
 from svcdoctor.diagnose.infra import assess_infra
 from svcdoctor.diagnose.quantify import quantify, timeline
 from svcdoctor.diagnose.race import assess_race
 from svcdoctor.diagnose.reuse import assess_reuse
-from svcdoctor.model import Cause, Diagnosis, Evidence, Verdict, iso_utc
+from svcdoctor.model import Cause, Diagnosis, EventKind, Evidence, Verdict, iso_utc
 
 
 def _manifest_notes(evidence: Evidence) -> dict[Cause, list[str]]:
@@ -26,9 +28,47 @@ def _manifest_notes(evidence: Evidence) -> dict[Cause, list[str]]:
     return notes
 
 
-def diagnose(evidence: Evidence, settings: Settings | None = None) -> Diagnosis:
-    """The differential diagnosis of the evidence: every cause assessed, best first."""
+def diagnose(
+    evidence: Evidence, settings: Settings | None = None, service: str | None = None
+) -> Diagnosis:
+    """The differential diagnosis of the evidence: every cause assessed, best first.
+
+    Request rows of several upstreams (one ingress log serves many Services) are diagnosed
+    per upstream, so one Service's failures are neither diluted by nor blamed on the
+    others' traffic; ``service`` picks one (see ``upstreams.select``)."""
     s = settings or Settings()
+    names = upstreams.names(evidence.requests)
+    if service is not None:
+        chosen = upstreams.select(names, service)
+        return _diagnose_one(upstreams.restrict(evidence, chosen), s, service)
+    if len(names) < 2:
+        return _diagnose_one(evidence, s, names[0] if names else None)
+    each = [_diagnose_one(upstreams.restrict(evidence, (name,)), s, name) for name in names]
+    ranked = sorted(each, key=lambda d: (-(d.primary.score if d.primary else 0.0), -_failed(d)))
+    table = [
+        {
+            "upstream": d.service,
+            "requests": d.summary["requests"],
+            "errors": d.summary["errors"],
+            "error_rate": d.summary["error_rate"],
+            "cause": d.primary.cause.value if d.primary else None,
+            "score": d.primary.score if d.primary else None,
+        }
+        for d in ranked
+    ]
+    top = ranked[0]
+    return replace(
+        top,
+        summary={**top.summary, "upstreams": table},
+        others=tuple(d for d in ranked[1:] if d.primary is not None),
+    )
+
+
+def _failed(d: Diagnosis) -> int:
+    return int(d.summary["errors"]) + int(d.summary["masked_by_retries"])
+
+
+def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagnosis:
     ctx = build(evidence)
     summary = quantify(ctx)
     notes = _manifest_notes(evidence)
@@ -37,22 +77,24 @@ def diagnose(evidence: Evidence, settings: Settings | None = None) -> Diagnosis:
     race = assess_race(ctx, s, notes[Cause.RACE], suspects)
     if notes[Cause.BACKEND]:
         backend = replace(backend, evidence=(*backend.evidence, *notes[Cause.BACKEND]))
-    reuse = assess_reuse(ctx, s, notes[Cause.REUSE])
-    infra = assess_infra(ctx, s, notes[Cause.INFRA], [race.score, backend.score, reuse.score])
+    explained = race.details.get("explained_fraction", 0.0) if race.score >= 0.3 else 0.0
+    reuse = assess_reuse(ctx, s, notes[Cause.REUSE], explained)
+    infra = assess_infra(ctx, s, notes[Cause.INFRA])
     causes = sorted((race, backend, reuse, infra), key=lambda a: -a.score)
+    failed = summary["errors"] + summary["masked_by_retries"]
     if ctx.failure_ts.size == 0 and ctx.attempt_ts.size:
         # requests and not one failure: whatever else the evidence shows, nothing failed
         causes = [replace(a, score=min(a.score, 0.05)) for a in causes]
+    elif summary["requests"] and failed / summary["requests"] < s.floor_rate:
+        # the background rate of a healthy Service: only strong structure is a cause
+        causes = [
+            a if a.verdict is Verdict.LIKELY else replace(a, score=min(a.score, 0.25))
+            for a in causes
+        ]
     steps: list[str] = []
     top = causes[0]
     if top.verdict is Verdict.UNLIKELY:
-        errors = summary["errors"]
-        steps.append(
-            f"no cause: {errors} failures in {summary['requests']} requests show no "
-            "pattern (lifecycle, backend, client or node)"
-            if summary["requests"]
-            else "no cause: no request evidence to diagnose"
-        )
+        steps.append(_no_cause(summary, s))
     elif len(causes) > 1 and causes[1].verdict is top.verdict and causes[1].score > 0.8 * top.score:
         steps.append(
             f"{top.cause.value} and {causes[1].cause.value} both fit; fix "
@@ -72,4 +114,40 @@ def diagnose(evidence: Evidence, settings: Settings | None = None) -> Diagnosis:
         for src in evidence.sources
     ]
     summary["skipped_inputs"] = list(evidence.problems)
-    return Diagnosis(summary, tuple(causes), tuple(steps), timeline(ctx))
+    summary["warnings"] = [*evidence.warnings, *_misaligned(evidence, s)]
+    summary["floor_rate"] = s.floor_rate
+    return Diagnosis(summary, tuple(causes), tuple(steps), timeline(ctx), service)
+
+
+def _misaligned(evidence: Evidence, s: Settings) -> list[str]:
+    """Pod deletions that fall outside the request logs' time: clocks or zones that differ
+    make every correlation with the lifecycle wrong, so it is said before any verdict."""
+    dels = [e.ts for e in evidence.events if e.kind is EventKind.DELETE]
+    stamps = evidence.requests.get_column("ts")
+    if not dels or stamps.len() == 0:
+        return []
+    start, end = float(stamps.min()), float(stamps.max())  # type: ignore[arg-type]
+    inside = sum(1 for t in dels if start - s.max_lag <= t <= end + s.max_lag)
+    if inside >= 0.5 * len(dels):
+        return []
+    return [
+        f"{len(dels) - inside} of {len(dels)} pod deletions ({iso_utc(min(dels))} → "
+        f"{iso_utc(max(dels))}) fall outside the requests ({iso_utc(start)} → {iso_utc(end)}): "
+        "if the clocks or time zones of the sources differ, align them with --clock-offset "
+        "SOURCE=SECONDS or --tz ±HH:MM; the correlation with deletions below assumes they "
+        "are right"
+    ]
+
+
+def _no_cause(summary: dict[str, Any], s: Settings) -> str:
+    """The "no cause" line: the background failures with their rate and interval."""
+    n, k = summary["requests"], summary["errors"]
+    if not n:
+        return "no cause: no request evidence to diagnose"
+    low, high = summary["error_rate_ci95"]
+    background = "below" if k / n < s.floor_rate else "above"
+    return (
+        f"no cause: {k} background failures in {n} requests (rate {k / n:.3%}, 95 % CI "
+        f"{low:.3%}-{high:.3%}, {background} the {s.floor_rate:.2%} a healthy Service "
+        "shows), no pattern in lifecycle, backend, connection, client or node"
+    )

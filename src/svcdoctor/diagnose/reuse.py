@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
+from svcdoctor.diagnose.keepalive import closed_connections, idle_gaps, mismatch_fix
 from svcdoctor.diagnose.stats import chi2_homogeneity, count_in
 from svcdoctor.model import Assessment, Cause, EventKind
 
@@ -63,9 +64,15 @@ def new_backend_share(ctx: Context) -> list[dict[str, Any]]:
     return skewed
 
 
-def assess_reuse(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assessment:
+def assess_reuse(
+    ctx: Context, s: Settings, manifest_notes: list[str], race_explains: float = 0.0
+) -> Assessment:
+    """``race_explains``: the share of failures the race already explains; the idle-gap
+    analysis (the costliest here) runs only when enough failures are left to explain."""
+    closed = closed_connections(ctx, s)
+    gaps = idle_gaps(ctx, s) if not ctx.has_conn and race_explains < 0.8 else None
     collect = []
-    if not ctx.has_conn:
+    if not ctx.has_conn and not gaps:
         collect.append(
             "add a conn column (an id per client connection) to tell reused "
             "connections from new ones"
@@ -114,12 +121,37 @@ def assess_reuse(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
         evidence.append(f"new pods get little traffic from existing clients: {names}")
         if failures.height >= s.min_failures:  # skew alone is no cause of failures
             score = max(score, 0.35)
+    if closed and closed["share_of_failures"] >= 0.5:
+        evidence.append(
+            f"{closed['closed_failures']} failures ({closed['share_of_failures']:.0%}) are the "
+            f"upstream closing the connection before a response, on {closed['backends']} of "
+            f"{closed['backends_serving']} backends, {closed['near_deletions']} of them near a "
+            "pod deletion"
+        )
+        if closed["spread"] and closed["away_from_deletions"]:
+            evidence.append(
+                "spread over the backends and not tied to deletions: kept-alive connections "
+                "that the backends close by themselves"
+            )
+            score = max(score, 0.4)
+    if gaps:
+        evidence.append(
+            f"{gaps['failures_after_gap']} of {gaps['failures']} failures follow an idle gap of "
+            f"{gaps['gap_seconds']:g} s or more on the same {gaps['caller']}→backend pair "
+            f"({gaps['rate_after_gap']:.2%} of such requests fail, {gaps['rate_otherwise']:.3%} "
+            f"of the others; binomial p = {gaps['p_value']:.3g}): the backend closed "
+            f"connections idle for about {gaps['server_idle_seconds']:g} s while they were "
+            "still reused"
+        )
+        score = max(score, 0.6 + 0.3 * gaps["failures_after_gap"] / gaps["failures"])
     if not evidence:
         evidence.append("no sign of connection reuse in the failures")
     evidence.extend(manifest_notes)
     fixes = []
+    if gaps or (closed and score >= 0.3 and not ctx.has_conn):
+        fixes.append(mismatch_fix(ctx, gaps["server_idle_seconds"] if gaps else None))
     if score >= 0.3:
-        fixes = [
+        fixes += [
             "bound connection lifetime: client max connection age / idle timeout, or the "
             "server's (gRPC MaxConnectionAge, HTTP keep-alive max requests)",
             "on SIGTERM answer with `Connection: close` (HTTP/1.1) or GOAWAY (HTTP/2) before "
@@ -132,6 +164,8 @@ def assess_reuse(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
         "client_concentration": conc,
         "failures_at_exit_on_reused": at_exit,
         "skewed_new_backends": skew,
+        "closed_by_upstream": closed,
+        "idle_gaps": gaps,
     }
     return Assessment(
         Cause.REUSE,

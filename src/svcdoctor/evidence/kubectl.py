@@ -60,7 +60,10 @@ def json_documents(text: str) -> Iterator[Any]:
             index += 1
         if index >= end:
             return
-        value, index = decoder.raw_decode(text, index)
+        try:
+            value, index = decoder.raw_decode(text, index)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply to be Kubernetes objects") from None
         yield value
 
 

@@ -3,6 +3,21 @@
 Lines are parsed with polars regular expressions (no Python loop per line). A proxy that
 retried a failed upstream attempt leaves that attempt in its log; it becomes a ``masked``
 row: invisible to the client, but exactly the evidence about that backend.
+
+Shapes (each with where it was seen):
+- ingress-nginx ``upstreaminfo`` (controller ≥ 0.2x), with the alternative-upstream
+  bracket: ``client - user [time] "req" status bytes "ref" "ua" reqlen reqtime
+  [ns-svc-port] [alt] addrs lens times statuses req_id``
+  (kubernetes/ingress-nginx#9443, #9877);
+- the older one with the real IP in brackets and no alternative upstream:
+  ``client - [client] - user [time] … reqtime [ns-svc-port] addrs lens times statuses``
+  (kubernetes/ingress-nginx#334, #4312; docs/user-guide/log-format.md before 0.2x);
+- nginx error lines of http upstreams (``upstream: "http://10.0.0.1:8080/path"``) and of
+  TCP/UDP stream upstreams (``upstream: "172.26.144.225:9009"``, no scheme);
+- Envoy's default text format, Istio's (1.1 to 1.8: ``"%DYNAMIC_METADATA(istio.mixer:status)%"
+  "%UPSTREAM_TRANSPORT_FAILURE_REASON%"`` after the flags) and Istio's newer default
+  (``%RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS%
+  "%UPSTREAM_TRANSPORT_FAILURE_REASON%"``, istio/istio#45802), and Envoy JSON.
 """
 
 from __future__ import annotations
@@ -11,25 +26,36 @@ import polars as pl
 
 from svcdoctor.evidence.requests import conform
 
-# ingress-nginx's default log-format-upstream ("upstreaminfo").
+# ingress-nginx's log-format-upstream ("upstreaminfo"), current and older (no
+# alternative-upstream bracket; the real IP in brackets after the client).
 NGINX_ACCESS = (
-    r"^(?P<client>\S+) - \S+ \[(?P<time>[^\]]+)\] \"(?P<request>[^\"]*)\" (?P<status>\d{3}) "
-    r"\S+ \"[^\"]*\" \"[^\"]*\" \S+ (?P<request_time>\S+) \[(?P<upstream_name>[^\]]*)\] "
-    r"\[[^\]]*\] (?P<addrs>\S+(?:(?:, | : )\S+)*) (?P<lengths>\S+(?:(?:, | : )\S+)*) "
-    r"(?P<times>\S+(?:(?:, | : )\S+)*) (?P<statuses>\S+(?:(?:, | : )\S+)*)(?: (?P<req_id>\S+))?\s*$"
+    r"^(?:(?P<client>\S+) )?- (?:\[(?P<real_ip>[^\]]*)\] - )?\S+ \[(?P<time>[^\]]+)\] "
+    r"\"(?P<request>[^\"]*)\" "
+    r"(?P<status>\d{3}) \S+ \"[^\"]*\" \"[^\"]*\" \S+ (?P<request_time>\S+) "
+    r"\[(?P<upstream_name>[^\]]*)\] (?:\[[^\]]*\] )?"
+    # list items never hold a comma: "502, 200" is one list, never "502," and a request id
+    r"(?P<addrs>[^\s,]+(?:(?:, | : )[^\s,]+)*) (?P<lengths>[^\s,]+(?:(?:, | : )[^\s,]+)*) "
+    r"(?P<times>[^\s,]+(?:(?:, | : )[^\s,]+)*) "
+    r"(?P<statuses>[^\s,]+(?:(?:, | : )[^\s,]+)*)(?: (?P<req_id>\S+))?\s*$"
 )
+# Upstream failures in the nginx error log (http and stream); ``detail`` is nginx's phrase.
 NGINX_ERROR = (
-    r"^(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?:error|warn|crit)\] .*?"
-    r"(?P<what>connect\(\) failed \((?P<errno>\d+): [^)]*\)|upstream prematurely closed"
-    r"|upstream timed out|recv\(\) failed \((?P<errno2>\d+): [^)]*\)|no live upstreams)"
-    r".*?client: (?P<client>[^,]+),.*?upstream: \"\w+://(?P<upstream>[^/\"]+)"
+    r"^(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?:error|crit)\] \d+#\d+: (?:\*\d+ )?"
+    r"(?P<detail>(?P<what>connect\(\) failed|upstream prematurely closed|upstream timed out"
+    r"|\w+\(\) failed|no live upstreams|upstream sent)[^,]*), client: (?P<client>[^,]+),.*?"
+    r"upstream: \"(?:\w+://)?(?P<addr>[^/\"]+)"
 )
-# Envoy's default text format and Istio's, which appends more fields after UPSTREAM_HOST.
+# Envoy's default text format and Istio's two (see the module docstring).
 ENVOY_TEXT = (
     r"^\[(?P<time>[^\]]+)\] \"(?P<request>[^\"]*)\" (?P<status>\d{1,3}) (?P<flags>\S+) "
-    r"(?:\S+ \S+ \"[^\"]*\" )?(?P<rest>.*)$"
+    r"(?:(?P<details>[^\s\"]+) (?P<term>[^\s\"]+) \"(?P<tfr1>[^\"]*)\" "
+    r"|\"(?P<mixer>[^\"]*)\" \"(?P<tfr2>[^\"]*)\" )?"
+    r"(?P<received>\d+|-) (?P<sent>\d+|-) (?P<duration>\d+|-) (?P<service_time>\S+) "
+    r"\"(?P<xff>[^\"]*)\" \"(?P<ua>[^\"]*)\" \"(?P<request_id>[^\"]*)\" "
+    r"\"(?P<authority>[^\"]*)\" \"(?P<upstream_host>[^\"]*)\""
+    r"(?: (?P<cluster>\S+) (?P<upstream_local>\S+) (?P<downstream_local>\S+)"
+    r" (?P<downstream_remote>\S+)(?: .*)?)?\s*$"
 )
-_IP_PORT = r"(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]):\d+"
 
 _FLAG_OUTCOMES = [  # first matching flag wins
     ("UF", "refused"),
@@ -40,7 +66,7 @@ _FLAG_OUTCOMES = [  # first matching flag wins
     ("URX", "error"),
     ("UO", "http_error"),
     ("NR", "http_error"),
-    ("DC", "error"),
+    ("DC", "aborted"),  # the downstream (client) closed the connection
 ]
 
 
@@ -48,10 +74,16 @@ def _lines(text: str) -> pl.DataFrame:
     return pl.DataFrame({"line": text.splitlines()}, schema={"line": pl.Utf8})
 
 
+def _null_dash(expr: pl.Expr) -> pl.Expr:
+    return pl.when(expr.is_in(["-", ""])).then(None).otherwise(expr)
+
+
 def _status_outcome(status: pl.Expr) -> pl.Expr:
     return (
         pl.when(status.is_null())
         .then(pl.lit("error"))
+        .when(status == 499)
+        .then(pl.lit("aborted"))  # nginx: the client closed the connection first
         .when(status == 504)
         .then(pl.lit("timeout"))
         .when(status >= 500)
@@ -62,24 +94,35 @@ def _status_outcome(status: pl.Expr) -> pl.Expr:
 
 def nginx_access(text: str, source: str) -> tuple[pl.DataFrame, int]:
     """Rows for an ingress-nginx access log, and the count of lines that did not parse."""
-    lines = _lines(text)
+    frame, unparsed, _ = nginx_access_lines(_lines(text), source)
+    return frame.drop("__end"), unparsed
+
+
+def nginx_access_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int, str | None]:
+    """Rows (with ``__end``, when the request completed) for access-log ``lines`` (column
+    ``line``), the count that did not parse, and the UTC offset most lines carry."""
     parsed = lines.select(pl.col("line").str.extract_groups(NGINX_ACCESS).alias("m")).unnest("m")
-    unparsed = parsed.filter(pl.col("client").is_null()).height
-    parsed = parsed.filter(pl.col("client").is_not_null()).with_row_index("req")
-    # $time_local is when the request completed; the canonical ts is when it started.
-    ts = (
+    unparsed = parsed.filter(pl.col("time").is_null()).height
+    parsed = parsed.filter(pl.col("time").is_not_null()).with_row_index("req")
+    offsets = parsed.get_column("time").str.slice(-5).value_counts(sort=True)
+    offset = str(offsets.row(0)[0]) if offsets.height else None
+    end = (
         pl.col("time")
         .str.to_datetime("%d/%b/%Y:%H:%M:%S %z", time_zone="UTC", strict=False)
         .dt.epoch("us")
         .cast(pl.Float64)
         / 1e6
-    ) - pl.col("request_time").cast(pl.Float64, strict=False).fill_null(0.0)
+    )
+    # $time_local is when the request completed; the canonical ts is when it started.
+    ts = end - pl.col("request_time").cast(pl.Float64, strict=False).fill_null(0.0)
     # " : " separates upstream groups (internal redirects); treat it like ", ".
     split = [
         pl.col(c).str.replace_all(" : ", ", ").str.split(", ")
         for c in ("addrs", "statuses", "times")
     ]
-    parsed = parsed.with_columns(ts.alias("ts"), pl.col("status").cast(pl.Int64), *split)
+    parsed = parsed.with_columns(
+        ts.alias("ts"), end.alias("__end"), pl.col("status").cast(pl.Int64), *split
+    )
     n = pl.col("addrs").list.len()
     consistent = (pl.col("statuses").list.len() == n) & (pl.col("times").list.len() == n)
     unparsed += parsed.filter(~consistent).height
@@ -99,28 +142,49 @@ def nginx_access(text: str, source: str) -> tuple[pl.DataFrame, int]:
     ).filter(last | (upstream_status.is_null() | (upstream_status >= 500)))
     rows = rows.with_columns(
         _status_outcome(pl.col("status")).alias("outcome"),
-        pl.when(pl.col("backend") == "-").then(None).otherwise(pl.col("backend")).alias("backend"),
+        _null_dash(pl.col("backend")).alias("backend"),
+        _null_dash(pl.col("upstream_name")).alias("upstream"),
+        # the older format logs "-" first when the real IP is only in the brackets
+        pl.coalesce(
+            _null_dash(pl.col("client")),
+            _null_dash(pl.col("real_ip").str.split(",").list.first().str.strip_chars()),
+        ).alias("client"),
     )
-    return conform(rows.lazy(), source).collect(), unparsed
+    return conform(rows.lazy(), source, keep=("__end",)).collect(), unparsed, offset
 
 
 def nginx_error(text: str, source: str) -> tuple[pl.DataFrame, int]:
-    """Failure rows from an ingress-nginx error log (``connect() failed``…)."""
-    lines = _lines(text).filter(pl.col("line").str.contains(r"upstream"))
-    parsed = lines.select(pl.col("line").str.extract_groups(NGINX_ERROR).alias("m")).unnest("m")
-    parsed = parsed.filter(pl.col("what").is_not_null())
-    errno = pl.coalesce(pl.col("errno"), pl.col("errno2"))
-    outcome = (
+    """Failure rows from an ingress-nginx error log (``connect() failed``…), times as UTC."""
+    frame, _ = nginx_error_lines(_lines(text), source)
+    return frame.drop("__pts"), 0
+
+
+def _errno_outcome() -> pl.Expr:
+    errno, what = pl.col("detail").str.extract(r"\((\d+): ", 1), pl.col("what")
+    return (
         pl.when(errno == "111")
         .then(pl.lit("refused"))
         .when(errno == "104")
         .then(pl.lit("reset"))
-        .when(pl.col("what").str.starts_with("upstream prematurely"))
+        .when(what.str.starts_with("upstream prematurely"))
         .then(pl.lit("eof"))
-        .when(pl.col("what").str.starts_with("upstream timed out") | (errno == "110"))
+        .when(what.str.starts_with("upstream timed out") | (errno == "110"))
         .then(pl.lit("timeout"))
         .otherwise(pl.lit("error"))
     )
+
+
+def nginx_error_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Failure rows (``error_log``) for error-log ``lines``, their times read as UTC (the log
+    carries no offset: the reader shifts them), with the collector's stamp as ``__pts``; and
+    the count of lines that were no upstream failure (notices, reloads, lua warnings)."""
+    if "pts" not in lines.columns:
+        lines = lines.with_columns(pl.lit(None, dtype=pl.Float64).alias("pts"))
+    parsed = lines.select(
+        pl.col("line").str.extract_groups(NGINX_ERROR).alias("m"), pl.col("pts").alias("__pts")
+    ).unnest("m")
+    other = parsed.filter(pl.col("what").is_null()).height
+    parsed = parsed.filter(pl.col("what").is_not_null())
     rows = parsed.with_columns(
         (
             pl.col("time")
@@ -129,11 +193,13 @@ def nginx_error(text: str, source: str) -> tuple[pl.DataFrame, int]:
             .cast(pl.Float64)
             / 1e6
         ).alias("ts"),
-        outcome.alias("outcome"),
-        pl.col("upstream").alias("backend"),
+        _errno_outcome().alias("outcome"),
+        pl.col("addr").alias("backend"),
+        pl.col("client").str.strip_chars(),
+        pl.col("detail").str.strip_chars(),
         pl.lit("error_log").alias("role"),
     )
-    return conform(rows.lazy(), source).collect(), 0
+    return conform(rows.lazy(), source, keep=("__pts",)).collect(), other
 
 
 def _flag_outcome(flags: pl.Expr, status: pl.Expr) -> pl.Expr:
@@ -145,20 +211,28 @@ def _flag_outcome(flags: pl.Expr, status: pl.Expr) -> pl.Expr:
     return expr
 
 
+def _detail(outcome: pl.Expr, *parts: pl.Expr) -> pl.Expr:
+    """The proxy's words for a failure: the non-empty ``parts`` joined, null for ok rows."""
+    cleaned = [pl.when(p.is_in(["-", "", "via_upstream"])).then(None).otherwise(p) for p in parts]
+    text = pl.concat_str(cleaned, separator="; ", ignore_nulls=True)
+    return pl.when(outcome.is_in(["ok"]) | (text == "")).then(None).otherwise(text)
+
+
 def envoy_text(text: str, source: str) -> tuple[pl.DataFrame, int]:
     """Rows for Envoy/Istio text access logs (default formats)."""
-    lines = _lines(text)
+    return envoy_text_lines(_lines(text), source)
+
+
+def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Rows for Envoy/Istio access-log ``lines``: the backend is the ``UPSTREAM_HOST``
+    field by position (``:authority`` may be an IP:port too), ``upstream`` the cluster."""
     parsed = lines.select(pl.col("line").str.extract_groups(ENVOY_TEXT).alias("m")).unnest("m")
     unparsed = parsed.filter(pl.col("time").is_null()).height
     parsed = parsed.filter(pl.col("time").is_not_null())
-    rest = pl.col("rest")
-    upstream = rest.str.extract(rf"\"({_IP_PORT})\"", 1)
-    # Istio: … "UPSTREAM_HOST" CLUSTER UPSTREAM_LOCAL DOWNSTREAM_LOCAL DOWNSTREAM_REMOTE …
-    downstream = rest.str.extract(
-        rf"\"{_IP_PORT}\" \S+ (?:{_IP_PORT}|-) (?:{_IP_PORT}|-) ({_IP_PORT})", 1
-    )
-    forwarded = rest.str.extract(r"^\S+ \S+ \S+ \S+ \"([^\"]*)\"", 1)
     status = pl.col("status").cast(pl.Int64)
+    outcome = _flag_outcome(pl.col("flags"), status)
+    remote = _null_dash(pl.col("downstream_remote"))
+    xff = _null_dash(pl.col("xff")).str.split(",").list.first().str.strip_chars()
     rows = parsed.with_columns(
         (
             pl.col("time")
@@ -168,13 +242,15 @@ def envoy_text(text: str, source: str) -> tuple[pl.DataFrame, int]:
             / 1e6
         ).alias("ts"),
         status.alias("status"),
-        _flag_outcome(pl.col("flags"), status).alias("outcome"),
-        upstream.alias("backend"),
-        pl.coalesce(
-            downstream.str.replace(r":\d+$", ""), pl.when(forwarded != "-").then(forwarded)
-        ).alias("client"),
-        downstream.alias("conn"),
-        rest.str.extract(r"^\S+ \S+ (\d+)", 1).cast(pl.Float64, strict=False).alias("latency_ms"),
+        outcome.alias("outcome"),
+        _null_dash(pl.col("upstream_host")).alias("backend"),
+        _null_dash(pl.col("cluster")).alias("upstream"),
+        pl.coalesce(remote.str.replace(r":\d+$", "").str.strip_chars("[]"), xff).alias("client"),
+        remote.alias("conn"),
+        pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
+        _detail(outcome, pl.col("details"), pl.coalesce(pl.col("tfr1"), pl.col("tfr2"))).alias(
+            "detail"
+        ),
     )
     return conform(rows.lazy(), source).collect(), unparsed
 
@@ -185,7 +261,10 @@ ENVOY_JSON_FIELDS = (
     "response_code",
     "status",
     "response_flags",
+    "response_code_details",
+    "upstream_transport_failure_reason",
     "upstream_host",
+    "upstream_cluster",
     "downstream_remote_address",
     "x_forwarded_for",
     "duration",
@@ -198,11 +277,39 @@ def envoy_json(records: list[dict[str, object]], source: str) -> pl.DataFrame:
         name: [None if r.get(name) is None else str(r.get(name)) for r in records]
         for name in ENVOY_JSON_FIELDS
     }
-    frame = pl.DataFrame(columns, schema=dict.fromkeys(ENVOY_JSON_FIELDS, pl.Utf8)).lazy()
+    frame = pl.DataFrame(columns, schema=dict.fromkeys(ENVOY_JSON_FIELDS, pl.Utf8))
+    return _envoy_json_rows(frame, source)
+
+
+def envoy_json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Rows for Envoy JSON ``lines`` decoded by polars; lines that are not JSON objects are
+    counted (and the batch decoded one line at a time only if one of them breaks it)."""
+    dtype = pl.Struct(dict.fromkeys(ENVOY_JSON_FIELDS, pl.Utf8))
+    try:
+        fields = lines.select(pl.col("line").str.json_decode(dtype).alias("m")).unnest("m")
+        unparsed = 0
+    except pl.exceptions.PolarsError:
+        import json
+
+        records = []
+        for line in lines.get_column("line").to_list():
+            try:
+                value = json.loads(line)
+            except ValueError:
+                value = None
+            if isinstance(value, dict):
+                records.append(value)
+        unparsed = lines.height - len(records)
+        return envoy_json(records, source), unparsed
+    return _envoy_json_rows(fields, source), unparsed
+
+
+def _envoy_json_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
     status = pl.coalesce(pl.col("response_code"), pl.col("status")).cast(pl.Int64, strict=False)
-    downstream = pl.col("downstream_remote_address")
+    outcome = _flag_outcome(pl.col("response_flags").fill_null("-"), status)
+    downstream = _null_dash(pl.col("downstream_remote_address"))
     start = pl.coalesce(pl.col("start_time"), pl.col("timestamp"))
-    rows = frame.with_columns(
+    rows = frame.lazy().with_columns(
         (
             start.str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
             .dt.epoch("us")
@@ -210,14 +317,25 @@ def envoy_json(records: list[dict[str, object]], source: str) -> pl.DataFrame:
             / 1e6
         ).alias("ts"),
         status.alias("status"),
-        _flag_outcome(pl.col("response_flags").fill_null("-"), status).alias("outcome"),
-        pl.col("upstream_host").alias("backend"),
-        pl.coalesce(downstream.str.replace(r":\d+$", ""), pl.col("x_forwarded_for")).alias(
-            "client"
-        ),
+        outcome.alias("outcome"),
+        _null_dash(pl.col("upstream_host")).alias("backend"),
+        _null_dash(pl.col("upstream_cluster")).alias("upstream"),
+        pl.coalesce(
+            downstream.str.replace(r":\d+$", "").str.strip_chars("[]"),
+            _null_dash(pl.col("x_forwarded_for")).str.split(",").list.first().str.strip_chars(),
+        ).alias("client"),
         downstream.alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
+        _detail(
+            outcome, pl.col("response_code_details"), pl.col("upstream_transport_failure_reason")
+        ).alias("detail"),
     )
     return conform(
-        rows.select(["ts", "status", "outcome", "backend", "client", "conn", "latency_ms"]), source
+        rows.select(
+            [
+                *("ts", "status", "outcome", "backend", "upstream", "client", "conn"),
+                *("latency_ms", "detail"),
+            ]
+        ),
+        source,
     ).collect()

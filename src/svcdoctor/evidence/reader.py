@@ -1,4 +1,10 @@
-"""Read evidence files and directories, detecting each format by content."""
+"""Read evidence files and directories, detecting each format by content.
+
+Whole-file formats (kubectl JSON, the canonical CSV/JSON Lines/Parquet request log,
+manifests, ``conntrack -S``) are told by the file's start; any other text is read line by
+line, each line by its own shape (``lines.py``), so a controller's ``kubectl logs`` output
+with its banner, klog, access and error lines interleaved is read whole.
+"""
 
 from __future__ import annotations
 
@@ -9,33 +15,73 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import polars as pl
 
-from svcdoctor.evidence import kernel, proxylogs
+from svcdoctor.errors import SvcdoctorError
+from svcdoctor.evidence import kernel, lines, proxylogs
 from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, read_kubectl
 from svcdoctor.evidence.requests import RequestLogError, empty, read_canonical
+from svcdoctor.evidence.times import offset_text, utc_offset
 from svcdoctor.manifests import build_inventory, load
-from svcdoctor.model import Evidence, KernelEvent, LifecycleEvent, SourceSummary
+from svcdoctor.model import (
+    REQUEST_COLUMNS,
+    Evidence,
+    KernelEvent,
+    LifecycleEvent,
+    SourceSummary,
+)
+
+cloudlb: ModuleType | None
+try:  # AWS ALB and GCP load-balancer request logs (evidence/cloudlb.py)
+    from svcdoctor.evidence import cloudlb
+except ImportError:  # pragma: no cover - only while that module is being written
+    cloudlb = None
 
 _HEAD = 64 * 1024
-_NGINX_ERROR_START = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[\w+\]")
-_ENVOY_START = re.compile(r"^\[\d{4}-\d\d-\d\dT[^\]]*\] \"")
-_CONNTRACK_S = re.compile(r"^cpu=\d+\s.*\b(found|insert_failed)=", re.MULTILINE)
+_CONNTRACK_S = re.compile(r"^\s*cpu=\d+\s.*\b(found|insert_failed)=", re.MULTILINE)
 _YAML_OBJECT = re.compile(r"^(apiVersion|kind):", re.MULTILINE)
 _EVIDENCE_KINDS = frozenset({"Event", "Pod", "EndpointSlice"})
+# JSON object lines that are log records (read line by line), not Kubernetes documents
+_LINE_JSON_KEYS = frozenset(
+    {
+        *("log", "response_code", "upstream_host", "response_flags", "start_time"),
+        *("httpRequest", "http_request"),
+    }
+)
+_LINE_START = re.compile(r"^(?:\[pod/|\[\s*\d+\.\d+\]|\[\w{3} \w{3} |\[\d{4}-\d\d-\d\dT)")
+# words for the shapes that are not evidence, in the problems line
+_NOT_EVIDENCE = {"klog": "klog", "other": "other"}
+_RESOLUTION = {"nginx-access": 1.0, "nginx-error": 1.0}
+_JOIN_SLACK = 1.0  # seconds either side of a request an error line may fall (1 s clocks)
 
 
-class EvidenceError(ValueError):
+class EvidenceError(SvcdoctorError, ValueError):
     """Nothing usable in the inputs."""
 
 
 @dataclass(slots=True)
+class _Part:
+    """Request rows that one file gave in one shape."""
+
+    path: str
+    fmt: str
+    frame: pl.DataFrame
+    note: str = ""
+    offset: str | None = None  # nginx-access: the UTC offset its times carry (``+0200``)
+    read: int = 0  # lines read as rows (error logs: before the join)
+    span: tuple[float | None, float | None] | None = None  # error logs: before the join
+
+
+@dataclass(slots=True)
 class _Collected:
-    frames: list[pl.DataFrame] = field(default_factory=list)
+    parts: list[_Part] = field(default_factory=list)
     kube: KubectlEvidence = field(default_factory=KubectlEvidence)
-    kernel_texts: list[tuple[str, str, str]] = field(default_factory=list)  # path, fmt, text
+    kernel_lines: list[tuple[str, str, list[tuple[str, float | None]]]] = field(
+        default_factory=list
+    )  # path, fmt, (line, collector stamp)
     kernel: list[KernelEvent] = field(default_factory=list)
     manifests: list[str] = field(default_factory=list)
     sources: list[SourceSummary] = field(default_factory=list)
@@ -59,8 +105,8 @@ def expand(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
     return found, problems
 
 
-def detect(head: bytes) -> str:
-    """The format of a file from its first bytes (see DESIGN.md, "Evidence formats")."""
+def _whole_format(head: bytes) -> str:
+    """The format of a file read whole, or ``lines`` (read line by line, by shape)."""
     if head.startswith(b"PAR1"):
         return "parquet"
     if b"\0" in head[:8192]:
@@ -72,42 +118,73 @@ def detect(head: bytes) -> str:
         try:
             record = json.loads(stripped)
         except ValueError:
-            return "json"
+            return "json"  # a document over several lines
         if isinstance(record, dict):
             if {"ts", "outcome"} <= record.keys():
                 return "jsonl"
-            if "response_code" in record or "upstream_host" in record:
-                return "envoy-json"
+            if record.keys() & _LINE_JSON_KEYS:
+                return "lines"
         return "json"
-    if _ENVOY_START.match(stripped):
-        return "envoy"
-    if stripped.startswith("[") and not re.match(r"^\[\s*\d+\.\d+\]|^\[\w{3} \w{3} ", stripped):
+    if stripped.startswith("[") and not _LINE_START.match(stripped):
         return "json"
     columns = [c.strip().strip('"') for c in stripped.split(",")]
     if {"ts", "outcome"} <= set(columns):
         return "csv"
-    if re.match(proxylogs.NGINX_ACCESS, stripped):
-        return "nginx-access"
-    if _NGINX_ERROR_START.match(stripped):
-        return "nginx-error"
     if _CONNTRACK_S.search(text):
         return "conntrack-stats"
-    if kernel.KERNEL_HINT.search(text) or re.match(r"^\[\s*\d+\.\d+\]", stripped):
-        return "kernel"
+    return "lines"
+
+
+def detect(head: bytes) -> str:
+    """The format of a file from its first bytes (see DESIGN.md, "Evidence formats"): a
+    whole-file format, or the evidence shape most of its lines have (``unknown`` when none
+    has one). Many lines are sampled, never only the first."""
+    whole = _whole_format(head)
+    if whole != "lines":
+        return whole
+    text = head.decode("utf-8-sig", errors="replace")
+    shapes = _shapes(lines.split(text))
+    counts = shapes.filter(pl.col("shape").is_in([*lines.EVIDENCE_SHAPES, "kernel"]))
+    if counts.height:
+        return str(counts.get_column("shape").value_counts(sort=True).row(0)[0])
     if _YAML_OBJECT.search(text):
         return "manifest"
     return "unknown"
 
 
-def read_evidence(paths: Sequence[str], clock_offsets: dict[str, float] | None = None) -> Evidence:
-    """Everything usable in ``paths``; ``EvidenceError`` only when nothing is."""
+def _shapes(frame: pl.DataFrame) -> pl.DataFrame:
+    alb = cloudlb.ALB_LINE if cloudlb is not None else None
+    frame = lines.classify(frame, alb)
+    is_json = pl.col("shape") == "json"
+    if frame.height and frame.select(is_json.any()).item():
+        sub = lines.json_shape(frame.get_column("line"))
+        frame = frame.with_columns(
+            pl.when(is_json).then(sub).otherwise(pl.col("shape")).alias("shape")
+        )
+    return frame
+
+
+def read_evidence(
+    paths: Sequence[str],
+    clock_offsets: dict[str, float] | None = None,
+    tz: str | None = None,
+) -> Evidence:
+    """Everything usable in ``paths``; ``EvidenceError`` only when nothing is.
+
+    ``tz``: the UTC offset (``+02:00``) of logs that carry none (the nginx error log);
+    default: the offset of the ingress-nginx access log of the same bundle, else UTC."""
+    zone = None
+    if tz is not None:
+        zone = utc_offset(tz)
+        if zone is None:
+            raise EvidenceError(f"--tz {tz!r} is not a UTC offset such as +02:00")
     files, missing = expand(paths)
     got = _Collected(problems=list(missing))
     for path in files:
         _read_one(path, got)
     year = _year(got)
-    for name, fmt, text in got.kernel_texts:
-        events, _ = kernel.kernel_log(text, name, year)
+    for name, fmt, kept in got.kernel_lines:
+        events, _ = kernel.kernel_lines(kept, name, year)
         got.kernel.extend(events)
         aligned = [e.ts for e in events if e.aligned and e.ts is not None]
         note = (
@@ -115,11 +192,15 @@ def read_evidence(paths: Sequence[str], clock_offsets: dict[str, float] | None =
             if all(e.aligned for e in events)
             else ("seconds since boot: pass --clock-offset FILE=BOOT_EPOCH to align")
         )
+        rows = sum(1 for e in events if e.kind == "conntrack_full")
         got.sources.append(
             SourceSummary(
-                name, fmt, len(events), min(aligned, default=None), max(aligned, default=None), note
+                name, fmt, rows, min(aligned, default=None), max(aligned, default=None), note
             )
         )
+    _nginx_bundle(got, zone)
+    for part in got.parts:
+        _add_source(got, part)
     offsets = clock_offsets or {}
     evidence = _assemble(got, offsets)
     usable = (
@@ -143,102 +224,176 @@ def _read_one(path: Path, got: _Collected) -> None:
     except OSError as exc:
         got.problems.append(f"{name}: cannot read ({exc.strerror})")
         return
-    fmt = detect(head)
+    fmt = _whole_format(head)
     try:
         if fmt in ("csv", "jsonl", "parquet"):
             frame, problems = read_canonical(path, fmt, name)
             got.problems.extend(f"{name}: {p}" for p in problems)
-            _add_frame(got, name, fmt, frame)
-        elif fmt in ("binary", "unknown"):
-            got.problems.append(
-                f"{name}: not a recognised evidence format"
-                + (" (binary)" if fmt == "binary" else "")
+            got.parts.append(_Part(name, fmt, frame, read=frame.height))
+        elif fmt == "binary":
+            got.problems.append(f"{name}: not a recognised evidence format (binary)")
+        elif fmt == "json":
+            _read_json(path.read_text(encoding="utf-8-sig", errors="replace"), name, got)
+        elif fmt == "conntrack-stats":
+            text = path.read_text(encoding="utf-8-sig", errors="replace")
+            counters = kernel.conntrack_stats(text, name)
+            got.kernel.extend(counters)
+            stamps = [e.ts for e in counters if e.ts is not None]
+            snapshots = len(counters) // 2
+            note = f"{snapshots} snapshots" if snapshots > 1 else ""
+            if snapshots > 1 and not stamps:
+                note += ": no timestamp lines, so their times are unknown"
+            got.sources.append(
+                SourceSummary(
+                    name,
+                    fmt,
+                    sum(1 for _ in text.splitlines()),
+                    min(stamps, default=None),
+                    max(stamps, default=None),
+                    note,
+                )
             )
-        elif fmt == "manifest":
-            got.manifests.append(name)
         else:
-            _read_text(path, name, fmt, got)
+            _read_lines(path.read_text(encoding="utf-8-sig", errors="replace"), name, got)
     except (RequestLogError, ValueError, pl.exceptions.PolarsError) as exc:
         got.problems.append(f"{name}: {fmt}: {str(exc).splitlines()[0]}")
 
 
-def _read_text(path: Path, name: str, fmt: str, got: _Collected) -> None:
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
-    if fmt == "json":
+def _read_json(text: str, name: str, got: _Collected) -> None:
+    try:
         docs = list(json_documents(text))
-        before, seen, seen_ep = got.kube.rows, len(got.kube.events), len(got.kube.endpoints)
-        kinds = _kinds(docs)
-        if not kinds:
-            if len(docs) == 1 and isinstance(docs[0], dict) and "ground_truth" in docs[0]:
-                # lab.json / simulate.json: what the run knew, never evidence
-                note = "svcdoctor's ground truth of the run, not read as evidence"
-                got.sources.append(SourceSummary(name, "ground-truth", 0, note=note))
-                return
-            if len(docs) == 1 and isinstance(docs[0], dict) and "svcdoctor_collect" in docs[0]:
-                note = "svcdoctor collect's record of the bundle, not read as evidence"
-                got.sources.append(SourceSummary(name, "collect-manifest", 0, note=note))
-                if docs[0].get("complete") is False:
-                    got.problems.append(
-                        f"{name}: collect did not finish this bundle (interrupted or failed): "
-                        "evidence may be missing; run svcdoctor collect again"
-                    )
-                return
-            got.problems.append(f"{name}: JSON without Kubernetes objects, skipped")
+    except ValueError as exc:
+        # not one JSON document or stream: log lines that start with a bracket or brace
+        # (an IPv6 client, a truncated first record); named as JSON if no line is evidence
+        before = len(got.problems)
+        _read_lines(text, name, got)
+        if any(p.startswith(f"{name}: not a recognised evidence format") for p in got.problems):
+            del got.problems[before:]
+            got.problems.append(f"{name}: json: {str(exc).splitlines()[0]}")
+        return
+    before, seen, seen_ep = got.kube.rows, len(got.kube.events), len(got.kube.endpoints)
+    kinds = _kinds(docs)
+    if not kinds:
+        if len(docs) == 1 and isinstance(docs[0], dict) and "ground_truth" in docs[0]:
+            # lab.json / simulate.json: what the run knew, never evidence
+            note = "svcdoctor's ground truth of the run, not read as evidence"
+            got.sources.append(SourceSummary(name, "ground-truth", 0, note=note))
             return
-        read_kubectl(docs, name, got.kube)
-        if kinds - _EVIDENCE_KINDS:
-            got.manifests.append(name)
-        stamps = [e.ts for e in got.kube.events[seen:]]
-        stamps += [c.ts for c in got.kube.endpoints[seen_ep:] if c.ts is not None]
-        got.sources.append(
-            SourceSummary(
-                name,
-                "kubectl-json",
-                got.kube.rows - before,
-                min(stamps, default=None),
-                max(stamps, default=None),
-            )
+        if len(docs) == 1 and isinstance(docs[0], dict) and "svcdoctor_collect" in docs[0]:
+            note = "svcdoctor collect's record of the bundle, not read as evidence"
+            got.sources.append(SourceSummary(name, "collect-manifest", 0, note=note))
+            if docs[0].get("complete") is False:
+                got.problems.append(
+                    f"{name}: collect did not finish this bundle (interrupted or failed): "
+                    "evidence may be missing; run svcdoctor collect again"
+                )
+            return
+        if any(isinstance(d, dict) and str(d.get("kind", "")).endswith("List") for d in docs):
+            got.sources.append(SourceSummary(name, "kubectl-json", 0, note="an empty list"))
+            return
+        records = [r for d in docs for r in (d if isinstance(d, list) else [d])]
+        if cloudlb is not None:
+            gcp = [r for r in records if isinstance(r, dict) and cloudlb.is_gcp_entry(r)]
+            if gcp:
+                frame = cloudlb.gcp_requests(gcp, name)
+                got.parts.append(_Part(name, "gcp", frame, read=frame.height))
+                return
+        got.problems.append(f"{name}: JSON without Kubernetes objects, skipped")
+        return
+    read_kubectl(docs, name, got.kube)
+    if kinds - _EVIDENCE_KINDS:
+        got.manifests.append(name)
+    stamps = [e.ts for e in got.kube.events[seen:]]
+    stamps += [c.ts for c in got.kube.endpoints[seen_ep:] if c.ts is not None]
+    got.sources.append(
+        SourceSummary(
+            name,
+            "kubectl-json",
+            got.kube.rows - before,
+            min(stamps, default=None),
+            max(stamps, default=None),
         )
-        return
-    if fmt == "envoy-json":
-        records, unparsed = _json_lines(text)
-        if unparsed:
-            got.problems.append(f"{name}: {unparsed} lines are not JSON objects, skipped")
-        _add_frame(got, name, fmt, proxylogs.envoy_json(records, name))
-        return
-    if fmt in ("kernel",):
-        got.kernel_texts.append((name, fmt, text))
-        return
-    if fmt == "conntrack-stats":
-        counters = kernel.conntrack_stats(text, name)
-        got.kernel.extend(counters)
-        got.sources.append(SourceSummary(name, fmt, sum(1 for _ in text.splitlines())))
-        return
-    parse = {
-        "nginx-access": proxylogs.nginx_access,
-        "nginx-error": proxylogs.nginx_error,
-        "envoy": proxylogs.envoy_text,
-    }[fmt]
-    frame, unparsed = parse(text, name)
-    if unparsed:
-        got.problems.append(f"{name}: {unparsed} lines not in the {fmt} format, skipped")
-    _add_frame(got, name, fmt, frame)
+    )
 
 
-def _json_lines(text: str) -> tuple[list[dict[str, object]], int]:
-    records, unparsed = [], 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
+def _read_lines(text: str, name: str, got: _Collected) -> None:
+    """Each line by its own shape; one part per shape that gave rows."""
+    frame = _shapes(lines.split(text))
+    counts = dict(frame.group_by("shape").len().iter_rows())
+    found = [s for s in counts if s in lines.EVIDENCE_SHAPES or s == "kernel"]
+    if not found:
+        if _YAML_OBJECT.search(text):
+            got.manifests.append(name)
+            return
+        got.problems.append(f"{name}: not a recognised evidence format" + _counted(counts))
+        return
+    by_shape = {s: frame.filter(pl.col("shape") == s) for s in found}
+    skipped: dict[str, int] = {}
+    for shape, sub in by_shape.items():
+        if shape == "kernel":
+            # only lines that can hold a drop go through the per-line parser
+            wanted = sub.filter(pl.col("line").str.contains(r"table full|callbacks suppressed"))
+            got.kernel_lines.append(
+                (name, "kernel", list(wanted.select("line", "pts").iter_rows()))
+            )
+        elif shape == "nginx-access":
+            access, bad, offset = proxylogs.nginx_access_lines(sub, name)
+            skipped["nginx-access"] = bad
+            got.parts.append(_Part(name, shape, access, offset=offset, read=sub.height - bad))
+        elif shape == "nginx-error":
+            errors, quiet = proxylogs.nginx_error_lines(sub, name)
+            note = f"{quiet} lines without an upstream failure" if quiet else ""
+            got.parts.append(_Part(name, shape, errors, note=note, read=errors.height))
+        elif shape == "envoy":
+            rows, bad = proxylogs.envoy_text_lines(sub, name)
+            skipped["envoy"] = bad
+            got.parts.append(_Part(name, shape, rows, read=rows.height))
+        elif shape == "envoy-json":
+            rows, bad = proxylogs.envoy_json_lines(sub, name)
+            skipped["envoy-json"] = bad
+            got.parts.append(_Part(name, shape, rows, read=rows.height))
+        elif shape == "alb" and cloudlb is not None:
+            rows, bad = cloudlb.alb_access(sub.get_column("line").to_list(), name)
+            skipped["alb"] = bad
+            got.parts.append(_Part(name, shape, rows, read=rows.height))
+        elif shape == "gcp" and cloudlb is not None:
+            records = _json_records(sub.get_column("line").to_list())
+            gcp = [r for r in records if cloudlb.is_gcp_entry(r)]
+            skipped["gcp"] = sub.height - len(gcp)
+            got.parts.append(_Part(name, shape, cloudlb.gcp_requests(gcp, name), read=len(gcp)))
+    for shape, bad in skipped.items():
+        if bad:
+            got.problems.append(
+                f"{name}: {bad} lines look like {shape} but do not parse in full, skipped"
+            )
+    rest = {k: v for k, v in counts.items() if k in _NOT_EVIDENCE}
+    if rest:
+        got.problems.append(f"{name}: {_counted(rest).strip(' ()')}: not evidence")
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """`` (412 klog lines and 3 other lines)`` for the shapes that are not evidence."""
+    parts = [
+        f"{counts[k]} {word} line{'s' if counts[k] != 1 else ''}"
+        for k, word in _NOT_EVIDENCE.items()
+        if counts.get(k)
+    ]
+    if not parts:
+        return ""
+    text = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f" ({text})"
+
+
+def _json_records(texts: list[str]) -> list[dict[str, Any]]:
+    records = []
+    for text in texts:
         try:
-            value = json.loads(line)
+            value = json.loads(text)
         except ValueError:
-            value = None
+            continue
         if isinstance(value, dict):
             records.append(value)
-        else:
-            unparsed += 1
-    return records, unparsed
+    return records
 
 
 def _kinds(docs: Iterable[Any]) -> set[str]:
@@ -247,28 +402,216 @@ def _kinds(docs: Iterable[Any]) -> set[str]:
     return {str(o.get("kind")) for d in docs for o in objects(d)}
 
 
-_RESOLUTION = {"nginx-access": 1.0, "nginx-error": 1.0}
+# ---------------------------------------------------------------- nginx: zone and join
 
 
-def _add_frame(got: _Collected, name: str, fmt: str, frame: pl.DataFrame) -> None:
-    ts = frame.get_column("ts")
-    got.frames.append(frame)
-    start, end = ts.min(), ts.max()
-    got.sources.append(
-        SourceSummary(
-            name,
-            fmt,
-            frame.height,
+def _nginx_bundle(got: _Collected, zone: float | None) -> None:
+    """The nginx error log's times put on UTC (``--tz``, else the zone of the bundle's
+    access log, else its collector's timestamps, else UTC: the note says which), then
+    each error line that describes a request of the access log joined to that request
+    instead of counted again."""
+    access = [p for p in got.parts if p.fmt == "nginx-access"]
+    errors = [p for p in got.parts if p.fmt == "nginx-error"]
+    if not errors:
+        return
+    offsets = [p.offset for p in access if p.offset]
+    common = max(set(offsets), key=offsets.count) if offsets else None
+    for part in errors:
+        frame = part.frame
+        if zone is not None:
+            shift, why = zone, f"read as UTC{offset_text(zone)} (--tz)"
+        elif common is not None and utc_offset(common) is not None:
+            shift = utc_offset(common) or 0.0
+            names = sorted({Path(p.path).name for p in access if p.offset == common})
+            why = f"read as UTC{offset_text(shift)}, the zone of the access log {', '.join(names)}"
+        elif (derived := _zone_from_stamps(frame)) is not None:
+            shift, why = derived, f"read as UTC{offset_text(derived)}, from the log's timestamps"
+        else:
+            shift, why = 0.0, "read as UTC: no access log gives the zone (pass --tz)"
+        if shift:
+            frame = frame.with_columns(pl.col("ts") - shift)
+        part.frame = frame.drop("__pts")
+        start, end = part.frame.get_column("ts").min(), part.frame.get_column("ts").max()
+        part.span = (
             start if isinstance(start, float) else None,
             end if isinstance(end, float) else None,
-            resolution=_RESOLUTION.get(fmt, 0.0),
+        )
+        part.note = _join_note(part.note, f"times carry no UTC offset: {why}")
+    if not access:
+        for part in access + errors:
+            part.frame = part.frame.drop("__end", strict=False)
+        return
+    _join(access, errors)
+    _name_upstreams(access, errors)
+    for part in access:
+        part.frame = part.frame.drop("__end")
+
+
+def _name_upstreams(access: list[_Part], errors: list[_Part]) -> None:
+    """Error-log rows kept on their own get the Service (``upstream``) the access log routes
+    their backend address to: the error log names only the address."""
+    known = (
+        pl.concat([p.frame.select("backend", "upstream") for p in access])
+        .drop_nulls()
+        .with_columns(pl.col("backend").cast(pl.Utf8), pl.col("upstream").cast(pl.Utf8))
+        .group_by("backend", "upstream")
+        .len()
+        .sort("len", descending=True)
+        .unique("backend", keep="first")
+        .select("backend", pl.col("upstream").alias("__u"))
+    )
+    if not known.height:
+        return
+    for part in errors:
+        if not part.frame.height:
+            continue
+        frame = part.frame.with_columns(pl.col("backend").cast(pl.Utf8).alias("__bk"))
+        frame = frame.join(known, left_on="__bk", right_on="backend", how="left")
+        part.frame = frame.with_columns(
+            pl.coalesce(pl.col("upstream"), pl.col("__u").cast(pl.Categorical)).alias("upstream")
+        ).select(REQUEST_COLUMNS)
+
+
+def _zone_from_stamps(frame: pl.DataFrame) -> float | None:
+    """The zone of nginx's local times from the collector's UTC stamps on the same lines
+    (``kubectl logs --timestamps``, CRI), to the quarter hour."""
+    lag = frame.select((pl.col("ts") - pl.col("__pts")).median()).item()
+    if lag is None:
+        return None
+    return float(round(lag / 900.0) * 900.0)
+
+
+def _join_note(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _join(access: list[_Part], errors: list[_Part]) -> None:
+    """Error lines that describe a request in the access log (same upstream address, same
+    client, error time within [start - 1 s, end + 1 s]) refine that row (outcome from the
+    errno, ``detail``) instead of becoming a row: each failure is counted once. Masked
+    (retried) attempts match too. Failed rows are matched first, each row at most once."""
+    rows = pl.concat(
+        [p.frame.with_columns(pl.lit(i).alias("__part")) for i, p in enumerate(access)]
+    ).with_row_index("__aid")
+    errs = pl.concat(
+        [p.frame.with_columns(pl.lit(i).alias("__epart")) for i, p in enumerate(errors)]
+    ).with_row_index("__eid")
+    keys = [
+        pl.col("client").cast(pl.Utf8).alias("__c"),
+        pl.col("backend").cast(pl.Utf8).alias("__b"),
+    ]
+    cand = rows.filter(
+        (pl.col("outcome") != "aborted")
+        & pl.col("client").is_not_null()
+        & pl.col("backend").is_not_null()
+    ).select(
+        "__aid",
+        *keys,
+        pl.col("ts").alias("__start"),
+        pl.col("__end"),
+        pl.col("outcome").is_in(["ok"]).not_().alias("__failed"),
+    )
+    left = errs.filter(pl.col("client").is_not_null() & pl.col("backend").is_not_null()).select(
+        "__eid", *keys, (pl.col("ts") + _JOIN_SLACK).alias("__key"), pl.col("ts").alias("__ets")
+    )
+    # only the requests of the (client, backend) pairs that error lines name, by start
+    cand = cand.join(left.select("__c", "__b").unique(), on=["__c", "__b"], how="semi").sort(
+        "__start"
+    )
+    left = left.sort("__key")
+    matched: list[pl.DataFrame] = []
+    for failed in (True, False):
+        pool = cand.filter(pl.col("__failed") == failed)
+        for _ in range(4):  # a request per round for errors that matched the same row
+            if not left.height or not pool.height:
+                break
+            pairs = (
+                left.join_asof(
+                    pool,
+                    left_on="__key",
+                    right_on="__start",
+                    by=["__c", "__b"],
+                    strategy="backward",
+                    check_sortedness=False,
+                )
+                .filter(
+                    pl.col("__aid").is_not_null()
+                    & (pl.col("__ets") <= pl.coalesce("__end", "__start") + _JOIN_SLACK)
+                )
+                .sort("__ets")
+                .unique("__aid", keep="first", maintain_order=True)
+                .select("__eid", "__aid")
+            )
+            if not pairs.height:
+                break
+            matched.append(pairs)
+            left = left.filter(~pl.col("__eid").is_in(pairs.get_column("__eid").implode()))
+            pool = pool.filter(~pl.col("__aid").is_in(pairs.get_column("__aid").implode()))
+    if not matched:
+        for part in errors:
+            part.note = _join_note(part.note, "no line matches a request of the access log")
+        return
+    pairs = pl.concat(matched)
+    refine = pairs.join(
+        errs.select("__eid", pl.col("outcome").alias("__eo"), pl.col("detail").alias("__ed")),
+        on="__eid",
+    )
+    rows = rows.join(refine.select("__aid", "__eo", "__ed"), on="__aid", how="left")
+    rows = rows.with_columns(
+        pl.when(pl.col("__eo").is_not_null() & (pl.col("__eo") != "error"))
+        .then(pl.col("__eo"))
+        .otherwise(pl.col("outcome"))
+        .alias("outcome"),
+        pl.coalesce(pl.col("__ed"), pl.col("detail")).alias("detail"),
+    )
+    for i, part in enumerate(access):
+        part.frame = (
+            rows.filter(pl.col("__part") == i).sort("__aid").select([*REQUEST_COLUMNS, "__end"])
+        )
+    joined_ids = pairs.get_column("__eid").implode()
+    for i, part in enumerate(errors):
+        mine = errs.filter(pl.col("__epart") == i)
+        joined = mine.filter(pl.col("__eid").is_in(joined_ids)).height
+        part.frame = mine.filter(~pl.col("__eid").is_in(joined_ids)).select(REQUEST_COLUMNS)
+        kept = part.frame.height
+        part.note = _join_note(
+            part.note,
+            f"{joined} of {joined + kept} failure lines describe requests of the access log: "
+            f"counted once, there; {kept} kept as error-log rows",
+        )
+
+
+# ---------------------------------------------------------------- assembly
+
+
+def _add_source(got: _Collected, part: _Part) -> None:
+    ts = part.frame.get_column("ts")
+    first, last = ts.min(), ts.max()
+    start = first if isinstance(first, float) else None
+    end = last if isinstance(last, float) else None
+    if part.span is not None:
+        start, end = part.span
+    got.sources.append(
+        SourceSummary(
+            part.path,
+            part.fmt,
+            part.read if part.fmt == "nginx-error" else part.frame.height,
+            start,
+            end,
+            note=part.note,
+            resolution=_RESOLUTION.get(part.fmt, 0.0),
         )
     )
 
 
 def _year(got: _Collected) -> int:
     """The year for kernel lines that carry none: the year of the other evidence."""
-    stamps = [s.start for s in got.sources if s.start is not None]
+    stamps: list[float] = []
+    for part in got.parts:
+        start = part.frame.get_column("ts").min() if part.frame.height else None
+        if isinstance(start, float):
+            stamps.append(start)
+    stamps += [s.start for s in got.sources if s.start is not None]
     stamps += [e.ts for e in got.kube.events]
     when = min(stamps) if stamps else datetime.now(UTC).timestamp()
     return datetime.fromtimestamp(when, UTC).year
@@ -282,7 +625,7 @@ def _offset_for(offsets: dict[str, float], source: str, fmt: str) -> float:
 
 
 _CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet"})
-_PROXY_FORMATS = frozenset({"nginx-access", "nginx-error", "envoy", "envoy-json"})
+_PROXY_FORMATS = frozenset({"nginx-access", "nginx-error", "envoy", "envoy-json", "alb", "gcp"})
 
 
 def _one_vantage_point(got: _Collected) -> set[str]:
@@ -311,13 +654,13 @@ def _one_vantage_point(got: _Collected) -> set[str]:
 
 def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
     dropped = _one_vantage_point(got)
-    formats = {s.path: s.format for s in got.sources}
+    known = {s.path for s in got.sources}
     frames = []
-    for frame in got.frames:
-        source = frame.get_column("source")[0] if frame.height else ""
-        if source in dropped:
+    for part in got.parts:
+        if part.path in dropped or not part.frame.height:
             continue
-        shift = _offset_for(offsets, source, formats.get(source, ""))
+        shift = _offset_for(offsets, part.path, part.fmt)
+        frame = part.frame.select(REQUEST_COLUMNS)
         frames.append(frame.with_columns(pl.col("ts") + shift) if shift else frame)
     requests = pl.concat(frames, how="vertical") if frames else empty()
     events = tuple(
@@ -336,9 +679,7 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
     inventory = None
     if got.manifests:
         inventory = build_inventory(load(got.manifests))
-        got.sources.extend(
-            SourceSummary(m, "manifest", 0) for m in got.manifests if m not in formats
-        )
+        got.sources.extend(SourceSummary(m, "manifest", 0) for m in got.manifests if m not in known)
     return Evidence(
         requests=requests if requests.get_column("ts").is_sorted() else requests.sort("ts"),
         pods=tuple(got.kube.pods.values()),
@@ -353,14 +694,10 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
 
 
 def _shift_event(e: LifecycleEvent, shift: float) -> LifecycleEvent:
-    from dataclasses import replace
-
     return replace(e, ts=e.ts + shift) if shift else e
 
 
 def _shift_kernel(e: KernelEvent, shift: float) -> KernelEvent:
-    from dataclasses import replace
-
     if not shift:
         return e
     assert e.ts is not None

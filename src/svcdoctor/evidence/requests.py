@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
+from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import REQUEST_COLUMNS, ROLES, Outcome
 
 OUTCOMES = [o.value for o in Outcome]
@@ -19,13 +20,15 @@ SCHEMA: dict[str, pl.DataType] = {
     "backend": pl.Categorical(),
     "conn": pl.Utf8(),
     "node": pl.Categorical(),
+    "upstream": pl.Categorical(),
+    "detail": pl.Categorical(),
     "role": pl.Enum(list(ROLES)),
     "source": pl.Categorical(),
 }
-OPTIONAL = ("status", "latency_ms", "client", "backend", "conn", "node")
+OPTIONAL = ("status", "latency_ms", "client", "backend", "conn", "node", "upstream", "detail")
 
 
-class RequestLogError(ValueError):
+class RequestLogError(SvcdoctorError, ValueError):
     """A request log that cannot be used, phrased for the user."""
 
 
@@ -47,8 +50,22 @@ def conform(frame: pl.LazyFrame, source: str, keep: tuple[str, ...] = ()) -> pl.
     )
 
 
+def epoch_seconds(number: pl.Expr) -> pl.Expr:
+    """Unix time in seconds from seconds, milliseconds, microseconds or nanoseconds, told
+    apart by magnitude (now is ~1.8e9 s; 1e11 s would be the year 5138)."""
+    return (
+        pl.when(number.abs() >= 1e17)
+        .then(number / 1e9)
+        .when(number.abs() >= 1e14)
+        .then(number / 1e6)
+        .when(number.abs() >= 1e11)
+        .then(number / 1e3)
+        .otherwise(number)
+    )
+
+
 def _parse_ts(text: pl.Expr, mode: str) -> pl.Expr:
-    as_number = text.cast(pl.Float64, strict=False)
+    as_number = epoch_seconds(text.cast(pl.Float64, strict=False))
     as_time = (
         text.str.strip_chars()
         .str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
@@ -107,7 +124,7 @@ def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, lis
     frame, mode = _scan(path, fmt)
     outcome = pl.col("outcome").cast(pl.Utf8).cast(SCHEMA["outcome"], strict=False)
     ts = (
-        pl.col("ts").cast(pl.Float64)
+        epoch_seconds(pl.col("ts").cast(pl.Float64))
         if mode == "native"
         else _parse_ts(pl.col("ts").cast(pl.Utf8), mode)
     )
@@ -121,7 +138,7 @@ def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, lis
     bad_outcome = pl.col("outcome").is_null()
     problems = []
     for flag, column, what in (
-        (bad_ts, "ts", "ts is not RFC 3339 or Unix seconds"),
+        (bad_ts, "ts", "ts is not RFC 3339 or Unix time"),
         (bad_outcome, "outcome", f"outcome is not one of {', '.join(OUTCOMES)}"),
     ):
         bad = data.filter(flag).get_column("__row")

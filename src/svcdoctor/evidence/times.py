@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 _MONTHS = {
@@ -58,3 +59,54 @@ def syslog(text: str, year: int) -> float | None:
     except (ValueError, KeyError):
         return None
     return stamp.timestamp() + second
+
+
+def utc_offset(text: str) -> float | None:
+    """``+02:00`` / ``+0200`` / ``-05`` / ``Z`` / ``UTC`` → seconds east of UTC (None if not
+    an offset)."""
+    value = text.strip()
+    if value.upper() in ("Z", "UTC", "GMT"):
+        return 0.0
+    m = re.fullmatch(r"(?:UTC|GMT)?([+-])(\d\d):?(\d\d)?", value, flags=re.IGNORECASE)
+    if m is None:
+        return None
+    seconds = int(m.group(2)) * 3600 + int(m.group(3) or 0) * 60
+    return float(seconds if m.group(1) == "+" else -seconds)
+
+
+def offset_text(seconds: float) -> str:
+    """Seconds east of UTC → ``+02:00``."""
+    sign = "-" if seconds < 0 else "+"
+    minutes = round(abs(seconds) / 60)
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+_DATE_U = re.compile(
+    r"^(?:\w{3},? )?(\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) (UTC|GMT|[+-]\d{4}) (\d{4})$"
+)
+
+
+def stamp_line(text: str) -> float | None:
+    """A line that is only a timestamp, as scripts write one before each ``conntrack -S``
+    snapshot: ``date -u`` (``Fri Dec  4 21:39:28 UTC 2026``), ``date -Is`` / ``date -u
+    +%FT%TZ`` (RFC 3339), ``date -R`` (``Fri, 04 Dec 2026 21:39:28 +0000``), optionally
+    after ``# ``. None for anything else (a local zone name is ambiguous: not read)."""
+    value = text.strip().lstrip("#").strip()
+    if not value or "=" in value:
+        return None
+    if re.fullmatch(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)", value):
+        value = value.replace(",", ".").replace(" ", "T", 1)
+        return rfc3339(re.sub(r"([+-]\d\d)(\d\d)$", r"\1:\2", value))
+    if m := _DATE_U.match(value):
+        month, day, clock, zone, year = m.groups()
+        base = syslog(f"{month} {day} {clock}", int(year))
+        offset = utc_offset(zone)
+        return None if base is None or offset is None else base - offset
+    if re.fullmatch(r"\w{3}, \d{1,2} \w{3} \d{4} \d\d:\d\d:\d\d [+-]\d{4}", value):
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return parsedate_to_datetime(value).timestamp()
+        except (TypeError, ValueError):
+            return None
+    return None

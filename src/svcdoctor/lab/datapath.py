@@ -22,9 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from svcdoctor.errors import SvcdoctorError
 
-class LabError(RuntimeError):
-    """The lab could not run the scenario as specified (a one-line reason)."""
+
+class LabError(SvcdoctorError, RuntimeError):
+    """The lab could not run the scenario as specified (a one-line reason); exit 1."""
+
+    exit_code = 1
 
 
 @dataclass(frozen=True, slots=True)

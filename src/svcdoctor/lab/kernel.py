@@ -29,6 +29,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from svcdoctor.lab.datapath import Backend, LabError, PodNet
 
@@ -43,13 +44,46 @@ PREFIX_PATTERN = re.compile(r"^svcd[0-9a-f]{6}-")
 
 
 class KernelUnavailable(LabError):
-    """The kernel datapath cannot run here (not root, or ip/iptables missing)."""
+    """The kernel datapath cannot run here (not root, no CAP_NET_ADMIN/CAP_SYS_ADMIN, or
+    ip/iptables missing): a usage problem (exit 2), the userspace datapath is the way."""
+
+    exit_code = 2
+
+
+CAP_NET_ADMIN = 12
+CAP_SYS_ADMIN = 21  # `ip netns add` bind-mounts the namespace (mount --make-shared)
+
+
+def effective_capabilities(status: str | None = None) -> int | None:
+    """The effective capability set of this process (``/proc/self/status``), or None when
+    it cannot be read."""
+    try:
+        text = status if status is not None else Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return None
 
 
 def available() -> str | None:
     """``None`` when the kernel datapath can run, else the reason it cannot."""
     if os.geteuid() != 0:
         return "the kernel datapath needs root (network namespaces and iptables)"
+    caps = effective_capabilities()
+    if caps is not None:
+        lacking = [
+            name
+            for name, bit in (("CAP_NET_ADMIN", CAP_NET_ADMIN), ("CAP_SYS_ADMIN", CAP_SYS_ADMIN))
+            if not caps >> bit & 1
+        ]
+        if lacking:
+            return (
+                f"the kernel datapath needs {' and '.join(lacking)} (network namespaces and "
+                "iptables), which this root lacks (an unprivileged container? run it with "
+                "--privileged or --cap-add NET_ADMIN --cap-add SYS_ADMIN)"
+            )
     missing = [tool for tool in ("ip", "iptables-restore", "conntrack") if not shutil.which(tool)]
     if missing:
         return (
@@ -57,6 +91,13 @@ def available() -> str | None:
             "iptables conntrack)"
         )
     return None
+
+
+def _refused(message: str) -> bool:
+    """Whether a failed ``ip``/``iptables`` call was refused for want of privileges (root
+    in a container without CAP_NET_ADMIN/CAP_SYS_ADMIN: mount --make-shared /run/netns)."""
+    lowered = message.lower()
+    return any(s in lowered for s in ("not permitted", "permission denied", "cannot mount"))
 
 
 def _run(*args: str, check: bool = True, input_text: str | None = None) -> str:
@@ -192,7 +233,14 @@ class KernelDatapath:
         reason = available()
         if reason:
             raise KernelUnavailable(reason)
-        await asyncio.to_thread(self._build, nodes)
+        try:
+            await asyncio.to_thread(self._build, nodes)
+        except LabError as exc:
+            if not _refused(str(exc)):
+                raise
+            raise KernelUnavailable(
+                f"the kernel datapath is not allowed here ({str(exc).splitlines()[0]})"
+            ) from None
 
     def _build(self, nodes: int) -> None:
         fab = self._netns("fab")

@@ -85,6 +85,11 @@ async def run(
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     frame = _requests(load, dp)
+    problems = invalid(scenario, cluster, frame.height)
+    if problems:
+        raise RunInvalid(
+            f"run invalid: {'; '.join(problems)} (the run did not happen as planned: no verdict)"
+        )
     result = RunResult(
         scenario,
         dp.name,
@@ -97,6 +102,46 @@ async def run(
     )
     write_lab_bundle(result, cluster, frame, out, time.time() - started)
     return result
+
+
+class RunInvalid(LabError):
+    """The run did not happen as planned (its ground truth contradicts the scenario): its
+    evidence proves nothing, so it gets no verdict (exit 1)."""
+
+
+def invalid(scenario: Scenario, cluster: Cluster, requests: int) -> list[str]:
+    """What in the run's own ground truth says it did not happen as planned: no requests
+    (or far fewer than planned), and for a rollout, pods not deleted, deleted pods that got
+    no SIGTERM or never exited, nodes that never stopped routing to them, no endpoint
+    change. Empty when the run is valid."""
+    problems = []
+    seconds = scenario.baseline + (scenario.tail if scenario.rollout else scenario.steady)
+    planned = min(scenario.load.rate * seconds, scenario.load.max_requests)
+    if requests == 0:
+        problems.append("no request was sent")
+    elif requests < 0.05 * planned:
+        problems.append(f"{requests} requests were sent of about {planned:.0f} planned")
+    if not scenario.rollout:
+        return problems
+    deleted = [p for p in cluster.pods.values() if p.deleted_at is not None]
+    if len(deleted) < scenario.replicas:
+        problems.append(f"the rollout deleted {len(deleted)} of {scenario.replicas} pods")
+    unsignalled = sorted(p.name for p in deleted if p.sigterm_at is None)
+    if unsignalled:
+        problems.append(f"no SIGTERM reached {_some(unsignalled)}")
+    running = sorted(p.name for p in deleted if p.exit is None)
+    if running:
+        problems.append(f"{_some(running)} never exited")
+    routed = sorted(p.name for p in deleted if len(cluster.routing_stopped(p)) < scenario.nodes)
+    if routed:
+        problems.append(f"some nodes never stopped routing to {_some(routed)}")
+    if deleted and not any(e.terminating for e in cluster.endpoints):
+        problems.append("no endpoint became terminating")
+    return problems
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _quiet(what: str, done: int, total: int) -> None:

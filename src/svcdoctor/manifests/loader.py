@@ -153,9 +153,10 @@ def iter_files(
             if chart is not None:
                 _skip_templates(raw, _shown(chart), result)
                 continue
-            skipped = (result.excluded, len(result.helm_templates))
+            skipped = (result.excluded, len(result.helm_templates), len(result.problems))
             found = sorted(_walk(path, excludes, result, helm_templates=helm_templates))
-            if not found and skipped == (result.excluded, len(result.helm_templates)):
+            now = (result.excluded, len(result.helm_templates), len(result.problems))
+            if not found and skipped == now:
                 result.problems.append(
                     _problem(
                         UNREADABLE_INPUT, raw, 1, "directory has no *.yaml, *.yml or *.json files"
@@ -176,7 +177,13 @@ def iter_files(
 def _walk(
     root: Path, excludes: Excludes, result: LoadResult, *, helm_templates: bool
 ) -> Iterator[str]:
-    for top, dirs, files in os.walk(root):
+    def unreadable(exc: OSError) -> None:  # a directory os.walk could not list
+        where = _shown(Path(exc.filename)) if exc.filename else _shown(root)
+        result.problems.append(
+            _problem(UNREADABLE_INPUT, where, 1, f"cannot list directory: {exc.strerror or exc}")
+        )
+
+    for top, dirs, files in os.walk(root, onerror=unreadable):
         relative = os.path.relpath(top, root)
         kept = []
         for d in dirs:
@@ -251,13 +258,13 @@ def _read_text(name: str, stdin: BinaryIO | None, limit: int, result: LoadResult
         if name == STDIN:
             if stdin is None:
                 raise OSError("standard input is not available")
-            data = stdin.read(limit + 1)
+            data = _read_upto(stdin, limit + 1)
         else:
             size = os.path.getsize(name)
             if size > limit:
                 raise _TooLarge(size)
             with open(name, "rb") as fh:
-                data = fh.read(limit + 1)
+                data = _read_upto(fh, limit + 1)
         if len(data) > limit:
             raise _TooLarge(len(data))
     except _TooLarge as exc:
@@ -276,6 +283,23 @@ def _read_text(name: str, stdin: BinaryIO | None, limit: int, result: LoadResult
         result.problems.append(_problem(UNREADABLE_INPUT, display, 1, exc.strerror or str(exc)))
         return None
     return _decode(display, data, result)
+
+
+_CHUNK = 1 << 20
+
+
+def _read_upto(stream: BinaryIO, most: int) -> bytes:
+    """At most ``most`` bytes, read a chunk at a time: memory follows what the input holds,
+    never the limit (a ``read(limit)`` allocates the limit up front)."""
+    chunks: list[bytes] = []
+    left = most
+    while left > 0:
+        chunk = stream.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 class _TooLarge(Exception):

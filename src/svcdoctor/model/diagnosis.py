@@ -43,12 +43,18 @@ class Assessment:
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
-    """The ranked assessments (best first), the summary numbers and the timeline series."""
+    """The ranked assessments (best first), the summary numbers and the timeline series.
+
+    Evidence that holds several Services (one ingress log) is diagnosed per Service
+    (``service``: its upstream name); the one with the strongest cause is this diagnosis
+    and the other Services with a cause are ``others``."""
 
     summary: dict[str, Any]
     causes: tuple[Assessment, ...]
     next_steps: tuple[str, ...] = ()
     timeline: dict[str, Any] = field(default_factory=dict)
+    service: str | None = None
+    others: tuple[Diagnosis, ...] = ()
 
     @property
     def primary(self) -> Assessment | None:

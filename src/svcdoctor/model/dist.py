@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
+from svcdoctor.errors import SvcdoctorError
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -22,7 +24,7 @@ Z99 = NormalDist().inv_cdf(0.99)  # the standard normal's 99th percentile
 KINDS = ("const", "uniform", "exp", "lognormal")
 
 
-class DistError(ValueError):
+class DistError(SvcdoctorError, ValueError):
     """A distribution spec that cannot be read."""
 
 

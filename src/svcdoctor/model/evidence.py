@@ -27,14 +27,22 @@ class Outcome(StrEnum):
     EOF = "eof"  # the connection closed before a response
     HTTP_ERROR = "http_error"  # 5xx
     ERROR = "error"
+    # the client gave up before the answer (nginx 499, Envoy DC, ALB 460, GCP
+    # client_disconnected_*): not a failure of the Service, counted in no failure rate
+    ABORTED = "aborted"
 
 
-FAILURES = tuple(o.value for o in Outcome if o is not Outcome.OK)
+FAILURES = tuple(o.value for o in Outcome if o not in (Outcome.OK, Outcome.ABORTED))
 
 # The request frame's columns. ``role``: ``request`` (what a client saw), ``masked`` (a
 # failed upstream attempt that a proxy retried, invisible to the client) or ``error_log``
 # (a failure from a proxy's error log: a time and a backend, no denominator).
-# ``source``: the file the row came from.
+# ``upstream``: the Service a proxy routed the request to (ingress-nginx
+# ``$proxy_upstream_name`` such as ``shop-api-80``, an Envoy cluster such as
+# ``outbound|80||api.shop.svc.cluster.local``, an ALB target group, a GCP backend service);
+# one proxy log holds many. ``detail``: the proxy's own words for a failure (Envoy
+# response code details, nginx's error, GCP statusDetails). ``source``: the file the row
+# came from.
 REQUEST_COLUMNS = (
     "ts",
     "outcome",
@@ -44,6 +52,8 @@ REQUEST_COLUMNS = (
     "backend",
     "conn",
     "node",
+    "upstream",
+    "detail",
     "role",
     "source",
 )
@@ -118,11 +128,13 @@ class EndpointChange:
 
 @dataclass(frozen=True, slots=True)
 class KernelEvent:
-    """A kernel message that drops traffic (``nf_conntrack: table full``), or a counter
-    from ``conntrack -S`` (``ts`` is ``None`` for counters)."""
+    """A kernel message that drops traffic (``nf_conntrack: table full``, one per line), the
+    count of such messages the kernel's rate limit left out (``suppressed``: messages, not
+    drops), or a ``conntrack -S`` counter summed over CPUs (``ts``: when the snapshot was
+    taken, ``None`` when the file does not say)."""
 
     ts: float | None
-    kind: str  # "conntrack_full" | "insert_failed" | "drop"
+    kind: str  # "conntrack_full" | "suppressed" | "insert_failed" | "drop"
     count: int
     source: str
     netns: str | None = None
@@ -155,6 +167,7 @@ class Evidence:
     inventory: Inventory | None = None
     sources: tuple[SourceSummary, ...] = ()
     problems: tuple[str, ...] = ()  # inputs named with the reason they were skipped
+    warnings: tuple[str, ...] = ()  # read, but with an assumption the user should know
     replicas_hint: int | None = None  # from Deployments/ReplicaSets when present
     extra: dict[str, Any] = field(default_factory=dict)
 

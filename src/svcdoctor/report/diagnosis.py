@@ -53,6 +53,8 @@ def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
                 for a in d.causes
             ],
             "next_steps": list(d.next_steps),
+            "service": d.service,
+            "other_services": [diagnosis_to_dict(o) for o in d.others],
         }
     )
     return body
@@ -78,6 +80,32 @@ def headline(d: Diagnosis) -> str:
 
 
 def render_text(d: Diagnosis, console: Console) -> None:
+    for warning in d.summary.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
+    _render_one(d, console)
+    table = d.summary.get("upstreams")
+    if table:
+        console.print()
+        console.print(f"[bold]Services in the evidence[/] ({len(table)} upstreams):")
+        for row in table:
+            rate = row["error_rate"]
+            cause = row["cause"] or "no cause"
+            console.print(
+                f"  {escape(str(row['upstream']))}: {row['errors']} of {row['requests']} failed"
+                + (f" ({rate:.2%})" if rate is not None else "")
+                + f", {cause}",
+                soft_wrap=True,
+                highlight=False,
+            )
+    for other in d.others:
+        console.print()
+        console.rule(escape(f"also: {other.service}"))
+        _render_one(other, console)
+
+
+def _render_one(d: Diagnosis, console: Console) -> None:
+    if d.service:
+        console.print(f"[bold]Service:[/] {escape(d.service)}", soft_wrap=True, highlight=False)
     primary = d.primary
     if primary:
         console.print(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
+from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model.dist import Dist
 
 CONNECTIONS = ("new", "keepalive", "http2")
@@ -28,7 +29,7 @@ APPLY_BASE_SECONDS = 0.01
 APPLY_SECONDS_PER_LINE = 18e-6
 
 
-class ParamError(ValueError):
+class ParamError(SvcdoctorError, ValueError):
     """Parameters that do not describe a possible cluster (one line, names the field)."""
 
 

@@ -1,0 +1,64 @@
+"""The one place where errors become exit codes: known errors (``SvcdoctorError``) are one
+line and their exit code (2 unless they say otherwise); anything else is a bug: one line,
+a hint at ``--debug``, exit 1."""
+
+from __future__ import annotations
+
+import errno
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import click
+
+from svcdoctor.errors import SvcdoctorError
+
+
+def say(message: str) -> None:
+    click.echo(f"svcdoctor: error: {message}", err=True)
+
+
+@contextmanager
+def handled(debug: Callable[[], bool]) -> Iterator[None]:
+    try:
+        yield
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except BrokenPipeError:
+        # the reader of our output went away (`| head`): nothing more to say to anyone
+        sys.stderr.close()
+        sys.exit(1)
+    except Exception as exc:
+        if debug():
+            raise
+        if isinstance(exc, SvcdoctorError):
+            say(str(exc))
+            sys.exit(getattr(exc, "exit_code", 2))
+        if isinstance(exc, OSError) and exc.errno in _USER_ERRNOS:
+            where = f"{exc.filename}: " if exc.filename else ""
+            say(f"{where}{exc.strerror or exc}")
+            sys.exit(2)
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        say(
+            f"unexpected {type(exc).__name__}{': ' + first if first else ''} "
+            "(a bug: run with --debug for the traceback)"
+        )
+        sys.exit(1)
+
+
+# what the machine or the user's paths cause, not svcdoctor: a one-line input error
+_USER_ERRNOS = frozenset(
+    {
+        errno.ENOENT,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.ENOSPC,
+        errno.EROFS,
+        errno.EEXIST,
+        errno.ENAMETOOLONG,
+        errno.EDQUOT,
+        errno.ELOOP,
+    }
+)

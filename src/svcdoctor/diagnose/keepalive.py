@@ -1,0 +1,181 @@
+"""Connection reuse seen without connection ids: keep-alive connections that the backend
+closes while the proxy in front still reuses them (the idle-timeout mismatch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from svcdoctor.diagnose.context import Context, Settings
+from svcdoctor.diagnose.stats import binom_greater, count_in, proportion_ci
+
+# How long the proxy in front keeps an idle upstream connection, by the evidence format
+# (documented defaults): ingress-nginx upstream-keepalive-timeout 60 s, AWS ALB idle
+# timeout 60 s, GCP external Application Load Balancer backend keep-alive 600 s, AWS NLB
+# idle timeout 350 s, Envoy/Istio upstream idle_timeout 1 h.
+PROXY_IDLE: dict[str, tuple[str, float]] = {
+    "nginx-access": ("ingress-nginx (upstream-keepalive-timeout)", 60.0),
+    "alb": ("the AWS ALB (idle timeout)", 60.0),
+    "gcp": ("the GCP load balancer (backend keep-alive)", 600.0),
+    "nlb": ("the AWS NLB (idle timeout)", 350.0),
+    "envoy": ("Envoy (upstream idle_timeout)", 3600.0),
+    "envoy-json": ("Envoy (upstream idle_timeout)", 3600.0),
+}
+# The servers' idle keep-alive defaults, the usual other side of the mismatch.
+SERVER_IDLE = "Node.js 5 s, gunicorn 2 s, uvicorn 5 s; Go's IdleTimeout falls back to ReadTimeout"
+SAMPLE = 200_000  # requests whose gaps stand for the traffic's
+GAPS = (1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# the proxy's own words for "the upstream closed the connection before a response"
+CLOSED = (
+    r"prematurely closed|connection_termination|backend_connection_closed_before_data"
+    r"|target closed|upstream_reset_before_response_started"
+)
+
+
+def closed_before_response(frame: pl.DataFrame) -> pl.Series:
+    """Failed rows in which the upstream closed the connection before any response."""
+    detail = pl.col("detail").cast(pl.Utf8).fill_null("")
+    return frame.select(
+        pl.col("failed") & ((pl.col("outcome") == "eof") | detail.str.contains(CLOSED))
+    ).to_series()
+
+
+def closed_connections(ctx: Context, s: Settings) -> dict[str, Any] | None:
+    """Failures where the upstream closed the connection, away from pod deletions and
+    spread over the backends: kept-alive connections that backends close by themselves."""
+    rows = ctx.frame.filter(pl.col("role") != "error_log")
+    closed = rows.filter(closed_before_response(rows))
+    failed = int(rows.get_column("failed").sum())
+    if closed.height < s.min_failures or failed == 0:
+        return None
+    ends = np.sort(closed.get_column("ended").to_numpy())
+    dels = ctx.deletion_ts
+    near = count_in(ends, dels - ctx.resolution - 1.0, dels + s.test_window) if dels.size else 0
+    backends = closed.get_column("backend").drop_nulls().n_unique()
+    serving = rows.get_column("backend").drop_nulls().n_unique()
+    return {
+        "closed_failures": closed.height,
+        "share_of_failures": round(closed.height / failed, 3),
+        "near_deletions": near,
+        "backends": backends,
+        "backends_serving": serving,
+        "spread": serving == 0 or backends >= max(2, serving // 2),
+        "away_from_deletions": near <= 0.2 * closed.height,
+    }
+
+
+def _gaps(rows: pl.DataFrame, left: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """For each row of ``left``: the time since the previous request of the same ``key``
+    in ``rows`` ended (rows are in start order: an as-of join, no sort of the big frame)."""
+    before = rows.select(*key, pl.col("ts").alias("prev_ts"), pl.col("ended").alias("prev_end"))
+    return (
+        left.select(*key, "ts", "of_failures")
+        .join_asof(
+            before,
+            left_on="ts",
+            right_on="prev_ts",
+            by=key,
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .select((pl.col("ts") - pl.col("prev_end")).alias("gap"), "of_failures")
+        .drop_nulls("gap")
+    )
+
+
+def idle_gaps(ctx: Context, s: Settings) -> dict[str, Any] | None:
+    """Do failures follow idle gaps? For each request, the time since the previous request
+    from the same caller to the same backend ended (caller: the client, and for proxy logs
+    the proxy itself, whose pool holds the connections). If the failures sit on requests
+    after gaps longer than some G far more than the traffic does (exact binomial test,
+    Bonferroni over the candidate G and callers), the backend closed connections idle for
+    about G while the caller still reused them.
+
+    The gaps of every failure are measured; the traffic's share of long gaps comes from
+    all requests, or from a random sample of ``SAMPLE`` of them (taking the upper end of
+    its 95 % interval, so sampling never makes the test bolder)."""
+    if not ctx.has_backend:
+        return None
+    rows = ctx.frame.filter((pl.col("role") == "request") & pl.col("backend").is_not_null())
+    failed = rows.filter(pl.col("failed"))
+    if failed.height < s.min_failures:
+        return None
+    sampled = rows.height > SAMPLE
+    traffic = rows.sample(SAMPLE, seed=0).sort("ts") if sampled else rows
+    keys = [["source", "backend"]] + ([["client", "backend"]] if ctx.has_client else [])
+    both = pl.concat(
+        [
+            failed.with_columns(pl.lit(True).alias("of_failures")),
+            traffic.with_columns(pl.lit(False).alias("of_failures")),
+        ]
+    ).sort("ts")
+    best: dict[str, Any] | None = None
+    for key in keys:
+        gaps = _gaps(rows, both, key)
+        fail_gaps = gaps.filter("of_failures").get_column("gap").to_numpy()
+        all_gaps = gaps.filter(~pl.col("of_failures")).get_column("gap").to_numpy()
+        k_all = fail_gaps.size
+        if k_all < s.min_failures or all_gaps.size == 0:
+            continue
+        for threshold in GAPS:
+            k_g = int((fail_gaps >= threshold).sum())
+            m_g = int((all_gaps >= threshold).sum())
+            if k_g < s.min_failures or k_g < 0.5 * k_all or m_g == all_gaps.size:
+                continue
+            share = proportion_ci(m_g, all_gaps.size)[1] if sampled else m_g / all_gaps.size
+            p = min(1.0, binom_greater(k_g, k_all, share) * len(GAPS) * len(keys))
+            n_g = share * rows.height
+            rate_after = k_g / max(n_g, 1.0)
+            rate_before = (k_all - k_g) / max(rows.height - n_g, 1.0)
+            if p < s.alpha and rate_after >= 3 * rate_before and (best is None or p < best["p"]):
+                best = {
+                    "p": p,
+                    "caller": key[0],
+                    "gap_seconds": threshold,
+                    "server_idle_seconds": round(
+                        float(np.quantile(fail_gaps[fail_gaps >= threshold], 0.05)), 1
+                    ),
+                    "failures_after_gap": k_g,
+                    "failures": k_all,
+                    "traffic_share_after_gap": round(m_g / all_gaps.size, 5),
+                    "rate_after_gap": round(rate_after, 5),
+                    "rate_otherwise": round(rate_before, 6),
+                }
+    if best is not None:
+        best["p_value"] = float(f"{best.pop('p'):.3g}")
+    return best
+
+
+def proxy_in_front(ctx: Context) -> tuple[str, float] | None:
+    """The proxy whose logs these are, with its documented upstream idle timeout."""
+    formats = {src.format for src in ctx.evidence.sources if src.rows}
+    for fmt, known in PROXY_IDLE.items():
+        if fmt in formats:
+            return known
+    return None
+
+
+def mismatch_fix(ctx: Context, server_idle: float | None) -> str:
+    """The keep-alive fix with the numbers of this evidence."""
+    proxy = proxy_in_front(ctx)
+    seen = f"about {server_idle:g} s" if server_idle else "a shorter time"
+    if proxy is None:
+        return (
+            f"the backends close idle keep-alive connections after {seen} while callers "
+            f"reuse them longer: make the server's idle timeout longer than the callers' "
+            f"(defaults: {SERVER_IDLE}), or the callers' shorter"
+        )
+    name, idle = proxy
+    longer = int(idle) + 5
+    shorter = max(int(server_idle or 2) - 1, 1)
+    return (
+        f"the backends close idle keep-alive connections after {seen} but {name} keeps "
+        f"them up to {idle:g} s and reuses them: make the app's idle timeout longer than "
+        f"{idle:g} s (Node.js: server.keepAliveTimeout = {longer * 1000} and headersTimeout "
+        f"above it; gunicorn --keep-alive {longer}; uvicorn --timeout-keep-alive {longer}; "
+        f"Go http.Server IdleTimeout: {longer}s), or the proxy's shorter than the app's "
+        f"({shorter} s; defaults: {SERVER_IDLE})"
+    )
