@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/lint_corpus.py
 	$(BIN)/python benchmarks/lint_precision.py
 	$(BIN)/python benchmarks/diagnose_scale.py
+	$(BIN)/python benchmarks/diagnose_accuracy.py
 	$(BIN)/python benchmarks/lab_rollout.py
 	$(BIN)/python benchmarks/simulate_scale.py
 	$(BIN)/python benchmarks/scan_scale.py

@@ -111,7 +111,9 @@ DIAGNOSE = """
 import time
 from svcdoctor.evidence import read_evidence
 from svcdoctor.diagnose import diagnose
+from svcdoctor.diagnose.stats import preload
 t = time.perf_counter()
+preload()  # as svcdoctor diagnose does
 d = diagnose(read_evidence([{folder!r}]))
 print(time.perf_counter() - t, d.summary["requests"], d.primary.cause.value if d.primary else None,
       d.primary.details.get("window_seconds") if d.primary else None)

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from svcdoctor.cli._output import stdout_console
-from svcdoctor.cli._params import Duration, OutputFile, option, output_option
+from svcdoctor.cli._params import Duration, OutputFile, Share, option, output_option
 
 MAX_OFFSET = 7 * 86_400.0  # seconds: clocks a week apart are not one incident's
 _OFFSET = Duration(-MAX_OFFSET, MAX_OFFSET)
@@ -120,6 +120,14 @@ EXAMPLE = "rollout-race"
     metavar="NAMESPACE/NAME|UPSTREAM",
     help="Diagnose one Service of a proxy log that holds many (default: each, worst first).",
 )
+@option(
+    "--failure-floor",
+    type=Share(0.0, 0.5),
+    default="0.05%",
+    show_default=True,
+    help="Failure rate a healthy Service shows anyway (a 99.95 % availability objective): "
+    "below it only a likely cause is named.",
+)
 @click.option(
     "--tz",
     metavar="±HH:MM",
@@ -134,6 +142,7 @@ def diagnose(
     clock_offset: tuple[str, ...],
     service: str | None,
     tz: str | None,
+    failure_floor: float,
     html_out: Path | None,
     plot_out: Path | None,
 ) -> None:
@@ -150,7 +159,9 @@ def diagnose(
         raise click.UsageError("give EVIDENCE files or directories (or --example)")
     offsets = _offsets(clock_offset)
     try:
+        from svcdoctor.diagnose import Settings
         from svcdoctor.diagnose import diagnose as run
+        from svcdoctor.diagnose.stats import preload
         from svcdoctor.evidence import read_evidence
         from svcdoctor.report import diagnosis as report
     except ImportError as exc:  # pragma: no cover - the extra is missing
@@ -164,10 +175,11 @@ def diagnose(
         paths.append(
             os.path.relpath(bundled) if bundled.is_relative_to(Path.cwd()) else str(bundled)
         )
+    preload()
     # unusable evidence and an unknown --service are SvcdoctorErrors: one line, exit 2
     with _stdin_as_file(paths) as readable:
         found = read_evidence(readable, offsets, tz=tz)
-    result = run(found, service=service)
+    result = run(found, Settings(floor_rate=failure_floor), service=service)
     if fmt == "json":
         click.echo(report.render_json(result))
     else:

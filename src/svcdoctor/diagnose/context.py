@@ -42,6 +42,7 @@ class Context:
     frame: pl.DataFrame  # requests + failed/reused/attempt columns
     attempt_ts: Floats  # every request and masked attempt, sorted
     failure_ts: Floats  # when each failure happened (start + latency), sorted; every role
+    failure_start_ts: Floats  # when each failed request started, sorted (drops hit the SYN)
     new_conn_failure_ts: Floats  # failures on a connection's first request (or conn unknown)
     start: float
     end: float
@@ -166,6 +167,7 @@ def build(evidence: Evidence) -> Context:
         frame=frame,
         attempt_ts=_sorted(attempts.get_column("ts").to_numpy()),
         failure_ts=np.sort(failures.get_column("ended").to_numpy()),
+        failure_start_ts=np.sort(failures.get_column("ts").to_numpy()),
         new_conn_failure_ts=np.sort(new_conn.get_column("ended").to_numpy()),
         start=min(stamps, default=0.0),
         end=max(stamps, default=0.0),

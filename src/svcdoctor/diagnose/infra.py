@@ -51,7 +51,7 @@ def burst_alignment(ctx: Context, s: Settings, times: Floats) -> dict[str, Any]:
     first keeps its power on short windows; the second guards it against failures that
     cluster for other reasons (a rollout) and meet a burst by chance. Aligned: the binomial
     test passes and either the placement test does or the bursts hold most failures."""
-    failures = ctx.failure_ts
+    failures = ctx.failure_start_ts
     lo, hi = bursts(times)
     hits = count_in(failures, lo, hi)
     if ctx.attempt_ts.size:
@@ -124,7 +124,7 @@ def counter_growth(ctx: Context, s: Settings) -> dict[str, Any] | None:
                 grew_hi.append(t1)
     if not covered_lo:
         return None
-    failures = ctx.failure_ts
+    failures = ctx.failure_start_ts
     lo, hi = np.array(grew_lo), np.array(grew_hi)
     in_growth = count_in(failures, lo, hi) if lo.size else 0
     c_lo, c_hi = np.array(covered_lo), np.array(covered_hi)
@@ -159,7 +159,7 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
         "conntrack_counters": snapshot,
     }
     score = 0.05
-    failures = ctx.failure_ts
+    failures = ctx.failure_start_ts
     if relevant and failures.size:
         times = np.array(sorted(e.ts for e in relevant if e.ts is not None))
         fit = burst_alignment(ctx, s, times)

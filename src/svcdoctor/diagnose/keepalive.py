@@ -27,10 +27,11 @@ PROXY_IDLE: dict[str, tuple[str, float]] = {
 SERVER_IDLE = "Node.js 5 s, gunicorn 2 s, uvicorn 5 s; Go's IdleTimeout falls back to ReadTimeout"
 SAMPLE = 200_000  # requests whose gaps stand for the traffic's
 GAPS = (1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-# the proxy's own words for "the upstream closed the connection before a response"
+# the proxy's own words for "the upstream closed the connection before a response" (nginx,
+# Envoy, GCP, ALB as the readers phrase it); a failure to connect is not one
 CLOSED = (
     r"prematurely closed|connection_termination|backend_connection_closed_before_data"
-    r"|target closed|upstream_reset_before_response_started"
+    r"|target closed the connection"
 )
 
 
@@ -130,7 +131,7 @@ def idle_gaps(ctx: Context, s: Settings) -> dict[str, Any] | None:
             n_g = share * rows.height
             rate_after = k_g / max(n_g, 1.0)
             rate_before = (k_all - k_g) / max(rows.height - n_g, 1.0)
-            if p < s.alpha and rate_after >= 3 * rate_before and (best is None or p < best["p"]):
+            if p < s.alpha and rate_after >= 2 * rate_before and (best is None or p < best["p"]):
                 best = {
                     "p": p,
                     "caller": key[0],

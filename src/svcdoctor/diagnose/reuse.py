@@ -10,7 +10,7 @@ import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.keepalive import closed_connections, idle_gaps, mismatch_fix
-from svcdoctor.diagnose.stats import chi2_homogeneity, count_in
+from svcdoctor.diagnose.stats import binom_greater, chi2_homogeneity, count_in
 from svcdoctor.model import Assessment, Cause, EventKind
 
 
@@ -64,13 +64,84 @@ def new_backend_share(ctx: Context) -> list[dict[str, Any]]:
     return skewed
 
 
+def reused_excess(ctx: Context, failures: pl.DataFrame, reused: int) -> dict[str, Any] | None:
+    """Do failures sit on reused connections more than requests do? With one long-lived
+    connection per client nearly every request is on a reused one, and so is any failure:
+    the share alone says nothing, the exact test against the traffic's share does."""
+    if not ctx.has_conn or failures.height == 0:
+        return None
+    known = ctx.frame.filter((pl.col("role") == "request") & pl.col("reused").is_not_null())
+    if known.height == 0:
+        return None
+    share = int(known.get_column("reused").sum()) / known.height
+    return {
+        "traffic_share": round(share, 4),
+        "p_value": float(f"{binom_greater(reused, failures.height, share):.3g}"),
+    }
+
+
+def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> dict[str, Any] | None:
+    """Failures on reused connections right when their own backend's container exited,
+    against the traffic's share of such moments (requests to a pod within 2 s of its
+    exit). Without backends, any exit counts and time stands in for the pairing."""
+    exits = [e for e in ctx.evidence.events if e.kind is EventKind.EXIT and e.pod]
+    if not exits or reused.height == 0:
+        return None
+    lo_pad, hi_pad = 1.0 + ctx.resolution, 2.0
+    requests = ctx.frame.filter(pl.col("role") == "request")
+    exit_of = _exit_by_backend(ctx, exits) if ctx.has_backend else {}
+    if exit_of:
+
+        def at_own_exit(frame: pl.DataFrame, column: str) -> int:
+            moment = (
+                pl.col("backend")
+                .cast(pl.Utf8)
+                .replace_strict(exit_of, default=None, return_dtype=pl.Float64)
+            )
+            lag = pl.col(column) - moment
+            return int(frame.select(((lag >= -lo_pad) & (lag <= hi_pad)).sum()).item() or 0)
+
+        hits = at_own_exit(reused, "ended")
+        share = at_own_exit(requests, "ts") / max(requests.height, 1)
+    else:
+        moments = np.array(sorted(e.ts for e in exits))
+        lo, hi = moments - lo_pad, moments + hi_pad
+        hits = count_in(np.sort(reused.get_column("ended").to_numpy()), lo, hi)
+        traffic = ctx.attempt_ts
+        share = (
+            count_in(traffic, lo, hi) / traffic.size
+            if traffic.size
+            else min(1.0, float((hi - lo).sum()) / max(ctx.end - ctx.start, 1e-9))
+        )
+    return {
+        "failures": hits,
+        "own_backend": bool(exit_of),
+        "traffic_share": round(share, 4),
+        "p_value": float(f"{binom_greater(hits, reused.height, max(share, 1e-9)):.3g}"),
+    }
+
+
+def _exit_by_backend(ctx: Context, exits: list[Any]) -> dict[str, float]:
+    """The first container exit of the pod behind each backend seen in the requests."""
+    first: dict[str, float] = {}
+    for e in exits:
+        first[e.pod] = min(first.get(e.pod, e.ts), e.ts)
+    backends = ctx.frame.get_column("backend").drop_nulls().unique().to_list()
+    out = {}
+    for backend in backends:
+        pod = ctx.pod_of(str(backend))
+        if pod is not None and pod.name in first:
+            out[str(backend)] = first[pod.name]
+    return out
+
+
 def assess_reuse(
     ctx: Context, s: Settings, manifest_notes: list[str], race_explains: float = 0.0
 ) -> Assessment:
     """``race_explains``: the share of failures the race already explains; the idle-gap
     analysis (the costliest here) runs only when enough failures are left to explain."""
     closed = closed_connections(ctx, s)
-    gaps = idle_gaps(ctx, s) if not ctx.has_conn and race_explains < 0.8 else None
+    gaps = idle_gaps(ctx, s) if race_explains < 0.8 else None
     collect = []
     if not ctx.has_conn and not gaps:
         collect.append(
@@ -84,22 +155,30 @@ def assess_reuse(
     reused_share = reused.height / failures.height if failures.height else 0.0
     conc = client_concentration(ctx)
     skew = new_backend_share(ctx)
-    exits = np.array(sorted(e.ts for e in ctx.evidence.events if e.kind is EventKind.EXIT))
-    reused_ts = np.sort(reused.get_column("ended").to_numpy())
-    at_exit = (
-        count_in(reused_ts, exits - 1.0 - ctx.resolution, exits + 2.0)
-        if exits.size and reused_ts.size
-        else 0
-    )
+    on_reused = reused_excess(ctx, failures, reused.height)
+    at_exit = failures_at_exits(ctx, reused)
     evidence: list[str] = []
     score = 0.05
-    if ctx.has_conn and failures.height >= s.min_failures:
+    if on_reused is not None and failures.height >= s.min_failures:
         evidence.append(
             f"{reused_share:.0%} of {failures.height} failures happened on reused "
-            "(keep-alive) connections"
+            f"(keep-alive) connections, which carry {on_reused['traffic_share']:.0%} of the "
+            f"requests (binomial p = {on_reused['p_value']:.3g})"
         )
-        if reused_share >= 0.5 and reused.height >= s.min_failures:
+        significant = on_reused["p_value"] < s.alpha and reused.height >= s.min_failures
+        if significant and reused_share >= 0.5:
             score = 0.45 + 0.3 * reused_share
+    if at_exit is not None and at_exit["failures"] >= s.min_failures:
+        evidence.append(
+            f"{at_exit['failures']} failures on reused connections within 2 s of "
+            + ("their own backend's" if at_exit["own_backend"] else "a")
+            + f" container exit, where {at_exit['traffic_share']:.1%} of the traffic is (binomial "
+            f"p = {at_exit['p_value']:.3g}): connections held to a terminating pod broke when "
+            "it exited"
+        )
+        share = at_exit["failures"] / max(failures.height, 1)
+        if at_exit["p_value"] < s.alpha and share >= 0.2:  # a cause of many failures
+            score = max(score, 0.6 + 0.3 * share)
     if conc and conc["p_value"] < s.alpha:
         evidence.append(
             f"{conc['clients_with_80pct_of_failures']} of {conc['clients']} clients hold 80 % of "
@@ -108,12 +187,6 @@ def assess_reuse(
         )
         if conc["their_traffic_share"] < 0.6:
             score = max(score, 0.35) + (0.15 if score >= 0.45 else 0.0)
-    if at_exit >= s.min_failures:
-        evidence.append(
-            f"{at_exit} failures on reused connections within 2 s of a container "
-            "exit: connections held to a terminating pod broke when it exited"
-        )
-        score += 0.1 if score >= 0.45 else 0.0
     if skew:
         names = ", ".join(
             f"{x['pod']} ({x['share']:.1%} vs fair {x['fair_share']:.0%})" for x in skew[:3]
@@ -162,6 +235,7 @@ def assess_reuse(
     details = {
         "reused_failure_share": round(reused_share, 3),
         "client_concentration": conc,
+        "reused_connections": on_reused,
         "failures_at_exit_on_reused": at_exit,
         "skewed_new_backends": skew,
         "closed_by_upstream": closed,

@@ -218,6 +218,14 @@ def _detail(outcome: pl.Expr, *parts: pl.Expr) -> pl.Expr:
     return pl.when(outcome.is_in(["ok"]) | (text == "")).then(None).otherwise(text)
 
 
+def _conn(downstream: pl.Expr, flags: pl.Expr, upstream_local: pl.Expr) -> pl.Expr:
+    """The client's connection, except for requests that never had an upstream connection
+    (no healthy upstream, connect failure: UH/UF, or no upstream local address): those
+    were new connection attempts whatever connection the client came in on."""
+    no_upstream = flags.str.contains(r"(^|,)(UF|UH)(,|$)") | (upstream_local == "-")
+    return pl.when(no_upstream.fill_null(False)).then(None).otherwise(downstream)
+
+
 def envoy_text(text: str, source: str) -> tuple[pl.DataFrame, int]:
     """Rows for Envoy/Istio text access logs (default formats)."""
     return envoy_text_lines(_lines(text), source)
@@ -246,7 +254,7 @@ def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
         _null_dash(pl.col("upstream_host")).alias("backend"),
         _null_dash(pl.col("cluster")).alias("upstream"),
         pl.coalesce(remote.str.replace(r":\d+$", "").str.strip_chars("[]"), xff).alias("client"),
-        remote.alias("conn"),
+        _conn(remote, pl.col("flags"), pl.col("upstream_local")).alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
         _detail(outcome, pl.col("details"), pl.coalesce(pl.col("tfr1"), pl.col("tfr2"))).alias(
             "detail"
@@ -266,6 +274,7 @@ ENVOY_JSON_FIELDS = (
     "upstream_host",
     "upstream_cluster",
     "downstream_remote_address",
+    "upstream_local_address",
     "x_forwarded_for",
     "duration",
 )
@@ -324,7 +333,9 @@ def _envoy_json_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
             downstream.str.replace(r":\d+$", "").str.strip_chars("[]"),
             _null_dash(pl.col("x_forwarded_for")).str.split(",").list.first().str.strip_chars(),
         ).alias("client"),
-        downstream.alias("conn"),
+        _conn(
+            downstream, pl.col("response_flags").fill_null("-"), pl.col("upstream_local_address")
+        ).alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
         _detail(
             outcome, pl.col("response_code_details"), pl.col("upstream_transport_failure_reason")

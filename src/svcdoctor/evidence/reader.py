@@ -8,9 +8,12 @@ with its banner, klog, access and error lines interleaved is read whole.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
+import tempfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -86,6 +89,7 @@ class _Collected:
     manifests: list[str] = field(default_factory=list)
     sources: list[SourceSummary] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def expand(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -202,6 +206,7 @@ def read_evidence(
     for part in got.parts:
         _add_source(got, part)
     offsets = clock_offsets or {}
+    _check_offsets(got, offsets)
     evidence = _assemble(got, offsets)
     usable = (
         evidence.requests.height
@@ -216,19 +221,24 @@ def read_evidence(
     return evidence
 
 
-def _read_one(path: Path, got: _Collected) -> None:
-    name = str(path)
+def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
+    """Read one file (``name``: how to call it, when ``path`` is its decompressed copy)."""
+    name = name or str(path)
     try:
         with path.open("rb") as fh:
             head = fh.read(_HEAD)
     except OSError as exc:
         got.problems.append(f"{name}: cannot read ({exc.strerror})")
         return
+    if head.startswith(_GZIP) and name == str(path):
+        _read_gzip(path, got)
+        return
     fmt = _whole_format(head)
     try:
         if fmt in ("csv", "jsonl", "parquet"):
-            frame, problems = read_canonical(path, fmt, name)
+            frame, problems, warnings = read_canonical(path, fmt, name)
             got.problems.extend(f"{name}: {p}" for p in problems)
+            got.warnings.extend(f"{name}: {w}" for w in warnings)
             got.parts.append(_Part(name, fmt, frame, read=frame.height))
         elif fmt == "binary":
             got.problems.append(f"{name}: not a recognised evidence format (binary)")
@@ -257,6 +267,34 @@ def _read_one(path: Path, got: _Collected) -> None:
             _read_lines(path.read_text(encoding="utf-8-sig", errors="replace"), name, got)
     except (RequestLogError, ValueError, pl.exceptions.PolarsError) as exc:
         got.problems.append(f"{name}: {fmt}: {str(exc).splitlines()[0]}")
+
+
+_GZIP = b"\x1f\x8b"
+MAX_GUNZIPPED = 4 << 30  # bytes: a gzip bomb stops here
+
+
+def _read_gzip(path: Path, got: _Collected) -> None:
+    """A gzipped log (ALB writes ``.log.gz``): decompressed, bounded, to a temporary file
+    that is read like any other and removed."""
+    name = str(path)
+    with tempfile.NamedTemporaryFile(prefix="svcdoctor-gunzip-") as out:
+        try:
+            with gzip.open(path, "rb") as src:
+                copied = 0
+                while chunk := src.read(1 << 20):
+                    copied += len(chunk)
+                    if copied > MAX_GUNZIPPED:
+                        got.problems.append(
+                            f"{name}: more than {MAX_GUNZIPPED >> 30} GiB once decompressed, "
+                            "skipped"
+                        )
+                        return
+                    out.write(chunk)
+        except (OSError, EOFError, zlib.error) as exc:
+            got.problems.append(f"{name}: not a readable gzip file ({exc})")
+            return
+        out.flush()
+        _read_one(Path(out.name), got, name)
 
 
 def _read_json(text: str, name: str, got: _Collected) -> None:
@@ -617,6 +655,31 @@ def _year(got: _Collected) -> int:
     return datetime.fromtimestamp(when, UTC).year
 
 
+def _check_offsets(got: _Collected, offsets: dict[str, float]) -> None:
+    """Every ``--clock-offset`` names something read (a typo must not pass silently), and
+    the sources it shifts say so instead of still asking for one."""
+    names = {key for s in got.sources for key in (s.path, Path(s.path).name, s.format)}
+    unknown = [key for key in offsets if key not in names]
+    if unknown:
+        read = ", ".join(sorted({Path(s.path).name for s in got.sources})[:8]) or "nothing"
+        raise EvidenceError(
+            f"--clock-offset {unknown[0]}=…: no file, file name or format read is called "
+            f"that (read: {read})"
+        )
+    for i, src in enumerate(got.sources):
+        shift = _offset_for(offsets, src.path, src.format)
+        if shift:
+            note = f"shifted {shift:+g} s by --clock-offset"
+            if src.note and "pass --clock-offset" not in src.note:
+                note = f"{src.note}; {note}"
+            got.sources[i] = replace(
+                src,
+                note=note,
+                start=None if src.start is None else src.start + shift,
+                end=None if src.end is None else src.end + shift,
+            )
+
+
 def _offset_for(offsets: dict[str, float], source: str, fmt: str) -> float:
     for key in (source, Path(source).name, fmt):
         if key in offsets:
@@ -678,7 +741,11 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
     )
     inventory = None
     if got.manifests:
-        inventory = build_inventory(load(got.manifests))
+        loaded = load(got.manifests)
+        got.problems.extend(
+            f"{f.location.file}:{f.location.line}: {f.message}" for f in loaded.problems
+        )
+        inventory = build_inventory(loaded)
         got.sources.extend(SourceSummary(m, "manifest", 0) for m in got.manifests if m not in known)
     return Evidence(
         requests=requests if requests.get_column("ts").is_sorted() else requests.sort("ts"),
@@ -689,6 +756,7 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
         inventory=inventory,
         sources=tuple(got.sources),
         problems=tuple(got.problems),
+        warnings=tuple(got.warnings),
         replicas_hint=got.kube.replicas,
     )
 

@@ -91,8 +91,13 @@ def _scan(path: Path, fmt: str) -> tuple[pl.LazyFrame, str]:
         _require(sample.columns)
         mode = _ts_mode(sample.get_column("ts"))
         overrides: dict[str, pl.DataType] = {c: pl.Utf8() for c in sample.columns}
+        # typed at parse time: read as text and cast after, they would be parsed twice
         overrides.update(
-            {c: SCHEMA[c] for c in ("client", "backend", "node") if c in sample.columns}
+            {
+                c: SCHEMA[c]
+                for c in ("client", "backend", "node", "upstream", "status", "latency_ms")
+                if c in sample.columns
+            }
         )
         if mode == "number":
             overrides["ts"] = pl.Float64()
@@ -119,8 +124,35 @@ def _require(columns: list[str]) -> None:
         raise RequestLogError(f"missing required column(s) {', '.join(missing)}")
 
 
-def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, list[str]]:
-    """Rows with a valid ts and outcome, and one message per kind of rejected row."""
+_ZONED = r"(?i)(z|[+-]\d\d:?\d\d)$"
+
+
+def _zoneless(frame: pl.LazyFrame, mode: str, unit: str) -> list[str]:
+    """A warning when text timestamps carry no UTC offset: they are read as UTC, which is
+    wrong by hours if they are local times (checked on the first thousand rows)."""
+    if mode not in ("time", "mixed"):
+        return []
+    sample = (
+        frame.select(pl.col("ts").cast(pl.Utf8).str.strip_chars(), "__row")
+        .head(1000)
+        .filter(
+            pl.col("ts").cast(pl.Float64, strict=False).is_null()
+            & ~pl.col("ts").str.contains(_ZONED)
+        )
+        .collect()
+    )
+    if sample.height == 0:
+        return []
+    first, value = sample.row(0)
+    return [
+        f"ts has no UTC offset (first at {unit} {value}: {first!r}): read as UTC; if these "
+        "are local times, pass --clock-offset FILE=SECONDS"
+    ]
+
+
+def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """Rows with a valid ts and outcome, one message per kind of rejected row, and the
+    warnings about what was assumed (zone-less timestamps)."""
     frame, mode = _scan(path, fmt)
     outcome = pl.col("outcome").cast(pl.Utf8).cast(SCHEMA["outcome"], strict=False)
     ts = (
@@ -129,6 +161,7 @@ def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, lis
         else _parse_ts(pl.col("ts").cast(pl.Utf8), mode)
     )
     indexed = frame.with_row_index("__row", offset=2 if fmt == "csv" else 1)
+    warnings = _zoneless(indexed, mode, "line" if fmt != "parquet" else "row")
     data = conform(
         indexed.with_columns(ts.alias("ts"), outcome.alias("outcome")), source, keep=("__row",)
     ).collect()
@@ -152,7 +185,7 @@ def read_canonical(path: Path, fmt: str, source: str) -> tuple[pl.DataFrame, lis
             )
     if problems:
         data = data.filter(~bad_ts & ~bad_outcome)
-    return data.drop("__row"), problems
+    return data.drop("__row"), problems, warnings
 
 
 def _normalise_outcomes(data: pl.DataFrame, indexed: pl.LazyFrame) -> pl.DataFrame:
