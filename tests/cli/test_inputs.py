@@ -3,6 +3,7 @@ error mechanism, and the conventions users bring from kubectl."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -114,11 +115,12 @@ def test_clock_offsets_must_be_finite_and_bounded(value: str) -> None:
     assert "--clock-offset" in error_line(done)
 
 
-@pytest.mark.parametrize("value", ["-30", "2.5", "90s", "-1h"])
+@pytest.mark.parametrize("value", ["-30", "2.5", "90s", "-1h", "1449000000"])
 def test_clock_offsets_take_seconds_and_durations(value: str) -> None:
+    """...and a boot time, the offset that puts dmesg's seconds since boot on the clock."""
     from svcdoctor.cli.diagnose import _offsets
 
-    seconds = {"-30": -30.0, "2.5": 2.5, "90s": 90.0, "-1h": -3600.0}[value]
+    seconds = {"-30": -30.0, "2.5": 2.5, "90s": 90.0, "-1h": -3600.0}.get(value, 1449000000.0)
     assert _offsets((f"requests.csv={value}",)) == {"requests.csv": seconds}
 
 
@@ -411,6 +413,8 @@ def test_diagnose_reads_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     filed = invoke("diagnose", "-f", str(EXAMPLE_BUNDLE / "requests.csv"), "-o", "json")
     assert filed.exit_code == 0, filed.output
     assert '"summary"' in piped.output
+    sources = json.loads(piped.output)["summary"]["sources"]
+    assert [src["path"] for src in sources] == ["-"]  # named as the user gave it
     assert list(tmp_path.iterdir()) == []  # the temporary copy of stdin is gone
 
 

@@ -83,3 +83,23 @@ def test_gzipped_logs_are_read_like_plain_ones(tmp_path: Path) -> None:
     assert ev.requests.height > 0
     assert {s.path for s in ev.sources if s.rows} == {str(tmp_path / "alb.log.gz")}
     assert any("broken.log.gz: not a readable gzip file" in p for p in ev.problems)
+
+
+def test_kernel_times_without_a_zone_take_tz_and_say_so(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "dmesg-T.txt", tmp_path)
+    utc = read_evidence([str(tmp_path)])
+    (warning,) = utc.warnings
+    assert "kernel times carry no UTC offset: read as UTC; pass --tz" in warning
+    local = read_evidence([str(tmp_path)], tz="+02:00")
+    assert [e.ts for e in local.kernel] == [e.ts - 7200 for e in utc.kernel if e.ts]
+    assert "read at +02:00 (--tz)" in local.warnings[0]
+
+
+def test_error_log_failures_without_an_access_log_are_reported(tmp_path: Path) -> None:
+    from svcdoctor.diagnose import diagnose
+
+    shutil.copy(FIXTURES / "ingress-nginx-error.log", tmp_path)
+    d = diagnose(read_evidence([str(tmp_path)]))
+    logged = d.summary["error_log_failures"]
+    assert logged > 0
+    assert d.next_steps[0].startswith(f"no cause can be tested: {logged} failures in the proxy's")

@@ -9,15 +9,22 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Duration, OutputFile, Share, option, output_option
 
-MAX_OFFSET = 7 * 86_400.0  # seconds: clocks a week apart are not one incident's
+if TYPE_CHECKING:
+    from svcdoctor.model import Evidence
+
+# seconds: a skewed clock, or the boot time of a node whose dmesg counts seconds since boot
+# (a Unix time: up to the year 2100)
+MAX_OFFSET = 4_102_444_800.0
 _OFFSET = Duration(-MAX_OFFSET, MAX_OFFSET)
 
 
@@ -60,6 +67,18 @@ def _stdin_as_file(paths: list[str]) -> Iterator[list[str]]:
             if sys.stdin is not None:
                 shutil.copyfileobj(sys.stdin.buffer, out)
         yield [str(target) if p == "-" else p for p in paths]
+
+
+def _named_stdin(found: Evidence, temporary: str) -> Evidence:
+    def name(text: str) -> str:
+        return text.replace(temporary, "-")
+
+    return replace(
+        found,
+        sources=tuple(replace(src, path=name(src.path)) for src in found.sources),
+        problems=tuple(map(name, found.problems)),
+        warnings=tuple(map(name, found.warnings)),
+    )
 
 
 def _tz(value: str | None) -> str | None:
@@ -179,6 +198,8 @@ def diagnose(
     # unusable evidence and an unknown --service are SvcdoctorErrors: one line, exit 2
     with _stdin_as_file(paths) as readable:
         found = read_evidence(readable, offsets, tz=tz)
+        if readable != paths:  # the report names standard input as the user gave it: -
+            found = _named_stdin(found, readable[paths.index("-")])
     result = run(found, Settings(floor_rate=failure_floor), service=service)
     if fmt == "json":
         click.echo(report.render_json(result))

@@ -83,7 +83,10 @@ def burst_alignment(ctx: Context, s: Settings, times: Floats) -> dict[str, Any]:
 
 
 def _relevant(ctx: Context, events: list[KernelEvent]) -> tuple[list[KernelEvent], list[float]]:
-    """Aligned kernel events near the requests, and the times of those far outside them."""
+    """Aligned kernel events near the requests, and the times of those far outside them
+    (with no requests at all, none is far: there is nothing to be far from)."""
+    if ctx.attempt_ts.size == 0 and ctx.failure_ts.size == 0:
+        return [e for e in events if e.ts is not None], []
     start, end = ctx.traffic_span
     near: list[KernelEvent] = []
     far: list[float] = []
@@ -187,8 +190,14 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
         else:
             evidence.append("the failures do not line up with the drops: they hit other traffic")
             score = 0.2
+    elif relevant and ctx.attempt_ts.size == 0:
+        evidence.append(
+            f"{len(relevant)} conntrack 'table full' lines: the node dropped new connections; "
+            "with no request log it cannot be told whether these are the failures you see"
+        )
+        score = 0.35
     elif relevant:
-        evidence.append(f"{len(relevant)} conntrack 'table full' lines, and no failures")
+        evidence.append(f"{len(relevant)} conntrack 'table full' lines, and no failed requests")
     if stale:
         evidence.append(
             f"{len(stale)} conntrack 'table full' lines from {iso_utc(min(stale))} to "

@@ -82,6 +82,7 @@ def quantify(ctx: Context) -> dict[str, Any]:
             for r in masked.group_by("outcome").len().sort("outcome").iter_rows(named=True)
         },
         "error_log_failures": logged.height,
+        "error_log_hosts": _hosts(logged),
         "start": iso(span[0]) if frame.height or ctx.evidence.events else None,
         "end": iso(span[1]) if frame.height or ctx.evidence.events else None,
         "duration_seconds": round(span[1] - span[0], 3),
@@ -89,6 +90,21 @@ def quantify(ctx: Context) -> dict[str, Any]:
         "nearest_fraction": nearest_fraction(k, n, replicas),
         "deletions": len(ctx.deletions),
     }
+
+
+def _hosts(rows: pl.DataFrame) -> list[tuple[str, int]]:
+    """The backend hosts (IP without port) of failure rows, most failures first."""
+    if rows.height == 0:
+        return []
+    host = pl.col("backend").cast(pl.Utf8).str.replace(r":\d+$", "").str.strip_chars("[]")
+    counts = (
+        rows.filter(pl.col("backend").is_not_null())
+        .group_by(host.alias("host"))
+        .len()
+        .sort(["len", "host"], descending=[True, False])
+        .head(5)
+    )
+    return [(str(h), int(n)) for h, n in counts.iter_rows()]
 
 
 def timeline(ctx: Context) -> dict[str, Any]:

@@ -142,6 +142,14 @@ def _misaligned(evidence: Evidence, s: Settings) -> list[str]:
 def _no_cause(summary: dict[str, Any], s: Settings) -> str:
     """The "no cause" line: the background failures with their rate and interval."""
     n, k = summary["requests"], summary["errors"]
+    logged = summary["error_log_failures"]
+    if not n and logged:
+        hosts = ", ".join(f"{h} ({c})" for h, c in summary["error_log_hosts"])
+        return (
+            f"no cause can be tested: {logged} failures in the proxy's error log"
+            + (f" (backends: {hosts})" if hosts else "")
+            + " but no request log to compare them with: add the access log of the same time"
+        )
     if not n:
         return "no cause: no request evidence to diagnose"
     low, high = summary["error_rate_ci95"]
@@ -150,4 +158,10 @@ def _no_cause(summary: dict[str, Any], s: Settings) -> str:
         f"no cause: {k} background failures in {n} requests (rate {k / n:.3%}, 95 % CI "
         f"{low:.3%}-{high:.3%}, {background} the {s.floor_rate:.2%} a healthy Service "
         "shows), no pattern in lifecycle, backend, connection, client or node"
+        + (
+            f"; {logged} more failures in the proxy's error log match no request of the "
+            "access log: give the access log covering their time"
+            if logged
+            else ""
+        )
     )

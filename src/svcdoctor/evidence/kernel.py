@@ -45,13 +45,15 @@ def kernel_log(text: str, source: str, year: int) -> tuple[list[KernelEvent], in
 
 
 def kernel_lines(
-    lines: Iterable[tuple[str, float | None]], source: str, year: int
+    lines: Iterable[tuple[str, float | None]], source: str, year: int, zone: float = 0.0
 ) -> tuple[list[KernelEvent], int]:
     """Conntrack drops (``conntrack_full``, one per message) and the kernel's counts of
     rate-limited messages (``suppressed``, count N, only in a log that has table-full
     lines); and how many lines had nothing for us (not an error: kernels are chatty).
     ``lines``: (text, collector timestamp or None); the collector's stamp dates a line
-    that carries none of its own, or only seconds since boot."""
+    that carries none of its own, or only seconds since boot. ``zone``: the UTC offset in
+    seconds of the times that carry none (dmesg -T, syslog); the events of such lines have
+    ``zoneless`` set."""
     events: list[KernelEvent] = []
     suppressed: list[KernelEvent] = []
     other = 0
@@ -59,8 +61,9 @@ def kernel_lines(
         ts: float | None
         node = None
         aligned = True
+        zoneless = False
         if m := _DMESG_T.match(line):
-            ts, body = syslog(m.group(1), year), m.group(2)
+            ts, body, zoneless = syslog(m.group(1), year), m.group(2), True
         elif m := _DMESG.match(line):
             ts, body = (pts, m.group(2)) if pts is not None else (float(m.group(1)), m.group(2))
             aligned = pts is not None  # else seconds since boot
@@ -68,6 +71,7 @@ def kernel_lines(
             ts, node, body = rfc3339(_colon_offset(m.group(1))), m.group(2), m.group(3)
         elif m := _JOURNAL.match(line):
             ts, node, body = syslog(m.group(1), year), m.group(2), m.group(3)
+            zoneless = True
         elif m := _BARE.match(line):
             node, body, ts = m.group(1), m.group(2), pts
             if ts is None and (b := _BOOT.match(body)):
@@ -77,11 +81,17 @@ def kernel_lines(
             other += 1
             continue
         body = _BOOT.sub("", body, count=1)
+        if zoneless and ts is not None:
+            ts -= zone
         if c := _CONNTRACK.search(body):
-            events.append(KernelEvent(ts, "conntrack_full", 1, source, c.group(1), node, aligned))
+            events.append(
+                KernelEvent(ts, "conntrack_full", 1, source, c.group(1), node, aligned, zoneless)
+            )
         elif s := _SUPPRESSED.search(body):
             suppressed.append(
-                KernelEvent(ts, "suppressed", int(s.group(1)), source, None, node, aligned)
+                KernelEvent(
+                    ts, "suppressed", int(s.group(1)), source, None, node, aligned, zoneless
+                )
             )
         else:
             other += 1

@@ -188,7 +188,16 @@ def read_evidence(
         _read_one(path, got)
     year = _year(got)
     for name, fmt, kept in got.kernel_lines:
-        events, _ = kernel.kernel_lines(kept, name, year)
+        events, _ = kernel.kernel_lines(kept, name, year, zone or 0.0)
+        if any(e.zoneless for e in events):
+            got.warnings.append(
+                f"{name}: kernel times carry no UTC offset: "
+                + (
+                    f"read at {offset_text(zone)} (--tz)"
+                    if zone
+                    else "read as UTC; pass --tz ±HH:MM if the node's clock is on local time"
+                )
+            )
         got.kernel.extend(events)
         aligned = [e.ts for e in events if e.aligned and e.ts is not None]
         note = (

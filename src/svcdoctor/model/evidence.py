@@ -140,6 +140,7 @@ class KernelEvent:
     netns: str | None = None
     node: str | None = None
     aligned: bool = True  # False: seconds since boot that could not be put on the wall clock
+    zoneless: bool = False  # the line's time carried no UTC offset (dmesg -T, syslog)
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,14 +68,23 @@ def headline(d: Diagnosis) -> str:
     s = d.summary
     rate = s.get("error_rate")
     ci = s.get("error_rate_ci95")
-    part = (
-        f"{s['errors']} of {s['requests']} requests failed ({rate:.2%}, 95% CI "
-        f"{ci[0]:.2%}-{ci[1]:.2%})"
-        if rate is not None and ci
-        else "no request log"
-    )
+    logged = s.get("error_log_failures", 0)
+    if rate is not None and ci:
+        part = (
+            f"{s['errors']} of {s['requests']} requests failed ({rate:.2%}, 95% CI "
+            f"{ci[0]:.2%}-{ci[1]:.2%})"
+        )
+        if logged:
+            part += f"; {logged} more failures in the error log matched no request"
+    elif logged:
+        part = f"no request log; {logged} failures in the proxy's error log (no error rate)"
+    else:
+        part = "no request log"
     if s.get("masked_by_retries"):
-        part += f"; {s['masked_by_retries']} more failed attempts were masked by retries"
+        part += (
+            f"; {s['masked_by_retries']} failed upstream attempts were retried by the proxy "
+            "(hidden from the client where the retry succeeded)"
+        )
     return part
 
 
