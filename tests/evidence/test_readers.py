@@ -248,3 +248,24 @@ def test_suppressed_messages_count_only_beside_table_full_lines(tmp_path: Path) 
         "[  10.500000] net_ratelimit: 40 callbacks suppressed\n"
     )
     assert sum(e.count for e in read_evidence([str(tmp_path)]).kernel) == 41
+
+
+def test_istio_inbound_clusters_are_told_apart_by_authority() -> None:
+    """Istio's inbound clusters name no Service (``inbound|9080||``): one sidecar log of
+    several Services must not become one upstream (line shape: istio/istio#45802)."""
+    from svcdoctor.evidence.proxylogs import envoy_text
+
+    line = (
+        '[2026-12-02T10:00:00.000Z] "GET /x HTTP/1.1" 200 - via_upstream - "-" 0 10 1 1 "-" '
+        '"curl" "id" "{host}" "10.244.1.7:9080" inbound|9080|| 127.0.0.6:41234 '
+        "10.244.1.7:9080 10.244.2.3:51234 outbound_.9080_._.{host}.default.svc.cluster.local "
+        "default"
+    )
+    text = "\n".join(line.format(host=h) for h in ("details:9080", "reviews:9080", "-"))
+    frame, unparsed = envoy_text(text, "istio.log")
+    assert unparsed == 0
+    assert frame.get_column("upstream").cast(str).to_list() == [
+        "inbound|9080||details",
+        "inbound|9080||reviews",
+        "inbound|9080||",
+    ]

@@ -100,7 +100,7 @@ def test_snippet_uses_the_native_sleep_from_1_30() -> None:
     assert spec["containers"][0]["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
     old = yaml.safe_load(snippet(5, 40, (1, 29)))
     hook = old["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]
-    assert hook == {"exec": {"command": ["sleep", "5"]}}
+    assert hook == {"exec": {"command": ["sh", "-c", "sleep 5"]}}  # as lint writes it
     assert (
         "lifecycle"
         not in yaml.safe_load(snippet(0, 30))["spec"]["template"]["spec"]["containers"][0]

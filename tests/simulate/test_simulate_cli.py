@@ -100,7 +100,7 @@ def test_recommend_text_and_exit_1_when_unmet() -> None:
     proc = svcdoctor("simulate", "recommend", "--nodes", "40", "--kubernetes-version", "1.28")
     assert proc.returncode == 0, proc.stderr
     assert "meets the target" in proc.stdout
-    assert 'command: ["sleep"' in proc.stdout
+    assert 'command: ["sh", "-c", "sleep' in proc.stdout
     unmet = svcdoctor("simulate", "recommend", "--nodes", "40", "--bad-backends", "1")
     assert unmet.returncode == 1
     assert "does NOT meet the target" in unmet.stdout

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import yaml
 
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Container, Inventory, Service, Workload
+from svcdoctor.model import Container, Inventory, Service, Workload, remedy
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})
 # Programs that never listen: a container running only these serves nothing (a pod kept
@@ -30,6 +29,11 @@ _CLOSERS = frozenset({"fi", "done", "}", "esac", "for", "case", "in", ";;", "fun
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _POSITIONAL = re.compile(r"\$(?:[@*1-9]|\{[@*1-9#])")
 _PAUSE_IMAGE = re.compile(r"(^|/)pause(:|@|$)")
+# Images known to ship no shell (and no sleep binary). Distroless ":debug" tags have busybox.
+NO_SHELL_IMAGE = re.compile(
+    r"(^|/)distroless/(?!.*:debug)|^cgr\.dev/chainguard/(?!.*-dev\b)|(^|/)scratch(:|$)"
+    r"|^(registry\.k8s\.io|k8s\.gcr\.io)/(metrics-server|kube-state-metrics|pause)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,19 +330,50 @@ def service_names(inventory: Inventory, workload: Workload) -> str:
 
 def seconds(value: float) -> int:
     """Whole seconds, rounded up (the API takes integers)."""
-    return math.ceil(value - 1e-9)
+    return remedy.seconds(value)
 
 
 def needed_grace(prestop_seconds: float, settings: Settings) -> int:
     """Grace period covering the preStop, the longest request and a margin."""
-    return seconds(prestop_seconds + settings.max_request_seconds + settings.margin_seconds)
+    return remedy.needed_grace(
+        prestop_seconds, settings.max_request_seconds, settings.margin_seconds
+    )
+
+
+def has_shell(container: Container) -> bool | None:
+    """``False`` for images known to ship no shell, else unknown."""
+    return False if NO_SHELL_IMAGE.search(container.image) else None
+
+
+def shutdown_plan(
+    workload: Workload,
+    container: Container,
+    settings: Settings,
+    current_prestop: float | None = None,
+    window: float | None = None,
+) -> remedy.ShutdownPlan:
+    """The remedy plan for a serving container under lint's assumptions (``window``: the
+    race window to cover, ``--propagation-seconds`` by default)."""
+    return remedy.plan_shutdown(
+        remedy.ShutdownFacts(
+            window_seconds=settings.propagation_seconds if window is None else window,
+            source=remedy.WindowSource.ASSUMED,
+            longest_request_seconds=settings.max_request_seconds,
+            margin_seconds=settings.margin_seconds,
+            kube_version=settings.kube_version,
+            current_prestop_seconds=current_prestop,
+            current_grace_seconds=workload.template.effective_grace_seconds,
+            has_shell=has_shell(container),
+        )
+    )
 
 
 def sleep_hook(sleep: float, settings: Settings) -> dict[str, Any]:
     """The preStop hook that sleeps, native where the cluster allows it."""
-    if settings.native_sleep() is False:
-        return {"exec": {"command": ["sh", "-c", f"sleep {seconds(sleep)}"]}}
-    return {"sleep": {"seconds": seconds(sleep)}}
+    kind = remedy.hook_kind(settings.kube_version, None)
+    body = remedy.hook_body(kind, seconds(sleep))
+    assert body is not None
+    return body
 
 
 def sleep_note(settings: Settings) -> str:

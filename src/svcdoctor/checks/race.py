@@ -4,37 +4,36 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterator
+from typing import Any
 
 from svcdoctor.checks._serving import (
+    NO_SHELL_IMAGE,
     SHELLS,
     Script,
     backed,
     data_store,
     dump,
-    needed_grace,
     parse_script,
     pod_patch,
     scrape_only,
     seconds,
     service_names,
     shell_script,
-    sleep_hook,
+    shutdown_plan,
     sleep_note,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
+from svcdoctor.model.remedy import ShutdownPlan
 
 _SHELLS = SHELLS
-# Images known to ship no shell (and no sleep binary). Distroless ":debug" tags have busybox.
-_NO_SHELL = re.compile(
-    r"(^|/)distroless/(?!.*:debug)|^cgr\.dev/chainguard/(?!.*-dev\b)|(^|/)scratch(:|$)"
-    r"|^(registry\.k8s\.io|k8s\.gcr\.io)/(metrics-server|kube-state-metrics|pause)"
-)
+_NO_SHELL = NO_SHELL_IMAGE
 
 
-def _racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
+def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
     """Serving containers that take requests through a Service other than a metrics-only
     one (a scraper that misses one scrape during a rollout is no failed request)."""
     return [
@@ -125,14 +124,14 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
     - https://learnk8s.io/graceful-shutdown
     """
-    for w, c in _racing(inventory):
+    for w, c in racing(inventory):
         hook = c.prestop
         if _delays(c) or _drains(w, c, settings):
             continue
-        sleep = settings.propagation_seconds
+        plan = shutdown_plan(w, c, settings)
         pod = {}
-        if w.template.effective_grace_seconds < needed_grace(sleep, settings):
-            pod["terminationGracePeriodSeconds"] = needed_grace(sleep, settings)
+        if plan.grace_seconds != w.template.effective_grace_seconds:
+            pod["terminationGracePeriodSeconds"] = plan.grace_seconds
         what = (
             "no preStop hook"
             if hook is None
@@ -144,7 +143,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         grace = w.template.effective_grace_seconds
         also = (
             f"; terminationGracePeriodSeconds {grace} also cuts requests longer than "
-            f"{grace} s (set {needed_grace(sleep, settings)} with the sleep)"
+            f"{grace} s (set {plan.grace_seconds} with the sleep)"
             if _short_grace(w, 0.0, settings)
             else ""
         )
@@ -152,12 +151,36 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
             f"it stops serving at SIGTERM while nodes still route to it{also}",
-            fix=pod_patch(w, c.name, {"lifecycle": {"preStop": sleep_hook(sleep, settings)}}, pod)
-            + sleep_note(settings)
-            + _drains_hint(w, c),
+            fix=_prestop_fix(w, c, plan, pod, settings) + _drains_hint(w, c),
             container=c.name,
             line=hook.line if hook else c.line,
         )
+
+
+def _prestop_fix(
+    w: Workload, c: Container, plan: ShutdownPlan, pod: dict[str, Any], settings: Settings
+) -> str:
+    """The patch adding the plan's preStop (and grace), or the manual step when the cluster
+    has no native sleep and the image no shell."""
+    body = prestop_body(c, plan)
+    if body is None:
+        return (
+            f"# Kubernetes {settings.kube_version_text} has no native sleep action and image "
+            f"{c.image!r} has no shell: copy a static sleep binary into the image\n# (e.g. "
+            "COPY --from=busybox:musl /bin/sleep /sleep) and call it by path:\n"
+            + pod_patch(
+                w,
+                c.name,
+                {
+                    "lifecycle": {
+                        "preStop": {"exec": {"command": ["/sleep", str(plan.prestop_seconds)]}}
+                    }
+                },
+                pod,
+            )
+        )
+    note = sleep_note(settings) if "sleep" in body else ""
+    return pod_patch(w, c.name, {"lifecycle": {"preStop": body}}, pod) + note
 
 
 @rule("SVD102", "grace-period-too-short", Cause.RACE, Severity.ERROR)
@@ -207,14 +230,16 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
     - https://cloud.google.com/blog/products/containers-kubernetes/kubernetes-best-practices-terminating-with-grace
     """
-    for w, c in _racing(inventory):
+    for w, c in racing(inventory):
         if not (_delays(c) or _drains(w, c, settings)):
             continue  # SVD101 reports it, grace period included
         sleep = (c.prestop.sleep_seconds if c.prestop else None) or 0.0
         grace = w.template.effective_grace_seconds
         if not _short_grace(w, sleep, settings):
             continue
-        needed = needed_grace(sleep, settings)
+        # the delay it has (or its own drain) is what the grace period must cover here;
+        # a sleep shorter than propagation is SVD103's
+        needed = shutdown_plan(w, c, settings, current_prestop=sleep, window=sleep).grace_seconds
         given = "default " if w.template.grace_seconds is None else ""
         if sleep and grace <= sleep + MIN_SHUTDOWN_WINDOW:
             severity, what = (
@@ -280,19 +305,20 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
     - https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/
     - https://github.com/kubernetes/kubernetes/issues/106476
     """
-    for w, c in _racing(inventory):
+    for w, c in racing(inventory):
         sleep = c.prestop.sleep_seconds if c.prestop else None
         if not sleep or sleep >= settings.propagation_seconds or _drains(w, c, settings):
             continue
         assert c.prestop is not None
         want = settings.propagation_seconds
+        plan = shutdown_plan(w, c, settings, current_prestop=sleep)
         pod = {}
-        if w.template.effective_grace_seconds < needed_grace(want, settings):
-            pod["terminationGracePeriodSeconds"] = needed_grace(want, settings)
+        if plan.grace_seconds != w.template.effective_grace_seconds:
+            pod["terminationGracePeriodSeconds"] = plan.grace_seconds
         hook = (
-            sleep_hook(want, settings)
+            {"sleep": {"seconds": plan.prestop_seconds}}  # the action it already uses
             if c.prestop.handler == "sleep"
-            else {"exec": {"command": _with_sleep(c.prestop.command, seconds(want))}}
+            else {"exec": {"command": with_sleep(c.prestop.command, plan.prestop_seconds)}}
         )
         yield Hit(
             w,
@@ -304,7 +330,26 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
         )
 
 
-def _with_sleep(command: tuple[str, ...], sleep: int) -> list[str]:
+def prestop_body(c: Container, plan: ShutdownPlan) -> dict[str, Any] | None:
+    """The plan's preStop for a container, in the handler it already has (a patch must not
+    add a second handler beside it); ``None`` when the plan has no hook."""
+    body = plan.hook_body
+    hook = c.prestop
+    if body is None or hook is None:
+        return body
+    if hook.handler == "sleep":
+        return {"sleep": {"seconds": plan.prestop_seconds}}
+    if hook.handler == "exec" and hook.command:
+        if hook.sleep_seconds:
+            return {"exec": {"command": with_sleep(hook.command, plan.prestop_seconds)}}
+        # keep its command: sleep first, so the command still runs before SIGTERM
+        script = f"sleep {plan.prestop_seconds}; {shlex.join(hook.command)}"
+        return {"exec": {"command": ["sh", "-c", script]}}
+    return {**body, hook.handler: None}  # strategic merge: null deletes the old handler
+
+
+def with_sleep(command: tuple[str, ...], sleep: int) -> list[str]:
+    """The exec hook's command with its ``sleep N`` set to ``sleep``."""
     return [re.sub(r"\bsleep\s+\d+(\.\d+)?[smh]?", f"sleep {sleep}", w) for w in command]
 
 
@@ -487,7 +532,7 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     - https://www.gnu.org/software/bash/manual/html_node/Invoking-Bash.html
     """
     del settings
-    for w, c in _racing(inventory):
+    for w, c in racing(inventory):
         argv = [*c.command, *c.args]
         found = shell_script(argv)
         if found is None:

@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from svcdoctor.model import Severity
+from svcdoctor.model.remedy import (
+    DEFAULT_MARGIN_SECONDS,
+    DEFAULT_MAX_REQUEST_SECONDS,
+    DEFAULT_PROPAGATION_SECONDS,
+    native_sleep,
+)
 
 # KIND/NAME patterns of ``drains``: the kind as kubectl spells it, case-insensitive.
 WORKLOAD_ALIASES = {
@@ -77,9 +83,9 @@ class Settings:
     ``drains_itself``).
     """
 
-    propagation_seconds: float = 5.0
-    max_request_seconds: float = 10.0
-    margin_seconds: float = 5.0
+    propagation_seconds: float = DEFAULT_PROPAGATION_SECONDS
+    max_request_seconds: float = DEFAULT_MAX_REQUEST_SECONDS
+    margin_seconds: float = DEFAULT_MARGIN_SECONDS
     kube_version: tuple[int, int] | None = None
     disabled: frozenset[str] = frozenset()
     enabled: frozenset[str] | None = None  # None: every rule
@@ -88,9 +94,7 @@ class Settings:
 
     def native_sleep(self) -> bool | None:
         """Whether ``lifecycle.preStop.sleep`` is available (beta 1.30, GA 1.34)."""
-        if self.kube_version is None:
-            return None
-        return self.kube_version >= (1, 30)
+        return native_sleep(self.kube_version)
 
     @property
     def kube_version_text(self) -> str:

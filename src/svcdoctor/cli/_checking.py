@@ -25,7 +25,7 @@ from svcdoctor.cli.config import (
     severity,
 )
 from svcdoctor.manifests import DEFAULT_MAX_FILE_MB
-from svcdoctor.model import Severity
+from svcdoctor.model import Severity, remedy
 from svcdoctor.report import render_github, render_json, render_sarif, render_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,21 +74,21 @@ def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
             type=NUMBER_TYPES["propagation-seconds"],
             default=None,
             help="Time endpoint removal takes to reach every node and LB.",
-            default_text="5",
+            default_text=f"{remedy.DEFAULT_PROPAGATION_SECONDS:g}",
         ),
         option(
             "--max-request-seconds",
             type=NUMBER_TYPES["max-request-seconds"],
             default=None,
             help="Longest legitimate request.",
-            default_text="10",
+            default_text=f"{remedy.DEFAULT_MAX_REQUEST_SECONDS:g}",
         ),
         option(
             "--margin-seconds",
             type=NUMBER_TYPES["margin-seconds"],
             default=None,
             help="Slack added to computed grace periods.",
-            default_text="5",
+            default_text=f"{remedy.DEFAULT_MARGIN_SECONDS:g}",
         ),
         option(
             "--kubernetes-version",
@@ -165,9 +165,9 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
     )
     flag_drains = [drains(p, "--drains") for p in opts.get("drains") or ()]
     settings = Settings(
-        propagation_seconds=number("propagation-seconds", 5.0),
-        max_request_seconds=number("max-request-seconds", 10.0),
-        margin_seconds=number("margin-seconds", 5.0),
+        propagation_seconds=number("propagation-seconds", remedy.DEFAULT_PROPAGATION_SECONDS),
+        max_request_seconds=number("max-request-seconds", remedy.DEFAULT_MAX_REQUEST_SECONDS),
+        margin_seconds=number("margin-seconds", remedy.DEFAULT_MARGIN_SECONDS),
         kube_version=version,
         disabled=frozenset(disabled),
         enabled=frozenset(enabled) if enabled else None,

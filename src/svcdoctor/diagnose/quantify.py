@@ -14,7 +14,7 @@ from svcdoctor.model import iso_utc as iso
 
 
 def replica_count(ctx: Context) -> int | None:
-    """N: from Deployments/ReplicaSets, else backends carrying traffic, else live pods."""
+    """N: from Deployments/ReplicaSets, else backend hosts carrying traffic, else live pods."""
     if ctx.evidence.replicas_hint:
         return ctx.evidence.replicas_hint
     alive = [p for p in ctx.evidence.pods if p.deleted_at is None and p.created_at is not None]
@@ -31,7 +31,9 @@ def replica_count(ctx: Context) -> int | None:
             return len(running)
     if ctx.has_backend:
         visible = ctx.frame.filter(pl.col("backend").is_not_null())
-        shares = visible.group_by("backend").len().get_column("len")
+        # one pod may serve on several ports: count hosts, not IP:port pairs
+        host = pl.col("backend").cast(pl.Utf8).str.replace(r":\d+$", "")
+        shares = visible.group_by(host).len().get_column("len")
         total = int(shares.sum())
         busy = int((shares >= 0.01 * total).sum()) if total else 0
         if busy:

@@ -3,15 +3,25 @@ shutdown path (preStop, SIGTERM, grace period, SIGKILL)."""
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from svcdoctor.checks._serving import dump, has_shell, pod_patch
+from svcdoctor.checks.race import prestop_body, racing
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.stats import Floats, count_in, count_in_many, merged, placement_test
-from svcdoctor.model import Assessment, Cause, EventKind, LifecycleEvent
+from svcdoctor.model import (
+    DEFAULT_GRACE_SECONDS,
+    Assessment,
+    Cause,
+    EventKind,
+    LifecycleEvent,
+    remedy,
+)
+from svcdoctor.model.remedy import RACE_RULES
 
 BIN = 0.25  # seconds per lag bin
 TOLERANCE = 0.5  # clock skew allowed between sources, on top of their resolution
@@ -72,21 +82,38 @@ def scan_statistic(ctx: Context, failures: Floats, anchors: Floats) -> Floats:
     return best
 
 
+QUANTILE = 0.99  # the window: the lag by which this share of the excess failures happened
+BOOTSTRAP_ROUNDS = 400  # resamples of the deletions for the window's interval
+BOOTSTRAP_SEED = 17
+
+
 def race_window(ctx: Context, failures: Floats, s: Settings) -> dict[str, Any] | None:
-    """The lag after deletion within which the excess failures fall (99 % of them), from
-    the lag histogram minus the baseline failure rate measured away from deletions."""
+    """The race window: the lag after deletion by which ``QUANTILE`` (99 %) of the excess
+    failures happened (the lag histogram minus the baseline failure rate measured away from
+    deletions), plus the clocks' resolutions; with a 95 % percentile-bootstrap interval over
+    deletions (each resample draws deletions with replacement and carries their failures and
+    exposure; seeded, vectorised as one matrix product).
+
+    Every failed attempt counts once at its start (a failure's lag is when the request hit the
+    closed port, whatever its latency), so an attempt a proxy retried (a masked ``502`` before
+    a ``200``) and a plain failure give the same lag."""
     dels = ctx.deletion_ts
-    tol = ctx.resolution + TOLERANCE
+    tol = ctx.resolution + ctx.request_resolution + TOLERANCE
     if failures.size == 0 or dels.size == 0:
         return None
-    # each failure belongs to the latest deletion at or before it (recorded times are floored,
-    # so a failure after the real deletion is never before the recorded one); failures just
-    # before the first deletion keep a small negative lag (clock skew between sources)
-    idx = np.maximum(np.searchsorted(dels, failures, "right") - 1, 0)
+    # each failure belongs to the latest deletion at or before it, give or take the clocks'
+    # resolution and skew: a failure logged just before a deletion (a start time computed
+    # from a floored end time) keeps a small negative lag instead of counting as the previous
+    # deletion's straggler
+    idx = np.maximum(np.searchsorted(dels, failures + tol, "right") - 1, 0)
     lags = failures - dels[idx]
-    lags = lags[(lags >= -tol) & (lags <= s.max_lag)]
+    keep = (lags >= -tol) & (lags <= s.max_lag)
+    lags, idx = lags[keep], idx[keep]
     edges = np.arange(-tol, s.max_lag + BIN, BIN)
-    observed, _ = np.histogram(lags, edges)
+    bins = edges.size - 1
+    column = np.clip(np.searchsorted(edges, lags, "right") - 1, 0, bins - 1)
+    # failures and exposure per deletion and lag bin: rows are what the bootstrap resamples
+    per_del = np.bincount(idx * bins + column, minlength=dels.size * bins).reshape(dels.size, bins)
     inside = count_in(failures, dels - tol, dels + s.max_lag)
     covered = _covered(dels - tol, dels + s.max_lag)
     outside_time = max(ctx.end - ctx.start - covered, 0.0)
@@ -96,20 +123,94 @@ def race_window(ctx: Context, failures: Floats, s: Settings) -> dict[str, Any] |
     hi = dels[:, None] + edges[None, 1:]
     exposure = np.clip(
         np.minimum(hi, seg_end[:, None]) - np.maximum(lo, (dels - tol)[:, None]), 0, None
-    ).sum(axis=0)
-    excess = np.clip(observed - base * exposure, 0, None)
+    )
+    excess = np.clip(per_del.sum(axis=0) - base * exposure.sum(axis=0), 0, None)
     total = float(excess.sum())
     if total < s.min_failures:
         return None
-    cumulative = np.cumsum(excess) / total
-    window = float(edges[1:][np.searchsorted(cumulative, 0.99)])
+    shift = ctx.resolution + ctx.request_resolution
+    window = _quantile_lag(excess[None, :], edges)[0]
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    weights = rng.multinomial(dels.size, np.full(dels.size, 1 / dels.size), BOOTSTRAP_ROUNDS)
+    resampled = np.clip(weights @ per_del - base * (weights @ exposure), 0, None)
+    boot = _quantile_lag(resampled, edges)
+    ci_low, ci_high = np.percentile(boot, [2.5, 97.5])
     excess_lags = np.repeat((edges[:-1] + edges[1:]) / 2, np.round(excess).astype(int))
     return {
-        "window_seconds": round(max(window, BIN) + ctx.resolution + ctx.request_resolution, 2),
+        "window_seconds": round(float(window) + shift, 2),
+        "window_ci95": [round(float(ci_low) + shift, 2), round(float(ci_high) + shift, 2)],
+        "window_definition": f"lag after deletion by which {QUANTILE:.0%} of the excess "
+        "failures happened, plus clock resolution; 95 % bootstrap interval over deletions",
         "median_lag_seconds": round(float(np.median(excess_lags)), 2) if excess_lags.size else None,
         "excess_failures": round(total, 1),
         "baseline_failures_per_second": round(base, 4),
     }
+
+
+def _quantile_lag(excess: np.ndarray, edges: Floats) -> Floats:
+    """Per row of excess counts per lag bin: the upper edge of the bin where the cumulative
+    share reaches ``QUANTILE`` (at least one bin wide; 0 for an empty row)."""
+    cumulative = np.cumsum(excess, axis=1)
+    totals = cumulative[:, -1:]
+    reached = cumulative >= QUANTILE * np.where(totals > 0, totals, np.inf)
+    at = np.argmax(reached, axis=1)
+    upper = edges[1:][at]
+    return np.where(totals[:, 0] > 0, np.maximum(upper, BIN), 0.0)
+
+
+def _longest(latency: float | None) -> float:
+    """The longest request the grace period must cover: the p99.9 latency can raise lint's
+    assumption but not lower it (the evidence cannot show no request is longer)."""
+    return max(latency or 0.0, remedy.DEFAULT_MAX_REQUEST_SECONDS)
+
+
+def remedy_patches(
+    ctx: Context, window_high: float, latency: float | None
+) -> list[tuple[str, str, remedy.ShutdownPlan, str]]:
+    """``(object, container, plan, strategic-merge patch)`` per racing container of the
+    bundle's manifests (one generic patch when it holds none), planned by the remedy model
+    from the window's upper bound."""
+    facts = remedy.ShutdownFacts(
+        window_seconds=window_high,
+        source=remedy.WindowSource.DIAGNOSED,
+        longest_request_seconds=_longest(latency),
+    )
+    inventory = ctx.evidence.inventory
+    out = []
+    for w, c in racing(inventory) if inventory is not None else []:
+        sleep = c.prestop.sleep_seconds if c.prestop else None
+        plan = remedy.plan_shutdown(
+            replace(
+                facts,
+                current_prestop_seconds=sleep,
+                current_grace_seconds=w.template.effective_grace_seconds,
+                has_shell=has_shell(c),
+            )
+        )
+        pod: dict[str, Any] = {}
+        if plan.grace_seconds != w.template.effective_grace_seconds:
+            pod["terminationGracePeriodSeconds"] = plan.grace_seconds
+        hook = prestop_body(c, plan)
+        if c.prestop is not None and c.prestop.handler == "httpGet":
+            # the app's own drain endpoint: only the app can wait longer
+            hook = None
+            plan = replace(plan, rules=tuple(r for r in plan.rules if r not in RACE_RULES))
+        fields = {"lifecycle": {"preStop": hook}} if hook else {}
+        out.append((str(w.ref), c.name, plan, pod_patch(w, c.name, fields, pod)))
+    if not out:
+        plan = remedy.plan_shutdown(facts)
+        body = {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "terminationGracePeriodSeconds": plan.grace_seconds,
+                        "containers": [{"name": "app", "lifecycle": {"preStop": plan.hook_body}}],
+                    }
+                }
+            }
+        }
+        out.append(("your Deployment (container 'app': use its name)", "app", plan, dump(body)))
+    return out
 
 
 def _covered(starts: Floats, ends: Floats) -> float:
@@ -130,6 +231,23 @@ def _outside(times: Floats, moments: Floats, resolution: float) -> Floats:
     idx = np.searchsorted(starts, times, "right") - 1
     inside = (idx >= 0) & (times <= ends[np.clip(idx, 0, None)])
     return times[~inside]
+
+
+def _failure_starts(ctx: Context, backends: list[str], kills: Floats) -> Floats:
+    """When the failures on new connections started (sorted), leaving out the given backends
+    and the failures that ended at a SIGKILL: the moment a request met the closed port, not
+    when the client gave up (a timeout ends its full timeout later) nor when a proxy logged
+    a retried attempt, so masked and plain failures share the same lag."""
+    rows = ctx.frame.filter(pl.col("failed") & (pl.col("reused").is_null() | ~pl.col("reused")))
+    if backends:
+        rows = rows.filter(~pl.col("backend").is_in(backends).fill_null(False))
+    starts = rows.get_column("ts").to_numpy()
+    if kills.size and starts.size:
+        ends = rows.get_column("ended").to_numpy()
+        lo, hi = merged(*_around(np.sort(kills), ctx.resolution))
+        idx = np.searchsorted(lo, ends, "right") - 1
+        starts = starts[~((idx >= 0) & (ends <= hi[np.clip(idx, 0, None)]))]
+    return np.sort(starts)
 
 
 def _span_text(values: list[float]) -> str:
@@ -235,7 +353,8 @@ def assess_race(
     # weighs the race by its share of all failures, so reuse ranks first when it is most
     on_reused = ctx.frame.filter(pl.col("failed") & pl.col("reused").fill_null(False)).height
     share = observed / (failures.size + on_reused) if failures.size + on_reused else 0.0
-    window = race_window(ctx, failures, s) if p < 0.05 else None
+    starts = _failure_starts(ctx, explained_backends, shutdown["kill_moments"])
+    window = race_window(ctx, starts, s) if p < 0.05 else None
     evidence: list[str] = []
     fixes: list[str] = []
     details: dict[str, Any] = {
@@ -261,24 +380,37 @@ def assess_race(
     if window:
         details.update(window)
         evidence.append(
-            f"the excess failures end {window['window_seconds']:g} s after deletion "
-            f"(median lag {window['median_lag_seconds']} s): the observed race window"
+            f"99 % of the excess failures happen within {window['window_seconds']:g} s after "
+            f"deletion (95 % interval {window['window_ci95'][0]:g}-{window['window_ci95'][1]:g}"
+            f" s; median lag {window['median_lag_seconds']} s): the observed race window"
         )
-        prestop = math.ceil(window["window_seconds"] + max(2.0, 0.5 * window["window_seconds"]))
         latency = _latency_p999(ctx)
-        grace = math.ceil(prestop + (latency if latency is not None else 10.0) + 5)
+        details["latency_p999_seconds"] = round(latency, 3) if latency is not None else None
+        plans = remedy_patches(ctx, window["window_ci95"][1], latency)
+        prestop = max(p.prestop_seconds for _, _, p, _ in plans)
+        grace = max(p.grace_seconds for _, _, p, _ in plans)
         details["recommended_prestop_seconds"] = prestop
         details["recommended_grace_seconds"] = grace
-        details["latency_p999_seconds"] = round(latency, 3) if latency is not None else None
-        fixes.append(
-            f"add a preStop sleep of {prestop} s (the observed {window['window_seconds']:g} s "
-            f"window plus margin) and terminationGracePeriodSeconds: {grace} (preStop + "
-            + (f"p99.9 latency {latency:.1f} s" if latency is not None else "10 s requests")
-            + " + 5 s):\n  lifecycle: {preStop: {sleep: {seconds: "
-            + str(prestop)
-            + "}}}\n"
-            f"  terminationGracePeriodSeconds: {grace}"
-        )
+        details["remedy"] = [
+            {
+                "object": obj,
+                "container": name,
+                "rules": list(p.rules),
+                "prestop_seconds": p.prestop_seconds,
+                "grace_seconds": p.grace_seconds,
+                "patch": patch,
+            }
+            for obj, name, p, patch in plans
+        ]
+        for obj, _, plan, patch in plans:
+            fixes.append(
+                f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s (the "
+                f"window's 95 % upper bound {window['window_ci95'][1]:g} s + margin) and "
+                f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop + longest request "
+                f"{_longest(latency):g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s, never below "
+                f"what the object has or the default 30 s), for {obj}:\n"
+                + "\n".join(f"  {line}" for line in patch.splitlines())
+            )
         fixes.append(
             "on SIGTERM stop accepting new connections, finish in-flight requests, "
             "then exit (graceful shutdown)"
@@ -296,16 +428,19 @@ def assess_race(
             + (f"= the grace period ({', '.join(map(str, graces))} s) " if graces else "")
             + f"with {shutdown['failures_at_sigkill']} failures at those moments"
         )
-        latency = _latency_p999(ctx)
-        longest = latency if latency is not None else 10.0
+        longest = _longest(_latency_p999(ctx))
         need = max(
             details.get("recommended_grace_seconds") or 0,
-            math.ceil(max(graces, default=30) + longest + 5),
+            remedy.needed_grace(
+                max(graces, default=DEFAULT_GRACE_SECONDS),
+                longest,
+                remedy.DEFAULT_MARGIN_SECONDS,
+            ),
         )
         details["recommended_grace_seconds"] = need
         fixes.insert(
             0,
-            "the grace period is too short: the kubelet SIGKILLs the container "
+            "SVD102: the grace period is too short: the kubelet SIGKILLs the container "
             "mid-request; raise terminationGracePeriodSeconds to at least "
             f"{need} (preStop + the longest request + margin)",
         )
@@ -320,7 +455,7 @@ def assess_race(
             "the kubelet cut them and sent SIGTERM with 2 s left"
         )
         fixes.append(
-            "make terminationGracePeriodSeconds longer than the preStop sleep plus the "
+            "SVD102: make terminationGracePeriodSeconds longer than the preStop sleep plus the "
             "longest request"
         )
     if shutdown["failed_prestop_hooks"]:
@@ -330,7 +465,7 @@ def assess_race(
             "preStop delay at all"
         )
         fixes.append(
-            "fix the preStop hook (an image without a shell needs the native "
+            "SVD104: fix the preStop hook (an image without a shell needs the native "
             "`sleep` action, Kubernetes ≥ 1.30)"
         )
         score = max(score, 0.35) if score >= 0.3 else score

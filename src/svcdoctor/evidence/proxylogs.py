@@ -218,6 +218,15 @@ def _detail(outcome: pl.Expr, *parts: pl.Expr) -> pl.Expr:
     return pl.when(outcome.is_in(["ok"]) | (text == "")).then(None).otherwise(text)
 
 
+def _upstream(cluster: pl.Expr, authority: pl.Expr) -> pl.Expr:
+    """The Envoy cluster; Istio's inbound clusters (``inbound|9080||``) name no Service, so
+    the request's ``:authority`` host tells the Services of one sidecar log apart."""
+    host = _null_dash(authority).str.replace(r":\d+$", "")
+    bare = cluster.str.contains(r"^inbound\|\d+\|[^|]*\|$")
+    named = pl.when(bare & host.is_not_null()).then(cluster + host).otherwise(cluster)
+    return _null_dash(named)
+
+
 def _conn(downstream: pl.Expr, flags: pl.Expr, upstream_local: pl.Expr) -> pl.Expr:
     """The client's connection, except for requests that never had an upstream connection
     (no healthy upstream, connect failure: UH/UF, or no upstream local address): those
@@ -252,7 +261,7 @@ def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
         status.alias("status"),
         outcome.alias("outcome"),
         _null_dash(pl.col("upstream_host")).alias("backend"),
-        _null_dash(pl.col("cluster")).alias("upstream"),
+        _upstream(pl.col("cluster"), pl.col("authority")).alias("upstream"),
         pl.coalesce(remote.str.replace(r":\d+$", "").str.strip_chars("[]"), xff).alias("client"),
         _conn(remote, pl.col("flags"), pl.col("upstream_local")).alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),

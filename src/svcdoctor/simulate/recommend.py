@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from svcdoctor.model import MIN_SHUTDOWN_WINDOW
+from svcdoctor.model import MIN_SHUTDOWN_WINDOW, remedy
 from svcdoctor.simulate.arrays import Floats
 from svcdoctor.simulate.params import ParamError, SimParams
 from svcdoctor.simulate.rollout import build_pods
@@ -34,7 +34,7 @@ from svcdoctor.simulate.summary import (
     simulate,
 )
 
-SLEEP_ACTION = (1, 30)  # preStop ``sleep`` is beta and on by default from 1.30 (GA 1.34)
+SLEEP_ACTION = remedy.NATIVE_SLEEP_VERSION  # the remedy model's version rule
 LATENCY_SAMPLES = 200_000
 MAX_PRESTOP = 3600
 MAX_RAISES = 5  # how often the simulated check may raise the answer
@@ -64,9 +64,23 @@ class Recommendation:
     kubernetes_version: tuple[int, int]
 
     @property
+    def plan(self) -> remedy.ShutdownPlan:
+        """The remedy model's plan for the simulated preStop: grace covers it plus lint's
+        longest request and margin, never below the current grace period."""
+        return remedy.plan_shutdown(
+            remedy.ShutdownFacts(
+                window_seconds=self.prestop_seconds,
+                source=remedy.WindowSource.ASSUMED,  # the margin is in the simulated answer
+                kube_version=self.kubernetes_version,
+                current_grace_seconds=math.ceil(self.current.params.grace),
+            )
+        )
+
+    @property
     def grace_to_set(self) -> int:
-        """The smallest grace period, or the current one if it is longer."""
-        return max(self.grace_seconds, math.ceil(self.current.params.grace))
+        """The smallest grace period meeting the target, raised to the remedy plan's (which
+        never lowers the current one)."""
+        return max(self.grace_seconds, self.plan.grace_seconds)
 
     @property
     def yaml(self) -> str:
@@ -236,8 +250,10 @@ def _consistent(s: Simulation, target: float) -> bool:
 
 
 def snippet(prestop: int, grace: int, version: tuple[int, int] = SLEEP_ACTION) -> str:
-    """The Deployment fields, with the native ``sleep`` action where the version has it."""
+    """The Deployment fields (a strategic-merge patch), with the hook the remedy model picks
+    for the version (native ``sleep`` from 1.30, ``sh -c sleep`` before)."""
     lines = [
+        "# answers SVD101/SVD102 (svcdoctor lint)",
         "spec:",
         "  template:",
         "    spec:",
@@ -245,13 +261,14 @@ def snippet(prestop: int, grace: int, version: tuple[int, int] = SLEEP_ACTION) -
         "      containers:",
         "        - name: app  # your container",
     ]
+    kind = remedy.hook_kind(version, None)
     if prestop > 0:
         lines += ["          lifecycle:", "            preStop:"]
-        if version >= SLEEP_ACTION:
+        if kind is remedy.HookKind.SLEEP:
             lines += ["              sleep:", f"                seconds: {prestop}"]
         else:
             lines += [
-                "              exec:  # needs a sleep binary in the image (before 1.30)",
-                f'                command: ["sleep", "{prestop}"]',
+                "              exec:  # needs a shell in the image (no native sleep before 1.30)",
+                f'                command: ["sh", "-c", "sleep {prestop}"]',
             ]
     return "\n".join(lines) + "\n"
