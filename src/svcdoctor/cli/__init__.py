@@ -12,6 +12,7 @@ from svcdoctor import __version__
 from svcdoctor.cli._errors import handled
 from svcdoctor.cli.collect import collect
 from svcdoctor.cli.diagnose import diagnose
+from svcdoctor.cli.fix import fix
 from svcdoctor.cli.lab import lab
 from svcdoctor.cli.lint import lint
 from svcdoctor.cli.rules import rules
@@ -51,6 +52,7 @@ def cli() -> None:
 
 
 cli.add_command(lint)
+cli.add_command(fix)
 cli.add_command(diagnose)
 cli.add_command(lab)
 cli.add_command(simulate)

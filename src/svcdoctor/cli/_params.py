@@ -349,6 +349,20 @@ def option(*decls: str, **attrs: Any) -> Callable[[F], F]:
     return click.option(*decls, **attrs)
 
 
+def filename_option(what: str) -> Callable[[F], F]:
+    """``-f/--filename PATH`` as kubectl takes it, repeatable; the command receives the
+    paths as ``filenames``."""
+    return option(
+        "-f",
+        "--filename",
+        "filenames",
+        multiple=True,
+        metavar="PATH",
+        help=f"{what}, as kubectl apply -f takes it; repeatable.",
+        default_text="none",
+    )
+
+
 def output_option(formats: Sequence[str], default: str = "text") -> Callable[[F], F]:
     """``-o/--output FORMAT`` as kubectl spells it (``--format`` kept as a hidden alias);
     the command receives it as ``fmt``."""

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 import click
 
 from svcdoctor.cli._output import stdout_console
-from svcdoctor.cli._params import Duration, OutputFile, Share, option, output_option
+from svcdoctor.cli._params import (
+    Duration,
+    OutputFile,
+    Share,
+    filename_option,
+    option,
+    output_option,
+)
 
 if TYPE_CHECKING:
     from svcdoctor.model import Evidence
@@ -97,16 +104,7 @@ EXAMPLE = "rollout-race"
 
 @click.command()
 @click.argument("evidence", nargs=-1)
-@option(
-    "-f",
-    "--filename",
-    "filenames",
-    multiple=True,
-    metavar="PATH",
-    help="An evidence file, directory or - (stdin), as kubectl's -f; repeatable, added to "
-    "EVIDENCE.",
-    default_text="none",
-)
+@filename_option("An evidence file, directory or - (stdin), added to EVIDENCE")
 @click.option(
     "--example",
     is_flag=True,

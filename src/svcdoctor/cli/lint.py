@@ -13,7 +13,7 @@ import click
 
 from svcdoctor.checks import LintResult, Settings, run_checks
 from svcdoctor.cli._checking import check_options, exit_for, load_settings, render
-from svcdoctor.cli._params import option
+from svcdoctor.cli._params import filename_option, option
 from svcdoctor.cli.config import (
     NUMBER_TYPES,
     Config,
@@ -48,16 +48,7 @@ def lint_paths(
 
 @click.command()
 @click.argument("paths", nargs=-1, type=str)
-@option(
-    "-f",
-    "--filename",
-    "filenames",
-    multiple=True,
-    metavar="PATH",
-    help="A file, directory or - (stdin) to lint, as kubectl apply -f takes it; repeatable, "
-    "added to PATHS.",
-    default_text="none",
-)
+@filename_option("A file, directory or - (stdin) to lint, added to PATHS")
 @click.option("--example", is_flag=True, help="Lint the example manifests shipped with svcdoctor.")
 @check_options(("text", "json", "sarif", "github"))
 @option(

@@ -159,7 +159,9 @@ def assess_reuse(
     at_exit = failures_at_exits(ctx, reused)
     evidence: list[str] = []
     score = 0.05
-    if on_reused is not None and failures.height >= s.min_failures:
+    if on_reused is not None and on_reused["traffic_share"] == 0:
+        evidence.append("every request opened a new connection: nothing was reused")
+    elif on_reused is not None and failures.height >= s.min_failures:
         evidence.append(
             f"{reused_share:.0%} of {failures.height} failures happened on reused "
             f"(keep-alive) connections, which carry {on_reused['traffic_share']:.0%} of the "

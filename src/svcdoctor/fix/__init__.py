@@ -1,0 +1,30 @@
+"""``svcdoctor fix``: apply lint's safe fixes (strategic-merge-patch-shaped ones) to the
+manifests, as a diff, in place (``ruamel.yaml`` round-trip, byte-identical outside the
+changed nodes) or as kustomize patches."""
+
+from svcdoctor.fix.patch import SAFE_RULES, Step, apply, combine, decide, effective, parse_fix
+from svcdoctor.fix.patchdir import KUSTOMIZATION, patch_body, write_patch_dir
+from svcdoctor.fix.plan import Measured, ObjectFix, Plan, make_plan, read_diagnosis
+from svcdoctor.fix.rewrite import CannotRewrite, Target, rewrite, rewrite_each
+
+__all__ = [
+    "KUSTOMIZATION",
+    "SAFE_RULES",
+    "CannotRewrite",
+    "Measured",
+    "ObjectFix",
+    "Plan",
+    "Step",
+    "Target",
+    "apply",
+    "combine",
+    "decide",
+    "effective",
+    "make_plan",
+    "parse_fix",
+    "patch_body",
+    "read_diagnosis",
+    "rewrite",
+    "rewrite_each",
+    "write_patch_dir",
+]
