@@ -69,6 +69,21 @@ def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
             help="Override a rule's severity, e.g. SVD302=warning.",
             default_text="each rule's own",
         ),
+        *_remedy_option_list(),
+        click.option("--no-fixes", is_flag=True, help="Text output: do not print the fixes."),
+    ]
+
+    return _apply(options)
+
+
+def remedy_options() -> Callable[[F], F]:
+    """The options that set the remedy's facts and the checks' config, shared by ``lint``
+    and ``fix``: propagation, longest request, margin, Kubernetes version, drains, config."""
+    return _apply(_remedy_option_list())
+
+
+def _remedy_option_list() -> list[Callable[[F], F]]:
+    return [
         option(
             "--propagation-seconds",
             type=NUMBER_TYPES["propagation-seconds"],
@@ -97,7 +112,7 @@ def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
             default=None,
             metavar="X.Y",
             help="Target cluster version (chooses native preStop sleep from 1.30).",
-            default_text="unknown: the exec sleep that works everywhere",
+            default_text="unknown: the native sleep, with a note",
         ),
         option(
             "--drains",
@@ -116,9 +131,10 @@ def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
             help="Config file.",
             default_text="the nearest .svcdoctor.toml, or pyproject.toml with [tool.svcdoctor]",
         ),
-        click.option("--no-fixes", is_flag=True, help="Text output: do not print the fixes."),
     ]
 
+
+def _apply(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     def decorate(command: F) -> F:
         for decorator in reversed(options):
             command = decorator(command)

@@ -254,12 +254,7 @@ class OutputFile(ParamBase):
         self.what = what
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, Path):
-            path = value
-        else:
-            if not str(value).strip():
-                self.fail("an empty path", param, ctx)
-            path = Path(str(value))
+        path = _given_path(self, value, param, ctx)
         if self.suffixes and path.suffix.lower() not in self.suffixes:
             kinds = " or ".join(dict.fromkeys(s.lstrip(".").upper() for s in self.suffixes))
             self.fail(
@@ -285,6 +280,17 @@ class OutputFile(ParamBase):
         return "FILE"
 
 
+def _given_path(
+    ptype: ParamBase, value: Any, param: click.Parameter | None, ctx: click.Context | None
+) -> Path:
+    """The path the user gave (an empty one is an error)."""
+    if isinstance(value, Path):
+        return value
+    if not str(value).strip():
+        ptype.fail("an empty path", param, ctx)
+    return Path(str(value))
+
+
 class OutputDir(ParamBase):
     """A directory the command will create or fill: it must be a directory if it exists,
     and it (or the nearest existing parent) must be writable. Checked before any work."""
@@ -292,12 +298,7 @@ class OutputDir(ParamBase):
     name = "directory"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, Path):
-            path = value
-        else:
-            if not str(value).strip():
-                self.fail("an empty path", param, ctx)
-            path = Path(str(value))
+        path = _given_path(self, value, param, ctx)
         if path.exists() and not path.is_dir():
             self.fail(f"{str(value)!r} exists and is not a directory", param, ctx)
         existing = next((d for d in (path, *path.absolute().parents) if d.exists()), Path("/"))

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from svcdoctor.cli._checking import load_settings
+from svcdoctor.cli._checking import load_settings, remedy_options
 from svcdoctor.cli._params import OutputDir, filename_option, option
 from svcdoctor.cli.config import NUMBER_TYPES, rule_id
 from svcdoctor.cli.lint import _config, _namespace, empty_reason, lint_paths, notes
@@ -62,51 +62,7 @@ from svcdoctor.manifests import STDIN
     "longest request, grace margin).",
     default_text="none",
 )
-@option(
-    "--kubernetes-version",
-    "kube_version",
-    aliases=("--kube-version",),
-    default=None,
-    metavar="X.Y",
-    help="Target cluster version (chooses native preStop sleep from 1.30).",
-    default_text="unknown: the native sleep, with a note",
-)
-@option(
-    "--propagation-seconds",
-    type=NUMBER_TYPES["propagation-seconds"],
-    default=None,
-    help="preStop sleep: time endpoint removal takes to reach every node and LB.",
-    default_text="5",
-)
-@option(
-    "--max-request-seconds",
-    type=NUMBER_TYPES["max-request-seconds"],
-    default=None,
-    help="Longest legitimate request.",
-    default_text="10",
-)
-@option(
-    "--margin-seconds",
-    type=NUMBER_TYPES["margin-seconds"],
-    default=None,
-    help="Slack added to computed grace periods.",
-    default_text="5",
-)
-@option(
-    "--drains",
-    multiple=True,
-    metavar="PATTERN",
-    help="An app that keeps serving after SIGTERM by itself (as lint takes it).",
-    default_text="none",
-)
-@option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Config file.",
-    default_text="the nearest .svcdoctor.toml, or pyproject.toml with [tool.svcdoctor]",
-)
+@remedy_options()
 @option(
     "--max-file-mb",
     type=NUMBER_TYPES["max-file-mb"],
