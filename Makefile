@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/lab_rollout.py
 	$(BIN)/python benchmarks/simulate_scale.py
 	$(BIN)/python benchmarks/scan_scale.py
+	$(BIN)/python benchmarks/agent_rate.py
 
 docs: $(STAMP)
 	$(BIN)/svcdoctor rules export docs/rules

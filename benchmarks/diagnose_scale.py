@@ -115,8 +115,9 @@ from svcdoctor.diagnose.stats import preload
 t = time.perf_counter()
 preload()  # as svcdoctor diagnose does
 d = diagnose(read_evidence([{folder!r}]))
-print(time.perf_counter() - t, d.summary["requests"], d.primary.cause.value if d.primary else None,
-      d.primary.details.get("window_seconds") if d.primary else None)
+window = getattr(getattr(d.primary, "details", None), "window", None)
+print(time.perf_counter() - t, d.summary.requests, d.primary.cause.value if d.primary else None,
+      window.seconds if window else None)
 """
 
 

@@ -68,7 +68,7 @@ def main() -> None:
         startup, wall = asyncio.run(rollout(datapath, args.replicas))
         scenario = replace(SCENARIOS["race"], replicas=args.replicas)
         result = asyncio.run(run(scenario, datapath, Path(tempfile.mkdtemp())))
-        expected = float(result.truth["expected_race_failures"])
+        expected = float(result.truth.expected_race_failures)
         simulated = simulate(as_simulation(scenario), runs=40).failed
         fidelity[datapath] = result.failed / expected if expected else float("nan")
         print(

@@ -221,10 +221,19 @@ def test_config_reads_drains(tmp_path: Path) -> None:
     path.write_text(
         '[tool.svcdoctor]\ndrains = ["ghcr.io/stefanprodan/podinfo*", " deployment/pay-* "]\n'
     )
-    assert read_config(path).values["drains"] == [
-        "ghcr.io/stefanprodan/podinfo*",
-        "deployment/pay-*",
-    ]
+    assert read_config(path).values["drains"] == {
+        "ghcr.io/stefanprodan/podinfo*": None,
+        "deployment/pay-*": None,
+    }
+
+
+def test_config_reads_drain_seconds(tmp_path: Path) -> None:
+    path = tmp_path / ".svcdoctor.toml"
+    path.write_text('[drains]\n"ghcr.io/stefanprodan/podinfo*" = 3\n" deployment/pay-* " = "1m"\n')
+    assert read_config(path).values["drains"] == {
+        "ghcr.io/stefanprodan/podinfo*": 3.0,
+        "deployment/pay-*": 60.0,
+    }
 
 
 @pytest.mark.parametrize(
@@ -234,6 +243,10 @@ def test_config_reads_drains(tmp_path: Path) -> None:
         ("drains = [1]", "drains must be a list of patterns"),
         ('drains = ["deployment/"]', "deployment/NAME"),
         ('drains = ["two words"]', "neither an image pattern"),
+        ('drains = {"deploy/api" = true}', "expected seconds the app keeps serving"),
+        ('drains = {"deploy/api" = -1}', "drains"),
+        ('drains = {"deploy/api" = "soon"}', "duration"),
+        ('drains = {"deploy/" = 3}', "deploy/NAME"),
     ],
 )
 def test_config_rejects_bad_drains_in_one_line(tmp_path: Path, toml: str, fragment: str) -> None:
@@ -256,3 +269,77 @@ def test_cli_drains_from_config_and_flag(tmp_path: Path) -> None:
     assert not {"SVD101", "SVD103"} & {f["rule"] for f in findings(flagged)}
     bad = run("lint", "app.yaml", "--drains", "pod/", cwd=tmp_path)
     assert_usage_error(bad, "--drains", "pod/NAME")
+
+
+# --- drain seconds: the planner counts them ---------------------------------------------
+
+
+PODINFO_GLOB = "ghcr.io/stefanprodan/podinfo*"
+
+
+def told(pattern: str, seconds: float | None = None) -> Settings:
+    """Settings with one ``drains`` pattern, and its seconds when given."""
+    return Settings(drains=(pattern,), drain_seconds={} if seconds is None else {pattern: seconds})
+
+
+def test_drain_seconds_shorter_than_propagation_ask_for_the_difference() -> None:
+    """podinfo sleeps 1 s and drains 3 s by itself: 4 s < 5 s of propagation, SVD103
+    asks for the 2 s sleep that closes the gap (not 5); 4 s draining needs no more."""
+    short = lint_text(PODINFO, told(PODINFO_GLOB, 3)).findings
+    svd103 = [f for f in short if f.rule == "SVD103"]
+    assert len(svd103) == 1
+    assert "3 s its app drains by itself" in svd103[0].message
+    assert svd103[0].fix is not None
+    assert "seconds: 2" in svd103[0].fix
+    assert "SVD103" not in rules(PODINFO, told(PODINFO_GLOB, 4))
+
+
+def test_drain_seconds_without_a_hook_flag_svd101_only_when_too_short() -> None:
+    text = deployment("api", "        - {name: api, image: example/api:1}")
+    two = lint_text(text, told("deploy/api", 2)).findings
+    svd101 = [f for f in two if f.rule == "SVD101"]
+    assert len(svd101) == 1
+    assert "keeps serving 2 s after SIGTERM" in svd101[0].message
+    assert svd101[0].fix is not None
+    assert "seconds: 3" in svd101[0].fix
+    assert "drains = [" not in svd101[0].fix  # it is declared already: no hint
+    assert "SVD101" not in rules(text, told("deploy/api", 5))
+    assert "SVD101" not in rules(text, told("deploy/api"))  # seconds untold
+
+
+def test_drain_seconds_count_in_the_grace_period() -> None:
+    """A 25 s drain and 10 s requests do not fit in the default 30 s: SVD102 asks for
+    25 + 10 + 5 = 40; with the drain untold the 30 s are enough."""
+    text = deployment("api", "        - {name: api, image: example/api:1}")
+    svd102 = [f for f in lint_text(text, told("deploy/api", 25)).findings if f.rule == "SVD102"]
+    assert len(svd102) == 1
+    assert svd102[0].message.endswith("set 40")
+    assert "25 s of its own drain" in svd102[0].message
+    assert "SVD102" not in rules(text, told("deploy/api"))
+
+
+def test_cli_drain_seconds_from_config_and_flag(tmp_path: Path) -> None:
+    (tmp_path / "app.yaml").write_text(PODINFO)
+    (tmp_path / ".svcdoctor.toml").write_text('drains = {"ghcr.io/stefanprodan/podinfo*" = 2}\n')
+    configured = run("lint", "app.yaml", "-o", "json", cwd=tmp_path)
+    assert "SVD103" in {f["rule"] for f in findings(configured)}  # 1 + 2 < 5
+    longer = run(
+        "lint", "app.yaml", "-o", "json", "--drains", "ghcr.io/stefanprodan/podinfo*=4s",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert "SVD103" not in {f["rule"] for f in findings(longer)}  # the flag's seconds win
+    bad = run("lint", "app.yaml", "--drains", "deploy/api=later", cwd=tmp_path)
+    assert_usage_error(bad, "--drains", "duration")
+
+
+def test_a_drain_too_short_is_reported_once() -> None:
+    """Drains 2 s, grace 5 s: SVD101 asks for the sleep and the grace together; SVD102
+    stays quiet as for any container without a delay."""
+    text = deployment(
+        "api", "        - {name: api, image: example/api:1}", "terminationGracePeriodSeconds: 5"
+    )
+    found = [f for f in lint_text(text, told("deploy/api", 2)).findings if f.rule < "SVD2"]
+    assert [f.rule for f in found] == ["SVD101"]
+    assert found[0].fix is not None
+    assert "terminationGracePeriodSeconds: 20" in found[0].fix  # 3 + 2 + 10 + 5
+    assert "cuts requests longer than 3 s" in found[0].message  # 5 s minus the 2 s drain

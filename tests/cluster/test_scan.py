@@ -161,7 +161,9 @@ def test_sigkill_fix_uses_the_computed_grace_period() -> None:
     (f,) = scan(covered, only("SVD108")).result.findings
     assert "did not exit within 35 s of SIGTERM" in f.message
     assert f.fix is not None
-    assert "terminationGracePeriodSeconds: 50" in f.fix
+    # the remedy plan for requests outliving the 35 s left plus --max-request-seconds:
+    # preStop 5 + (35 + 10) + margin 5
+    assert "terminationGracePeriodSeconds: 55" in f.fix
 
 
 def test_prestop_hook_fix_follows_the_server_version() -> None:

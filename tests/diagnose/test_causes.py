@@ -10,6 +10,7 @@ import pytest
 from svcdoctor.diagnose import diagnose
 from svcdoctor.evidence import read_evidence
 from svcdoctor.model import Cause, Diagnosis, Verdict
+from svcdoctor.model.diagnosis import BackendDetails, RaceDetails, ReuseDetails
 from tests.factory import Scenario, generate, write_bundle
 
 ALL_FORMATS = ["csv", "jsonl", "parquet", "nginx", "nginx-retries", "envoy", "istio", "envoy-json"]
@@ -33,18 +34,22 @@ def test_race_is_diagnosed_with_its_window(tmp_path: Path, fmt: str, api: str) -
     assert d.primary.cause is Cause.RACE
     assert d.primary.verdict is Verdict.LIKELY
     details = d.primary.details
+    assert isinstance(details, RaceDetails)
+    assert details.window is not None
+    assert details.recommended_prestop_seconds is not None
+    assert details.recommended_grace_seconds is not None
     resolution = 1.0 if api == "v1" else 0.0  # kubectl core/v1 events: 1 s timestamps
     resolution += 1.0 if fmt.startswith("nginx") else 0.0  # nginx $time_local: 1 s
-    assert 3.0 <= details["window_seconds"] <= 3.0 + resolution + 0.5
-    assert details["recommended_prestop_seconds"] >= details["window_seconds"] + 2
-    assert details["recommended_grace_seconds"] > details["recommended_prestop_seconds"]
+    assert 3.0 <= details.window.seconds <= 3.0 + resolution + 0.5
+    assert details.recommended_prestop_seconds >= details.window.seconds + 2
+    assert details.recommended_grace_seconds > details.recommended_prestop_seconds
     assert all(a.score < 0.3 for a in d.causes if a.cause is not Cause.RACE)
 
 
 def test_retries_mask_the_race_from_clients_but_not_from_us(tmp_path: Path) -> None:
     d = run(tmp_path, Scenario("race"), "nginx-retries")
-    assert d.summary["errors"] == 0
-    assert d.summary["masked_by_retries"] > 300
+    assert d.summary.errors == 0
+    assert d.summary.masked_by_retries > 300
     assert d.primary is not None
     assert d.primary.cause is Cause.RACE
 
@@ -56,13 +61,16 @@ def test_bad_backend_is_named_by_pod_and_ip(tmp_path: Path, fmt: str) -> None:
     d = run(tmp_path, scenario, fmt)
     assert d.primary is not None
     assert d.primary.cause is Cause.BACKEND
-    (suspect,) = d.primary.details["suspects"]
-    assert suspect["ip"] == truth["bad_ip"]
-    assert suspect["pod"] == truth["bad_pod"]
-    assert suspect["ready"] is True
+    assert isinstance(d.primary.details, BackendDetails)
+    (suspect,) = d.primary.details.suspects
+    assert suspect.ip == truth["bad_ip"]
+    assert suspect.pod == truth["bad_pod"]
+    assert suspect.ready is True
     if fmt != "nginx-retries":  # 1 bad of 8: 12.5 %, a round fraction
-        assert d.summary["nearest_fraction"]["fraction"] == "1/8"
-        assert d.summary["nearest_fraction"]["consistent"]
+        fraction = d.summary.nearest_fraction
+        assert fraction is not None
+        assert fraction.text == "1/8"
+        assert fraction.consistent
 
 
 @pytest.mark.parametrize("fmt", WITH_CONNECTIONS)
@@ -70,7 +78,8 @@ def test_connection_reuse(tmp_path: Path, fmt: str) -> None:
     d = run(tmp_path, Scenario("reuse"), fmt)
     assert d.primary is not None
     assert d.primary.cause is Cause.REUSE
-    assert d.primary.details["reused_failure_share"] > 0.9
+    assert isinstance(d.primary.details, ReuseDetails)
+    assert d.primary.details.reused_failure_share > 0.9
     assert scores(d)[Cause.RACE] < 0.3
 
 
@@ -83,7 +92,8 @@ def test_sigkill_names_the_grace_period(tmp_path: Path) -> None:
     d = run(tmp_path, Scenario("sigkill"))
     assert d.primary is not None
     assert d.primary.cause is Cause.RACE
-    assert d.primary.details["sigkilled"]
+    assert isinstance(d.primary.details, RaceDetails)
+    assert d.primary.details.shutdown.sigkilled
     assert any("grace period" in e for e in d.primary.evidence)
     assert "terminationGracePeriodSeconds" in d.primary.fixes[0]
 

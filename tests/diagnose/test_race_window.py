@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from svcdoctor.diagnose import diagnose
 from svcdoctor.evidence import read_evidence
-from svcdoctor.model import Cause
+from svcdoctor.model import Cause, Diagnosis
+from svcdoctor.model.diagnosis import RaceDetails
 from tests.conftest import lint_text
 from tests.factory import Scenario, generate, write_bundle
 from tests.test_remedy import apply_fix, dumps, manifest, prestops
@@ -26,29 +27,39 @@ from tests.test_remedy import apply_fix, dumps, manifest, prestops
 EXAMPLE = Path(str(files("svcdoctor.examples") / "rollout-race"))
 
 
-def _race(tmp_path: Path, fmt: str, window: float = 3.0) -> dict[str, object]:
+def race_details(d: Diagnosis) -> RaceDetails:
+    details = d.cause(Cause.RACE).details
+    assert isinstance(details, RaceDetails)
+    return details
+
+
+def _race(tmp_path: Path, fmt: str, window: float = 3.0) -> RaceDetails:
     folder = write_bundle(generate(Scenario("race", window=window)), tmp_path / fmt, fmt)
     d = diagnose(read_evidence([str(folder)]))
     assert d.primary is not None
-    return dict(d.primary.details)
+    assert d.primary.cause is Cause.RACE
+    return race_details(d)
 
 
 def test_retried_and_plain_failures_give_the_same_window(tmp_path: Path) -> None:
     plain = _race(tmp_path, "nginx")
     retried = _race(tmp_path, "nginx-retries")
-    assert plain["window_seconds"] == retried["window_seconds"]
-    assert plain["window_ci95"] == retried["window_ci95"]
-    assert plain["recommended_prestop_seconds"] == retried["recommended_prestop_seconds"]
+    assert plain.window is not None
+    assert retried.window is not None
+    assert plain.window.seconds == retried.window.seconds
+    assert plain.window.ci95 == retried.window.ci95
+    assert plain.recommended_prestop_seconds == retried.recommended_prestop_seconds
 
 
 @pytest.mark.parametrize("window", [2.0, 6.0])
 def test_window_is_a_statistic_with_an_interval(tmp_path: Path, window: float) -> None:
     details = _race(tmp_path, "csv", window)
-    low, high = details["window_ci95"]  # type: ignore[misc]
-    assert low <= details["window_seconds"] <= high
+    assert details.window is not None
+    low, high = details.window.ci95
+    assert low <= details.window.seconds <= high
     assert window <= high <= window + 1.0 + 0.5  # core/v1 events: 1 s clock
-    assert details["recommended_prestop_seconds"] >= high + 2
-    assert details["recommended_grace_seconds"] >= 30
+    assert (details.recommended_prestop_seconds or 0) >= high + 2
+    assert (details.recommended_grace_seconds or 0) >= 30
 
 
 def test_example_fix_applied_leaves_no_shutdown_finding(tmp_path: Path) -> None:
@@ -56,15 +67,16 @@ def test_example_fix_applied_leaves_no_shutdown_finding(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLE, folder)
     d = diagnose(read_evidence([str(folder)]))
     assert d.primary is not None
-    details = d.primary.details
-    assert details["recommended_grace_seconds"] >= 30  # was 12: below the default
+    details = race_details(d)
+    assert (details.recommended_grace_seconds or 0) >= 30  # was 12: below the default
     docs = [x for x in yaml.safe_load_all((folder / "deployment.yaml").read_text()) if x]
-    for item in details["remedy"]:
-        assert set(item["rules"]) <= {"SVD101", "SVD102", "SVD103"}
-        kind, ref = item["object"].split(" ", 1)
-        docs = apply_fix(docs, kind, ref.split("/")[-1], item["patch"])
+    assert details.remedy
+    for item in details.remedy:
+        assert set(item.rules) <= {"SVD101", "SVD102", "SVD103"}
+        kind, ref = item.object.split(" ", 1)
+        docs = apply_fix(docs, kind, ref.split("/")[-1], item.patch)
         fixes = "\n".join(d.primary.fixes)
-        assert all(rule in fixes for rule in item["rules"])
+        assert all(rule in fixes for rule in item.rules)
     after = {f.rule for f in lint_text(yaml.safe_dump_all(docs)).findings}
     assert not after & {"SVD101", "SVD102", "SVD103"}, after
 
@@ -87,14 +99,16 @@ def test_diagnosis_of_a_simulated_cluster_agrees_with_simulate_recommend(tmp_pat
     rec = _svcdoctor("simulate", "recommend", *SIM, "-o", "json")
     d = diagnose(read_evidence([str(folder)]))
     assert d.primary is not None
-    details = d.primary.details
-    low, high = details["window_ci95"]
+    details = race_details(d)
+    assert details.window is not None
+    assert details.recommended_prestop_seconds is not None
+    low, high = details.window.ci95
     # the simulator's own race window (p99 over nodes) lies in the diagnosis' interval
     assert low <= truth["runs"][0]["race_window_seconds"]["p99"] <= high
     # and the two recommendations differ by no more than the interval's width (+1 s rounding)
-    assert rec["prestop_seconds"] <= details["recommended_prestop_seconds"]
-    assert details["recommended_prestop_seconds"] - rec["prestop_seconds"] <= high - low + 1
-    assert rec["grace_seconds_to_set"] == details["recommended_grace_seconds"] == 30
+    assert rec["prestop_seconds"] <= details.recommended_prestop_seconds
+    assert details.recommended_prestop_seconds - rec["prestop_seconds"] <= high - low + 1
+    assert rec["grace_seconds_to_set"] == details.recommended_grace_seconds == 30
     # both print fixes that clear the rules they cite
     sim_patch = yaml.safe_load(rec["yaml"])
     docs = apply_fix(_example_docs(), "Deployment", "api", yaml.safe_dump(sim_patch))
@@ -128,10 +142,9 @@ def test_applying_a_diagnosis_fix_clears_its_rules(
     docs = manifest(grace, prestop)
     (folder / "deployment.yaml").write_text(dumps(docs))
     d = diagnose(read_evidence([str(folder)]))
-    race = next(a for a in d.causes if a.cause is Cause.RACE)
-    for item in race.details.get("remedy", []):
-        kind, ref = item["object"].split(" ", 1)
-        fixed = apply_fix(docs, kind, ref.split("/")[-1], item["patch"])
+    for item in race_details(d).remedy:
+        kind, ref = item.object.split(" ", 1)
+        fixed = apply_fix(docs, kind, ref.split("/")[-1], item.patch)
         after = {f.rule for f in lint_text(dumps(fixed)).findings}
-        assert not after & {*item["rules"], "SVD101", "SVD102"}, (item, after)
-        assert item["grace_seconds"] >= (grace or 30)
+        assert not after & {*item.rules, "SVD101", "SVD102"}, (item, after)
+        assert item.grace_seconds >= (grace or 30)

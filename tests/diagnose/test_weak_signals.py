@@ -13,7 +13,8 @@ import pytest
 from svcdoctor.diagnose import diagnose
 from svcdoctor.diagnose.upstreams import UnknownService
 from svcdoctor.evidence.requests import conform
-from svcdoctor.model import Cause, Diagnosis, Evidence, KernelEvent, SourceSummary, Verdict
+from svcdoctor.model import Cause, Diagnosis, Evidence, KernelEvent, Outcome, SourceSummary, Verdict
+from svcdoctor.model.diagnosis import BackendDetails, ConntrackCounter, InfraDetails, ReuseDetails
 
 T0 = 1_796_205_600.0
 
@@ -67,11 +68,12 @@ def test_a_pod_failing_3_percent_beside_pods_failing_none_is_found_with_its_inte
     d = diagnose(evidence(cols))
     assert d.primary is not None
     assert d.primary.cause is Cause.BACKEND
-    (suspect,) = d.primary.details["suspects"]
-    assert suspect["backend"] == "10.0.0.13:8080"
-    low, high = suspect["failure_rate_ci95"]
+    assert isinstance(d.primary.details, BackendDetails)
+    (suspect,) = d.primary.details.suspects
+    assert suspect.backend == "10.0.0.13:8080"
+    low, high = suspect.failure_rate_ci95
     assert low < 0.03 < high
-    assert suspect["rate_ratio_ci95"][0] > 2
+    assert suspect.rate_ratio_ci95[0] > 2
 
 
 def test_random_failures_make_no_backend_suspect() -> None:
@@ -105,9 +107,11 @@ def test_a_dense_kernel_burst_over_most_failures_in_a_short_window_is_infra() ->
     d = diagnose(evidence(cols, kernel=kernel(lines)))
     assert d.primary is not None
     assert d.primary.cause is Cause.INFRA
-    fit = d.primary.details["kernel_alignment"]
-    assert fit["bursts"] == 1
-    assert fit["aligned"]
+    assert isinstance(d.primary.details, InfraDetails)
+    fit = d.primary.details.kernel_alignment
+    assert fit is not None
+    assert fit.bursts == 1
+    assert fit.aligned
 
 
 def test_kernel_lines_from_days_before_and_one_insert_failed_do_not_raise_infra() -> None:
@@ -136,7 +140,10 @@ def test_conntrack_counters_growing_while_requests_fail_point_at_infra() -> None
     d = diagnose(evidence(cols, kernel=snaps))
     assert d.primary is not None
     assert d.primary.cause is Cause.INFRA
-    assert d.primary.details["counter_growth"]["growth"]["insert_failed"] == 890
+    assert isinstance(d.primary.details, InfraDetails)
+    growth = d.primary.details.counter_growth
+    assert growth is not None
+    assert growth.of(ConntrackCounter.INSERT_FAILED) == 890
 
 
 def keepalive_traffic(seed: int, server_idle: float) -> dict[str, object]:
@@ -163,8 +170,10 @@ def test_keepalive_mismatch_is_found_without_connection_ids_and_fixed_with_numbe
     d = diagnose(evidence(keepalive_traffic(7, 5.0), fmt="nginx-access"))
     assert d.primary is not None
     assert d.primary.cause is Cause.REUSE, [(a.cause, a.score, a.evidence) for a in d.causes]
-    gaps = d.primary.details["idle_gaps"]
-    assert 4.0 <= gaps["server_idle_seconds"] <= 6.0
+    assert isinstance(d.primary.details, ReuseDetails)
+    gaps = d.primary.details.idle_gaps
+    assert gaps is not None
+    assert 4.0 <= gaps.server_idle_seconds <= 6.0
     fix = d.primary.fixes[0]
     assert "ingress-nginx" in fix
     assert "60 s" in fix
@@ -187,9 +196,11 @@ def test_one_ingress_log_is_diagnosed_per_service() -> None:
     assert d.service == "shop-api-80"
     assert d.primary is not None
     assert d.primary.cause is Cause.BACKEND
-    assert d.summary["requests"] < 12_000  # the other Services do not dilute it
+    assert d.summary.requests < 12_000  # the other Services do not dilute it
     assert d.others == ()
-    assert next(row["upstream"] for row in d.summary["upstreams"]) == "shop-api-80"
+    assert d.summary.upstreams is not None
+    assert d.summary.upstreams[0].upstream == "shop-api-80"
+    assert d.summary.upstreams[0].cause is Cause.BACKEND
     picked = diagnose(evidence(cols, fmt="nginx-access"), service="shop/cart")
     assert picked.service == "shop/cart"
     assert picked.primary is None
@@ -204,8 +215,8 @@ def test_client_aborts_are_not_failures() -> None:
     assert isinstance(outcome, np.ndarray)
     outcome[rng.random(outcome.size) < 0.05] = "aborted"
     d = diagnose(evidence(cols))
-    assert d.summary["errors"] == 0
-    assert d.summary["by_outcome"]["aborted"] > 300
+    assert d.summary.errors == 0
+    assert d.summary.outcome_count(Outcome.ABORTED) > 300
     assert all(a.verdict is Verdict.UNLIKELY for a in d.causes)
 
 
@@ -222,9 +233,9 @@ def test_request_logs_and_events_that_do_not_overlap_are_flagged_first() -> None
     base = evidence(cols)
     kube = SourceSummary("events.json", "kubectl-json", 4, T0 + 7200, T0 + 7380)
     d = diagnose(Evidence(base.requests, events=events, sources=(*base.sources, kube)))
-    (warning,) = d.summary["warnings"]
+    (warning,) = d.summary.warnings
     assert "4 of 4 pod deletions" in warning
     assert "--clock-offset" in warning
     shifted = tuple(replace(e, ts=e.ts - 7200) for e in events)
     aligned = Evidence(base.requests, events=shifted, sources=(*base.sources, kube))
-    assert diagnose(aligned).summary["warnings"] == []
+    assert diagnose(aligned).summary.warnings == ()

@@ -100,6 +100,6 @@ def test_error_log_failures_without_an_access_log_are_reported(tmp_path: Path) -
 
     shutil.copy(FIXTURES / "ingress-nginx-error.log", tmp_path)
     d = diagnose(read_evidence([str(tmp_path)]))
-    logged = d.summary["error_log_failures"]
+    logged = d.summary.error_log_failures
     assert logged > 0
     assert d.next_steps[0].startswith(f"no cause can be tested: {logged} failures in the proxy's")

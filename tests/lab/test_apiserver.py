@@ -300,7 +300,7 @@ def test_kubectl_wrong_token_and_writes(kubectl: Path, lab: Running, tmp_path: P
     result = run_kubectl(kubectl, bad, ["get", "--raw", "/api/v1/namespaces/lab/pods"])
     assert result.returncode != 0
     assert "(Unauthorized)" in result.stderr
-    result = run_kubectl(kubectl, lab.kubeconfig, ["delete", "pod", "web-0"])
+    result = run_kubectl(kubectl, lab.kubeconfig, ["delete", "service", "web"])  # read-only
     assert result.returncode != 0
     assert "MethodNotAllowed" in result.stderr
 
@@ -327,7 +327,7 @@ def test_raw_auth_status_and_methods(lab: Running) -> None:
     assert response.status == 401
     assert json.loads(response.read())["reason"] == "Unauthorized"
     assert lab.request("/healthz", token="").status == 200
-    response = lab.request("/api/v1/namespaces/lab/pods", method="POST")
+    response = lab.request("/api/v1/namespaces/lab/services", method="POST")
     assert response.status == 405
     assert json.loads(response.read())["reason"] == "MethodNotAllowed"
     status, body = lab.get("/api/v1/namespaces/lab/pods/nope")

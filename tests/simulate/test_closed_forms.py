@@ -21,7 +21,7 @@ def test_one_bad_backend_of_eight_fails_an_eighth() -> None:
     p = SimParams(nodes=50, replicas=8, bad_backends=1, rollout=False, rate=1000, duration=60)
     s = simulate(p, runs=3)
     assert s.failure_rate == pytest.approx(1 / 8, abs=three_sigma(1 / 8, 3 * s.requests))
-    assert s.mean_by("by_cause")["backend"] == s.failed
+    assert s.mean_by_cause()["backend"] == s.failed
     # and the failures are all on the bad pod (the last of the old ReplicaSet)
     run = simulate_run(p, 1)
     failed = run.traffic.backend[run.traffic.mechanism != 0]
@@ -84,7 +84,7 @@ def test_keepalive_clients_of_a_bad_backend_are_an_nth() -> None:
 def test_the_race_matches_its_closed_form() -> None:
     p = SimParams(nodes=300, replicas=12, rate=3000, duration=120)
     s = simulate(p, runs=4)
-    stale = s.mean_by("by_mechanism")["stale_endpoint"]
+    stale = s.mean_by_mechanism()["stale_endpoint"]
     expected = float(np.mean([r.expected_race for r in s.runs]))
     assert expected > 200
     # Poisson noise of the mean over four runs, plus a little for the view-size estimate
@@ -100,13 +100,13 @@ def test_no_rollout_no_faults_no_failures() -> None:
 def test_keepalive_naive_shutdown_breaks_held_connections() -> None:
     base = SimParams(nodes=50, clients=400, connection="keepalive", prestop=5.0, rate=400)
     naive = simulate(base, runs=2)
-    stale = naive.mean_by("by_mechanism")["stale_connection"]
+    stale = naive.mean_by_mechanism()["stale_connection"]
     assert stale > 50
-    assert naive.mean_by("by_cause")["reuse"] == stale
+    assert naive.mean_by_cause()["reuse"] == stale
     graceful = simulate(replace(base, shutdown="graceful"), runs=2)
-    assert graceful.mean_by("by_mechanism")["stale_connection"] == 0
+    assert graceful.mean_by_mechanism()["stale_connection"] == 0
     h2 = simulate(replace(base, connection="http2"), runs=2)
-    assert h2.mean_by("by_mechanism")["stale_connection"] == 0
+    assert h2.mean_by_mechanism()["stale_connection"] == 0
 
 
 def test_max_connection_age_lets_new_pods_get_traffic() -> None:
@@ -138,10 +138,10 @@ def test_sigkill_cuts_the_latency_tail() -> None:
         timeout=30.0,
     )
     s = simulate(p, runs=2)
-    assert s.mean_by("by_mechanism")["sigkill"] > 0
+    assert s.mean_by_mechanism()["sigkill"] > 0
     assert all(r.sigkilled > 0 for r in s.runs)
     roomy = simulate(replace(p, grace=60.0), runs=2)
-    assert roomy.mean_by("by_mechanism")["sigkill"] == 0
+    assert roomy.mean_by_mechanism()["sigkill"] == 0
 
 
 def test_retries_hide_most_race_failures() -> None:
@@ -158,13 +158,13 @@ def test_full_conntrack_tables_drop_new_connections() -> None:
     s = simulate(p, runs=1)
     drop = 1 - 131072 / ((200 / 20 + 1500) * 120)
     assert s.failure_rate == pytest.approx(drop, abs=three_sigma(drop, s.requests))
-    assert s.mean_by("by_cause")["infra"] == s.failed
+    assert s.mean_by_cause()["infra"] == s.failed
 
 
 def test_no_endpoints_when_the_rollout_empties_the_service() -> None:
     p = SimParams(nodes=10, replicas=2, max_surge=0, max_unavailable=2, rate=200)
     s = simulate(p, runs=1)
-    assert s.mean_by("by_mechanism")["no_endpoints"] > 0
+    assert s.mean_by_mechanism()["no_endpoints"] > 0
 
 
 def test_ingress_and_lb_have_their_own_delays() -> None:
@@ -201,7 +201,7 @@ def test_a_connection_retired_by_age_is_not_broken_by_its_pod() -> None:
     p = SimParams(
         nodes=20, clients=200, connection="keepalive", max_connection_age=0.001, prestop=5.0
     )
-    assert simulate(p, runs=2).mean_by("by_mechanism")["stale_connection"] == 0
+    assert simulate(p, runs=2).mean_by_mechanism()["stale_connection"] == 0
 
 
 def test_a_hung_http2_backend_keeps_its_clients() -> None:

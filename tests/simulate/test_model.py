@@ -175,7 +175,7 @@ def test_sigkill_losses_do_not_jump_with_the_prestop() -> None:
         nodes=20, connection="http2", shutdown="graceful", latency=Dist("const", 1.0), grace=30
     )
     under, at = (simulate(replace(base, prestop=x), runs=1, seed=3) for x in (29.5, 30.0))
-    assert under.mean_by("by_mechanism")["sigkill"] == at.mean_by("by_mechanism")["sigkill"] == 0
+    assert under.mean_by_mechanism()["sigkill"] == at.mean_by_mechanism()["sigkill"] == 0
 
 
 def test_proxies_stop_routing_after_the_programming_delay() -> None:

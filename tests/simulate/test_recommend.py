@@ -51,7 +51,7 @@ def test_a_naive_http2_server_cannot_meet_a_target() -> None:
     answer says what to change; a graceful server meets the target."""
     naive = recommend(SimParams(connection="http2", nodes=50), 1e-4)
     assert not naive.met
-    assert naive.checked.mean_by("by_mechanism")["in_flight"] > 0
+    assert naive.checked.mean_by_mechanism()["in_flight"] > 0
     assert any("graceful shutdown" in reason for reason in naive.reasons)
     graceful = recommend(SimParams(connection="http2", nodes=50, shutdown="graceful"), 1e-4)
     assert graceful.met
@@ -80,7 +80,7 @@ def test_grace_period_covers_the_latency_tail() -> None:
     r = recommend(p, 1e-4)
     slack = r.grace_seconds - r.prestop_seconds
     assert slack >= 10
-    assert r.checked.mean_by("by_mechanism")["sigkill"] <= 1e-4 * p.rate * p.duration * 2
+    assert r.checked.mean_by_mechanism()["sigkill"] <= 1e-4 * p.rate * p.duration * 2
 
 
 def test_what_preStop_cannot_fix_is_reported() -> None:

@@ -141,8 +141,8 @@ def test_emitted_evidence_is_diagnosed(
         assert meta["ground_truth"]["bad_pods"] == [culprit]
         assert culprit in " ".join(d.primary.evidence)
     # the bundle holds every request of the run, with the failures the model counted
-    assert d.summary["requests"] == meta["requests"]
-    assert d.summary["errors"] == meta["failed"]
+    assert d.summary.requests == meta["requests"]
+    assert d.summary.errors == meta["failed"]
     again = svcdoctor("diagnose", str(out), "--format", "json")
     assert json.loads(again.stdout)["primary_cause"] == cause
 

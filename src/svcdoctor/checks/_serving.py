@@ -333,13 +333,6 @@ def seconds(value: float) -> int:
     return remedy.seconds(value)
 
 
-def needed_grace(prestop_seconds: float, settings: Settings) -> int:
-    """Grace period covering the preStop, the longest request and a margin."""
-    return remedy.needed_grace(
-        prestop_seconds, settings.max_request_seconds, settings.margin_seconds
-    )
-
-
 def has_shell(container: Container) -> bool | None:
     """``False`` for images known to ship no shell, else unknown."""
     return False if NO_SHELL_IMAGE.search(container.image) else None
@@ -351,29 +344,34 @@ def shutdown_plan(
     settings: Settings,
     current_prestop: float | None = None,
     window: float | None = None,
+    *,
+    drain: bool = True,
+    shell: bool | None = None,
+    longest_request: float | None = None,
 ) -> remedy.ShutdownPlan:
-    """The remedy plan for a serving container under lint's assumptions (``window``: the
-    race window to cover, ``--propagation-seconds`` by default)."""
+    """The remedy plan for a serving container under lint's assumptions: ``window`` the
+    race window to cover (``--propagation-seconds`` by default), the app's own drain from
+    ``drains`` (unless ``drain`` is false), its probes, ``shell`` when the caller knows
+    the image has a shell or not, ``longest_request`` (``--max-request-seconds``)."""
+    found = settings.drain_of(workload.ref.kind, workload.ref.name, container.image)
+    drain_seconds = found.seconds if found is not None and drain else 0.0
     return remedy.plan_shutdown(
         remedy.ShutdownFacts(
             window_seconds=settings.propagation_seconds if window is None else window,
             source=remedy.WindowSource.ASSUMED,
-            longest_request_seconds=settings.max_request_seconds,
+            longest_request_seconds=(
+                settings.max_request_seconds if longest_request is None else longest_request
+            ),
             margin_seconds=settings.margin_seconds,
+            drain_seconds=drain_seconds,
             kube_version=settings.kube_version,
             current_prestop_seconds=current_prestop,
             current_grace_seconds=workload.template.effective_grace_seconds,
-            has_shell=has_shell(container),
+            has_shell=has_shell(container) if shell is None else shell,
+            readiness=container.readiness,
+            liveness=container.liveness,
         )
     )
-
-
-def sleep_hook(sleep: float, settings: Settings) -> dict[str, Any]:
-    """The preStop hook that sleeps, native where the cluster allows it."""
-    kind = remedy.hook_kind(settings.kube_version, None)
-    body = remedy.hook_body(kind, seconds(sleep))
-    assert body is not None
-    return body
 
 
 def sleep_note(settings: Settings) -> str:

@@ -17,6 +17,7 @@ from svcdoctor.checks._serving import (
     serves,
     service_names,
     serving_containers,
+    shutdown_plan,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -30,6 +31,7 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
+from svcdoctor.model.remedy import ProbeChange
 
 _ALWAYS_TRUE = re.compile(r"^\s*(true|:|exit\s+0|echo\b.*|/bin/true|/usr/bin/true)\s*;?\s*$")
 
@@ -128,35 +130,40 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     ```
 
     ## Fix
-    Point readiness at an endpoint that checks what requests need, and liveness at a cheap
-    "the process is not wedged" endpoint.
+    Keep readiness (it decides who gets traffic) and make liveness check only that the
+    port listens: `livenessProbe: {tcpSocket: {port: http}}` with the same timing, so a
+    dependency every replica shares failing takes pods out of the Service instead of
+    restarting them all. Better still, when the app can serve them, point readiness at an
+    endpoint that checks what requests need and liveness at a cheap "the process is not
+    wedged" one. A `tcpSocket` or `exec` pair needs such an endpoint: there is nothing
+    cheaper to give liveness.
 
     ## References
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
     - https://srcco.de/posts/kubernetes-liveness-probes-are-dangerous.html
     """
-    del settings
     for w, c in backed(inventory):
-        if c.readiness is None or c.liveness is None or c.readiness.target != c.liveness.target:
+        split = shutdown_plan(w, c, settings).probes
+        if split.change is ProbeChange.NONE or c.readiness is None:
             continue
         r = c.readiness
-        suggestion = (
-            {
-                "readinessProbe": {"httpGet": {"path": "/readyz", "port": r.port}},
-                "livenessProbe": {"httpGet": {"path": "/livez", "port": r.port}},
-            }
-            if r.handler == "httpGet"
-            else None
-        )
+        if split.liveness is not None:
+            fix = (
+                pod_patch(w, c.name, {"livenessProbe": split.liveness})
+                + "\n# liveness now only checks that the port listens; readiness keeps the "
+                "deeper check.\n# better still, if the app can serve one: liveness on an "
+                "endpoint that checks only the process (/livez)"
+            )
+        else:
+            fix = (
+                "# give readiness a check of what requests need (an endpoint of the app's) "
+                "and liveness a cheaper one"
+            )
         yield Hit(
             w,
             f"container {c.name!r}: readinessProbe and livenessProbe are the same "
             f"{r.handler} check; readiness cannot see more than liveness does",
-            fix=(
-                pod_patch(w, c.name, suggestion)
-                if suggestion
-                else "# give readiness a check of what requests need and liveness a cheaper one"
-            ),
+            fix=fix,
             container=c.name,
             line=r.line,
         )

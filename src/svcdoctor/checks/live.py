@@ -14,11 +14,11 @@ from typing import Any
 from svcdoctor.checks._serving import (
     backed,
     dump,
-    needed_grace,
     pod_patch,
     seconds,
     serves,
     service_names,
+    shutdown_plan,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -36,6 +36,7 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
+from svcdoctor.model.remedy import HookKind, hook_kind
 
 SIGKILL_EXIT = 137
 REPEATED = 2  # FailedPreStopHook events (summed over a workload's pods) that make a pattern
@@ -151,10 +152,16 @@ def proxy_sync_outlasts_prestop(inventory: Inventory, settings: Settings) -> Ite
     floor = proxy.removal_floor
     if floor <= settings.propagation_seconds:
         return
+    # the containers whose plan for a window of the floor raises or adds their sleep
     short = [
         (w, c.name, _prestop_sleep(w, c.name))
         for w, c in backed(inventory)
-        if _prestop_sleep(w, c.name) < floor
+        if {"SVD101", "SVD103"}
+        & set(
+            shutdown_plan(
+                w, c, settings, current_prestop=_prestop_sleep(w, c.name) or None, window=floor
+            ).rules
+        )
     ]
     if not short:
         return
@@ -229,26 +236,31 @@ def killed_at_grace_period(inventory: Inventory, settings: Settings) -> Iterator
             continue
         grace = w.template.effective_grace_seconds
         sleep = _prestop_sleep(w, c.name)
-        needed = needed_grace(sleep, settings)
+        plan = shutdown_plan(w, c, settings, current_prestop=sleep, window=sleep)
+        needed = plan.grace_seconds
         pods = _names(f"{p.ref.name} at {_clock(t.finished_at)}" for p, t in killed)
-        if grace < needed:
+        if needed > grace:
             fix = pod_patch(w, pod_fields={"terminationGracePeriodSeconds": needed})
             why = (
                 f"the grace period does not cover preStop {seconds(sleep)} s + requests up to "
                 f"{seconds(settings.max_request_seconds)} s; set {needed}"
             )
         else:
+            # requests outlived what the grace period leaves after SIGTERM: the plan for
+            # requests that long plus --max-request-seconds
+            longer = shutdown_plan(
+                w,
+                c,
+                settings,
+                current_prestop=sleep,
+                window=sleep,
+                longest_request=grace - seconds(sleep) + settings.max_request_seconds,
+            )
             fix = (
                 f"# the grace period leaves {grace - seconds(sleep)} s after SIGTERM: the app "
                 "must stop accepting,\n# finish in-flight requests and exit on SIGTERM; if "
                 "requests legitimately run longer:\n"
-                + pod_patch(
-                    w,
-                    pod_fields={
-                        "terminationGracePeriodSeconds": grace
-                        + seconds(settings.max_request_seconds)
-                    },
-                )
+                + pod_patch(w, pod_fields={"terminationGracePeriodSeconds": longer.grace_seconds})
             )
             why = f"the app did not exit within {grace - seconds(sleep)} s of SIGTERM"
         yield Hit(
@@ -327,9 +339,17 @@ def prestop_hook_failing(inventory: Inventory, settings: Settings) -> Iterator[H
             continue
         w = workloads[ref]
         name = container or (w.template.containers[0].name if w.template.containers else "app")
-        sleep = _prestop_sleep(w, name) or settings.propagation_seconds
+        found = next((c for c in w.template.containers if c.name == name), None)
+        have = _prestop_sleep(w, name) or None
+        # the hook fails: plan as for an image without a shell (the native sleep needs none)
+        plan = (
+            shutdown_plan(w, found, settings, current_prestop=have, shell=False)
+            if found is not None
+            else None
+        )
+        sleep = (plan.prestop_seconds if plan else 0) or have or settings.propagation_seconds
         hook: dict[str, Any]
-        if settings.native_sleep() is False:
+        if hook_kind(settings.kube_version, has_shell=False) is HookKind.IMPOSSIBLE:
             hook = {"exec": {"command": ["/sleep", str(seconds(sleep))]}}
             note = (
                 f"\n# Kubernetes {settings.kube_version_text} has no native sleep action: copy "

@@ -27,7 +27,7 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
-from svcdoctor.model.remedy import ShutdownPlan
+from svcdoctor.model.remedy import HookKind, ShutdownPlan, hook_kind
 
 _SHELLS = SHELLS
 _NO_SHELL = NO_SHELL_IMAGE
@@ -49,11 +49,6 @@ def _delays(c: Container) -> bool:
     return bool(hook and (hook.handler in ("sleep", "httpGet") or hook.sleep_seconds))
 
 
-def _drains(w: Workload, c: Container, settings: Settings) -> str | None:
-    """The ``drains`` pattern that says this app waits by itself after SIGTERM."""
-    return settings.drains_itself(w.ref.kind, w.ref.name, c.image)
-
-
 def _drains_hint(w: Workload, c: Container) -> str:
     """How to tell svcdoctor that this app waits by itself (the ``drains`` config key)."""
     repo = c.image.split("@", 1)[0]
@@ -66,10 +61,6 @@ def _drains_hint(w: Workload, c: Container) -> str:
     )
 
 
-def _short_grace(w: Workload, sleep: float, settings: Settings) -> bool:
-    return w.template.effective_grace_seconds <= sleep + settings.max_request_seconds
-
-
 @rule("SVD101", "no-prestop-delay", Cause.RACE, Severity.WARNING)
 def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """A Service-backed container stops serving as soon as it is told to stop.
@@ -78,12 +69,14 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     Flags containers behind a Service that have no preStop delay: no
     `lifecycle.preStop.sleep`, no `exec` hook that sleeps, and no `httpGet` hook. Apps
     listed under `drains` in the configuration (they keep serving for a while after
-    SIGTERM by themselves) and containers that serve nothing (`sleep infinity`,
-    `tail -f /dev/null`, test clients) are not flagged, nor are pods behind metrics-only
-    Services (every port named `metrics`, `http-metrics`, `prometheus`, `profiling`…: a
-    scraper that misses one scrape is no failed request). When the grace period is also
-    too short for the longest request, the message and the fix say so (SVD102 then stays
-    quiet).
+    SIGTERM by themselves) are not flagged, unless the configuration gives their seconds
+    (`drains = {"deployment/payments-*" = 3}`) and those are shorter than
+    `--propagation-seconds`: then the sleep asked for is the difference. Containers that
+    serve nothing (`sleep infinity`, `tail -f /dev/null`, test clients) are not flagged,
+    nor are pods behind metrics-only Services (every port named `metrics`,
+    `http-metrics`, `prometheus`, `profiling`…: a scraper that misses one scrape is no
+    failed request). When the grace period is also too short for the longest request, the
+    message and the fix say so (SVD102 then stays quiet).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -117,7 +110,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     later, `exec: {command: [sh, -c, "sleep 5"]}` before that. If the app already keeps
     serving after SIGTERM (it waits before closing its listeners, as podinfo does), list
     its image or workload under `drains` in the configuration instead
-    (`drains = ["ghcr.io/stefanprodan/podinfo*", "deployment/payments-*"]`).
+    (`drains = ["ghcr.io/stefanprodan/podinfo*", "deployment/payments-*"]`), with the
+    seconds it keeps serving when you know them
+    (`drains = {"ghcr.io/stefanprodan/podinfo*" = 3}`).
 
     ## References
     - https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/
@@ -126,9 +121,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """
     for w, c in racing(inventory):
         hook = c.prestop
-        if _delays(c) or _drains(w, c, settings):
+        if _delays(c):
             continue
         plan = shutdown_plan(w, c, settings)
+        if "SVD101" not in plan.rules:
+            continue  # no delay needed: the app drains long enough by itself
+        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
         pod = {}
         if plan.grace_seconds != w.template.effective_grace_seconds:
             pod["terminationGracePeriodSeconds"] = plan.grace_seconds
@@ -141,17 +139,29 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             )
         )
         grace = w.template.effective_grace_seconds
+        now = shutdown_plan(w, c, settings, window=0.0)  # as it is, without a sleep
+        drained = seconds(drain.seconds or 0.0) if drain is not None else 0
         also = (
             f"; terminationGracePeriodSeconds {grace} also cuts requests longer than "
-            f"{grace} s (set {plan.grace_seconds} with the sleep)"
-            if _short_grace(w, 0.0, settings)
+            f"{grace - drained} s (set {plan.grace_seconds} with the sleep)"
+            if now.grace_cuts_requests
             else ""
         )
+        if drain is not None and drain.seconds is not None:
+            stops = (
+                f"its app keeps serving {drain.seconds:g} s after SIGTERM (drains "
+                f"{drain.pattern!r}), less than the {settings.propagation_seconds:g} s endpoint "
+                "removal can take to reach every node"
+            )
+            hint = ""
+        else:
+            stops = "it stops serving at SIGTERM while nodes still route to it"
+            hint = _drains_hint(w, c)
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
-            f"it stops serving at SIGTERM while nodes still route to it{also}",
-            fix=_prestop_fix(w, c, plan, pod, settings) + _drains_hint(w, c),
+            f"{stops}{also}",
+            fix=_prestop_fix(w, c, plan, pod, settings) + hint,
             container=c.name,
             line=hook.line if hook else c.line,
         )
@@ -190,12 +200,13 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     ## What it does
     Flags Service-backed workloads whose `terminationGracePeriodSeconds` (default 30) is not
     longer than the time before SIGTERM plus `--max-request-seconds` (default 10): the
-    container's preStop delay (sleep or `httpGet` hook), or nothing for an app listed under
-    `drains`. Severity error when a preStop sleep of known length leaves less than the
-    longest request after SIGTERM, warning when the delay before SIGTERM is unknown (an
-    `httpGet` hook) or the app is a declared draining one. A container with no preStop
-    delay that is not a declared draining app is left to SVD101, whose message and fix
-    cover the grace period too.
+    container's preStop delay (sleep or `httpGet` hook), plus, for an app listed under
+    `drains` with its seconds, the time it keeps serving after SIGTERM. Severity error
+    when a preStop sleep of known length leaves less than the longest request after
+    SIGTERM, warning when the delay before SIGTERM is unknown (an `httpGet` hook) or the
+    app is a declared draining one. A container with no preStop delay that is not a
+    declared draining app is left to SVD101, whose message and fix cover the grace period
+    too.
 
     ## Why it matters
     The grace period counts from the deletion, preStop included. When it runs out the kubelet
@@ -223,24 +234,32 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     ```
 
     ## Fix
-    Set `terminationGracePeriodSeconds` to preStop + longest request + a margin
-    (`--margin-seconds`, default 5): 45 for a 10 s preStop and 30 s requests.
+    Set `terminationGracePeriodSeconds` to preStop + the app's own drain (when `drains`
+    gives it) + longest request + a margin (`--margin-seconds`, default 5): 45 for a 10 s
+    preStop and 30 s requests.
 
     ## References
     - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
     - https://cloud.google.com/blog/products/containers-kubernetes/kubernetes-best-practices-terminating-with-grace
     """
     for w, c in racing(inventory):
-        if not (_delays(c) or _drains(w, c, settings)):
+        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
+        if not _delays(c) and (not drain or "SVD101" in shutdown_plan(w, c, settings).rules):
             continue  # SVD101 reports it, grace period included
         sleep = (c.prestop.sleep_seconds if c.prestop else None) or 0.0
         grace = w.template.effective_grace_seconds
-        if not _short_grace(w, sleep, settings):
-            continue
-        # the delay it has (or its own drain) is what the grace period must cover here;
+        # the delay it has (and its own drain) is what the grace period must cover here;
         # a sleep shorter than propagation is SVD103's
-        needed = shutdown_plan(w, c, settings, current_prestop=sleep, window=sleep).grace_seconds
+        plan = shutdown_plan(w, c, settings, current_prestop=sleep, window=sleep)
+        if not plan.grace_cuts_requests:
+            continue
+        needed = plan.grace_seconds
         given = "default " if w.template.grace_seconds is None else ""
+        drained = (
+            f"{drain.seconds:g} s of its own drain + "
+            if drain is not None and drain.seconds
+            else ""
+        )
         if sleep and grace <= sleep + MIN_SHUTDOWN_WINDOW:
             severity, what = (
                 Severity.ERROR,
@@ -255,7 +274,7 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
             )
             severity, what = (
                 Severity.ERROR if sleep else Severity.WARNING,
-                f"it does not cover {before}requests up to "
+                f"it does not cover {before}{drained}requests up to "
                 f"{seconds(settings.max_request_seconds)} s (--max-request-seconds): the kubelet "
                 f"SIGKILLs container {c.name!r} mid-request (exit 137)",
             )
@@ -275,8 +294,9 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
 
     ## What it does
     Flags preStop sleeps (native `sleep` or a `sleep` command) shorter than
-    `--propagation-seconds` (default 5), except for apps listed under `drains` in the
-    configuration (they keep serving after SIGTERM, which adds to the sleep).
+    `--propagation-seconds` (default 5). Apps listed under `drains` in the configuration
+    keep serving after SIGTERM, which adds to the sleep: they are flagged only when the
+    configuration gives their seconds and sleep + seconds is still shorter.
 
     ## Why it matters
     The sleep exists to outlast the moment the last node, ingress controller or cloud load
@@ -307,11 +327,19 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
     """
     for w, c in racing(inventory):
         sleep = c.prestop.sleep_seconds if c.prestop else None
-        if not sleep or sleep >= settings.propagation_seconds or _drains(w, c, settings):
+        if not sleep:
             continue
         assert c.prestop is not None
         want = settings.propagation_seconds
         plan = shutdown_plan(w, c, settings, current_prestop=sleep)
+        if "SVD103" not in plan.rules:
+            continue  # long enough, with the app's own drain
+        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
+        own = (
+            f" (+ {drain.seconds:g} s its app drains by itself)"
+            if drain is not None and drain.seconds is not None
+            else ""
+        )
         pod = {}
         if plan.grace_seconds != w.template.effective_grace_seconds:
             pod["terminationGracePeriodSeconds"] = plan.grace_seconds
@@ -322,7 +350,7 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
         )
         yield Hit(
             w,
-            f"container {c.name!r} sleeps {sleep:g} s in preStop, less than the "
+            f"container {c.name!r} sleeps {sleep:g} s in preStop{own}, less than the "
             f"{want:g} s endpoint removal can take to reach every node",
             fix=pod_patch(w, c.name, {"lifecycle": {"preStop": hook}}, pod),
             container=c.name,
@@ -400,8 +428,9 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
         program = hook.command[0].rsplit("/", 1)[-1]
         if program not in _SHELLS | {"sleep"} or not _NO_SHELL.search(c.image):
             continue
-        sleep = hook.sleep_seconds or settings.propagation_seconds
-        if settings.native_sleep() is False:
+        plan = shutdown_plan(w, c, settings, current_prestop=hook.sleep_seconds, shell=False)
+        sleep = plan.prestop_seconds or hook.sleep_seconds or settings.propagation_seconds
+        if hook_kind(settings.kube_version, has_shell=False) is HookKind.IMPOSSIBLE:
             fix = (
                 f"# Kubernetes {settings.kube_version_text} has no native sleep action: "
                 "copy a static sleep binary into the image\n# (e.g. COPY --from=busybox:musl "

@@ -16,6 +16,15 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
+from svcdoctor.model.remedy import (
+    STICKY_RULE,
+    ConnectionFacts,
+    ConnectionPlan,
+    ConnectionStep,
+    Exposure,
+    Transport,
+    plan_connections,
+)
 
 _H2_PROTOCOLS = frozenset({"grpc", "h2c", "http2", "kubernetes.io/h2c", "grpcs", "h2"})
 _H2_PREFIXES = ("grpc", "h2c", "http2")
@@ -257,15 +266,22 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     - https://istio.io/latest/blog/2021/proxyless-grpc/
     - https://www.cockroachlabs.com/docs/stable/cockroach-start#networking
     """
-    del settings
     for svc in inventory.services:
         if svc.headless or svc.type == "ExternalName":
             continue
         workloads = inventory.targeted(svc)
         mesh, certain = _mesh(workloads)
         external = svc.type in ("LoadBalancer", "NodePort")
-        if _bounds_connection_age(workloads):
-            continue
+        plan = plan_connections(
+            ConnectionFacts(
+                transport=Transport.HTTP2,
+                exposure=Exposure.EXTERNAL if external else Exposure.CLUSTER,
+                bounds_age=_bounds_connection_age(workloads),
+                longest_request_seconds=settings.max_request_seconds,
+            )
+        )
+        if STICKY_RULE not in plan.rules:
+            continue  # the server bounds connection age already: clients rebalance
         counts = [inventory.replicas(w) for w in workloads]
         single = bool(counts) and all(n == 1 for n in counts)
         for p in svc.ports:
@@ -319,14 +335,7 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
                     f"port {p.port} ({label}) is HTTP/2 behind a {svc.type} Service: the load "
                     "balancer and kube-proxy balance connections, so each client's single "
                     "connection sticks to one backend" + note,
-                    fix="# gRPC server: bound connection age so clients reconnect and "
-                    "rebalance, e.g. Go\n"
-                    "#   grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: "
-                    "30 * time.Second, MaxConnectionAgeGrace: 10 * time.Second})\n"
-                    "# (Java: NettyServerBuilder.maxConnectionAge; C++/Python: "
-                    "grpc.max_connection_age_ms),\n"
-                    "# or clients reconnect periodically, or an HTTP/2-aware (L7) load "
-                    "balancer in front",
+                    fix=connection_fix(plan),
                     line=p.line,
                     severity=severity,
                 )
@@ -335,13 +344,54 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
                 svc,
                 f"port {p.port} ({label}) is HTTP/2 behind a ClusterIP: each client's single "
                 "connection sticks to one backend" + note,
-                fix=dump({"spec": {"clusterIP": "None"}})
-                + "\n# recreate the Service (clusterIP is immutable); clients: dns:/// target +"
-                " round_robin,\n# or set the server's MaxConnectionAge (e.g. 30s) to keep the"
-                " ClusterIP",
+                fix=connection_fix(plan),
                 line=p.line,
                 severity=severity,
             )
+
+
+def connection_fix(plan: ConnectionPlan, transport: Transport = Transport.HTTP2) -> str:
+    """The fix text of a connection plan: the headless Service as a patch when it is a
+    step, the other steps as comments with the plan's numbers."""
+    lines: list[str] = []
+    steps = plan.steps
+    age, grace = plan.max_age_seconds, plan.max_age_grace_seconds
+    if ConnectionStep.HEADLESS in steps:
+        lines += [
+            dump({"spec": {"clusterIP": "None"}}),
+            "# recreate the Service (clusterIP is immutable); clients: dns:/// target + "
+            "round_robin,",
+        ]
+        if ConnectionStep.MAX_AGE in steps:
+            lines.append(
+                f"# or keep the ClusterIP and set the server's MaxConnectionAge ({age}s, "
+                f"grace {grace}s),"
+            )
+    elif ConnectionStep.MAX_AGE in steps:
+        lines += [
+            "# gRPC server: bound connection age so clients reconnect and rebalance, e.g. Go",
+            f"#   grpc.KeepaliveParams(keepalive.ServerParameters{{MaxConnectionAge: {age} * "
+            f"time.Second, MaxConnectionAgeGrace: {grace} * time.Second}})",
+            f"# (Java: NettyServerBuilder.maxConnectionAge; C++/Python: "
+            f"grpc.max_connection_age_ms = {(age or 0) * 1000}),",
+        ]
+    if ConnectionStep.SERVER_IDLE_LONGER in steps:
+        lines.append(
+            f"# the server's keep-alive idle timeout above the callers' "
+            f"({plan.server_idle_seconds} s), or the callers' below the server's "
+            f"({plan.caller_idle_seconds} s),"
+        )
+    tail = []
+    if ConnectionStep.CLIENT_RECONNECT in steps:
+        tail.append("clients reconnect periodically")
+    if ConnectionStep.L7_BALANCER in steps:
+        tail.append("an HTTP/2-aware (L7) load balancer or mesh in front")
+    if tail:
+        lines.append("# or " + ", or ".join(tail))
+    if ConnectionStep.CLOSE_ON_SIGTERM in steps:
+        signal = "GOAWAY" if transport is Transport.HTTP2 else "Connection: close"
+        lines.append(f"# and on SIGTERM answer with {signal} before exiting: clients move in time")
+    return "\n".join(lines)
 
 
 @rule("SVD302", "session-affinity-clientip", Cause.REUSE, Severity.INFO)

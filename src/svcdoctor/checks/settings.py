@@ -72,6 +72,15 @@ def image_forms(image: str) -> set[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class Drain:
+    """A ``drains`` entry that matched: its pattern, and how long the app keeps serving
+    after SIGTERM (``None``: not told, trusted to outlast endpoint propagation)."""
+
+    pattern: str
+    seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """What the user tells us about their cluster and traffic.
 
@@ -80,7 +89,8 @@ class Settings:
     slack added to computed grace periods. ``kube_version``: ``(major, minor)`` of the
     target cluster, or ``None`` when unknown. ``drains``: patterns of apps that keep
     serving after SIGTERM by themselves (image globs or ``KIND/NAME`` globs, see
-    ``drains_itself``).
+    ``drains_itself``); ``drain_seconds``: how long, for the patterns that say
+    (``drains = {"pattern" = seconds}`` in the config).
     """
 
     propagation_seconds: float = DEFAULT_PROPAGATION_SECONDS
@@ -91,6 +101,7 @@ class Settings:
     enabled: frozenset[str] | None = None  # None: every rule
     severities: dict[str, Severity] = field(default_factory=dict)
     drains: tuple[str, ...] = ()
+    drain_seconds: dict[str, float] = field(default_factory=dict)
 
     def native_sleep(self) -> bool | None:
         """Whether ``lifecycle.preStop.sleep`` is available (beta 1.30, GA 1.34)."""
@@ -118,3 +129,10 @@ class Settings:
                 if any(fnmatchcase(f, g) for f in image_forms(image) for g in globs):
                     return text
         return None
+
+    def drain_of(self, kind: str, name: str, image: str) -> Drain | None:
+        """The ``drains`` entry of this container's app with its seconds, or ``None``."""
+        pattern = self.drains_itself(kind, name, image)
+        if pattern is None:
+            return None
+        return Drain(pattern, self.drain_seconds.get(pattern))

@@ -17,7 +17,7 @@ from svcdoctor.cli.config import (
     NUMBER_TYPES,
     Config,
     ConfigError,
-    drains,
+    drain_flag,
     find_config,
     kube_version,
     read_config,
@@ -118,9 +118,10 @@ def _remedy_option_list() -> list[Callable[[F], F]]:
             "--drains",
             multiple=True,
             metavar="PATTERN",
-            help="An app that keeps serving after SIGTERM by itself (no preStop needed): "
-            "an image glob (ghcr.io/org/app*) or KIND/NAME (deployment/payments-*); "
-            "repeatable, added to the config file's drains.",
+            help="An app that keeps serving after SIGTERM by itself: an image glob "
+            "(ghcr.io/org/app*) or KIND/NAME (deployment/payments-*), with =SECONDS when "
+            "known (deployment/payments-*=15: preStop and grace count them; without, no "
+            "preStop is asked); repeatable, added to the config file's drains.",
             default_text="none",
         ),
         option(
@@ -179,7 +180,11 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
         if opts["fail_on"]
         else file.get("fail-on", Severity.WARNING)
     )
-    flag_drains = [drains(p, "--drains") for p in opts.get("drains") or ()]
+    drain_table: dict[str, float | None] = dict(file.get("drains", {}))
+    for text in opts.get("drains") or ():
+        pattern, seconds = drain_flag(text, "--drains")
+        drain_table.pop(pattern, None)  # the flag's seconds (or none) win, listed last
+        drain_table[pattern] = seconds
     settings = Settings(
         propagation_seconds=number("propagation-seconds", remedy.DEFAULT_PROPAGATION_SECONDS),
         max_request_seconds=number("max-request-seconds", remedy.DEFAULT_MAX_REQUEST_SECONDS),
@@ -188,7 +193,8 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
         disabled=frozenset(disabled),
         enabled=frozenset(enabled) if enabled else None,
         severities=severities,
-        drains=tuple(dict.fromkeys([*file.get("drains", []), *flag_drains])),
+        drains=tuple(drain_table),
+        drain_seconds={k: v for k, v in drain_table.items() if v is not None},
     )
     return settings, fail_on, number("max-file-mb", DEFAULT_MAX_FILE_MB)
 

@@ -23,6 +23,7 @@ NUMBER_TYPES: dict[str, ParamBase] = {
     "max-file-mb": Number(0, MAX_FILE_MB, low_open=True, unit="MB"),
 }
 NUMBERS = tuple(NUMBER_TYPES)
+DRAIN_TYPE = Duration(0, 3600)  # seconds an app in ``drains`` keeps serving after SIGTERM
 # old spellings of keys, still read
 ALIASES = {"kube-version": "kubernetes-version"}
 KEYS = frozenset(
@@ -126,13 +127,32 @@ def _check(path: Path, key: str, value: Any) -> Any:
             raise ConfigError(f'{path}: kubernetes-version must be a string such as "1.31"')
         return kube_version(value, f"{path}: kubernetes-version")
     if key == "drains":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(
-                f'{path}: drains must be a list of patterns, e.g. ["ghcr.io/org/app*", '
-                '"deployment/payments-*"]'
-            )
-        return [drains(v, f"{path}: drains") for v in value]
+        return drain_table(path, value)
     return severity(value, f"{path}: fail-on")
+
+
+def drain_table(path: Path, value: Any) -> dict[str, float | None]:
+    """``drains`` as pattern → seconds the app keeps serving after SIGTERM: a list of
+    patterns (seconds not told: ``None``) or a table ``{"pattern" = seconds}``."""
+    where = f"{path}: drains"
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return {drains(v, where): None for v in value}
+    if isinstance(value, dict):
+        return {drains(k, where): drain_seconds(v, f"{where}.{k!r}") for k, v in value.items()}
+    raise ConfigError(
+        f'{where} must be a list of patterns, e.g. ["ghcr.io/org/app*", "deployment/payments-*"]'
+        ', or a table of pattern = seconds, e.g. {"deployment/payments-*" = 15}'
+    )
+
+
+def drain_seconds(value: Any, where: str) -> float:
+    """How long an app keeps serving after SIGTERM: a number or duration (``15``, ``15s``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"{where}: expected seconds the app keeps serving, got {value!r}")
+    try:
+        return float(config_value(DRAIN_TYPE, value, where))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def drains(pattern: str, where: str) -> str:
@@ -142,6 +162,12 @@ def drains(pattern: str, where: str) -> str:
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return pattern.strip()
+
+
+def drain_flag(text: str, where: str) -> tuple[str, float | None]:
+    """``--drains PATTERN`` or ``PATTERN=SECONDS`` (no pattern holds ``=``)."""
+    pattern, sep, value = text.rpartition("=") if "=" in text else (text, "", "")
+    return drains(pattern, where), drain_seconds(value.strip(), where) if sep else None
 
 
 def rule_id(name: str, where: str) -> str:

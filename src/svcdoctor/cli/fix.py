@@ -4,19 +4,22 @@ kustomize patches); the rest are printed as manual steps."""
 from __future__ import annotations
 
 import difflib
+import io
 import os
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
+from svcdoctor.checks import LintResult, Settings, run_checks
 from svcdoctor.cli._checking import load_settings, remedy_options
 from svcdoctor.cli._params import OutputDir, filename_option, option
 from svcdoctor.cli.config import NUMBER_TYPES, rule_id
-from svcdoctor.cli.lint import _config, _namespace, empty_reason, lint_paths, notes
+from svcdoctor.cli.lint import _config, _namespace, notes
 from svcdoctor.errors import CommandError
 from svcdoctor.fix import (
     CannotRewrite,
@@ -27,14 +30,20 @@ from svcdoctor.fix import (
     read_diagnosis,
     rewrite_each,
     write_patch_dir,
+    written_here,
 )
+from svcdoctor.fix.jsonfile import is_json, rewrite_json
 from svcdoctor.fix.plan import HELM_TEMPLATE, ObjectFix
-from svcdoctor.manifests import STDIN
+from svcdoctor.manifests import STDIN, LoadResult, build_inventory, load
+
+# How the findings of standard input name their file (the reader's name for it)
+STDIN_FILE = "stdin"
+STDIN_LABEL = "<stdin>"
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=str)
-@filename_option("A file or directory to fix")
+@filename_option("A file, directory or - (stdin) to fix")
 @option(
     "--rule",
     "rules",
@@ -44,7 +53,12 @@ from svcdoctor.manifests import STDIN
     default_text="every rule",
 )
 @click.option("--diff", "mode", flag_value="diff", default=True, help="Print a unified diff.")
-@click.option("--write", "mode", flag_value="write", help="Rewrite the files in place.")
+@click.option(
+    "--write",
+    "mode",
+    flag_value="write",
+    help="Rewrite the files in place (stdin: print all of it, fixed, on stdout).",
+)
 @option(
     "--patch-dir",
     type=OutputDir(),
@@ -100,19 +114,28 @@ def fix(
     """Apply lint's safe fixes: preStop sleep, grace period, exec in shell wrappers,
     rollout strategy.
 
-    PATHS (or -f PATH) are files or directories, read as lint reads them. By default a
-    unified diff is printed (apply it with `git apply` or `patch -p1`); --write rewrites
-    the files keeping comments, quoting and layout (only the changed lines move);
-    --patch-dir writes kustomize patches. Other fixes are printed as manual steps.
-    Exit codes: 0 nothing to fix, 1 changes shown or written, 2 usage or input errors.
+    PATHS (or -f PATH) are files or directories, read as lint reads them, or - alone for
+    stdin. By default a unified diff is printed (apply it with `git apply` or `patch -p1`);
+    --write rewrites the files keeping comments, quoting and layout (only the changed lines
+    move), or with - prints the whole input, fixed, on stdout (`helm template … | svcdoctor
+    fix --write - | kubectl apply -f -`); --patch-dir writes kustomize patches and a
+    kustomization.yaml that `kubectl kustomize DIR` builds. Other fixes are printed as
+    manual steps. Exit codes: 0 nothing to fix, 1 changes shown or written, 2 usage or
+    input errors.
     """
     paths = (*paths, *filenames)
     if not paths:
-        raise click.UsageError("give PATHS to fix (files or directories)")
-    if STDIN in paths:
-        raise click.UsageError("fix rewrites files: stdin (-) cannot be fixed; lint it instead")
+        raise click.UsageError("give PATHS to fix (files or directories, or - for stdin)")
     if patch_dir is not None and mode == "write":
         raise click.UsageError("--write and --patch-dir exclude each other")
+    from_stdin = STDIN in paths
+    if from_stdin and set(paths) != {STDIN}:
+        raise click.UsageError("- (stdin) is fixed on its own: give no other PATHS with it")
+    if from_stdin and patch_dir is not None:
+        raise click.UsageError(
+            "--patch-dir lists the fixed files in a kustomization, and stdin is no file: "
+            "save it to a file first, or use --write - to print the fixed manifests"
+        )
     wanted = [rule_id(r.strip(), "--rule") for item in rules for r in item.split(",") if r.strip()]
     if from_diagnosis is not None:
         measured = read_diagnosis(from_diagnosis)
@@ -136,12 +159,18 @@ def fix(
     opts.update(severity=(), enable=tuple(wanted), disable=(), fail_on=None)
     settings, _, max_file_mb = load_settings(config_path, opts)
     file = _config(config_path).values
-    result, loaded = lint_paths(
-        list(paths),
+    source: bytes | None = None
+    if from_stdin:
+        stream = sys.stdin.buffer if sys.stdin is not None else None  # None: fd 0 closed
+        source = stream.read(int(max_file_mb * 1024 * 1024) + 1) if stream is not None else b""
+    result, loaded = _lint(
+        [STDIN] if from_stdin else list(paths),
         settings,
         max_file_mb,
+        stdin=io.BytesIO(source) if source is not None else None,
         exclude=(*file.get("exclude", ()), *exclude),
         namespace=_namespace(namespace, file),
+        skip=written_here(patch_dir) if patch_dir is not None else set(),
     )
     bad_input = False
     for f in result.findings:
@@ -152,20 +181,47 @@ def fix(
     for note in notes(loaded, empty=empty):
         click.echo(f"note: {note}", err=True)
     if empty:
-        raise CommandError(empty_reason(paths, loaded))
+        where = (
+            ("stdin was empty" if not loaded.skipped else "stdin held none")
+            if from_stdin
+            else f"{loaded.files} file{'s' * (loaded.files != 1)} read, none holds one"
+        )
+        raise CommandError(f"no Kubernetes objects to fix ({where})")
     plan = make_plan(result, loaded, wanted or None)
     if patch_dir is not None:
         changed = _patch_dir(patch_dir, plan)
     else:
-        changed = _rewrite(plan, write=mode == "write")
+        changed = _rewrite(plan, write=mode == "write", stdin=source)
     _report(plan, changed, mode if patch_dir is None else "patch-dir", settings.kube_version)
     if bad_input:
         sys.exit(2)
     sys.exit(1 if changed else 0)
 
 
-def _rewrite(plan: Plan, *, write: bool) -> int:
-    """Show or write each file's changes; the number of files changed."""
+def _lint(
+    paths: list[str],
+    settings: Settings,
+    max_file_mb: float,
+    *,
+    stdin: BinaryIO | None,
+    exclude: tuple[str, ...],
+    namespace: str,
+    skip: set[Path],
+) -> tuple[LintResult, LoadResult]:
+    """Read and check as ``lint`` does, from ``stdin`` (the bytes read already) and
+    leaving out the objects of ``skip`` (what an earlier ``--patch-dir`` wrote)."""
+    loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb, exclude=exclude)
+    if skip:
+        loaded.objects = [o for o in loaded.objects if Path(o.location.file).resolve() not in skip]
+    inventory = build_inventory(loaded)
+    if namespace != inventory.namespace:
+        inventory = replace(inventory, namespace=namespace)
+    return run_checks(inventory, settings), loaded
+
+
+def _rewrite(plan: Plan, *, write: bool, stdin: bytes | None = None) -> int:
+    """Show or write each file's changes; the number of files changed. With ``stdin``
+    (its bytes) the one input is standard input: --write prints it, fixed or not."""
     try:
         import ruamel.yaml  # noqa: F401
     except ImportError:
@@ -174,16 +230,18 @@ def _rewrite(plan: Plan, *, write: bool) -> int:
             "(or use --patch-dir)"
         ) from None
     changed = 0
+    output = stdin
     for name, fixes in sorted(plan.by_file().items()):
         if name in plan.refused:
             continue
-        if name.lower().endswith(".json"):
-            _refuse(plan, name, fixes, "JSON is not rewritten in place: use --patch-dir")
-            continue
         try:
-            with open(name, "rb") as fh:
-                before = fh.read()
-            after, failed = rewrite_each(before, [(_target(f), f.patch) for f in fixes])
+            if stdin is not None and name == STDIN_FILE:
+                before = stdin
+            else:
+                with open(name, "rb") as fh:
+                    before = fh.read()
+            edit = rewrite_json if is_json(before) else rewrite_each
+            after, failed = edit(before, [(_target(f), f.patch) for f in fixes])
         except CannotRewrite as exc:
             _refuse(plan, name, fixes, f"cannot round-trip it: {exc}")
             continue
@@ -195,24 +253,41 @@ def _rewrite(plan: Plan, *, write: bool) -> int:
         if after == before:
             continue
         changed += 1
-        if write:
+        rules = sorted({r for f in done for r in f.rules})
+        if write and stdin is not None and name == STDIN_FILE:
+            output = after
+            click.echo(f"fixed {STDIN_LABEL} ({', '.join(rules)})", err=True)
+        elif write:
             _replace(name, after)
-            rules = sorted({r for f in done for r in f.rules})
             click.echo(f"fixed {name} ({', '.join(rules)})")
         else:
-            shown = name.replace(os.sep, "/")
+            old, new = _labels(name, stdin is not None and name == STDIN_FILE)
             diff = difflib.unified_diff(
                 before.decode("utf-8-sig").splitlines(keepends=True),
                 after.decode("utf-8-sig").splitlines(keepends=True),
-                fromfile=f"a/{shown}",
-                tofile=f"b/{shown}",
+                fromfile=old,
+                tofile=new,
             )
             for line in diff:
                 click.echo(
                     line if line.endswith("\n") else line + "\n\\ No newline at end of file\n",
                     nl=False,
                 )
+    if write and output is not None:
+        click.echo(output, nl=False)  # bytes: as read, to the binary stream
     return changed
+
+
+def _labels(name: str, stdin: bool) -> tuple[str, str]:
+    """The diff's file labels: ``a/PATH`` and ``b/PATH`` for a path below the working
+    directory (what ``git apply`` and ``patch -p1`` take), the path itself for one
+    elsewhere (``patch -p0``), ``<stdin>`` for standard input."""
+    if stdin:
+        return STDIN_LABEL, STDIN_LABEL
+    shown = os.path.normpath(name).replace(os.sep, "/")
+    if os.path.isabs(shown) or shown == ".." or shown.startswith("../"):
+        return shown, shown
+    return f"a/{shown}", f"b/{shown}"
 
 
 def _target(f: ObjectFix) -> Target:

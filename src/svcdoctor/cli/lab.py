@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.console import Console
@@ -31,6 +31,9 @@ from svcdoctor.cli._params import (
     resolve_count,
 )
 from svcdoctor.errors import CommandError
+
+if TYPE_CHECKING:
+    from svcdoctor.lab.run import RunResult
 
 DATAPATHS = ("auto", "kernel", "userspace")
 BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
@@ -188,10 +191,10 @@ def _progress(show: bool) -> Iterator[Callable[[str], Progress]]:
 
 def _run_one(
     scenario: Any, datapath: str, out: Path, seed: int, progress: Progress | None = None
-) -> Any:
+) -> RunResult:
     from svcdoctor.lab.run import run
 
-    async def main() -> Any:
+    async def main() -> RunResult:
         task = asyncio.current_task()
         assert task is not None
         # SIGTERM cleans up like Ctrl-C: the run's finally blocks remove what it made
@@ -215,7 +218,7 @@ def _run_bundle(
     out: Path | None,
     seed: int,
     progress: Progress | None,
-) -> tuple[Any, Path]:
+) -> tuple[RunResult, Path]:
     """One run into ``out`` (or a new temporary bundle, removed again when the run fails
     or is interrupted). In ``--datapath auto``, a kernel datapath that turns out not to be
     allowed here (a container without the capabilities) falls back to userspace."""
@@ -455,41 +458,27 @@ def run_command(
     with _progress(fmt == "text" and sys.stderr.isatty()) as bar:
         result, bundle = _run_bundle(scenario, chosen, datapath, out, seed, bar(name))
     verdict = _diagnosis(bundle)
+    from svcdoctor.model.evidence import Outcome
     from svcdoctor.report.diagnosis import diagnosis_to_dict, render_text
+    from svcdoctor.report.lab import run_to_dict
 
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "scenario": name,
-                    "datapath": result.datapath,
-                    "requests": result.requests,
-                    "failed": result.failed,
-                    "by_outcome": result.by_outcome,
-                    "direct_probe": result.probe,
-                    "ground_truth": result.truth,
-                    "diagnosis": diagnosis_to_dict(verdict),
-                    "bundle": str(bundle),
-                },
-                indent=2,
-                default=str,
-            )
-        )
+        shown = {"scenario": name, **run_to_dict(result), "diagnosis": diagnosis_to_dict(verdict)}
+        click.echo(json.dumps(shown | {"bundle": str(bundle)}, indent=2, default=str))
         return
     console = stdout_console()
-    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(result.by_outcome.items()) if k != "ok")
+    outcomes = ", ".join(
+        f"{k} {v}" for k, v in sorted(result.by_outcome.items()) if k is not Outcome.OK
+    )
     console.print(
         f"[bold]lab {name}[/] ({result.datapath} datapath): {result.failed} of "
         f"{result.requests} requests failed" + (f" ({outcomes})" if outcomes else "")
     )
-    bad = {p: t for p, t in result.probe.items() if t.get("ok", 0) < sum(t.values())}
+    bad = [p for p in result.probe if p.failed]
     if bad:
         console.print(
             "direct probe (bypassing the Service): "
-            + "; ".join(
-                f"{p} failed {sum(t.values()) - t.get('ok', 0)}/{sum(t.values())}"
-                for p, t in bad.items()
-            )
+            + "; ".join(f"{p.pod} failed {p.failed}/{p.sent}" for p in bad)
         )
     console.print(f"bundle: {bundle}  (svcdoctor diagnose {bundle})")
     console.print()
@@ -502,6 +491,7 @@ def run_command(
 def demo(datapath: str, seed: int) -> None:
     """The race reproduced, then the fix: the same rollout before and after."""
     from svcdoctor.lab.scenarios import SCENARIOS
+    from svcdoctor.model.evidence import Outcome
 
     chosen = _datapath(datapath)
     console = stdout_console()
@@ -519,7 +509,7 @@ def demo(datapath: str, seed: int) -> None:
             rows.append((name, result, primary.cause.value if primary else "no cause", bundle))
     table = Table("scenario", "requests", "failed", "resets / refusals", "diagnosis")
     for name, result, cause, _ in rows:
-        broken = result.by_outcome.get("reset", 0) + result.by_outcome.get("refused", 0)
+        broken = sum(result.by_outcome.get(o, 0) for o in (Outcome.RESET, Outcome.REFUSED))
         table.add_row(name, str(result.requests), str(result.failed), str(broken), cause)
     console.print(table)
     before, after = rows[0][1], rows[1][1]

@@ -405,7 +405,7 @@ def _with_progress(fmt: str, label: str, steps: int, work: Callable[[Progress], 
 
 def _emit(p: Any, seed: int, out: Path, fmt: str) -> None:
     from svcdoctor.evidence.write import write_bundle
-    from svcdoctor.report.simulation import params_to_dict
+    from svcdoctor.report.simulation import params_to_dict, sim_truth_to_dict
     from svcdoctor.simulate import simulate_run
     from svcdoctor.simulate.bundle import NAMESPACE, SERVICE, sim_evidence
 
@@ -425,7 +425,7 @@ def _emit(p: Any, seed: int, out: Path, fmt: str) -> None:
         "parameters": params_to_dict(p),
         "requests": evidence.requests.height,
         "failed": int((run.traffic.mechanism != 0).sum()),
-        "ground_truth": evidence.truth,
+        "ground_truth": sim_truth_to_dict(evidence.truth),
     }
     (out / "simulate.json").write_text(json.dumps(meta, indent=2))
     if evidence.kernel_log:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -11,6 +10,7 @@ import polars as pl
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.stats import binom_greater, merged, proportion_ci
 from svcdoctor.model import Assessment, Cause, Inventory, PodInfo, selector_matches
+from svcdoctor.model.diagnosis import BackendDetails, Suspect
 
 
 def steady_counts(ctx: Context, s: Settings) -> pl.DataFrame:
@@ -81,31 +81,31 @@ def assess_backend(ctx: Context, s: Settings) -> Assessment:
                 f"{total_k} failures among {per.height} backends away from deletions: "
                 "too few to single one out",
             ),
-            details={"backends": per.height, "suspects": []},
+            details=BackendDetails(per.height),
         )
-    suspects = [
+    suspects = tuple(
         x
         for backend, n, k in per.select("backend", "n", "k").iter_rows()
         if (x := _suspect(ctx, s, str(backend), int(n), int(k), total_n, total_k, per.height))
-    ]
-    explained = sum(x["failures"] for x in suspects) / total_k
+    )
+    explained = sum(x.failures for x in suspects) / total_k
     evidence = []
     fixes = []
     if suspects:
         score = 0.5 + 0.45 * explained
         for x in suspects:
-            who = f"{x['pod']} ({x['ip']})" if x["pod"] else x["backend"]
-            low, high = x["failure_rate_ci95"]
-            ratio = x["rate_ratio_ci95"][0]
+            who = f"{x.pod} ({x.ip})" if x.pod else x.backend
+            low, high = x.failure_rate_ci95
+            ratio = x.rate_ratio_ci95[0]
             evidence.append(
-                f"{who} failed {x['failures']} of {x['requests']} requests "
-                f"({x['failure_rate']:.2%}, 95 % CI {low:.2%}-{high:.2%}) while the other "
-                f"backends failed {x['others_failure_rate']:.3%}: at least {ratio:.3g}x their "
-                f"rate (exact conditional test, p = {x['p_value']:.3g} over {per.height} "
+                f"{who} failed {x.failures} of {x.requests} requests "
+                f"({x.failure_rate:.2%}, 95 % CI {low:.2%}-{high:.2%}) while the other "
+                f"backends failed {x.others_failure_rate:.3%}: at least {ratio:.3g}x their "
+                f"rate (exact conditional test, p = {x.p_value:.3g} over {per.height} "
                 "backends, Bonferroni)"
             )
-            if x["ready"]:
-                probe = x["readiness_probe"]
+            if x.ready:
+                probe = x.readiness_probe
                 evidence.append(
                     f"{who} stayed Ready: readiness did not catch it"
                     + (
@@ -118,7 +118,7 @@ def assess_backend(ctx: Context, s: Settings) -> Assessment:
             f"the suspects account for {explained:.0%} of failures away from "
             f"deletions, spread over {per.height} backends in total"
         )
-        names = ", ".join(x["pod"] or x["backend"] for x in suspects)
+        names = ", ".join(x.pod or x.backend for x in suspects)
         fixes.append(
             f"take {names} out of the Service now (delete the pod or remove its "
             "label) and find why it fails: connection pool, wedged workers, config"
@@ -138,13 +138,13 @@ def assess_backend(ctx: Context, s: Settings) -> Assessment:
         round(score, 3),
         tuple(evidence),
         tuple(fixes),
-        {"backends": per.height, "suspects": suspects, "explained_fraction": round(explained, 3)},
+        BackendDetails(per.height, suspects, round(explained, 3)),
     )
 
 
 def _suspect(
     ctx: Context, s: Settings, backend: str, n: int, k: int, total_n: int, total_k: int, pods: int
-) -> dict[str, Any] | None:
+) -> Suspect | None:
     """The backend as a suspect when it fails more than the others by more than chance
     (and by at least ``s.min_backend_ratio`` and ``s.min_backend_excess``), else None.
 
@@ -166,21 +166,22 @@ def _suspect(
     if p >= s.alpha or ratio(low) < s.min_backend_ratio or rate - rest_rate < s.min_backend_excess:
         return None
     pod = ctx.pod_of(backend)
-    return {
-        "backend": backend,
-        "pod": pod.name if pod else None,
-        "ip": (pod.ip if pod and pod.ip else backend.rsplit(":", 1)[0]),
-        "node": pod.node if pod else None,
-        "requests": n,
-        "failures": k,
-        "failure_rate": round(rate, 5),
-        "failure_rate_ci95": [round(x, 5) for x in proportion_ci(k, n)],
-        "others_failure_rate": round(rest_rate, 6),
-        "rate_ratio_ci95": [round(ratio(low), 3), round(min(ratio(high), 1e9), 3)],
-        "p_value": float(f"{p:.3g}"),
-        "ready": _was_ready(ctx, pod, backend),
-        "readiness_probe": _readiness_of(ctx.evidence.inventory, pod),
-    }
+    rate_low, rate_high = proportion_ci(k, n)
+    return Suspect(
+        backend=backend,
+        pod=pod.name if pod else None,
+        ip=(pod.ip if pod and pod.ip else backend.rsplit(":", 1)[0]),
+        node=pod.node if pod else None,
+        requests=n,
+        failures=k,
+        failure_rate=round(rate, 5),
+        failure_rate_ci95=(round(rate_low, 5), round(rate_high, 5)),
+        others_failure_rate=round(rest_rate, 6),
+        rate_ratio_ci95=(round(ratio(low), 3), round(min(ratio(high), 1e9), 3)),
+        p_value=float(f"{p:.3g}"),
+        ready=_was_ready(ctx, pod, backend),
+        readiness_probe=_readiness_of(ctx.evidence.inventory, pod),
+    )
 
 
 def _was_ready(ctx: Context, pod: PodInfo | None, backend: str) -> bool | None:

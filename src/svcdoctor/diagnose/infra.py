@@ -8,7 +8,6 @@ on the clients of one node."""
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -23,11 +22,19 @@ from svcdoctor.diagnose.stats import (
     placement_test,
 )
 from svcdoctor.model import Assessment, Cause, KernelEvent, iso_utc
+from svcdoctor.model.diagnosis import (
+    ConntrackCounter,
+    CounterGrowth,
+    CounterValue,
+    InfraDetails,
+    KernelAlignment,
+    NodeConcentration,
+)
 
 NEAR = 2.0  # seconds between a kernel line and the failures it explains (clocks, retries)
 COVERS = 0.8  # bursts over this share of the traffic leave no quiet time to compare with
 RELEVANT = 300.0  # kernel lines further than this from the requests describe other times
-COUNTERS = ("insert_failed", "drop")
+COUNTERS = tuple(c.value for c in ConntrackCounter)
 
 FIXES = (
     "raise nf_conntrack_max (kube-proxy --conntrack-max-per-core) on the busy nodes and "
@@ -42,7 +49,7 @@ def bursts(times: Floats) -> tuple[Floats, Floats]:
     return merged(times - NEAR, times + NEAR)
 
 
-def burst_alignment(ctx: Context, s: Settings, times: Floats) -> dict[str, Any]:
+def burst_alignment(ctx: Context, s: Settings, times: Floats) -> KernelAlignment:
     """How the failures line up with the bursts of kernel lines.
 
     Two tests, both on bursts as units (a dense burst is one event, not hundreds): the
@@ -70,16 +77,16 @@ def burst_alignment(ctx: Context, s: Settings, times: Floats) -> dict[str, Any]:
         and p < s.alpha
         and (placed < s.permutation_alpha or explained >= 0.5)
     )
-    return {
-        "covers_traffic": share >= COVERS,
-        "bursts": int(lo.size),
-        "failures_in_bursts": hits,
-        "traffic_share_of_bursts": round(share, 4),
-        "binomial_p": float(f"{p:.3g}"),
-        "placement_p": round(placed, 4),
-        "explained_fraction": round(explained, 3),
-        "aligned": aligned,
-    }
+    return KernelAlignment(
+        covers_traffic=share >= COVERS,
+        bursts=int(lo.size),
+        failures_in_bursts=hits,
+        traffic_share_of_bursts=round(share, 4),
+        binomial_p=float(f"{p:.3g}"),
+        placement_p=round(placed, 4),
+        explained_fraction=round(explained, 3),
+        aligned=aligned,
+    )
 
 
 def _relevant(ctx: Context, events: list[KernelEvent]) -> tuple[list[KernelEvent], list[float]]:
@@ -100,7 +107,7 @@ def _relevant(ctx: Context, events: list[KernelEvent]) -> tuple[list[KernelEvent
     return near, far
 
 
-def counter_growth(ctx: Context, s: Settings) -> dict[str, Any] | None:
+def counter_growth(ctx: Context, s: Settings) -> CounterGrowth | None:
     """``conntrack -S`` snapshots taken over time: did insert_failed/drop grow while
     requests failed? Each interval between snapshots is a unit: the failures of the
     intervals in which a counter grew, against those intervals' share of the traffic."""
@@ -136,16 +143,16 @@ def counter_growth(ctx: Context, s: Settings) -> dict[str, Any] | None:
     covered_traffic = count_in(traffic, c_lo, c_hi) if traffic.size else 0
     share = count_in(traffic, lo, hi) / covered_traffic if lo.size and covered_traffic else 1.0
     p = binom_greater(in_growth, covered_failures, share) if share < 1.0 else 1.0
-    return {
-        "growth": growth,
-        "failures_while_growing": in_growth,
-        "failures_covered": covered_failures,
-        "growing_traffic_share": round(share, 4),
-        "p_value": float(f"{p:.3g}"),
+    return CounterGrowth(
+        growth=tuple(CounterValue(ConntrackCounter(k), v) for k, v in growth.items()),
+        failures_while_growing=in_growth,
+        failures_covered=covered_failures,
+        growing_traffic_share=round(share, 4),
+        p_value=float(f"{p:.3g}"),
         # one interval holding everything cannot show alignment, only co-occurrence
-        "aligned": in_growth >= s.min_failures and p < s.alpha,
-        "co_occurs": sum(growth.values()) > 0 and in_growth >= s.min_failures,
-    }
+        aligned=in_growth >= s.min_failures and p < s.alpha,
+        co_occurs=sum(growth.values()) > 0 and in_growth >= s.min_failures,
+    )
 
 
 def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assessment:
@@ -153,35 +160,30 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
     suppressed = sum(e.count for e in ctx.evidence.kernel if e.kind == "suppressed")
     relevant, stale = _relevant(ctx, [e for e in drops if e.aligned])
     unaligned = [e for e in drops if not e.aligned or e.ts is None]
+    # one snapshot since boot per counter (the last reported wins)
     snapshot = {e.kind: e.count for e in ctx.evidence.kernel if e.ts is None and e.kind in COUNTERS}
     evidence: list[str] = []
-    details: dict[str, Any] = {
-        "conntrack_full_lines": len(drops),
-        "suppressed_messages": suppressed,
-        "lines_far_from_requests": len(stale),
-        "conntrack_counters": snapshot,
-    }
+    fit: KernelAlignment | None = None
     score = 0.05
     failures = ctx.failure_start_ts
     if relevant and failures.size:
         times = np.array(sorted(e.ts for e in relevant if e.ts is not None))
         fit = burst_alignment(ctx, s, times)
-        details["kernel_alignment"] = fit
         more = (
             f" (and {suppressed} more suppressed by the kernel's rate limit)" if suppressed else ""
         )
         evidence.append(
             f"{len(relevant)} 'nf_conntrack: table full, dropping packet' lines{more} in "
-            f"{fit['bursts']} burst{'s' if fit['bursts'] != 1 else ''}; "
-            f"{fit['failures_in_bursts']} of {failures.size} failures "
-            f"fall within {NEAR:g} s of them, where {fit['traffic_share_of_bursts']:.1%} of "
-            f"the traffic is (binomial p = {fit['binomial_p']:.3g}, burst placement "
-            f"p = {fit['placement_p']:.3g})"
+            f"{fit.bursts} burst{'s' if fit.bursts != 1 else ''}; "
+            f"{fit.failures_in_bursts} of {failures.size} failures "
+            f"fall within {NEAR:g} s of them, where {fit.traffic_share_of_bursts:.1%} of "
+            f"the traffic is (binomial p = {fit.binomial_p:.3g}, burst placement "
+            f"p = {fit.placement_p:.3g})"
         )
         messages = len(relevant) + suppressed
-        if fit["aligned"]:
-            score = 0.5 + 0.45 * fit["explained_fraction"]
-        elif fit["covers_traffic"] and failures.size >= s.min_failures:
+        if fit.aligned:
+            score = 0.5 + 0.45 * fit.explained_fraction
+        elif fit.covers_traffic and failures.size >= s.min_failures:
             evidence.append(
                 "the kernel dropped packets throughout the requests: with no quiet time to "
                 "compare, alignment cannot be tested and the co-occurrence is the evidence"
@@ -211,16 +213,15 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
         score = max(score, 0.35 if failures.size >= s.min_failures else 0.1)
     growth = counter_growth(ctx, s)
     if growth:
-        details["counter_growth"] = growth
-        grew = ", ".join(f"{k} +{v}" for k, v in growth["growth"].items() if v)
+        grew = ", ".join(f"{g.counter} +{g.count}" for g in growth.growth if g.count)
         evidence.append(
             f"conntrack -S over the requests: {grew or 'no growth'}; "
-            f"{growth['failures_while_growing']} of {growth['failures_covered']} failures "
-            f"while a counter grew (p = {growth['p_value']:.3g})"
+            f"{growth.failures_while_growing} of {growth.failures_covered} failures "
+            f"while a counter grew (p = {growth.p_value:.3g})"
         )
-        if growth["aligned"]:
+        if growth.aligned:
             score = max(score, 0.6)
-        elif growth["co_occurs"]:
+        elif growth.co_occurs:
             score = max(score, 0.35)
     elif any(snapshot.values()):
         evidence.append(
@@ -230,12 +231,11 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
         )
     node = _node_concentration(ctx, s)
     if node:
-        details["node_concentration"] = node
         evidence.append(
-            f"node {node['node']} has {node['failure_share']:.0%} of failures with "
-            f"{node['traffic_share']:.0%} of traffic (binomial p = {node['p_value']:.3g})"
+            f"node {node.node} has {node.failure_share:.0%} of failures with "
+            f"{node.traffic_share:.0%} of traffic (binomial p = {node.p_value:.3g})"
         )
-        score = max(score, 0.45 + 0.3 * node["failure_share"])
+        score = max(score, 0.45 + 0.3 * node.failure_share)
     collect: list[str] = []
     if not relevant and not growth and failures.size >= s.min_failures:
         collect.append(
@@ -244,6 +244,15 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
             "failures (`date -u; conntrack -S` in a loop)"
         )
     evidence.extend(manifest_notes)
+    details = InfraDetails(
+        conntrack_full_lines=len(drops),
+        suppressed_messages=suppressed,
+        lines_far_from_requests=len(stale),
+        conntrack_counters=tuple(CounterValue(ConntrackCounter(k), v) for k, v in snapshot.items()),
+        kernel_alignment=fit,
+        counter_growth=growth,
+        node_concentration=node,
+    )
     return Assessment(
         Cause.INFRA,
         round(min(score, 0.95), 3),
@@ -254,7 +263,7 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
     )
 
 
-def _node_concentration(ctx: Context, s: Settings) -> dict[str, Any] | None:
+def _node_concentration(ctx: Context, s: Settings) -> NodeConcentration | None:
     rows = ctx.frame.filter((pl.col("role") != "error_log") & pl.col("node").is_not_null())
     if rows.height == 0:
         return None
@@ -266,10 +275,10 @@ def _node_concentration(ctx: Context, s: Settings) -> dict[str, Any] | None:
     failure_share, traffic_share = top["k"] / k_total, top["n"] / n_total
     p = min(1.0, binom_greater(int(top["k"]), k_total, traffic_share) * per.height)
     if failure_share >= 0.8 and traffic_share <= 0.6 and p < s.alpha:
-        return {
-            "node": top["node"],
-            "failure_share": round(failure_share, 3),
-            "traffic_share": round(traffic_share, 3),
-            "p_value": float(f"{p:.3g}"),
-        }
+        return NodeConcentration(
+            node=str(top["node"]),
+            failure_share=round(failure_share, 3),
+            traffic_share=round(traffic_share, 3),
+            p_value=float(f"{p:.3g}"),
+        )
     return None

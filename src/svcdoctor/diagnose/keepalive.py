@@ -3,13 +3,12 @@ closes while the proxy in front still reuses them (the idle-timeout mismatch).""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.stats import binom_greater, count_in, proportion_ci
+from svcdoctor.model.diagnosis import Caller, ClosedByUpstream, IdleGaps
 
 # How long the proxy in front keeps an idle upstream connection, by the evidence format
 # (documented defaults): ingress-nginx upstream-keepalive-timeout 60 s, AWS ALB idle
@@ -43,7 +42,7 @@ def closed_before_response(frame: pl.DataFrame) -> pl.Series:
     ).to_series()
 
 
-def closed_connections(ctx: Context, s: Settings) -> dict[str, Any] | None:
+def closed_connections(ctx: Context, s: Settings) -> ClosedByUpstream | None:
     """Failures where the upstream closed the connection, away from pod deletions and
     spread over the backends: kept-alive connections that backends close by themselves."""
     rows = ctx.frame.filter(pl.col("role") != "error_log")
@@ -56,15 +55,15 @@ def closed_connections(ctx: Context, s: Settings) -> dict[str, Any] | None:
     near = count_in(ends, dels - ctx.resolution - 1.0, dels + s.test_window) if dels.size else 0
     backends = closed.get_column("backend").drop_nulls().n_unique()
     serving = rows.get_column("backend").drop_nulls().n_unique()
-    return {
-        "closed_failures": closed.height,
-        "share_of_failures": round(closed.height / failed, 3),
-        "near_deletions": near,
-        "backends": backends,
-        "backends_serving": serving,
-        "spread": serving == 0 or backends >= max(2, serving // 2),
-        "away_from_deletions": near <= 0.2 * closed.height,
-    }
+    return ClosedByUpstream(
+        closed_failures=closed.height,
+        share_of_failures=round(closed.height / failed, 3),
+        near_deletions=near,
+        backends=backends,
+        backends_serving=serving,
+        spread=serving == 0 or backends >= max(2, serving // 2),
+        away_from_deletions=near <= 0.2 * closed.height,
+    )
 
 
 def _gaps(rows: pl.DataFrame, left: pl.DataFrame, key: list[str]) -> pl.DataFrame:
@@ -87,7 +86,7 @@ def _gaps(rows: pl.DataFrame, left: pl.DataFrame, key: list[str]) -> pl.DataFram
     )
 
 
-def idle_gaps(ctx: Context, s: Settings) -> dict[str, Any] | None:
+def idle_gaps(ctx: Context, s: Settings) -> IdleGaps | None:
     """Do failures follow idle gaps? For each request, the time since the previous request
     from the same caller to the same backend ended (caller: the client, and for proxy logs
     the proxy itself, whose pool holds the connections). If the failures sit on requests
@@ -106,16 +105,16 @@ def idle_gaps(ctx: Context, s: Settings) -> dict[str, Any] | None:
         return None
     sampled = rows.height > SAMPLE
     traffic = rows.sample(SAMPLE, seed=0).sort("ts") if sampled else rows
-    keys = [["source", "backend"]] + ([["client", "backend"]] if ctx.has_client else [])
+    callers = [Caller.SOURCE] + ([Caller.CLIENT] if ctx.has_client else [])
     both = pl.concat(
         [
             failed.with_columns(pl.lit(True).alias("of_failures")),
             traffic.with_columns(pl.lit(False).alias("of_failures")),
         ]
     ).sort("ts")
-    best: dict[str, Any] | None = None
-    for key in keys:
-        gaps = _gaps(rows, both, key)
+    best: tuple[float, IdleGaps] | None = None
+    for caller in callers:
+        gaps = _gaps(rows, both, [caller.value, "backend"])
         fail_gaps = gaps.filter("of_failures").get_column("gap").to_numpy()
         all_gaps = gaps.filter(~pl.col("of_failures")).get_column("gap").to_numpy()
         k_all = fail_gaps.size
@@ -127,27 +126,26 @@ def idle_gaps(ctx: Context, s: Settings) -> dict[str, Any] | None:
             if k_g < s.min_failures or k_g < 0.5 * k_all or m_g == all_gaps.size:
                 continue
             share = proportion_ci(m_g, all_gaps.size)[1] if sampled else m_g / all_gaps.size
-            p = min(1.0, binom_greater(k_g, k_all, share) * len(GAPS) * len(keys))
+            p = min(1.0, binom_greater(k_g, k_all, share) * len(GAPS) * len(callers))
             n_g = share * rows.height
             rate_after = k_g / max(n_g, 1.0)
             rate_before = (k_all - k_g) / max(rows.height - n_g, 1.0)
-            if p < s.alpha and rate_after >= 2 * rate_before and (best is None or p < best["p"]):
-                best = {
-                    "p": p,
-                    "caller": key[0],
-                    "gap_seconds": threshold,
-                    "server_idle_seconds": round(
+            if p < s.alpha and rate_after >= 2 * rate_before and (best is None or p < best[0]):
+                found = IdleGaps(
+                    caller=caller,
+                    gap_seconds=threshold,
+                    server_idle_seconds=round(
                         float(np.quantile(fail_gaps[fail_gaps >= threshold], 0.05)), 1
                     ),
-                    "failures_after_gap": k_g,
-                    "failures": k_all,
-                    "traffic_share_after_gap": round(m_g / all_gaps.size, 5),
-                    "rate_after_gap": round(rate_after, 5),
-                    "rate_otherwise": round(rate_before, 6),
-                }
-    if best is not None:
-        best["p_value"] = float(f"{best.pop('p'):.3g}")
-    return best
+                    failures_after_gap=k_g,
+                    failures=k_all,
+                    traffic_share_after_gap=round(m_g / all_gaps.size, 5),
+                    rate_after_gap=round(rate_after, 5),
+                    rate_otherwise=round(rate_before, 6),
+                    p_value=float(f"{p:.3g}"),
+                )
+                best = (p, found)
+    return best[1] if best is not None else None
 
 
 def proxy_in_front(ctx: Context) -> tuple[str, float] | None:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any
-
 import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context
 from svcdoctor.diagnose.stats import binom_fits, proportion_ci
-from svcdoctor.model import iso_utc as iso
+from svcdoctor.model import Outcome
+from svcdoctor.model.diagnosis import (
+    EndpointMark,
+    EndpointState,
+    HostCount,
+    NearestFraction,
+    OutcomeCount,
+    Summary,
+    Timeline,
+    TimelineEvent,
+)
 
 
 def replica_count(ctx: Context) -> int | None:
@@ -42,62 +49,57 @@ def replica_count(ctx: Context) -> int | None:
     return len(alive) or None
 
 
-def nearest_fraction(k: int, n: int, replicas: int | None) -> dict[str, Any] | None:
+def nearest_fraction(k: int, n: int, replicas: int | None) -> NearestFraction | None:
     """The j/N nearest to k/n and whether k/n is consistent with it (binomial test)."""
     if not replicas or n == 0 or k == 0:
         return None
     rate = k / n
     j = min(max(round(rate * replicas), 1), replicas)
     p = binom_fits(k, n, j / replicas)
-    return {
-        "fraction": f"{j}/{replicas}",
-        "value": j / replicas,
-        "p_value": p,
-        "consistent": p >= 0.01,
-        "simplified": str(Fraction(j, replicas)),
-    }
+    return NearestFraction(j, replicas, p, p >= 0.01)
 
 
-def quantify(ctx: Context) -> dict[str, Any]:
+def _outcomes(rows: pl.DataFrame) -> tuple[OutcomeCount, ...]:
+    """Rows per outcome, in the outcomes' order."""
+    counts = rows.group_by("outcome").len().sort("outcome")
+    return tuple(OutcomeCount(Outcome(o), int(c)) for o, c in counts.iter_rows())
+
+
+def quantify(ctx: Context) -> Summary:
+    """The summary numbers of the request evidence; the inputs, warnings and the floor are
+    the caller's to add."""
     frame = ctx.frame
     visible = frame.filter(pl.col("role") == "request")
     n = visible.height
     k = int(visible.get_column("failed").sum()) if n else 0
-    by_outcome = {
-        r["outcome"]: r["len"]
-        for r in visible.group_by("outcome").len().sort("outcome").iter_rows(named=True)
-    }
     masked = frame.filter((pl.col("role") == "masked") & pl.col("failed"))
     logged = frame.filter(pl.col("role") == "error_log")
     replicas = replica_count(ctx)
     span = ctx.traffic_span
-    low, high = proportion_ci(k, n)
-    return {
-        "requests": n,
-        "errors": k,
-        "error_rate": k / n if n else None,
-        "error_rate_ci95": [low, high] if n else None,
-        "by_outcome": by_outcome,
-        "masked_by_retries": masked.height,
-        "masked_by_outcome": {
-            r["outcome"]: r["len"]
-            for r in masked.group_by("outcome").len().sort("outcome").iter_rows(named=True)
-        },
-        "error_log_failures": logged.height,
-        "error_log_hosts": _hosts(logged),
-        "start": iso(span[0]) if frame.height or ctx.evidence.events else None,
-        "end": iso(span[1]) if frame.height or ctx.evidence.events else None,
-        "duration_seconds": round(span[1] - span[0], 3),
-        "replicas": replicas,
-        "nearest_fraction": nearest_fraction(k, n, replicas),
-        "deletions": len(ctx.deletions),
-    }
+    timed = bool(frame.height or ctx.evidence.events)
+    return Summary(
+        requests=n,
+        errors=k,
+        error_rate=k / n if n else None,
+        error_rate_ci95=proportion_ci(k, n) if n else None,
+        by_outcome=_outcomes(visible),
+        masked_by_retries=masked.height,
+        masked_by_outcome=_outcomes(masked),
+        error_log_failures=logged.height,
+        error_log_hosts=_hosts(logged),
+        start=span[0] if timed else None,
+        end=span[1] if timed else None,
+        duration_seconds=round(span[1] - span[0], 3),
+        replicas=replicas,
+        nearest_fraction=nearest_fraction(k, n, replicas),
+        deletions=len(ctx.deletions),
+    )
 
 
-def _hosts(rows: pl.DataFrame) -> list[tuple[str, int]]:
+def _hosts(rows: pl.DataFrame) -> tuple[HostCount, ...]:
     """The backend hosts (IP without port) of failure rows, most failures first."""
     if rows.height == 0:
-        return []
+        return ()
     host = pl.col("backend").cast(pl.Utf8).str.replace(r":\d+$", "").str.strip_chars("[]")
     counts = (
         rows.filter(pl.col("backend").is_not_null())
@@ -106,14 +108,17 @@ def _hosts(rows: pl.DataFrame) -> list[tuple[str, int]]:
         .sort(["len", "host"], descending=[True, False])
         .head(5)
     )
-    return [(str(h), int(n)) for h, n in counts.iter_rows()]
+    return tuple(HostCount(str(h), int(n)) for h, n in counts.iter_rows())
 
 
-def timeline(ctx: Context) -> dict[str, Any]:
+def _state(removed: bool, ready: bool | None) -> EndpointState:
+    if removed:
+        return EndpointState.REMOVED
+    return EndpointState.NOT_READY if ready is False else EndpointState.READY
+
+
+def timeline(ctx: Context) -> Timeline:
     """Per-second requests and failures, and the lifecycle moments, for the plots."""
-    seconds: Any
-    requests: Any
-    failures: Any
     if ctx.attempt_ts.size:
         origin = float(np.floor(ctx.attempt_ts[0]))
         width = int(ctx.attempt_ts[-1] - origin) + 1
@@ -122,19 +127,16 @@ def timeline(ctx: Context) -> dict[str, Any]:
         failures = np.bincount((inside - origin).astype(np.int64), minlength=width)[:width]
         seconds = origin + np.arange(width)
     else:
-        seconds = requests = failures = np.zeros(0)
-    return {
-        "second": seconds.tolist(),
-        "requests": requests.tolist(),
-        "failures": failures.tolist(),
-        "events": [(e.ts, e.kind.value, e.pod or "") for e in ctx.evidence.events],
-        "endpoints": [
-            (
-                c.ts,
-                c.address,
-                "removed" if c.removed else "not-ready" if c.ready is False else "ready",
-            )
+        seconds = np.zeros(0)
+        requests = failures = np.zeros(0, dtype=np.int64)
+    return Timeline(
+        second=tuple(seconds.tolist()),
+        requests=tuple(requests.tolist()),
+        failures=tuple(failures.tolist()),
+        events=tuple(TimelineEvent(e.ts, e.kind, e.pod or "") for e in ctx.evidence.events),
+        endpoints=tuple(
+            EndpointMark(c.ts, c.address, _state(c.removed, c.ready))
             for c in ctx.evidence.endpoints
             if c.ts is not None
-        ],
-    }
+        ),
+    )

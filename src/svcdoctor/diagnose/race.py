@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from svcdoctor.checks._serving import dump, has_shell, pod_patch
-from svcdoctor.checks.race import prestop_body, racing
+from svcdoctor.checks import dump, has_shell, pod_patch, prestop_body, racing
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.stats import Floats, count_in, count_in_many, merged, placement_test
 from svcdoctor.model import (
@@ -21,6 +20,7 @@ from svcdoctor.model import (
     LifecycleEvent,
     remedy,
 )
+from svcdoctor.model.diagnosis import RaceDetails, RaceWindow, RemedyPatch, ShutdownPath, SigKill
 from svcdoctor.model.remedy import RACE_RULES
 
 BIN = 0.25  # seconds per lag bin
@@ -87,7 +87,7 @@ BOOTSTRAP_ROUNDS = 400  # resamples of the deletions for the window's interval
 BOOTSTRAP_SEED = 17
 
 
-def race_window(ctx: Context, failures: Floats, s: Settings) -> dict[str, Any] | None:
+def race_window(ctx: Context, failures: Floats, s: Settings) -> RaceWindow | None:
     """The race window: the lag after deletion by which ``QUANTILE`` (99 %) of the excess
     failures happened (the lag histogram minus the baseline failure rate measured away from
     deletions), plus the clocks' resolutions; with a 95 % percentile-bootstrap interval over
@@ -136,15 +136,15 @@ def race_window(ctx: Context, failures: Floats, s: Settings) -> dict[str, Any] |
     boot = _quantile_lag(resampled, edges)
     ci_low, ci_high = np.percentile(boot, [2.5, 97.5])
     excess_lags = np.repeat((edges[:-1] + edges[1:]) / 2, np.round(excess).astype(int))
-    return {
-        "window_seconds": round(float(window) + shift, 2),
-        "window_ci95": [round(float(ci_low) + shift, 2), round(float(ci_high) + shift, 2)],
-        "window_definition": f"lag after deletion by which {QUANTILE:.0%} of the excess "
+    return RaceWindow(
+        seconds=round(float(window) + shift, 2),
+        ci95=(round(float(ci_low) + shift, 2), round(float(ci_high) + shift, 2)),
+        definition=f"lag after deletion by which {QUANTILE:.0%} of the excess "
         "failures happened, plus clock resolution; 95 % bootstrap interval over deletions",
-        "median_lag_seconds": round(float(np.median(excess_lags)), 2) if excess_lags.size else None,
-        "excess_failures": round(total, 1),
-        "baseline_failures_per_second": round(base, 4),
-    }
+        median_lag_seconds=round(float(np.median(excess_lags)), 2) if excess_lags.size else None,
+        excess_failures=round(total, 1),
+        baseline_failures_per_second=round(base, 4),
+    )
 
 
 def _quantile_lag(excess: np.ndarray, edges: Floats) -> Floats:
@@ -166,10 +166,9 @@ def _longest(latency: float | None) -> float:
 
 def remedy_patches(
     ctx: Context, window_high: float, latency: float | None
-) -> list[tuple[str, str, remedy.ShutdownPlan, str]]:
-    """``(object, container, plan, strategic-merge patch)`` per racing container of the
-    bundle's manifests (one generic patch when it holds none), planned by the remedy model
-    from the window's upper bound."""
+) -> list[tuple[RemedyPatch, remedy.ShutdownPlan]]:
+    """The patch and its plan per racing container of the bundle's manifests (one generic
+    patch when it holds none), planned by the remedy model from the window's upper bound."""
     facts = remedy.ShutdownFacts(
         window_seconds=window_high,
         source=remedy.WindowSource.DIAGNOSED,
@@ -196,7 +195,7 @@ def remedy_patches(
             hook = None
             plan = replace(plan, rules=tuple(r for r in plan.rules if r not in RACE_RULES))
         fields = {"lifecycle": {"preStop": hook}} if hook else {}
-        out.append((str(w.ref), c.name, plan, pod_patch(w, c.name, fields, pod)))
+        out.append((_patch(str(w.ref), c.name, plan, pod_patch(w, c.name, fields, pod)), plan))
     if not out:
         plan = remedy.plan_shutdown(facts)
         body = {
@@ -209,8 +208,13 @@ def remedy_patches(
                 }
             }
         }
-        out.append(("your Deployment (container 'app': use its name)", "app", plan, dump(body)))
+        generic = "your Deployment (container 'app': use its name)"
+        out.append((_patch(generic, "app", plan, dump(body)), plan))
     return out
+
+
+def _patch(obj: str, container: str, plan: remedy.ShutdownPlan, patch: str) -> RemedyPatch:
+    return RemedyPatch(obj, container, plan.rules, plan.prestop_seconds, plan.grace_seconds, patch)
 
 
 def _covered(starts: Floats, ends: Floats) -> float:
@@ -266,7 +270,7 @@ def _latency_p999(ctx: Context) -> float | None:
     return float(np.partition(values, rank)[rank]) / 1000  # a selection, not a full sort
 
 
-def _shutdown_path(ctx: Context) -> dict[str, Any]:
+def _shutdown_path(ctx: Context) -> ShutdownPath:
     """SIGKILLs (exit 137) of deleted pods, failed preStop hooks, deletion → exit times."""
     killed = []
     for pod in ctx.evidence.pods:
@@ -274,37 +278,37 @@ def _shutdown_path(ctx: Context) -> dict[str, Any]:
             if ex.exit_code == 137 and ex.reason != "OOMKilled" and pod.name in ctx.deletions:
                 took = (ex.finished_at - ctx.deletions[pod.name]) if ex.finished_at else None
                 killed.append(
-                    {
-                        "pod": pod.name,
-                        "container": ex.container,
-                        "seconds_after_deletion": round(took, 1) if took else None,
-                        "grace_seconds": pod.grace_seconds,
-                        "at": ex.finished_at,
-                    }
+                    SigKill(
+                        pod=pod.name,
+                        container=ex.container,
+                        seconds_after_deletion=round(took, 1) if took else None,
+                        grace_seconds=pod.grace_seconds,
+                        at=ex.finished_at,
+                    )
                 )
     if not killed:  # events only: exits recorded as lifecycle events
         for e in ctx.evidence.events:
             if e.kind is EventKind.EXIT and e.exit_code == 137 and e.pod in ctx.deletions:
                 killed.append(
-                    {
-                        "pod": e.pod,
-                        "container": e.message,
-                        "at": e.ts,
-                        "seconds_after_deletion": round(e.ts - ctx.deletions[e.pod], 1),
-                        "grace_seconds": None,
-                    }
+                    SigKill(
+                        pod=e.pod,
+                        container=e.message,
+                        seconds_after_deletion=round(e.ts - ctx.deletions[e.pod], 1),
+                        grace_seconds=None,
+                        at=e.ts,
+                    )
                 )
-    exits = np.array(sorted(k["at"] for k in killed if k["at"] is not None))
+    exits = np.array(sorted(k.at for k in killed if k.at is not None))
     at_kill = count_in(ctx.failure_ts, *_around(exits, ctx.resolution)) if exits.size else 0
     early, late = _hook_failures(ctx)
-    return {
-        "sigkilled": killed,
-        "failures_at_sigkill": at_kill,
-        "kill_moments": exits,
-        "failed_prestop_hooks": len(early),
-        "failed_prestop_pods": sorted({e.pod for e in early if e.pod}),
-        "prestop_past_grace_pods": sorted({e.pod for e in late if e.pod}),
-    }
+    return ShutdownPath(
+        sigkilled=tuple(killed),
+        failures_at_sigkill=at_kill,
+        kill_moments=tuple(exits.tolist()),
+        failed_prestop_hooks=len(early),
+        failed_prestop_pods=tuple(sorted({e.pod for e in early if e.pod})),
+        prestop_past_grace_pods=tuple(sorted({e.pod for e in late if e.pod})),
+    )
 
 
 def _hook_failures(ctx: Context) -> tuple[list[LifecycleEvent], list[LifecycleEvent]]:
@@ -342,9 +346,8 @@ def assess_race(
             ),
         )
     shutdown = _shutdown_path(ctx)
-    failures = _outside(
-        ctx.new_conn_failures_without(explained_backends), shutdown["kill_moments"], ctx.resolution
-    )
+    kills = np.array(shutdown.kill_moments)
+    failures = _outside(ctx.new_conn_failures_without(explained_backends), kills, ctx.resolution)
     dels = ctx.deletion_ts
     observed = excess_in_windows(ctx, failures, dels, s.test_window)
     p = placement_test(lambda a: scan_statistic(ctx, failures, a), dels, ctx.traffic_span, s.rounds)
@@ -353,18 +356,19 @@ def assess_race(
     # weighs the race by its share of all failures, so reuse ranks first when it is most
     on_reused = ctx.frame.filter(pl.col("failed") & pl.col("reused").fill_null(False)).height
     share = observed / (failures.size + on_reused) if failures.size + on_reused else 0.0
-    starts = _failure_starts(ctx, explained_backends, shutdown["kill_moments"])
+    starts = _failure_starts(ctx, explained_backends, kills)
     window = race_window(ctx, starts, s) if p < 0.05 else None
     evidence: list[str] = []
     fixes: list[str] = []
-    details: dict[str, Any] = {
-        "deletions": len(ctx.deletions),
-        "p_value": round(p, 4),
-        "excess_failures": round(observed, 1),
-        "explained_fraction": round(max(explained, 0.0), 3),
-        "clock_resolution_seconds": ctx.resolution,
-        **{k: v for k, v in shutdown.items() if k != "kill_moments"},
-    }
+    details = RaceDetails(
+        deletions=len(ctx.deletions),
+        p_value=round(p, 4),
+        excess_failures=round(observed, 1),
+        explained_fraction=round(max(explained, 0.0), 3),
+        clock_resolution_seconds=ctx.resolution,
+        shutdown=shutdown,
+        window=window,
+    )
     if p < s.permutation_alpha and observed >= s.min_failures:
         score = 0.55 + 0.4 * min(1.0, max(share, 0.0))
     elif p < 0.05 and observed >= s.min_failures:
@@ -378,78 +382,68 @@ def assess_race(
         f"({max(explained, 0.0):.0%} of those failures; permutation p = {p:.3g})"
     )
     if window:
-        details.update(window)
         evidence.append(
-            f"99 % of the excess failures happen within {window['window_seconds']:g} s after "
-            f"deletion (95 % interval {window['window_ci95'][0]:g}-{window['window_ci95'][1]:g}"
-            f" s; median lag {window['median_lag_seconds']} s): the observed race window"
+            f"99 % of the excess failures happen within {window.seconds:g} s after "
+            f"deletion (95 % interval {window.ci95[0]:g}-{window.ci95[1]:g}"
+            f" s; median lag {window.median_lag_seconds} s): the observed race window"
         )
         latency = _latency_p999(ctx)
-        details["latency_p999_seconds"] = round(latency, 3) if latency is not None else None
-        plans = remedy_patches(ctx, window["window_ci95"][1], latency)
-        prestop = max(p.prestop_seconds for _, _, p, _ in plans)
-        grace = max(p.grace_seconds for _, _, p, _ in plans)
-        details["recommended_prestop_seconds"] = prestop
-        details["recommended_grace_seconds"] = grace
-        details["remedy"] = [
-            {
-                "object": obj,
-                "container": name,
-                "rules": list(p.rules),
-                "prestop_seconds": p.prestop_seconds,
-                "grace_seconds": p.grace_seconds,
-                "patch": patch,
-            }
-            for obj, name, p, patch in plans
-        ]
-        for obj, _, plan, patch in plans:
+        plans = remedy_patches(ctx, window.ci95[1], latency)
+        details = replace(
+            details,
+            latency_p999_seconds=round(latency, 3) if latency is not None else None,
+            recommended_prestop_seconds=max(x.prestop_seconds for x, _ in plans),
+            recommended_grace_seconds=max(x.grace_seconds for x, _ in plans),
+            remedy=tuple(x for x, _ in plans),
+        )
+        for patch, plan in plans:
             fixes.append(
                 f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s (the "
-                f"window's 95 % upper bound {window['window_ci95'][1]:g} s + margin) and "
+                f"window's 95 % upper bound {window.ci95[1]:g} s + margin) and "
                 f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop + longest request "
                 f"{_longest(latency):g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s, never below "
-                f"what the object has or the default 30 s), for {obj}:\n"
-                + "\n".join(f"  {line}" for line in patch.splitlines())
+                f"what the object has or the default 30 s), for {patch.object}:\n"
+                + "\n".join(f"  {line}" for line in patch.patch.splitlines())
             )
         fixes.append(
             "on SIGTERM stop accepting new connections, finish in-flight requests, "
             "then exit (graceful shutdown)"
         )
-    if shutdown["sigkilled"]:
-        graces = sorted({k["grace_seconds"] for k in shutdown["sigkilled"] if k["grace_seconds"]})
+    if shutdown.sigkilled:
+        graces = sorted({k.grace_seconds for k in shutdown.sigkilled if k.grace_seconds})
         took = [
-            k["seconds_after_deletion"]
-            for k in shutdown["sigkilled"]
-            if k["seconds_after_deletion"] is not None
+            k.seconds_after_deletion
+            for k in shutdown.sigkilled
+            if k.seconds_after_deletion is not None
         ]
         evidence.append(
-            f"{len(shutdown['sigkilled'])} containers of deleted pods exited 137 (SIGKILL) "
+            f"{len(shutdown.sigkilled)} containers of deleted pods exited 137 (SIGKILL) "
             + (f"{_span_text(took)} s after deletion " if took else "")
             + (f"= the grace period ({', '.join(map(str, graces))} s) " if graces else "")
-            + f"with {shutdown['failures_at_sigkill']} failures at those moments"
+            + f"with {shutdown.failures_at_sigkill} failures at those moments"
         )
         longest = _longest(_latency_p999(ctx))
         need = max(
-            details.get("recommended_grace_seconds") or 0,
+            details.recommended_grace_seconds or 0,
             remedy.needed_grace(
                 max(graces, default=DEFAULT_GRACE_SECONDS),
                 longest,
                 remedy.DEFAULT_MARGIN_SECONDS,
             ),
         )
-        details["recommended_grace_seconds"] = need
+        details = replace(details, recommended_grace_seconds=need)
         fixes.insert(
             0,
             "SVD102: the grace period is too short: the kubelet SIGKILLs the container "
             "mid-request; raise terminationGracePeriodSeconds to at least "
             f"{need} (preStop + the longest request + margin)",
         )
-        if shutdown["failures_at_sigkill"] >= s.min_failures:
+        if shutdown.failures_at_sigkill >= s.min_failures:
             score = max(score, 0.7)
         else:
             score = max(score, 0.35)
-    if shutdown["prestop_past_grace_pods"]:
-        pods = shutdown["prestop_past_grace_pods"]
+    if shutdown.prestop_past_grace_pods:
+        pods = shutdown.prestop_past_grace_pods
         evidence.append(
             f"{len(pods)} preStop hooks ran past the grace period ({', '.join(pods[:3])}): "
             "the kubelet cut them and sent SIGTERM with 2 s left"
@@ -458,10 +452,10 @@ def assess_race(
             "SVD102: make terminationGracePeriodSeconds longer than the preStop sleep plus the "
             "longest request"
         )
-    if shutdown["failed_prestop_hooks"]:
+    if shutdown.failed_prestop_hooks:
         evidence.append(
-            f"{shutdown['failed_prestop_hooks']} FailedPreStopHook events "
-            f"({', '.join(shutdown['failed_prestop_pods'][:3])}): those pods got no "
+            f"{shutdown.failed_prestop_hooks} FailedPreStopHook events "
+            f"({', '.join(shutdown.failed_prestop_pods[:3])}): those pods got no "
             "preStop delay at all"
         )
         fixes.append(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from svcdoctor.checks import Settings as LintSettings
 from svcdoctor.checks import run_checks
@@ -15,6 +14,7 @@ from svcdoctor.diagnose.quantify import quantify, timeline
 from svcdoctor.diagnose.race import assess_race
 from svcdoctor.diagnose.reuse import assess_reuse
 from svcdoctor.model import Cause, Diagnosis, EventKind, Evidence, Verdict, iso_utc
+from svcdoctor.model.diagnosis import BackendDetails, RaceDetails, Summary, UpstreamRow
 
 
 def _manifest_notes(evidence: Evidence) -> dict[Cause, list[str]]:
@@ -45,27 +45,27 @@ def diagnose(
         return _diagnose_one(evidence, s, names[0] if names else None)
     each = [_diagnose_one(upstreams.restrict(evidence, (name,)), s, name) for name in names]
     ranked = sorted(each, key=lambda d: (-(d.primary.score if d.primary else 0.0), -_failed(d)))
-    table = [
-        {
-            "upstream": d.service,
-            "requests": d.summary["requests"],
-            "errors": d.summary["errors"],
-            "error_rate": d.summary["error_rate"],
-            "cause": d.primary.cause.value if d.primary else None,
-            "score": d.primary.score if d.primary else None,
-        }
+    table = tuple(
+        UpstreamRow(
+            upstream=d.service,
+            requests=d.summary.requests,
+            errors=d.summary.errors,
+            error_rate=d.summary.error_rate,
+            cause=d.primary.cause if d.primary else None,
+            score=d.primary.score if d.primary else None,
+        )
         for d in ranked
-    ]
+    )
     top = ranked[0]
     return replace(
         top,
-        summary={**top.summary, "upstreams": table},
+        summary=replace(top.summary, upstreams=table),
         others=tuple(d for d in ranked[1:] if d.primary is not None),
     )
 
 
 def _failed(d: Diagnosis) -> int:
-    return int(d.summary["errors"]) + int(d.summary["masked_by_retries"])
+    return d.summary.errors + d.summary.masked_by_retries
 
 
 def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagnosis:
@@ -73,19 +73,20 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     summary = quantify(ctx)
     notes = _manifest_notes(evidence)
     backend = assess_backend(ctx, s)
-    suspects = [x["backend"] for x in backend.details.get("suspects", [])]
-    race = assess_race(ctx, s, notes[Cause.RACE], suspects)
+    found = backend.details.suspects if isinstance(backend.details, BackendDetails) else ()
+    race = assess_race(ctx, s, notes[Cause.RACE], [x.backend for x in found])
     if notes[Cause.BACKEND]:
         backend = replace(backend, evidence=(*backend.evidence, *notes[Cause.BACKEND]))
-    explained = race.details.get("explained_fraction", 0.0) if race.score >= 0.3 else 0.0
+    measured = race.details if isinstance(race.details, RaceDetails) else None
+    explained = measured.explained_fraction if measured and race.score >= 0.3 else 0.0
     reuse = assess_reuse(ctx, s, notes[Cause.REUSE], explained)
     infra = assess_infra(ctx, s, notes[Cause.INFRA])
     causes = sorted((race, backend, reuse, infra), key=lambda a: -a.score)
-    failed = summary["errors"] + summary["masked_by_retries"]
+    failed = summary.errors + summary.masked_by_retries
     if ctx.failure_ts.size == 0 and ctx.attempt_ts.size:
         # requests and not one failure: whatever else the evidence shows, nothing failed
         causes = [replace(a, score=min(a.score, 0.05)) for a in causes]
-    elif summary["requests"] and failed / summary["requests"] < s.floor_rate:
+    elif summary.requests and failed / summary.requests < s.floor_rate:
         # the background rate of a healthy Service: only strong structure is a cause
         causes = [
             a if a.verdict is Verdict.LIKELY else replace(a, score=min(a.score, 0.25))
@@ -102,20 +103,13 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
         )
     for a in causes:
         steps.extend(x for x in a.collect if x not in steps)
-    summary["sources"] = [
-        {
-            "path": src.path,
-            "format": src.format,
-            "rows": src.rows,
-            "start": iso_utc(src.start),
-            "end": iso_utc(src.end),
-            **({"note": src.note} if src.note else {}),
-        }
-        for src in evidence.sources
-    ]
-    summary["skipped_inputs"] = list(evidence.problems)
-    summary["warnings"] = [*evidence.warnings, *_misaligned(evidence, s)]
-    summary["floor_rate"] = s.floor_rate
+    summary = replace(
+        summary,
+        sources=evidence.sources,
+        skipped_inputs=tuple(evidence.problems),
+        warnings=(*evidence.warnings, *_misaligned(evidence, s)),
+        floor_rate=s.floor_rate,
+    )
     return Diagnosis(summary, tuple(causes), tuple(steps), timeline(ctx), service)
 
 
@@ -139,12 +133,12 @@ def _misaligned(evidence: Evidence, s: Settings) -> list[str]:
     ]
 
 
-def _no_cause(summary: dict[str, Any], s: Settings) -> str:
+def _no_cause(summary: Summary, s: Settings) -> str:
     """The "no cause" line: the background failures with their rate and interval."""
-    n, k = summary["requests"], summary["errors"]
-    logged = summary["error_log_failures"]
+    n, k = summary.requests, summary.errors
+    logged = summary.error_log_failures
     if not n and logged:
-        hosts = ", ".join(f"{h} ({c})" for h, c in summary["error_log_hosts"])
+        hosts = ", ".join(f"{h.host} ({h.failures})" for h in summary.error_log_hosts)
         return (
             f"no cause can be tested: {logged} failures in the proxy's error log"
             + (f" (backends: {hosts})" if hosts else "")
@@ -152,7 +146,7 @@ def _no_cause(summary: dict[str, Any], s: Settings) -> str:
         )
     if not n:
         return "no cause: no request evidence to diagnose"
-    low, high = summary["error_rate_ci95"]
+    low, high = summary.error_rate_ci95 or (0.0, 1.0)
     background = "below" if k / n < s.floor_rate else "above"
     return (
         f"no cause: {k} background failures in {n} requests (rate {k / n:.3%}, 95 % CI "

@@ -3,18 +3,24 @@ the clients that held connections, at the moment a pod exits."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.keepalive import closed_connections, idle_gaps, mismatch_fix
 from svcdoctor.diagnose.stats import binom_greater, chi2_homogeneity, count_in
-from svcdoctor.model import Assessment, Cause, EventKind
+from svcdoctor.model import Assessment, Cause, EventKind, LifecycleEvent
+from svcdoctor.model.diagnosis import (
+    ClientConcentration,
+    ClientFailures,
+    ExitFailures,
+    ReusedConnections,
+    ReuseDetails,
+    SkewedBackend,
+)
 
 
-def client_concentration(ctx: Context) -> dict[str, Any] | None:
+def client_concentration(ctx: Context) -> ClientConcentration | None:
     """How few clients carry most failures, against their share of traffic (chi-square)."""
     if not ctx.has_client:
         return None
@@ -28,26 +34,29 @@ def client_concentration(ctx: Context) -> dict[str, Any] | None:
     n = per.get_column("n").to_numpy()
     top = int(np.searchsorted(np.cumsum(k) / total_k, 0.8) + 1)
     p = chi2_homogeneity(k.astype(float), n.astype(float))
-    return {
-        "clients": per.height,
-        "clients_with_80pct_of_failures": top,
-        "their_traffic_share": round(float(n[:top].sum() / n.sum()), 3),
-        "p_value": float(f"{p:.3g}"),
-        "worst_clients": per.head(5).select("client", "n", "k").rows(),
-    }
+    return ClientConcentration(
+        clients=per.height,
+        clients_with_80pct_of_failures=top,
+        their_traffic_share=round(float(n[:top].sum() / n.sum()), 3),
+        p_value=float(f"{p:.3g}"),
+        worst_clients=tuple(
+            ClientFailures(str(c), int(rn), int(rk))
+            for c, rn, rk in per.head(5).select("client", "n", "k").iter_rows()
+        ),
+    )
 
 
-def new_backend_share(ctx: Context) -> list[dict[str, Any]]:
+def new_backend_share(ctx: Context) -> tuple[SkewedBackend, ...]:
     """Backends created during the evidence that got far less than a fair share."""
     if not ctx.has_backend:
-        return []
+        return ()
     created = {
         e.pod: e.ts
         for e in ctx.evidence.events
         if e.kind is EventKind.CREATE and e.pod and e.ts > ctx.start + 1
     }
     if not created:
-        return []
+        return ()
     rows = ctx.frame.filter((pl.col("role") == "request") & pl.col("backend").is_not_null())
     skewed = []
     for backend in rows.get_column("backend").unique().to_list():
@@ -60,11 +69,11 @@ def new_backend_share(ctx: Context) -> list[dict[str, Any]]:
         share = after.filter(pl.col("backend") == backend).height / after.height
         fair = 1 / max(after.get_column("backend").n_unique(), 1)
         if share < 0.3 * fair:
-            skewed.append({"pod": pod.name, "share": round(share, 4), "fair_share": round(fair, 4)})
-    return skewed
+            skewed.append(SkewedBackend(pod.name, round(share, 4), round(fair, 4)))
+    return tuple(skewed)
 
 
-def reused_excess(ctx: Context, failures: pl.DataFrame, reused: int) -> dict[str, Any] | None:
+def reused_excess(ctx: Context, failures: pl.DataFrame, reused: int) -> ReusedConnections | None:
     """Do failures sit on reused connections more than requests do? With one long-lived
     connection per client nearly every request is on a reused one, and so is any failure:
     the share alone says nothing, the exact test against the traffic's share does."""
@@ -74,13 +83,13 @@ def reused_excess(ctx: Context, failures: pl.DataFrame, reused: int) -> dict[str
     if known.height == 0:
         return None
     share = int(known.get_column("reused").sum()) / known.height
-    return {
-        "traffic_share": round(share, 4),
-        "p_value": float(f"{binom_greater(reused, failures.height, share):.3g}"),
-    }
+    return ReusedConnections(
+        traffic_share=round(share, 4),
+        p_value=float(f"{binom_greater(reused, failures.height, share):.3g}"),
+    )
 
 
-def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> dict[str, Any] | None:
+def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> ExitFailures | None:
     """Failures on reused connections right when their own backend's container exited,
     against the traffic's share of such moments (requests to a pod within 2 s of its
     exit). Without backends, any exit counts and time stands in for the pairing."""
@@ -113,19 +122,20 @@ def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> dict[str, Any] | No
             if traffic.size
             else min(1.0, float((hi - lo).sum()) / max(ctx.end - ctx.start, 1e-9))
         )
-    return {
-        "failures": hits,
-        "own_backend": bool(exit_of),
-        "traffic_share": round(share, 4),
-        "p_value": float(f"{binom_greater(hits, reused.height, max(share, 1e-9)):.3g}"),
-    }
+    return ExitFailures(
+        failures=hits,
+        own_backend=bool(exit_of),
+        traffic_share=round(share, 4),
+        p_value=float(f"{binom_greater(hits, reused.height, max(share, 1e-9)):.3g}"),
+    )
 
 
-def _exit_by_backend(ctx: Context, exits: list[Any]) -> dict[str, float]:
+def _exit_by_backend(ctx: Context, exits: list[LifecycleEvent]) -> dict[str, float]:
     """The first container exit of the pod behind each backend seen in the requests."""
     first: dict[str, float] = {}
     for e in exits:
-        first[e.pod] = min(first.get(e.pod, e.ts), e.ts)
+        if e.pod:
+            first[e.pod] = min(first.get(e.pod, e.ts), e.ts)
     backends = ctx.frame.get_column("backend").drop_nulls().unique().to_list()
     out = {}
     for backend in backends:
@@ -159,51 +169,49 @@ def assess_reuse(
     at_exit = failures_at_exits(ctx, reused)
     evidence: list[str] = []
     score = 0.05
-    if on_reused is not None and on_reused["traffic_share"] == 0:
+    if on_reused is not None and on_reused.traffic_share == 0:
         evidence.append("every request opened a new connection: nothing was reused")
     elif on_reused is not None and failures.height >= s.min_failures:
         evidence.append(
             f"{reused_share:.0%} of {failures.height} failures happened on reused "
-            f"(keep-alive) connections, which carry {on_reused['traffic_share']:.0%} of the "
-            f"requests (binomial p = {on_reused['p_value']:.3g})"
+            f"(keep-alive) connections, which carry {on_reused.traffic_share:.0%} of the "
+            f"requests (binomial p = {on_reused.p_value:.3g})"
         )
-        significant = on_reused["p_value"] < s.alpha and reused.height >= s.min_failures
+        significant = on_reused.p_value < s.alpha and reused.height >= s.min_failures
         if significant and reused_share >= 0.5:
             score = 0.45 + 0.3 * reused_share
-    if at_exit is not None and at_exit["failures"] >= s.min_failures:
+    if at_exit is not None and at_exit.failures >= s.min_failures:
         evidence.append(
-            f"{at_exit['failures']} failures on reused connections within 2 s of "
-            + ("their own backend's" if at_exit["own_backend"] else "a")
-            + f" container exit, where {at_exit['traffic_share']:.1%} of the traffic is (binomial "
-            f"p = {at_exit['p_value']:.3g}): connections held to a terminating pod broke when "
+            f"{at_exit.failures} failures on reused connections within 2 s of "
+            + ("their own backend's" if at_exit.own_backend else "a")
+            + f" container exit, where {at_exit.traffic_share:.1%} of the traffic is (binomial "
+            f"p = {at_exit.p_value:.3g}): connections held to a terminating pod broke when "
             "it exited"
         )
-        share = at_exit["failures"] / max(failures.height, 1)
-        if at_exit["p_value"] < s.alpha and share >= 0.2:  # a cause of many failures
+        share = at_exit.failures / max(failures.height, 1)
+        if at_exit.p_value < s.alpha and share >= 0.2:  # a cause of many failures
             score = max(score, 0.6 + 0.3 * share)
-    if conc and conc["p_value"] < s.alpha:
+    if conc and conc.p_value < s.alpha:
         evidence.append(
-            f"{conc['clients_with_80pct_of_failures']} of {conc['clients']} clients hold 80 % of "
-            f"failures with {conc['their_traffic_share']:.0%} of traffic "
-            f"(chi-square p = {conc['p_value']:.3g})"
+            f"{conc.clients_with_80pct_of_failures} of {conc.clients} clients hold 80 % of "
+            f"failures with {conc.their_traffic_share:.0%} of traffic "
+            f"(chi-square p = {conc.p_value:.3g})"
         )
-        if conc["their_traffic_share"] < 0.6:
+        if conc.their_traffic_share < 0.6:
             score = max(score, 0.35) + (0.15 if score >= 0.45 else 0.0)
     if skew:
-        names = ", ".join(
-            f"{x['pod']} ({x['share']:.1%} vs fair {x['fair_share']:.0%})" for x in skew[:3]
-        )
+        names = ", ".join(f"{x.pod} ({x.share:.1%} vs fair {x.fair_share:.0%})" for x in skew[:3])
         evidence.append(f"new pods get little traffic from existing clients: {names}")
         if failures.height >= s.min_failures:  # skew alone is no cause of failures
             score = max(score, 0.35)
-    if closed and closed["share_of_failures"] >= 0.5:
+    if closed and closed.share_of_failures >= 0.5:
         evidence.append(
-            f"{closed['closed_failures']} failures ({closed['share_of_failures']:.0%}) are the "
-            f"upstream closing the connection before a response, on {closed['backends']} of "
-            f"{closed['backends_serving']} backends, {closed['near_deletions']} of them near a "
+            f"{closed.closed_failures} failures ({closed.share_of_failures:.0%}) are the "
+            f"upstream closing the connection before a response, on {closed.backends} of "
+            f"{closed.backends_serving} backends, {closed.near_deletions} of them near a "
             "pod deletion"
         )
-        if closed["spread"] and closed["away_from_deletions"]:
+        if closed.spread and closed.away_from_deletions:
             evidence.append(
                 "spread over the backends and not tied to deletions: kept-alive connections "
                 "that the backends close by themselves"
@@ -211,20 +219,20 @@ def assess_reuse(
             score = max(score, 0.4)
     if gaps:
         evidence.append(
-            f"{gaps['failures_after_gap']} of {gaps['failures']} failures follow an idle gap of "
-            f"{gaps['gap_seconds']:g} s or more on the same {gaps['caller']}→backend pair "
-            f"({gaps['rate_after_gap']:.2%} of such requests fail, {gaps['rate_otherwise']:.3%} "
-            f"of the others; binomial p = {gaps['p_value']:.3g}): the backend closed "
-            f"connections idle for about {gaps['server_idle_seconds']:g} s while they were "
+            f"{gaps.failures_after_gap} of {gaps.failures} failures follow an idle gap of "
+            f"{gaps.gap_seconds:g} s or more on the same {gaps.caller}→backend pair "
+            f"({gaps.rate_after_gap:.2%} of such requests fail, {gaps.rate_otherwise:.3%} "
+            f"of the others; binomial p = {gaps.p_value:.3g}): the backend closed "
+            f"connections idle for about {gaps.server_idle_seconds:g} s while they were "
             "still reused"
         )
-        score = max(score, 0.6 + 0.3 * gaps["failures_after_gap"] / gaps["failures"])
+        score = max(score, 0.6 + 0.3 * gaps.failures_after_gap / gaps.failures)
     if not evidence:
         evidence.append("no sign of connection reuse in the failures")
     evidence.extend(manifest_notes)
     fixes = []
     if gaps or (closed and score >= 0.3 and not ctx.has_conn):
-        fixes.append(mismatch_fix(ctx, gaps["server_idle_seconds"] if gaps else None))
+        fixes.append(mismatch_fix(ctx, gaps.server_idle_seconds if gaps else None))
     if score >= 0.3:
         fixes += [
             "bound connection lifetime: client max connection age / idle timeout, or the "
@@ -234,15 +242,15 @@ def assess_reuse(
             "for gRPC: a headless Service with client-side round_robin, or a mesh that "
             "balances per request",
         ]
-    details = {
-        "reused_failure_share": round(reused_share, 3),
-        "client_concentration": conc,
-        "reused_connections": on_reused,
-        "failures_at_exit_on_reused": at_exit,
-        "skewed_new_backends": skew,
-        "closed_by_upstream": closed,
-        "idle_gaps": gaps,
-    }
+    details = ReuseDetails(
+        reused_failure_share=round(reused_share, 3),
+        client_concentration=conc,
+        reused_connections=on_reused,
+        failures_at_exit_on_reused=at_exit,
+        skewed_new_backends=skew,
+        closed_by_upstream=closed,
+        idle_gaps=gaps,
+    )
     return Assessment(
         Cause.REUSE,
         round(min(score, 0.95), 3),

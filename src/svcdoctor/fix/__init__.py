@@ -3,7 +3,14 @@ manifests, as a diff, in place (``ruamel.yaml`` round-trip, byte-identical outsi
 changed nodes) or as kustomize patches."""
 
 from svcdoctor.fix.patch import SAFE_RULES, Step, apply, combine, decide, effective, parse_fix
-from svcdoctor.fix.patchdir import KUSTOMIZATION, patch_body, write_patch_dir
+from svcdoctor.fix.patchdir import (
+    KUSTOMIZATION,
+    PatchDirError,
+    kustomize_resources,
+    patch_body,
+    write_patch_dir,
+    written_here,
+)
 from svcdoctor.fix.plan import Measured, ObjectFix, Plan, make_plan, read_diagnosis
 from svcdoctor.fix.rewrite import CannotRewrite, Target, rewrite, rewrite_each
 
@@ -13,6 +20,7 @@ __all__ = [
     "CannotRewrite",
     "Measured",
     "ObjectFix",
+    "PatchDirError",
     "Plan",
     "Step",
     "Target",
@@ -20,6 +28,7 @@ __all__ = [
     "combine",
     "decide",
     "effective",
+    "kustomize_resources",
     "make_plan",
     "parse_fix",
     "patch_body",
@@ -27,4 +36,5 @@ __all__ = [
     "rewrite",
     "rewrite_each",
     "write_patch_dir",
+    "written_here",
 ]

@@ -14,9 +14,11 @@ import yaml
 from svcdoctor.model import Finding
 
 # Rules whose patch-shaped fixes change only the shutdown path (preStop, grace period, the
-# shell's exec, the rollout strategy): applied. Every other fix is printed as a manual step
-# (probe endpoints the app may not serve, Service semantics, replica counts).
-SAFE_RULES = frozenset({"SVD101", "SVD102", "SVD103", "SVD104", "SVD105", "SVD106"})
+# shell's exec, the rollout strategy) or split liveness from readiness (SVD202: liveness
+# becomes a TCP check of the port readiness already probes): applied. Every other fix is
+# printed as a manual step (probe endpoints the app may not serve, Service semantics,
+# replica counts).
+SAFE_RULES = frozenset({"SVD101", "SVD102", "SVD103", "SVD104", "SVD105", "SVD106", "SVD202"})
 
 # Lists merged item by item on a key, as the API's strategic merge does; other lists are
 # replaced whole.
@@ -41,6 +43,7 @@ _TEMPLATE_PATH = ("spec", "template", "spec")
 _POD_FIELDS = (
     ("terminationGracePeriodSeconds",),
     ("containers", "[]", "lifecycle", "preStop"),
+    ("containers", "[]", "livenessProbe"),
     ("containers", "[]", "command"),
     ("containers", "[]", "args"),
 )
@@ -335,7 +338,24 @@ def apply(body: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def replaced_handler(node: Mapping[str, Any], patch: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(old, new)`` when ``patch`` swaps the hook's or probe's handler ``old`` of ``node``
+    for ``new``: the new one takes the old one's place, so the rest of the probe stays put."""
+    gone = [k for k, v in patch.items() if k in HANDLERS and v is None and k in node]
+    added = [k for k, v in patch.items() if k in HANDLERS and v is not None and k not in node]
+    return (gone[0], added[0]) if len(gone) == 1 and len(added) == 1 else None
+
+
 def _apply_plain(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    swap = replaced_handler(target, patch)
+    if swap is not None:
+        old, new = swap
+        items = [
+            (new, copy.deepcopy(patch[new])) if k == old else (k, v) for k, v in target.items()
+        ]
+        target.clear()
+        target.update(items)
+        patch = {k: v for k, v in patch.items() if k not in swap}
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
@@ -374,4 +394,5 @@ __all__ = [
     "leaves",
     "parse_fix",
     "pod_path",
+    "replaced_handler",
 ]

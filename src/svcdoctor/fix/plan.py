@@ -60,7 +60,7 @@ def make_plan(result: LintResult, loaded: LoadResult, rules: Iterable[str] | Non
             plan.refused.setdefault(
                 f.location.file,
                 f"Helm template (SVD002, line {f.location.line}): fix the chart's templates "
-                "by hand, or run fix --patch-dir on `helm template` output",
+                "by hand, or the rendered chart: helm template … | svcdoctor fix --write -",
             )
     index: dict[tuple[str, str, str], list[RawObject]] = defaultdict(list)
     for obj in loaded.objects:
@@ -68,7 +68,8 @@ def make_plan(result: LintResult, loaded: LoadResult, rules: Iterable[str] | Non
         name = meta.get("name") if isinstance(meta, Mapping) else None
         if isinstance(name, str):
             index[(obj.location.file, obj.kind, name)].append(obj)
-    grouped: dict[tuple[str, int], list[tuple[Step, RawObject]]] = defaultdict(list)
+    # by object (not by file and line: a one-line JSON file holds every object on line 1)
+    grouped: dict[int, list[tuple[Step, RawObject]]] = defaultdict(list)
     for f in result.findings:
         if f.cause is None or (wanted is not None and f.rule not in wanted):
             continue
@@ -81,7 +82,7 @@ def make_plan(result: LintResult, loaded: LoadResult, rules: Iterable[str] | Non
         if f.location.file in plan.refused:
             plan.manual.append(Step(f, None, plan.refused[f.location.file]))
             continue
-        grouped[(raw.location.file, raw.location.line)].append((step, raw))
+        grouped[id(raw)].append((step, raw))
     for steps in grouped.values():
         raw = steps[0][1]
         combined = combine([s.patch for s, _ in steps if s.patch is not None])

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.fix.patch import MERGE_KEYS
+from svcdoctor.fix.patch import MERGE_KEYS, replaced_handler
 
 
 class CannotRewrite(SvcdoctorError):
@@ -59,7 +59,7 @@ def rewrite_each(
 
     Only the documents holding a target are read and emitted again (``---`` lines split
     the file: inside a document such a line can only be part of an indented scalar)."""
-    text, restore = _text(data)
+    text, restore = decode(data)
     lines = text.splitlines(keepends=True)
     chunks = _chunks(lines)
     todo: dict[tuple[int, int], list[tuple[Target, Mapping[str, Any]]]] = {}
@@ -116,7 +116,10 @@ def _chunks(lines: list[str]) -> list[tuple[int, int]]:
     return list(zip(starts, ends, strict=True))
 
 
-def _text(data: bytes) -> tuple[str, Callable[[str], bytes]]:
+def decode(data: bytes) -> tuple[str, Callable[[str], bytes]]:
+    """The file as text with LF line endings and a final newline, and the function that
+    turns such text back into bytes as the file has them (BOM, CRLF, no final newline);
+    :class:`CannotRewrite` for an encoding or line endings that cannot round-trip."""
     bom = data.startswith(codecs.BOM_UTF8)
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise CannotRewrite("UTF-16 file: rewrite it as UTF-8 first, or use --patch-dir")
@@ -221,6 +224,12 @@ def _apply(node: Any, patch: Mapping[str, Any], target: Target) -> None:
     from ruamel.yaml.comments import CommentedMap
 
     _no_alias(node, target)
+    swap = replaced_handler(node, patch)
+    if swap is not None:
+        old, new = swap
+        node.insert(list(node).index(old), new, _node(patch[new]))
+        del node[old]
+        patch = {k: v for k, v in patch.items() if k not in swap}
     for key, value in patch.items():
         have = node.get(key)
         if value is None:
@@ -438,4 +447,4 @@ def plain(node: Any) -> Any:
     return node
 
 
-__all__ = ["CannotRewrite", "Target", "plain", "rewrite", "rewrite_each"]
+__all__ = ["CannotRewrite", "Target", "decode", "plain", "rewrite", "rewrite_each"]

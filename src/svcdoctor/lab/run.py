@@ -9,7 +9,8 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
 from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
 from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, Scenario
+from svcdoctor.model import Cause, Outcome
+from svcdoctor.model.truth import DirectProbe, LabTruth, PodTimeline
+from svcdoctor.report.lab import outcomes_to_dict, probe_to_dict, truth_to_dict
 
 OLD, NEW = "api-7f6d5c4b3", "api-5b4c3d2e1"  # the ReplicaSets before and after the rollout
 
@@ -36,9 +40,9 @@ class RunResult:
     bundle: Path
     requests: int
     failed: int
-    by_outcome: dict[str, int]
-    truth: dict[str, Any]
-    probe: dict[str, dict[str, int]]  # pod → outcomes of requests sent to it directly
+    by_outcome: Mapping[Outcome, int]
+    truth: LabTruth
+    probe: tuple[DirectProbe, ...]  # the running pods, each sent requests directly
 
 
 def make_datapath(kind: str, prefix: str, seed: int) -> Datapath:
@@ -96,8 +100,11 @@ async def run(
         out,
         frame.height,
         int((frame.get_column("outcome") != "ok").sum()),
-        {r["outcome"]: r["len"] for r in frame.group_by("outcome").len().iter_rows(named=True)},
-        ground_truth(scenario, cluster, load),
+        {
+            Outcome(r["outcome"]): r["len"]
+            for r in frame.group_by("outcome").len().iter_rows(named=True)
+        },
+        ground_truth(scenario, cluster, load, dp.name),
         probe,
     )
     write_lab_bundle(result, cluster, frame, out, time.time() - started)
@@ -172,7 +179,7 @@ async def _drive(
     dp: Datapath,
     started: float,
     progress: Progress,
-) -> dict[str, dict[str, int]]:
+) -> tuple[DirectProbe, ...]:
     """Pods up, load on, the rollout (or steady load), load off, then the direct probe."""
     total, done = steps(scenario), 0
 
@@ -260,64 +267,56 @@ async def roll(
     return new
 
 
-async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> dict[str, dict[str, int]]:
+async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> tuple[DirectProbe, ...]:
     """Bypass the Service: send ``count`` requests to each running pod directly (step 3 of
     the investigation, "curl each pod IP in a loop"), all at once, each with the clients'
     timeout (a slow request is not a failed one)."""
 
-    async def one(net: PodNet) -> str:
+    async def one(net: PodNet) -> Outcome:
         try:
             status = await get_status(
                 dp.probe_socket(net), (net.ip, net.port), "/", REQUEST_TIMEOUT
             )
         except EOFError:
-            return "eof"
+            return Outcome.EOF
         except (OSError, TimeoutError) as exc:
-            return outcome_of(exc)
-        return "http_error" if status >= 500 else "ok"
+            return Outcome(outcome_of(exc))
+        return Outcome.HTTP_ERROR if status >= 500 else Outcome.OK
 
     running = [(p.name, p.net) for p in cluster.pods.values() if p.net and not p.terminating]
     outcomes = await asyncio.gather(*(one(net) for _, net in running for _ in range(count)))
-    results: dict[str, dict[str, int]] = {}
-    for k, (name, _) in enumerate(running):
-        tally = results.setdefault(name, {})
-        for outcome in outcomes[k * count : (k + 1) * count]:
-            tally[outcome] = tally.get(outcome, 0) + 1
-    return results
+    return tuple(
+        DirectProbe(name, Counter(outcomes[k * count : (k + 1) * count]))
+        for k, (name, _) in enumerate(running)
+    )
 
 
-def ground_truth(scenario: Scenario, cluster: Cluster, load: Load) -> dict[str, Any]:
+def ground_truth(scenario: Scenario, cluster: Cluster, load: Load, datapath: str) -> LabTruth:
     """What really happened, for checking a diagnosis: the bad pods, each deleted pod's
     timeline and how long the nodes kept routing to it after it stopped accepting."""
-    pods = {}
-    for pod in cluster.pods.values():
-        if pod.deleted_at is None:
-            continue
-        stopped = cluster.stopped_listening(pod)
-        routed = cluster.routing_stopped(pod)
-        pods[pod.name] = {
-            "deleted": pod.deleted_at,
-            "sigterm": pod.sigterm_at,
-            "stopped_accepting": stopped,
-            "routing_stopped": routed,
-            "race_window_seconds": (
-                round(max(max(routed) - stopped, 0.0), 3) if stopped and routed else None
-            ),
-            "exited": pod.exit.finished_at if pod.exit else None,
-            "exit_code": pod.exit.exit_code if pod.exit else None,
-        }
-    windows = [p["race_window_seconds"] for p in pods.values() if p["race_window_seconds"]]
-    return {
-        "bad_pods": sorted(n for n, p in cluster.pods.items() if p.fault != "none"),
-        "expected_cause": scenario.expect,
-        "expected_race_failures": round(cluster.expected_race_failures(load.sent_by_node()), 1),
-        "race_window_seconds": max(windows, default=0.0),
-        "propagation": str(scenario.propagation.delay),
-        "min_sync_seconds": scenario.propagation.min_sync,
-        "prestop_seconds": scenario.pod.prestop,
-        "grace_seconds": scenario.pod.grace,
-        "deleted_pods": pods,
-    }
+    return LabTruth(
+        datapath,
+        tuple(sorted(n for n, p in cluster.pods.items() if p.fault != "none")),
+        Cause(scenario.expect) if scenario.expect else None,
+        round(cluster.expected_race_failures(load.sent_by_node()), 1),
+        scenario.propagation.delay,
+        scenario.propagation.min_sync,
+        scenario.pod.prestop,
+        scenario.pod.grace,
+        tuple(
+            PodTimeline(
+                pod.name,
+                pod.deleted_at,
+                pod.sigterm_at,
+                cluster.stopped_listening(pod),
+                tuple(cluster.routing_stopped(pod)),
+                pod.exit.finished_at if pod.exit else None,
+                pod.exit.exit_code if pod.exit else None,
+            )
+            for pod in cluster.pods.values()
+            if pod.deleted_at is not None
+        ),
+    )
 
 
 def request_row(record: dict[str, Any], dp: Datapath) -> dict[str, Any]:
@@ -381,9 +380,9 @@ def write_lab_bundle(
                 },
                 "requests": result.requests,
                 "failed": result.failed,
-                "by_outcome": result.by_outcome,
-                "ground_truth": result.truth,
-                "direct_probe": result.probe,
+                "by_outcome": outcomes_to_dict(result.by_outcome),
+                "ground_truth": truth_to_dict(result.truth),
+                "direct_probe": probe_to_dict(result.probe),
                 "seconds": round(seconds, 2),
             },
             indent=2,

@@ -279,8 +279,10 @@ async def serve(
                 await dp.close()
                 await server.close()
                 if truth is not None and state.running:
-                    found = ground_truth(scenario, cluster, load)
-                    truth.write_text(json.dumps(found | {"datapath": dp.name}, indent=2))
+                    from svcdoctor.report.lab import served_truth_to_dict
+
+                    found = served_truth_to_dict(ground_truth(scenario, cluster, load, dp.name))
+                    truth.write_text(json.dumps(found, indent=2))
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     failed = sum(1 for r in load.records if r["outcome"] != "ok")

@@ -1,11 +1,15 @@
-"""A diagnosis: the four causes ranked, each with its evidence, fixes and details."""
+"""A diagnosis: the four causes ranked, each with its evidence, fixes and typed details.
+
+A record per fact the analyses establish (kopf ``causes.py`` style); only the renderers in
+``svcdoctor.report.diagnosis`` turn them into dictionaries."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from fractions import Fraction
 
+from svcdoctor.model.evidence import EventKind, Outcome, SourceSummary
 from svcdoctor.model.finding import Cause
 
 LIKELY_AT = 0.6
@@ -24,21 +28,398 @@ class Verdict(StrEnum):
         return cls.POSSIBLE if score >= POSSIBLE_AT else cls.UNLIKELY
 
 
+# --- race: the endpoint-removal race and the shutdown path ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SigKill:
+    """A container of a deleted pod that exited 137 (SIGKILL, not OOM)."""
+
+    pod: str
+    container: str | None
+    seconds_after_deletion: float | None
+    grace_seconds: int | None
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownPath:
+    """SIGKILLs of deleted pods, failed preStop hooks, and the failures at the kills."""
+
+    sigkilled: tuple[SigKill, ...] = ()
+    failures_at_sigkill: int = 0
+    kill_moments: tuple[float, ...] = ()  # sorted exit times of the SIGKILLs
+    failed_prestop_hooks: int = 0
+    failed_prestop_pods: tuple[str, ...] = ()
+    prestop_past_grace_pods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RaceWindow:
+    """The observed race window: the lag after deletion by which 99 % of the excess
+    failures happened (plus clock resolution), with its 95 % bootstrap interval."""
+
+    seconds: float
+    ci95: tuple[float, float]
+    definition: str
+    median_lag_seconds: float | None
+    excess_failures: float  # over the lag histogram, above the baseline
+    baseline_failures_per_second: float
+
+
+@dataclass(frozen=True, slots=True)
+class RemedyPatch:
+    """The shutdown plan for one container, as a strategic-merge patch."""
+
+    object: str
+    container: str
+    rules: tuple[str, ...]
+    prestop_seconds: int
+    grace_seconds: int
+    patch: str
+
+
+@dataclass(frozen=True, slots=True)
+class RaceDetails:
+    """What the race analysis measured. ``excess_failures``: within the test window after
+    deletions (the permutation test's statistic); the window, when measured, carries the
+    remedy planned from its upper bound."""
+
+    deletions: int
+    p_value: float
+    excess_failures: float
+    explained_fraction: float
+    clock_resolution_seconds: float
+    shutdown: ShutdownPath
+    window: RaceWindow | None = None
+    latency_p999_seconds: float | None = None
+    recommended_prestop_seconds: int | None = None
+    recommended_grace_seconds: int | None = None
+    remedy: tuple[RemedyPatch, ...] = ()
+
+
+# --- backend: one unhealthy backend --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    """A backend that fails more than the others by more than chance."""
+
+    backend: str
+    pod: str | None
+    ip: str
+    node: str | None
+    requests: int
+    failures: int
+    failure_rate: float
+    failure_rate_ci95: tuple[float, float]
+    others_failure_rate: float
+    rate_ratio_ci95: tuple[float, float]
+    p_value: float
+    ready: bool | None
+    readiness_probe: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BackendDetails:
+    """``explained_fraction`` is ``None`` when too few failures were there to test."""
+
+    backends: int
+    suspects: tuple[Suspect, ...] = ()
+    explained_fraction: float | None = None
+
+
+# --- reuse: connection reuse and keep-alive ------------------------------------------------
+
+
+class Caller(StrEnum):
+    """Who holds the kept-alive connections: the proxy writing the log, or the client."""
+
+    SOURCE = "source"
+    CLIENT = "client"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFailures:
+    client: str
+    requests: int
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConcentration:
+    """How few clients carry most failures, against their share of traffic."""
+
+    clients: int
+    clients_with_80pct_of_failures: int
+    their_traffic_share: float
+    p_value: float
+    worst_clients: tuple[ClientFailures, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReusedConnections:
+    """The traffic's share of reused connections, and the test of failures against it."""
+
+    traffic_share: float
+    p_value: float
+
+
+@dataclass(frozen=True, slots=True)
+class ExitFailures:
+    """Failures on reused connections at a container exit (of their own backend when
+    ``own_backend``), against the traffic's share of such moments."""
+
+    failures: int
+    own_backend: bool
+    traffic_share: float
+    p_value: float
+
+
+@dataclass(frozen=True, slots=True)
+class SkewedBackend:
+    """A pod created during the evidence that got far less than a fair share."""
+
+    pod: str
+    share: float
+    fair_share: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedByUpstream:
+    """Failures where the upstream closed the connection before a response."""
+
+    closed_failures: int
+    share_of_failures: float
+    near_deletions: int
+    backends: int
+    backends_serving: int
+    spread: bool
+    away_from_deletions: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IdleGaps:
+    """Failures after idle gaps of ``gap_seconds`` or more on one caller→backend pair."""
+
+    caller: Caller
+    gap_seconds: float
+    server_idle_seconds: float
+    failures_after_gap: int
+    failures: int
+    traffic_share_after_gap: float
+    rate_after_gap: float
+    rate_otherwise: float
+    p_value: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReuseDetails:
+    reused_failure_share: float
+    client_concentration: ClientConcentration | None = None
+    reused_connections: ReusedConnections | None = None
+    failures_at_exit_on_reused: ExitFailures | None = None
+    skewed_new_backends: tuple[SkewedBackend, ...] = ()
+    closed_by_upstream: ClosedByUpstream | None = None
+    idle_gaps: IdleGaps | None = None
+
+
+# --- infra: conntrack, SNAT, node ----------------------------------------------------------
+
+
+class ConntrackCounter(StrEnum):
+    """The ``conntrack -S`` counters that count dropped connections."""
+
+    INSERT_FAILED = "insert_failed"
+    DROP = "drop"
+
+
+@dataclass(frozen=True, slots=True)
+class CounterValue:
+    counter: ConntrackCounter
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class KernelAlignment:
+    """How the failures line up with bursts of conntrack 'table full' lines."""
+
+    covers_traffic: bool
+    bursts: int
+    failures_in_bursts: int
+    traffic_share_of_bursts: float
+    binomial_p: float
+    placement_p: float
+    explained_fraction: float
+    aligned: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CounterGrowth:
+    """``conntrack -S`` counters over the requests: their growth, and the failures while
+    they grew against those intervals' share of traffic."""
+
+    growth: tuple[CounterValue, ...]  # every counter, in ``ConntrackCounter`` order
+    failures_while_growing: int
+    failures_covered: int
+    growing_traffic_share: float
+    p_value: float
+    aligned: bool
+    co_occurs: bool
+
+    def of(self, counter: ConntrackCounter) -> int:
+        return sum(v.count for v in self.growth if v.counter is counter)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConcentration:
+    node: str
+    failure_share: float
+    traffic_share: float
+    p_value: float
+
+
+@dataclass(frozen=True, slots=True)
+class InfraDetails:
+    """``conntrack_counters``: one snapshot since boot (no time), as the evidence gave it."""
+
+    conntrack_full_lines: int
+    suppressed_messages: int
+    lines_far_from_requests: int
+    conntrack_counters: tuple[CounterValue, ...] = ()
+    kernel_alignment: KernelAlignment | None = None
+    counter_growth: CounterGrowth | None = None
+    node_concentration: NodeConcentration | None = None
+
+
+CauseDetails = RaceDetails | BackendDetails | ReuseDetails | InfraDetails
+
+
 @dataclass(frozen=True, slots=True)
 class Assessment:
-    """How well the evidence supports one cause. ``collect`` says what evidence would
-    settle it when this evidence cannot."""
+    """How well the evidence supports one cause. ``details``: what its analysis measured
+    (``None`` when it could not run); ``collect`` says what evidence would settle it when
+    this evidence cannot."""
 
     cause: Cause
     score: float
     evidence: tuple[str, ...] = ()
     fixes: tuple[str, ...] = ()
-    details: dict[str, Any] = field(default_factory=dict)
+    details: CauseDetails | None = None
     collect: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> Verdict:
         return Verdict.of(self.score)
+
+
+# --- the summary numbers and the timeline --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NearestFraction:
+    """The ``failing/replicas`` nearest to the error rate, and whether it fits (binomial)."""
+
+    failing: int
+    replicas: int
+    p_value: float
+    consistent: bool
+
+    @property
+    def text(self) -> str:
+        return f"{self.failing}/{self.replicas}"
+
+    @property
+    def value(self) -> float:
+        return self.failing / self.replicas
+
+    @property
+    def simplified(self) -> str:
+        return str(Fraction(self.failing, self.replicas))
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeCount:
+    outcome: Outcome
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostCount:
+    host: str
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamRow:
+    """One Service (upstream) of a proxy log that holds many, with its strongest cause."""
+
+    upstream: str | None
+    requests: int
+    errors: int
+    error_rate: float | None
+    cause: Cause | None
+    score: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """How many requests failed and how, over which time and inputs."""
+
+    requests: int
+    errors: int
+    error_rate: float | None
+    error_rate_ci95: tuple[float, float] | None
+    by_outcome: tuple[OutcomeCount, ...]
+    masked_by_retries: int
+    masked_by_outcome: tuple[OutcomeCount, ...]
+    error_log_failures: int
+    error_log_hosts: tuple[HostCount, ...]
+    start: float | None
+    end: float | None
+    duration_seconds: float
+    replicas: int | None
+    nearest_fraction: NearestFraction | None
+    deletions: int
+    sources: tuple[SourceSummary, ...] = ()
+    skipped_inputs: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    floor_rate: float = 0.0
+    upstreams: tuple[UpstreamRow, ...] | None = None  # set when the evidence holds several
+
+    def outcome_count(self, outcome: Outcome) -> int:
+        return sum(c.count for c in self.by_outcome if c.outcome is outcome)
+
+
+class EndpointState(StrEnum):
+    READY = "ready"
+    NOT_READY = "not-ready"
+    REMOVED = "removed"
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    ts: float
+    kind: EventKind
+    pod: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointMark:
+    ts: float
+    address: str
+    state: EndpointState
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Per-second requests and failures, and the lifecycle moments, for the plots."""
+
+    second: tuple[float, ...] = ()
+    requests: tuple[int, ...] = ()
+    failures: tuple[int, ...] = ()
+    events: tuple[TimelineEvent, ...] = ()
+    endpoints: tuple[EndpointMark, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +430,10 @@ class Diagnosis:
     (``service``: its upstream name); the one with the strongest cause is this diagnosis
     and the other Services with a cause are ``others``."""
 
-    summary: dict[str, Any]
+    summary: Summary
     causes: tuple[Assessment, ...]
     next_steps: tuple[str, ...] = ()
-    timeline: dict[str, Any] = field(default_factory=dict)
+    timeline: Timeline = field(default_factory=Timeline)
     service: str | None = None
     others: tuple[Diagnosis, ...] = ()
 
@@ -60,3 +441,7 @@ class Diagnosis:
     def primary(self) -> Assessment | None:
         top = self.causes[0] if self.causes else None
         return top if top is not None and top.verdict is not Verdict.UNLIKELY else None
+
+    def cause(self, cause: Cause) -> Assessment:
+        """The assessment of one cause (every diagnosis assesses all four)."""
+        return next(a for a in self.causes if a.cause is cause)

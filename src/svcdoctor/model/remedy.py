@@ -15,8 +15,14 @@ request ``L``:
 - the hook: the native ``sleep`` action from Kubernetes 1.30 (beta, on by default; GA 1.34),
   and also when the version is unknown (with a note); ``exec sh -c "sleep P"`` before 1.30;
   none possible before 1.30 in an image without a shell;
-- grace ``G = P + L + margin`` (whole seconds), never lowered below what the object has
-  (the default 30 s when it sets none) unless ``allow_lower_grace``.
+- grace ``G = P + D + L + margin`` (whole seconds; ``D`` the app's own drain when known),
+  never lowered below what the object has (the default 30 s when it sets none) unless
+  ``allow_lower_grace``;
+- probes: when readiness and liveness are the same check, liveness becomes a check of the
+  listener only (``plan_probes``);
+
+and for connection reuse (cause 3) ``plan_connections`` turns the transport, the exposure,
+the idle timeouts of both ends and what the server already bounds into the steps to take.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from svcdoctor.model.workload import DEFAULT_GRACE_SECONDS
+from svcdoctor.model.workload import DEFAULT_GRACE_SECONDS, Probe
 
 # Lint's assumptions when nothing was measured (``--propagation-seconds`` and friends).
 DEFAULT_PROPAGATION_SECONDS = 5.0
@@ -38,6 +44,14 @@ PRESTOP_MARGIN_SHARE = 0.5  # …or this share of it, whichever is larger
 RACE_RULES = ("SVD101", "SVD103")  # the preStop delay
 GRACE_RULE = "SVD102"  # the grace period
 NO_SHELL_RULE = "SVD104"
+PROBE_RULE = "SVD202"  # readiness and liveness are the same check
+STICKY_RULE = "SVD301"  # HTTP/2 behind a connection balancer
+
+# Connection reuse: a bound on connection age long enough not to cost much (reconnects are
+# rare) and short enough that new replicas get traffic within a minute; the idle timeout of
+# the end that must outlive the other is raised past it by IDLE_MARGIN.
+DEFAULT_MAX_CONNECTION_AGE = 30.0
+IDLE_MARGIN = 5.0
 
 
 class WindowSource(StrEnum):
@@ -64,20 +78,45 @@ class ShutdownFacts:
     ``window_seconds``: the race window (for an estimate, its upper bound: the plan must
     cover the window, not its point estimate). ``longest_request_seconds``: the longest
     legitimate request. ``drain_seconds``: how long the app keeps serving after SIGTERM by
-    itself (0: it stops at once). ``current_prestop_seconds`` / ``current_grace_seconds``:
+    itself (0: it stops at once; ``None``: it drains for a time it did not tell, trusted to
+    cover the window). ``current_prestop_seconds`` / ``current_grace_seconds``:
     what the object has (``None``: no sleep / grace not set, 30 s applies).
-    ``has_shell``: whether the image has ``sh`` (``None``: unknown)."""
+    ``has_shell``: whether the image has ``sh`` (``None``: unknown). ``readiness`` /
+    ``liveness``: the container's probes (``None``: none, or not known to the caller)."""
 
     window_seconds: float = DEFAULT_PROPAGATION_SECONDS
     source: WindowSource = WindowSource.ASSUMED
     longest_request_seconds: float = DEFAULT_MAX_REQUEST_SECONDS
     margin_seconds: float = DEFAULT_MARGIN_SECONDS
-    drain_seconds: float = 0.0
+    drain_seconds: float | None = 0.0
     kube_version: tuple[int, int] | None = None
     current_prestop_seconds: float | None = None
     current_grace_seconds: int | None = None
     has_shell: bool | None = None
     allow_lower_grace: bool = False
+    readiness: Probe | None = None
+    liveness: Probe | None = None
+
+
+class ProbeChange(StrEnum):
+    """What the plan does about a readiness probe that is the same check as liveness."""
+
+    NONE = "none"  # they differ, or one is missing
+    LIVENESS_TCP = "liveness-tcp"  # keep readiness; liveness only checks the listener
+    MANUAL = "manual"  # no cheaper check to give liveness: the app needs its own endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSplit:
+    """The probe part of the plan: ``liveness`` is the new ``livenessProbe`` handler (the
+    old handler set to ``None``, which deletes it in a strategic merge), when there is one."""
+
+    change: ProbeChange
+    liveness: dict[str, object] | None = None
+    port: int | str | None = None
+
+
+NO_SPLIT = ProbeSplit(ProbeChange.NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +132,9 @@ class ShutdownPlan:
     window_seconds: float
     source: WindowSource
     version_known: bool
-    needed_grace_seconds: int  # preStop + longest request + margin, before any floor
+    needed_grace_seconds: int  # preStop + drain + longest request + margin, before any floor
+    grace_cuts_requests: bool = False  # the current grace ends before preStop + drain + L
+    probes: ProbeSplit = NO_SPLIT
 
     @property
     def hook_body(self) -> dict[str, object] | None:
@@ -129,6 +170,13 @@ def needed_grace(prestop: float, longest_request: float, margin: float) -> int:
     )
 
 
+def cuts_requests(grace: float, before: float, longest_request: float) -> bool:
+    """Whether a grace period ends before a request of ``longest_request`` seconds that
+    starts ``before`` seconds after the deletion (at the end of preStop and the app's own
+    drain) finishes: the kubelet's SIGKILL at the deadline cuts it."""
+    return grace <= before + longest_request
+
+
 def hook_kind(version: tuple[int, int] | None, has_shell: bool | None) -> HookKind:
     """Native ``sleep`` where the cluster has it (or the version is unknown), ``exec`` with a
     shell before 1.30, impossible before 1.30 in an image without a shell."""
@@ -145,6 +193,21 @@ def hook_body(kind: HookKind, prestop: int) -> dict[str, object] | None:
     return None
 
 
+def plan_probes(readiness: Probe | None, liveness: Probe | None) -> ProbeSplit:
+    """Split readiness from liveness when they are the same check (same handler and target,
+    timing aside): readiness keeps the check that decides whether the pod gets traffic, and
+    liveness checks only that the port listens (``tcpSocket``), so a dependency every
+    replica shares failing takes pods out of the Service instead of restarting them all.
+    A ``tcpSocket`` pair (nothing cheaper for liveness) or an ``exec`` pair (no port) is
+    left to the app: readiness needs an endpoint of its own."""
+    if readiness is None or liveness is None or readiness.target != liveness.target:
+        return NO_SPLIT
+    if readiness.handler in ("httpGet", "grpc") and readiness.port is not None:
+        body: dict[str, object] = {"tcpSocket": {"port": readiness.port}, readiness.handler: None}
+        return ProbeSplit(ProbeChange.LIVENESS_TCP, body, readiness.port)
+    return ProbeSplit(ProbeChange.MANUAL, None, readiness.port)
+
+
 def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
     """The shutdown plan for ``facts`` (pure)."""
     window = max(facts.window_seconds, 0.0)
@@ -152,18 +215,21 @@ def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
         wanted = window
     else:
         wanted = window + prestop_margin(window) if window > 0 else 0.0
-    wanted = max(wanted - facts.drain_seconds, 0.0)
+    # an app draining for an untold time is trusted to cover the window by itself
+    drain = facts.drain_seconds
+    wanted = 0.0 if drain is None else max(wanted - drain, 0.0)
     current = facts.current_prestop_seconds or 0.0
     prestop = max(seconds(wanted), seconds(current))
     rules: list[str] = []
     if prestop > 0:
         kind = hook_kind(facts.kube_version, facts.has_shell)
-        rules += ["SVD101"] if not current else (["SVD103"] if prestop > current else [])
+        rules += ["SVD101"] if not current else (["SVD103"] if wanted > current else [])
         if kind is HookKind.IMPOSSIBLE:
             rules.append(NO_SHELL_RULE)
     else:
         kind = HookKind.NONE
-    needed = needed_grace(prestop, facts.longest_request_seconds, facts.margin_seconds)
+    before_requests = prestop + (drain or 0.0)  # deletion → stops taking requests
+    needed = needed_grace(before_requests, facts.longest_request_seconds, facts.margin_seconds)
     have = (
         facts.current_grace_seconds
         if facts.current_grace_seconds is not None
@@ -173,6 +239,9 @@ def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
     grace = max(needed, floor)
     if grace != have:
         rules.append(GRACE_RULE)
+    probes = plan_probes(facts.readiness, facts.liveness)
+    if probes.change is not ProbeChange.NONE:
+        rules.append(PROBE_RULE)
     return ShutdownPlan(
         prestop_seconds=prestop,
         hook=kind,
@@ -182,4 +251,118 @@ def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
         source=facts.source,
         version_known=facts.kube_version is not None,
         needed_grace_seconds=needed,
+        grace_cuts_requests=cuts_requests(have, before_requests, facts.longest_request_seconds),
+        probes=probes,
+    )
+
+
+# --- connection reuse (cause 3) ---------------------------------------------------------
+
+
+class Transport(StrEnum):
+    """How clients hold connections to the backends."""
+
+    HTTP1 = "http1"  # keep-alive pools: a connection per request in flight, reused
+    HTTP2 = "http2"  # HTTP/2 or gRPC: every request multiplexed over one connection
+
+
+class Exposure(StrEnum):
+    """Who connects: clients in the cluster (a ClusterIP), or outside ones through a
+    LoadBalancer or NodePort (no headless Service, no client sidecar for them)."""
+
+    CLUSTER = "cluster"
+    EXTERNAL = "external"
+
+
+class ConnectionStep(StrEnum):
+    """One remedy for connection reuse, in the plan's order of preference."""
+
+    SERVER_IDLE_LONGER = "server-idle-longer"  # the server's keep-alive outlives the caller's
+    CLIENT_IDLE_SHORTER = "client-idle-shorter"  # or the caller's ends first
+    HEADLESS = "headless-round-robin"  # clients balance over pod IPs (clusterIP: None)
+    MAX_AGE = "max-connection-age"  # the server bounds connection age: clients rebalance
+    CLIENT_RECONNECT = "client-reconnect"  # clients bound it themselves
+    L7_BALANCER = "l7-balancer"  # a proxy or mesh that balances each request
+    CLOSE_ON_SIGTERM = "close-on-sigterm"  # Connection: close / GOAWAY while draining
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionFacts:
+    """What is known about how one Service's clients reuse connections.
+
+    ``caller_idle_seconds``: how long the caller (a proxy, load balancer or client pool)
+    keeps an idle connection; ``server_idle_seconds``: how long the server does (``None``:
+    unknown). ``bounds_age``: the server already sets a maximum connection age.
+    ``can_bound_age``: the server can set one (gRPC servers, HTTP servers with a keep-alive
+    request or age limit; ``False`` for one the user cannot configure)."""
+
+    transport: Transport = Transport.HTTP2
+    exposure: Exposure = Exposure.CLUSTER
+    caller_idle_seconds: float | None = None
+    server_idle_seconds: float | None = None
+    bounds_age: bool = False
+    can_bound_age: bool = True
+    longest_request_seconds: float = DEFAULT_MAX_REQUEST_SECONDS
+    max_age_seconds: float = DEFAULT_MAX_CONNECTION_AGE
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionPlan:
+    """The connection settings to have: ``steps`` in order of preference (any one of the
+    balancing steps is enough; the idle steps are alternatives of each other), with their
+    numbers. ``rules``: the lint rules the plan answers."""
+
+    steps: tuple[ConnectionStep, ...]
+    rules: tuple[str, ...]
+    max_age_seconds: int | None = None
+    max_age_grace_seconds: int | None = None  # streams in flight finish within it
+    server_idle_seconds: int | None = None
+    caller_idle_seconds: int | None = None
+
+    @property
+    def rule_text(self) -> str:
+        return "/".join(self.rules)
+
+
+def plan_connections(facts: ConnectionFacts) -> ConnectionPlan:
+    """The reuse remedy for ``facts`` (pure).
+
+    - Idle timeouts: when the server closes idle connections no later than the caller
+      reuses them, the server's must outlive the caller's (``caller + IDLE_MARGIN``), or the
+      caller's end first (``server - 1``, at least 1 s).
+    - Balancing (HTTP/2, unless the server already bounds connection age): a headless
+      Service with client-side round robin for in-cluster clients, a maximum connection age
+      (``max_age_seconds``, with a grace for the longest request) when the server can set
+      one, clients that reconnect by themselves for outside ones, a layer-7 balancer. SVD301
+      is the rule.
+    - Always: answer with ``Connection: close`` (HTTP/1.1) or GOAWAY (HTTP/2) after SIGTERM,
+      so clients move their connections before the pod exits."""
+    steps: list[ConnectionStep] = []
+    rules: list[str] = []
+    server_idle = caller_idle = None
+    have_server, have_caller = facts.server_idle_seconds, facts.caller_idle_seconds
+    if have_server is not None and have_caller is not None and have_server <= have_caller:
+        server_idle = seconds(have_caller + IDLE_MARGIN)
+        caller_idle = max(math.ceil(have_server) - 1, 1)
+        steps += [ConnectionStep.SERVER_IDLE_LONGER, ConnectionStep.CLIENT_IDLE_SHORTER]
+    age = grace = None
+    if facts.transport is Transport.HTTP2 and not facts.bounds_age:
+        rules.append(STICKY_RULE)
+        if facts.exposure is Exposure.CLUSTER:
+            steps.append(ConnectionStep.HEADLESS)
+        if facts.can_bound_age:
+            steps.append(ConnectionStep.MAX_AGE)
+            age = max(seconds(facts.max_age_seconds), 1)
+            grace = max(seconds(facts.longest_request_seconds), 1)
+        if facts.exposure is Exposure.EXTERNAL or not facts.can_bound_age:
+            steps.append(ConnectionStep.CLIENT_RECONNECT)
+        steps.append(ConnectionStep.L7_BALANCER)
+    steps.append(ConnectionStep.CLOSE_ON_SIGTERM)
+    return ConnectionPlan(
+        steps=tuple(steps),
+        rules=tuple(rules),
+        max_age_seconds=age,
+        max_age_grace_seconds=grace,
+        server_idle_seconds=server_idle,
+        caller_idle_seconds=caller_idle,
     )

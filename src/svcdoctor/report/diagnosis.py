@@ -7,13 +7,27 @@ import html
 import io
 import json
 import math
+from dataclasses import fields, is_dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from svcdoctor.model import Diagnosis, Verdict
+from svcdoctor.model import Diagnosis, EventKind, SourceSummary, Verdict, iso_utc
+from svcdoctor.model.diagnosis import (
+    BackendDetails,
+    CauseDetails,
+    ClientFailures,
+    CounterValue,
+    EndpointState,
+    InfraDetails,
+    NearestFraction,
+    RaceDetails,
+    ReuseDetails,
+    Summary,
+)
 
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
 _NAMES = {
@@ -34,11 +48,153 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _plain(value: Any) -> Any:
+    """A record whose field names are its JSON keys, as JSON values: records → objects
+    (in field order), tuples → arrays, enums → their values."""
+    if isinstance(value, ClientFailures):  # a row: [client, requests, failures]
+        return [value.client, value.requests, value.failures]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def _counters(values: tuple[CounterValue, ...]) -> dict[str, int]:
+    return {v.counter.value: v.count for v in values}
+
+
+def _race(r: RaceDetails) -> dict[str, Any]:
+    """The race details; with a measured window, its excess over the lag histogram is the
+    ``excess_failures`` shown (the test window's otherwise)."""
+    w = r.window
+    out: dict[str, Any] = {
+        "deletions": r.deletions,
+        "p_value": r.p_value,
+        "excess_failures": w.excess_failures if w else r.excess_failures,
+        "explained_fraction": r.explained_fraction,
+        "clock_resolution_seconds": r.clock_resolution_seconds,
+        "sigkilled": _plain(r.shutdown.sigkilled),
+        "failures_at_sigkill": r.shutdown.failures_at_sigkill,
+        "failed_prestop_hooks": r.shutdown.failed_prestop_hooks,
+        "failed_prestop_pods": list(r.shutdown.failed_prestop_pods),
+        "prestop_past_grace_pods": list(r.shutdown.prestop_past_grace_pods),
+    }
+    if w is not None:
+        out |= {
+            "window_seconds": w.seconds,
+            "window_ci95": list(w.ci95),
+            "window_definition": w.definition,
+            "median_lag_seconds": w.median_lag_seconds,
+            "baseline_failures_per_second": w.baseline_failures_per_second,
+            "latency_p999_seconds": r.latency_p999_seconds,
+            "recommended_prestop_seconds": r.recommended_prestop_seconds,
+        }
+    if r.recommended_grace_seconds is not None:
+        out["recommended_grace_seconds"] = r.recommended_grace_seconds
+    if w is not None:
+        out["remedy"] = _plain(r.remedy)
+    return out
+
+
+def _backend(b: BackendDetails) -> dict[str, Any]:
+    out: dict[str, Any] = {"backends": b.backends, "suspects": _plain(b.suspects)}
+    if b.explained_fraction is not None:
+        out["explained_fraction"] = b.explained_fraction
+    return out
+
+
+def _infra(i: InfraDetails) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "conntrack_full_lines": i.conntrack_full_lines,
+        "suppressed_messages": i.suppressed_messages,
+        "lines_far_from_requests": i.lines_far_from_requests,
+        "conntrack_counters": _counters(i.conntrack_counters),
+    }
+    if i.kernel_alignment is not None:
+        out["kernel_alignment"] = _plain(i.kernel_alignment)
+    if i.counter_growth is not None:
+        out["counter_growth"] = {
+            **_plain(i.counter_growth),
+            "growth": _counters(i.counter_growth.growth),
+        }
+    if i.node_concentration is not None:
+        out["node_concentration"] = _plain(i.node_concentration)
+    return out
+
+
+def details_to_dict(details: CauseDetails | None) -> dict[str, Any]:
+    """The ``details`` object of one cause in the JSON report (``{}`` when none)."""
+    if isinstance(details, RaceDetails):
+        return _race(details)
+    if isinstance(details, BackendDetails):
+        return _backend(details)
+    if isinstance(details, InfraDetails):
+        return _infra(details)
+    if isinstance(details, ReuseDetails):
+        plain: dict[str, Any] = _plain(details)
+        return plain
+    return {}
+
+
+def _fraction(f: NearestFraction | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    return {
+        "fraction": f.text,
+        "value": f.value,
+        "p_value": f.p_value,
+        "consistent": f.consistent,
+        "simplified": f.simplified,
+    }
+
+
+def _source(src: SourceSummary) -> dict[str, Any]:
+    return {
+        "path": src.path,
+        "format": src.format,
+        "rows": src.rows,
+        "start": iso_utc(src.start),
+        "end": iso_utc(src.end),
+        **({"note": src.note} if src.note else {}),
+    }
+
+
+def summary_to_dict(s: Summary) -> dict[str, Any]:
+    """The ``summary`` object of the JSON report."""
+    out: dict[str, Any] = {
+        "requests": s.requests,
+        "errors": s.errors,
+        "error_rate": s.error_rate,
+        "error_rate_ci95": list(s.error_rate_ci95) if s.error_rate_ci95 else None,
+        "by_outcome": {c.outcome.value: c.count for c in s.by_outcome},
+        "masked_by_retries": s.masked_by_retries,
+        "masked_by_outcome": {c.outcome.value: c.count for c in s.masked_by_outcome},
+        "error_log_failures": s.error_log_failures,
+        "error_log_hosts": [[h.host, h.failures] for h in s.error_log_hosts],
+        "start": iso_utc(s.start),
+        "end": iso_utc(s.end),
+        "duration_seconds": s.duration_seconds,
+        "replicas": s.replicas,
+        "nearest_fraction": _fraction(s.nearest_fraction),
+        "deletions": s.deletions,
+        "sources": [_source(src) for src in s.sources],
+        "skipped_inputs": list(s.skipped_inputs),
+        "warnings": list(s.warnings),
+        "floor_rate": s.floor_rate,
+    }
+    if s.upstreams is not None:
+        out["upstreams"] = _plain(s.upstreams)
+    return out
+
+
 def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
     primary = d.primary
     body: dict[str, Any] = _clean(
         {
-            "summary": d.summary,
+            "summary": summary_to_dict(d.summary),
             "primary_cause": primary.cause.value if primary else None,
             "causes": [
                 {
@@ -47,7 +203,7 @@ def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
                     "verdict": a.verdict.value,
                     "evidence": list(a.evidence),
                     "fixes": list(a.fixes),
-                    "details": a.details,
+                    "details": details_to_dict(a.details),
                     "collect": list(a.collect),
                 }
                 for a in d.causes
@@ -66,12 +222,12 @@ def render_json(d: Diagnosis) -> str:
 
 def headline(d: Diagnosis) -> str:
     s = d.summary
-    rate = s.get("error_rate")
-    ci = s.get("error_rate_ci95")
-    logged = s.get("error_log_failures", 0)
+    rate = s.error_rate
+    ci = s.error_rate_ci95
+    logged = s.error_log_failures
     if rate is not None and ci:
         part = (
-            f"{s['errors']} of {s['requests']} requests failed ({rate:.2%}, 95% CI "
+            f"{s.errors} of {s.requests} requests failed ({rate:.2%}, 95% CI "
             f"{ci[0]:.2%}-{ci[1]:.2%})"
         )
         if logged:
@@ -80,27 +236,27 @@ def headline(d: Diagnosis) -> str:
         part = f"no request log; {logged} failures in the proxy's error log (no error rate)"
     else:
         part = "no request log"
-    if s.get("masked_by_retries"):
+    if s.masked_by_retries:
         part += (
-            f"; {s['masked_by_retries']} failed upstream attempts were retried by the proxy "
+            f"; {s.masked_by_retries} failed upstream attempts were retried by the proxy "
             "(hidden from the client where the retry succeeded)"
         )
     return part
 
 
 def render_text(d: Diagnosis, console: Console) -> None:
-    for warning in d.summary.get("warnings", []):
+    for warning in d.summary.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
     _render_one(d, console)
-    table = d.summary.get("upstreams")
+    table = d.summary.upstreams
     if table:
         console.print()
         console.print(f"[bold]Services in the evidence[/] ({len(table)} upstreams):")
         for row in table:
-            rate = row["error_rate"]
-            cause = row["cause"] or "no cause"
+            rate = row.error_rate
+            cause = row.cause.value if row.cause else "no cause"
             console.print(
-                f"  {escape(str(row['upstream']))}: {row['errors']} of {row['requests']} failed"
+                f"  {escape(str(row.upstream))}: {row.errors} of {row.requests} failed"
                 + (f" ({rate:.2%})" if rate is not None else "")
                 + f", {cause}",
                 soft_wrap=True,
@@ -127,17 +283,17 @@ def _render_one(d: Diagnosis, console: Console) -> None:
         console.print("[bold]Verdict:[/] no cause found", soft_wrap=True)
     console.print(escape(headline(d)), soft_wrap=True)
     s = d.summary
-    if s.get("start"):
+    if s.start is not None:
         console.print(
-            f"[dim]{s['start']} → {s['end']}, {s['deletions']} pod deletions, "
-            f"replicas {s.get('replicas') or '?'}[/]",
+            f"[dim]{iso_utc(s.start)} → {iso_utc(s.end)}, {s.deletions} pod deletions, "
+            f"replicas {s.replicas or '?'}[/]",
             soft_wrap=True,
         )
-    fraction = s.get("nearest_fraction")
-    if fraction and fraction["consistent"]:
+    fraction = s.nearest_fraction
+    if fraction and fraction.consistent:
         console.print(
-            f"the error rate is consistent with {fraction['fraction']} of the "
-            f"backends failing (binomial p = {fraction['p_value']:.2g})",
+            f"the error rate is consistent with {fraction.text} of the "
+            f"backends failing (binomial p = {fraction.p_value:.2g})",
             soft_wrap=True,
         )
     for a in d.causes:
@@ -159,18 +315,18 @@ def _render_one(d: Diagnosis, console: Console) -> None:
             console.print(f"  - {escape(step)}", soft_wrap=True, highlight=False)
     console.print()
     console.print(
-        "[dim]read: " + "; ".join(_source_text(src) for src in s["sources"]) + "[/]",
+        "[dim]read: " + "; ".join(_source_text(src) for src in s.sources) + "[/]",
         soft_wrap=True,
         highlight=False,
     )
-    for problem in s.get("skipped_inputs", []):
+    for problem in s.skipped_inputs:
         console.print(f"[yellow]skipped:[/] {escape(problem)}", soft_wrap=True, highlight=False)
 
 
-def _source_text(src: dict[str, Any]) -> str:
-    span = f", {src['start']} → {src['end']}" if src.get("start") else ""
-    note = f"; {src['note']}" if src.get("note") else ""
-    return f"{src['path']} ({src['format']}, {src['rows']} rows{span}{note})"
+def _source_text(src: SourceSummary) -> str:
+    span = f", {iso_utc(src.start)} → {iso_utc(src.end)}" if src.start is not None else ""
+    note = f"; {src.note}" if src.note else ""
+    return f"{src.path} ({src.format}, {src.rows} rows{span}{note})"
 
 
 def plot_timeline(d: Diagnosis, out: Path | io.BytesIO, fmt: str = "png") -> None:
@@ -181,33 +337,37 @@ def plot_timeline(d: Diagnosis, out: Path | io.BytesIO, fmt: str = "png") -> Non
     import matplotlib.pyplot as plt
 
     t = d.timeline
-    seconds = t.get("second", [])
-    origin = seconds[0] if seconds else min((e[0] for e in t.get("events", [])), default=0.0)
+    seconds = t.second
+    origin = seconds[0] if seconds else min((e.ts for e in t.events), default=0.0)
     fig, ax = plt.subplots(figsize=(11, 3.6), dpi=110)
     x = [s - origin for s in seconds]
-    ax.bar(x, t.get("failures", []), width=1.0, color="#c0392b", label="failures / s")
-    ax.set_xlabel(f"seconds since {d.summary.get('start') or 'start'}")
+    ax.bar(x, t.failures, width=1.0, color="#c0392b", label="failures / s")
+    ax.set_xlabel(f"seconds since {iso_utc(d.summary.start) or 'start'}")
     ax.set_ylabel("failures per second")
     twin = ax.twinx()
-    twin.plot(x, t.get("requests", []), color="#7f8c8d", linewidth=0.8, label="requests / s")
+    twin.plot(x, t.requests, color="#7f8c8d", linewidth=0.8, label="requests / s")
     twin.set_ylabel("requests per second")
-    styles = {"delete": ("#2c3e50", "-"), "create": ("#27ae60", "--"), "exit": ("#8e44ad", ":")}
-    seen: set[str] = set()
-    for ts, kind, _pod in t.get("events", []):
-        if kind in styles:
-            color, dash = styles[kind]
+    styles = {
+        EventKind.DELETE: ("#2c3e50", "-"),
+        EventKind.CREATE: ("#27ae60", "--"),
+        EventKind.EXIT: ("#8e44ad", ":"),
+    }
+    seen: set[EventKind] = set()
+    for event in t.events:
+        if event.kind in styles:
+            color, dash = styles[event.kind]
             ax.axvline(
-                ts - origin,
+                event.ts - origin,
                 color=color,
                 linestyle=dash,
                 linewidth=0.9,
-                label=f"pod {kind}" if kind not in seen else None,
+                label=f"pod {event.kind.value}" if event.kind not in seen else None,
             )
-            seen.add(kind)
-    for i, (ts, _address, state) in enumerate(t.get("endpoints", [])):
-        if state != "ready":
+            seen.add(event.kind)
+    for i, mark in enumerate(t.endpoints):
+        if mark.state is not EndpointState.READY:
             ax.axvline(
-                ts - origin,
+                mark.ts - origin,
                 color="#e67e22",
                 linewidth=0.6,
                 alpha=0.6,

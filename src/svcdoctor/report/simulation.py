@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from svcdoctor.model import Cause
-from svcdoctor.simulate import MECHANISMS, Dist, Propagation, Recommendation, SimParams, Simulation
-from svcdoctor.simulate.engine import CAUSE_OF
+from svcdoctor.simulate import Dist, Propagation, Recommendation, SimParams, Simulation
+from svcdoctor.simulate.bundle import SimTruth
+from svcdoctor.simulate.engine import CAUSE_OF, FAILURES, Mechanism
+from svcdoctor.simulate.summary import Quantiles, Router
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 60
-_CAUSE_COLOUR = {"race": "#c0392b", "reuse": "#8e44ad", "backend": "#d35400", "infra": "#2c3e50"}
+_CAUSE_COLOUR = {
+    Cause.RACE: "#c0392b",
+    Cause.REUSE: "#8e44ad",
+    Cause.BACKEND: "#d35400",
+    Cause.INFRA: "#2c3e50",
+}
 
 
 def params_to_dict(p: SimParams | Propagation) -> dict[str, Any]:
@@ -39,6 +47,18 @@ def params_to_dict(p: SimParams | Propagation) -> dict[str, Any]:
     return out
 
 
+def _rounded(means: Mapping[Cause, float] | Mapping[Mechanism, float]) -> dict[str, float]:
+    return {k.value: round(v, 2) for k, v in means.items()}
+
+
+def _counts(counts: Mapping[Cause, int] | Mapping[Mechanism, int]) -> dict[str, int]:
+    return {k.value: v for k, v in counts.items()}
+
+
+def quantiles_to_dict(q: Quantiles) -> dict[str, float]:
+    return {"p50": q.p50, "p99": q.p99, "max": q.max}
+
+
 def simulation_to_dict(s: Simulation) -> dict[str, Any]:
     interval = s.interval()
     t = s.timeline
@@ -48,8 +68,8 @@ def simulation_to_dict(s: Simulation) -> dict[str, Any]:
         "failure_rate": s.failure_rate,
         "rollout_failure_rate": s.rollout_failure_rate,
         "interval": [round(v, 2) for v in interval] if interval else None,
-        "by_cause": {k: round(v, 2) for k, v in s.mean_by("by_cause").items()},
-        "by_mechanism": {k: round(v, 2) for k, v in s.mean_by("by_mechanism").items()},
+        "by_cause": _rounded(s.mean_by_cause()),
+        "by_mechanism": _rounded(s.mean_by_mechanism()),
         "expected_race": round(sum(r.expected_race for r in s.runs) / len(s.runs), 2),
         "runs": [
             {
@@ -57,13 +77,15 @@ def simulation_to_dict(s: Simulation) -> dict[str, Any]:
                 "requests": r.requests,
                 "failed": r.failed,
                 "attempts": r.attempts,
-                "by_cause": r.by_cause,
-                "by_mechanism": r.by_mechanism,
+                "by_cause": _counts(r.by_cause),
+                "by_mechanism": _counts(r.by_mechanism),
                 "deletions": r.deletions,
                 "sigkilled": r.sigkilled,
                 "expected_race": r.expected_race,
-                "programming_seconds": r.programming,
-                "race_window_seconds": r.window,
+                "programming_seconds": {
+                    kind.value: quantiles_to_dict(q) for kind, q in r.programming.items()
+                },
+                "race_window_seconds": quantiles_to_dict(r.window),
                 "rollout_seconds": list(r.rollout) if r.rollout else None,
                 "rollout_requests": r.rollout_requests,
                 "rollout_failed": r.rollout_failed,
@@ -77,7 +99,7 @@ def simulation_to_dict(s: Simulation) -> dict[str, Any]:
         "timeline": {
             "bin_seconds": t.bin_seconds,
             "requests": list(t.requests),
-            "failed": {k: list(v) for k, v in t.failed.items()},
+            "failed": {k.value: list(v) for k, v in t.failed.items()},
             "deletions": list(t.deletions),
         },
     }
@@ -85,6 +107,19 @@ def simulation_to_dict(s: Simulation) -> dict[str, Any]:
 
 def render_json(s: Simulation) -> str:
     return json.dumps(simulation_to_dict(s), indent=2)
+
+
+def sim_truth_to_dict(t: SimTruth) -> dict[str, Any]:
+    """The ground truth of a simulated run (``simulate.json`` of ``--emit-evidence``)."""
+    return {
+        "seed": t.seed,
+        "epoch": t.epoch,
+        "bad_pods": list(t.bad_pods),
+        "deleted_pods": list(t.deleted_pods),
+        "sigkilled_pods": list(t.sigkilled_pods),
+        "by_mechanism": _counts(t.by_mechanism),
+        "outcome_of_mechanism": {m.value: o.value for m, o in t.outcome_of_mechanism.items()},
+    }
 
 
 def describe(p: SimParams) -> str:
@@ -155,17 +190,15 @@ def render_text(s: Simulation, console: Console, arguments: str = "…") -> None
         f" — {_percent(s.failure_rate)}",
         soft_wrap=True,
     )
-    by_mech = s.mean_by("by_mechanism")
+    by_mech = s.mean_by_mechanism()
     table = Table(box=None, pad_edge=False)
     for name in ("cause", "failed", "share", "mechanisms"):
         table.add_column(name, justify="right" if name in ("failed", "share") else "left")
-    for cause, count in sorted(s.mean_by("by_cause").items(), key=lambda kv: -kv[1]):
+    for cause, count in sorted(s.mean_by_cause().items(), key=lambda kv: -kv[1]):
         if count <= 0:
             continue
         mechs = " · ".join(
-            f"{m} {by_mech[m]:,.1f}"
-            for m in MECHANISMS[1:]
-            if CAUSE_OF[m].value == cause and by_mech[m] > 0
+            f"{m} {by_mech[m]:,.1f}" for m in FAILURES if CAUSE_OF[m] is cause and by_mech[m] > 0
         )
         table.add_row(cause, f"{count:,.1f}", f"{count / s.failed:.0%}", mechs)
     if s.failed:
@@ -187,22 +220,22 @@ def render_text(s: Simulation, console: Console, arguments: str = "…") -> None
     if first.deletions:
         for kind, g in first.programming.items():
             how = {
-                "kube-proxy": f"--propagation {prop.override} + min-sync {prop.min_sync:g} s"
+                Router.KUBE_PROXY: f"--propagation {prop.override} + min-sync {prop.min_sync:g} s"
                 if prop.override
                 else f"controller {prop.controller} + watch {prop.watch} + min-sync "
                 f"{prop.min_sync:g} s + apply {prop.apply:.3g} s",
-                "ingress-nginx": f"controller + watch + resync every {prop.ingress_sync:.3g} s",
-                "load balancer": f"controller + deregistration {prop.lb}",
+                Router.INGRESS: f"controller + watch + resync every {prop.ingress_sync:.3g} s",
+                Router.LOAD_BALANCER: f"controller + deregistration {prop.lb}",
             }[kind]
             console.print(
-                f"{kind} stopped routing to a deleted pod after p50 {g['p50']:.2f} s · p99 "
-                f"{g['p99']:.2f} s · max {g['max']:.2f} s ({how})",
+                f"{kind} stopped routing to a deleted pod after p50 {g.p50:.2f} s · p99 "
+                f"{g.p99:.2f} s · max {g.max:.2f} s ({how})",
                 soft_wrap=True,
             )
         w = first.window
         console.print(
-            f"Race window (routed to a pod that stopped accepting): p50 {w['p50']:.2f} s · "
-            f"p99 {w['p99']:.2f} s · max {w['max']:.2f} s; closed form "
+            f"Race window (routed to a pod that stopped accepting): p50 {w.p50:.2f} s · "
+            f"p99 {w.p99:.2f} s · max {w.max:.2f} s; closed form "
             f"{first.expected_race:,.1f} failed new connections (run 1)",
             soft_wrap=True,
         )
@@ -248,7 +281,7 @@ def plot_simulation(s: Simulation, out: Path | io.BytesIO, fmt: str = "png") -> 
     fig, ax = plt.subplots(figsize=(11, 3.6), dpi=110)
     bottom = [0.0] * len(x)
     for cause in Cause:
-        values = t.failed[cause.value]
+        values = t.failed[cause]
         if any(values):
             ax.bar(
                 x,
@@ -256,7 +289,7 @@ def plot_simulation(s: Simulation, out: Path | io.BytesIO, fmt: str = "png") -> 
                 width=t.bin_seconds,
                 bottom=bottom,
                 align="edge",
-                color=_CAUSE_COLOUR[cause.value],
+                color=_CAUSE_COLOUR[cause],
                 label=f"failed: {cause.value}",
             )
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
@@ -306,7 +339,7 @@ def _brief(s: Simulation) -> dict[str, Any]:
         "failed": round(s.failed, 2),
         "failure_rate": s.failure_rate,
         "rollout_failure_rate": s.rollout_failure_rate,
-        "by_cause": {k: round(v, 2) for k, v in s.mean_by("by_cause").items()},
+        "by_cause": _rounded(s.mean_by_cause()),
         "runs": len(s.runs),
     }
 

@@ -7,19 +7,29 @@ connections, retries, bad backends and full conntrack tables.
 """
 
 from svcdoctor.model.dist import Dist, DistError, parse_dist
-from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Run, simulate_run
+from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Mechanism, Run, simulate_run
 from svcdoctor.simulate.params import ParamError, Propagation, SimParams, resolve_count
 from svcdoctor.simulate.recommend import Recommendation, recommend, snippet
-from svcdoctor.simulate.summary import RunSummary, Simulation, Timeline, simulate
+from svcdoctor.simulate.summary import (
+    Quantiles,
+    Router,
+    RunSummary,
+    Simulation,
+    Timeline,
+    simulate,
+)
 
 __all__ = [
     "CAUSE_OF",
     "MECHANISMS",
     "Dist",
     "DistError",
+    "Mechanism",
     "ParamError",
     "Propagation",
+    "Quantiles",
     "Recommendation",
+    "Router",
     "Run",
     "RunSummary",
     "SimParams",

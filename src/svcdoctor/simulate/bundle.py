@@ -4,20 +4,28 @@ CLI writes them in the lab's formats, so ``diagnose`` reads them like any bundle
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 import polars as pl
 
-from svcdoctor.model import ContainerExit, EndpointChange, EventKind, LifecycleEvent, PodInfo
+from svcdoctor.model import (
+    ContainerExit,
+    EndpointChange,
+    EventKind,
+    LifecycleEvent,
+    Outcome,
+    PodInfo,
+)
 from svcdoctor.simulate.engine import (
     BAD,
     CONNECT_RTT,
     MECHANISMS,
     NO_ENDPOINTS,
     STALE_ENDPOINT,
+    Mechanism,
     Run,
 )
 
@@ -27,15 +35,28 @@ NAMESPACE = "sim"
 SERVICE = "api"
 # what a client sees, per mechanism (a bad backend's depends on its fault)
 OUTCOME = {
-    "ok": "ok",
-    "stale_endpoint": "refused",  # "timeout" once the pod's address is gone
-    "no_endpoints": "refused",  # kube-proxy REJECTs a Service without endpoints
-    "in_flight": "reset",
-    "sigkill": "reset",
-    "stale_connection": "eof",
-    "conntrack": "timeout",
+    Mechanism.OK: Outcome.OK,
+    Mechanism.STALE_ENDPOINT: Outcome.REFUSED,  # a timeout once the pod's address is gone
+    Mechanism.NO_ENDPOINTS: Outcome.REFUSED,  # kube-proxy REJECTs a Service without endpoints
+    Mechanism.IN_FLIGHT: Outcome.RESET,
+    Mechanism.SIGKILL: Outcome.RESET,
+    Mechanism.STALE_CONNECTION: Outcome.EOF,
+    Mechanism.CONNTRACK: Outcome.TIMEOUT,
 }
-FAULT_OUTCOME = {"5xx": "http_error", "reset": "reset", "hang": "timeout"}
+FAULT_OUTCOME = {"5xx": Outcome.HTTP_ERROR, "reset": Outcome.RESET, "hang": Outcome.TIMEOUT}
+
+
+@dataclass(frozen=True, slots=True)
+class SimTruth:
+    """What really happened in a simulated run, to check a diagnosis of its evidence."""
+
+    seed: int
+    epoch: float  # the Unix time of the window's start in the evidence
+    bad_pods: tuple[str, ...]
+    deleted_pods: tuple[str, ...]
+    sigkilled_pods: tuple[str, ...]
+    by_mechanism: Mapping[Mechanism, int]  # every request, served ones included
+    outcome_of_mechanism: Mapping[Mechanism, Outcome]  # what the client saw of each
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +65,7 @@ class SimEvidence:
     events: tuple[LifecycleEvent, ...]
     pods: tuple[PodInfo, ...]
     endpoints: tuple[EndpointChange, ...]
-    truth: dict[str, Any]
+    truth: SimTruth
     kernel_log: str  # journalctl -k lines of the nodes that dropped packets ("" if none)
 
 
@@ -55,8 +76,8 @@ def pod_ip(index: int) -> str:
 def requests_frame(run: Run) -> pl.DataFrame:
     """One row per request, in the canonical request-log columns."""
     p, t = run.params, run.traffic
-    outcomes = [OUTCOME.get(m, "error") for m in MECHANISMS]
-    outcomes[BAD] = FAULT_OUTCOME[p.fault]
+    outcomes: list[str] = [OUTCOME.get(m, Outcome.ERROR).value for m in MECHANISMS]
+    outcomes[BAD] = FAULT_OUTCOME[p.fault].value
     code = t.mechanism.astype(np.int64)
     late = (code == STALE_ENDPOINT) & (t.latency > CONNECT_RTT * 1.5)
     status = np.where(code == 0, 200, np.where((code == BAD) & (p.fault == "5xx"), 503, 0))
@@ -150,7 +171,7 @@ def kernel_log(run: Run) -> str:
     per node and second, one ``table full`` line and the kernel's count of the messages it
     suppressed (it rate-limits them)."""
     t = run.traffic
-    dropped = t.mechanism == MECHANISMS.index("conntrack")
+    dropped = t.mechanism == MECHANISMS.index(Mechanism.CONNTRACK)
     if not dropped.any():
         return ""
     second = np.floor(t.ts[dropped]).astype(np.int64)
@@ -171,17 +192,15 @@ def _event(ts: float, kind: EventKind, pod: str, reason: str, message: str) -> L
     return LifecycleEvent(ts, kind, pod, "simulate", NAMESPACE, reason, message)
 
 
-def _truth(run: Run) -> dict[str, Any]:
+def _truth(run: Run) -> SimTruth:
     p, pods, t = run.params, run.pods, run.traffic
     counts = np.bincount(t.mechanism, minlength=len(MECHANISMS))
-    return {
-        "seed": run.seed,
-        "epoch": EPOCH,
-        "bad_pods": [n for n, b in zip(pods.names, pods.bad, strict=True) if b],
-        "deleted_pods": [
-            n for n, d in zip(pods.names, pods.deleted, strict=True) if np.isfinite(d)
-        ],
-        "sigkilled_pods": [n for n, k in zip(pods.names, run.killed, strict=True) if k],
-        "by_mechanism": {m: int(c) for m, c in zip(MECHANISMS, counts, strict=True)},
-        "outcome_of_mechanism": {**OUTCOME, "bad_backend": FAULT_OUTCOME[p.fault]},
-    }
+    return SimTruth(
+        run.seed,
+        EPOCH,
+        tuple(n for n, b in zip(pods.names, pods.bad, strict=True) if b),
+        tuple(n for n, d in zip(pods.names, pods.deleted, strict=True) if np.isfinite(d)),
+        tuple(n for n, k in zip(pods.names, run.killed, strict=True) if k),
+        dict(zip(MECHANISMS, counts.tolist(), strict=True)),
+        {**OUTCOME, Mechanism.BAD_BACKEND: FAULT_OUTCOME[p.fault]},
+    )

@@ -13,6 +13,7 @@ Mechanisms map to the four causes of problem.md:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -22,25 +23,32 @@ from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods, build_pods
 from svcdoctor.simulate.routes import Routes, build_routes, router_rates
 
-MECHANISMS = (
-    "ok",
-    "stale_endpoint",
-    "no_endpoints",
-    "in_flight",
-    "sigkill",
-    "stale_connection",
-    "bad_backend",
-    "conntrack",
-)
+
+class Mechanism(StrEnum):
+    """How a simulated request ended (``OK``: served); a request's code is its index in
+    ``MECHANISMS``."""
+
+    OK = "ok"
+    STALE_ENDPOINT = "stale_endpoint"
+    NO_ENDPOINTS = "no_endpoints"
+    IN_FLIGHT = "in_flight"
+    SIGKILL = "sigkill"
+    STALE_CONNECTION = "stale_connection"
+    BAD_BACKEND = "bad_backend"
+    CONNTRACK = "conntrack"
+
+
+MECHANISMS = tuple(Mechanism)
 (OK, STALE_ENDPOINT, NO_ENDPOINTS, IN_FLIGHT, SIGKILL, STALE_CONNECTION, BAD, CONNTRACK) = range(8)
+FAILURES = MECHANISMS[1:]
 CAUSE_OF = {
-    "stale_endpoint": Cause.RACE,
-    "no_endpoints": Cause.RACE,
-    "in_flight": Cause.RACE,
-    "sigkill": Cause.RACE,
-    "stale_connection": Cause.REUSE,
-    "bad_backend": Cause.BACKEND,
-    "conntrack": Cause.INFRA,
+    Mechanism.STALE_ENDPOINT: Cause.RACE,
+    Mechanism.NO_ENDPOINTS: Cause.RACE,
+    Mechanism.IN_FLIGHT: Cause.RACE,
+    Mechanism.SIGKILL: Cause.RACE,
+    Mechanism.STALE_CONNECTION: Cause.REUSE,
+    Mechanism.BAD_BACKEND: Cause.BACKEND,
+    Mechanism.CONNTRACK: Cause.INFRA,
 }
 TEARDOWN = 1.0  # seconds from a pod's exit until its IP stops answering (refused → timeout)
 CONNECT_RTT = 0.001  # how long a refused connection takes

@@ -23,6 +23,7 @@ import numpy as np
 
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, remedy
 from svcdoctor.simulate.arrays import Floats
+from svcdoctor.simulate.engine import Mechanism
 from svcdoctor.simulate.params import ParamError, SimParams
 from svcdoctor.simulate.rollout import build_pods
 from svcdoctor.simulate.routes import build_routes
@@ -38,15 +39,16 @@ SLEEP_ACTION = remedy.NATIVE_SLEEP_VERSION  # the remedy model's version rule
 LATENCY_SAMPLES = 200_000
 MAX_PRESTOP = 3600
 MAX_RAISES = 5  # how often the simulated check may raise the answer
-FIXABLE = ("stale_endpoint", "in_flight", "sigkill")  # what preStop and grace act on
+M = Mechanism
+FIXABLE = (M.STALE_ENDPOINT, M.IN_FLIGHT, M.SIGKILL)  # what preStop and grace act on
 UNFIXABLE = {
-    "stale_connection": "keep-alive connections break when the server exits at SIGTERM: close "
+    M.STALE_CONNECTION: "keep-alive connections break when the server exits at SIGTERM: close "
     "them on SIGTERM (graceful shutdown: Connection: close, HTTP/2 GOAWAY) or set a "
     "maximum connection age",
-    "bad_backend": "a bad backend fails requests whatever the shutdown settings: fix its "
+    M.BAD_BACKEND: "a bad backend fails requests whatever the shutdown settings: fix its "
     "readiness probe so it leaves the endpoints (SVD2xx)",
-    "conntrack": "the conntrack table is full: raise nf_conntrack_max or reuse connections",
-    "no_endpoints": "the rollout leaves the Service with no endpoints: lower maxUnavailable",
+    M.CONNTRACK: "the conntrack table is full: raise nf_conntrack_max or reuse connections",
+    M.NO_ENDPOINTS: "the rollout leaves the Service with no endpoints: lower maxUnavailable",
 }
 
 
@@ -187,17 +189,17 @@ def recommend(
     current = simulate(p, runs, seed, progress)
     checked, raises = _check(p, prestop, slack, runs, seed + runs, progress), 0
     while not _consistent(checked, target) and raises < MAX_RAISES:
-        by = checked.mean_by("rollout_by_mechanism")
-        if by["sigkill"] > by["stale_endpoint"] + by["in_flight"]:
+        by = checked.mean_rollout_by_mechanism()
+        if by[M.SIGKILL] > by[M.STALE_ENDPOINT] + by[M.IN_FLIGHT]:
             slack += 1
-        elif by["stale_endpoint"] > 0 or p.connection == "new":
+        elif by[M.STALE_ENDPOINT] > 0 or p.connection == "new":
             prestop += 1
         else:  # requests cut on held connections by a naive exit: no preStop helps
             break
         raises += 1
         checked = _check(p, prestop, slack, runs, seed + runs, progress)
     expected = lost(prestop, None if p.shutdown == "naive" else slack)
-    by = checked.mean_by("rollout_by_mechanism")
+    by = checked.mean_rollout_by_mechanism()
     reasons: list[str] = []
     if not _consistent(checked, target):
         fixable = sum(by[m] for m in FIXABLE)

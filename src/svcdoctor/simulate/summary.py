@@ -5,26 +5,54 @@ of the race."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeVar
 
 import numpy as np
 
 from svcdoctor.model import Cause
 from svcdoctor.simulate.arrays import Floats
-from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Run, simulate_run
+from svcdoctor.simulate.engine import CAUSE_OF, FAILURES, MECHANISMS, Mechanism, Run, simulate_run
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods
 from svcdoctor.simulate.routes import Routes, router_rates
 
 TIMELINE_BINS = 120
+K = TypeVar("K", bound=StrEnum)
+
+
+class Router(StrEnum):
+    """A kind of router that carries the Service's traffic to its pods."""
+
+    KUBE_PROXY = "kube-proxy"
+    INGRESS = "ingress-nginx"
+    LOAD_BALANCER = "load balancer"
+
+
+@dataclass(frozen=True, slots=True)
+class Quantiles:
+    """Of delays, in seconds: the median and the 99th percentile (to the millisecond), the
+    maximum; all 0 without a delay."""
+
+    p50: float
+    p99: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Floats) -> Quantiles:
+        if values.size == 0:
+            return cls(0.0, 0.0, 0.0)
+        p50, p99 = np.quantile(values, [0.5, 0.99])
+        return cls(round(float(p50), 3), round(float(p99), 3), float(values.max()))
 
 
 @dataclass(frozen=True, slots=True)
 class Timeline:
     bin_seconds: float
     requests: tuple[int, ...]
-    failed: dict[str, tuple[int, ...]]  # cause → failures per bin
+    failed: Mapping[Cause, tuple[int, ...]]  # failures per bin, every cause
     deletions: tuple[float, ...]  # seconds into the window
 
 
@@ -34,27 +62,33 @@ class RunSummary:
     requests: int
     failed: int
     attempts: int
-    by_mechanism: dict[str, int]
+    by_mechanism: Mapping[Mechanism, int]  # every failure mechanism
     deletions: int
     sigkilled: int
     expected_race: float  # the closed form for new connections (see ``expected_race``)
-    programming: dict[str, dict[str, float]]
-    """Per kind of router (kube-proxy, ingress-nginx, load balancer): quantiles of the
-    seconds from a deletion until the router stopped routing to the pod."""
-    window: dict[str, float]  # seconds a router kept routing to a pod that stopped accepting
+    programming: Mapping[Router, Quantiles]
+    """Per kind of router that carries traffic: the seconds from a deletion until the
+    router stopped routing to the pod."""
+    window: Quantiles  # seconds a router kept routing to a pod that stopped accepting
     rollout: tuple[float, float] | None  # see ``rollout_span``
     rollout_requests: int  # requests started within the rollout
     rollout_failed: int  # failures of the rollout: its mechanisms anywhere, others within it
-    rollout_by_mechanism: dict[str, int]  # those failures by mechanism
+    rollout_by_mechanism: Mapping[Mechanism, int]  # those failures by mechanism
     clients: int  # clients that sent requests
     clients_failed: int  # clients with at least one failed request
 
     @property
-    def by_cause(self) -> dict[str, int]:
-        out = {c.value: 0 for c in Cause}
-        for name, count in self.by_mechanism.items():
-            out[CAUSE_OF[name].value] += count
+    def by_cause(self) -> dict[Cause, int]:
+        out = dict.fromkeys(Cause, 0)
+        for mechanism, count in self.by_mechanism.items():
+            out[CAUSE_OF[mechanism]] += count
         return out
+
+
+def _mean(rows: Iterable[Mapping[K, int]]) -> dict[K, float]:
+    """Key by key, the mean over runs (the keys of the first)."""
+    every = list(rows)
+    return {k: float(np.mean([row[k] for row in every])) for k in every[0]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +96,6 @@ class Simulation:
     params: SimParams
     runs: tuple[RunSummary, ...]
     timeline: Timeline  # of the first run
-    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def requests(self) -> float:
@@ -98,9 +131,17 @@ class Simulation:
         mean = float(values.mean())
         return (max(0.0, mean - half), mean + half)
 
-    def mean_by(self, attr: str) -> dict[str, float]:
-        keys = getattr(self.runs[0], attr)
-        return {k: float(np.mean([getattr(r, attr)[k] for r in self.runs])) for k in keys}
+    def mean_by_mechanism(self) -> dict[Mechanism, float]:
+        """Failures per window by mechanism, the mean over runs."""
+        return _mean(r.by_mechanism for r in self.runs)
+
+    def mean_by_cause(self) -> dict[Cause, float]:
+        """Failures per window by cause, the mean over runs."""
+        return _mean(r.by_cause for r in self.runs)
+
+    def mean_rollout_by_mechanism(self) -> dict[Mechanism, float]:
+        """The rollout's failures by mechanism, the mean over runs."""
+        return _mean(r.rollout_by_mechanism for r in self.runs)
 
 
 def race_terms(p: SimParams, pods: Pods, routes: Routes) -> tuple[Floats, Floats]:
@@ -121,22 +162,15 @@ def expected_race(delay: Floats, weight: Floats, stop_accepting: float) -> float
     return float((weight * np.maximum(delay - stop_accepting, 0.0)).sum())
 
 
-def _quantiles(values: Floats) -> dict[str, float]:
-    if values.size == 0:
-        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
-    p50, p99 = np.quantile(values, [0.5, 0.99])
-    return {"p50": round(float(p50), 3), "p99": round(float(p99), 3), "max": float(values.max())}
-
-
-def router_kinds(p: SimParams) -> dict[str, slice]:
+def router_kinds(p: SimParams) -> dict[Router, slice]:
     """The columns of each kind of router that carries traffic."""
-    kinds = {"kube-proxy": slice(0, p.nodes)}
+    kinds = {Router.KUBE_PROXY: slice(0, p.nodes)}
     if p.ingress_routers:
-        kinds["ingress-nginx"] = slice(p.nodes, p.nodes + p.ingress_routers)
+        kinds[Router.INGRESS] = slice(p.nodes, p.nodes + p.ingress_routers)
     if p.lb_share > 0:
-        kinds["load balancer"] = slice(p.routers - 1, p.routers)
+        kinds[Router.LOAD_BALANCER] = slice(p.routers - 1, p.routers)
     if p.ingress_share + p.lb_share >= 1:
-        del kinds["kube-proxy"]
+        del kinds[Router.KUBE_PROXY]
     return kinds
 
 
@@ -175,20 +209,19 @@ def summarize(run: Run) -> RunSummary:
         requests=len(t.ts),
         failed=int(failed.sum()),
         attempts=int(t.attempts.sum()),
-        by_mechanism={m: int(c) for m, c in zip(MECHANISMS[1:], counts[1:], strict=True)},
+        by_mechanism=dict(zip(FAILURES, counts[1:].tolist(), strict=True)),
         deletions=int(gone.sum()),
         sigkilled=int(run.killed.sum()),
         expected_race=round(expected_race(delay, weight, min(p.prestop, p.grace)), 2),
         programming={
-            kind: _quantiles(delay[:, columns].ravel()) for kind, columns in router_kinds(p).items()
+            kind: Quantiles.of(delay[:, columns].ravel())
+            for kind, columns in router_kinds(p).items()
         },
-        window=_quantiles(window[:, carries].ravel()),
+        window=Quantiles.of(window[:, carries].ravel()),
         rollout=(round(span[0], 3), round(span[1], 3)) if span else None,
         rollout_requests=int(inside.sum()),
         rollout_failed=int(of_rollout.sum()),
-        rollout_by_mechanism={
-            m: int(c) for m, c in zip(MECHANISMS[1:], in_rollout[1:], strict=True)
-        },
+        rollout_by_mechanism=dict(zip(FAILURES, in_rollout[1:].tolist(), strict=True)),
         clients=int(np.unique(t.client).size),
         clients_failed=int(np.unique(t.client[failed]).size),
     )
@@ -203,7 +236,7 @@ def timeline(run: Run, bins: int = TIMELINE_BINS) -> Timeline:
     for cause in Cause:
         codes = [i for i, m in enumerate(MECHANISMS) if m in CAUSE_OF and CAUSE_OF[m] is cause]
         hit = np.isin(t.mechanism, codes)
-        failed[cause.value] = tuple(int(v) for v in np.bincount(index[hit], minlength=count))
+        failed[cause] = tuple(int(v) for v in np.bincount(index[hit], minlength=count))
     deleted = run.pods.deleted[np.isfinite(run.pods.deleted)]
     return Timeline(
         width,
