@@ -227,3 +227,80 @@ def test_unserved_group_is_reported(tmp_path: Path) -> None:
         reader = connect(kubeconfig=str(served.kubeconfig))
         assert reader.serves("endpoints")
         assert not reader.serves("endpointslices")
+
+
+# ---- the writes of the active commands ------------------------------------------------
+
+
+def test_creates_patches_and_deletes(api: Served) -> None:
+    from svcdoctor.cluster.api import connect_active
+
+    writer = connect_active(kubeconfig=str(api.kubeconfig), namespace="shop")
+    body = {"metadata": {"name": "cm", "labels": {"app.kubernetes.io/managed-by": "svcdoctor"}},
+            "data": {"a": "1"}}  # fmt: skip
+    assert writer.create("configmaps", "shop", body, dry_run=True)["metadata"]["name"] == "cm"
+    assert writer.list("configmaps", "shop") == []  # a dry run stores nothing
+    created = writer.create("configmaps", "shop", body)
+    assert created["metadata"]["uid"]
+    assert created["kind"] == "ConfigMap"
+    with pytest.raises(api_module.ApiStatus) as exists:
+        writer.create("configmaps", "shop", body)
+    assert exists.value.code == 409
+    assert "\n" not in str(exists.value)
+    merged = writer.patch("configmaps", "shop", "cm", {"data": {"b": "2"}}, "merge")
+    assert merged["data"] == {"a": "1", "b": "2"}
+    strategic = writer.patch("configmaps", "shop", "cm", {"metadata": {"annotations": {"x": "y"}}})
+    assert strategic["metadata"]["annotations"] == {"x": "y"}
+    jsonp = writer.patch("configmaps", "shop", "cm", [{"op": "remove", "path": "/data/a"}], "json")
+    assert jsonp["data"] == {"b": "2"}
+    with pytest.raises(ValueError, match="patch type"):
+        writer.patch("configmaps", "shop", "cm", {}, "apply")
+    assert writer.delete("configmaps", "shop", "cm") is True
+    assert writer.delete("configmaps", "shop", "cm") is False  # gone already: not an error
+    for i in range(3):
+        labels = {"run": "r1" if i < 2 else "r2"}
+        writer.create("configmaps", "shop", {"metadata": {"name": f"c{i}", "labels": labels}})
+    writer.delete_collection("configmaps", "shop", "run=r1")
+    assert [c["metadata"]["name"] for c in writer.list("configmaps", "shop")] == ["c2"]
+    with pytest.raises(ValueError, match="selector"):
+        writer.delete_collection("configmaps", "shop", "")
+    assert {("create", "configmaps"), ("patch", "configmaps"), ("delete", "configmaps"),
+            ("deletecollection", "configmaps")} <= writer.used  # fmt: skip
+
+
+def test_a_forbidden_write_names_the_verb_and_the_active_role(tmp_path: Path) -> None:
+    from svcdoctor.cluster.api import ACTIVE_RBAC_FILE, connect_active
+
+    for served in serve(tmp_path, forbidden={("create", "jobs"), ("patch", "deployments")}):
+        writer = connect_active(kubeconfig=str(served.kubeconfig), namespace="shop")
+        with pytest.raises(Forbidden) as caught:
+            writer.create("jobs", "shop", {"metadata": {"name": "j"}, "spec": {}})
+        assert str(caught.value) == (
+            f"forbidden: cannot create jobs in namespace shop; run with the role in "
+            f"{ACTIVE_RBAC_FILE}"
+        )
+        with pytest.raises(Forbidden, match="cannot patch deployments"):
+            writer.patch("deployments", "shop", "api", {"spec": {}})
+
+
+def test_follows_a_log_as_it_grows_until_the_time_bound(api: Served) -> None:
+    from svcdoctor.cluster.api import connect_active
+
+    api.put(pod("agent-x"))
+    lines: list[str] = []
+    api.store.set_logs("shop", "agent-x", lambda _c: "".join(f"{n}\n" for n in lines))
+    writer = connect_active(kubeconfig=str(api.kubeconfig), namespace="shop")
+    lines += ["one", "two"]
+
+    def grow() -> None:
+        time.sleep(0.8)
+        lines.append("three")
+
+    threading.Thread(target=grow, daemon=True).start()
+    start = time.time()
+    got = []
+    for line in writer.follow_logs("shop", "agent-x", until=time.time() + 3):
+        got.append(line)
+    assert got[:3] == ["one", "two", "three"]
+    assert time.time() - start < 3 + 2  # ends by the bound, not by the server
+    assert list(writer.follow_logs("shop", "agent-x", until=time.time() - 1)) == []

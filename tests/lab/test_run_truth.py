@@ -74,6 +74,7 @@ def test_ground_truth_renders_the_pinned_json() -> None:
                 "exit_code": None,
             },
         },
+        "broken_nodes": [],
     }
     assert served_truth_to_dict(TRUTH) == truth_to_dict(TRUTH) | {"datapath": "kernel"}
 
@@ -115,6 +116,7 @@ TRUTH_KEYS = [
     "prestop_seconds",
     "grace_seconds",
     "deleted_pods",
+    "broken_nodes",
 ]
 RUN_KEYS = [
     "scenario",

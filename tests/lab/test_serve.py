@@ -139,6 +139,34 @@ def test_deployment_replicasets_and_pods_follow_the_rollout() -> None:
     assert by_name["api-7f6d5c4b3-00"]["spec"]["nodeName"] == "node-1"
 
 
+def test_each_restart_gets_its_replica_set() -> None:
+    """A second restart (a client's patch, after the first rollout) adds a third
+    ReplicaSet with the client's restartedAt; generation and revisions count them."""
+    third = objects.replica_set_name(1)
+    view = _view(
+        rollout_at=T0 + 30,
+        restarted_at="2026-05-28T20:27:10Z",
+        earlier=((T0 + 4, "2026-05-28T20:26:44Z"),),
+        pods=(_pod(f"{third}-00", ip="10.233.1.14"),),
+    )
+    items = objects.all_objects(view)
+    (deploy,) = _by_kind(items, "Deployment")
+    assert deploy["metadata"]["generation"] == 3
+    assert deploy["spec"]["template"]["metadata"]["annotations"] == {
+        objects.RESTARTED_AT: "2026-05-28T20:27:10Z"
+    }
+    sets = {r["metadata"]["name"]: r for r in _by_kind(items, "ReplicaSet")}
+    assert list(sets) == ["api-7f6d5c4b3", "api-5b4c3d2e1", third]
+    assert sets["api-5b4c3d2e1"]["spec"]["template"]["metadata"]["annotations"] == {
+        objects.RESTARTED_AT: "2026-05-28T20:26:44Z"
+    }
+    assert sets[third]["metadata"]["annotations"][objects.REVISION] == "3"
+    assert sets[third]["spec"]["replicas"] == 1
+    (pod,) = _by_kind(items, "Pod")[:1]
+    assert pod["metadata"]["ownerReferences"][0]["name"] == third
+    assert len(third) == len("api-5b4c3d2e1")
+
+
 def test_exited_pod_shows_its_termination() -> None:
     view = _view(pods=(_pod("api-7f6d5c4b3-01", deleted=T0 + 5, exit_code=137),))
     (pod,) = objects.pods(view)

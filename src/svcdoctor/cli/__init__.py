@@ -10,11 +10,14 @@ import click
 
 from svcdoctor import __version__
 from svcdoctor.cli._errors import handled
+from svcdoctor.cli.cleanup import cleanup
 from svcdoctor.cli.collect import collect
 from svcdoctor.cli.diagnose import diagnose
 from svcdoctor.cli.fix import fix
 from svcdoctor.cli.lab import lab
 from svcdoctor.cli.lint import lint
+from svcdoctor.cli.probe import probe
+from svcdoctor.cli.rollout_test import rollout_test
 from svcdoctor.cli.rules import rules
 from svcdoctor.cli.scan import scan
 from svcdoctor.cli.simulate import simulate
@@ -59,6 +62,9 @@ cli.add_command(simulate)
 cli.add_command(rules)
 cli.add_command(scan)
 cli.add_command(collect)
+cli.add_command(probe)
+cli.add_command(rollout_test)
+cli.add_command(cleanup)
 
 
 def prog_name(argv0: str) -> str:

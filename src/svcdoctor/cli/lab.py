@@ -43,7 +43,15 @@ TEMP_PREFIX = "svcdoctor-lab-"  # bundles of runs without --out, in the temporar
 
 # the names of svcdoctor.lab.scenarios.SCENARIOS, spelled out so that starting the CLI does
 # not import the lab (and polars); a test keeps the two equal
-SCENARIO_NAMES = ("race", "race-fixed", "bad-backend", "keepalive", "keepalive-fixed", "sigkill")
+SCENARIO_NAMES = (
+    "race",
+    "race-fixed",
+    "bad-backend",
+    "keepalive",
+    "keepalive-fixed",
+    "sigkill",
+    "broken-node",
+)
 
 Progress = Callable[[str, int, int], None]
 
@@ -270,7 +278,8 @@ _scenario_option = option(
     "name",
     type=click.Choice(SCENARIO_NAMES),
     default="race",
-    help="What to reproduce: race, race-fixed, bad-backend, keepalive, keepalive-fixed, sigkill.",
+    help="What to reproduce: race, race-fixed, bad-backend, keepalive, keepalive-fixed, sigkill, "
+    "broken-node.",
 )
 _datapath_option = option(
     "--datapath",
@@ -588,6 +597,12 @@ def _serve_kubeconfig(path: Path | None) -> Path:
     "deleted pod's timeline and race window, the bad pods.",
     default_text="not written",
 )
+@option(
+    "--load/--no-load",
+    "load_on",
+    default=True,
+    help="Run the lab's own clients; --no-load leaves the traffic to the Jobs clients create.",
+)
 def serve_command(
     name: str,
     datapath: str,
@@ -597,6 +612,7 @@ def serve_command(
     fmt: str,
     seed: int,
     truth: Path | None,
+    load_on: bool,
 ) -> None:
     """Serve a lab cluster as a Kubernetes API (for kubectl, scan and collect) until
     Ctrl-C or --for; its objects follow the lab's real pods, endpoints and events."""
@@ -633,7 +649,9 @@ def serve_command(
         task = asyncio.current_task()
         assert task is not None
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await serve(scenario, on, path, duration, rollout_at, seed, announce, truth)
+        return await serve(
+            scenario, on, path, duration, rollout_at, seed, announce, truth, load_on=load_on
+        )
 
     interrupted = "stopped; the lab's namespaces, rules and processes were removed"
     try:

@@ -1,5 +1,6 @@
 """``ClusterReader`` over the Kubernetes API: lightkube for kubeconfig and credentials,
-raw JSON for the objects.
+raw JSON for the objects; and the few writes of the active commands (probe, rollout-test,
+cleanup): create, delete, delete by label, patch, and a followed log.
 
 lightkube turns a kubeconfig context into an authenticated HTTP client (CA, client
 certificates, bearer tokens, rotated token files, exec credential plugins); the reads are
@@ -28,6 +29,15 @@ from svcdoctor.cluster.config import Target
 from svcdoctor.cluster.reader import ClusterError, Forbidden, NotServed, WatchEvent
 from svcdoctor.cluster.resources import RESOURCES, Resource
 
+ACTIVE_RBAC_FILE = "deploy/rbac/svcdoctor-active.yaml"
+WRITE_VERBS = frozenset({"create", "delete", "deletecollection", "patch"})
+# resources only the active commands touch, beside the read table
+EXTRA_RESOURCES = {"jobs": Resource("jobs", "Job", "batch", "v1")}
+PATCH_TYPES = {
+    "strategic": "application/strategic-merge-patch+json",
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+}
 PAGE_SIZE = 500
 WATCH_CHUNK_SECONDS = 300  # a watch request's server-side timeout; resumed after it
 _decode = msgspec.json.Decoder()
@@ -42,8 +52,28 @@ class ApiStatus(ClusterError):
         self.code = code
 
 
+class WriteForbidden(Forbidden):
+    """The credentials may not make a write the active commands need."""
+
+    def __init__(self, verb: str, resource: str, namespace: str | None) -> None:
+        super().__init__(verb, resource, namespace)
+        where = f" in namespace {namespace}" if namespace else " cluster-wide"
+        self.args = (
+            f"forbidden: cannot {verb} {resource}{where}; run with the role in {ACTIVE_RBAC_FILE}",
+        )
+
+
+def _resource(name: str) -> Resource:
+    """The resource of a key of ``RESOURCES`` or of the active commands' ``jobs``."""
+    found = RESOURCES.get(name) or EXTRA_RESOURCES.get(name)
+    if found is None:
+        raise KeyError(name)
+    return found
+
+
 class ApiReader:
-    """Read-only access to the cluster of one kubeconfig context."""
+    """Access to the cluster of one kubeconfig context: the reads of ``ClusterReader`` and
+    the writes of the active commands."""
 
     def __init__(self, target: Target, timeout: float = 10.0) -> None:
         self.context = target.context
@@ -81,13 +111,21 @@ class ApiReader:
         namespace: str | None = None,
         stream: bool = False,
         read_timeout: float | None = None,
+        method: str = "GET",
+        body: Any = None,
+        content_type: str = "application/json",
     ) -> httpx.Response:
-        """GET ``path``; every failure becomes a one-line ``ClusterError``."""
+        """``method`` ``path`` (GET unless told); every failure becomes a one-line
+        ``ClusterError``."""
         timeout = httpx.Timeout(self.timeout, read=read_timeout or self.timeout)
         if resource:
             self.used.add((verb, resource))
+        headers = {"Content-Type": content_type} if body is not None else None
+        content = json.dumps(body).encode() if body is not None else None
         try:
-            request = self._http.build_request("GET", path, params=params, timeout=timeout)
+            request = self._http.build_request(
+                method, path, params=params, timeout=timeout, content=content, headers=headers
+            )
             response = self._http.send(request, stream=stream)
         except httpx.TimeoutException:
             raise ClusterError(
@@ -118,7 +156,10 @@ class ApiReader:
                 f"context {self.context} (expired or wrong token?)"
             )
         if code == 403:
-            return Forbidden(verb, resource or response.request.url.path, namespace)
+            what = resource or response.request.url.path
+            if verb in WRITE_VERBS:
+                return WriteForbidden(verb, what, namespace)
+            return Forbidden(verb, what, namespace)
         if code == 404 and verb in ("list", "watch"):
             return NotServed(f"the server does not serve {resource}: {message}")
         return ApiStatus(code, f"{code} from {response.request.url.path}: {message}")
@@ -136,7 +177,7 @@ class ApiReader:
         return {k: str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
     def serves(self, resource: str) -> bool:
-        res = RESOURCES[resource]
+        res = _resource(resource)
         if res.api_version not in self._discovered:
             path = f"/apis/{res.api_version}" if res.group else f"/api/{res.version}"
             try:
@@ -157,7 +198,7 @@ class ApiReader:
         labels: str | None = None,
         fields: str | None = None,
     ) -> list[dict[str, Any]]:
-        return self._list(RESOURCES[resource], resource, namespace, labels, fields)[0]
+        return self._list(_resource(resource), resource, namespace, labels, fields)[0]
 
     def _list(
         self,
@@ -194,7 +235,7 @@ class ApiReader:
             params["continue"] = meta["continue"]
 
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        res = RESOURCES[resource]
+        res = _resource(resource)
         try:
             found = self._json(
                 res.path(namespace, name), verb="get", resource=resource, namespace=namespace
@@ -213,7 +254,7 @@ class ApiReader:
         fields: str | None = None,
         until: float | None = None,
     ) -> Iterator[WatchEvent]:
-        res = RESOURCES[resource]
+        res = _resource(resource)
         known: dict[str, dict[str, Any]] = {}
         version = ""
 
@@ -318,6 +359,150 @@ class ApiReader:
             namespace=namespace,
         )
         return response.text
+
+    # ---- writes (the active commands) ---------------------------------------------
+    def create(
+        self, resource_name: str, namespace: str, obj: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Create ``obj``; the object as the server stored it (or would, with ``dry_run``)."""
+        res = _resource(resource_name)
+        params = {"dryRun": "All"} if dry_run else None
+        body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
+        created = self._json(
+            res.path(namespace),
+            params,
+            verb="create",
+            resource=resource_name,
+            namespace=namespace,
+            method="POST",
+            body=body,
+        )
+        return created if isinstance(created, dict) else {}
+
+    def delete(
+        self,
+        resource_name: str,
+        namespace: str,
+        name: str,
+        propagation: str = "Background",
+        grace_seconds: int | None = None,
+    ) -> bool:
+        """Delete one object (its dependents by ``propagation``); False when it is gone."""
+        res = _resource(resource_name)
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
+        try:
+            self._send(
+                res.path(namespace, name),
+                verb="delete",
+                resource=resource_name,
+                namespace=namespace,
+                method="DELETE",
+                body=options,
+            )
+        except ApiStatus as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
+
+    def delete_collection(
+        self, resource_name: str, namespace: str, labels: str, propagation: str = "Background"
+    ) -> None:
+        """Delete every object of ``resource_name`` in ``namespace`` matching ``labels``."""
+        if not labels:
+            raise ValueError("delete_collection needs a label selector")
+        res = _resource(resource_name)
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        self._send(
+            res.path(namespace),
+            {"labelSelector": labels},
+            verb="deletecollection",
+            resource=resource_name,
+            namespace=namespace,
+            method="DELETE",
+            body=options,
+        )
+
+    def patch(
+        self,
+        resource_name: str,
+        namespace: str,
+        name: str,
+        patch: Any,
+        patch_type: str = "strategic",
+    ) -> dict[str, Any]:
+        """Patch one object (``patch_type``: strategic, merge or json); the result."""
+        if patch_type not in PATCH_TYPES:
+            raise ValueError(f"patch type {patch_type!r}: one of {', '.join(PATCH_TYPES)}")
+        res = _resource(resource_name)
+        patched = self._json(
+            res.path(namespace, name),
+            verb="patch",
+            resource=resource_name,
+            namespace=namespace,
+            method="PATCH",
+            body=patch,
+            content_type=PATCH_TYPES[patch_type],
+        )
+        return patched if isinstance(patched, dict) else {}
+
+    def follow_logs(
+        self,
+        namespace: str,
+        pod: str,
+        until: float,
+        container: str | None = None,
+        idle: float | None = None,
+    ) -> Iterator[str]:
+        """The lines of a container's log as it writes them (``follow=true``), from its
+        start, until the container ends, the Unix time ``until`` or (``idle``) that many
+        seconds without a line; a stream that breaks ends the iteration (the caller knows
+        from the lines whether it saw everything)."""
+        params: dict[str, Any] = {"follow": "true"}
+        if container:
+            params["container"] = container
+        left = until - time.time()
+        if left <= 0:
+            return
+        response = self._send(
+            RESOURCES["pods"].path(namespace, pod) + "/log",
+            params,
+            verb="get",
+            resource="pods/log",
+            namespace=namespace,
+            stream=True,
+            read_timeout=max(min(left, idle or left), 0.1),
+        )
+        try:
+            for line in response.iter_lines():
+                yield line
+                if time.time() >= until:
+                    return
+        except (httpx.HTTPError, OSError):
+            return
+        finally:
+            response.close()
+
+
+def connect_active(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    timeout: float | None = 10.0,
+) -> ApiReader:
+    """``svcdoctor.cluster.connect`` for the active commands: the reader with its writes."""
+    from svcdoctor.cluster.config import resolve
+
+    if all_namespaces:
+        raise ClusterError("the active commands work in one namespace: drop -A")
+    return ApiReader(resolve(kubeconfig, context, namespace), timeout or 10.0)
 
 
 class CredentialPlugin(httpx.Auth):

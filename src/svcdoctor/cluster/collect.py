@@ -315,7 +315,7 @@ def _json(doc: Any) -> str:
 
 
 @dataclass
-class _Stream:
+class Stream:
     """The watched objects of one resource: the stream so far and each object's last state
     (kept after deletion). Threads append under the lock until ``closed``."""
 
@@ -416,7 +416,7 @@ def collect(
         run.note("discovery.k8s.io/v1 is not served: core Endpoints read instead (endpoints.json)")
     selector = (service.get("spec") or {}).get("selector") or {}
     labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-    streams = {"slices": _Stream(), "pods": _Stream()}
+    streams = {"slices": Stream(), "pods": Stream()}
     _snapshot(run, streams, slices, labels, initial=True)
     if request.watch:
         context["watch_seconds"] = _watch(run, streams, slices, labels, request.watch)
@@ -463,7 +463,7 @@ def _optional(run: _Run, what: str, step: Callable[..., None], *args: Any) -> No
 
 def _snapshot(
     run: _Run,
-    streams: dict[str, _Stream],
+    streams: dict[str, Stream],
     slices: tuple[str, str | None, str | None],
     labels: str,
     initial: bool,
@@ -505,7 +505,7 @@ def _target_refs(objects: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def _watch(
     run: _Run,
-    streams: dict[str, _Stream],
+    streams: dict[str, Stream],
     slices: tuple[str, str | None, str | None],
     labels: str,
     seconds: float,
@@ -521,7 +521,7 @@ def _watch(
     else:
         run.note("the Service has no selector: its pods are listed, not watched")
 
-    def follow(what: str, by_label: str | None, by_field: str | None, into: _Stream) -> None:
+    def follow(what: str, by_label: str | None, by_field: str | None, into: Stream) -> None:
         try:
             for event in run.reader.watch(what, ns, by_label, by_field, until=until):
                 if into.closed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -142,28 +143,53 @@ def assess_backend(ctx: Context, s: Settings) -> Assessment:
     )
 
 
-def _suspect(
-    ctx: Context, s: Settings, backend: str, n: int, k: int, total_n: int, total_k: int, pods: int
-) -> Suspect | None:
-    """The backend as a suspect when it fails more than the others by more than chance
-    (and by at least ``s.min_backend_ratio`` and ``s.min_backend_excess``), else None.
+@dataclass(frozen=True, slots=True)
+class Outlier:
+    """Why a group (a backend, a node's route) is singled out: the test's p-value
+    (Bonferroni over the groups), the 95 % interval of the ratio of its failure rate to the
+    others', and the others' failure rate."""
 
-    Given all failures, the number on this backend is Binomial(total failures, its traffic
-    share) when every backend fails alike: the exact conditional test of two Poisson rates,
-    which stays exact when the other backends fail 0 times. Its interval, turned into the
-    ratio of this backend's rate to the others', is the effect reported."""
+    p_value: float
+    rate_ratio_ci95: tuple[float, float]
+    others_failure_rate: float
+
+
+def outlier(n: int, k: int, total_n: int, total_k: int, groups: int, s: Settings) -> Outlier | None:
+    """The group of ``n`` requests and ``k`` failures, among ``total_n``/``total_k`` in
+    ``groups`` groups, when it fails more than the others by more than chance (and by at
+    least ``s.min_backend_ratio`` and ``s.min_backend_excess``), else None.
+
+    Given all failures, the number in this group is Binomial(total failures, its traffic
+    share) when every group fails alike: the exact conditional test of two Poisson rates,
+    which stays exact when the other groups fail 0 times. Its interval, turned into the
+    ratio of this group's rate to the others', is the effect reported; fewer than
+    ``s.min_failures`` failures in all single out nothing. ``diagnose`` and
+    ``probe`` single out bad backends (and ``probe`` bad nodes) with it."""
     rest_n, rest_k = total_n - n, total_k - k
-    if k == 0 or rest_n == 0:
+    if k == 0 or rest_n == 0 or total_k < s.min_failures:
         return None
-    share = n / total_n
-    p = min(1.0, binom_greater(k, total_k, share) * pods)  # Bonferroni over the backends
+    p = min(1.0, binom_greater(k, total_k, n / total_n) * groups)
     rate, rest_rate = k / n, rest_k / rest_n
-    low, high = proportion_ci(k, total_k)  # this backend's share of the failures
+    low, high = proportion_ci(k, total_k)  # this group's share of the failures
 
     def ratio(pi: float) -> float:
         return math.inf if pi >= 1.0 else (pi / (1 - pi)) * (rest_n / n)
 
     if p >= s.alpha or ratio(low) < s.min_backend_ratio or rate - rest_rate < s.min_backend_excess:
+        return None
+    return Outlier(
+        float(f"{p:.3g}"),
+        (round(ratio(low), 3), round(min(ratio(high), 1e9), 3)),
+        round(rest_rate, 6),
+    )
+
+
+def _suspect(
+    ctx: Context, s: Settings, backend: str, n: int, k: int, total_n: int, total_k: int, pods: int
+) -> Suspect | None:
+    """The backend as a suspect when it is an :func:`outlier`, else None."""
+    found = outlier(n, k, total_n, total_k, pods, s)
+    if found is None:
         return None
     pod = ctx.pod_of(backend)
     rate_low, rate_high = proportion_ci(k, n)
@@ -174,11 +200,11 @@ def _suspect(
         node=pod.node if pod else None,
         requests=n,
         failures=k,
-        failure_rate=round(rate, 5),
+        failure_rate=round(k / n, 5),
         failure_rate_ci95=(round(rate_low, 5), round(rate_high, 5)),
-        others_failure_rate=round(rest_rate, 6),
-        rate_ratio_ci95=(round(ratio(low), 3), round(min(ratio(high), 1e9), 3)),
-        p_value=float(f"{p:.3g}"),
+        others_failure_rate=found.others_failure_rate,
+        rate_ratio_ci95=found.rate_ratio_ci95,
+        p_value=found.p_value,
         ready=_was_ready(ctx, pod, backend),
         readiness_probe=_readiness_of(ctx.evidence.inventory, pod),
     )

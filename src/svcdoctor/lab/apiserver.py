@@ -2083,8 +2083,18 @@ class ApiServer:
         await response.prepare(request)
         seen = text.rfind("\n") + 1  # whole lines only, here and while following
         await response.write(_select_log(text[:seen], logs.timestamped, query))
-        await self._follow_log(response, logs, container, seen, _bool(query.get("timestamps")))
+        await self._follow_log(
+            response, logs, container, seen, _bool(query.get("timestamps")), t.namespace, t.name
+        )
         return response
+
+    def _pod_ended(self, namespace: str | None, name: str) -> bool:
+        """The pod is gone or its containers have ended (Succeeded or Failed)."""
+        entry = self._store._entry("pods", namespace, name)
+        if entry is None:
+            return True
+        phase = json.loads(entry.raw).get("status", {}).get("phase")
+        return phase in ("Succeeded", "Failed")
 
     async def _follow_log(
         self,
@@ -2093,12 +2103,17 @@ class ApiServer:
         container: str | None,
         seen: int,
         timestamps: bool,
+        namespace: str | None,
+        pod: str,
     ) -> None:
-        """Send the lines the log gains after offset ``seen``, polling its source."""
+        """Send the lines the log gains after offset ``seen``, polling its source, until the
+        pod's containers have ended (as the kubelet ends a followed log) and its last lines
+        were sent; the lab writes a pod's last lines before its final phase."""
         while not self._closing:
             changed = self._changed
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), _LOG_POLL)
+            ended = self._pod_ended(namespace, pod)
             text = await asyncio.to_thread(logs.source, container)
             end = text.rfind("\n") + 1
             if end > seen:
@@ -2107,6 +2122,8 @@ class ApiServer:
                     lines = [_strip_time(line) for line in lines]
                 await response.write("".join(lines).encode())
                 seen = end
+            if ended:
+                return
 
 
 _VERBS = {"POST": "create", "DELETE": "delete", "PATCH": "patch", "PUT": "update"}

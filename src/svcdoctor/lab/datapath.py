@@ -59,6 +59,8 @@ class Datapath(Protocol):
     def client_socket(self, node: int) -> socket.socket: ...
     def probe_socket(self, pod: PodNet) -> socket.socket: ...
     def backend_of(self, node: int, local_port: int) -> str | None: ...
+    def node_netns(self, node: int) -> str | None: ...
+    def break_node(self, node: int, share: float) -> None: ...
     async def close(self) -> None: ...
 
 
@@ -112,7 +114,8 @@ class _Proxy:
 
 class UserspaceDatapath:
     """kube-proxy's userspace mode, per node: a connection picks one ready backend at
-    random and keeps it for its whole life; a backend that refuses resets the client."""
+    random and keeps it for its whole life; a backend that refuses resets the client. A
+    broken node's proxy (``break_node``) resets that share of its new connections."""
 
     name = "userspace"
 
@@ -120,6 +123,7 @@ class UserspaceDatapath:
         self.proxies: list[_Proxy] = []
         self.errors: list[str] = []
         self.rng = random.Random(seed)
+        self.broken: dict[int, float] = {}  # node → share of connections it drops
 
     async def start(self, nodes: int) -> None:
         for node in range(nodes):
@@ -151,6 +155,14 @@ class UserspaceDatapath:
     def backend_of(self, node: int, local_port: int) -> str | None:
         return self.proxies[node].chosen.get(local_port)
 
+    def node_netns(self, node: int) -> str | None:
+        return None  # the nodes' clients run on the host, with their node's proxy address
+
+    def break_node(self, node: int, share: float) -> None:
+        """From now on, node ``node``'s route to the Service resets ``share`` of the new
+        connections (a broken node datapath: the ``broken-node`` scenario)."""
+        self.broken[node] = share
+
     async def _accept(
         self, node: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
@@ -160,7 +172,7 @@ class UserspaceDatapath:
             proxy.tasks.add(task)
             task.add_done_callback(proxy.tasks.discard)
         peer = writer.get_extra_info("peername")
-        if not proxy.backends:
+        if not proxy.backends or self.rng.random() < self.broken.get(node, 0.0):
             reset(writer)
             return
         backend = self.rng.choice(proxy.backends)

@@ -115,15 +115,27 @@ def _chain(kind: str, text: str) -> str:
     return f"KUBE-{kind}-{base64.b32encode(digest).decode()[:16]}"
 
 
-def rules(backends: list[Backend]) -> str:
-    """The ``iptables-restore`` input for a node's endpoint view, as kube-proxy writes it."""
+def rules(backends: list[Backend], broken: float = 0.0) -> str:
+    """The ``iptables-restore`` input for a node's endpoint view, as kube-proxy writes it;
+    ``broken``: the share of new connections to the Service the node rejects (a broken node
+    route: not kube-proxy's, the ``broken-node`` scenario's fault, matched on the original
+    destination as the connection is DNATed before the filter table sees it)."""
     svc = _chain("SVC", SERVICE + "tcp")
     lines = [
         "*filter",
         ":KUBE-SERVICES - [0:0]",
-        '-A OUTPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service '
-        'portals" -j KUBE-SERVICES',
     ]
+    if broken > 0:
+        lines.append(
+            f"-A OUTPUT -p tcp -m conntrack --ctstate NEW --ctorigdst {VIP}/32 "
+            f'--ctorigdstport {VIP_PORT} -m comment --comment "lab: broken node route" '
+            f"-m statistic --mode random --probability {min(broken, 1.0):.11f} "
+            "-j REJECT --reject-with tcp-reset"
+        )
+    lines.append(
+        '-A OUTPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes service '
+        'portals" -j KUBE-SERVICES'
+    )
     if not backends:
         lines.append(
             f'-A KUBE-SERVICES -d {VIP}/32 -p tcp -m comment --comment "{SERVICE} has '
@@ -194,6 +206,7 @@ class KernelDatapath:
     _by_ip: dict[str, str] = field(default_factory=dict)
     _conntrack: dict[tuple[int, int], str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # failed rule syncs: the run is invalid
+    broken: dict[int, float] = field(default_factory=dict)  # node → share it rejects
 
     @property
     def fabric(self) -> str:
@@ -264,7 +277,16 @@ class KernelDatapath:
                     f"net.netfilter.nf_conntrack_{key}=600",
                     check=False,
                 )
-            _run("ip", "netns", "exec", ns, "iptables-restore", "-w", "5", input_text=rules([]))
+            _run(
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "iptables-restore",
+                "-w",
+                "5",
+                input_text=rules([], self.broken.get(node, 0.0)),
+            )
         self.nodes = nodes
 
     async def add_pod(self, pod: str) -> PodNet:
@@ -306,7 +328,7 @@ class KernelDatapath:
                 stdin=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
-            _, err = await proc.communicate(rules(backends).encode())
+            _, err = await proc.communicate(rules(backends, self.broken.get(node, 0.0)).encode())
             if proc.returncode:
                 self.errors.append(f"iptables-restore on node {node}: {err.decode().strip()}")
 
@@ -321,6 +343,14 @@ class KernelDatapath:
 
     def backend_of(self, node: int, local_port: int) -> str | None:
         return self._conntrack.get((node, local_port))
+
+    def node_netns(self, node: int) -> str | None:
+        return f"{self.prefix}-n{node}"
+
+    def break_node(self, node: int, share: float) -> None:
+        """Node ``node``'s route to the Service rejects ``share`` of the new connections
+        (with a TCP reset) from its next rule sync on; call it before ``start``."""
+        self.broken[node] = share
 
     def read_conntrack(self) -> None:
         """Which pod each client connection was DNATed to, from every node's conntrack."""

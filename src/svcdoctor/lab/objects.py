@@ -54,6 +54,7 @@ REQUEST = b"GET / HTTP/1.1\r\nHost: svc\r\nConnection: close\r\n\r\n"
 BODY_BYTES = {200: len(b"hello"), 503: len(b"unavailable")}
 
 Obj = dict[str, Any]
+_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' name suffixes (no vowels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,9 @@ class LabView:
     node_ips: tuple[str, ...]
     pods: tuple[ApiPod, ...]
     events: tuple[LifecycleEvent, ...]
-    rollout_at: float | None = None  # when the Deployment's template changed
+    rollout_at: float | None = None  # when the Deployment's template last changed
+    restarted_at: str | None = None  # the restartedAt a client's restart patch set (else ours)
+    earlier: tuple[tuple[float, str], ...] = ()  # the rollouts before the last: (when, restartedAt)
     last_change: float | None = None  # the latest endpoint change (the slices' trigger time)
     clients: int = 0  # load generator clients: pods load-0 … load-(clients-1)
     proxy_ports: tuple[int, ...] = ()  # userspace: each node's proxy port
@@ -288,18 +291,34 @@ def pod_spec(scenario: Scenario, port: int = POD_PORT) -> Obj:
 
 
 def _template(view: LabView, replica_set: str) -> Obj:
-    annotations = (
-        {RESTARTED_AT: stamp(view.rollout_at)}
-        if view.rollout_at is not None and replica_set == _replica_sets(view)[-1]
-        else None
-    )
+    restarts = dict(zip(_replica_sets(view)[1:], (r for _, r in _rollouts(view)), strict=True))
+    annotations = {RESTARTED_AT: restarts[replica_set]} if replica_set in restarts else None
     labels = {"app": DEPLOYMENT, READY_HASH_LABEL: _hash(replica_set)}
     meta: Obj = {"labels": labels} | ({"annotations": annotations} if annotations else {})
     return {"metadata": meta, "spec": pod_spec(view.scenario)}
 
 
+def _rollouts(view: LabView) -> list[tuple[float, str]]:
+    """Every rollout so far: when, and the restartedAt annotation it set."""
+    last = (
+        [(view.rollout_at, view.restarted_at or stamp(view.rollout_at))]
+        if view.rollout_at is not None
+        else []
+    )
+    return [*view.earlier, *last]
+
+
+def replica_set_name(rollout: int) -> str:
+    """The ReplicaSet of the ``rollout``-th rollout (0: the first, ``run.NEW``); its pods
+    are ``NAME-00`` … (the lab's names, not a template hash)."""
+    if rollout == 0:
+        return NEW
+    digest = hashlib.sha256(f"{DEPLOYMENT}:{rollout}".encode()).hexdigest()
+    return f"{DEPLOYMENT}-{''.join(_SUFFIX_CHARS[int(c, 16)] for c in digest[:9])}"
+
+
 def _replica_sets(view: LabView) -> list[str]:
-    return [OLD, NEW] if view.rollout_at is not None else [OLD]
+    return [OLD, *(replica_set_name(i) for i in range(len(_rollouts(view))))]
 
 
 def _counts(pods: Sequence[ApiPod]) -> dict[str, int]:
@@ -321,7 +340,7 @@ def replica_sets(view: LabView) -> list[Obj]:
     for revision, name in enumerate(names, start=1):
         pods = _owned(view, name)
         counts = _counts(pods)
-        created = view.started if revision == 1 else (view.rollout_at or view.started)
+        created = view.started if revision == 1 else _rollouts(view)[revision - 2][0]
         out.append(
             {
                 "apiVersion": "apps/v1",
@@ -518,7 +537,7 @@ def endpoint_slices(view: LabView) -> list[Obj]:
     out = []
     for port, members in sorted(by_port.items()):
         suffix = hashlib.sha256(f"{view.run}:{port}".encode()).hexdigest()
-        name = f"{SERVICE}-{''.join('bcdfghjklmnpqrstvwxz2456789'[int(c, 16)] for c in suffix[:5])}"
+        name = f"{SERVICE}-{''.join(_SUFFIX_CHARS[int(c, 16)] for c in suffix[:5])}"
         out.append(
             {
                 "apiVersion": "discovery.k8s.io/v1",

@@ -22,7 +22,7 @@ from svcdoctor.lab.cleanup import claim
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
 from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
-from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, Scenario
+from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, Scenario, break_nodes
 from svcdoctor.model import Cause, Outcome
 from svcdoctor.model.truth import DirectProbe, LabTruth, PodTimeline
 from svcdoctor.report.lab import outcomes_to_dict, probe_to_dict, truth_to_dict
@@ -69,6 +69,7 @@ async def run(
     """Run the scenario; everything it started is stopped and removed, even on errors."""
     prefix = f"svcd{secrets.token_hex(3)}"
     dp = make_datapath(datapath, prefix, seed)
+    break_nodes(scenario, dp)
     cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed, prefix)
     load = Load(scenario.load, dp, scenario.nodes, seed)
     started = time.time()
@@ -316,6 +317,7 @@ def ground_truth(scenario: Scenario, cluster: Cluster, load: Load, datapath: str
             for pod in cluster.pods.values()
             if pod.deleted_at is not None
         ),
+        scenario.broken_nodes,
     )
 
 

@@ -9,6 +9,7 @@ from svcdoctor.lab.cluster import PodSpec, Propagation
 from svcdoctor.lab.load import LoadSpec
 
 if TYPE_CHECKING:
+    from svcdoctor.lab.datapath import Datapath
     from svcdoctor.simulate import SimParams
 
 
@@ -30,7 +31,14 @@ class Scenario:
     tail: float = 5.0  # seconds of load after the last pod is gone
     steady: float = 10.0  # seconds of load without a rollout
     pause: float = 3.0  # between deletions of the rollout (each one's failures apart)
+    broken_node: int | None = None  # this node's route to the Service fails broken_share
+    broken_share: float = 0.0  # of the new connections (kernel: REJECT, userspace: reset)
     description: str = ""
+
+    @property
+    def broken_nodes(self) -> tuple[str, ...]:
+        """The nodes whose route to the Service is broken (ground truth, by node name)."""
+        return () if self.broken_node is None else (f"node-{self.broken_node}",)
 
     @property
     def planned_seconds(self) -> float:
@@ -102,8 +110,25 @@ SCENARIOS: dict[str, Scenario] = {
             description="preStop + the longest request exceed the grace period: SIGKILL "
             "(exit 137) mid-request",
         ),
+        Scenario(
+            "broken-node",
+            "infra",
+            PodSpec(),
+            _NEW,
+            rollout=False,
+            broken_node=1,
+            broken_share=0.3,
+            description="node-1's route to the Service rejects 30 % of the new connections: "
+            "its clients fail, the other node's do not, whichever pod they reach",
+        ),
     )
 }
+
+
+def break_nodes(scenario: Scenario, datapath: Datapath) -> None:
+    """Apply the scenario's node fault to the datapath (before it starts)."""
+    if scenario.broken_node is not None:
+        datapath.break_node(scenario.broken_node, scenario.broken_share)
 
 
 def as_simulation(scenario: Scenario) -> SimParams:

@@ -4,6 +4,14 @@ run``) served as a Kubernetes API, its objects kept equal to the lab's real stat
 The lab tells a ``Mirror`` after every event and endpoint change (``Cluster.on_change``)
 and on a short tick; the mirror rebuilds the objects (``objects.py``, pure) and puts in the
 API server's store only those that changed, so watchers see each real change once.
+
+Clients may also write (issue 18): the ConfigMaps, Jobs and pods they create run for real
+(``jobs.py``: the agent as a process on its node, in the datapath), and a restart patch of
+the Deployment (``kubectl rollout restart``: the ``restartedAt`` annotation) starts the lab's
+rollout; without ``rollout_at`` that patch is the only way the lab rolls. One rollout at a
+time: a restart patch while one rolls is refused with 409 Conflict (a later one rolls again,
+to a new ReplicaSet). ``load_on=False`` leaves the lab's own clients off, so a client's
+agent is the only traffic.
 """
 
 from __future__ import annotations
@@ -21,22 +29,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from svcdoctor.lab import objects
-from svcdoctor.lab.cleanup import claim
-from svcdoctor.lab.cluster import Cluster
+from svcdoctor.lab.cleanup import claim, lock_dir
+from svcdoctor.lab.cluster import Cluster, rolling_update
 from svcdoctor.lab.datapath import Datapath, LabError
+from svcdoctor.lab.jobs import JobRunner, Placement, handler_for, jobs_directory
 from svcdoctor.lab.load import Load
 from svcdoctor.lab.run import (
     ground_truth,
     make_datapath,
     request_row,
-    roll,
     start_pods,
     uninterruptible,
 )
-from svcdoctor.lab.scenarios import Scenario
+from svcdoctor.lab.scenarios import Scenario, break_nodes
 
 if TYPE_CHECKING:
-    from svcdoctor.lab.apiserver import ObjectStore
+    from svcdoctor.lab.apiserver import Admission, ObjectStore
 
 MAX_SERVE_SECONDS = 3600.0  # a serve ends after an hour, whatever it was told
 LINGER = 1.0  # seconds an exited pod stays in the store (terminated) before it is removed
@@ -66,6 +74,7 @@ class ServeResult:
     failed: int
     rolled_out: bool
     seconds: float
+    broken_nodes: tuple[str, ...] = ()  # ground truth of the broken-node scenario
 
 
 def key(obj: dict[str, Any]) -> Key:
@@ -113,7 +122,10 @@ class LabState:
         self.dp = dp
         self.started = time.time()
         self.rollout_at: float | None = None
+        self.restarted_at: str | None = None  # a client's restart patch's annotation
+        self.earlier: tuple[tuple[float, str], ...] = ()  # the rollouts before the last
         self.running = False  # the datapath is up (its proxies have ports)
+        self.load_on = True  # the lab's own clients send requests
 
     def node_ips(self) -> tuple[str, ...]:
         if self.dp.name == "kernel":
@@ -146,8 +158,10 @@ class LabState:
             pods=tuple(pods),
             events=tuple(self.cluster.events),
             rollout_at=self.rollout_at,
+            restarted_at=self.restarted_at,
+            earlier=self.earlier,
             last_change=changes[-1].ts if changes else None,
-            clients=self.scenario.load.clients if self.running else 0,
+            clients=self.scenario.load.clients if self.running and self.load_on else 0,
             proxy_ports=tuple(self.dp.service_address(n)[1] for n in range(self.scenario.nodes))
             if userspace
             else (),
@@ -181,6 +195,134 @@ class LabState:
         return objects.nginx_log(rows, addresses, timestamps=True)
 
 
+class Rollout:
+    """The Deployment's rollouts, one at a time: at ``rollout_at`` or on a client's restart
+    patch (a restart while one is rolling: 409 Conflict)."""
+
+    def __init__(self, state: LabState, mirror: Mirror) -> None:
+        self.state = state
+        self.mirror = mirror
+        self.pods: list[str] | None = None  # the current ReplicaSet's pods, once Ready
+        self.running: list[asyncio.Task[list[str]]] = []  # rollouts, and those still draining
+        self.updated = asyncio.Event()  # the last rolling update returned
+        self.updated.set()
+        self.count = 0
+
+    def rolling(self) -> bool:
+        """A rollout is under way, as the Deployment's status shows it: not every active pod
+        is a Ready pod of the newest ReplicaSet (its update may still pause after that)."""
+        if self.updated.is_set():
+            return False
+        newest = objects.replica_set_name(self.count - 1)
+        active = [p for p in self.state.cluster.pods.values() if p.deleted_at is None]
+        return not (
+            len(active) == self.state.scenario.replicas
+            and all(p.name.startswith(f"{newest}-") and p.ready for p in active)
+        )
+
+    def start(self, restarted_at: str | None = None) -> None:
+        """Roll now to the next ReplicaSet (``restarted_at``: the annotation a client set)."""
+        assert self.pods is not None
+        assert not self.rolling()
+        state = self.state
+        if state.rollout_at is not None:
+            last = state.restarted_at or objects.stamp(state.rollout_at)
+            state.earlier = (*state.earlier, (state.rollout_at, last))
+        state.rollout_at = time.time()
+        state.restarted_at = restarted_at
+        replica_set = objects.replica_set_name(self.count)
+        self.count += 1
+        self.mirror.changed()
+        previous, self.updated = self.updated, asyncio.Event()
+        self.running.append(asyncio.create_task(self._roll(previous, self.updated, replica_set)))
+
+    async def _roll(
+        self, previous: asyncio.Event, updated: asyncio.Event, replica_set: str
+    ) -> list[str]:
+        """The scenario's rolling update (``cluster.rolling_update``, as ``run.roll`` does
+        it) to ``replica_set`` once the previous one returned, until every deleted pod
+        exited and every node applied it."""
+        scenario, cluster = self.state.scenario, self.state.cluster
+        await previous.wait()
+        assert self.pods is not None
+        try:
+            new = await rolling_update(
+                cluster,
+                self.pods,
+                lambda i: f"{replica_set}-{i:02d}",
+                scenario.pod,
+                scenario.max_surge,
+                scenario.max_unavailable,
+                pause=scenario.pause,
+            )
+            self.pods = new
+        finally:
+            updated.set()
+        await cluster.drain()
+        await cluster.settled()
+        return new
+
+    def check(self) -> None:
+        """Raise what made a rollout fail (the serve ends with it)."""
+        for task in self.running:
+            if task.done() and not task.cancelled():
+                task.result()
+
+    def tasks(self) -> list[asyncio.Task[list[str]]]:
+        return list(self.running)
+
+    def admit(self, adm: Admission) -> dict[str, Any] | None:
+        """A PATCH of the Deployment: a restart rolls; nothing else may change."""
+        from svcdoctor.lab.apiserver import StatusError, Verb, invalid
+
+        if adm.verb != Verb.PATCH:
+            return None
+        if adm.name != objects.DEPLOYMENT or adm.old is None:
+            raise StatusError(
+                404, "NotFound", f'deployments.apps "{adm.name}" not found', {"name": adm.name}
+            )
+        restarted = _annotations(adm.obj).get(objects.RESTARTED_AT)
+        if restarted is None or restarted == _annotations(adm.old).get(objects.RESTARTED_AT):
+            if _without_restart(adm.obj) != _without_restart(adm.old):
+                raise invalid(
+                    adm.obj,
+                    "spec",
+                    "…",
+                    "the lab's Deployment changes only by a restart (kubectl rollout restart)",
+                )
+            return None
+        if self.pods is None or self.rolling():
+            why = "its pods are still starting" if self.pods is None else "it is rolling out now"
+            raise StatusError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on deployments.apps "{adm.name}": {why}',
+            )
+        if not adm.dry_run:
+            self.start(str(restarted))
+        return None
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("spec", {}).get("template", {}).get("metadata") or {}
+    return dict(meta.get("annotations") or {})
+
+
+def _without_restart(obj: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment's spec without the restart annotation (what else a patch changed)."""
+    spec = copy.deepcopy(obj.get("spec") or {})
+    meta = spec.get("template", {}).get("metadata") or {}
+    (meta.get("annotations") or {}).pop(objects.RESTARTED_AT, None)
+    if "annotations" in meta and not meta["annotations"]:
+        del meta["annotations"]
+    return spec
+
+
+async def _idle(stop: asyncio.Event) -> None:
+    """In place of the load (``load_on=False``): wait for the end."""
+    await stop.wait()
+
+
 async def _ticker(mirror: Mirror, dp: Datapath) -> None:
     """Sync on a tick; on the kernel datapath, also read which pod conntrack gave each
     connection (the backend of a failed request)."""
@@ -204,27 +346,44 @@ async def serve(
     seed: int = 1,
     announce: Callable[[ServeInfo], None] | None = None,
     truth: Path | None = None,
+    *,
+    load_on: bool = True,
 ) -> ServeResult:
     """Run the lab cluster and its API until ``duration`` seconds passed (at most
     ``MAX_SERVE_SECONDS``) or the task is cancelled; roll the Deployment ``rollout_at``
-    seconds after the pods are ready. Everything started is removed, even on errors; the
-    ground truth (each deleted pod's timeline and race window, the bad pods) is written to
-    ``truth`` at the end, Ctrl-C included, to check what scan, collect and diagnose say."""
+    seconds after the pods are ready, or when a client restarts it. The Jobs and pods
+    clients create run as processes (``jobs.py``); ``load_on=False``: no lab clients.
+    Everything started is removed, even on errors; the ground truth (each deleted pod's
+    timeline and race window, the bad pods) is written to ``truth`` at the end, Ctrl-C
+    included, to check what scan, collect and diagnose say."""
     from svcdoctor.lab.apiserver import ApiServer, ObjectStore
 
     limit = min(duration or MAX_SERVE_SECONDS, MAX_SERVE_SECONDS)
     prefix = f"svcd{secrets.token_hex(3)}"
     dp = make_datapath(datapath, prefix, seed)
+    break_nodes(scenario, dp)
     cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed, prefix)
     # the traffic lasts the serve; only the last KEEP_RECORDS records are kept
     spec = replace(scenario.load, max_requests=math.ceil(scenario.load.rate * (limit + 60)))
     load = Load(spec, dp, scenario.nodes, seed, keep=KEEP_RECORDS)
     state = LabState(prefix, scenario, cluster, load, dp)
+    state.load_on = load_on
     end = state.started + limit
     store = ObjectStore()
     server = ApiServer(store, secrets.token_urlsafe(32))
     mirror = Mirror(store, state.view)
     cluster.on_change = mirror.changed
+    placement = Placement(
+        scenario.nodes,
+        dp.node_netns,
+        lambda node: state.node_ips()[node],
+        dp.service_address,
+    )
+    jobs = JobRunner(store, placement, jobs_directory(lock_dir(), prefix), objects.NAMESPACE)
+    rollout = Rollout(state, mirror)
+    for resource in ("pods", "jobs"):
+        server.admit(resource, handler_for(jobs, resource))
+    server.admit("deployments", rollout.admit)
     stop = asyncio.Event()
     background: list[asyncio.Task[None]] = []
     with claim(prefix):
@@ -235,7 +394,7 @@ async def serve(
             old = await start_pods(scenario, cluster, dp, lambda what: None)
             state.running = True
             ready = time.time()
-            for client in range(scenario.load.clients):
+            for client in range(scenario.load.clients if load_on else 0):
                 store.set_logs(
                     objects.NAMESPACE,
                     objects.load_pod_name(client),
@@ -251,7 +410,8 @@ async def serve(
                         timestamped=True,
                     )
             mirror.sync()
-            background.append(asyncio.create_task(load.run(stop, end)))
+            rollout.pods = old
+            background.append(asyncio.create_task(load.run(stop, end) if load_on else _idle(stop)))
             background.append(asyncio.create_task(_ticker(mirror, dp)))
             if announce:
                 announce(ServeInfo(server.url, kubeconfig, CONTEXT, objects.NAMESPACE, dp.name))
@@ -260,10 +420,11 @@ async def serve(
                 async with asyncio.timeout_at(deadline) as bound:
                     if rollout_at is not None:
                         await asyncio.sleep(max(0.0, ready + rollout_at - time.time()))
-                        state.rollout_at = time.time()
-                        mirror.changed()
-                        await roll(scenario, cluster, old)
-                    await asyncio.sleep(max(0.0, end - time.time()))
+                        if not rollout.rolling():  # else a client restarted it just now
+                            rollout.start()
+                    while time.time() < end:  # a rollout that fails ends the serve
+                        rollout.check()
+                        await asyncio.sleep(min(TICK, max(0.0, end - time.time())))
             except TimeoutError:
                 if not bound.expired():
                     raise  # not the end of the serve: a real error
@@ -272,9 +433,11 @@ async def serve(
                 stop.set()  # the clients stop; requests in flight get a moment to end
                 if background:
                     await asyncio.wait(background[:1], timeout=STOP_GRACE)
-                for task in background:
+                tasks: list[asyncio.Task[Any]] = [*background, *rollout.tasks()]
+                for task in tasks:
                     task.cancel()
-                await asyncio.gather(*background, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await jobs.close()
                 await cluster.stop_all()
                 await dp.close()
                 await server.close()
@@ -285,6 +448,8 @@ async def serve(
                     truth.write_text(json.dumps(found, indent=2))
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
+    if jobs.errors:
+        raise LabError(f"the lab's Jobs failed: {jobs.errors[0]}")
     failed = sum(1 for r in load.records if r["outcome"] != "ok")
     return ServeResult(
         dp.name,
@@ -292,4 +457,5 @@ async def serve(
         failed,
         state.rollout_at is not None,
         time.time() - state.started,
+        scenario.broken_nodes,
     )

@@ -1,6 +1,17 @@
 """The domain model: frozen dataclasses shared by every command."""
 
-from svcdoctor.model.diagnosis import Assessment, Diagnosis, Verdict
+from svcdoctor.model.diagnosis import (
+    Assessment,
+    BackendDetails,
+    CauseDetails,
+    Diagnosis,
+    InfraDetails,
+    RaceDetails,
+    ReuseDetails,
+    Summary,
+    Timeline,
+    Verdict,
+)
 from svcdoctor.model.dist import Dist, DistError, parse_dist
 from svcdoctor.model.evidence import (
     FAILURES,
@@ -35,6 +46,7 @@ from svcdoctor.model.live import (
 )
 from svcdoctor.model.resource import Resource
 from svcdoctor.model.service import Autoscaler, Service, ServicePort
+from svcdoctor.model.truth import DirectProbe, LabTruth, PodTimeline
 from svcdoctor.model.workload import (
     BATCH_KINDS,
     DEFAULT_GRACE_SECONDS,
@@ -64,11 +76,14 @@ __all__ = [
     "WORKLOAD_KINDS",
     "Assessment",
     "Autoscaler",
+    "BackendDetails",
     "Cause",
+    "CauseDetails",
     "Container",
     "ContainerExit",
     "ContainerPort",
     "Diagnosis",
+    "DirectProbe",
     "Dist",
     "DistError",
     "Endpoint",
@@ -77,8 +92,10 @@ __all__ = [
     "EventKind",
     "Evidence",
     "Finding",
+    "InfraDetails",
     "Inventory",
     "KernelEvent",
+    "LabTruth",
     "LifecycleEvent",
     "LiveFacts",
     "Location",
@@ -87,15 +104,20 @@ __all__ = [
     "PodFacts",
     "PodInfo",
     "PodTemplate",
+    "PodTimeline",
     "PreStop",
     "Probe",
     "ProxyConfig",
+    "RaceDetails",
     "Resource",
+    "ReuseDetails",
     "Service",
     "ServiceEndpoints",
     "ServicePort",
     "Severity",
     "SourceSummary",
+    "Summary",
+    "Timeline",
     "Verdict",
     "Workload",
     "is_live",

@@ -48,6 +48,7 @@ class LabTruth:
     prestop_seconds: float
     grace_seconds: float
     deleted_pods: tuple[PodTimeline, ...]  # in creation order
+    broken_nodes: tuple[str, ...] = ()  # nodes whose route to the Service is broken
 
     @property
     def race_window(self) -> float:

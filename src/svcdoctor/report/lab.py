@@ -51,6 +51,7 @@ def truth_to_dict(t: LabTruth) -> dict[str, Any]:
         "prestop_seconds": t.prestop_seconds,
         "grace_seconds": t.grace_seconds,
         "deleted_pods": {p.pod: timeline_to_dict(p) for p in t.deleted_pods},
+        "broken_nodes": list(t.broken_nodes),
     }
 
 

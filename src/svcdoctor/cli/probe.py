@@ -1,0 +1,191 @@
+"""``svcdoctor probe``: hit every endpoint of a Service directly (and the Service itself)
+from inside the cluster, and name the pod or node that fails more than the others."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.table import Table
+
+from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._output import stdout_console
+from svcdoctor.cli._params import Number, option, output_option
+
+if TYPE_CHECKING:
+    from svcdoctor.cluster.probe import ProbeOutcome
+
+
+@click.command()
+@click.argument("service")
+@cluster_options(all_namespaces=False)
+@option(
+    "--count",
+    type=Number(1, 10_000, integer=True),
+    default=50,
+    help="Requests to each endpoint, directly (and as many per endpoint through the Service).",
+)
+@option("--path", default="/", help="HTTP path of the requests.")
+@option(
+    "--protocol",
+    type=click.Choice(["http", "tcp", "grpc"]),
+    default="http",
+    help="HTTP GET, a TCP connect, or a gRPC health check (the image needs grpcio).",
+)
+@option("--port", metavar="NAME|NUMBER", help="Service port.", default_text="the first")
+@option(
+    "--rate",
+    type=Number(0, 5000, low_open=True),
+    default=50,
+    help="Requests/s through the Service.",
+)
+@duration_option("--timeout", default="2s", show_default=True, help="Bound on each request.")
+@click.option("--per-node", is_flag=True, help="Also probe the Service from one pod on each node.")
+@option(
+    "--max-nodes",
+    type=Number(1, 1000, integer=True),
+    default=20,
+    help="Nodes --per-node probes from.",
+)
+@option(
+    "--image", help="Image of the agent (any with python 3.9+).", default_text="python:3.12-slim"
+)
+@click.option("--yes", is_flag=True, help="Create the agent's Job; without it, print it and exit.")
+@output_option(("text", "json"))
+def probe(
+    service: str,
+    cluster: dict[str, Any],
+    count: float,
+    path: str,
+    protocol: str,
+    port: str | None,
+    rate: float,
+    timeout: float,
+    per_node: bool,
+    max_nodes: float,
+    image: str | None,
+    yes: bool,
+    fmt: str,
+) -> None:
+    """Probe every endpoint of SERVICE directly and through the Service, from inside.
+
+    Runs svcdoctor's agent (standard-library Python, shipped in a ConfigMap) as a Job in
+    the Service's namespace; everything it creates is labelled
+    app.kubernetes.io/managed-by=svcdoctor and deleted at the end. Without --yes it
+    prints what it would create and exits 0. Exit codes: 0 no endpoint or node stands out,
+    1 one does (its failure rate is above the others' beyond chance), 2 on a cluster or
+    input problem.
+    """
+    from svcdoctor.cluster import ClusterError
+    from svcdoctor.cluster.agentjob import agent_source, manifests, to_yaml
+    from svcdoctor.cluster.api import connect_active
+    from svcdoctor.cluster.probe import Options, plan, run
+    from svcdoctor.cluster.rollout import Refused
+
+    try:
+        api = connect_active(**cluster)
+        options = Options(
+            api.namespace, service, int(count), path, protocol, port, float(rate), timeout,
+            per_node, int(max_nodes), image,
+        )  # fmt: skip
+        chosen = plan(api, options)
+        if not yes:
+            click.echo(to_yaml(manifests(chosen.spec, agent_source())), nl=False)
+            click.echo(
+                f"# svcdoctor probe: nothing created; run with --yes to create the above in "
+                f"namespace {api.namespace} (deleted at the end)",
+                err=True,
+            )
+            return
+        progress = _progress(fmt == "text" and sys.stderr.isatty())
+        outcome = run(api, chosen, progress)
+    except (ClusterError, Refused) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        click.echo("svcdoctor: interrupted; the probe's objects were deleted", err=True)
+        sys.exit(130)
+    result = outcome.result
+    if fmt == "json":
+        body = {
+            "service": f"{api.namespace}/{service}",
+            "run": chosen.spec.run_id,
+            **result.to_dict(),
+            "cleaned_up": not (outcome.cleanup and outcome.cleanup.left),
+            "notes": list(outcome.notes),
+        }
+        click.echo(json.dumps(body, indent=2))
+    else:
+        _text(outcome, f"{api.namespace}/{service}")
+    sys.exit(1 if result.singled_out else 0)
+
+
+def _progress(show: bool) -> Any:
+    if not show:
+        return lambda _: None
+    return lambda message: click.echo(message, err=True)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def _text(outcome: ProbeOutcome, service: str) -> None:
+    console = stdout_console()
+    result = outcome.result
+    table = Table("pod", "endpoint", "requests", "success (95% CI)", "p50/p99 ms", "failures",
+                  "verdict", box=None, pad_edge=False)  # fmt: skip
+    for t in result.backends:
+        lat = dict(t.latency_ms)
+        table.add_row(
+            t.label or "-",
+            t.key,
+            str(t.requests),
+            f"{_pct(t.success_rate)} ({_pct(t.success_ci95[0])}-{_pct(t.success_ci95[1])})",
+            f"{lat[50]:.1f}/{lat[99]:.1f}" if lat else "-",
+            ", ".join(f"{k} {n}" for k, n in t.by_outcome) or "-",
+            f"FAILS MORE (p={t.outlier.p_value:.2g})" if t.outlier else "ok",
+        )
+    console.print(f"Direct probe of the endpoints of {service}:")
+    console.print(table)
+    if result.service:
+        s = result.service
+        console.print(
+            f"Through the Service: {s.requests - s.failures} of {s.requests} ok "
+            f"({_pct(s.success_rate)}, 95% CI {_pct(s.success_ci95[0])}-{_pct(s.success_ci95[1])})"
+            + (": " + ", ".join(f"{k} {n}" for k, n in s.by_outcome) if s.by_outcome else "")
+        )
+    for t in result.nodes:
+        verdict = f"route FAILS MORE (p={t.outlier.p_value:.2g})" if t.outlier else "ok"
+        console.print(
+            f"from node {t.key}: {t.requests - t.failures} of {t.requests} ok "
+            f"({_pct(t.success_rate)}) {verdict}"
+        )
+    for t in result.bad_backends:
+        assert t.outlier is not None
+        console.print(
+            f"singled out: {t.label or t.key} ({t.key}) fails {t.failures} of {t.requests} "
+            f"requests while the others fail {t.outlier.others_failure_rate:.2%}: take it out "
+            "of the Service and find why its readiness probe passes (cause: backend)",
+            soft_wrap=True,
+        )
+    for t in result.bad_nodes:
+        assert t.outlier is not None
+        console.print(
+            f"singled out: node {t.key}'s route to the Service fails {t.failures} of "
+            f"{t.requests} connections while the other nodes fail "
+            f"{t.outlier.others_failure_rate:.2%}: check its conntrack table, kube-proxy "
+            "and datapath (cause: infra)",
+            soft_wrap=True,
+        )
+    if not result.singled_out:
+        console.print("no endpoint or node fails more than the others")
+    for note in outcome.notes:
+        console.print(f"note: {note}", soft_wrap=True)
+    if outcome.cleanup and outcome.cleanup.left:
+        console.print(
+            f"note: still present after clean-up: {', '.join(outcome.cleanup.left)} "
+            "(svcdoctor cleanup removes them)",
+            soft_wrap=True,
+        )

@@ -1,0 +1,166 @@
+"""``svcdoctor rollout-test``: restart a workload under load and measure what it drops."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._output import stdout_console
+from svcdoctor.cli._params import Number, OutputDir, option, output_option
+
+if TYPE_CHECKING:
+    from svcdoctor.cluster.rollout import Outcome
+
+
+@click.command("rollout-test")
+@click.argument("workload")
+@cluster_options(all_namespaces=False)
+@option("--service", metavar="NAME", help="Service to load.", default_text="the one selecting it")
+@option("--port", metavar="NAME|NUMBER", help="Service port.", default_text="the first")
+@option("--rate", type=Number(0, 5000, low_open=True), default=50, help="Requests/s of the load.")
+@duration_option(
+    "--duration",
+    default="120s",
+    show_default=True,
+    help="Bound on the load (the rollout and --tail must fit in it).",
+)
+@duration_option(
+    "--tail", default="5s", show_default=True, help="Load kept on after the rollout finished."
+)
+@option(
+    "--max-failures",
+    type=Number(0, None, integer=True),
+    default=0,
+    help="Failures allowed before the exit code is 1 (a CI gate).",
+)
+@option("--path", default="/", help="HTTP path of the requests.")
+@click.option("--keepalive", is_flag=True, help="Reuse connections (default: one per request).")
+@option("--image", help="Image of the agent (python 3.9+).", default_text="python:3.12-slim")
+@option(
+    "--out",
+    type=OutputDir(),
+    help="Evidence bundle directory (svcdoctor diagnose reads it).",
+    default_text="./rollout-test-WORKLOAD",
+)
+@click.option("--allow-outage", is_flag=True, help="Test a workload with fewer than 2 ready pods.")
+@click.option("--yes", is_flag=True, help="Restart the workload (required).")
+@output_option(("text", "json"))
+def rollout_test(
+    workload: str,
+    cluster: dict[str, Any],
+    service: str | None,
+    port: str | None,
+    rate: float,
+    duration: float,
+    tail: float,
+    max_failures: float,
+    path: str,
+    keepalive: bool,
+    image: str | None,
+    out: Path | None,
+    allow_outage: bool,
+    yes: bool,
+    fmt: str,
+) -> None:
+    """Restart WORKLOAD (deployment/NAME) under load and report what the rollout dropped.
+
+    Starts svcdoctor's agent as a Job sending --rate requests/s through the Service,
+    restarts the workload as `kubectl rollout restart` does, watches pods and
+    EndpointSlices until the rollout has finished plus --tail, stops the load, writes the
+    evidence bundle (--out) and diagnoses it: failures by kind and phase, the race window,
+    the deletion → endpoint-update delay, the cause and the preStop/grace fix. Ctrl-C stops
+    the load and lets the rollout finish. Everything created is labelled
+    app.kubernetes.io/managed-by=svcdoctor and deleted at the end. Exit codes: 0 failures
+    ≤ --max-failures, 1 more, 2 refused (no --yes, < 2 ready replicas) or a cluster problem.
+    """
+    from svcdoctor.cluster import ClusterError
+    from svcdoctor.cluster.api import connect_active
+    from svcdoctor.cluster.collect import BundleError
+    from svcdoctor.cluster.rollout import Plan, Refused, parse_workload, run
+
+    try:
+        kind, name = parse_workload(workload)
+        if not yes:
+            raise Refused(
+                f"rollout-test restarts {workload} (a real rollout) and runs a load Job: "
+                "pass --yes to go ahead"
+            )
+        api = connect_active(**cluster)
+        plan = Plan(
+            api.namespace, kind, name, out or Path(f"rollout-test-{name}"), service,
+            float(rate), duration, tail=tail, keepalive=keepalive, path=path, port=port,
+            image=image, allow_outage=allow_outage,
+        )  # fmt: skip
+        show = fmt == "text" and sys.stderr.isatty()
+        outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))
+    except (ClusterError, Refused, BundleError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        click.echo("svcdoctor: interrupted; the load Job was deleted", err=True)
+        sys.exit(130)
+    if fmt == "json":
+        click.echo(json.dumps(outcome.to_dict(), indent=2))
+    else:
+        _text(outcome)
+    if outcome.interrupted:
+        sys.exit(130)
+    sys.exit(1 if outcome.failed > max_failures else 0)
+
+
+def _text(o: Outcome) -> None:
+    console = stdout_console()
+    d = o.to_dict()
+    kinds = ", ".join(f"{k} {n}" for k, n in o.by_outcome.items() if k != "ok")
+    console.print(
+        f"{d['workload']} in {o.plan.namespace} restarted under load through Service "
+        f"{o.service}: "
+        f"{o.failed} of {o.requests} requests failed" + (f" ({kinds})" if o.failed else ""),
+        soft_wrap=True,
+    )
+    for phase, counts in o.by_phase.items():
+        failed = ", ".join(f"{k} {n}" for k, n in counts.items() if k != "requests")
+        line = f"  {phase} the rollout: {counts['requests']} requests"
+        console.print(line + (f", failed: {failed}" if failed else ""))
+    for delay in o.delays:
+        parts = [f"pod {delay.pod} deleted"]
+        if delay.update_seconds is not None:
+            parts.append(f"out of the ready endpoints {delay.update_seconds:.2f} s later")
+        if delay.window_seconds is not None:
+            parts.append(f"last failure {delay.window_seconds:.2f} s after its deletion")
+        console.print("  " + ", ".join(parts))
+    if d["endpoint_update_seconds"] is not None:
+        console.print(
+            f"deletion → endpoint update seen in the API: up to "
+            f"{d['endpoint_update_seconds']:.2f} s (kube-proxy on each node follows later)"
+        )
+    if o.failed:
+        console.print(f"cause: {d['primary_cause']}")
+        cause = next((c for c in o.diagnosis.get("causes", [])
+                      if c.get("cause") == d["primary_cause"]), None)  # fmt: skip
+        for line in (cause or {}).get("evidence", []):
+            console.print(f"  - {line}", soft_wrap=True)
+        if d["window_seconds"] is not None:
+            console.print(f"race window: {d['window_seconds']:g} s")
+        remedy = d["remedy"]
+        if remedy["prestop_seconds"] is not None:
+            console.print(
+                f"fix: preStop sleep {remedy['prestop_seconds']} s, "
+                f"terminationGracePeriodSeconds {remedy['grace_seconds']} "
+                f"(svcdoctor fix --from-diagnosis applies it)",
+                soft_wrap=True,
+            )
+        for fix in (cause or {}).get("fixes", []):
+            if "\n" not in fix:  # the remedy's patch is in the bundle's diagnosis
+                console.print(f"  - {fix}", soft_wrap=True)
+    else:
+        console.print("no request failed: the rollout is zero-downtime at this rate")
+    for note in o.notes:
+        console.print(f"note: {note}", soft_wrap=True)
+    if o.cleanup and o.cleanup.left:
+        console.print(f"note: still present: {', '.join(o.cleanup.left)} (svcdoctor cleanup)")
+    console.print(f"bundle: {d['bundle']} (svcdoctor diagnose {d['bundle']})", soft_wrap=True)

@@ -1,0 +1,509 @@
+"""The in-cluster agent as Kubernetes objects: a ConfigMap holding ``agent.py``, a Job that
+runs it (and, for per-node checks, one Pod per node), and their clean-up.
+
+The builders are pure: from an ``AgentSpec`` to the dicts svcdoctor sends (and prints
+without ``--yes``). ``deployed`` is the I/O: it creates them, and deletes everything that
+carries the run's label when its block ends, however it ends (normally, an error, Ctrl-C or
+SIGTERM); the deletion itself is not interrupted by a second Ctrl-C.
+
+Everything carries ``app.kubernetes.io/managed-by=svcdoctor`` and ``svcdoctor.io/run=<id>``,
+runs as a non-root user with a read-only root filesystem and no capabilities, asks for small
+resources, and is bounded in time (``activeDeadlineSeconds``; the Job also
+``ttlSecondsAfterFinished``). The ConfigMap and per-node Pods are owned by the Job, so the
+cluster's garbage collector removes them with it should svcdoctor itself be killed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any, Protocol
+
+import yaml
+
+from svcdoctor.cluster.reader import ClusterError
+
+if TYPE_CHECKING:
+    from svcdoctor.cluster.api import ApiReader
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "svcdoctor"
+RUN_LABEL = "svcdoctor.io/run"
+COMPONENT = "app.kubernetes.io/component"
+MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+DEFAULT_IMAGE = "python:3.12-slim"
+MOUNT = "/svcdoctor"
+AGENT_KEY = "agent.py"
+NOBODY = 65534  # the uid/gid the agent runs as (python images default to root)
+TTL_SECONDS = 600  # a finished Job (and what it owns) goes this long after it ends
+SLACK_SECONDS = 60  # beyond the agent's own bound, before activeDeadlineSeconds kills it
+IDLE_SECONDS = 5.0  # a followed log this quiet: is the pod still running?
+GRACE_SECONDS = 10  # the agent lets in-flight requests end (≤ its --timeout) on SIGTERM
+# the kinds deleted at the end, in this order (the Job's pods with their Job)
+KINDS = ("jobs", "pods", "configmaps")
+
+
+def new_run_id() -> str:
+    """A short random id, valid in names and label values."""
+    return secrets.token_hex(4)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """One run of the agent: where, with which arguments, on which nodes."""
+
+    namespace: str
+    purpose: str  # "probe" | "rollout" (in names and the component label)
+    args: tuple[str, ...]  # the agent's arguments for the Job
+    bound_seconds: float  # how long the agent may run by its own arguments
+    run_id: str = field(default_factory=new_run_id)
+    image: str = DEFAULT_IMAGE
+    node_args: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (node, args) per-node Pods
+
+    @property
+    def name(self) -> str:
+        return f"svcdoctor-{self.purpose}-{self.run_id}"
+
+    @property
+    def selector(self) -> str:
+        return f"{MANAGED_BY}={MANAGER},{RUN_LABEL}={self.run_id}"
+
+    @property
+    def deadline_seconds(self) -> int:
+        return math.ceil(self.bound_seconds) + SLACK_SECONDS
+
+
+def agent_source() -> str:
+    """The agent program, as shipped in the package."""
+    return files("svcdoctor.cluster").joinpath("agent.py").read_text(encoding="utf-8")
+
+
+def labels(spec: AgentSpec) -> dict[str, str]:
+    return {
+        MANAGED_BY: MANAGER,
+        RUN_LABEL: spec.run_id,
+        COMPONENT: f"{spec.purpose}-agent",
+        "app.kubernetes.io/name": "svcdoctor-agent",
+    }
+
+
+def configmap(spec: AgentSpec, source: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)},
+        "data": {AGENT_KEY: source},
+    }
+
+
+def _container(spec: AgentSpec, args: Sequence[str]) -> dict[str, Any]:
+    return {
+        "name": "agent",
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-I", f"{MOUNT}/{AGENT_KEY}", *args],
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "HOSTNAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "32Mi"},
+            "limits": {"cpu": "1", "memory": "128Mi"},
+        },
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NOBODY,
+            "runAsGroup": NOBODY,
+            "readOnlyRootFilesystem": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "agent", "mountPath": MOUNT, "readOnly": True}],
+    }
+
+
+def _pod_spec(spec: AgentSpec, args: Sequence[str], node: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NOBODY,
+            "runAsGroup": NOBODY,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(spec, args)],
+        "volumes": [{"name": "agent", "configMap": {"name": spec.name, "defaultMode": 0o444}}],
+    }
+    if node is not None:
+        body["nodeName"] = node
+        body["activeDeadlineSeconds"] = spec.deadline_seconds
+        body["tolerations"] = [{"operator": "Exists"}]  # a probe per node, tainted ones too
+    return body
+
+
+def job(spec: AgentSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": spec.deadline_seconds,
+            "ttlSecondsAfterFinished": TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": labels(spec)},
+                "spec": _pod_spec(spec, spec.args),
+            },
+        },
+    }
+
+
+def node_pod_name(spec: AgentSpec, index: int) -> str:
+    return f"{spec.name}-node-{index}"
+
+
+def node_pods(spec: AgentSpec) -> list[dict[str, Any]]:
+    """One Pod per node (``nodeName`` set), for the per-node probe."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": node_pod_name(spec, i),
+                "namespace": spec.namespace,
+                "labels": labels(spec) | {"svcdoctor.io/node": node[:63]},
+            },
+            "spec": _pod_spec(spec, args, node),
+        }
+        for i, (node, args) in enumerate(spec.node_args)
+    ]
+
+
+def owned_by(job_obj: dict[str, Any]) -> dict[str, Any]:
+    """An ownerReference to the created Job (not its controller: only GC follows it)."""
+    meta = job_obj.get("metadata") or {}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "blockOwnerDeletion": False,
+    }
+
+
+def manifests(spec: AgentSpec, source: str) -> list[dict[str, Any]]:
+    """Everything a run creates, in creation order (without the owner references, which
+    need the Job's uid)."""
+    return [configmap(spec, source), job(spec), *node_pods(spec)]
+
+
+class _Literal(str):
+    """A multi-line string YAML prints as a literal block."""
+
+
+def _literal(dumper: yaml.SafeDumper, text: _Literal) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(text), style="|")
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Literal, _literal)
+
+
+def to_yaml(objects: Sequence[dict[str, Any]]) -> str:
+    """The objects as a multi-document YAML (``kubectl apply -f`` reads it); the agent's
+    source as a readable literal block."""
+
+    def literal(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: literal(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [literal(v) for v in value]
+        if isinstance(value, str) and "\n" in value:
+            return _Literal(value)
+        return value
+
+    return yaml.dump_all(
+        [literal(o) for o in objects],
+        Dumper=_Dumper,
+        sort_keys=False,
+        width=100,
+        allow_unicode=True,
+    )
+
+
+# ---------------------------------------------------------------- I/O
+
+
+class Writer(Protocol):
+    """What ``deployed`` and ``cleanup`` need of ``ApiReader``."""
+
+    def create(
+        self, resource_name: str, namespace: str, obj: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]: ...
+
+    def patch(
+        self,
+        resource_name: str,
+        namespace: str,
+        name: str,
+        patch: Any,
+        patch_type: str = "strategic",
+    ) -> dict[str, Any]: ...
+
+    def delete_collection(
+        self, resource_name: str, namespace: str, labels: str, propagation: str = "Background"
+    ) -> None: ...
+
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        labels: str | None = None,
+        fields: str | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Deployed:
+    """What a run created: the Job and the per-node Pods, as the server returned them."""
+
+    spec: AgentSpec
+    job: dict[str, Any]
+    pods: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cleanup:
+    """The end of a run: what was deleted and what was still there after waiting."""
+
+    deleted: bool
+    left: tuple[str, ...]  # "kind/name" still present when the wait ended
+    errors: tuple[str, ...]
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a run like Ctrl-C: through the clean-up
+
+
+@contextmanager
+def _shielded() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored in the block (from the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def cleanup(api: Writer, namespace: str, selector: str, wait_seconds: float = 30.0) -> Cleanup:
+    """Delete every Job, Pod and ConfigMap matching ``selector`` in ``namespace`` and wait
+    (bounded) until they are gone; what cannot be deleted is reported, not raised."""
+    errors = []
+    for kind in KINDS:
+        try:
+            api.delete_collection(kind, namespace, selector, propagation="Background")
+        except ClusterError as exc:
+            errors.append(f"{kind}: {exc}")
+    left = remaining(api, namespace, selector)
+    until = time.monotonic() + wait_seconds
+    while left and time.monotonic() < until:
+        time.sleep(0.5)
+        left = remaining(api, namespace, selector)
+    return Cleanup(not errors, tuple(left), tuple(errors))
+
+
+def remaining(api: Writer, namespace: str | None, selector: str) -> list[str]:
+    """``kind/name`` of every object matching ``selector`` (namespace None: all)."""
+    found = []
+    for kind in KINDS:
+        try:
+            items = api.list(kind, namespace, labels=selector)
+        except ClusterError:
+            continue
+        for obj in items:
+            meta = obj.get("metadata") or {}
+            where = f"{meta.get('namespace')}/" if namespace is None else ""
+            found.append(f"{kind[:-1]}/{where}{meta.get('name')}")
+    return found
+
+
+@contextmanager
+def deployed(
+    api: Writer,
+    spec: AgentSpec,
+    source: str | None = None,
+    on_cleanup: Callable[[Cleanup], None] = lambda _: None,
+) -> Iterator[Deployed]:
+    """Create the run's objects; at the end of the block delete everything with its label
+    (after Ctrl-C, SIGTERM and errors too, without being interrupted itself) and hand the
+    result to ``on_cleanup``."""
+    text = agent_source() if source is None else source
+    with _sigterm_interrupts():
+        try:
+            api.create("configmaps", spec.namespace, configmap(spec, text))
+            created = api.create("jobs", spec.namespace, job(spec))
+            owner = {"metadata": {"ownerReferences": [owned_by(created)]}}
+            api.patch("configmaps", spec.namespace, spec.name, owner, "merge")
+            pods = []
+            for pod in node_pods(spec):
+                pod["metadata"]["ownerReferences"] = [owned_by(created)]
+                pods.append(api.create("pods", spec.namespace, pod))
+            yield Deployed(spec, created, tuple(pods))
+        finally:
+            with _shielded():
+                on_cleanup(cleanup(api, spec.namespace, spec.selector))
+
+
+# ---------------------------------------------------------------- the agent's output
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOutput:
+    """The agent's stdout read back: its request rows and its closing line (None when the
+    log ended without one: the agent was killed or crashed)."""
+
+    rows: tuple[dict[str, Any], ...]
+    done: dict[str, Any] | None
+    other: tuple[str, ...]  # lines that are neither (a traceback)
+
+
+def parse_output(lines: Sequence[str]) -> AgentOutput:
+    """Rows, the done line and anything else, from the agent's log lines."""
+    rows: list[dict[str, Any]] = []
+    done = None
+    other = []
+    for line in lines:
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            item = json.loads(text)
+        except ValueError:
+            other.append(text)
+            continue
+        if isinstance(item, dict) and item.get("agent") == "done":
+            done = item
+        elif isinstance(item, dict) and "ts" in item and "outcome" in item:
+            rows.append(item)
+        else:
+            other.append(text)
+    return AgentOutput(tuple(rows), done, tuple(other))
+
+
+class Follower(threading.Thread):
+    """Follows one agent pod's log in the background (found by name or by a label
+    selector), until the agent's done line, the pod's end or ``until``; ``lines`` is what
+    was read so far and ``phase`` the pod's last phase seen."""
+
+    def __init__(
+        self,
+        api: ApiReader,
+        namespace: str,
+        until: float,
+        pod: str | None = None,
+        selector: str | None = None,
+    ) -> None:
+        super().__init__(daemon=True, name=f"follow-{pod or selector}")
+        self.api, self.namespace, self.until = api, namespace, until
+        self.pod, self.selector = pod, selector
+        self.lines: list[str] = []
+        self.phase = "Unknown"
+        self.exit_code: int | None = None
+        self.error: str | None = None
+        self._lock = threading.Lock()
+
+    def output(self) -> AgentOutput:
+        with self._lock:
+            return parse_output(list(self.lines))
+
+    def rows_so_far(self) -> int:
+        with self._lock:
+            return sum(1 for line in self.lines if '"outcome"' in line)
+
+    def run(self) -> None:
+        try:
+            self._follow()
+        except ClusterError as exc:
+            self.error = str(exc)
+
+    def _find(self) -> dict[str, Any] | None:
+        if self.pod is not None:
+            found: dict[str, Any] | None = self.api.get("pods", self.namespace, self.pod)
+            return found
+        pods = self.api.list("pods", self.namespace, labels=self.selector)
+        if pods:
+            self.pod = str(pods[0]["metadata"]["name"])
+            return dict(pods[0])
+        return None
+
+    def _state(self, pod: dict[str, Any] | None) -> None:
+        if pod is None:
+            return
+        status = pod.get("status") or {}
+        self.phase = str(status.get("phase") or "Unknown")
+        for cs in status.get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated")
+            if term and term.get("exitCode") is not None:
+                self.exit_code = int(term["exitCode"])
+
+    def _follow(self) -> None:
+        pod = None
+        while time.time() < self.until:  # the pod exists and left Pending
+            pod = self._find()
+            self._state(pod)
+            if pod is not None and self.phase not in ("Pending", "Unknown"):
+                break
+            time.sleep(0.3)
+        else:
+            return
+        assert self.pod is not None
+        while time.time() < self.until:
+            # a quiet stream is re-checked: not every server ends it when the container ends
+            stream = self.api.follow_logs(self.namespace, self.pod, self.until, idle=IDLE_SECONDS)
+            for seen, line in enumerate(stream, 1):
+                with self._lock:
+                    if seen > len(self.lines):  # a resumed stream starts from the top
+                        self.lines.append(line)
+                if '"agent": "done"' in line or '"agent":"done"' in line:
+                    self._state(self.api.get("pods", self.namespace, self.pod))
+                    return
+            current = self.api.get("pods", self.namespace, self.pod)
+            self._state(current)
+            if current is None or self.phase in ("Succeeded", "Failed"):
+                if current is not None:  # the whole log, should the stream have broken
+                    text = self.api.logs(self.namespace, self.pod)
+                    with self._lock:
+                        if len(text.splitlines()) > len(self.lines):
+                            self.lines = text.splitlines()
+                return
+            time.sleep(0.5)

@@ -1,0 +1,199 @@
+"""The agent's objects: what they hold (pure builders), and that a run deletes everything
+it created whatever ends it, with exactly the verbs of the active role."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from svcdoctor.cli import cli
+from svcdoctor.cluster.agentjob import (
+    MANAGED_SELECTOR,
+    AgentSpec,
+    agent_source,
+    cleanup,
+    configmap,
+    deployed,
+    job,
+    manifests,
+    node_pods,
+    parse_output,
+    remaining,
+    to_yaml,
+)
+from svcdoctor.cluster.api import ACTIVE_RBAC_FILE, WriteForbidden, connect_active
+from tests.cluster.conftest import Served
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = AgentSpec(
+    "shop",
+    "probe",
+    ("--mode", "direct", "--endpoints", "10.0.0.1:8080", "--count", "5"),
+    bound_seconds=30,
+    run_id="abc12345",
+    node_args=(("node-1", ("--mode", "service", "--node", "node-1")),),
+)
+
+
+def test_the_job_is_labelled_bounded_and_locked_down() -> None:
+    body = job(SPEC)
+    labels = body["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "svcdoctor"
+    assert labels["svcdoctor.io/run"] == "abc12345"
+    spec = body["spec"]
+    assert spec["activeDeadlineSeconds"] == 30 + 60
+    assert spec["ttlSecondsAfterFinished"] > 0
+    assert spec["backoffLimit"] == 0
+    pod = spec["template"]["spec"]
+    assert spec["template"]["metadata"]["labels"] == labels  # the pods are found by them
+    assert pod["restartPolicy"] == "Never"
+    assert pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    assert container["image"].startswith("python")
+    assert container["command"][:3] == ["python", "-I", "/svcdoctor/agent.py"]
+    assert container["command"][3:] == list(SPEC.args)
+    safety = container["securityContext"]
+    assert safety["runAsNonRoot"]
+    assert safety["runAsUser"] != 0
+    assert safety["readOnlyRootFilesystem"] is True
+    assert safety["capabilities"] == {"drop": ["ALL"]}
+    assert container["resources"]["requests"]
+    assert container["resources"]["limits"]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"NODE_NAME": "spec.nodeName", "HOSTNAME": "metadata.name"}
+    assert pod["volumes"][0]["configMap"]["name"] == configmap(SPEC, "x")["metadata"]["name"]
+    assert container["volumeMounts"][0]["mountPath"] == "/svcdoctor"
+
+
+def test_a_pod_per_node_is_pinned_and_bounded() -> None:
+    (pod,) = node_pods(SPEC)
+    assert pod["spec"]["nodeName"] == "node-1"
+    assert pod["spec"]["activeDeadlineSeconds"] == SPEC.deadline_seconds
+    assert pod["metadata"]["labels"]["svcdoctor.io/run"] == "abc12345"
+    assert pod["spec"]["containers"][0]["command"][3:] == ["--mode", "service", "--node", "node-1"]
+
+
+def test_the_printed_yaml_is_what_would_be_created() -> None:
+    source = agent_source()
+    assert "def main" in source or "argparse" in source  # the real agent, not a stand-in
+    objects = manifests(SPEC, source)
+    text = to_yaml(objects)
+    assert list(yaml.safe_load_all(text)) == objects
+    assert "agent.py: |" in text  # readable, not one escaped line
+    assert [o["kind"] for o in objects] == ["ConfigMap", "Job", "Pod"]
+
+
+def test_the_agent_output_is_parsed_into_rows_and_its_done_line() -> None:
+    lines = [
+        json.dumps({"ts": 1.0, "outcome": "ok", "backend": "a"}),
+        "Traceback (most recent call last):",
+        "",
+        json.dumps({"ts": 2.0, "outcome": "reset", "backend": "a"}),
+        json.dumps({"agent": "done", "requests": 2, "reason": "signal"}),
+    ]
+    out = parse_output(lines)
+    assert [r["outcome"] for r in out.rows] == ["ok", "reset"]
+    assert out.done == {"agent": "done", "requests": 2, "reason": "signal"}
+    assert out.other == ("Traceback (most recent call last):",)
+    assert parse_output(lines[:2]).done is None
+
+
+def _active_token(api: Served, namespace: str) -> Path:
+    """A kubeconfig whose token has exactly the active role in ``namespace``."""
+    from svcdoctor.lab.apiserver import rbac_rules
+
+    rules = rbac_rules((ROOT / ACTIVE_RBAC_FILE).read_text(), namespace)
+    token = api.server.add_user("system:serviceaccount:shop:svcdoctor", rules)
+    path = api.kubeconfig.with_name("active-kubeconfig")
+    api.server.write_kubeconfig(path, "svcdoctor-lab", namespace, token=token)
+    return path
+
+
+@pytest.mark.parametrize("ending", ["normal", "error", "interrupt"])
+def test_a_run_leaves_nothing_behind(api: Served, ending: str) -> None:
+    kubeconfig = _active_token(api, "shop")
+    writer = connect_active(kubeconfig=str(kubeconfig), namespace="shop")
+    spec = AgentSpec("shop", "probe", ("--mode", "direct"), 10, node_args=SPEC.node_args)
+    ended: list[Any] = []
+    seen: dict[str, Any] = {}
+
+    def body() -> None:
+        with deployed(writer, spec, source="print('hi')\n", on_cleanup=ended.append) as run:
+            seen["left"] = remaining(writer, "shop", spec.selector)
+            (seen["cm"],) = writer.list("configmaps", "shop", labels=spec.selector)
+            seen["job"] = run.job
+            if ending == "error":
+                raise RuntimeError("boom")
+            if ending == "interrupt":
+                raise KeyboardInterrupt
+
+    if ending == "normal":
+        body()
+    else:
+        with pytest.raises(RuntimeError if ending == "error" else KeyboardInterrupt):
+            body()
+    assert sorted(seen["left"]) == sorted(
+        [f"job/{spec.name}", f"configmap/{spec.name}", f"pod/{spec.name}-node-0"]
+    )
+    owner = seen["cm"]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("Job", seen["job"]["metadata"]["uid"])
+    assert seen["cm"]["data"] == {"agent.py": "print('hi')\n"}
+    (done,) = ended
+    assert done.deleted
+    assert done.left == ()
+    assert done.errors == ()
+    assert remaining(writer, None, MANAGED_SELECTOR) == []
+    granted = {("create", "configmaps"), ("create", "jobs"), ("patch", "configmaps")}
+    assert granted <= writer.used
+
+
+def test_the_read_role_is_told_which_role_to_use(api: Served) -> None:
+    from svcdoctor.lab.apiserver import rbac_rules
+
+    rules = rbac_rules((ROOT / "deploy/rbac/svcdoctor-read-namespace.yaml").read_text(), "shop")
+    token = api.server.add_user("reader", rules)
+    path = api.kubeconfig.with_name("read-kubeconfig")
+    api.server.write_kubeconfig(path, "svcdoctor-lab", "shop", token=token)
+    writer = connect_active(kubeconfig=str(path), namespace="shop")
+    with pytest.raises(WriteForbidden) as caught, deployed(writer, SPEC, source="x"):
+        pass
+    message = str(caught.value)
+    assert "cannot create configmaps in namespace shop" in message
+    assert ACTIVE_RBAC_FILE in message
+    assert "\n" not in message
+
+
+def test_cleanup_removes_leftovers_of_killed_runs(api: Served) -> None:
+    kubeconfig = _active_token(api, "shop")
+    writer = connect_active(kubeconfig=str(kubeconfig), namespace="shop")
+    for run_id in ("aaaa0001", "bbbb0002"):
+        spec = AgentSpec("shop", "probe", (), 10, run_id=run_id)
+        writer.create("configmaps", "shop", configmap(spec, "x"))
+        writer.create("jobs", "shop", job(spec))
+    other = {"metadata": {"name": "keep-me", "labels": {"app": "x"}}, "data": {}}
+    writer.create("configmaps", "shop", other)
+    runner = CliRunner()
+    args = ["cleanup", "--kubeconfig", str(kubeconfig), "-n", "shop", "-o", "json"]
+    dry = runner.invoke(cli, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert len(json.loads(dry.output)["found"]) == 4
+    assert len(remaining(writer, "shop", MANAGED_SELECTOR)) == 4
+    one = runner.invoke(cli, [*args, "--run", "aaaa0001"])
+    assert one.exit_code == 0, one.output
+    assert sorted(remaining(writer, "shop", MANAGED_SELECTOR)) == [
+        "configmap/svcdoctor-probe-bbbb0002",
+        "job/svcdoctor-probe-bbbb0002",
+    ]
+    rest = runner.invoke(cli, args)
+    assert rest.exit_code == 0, rest.output
+    assert remaining(writer, "shop", MANAGED_SELECTOR) == []
+    assert [c["metadata"]["name"] for c in writer.list("configmaps", "shop")] == ["keep-me"]
+    again = runner.invoke(cli, args[:-2])
+    assert again.exit_code == 0
+    assert "nothing of svcdoctor's" in again.output
+    assert cleanup(writer, "shop", MANAGED_SELECTOR).left == ()

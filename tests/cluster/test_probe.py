@@ -1,0 +1,261 @@
+"""``svcdoctor probe``: the verdicts (pure), what it would create without --yes (nothing is
+created), and end to end against ``lab serve``: the bad pod and the broken node singled out,
+a healthy Service passes, and nothing svcdoctor created remains."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from svcdoctor.cli import cli
+from svcdoctor.cluster.agentjob import MANAGED_SELECTOR, remaining
+from svcdoctor.cluster.api import connect_active
+from svcdoctor.cluster.probe import endpoints_of
+from svcdoctor.cluster.probing import assess, outlier, percentile, tally
+from svcdoctor.diagnose import Settings
+from tests.cluster.conftest import Served
+
+
+def rows(backend: str, n: int, failed: int, node: str = "node-0") -> list[dict[str, Any]]:
+    rng = random.Random(backend)
+    out = []
+    for i in range(n):
+        ok = i >= failed
+        out.append({"ts": float(i), "outcome": "ok" if ok else "reset", "backend": backend,
+                    "latency_ms": rng.uniform(1, 3), "node": node, "mode": "direct"})  # fmt: skip
+    return out
+
+
+def test_the_bad_backend_is_singled_out_with_few_requests() -> None:
+    direct = [r for i in range(8) for r in rows(f"10.0.0.{i}:8080", 50, 50 if i == 3 else 0)]
+    result = assess(direct, [], names={"10.0.0.3:8080": "api-3"})
+    assert [t.label for t in result.bad_backends] == ["api-3"]
+    bad = result.bad_backends[0]
+    assert bad.failures == 50
+    assert bad.by_outcome == (("reset", 50),)
+    assert bad.success_ci95[1] < 0.08  # exact interval of 0 of 50
+    assert bad.outlier is not None
+    assert bad.outlier.p_value < 0.001
+    assert result.singled_out
+    healthy = result.backends[0]
+    assert healthy.success_rate == 1.0
+    assert healthy.success_ci95[0] > 0.9
+    assert dict(healthy.latency_ms)[50] == pytest.approx(2, abs=0.5)
+
+
+def test_spread_failures_and_small_numbers_single_out_nobody() -> None:
+    spread = [r for i in range(8) for r in rows(f"10.0.0.{i}:8080", 50, 1)]
+    assert not assess(spread, []).singled_out
+    few = [r for i in range(8) for r in rows(f"10.0.0.{i}:8080", 50, 3 if i == 0 else 0)]
+    assert not assess(few, []).singled_out  # 3 failures: below diagnose's minimum
+    assert not assess([], []).singled_out
+
+
+def test_the_test_is_diagnoses() -> None:
+    s = Settings()
+    assert outlier(50, 50, 400, 50, 8, s) is not None
+    assert outlier(50, 6, 400, 50, 8, s) is None  # its share of the failures, as expected
+    assert outlier(50, 5, 400, 5, 8, s) is not None  # exact even with no other failures
+    assert outlier(50, 4, 400, 4, 8, s) is None  # below min_failures
+
+
+def test_a_broken_node_is_singled_out() -> None:
+    per_node = [r for i in range(4)
+                for r in rows(f"svc-{i}", 100, 40 if i == 2 else 1, node=f"node-{i}")]  # fmt: skip
+    result = assess([], [], per_node)
+    assert [t.key for t in result.bad_nodes] == ["node-2"]
+    assert result.nodes[2].by_outcome == (("reset", 40),)
+
+
+def test_tallies_and_percentiles() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([5.0], 99) == 5.0
+    t = tally("x", [{"outcome": "ok", "latency_ms": 1.0}, {"outcome": "timeout"}])
+    assert (t.requests, t.failures, t.by_outcome) == (2, 1, (("timeout", 1),))
+    assert t.to_dict()["latency_ms"] == {"p50": 1.0, "p90": 1.0, "p99": 1.0}
+
+
+SLICE = {
+    "metadata": {"name": "api-x", "labels": {"kubernetes.io/service-name": "api"}},
+    "ports": [{"name": "http", "port": 8080}],
+    "endpoints": [
+        {"addresses": ["10.0.0.1"], "conditions": {"ready": True},
+         "targetRef": {"kind": "Pod", "name": "api-1"}},
+        {"addresses": ["10.0.0.2"], "conditions": {"ready": False},
+         "targetRef": {"kind": "Pod", "name": "api-2"}},
+        {"addresses": ["10.0.0.3"], "targetRef": {"kind": "Pod", "name": "api-3"}},
+    ],
+}  # fmt: skip
+
+
+def test_the_ready_endpoints_are_probed() -> None:
+    endpoints, names = endpoints_of([SLICE], "http")
+    assert endpoints == ("10.0.0.1:8080", "10.0.0.3:8080")
+    assert names["10.0.0.3:8080"] == "api-3"
+    assert endpoints_of([SLICE], "grpc") == ((), {})
+
+
+def _service(api: Served) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "api", "namespace": "shop", "uid": "svc-1"},
+        "spec": {"clusterIP": "10.96.0.10", "selector": {"app": "api"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+    }  # fmt: skip
+    slice_ = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+              "addressType": "IPv4", **SLICE}  # fmt: skip
+    slice_["metadata"] = {**SLICE["metadata"], "namespace": "shop", "uid": "sl-1"}
+    api.put(service, slice_)
+
+
+def test_without_yes_it_prints_what_it_would_create_and_creates_nothing(api: Served) -> None:
+    _service(api)
+    done = CliRunner().invoke(
+        cli, ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "--count", "7"]
+    )
+    assert done.exit_code == 0, done.output
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Job"]
+    command = docs[1]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--endpoints") + 1] == "10.0.0.1:8080,10.0.0.3:8080"
+    assert command[command.index("--service") + 1] == "10.96.0.10:80"
+    assert command[command.index("--count") + 1] == "7"
+    assert "def " in docs[0]["data"]["agent.py"]
+    reader = connect_active(kubeconfig=str(api.kubeconfig))
+    assert remaining(reader, None, MANAGED_SELECTOR) == []
+
+
+def test_unknown_service_is_one_line_exit_2(api: Served) -> None:
+    done = CliRunner().invoke(cli, ["probe", "nope", "--kubeconfig", str(api.kubeconfig)])
+    assert done.exit_code == 2
+    assert "service lab/nope not found" in done.output
+
+
+# ---- end to end against lab serve -------------------------------------------------------
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize(("scenario", "bad"), [("bad-backend", True), ("race-fixed", False)])
+def test_probe_against_the_lab(tmp_path: Path, scenario: str, bad: bool) -> None:
+    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+
+    with lab_serve(tmp_path, scenario, "--no-load") as kubeconfig:
+        done = svcdoctor("probe", "api", "--kubeconfig", str(kubeconfig), "--count", "40",
+                         "--yes", "-o", "json", timeout=180)  # fmt: skip
+        left = svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json")
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert done.returncode == (1 if bad else 0), done.stderr
+    report = json.loads(done.stdout)
+    assert report["bad_backends"] == truth["bad_pods"]
+    assert all(b["requests"] <= 200 for b in report["backends"])
+    assert report["service"]["requests"] > 0
+    assert json.loads(left.stdout)["found"] == []
+
+
+@pytest.mark.lab
+def test_per_node_probe_names_the_broken_node(tmp_path: Path) -> None:
+    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+
+    with lab_serve(tmp_path, "broken-node", "--no-load") as kubeconfig:
+        done = svcdoctor("probe", "api", "--kubeconfig", str(kubeconfig), "--count", "40",
+                         "--per-node", "--yes", "-o", "json", timeout=180)  # fmt: skip
+        left = svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert len(report["nodes"]) >= 2
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert truth["broken_nodes"] == ["node-1"]
+    assert report["bad_nodes"] == truth["broken_nodes"]
+    assert json.loads(left.stdout)["found"] == []
+
+
+@pytest.mark.lab
+def test_an_agent_crash_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+
+    lacks = subprocess.run([sys.executable, "-I", "-c", "import grpc"], check=False).returncode
+    if lacks == 0:
+        pytest.skip("the lab's interpreter has grpcio: the agent would not exit")
+    with lab_serve(tmp_path, "race-fixed", "--no-load") as kubeconfig:
+        # the lab's interpreter has no grpcio: the agent exits 2 at once, as in a slim image
+        done = svcdoctor("probe", "api", "--kubeconfig", str(kubeconfig), "--protocol", "grpc",
+                         "--yes", timeout=180)  # fmt: skip
+        left = svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json")
+    assert done.returncode == 2, done.stdout
+    assert "grpcio is not installed" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert json.loads(left.stdout)["found"] == []
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (the lab's pods and the agents it runs)."""
+    found, todo = [], [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+@pytest.mark.lab
+def test_an_agent_killed_mid_probe_is_reported_and_leaves_nothing(tmp_path: Path) -> None:
+    from svcdoctor.lab.kernel import available
+    from tests.cluster.test_live_lab import SVCDOCTOR, svcdoctor
+
+    if reason := available():
+        pytest.skip(reason)
+    kubeconfig = tmp_path / "kubeconfig"
+    lab = subprocess.Popen(
+        [*SVCDOCTOR, "lab", "serve", "--scenario", "race-fixed", "--datapath", "kernel",
+         "--for", "90", "--kubeconfig-out", str(kubeconfig), "--no-load", "-o", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert lab.stdout is not None
+        assert lab.stdout.readline(), "lab serve ended before serving"
+        probe = subprocess.Popen(
+            [*SVCDOCTOR, "probe", "api", "--kubeconfig", str(kubeconfig), "--count", "60",
+             "--rate", "4", "--yes", "-o", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.time() + 60
+        agents: list[int] = []
+        while not agents and time.time() < deadline:
+            time.sleep(0.5)
+            for pid in _descendants(lab.pid):
+                try:
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if any(a.endswith(b"agent.py") for a in argv) and b"--mode" in argv:
+                    agents.append(pid)
+        assert agents, "the agent never ran"
+        time.sleep(2)  # rows flowing
+        for pid in agents:
+            os.kill(pid, signal.SIGKILL)  # a crash: no done line
+        out, err = probe.communicate(timeout=120)
+        left = svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json")
+    finally:
+        lab.send_signal(signal.SIGINT)
+        lab.wait(60)
+    assert probe.returncode in (0, 1), err
+    report = json.loads(out)
+    assert any("without its done line" in note for note in report["notes"])
+    assert report["backends"]  # what it sent before it died is still assessed
+    assert json.loads(left.stdout)["found"] == []
