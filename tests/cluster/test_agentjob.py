@@ -1,5 +1,6 @@
-"""The agent's objects: what they hold (pure builders), and that a run deletes everything
-it created whatever ends it, with exactly the verbs of the active role."""
+"""The agent's objects: what they hold (pure builders), the agent's argument check run
+locally, and that a run creates nothing ownerless and deletes everything it created whatever
+ends it, with exactly the verbs of the active role; a clean-up that cannot list says so."""
 
 from __future__ import annotations
 
@@ -14,8 +15,13 @@ from click.testing import CliRunner
 from svcdoctor.cli import cli
 from svcdoctor.cluster.agentjob import (
     MANAGED_SELECTOR,
+    SLACK_SECONDS,
+    START_SECONDS,
+    AgentArgsError,
     AgentSpec,
+    Cleanup,
     agent_source,
+    check_args,
     cleanup,
     configmap,
     deployed,
@@ -36,8 +42,9 @@ SPEC = AgentSpec(
     ("--mode", "direct", "--endpoints", "10.0.0.1:8080", "--count", "5"),
     bound_seconds=30,
     run_id="abc12345",
-    node_args=(("node-1", ("--mode", "service", "--node", "node-1")),),
+    node_args=(("node-1", ("--mode", "service", "--service", "10.96.0.1:80", "--node", "node-1")),),
 )
+DIRECT = ("--mode", "direct", "--endpoints", "10.0.0.1:8080")
 
 
 def test_the_job_is_labelled_bounded_and_locked_down() -> None:
@@ -46,7 +53,9 @@ def test_the_job_is_labelled_bounded_and_locked_down() -> None:
     assert labels["app.kubernetes.io/managed-by"] == "svcdoctor"
     assert labels["svcdoctor.io/run"] == "abc12345"
     spec = body["spec"]
-    assert spec["activeDeadlineSeconds"] == 30 + 60
+    # the deadline counts from the pod's start: image pull, then the agent's bound, then slack
+    assert spec["activeDeadlineSeconds"] == START_SECONDS + 30 + SLACK_SECONDS
+    assert START_SECONDS >= 60
     assert spec["ttlSecondsAfterFinished"] > 0
     assert spec["backoffLimit"] == 0
     pod = spec["template"]["spec"]
@@ -75,7 +84,7 @@ def test_a_pod_per_node_is_pinned_and_bounded() -> None:
     assert pod["spec"]["nodeName"] == "node-1"
     assert pod["spec"]["activeDeadlineSeconds"] == SPEC.deadline_seconds
     assert pod["metadata"]["labels"]["svcdoctor.io/run"] == "abc12345"
-    assert pod["spec"]["containers"][0]["command"][3:] == ["--mode", "service", "--node", "node-1"]
+    assert pod["spec"]["containers"][0]["command"][3:] == list(SPEC.node_args[0][1])
 
 
 def test_the_printed_yaml_is_what_would_be_created() -> None:
@@ -114,13 +123,47 @@ def _active_token(api: Served, namespace: str) -> Path:
     return path
 
 
+def test_the_agents_own_argument_check_runs_locally() -> None:
+    check_args(SPEC)
+    grpc = AgentSpec("shop", "probe", (*DIRECT, "--protocol", "grpc"), 10)
+    check_args(grpc)  # grpcio is the image's business, not this machine's
+    for bad, words in (
+        (("--path", "no-slash"), "--path must start with /"),
+        (("--timeout", "700"), "--timeout must be in (0, 600]"),
+        (("--mode", "service"), "needs --service"),
+    ):
+        with pytest.raises(AgentArgsError, match="agent would refuse") as caught:
+            check_args(AgentSpec("shop", "probe", (*DIRECT, *bad), 10))
+        assert words in str(caught.value)
+        assert "\n" not in str(caught.value)
+    node = AgentSpec("shop", "probe", DIRECT, 10, node_args=(("n", ("--mode", "service")),))
+    with pytest.raises(AgentArgsError, match="needs --service"):
+        check_args(node)
+
+
+def test_bad_agent_arguments_create_nothing(api: Served) -> None:
+    writer = connect_active(kubeconfig=str(_active_token(api, "shop")), namespace="shop")
+    spec = AgentSpec("shop", "probe", (*DIRECT, "--timeout", "0"), 10)
+    with pytest.raises(AgentArgsError, match="--timeout"), deployed(writer, spec, source="x"):
+        pytest.fail("the block ran")
+    assert remaining(writer, "shop", MANAGED_SELECTOR) == []
+    assert not {verb for verb, _ in writer.used} & {"create", "deletecollection"}
+
+
 @pytest.mark.parametrize("ending", ["normal", "error", "interrupt"])
 def test_a_run_leaves_nothing_behind(api: Served, ending: str) -> None:
     kubeconfig = _active_token(api, "shop")
     writer = connect_active(kubeconfig=str(kubeconfig), namespace="shop")
-    spec = AgentSpec("shop", "probe", ("--mode", "direct"), 10, node_args=SPEC.node_args)
+    spec = AgentSpec("shop", "probe", DIRECT, 10, node_args=SPEC.node_args)
     ended: list[Any] = []
     seen: dict[str, Any] = {}
+    created: list[dict[str, Any]] = []  # ConfigMaps as the server received their creation
+
+    def admit(admission: Any) -> None:
+        if admission.verb == "create":
+            created.append(admission.obj)
+
+    api.server.admit("configmaps", admit)
 
     def body() -> None:
         with deployed(writer, spec, source="print('hi')\n", on_cleanup=ended.append) as run:
@@ -142,14 +185,16 @@ def test_a_run_leaves_nothing_behind(api: Served, ending: str) -> None:
     )
     owner = seen["cm"]["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["uid"]) == ("Job", seen["job"]["metadata"]["uid"])
+    (cm,) = created  # owned from its creation on: no window without an owner
+    assert cm["metadata"]["ownerReferences"] == [owner]
     assert seen["cm"]["data"] == {"agent.py": "print('hi')\n"}
     (done,) = ended
     assert done.deleted
     assert done.left == ()
     assert done.errors == ()
-    assert remaining(writer, None, MANAGED_SELECTOR) == []
-    granted = {("create", "configmaps"), ("create", "jobs"), ("patch", "configmaps")}
-    assert granted <= writer.used
+    assert remaining(writer, "shop", MANAGED_SELECTOR) == []
+    assert {("create", "configmaps"), ("create", "jobs")} <= writer.used
+    assert ("patch", "configmaps") not in writer.used
 
 
 def test_the_read_role_is_told_which_role_to_use(api: Served) -> None:
@@ -163,7 +208,7 @@ def test_the_read_role_is_told_which_role_to_use(api: Served) -> None:
     with pytest.raises(WriteForbidden) as caught, deployed(writer, SPEC, source="x"):
         pass
     message = str(caught.value)
-    assert "cannot create configmaps in namespace shop" in message
+    assert "cannot create jobs in namespace shop" in message  # the Job comes first
     assert ACTIVE_RBAC_FILE in message
     assert "\n" not in message
 
@@ -197,3 +242,42 @@ def test_cleanup_removes_leftovers_of_killed_runs(api: Served) -> None:
     assert again.exit_code == 0
     assert "nothing of svcdoctor's" in again.output
     assert cleanup(writer, "shop", MANAGED_SELECTOR).left == ()
+
+
+NO_LIST = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: delete-only, namespace: NAMESPACE}
+rules:
+  - apiGroups: ["", batch]
+    resources: [pods, configmaps, jobs]
+    verbs: [create, deletecollection]
+"""
+
+
+def test_a_cleanup_that_cannot_list_says_so(api: Served) -> None:
+    from svcdoctor.cluster import ClusterError
+    from svcdoctor.lab.apiserver import rbac_rules
+
+    token = api.server.add_user("delete-only", rbac_rules(NO_LIST, "shop"))
+    path = api.kubeconfig.with_name("delete-only-kubeconfig")
+    api.server.write_kubeconfig(path, "svcdoctor-lab", "shop", token=token)
+    writer = connect_active(kubeconfig=str(path), namespace="shop")
+    spec = AgentSpec("shop", "probe", (), 10, run_id="cccc0003")
+    writer.create("jobs", "shop", job(spec))
+    with pytest.raises(ClusterError, match=r"forbidden|cannot list"):
+        remaining(writer, "shop", MANAGED_SELECTOR)  # never an empty answer
+    done = cleanup(writer, "shop", MANAGED_SELECTOR, wait_seconds=0)
+    assert done.left is None
+    assert not done.clean
+    assert any(e.startswith("listing what is left") for e in done.errors)
+    assert "unknown" in (done.describe_left() or "")
+    assert Cleanup(True, ("job/x",), ()).describe_left() == (
+        "still present: job/x (svcdoctor cleanup removes them)"
+    )
+    assert Cleanup(True, (), ()).describe_left() is None
+    result = CliRunner().invoke(cli, ["cleanup", "--kubeconfig", str(path), "-n", "shop"])
+    assert result.exit_code == 2, result.output
+    assert "nothing of svcdoctor's" not in result.output
+    (line,) = result.output.strip().splitlines()
+    assert "cannot list" in line or "forbidden" in line

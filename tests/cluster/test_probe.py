@@ -1,6 +1,8 @@
-"""``svcdoctor probe``: the verdicts (pure), what it would create without --yes (nothing is
-created), and end to end against ``lab serve``: the bad pod and the broken node singled out,
-a healthy Service passes, and nothing svcdoctor created remains."""
+"""``svcdoctor probe``: the verdicts and what limits them (pure), the agent's bound, what it
+would create without --yes (nothing is created), its refusals (bad agent arguments, no node
+for --per-node: exit 2, nothing created), and end to end against ``lab serve``: the bad pod
+and the broken node singled out, a healthy Service passes, and nothing svcdoctor created
+remains."""
 
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ import yaml
 from click.testing import CliRunner
 
 from svcdoctor.cli import cli
+from svcdoctor.cluster.agent import DIRECT_PARALLEL
 from svcdoctor.cluster.agentjob import MANAGED_SELECTOR, remaining
 from svcdoctor.cluster.api import connect_active
-from svcdoctor.cluster.probe import endpoints_of
-from svcdoctor.cluster.probing import assess, outlier, percentile, tally
+from svcdoctor.cluster.probe import bound_seconds, endpoints_of
+from svcdoctor.cluster.probing import assess, limits, outlier, percentile, tally
 from svcdoctor.diagnose import Settings
 from tests.cluster.conftest import Served
 
@@ -76,6 +79,33 @@ def test_a_broken_node_is_singled_out() -> None:
     result = assess([], [], per_node)
     assert [t.key for t in result.bad_nodes] == ["node-2"]
     assert result.nodes[2].by_outcome == (("reset", 40),)
+
+
+def test_nothing_to_compare_is_said_and_a_failing_service_fails() -> None:
+    one = assess(rows("10.0.0.1:8080", 50, 50), [], names={"10.0.0.1:8080": "api-1"})
+    assert not one.singled_out  # nothing to compare it with, even at 100 % failures
+    (note,) = limits(one)
+    assert note.startswith("only one endpoint (api-1): nothing to compare")
+    alike = assess([r for i in range(4) for r in rows(f"10.0.0.{i}:8080", 50, 25)], [])
+    assert not alike.singled_out
+    (note,) = limits(alike)
+    assert note.startswith("every endpoint fails alike (50.0% to 50.0%")
+    healthy = [r for i in range(4) for r in rows(f"10.0.0.{i}:8080", 50, 0)]
+    assert limits(assess(healthy, rows("svc", 400, 0))) == ()
+    assert not assess(healthy, rows("svc", 400, 0)).failing
+    # 4 failures in 400: 1 % observed, but the 95 % upper bound is above 99 %: no verdict
+    assert not assess(healthy, rows("svc", 400, 4)).failing
+    broken = assess(healthy, rows("svc", 400, 12))  # 3 %: below 99 % beyond chance
+    assert broken.service_failing
+    assert broken.failing
+    assert not broken.singled_out
+    assert any(n.startswith("through the Service: success at most") for n in limits(broken))
+
+
+def test_the_agents_bound_counts_direct_probes_in_parallel_batches() -> None:
+    assert bound_seconds(1, 50, 2.0, 10.0) == 10.0 + 50 * 2.0
+    assert bound_seconds(DIRECT_PARALLEL, 50, 2.0, 10.0) == 10.0 + 50 * 2.0
+    assert bound_seconds(DIRECT_PARALLEL + 1, 50, 2.0, 10.0) == 10.0 + 2 * 50 * 2.0
 
 
 def test_tallies_and_percentiles() -> None:
@@ -135,6 +165,58 @@ def test_without_yes_it_prints_what_it_would_create_and_creates_nothing(api: Ser
     assert "def " in docs[0]["data"]["agent.py"]
     reader = connect_active(kubeconfig=str(api.kubeconfig))
     assert remaining(reader, None, MANAGED_SELECTOR) == []
+
+
+@pytest.mark.parametrize("yes", [False, True])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(("--path", "no-slash"), "--path must start with /"),
+     (("--timeout", "700s"), "--timeout must be in (0, 600]")],
+)  # fmt: skip
+def test_arguments_the_agent_would_refuse_create_nothing(
+    api: Served, yes: bool, args: tuple[str, ...], words: str
+) -> None:
+    _service(api)
+    base = ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop", *args]
+    done = CliRunner().invoke(cli, [*base, *(["--yes"] if yes else [])])
+    assert done.exit_code == 2, done.output
+    (line,) = done.output.strip().splitlines()
+    assert words in line
+    reader = connect_active(kubeconfig=str(api.kubeconfig))
+    assert remaining(reader, None, MANAGED_SELECTOR) == []
+
+
+def test_per_node_without_a_node_refuses(api: Served) -> None:
+    _service(api)  # the server has no Node at all
+    base = ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "--per-node"]
+    for extra in ([], ["--yes"]):
+        done = CliRunner().invoke(cli, [*base, *extra])
+        assert done.exit_code == 2, done.output
+        (line,) = done.output.strip().splitlines()
+        assert "--per-node: no Ready, schedulable node" in line
+    reader = connect_active(kubeconfig=str(api.kubeconfig))
+    assert remaining(reader, None, MANAGED_SELECTOR) == []
+
+
+def test_ctrl_c_says_the_objects_were_deleted(api: Served) -> None:
+    _service(api)  # a bare API server: the Job is stored, its pod never runs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "svcdoctor", "probe", "api", "--kubeconfig", str(api.kubeconfig),
+         "-n", "shop", "--yes"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    reader = connect_active(kubeconfig=str(api.kubeconfig))
+    deadline = time.time() + 60
+    while not reader.list("configmaps", "shop", labels=MANAGED_SELECTOR):
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail(f"probe created nothing: {proc.communicate()}")
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "svcdoctor: interrupted; the probe's objects were deleted"
+    assert remaining(reader, "shop", MANAGED_SELECTOR) == []
 
 
 def test_unknown_service_is_one_line_exit_2(api: Served) -> None:

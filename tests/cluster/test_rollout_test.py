@@ -1,7 +1,9 @@
 """``svcdoctor rollout-test``: the pure parts (workload names, the restart patch, rollout
-completion, phases, the deletion → endpoint delay), its refusals (nothing created), and end
-to end against ``lab serve``: race, race-fixed and sigkill, and no object left after a normal
-run, Ctrl-C and an agent crash."""
+completion, phases, the deletion → endpoint delay, what makes a test incomplete), its
+refusals (nothing created), a transient API error while polling, the bundle written even
+when collect fails, and end to end against ``lab serve``: race, race-fixed and sigkill, an
+incomplete test failing, and no object left after a normal run, Ctrl-C and an agent
+crash."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +23,19 @@ from svcdoctor.cli import cli
 from svcdoctor.cluster.agentjob import MANAGED_SELECTOR, remaining
 from svcdoctor.cluster.api import connect_active
 from svcdoctor.cluster.collect import SEEN
+from svcdoctor.cluster.reader import ClusterError
 from svcdoctor.cluster.rollout import (
     RESTARTED_AT,
+    Plan,
     Refused,
+    RolloutTest,
     Timing,
+    _done,
+    _Evidence,
+    _Watch,
     by_phase,
+    check_plan,
+    incomplete_reasons,
     parse_workload,
     pick_service,
     pod_delays,
@@ -128,6 +139,109 @@ def test_deletion_to_endpoint_update_and_the_window_per_pod() -> None:
     ]
 
 
+def test_an_incomplete_test_says_why() -> None:
+    plan = Plan("shop", "deployments", "api", Path("b"), duration=30.0)
+    done = Timing(1.0, 4.0, 20.0, 30.0)
+    assert incomplete_reasons(plan, done, interrupted=False, done=True) == []
+    stuck = Timing(1.0, 4.0, None, 30.0)
+    assert incomplete_reasons(plan, stuck, interrupted=False, done=True) == [
+        "the rollout did not finish within --duration 30s"
+    ]
+    assert incomplete_reasons(plan, stuck, interrupted=True, done=True) == []  # exit 130
+    (reason,) = incomplete_reasons(plan, done, interrupted=False, done=False)
+    assert "without its done line" in reason
+    check_plan(plan)
+    with pytest.raises(Refused, match=r"--duration 8s leaves no time for the rollout"):
+        check_plan(Plan("shop", "deployments", "api", Path("b"), duration=8.0, tail=5.0))
+
+
+def test_an_incomplete_test_never_claims_zero_downtime(capsys: pytest.CaptureFixture[str]) -> None:
+    from svcdoctor.cli.rollout_test import _text
+
+    plan = Plan("shop", "deployments", "api", Path("b"))
+    base = RolloutTest(plan, "api", 100, 0, {"ok": 100}, by_phase([], Timing()), (),
+                       Timing(), None, Path("b"), False, None)  # fmt: skip
+    _text(base)
+    assert "zero-downtime" in capsys.readouterr().out
+    _text(replace(base, incomplete=("the rollout did not finish",)))
+    out = capsys.readouterr().out
+    assert "zero-downtime" not in out
+    assert "INCOMPLETE: the rollout did not finish" in out
+    _text(replace(base, interrupted=True))
+    assert "zero-downtime" not in capsys.readouterr().out
+
+
+class _Flaky:
+    """The workload read fails twice (an API server restarting), then answers."""
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self.obj, self.calls = obj, 0
+
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls <= 2:
+            raise ClusterError("the API server at https://x (context c) did not answer")
+        return self.obj
+
+
+def test_a_transient_api_error_while_polling_is_a_note_and_retried() -> None:
+    api: Any = _Flaky(_deployment(updatedReplicas=3, replicas=3, availableReplicas=3))
+    plan = Plan("shop", "deployments", "api", Path("b"))
+    watch = _Watch(api, "shop", "api", "app=api", 0.0)
+    notes: list[str] = []
+    assert _done(api, plan, watch, notes) is False
+    assert _done(api, plan, watch, notes) is False
+    assert notes == [
+        "reading deployment/api failed (retried): the API server at https://x (context c) "
+        "did not answer"
+    ]
+    assert _done(api, plan, watch, notes) is True
+
+
+def _agent_rows(n: int) -> list[dict[str, Any]]:
+    now = time.time()
+    return [{"ts": now - n + i, "outcome": "ok" if i % 5 else "reset", "latency_ms": 1.5,
+             "client": "agent-x", "mode": "service", "role": "x"} for i in range(n)]  # fmt: skip
+
+
+@pytest.mark.parametrize("service", [True, False])
+def test_the_bundle_holds_the_agents_rows_even_when_collect_fails(
+    api: Served, tmp_path: Path, service: bool
+) -> None:
+    from svcdoctor.evidence.reader import read_evidence
+
+    if service:
+        _workload(api, ready=2)
+    out = tmp_path / "bundle"
+    out.mkdir()  # an earlier bundle: its files are replaced, not mixed in
+    (out / "collect.json").write_text(json.dumps({"svcdoctor_collect": 1}))
+    (out / "ingress-nginx-old.log").write_text("old\n")
+    reader = connect_active(kubeconfig=str(api.kubeconfig), namespace="shop")
+    plan = Plan("shop", "deployments", "api", out)
+    evidence = _Evidence(plan, "api", time.time() - 30)
+    evidence.first([], [], _agent_rows(50), "agent-x", ["a note"])
+    client = out / "client-agent-x.jsonl"
+    assert len(client.read_text().splitlines()) == 50  # written before collect runs
+    assert not (out / "ingress-nginx-old.log").exists()
+    first = json.loads((out / "collect.json").read_text())
+    assert "a note" in first["notes"]
+    notes = ["a note"]
+    assert evidence.complete(reader, notes) == out
+    manifest = json.loads((out / "collect.json").read_text())
+    files = {f["file"]: f for f in manifest["files"]}
+    assert files["client-agent-x.jsonl"]["rows"] == 50
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    if service:
+        assert (out / "service.json").is_file()
+        assert not any("snapshot" in n for n in manifest["notes"])
+    else:
+        assert any(
+            n.startswith("collecting the Service's snapshot failed: service shop/api not found")
+            for n in manifest["notes"]
+        )
+    assert read_evidence([str(out)]).requests.height == 50
+
+
 def _workload(api: Served, ready: int) -> None:
     labels = {"app": "api"}
     api.put(
@@ -141,6 +255,23 @@ def _workload(api: Served, ready: int) -> None:
          "metadata": {"name": "api", "namespace": "shop", "uid": "s1"},
          "spec": {"clusterIP": "10.96.0.9", "selector": labels, "ports": [{"port": 80}]}},
     )  # fmt: skip
+
+
+def test_a_duration_without_room_for_the_rollout_is_refused(api: Served, tmp_path: Path) -> None:
+    _workload(api, ready=2)
+    done = _run(api, "--yes", "--duration", "8s", "--tail", "5s", "--out", str(tmp_path / "b"))
+    assert done.exit_code == 2, done.output
+    (line,) = done.output.strip().splitlines()
+    assert "--duration 8s leaves no time for the rollout" in line
+    reader = connect_active(kubeconfig=str(api.kubeconfig))
+    assert remaining(reader, None, MANAGED_SELECTOR) == []
+    assert RESTARTED_AT not in str(reader.get("deployments", "shop", "api"))
+    bad = _run(api, "--yes", "--path", "nope", "--out", str(tmp_path / "b"))
+    assert bad.exit_code == 2, bad.output
+    assert "--path must start with /" in bad.output
+    assert remaining(reader, None, MANAGED_SELECTOR) == []
+    assert RESTARTED_AT not in str(reader.get("deployments", "shop", "api"))
+    assert not (tmp_path / "b").exists()
 
 
 def _run(api: Served, *args: str) -> Any:
@@ -235,6 +366,20 @@ def test_rollout_test_names_the_sigkill(tmp_path: Path) -> None:
     race = next(c for c in json.loads(diagnosis.stdout)["causes"] if c["cause"] == "race")
     assert race["details"]["sigkilled"]
     assert any("SIGKILL" in line for line in race["evidence"])
+    assert left == []
+
+
+@pytest.mark.lab
+def test_a_rollout_longer_than_the_duration_fails_the_test(tmp_path: Path) -> None:
+    # race-fixed's old pods sleep 3 s in preStop: the rollout cannot end 1 s after the restart
+    done, _, left = _lab_rollout(tmp_path, "race-fixed", "--duration", "9", "--tail", "5",
+                                 fmt="text")  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "zero-downtime" not in done.stdout
+    assert "INCOMPLETE" in done.stdout or "failed" in done.stdout
+    (line,) = done.stderr.strip().splitlines()
+    assert "rollout-test incomplete: the rollout did not finish within --duration 9s" in line
+    assert (tmp_path / "bundle" / "collect.json").is_file()
     assert left == []
 
 

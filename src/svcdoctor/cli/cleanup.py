@@ -21,7 +21,8 @@ def cleanup(cluster: dict[str, Any], run_id: str | None, dry_run: bool, fmt: str
 
     probe and rollout-test delete their objects themselves (after Ctrl-C and errors too);
     this removes what a killed run left. Exit codes: 0 nothing left, 1 objects remain after
-    the wait, 2 on a cluster problem.
+    the wait, 2 on a cluster problem (including when what is there cannot be listed: an
+    empty answer is never guessed).
     """
     from svcdoctor.cluster import ClusterError
     from svcdoctor.cluster.agentjob import MANAGED_SELECTOR, RUN_LABEL, cleanup, remaining
@@ -35,7 +36,7 @@ def cleanup(cluster: dict[str, Any], run_id: str | None, dry_run: bool, fmt: str
             left, errors = found, []
         else:
             done = cleanup(api, api.namespace, selector)
-            left, errors = list(done.left), list(done.errors)
+            left, errors = list(done.left or ()), list(done.errors)
     except ClusterError as exc:
         fail(str(exc))
     if errors:

@@ -74,12 +74,21 @@ def probe(
     Runs svcdoctor's agent (standard-library Python, shipped in a ConfigMap) as a Job in
     the Service's namespace; everything it creates is labelled
     app.kubernetes.io/managed-by=svcdoctor and deleted at the end. Without --yes it
-    prints what it would create and exits 0. Exit codes: 0 no endpoint or node stands out,
-    1 one does (its failure rate is above the others' beyond chance), 2 on a cluster or
-    input problem.
+    prints what it would create and exits 0. With one endpoint, or when every endpoint
+    fails alike, there is nothing to compare: a note says so. Exit codes: 0 no endpoint or
+    node stands out and the Service passes, 1 one stands out (its failure rate is above
+    the others' beyond chance) or the Service fails as a whole (the upper end of the 95 %
+    interval of its success rate is below 99 %), 2 on a cluster or input problem (an
+    argument the agent would refuse, no node for --per-node), 130 interrupted.
     """
     from svcdoctor.cluster import ClusterError
-    from svcdoctor.cluster.agentjob import agent_source, manifests, to_yaml
+    from svcdoctor.cluster.agentjob import (
+        AgentArgsError,
+        Interrupted,
+        agent_source,
+        manifests,
+        to_yaml,
+    )
     from svcdoctor.cluster.api import connect_active
     from svcdoctor.cluster.probe import Options, plan, run
     from svcdoctor.cluster.rollout import Refused
@@ -101,10 +110,17 @@ def probe(
             return
         progress = _progress(fmt == "text" and sys.stderr.isatty())
         outcome = run(api, chosen, progress)
-    except (ClusterError, Refused) as exc:
+    except (ClusterError, Refused, AgentArgsError) as exc:
         fail(str(exc))
+    except Interrupted as exc:
+        left = exc.cleanup.describe_left()
+        done = (
+            f"deleting the probe's objects: {left}" if left else "the probe's objects were deleted"
+        )
+        click.echo(f"svcdoctor: interrupted; {done}", err=True)
+        sys.exit(130)
     except KeyboardInterrupt:
-        click.echo("svcdoctor: interrupted; the probe's objects were deleted", err=True)
+        click.echo("svcdoctor: interrupted before anything was created", err=True)
         sys.exit(130)
     result = outcome.result
     if fmt == "json":
@@ -112,13 +128,13 @@ def probe(
             "service": f"{api.namespace}/{service}",
             "run": chosen.spec.run_id,
             **result.to_dict(),
-            "cleaned_up": not (outcome.cleanup and outcome.cleanup.left),
+            "cleaned_up": outcome.cleanup is not None and outcome.cleanup.clean,
             "notes": list(outcome.notes),
         }
         click.echo(json.dumps(body, indent=2))
     else:
         _text(outcome, f"{api.namespace}/{service}")
-    sys.exit(1 if result.singled_out else 0)
+    sys.exit(1 if result.failing else 0)
 
 
 def _progress(show: bool) -> Any:
@@ -179,13 +195,10 @@ def _text(outcome: ProbeOutcome, service: str) -> None:
             "and datapath (cause: infra)",
             soft_wrap=True,
         )
-    if not result.singled_out:
+    if not result.singled_out and len(result.backends) > 1:
         console.print("no endpoint or node fails more than the others")
     for note in outcome.notes:
         console.print(f"note: {note}", soft_wrap=True)
-    if outcome.cleanup and outcome.cleanup.left:
-        console.print(
-            f"note: still present after clean-up: {', '.join(outcome.cleanup.left)} "
-            "(svcdoctor cleanup removes them)",
-            soft_wrap=True,
-        )
+    left = outcome.cleanup.describe_left() if outcome.cleanup else None
+    if left:
+        console.print(f"note: after clean-up, {left}", soft_wrap=True)

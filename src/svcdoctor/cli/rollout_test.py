@@ -14,7 +14,7 @@ from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, OutputDir, option, output_option
 
 if TYPE_CHECKING:
-    from svcdoctor.cluster.rollout import Outcome
+    from svcdoctor.cluster.rollout import RolloutTest
 
 
 @click.command("rollout-test")
@@ -76,9 +76,13 @@ def rollout_test(
     the deletion → endpoint-update delay, the cause and the preStop/grace fix. Ctrl-C stops
     the load and lets the rollout finish. Everything created is labelled
     app.kubernetes.io/managed-by=svcdoctor and deleted at the end. Exit codes: 0 failures
-    ≤ --max-failures, 1 more, 2 refused (no --yes, < 2 ready replicas) or a cluster problem.
+    ≤ --max-failures, 1 more, 2 refused (no --yes, < 2 ready replicas, --duration not
+    above the 3 s warm-up plus --tail), a cluster problem, or an incomplete test (the
+    rollout did not finish within --duration, the load agent ended without its done
+    line: the report is printed, the reason is the one-line error), 130 interrupted.
     """
     from svcdoctor.cluster import ClusterError
+    from svcdoctor.cluster.agentjob import AgentArgsError, Interrupted
     from svcdoctor.cluster.api import connect_active
     from svcdoctor.cluster.collect import BundleError
     from svcdoctor.cluster.rollout import Plan, Refused, parse_workload, run
@@ -98,26 +102,50 @@ def rollout_test(
         )  # fmt: skip
         show = fmt == "text" and sys.stderr.isatty()
         outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))
-    except (ClusterError, Refused, BundleError) as exc:
+    except (ClusterError, Refused, BundleError, AgentArgsError) as exc:
         fail(str(exc))
+    except Interrupted as exc:
+        left = exc.cleanup.describe_left()
+        done = f"deleting the load Job: {left}" if left else "the load Job was deleted"
+        where = f"; the bundle so far is in {exc.bundle}" if exc.bundle else ""
+        click.echo(f"svcdoctor: interrupted; {done}{where}", err=True)
+        sys.exit(130)
     except KeyboardInterrupt:
-        click.echo("svcdoctor: interrupted; the load Job was deleted", err=True)
+        click.echo("svcdoctor: interrupted before anything was created", err=True)
         sys.exit(130)
     if fmt == "json":
-        click.echo(json.dumps(outcome.to_dict(), indent=2))
+        click.echo(json.dumps(to_dict(outcome), indent=2))
     else:
         _text(outcome)
     if outcome.interrupted:
         sys.exit(130)
+    if outcome.incomplete:
+        fail(f"rollout-test incomplete: {'; '.join(outcome.incomplete)}")
     sys.exit(1 if outcome.failed > max_failures else 0)
 
 
-def _text(o: Outcome) -> None:
+def to_dict(t: RolloutTest) -> dict[str, Any]:
+    """``--format json``: the keys ``lab run --format json`` uses where they overlap."""
+    prestop, grace = t.remedy
+    primary = t.primary
+    return {
+        "workload": t.plan.workload,
+        "requests": t.requests,
+        "failed": t.failed,
+        "by_outcome": t.by_outcome,
+        "primary_cause": primary.cause.value if primary else None,
+        "window_seconds": t.window_seconds,
+        "endpoint_update_seconds": t.endpoint_update_seconds,
+        "remedy": {"prestop_seconds": prestop, "grace_seconds": grace},
+        "bundle": str(t.bundle),
+    }
+
+
+def _text(o: RolloutTest) -> None:
     console = stdout_console()
-    d = o.to_dict()
     kinds = ", ".join(f"{k} {n}" for k, n in o.by_outcome.items() if k != "ok")
     console.print(
-        f"{d['workload']} in {o.plan.namespace} restarted under load through Service "
+        f"{o.plan.workload} in {o.plan.namespace} restarted under load through Service "
         f"{o.service}: "
         f"{o.failed} of {o.requests} requests failed" + (f" ({kinds})" if o.failed else ""),
         soft_wrap=True,
@@ -133,34 +161,43 @@ def _text(o: Outcome) -> None:
         if delay.window_seconds is not None:
             parts.append(f"last failure {delay.window_seconds:.2f} s after its deletion")
         console.print("  " + ", ".join(parts))
-    if d["endpoint_update_seconds"] is not None:
+    if o.endpoint_update_seconds is not None:
         console.print(
             f"deletion → endpoint update seen in the API: up to "
-            f"{d['endpoint_update_seconds']:.2f} s (kube-proxy on each node follows later)"
+            f"{o.endpoint_update_seconds:.2f} s (kube-proxy on each node follows later)"
         )
+    if o.diagnosis_error:
+        console.print(f"note: the bundle could not be diagnosed: {o.diagnosis_error}")
     if o.failed:
-        console.print(f"cause: {d['primary_cause']}")
-        cause = next((c for c in o.diagnosis.get("causes", [])
-                      if c.get("cause") == d["primary_cause"]), None)  # fmt: skip
-        for line in (cause or {}).get("evidence", []):
+        primary = o.primary
+        console.print(f"cause: {primary.cause.value if primary else 'none named'}")
+        for line in primary.evidence if primary else ():
             console.print(f"  - {line}", soft_wrap=True)
-        if d["window_seconds"] is not None:
-            console.print(f"race window: {d['window_seconds']:g} s")
-        remedy = d["remedy"]
-        if remedy["prestop_seconds"] is not None:
+        race = o.race
+        if race is not None and race.window is not None:
+            low, high = race.window.ci95
+            console.print(f"race window: {race.window.seconds:g} s (95 % CI {low:g} to {high:g} s)")
+        elif o.window_seconds is not None:
+            console.print(f"race window: {o.window_seconds:g} s (deletion → last failure)")
+        prestop, grace = o.remedy
+        if prestop is not None:
             console.print(
-                f"fix: preStop sleep {remedy['prestop_seconds']} s, "
-                f"terminationGracePeriodSeconds {remedy['grace_seconds']} "
+                f"fix: preStop sleep {prestop} s, terminationGracePeriodSeconds {grace} "
                 f"(svcdoctor fix --from-diagnosis applies it)",
                 soft_wrap=True,
             )
-        for fix in (cause or {}).get("fixes", []):
+        for fix in primary.fixes if primary else ():
             if "\n" not in fix:  # the remedy's patch is in the bundle's diagnosis
                 console.print(f"  - {fix}", soft_wrap=True)
+    elif o.incomplete:
+        console.print(f"no request failed, but the test is INCOMPLETE: {'; '.join(o.incomplete)}")
+    elif o.interrupted:
+        console.print("no request failed before the interrupt (the test did not finish)")
     else:
         console.print("no request failed: the rollout is zero-downtime at this rate")
     for note in o.notes:
         console.print(f"note: {note}", soft_wrap=True)
-    if o.cleanup and o.cleanup.left:
-        console.print(f"note: still present: {', '.join(o.cleanup.left)} (svcdoctor cleanup)")
-    console.print(f"bundle: {d['bundle']} (svcdoctor diagnose {d['bundle']})", soft_wrap=True)
+    left = o.cleanup.describe_left() if o.cleanup else None
+    if left:
+        console.print(f"note: {left}", soft_wrap=True)
+    console.print(f"bundle: {o.bundle} (svcdoctor diagnose {o.bundle})", soft_wrap=True)

@@ -2,15 +2,18 @@
 runs it (and, for per-node checks, one Pod per node), and their clean-up.
 
 The builders are pure: from an ``AgentSpec`` to the dicts svcdoctor sends (and prints
-without ``--yes``). ``deployed`` is the I/O: it creates them, and deletes everything that
+without ``--yes``); ``check_args`` runs the agent's own argument check locally, so that a
+run the agent would refuse creates nothing. ``deployed`` is the I/O: it creates the Job,
+then the ConfigMap and per-node Pods already owned by it, and deletes everything that
 carries the run's label when its block ends, however it ends (normally, an error, Ctrl-C or
 SIGTERM); the deletion itself is not interrupted by a second Ctrl-C.
 
 Everything carries ``app.kubernetes.io/managed-by=svcdoctor`` and ``svcdoctor.io/run=<id>``,
 runs as a non-root user with a read-only root filesystem and no capabilities, asks for small
-resources, and is bounded in time (``activeDeadlineSeconds``; the Job also
-``ttlSecondsAfterFinished``). The ConfigMap and per-node Pods are owned by the Job, so the
-cluster's garbage collector removes them with it should svcdoctor itself be killed.
+resources, and is bounded in time (``activeDeadlineSeconds``: the start-up allowance, the
+agent's own bound and a slack; the Job also ``ttlSecondsAfterFinished``). The ConfigMap and
+per-node Pods are created owned by the Job, so the cluster's garbage collector removes them
+with it should svcdoctor itself be killed.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import yaml
 
 from svcdoctor.cluster.reader import ClusterError
+from svcdoctor.errors import SvcdoctorError
 
 if TYPE_CHECKING:
     from svcdoctor.cluster.api import ApiReader
@@ -44,7 +48,8 @@ MOUNT = "/svcdoctor"
 AGENT_KEY = "agent.py"
 NOBODY = 65534  # the uid/gid the agent runs as (python images default to root)
 TTL_SECONDS = 600  # a finished Job (and what it owns) goes this long after it ends
-SLACK_SECONDS = 60  # beyond the agent's own bound, before activeDeadlineSeconds kills it
+START_SECONDS = 120.0  # for the agent's pods to start (image pull) and send a first request
+SLACK_SECONDS = 60  # beyond start-up and the agent's own bound, before the deadline kills it
 IDLE_SECONDS = 5.0  # a followed log this quiet: is the pod still running?
 GRACE_SECONDS = 10  # the agent lets in-flight requests end (≤ its --timeout) on SIGTERM
 # the kinds deleted at the end, in this order (the Job's pods with their Job)
@@ -70,15 +75,58 @@ class AgentSpec:
 
     @property
     def name(self) -> str:
+        """The name of the Job and the ConfigMap."""
         return f"svcdoctor-{self.purpose}-{self.run_id}"
 
     @property
     def selector(self) -> str:
+        """The label selector of everything this run creates."""
         return f"{MANAGED_BY}={MANAGER},{RUN_LABEL}={self.run_id}"
 
     @property
     def deadline_seconds(self) -> int:
-        return math.ceil(self.bound_seconds) + SLACK_SECONDS
+        """``activeDeadlineSeconds``: it counts from the pod's start, image pull included,
+        so the start-up allowance comes before the agent's own bound and the slack."""
+        return math.ceil(START_SECONDS + self.bound_seconds) + SLACK_SECONDS
+
+
+class AgentArgsError(SvcdoctorError):
+    """The agent would refuse its arguments (one line, exit 2); found before anything is
+    created."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a run, after ``deployed`` deleted what it had created:
+    ``cleanup`` is that deletion's result, ``bundle`` the evidence written (if any)."""
+
+    def __init__(self, cleanup: Cleanup, bundle: str | None = None) -> None:
+        super().__init__("interrupted")
+        self.cleanup = cleanup
+        self.bundle = bundle
+
+
+def _without_grpc_check(args: Sequence[str]) -> list[str]:
+    """``args`` with ``--protocol grpc`` as ``tcp``: grpcio is the agent image's business,
+    not this machine's, and nothing else in the agent's check depends on the protocol."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--protocol=grpc":
+            out[i] = "--protocol=tcp"
+        elif arg == "--protocol" and i + 1 < len(out) and out[i + 1] == "grpc":
+            out[i + 1] = "tcp"
+    return out
+
+
+def check_args(spec: AgentSpec) -> None:
+    """Run the agent's own argument check (``agent.parse_args``, pure) on the Job's and
+    each node's arguments; ``AgentArgsError`` with the agent's one-line message."""
+    from svcdoctor.cluster import agent
+
+    for args in (spec.args, *(a for _, a in spec.node_args)):
+        try:
+            agent.parse_args(_without_grpc_check(args), environ={"HOSTNAME": spec.name})
+        except agent.UsageError as exc:
+            raise AgentArgsError(f"the agent would refuse its arguments: {exc}") from None
 
 
 def agent_source() -> str:
@@ -87,6 +135,8 @@ def agent_source() -> str:
 
 
 def labels(spec: AgentSpec) -> dict[str, str]:
+    """The labels of everything a run creates: managed-by svcdoctor, the run's id, the
+    component (``probe-agent`` or ``rollout-agent``) and the agent's name."""
     return {
         MANAGED_BY: MANAGER,
         RUN_LABEL: spec.run_id,
@@ -95,13 +145,13 @@ def labels(spec: AgentSpec) -> dict[str, str]:
     }
 
 
-def configmap(spec: AgentSpec, source: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)},
-        "data": {AGENT_KEY: source},
-    }
+def configmap(spec: AgentSpec, source: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ConfigMap holding the agent's ``source`` (mounted read-only by its pods); with
+    ``owner`` (``owned_by`` of the created Job) it is the Job's from its creation on."""
+    meta: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {AGENT_KEY: source}}
 
 
 def _container(spec: AgentSpec, args: Sequence[str]) -> dict[str, Any]:
@@ -153,6 +203,8 @@ def _pod_spec(spec: AgentSpec, args: Sequence[str], node: str | None = None) -> 
 
 
 def job(spec: AgentSpec) -> dict[str, Any]:
+    """The Job running the agent with ``spec.args``: one pod, never retried, bounded by
+    ``deadline_seconds`` and removed ``TTL_SECONDS`` after it ends."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -203,8 +255,9 @@ def owned_by(job_obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def manifests(spec: AgentSpec, source: str) -> list[dict[str, Any]]:
-    """Everything a run creates, in creation order (without the owner references, which
-    need the Job's uid)."""
+    """Everything a run creates, in the order ``kubectl apply -f`` should create them
+    (without the owner references, which need the Job's uid: ``deployed`` creates the Job
+    first and the rest owned by it)."""
     return [configmap(spec, source), job(spec), *node_pods(spec)]
 
 
@@ -255,15 +308,6 @@ class Writer(Protocol):
         self, resource_name: str, namespace: str, obj: dict[str, Any], dry_run: bool = False
     ) -> dict[str, Any]: ...
 
-    def patch(
-        self,
-        resource_name: str,
-        namespace: str,
-        name: str,
-        patch: Any,
-        patch_type: str = "strategic",
-    ) -> dict[str, Any]: ...
-
     def delete_collection(
         self, resource_name: str, namespace: str, labels: str, propagation: str = "Background"
     ) -> None: ...
@@ -288,11 +332,25 @@ class Deployed:
 
 @dataclass(frozen=True, slots=True)
 class Cleanup:
-    """The end of a run: what was deleted and what was still there after waiting."""
+    """The end of a run: whether every deletion was accepted, what was still there after
+    waiting (``None``: unknown, the objects could not be listed) and the errors."""
 
     deleted: bool
-    left: tuple[str, ...]  # "kind/name" still present when the wait ended
+    left: tuple[str, ...] | None  # "kind/name" still present when the wait ended
     errors: tuple[str, ...]
+
+    @property
+    def clean(self) -> bool:
+        """Known to have left nothing."""
+        return self.left == ()
+
+    def describe_left(self) -> str | None:
+        """What remains, as a note (None: nothing)."""
+        if self.left is None:
+            return "unknown whether anything remains (listing failed: svcdoctor cleanup)"
+        if self.left:
+            return f"still present: {', '.join(self.left)} (svcdoctor cleanup removes them)"
+        return None
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -300,7 +358,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 @contextmanager
-def _shielded() -> Iterator[None]:
+def shielded() -> Iterator[None]:
     """SIGINT and SIGTERM ignored in the block (from the main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -327,30 +385,32 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 def cleanup(api: Writer, namespace: str, selector: str, wait_seconds: float = 30.0) -> Cleanup:
     """Delete every Job, Pod and ConfigMap matching ``selector`` in ``namespace`` and wait
-    (bounded) until they are gone; what cannot be deleted is reported, not raised."""
+    (bounded) until they are gone; what cannot be deleted or listed is reported in
+    ``errors``, not raised (``left`` None when listing failed)."""
     errors = []
     for kind in KINDS:
         try:
             api.delete_collection(kind, namespace, selector, propagation="Background")
         except ClusterError as exc:
-            errors.append(f"{kind}: {exc}")
-    left = remaining(api, namespace, selector)
+            errors.append(f"deleting {kind}: {exc}")
     until = time.monotonic() + wait_seconds
-    while left and time.monotonic() < until:
-        time.sleep(0.5)
+    try:
         left = remaining(api, namespace, selector)
+        while left and time.monotonic() < until:
+            time.sleep(0.5)
+            left = remaining(api, namespace, selector)
+    except ClusterError as exc:
+        errors.append(f"listing what is left: {exc}")
+        return Cleanup(False, None, tuple(errors))
     return Cleanup(not errors, tuple(left), tuple(errors))
 
 
 def remaining(api: Writer, namespace: str | None, selector: str) -> list[str]:
-    """``kind/name`` of every object matching ``selector`` (namespace None: all)."""
+    """``kind/name`` of every object matching ``selector`` (namespace None: all); a
+    ``ClusterError`` when a kind cannot be listed (never an empty answer instead)."""
     found = []
     for kind in KINDS:
-        try:
-            items = api.list(kind, namespace, labels=selector)
-        except ClusterError:
-            continue
-        for obj in items:
+        for obj in api.list(kind, namespace, labels=selector):
             meta = obj.get("metadata") or {}
             where = f"{meta.get('namespace')}/" if namespace is None else ""
             found.append(f"{kind[:-1]}/{where}{meta.get('name')}")
@@ -364,23 +424,25 @@ def deployed(
     source: str | None = None,
     on_cleanup: Callable[[Cleanup], None] = lambda _: None,
 ) -> Iterator[Deployed]:
-    """Create the run's objects; at the end of the block delete everything with its label
-    (after Ctrl-C, SIGTERM and errors too, without being interrupted itself) and hand the
-    result to ``on_cleanup``."""
+    """Create the run's objects (the Job first, then the ConfigMap and per-node Pods owned by
+    it: none is ever without an owner; the Job's pod waits for its ConfigMap); at the end of
+    the block delete everything with its label (after Ctrl-C, SIGTERM and errors too,
+    without being interrupted itself) and hand the result to ``on_cleanup``. The agent's
+    arguments are checked first (``check_args``): nothing is created when it would refuse
+    them."""
     text = agent_source() if source is None else source
+    check_args(spec)
     with _sigterm_interrupts():
         try:
-            api.create("configmaps", spec.namespace, configmap(spec, text))
             created = api.create("jobs", spec.namespace, job(spec))
-            owner = {"metadata": {"ownerReferences": [owned_by(created)]}}
-            api.patch("configmaps", spec.namespace, spec.name, owner, "merge")
+            api.create("configmaps", spec.namespace, configmap(spec, text, owned_by(created)))
             pods = []
             for pod in node_pods(spec):
                 pod["metadata"]["ownerReferences"] = [owned_by(created)]
                 pods.append(api.create("pods", spec.namespace, pod))
             yield Deployed(spec, created, tuple(pods))
         finally:
-            with _shielded():
+            with shielded():
                 on_cleanup(cleanup(api, spec.namespace, spec.selector))
 
 

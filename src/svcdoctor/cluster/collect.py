@@ -25,7 +25,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,6 +89,13 @@ class Request:
 
 
 # ---------------------------------------------------------------- pure parts
+
+
+def label_selector(service: Mapping[str, Any]) -> str:
+    """The Service's ``spec.selector`` as a label selector string (``a=1,b=2``, sorted);
+    ``""`` when it has none."""
+    selector = (service.get("spec") or {}).get("selector") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
 
 
 def upstream_names(service: dict[str, Any]) -> frozenset[str]:
@@ -414,8 +421,7 @@ def collect(
     else:
         slices = ("endpoints", None, f"metadata.name={name}")
         run.note("discovery.k8s.io/v1 is not served: core Endpoints read instead (endpoints.json)")
-    selector = (service.get("spec") or {}).get("selector") or {}
-    labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    labels = label_selector(service)
     streams = {"slices": Stream(), "pods": Stream()}
     _snapshot(run, streams, slices, labels, initial=True)
     if request.watch:

@@ -2,35 +2,43 @@
 and the Service itself (optionally from one pod on each node), by the agent.
 
 ``plan`` reads the cluster and builds the agent's objects (what ``probe`` without ``--yes``
-prints); ``run`` creates them, reads the rows back and deletes everything; the verdicts are
-``probing.assess``'s (pure).
+prints), refusing what the agent would refuse; ``run`` creates them, reads the rows back
+and deletes everything; the verdicts and what limits them are ``probing``'s (pure).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from svcdoctor.cluster.agent import DIRECT_PARALLEL
 from svcdoctor.cluster.agentjob import (
+    START_SECONDS,
     AgentSpec,
     Cleanup,
     Follower,
+    Interrupted,
+    check_args,
     deployed,
     node_pod_name,
 )
 from svcdoctor.cluster.api import ApiReader
-from svcdoctor.cluster.collect import SERVICE_NAME_LABEL
-from svcdoctor.cluster.probing import ProbeResult, assess
+from svcdoctor.cluster.collect import SERVICE_NAME_LABEL, label_selector
+from svcdoctor.cluster.probing import ProbeResult, assess, limits
 from svcdoctor.cluster.reader import ClusterError, Forbidden
 from svcdoctor.cluster.rollout import Refused, service_address
-
-START_SECONDS = 120.0  # for the agent's pods to start
 
 
 @dataclass(frozen=True, slots=True)
 class Options:
+    """What ``svcdoctor probe`` was asked: the Service (in ``namespace``), ``count``
+    requests to each ready endpoint directly and as many per endpoint through the Service
+    at ``rate``/s, each bounded by ``timeout`` s; with ``per_node``, the Service also from
+    one pod on each of up to ``max_nodes`` nodes; ``image`` of the agent (None: default)."""
+
     namespace: str
     service: str
     count: int = 50
@@ -115,8 +123,17 @@ def node_names(
     return sorted(ready), []
 
 
+def bound_seconds(endpoints: int, count: int, timeout: float, duration: float) -> float:
+    """How long the agent may run by its own arguments: the through-Service load's
+    ``duration``, plus the direct probes, ``DIRECT_PARALLEL`` endpoints at a time, each of
+    ``count`` requests taking at most ``timeout``."""
+    return duration + math.ceil(endpoints / DIRECT_PARALLEL) * count * timeout
+
+
 def plan(api: ApiReader, options: Options) -> ProbePlan:
-    """Read the Service and its endpoints (and nodes) and build the agent's objects."""
+    """Read the Service and its endpoints (and nodes) and build the agent's objects;
+    ``Refused`` when there is nothing to probe or no node to probe from, ``AgentArgsError``
+    when the agent would refuse its arguments."""
     ns = options.namespace
     service = api.get("services", ns, options.service)
     if service is None:
@@ -137,27 +154,32 @@ def plan(api: ApiReader, options: Options) -> ProbePlan:
     notes: list[str] = []
     nodes: list[str] = []
     if options.per_node:
-        selector = (service.get("spec") or {}).get("selector") or {}
-        labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
+        labels = label_selector(service)
         pods = api.list("pods", ns, labels=labels) if labels else []
         nodes, notes = node_names(api, ns, pods)
+        if not nodes:
+            why = f" ({'; '.join(notes)})" if notes else ""
+            raise Refused(f"--per-node: no Ready, schedulable node to probe from{why}")
         if len(nodes) > options.max_nodes:
             notes.append(f"{len(nodes)} nodes: probing from the first {options.max_nodes}")
             nodes = nodes[: options.max_nodes]
     per_node = tuple(
         (node, ("--mode", "service", *service_args, *common, "--node", node)) for node in nodes
     )
-    bound = duration + options.count * options.timeout
+    bound = bound_seconds(len(endpoints), options.count, options.timeout, duration)
     spec = AgentSpec(ns, "probe", args, bound, node_args=per_node)
     if options.image:
         spec = replace(spec, image=options.image)
+    check_args(spec)
     return ProbePlan(spec, endpoints, names, address, tuple(nodes), tuple(notes))
 
 
 def run(
     api: ApiReader, probe: ProbePlan, progress: Callable[[str], None] = lambda _: None
 ) -> ProbeOutcome:
-    """Create the agent's objects, wait for its rows, delete everything, assess."""
+    """Create the agent's objects, wait for its rows, delete everything, assess (with a
+    note on what limits the verdicts). ``Interrupted`` after Ctrl-C once the objects were
+    deleted."""
     spec = probe.spec
     ns = spec.namespace
     until = time.time() + START_SECONDS + spec.bound_seconds
@@ -172,11 +194,16 @@ def run(
         + (f" from {len(probe.nodes)} nodes" if probe.nodes else "")
         + f" (job {spec.name})"
     )
-    with deployed(api, spec, on_cleanup=cleaned.append):
-        for f in followers:
-            f.start()
-        for f in followers:
-            f.join(max(0.0, until - time.time()) + 5)
+    try:
+        with deployed(api, spec, on_cleanup=cleaned.append):
+            for f in followers:
+                f.start()
+            for f in followers:
+                f.join(max(0.0, until - time.time()) + 5)
+    except KeyboardInterrupt:
+        if cleaned:
+            raise Interrupted(cleaned[0]) from None
+        raise
     outputs = [f.output() for f in followers]
     for f, out in zip(followers, outputs, strict=True):
         if f.error:
@@ -194,4 +221,5 @@ def run(
     through = [r for r in main if r.get("mode") == "service"]
     per_node = [r for out in outputs[1:] for r in out.rows]
     result = assess(direct, through, per_node, probe.names)
+    notes += limits(result)
     return ProbeOutcome(probe, result, cleaned[0] if cleaned else None, tuple(notes))

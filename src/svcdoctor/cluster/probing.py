@@ -9,6 +9,11 @@ singled out when that is improbable (p below ``alpha`` after Bonferroni over the
 failure rate is at least ``min_backend_ratio`` times the others' at the low end of the
 interval and exceeds theirs by ``min_backend_excess``, with at least ``min_failures``
 failures in all. The thresholds are diagnose's ``Settings``.
+
+A comparison needs something to compare: with one endpoint, or when every endpoint fails
+alike, nobody can be singled out and ``limits`` says so. The Service as a whole fails the
+probe when even the upper end of its success rate's 95 % interval is below
+``SERVICE_TARGET``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from svcdoctor.diagnose.context import Settings
 from svcdoctor.diagnose.stats import proportion_ci
 
 PERCENTILES = (50, 90, 99)
+SERVICE_TARGET = 0.99  # through the Service: failing when the 95 % upper bound is below
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,18 @@ class ProbeResult:
     def singled_out(self) -> bool:
         return bool(self.bad_backends or self.bad_nodes)
 
+    @property
+    def service_failing(self) -> bool:
+        """The Service's success rate is below ``SERVICE_TARGET`` beyond chance (the upper
+        end of its 95 % interval is)."""
+        return self.service is not None and self.service.success_ci95[1] < SERVICE_TARGET
+
+    @property
+    def failing(self) -> bool:
+        """What ``probe`` exits 1 for: a backend or node singled out, or the Service
+        failing as a whole."""
+        return self.singled_out or self.service_failing
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "backends": [t.to_dict() for t in self.backends],
@@ -106,6 +124,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def tally(key: str, rows: Sequence[Mapping[str, Any]], label: str | None = None) -> Tally:
+    """The requests of one group: counts, failure kinds, the exact 95 % interval of the
+    success rate and the latency percentiles of the successful requests (no verdict)."""
     failed = [r for r in rows if r.get("outcome") != "ok"]
     kinds = Counter(str(r.get("outcome")) for r in failed)
     latencies = [
@@ -141,6 +161,7 @@ def compare(tallies: Sequence[Tally], s: Settings) -> tuple[Tally, ...]:
 def group(
     rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], str | None]
 ) -> dict[str, list[Mapping[str, Any]]]:
+    """The rows by ``key(row)``, in first-seen order; rows whose key is None are left out."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         k = key(row)
@@ -167,3 +188,37 @@ def assess(
     nodes = compare([tally(n, rows, n) for n, rows in sorted(by_node.items())], s)
     whole = tally("service", service) if service else None
     return ProbeResult(backends, whole, nodes)
+
+
+def limits(result: ProbeResult) -> tuple[str, ...]:
+    """Notes on what the verdicts cannot say: nothing to compare (one endpoint, or every
+    endpoint failing alike) and the Service failing as a whole."""
+    notes = []
+    failing = [t for t in result.backends if t.failures]
+    if len(result.backends) == 1:
+        (only,) = result.backends
+        notes.append(
+            f"only one endpoint ({only.label or only.key}): nothing to compare it with, so no "
+            "endpoint can be singled out; judge its own success rate"
+        )
+    elif (
+        len(result.backends) > 1
+        and len(failing) == len(result.backends)
+        and not result.bad_backends
+    ):
+        low = min(t.failures / t.requests for t in failing)
+        high = max(t.failures / t.requests for t in failing)
+        notes.append(
+            f"every endpoint fails alike ({low:.1%} to {high:.1%} of its requests): no "
+            "single pod is to blame; look at what they share (the app's release, a "
+            "dependency, the network)"
+        )
+    if len(result.nodes) == 1:
+        notes.append("only one node probed the Service: no node can be singled out")
+    if result.service_failing:
+        assert result.service is not None
+        notes.append(
+            f"through the Service: success at most {result.service.success_ci95[1]:.1%} "
+            f"(upper end of the 95 % interval), below {SERVICE_TARGET:.0%}"
+        )
+    return tuple(notes)

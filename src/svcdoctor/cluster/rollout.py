@@ -10,13 +10,22 @@ records), and the bundle is a collect bundle plus the agent's request rows
 the rows and the watch; the cause, its window and the remedy are diagnose's, whose remedy
 is ``svcdoctor.model.remedy.plan_shutdown``'s.
 
+The agent's rows and the watched streams are written first, while the agent's objects are
+deleted; then collect's snapshot of the Service joins them (its failure is a note): the
+bundle is always written. A test is complete only when the rollout finished within
+``--duration`` and the agent printed its done line; otherwise ``incomplete`` says why.
+
 Ctrl-C (or SIGTERM) stops the load and the watch, leaves the rollout to finish, deletes
-what svcdoctor created and still writes the bundle.
+what svcdoctor created and still writes the bundle; a second Ctrl-C while the load stops
+and the evidence is written is ignored (``agentjob.shielded``), and one while collecting
+the snapshot ends that step with a note.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,15 +34,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from svcdoctor.cluster.agentjob import AgentSpec, Cleanup, Follower, deployed
+from svcdoctor.cluster.agentjob import (
+    START_SECONDS,
+    AgentSpec,
+    Cleanup,
+    Follower,
+    Interrupted,
+    check_args,
+    deployed,
+    shielded,
+)
 from svcdoctor.cluster.api import ApiReader
 from svcdoctor.cluster.collect import (
+    BUNDLE_NAMES,
     MARKER,
     SERVICE_NAME_LABEL,
     Request,
     Stream,
     check_out,
     collect,
+    label_selector,
     manifest,
     stream,
     write_atomic,
@@ -41,13 +61,12 @@ from svcdoctor.cluster.collect import (
 from svcdoctor.cluster.reader import ClusterError, WatchEvent
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.times import rfc3339
-from svcdoctor.model import REQUEST_COLUMNS
+from svcdoctor.model import REQUEST_COLUMNS, Assessment, Cause, Diagnosis, RaceDetails
 
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 KINDS = {"deployment": "deployments", "statefulset": "statefulsets"}
 ALIASES = {"deploy": "deployment", "deployments": "deployment", "sts": "statefulset",
            "statefulsets": "statefulset"}  # fmt: skip
-START_SECONDS = 120.0  # for the agent's pod to start and send its first requests
 STOP_SECONDS = 20.0  # for the agent to end after its pod is deleted
 PHASES = ("before", "during", "after")
 
@@ -115,8 +134,9 @@ class PodDelay:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """A finished test: the numbers, the diagnosis (as diagnose's JSON) and notes."""
+class RolloutTest:
+    """A finished test: the numbers, the diagnosis of its bundle (``None`` with
+    ``diagnosis_error`` when the bundle could not be read) and notes."""
 
     plan: Plan
     service: str
@@ -126,30 +146,33 @@ class Outcome:
     by_phase: dict[str, dict[str, int]]
     delays: tuple[PodDelay, ...]
     timing: Timing
-    diagnosis: dict[str, Any]
+    diagnosis: Diagnosis | None
     bundle: Path
     interrupted: bool
     cleanup: Cleanup | None
     notes: tuple[str, ...] = ()
+    diagnosis_error: str | None = None
+    incomplete: tuple[str, ...] = ()  # why the test cannot pass (empty: complete)
 
     @property
-    def race(self) -> dict[str, Any]:
-        for cause in self.diagnosis.get("causes") or []:
-            if cause.get("cause") == "race":
-                return dict(cause.get("details") or {})
-        return {}
+    def race(self) -> RaceDetails | None:
+        """The race analysis' measurements, when a request failed."""
+        if self.diagnosis is None or not self.failed:
+            return None
+        details = self.diagnosis.cause(Cause.RACE).details
+        return details if isinstance(details, RaceDetails) else None
 
     @property
-    def primary_cause(self) -> str | None:
-        return self.diagnosis.get("primary_cause") if self.failed else None
+    def primary(self) -> Assessment | None:
+        return self.diagnosis.primary if self.diagnosis is not None and self.failed else None
 
     @property
     def window_seconds(self) -> float | None:
-        window = self.race.get("window_seconds")
-        if window is not None and self.failed:
-            return float(window)
+        """The diagnosed race window; without one, the longest deletion → last failure."""
+        if self.race is not None and self.race.window is not None:
+            return self.race.window.seconds
         measured = [d.window_seconds for d in self.delays if d.window_seconds is not None]
-        return round(max(measured), 3) if measured else None
+        return round(max(measured), 3) if measured and self.failed else None
 
     @property
     def endpoint_update_seconds(self) -> float | None:
@@ -157,26 +180,13 @@ class Outcome:
         return round(max(seen), 3) if seen else None
 
     @property
-    def remedy(self) -> dict[str, int | None]:
-        race = self.race if self.failed else {}
-        return {
-            "prestop_seconds": race.get("recommended_prestop_seconds"),
-            "grace_seconds": race.get("recommended_grace_seconds"),
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """``--format json``: the keys ``lab run --format json`` uses where they overlap."""
-        return {
-            "workload": self.plan.workload,
-            "requests": self.requests,
-            "failed": self.failed,
-            "by_outcome": self.by_outcome,
-            "primary_cause": self.primary_cause,
-            "window_seconds": self.window_seconds,
-            "endpoint_update_seconds": self.endpoint_update_seconds,
-            "remedy": self.remedy,
-            "bundle": str(self.bundle),
-        }
+    def remedy(self) -> tuple[int | None, int | None]:
+        """(preStop seconds, grace seconds) planned from the window by the one remedy
+        model (``svcdoctor.model.remedy``, through the race analysis)."""
+        race = self.race
+        if race is None:
+            return None, None
+        return race.recommended_prestop_seconds, race.recommended_grace_seconds
 
 
 # ---------------------------------------------------------------- pure parts
@@ -200,7 +210,18 @@ def restart_patch(now: float) -> dict[str, Any]:
     return {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
 
 
+def check_plan(plan: Plan) -> None:
+    """``Refused`` when the load's ``duration`` cannot hold the warm-up, a rollout and the
+    tail (pure; before anything is read or created)."""
+    if plan.duration <= plan.warmup + plan.tail:
+        raise Refused(
+            f"--duration {plan.duration:g}s leaves no time for the rollout: it must exceed "
+            f"the {plan.warmup:g}s warm-up plus --tail {plan.tail:g}s"
+        )
+
+
 def ready_replicas(obj: Mapping[str, Any]) -> int:
+    """The workload's ``status.readyReplicas`` (0 when absent)."""
     return int((obj.get("status") or {}).get("readyReplicas") or 0)
 
 
@@ -223,6 +244,7 @@ def rolled_out(obj: Mapping[str, Any]) -> bool:
 
 
 def selects(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """Whether a Service's (non-empty) ``selector`` matches ``labels``."""
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
@@ -258,6 +280,8 @@ def service_address(service: Mapping[str, Any], port: str | None = None) -> str:
 
 
 def phase_of(ts: float, timing: Timing) -> str:
+    """``before`` the restart, ``during`` the rollout (until it finished, or to the end
+    when it did not) or ``after`` it, for a request started at ``ts``."""
     if timing.restarted is None or ts < timing.restarted:
         return "before"
     if timing.rolled_out is None or ts <= timing.rolled_out:
@@ -396,6 +420,17 @@ class _Watch:
         return pods, slices
 
 
+def incomplete_reasons(plan: Plan, timing: Timing, interrupted: bool, done: bool) -> list[str]:
+    """Why a finished test cannot be trusted to pass (pure): the rollout did not finish
+    within ``--duration``, or the agent's log has no done line (its rows may be cut)."""
+    reasons = []
+    if timing.rolled_out is None and not interrupted:
+        reasons.append(f"the rollout did not finish within --duration {plan.duration:g}s")
+    if not done:
+        reasons.append("the load agent ended without its done line (killed or crashed)")
+    return reasons
+
+
 def _wait(condition: Callable[[], bool], until: float, step: float = 0.5) -> bool:
     while time.time() < until:
         if condition():
@@ -405,6 +440,8 @@ def _wait(condition: Callable[[], bool], until: float, step: float = 0.5) -> boo
 
 
 def agent_args(plan: Plan, address: str, service: str) -> tuple[str, ...]:
+    """The load agent's arguments: service mode through ``address`` at ``plan.rate`` for
+    ``plan.duration``, one connection per request unless ``plan.keepalive``."""
     args = [
         "--mode", "service", "--service", address, "--rate", f"{plan.rate:g}",
         "--duration", f"{plan.duration:g}", "--protocol", "http", "--path", plan.path,
@@ -420,10 +457,12 @@ def run(
     api: ApiReader,
     plan: Plan,
     progress: Callable[[str], None] = lambda _: None,
-) -> Outcome:
-    """The test (see the module docstring). ``Refused`` before anything is created when the
-    workload, its Service or ``--out`` do not allow it."""
+) -> RolloutTest:
+    """The test (see the module docstring). ``Refused`` (or ``AgentArgsError``) before
+    anything is created when the plan, the workload, its Service or ``--out`` do not allow
+    it; ``Interrupted`` when Ctrl-C came outside the load (the objects deleted)."""
     ns = plan.namespace
+    check_plan(plan)
     check_out(plan.out)
     workload = api.get(plan.kind, ns, plan.name)
     if workload is None:
@@ -447,71 +486,54 @@ def run(
         service = pick_service(api.list("services", ns), template_labels, plan.workload)
     svc_name = str(service["metadata"]["name"])
     address = service_address(service, plan.port)
-    selector = (service.get("spec") or {}).get("selector") or {}
-    pod_labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-    spec = AgentSpec(ns, "rollout", agent_args(plan, address, svc_name), plan.duration)
+    pod_labels = label_selector(service)
+    bound = plan.duration + plan.timeout  # the last requests end within their timeout
+    spec = AgentSpec(ns, "rollout", agent_args(plan, address, svc_name), bound)
     if plan.image:
         spec = replace(spec, image=plan.image)
+    check_args(spec)
     started = time.time()
     end = started + START_SECONDS + plan.duration
-    timing = Timing()
+    reached = [Timing()]  # what the load got to, kept when Ctrl-C ends it
     notes: list[str] = []
     interrupted = False
     cleaned: list[Cleanup] = []
     follower = Follower(api, ns, end + STOP_SECONDS, selector=f"job-name={spec.name}")
     watch = _Watch(api, ns, svc_name, pod_labels, end + STOP_SECONDS)
+    evidence = _Evidence(plan, svc_name, started)
     progress(f"load through {ns}/{svc_name} ({address}) at {plan.rate:g}/s: job {spec.name}")
-    with deployed(api, spec, on_cleanup=cleaned.append):
-        try:
-            follower.start()
-            if not _wait(
-                lambda: follower.rows_so_far() > 0 or follower.phase in ("Succeeded", "Failed"),
-                started + START_SECONDS,
-            ):
-                raise ClusterError(
-                    f"the load agent (job {spec.name}) sent no request within "
-                    f"{START_SECONDS:g} s (image {spec.image} not pulled? "
-                    f"kubectl -n {ns} describe job {spec.name})"
-                )
-            if follower.rows_so_far() == 0:
-                raise ClusterError(_agent_failed(follower, spec.name))
-            timing = Timing(load_started=time.time())
-            progress(f"load running; steady for {plan.warmup:g} s, then the restart")
-            watch.start()
-            time.sleep(plan.warmup)
-            api.patch(plan.kind, ns, plan.name, restart_patch(time.time()))
-            timing = Timing(timing.load_started, restarted=time.time())
-            progress(f"restarted {plan.workload}; waiting for the rollout")
-            # the agent stops by itself after --duration: the rollout and its tail fit in it
-            assert timing.load_started is not None
-            deadline = timing.load_started + plan.duration - plan.tail
-            if _wait(lambda: _done(api, plan, watch), deadline, 1.0):
-                timing = Timing(timing.load_started, timing.restarted, time.time())
-                progress(f"rolled out; {plan.tail:g} s tail")
-                time.sleep(plan.tail)
-            else:
-                notes.append(f"the rollout did not finish within --duration {plan.duration:g} s")
-        except KeyboardInterrupt:
-            interrupted = True
-            notes.append("interrupted: the load and the watch stopped; the rollout goes on")
-        finally:
-            _stop_load(api, ns, follower, timing, notes)
-            timing = Timing(timing.load_started, timing.restarted, timing.rolled_out, time.time())
-            watch.final()
-            pod_records, slice_records = watch.stop()
-    output = follower.output()
-    if output.done is None:
-        notes.append("the load agent ended without its done line (killed or crashed)")
-    bundle = _write_bundle(
-        api, plan, svc_name, pod_records, slice_records, output.rows, follower, started, notes
-    )
-    notes += watch.notes
-    rows = output.rows
-    failures = sorted(float(r["ts"]) for r in rows if r.get("outcome") != "ok")
-    kinds: dict[str, int] = {}
-    for r in rows:
-        kinds[str(r.get("outcome"))] = kinds.get(str(r.get("outcome")), 0) + 1
-    return Outcome(
+    try:
+        with deployed(api, spec, on_cleanup=cleaned.append):
+            try:
+                follower.start()
+                _load_and_restart(api, plan, spec, follower, watch, notes, progress, reached)
+            except KeyboardInterrupt:
+                interrupted = True
+                notes.append("interrupted: the load and the watch stopped; the rollout goes on")
+            finally:
+                with shielded():  # a second Ctrl-C must not lose what was measured
+                    _stop_load(api, ns, follower, notes)
+                    timing = replace(reached[0], load_stopped=time.time())
+                    watch.final()
+                    pod_records, slice_records = watch.stop()
+                    output = follower.output()
+                    evidence.first(pod_records, slice_records, output.rows, follower.pod, notes)
+        incomplete = incomplete_reasons(plan, timing, interrupted, output.done is not None)
+        notes += watch.notes
+        if output.done is None:
+            notes.append("the load agent ended without its done line (killed or crashed)")
+        bundle = evidence.complete(api, notes, incomplete)
+        rows = output.rows
+        failures = sorted(float(r["ts"]) for r in rows if r.get("outcome") != "ok")
+        kinds: dict[str, int] = {}
+        for r in rows:
+            kinds[str(r.get("outcome"))] = kinds.get(str(r.get("outcome")), 0) + 1
+        diagnosis, error = _diagnose(bundle)
+    except KeyboardInterrupt:
+        if cleaned:
+            raise Interrupted(cleaned[0], str(plan.out) if evidence.written else None) from None
+        raise
+    return RolloutTest(
         plan,
         svc_name,
         len(rows),
@@ -520,12 +542,56 @@ def run(
         by_phase(rows, timing),
         pod_delays(pod_records, slice_records, failures, record_seen),
         timing,
-        _diagnose(bundle),
+        diagnosis,
         bundle,
         interrupted,
         cleaned[0] if cleaned else None,
         tuple(notes),
+        error,
+        tuple(incomplete),
     )
+
+
+def _load_and_restart(
+    api: ApiReader,
+    plan: Plan,
+    spec: AgentSpec,
+    follower: Follower,
+    watch: _Watch,
+    notes: list[str],
+    progress: Callable[[str], None],
+    reached: list[Timing],
+) -> None:
+    """Wait for the load's first rows, restart the workload, wait for the rollout and the
+    tail; ``reached[0]`` is the timing so far (``rolled_out`` None: the rollout did not
+    finish in time)."""
+    ns = plan.namespace
+    started = time.time()
+    if not _wait(
+        lambda: follower.rows_so_far() > 0 or follower.phase in ("Succeeded", "Failed"),
+        started + START_SECONDS,
+    ):
+        raise ClusterError(
+            f"the load agent (job {spec.name}) sent no request within "
+            f"{START_SECONDS:g} s (image {spec.image} not pulled? "
+            f"kubectl -n {ns} describe job {spec.name})"
+        )
+    if follower.rows_so_far() == 0:
+        raise ClusterError(_agent_failed(follower, spec.name))
+    load_started = time.time()
+    reached[0] = Timing(load_started=load_started)
+    progress(f"load running; steady for {plan.warmup:g} s, then the restart")
+    watch.start()
+    time.sleep(plan.warmup)
+    api.patch(plan.kind, ns, plan.name, restart_patch(time.time()))
+    reached[0] = replace(reached[0], restarted=time.time())
+    progress(f"restarted {plan.workload}; waiting for the rollout")
+    # the agent stops by itself after --duration: the rollout and its tail fit in it
+    deadline = load_started + plan.duration - plan.tail
+    if _wait(lambda: _done(api, plan, watch, notes), deadline, 1.0):
+        reached[0] = replace(reached[0], rolled_out=time.time())
+        progress(f"rolled out; {plan.tail:g} s tail")
+        time.sleep(plan.tail)
 
 
 def _agent_failed(follower: Follower, job: str) -> str:
@@ -534,9 +600,16 @@ def _agent_failed(follower: Follower, job: str) -> str:
     return f"the load agent (job {job}) ended before sending a request: {last}"
 
 
-def _done(api: ApiReader, plan: Plan, watch: _Watch) -> bool:
-    """Rolled out, and no old pod is still terminating."""
-    obj = api.get(plan.kind, plan.namespace, plan.name)
+def _done(api: ApiReader, plan: Plan, watch: _Watch, notes: list[str]) -> bool:
+    """Rolled out, and no old pod is still terminating. A failed read of the workload is a
+    note (once per message) and counts as not yet: the next poll retries it."""
+    try:
+        obj = api.get(plan.kind, plan.namespace, plan.name)
+    except ClusterError as exc:
+        note = f"reading {plan.workload} failed (retried): {exc}"
+        if note not in notes:
+            notes.append(note)
+        return False
     if obj is None or not rolled_out(obj):
         return False
     with watch.streams["pods"].lock:
@@ -554,11 +627,9 @@ def _done(api: ApiReader, plan: Plan, watch: _Watch) -> bool:
     return not terminating
 
 
-def _stop_load(
-    api: ApiReader, namespace: str, follower: Follower, timing: Timing, notes: list[str]
-) -> None:
+def _stop_load(api: ApiReader, namespace: str, follower: Follower, notes: list[str]) -> None:
     """Delete the agent's pod (SIGTERM: it ends its requests and prints its done line) and
-    wait for the log to end."""
+    wait (bounded) for the log to end."""
     if follower.pod is None:
         return
     try:
@@ -568,51 +639,100 @@ def _stop_load(
     follower.join(STOP_SECONDS)
 
 
-def _write_bundle(
-    api: ApiReader,
-    plan: Plan,
-    service: str,
-    pod_records: list[dict[str, Any]],
-    slice_records: list[dict[str, Any]],
-    rows: Sequence[Mapping[str, Any]],
-    follower: Follower,
-    started: float,
-    notes: list[str],
-) -> Path:
-    """collect's bundle of the Service, with the watched streams and the agent's rows."""
-    from svcdoctor.evidence.reader import read_evidence
+@dataclass
+class _Evidence:
+    """The bundle in ``plan.out``, written in two steps: ``first`` the agent's rows and the
+    watched streams (and a manifest), ``complete`` collect's snapshot of the Service beside
+    them and the final manifest. Each step leaves a bundle ``diagnose`` reads."""
 
-    out = plan.out
-    since = time.time() - started + 60.0
-    result = collect(api, Request(plan.namespace, service, out, since))
-    write_atomic(out / "endpointslices.json", stream(slice_records))
-    write_atomic(out / "pods.json", stream(pod_records))
-    client = f"client-{follower.pod or 'svcdoctor-agent'}.jsonl"
-    write_atomic(
-        out / client, "".join(json.dumps(canonical(r), separators=(",", ":")) + "\n" for r in rows)
-    )
-    names = [p.name for p in out.iterdir() if not p.name.startswith(".")]
-    found = read_evidence([str(out / n) for n in sorted(names) if n != "collect.json"])
-    context = {
-        k: v for k, v in result.items() if k not in (MARKER, "bundle", "files", "span", "notes")
-    }
-    context["watch_seconds"] = round(time.time() - started, 3)
-    context["rollout_test"] = {"workload": f"{plan.namespace}/{plan.workload}", "rate": plan.rate}
-    context["notes"] = [*result.get("notes", []), *notes]
-    write_atomic(
-        out / "collect.json",
-        json.dumps(manifest(out, found.sources, found.problems, context), indent=2) + "\n",
-    )
-    return out
+    plan: Plan
+    service: str
+    started: float
+    written: list[str] = field(default_factory=list)
+
+    def first(
+        self,
+        pod_records: Sequence[dict[str, Any]],
+        slice_records: Sequence[dict[str, Any]],
+        rows: Sequence[Mapping[str, Any]],
+        agent_pod: str | None,
+        notes: Sequence[str],
+    ) -> None:
+        out = self.plan.out
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.iterdir():  # an earlier bundle (check_out allowed only that)
+            if old.is_file() and (old.name == "collect.json" or BUNDLE_NAMES.match(old.name)):
+                old.unlink()
+        client = f"client-{agent_pod or 'svcdoctor-agent'}.jsonl"
+        body = "".join(json.dumps(canonical(r), separators=(",", ":")) + "\n" for r in rows)
+        for name, text in ((client, body), ("endpointslices.json", stream(slice_records)),
+                           ("pods.json", stream(pod_records))):  # fmt: skip
+            write_atomic(out / name, text)
+            self.written.append(name)
+        pending = "the Service's snapshot (events, owners, logs) was not collected"
+        self._manifest({"complete": False}, [*notes, pending])
+
+    def complete(self, api: ApiReader, notes: list[str], incomplete: Sequence[str] = ()) -> Path:
+        """Add collect's files (not those ``first`` wrote) and write the final manifest
+        (with ``incomplete``'s reasons); a failed or interrupted collect is a note."""
+        out = self.plan.out
+        since = time.time() - self.started + 60.0
+        result: dict[str, Any] = {}
+        scratch = Path(tempfile.mkdtemp(prefix=".collect-", dir=out))
+        try:
+            result = collect(api, Request(self.plan.namespace, self.service, scratch, since))
+            with shielded():
+                for path in sorted(scratch.iterdir()):
+                    if path.name != "collect.json" and path.name not in self.written:
+                        path.replace(out / path.name)
+                        self.written.append(path.name)
+        except SvcdoctorError as exc:
+            notes.append(f"collecting the Service's snapshot failed: {exc}")
+        except KeyboardInterrupt:
+            notes.append("interrupted while collecting the Service's snapshot: not included")
+        finally:
+            with shielded():
+                shutil.rmtree(scratch, ignore_errors=True)
+                context = {
+                    k: v
+                    for k, v in result.items()
+                    if k not in (MARKER, "bundle", "files", "span", "notes")
+                }
+                reasons = [f"incomplete: {r}" for r in incomplete]
+                self._manifest(context, [*result.get("notes", []), *notes, *reasons])
+        return out
+
+    def _manifest(self, context: dict[str, Any], notes: Sequence[str]) -> None:
+        from svcdoctor.evidence.reader import read_evidence
+
+        out = self.plan.out
+        names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name in self.written)
+        all_notes = list(notes)
+        try:
+            found = read_evidence([str(out / n) for n in names])
+            sources, problems = list(found.sources), list(found.problems)
+        except SvcdoctorError as exc:
+            sources, problems = [], []
+            all_notes.append(f"diagnose finds nothing usable: {exc}")
+        context = {**context, "service": f"{self.plan.namespace}/{self.service}"}
+        context["watch_seconds"] = round(time.time() - self.started, 3)
+        context["rollout_test"] = {
+            "workload": f"{self.plan.namespace}/{self.plan.workload}",
+            "rate": self.plan.rate,
+        }
+        context["notes"] = all_notes
+        write_atomic(
+            out / "collect.json",
+            json.dumps(manifest(out, sources, problems, context), indent=2) + "\n",
+        )
 
 
-def _diagnose(bundle: Path) -> dict[str, Any]:
+def _diagnose(bundle: Path) -> tuple[Diagnosis | None, str | None]:
     from svcdoctor.diagnose import Settings, diagnose
     from svcdoctor.evidence.reader import read_evidence
-    from svcdoctor.report.diagnosis import diagnosis_to_dict
 
     try:
         found = read_evidence([str(bundle)])
     except SvcdoctorError as exc:
-        return {"primary_cause": None, "causes": [], "error": str(exc)}
-    return diagnosis_to_dict(diagnose(found, Settings()))
+        return None, str(exc)
+    return diagnose(found, Settings()), None
