@@ -7,12 +7,13 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +21,7 @@ from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import (
     Duration,
     OutputFile,
+    ParamBase,
     Share,
     filename_option,
     option,
@@ -27,7 +29,8 @@ from svcdoctor.cli._params import (
 )
 
 if TYPE_CHECKING:
-    from svcdoctor.model import Evidence
+    from svcdoctor.diagnose import Settings
+    from svcdoctor.model import Diagnosis, Evidence
 
 # seconds: a skewed clock, or the boot time of a node whose dmesg counts seconds since boot
 # (a Unix time: up to the year 2100)
@@ -99,6 +102,148 @@ def _tz(value: str | None) -> str | None:
     return "+00:00" if not m.group(1) else f"{m.group(1)}{m.group(2)}:{m.group(3)}"
 
 
+# --since: a duration in weeks, days, hours, minutes, seconds (7d, 36h, 1d12h, 90m, 2w)
+_SPAN = re.compile(
+    r"(?:(\d+(?:\.\d+)?)w)?(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?"
+    r"(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?"
+)
+MAX_SPAN = 400 * 86_400.0  # seconds: more than a year of history in one diagnosis is a typo
+
+
+class Span(Duration):
+    """A range to look back: ``7d``, ``36h``, ``1d12h``, ``90m``, ``2w`` or seconds."""
+
+    name = "span"
+
+    def parse(self, text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        match = _SPAN.fullmatch(text)
+        if not text or match is None or not any(match.groups()):
+            raise ValueError(text)
+        w, d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        return w * 604_800 + d * 86_400 + h * 3600 + m * 60 + s
+
+    def what(self) -> str:
+        return "a span (seconds, or 90m, 36h, 7d, 2w)"
+
+
+class Instant(ParamBase):
+    """A point in time: RFC 3339 (``2026-12-01T10:00:00Z``, an offset; none means UTC) or
+    Unix seconds. Converted to Unix seconds."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from svcdoctor.evidence.times import rfc3339
+
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            seconds: float | None = float(text)
+        except ValueError:
+            seconds = rfc3339(text) if "T" in text or " " in text else None
+        if seconds is None or not (0 <= seconds <= MAX_OFFSET):
+            self.fail(
+                f"{value!r} is not a time: give RFC 3339 (2026-12-01T10:00:00Z) or Unix "
+                "seconds, from 1970 to 2100",
+                param,
+                ctx,
+            )
+        return seconds
+
+    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str | None:
+        return "TIME"
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _headers(values: tuple[str, ...]) -> dict[str, str]:
+    """``'Name: value'`` options → headers; the value is never echoed (it may be a secret)."""
+    headers: dict[str, str] = {}
+    for item in values:
+        name, sep, value = item.partition(":")
+        name, value = name.strip(), value.strip()
+        if not sep or not _TOKEN.fullmatch(name) or not value or any(c in value for c in "\r\n\0"):
+            shown = name if _TOKEN.fullmatch(name) else "…"
+            raise click.BadParameter(
+                f"expected 'Name: value' (e.g. 'Authorization: Bearer TOKEN'), got {shown!r}"
+                f"{': …' if sep else ' without a colon'}",
+                param_hint="--header",
+            )
+        headers[name] = value
+    return headers
+
+
+_PROMETHEUS_ONLY = ("since", "start", "end", "headers", "timeout")
+_FILES_ONLY = ("clock_offset", "tz")
+
+
+def _prometheus_range(
+    since: float | None, start: float | None, end: float | None, now: float
+) -> tuple[float, float]:
+    """The range asked for: ``--since`` back from now, or ``--start`` to ``--end`` (now by
+    default); 7 days back when neither is given."""
+    if since is not None and (start is not None or end is not None):
+        raise click.UsageError("give --since or --start/--end, not both")
+    if end is not None and start is None:
+        raise click.UsageError("--end needs --start (or give --since)")
+    if start is None:
+        return now - (since if since is not None else DEFAULT_SINCE), now
+    stop = now if end is None else end
+    if stop <= start:
+        raise click.UsageError("--end must be after --start")
+    if stop - start > MAX_SPAN:
+        raise click.UsageError(f"the range is longer than {MAX_SPAN / 86_400:g} days")
+    return start, stop
+
+
+def _service_ref(service: str | None) -> str | None:
+    if service is None:
+        return None
+    namespace, sep, name = service.partition("/")
+    label = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+    if not sep or not label.fullmatch(namespace) or not label.fullmatch(name):
+        raise click.BadParameter(
+            f"{service!r}: with --prometheus give the Service as NAMESPACE/NAME",
+            param_hint="--service",
+        )
+    return service
+
+
+def _from_prometheus(
+    url: str,
+    headers: dict[str, str],
+    timeout: float,
+    service: str | None,
+    start: float,
+    end: float,
+    settings: Settings,
+) -> Diagnosis:
+    """The diagnosis from a Prometheus-compatible query API (aggregates pushed down)."""
+    try:
+        from svcdoctor.evidence.prometheus import PromClient
+    except ImportError as exc:  # pragma: no cover - an extra is missing
+        raise click.ClickException(
+            f"diagnose --prometheus needs the 'diagnose' and 'live' extras ({exc.name} is "
+            "missing): pip install 'svcdoctor[diagnose,live]'"
+        ) from None
+    # the URL is checked (one line, exit 2) before anything else is loaded
+    with PromClient(url, headers, timeout) as client:
+        from svcdoctor.diagnose.metrics import diagnose_prometheus
+
+        try:
+            return diagnose_prometheus(client, service, start, end, settings)
+        finally:  # the server's warnings (Thanos' partial responses) explain gaps: always
+            for warning in client.warnings:
+                click.echo(f"warning: Prometheus: {' '.join(warning.split())}", err=True)
+
+
+DEFAULT_SINCE = 7 * 86_400.0
 EXAMPLE = "rollout-race"
 
 
@@ -151,6 +296,41 @@ EXAMPLE = "rollout-race"
     callback=lambda _c, _p, v: _tz(v),
     help="UTC offset of logs that carry none (nginx error log); default: the access log's.",
 )
+@option(
+    "--prometheus",
+    metavar="URL",
+    help="Diagnose from a Prometheus-compatible query API (Prometheus, Thanos, Mimir, "
+    "VictoriaMetrics) instead of files: PromQL aggregates, pushed down to the server.",
+    default_text="files",
+)
+@option(
+    "--since",
+    type=Span(0, MAX_SPAN, low_open=True),
+    help="With --prometheus: diagnose this far back from now (7d, 36h, 90m).",
+    default_text="7d",
+)
+@option(
+    "--start",
+    type=Instant(),
+    help="With --prometheus: start of the range (RFC 3339 or Unix seconds).",
+    default_text="--since",
+)
+@option("--end", type=Instant(), help="With --prometheus: end of the range.", default_text="now")
+@option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="With --prometheus: an HTTP header for every request (e.g. 'Authorization: Bearer "
+    "TOKEN', 'X-Scope-OrgID: tenant'); repeatable.",
+    default_text="none",
+)
+@option(
+    "--timeout",
+    type=Duration(0, 600, low_open=True),
+    help="With --prometheus: the longest wait for one answer from the server.",
+    default_text="60s",
+)
 def diagnose(
     evidence: tuple[str, ...],
     filenames: tuple[str, ...],
@@ -162,6 +342,12 @@ def diagnose(
     failure_floor: float,
     html_out: Path | None,
     plot_out: Path | None,
+    prometheus: str | None,
+    since: float | None,
+    start: float | None,
+    end: float | None,
+    headers: tuple[str, ...],
+    timeout: float | None,
 ) -> None:
     """Diagnose intermittent Service failures from EVIDENCE files or directories.
 
@@ -169,9 +355,56 @@ def diagnose(
     events/pods/endpointslices -o json, ingress-nginx access and error logs, Envoy/Istio
     access logs, dmesg/journalctl -k, conntrack -S, canonical request logs (CSV, JSON
     Lines, Parquet) and manifests.
+
+    With --prometheus URL, the evidence is the metrics the cluster's exporters keep
+    (ingress-nginx or Istio request counters, kube-state-metrics, kube-proxy,
+    node-exporter), queried over --since or --start/--end; without --service every
+    Service with request series is diagnosed and the strongest cause leads.
     Exit codes: 0 diagnosed (whatever the verdict), 2 when nothing usable was given.
     """
     evidence = (*evidence, *filenames)
+    given = {
+        "since": since is not None,
+        "start": start is not None,
+        "end": end is not None,
+        "headers": bool(headers),
+        "timeout": timeout is not None,
+        "clock_offset": bool(clock_offset),
+        "tz": tz is not None,
+    }
+    if prometheus is not None:
+        if evidence or example:
+            raise click.UsageError(
+                "--prometheus reads a metrics store: give no EVIDENCE or --example"
+            )
+        for name in _FILES_ONLY:
+            if given[name]:
+                raise click.UsageError(
+                    f"--{name.replace('_', '-')} applies to evidence files, not --prometheus"
+                )
+        first, last = _prometheus_range(since, start, end, time.time())
+        try:
+            from svcdoctor.diagnose import Settings
+        except ImportError as exc:  # pragma: no cover - the extra is missing
+            raise click.ClickException(
+                f"diagnose needs the 'diagnose' extra ({exc.name} is "
+                "missing): pip install 'svcdoctor[diagnose]'"
+            ) from None
+        result = _from_prometheus(
+            prometheus,
+            _headers(headers),
+            60.0 if timeout is None else timeout,
+            _service_ref(service),
+            first,
+            last,
+            Settings(floor_rate=failure_floor),
+        )
+        _render(result, fmt, html_out, plot_out)
+        return
+    for name in _PROMETHEUS_ONLY:
+        if given[name]:
+            option_name = "header" if name == "headers" else name
+            raise click.UsageError(f"--{option_name} applies only with --prometheus URL")
     if not evidence and not example:
         raise click.UsageError("give EVIDENCE files or directories (or --example)")
     offsets = _offsets(clock_offset)
@@ -180,7 +413,6 @@ def diagnose(
         from svcdoctor.diagnose import diagnose as run
         from svcdoctor.diagnose.stats import preload
         from svcdoctor.evidence import read_evidence
-        from svcdoctor.report import diagnosis as report
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise click.ClickException(
             f"diagnose needs the 'diagnose' extra ({exc.name} is "
@@ -199,6 +431,12 @@ def diagnose(
         if readable != paths:  # the report names standard input as the user gave it: -
             found = _named_stdin(found, readable[paths.index("-")])
     result = run(found, Settings(floor_rate=failure_floor), service=service)
+    _render(result, fmt, html_out, plot_out)
+
+
+def _render(result: Diagnosis, fmt: str, html_out: Path | None, plot_out: Path | None) -> None:
+    from svcdoctor.report import diagnosis as report
+
     if fmt == "json":
         click.echo(report.render_json(result))
     else:

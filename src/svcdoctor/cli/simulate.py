@@ -313,9 +313,67 @@ def _given(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
     "directory (new or empty).",
     default_text="not written",
 )
+@option(
+    "--emit-metrics",
+    "metrics_out",
+    type=OutputFile(),
+    help="Also write the simulated history as OpenMetrics text with timestamps (for "
+    "`promtool tsdb create-blocks-from openmetrics`): request counters, kube-state-metrics, "
+    "kube-proxy and node-exporter series in the exporters' names.",
+    default_text="not written",
+)
+@option(
+    "--rollouts",
+    type=Number(1, 10_000, integer=True),
+    default=1,
+    help="--emit-metrics: rollouts in the history, one simulated window each.",
+)
+@option(
+    "--every",
+    type=Duration(0, 365 * DAY, low_open=True),
+    help="--emit-metrics: time from one rollout window's start to the next's, with steady "
+    "traffic between (e.g. 6h).",
+    default_text="back to back",
+)
+@option(
+    "--metrics-source",
+    type=click.Choice(["nginx", "istio"]),
+    default="nginx",
+    help="--emit-metrics: the request counters' exporter (ingress-nginx or Istio).",
+)
+@option(
+    "--metrics-pod-label",
+    is_flag=True,
+    help="--emit-metrics with istio: add destination_pod (not a default Istio label: it "
+    "needs a custom tag).",
+)
+@option(
+    "--scrape-interval",
+    type=Duration(1, DAY),
+    default=15.0,
+    help="--emit-metrics: seconds between samples.",
+)
+@option(
+    "--upstream-idle-timeout",
+    type=Duration(0, DAY, low_open=True),
+    help="--emit-metrics, keepalive/http2: the server's keep-alive timeout, shorter than the "
+    "client's: a request on a connection idle that long fails (Istio flag UC).",
+    default_text="no mismatch",
+)
 @click.pass_context
 def simulate(
-    ctx: click.Context, /, plot_out: Path | None, emit: Path | None, **options: Any
+    ctx: click.Context,
+    /,
+    plot_out: Path | None,
+    emit: Path | None,
+    metrics_out: Path | None,
+    rollouts: int,
+    every: float | None,
+    metrics_source: str,
+    metrics_pod_label: bool,
+    scrape_interval: float,
+    upstream_idle_timeout: float | None,
+    **options: Any,
 ) -> None:
     """Simulate a rolling update at cluster scale: failed requests per rollout (mean and
     95 % interval over --runs), by cause, and the timeline.
@@ -327,12 +385,42 @@ def simulate(
     """
     if ctx.invoked_subcommand is not None:
         # options given before the subcommand apply to it (`simulate --nodes 5000 recommend`)
-        if plot_out or emit:
-            raise click.UsageError("--plot and --emit-evidence are options of simulate itself")
+        if plot_out or emit or metrics_out:
+            raise click.UsageError(
+                "--plot, --emit-evidence and --emit-metrics are options of simulate itself"
+            )
         ctx.obj = _given(ctx, options)
         return
     p = build_params(options)
     _writable(plot_out, emit)
+    metrics_names = (
+        "rollouts",
+        "every",
+        "metrics_source",
+        "metrics_pod_label",
+        "scrape_interval",
+        "upstream_idle_timeout",
+    )
+    given = [n for n in metrics_names if ctx.get_parameter_source(n) != ParameterSource.DEFAULT]
+    if given and metrics_out is None:
+        flag = "--" + given[0].replace("_", "-")
+        raise click.UsageError(f"{flag} shapes --emit-metrics: give --emit-metrics FILE")
+    plan = None
+    if metrics_out is not None:
+        from svcdoctor.simulate import ParamError
+        from svcdoctor.simulate.metrics import MetricsPlan, Source
+
+        try:
+            plan = MetricsPlan(
+                rollouts,
+                every,
+                Source(metrics_source),
+                metrics_pod_label,
+                scrape_interval,
+                upstream_idle_timeout,
+            ).validate(p)
+        except ParamError as exc:
+            raise click.UsageError(str(exc)) from None
     from svcdoctor.report import simulation as report
     from svcdoctor.simulate import simulate as run
 
@@ -352,8 +440,26 @@ def simulate(
             report.plot_simulation(result, plot_out, kind)
         if emit:
             _emit(p, options["seed"], emit, options["fmt"])
+        if metrics_out is not None and plan is not None:
+            _emit_metrics(p, options["seed"], plan, metrics_out, options["fmt"])
     except OSError as exc:
         raise CommandError(f"cannot write {exc.filename or ''}: {exc.strerror}") from None
+
+
+_NOT_MODEL = (
+    "--plot",
+    "--emit-evidence",
+    "--emit-metrics",
+    "--rollouts",
+    "--every",
+    "--metrics-source",
+    "--scrape-interval",
+    "--upstream-idle-timeout",
+    "--format",
+    "-o",
+    "--output",
+    "--target-failures",
+)
 
 
 def _model_arguments(argv: list[str]) -> str:
@@ -365,8 +471,10 @@ def _model_arguments(argv: list[str]) -> str:
             skip = False
             continue
         name = arg.split("=", 1)[0]
-        if name in ("--plot", "--emit-evidence", "--format", "-o", "--output", "--target-failures"):
+        if name in _NOT_MODEL:
             skip = "=" not in arg
+            continue
+        if name == "--metrics-pod-label":  # a flag: no value follows
             continue
         kept.append(shlex.quote(arg))
     return " ".join(kept)
@@ -432,6 +540,24 @@ def _emit(p: Any, seed: int, out: Path, fmt: str) -> None:
         (out / "kernel.log").write_text(evidence.kernel_log)
     if fmt != "json":
         click.echo(f"evidence bundle: {out}  (svcdoctor diagnose {out})", err=True)
+
+
+def _emit_metrics(p: Any, seed: int, plan: Any, out: Path, fmt: str) -> None:
+    from svcdoctor.simulate import ParamError
+    from svcdoctor.simulate.metrics import write_openmetrics
+
+    try:
+        truth = write_openmetrics(out, p, seed, plan)
+    except ParamError as exc:  # a rollout that does not finish inside its window
+        out.unlink(missing_ok=True)
+        raise click.UsageError(str(exc)) from None
+    if fmt != "json":
+        click.echo(
+            f"metrics: {out}  ({len(truth.windows)} window(s), {truth.requests:,} requests, "
+            f"{truth.failed:,} failed, {truth.samples:,} samples; promtool tsdb "
+            f"create-blocks-from openmetrics {out} DIR)",
+            err=True,
+        )
 
 
 @simulate.command("recommend")

@@ -95,7 +95,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     steps: list[str] = []
     top = causes[0]
     if top.verdict is Verdict.UNLIKELY:
-        steps.append(_no_cause(summary, s))
+        steps.append(no_cause(summary, s))
     elif len(causes) > 1 and causes[1].verdict is top.verdict and causes[1].score > 0.8 * top.score:
         steps.append(
             f"{top.cause.value} and {causes[1].cause.value} both fit; fix "
@@ -133,7 +133,7 @@ def _misaligned(evidence: Evidence, s: Settings) -> list[str]:
     ]
 
 
-def _no_cause(summary: Summary, s: Settings) -> str:
+def no_cause(summary: Summary, s: Settings) -> str:
     """The "no cause" line: the background failures with their rate and interval."""
     n, k = summary.requests, summary.errors
     logged = summary.error_log_failures

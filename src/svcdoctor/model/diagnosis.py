@@ -423,12 +423,33 @@ class Timeline:
 
 
 @dataclass(frozen=True, slots=True)
+class Rollout:
+    """One rollout of the workloads behind a Service, as metrics show it: pod deletions no
+    further apart than a few minutes, and the requests and failures from its first deletion
+    to the race's longest lag after its last. ``expected_failures``: what the failure rate
+    away from every deletion predicts for its requests; ``window_seconds``: the race window
+    fitted to its own excess failures (``None`` when it has too few)."""
+
+    start: float
+    end: float
+    workloads: tuple[str, ...]
+    deletions: int
+    requests: int
+    failures: int
+    expected_failures: float
+    failure_rate: float | None
+    failure_rate_ci95: tuple[float, float]
+    window_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Diagnosis:
     """The ranked assessments (best first), the summary numbers and the timeline series.
 
     Evidence that holds several Services (one ingress log) is diagnosed per Service
     (``service``: its upstream name); the one with the strongest cause is this diagnosis
-    and the other Services with a cause are ``others``."""
+    and the other Services with a cause are ``others``. ``rollouts``: each rollout a
+    metrics store shows (empty for evidence files)."""
 
     summary: Summary
     causes: tuple[Assessment, ...]
@@ -436,6 +457,7 @@ class Diagnosis:
     timeline: Timeline = field(default_factory=Timeline)
     service: str | None = None
     others: tuple[Diagnosis, ...] = ()
+    rollouts: tuple[Rollout, ...] = ()
 
     @property
     def primary(self) -> Assessment | None:

@@ -26,6 +26,7 @@ from svcdoctor.model.diagnosis import (
     NearestFraction,
     RaceDetails,
     ReuseDetails,
+    Rollout,
     Summary,
 )
 
@@ -190,8 +191,25 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
     return out
 
 
+def _rollout(r: Rollout) -> dict[str, Any]:
+    return {
+        "time": iso_utc(r.start),
+        "end": iso_utc(r.end),
+        "workloads": list(r.workloads),
+        "deletions": r.deletions,
+        "requests": r.requests,
+        "failures": r.failures,
+        "expected_failures": r.expected_failures,
+        "failure_rate": r.failure_rate,
+        "failure_rate_ci95": list(r.failure_rate_ci95),
+        "window_seconds": r.window_seconds,
+    }
+
+
 def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
+    """The JSON document; ``rollouts`` only when the diagnosis has them (from metrics)."""
     primary = d.primary
+    rollouts = {"rollouts": [_rollout(r) for r in d.rollouts]} if d.rollouts else {}
     body: dict[str, Any] = _clean(
         {
             "summary": summary_to_dict(d.summary),
@@ -211,6 +229,7 @@ def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
             "next_steps": list(d.next_steps),
             "service": d.service,
             "other_services": [diagnosis_to_dict(o) for o in d.others],
+            **rollouts,
         }
     )
     return body
@@ -308,6 +327,7 @@ def _render_one(d: Diagnosis, console: Console) -> None:
         if a.verdict is not Verdict.UNLIKELY:
             for fix in a.fixes:
                 console.print(f"  [green]fix:[/] {escape(fix)}", soft_wrap=True, highlight=False)
+    _render_rollouts(d, console)
     if d.next_steps:
         console.print()
         console.print("[bold]Next:[/]")
@@ -321,6 +341,36 @@ def _render_one(d: Diagnosis, console: Console) -> None:
     )
     for problem in s.skipped_inputs:
         console.print(f"[yellow]skipped:[/] {escape(problem)}", soft_wrap=True, highlight=False)
+
+
+ROLLOUTS_SHOWN = 10
+
+
+def _render_rollouts(d: Diagnosis, console: Console) -> None:
+    """The rollouts (from metrics): all of a few, else the ten with the most excess."""
+    if not d.rollouts:
+        return
+    rows = d.rollouts
+    if len(rows) > ROLLOUTS_SHOWN:
+        rows = tuple(sorted(rows, key=lambda r: r.expected_failures - r.failures)[:ROLLOUTS_SHOWN])
+    failed = sum(r.failures for r in d.rollouts)
+    expected = sum(r.expected_failures for r in d.rollouts)
+    console.print()
+    console.print(
+        f"[bold]Rollouts[/] ({len(d.rollouts)}; {failed} failures where the baseline "
+        f"predicts {expected:.0f})"
+        + (f", the {len(rows)} with the most excess:" if len(rows) < len(d.rollouts) else ":"),
+        soft_wrap=True,
+    )
+    for r in rows:
+        console.print(
+            f"  {iso_utc(r.start)} {', '.join(r.workloads) or '?'}: {r.deletions} deletions, "
+            f"{r.failures} of {r.requests} requests failed (baseline predicts "
+            f"{r.expected_failures:g})"
+            + (f", window {r.window_seconds:g} s" if r.window_seconds is not None else ""),
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
 def _source_text(src: SourceSummary) -> str:
