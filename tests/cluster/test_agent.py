@@ -748,3 +748,11 @@ def test_arguments_and_defaults() -> None:
         ).max_requests
         == 3
     )
+
+
+def test_the_agent_writes_the_canonical_request_columns() -> None:
+    """The agent cannot import svcdoctor (it runs alone in a stock image), so its own copy
+    of the request-log columns must stay the canonical ones, plus its mode."""
+    from svcdoctor.model import REQUEST_COLUMNS
+
+    assert (*REQUEST_COLUMNS, "mode") == ROW_KEYS

@@ -39,7 +39,7 @@ from svcdoctor.diagnose.metrics_history import (
     services,
 )
 from svcdoctor.diagnose.quantify import nearest_fraction
-from svcdoctor.diagnose.rank import no_cause
+from svcdoctor.diagnose.rank import no_cause, strongest
 from svcdoctor.diagnose.stats import Floats, binom_greater, placement_test, proportion_ci
 from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Outcome, Verdict, remedy
 from svcdoctor.model.diagnosis import (
@@ -61,7 +61,6 @@ from svcdoctor.model.diagnosis import (
     Suspect,
     Timeline,
     TimelineEvent,
-    UpstreamRow,
 )
 from svcdoctor.model.evidence import SourceSummary
 
@@ -111,27 +110,7 @@ def diagnose_prometheus(
     each = [analyse(fetch(client, ref, grid, found), s) for ref in refs.values()]
     if len(each) == 1:
         return each[0]
-    ranked = sorted(
-        each,
-        key=lambda d: (-(d.primary.score if d.primary else 0.0), -d.summary.errors),
-    )
-    table = tuple(
-        UpstreamRow(
-            upstream=d.service,
-            requests=d.summary.requests,
-            errors=d.summary.errors,
-            error_rate=d.summary.error_rate,
-            cause=d.primary.cause if d.primary else None,
-            score=d.primary.score if d.primary else None,
-        )
-        for d in ranked
-    )
-    top = ranked[0]
-    return replace(
-        top,
-        summary=replace(top.summary, upstreams=table),
-        others=tuple(d for d in ranked[1:] if d.primary is not None),
-    )
+    return strongest(each)
 
 
 def _count(value: float) -> int:

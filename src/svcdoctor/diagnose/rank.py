@@ -44,6 +44,13 @@ def diagnose(
     if len(names) < 2:
         return _diagnose_one(evidence, s, names[0] if names else None)
     each = [_diagnose_one(upstreams.restrict(evidence, (name,)), s, name) for name in names]
+    return strongest(each)
+
+
+def strongest(each: list[Diagnosis]) -> Diagnosis:
+    """One diagnosis of several Services: the one with the strongest cause (then the most
+    failures), with every Service's row in ``summary.upstreams`` and the others that have a
+    cause as ``others``."""
     ranked = sorted(each, key=lambda d: (-(d.primary.score if d.primary else 0.0), -_failed(d)))
     table = tuple(
         UpstreamRow(
