@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from svcdoctor.checks import dump
 from svcdoctor.diagnose.backend import outlier
 from svcdoctor.diagnose.context import Settings
 from svcdoctor.diagnose.metrics_history import (
@@ -39,9 +38,10 @@ from svcdoctor.diagnose.metrics_history import (
     services,
 )
 from svcdoctor.diagnose.quantify import nearest_fraction
-from svcdoctor.diagnose.rank import no_cause, strongest
+from svcdoctor.diagnose.race import generic_patch
+from svcdoctor.diagnose.rank import next_steps, ranked, strongest
 from svcdoctor.diagnose.stats import Floats, binom_greater, placement_test, proportion_ci
-from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Outcome, Verdict, remedy
+from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Outcome, remedy
 from svcdoctor.model.diagnosis import (
     BackendDetails,
     ClosedByUpstream,
@@ -293,21 +293,11 @@ def _generic_remedy(workloads: Sequence[str], window_high: float) -> tuple[Remed
     plan = remedy.plan_shutdown(
         remedy.ShutdownFacts(window_seconds=window_high, source=remedy.WindowSource.DIAGNOSED)
     )
-    body = {
-        "spec": {
-            "template": {
-                "spec": {
-                    "terminationGracePeriodSeconds": plan.grace_seconds,
-                    "containers": [{"name": "app", "lifecycle": {"preStop": plan.hook_body}}],
-                }
-            }
-        }
-    }
     obj = (
         ", ".join(f"Deployment {w}" for w in workloads) or "your Deployment"
     ) + " (container 'app': use its name)"
     patch = RemedyPatch(
-        obj, "app", plan.rules, plan.prestop_seconds, plan.grace_seconds, dump(body)
+        obj, "app", plan.rules, plan.prestop_seconds, plan.grace_seconds, generic_patch(plan)
     )
     return patch, plan.prestop_seconds, plan.grace_seconds
 
@@ -813,15 +803,8 @@ def analyse(h: History, settings: Settings | None = None) -> Diagnosis:
     race, rollouts = assess_race(h, rest, dels, near, s)
     reuse = assess_reuse(h, h.counts, near, s)
     infra = assess_infra(h, rest, near, s)
-    causes = sorted((race, backend, reuse, infra), key=lambda a: -a.score)
     n, k = _count(h.counts.requests.sum()), _count(h.counts.failures.sum())
-    if k == 0 and n:
-        causes = [replace(a, score=min(a.score, 0.05)) for a in causes]
-    elif n and k / n < s.floor_rate:
-        causes = [
-            a if a.verdict is Verdict.LIKELY else replace(a, score=min(a.score, 0.25))
-            for a in causes
-        ]
+    causes = ranked((race, backend, reuse, infra), n, k, none_failed=k == 0 and n > 0, s=s)
     replicas = _replicas(h)
     read, missing = _sources(h)
     summary = Summary(
@@ -844,17 +827,7 @@ def analyse(h: History, settings: Settings | None = None) -> Diagnosis:
         warnings=(*h.warnings, *missing),
         floor_rate=s.floor_rate,
     )
-    steps: list[str] = []
-    top = causes[0]
-    if top.verdict is Verdict.UNLIKELY:
-        steps.append(no_cause(summary, s))
-    elif len(causes) > 1 and causes[1].verdict is top.verdict and causes[1].score > 0.8 * top.score:
-        steps.append(
-            f"{top.cause.value} and {causes[1].cause.value} both fit; fix "
-            f"{top.cause.value} first and compare the next rollout"
-        )
-    for a in causes:
-        steps.extend(x for x in a.collect if x not in steps)
+    steps = next_steps(causes, summary, s)
     events = tuple(
         TimelineEvent(p.deleted, EventKind.DELETE, p.pod)
         for p in sorted(h.pods, key=lambda p: p.deleted or 0.0)
@@ -863,7 +836,7 @@ def analyse(h: History, settings: Settings | None = None) -> Diagnosis:
     return Diagnosis(
         summary,
         tuple(causes),
-        tuple(steps),
+        steps,
         Timeline(events=events),
         h.service,
         rollouts=rollouts,

@@ -198,19 +198,17 @@ def remedy_patches(
         out.append((_patch(str(w.ref), c.name, plan, pod_patch(w, c.name, fields, pod)), plan))
     if not out:
         plan = remedy.plan_shutdown(facts)
-        body = {
-            "spec": {
-                "template": {
-                    "spec": {
-                        "terminationGracePeriodSeconds": plan.grace_seconds,
-                        "containers": [{"name": "app", "lifecycle": {"preStop": plan.hook_body}}],
-                    }
-                }
-            }
-        }
         generic = "your Deployment (container 'app': use its name)"
-        out.append((_patch(generic, "app", plan, dump(body)), plan))
+        out.append((_patch(generic, "app", plan, generic_patch(plan)), plan))
     return out
+
+
+def generic_patch(plan: remedy.ShutdownPlan) -> str:
+    """The plan as a Deployment patch (YAML) when the workload's manifest is unknown:
+    ``app`` stands for the container's name."""
+    container = {"name": "app", "lifecycle": {"preStop": plan.hook_body}}
+    pod = {"terminationGracePeriodSeconds": plan.grace_seconds, "containers": [container]}
+    return dump({"spec": {"template": {"spec": pod}}})
 
 
 def _patch(obj: str, container: str, plan: remedy.ShutdownPlan, patch: str) -> RemedyPatch:

@@ -13,7 +13,7 @@ from svcdoctor.diagnose.infra import assess_infra
 from svcdoctor.diagnose.quantify import quantify, timeline
 from svcdoctor.diagnose.race import assess_race
 from svcdoctor.diagnose.reuse import assess_reuse
-from svcdoctor.model import Cause, Diagnosis, EventKind, Evidence, Verdict, iso_utc
+from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Evidence, Verdict, iso_utc
 from svcdoctor.model.diagnosis import BackendDetails, RaceDetails, Summary, UpstreamRow
 
 
@@ -88,17 +88,50 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     explained = measured.explained_fraction if measured and race.score >= 0.3 else 0.0
     reuse = assess_reuse(ctx, s, notes[Cause.REUSE], explained)
     infra = assess_infra(ctx, s, notes[Cause.INFRA])
-    causes = sorted((race, backend, reuse, infra), key=lambda a: -a.score)
-    failed = summary.errors + summary.masked_by_retries
-    if ctx.failure_ts.size == 0 and ctx.attempt_ts.size:
-        # requests and not one failure: whatever else the evidence shows, nothing failed
-        causes = [replace(a, score=min(a.score, 0.05)) for a in causes]
-    elif summary.requests and failed / summary.requests < s.floor_rate:
-        # the background rate of a healthy Service: only strong structure is a cause
-        causes = [
+    causes = ranked(
+        (race, backend, reuse, infra),
+        summary.requests,
+        summary.errors + summary.masked_by_retries,
+        none_failed=ctx.failure_ts.size == 0 and ctx.attempt_ts.size > 0,
+        s=s,
+    )
+    steps = next_steps(causes, summary, s)
+    summary = replace(
+        summary,
+        sources=evidence.sources,
+        skipped_inputs=tuple(evidence.problems),
+        warnings=(*evidence.warnings, *_misaligned(evidence, s)),
+        floor_rate=s.floor_rate,
+    )
+    return Diagnosis(summary, tuple(causes), steps, timeline(ctx), service)
+
+
+def ranked(
+    assessments: tuple[Assessment, ...],
+    requests: int,
+    failed: int,
+    *,
+    none_failed: bool,
+    s: Settings,
+) -> list[Assessment]:
+    """The assessments, strongest first, held down where the traffic says so: when
+    requests came and not one failed, nothing is a cause whatever else the evidence shows;
+    at the background rate of a healthy Service (below ``s.floor_rate``), only strong
+    structure is."""
+    causes = sorted(assessments, key=lambda a: -a.score)
+    if none_failed:
+        return [replace(a, score=min(a.score, 0.05)) for a in causes]
+    if requests and failed / requests < s.floor_rate:
+        return [
             a if a.verdict is Verdict.LIKELY else replace(a, score=min(a.score, 0.25))
             for a in causes
         ]
+    return causes
+
+
+def next_steps(causes: list[Assessment], summary: Summary, s: Settings) -> tuple[str, ...]:
+    """What to do next: the no-cause line or the tie between the two strongest causes,
+    then the evidence each cause asks for (once each)."""
     steps: list[str] = []
     top = causes[0]
     if top.verdict is Verdict.UNLIKELY:
@@ -110,14 +143,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
         )
     for a in causes:
         steps.extend(x for x in a.collect if x not in steps)
-    summary = replace(
-        summary,
-        sources=evidence.sources,
-        skipped_inputs=tuple(evidence.problems),
-        warnings=(*evidence.warnings, *_misaligned(evidence, s)),
-        floor_rate=s.floor_rate,
-    )
-    return Diagnosis(summary, tuple(causes), tuple(steps), timeline(ctx), service)
+    return tuple(steps)
 
 
 def _misaligned(evidence: Evidence, s: Settings) -> list[str]:
