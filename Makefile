@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/lint_corpus.py
@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate_scale.py
 	$(BIN)/python benchmarks/scan_scale.py
 	$(BIN)/python benchmarks/agent_rate.py
+	$(BIN)/python benchmarks/prometheus_scale.py
 
 docs: $(STAMP)
 	$(BIN)/svcdoctor rules export docs/rules

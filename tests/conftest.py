@@ -1,4 +1,7 @@
-"""Shared test fixtures: where ../shared is, and a helper to lint text or paths."""
+"""Shared test fixtures: where ../shared is, and a helper to lint text or paths; and the one
+rule of parallel runs (``pytest -n 2 --dist loadgroup``, as ``make test`` runs): every test
+that runs the lab's processes, namespaces or iptables rules runs in one worker, one at a time,
+because two labs on one machine break each other."""
 
 from __future__ import annotations
 
@@ -25,6 +28,34 @@ def lint_text(text: str | bytes, settings: Settings | None = None) -> LintResult
 
 def lint_paths(paths: list[str], settings: Settings | None = None) -> LintResult:
     return run_checks(build_inventory(load(paths)), settings or Settings())
+
+
+# Modules outside tests/lab/ whose tests start a lab (``lab run``, ``lab serve`` with pods).
+LAB_MODULES = frozenset(
+    {
+        "tests/cli/test_fuzz.py",
+        "tests/cli/test_lab_cli.py",
+        "tests/cluster/test_agentjob.py",
+        "tests/cluster/test_live_lab.py",
+        "tests/cluster/test_probe.py",
+        "tests/cluster/test_rollout_test.py",
+    }
+)
+
+
+def runs_a_lab(item: pytest.Item) -> bool:
+    module = item.path.relative_to(ROOT).as_posix()
+    return (
+        module.startswith("tests/lab/")
+        or module in LAB_MODULES
+        or item.get_closest_marker("lab") is not None
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if runs_a_lab(item):
+            item.add_marker(pytest.mark.xdist_group("lab"))
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ read its log); ``extra_args`` pass flags such as ``--query.max-samples=1000``.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import shutil
 import socket
@@ -23,6 +24,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -150,6 +152,22 @@ class PromServer:
             return ""
 
 
+def scraped(url: str, promql: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Wait until the instant query ``promql`` has a result at ``url``; return it (empty
+    after ``timeout`` seconds)."""
+    query = urllib.parse.urlencode({"query": promql})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=5) as r:
+                result: list[dict[str, Any]] = json.loads(r.read())["data"]["result"]
+        except (urllib.error.URLError, OSError, KeyError, ValueError):
+            result = []
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.5)
+
+
 def _wait_ready(server: PromServer, deadline: float) -> bool:
     while time.monotonic() < deadline:
         if not server.running:
@@ -165,14 +183,15 @@ def _wait_ready(server: PromServer, deadline: float) -> bool:
 
 
 def start_prometheus(
-    data: Path, *, extra_args: Sequence[str] = (), attempts: int = 3
+    data: Path, *, extra_args: Sequence[str] = (), attempts: int = 3, config_text: str = CONFIG
 ) -> PromServer:
-    """Serve the blocks in ``data`` (may be empty) on a free loopback port; wait ready."""
+    """Serve the blocks in ``data`` (may be empty) on a free loopback port; wait ready.
+    ``config_text``: the ``prometheus.yml`` (default: no scrape targets)."""
     if not PROMETHEUS:
         pytest.skip(MISSING)
     data.mkdir(parents=True, exist_ok=True)
     config = data.parent / f"{data.name}.yml"
-    config.write_text(CONFIG)
+    config.write_text(config_text)
     log = data.parent / f"{data.name}.log"
     last = ""
     for _ in range(attempts):
@@ -216,6 +235,13 @@ class PrometheusFactory:
         if openmetrics is not None:
             backfill(Path(openmetrics), data)
         server = start_prometheus(data, extra_args=extra_args)
+        self.servers.append(server)
+        return server
+
+    def scraping(self, config_text: str, *, extra_args: Sequence[str] = ()) -> PromServer:
+        """A Prometheus scraping what ``config_text`` (a ``prometheus.yml``) names."""
+        data = self.root / f"prometheus-{len(self.servers)}"
+        server = start_prometheus(data, extra_args=extra_args, config_text=config_text)
         self.servers.append(server)
         return server
 
@@ -284,6 +310,7 @@ __all__ = [
     "http_server",
     "prometheus_with",
     "requires_prometheus",
+    "scraped",
     "start_prometheus",
     "write_openmetrics",
 ]

@@ -72,6 +72,8 @@ URL = f"http://127.0.0.1:{_closed_port()}"
         ([URL, "--service", "Prod/API"], "NAMESPACE/NAME"),
         ([URL, "--header", "Authorization Bearer x"], "without a colon"),
         ([URL, "--header", ": value"], "expected 'Name: value'"),
+        ([URL, "--since", "7d", "--step", "1s"], "more than 25,000 steps: give at least 25s"),
+        ([URL, "--step", "0"], "--step"),
     ],
 )
 def test_bad_flags_and_combinations_are_one_line_usage_errors(
@@ -87,6 +89,7 @@ def test_bad_flags_and_combinations_are_one_line_usage_errors(
         ["--start", str(T0), "--end", str(T0 + 60), "some-dir"],
         ["--header", "Authorization: Bearer x", "some-dir"],
         ["--timeout", "5", "some-dir"],
+        ["--step", "1s", "some-dir"],
     ],
 )
 def test_prometheus_flags_without_prometheus_are_refused(args: list[str]) -> None:
@@ -323,3 +326,49 @@ def test_headers_reach_the_server_and_auth_failures_are_one_line() -> None:
         assert "warning: Prometheus: partial response: store eu-1 unreachable\n" in allowed.stderr
     assert seen[0] == ""
     assert seen[-1] == "Bearer right"
+
+
+def test_deletions_known_only_to_a_minute_scrape_still_show_the_race(
+    prometheus_with: PrometheusFactory,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """At a 60 s scrape a deleted pod is gone before kube-state-metrics sees its deletion
+    timestamp: the deletion is where its series ends, up to a scrape early, and the race's
+    windows must reach that much further (they did not: race was 'unlikely')."""
+    history = tmp_path / "minute.om"
+    made = subprocess.run(
+        [
+            SVCDOCTOR,
+            "simulate",
+            *SIM,
+            "--emit-metrics",
+            str(history),
+            "--scrape-interval",
+            "60",
+            "--rollouts",
+            "3",
+            "--every",
+            "10m",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    assert "kube_pod_deletion_timestamp{" not in history.read_text()
+    url = prometheus_with(history)
+    first, last = _range(history)
+    done = run("--prometheus", url, "--start", str(first), "--end", str(last), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["primary_cause"] == "race"
+    assert len(report["rollouts"]) == 3
+    warnings = report["summary"]["warnings"]
+    # the scrape interval as measured from the series: at least the true 60 s, a little more
+    # for pods with few samples (their first sample comes up to a scrape after creation)
+    scrape = [
+        float(m) for w in warnings for m in re.findall(r"known to a scrape \(([\d.]+) s\)", w)
+    ]
+    assert len(scrape) == 1, warnings
+    assert 60 <= scrape[0] <= 70

@@ -233,14 +233,17 @@ def test_unknown_service_is_one_line_exit_2(api: Served) -> None:
 def test_probe_against_the_lab(tmp_path: Path, scenario: str, bad: bool) -> None:
     from tests.cluster.test_live_lab import lab_serve, svcdoctor
 
+    page = tmp_path / "probe.html"
     with lab_serve(tmp_path, scenario, "--no-load") as kubeconfig:
         done = svcdoctor("probe", "api", "--kubeconfig", str(kubeconfig), "--count", "40",
-                         "--yes", "-o", "json", timeout=180)  # fmt: skip
+                         "--yes", "-o", "json", "--html", str(page), timeout=180)  # fmt: skip
         left = svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json")
     truth = json.loads((tmp_path / "truth.json").read_text())
     assert done.returncode == (1 if bad else 0), done.stderr
     report = json.loads(done.stdout)
     assert report["bad_backends"] == truth["bad_pods"]
+    if bad:  # the page leads with the pod the probe singled out
+        assert f"Singled out: {', '.join(truth['bad_pods'])}" in page.read_text()
     assert all(b["requests"] <= 200 for b in report["backends"])
     assert report["service"]["requests"] > 0
     assert json.loads(left.stdout)["found"] == []

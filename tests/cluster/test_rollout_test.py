@@ -324,7 +324,8 @@ def _lab_rollout(
 
 @pytest.mark.lab
 def test_rollout_test_measures_the_race(tmp_path: Path) -> None:
-    done, truth, left = _lab_rollout(tmp_path, "race")
+    page = tmp_path / "rollout.html"
+    done, truth, left = _lab_rollout(tmp_path, "race", "--html", str(page))
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert set(report) == KEYS
@@ -339,6 +340,9 @@ def test_rollout_test_measures_the_race(tmp_path: Path) -> None:
     assert report["endpoint_update_seconds"] is not None
     assert left == []
     assert (tmp_path / "bundle" / "collect.json").is_file()
+    html = page.read_text()  # the lanes of the rollout's bundle, one failed mark per failure
+    assert "requests failed during the rollout" in html
+    assert f"{report['failed']} failed requests" in html
 
 
 @pytest.mark.lab

@@ -173,6 +173,29 @@ def test_race_is_found_with_its_window_and_remedy() -> None:
     assert d.summary.replicas is None or d.summary.replicas >= 1
 
 
+def test_the_timeline_holds_every_step_and_draws_over_days(tmp_path: Path) -> None:
+    """The picture of a metrics diagnosis: failures and requests per query step (not only
+    the deletions), on an axis in hours or days when the range is long."""
+    from svcdoctor.report.diagnosis import plot_timeline
+
+    m = Model(7800, seed=1)
+    m.background(0.0002)
+    m.rollouts(ROLLOUTS, window=4.0)
+    h = m.history()
+    d = analyse(h)
+    t = d.timeline
+    assert t.step == h.grid.step
+    assert len(t.second) == len(t.failures) == len(t.requests) == h.grid.n
+    assert t.second[0] == h.grid.start - h.grid.step  # bins are (t - step, t]
+    assert sum(t.failures) == d.summary.errors
+    assert sum(t.requests) == d.summary.requests
+    assert {e.ts for e in t.events} == {p.deleted for p in h.pods if p.deleted is not None}
+    out = tmp_path / "timeline.svg"
+    plot_timeline(d, out, "svg")
+    assert f"failures per {h.grid.step:g} s" in out.read_text()
+    assert "hours since" in out.read_text()
+
+
 def test_kube_proxy_programming_latency_is_the_floor_of_the_remedy() -> None:
     m = Model(7800, seed=1)
     m.background(0.0002)
@@ -389,8 +412,16 @@ def test_e2e_race_fixed(served: Any) -> None:
 
 
 def test_e2e_bad_pod_with_istio_pod_label(served: Any) -> None:
+    # the bad pod is an old one, gone with the rollout: it is singled out from the steps
+    # away from deletions, so the history holds a baseline before each rollout (the
+    # deletions are known to a scrape, and their windows start that much earlier)
     d, truth = served(
-        "bad", {"source": "istio", "pod_label": True}, "sim/api", bad_backends=1, **FIXED
+        "bad",
+        {"source": "istio", "pod_label": True},
+        "sim/api",
+        bad_backends=1,
+        rollout_at=150.0,
+        **FIXED,
     )
     assert d.primary is not None
     assert d.primary.cause is Cause.BACKEND

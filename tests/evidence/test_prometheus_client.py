@@ -203,7 +203,21 @@ def test_bytes_pulled_counts_every_answer_and_aggregates_pull_less(history_url: 
         before = pushed.bytes_pulled
         pushed.series_names(T0, T0 + DAY)
         assert pushed.bytes_pulled > before
+        # on the wire the server compresses what it sends; decoded is the JSON itself
+        assert raw.bytes_decoded > raw.bytes_pulled > 0
         assert pushed.requests == 2
+
+
+def test_a_structured_query_is_sent_as_its_promql(history_url: str) -> None:
+    """``diagnose``'s Query records render themselves; the client sends the text."""
+    from svcdoctor.diagnose.metrics_history import Agg, Fn, Query, Selector
+
+    query = Query(Agg.SUM, Fn.GROWTH, Selector("http_requests_total"), 3600.0, ("status",))
+    with PromClient(history_url) as client:
+        assert client.query_range(query, T0, T0 + DAY, 3600) == client.query_range(
+            query.promql, T0, T0 + DAY, 3600
+        )
+        assert client.query(query, T0 + DAY) == client.query(query.promql, T0 + DAY)
 
 
 def test_a_bad_query_is_one_line_with_prometheus_text(history_url: str) -> None:

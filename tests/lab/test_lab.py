@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from svcdoctor.cli import cli
@@ -78,6 +79,7 @@ def lab_run(name: str, datapath: str, folder: Path) -> Run:
     scenario, _, extra = PLAN[name]
     bundle = folder / f"{name}-{datapath}"
     options = ("--scenario", scenario, "--datapath", datapath, "--out", str(bundle))
+    options += ("--html", str(folder / f"{name}-{datapath}.html"))
     done = subprocess.run(
         [*SVCDOCTOR, "run", *options, "--format", "json", *extra],
         capture_output=True,
@@ -168,7 +170,16 @@ def test_bundle_has_every_file_in_the_real_formats(
 ) -> None:
     run = runs["race", datapath]
     names = {p.name for p in run.bundle.iterdir()}
-    assert names == {"requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json"}
+    assert names == {
+        "requests.csv",
+        "events.json",
+        "pods.json",
+        "endpointslices.jsonl",
+        "manifests.yaml",
+        "lab.json",
+    }
+    kinds = [m["kind"] for m in yaml.safe_load_all((run.bundle / "manifests.yaml").read_text())]
+    assert kinds == ["Deployment", "Service"]
     events = run.items("events.json")
     about = {(e["reason"], e["regarding"]["kind"], e["reportingController"]) for e in events}
     always = {
@@ -190,6 +201,29 @@ def test_bundle_has_every_file_in_the_real_formats(
     assert lab["datapath"] == datapath
     assert lab["ground_truth"]["expected_cause"] == "race"
     assert len(lab["ground_truth"]["deleted_pods"]) == 4
+
+
+def test_every_failure_is_drawn_on_the_pod_it_hit(
+    runs: dict[tuple[str, str], Run], datapath: str
+) -> None:
+    """The report's lanes: each failed request on the lane of the backend the datapath
+    picked (conntrack's event stream on the kernel datapath, the proxy's choice on the
+    userspace one), and that backend is a pod the rollout deleted."""
+    from svcdoctor.diagnose import diagnose
+    from svcdoctor.diagnose.lanes import build_lanes
+    from svcdoctor.evidence import read_evidence
+    from svcdoctor.model.lanes import UNKNOWN_BACKEND
+
+    run = runs["race", datapath]
+    page = run.bundle.parent / f"race-{datapath}.html"
+    assert "Verdict: race (likely)" in page.read_text()
+    evidence = read_evidence([str(run.bundle)])
+    lanes = build_lanes(evidence, diagnose(evidence))
+    marks = {lane.pod: len(lane.failures) for lane in lanes.lanes if lane.failures}
+    assert sum(marks.values()) == run.out["failed"]
+    assert UNKNOWN_BACKEND not in marks
+    deleted = set(json.loads((run.bundle / "lab.json").read_text())["ground_truth"]["deleted_pods"])
+    assert set(marks) <= deleted
 
 
 def test_diagnose_of_the_bundle_gives_the_same_answer(

@@ -130,8 +130,9 @@ def test_lifecycle_series_follow_the_pods(tmp_path: Path) -> None:
         for (n, labels), samples in s.items()
         if n == "kube_pod_deletion_timestamp" and "7f6d5c4b3" in dict(labels)["pod"]
     }
-    # preStop keeps every deleted pod's object through at least one scrape
-    assert seen == {pod: pytest.approx(t, abs=0.5) for pod, t in deleted.items()}
+    # preStop keeps every deleted pod's object through at least one scrape; the value is
+    # metadata.deletionTimestamp, the end of the grace period (as kube-state-metrics has it)
+    assert seen == {pod: pytest.approx(t + p.grace, abs=0.5) for pod, t in deleted.items()}
     assert len(truth.deleted_pods) == 2 * p.replicas
     owners = {dict(labels)["owner_name"] for (n, labels) in s if n == "kube_pod_owner"}
     assert len(owners) == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -20,13 +21,13 @@ import click
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import (
     Duration,
-    OutputFile,
     ParamBase,
     Share,
     filename_option,
     option,
     output_option,
 )
+from svcdoctor.cli._report import html_option, plot_option, write_page, write_plot
 
 if TYPE_CHECKING:
     from svcdoctor.diagnose import Settings
@@ -108,6 +109,7 @@ _SPAN = re.compile(
     r"(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?"
 )
 MAX_SPAN = 400 * 86_400.0  # seconds: more than a year of history in one diagnosis is a typo
+MAX_STEPS = 25_000  # --step: query steps over the range (the default step keeps to it too)
 
 
 class Span(Duration):
@@ -179,7 +181,7 @@ def _headers(values: tuple[str, ...]) -> dict[str, str]:
     return headers
 
 
-_PROMETHEUS_ONLY = ("since", "start", "end", "headers", "timeout")
+_PROMETHEUS_ONLY = ("since", "start", "end", "headers", "timeout", "step")
 _FILES_ONLY = ("clock_offset", "tz")
 
 
@@ -223,6 +225,7 @@ def _from_prometheus(
     start: float,
     end: float,
     settings: Settings,
+    step: float | None,
 ) -> Diagnosis:
     """The diagnosis from a Prometheus-compatible query API (aggregates pushed down)."""
     try:
@@ -237,7 +240,7 @@ def _from_prometheus(
         from svcdoctor.diagnose.metrics import diagnose_prometheus
 
         try:
-            return diagnose_prometheus(client, service, start, end, settings)
+            return diagnose_prometheus(client, service, start, end, settings, step)
         finally:  # the server's warnings (Thanos' partial responses) explain gaps: always
             for warning in client.warnings:
                 click.echo(f"warning: Prometheus: {' '.join(warning.split())}", err=True)
@@ -263,20 +266,8 @@ EXAMPLE = "rollout-race"
     help="Add SECONDS to every timestamp of SOURCE (file, file name or format).",
     default_text="none",
 )
-@option(
-    "--html",
-    "html_out",
-    type=OutputFile((".html", ".htm"), "the report"),
-    help="Also write a self-contained HTML report.",
-    default_text="not written",
-)
-@option(
-    "--plot",
-    "plot_out",
-    type=OutputFile((".png", ".svg"), "the plot"),
-    help="Also write the timeline plot (PNG or SVG, by extension).",
-    default_text="not written",
-)
+@html_option
+@plot_option("the per-pod lanes (the timeline from --prometheus)")
 @click.option(
     "--service",
     metavar="NAMESPACE/NAME|UPSTREAM",
@@ -331,6 +322,13 @@ EXAMPLE = "rollout-race"
     help="With --prometheus: the longest wait for one answer from the server.",
     default_text="60s",
 )
+@option(
+    "--step",
+    type=Duration(0, 86_400, low_open=True),
+    help="With --prometheus: the query step (no finer than the scrape interval helps; a "
+    "finer step sees a short race window in a short range).",
+    default_text="15s or coarser, from the range",
+)
 def diagnose(
     evidence: tuple[str, ...],
     filenames: tuple[str, ...],
@@ -348,6 +346,7 @@ def diagnose(
     end: float | None,
     headers: tuple[str, ...],
     timeout: float | None,
+    step: float | None,
 ) -> None:
     """Diagnose intermittent Service failures from EVIDENCE files or directories.
 
@@ -369,6 +368,7 @@ def diagnose(
         "end": end is not None,
         "headers": bool(headers),
         "timeout": timeout is not None,
+        "step": step is not None,
         "clock_offset": bool(clock_offset),
         "tz": tz is not None,
     }
@@ -383,6 +383,12 @@ def diagnose(
                     f"--{name.replace('_', '-')} applies to evidence files, not --prometheus"
                 )
         first, last = _prometheus_range(since, start, end, time.time())
+        if step is not None and (last - first) / step > MAX_STEPS:
+            raise click.BadParameter(
+                f"{step:g} s over {last - first:,.0f} s is more than {MAX_STEPS:,} steps: "
+                f"give at least {math.ceil((last - first) / MAX_STEPS)}s",
+                param_hint="--step",
+            )
         try:
             from svcdoctor.diagnose import Settings
         except ImportError as exc:  # pragma: no cover - the extra is missing
@@ -398,6 +404,7 @@ def diagnose(
             first,
             last,
             Settings(floor_rate=failure_floor),
+            step,
         )
         _render(result, fmt, html_out, plot_out)
         return
@@ -431,19 +438,28 @@ def diagnose(
         if readable != paths:  # the report names standard input as the user gave it: -
             found = _named_stdin(found, readable[paths.index("-")])
     result = run(found, Settings(floor_rate=failure_floor), service=service)
-    _render(result, fmt, html_out, plot_out)
+    _render(result, fmt, html_out, plot_out, found)
 
 
-def _render(result: Diagnosis, fmt: str, html_out: Path | None, plot_out: Path | None) -> None:
+def _render(
+    result: Diagnosis,
+    fmt: str,
+    html_out: Path | None,
+    plot_out: Path | None,
+    evidence: Evidence | None = None,
+) -> None:
+    """The report on stdout; the pictures and the HTML page when asked for (the lanes of
+    the evidence's requests, or the timeline of a diagnosis without them)."""
     from svcdoctor.report import diagnosis as report
 
     if fmt == "json":
         click.echo(report.render_json(result))
     else:
         report.render_text(result, stdout_console())
-    if plot_out:
-        report.plot_timeline(
-            result, plot_out, "svg" if plot_out.suffix.lower() == ".svg" else "png"
-        )
-    if html_out:
-        html_out.write_text(report.render_html(result))
+    if plot_out or html_out:
+        from svcdoctor.report.html import diagnosis_page, diagnosis_pictures, diagnosis_plot
+
+        if plot_out:
+            write_plot(plot_out, diagnosis_plot(evidence, result))
+        if html_out:
+            write_page(html_out, diagnosis_page(result, diagnosis_pictures(evidence, result)))

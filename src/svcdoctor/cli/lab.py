@@ -30,10 +30,12 @@ from svcdoctor.cli._params import (
     output_option,
     resolve_count,
 )
+from svcdoctor.cli._report import html_option, read_bundle, write_page
 from svcdoctor.errors import CommandError
 
 if TYPE_CHECKING:
     from svcdoctor.lab.run import RunResult
+    from svcdoctor.model import Diagnosis, Evidence
 
 DATAPATHS = ("auto", "kernel", "userspace")
 BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
@@ -250,11 +252,9 @@ def _run_bundle(
     return result, bundle
 
 
-def _diagnosis(bundle: Path) -> Any:
-    from svcdoctor.diagnose import diagnose
-    from svcdoctor.evidence import read_evidence
-
-    return diagnose(read_evidence([str(bundle)]))
+def _diagnosis(bundle: Path) -> tuple[Evidence, Diagnosis]:
+    """The bundle's evidence and its diagnosis."""
+    return read_bundle(bundle)
 
 
 def _scenario_default(path: str, unit: str = "") -> Callable[[], str]:
@@ -452,8 +452,15 @@ def lab() -> None:
     help="Pods below the replicas during the rollout: a number or a percentage.",
     default_text=_scenario_default("max_unavailable"),
 )
+@html_option
 def run_command(
-    name: str, datapath: str, out: Path | None, fmt: str, seed: int, **overrides: Any
+    name: str,
+    datapath: str,
+    out: Path | None,
+    fmt: str,
+    seed: int,
+    html_out: Path | None,
+    **overrides: Any,
 ) -> None:
     """Run a scenario under load, write the evidence bundle, and diagnose it.
 
@@ -466,11 +473,26 @@ def run_command(
     chosen = _datapath(datapath)
     with _progress(fmt == "text" and sys.stderr.isatty()) as bar:
         result, bundle = _run_bundle(scenario, chosen, datapath, out, seed, bar(name))
-    verdict = _diagnosis(bundle)
+    evidence, verdict = _diagnosis(bundle)
     from svcdoctor.model.evidence import Outcome
     from svcdoctor.report.diagnosis import diagnosis_to_dict, render_text
     from svcdoctor.report.lab import run_to_dict
 
+    if html_out is not None:
+        from svcdoctor.report.html import diagnosis_pictures, lab_page
+
+        expected = result.truth.expected_cause
+        page = lab_page(
+            name,
+            result.datapath,
+            result.requests,
+            result.failed,
+            expected.value if expected else None,
+            verdict,
+            diagnosis_pictures(evidence, verdict),
+            str(bundle),
+        )
+        write_page(html_out, page)
     if fmt == "json":
         shown = {"scenario": name, **run_to_dict(result), "diagnosis": diagnosis_to_dict(verdict)}
         click.echo(json.dumps(shown | {"bundle": str(bundle)}, indent=2, default=str))
@@ -490,6 +512,8 @@ def run_command(
             + "; ".join(f"{p.pod} failed {p.failed}/{p.sent}" for p in bad)
         )
     console.print(f"bundle: {bundle}  (svcdoctor diagnose {bundle})")
+    if html_out is not None:
+        console.print(f"report: {html_out}")
     console.print()
     render_text(verdict, console)
 
@@ -497,8 +521,16 @@ def run_command(
 @lab.command()
 @_datapath_option
 @_seed_option
-def demo(datapath: str, seed: int) -> None:
-    """The race reproduced, then the fix: the same rollout before and after."""
+@option(
+    "--html",
+    "html_out",
+    type=OutputFile((".html", ".htm"), "the report"),
+    help="Where to write the before/after report (always written; its path is printed last).",
+    default_text="svcdoctor-demo.html in a new temporary directory",
+)
+def demo(datapath: str, seed: int, html_out: Path | None) -> None:
+    """The race reproduced, then the fix: the same rollout before and after, and an HTML
+    report with both runs' per-pod lanes side by side."""
     from svcdoctor.lab.scenarios import SCENARIOS
     from svcdoctor.model.evidence import Outcome
 
@@ -508,27 +540,33 @@ def demo(datapath: str, seed: int) -> None:
         f"The same rolling update under load, twice, on the {chosen} datapath: first with a "
         "naive shutdown and no preStop, then with the fix."
     )
-    rows = []
+    from svcdoctor.report.html import DemoRun, demo_page
+
+    runs = []
     with _progress(sys.stderr.isatty()) as bar:
         for name in ("race", "race-fixed"):
             result, bundle = _run_bundle(SCENARIOS[name], chosen, datapath, None, seed, bar(name))
             chosen = result.datapath
-            verdict = _diagnosis(bundle)
-            primary = verdict.primary
-            rows.append((name, result, primary.cause.value if primary else "no cause", bundle))
+            evidence, verdict = _diagnosis(bundle)
+            broken = sum(result.by_outcome.get(o, 0) for o in (Outcome.RESET, Outcome.REFUSED))
+            runs.append(
+                (DemoRun(name, result.requests, result.failed, evidence, verdict, bundle), broken)
+            )
     table = Table("scenario", "requests", "failed", "resets / refusals", "diagnosis")
-    for name, result, cause, _ in rows:
-        broken = sum(result.by_outcome.get(o, 0) for o in (Outcome.RESET, Outcome.REFUSED))
-        table.add_row(name, str(result.requests), str(result.failed), str(broken), cause)
+    for run, broken in runs:
+        primary = run.diagnosis.primary
+        cause = primary.cause.value if primary else "no cause"
+        table.add_row(run.scenario, str(run.requests), str(run.failed), str(broken), cause)
     console.print(table)
-    before, after = rows[0][1], rows[1][1]
-    fix = after.scenario.pod
-    console.print(
-        f"before the fix: {before.failed} failed requests; after (preStop {fix.prestop:g} s, "
-        f"graceful shutdown, grace {fix.grace:g} s): {after.failed}"
-    )
-    for name, _, _, bundle in rows:
-        console.print(f"{name} evidence: svcdoctor diagnose {bundle}")
+    (before, _), (after, _) = runs
+    pod = SCENARIOS["race-fixed"].pod
+    fix = f"preStop {pod.prestop:g} s, graceful shutdown, grace {pod.grace:g} s"
+    console.print(f"before the fix: {before.failed} failed requests; after ({fix}): {after.failed}")
+    for run, _ in runs:
+        console.print(f"{run.scenario} evidence: svcdoctor diagnose {run.bundle}")
+    report = html_out or Path(tempfile.mkdtemp(prefix="svcdoctor-demo-")) / "svcdoctor-demo.html"
+    write_page(report, demo_page(before, after, fix, chosen))
+    console.print(f"before/after report: {report}")
 
 
 @lab.command()
@@ -603,6 +641,21 @@ def _serve_kubeconfig(path: Path | None) -> Path:
     default=True,
     help="Run the lab's own clients; --no-load leaves the traffic to the Jobs clients create.",
 )
+@option(
+    "--prometheus-config",
+    "prometheus_config",
+    type=OutputFile((".yml", ".yaml"), "a Prometheus configuration"),
+    help="Write a prometheus.yml that scrapes the lab's /metrics endpoints (every "
+    "--scrape-interval) once they serve.",
+    default_text="not written",
+)
+@option(
+    "--scrape-interval",
+    type=Duration(0, 300, low_open=True),
+    default=15.0,
+    help="The scrape interval of --prometheus-config.",
+    default_text="15s",
+)
 def serve_command(
     name: str,
     datapath: str,
@@ -613,9 +666,13 @@ def serve_command(
     seed: int,
     truth: Path | None,
     load_on: bool,
+    prometheus_config: Path | None,
+    scrape_interval: float,
 ) -> None:
     """Serve a lab cluster as a Kubernetes API (for kubectl, scan and collect) until
-    Ctrl-C or --for; its objects follow the lab's real pods, endpoints and events."""
+    Ctrl-C or --for; its objects follow the lab's real pods, endpoints and events. Its
+    exporters serve /metrics (ingress-nginx request counters per node, kube-state-metrics,
+    kube-proxy, node conntrack) for a Prometheus to scrape: diagnose --prometheus reads them."""
     from svcdoctor.lab.kernel import KernelUnavailable
     from svcdoctor.lab.scenarios import SCENARIOS
     from svcdoctor.lab.serve import ServeInfo, serve
@@ -636,6 +693,9 @@ def serve_command(
                         "context": info.context,
                         "namespace": info.namespace,
                         "datapath": info.datapath,
+                        "metrics": [
+                            {"job": t.job, "url": t.url, "node": t.node} for t in info.metrics
+                        ],
                     }
                 ),
             )
@@ -643,6 +703,14 @@ def serve_command(
             click.echo(f"lab {name} ({info.datapath} datapath) serving at {info.url}")
             click.echo(f"kubeconfig: {info.kubeconfig} (context {info.context})")
             click.echo(f"try: KUBECONFIG={info.kubeconfig} kubectl get pods -n {info.namespace}")
+            for t in info.metrics:
+                click.echo(f"metrics: {t.url} ({t.job}{', ' + t.node if t.node else ''})")
+        if prometheus_config is not None:
+            from svcdoctor.lab.metrics import scrape_config
+
+            prometheus_config.write_text(scrape_config(info.metrics, scrape_interval))
+            if fmt != "json":
+                click.echo(f"prometheus config: {prometheus_config}")
         sys.stdout.flush()
 
     async def main(on: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -13,6 +14,7 @@ from rich.table import Table
 from svcdoctor.cli._cluster import cluster_options, duration_option, fail
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, option, output_option
+from svcdoctor.cli._report import html_option, probe_page, write_page
 
 if TYPE_CHECKING:
     from svcdoctor.cluster.probe import ProbeOutcome
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 )
 @click.option("--yes", is_flag=True, help="Create the agent's Job; without it, print it and exit.")
 @output_option(("text", "json"))
+@html_option
 def probe(
     service: str,
     cluster: dict[str, Any],
@@ -68,6 +71,7 @@ def probe(
     image: str | None,
     yes: bool,
     fmt: str,
+    html_out: Path | None,
 ) -> None:
     """Probe every endpoint of SERVICE directly and through the Service, from inside.
 
@@ -123,17 +127,23 @@ def probe(
         click.echo("svcdoctor: interrupted before anything was created", err=True)
         sys.exit(130)
     result = outcome.result
+    body = {
+        "service": f"{api.namespace}/{service}",
+        "run": chosen.spec.run_id,
+        **result.to_dict(),
+        "cleaned_up": outcome.cleanup is not None and outcome.cleanup.clean,
+        "notes": list(outcome.notes),
+    }
     if fmt == "json":
-        body = {
-            "service": f"{api.namespace}/{service}",
-            "run": chosen.spec.run_id,
-            **result.to_dict(),
-            "cleaned_up": outcome.cleanup is not None and outcome.cleanup.clean,
-            "notes": list(outcome.notes),
-        }
         click.echo(json.dumps(body, indent=2))
     else:
         _text(outcome, f"{api.namespace}/{service}")
+    if html_out is not None:
+        raw = json.dumps(body, indent=2)
+        page = probe_page(
+            result, f"{api.namespace}/{service}", chosen.spec.run_id, outcome.notes, raw
+        )
+        write_page(html_out, page)
     sys.exit(1 if result.failing else 0)
 
 

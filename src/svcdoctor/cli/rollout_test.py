@@ -12,9 +12,11 @@ import click
 from svcdoctor.cli._cluster import cluster_options, duration_option, fail
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, OutputDir, option, output_option
+from svcdoctor.cli._report import html_option, rollout_page, write_page
 
 if TYPE_CHECKING:
     from svcdoctor.cluster.rollout import RolloutTest
+    from svcdoctor.model import Evidence
 
 
 @click.command("rollout-test")
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 @click.option("--allow-outage", is_flag=True, help="Test a workload with fewer than 2 ready pods.")
 @click.option("--yes", is_flag=True, help="Restart the workload (required).")
 @output_option(("text", "json"))
+@html_option
 def rollout_test(
     workload: str,
     cluster: dict[str, Any],
@@ -66,6 +69,7 @@ def rollout_test(
     allow_outage: bool,
     yes: bool,
     fmt: str,
+    html_out: Path | None,
 ) -> None:
     """Restart WORKLOAD (deployment/NAME) under load and report what the rollout dropped.
 
@@ -117,11 +121,25 @@ def rollout_test(
         click.echo(json.dumps(to_dict(outcome), indent=2))
     else:
         _text(outcome)
+    if html_out is not None:
+        write_page(
+            html_out,
+            rollout_page(outcome, _evidence(outcome), json.dumps(to_dict(outcome), indent=2)),
+        )
     if outcome.interrupted:
         sys.exit(130)
     if outcome.incomplete:
         fail(f"rollout-test incomplete: {'; '.join(outcome.incomplete)}")
     sys.exit(1 if outcome.failed > max_failures else 0)
+
+
+def _evidence(t: RolloutTest) -> Evidence | None:
+    """The bundle's evidence for the lanes (None when it was not diagnosed)."""
+    if t.diagnosis is None:
+        return None
+    from svcdoctor.evidence import read_evidence
+
+    return read_evidence([str(t.bundle)])
 
 
 def to_dict(t: RolloutTest) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from svcdoctor.cli._params import (
     option,
     output_option,
 )
+from svcdoctor.cli._report import html_option, plot_option, read_bundle, write_page, write_plot
 from svcdoctor.cli.config import ConfigError, kube_version
 from svcdoctor.errors import CommandError
 
@@ -298,13 +299,8 @@ def _given(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
 
 @click.group(invoke_without_command=True)
 @model_options
-@option(
-    "--plot",
-    "plot_out",
-    type=OutputFile((".png", ".svg"), "the plot"),
-    help="Also write the timeline of the first run (PNG or SVG, by extension).",
-    default_text="not written",
-)
+@plot_option("the timeline of the first run")
+@html_option
 @option(
     "--emit-evidence",
     "emit",
@@ -365,6 +361,7 @@ def simulate(
     ctx: click.Context,
     /,
     plot_out: Path | None,
+    html_out: Path | None,
     emit: Path | None,
     metrics_out: Path | None,
     rollouts: int,
@@ -376,7 +373,8 @@ def simulate(
     **options: Any,
 ) -> None:
     """Simulate a rolling update at cluster scale: failed requests per rollout (mean and
-    95 % interval over --runs), by cause, and the timeline.
+    95 % interval over --runs), by cause, and the timeline. --html writes a report with
+    the timeline and, with --emit-evidence, the per-pod lanes of the emitted bundle.
 
     Every delay is a distribution (DIST: SECONDS, uniform:LOW,HIGH, exp:MEAN or
     lognormal:MEDIAN,P99). Each option shows the model's default; the public figures behind
@@ -385,9 +383,10 @@ def simulate(
     """
     if ctx.invoked_subcommand is not None:
         # options given before the subcommand apply to it (`simulate --nodes 5000 recommend`)
-        if plot_out or emit or metrics_out:
+        if plot_out or html_out or emit or metrics_out:
             raise click.UsageError(
-                "--plot, --emit-evidence and --emit-metrics are options of simulate itself"
+                "--plot, --html, --emit-evidence and --emit-metrics are options of simulate "
+                "itself (recommend takes its own --plot and --html)"
             )
         ctx.obj = _given(ctx, options)
         return
@@ -436,18 +435,33 @@ def simulate(
         report.render_text(result, stdout_console(), _model_arguments(sys.argv))
     try:
         if plot_out:
-            kind = "svg" if plot_out.suffix.lower() == ".svg" else "png"
-            report.plot_simulation(result, plot_out, kind)
+            write_plot(plot_out, lambda out, fmt: report.plot_simulation(result, out, fmt))
         if emit:
             _emit(p, options["seed"], emit, options["fmt"])
         if metrics_out is not None and plan is not None:
             _emit_metrics(p, options["seed"], plan, metrics_out, options["fmt"])
+        if html_out:
+            write_page(html_out, _simulation_page(result, emit))
     except OSError as exc:
         raise CommandError(f"cannot write {exc.filename or ''}: {exc.strerror}") from None
 
 
+def _simulation_page(result: Any, emit: Path | None) -> Any:
+    """The report: the emitted bundle's per-pod lanes (diagnosed as ``diagnose`` would),
+    then the simulated timeline."""
+    from svcdoctor.report.html import diagnosis_pictures, figure, simulation_alt, simulation_page
+    from svcdoctor.report.simulation import plot_simulation
+
+    pictures = [figure(lambda out, fmt: plot_simulation(result, out, fmt), simulation_alt(result))]
+    if emit is not None:
+        evidence, diagnosis = read_bundle(emit)
+        pictures[:0] = diagnosis_pictures(evidence, diagnosis)
+    return simulation_page(result, pictures)
+
+
 _NOT_MODEL = (
     "--plot",
+    "--html",
     "--emit-evidence",
     "--emit-metrics",
     "--rollouts",
@@ -576,9 +590,17 @@ def _emit_metrics(p: Any, seed: int, plan: Any, out: Path, fmt: str) -> None:
     default="1.30",
     help="Below 1.30 the snippet uses an exec sleep instead of the native sleep action.",
 )
+@plot_option("the preStop curve: failed requests per rollout against preStop seconds")
+@html_option
 @click.pass_context
 def recommend_command(
-    ctx: click.Context, /, target_failures: float, kubernetes_version: str, **options: Any
+    ctx: click.Context,
+    /,
+    target_failures: float,
+    kubernetes_version: str,
+    plot_out: Path | None,
+    html_out: Path | None,
+    **options: Any,
 ) -> None:
     """The smallest preStop sleep and grace period that keep a rollout's failures under
     --target-failures (the latency tail included: a request in flight at SIGKILL fails),
@@ -606,6 +628,21 @@ def recommend_command(
         click.echo(report.render_recommendation_json(result))
     else:
         report.render_recommendation_text(result, stdout_console())
+    if plot_out or html_out:
+        from svcdoctor.report.curves import curve_alt, plot_prestop_curve
+        from svcdoctor.report.html import figure, recommendation_page
+
+        def plot(out: Any, fmt: str) -> None:
+            plot_prestop_curve(result, out, fmt)
+
+        try:
+            if plot_out:
+                write_plot(plot_out, plot)
+            if html_out:
+                picture = figure(plot, curve_alt(result))
+                write_page(html_out, recommendation_page(result, (picture,)))
+        except OSError as exc:
+            raise CommandError(f"cannot write {exc.filename or ''}: {exc.strerror}") from None
     if not result.met:
         sys.exit(1)
 

@@ -784,6 +784,19 @@ def _sources(h: History) -> tuple[tuple[SourceSummary, ...], tuple[str, ...]]:
 def analyse(h: History, settings: Settings | None = None) -> Diagnosis:
     """The differential diagnosis of one Service's history (pure)."""
     s = settings or Settings()
+    late = h.deletion_lateness
+    late_note: tuple[str, ...] = ()
+    if late:  # a deletion known only to a scrape: its failures may come that much later
+        # the test window grows by it; the steps away from deletions (the baseline, and the
+        # backend test's) shrink only when the test window outgrows the longest lag
+        window = s.test_window + late
+        s = replace(s, test_window=window, max_lag=max(s.max_lag, window))
+        late_note = (
+            f"pod deletions are known to a scrape ({late:.3g} s): each is placed at the earliest "
+            "it can have been (kube_pod_deletion_timestamp holds when the grace period ends, "
+            "so a deletion is at most one scrape before that series' first sample, or where "
+            f"the pod's series end); the race's test window is {late:.3g} s longer for it",
+        )
     dels = np.sort(
         np.array(
             [
@@ -824,7 +837,7 @@ def analyse(h: History, settings: Settings | None = None) -> Diagnosis:
         nearest_fraction=nearest_fraction(k, n, replicas),
         deletions=int(dels.size),
         sources=read,
-        warnings=(*h.warnings, *missing),
+        warnings=(*h.warnings, *missing, *late_note),
         floor_rate=s.floor_rate,
     )
     steps = next_steps(causes, summary, s)
@@ -837,7 +850,13 @@ def analyse(h: History, settings: Settings | None = None) -> Diagnosis:
         summary,
         tuple(causes),
         steps,
-        Timeline(events=events),
+        Timeline(
+            second=tuple((h.grid.t - h.grid.step).tolist()),
+            requests=tuple(np.rint(h.counts.requests).astype(np.int64).tolist()),
+            failures=tuple(np.rint(h.counts.failures).astype(np.int64).tolist()),
+            events=events,
+            step=h.grid.step,
+        ),
         h.service,
         rollouts=rollouts,
     )

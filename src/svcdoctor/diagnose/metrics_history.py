@@ -7,16 +7,26 @@ between evaluation steps (``(x - x offset S) >= 0 or x``): they are integers and
 the counters' growth over the range, which ``increase`` (extrapolated to the window's edges)
 does not; a counter reset or a series' first step counts its value since the reset.
 
-The store is reached through :class:`MetricsSource`, a Protocol that the reader's client
-(``svcdoctor.evidence.prometheus.PromClient``) satisfies structurally: the analyses never
-import the readers."""
+Queries are structured (:class:`Query`: a selector, a function over a window, an
+aggregation ``by`` labels; ``.promql`` renders it), so a source may evaluate them its own
+way. The store is reached through :class:`MetricsSource`, a Protocol that the reader's
+client (``svcdoctor.evidence.prometheus.PromClient``, which sends ``.promql``) satisfies
+structurally: the analyses never import the readers. ``RawSource``
+(``svcdoctor.evidence.prometheus_raw``) pulls raw samples instead and evaluates the same
+queries client-side: the baseline of ``benchmarks/prometheus_scale.py``.
+
+Node series are many (thousands of nodes): what is asked per step is asked only of the
+nodes whose counters moved, or whose conntrack table was at least :data:`FILL_FLOOR`
+full, found first with one query per metric over the range (in tiles of at most a day,
+so no query reads more than a day of samples)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -30,17 +40,99 @@ MAX_BINS = 25_000  # per series over the range (the client chunks requests to th
 POD_POINTS = 2_000_000  # per-pod series: pods x steps pulled at most (coarser steps beyond)
 LIFECYCLE_BINS = 2_000  # lifecycle series change rarely: a coarser step, never over 300 s
 LOOKBACK_STEP = 290.0  # under Prometheus' default 5 min lookback
+LOOKBACK = 300.0  # Prometheus' default lookback of an instant selector
+TILE = 86_400.0  # whole-range questions are asked per tile of at most this many seconds
+FILL_FLOOR = 0.5  # per step, table fill is exact where at least this (lower: 0 or less)
+MAX_NODES = 500  # per-step node queries name at most this many nodes (else all of them)
 VANISHED = 60.0  # a pod series ending this long before the others' end: the pod is gone
+UNKNOWN_SCRAPE = 60.0  # the scrape interval taken when no series shows it
+SCRAPE_WINDOW = 3600.0  # seconds per query window when samples are counted
 UNKNOWN = "unknown"  # Istio's value of a label it cannot fill
 REPORTER = "source"  # Istio reports each request twice; the client side's report is used
 CLOSE_FLAGS = ("UC", "URX")  # Envoy: upstream closed the connection / retries exhausted
 
 
+class Fn(StrEnum):
+    """What a query takes of each selected series at an evaluation time ``t``."""
+
+    GROWTH = "growth"  # the counter's exact growth over (t - window, t]: see ``counted``
+    SEEN = "count_over_time"  # the samples in the window
+    MAX = "max_over_time"  # the largest sample in the window
+    STAMP = "timestamp"  # the time of the sample an instant selector sees (5 min lookback)
+
+
+class Agg(StrEnum):
+    """How the series' values at one time are aggregated (per ``by`` group)."""
+
+    SUM = "sum"
+    MAX = "max"
+    COUNT = "count"
+
+
+def _dur(seconds: float) -> str:
+    """A PromQL duration: whole seconds, else milliseconds (``%g`` turns 1,209,600 s into
+    an exponent PromQL does not read)."""
+    ms = round(seconds * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A series selector: a metric name and label matchers (PromQL text each)."""
+
+    metric: str
+    matchers: tuple[str, ...] = ()
+
+    @property
+    def promql(self) -> str:
+        return f"{self.metric}{_fmt_matchers(self.matchers)}" if self.matchers else self.metric
+
+    def having(self, *matchers: str) -> Selector:
+        return Selector(self.metric, (*self.matchers, *matchers))
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """``agg by (by) (fn(selector, window) [/ fn(per, window)])``, optionally inside
+    ``histogram_quantile(quantile, …)`` (then ``by`` holds ``le``). ``per`` divides each
+    series by the one of the same labels (its name aside)."""
+
+    agg: Agg
+    fn: Fn
+    selector: Selector
+    window: float = 0.0
+    by: tuple[str, ...] = ()
+    per: Selector | None = None
+    quantile: float | None = None
+
+    def _of(self, sel: Selector) -> str:
+        text = sel.promql
+        if self.fn is Fn.GROWTH:
+            return counted(text, self.window)
+        if self.fn in (Fn.SEEN, Fn.MAX):
+            return f"{self.fn.value}({text}[{_dur(self.window)}])"
+        if self.fn is Fn.STAMP:
+            return f"timestamp({text})"
+        return text
+
+    @property
+    def promql(self) -> str:
+        inner = self._of(self.selector)
+        if self.per is not None:
+            inner = f"{inner} / {self._of(self.per)}"
+        out = (
+            f"{self.agg.value} by ({', '.join(self.by)}) ({inner})"
+            if self.by
+            else f"{self.agg.value}({inner})"
+        )
+        return out if self.quantile is None else f"histogram_quantile({self.quantile:g}, {out})"
+
+
 class MetricsSource(Protocol):
     """The metrics store as the analysis needs it (``PromClient`` has this shape)."""
 
-    def query_range(self, promql: str, start: float, end: float, step: float) -> list[Series]:
-        """Evaluate ``promql`` at ``start``, ``start + step``, … ``end``."""
+    def query_range(self, query: Query, start: float, end: float, step: float) -> list[Series]:
+        """Evaluate ``query`` at ``start``, ``start + step``, … ``end``."""
         ...
 
     def series_names(self, start: float, end: float) -> set[str]:
@@ -178,6 +270,10 @@ class History:
     conntrack: Conntrack | None = None
     programming_p99: float | None = None  # kube-proxy network programming, seconds
     found: frozenset[str] = frozenset()
+    # how much later than ``PodLife.deleted`` a deletion may have been: a pod gone between
+    # two scrapes has its deletion inferred from its series' last sample (up to one scrape
+    # early); 0 when every deletion came from kube_pod_deletion_timestamp
+    deletion_lateness: float = 0.0
     sigkilled: tuple[str, ...] = ()  # pods whose container last ended with reason Error
     warnings: tuple[str, ...] = ()
 
@@ -203,7 +299,7 @@ def choose_step(start: float, end: float) -> float:
 
 def counted(selector: str, step: float) -> str:
     """Per-step growth of the counters ``selector`` selects (exact, see the module doc)."""
-    s = f"{step:g}s"
+    s = _dur(step)
     return f"((({selector}) - ({selector} offset {s})) >= 0 or ({selector}))"
 
 
@@ -231,6 +327,10 @@ class ServiceRef:
             f'destination_service=~"{_escape(self.name)}'
             f'(\\\\.{_escape(self.namespace)}(\\\\..*)?)?"',
         ]
+
+    def selector(self, *more: str) -> Selector:
+        """The Service's request series (with ``more`` matchers)."""
+        return Selector(self.source.value, tuple(m for m in (*self.matchers(), *more) if m))
 
 
 def _escape(text: str) -> str:
@@ -263,13 +363,14 @@ def request_sources(found: set[str]) -> list[RequestSource]:
 def services(src: MetricsSource, source: RequestSource, grid: Grid) -> list[ServiceRef]:
     """Every Service with request series in the range."""
     if source is RequestSource.NGINX:
-        by, q = "namespace, service", f'{source.value}{{service!=""}}'
+        by = ("namespace", "service")
+        sel = Selector(source.value, ('service!=""',))
     else:
-        by = "destination_service, destination_workload_namespace"
-        q = f'{source.value}{{reporter="{REPORTER}"}}'
+        by = ("destination_service", "destination_workload_namespace")
+        sel = Selector(source.value, (f'reporter="{REPORTER}"',))
     step = _lifecycle_step(grid)
     found = src.query_range(
-        f"count by ({by}) (count_over_time({q}[{step:g}s]))", grid.start, grid.end + step, step
+        Query(Agg.COUNT, Fn.SEEN, sel, step, by), grid.start, grid.end + step, step
     )
     out = set()
     for s in found:
@@ -290,41 +391,43 @@ def _failed(source: RequestSource) -> str:
     return 'response_code=~"5..|0"'
 
 
+def _per_bin(src: MetricsSource, grid: Grid, query: Query) -> Floats:
+    """``query`` (one series, or summed) on the grid."""
+    return sum(
+        (grid.place(s) for s in src.query_range(query, grid.start, grid.end, grid.step)),
+        np.zeros(grid.n),
+    )
+
+
+def _growth(sel: Selector, step: float, by: tuple[str, ...] = ()) -> Query:
+    return Query(Agg.SUM, Fn.GROWTH, sel, step, by)
+
+
 def fetch(src: MetricsSource, ref: ServiceRef, grid: Grid, found: set[str]) -> History:
     """Pull one Service's history: every query aggregated at the store."""
-    name = ref.source.value
-    m = ref.matchers()
-    all_sel = f"{name}{_fmt_matchers(m)}"
-    bad_sel = f"{name}{_fmt_matchers([*m, _failed(ref.source)])}"
+    all_sel = ref.selector()
+    bad_sel = ref.selector(_failed(ref.source))
     step = grid.step
-
-    def one(promql: str) -> Floats:
-        return sum(
-            (grid.place(s) for s in src.query_range(promql, grid.start, grid.end, step)),
-            np.zeros(grid.n),
-        )
-
-    requests = one(f"sum({counted(all_sel, step)})")
-    failures = one(f"sum({counted(bad_sel, step)})")
+    requests = _per_bin(src, grid, _growth(all_sel, step))
+    failures = _per_bin(src, grid, _growth(bad_sel, step))
     closed = None
     per_pod: dict[str, Counts] = {}
     workloads: set[str] = set()
     warnings: list[str] = []
     if ref.source is RequestSource.ISTIO:
         flags = "|".join(CLOSE_FLAGS)
-        flag_matcher = f'response_flags=~".*({flags}).*"'
-        flagged = f"{name}{_fmt_matchers([*m, flag_matcher])}"
-        closed = one(f"sum({counted(flagged, step)})")
+        flagged = ref.selector(f'response_flags=~".*({flags}).*"')
+        closed = _per_bin(src, grid, _growth(flagged, step))
         every = _lifecycle_step(grid)
         for s in src.query_range(
-            f"count by (destination_workload) (count_over_time({all_sel}[{every:g}s]))",
+            Query(Agg.COUNT, Fn.SEEN, all_sel, every, ("destination_workload",)),
             grid.start,
             grid.end + every,
             every,
         ):
             if s.labels.get("destination_workload"):
                 workloads.add(s.labels["destination_workload"])
-    pods = _pods(src, grid, ref.namespace, found)
+    pods, lateness = _pods(src, grid, ref.namespace, found)
     pod_grid = _pod_grid(grid, len(pods))
     if ref.source is RequestSource.ISTIO:
         per_pod = _per_pod(src, pod_grid, all_sel, bad_sel)
@@ -345,21 +448,22 @@ def fetch(src: MetricsSource, ref: ServiceRef, grid: Grid, found: set[str]) -> H
         found=frozenset(found),
         sigkilled=killed,
         warnings=tuple(warnings),
+        deletion_lateness=lateness,
     )
 
 
-def _per_pod(src: MetricsSource, grid: Grid, all_sel: str, bad_sel: str) -> dict[str, Counts]:
+def _per_pod(
+    src: MetricsSource, grid: Grid, all_sel: Selector, bad_sel: Selector
+) -> dict[str, Counts]:
     """Requests and failures per ``destination_pod`` (only when the label is exported)."""
     step = grid.step
     by = "destination_pod"
-    total = src.query_range(f"sum by ({by}) ({counted(all_sel, step)})", grid.start, grid.end, step)
+    total = src.query_range(_growth(all_sel, step, (by,)), grid.start, grid.end, step)
     if not any(_pod_name(s.labels.get(by)) for s in total):
         return {}
     bad = {
         s.labels.get(by, ""): grid.place(s)
-        for s in src.query_range(
-            f"sum by ({by}) ({counted(bad_sel, step)})", grid.start, grid.end, step
-        )
+        for s in src.query_range(_growth(bad_sel, step, (by,)), grid.start, grid.end, step)
     }
     zero = np.zeros(grid.n)
     return {
@@ -380,15 +484,15 @@ def _lifecycle_step(grid: Grid) -> float:
 
 
 def _last_values(
-    src: MetricsSource, grid: Grid, promql: str, keys: tuple[str, ...], over: bool = True
+    src: MetricsSource, grid: Grid, sel: Selector, keys: tuple[str, ...], over: bool = True
 ) -> dict[tuple[str, ...], float]:
-    """The last value of each series of ``promql`` (``max_over_time`` per lifecycle step,
-    so a series that lived between two steps is still seen; ``over=False`` for an
-    expression, seen through the 5 min lookback), keyed by the labels."""
-    # an expression is seen through the 5 min lookback: a step within it sees every sample
+    """The last value of each series of ``sel`` (``max_over_time`` per lifecycle step, so
+    a series that lived between two steps is still seen; ``over=False``: the timestamp of
+    the sample the instant selector sees, through the 5 min lookback), keyed by the
+    labels."""
+    # an instant selector sees through the 5 min lookback: a step within it sees every sample
     step = _lifecycle_step(grid) if over else max(_lifecycle_step(grid), LOOKBACK_STEP)
-    inner = f"max_over_time({promql}[{step:g}s])" if over else promql
-    query = f"max by ({', '.join(keys)}) ({inner})"
+    query = Query(Agg.MAX, Fn.MAX if over else Fn.STAMP, sel, step if over else 0.0, keys)
     out: dict[tuple[str, ...], float] = {}
     for s in src.query_range(query, grid.start, grid.end + step, step):
         values = s.v[np.isfinite(s.v)]
@@ -397,32 +501,90 @@ def _last_values(
     return out
 
 
-def _pods(src: MetricsSource, grid: Grid, namespace: str, found: set[str]) -> list[PodLife]:
-    """The namespace's pods with their creation, deletion and owning workload."""
+def _scrape_interval(
+    src: MetricsSource,
+    grid: Grid,
+    sel: Selector,
+    created: Mapping[tuple[str, ...], float],
+    last: Mapping[tuple[str, ...], float],
+) -> float | None:
+    """The scrape interval of kube-state-metrics, from above, from ``kube_pod_created``
+    (``sel``): ``n`` samples of one pod span at least ``n - 1`` intervals, within one window
+    of the count (an hour, or the range) and from the pod's creation to its last sample
+    (when known: a live store marks a gone series stale, and its end is not seen). The
+    least of these over the pods with three samples or more; None when none has three."""
+    every = max(min(SCRAPE_WINDOW, grid.end - grid.start), grid.step)
+    # a range selector holds both its ends (Prometheus 2): a millisecond less, so that
+    # windows one step apart never count a sample twice
+    query = Query(Agg.SUM, Fn.SEEN, sel, every - 0.001, ("pod",))
+    counts: dict[tuple[str, ...], float] = {}
+    spacings: list[float] = []
+    for s in src.query_range(query, grid.start + every, grid.end + every, every):
+        key = (s.labels.get("pod", ""),)
+        seen = s.v[np.isfinite(s.v)]
+        counts[key] = counts.get(key, 0.0) + float(seen.sum())
+        spacings += [every / (n - 1) for n in seen.tolist() if n >= 3]
+    spacings += [
+        (last[key] - max(created[key], grid.start)) / (n - 1)
+        for key, n in counts.items()
+        if n >= 3 and key in created and key in last and last[key] > created[key]
+    ]
+    return min(spacings) if spacings else None
+
+
+def _first_seen(
+    src: MetricsSource, grid: Grid, sel: Selector, keys: tuple[str, ...], every: float
+) -> dict[tuple[str, ...], float]:
+    """The time of each series' first sample: ``timestamp()`` evaluated every ``every``
+    seconds (at most the scrape interval, so even a series scraped once is seen)."""
+    out: dict[tuple[str, ...], float] = {}
+    for s in src.query_range(Query(Agg.MAX, Fn.STAMP, sel, 0.0, keys), grid.start, grid.end, every):
+        values = s.v[np.isfinite(s.v)]
+        if values.size:
+            out[tuple(s.labels.get(k, "") for k in keys)] = float(values.min())
+    return out
+
+
+def _pods(
+    src: MetricsSource, grid: Grid, namespace: str, found: set[str]
+) -> tuple[list[PodLife], float]:
+    """The namespace's pods with their creation, deletion and owning workload, and how much
+    later than stated a deletion may have been (see ``History.deletion_lateness``).
+
+    kube_pod_deletion_timestamp's value is the pod's ``metadata.deletionTimestamp``: when
+    its grace period *ends*. The deletion itself is when that series first appears: at most
+    one scrape before its first sample."""
     ns = f'namespace="{namespace}"'
     keys = ("pod",)
-    created = (
-        _last_values(src, grid, f"kube_pod_created{{{ns}}}", keys)
-        if "kube_pod_created" in found
-        else {}
-    )
-    deleted = (
-        _last_values(src, grid, f"kube_pod_deletion_timestamp{{{ns}}}", keys)
-        if "kube_pod_deletion_timestamp" in found
-        else {}
-    )
+    created_sel = Selector("kube_pod_created", (ns,))
+    created: dict[tuple[str, ...], float] = {}
+    seen: dict[tuple[str, ...], float] = {}
+    scrape: float | None = None
+    if "kube_pod_created" in found:
+        created = _last_values(src, grid, created_sel, keys)
+        seen = _last_values(src, grid, created_sel, keys, over=False)
+        scrape = _scrape_interval(src, grid, created_sel, created, seen)
+    scrape = scrape or UNKNOWN_SCRAPE
+    deleted: dict[tuple[str, ...], float] = {}
+    if "kube_pod_deletion_timestamp" in found:
+        sel = Selector("kube_pod_deletion_timestamp", (ns,))
+        for key, first in _first_seen(src, grid, sel, keys, min(scrape, grid.step)).items():
+            deleted[key] = max(first - scrape, created.get(key, -math.inf))
     if "kube_pod_created" in found:
         # a pod that exits at once is gone before kube-state-metrics is scraped again and
         # never shows a deletion timestamp: its series' end stands in for the deletion
-        seen = _last_values(src, grid, f"timestamp(kube_pod_created{{{ns}}})", keys, over=False)
         last = max(seen.values(), default=0.0)
         for key, at in seen.items():
             if key not in deleted and at < last - VANISHED:
                 deleted[key] = at
+    lateness = scrape if deleted else 0.0
     rs_of: dict[str, str] = {}
     if "kube_pod_owner" in found:
         for (pod, owner), _ in _last_values(
-            src, grid, f'kube_pod_owner{{{ns},owner_kind="ReplicaSet"}}', ("pod", "owner_name")
+            src,
+            grid,
+            Selector("kube_pod_owner", (ns, 'owner_kind="ReplicaSet"')),
+            ("pod", "owner_name"),
         ).items():
             rs_of[pod] = owner
     deploy_of: dict[str, str] = {}
@@ -430,7 +592,7 @@ def _pods(src: MetricsSource, grid: Grid, namespace: str, found: set[str]) -> li
         for (rs, owner), _ in _last_values(
             src,
             grid,
-            f'kube_replicaset_owner{{{ns},owner_kind="Deployment"}}',
+            Selector("kube_replicaset_owner", (ns, 'owner_kind="Deployment"')),
             ("replicaset", "owner_name"),
         ).items():
             deploy_of[rs] = owner
@@ -450,7 +612,7 @@ def _pods(src: MetricsSource, grid: Grid, namespace: str, found: set[str]) -> li
                 deleted=deleted.get((pod,)),
             )
         )
-    return pods
+    return pods, lateness
 
 
 def _workloads_of(
@@ -477,53 +639,92 @@ def _workloads_of(
     return known
 
 
-def _at_end(src: MetricsSource, grid: Grid, promql: str) -> list[Series]:
-    """``promql`` once, at the range's end."""
-    return src.query_range(promql, grid.end, grid.end, grid.end - grid.start or 1.0)
+def _at_end(src: MetricsSource, grid: Grid, query: Query) -> list[Series]:
+    """``query`` once, at the range's end."""
+    return src.query_range(query, grid.end, grid.end, grid.end - grid.start or 1.0)
+
+
+def _over_range(
+    src: MetricsSource, grid: Grid, make: Callable[[float], Query], reach: float = 0.0
+) -> dict[tuple[tuple[str, str], ...], tuple[Mapping[str, str], float]]:
+    """The largest value of each series of ``make(window)`` over the range (and ``reach``
+    seconds before it), asked in tiles of at most :data:`TILE` seconds that end at the
+    range's end, so no query reads more than a tile of samples: labels and value by key."""
+    span = grid.end - grid.start + reach
+    tiles = max(1, math.ceil(span / TILE))
+    window = float(math.ceil(span / tiles)) if span > 0 else 1.0
+    first = grid.end - (tiles - 1) * window
+    out: dict[tuple[tuple[str, str], ...], tuple[Mapping[str, str], float]] = {}
+    for s in src.query_range(make(window), first, grid.end, window):
+        values = s.v[np.isfinite(s.v)]
+        if values.size:
+            out[s.key()] = (s.labels, float(values.max()))
+    return out
+
+
+def _only(sel: Selector, instances: Iterable[str]) -> Selector | None:
+    """``sel`` for these nodes only (``None``: none of them; all when too many to name)."""
+    names = sorted(instances)
+    if not names:
+        return None
+    if len(names) > MAX_NODES:
+        return sel
+    return sel.having(f'instance=~"{"|".join(_escape(n) for n in names)}"')
+
+
+def _node_max(sel: Selector, window: float, per: Selector | None = None) -> Query:
+    """Each node's largest sample of ``sel`` (divided by ``per``'s) over ``window``."""
+    return Query(Agg.MAX, Fn.MAX, sel, window, ("instance",), per=per)
 
 
 def _conntrack(src: MetricsSource, grid: Grid, found: set[str]) -> Conntrack | None:
     """Conntrack insert failures and drops per bin (summed over the nodes), the fullest
-    table per bin, and each node's totals over the range."""
+    table per bin, and each node's totals over the range.
+
+    Per bin, only the nodes whose counters are non-zero somewhere a step's growth can
+    see (the range, a step and the lookback before it) are asked: the others add zeros.
+    The fill per bin is asked of the nodes at least :data:`FILL_FLOOR` full at some time:
+    exact wherever the fullest table is at least that full."""
     counters = ("node_nf_conntrack_stat_insert_failed", "node_nf_conntrack_stat_drop")
     if not set(counters) & found:
         return None
     step, span = grid.step, grid.end - grid.start
-
-    def per_bin(promql: str) -> Floats:
-        return sum(
-            (grid.place(s) for s in src.query_range(promql, grid.start, grid.end, step)),
-            np.zeros(grid.n),
-        )
-
     zero = np.zeros(grid.n)
-    grow = [per_bin(f"sum({counted(m, step)})") if m in found else zero for m in counters]
-    totals: list[dict[str, float]] = [
-        {
-            s.labels.get("instance", "?"): float(s.v[-1])
-            for s in _at_end(src, grid, f"sum by (instance) ({counted(m, span)})")
-            if s.v.size
-        }
-        if m in found
-        else {}
-        for m in counters
-    ]
+    grow: list[Floats] = []
+    totals: list[dict[str, float]] = []
+    for metric in counters:
+        if metric not in found:
+            grow.append(zero)
+            totals.append({})
+            continue
+        sel = Selector(metric)
+        moved = _over_range(src, grid, partial(_node_max, sel), reach=step + LOOKBACK)
+        active = _only(sel, (lab.get("instance", "?") for lab, v in moved.values() if v != 0))
+        grow.append(zero if active is None else _per_bin(src, grid, _growth(active, step)))
+        totals.append(
+            {
+                s.labels.get("instance", "?"): float(s.v[-1])
+                for s in _at_end(src, grid, _growth(sel, span, ("instance",)))
+                if s.v.size
+            }
+        )
     fill = None
     fullest: dict[str, float] = {}
     if {"node_nf_conntrack_entries", "node_nf_conntrack_entries_limit"} <= found:
-        entries = "node_nf_conntrack_entries"
-        limit = "node_nf_conntrack_entries_limit"
-        fill = per_bin(f"max(max_over_time({entries}[{step:g}s]) / {limit})")
+        entries = Selector("node_nf_conntrack_entries")
+        limit = Selector("node_nf_conntrack_entries_limit")
         fullest = {
-            s.labels.get("instance", "?"): float(s.v[-1])
-            for s in _at_end(
-                src,
-                grid,
-                f"max by (instance) (max_over_time({entries}[{span:g}s]) "
-                f"/ max_over_time({limit}[{span:g}s]))",
-            )
-            if s.v.size
+            lab.get("instance", "?"): value
+            for lab, value in _over_range(
+                src, grid, partial(_node_max, entries, per=limit)
+            ).values()
         }
+        full = _only(entries, (n for n, v in fullest.items() if v >= FILL_FLOOR))
+        fill = (
+            zero
+            if full is None
+            else _per_bin(src, grid, Query(Agg.MAX, Fn.MAX, full, step, per=limit))
+        )
     names = sorted(set(totals[0]) | set(totals[1]) | set(fullest))
     nodes = tuple(
         NodeTotal(
@@ -539,15 +740,14 @@ def _conntrack(src: MetricsSource, grid: Grid, found: set[str]) -> Conntrack | N
 
 def _programming_p99(src: MetricsSource, grid: Grid, found: set[str]) -> float | None:
     """kube-proxy's 99th percentile network-programming latency over the range, all
-    nodes together: the least time a deleted pod stays routable."""
+    nodes together: the least time a deleted pod stays routable. The buckets' exact
+    growth over the range (two samples a series) rather than ``increase`` (every sample
+    of every node's buckets in one query)."""
     if PROGRAMMING not in found:
         return None
     span = grid.end - grid.start
-    got = _at_end(
-        src,
-        grid,
-        f"histogram_quantile(0.99, sum by (le) (increase({PROGRAMMING}[{span:g}s])))",
-    )
+    query = Query(Agg.SUM, Fn.GROWTH, Selector(PROGRAMMING), span, ("le",), quantile=0.99)
+    got = _at_end(src, grid, query)
     values = [float(s.v[-1]) for s in got if s.v.size and np.isfinite(s.v[-1])]
     return values[0] if values else None
 
@@ -560,5 +760,6 @@ def _sigkilled(
     metric = "kube_pod_container_status_last_terminated_reason"
     if metric not in found or not pods:
         return ()
-    got = _last_values(src, grid, f'{metric}{{namespace="{namespace}",reason="Error"}}', ("pod",))
+    sel = Selector(metric, (f'namespace="{namespace}"', 'reason="Error"'))
+    got = _last_values(src, grid, sel, ("pod",))
     return tuple(sorted(k[0] for k, v in got.items() if v > 0 and k[0] in pods))

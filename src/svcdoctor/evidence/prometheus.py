@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 from urllib.parse import urlsplit
 
 import httpx2 as httpx
@@ -35,6 +35,17 @@ _TOO_LARGE = re.compile(
     r"|too many points|query timed out|context deadline exceeded",
     re.IGNORECASE,
 )
+
+
+class PromQL(Protocol):
+    """A structured query that renders itself as PromQL text (``diagnose``'s ``Query``)."""
+
+    @property
+    def promql(self) -> str: ...
+
+
+def _text(query: str | PromQL) -> str:
+    return query if isinstance(query, str) else query.promql
 
 
 class PrometheusError(SvcdoctorError):
@@ -129,7 +140,8 @@ def _series(result: list[dict[str, Any]], kind: str) -> list[Series]:
 class PromClient:
     """A Prometheus query API at ``url``: ``headers`` go with every request (e.g.
     ``Authorization``), ``timeout`` bounds each request (the server is asked to stop at
-    the same time). ``bytes_pulled`` and ``requests`` count what was transferred;
+    the same time). ``bytes_pulled`` (on the wire, compressed as the server sent them),
+    ``bytes_decoded`` (the answers' JSON) and ``requests`` count what was transferred;
     ``warnings`` collects the server's warnings. Use as a context manager, or ``close()``.
     """
 
@@ -152,6 +164,7 @@ class PromClient:
         self.timeout = timeout
         self.max_points = max_points
         self.bytes_pulled = 0
+        self.bytes_decoded = 0
         self.requests = 0
         self.warnings: list[str] = []
         try:
@@ -186,10 +199,14 @@ class PromClient:
 
     # -- the API calls ------------------------------------------------------------------
 
-    def query_range(self, promql: str, start: float, end: float, step: float) -> list[Series]:
-        """``promql`` every ``step`` seconds from ``start`` to ``end`` (Unix seconds, ms
-        precision), one series per label set, in label order. Split by time into requests
-        of at most ``max_points`` points; a request refused as too large is halved."""
+    def query_range(
+        self, query: str | PromQL, start: float, end: float, step: float
+    ) -> list[Series]:
+        """``query`` (PromQL, or a query that renders as PromQL) every ``step`` seconds from
+        ``start`` to ``end`` (Unix seconds, ms precision), one series per label set, in
+        label order. Split by time into requests of at most ``max_points`` points; a
+        request refused as too large is halved."""
+        promql = _text(query)
         start_ms, end_ms, step_ms = _ms(start, "start"), _ms(end, "end"), _ms(step, "step")
         if step_ms <= 0:
             raise PrometheusError(f"step must be at least 1 ms, not {step!r}")
@@ -214,8 +231,9 @@ class PromClient:
                 )
         return out
 
-    def query(self, promql: str, at: float) -> list[Series]:
-        """``promql`` at one instant: one point per series (a scalar: one unlabelled)."""
+    def query(self, query: str | PromQL, at: float) -> list[Series]:
+        """``query`` at one instant: one point per series (a scalar: one unlabelled)."""
+        promql = _text(query)
         data = self._call(
             "api/v1/query",
             {"query": promql, "time": _seconds_text(_ms(at, "time"))},
@@ -324,6 +342,7 @@ class PromClient:
             ) from None
         self.requests += 1
         self.bytes_pulled += response.num_bytes_downloaded
+        self.bytes_decoded += len(response.content)
         status = response.status_code
         body = self._json(response)
         if status in (401, 403):
@@ -365,6 +384,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "MAX_POINTS",
     "PromClient",
+    "PromQL",
     "PrometheusAuthError",
     "PrometheusError",
     "PrometheusQueryError",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from svcdoctor.errors import SvcdoctorError
+from svcdoctor.lab.metrics import CONNECT_FAILED, NO_ENDPOINT, Outcome, ProxyTally, RequestCounts
 
 
 class LabError(SvcdoctorError, RuntimeError):
@@ -58,7 +59,7 @@ class Datapath(Protocol):
     def service_address(self, node: int) -> tuple[str, int]: ...
     def client_socket(self, node: int) -> socket.socket: ...
     def probe_socket(self, pod: PodNet) -> socket.socket: ...
-    def backend_of(self, node: int, local_port: int) -> str | None: ...
+    def backend_of(self, node: int, local_port: int, at: float | None = None) -> str | None: ...
     def node_netns(self, node: int) -> str | None: ...
     def break_node(self, node: int, share: float) -> None: ...
     async def close(self) -> None: ...
@@ -115,7 +116,13 @@ class _Proxy:
 class UserspaceDatapath:
     """kube-proxy's userspace mode, per node: a connection picks one ready backend at
     random and keeps it for its whole life; a backend that refuses resets the client. A
-    broken node's proxy (``break_node``) resets that share of its new connections."""
+    broken node's proxy (``break_node``) resets that share of its new connections.
+
+    Each node's proxy counts the requests it passes as an ingress would (``requests``,
+    ``metrics.ProxyTally``): the statuses of the responses, 502 for a refused connect or
+    an upstream that closed under a request, 503 with no endpoint, 499 when the client
+    left. A connection failed before the client's request was read counts as one request
+    (the one the client opened it for)."""
 
     name = "userspace"
 
@@ -124,9 +131,11 @@ class UserspaceDatapath:
         self.errors: list[str] = []
         self.rng = random.Random(seed)
         self.broken: dict[int, float] = {}  # node → share of connections it drops
+        self.requests: list[RequestCounts] = []  # per node: what its proxy passed
 
     async def start(self, nodes: int) -> None:
         for node in range(nodes):
+            self.requests.append(RequestCounts())
             proxy = _Proxy()
             proxy.server = await asyncio.start_server(
                 functools.partial(self._accept, node), "127.0.0.1", 0, backlog=4096
@@ -152,8 +161,8 @@ class UserspaceDatapath:
     def probe_socket(self, pod: PodNet) -> socket.socket:
         return _plain_socket()
 
-    def backend_of(self, node: int, local_port: int) -> str | None:
-        return self.proxies[node].chosen.get(local_port)
+    def backend_of(self, node: int, local_port: int, at: float | None = None) -> str | None:
+        return self.proxies[node].chosen.get(local_port)  # the proxy's latest pick: see _accept
 
     def node_netns(self, node: int) -> str | None:
         return None  # the nodes' clients run on the host, with their node's proxy address
@@ -172,7 +181,9 @@ class UserspaceDatapath:
             proxy.tasks.add(task)
             task.add_done_callback(proxy.tasks.discard)
         peer = writer.get_extra_info("peername")
+        counts = self.requests[node]
         if not proxy.backends or self.rng.random() < self.broken.get(node, 0.0):
+            counts.add(CONNECT_FAILED if proxy.backends else NO_ENDPOINT)
             reset(writer)
             return
         backend = self.rng.choice(proxy.backends)
@@ -182,9 +193,16 @@ class UserspaceDatapath:
                 asyncio.open_connection(backend.host, backend.port), 2.0
             )
         except (OSError, TimeoutError):
+            counts.add(Outcome(CONNECT_FAILED.status, backend.pod, CONNECT_FAILED.flags))
             reset(writer)  # connection refused by the pod: the client sees a reset
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        tally = ProxyTally(counts, backend.pod)
+        ended: list[str] = []  # which side's stream ended first
+        await asyncio.gather(
+            _pipe(reader, up_writer, tally.from_client, lambda: ended.append("client")),
+            _pipe(up_reader, writer, tally.from_upstream, lambda: ended.append("upstream")),
+        )
+        tally.close(upstream_first=bool(ended) and ended[0] == "upstream")
 
     async def close(self) -> None:
         for proxy in self.proxies:
@@ -195,15 +213,27 @@ class UserspaceDatapath:
             await asyncio.gather(*proxy.tasks, return_exceptions=True)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy bytes until EOF; an RST on one side becomes an RST on the other."""
+async def _pipe(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    seen: Callable[[bytes], None] | None = None,
+    ended: Callable[[], None] | None = None,
+) -> None:
+    """Copy bytes until EOF; an RST on one side becomes an RST on the other. ``seen`` is
+    shown each chunk read, ``ended`` told when the reading side ended (EOF or reset)."""
     try:
         while data := await reader.read(65536):
+            if seen:
+                seen(data)
             writer.write(data)
             await writer.drain()
+        if ended:
+            ended()
         with contextlib.suppress(OSError):
             writer.write_eof()
     except (ConnectionError, OSError):
+        if ended:
+            ended()
         reset(writer)
     except asyncio.CancelledError:
         reset(writer)

@@ -12,7 +12,9 @@ find leftovers):
 * ``PREFIX-pJ``: pod J, its process listening on its own IP.
 
 Connection tracking is the kernel's: an established connection keeps its backend after a
-rule change, exactly as on a real node.
+rule change, exactly as on a real node. Which pod the rules picked for each connection is
+read from each node's conntrack event stream (``conntrack -E``): the table itself forgets a
+refused connection at once, and those are the failures whose backend matters most.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from svcdoctor.lab.datapath import Backend, LabError, PodNet
 
@@ -204,7 +208,10 @@ class KernelDatapath:
     _want: dict[int, list[Backend]] = field(default_factory=dict)
     _syncing: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     _by_ip: dict[str, str] = field(default_factory=dict)
-    _conntrack: dict[tuple[int, int], str] = field(default_factory=dict)
+    # (node, client port) → every connection it made: (kernel time of the SYN, pod)
+    _conntrack: dict[tuple[int, int], list[tuple[float, str]]] = field(default_factory=dict)
+    _watchers: list[tuple[int, subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
+    _read_to: dict[int, int] = field(default_factory=dict)  # node → bytes of its stream read
     errors: list[str] = field(default_factory=list)  # failed rule syncs: the run is invalid
     broken: dict[int, float] = field(default_factory=dict)  # node → share it rejects
 
@@ -287,7 +294,22 @@ class KernelDatapath:
                 "5",
                 input_text=rules([], self.broken.get(node, 0.0)),
             )
+            self._watch(node, ns)
         self.nodes = nodes
+
+    def _watch(self, node: int, ns: str) -> None:
+        """Record every new connection to the VIP of node ``node`` with its DNAT target, in
+        an unnamed file (nothing is left behind; the process dies with the namespace)."""
+        sink = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        watcher = subprocess.Popen(
+            [
+                *("ip", "netns", "exec", ns, "conntrack", "-E", "-e", "NEW"),
+                *("-p", "tcp", "--orig-dst", VIP, "-o", "timestamp"),
+            ],
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+        )
+        self._watchers.append((node, watcher, sink))
 
     async def add_pod(self, pod: str) -> PodNet:
         index = self._next_pod
@@ -341,8 +363,15 @@ class KernelDatapath:
     def probe_socket(self, pod: PodNet) -> socket.socket:
         return socket_in(self.fabric)  # the kubelet probes from the node's side of the bridge
 
-    def backend_of(self, node: int, local_port: int) -> str | None:
-        return self._conntrack.get((node, local_port))
+    def backend_of(self, node: int, local_port: int, at: float | None = None) -> str | None:
+        """The pod the rules gave node ``node``'s connection from ``local_port`` (the one
+        made nearest ``at`` when the port was used again; the last one without ``at``)."""
+        made = self._conntrack.get((node, local_port))
+        if not made:
+            return None
+        if at is None:
+            return made[-1][1]
+        return min(made, key=lambda m: abs(m[0] - at))[1]
 
     def node_netns(self, node: int) -> str | None:
         return f"{self.prefix}-n{node}"
@@ -353,32 +382,30 @@ class KernelDatapath:
         self.broken[node] = share
 
     def read_conntrack(self) -> None:
-        """Which pod each client connection was DNATed to, from every node's conntrack."""
-        for node in range(self.nodes):
-            out = _run(
-                "ip",
-                "netns",
-                "exec",
-                f"{self.prefix}-n{node}",
-                "conntrack",
-                "-L",
-                "-p",
-                "tcp",
-                "--orig-dst",
-                VIP,
-                check=False,
-            )
-            for line in out.splitlines():
-                # original direction first, then the reply: its src is the DNATed pod
+        """Which pod each client connection was DNATed to, from the nodes' event streams:
+        ``[<time>] [NEW] tcp 6 120 SYN_SENT src=<node> dst=<VIP> sport=<port> … src=<pod>``."""
+        for node, _, sink in self._watchers:
+            sink.seek(self._read_to.get(node, 0))
+            chunk = sink.read()
+            whole = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+            self._read_to[node] = self._read_to.get(node, 0) + len(whole)
+            for line in whole.decode(errors="replace").splitlines():
+                stamp = re.match(r"\s*\[(\d+\.\d+)\]", line)
                 sources = re.findall(r"src=(\S+)", line)
                 sport = re.search(r"sport=(\d+)", line)
-                if len(sources) >= 2 and sport and sources[1] in self._by_ip:
-                    self._conntrack[(node, int(sport.group(1)))] = self._by_ip[sources[1]]
+                if stamp and sport and len(sources) >= 2 and sources[1] in self._by_ip:
+                    made = self._conntrack.setdefault((node, int(sport.group(1))), [])
+                    made.append((float(stamp.group(1)), self._by_ip[sources[1]]))
 
     async def close(self) -> None:
         await asyncio.gather(*self._syncing.values(), return_exceptions=True)
+        await asyncio.sleep(0.2)  # the last events reach the files
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.read_conntrack)
+        for _, watcher, sink in self._watchers:
+            watcher.kill()
+            watcher.wait()
+            sink.close()
         await asyncio.to_thread(remove_namespaces, self.namespaces)
 
 

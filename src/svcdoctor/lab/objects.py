@@ -441,6 +441,40 @@ def deployment(view: LabView) -> Obj:
     }
 
 
+def manifests(scenario: Scenario) -> list[Obj]:
+    """The Deployment and Service as a user would have written them (what ``lab run`` puts
+    in its bundle beside the evidence, so a diagnosis knows the pods' preStop and grace)."""
+    deployment: Obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE, "labels": {"app": DEPLOYMENT}},
+        "spec": {
+            "replicas": scenario.replicas,
+            "selector": {"matchLabels": {"app": DEPLOYMENT}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {
+                    "maxSurge": scenario.max_surge,
+                    "maxUnavailable": scenario.max_unavailable,
+                },
+            },
+            "template": {"metadata": {"labels": {"app": DEPLOYMENT}}, "spec": pod_spec(scenario)},
+        },
+    }
+    service: Obj = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": {"app": DEPLOYMENT}},
+        "spec": {
+            "selector": {"app": DEPLOYMENT},
+            "ports": [
+                {"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}
+            ],
+        },
+    }
+    return [deployment, service]
+
+
 def pods(view: LabView) -> list[Obj]:
     """The Deployment's pods, from ``pods_json`` (deletion and termination facts) with the
     rest of a real pod: owner, template spec, node, IP, conditions, phase."""

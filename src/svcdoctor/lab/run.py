@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import yaml
 
 from svcdoctor.evidence.write import write_bundle
 from svcdoctor.lab.cleanup import claim
@@ -326,7 +327,7 @@ def request_row(record: dict[str, Any], dp: Datapath) -> dict[str, Any]:
     request's backend is the one the datapath picked for its connection, when known."""
     backend = record["backend"]
     if backend is None and record.get("port"):
-        backend = dp.backend_of(record["node"], record["port"])
+        backend = dp.backend_of(record["node"], record["port"], record["ts"])
     return {
         "ts": record["ts"],
         "outcome": record["outcome"],
@@ -359,6 +360,9 @@ def write_lab_bundle(
 ) -> None:
     write_bundle(out, frame, cluster.events, cluster.snapshot(), cluster.endpoints, "lab")
     scenario = result.scenario
+    from svcdoctor.lab.objects import manifests  # it names the ReplicaSets after this module's
+
+    (out / "manifests.yaml").write_text(yaml.safe_dump_all(manifests(scenario)))
     (out / "lab.json").write_text(
         json.dumps(
             {

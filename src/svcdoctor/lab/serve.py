@@ -12,6 +12,12 @@ rollout; without ``rollout_at`` that patch is the only way the lab rolls. One ro
 time: a restart patch while one rolls is refused with 409 Conflict (a later one rolls again,
 to a new ReplicaSet). ``load_on=False`` leaves the lab's own clients off, so a client's
 agent is the only traffic.
+
+The lab's exporters answer on plain-HTTP ``/metrics`` endpoints (``metrics.py``), announced
+in ``ServeInfo.metrics``: kube-state-metrics from the objects the API serves, and per node
+the ingress request counters (the node's proxy on the userspace datapath; the load
+generator standing in for an ingress on the kernel one), kube-proxy's programming latency
+and, on the kernel datapath, the node's conntrack table.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from svcdoctor.lab import metrics as lab_metrics
 from svcdoctor.lab import objects
 from svcdoctor.lab.cleanup import claim, lock_dir
 from svcdoctor.lab.cluster import Cluster, rolling_update
-from svcdoctor.lab.datapath import Datapath, LabError
+from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath
 from svcdoctor.lab.jobs import JobRunner, Placement, handler_for, jobs_directory
 from svcdoctor.lab.load import Load
 from svcdoctor.lab.run import (
@@ -58,13 +65,15 @@ Key = tuple[str, str, str | None, str]
 
 @dataclass(frozen=True, slots=True)
 class ServeInfo:
-    """What a client needs to reach the lab's API (the token is in the kubeconfig)."""
+    """What a client needs to reach the lab's API (the token is in the kubeconfig), and
+    the lab's ``/metrics`` endpoints (``metrics.scrape_config`` makes a Prometheus config)."""
 
     url: str
     kubeconfig: Path
     context: str
     namespace: str
     datapath: str
+    metrics: tuple[lab_metrics.MetricsTarget, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +346,60 @@ async def _ticker(mirror: Mirror, dp: Datapath) -> None:
         mirror.changed()
 
 
+class Exporters:
+    """The lab's ``/metrics`` endpoints: what each one renders from the running lab."""
+
+    def __init__(
+        self,
+        state: LabState,
+        mirror: Mirror,
+        flavours: tuple[lab_metrics.RequestFlavour, ...],
+    ) -> None:
+        self.state = state
+        self.mirror = mirror
+        self.flavours = flavours
+        self.server = lab_metrics.MetricsServer()
+        nodes = state.scenario.nodes
+        dp = state.dp
+        if isinstance(dp, UserspaceDatapath):
+            self.requests = dp.requests  # the proxies count what they pass
+        else:  # no userspace proxy: the load generator stands in for the ingress
+            self.requests = [lab_metrics.RequestCounts() for _ in range(nodes)]
+            counts = self.requests
+            state.load.on_record = lambda r: counts[r["node"]].add(lab_metrics.record_status(r))
+
+    async def start(self) -> tuple[lab_metrics.MetricsTarget, ...]:
+        await self.server.serve("kube-state-metrics", self.kube_state)
+        for node in range(self.state.scenario.nodes):
+            await self.server.serve("node", self._node(node), f"node-{node}")
+        return tuple(self.server.targets)
+
+    async def kube_state(self) -> list[lab_metrics.Family]:
+        return lab_metrics.kube_state(list(self.mirror.current.values()))
+
+    def _node(self, node: int) -> lab_metrics.Render:
+        async def render() -> list[lab_metrics.Family]:
+            state = self.state
+            controller = objects.ingress_pod_name(state.run, node)
+            out = lab_metrics.request_families({controller: self.requests[node]}, self.flavours)
+            cluster = state.cluster
+            durations = lab_metrics.programming_durations(
+                list(cluster.endpoints), list(cluster.synced), state.scenario.nodes
+            )
+            out.append(lab_metrics.programming_family("", durations[node]))
+            netns = state.dp.node_netns(node)
+            if netns is not None:  # a node of its own: its conntrack table
+                try:
+                    ct = await asyncio.to_thread(lab_metrics.read_conntrack, netns)
+                except OSError:
+                    ct = None  # unreadable here: node-exporter would have no series either
+                if ct is not None:
+                    out += lab_metrics.conntrack_families(ct)
+            return out
+
+        return render
+
+
 async def serve(
     scenario: Scenario,
     datapath: str,
@@ -348,6 +411,7 @@ async def serve(
     truth: Path | None = None,
     *,
     load_on: bool = True,
+    request_metrics: tuple[lab_metrics.RequestFlavour, ...] = (lab_metrics.RequestFlavour.NGINX,),
 ) -> ServeResult:
     """Run the lab cluster and its API until ``duration`` seconds passed (at most
     ``MAX_SERVE_SECONDS``) or the task is cancelled; roll the Deployment ``rollout_at``
@@ -355,7 +419,8 @@ async def serve(
     clients create run as processes (``jobs.py``); ``load_on=False``: no lab clients.
     Everything started is removed, even on errors; the ground truth (each deleted pod's
     timeline and race window, the bad pods) is written to ``truth`` at the end, Ctrl-C
-    included, to check what scan, collect and diagnose say."""
+    included, to check what scan, collect and diagnose say. ``request_metrics``: the
+    request counters the nodes' ``/metrics`` show (ingress-nginx's; Istio's adds the pod)."""
     from svcdoctor.lab.apiserver import ApiServer, ObjectStore
 
     limit = min(duration or MAX_SERVE_SECONDS, MAX_SERVE_SECONDS)
@@ -386,6 +451,7 @@ async def serve(
     server.admit("deployments", rollout.admit)
     stop = asyncio.Event()
     background: list[asyncio.Task[None]] = []
+    exporters = Exporters(state, mirror, request_metrics)
     with claim(prefix):
         try:
             await server.start()
@@ -413,8 +479,11 @@ async def serve(
             rollout.pods = old
             background.append(asyncio.create_task(load.run(stop, end) if load_on else _idle(stop)))
             background.append(asyncio.create_task(_ticker(mirror, dp)))
+            targets = await exporters.start()
             if announce:
-                announce(ServeInfo(server.url, kubeconfig, CONTEXT, objects.NAMESPACE, dp.name))
+                announce(
+                    ServeInfo(server.url, kubeconfig, CONTEXT, objects.NAMESPACE, dp.name, targets)
+                )
             deadline = asyncio.get_running_loop().time() + end - time.time()
             try:
                 async with asyncio.timeout_at(deadline) as bound:
@@ -437,6 +506,7 @@ async def serve(
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                await exporters.server.close()
                 await jobs.close()
                 await cluster.stop_all()
                 await dp.close()
@@ -450,6 +520,8 @@ async def serve(
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     if jobs.errors:
         raise LabError(f"the lab's Jobs failed: {jobs.errors[0]}")
+    if exporters.server.errors:
+        raise LabError(f"the lab's /metrics failed: {exporters.server.errors[0]}")
     failed = sum(1 for r in load.records if r["outcome"] != "ok")
     return ServeResult(
         dp.name,

@@ -413,13 +413,16 @@ class EndpointMark:
 
 @dataclass(frozen=True, slots=True)
 class Timeline:
-    """Per-second requests and failures, and the lifecycle moments, for the plots."""
+    """Requests and failures per bin (``second``: each bin's start; ``step``: its width, 1 s
+    for evidence files, the query step for metrics), and the lifecycle moments, for the
+    plots."""
 
     second: tuple[float, ...] = ()
     requests: tuple[int, ...] = ()
     failures: tuple[int, ...] = ()
     events: tuple[TimelineEvent, ...] = ()
     endpoints: tuple[EndpointMark, ...] = ()
+    step: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

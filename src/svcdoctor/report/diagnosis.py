@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import json
 import math
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -30,6 +28,11 @@ from svcdoctor.model.diagnosis import (
     Summary,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from svcdoctor.report.html import Picture
+
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
 _NAMES = {
     "race": "endpoint-removal race (pods stop serving before routing stops)",
@@ -37,6 +40,11 @@ _NAMES = {
     "reuse": "connection reuse defeats load balancing",
     "infra": "infrastructure (conntrack, SNAT, node)",
 }
+
+
+def cause_name(cause: str) -> str:
+    """The cause's name in words (``race`` → what the race is)."""
+    return _NAMES[cause]
 
 
 def _clean(value: Any) -> Any:
@@ -379,8 +387,19 @@ def _source_text(src: SourceSummary) -> str:
     return f"{src.path} ({src.format}, {src.rows} rows{span}{note})"
 
 
+# the time axis' unit: the first whose count over the span reaches the last number
+_TIME_UNITS = (
+    ("days", 86400.0, 2),
+    ("hours", 3600.0, 2),
+    ("minutes", 60.0, 30),
+    ("seconds", 1.0, 0),
+)
+
+
 def plot_timeline(d: Diagnosis, out: Path | io.BytesIO, fmt: str = "png") -> None:
-    """Failures per second overlaid with pod deletions, creations, exits and endpoint changes."""
+    """Failures per second overlaid with pod deletions, creations, exits and endpoint
+    changes; the time axis covers the requests (events outside them are left out) and the
+    legend sits below the axes, off the data."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -388,85 +407,73 @@ def plot_timeline(d: Diagnosis, out: Path | io.BytesIO, fmt: str = "png") -> Non
 
     t = d.timeline
     seconds = t.second
-    origin = seconds[0] if seconds else min((e.ts for e in t.events), default=0.0)
-    fig, ax = plt.subplots(figsize=(11, 3.6), dpi=110)
-    x = [s - origin for s in seconds]
-    ax.bar(x, t.failures, width=1.0, color="#c0392b", label="failures / s")
-    ax.set_xlabel(f"seconds since {iso_utc(d.summary.start) or 'start'}")
-    ax.set_ylabel("failures per second")
+    times = [e.ts for e in t.events] + [m.ts for m in t.endpoints]
+    origin = seconds[0] if seconds else min(times, default=0.0)
+    last = seconds[-1] + t.step if seconds else max(times, default=origin + 1.0)
+    unit, scale = next(
+        (name, size) for name, size, least in _TIME_UNITS if (last - origin) / size >= least
+    )
+    per = "second" if t.step == 1 else f"{t.step:g} s"
+    fig, ax = plt.subplots(figsize=(11, 4.2), dpi=110)
+    x = [(s - origin) / scale for s in seconds]
+    if t.step == 1:
+        ax.bar(x, t.failures, width=1.0, align="edge", color="#c0392b", label=f"failures / {per}")
+    else:  # a metrics grid: contiguous steps, often thousands of them
+        edges = [*x, (seconds[-1] + t.step - origin) / scale] if x else [0.0]
+        ax.stairs(t.failures, edges, fill=True, color="#c0392b", label=f"failures / {per}")
+    ax.set_xlabel(f"{unit} since {iso_utc(origin)}")
+    ax.set_ylabel(f"failures per {per}")
+    ax.set_xlim(0.0, max((last - origin) / scale, 1.0 / scale))
     twin = ax.twinx()
-    twin.plot(x, t.requests, color="#7f8c8d", linewidth=0.8, label="requests / s")
-    twin.set_ylabel("requests per second")
+    twin.plot(x, t.requests, color="#7f8c8d", linewidth=0.8, label=f"requests / {per}")
+    twin.set_ylabel(f"requests per {per}")
+    twin.set_ylim(bottom=0)
     styles = {
         EventKind.DELETE: ("#2c3e50", "-"),
         EventKind.CREATE: ("#27ae60", "--"),
         EventKind.EXIT: ("#8e44ad", ":"),
     }
-    seen: set[EventKind] = set()
+    seen: set[object] = set()
+
+    def line(ts: float, key: object, label: str, **style: Any) -> None:
+        if origin <= ts <= last:
+            ax.axvline((ts - origin) / scale, label=None if key in seen else label, **style)
+            seen.add(key)
+
     for event in t.events:
         if event.kind in styles:
             color, dash = styles[event.kind]
-            ax.axvline(
-                event.ts - origin,
-                color=color,
-                linestyle=dash,
-                linewidth=0.9,
-                label=f"pod {event.kind.value}" if event.kind not in seen else None,
-            )
-            seen.add(event.kind)
-    for i, mark in enumerate(t.endpoints):
+            line(event.ts, event.kind, f"pod {event.kind.value}", color=color, linestyle=dash,
+                 linewidth=0.9)  # fmt: skip
+    for mark in t.endpoints:
         if mark.state is not EndpointState.READY:
-            ax.axvline(
-                mark.ts - origin,
-                color="#e67e22",
-                linewidth=0.6,
-                alpha=0.6,
-                label="endpoint not ready/removed" if i == 0 else None,
-            )
-    handles = ax.get_legend_handles_labels()
-    twin_handles = twin.get_legend_handles_labels()
-    ax.legend(
-        handles[0] + twin_handles[0], handles[1] + twin_handles[1], loc="upper right", fontsize=8
+            line(mark.ts, EndpointState, "endpoint not ready / removed", color="#e67e22",
+                 linewidth=0.6, alpha=0.6)  # fmt: skip
+    handles, labels = ax.get_legend_handles_labels()
+    twin_handles, twin_labels = twin.get_legend_handles_labels()
+    fig.legend(
+        handles + twin_handles,
+        labels + twin_labels,
+        loc="lower center",
+        ncol=min(6, len(labels) + len(twin_labels)),
+        fontsize=8,
+        frameon=False,
     )
     primary = d.primary
-    ax.set_title("svcdoctor timeline — " + (primary.cause.value if primary else "no cause"))
-    fig.tight_layout()
+    ax.set_title(
+        f"{d.summary.errors} of {d.summary.requests} requests failed; "
+        + (f"verdict: {primary.cause.value}" if primary else "no cause found")
+    )
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(out, format=fmt)
     plt.close(fig)
 
 
-def render_html(d: Diagnosis) -> str:
-    """One self-contained page: verdict, evidence, fixes and the timeline (inline SVG)."""
-    buffer = io.BytesIO()
-    plot_timeline(d, buffer, "svg")
-    svg = base64.b64encode(buffer.getvalue()).decode()
-    primary = d.primary
-    rows = []
-    for a in d.causes:
-        items = "".join(f"<li>{html.escape(e)}</li>" for e in a.evidence)
-        fixes = "".join(f"<li><pre>{html.escape(f)}</pre></li>" for f in a.fixes)
-        rows.append(
-            f"<section class='{a.verdict.value}'><h2>{a.cause.value} — {a.verdict.value} "
-            f"({a.score:.2f})</h2><p>{html.escape(_NAMES[a.cause.value])}</p><ul>{items}</ul>"
-            + (
-                f"<h3>Fix</h3><ul>{fixes}</ul>"
-                if fixes and a.verdict is not Verdict.UNLIKELY
-                else ""
-            )
-            + "</section>"
-        )
-    steps = "".join(f"<li>{html.escape(s)}</li>" for s in d.next_steps)
-    verdict = f"{primary.cause.value} ({primary.verdict.value})" if primary else "no cause found"
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>svcdoctor diagnosis</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;color:#222}}
-section{{border-left:4px solid #ccc;padding:0 1rem;margin:1rem 0}} .likely{{border-color:#c0392b}}
-.possible{{border-color:#e67e22}} pre{{white-space:pre-wrap;margin:0}} img{{width:100%}}</style>
-</head><body><h1>Verdict: {html.escape(verdict)}</h1>
-<p>{html.escape(headline(d))}</p>
-<img alt="timeline" src="data:image/svg+xml;base64,{svg}">
-{"".join(rows)}
-<h2>Next steps</h2><ul>{steps}</ul>
-<details><summary>Summary (JSON)</summary><pre>{html.escape(render_json(d))}</pre></details>
-</body></html>
-"""
+def render_html(d: Diagnosis, pictures: Sequence[Picture] | None = None) -> str:
+    """One self-contained page (``svcdoctor.report.html``): the verdict, the pictures (the
+    aggregated timeline when none are given), the evidence per cause with the fixes as
+    copyable YAML, the next steps and the sources read."""
+    from svcdoctor.report.html import diagnosis_page, render_page, timeline_picture
+
+    shown = (timeline_picture(d),) if pictures is None else tuple(pictures)
+    return render_page(diagnosis_page(d, shown))

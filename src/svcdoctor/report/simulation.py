@@ -329,6 +329,14 @@ def recommendation_to_dict(r: Recommendation) -> dict[str, Any]:
         "current": _brief(r.current),
         "checked": _brief(r.checked),
         "parameters": params_to_dict(r.current.params),
+        "curve": [
+            {
+                "prestop_seconds": c.prestop_seconds,
+                "grace_seconds": c.grace_seconds,
+                "failed_per_rollout": round(c.failed_per_rollout, 4),
+            }
+            for c in r.curve
+        ],
     }
 
 

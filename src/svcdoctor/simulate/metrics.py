@@ -20,7 +20,8 @@ Series written:
   not a label Istio exports by default (it takes a custom tag in the telemetry API), so it
   is written only with ``pod_label``; a deleted pod's series end five minutes after it
   exits, as with Istio's metric expiry;
-* kube-state-metrics: ``kube_pod_created``, ``kube_pod_deletion_timestamp``,
+* kube-state-metrics: ``kube_pod_created``, ``kube_pod_deletion_timestamp`` (the pod's
+  ``metadata.deletionTimestamp``: the deletion plus its grace period),
   ``kube_pod_status_ready``, ``kube_pod_owner``, ``kube_replicaset_owner``,
   ``kube_pod_container_status_last_terminated_reason`` (while the pod object exists: a
   pod that exits at SIGTERM is gone within :data:`REMOVAL` seconds, so its deletion
@@ -89,8 +90,10 @@ class Source(StrEnum):
 class MetricsPlan:
     """How the history is laid out: ``rollouts`` windows ``every`` seconds apart (window
     starts; ``None``: back to back), the request source, whether Istio series carry
-    ``destination_pod``, the scrape interval, and the upstream's keep-alive (idle) timeout
-    when it is shorter than the client's (``None``: no mismatch)."""
+    ``destination_pod``, the scrape interval, the upstream's keep-alive (idle) timeout
+    when it is shorter than the client's (``None``: no mismatch), and the scrape interval
+    of the per-node series (kube-proxy, node-exporter; ``None``: ``scrape``), a multiple
+    of ``scrape``: large clusters often scrape node targets less often."""
 
     rollouts: int = 1
     every: float | None = None
@@ -98,6 +101,12 @@ class MetricsPlan:
     pod_label: bool = False
     scrape: float = SCRAPE
     idle_timeout: float | None = None
+    node_scrape: float | None = None
+
+    @property
+    def node_every(self) -> int:
+        """Scrapes of the request series per scrape of the node series."""
+        return round((self.node_scrape or self.scrape) / self.scrape)
 
     def validate(self, p: SimParams) -> MetricsPlan:
         """Raise ParamError naming the first impossible field; return self."""
@@ -112,6 +121,12 @@ class MetricsPlan:
                 f"every ({self.every:g} s) must be at least the window (duration "
                 f"{p.duration:g} s): rollouts would overlap"
             )
+        if self.node_scrape is not None and not (
+            math.isfinite(self.node_scrape)
+            and self.node_scrape >= self.scrape
+            and abs(self.node_every * self.scrape - self.node_scrape) < 1e-9
+        ):
+            raise ParamError("the node scrape interval must be a multiple of the scrape interval")
         if self.pod_label and self.source != Source.ISTIO:
             raise ParamError("the pod label is Istio's destination_pod: use the istio source")
         if self.idle_timeout is not None:
@@ -121,10 +136,11 @@ class MetricsPlan:
                 raise ParamError("an upstream idle timeout needs kept-alive connections")
         # per node: kube-proxy's buckets, +Inf, _count and _sum; four conntrack series
         series = p.nodes * (len(PROGRAMMING_BUCKETS) + 3 + 4)
-        if series * self.span(p) / self.scrape > MAX_SAMPLES:
+        samples = series * self.span(p) / (self.node_scrape or self.scrape)
+        if samples > MAX_SAMPLES:
             raise ParamError(
-                f"about {series * self.span(p) / self.scrape:,.0f} samples; one file holds at "
-                f"most {MAX_SAMPLES:,}: fewer nodes, a shorter history or a longer scrape"
+                f"about {samples:,.0f} samples; one file holds at most {MAX_SAMPLES:,}: "
+                "fewer nodes, a shorter history or a longer (node) scrape"
             )
         return self
 
@@ -483,9 +499,15 @@ class _Writer:
     def family(self, name: str, kind: str, help_text: str) -> None:
         self.out.write(f"# TYPE {name} {kind}\n# HELP {name} {help_text}\n")
 
-    def series_of(self, head: str, first: int, values: list[int] | list[float] | list[str]) -> None:
-        """One series: ``values[i]`` at scrape ``first + i``."""
-        stamps = self.stamps[first : first + len(values)]
+    def series_of(
+        self,
+        head: str,
+        first: int,
+        values: list[int] | list[float] | list[str],
+        every: int = 1,
+    ) -> None:
+        """One series: ``values[i]`` at scrape ``first + i * every``."""
+        stamps = self.stamps[first : first + len(values) * every : every]
         self.out.write("".join([f"{head} {v} {s}\n" for v, s in zip(values, stamps, strict=True)]))
         self.series += 1
         self.samples += len(values)
@@ -568,7 +590,9 @@ def _write_kube_state(w: _Writer, h: _History) -> None:
         if math.isfinite(q.deleted) and b >= a:
             head = "kube_pod_deletion_timestamp{"
             head += _labels(namespace=NAMESPACE, pod=q.name, uid=uid[q.name]) + "}"
-            w.series_of(head, a, [f"{EPOCH + q.deleted:.0f}"] * (b - a + 1))
+            # metadata.deletionTimestamp: when the grace period ends, not when it began
+            ends = EPOCH + q.deleted + h.p.grace
+            w.series_of(head, a, [f"{ends:.0f}"] * (b - a + 1))
     for q in each("kube_pod_status_ready", "gauge", "Describes whether the pod is ready"):
         a, b = spans[q.name]
         times = np.arange(a, b + 1) * h.plan.scrape
@@ -627,7 +651,9 @@ def _node(n: int) -> str:
 def _write_kube_proxy(w: _Writer, h: _History) -> None:
     name = "kubeproxy_network_programming_duration_seconds"
     w.family(name, "histogram", "In Cluster Network Programming Latency in seconds")
-    scrapes = np.arange(h.buckets + 1)
+    every = h.plan.node_every
+    scrapes = np.arange(0, h.buckets + 1, every)
+    stamps = w.stamps[::every]
     les = [*(f"{b:g}" for b in PROGRAMMING_BUCKETS), "+Inf"]
     for n in range(h.p.nodes):
         parts = h.programming.get(n, [])
@@ -643,7 +669,7 @@ def _write_kube_proxy(w: _Writer, h: _History) -> None:
         labels = _labels(instance=f"{_node(n)}:10249", node=_node(n))
         heads = [f'{name}_bucket{{{labels},le="{le}"}}' for le in les]
         lines = []
-        for i, stamp in enumerate(w.stamps):
+        for i, stamp in enumerate(stamps):
             lines += [f"{head} {cum[b][i]} {stamp}\n" for b, head in enumerate(heads)]
             lines.append(f"{name}_count{{{labels}}} {cum[-1][i]} {stamp}\n")
             lines.append(f"{name}_sum{{{labels}}} {sums[i]:.6f} {stamp}\n")
@@ -656,7 +682,8 @@ def _write_conntrack(w: _Writer, h: _History) -> dict[str, int]:
     p = h.p
     per_node = router_rates(p)[: p.nodes] if p.connection == "new" else np.zeros(p.nodes)
     entries = np.minimum((per_node + p.node_conn_rate) * p.conntrack_timewait, p.conntrack_max)
-    n_all = h.buckets + 1
+    every = h.plan.node_every
+    n_all = h.buckets // every + 1  # node scrapes: every ``every``-th request scrape
     drops: dict[str, int] = {}
 
     def heads(metric: str) -> Iterator[tuple[int, str]]:
@@ -665,22 +692,22 @@ def _write_conntrack(w: _Writer, h: _History) -> dict[str, int]:
 
     w.family("node_nf_conntrack_entries", "gauge", "Number of currently allocated flow entries")
     for n, head in heads("node_nf_conntrack_entries"):
-        w.series_of(head, 0, [f"{entries[n]:.0f}"] * n_all)
+        w.series_of(head, 0, [f"{entries[n]:.0f}"] * n_all, every)
     w.family("node_nf_conntrack_entries_limit", "gauge", "Maximum size of connection table")
     for _, head in heads("node_nf_conntrack_entries_limit"):
-        w.series_of(head, 0, [str(p.conntrack_max)] * n_all)
+        w.series_of(head, 0, [str(p.conntrack_max)] * n_all, every)
     w.family("node_nf_conntrack_stat_insert_failed", "gauge", "Entries for which insertion failed")
     for _, head in heads("node_nf_conntrack_stat_insert_failed"):
-        w.series_of(head, 0, [0] * n_all)
+        w.series_of(head, 0, [0] * n_all, every)
     w.family("node_nf_conntrack_stat_drop", "gauge", "Packets dropped due to conntrack failure")
     for n, head in heads("node_nf_conntrack_stat_drop"):
         inc = h.drops.get(n)
         if inc is None:
-            w.series_of(head, 0, [0] * n_all)
+            w.series_of(head, 0, [0] * n_all, every)
             continue
-        values = np.concatenate([[0], np.cumsum(inc)])
+        values = np.concatenate([[0], np.cumsum(inc)])[::every]
         drops[_node(n)] = int(values[-1])
-        w.series_of(head, 0, values.tolist())
+        w.series_of(head, 0, values.tolist(), every)
     return drops
 
 

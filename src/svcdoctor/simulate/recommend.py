@@ -39,6 +39,9 @@ SLEEP_ACTION = remedy.NATIVE_SLEEP_VERSION  # the remedy model's version rule
 LATENCY_SAMPLES = 200_000
 MAX_PRESTOP = 3600
 MAX_RAISES = 5  # how often the simulated check may raise the answer
+CURVE_POINTS = 12  # preStop values on the curve, at least
+CURVE_MAX_POINTS = 24  # past this many seconds, the curve steps over whole seconds
+CURVE_BEYOND = 3  # seconds of preStop past the recommendation, at least
 M = Mechanism
 FIXABLE = (M.STALE_ENDPOINT, M.IN_FLIGHT, M.SIGKILL)  # what preStop and grace act on
 UNFIXABLE = {
@@ -53,7 +56,22 @@ UNFIXABLE = {
 
 
 @dataclass(frozen=True, slots=True)
+class CurvePoint:
+    """The expected failures per rollout that preStop and grace act on (the race, and the
+    requests cut at shutdown) with a preStop of ``prestop_seconds`` and the grace period
+    ``grace_seconds``: the preStop plus the recommendation's seconds from SIGTERM to
+    SIGKILL, so the curve shows what the preStop alone changes."""
+
+    prestop_seconds: int
+    grace_seconds: int
+    failed_per_rollout: float
+
+
+@dataclass(frozen=True, slots=True)
 class Recommendation:
+    """``curve``: the closed form of the search at whole preStop seconds from 0 to past the
+    recommendation (which is one of its points)."""
+
     prestop_seconds: int
     grace_seconds: int  # the smallest that meets the target
     target: float  # failure rate among the rollout's requests
@@ -64,6 +82,17 @@ class Recommendation:
     met: bool
     reasons: tuple[str, ...]
     kubernetes_version: tuple[int, int]
+    curve: tuple[CurvePoint, ...] = ()
+
+    @property
+    def allowed_per_rollout(self) -> float:
+        """The target as failed requests per rollout (the curve's unit)."""
+        return self.target * self.rollout_requests
+
+    @property
+    def recommended_point(self) -> CurvePoint | None:
+        """The curve's point at the recommended preStop."""
+        return next((c for c in self.curve if c.prestop_seconds == self.prestop_seconds), None)
 
     @property
     def plan(self) -> remedy.ShutdownPlan:
@@ -217,6 +246,10 @@ def recommend(
             expected += by[name]
             reasons.append(f"{name} ({by[name]:.0f} per rollout): {why}")
     grace = prestop + slack
+    naive = p.shutdown == "naive"
+    curve = tuple(
+        CurvePoint(x, x + slack, lost(x, None if naive else slack)) for x in curve_prestops(prestop)
+    )
     return Recommendation(
         prestop,
         grace,
@@ -228,7 +261,17 @@ def recommend(
         not reasons,
         tuple(reasons),
         version,
+        curve,
     )
+
+
+def curve_prestops(recommended: int) -> tuple[int, ...]:
+    """The preStop seconds of the curve: from 0 to a few seconds past the recommendation (at
+    least ``CURVE_POINTS`` values), every second or, for long ones, every few seconds; the
+    recommendation always among them."""
+    upper = max(recommended + max(CURVE_BEYOND, recommended // 4), CURVE_POINTS - 1)
+    step = max(1, math.ceil(upper / CURVE_MAX_POINTS))
+    return tuple(sorted({*range(0, upper + 1, step), recommended, upper}))
 
 
 def _check(
@@ -242,6 +285,13 @@ def _check(
     return simulate(
         replace(p, prestop=float(prestop), grace=float(prestop + slack)), runs, seed, progress
     )
+
+
+def fixable_per_rollout(s: Simulation) -> float:
+    """The simulated failures per rollout that preStop and grace act on (the curve's
+    mechanisms), the mean over runs."""
+    by = s.mean_rollout_by_mechanism()
+    return sum(by[m] for m in FIXABLE)
 
 
 def _consistent(s: Simulation, target: float) -> bool:

@@ -1,0 +1,353 @@
+"""Per-pod lanes from the evidence and its diagnosis: each pod's sourced lifecycle moments,
+the failed requests on the pod they hit, requests per second and the diagnosed race window
+after each deletion (``svcdoctor.model.lanes``; drawn by ``svcdoctor.report.lanes``).
+
+A moment is only stamped when an input gives it: creation (pod snapshot, events), Ready and
+endpoint not ready (EndpointSlices), deletion (the moment the race analysis uses), exits
+(pod snapshot, events). The kubelet starts the preStop hook at deletion and sends SIGTERM
+when it ends: both are stamped only when the manifests say whether the pod has a hook (and
+for how long it sleeps) or a FailedPreStopHook event shows the hook and when it gave up.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import polars as pl
+
+from svcdoctor.diagnose import upstreams
+from svcdoctor.diagnose.context import Context, build
+from svcdoctor.diagnose.quantify import timeline
+from svcdoctor.diagnose.race import TOLERANCE
+from svcdoctor.model import (
+    Cause,
+    Diagnosis,
+    EndpointChange,
+    EventKind,
+    Evidence,
+    Inventory,
+    LifecycleEvent,
+    Outcome,
+    PodInfo,
+    RaceDetails,
+    Workload,
+    owners,
+    selector_matches,
+    shutdown_timeline,
+)
+from svcdoctor.model.lanes import (
+    OTHER_PODS,
+    UNKNOWN_BACKEND,
+    FailedRequest,
+    Lane,
+    Lanes,
+    Moment,
+    Shade,
+    Stamp,
+)
+
+ORDER = {m: i for i, m in enumerate(Moment)}
+
+
+def build_lanes(evidence: Evidence, diagnosis: Diagnosis, *, limit: int = 12) -> Lanes:
+    """The lanes of the diagnosed Service: a lane per pod whose life overlaps the requests
+    (and per backend address no pod is known for), pods with no failures collapsed into
+    ``OTHER_PODS`` past ``limit`` lanes (pods with failures too, the fewest first, when more
+    than ``limit`` have some); failures without a backend on ``UNKNOWN_BACKEND``."""
+    ctx = build(_of_service(evidence, diagnosis.service))
+    start, end = ctx.traffic_span
+    failures = _failures(ctx)
+    lane_of = {b: _lane_of(ctx, b) for b in {f.backend for f in failures}}
+    by_lane: dict[str, list[FailedRequest]] = {}
+    for f in failures:
+        by_lane.setdefault(lane_of[f.backend], []).append(f)
+    pods = {p.name: p for p in ctx.evidence.pods}
+    index = _Index.of(ctx)
+    names = _service_pods(ctx.evidence, start, end) or _backends(ctx)
+    stamps = {
+        name: _stamps(index, name, pods.get(name))
+        for name in names | (by_lane.keys() - {UNKNOWN_BACKEND})
+    }
+    shades = _shades(ctx, diagnosis, start, end)
+    kept, collapsed = _choose(stamps, by_lane, limit)
+    lanes = [Lane(name, stamps[name], tuple(by_lane.get(name, ()))) for name in kept]
+    lane_names = set(kept)
+    if collapsed or any(s.pod not in lane_names for s in shades):
+        members = tuple(
+            Lane(name, stamps[name], tuple(by_lane.get(name, ()))) for name in collapsed
+        )
+        other = sorted((f for m in members for f in m.failures), key=_when)
+        lanes.append(Lane(OTHER_PODS, (), tuple(other), members))
+    if UNKNOWN_BACKEND in by_lane:
+        lanes.append(Lane(UNKNOWN_BACKEND, (), tuple(by_lane[UNKNOWN_BACKEND])))
+    t = timeline(ctx)
+    return Lanes(
+        lanes=tuple(lanes),
+        second=t.second,
+        requests=t.requests,
+        shades=shades,
+        start=start,
+        end=end,
+        title=_title(ctx.evidence, diagnosis, kept),
+    )
+
+
+def _of_service(evidence: Evidence, service: str | None) -> Evidence:
+    """The evidence of the diagnosed Service when a proxy log holds several (as ``diagnose``
+    restricted it)."""
+    names = upstreams.names(evidence.requests)
+    if service is None or len(names) < 2:
+        return evidence
+    return upstreams.restrict(evidence, upstreams.select(names, service))
+
+
+def _when(f: FailedRequest) -> float:
+    return f.ts
+
+
+def _failures(ctx: Context) -> list[FailedRequest]:
+    """Failed requests and failed attempts a proxy retried, at their start: what hit a
+    backend (error-log rows only repeat them)."""
+    rows = (
+        ctx.frame.filter(pl.col("failed") & pl.col("role").is_in(["request", "masked"]))
+        .select("ts", "outcome", pl.col("backend").cast(pl.Utf8).fill_null(""))
+        .sort("ts")
+    )
+    return [FailedRequest(float(ts), Outcome(o), b) for ts, o, b in rows.iter_rows()]
+
+
+def _backends(ctx: Context) -> set[str]:
+    """Every backend of the requests, when the evidence knows no pod: the lanes then show
+    the backends that did not fail too."""
+    if not ctx.has_backend:
+        return set()
+    rows = ctx.frame.filter(pl.col("role") != "error_log").get_column("backend")
+    return {_lane_of(ctx, str(b)) for b in rows.drop_nulls().unique().to_list()}
+
+
+def _lane_of(ctx: Context, backend: str) -> str:
+    if not backend:
+        return UNKNOWN_BACKEND
+    pod = ctx.pod_of(backend)
+    return pod.name if pod is not None else backend
+
+
+def _service_pods(evidence: Evidence, start: float, end: float) -> set[str]:
+    """The pods whose life overlaps the requests, of the Services in the manifests when the
+    manifests select any of them."""
+    info = {p.name: p for p in evidence.pods}
+    names = (
+        set(info)
+        | {e.pod for e in evidence.events if e.pod}
+        | {c.pod for c in evidence.endpoints if c.pod}
+    )
+    created: dict[str, float] = {}
+    gone: dict[str, float] = {}
+    for e in evidence.events:
+        if e.pod and e.kind is EventKind.CREATE:
+            created[e.pod] = min(created.get(e.pod, e.ts), e.ts)
+        if e.pod and e.kind is EventKind.EXIT and e.pod not in info:
+            gone[e.pod] = max(gone.get(e.pod, e.ts), e.ts)
+    for p in evidence.pods:
+        if p.created_at is not None:
+            created[p.name] = p.created_at
+        finished = [x.finished_at for x in p.exits if x.finished_at is not None]
+        if finished and p.deleted_at is not None:
+            gone[p.name] = max(finished)
+    alive = {n for n in names if created.get(n, start) <= end and gone.get(n, end) >= start}
+    selected = {n for n in alive if _served(evidence.inventory, n, info.get(n))}
+    return selected or alive
+
+
+def _served(inventory: Inventory | None, name: str, pod: PodInfo | None) -> bool:
+    """Whether a Service of the manifests selects the pod (by its labels, or by its owner's
+    name when the evidence has no labels); True when the manifests have no Service."""
+    services = [s for s in inventory.services if s.selector] if inventory else []
+    if inventory is None or not services:
+        return True
+    if pod is not None and pod.labels:
+        return any(selector_matches(s.selector or {}, pod.labels) for s in services)
+    owner = _workload(inventory, name, None)
+    return owner is not None and any(owner in inventory.targeted(s) for s in services)
+
+
+def _workload(inventory: Inventory, name: str, pod: PodInfo | None) -> Workload | None:
+    """The workload of the manifests a pod comes from: by its owner's name (the longest
+    name that prefixes the pod's), else by its template's labels."""
+    serving = [w for w in inventory.workloads if w.serving]
+    named = [w for w in serving if name.startswith(w.ref.name + "-")]
+    if named:
+        return max(named, key=lambda w: len(w.ref.name))
+    if pod is not None and pod.labels:
+        labelled = [w for w in serving if selector_matches(w.template.labels, pod.labels)]
+        if len(labelled) == 1:
+            return labelled[0]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Hook:
+    """What the manifests say of a pod's preStop: ``present`` None when they do not know."""
+
+    present: bool | None
+    sleep: float | None = None
+    grace: float | None = None
+
+
+def _hook(ctx: Context, name: str, pod: PodInfo | None) -> _Hook:
+    inventory = ctx.evidence.inventory
+    w = _workload(inventory, name, pod) if inventory is not None else None
+    if w is None:
+        return _Hook(None)
+    given = pod.grace_seconds if pod is not None else None
+    grace = float(w.template.effective_grace_seconds if given is None else given)
+    hooks = [c.prestop for c in w.template.containers if c.prestop is not None]
+    if not hooks:
+        return _Hook(False, grace=grace)
+    sleeps = [h.sleep_seconds for h in hooks]
+    known = [s for s in sleeps if s is not None]
+    return _Hook(True, max(known) if len(known) == len(sleeps) else None, grace)
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """The events per pod, and the endpoint changes per pod and per address (time order)."""
+
+    ctx: Context
+    events: dict[str, list[LifecycleEvent]]
+    by_pod: dict[str, list[EndpointChange]]
+    by_address: dict[str, list[EndpointChange]]
+
+    @classmethod
+    def of(cls, ctx: Context) -> _Index:
+        events: dict[str, list[LifecycleEvent]] = {}
+        for e in ctx.evidence.events:
+            if e.pod:
+                events.setdefault(e.pod, []).append(e)
+        by_pod: dict[str, list[EndpointChange]] = {}
+        by_address: dict[str, list[EndpointChange]] = {}
+        for c in sorted((c for c in ctx.evidence.endpoints if c.ts is not None), key=_at):
+            by_address.setdefault(c.address, []).append(c)
+            if c.pod:
+                by_pod.setdefault(c.pod, []).append(c)
+        return cls(ctx, events, by_pod, by_address)
+
+    def endpoints(self, name: str, ip: str | None) -> list[EndpointChange]:
+        """The pod's endpoint changes: by its name, else by its IP."""
+        return self.by_pod.get(name) or (self.by_address.get(ip, []) if ip else [])
+
+
+def _at(c: EndpointChange) -> float:
+    return c.ts or 0.0
+
+
+def _stamps(index: _Index, name: str, pod: PodInfo | None) -> tuple[Stamp, ...]:
+    ctx = index.ctx
+    mine = index.events.get(name, [])
+    out: list[Stamp] = []
+    created = pod.created_at if pod and pod.created_at is not None else None
+    if created is None:
+        created = min((e.ts for e in mine if e.kind is EventKind.CREATE), default=None)
+    if created is not None:
+        out.append(Stamp(Moment.CREATED, created))
+    changes = index.endpoints(name, pod.ip if pod else None)
+    ready = next((c.ts for c in changes if c.ready and not c.removed), None)
+    if ready is not None:
+        out.append(Stamp(Moment.READY, ready))
+    deleted = ctx.deletions.get(name)
+    tol = ctx.resolution + TOLERANCE
+    if deleted is not None:
+        out.append(Stamp(Moment.DELETION, deleted))
+        after_deletion = [e for e in mine if e.ts >= deleted - tol]
+        out.extend(_shutdown(ctx, name, pod, deleted, after_deletion))
+    after = deleted - tol if deleted is not None else (ready if ready is not None else -1e18)
+    not_ready = next(
+        (c.ts for c in changes if (c.removed or c.ready is False) and (c.ts or 0.0) >= after),
+        None,
+    )
+    if not_ready is not None:
+        out.append(Stamp(Moment.ENDPOINT_NOT_READY, not_ready))
+    exits: list[tuple[float, int | None]]
+    exits = [(x.finished_at, x.exit_code) for x in (pod.exits if pod else ()) if x.finished_at]
+    if not exits:
+        exits = [(e.ts, e.exit_code) for e in mine if e.kind is EventKind.EXIT]
+    out.extend(Stamp(Moment.EXITED, _not_before(ts, deleted), code) for ts, code in exits)
+    return tuple(sorted(out, key=lambda s: (s.ts, ORDER[s.kind])))
+
+
+def _not_before(ts: float, deleted: float | None) -> float:
+    """An exit in whole seconds (``finishedAt``) just before the deletion it follows: the
+    deletion moment, the earliest the exit can have been."""
+    if deleted is not None and deleted - 1.0 - TOLERANCE <= ts < deleted:
+        return deleted
+    return ts
+
+
+def _shutdown(
+    ctx: Context, name: str, pod: PodInfo | None, deleted: float, mine: list[LifecycleEvent]
+) -> list[Stamp]:
+    """preStop and SIGTERM after a deletion, from what the inputs (the pod's events since
+    it) say, or nothing."""
+    failed = next((e.ts for e in mine if e.kind is EventKind.PRESTOP_FAILED), None)
+    hook = _hook(ctx, name, pod)
+    if failed is not None:  # the hook gave up: SIGTERM follows at once
+        return [Stamp(Moment.PRESTOP, deleted), Stamp(Moment.SIGTERM, max(failed, deleted))]
+    if hook.present is False:  # no hook: the kubelet sends SIGTERM when it starts killing
+        killing = next((e.ts for e in mine if e.reason == "Killing"), deleted)
+        return [Stamp(Moment.SIGTERM, max(killing, deleted))]
+    if hook.present is None:
+        return []
+    out = [Stamp(Moment.PRESTOP, deleted)]
+    if hook.sleep is not None and hook.grace is not None:
+        out.append(Stamp(Moment.SIGTERM, deleted + shutdown_timeline(hook.sleep, hook.grace)[0]))
+    return out
+
+
+def _shades(ctx: Context, diagnosis: Diagnosis, start: float, end: float) -> tuple[Shade, ...]:
+    """The diagnosed race window after each deletion that the requests overlap."""
+    race = next((a for a in diagnosis.causes if a.cause is Cause.RACE), None)
+    details = race.details if race is not None else None
+    window = details.window if isinstance(details, RaceDetails) else None
+    if window is None:
+        return ()
+    return tuple(
+        Shade(pod, ts, window.seconds)
+        for pod, ts in sorted(ctx.deletions.items(), key=lambda x: (x[1], x[0]))
+        if ts <= end and ts + window.seconds >= start
+    )
+
+
+def _choose(
+    stamps: dict[str, tuple[Stamp, ...]], by_lane: dict[str, list[FailedRequest]], limit: int
+) -> tuple[list[str], list[str]]:
+    """The pods that get a lane (in creation order, addresses with no pod last) and those
+    collapsed: pods with failures first (the most first), then deleted pods, then others."""
+
+    def born(name: str) -> tuple[int, float, str]:
+        first = stamps[name][0].ts if stamps[name] else float("-inf")
+        return (0 if stamps[name] else 1, first, name)
+
+    names = sorted(stamps, key=born)
+    if len(names) <= limit:
+        return names, []
+    deleted = {n for n in names if any(s.kind is Moment.DELETION for s in stamps[n])}
+    ranked = sorted(
+        names,
+        key=lambda n: (-len(by_lane.get(n, ())), n not in deleted, born(n)),
+    )
+    keep = set(ranked[: max(limit, 0)])
+    return [n for n in names if n in keep], [n for n in names if n not in keep]
+
+
+def _title(evidence: Evidence, diagnosis: Diagnosis, pods: Iterable[str]) -> str:
+    """The Service: as diagnosed, else the manifests' only Service, else the Deployment most
+    pods belong to."""
+    if diagnosis.service:
+        return diagnosis.service
+    services = evidence.inventory.services if evidence.inventory else ()
+    if len(services) == 1:
+        return services[0].ref.name
+    owner = Counter(owners(p)[1] for p in pods if p.count("-") >= 2).most_common(1)
+    return owner[0][0] if owner else "requests"
