@@ -52,10 +52,21 @@ def runs_a_lab(item: pytest.Item) -> bool:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if runs_a_lab(item):
-            item.add_marker(pytest.mark.xdist_group("lab"))
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse a parallel run whose lab tests would not share one worker: pytest 9.2 drops
+    xdist's group suffix from the node ids (pytest-xdist#1386), and two labs collide."""
+    major, minor = (int(x) for x in pytest.__version__.split(".")[:2])
+    if config.getoption("dist", "no") == "loadgroup" and (major, minor) >= (9, 2):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} ignores xdist_group (pytest-xdist#1386): the lab "
+            "tests would run in two workers at once; install pytest<9.2 (pyproject pins it)"
+        )
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each test as it is collected (before xdist reads the groups into the node ids)."""
+    if runs_a_lab(item):
+        item.add_marker(pytest.mark.xdist_group("lab"))
 
 
 @pytest.fixture(scope="session")

@@ -407,10 +407,33 @@ def test_only_the_pods_the_service_selects(tmp_path: Path) -> None:
     b.pods.append(
         PodInfo("db-0", "default", "10.244.9.9", "node-1", True, T0 - 100, labels={"app": "db"})
     )
-    for manifest, expected in ((None, True), (DEPLOYMENT.format(lifecycle=""), False)):
-        folder = write_bundle(b, tmp_path / str(expected), "csv")
+    # with the manifests: what the Service selects; without: the pods that carry the
+    # labels shared by every pod the requests went to (db-0 took no request of the Service)
+    for name, manifest in (("none", None), ("manifest", DEPLOYMENT.format(lifecycle=""))):
+        folder = write_bundle(b, tmp_path / name, "csv")
         if manifest:
             (folder / "deployment.yaml").write_text(manifest)
         lanes = build_lanes(*diagnosed(folder), limit=100)
-        assert (lanes.lane("db-0") is not None) is expected
-        assert len(lanes.lanes) == 16 + expected
+        assert lanes.lane("db-0") is None
+        assert len(lanes.lanes) == 16
+
+
+def test_pods_json_taken_after_the_rollout_keeps_the_deleted_pods(tmp_path: Path) -> None:
+    """``kubectl get pods`` after a rollout lists only the new pods: the deleted ones are
+    known from events and EndpointSlices, and keep their lanes and deletion stamps; a
+    client pod in the same pods.json gets none."""
+    b = generate(Scenario("race"))
+    deleted = {p.name for p in b.pods if p.deleted_at is not None}
+    assert deleted
+    b.pods = [p for p in b.pods if p.deleted_at is None]
+    labels = dict(b.pods[0].labels)
+    b.pods.append(
+        PodInfo("load-5f6d7c8b9a-00000", "default", "10.244.9.9", "node-1", True, T0 - 100,
+                labels={"app": "load"})
+    )  # fmt: skip
+    lanes = build_lanes(*diagnosed(write_bundle(b, tmp_path / "b", "csv")), limit=100)
+    names = {lane.pod for lane in lanes.lanes}
+    assert deleted <= names
+    assert all(lanes.lane(n).stamp(Moment.DELETION) is not None for n in deleted)
+    assert "load-5f6d7c8b9a-00000" not in names
+    assert labels  # the new pods carry labels: the label test, not the name test, kept them

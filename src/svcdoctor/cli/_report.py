@@ -221,13 +221,7 @@ def rollout_page(t: RolloutTest, evidence: Evidence | None, raw: str) -> Page:
         )
         for phase, counts in t.by_phase.items()
     ]
-    for delay in t.delays:
-        parts = [f"pod {delay.pod} deleted"]
-        if delay.update_seconds is not None:
-            parts.append(f"out of the ready endpoints {delay.update_seconds:.2f} s later")
-        if delay.window_seconds is not None:
-            parts.append(f"last failure {delay.window_seconds:.2f} s after its deletion")
-        lines.append(", ".join(parts))
+    lines += [delay.sentence for delay in t.delays]
     measured = Section(
         "The rollout", tone, span_text(t.timing.restarted, t.timing.rolled_out), tuple(lines)
     )

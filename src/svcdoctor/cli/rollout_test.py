@@ -173,12 +173,7 @@ def _text(o: RolloutTest) -> None:
         line = f"  {phase} the rollout: {counts['requests']} requests"
         console.print(line + (f", failed: {failed}" if failed else ""))
     for delay in o.delays:
-        parts = [f"pod {delay.pod} deleted"]
-        if delay.update_seconds is not None:
-            parts.append(f"out of the ready endpoints {delay.update_seconds:.2f} s later")
-        if delay.window_seconds is not None:
-            parts.append(f"last failure {delay.window_seconds:.2f} s after its deletion")
-        console.print("  " + ", ".join(parts))
+        console.print("  " + delay.sentence)
     if o.endpoint_update_seconds is not None:
         console.print(
             f"deletion → endpoint update seen in the API: up to "

@@ -65,7 +65,8 @@ def build_lanes(evidence: Evidence, diagnosis: Diagnosis, *, limit: int = 12) ->
         by_lane.setdefault(lane_of[f.backend], []).append(f)
     pods = {p.name: p for p in ctx.evidence.pods}
     index = _Index.of(ctx)
-    names = _service_pods(ctx.evidence, start, end) or _backends(ctx)
+    backends = _backends(ctx)
+    names = _like(ctx.evidence, _service_pods(ctx.evidence, start, end), backends) or backends
     stamps = {
         name: _stamps(index, name, pods.get(name))
         for name in names | (by_lane.keys() - {UNKNOWN_BACKEND})
@@ -159,6 +160,47 @@ def _service_pods(evidence: Evidence, start: float, end: float) -> set[str]:
     alive = {n for n in names if created.get(n, start) <= end and gone.get(n, end) >= start}
     selected = {n for n in alive if _served(evidence.inventory, n, info.get(n))}
     return selected or alive
+
+
+# labels whose value changes with each revision of a workload (a Service never selects on
+# them): the pods of one Service differ there
+_REVISION_LABELS = frozenset(
+    {
+        "pod-template-hash",
+        "controller-revision-hash",
+        "app.kubernetes.io/version",
+        "helm.sh/chart",
+        "version",
+    }
+)
+
+
+def _family(name: str) -> str:
+    """A pod's workload by its name: ``<deployment>-<hash>-<suffix>`` → ``<deployment>``."""
+    return name.rsplit("-", 2)[0]
+
+
+def _like(evidence: Evidence, names: set[str], backends: set[str]) -> set[str]:
+    """Of ``names``, the pods like those the requests went to: with the labels all of those
+    share (what a Service selects on), or of the same workloads by name where a pod's
+    labels are unknown (a pod seen only in events or EndpointSlices: pods.json taken after
+    the rollout no longer lists the deleted ones); client pods in the same pods.json are
+    not the Service's. Unchanged when no backend is a known pod."""
+    info = {p.name: p for p in evidence.pods}
+    served = [info[n] for n in backends if n in info]
+    if not served:
+        return names
+    shared = set.intersection(*({*p.labels.items()} for p in served))
+    shared = {(k, v) for k, v in shared if k not in _REVISION_LABELS}
+    families = {_family(p.name) for p in served}
+
+    def like(name: str) -> bool:
+        pod = info.get(name)
+        if pod is not None and pod.labels and shared:
+            return shared <= {*pod.labels.items()}
+        return _family(name) in families
+
+    return {n for n in names if like(n)}
 
 
 def _served(inventory: Inventory | None, name: str, pod: PodInfo | None) -> bool:

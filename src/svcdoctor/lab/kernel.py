@@ -196,6 +196,40 @@ def socket_in(netns: str) -> socket.socket:
     return sock
 
 
+ROTATE_BYTES = 32 << 20  # a node's conntrack event file moves to a fresh one past this
+KEEP_SECONDS = 900.0  # a port's older connections are forgotten (its latest one is kept)
+
+
+@dataclass
+class _Watcher:
+    """``conntrack -E`` in a node's namespace: every new connection to the VIP with its
+    DNAT target, written to an unnamed file (nothing is left behind; the process dies with
+    the namespace)."""
+
+    node: int
+    ns: str
+    proc: subprocess.Popen[bytes]
+    sink: IO[bytes]
+    read_to: int = 0
+
+    @classmethod
+    def start(cls, node: int, ns: str) -> _Watcher:
+        sink = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the datapath)
+        proc = subprocess.Popen(
+            [
+                *("ip", "netns", "exec", ns, "conntrack", "-E", "-e", "NEW"),
+                *("-p", "tcp", "--orig-dst", VIP, "-o", "timestamp"),
+            ],
+            stdout=sink,
+            stderr=subprocess.DEVNULL,
+        )
+        return cls(node, ns, proc, sink)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
 @dataclass
 class KernelDatapath:
     prefix: str
@@ -210,8 +244,7 @@ class KernelDatapath:
     _by_ip: dict[str, str] = field(default_factory=dict)
     # (node, client port) → every connection it made: (kernel time of the SYN, pod)
     _conntrack: dict[tuple[int, int], list[tuple[float, str]]] = field(default_factory=dict)
-    _watchers: list[tuple[int, subprocess.Popen[bytes], IO[bytes]]] = field(default_factory=list)
-    _read_to: dict[int, int] = field(default_factory=dict)  # node → bytes of its stream read
+    _watchers: list[_Watcher] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # failed rule syncs: the run is invalid
     broken: dict[int, float] = field(default_factory=dict)  # node → share it rejects
 
@@ -294,22 +327,8 @@ class KernelDatapath:
                 "5",
                 input_text=rules([], self.broken.get(node, 0.0)),
             )
-            self._watch(node, ns)
+            self._watchers.append(_Watcher.start(node, ns))
         self.nodes = nodes
-
-    def _watch(self, node: int, ns: str) -> None:
-        """Record every new connection to the VIP of node ``node`` with its DNAT target, in
-        an unnamed file (nothing is left behind; the process dies with the namespace)."""
-        sink = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
-        watcher = subprocess.Popen(
-            [
-                *("ip", "netns", "exec", ns, "conntrack", "-E", "-e", "NEW"),
-                *("-p", "tcp", "--orig-dst", VIP, "-o", "timestamp"),
-            ],
-            stdout=sink,
-            stderr=subprocess.DEVNULL,
-        )
-        self._watchers.append((node, watcher, sink))
 
     async def add_pod(self, pod: str) -> PodNet:
         index = self._next_pod
@@ -383,29 +402,45 @@ class KernelDatapath:
 
     def read_conntrack(self) -> None:
         """Which pod each client connection was DNATed to, from the nodes' event streams:
-        ``[<time>] [NEW] tcp 6 120 SYN_SENT src=<node> dst=<VIP> sport=<port> … src=<pod>``."""
-        for node, _, sink in self._watchers:
-            sink.seek(self._read_to.get(node, 0))
-            chunk = sink.read()
-            whole = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
-            self._read_to[node] = self._read_to.get(node, 0) + len(whole)
-            for line in whole.decode(errors="replace").splitlines():
-                stamp = re.match(r"\s*\[(\d+\.\d+)\]", line)
-                sources = re.findall(r"src=(\S+)", line)
-                sport = re.search(r"sport=(\d+)", line)
-                if stamp and sport and len(sources) >= 2 and sources[1] in self._by_ip:
-                    made = self._conntrack.setdefault((node, int(sport.group(1))), [])
-                    made.append((float(stamp.group(1)), self._by_ip[sources[1]]))
+        ``[<time>] [NEW] tcp 6 120 SYN_SENT src=<node> dst=<VIP> sport=<port> … src=<pod>``.
+        Bounded for a long ``lab serve``: a stream past ``ROTATE_BYTES`` moves to a fresh
+        file (the new watcher starts before the old one stops), and a port keeps its
+        connections of the last ``KEEP_SECONDS`` and its latest one."""
+        for i, w in enumerate(self._watchers):
+            self._take(w)
+            if w.read_to > ROTATE_BYTES:
+                self._watchers[i] = _Watcher.start(w.node, w.ns)
+                w.stop()
+                self._take(w)
+                w.sink.close()
+        newest = max((m[-1][0] for m in self._conntrack.values()), default=0.0)
+        for key, made in self._conntrack.items():
+            if len(made) > 1 and made[0][0] < newest - KEEP_SECONDS:
+                self._conntrack[key] = [m for m in made[:-1] if m[0] >= newest - KEEP_SECONDS]
+                self._conntrack[key].append(made[-1])
+
+    def _take(self, w: _Watcher) -> None:
+        """The whole lines the watcher wrote since the last read."""
+        w.sink.seek(w.read_to)
+        chunk = w.sink.read()
+        whole = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+        w.read_to += len(whole)
+        for line in whole.decode(errors="replace").splitlines():
+            stamp = re.match(r"\s*\[(\d+\.\d+)\]", line)
+            sources = re.findall(r"src=(\S+)", line)
+            sport = re.search(r"sport=(\d+)", line)
+            if stamp and sport and len(sources) >= 2 and sources[1] in self._by_ip:
+                made = self._conntrack.setdefault((w.node, int(sport.group(1))), [])
+                made.append((float(stamp.group(1)), self._by_ip[sources[1]]))
 
     async def close(self) -> None:
         await asyncio.gather(*self._syncing.values(), return_exceptions=True)
         await asyncio.sleep(0.2)  # the last events reach the files
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.read_conntrack)
-        for _, watcher, sink in self._watchers:
-            watcher.kill()
-            watcher.wait()
-            sink.close()
+        for w in self._watchers:
+            w.stop()
+            w.sink.close()
         await asyncio.to_thread(remove_namespaces, self.namespaces)
 
 
