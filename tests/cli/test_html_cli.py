@@ -66,6 +66,12 @@ def test_recommend_html_and_plot(tmp_path: Path) -> None:
     ((alt, _),) = images(text)
     assert "preStop" in alt
     assert "Copy</button><pre>" in text  # the Deployment fields, copyable
+    # a diagnosis' window on the curve: a band in the picture, a sentence in its alt text
+    seen = tmp_path / "seen.html"
+    done = invoke("simulate", "recommend", *SMALL, "--observed-window", "2.5s", "--html", str(seen))
+    assert done.exit_code in (0, 1), done.output
+    ((alt, _),) = images(seen.read_text())
+    assert "the observed race window of 2.5 s" in alt
 
 
 def test_simulate_html_before_the_subcommand_is_refused(tmp_path: Path) -> None:

@@ -166,3 +166,18 @@ def test_files_are_real_pictures(met: Recommendation, fmt: str) -> None:
         root = ET.fromstring(data)
         assert root.tag.endswith("svg")
         assert b"observed race window" in data
+
+
+def test_a_target_missed_for_another_cause_is_not_blamed_on_the_prestop() -> None:
+    """A bad backend keeps the rollout above the target whatever the shutdown: the curve
+    (what preStop and grace act on) reaches the target, and the words say what remains."""
+    rec = recommend(SimParams(nodes=5, replicas=3, rate=50, duration=60, bad_backends=1), 1e-4)
+    assert not rec.met
+    point = rec.recommended_point
+    assert point is not None
+    assert point.failed_per_rollout <= rec.allowed_per_rollout
+    text = curve_alt(rec)
+    assert "no preStop meets" not in text
+    assert "the rollout still misses it: bad_backend" in text
+    title = draw_prestop_curve(rec).axes[0].get_title(loc="left")
+    assert "brings the race within the target" in title

@@ -258,3 +258,28 @@ def test_alt_text_states_the_finding(
         f"api: {bad.failed} failed requests, no deletion in the evidence, all on one pod: "
         f"{count} on {pod} ({count} 5xx)"
     )
+
+
+def test_without_a_backend_column_the_words_do_not_deny_the_race(tmp_path: Path) -> None:
+    """Requests that do not name their backend: every failure is on the unknown lane; the
+    alt text says which pod each hit is unknown (not 'none on a pod after its deletion')
+    and counts those inside the diagnosed windows by time."""
+    import shutil
+
+    import polars as pl
+
+    folder = tmp_path / "nob"
+    shutil.copytree(EXAMPLE, folder)
+    requests = folder / "requests.csv"
+    pl.read_csv(requests).drop("backend").write_csv(requests)
+    lanes = build_lanes(*diagnosed(folder))
+    text = lanes_alt(lanes)
+    assert "none on a pod after its deletion" not in text
+    assert "which pod each hit is unknown" in text
+    inside = sum(
+        any(s.start <= f.ts <= s.end for s in lanes.shades)
+        for lane in lanes.lanes
+        for f in lane.failures
+    )
+    assert f"; {inside} fell within a diagnosed race window" in text
+    assert inside > 0

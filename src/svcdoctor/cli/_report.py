@@ -14,12 +14,22 @@ if TYPE_CHECKING:
     import io
 
     from svcdoctor.cluster.probing import ProbeResult
-    from svcdoctor.cluster.rollout import RolloutTest
+    from svcdoctor.cluster.rollout import PodDelay, RolloutTest
     from svcdoctor.model import Diagnosis, Evidence
     from svcdoctor.model.breakdown import Breakdown
     from svcdoctor.report.html import Page, Picture
 
     Plot = Callable[[Path | io.BytesIO, str], object]
+
+
+def delay_sentence(delay: PodDelay) -> str:
+    """One deleted pod's line in rollout-test's reports (text and HTML)."""
+    parts = [f"pod {delay.pod} deleted"]
+    if delay.update_seconds is not None:
+        parts.append(f"out of the ready endpoints {delay.update_seconds:.2f} s later")
+    if delay.window_seconds is not None:
+        parts.append(f"last failure {delay.window_seconds:.2f} s after its deletion")
+    return ", ".join(parts)
 
 
 def html_option(f: Any) -> Any:
@@ -221,7 +231,7 @@ def rollout_page(t: RolloutTest, evidence: Evidence | None, raw: str) -> Page:
         )
         for phase, counts in t.by_phase.items()
     ]
-    lines += [delay.sentence for delay in t.delays]
+    lines += [delay_sentence(delay) for delay in t.delays]
     measured = Section(
         "The rollout", tone, span_text(t.timing.restarted, t.timing.rolled_out), tuple(lines)
     )

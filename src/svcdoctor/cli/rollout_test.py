@@ -12,7 +12,7 @@ import click
 from svcdoctor.cli._cluster import cluster_options, duration_option, fail
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, OutputDir, option, output_option
-from svcdoctor.cli._report import html_option, rollout_page, write_page
+from svcdoctor.cli._report import delay_sentence, html_option, rollout_page, write_page
 
 if TYPE_CHECKING:
     from svcdoctor.cluster.rollout import RolloutTest
@@ -173,7 +173,7 @@ def _text(o: RolloutTest) -> None:
         line = f"  {phase} the rollout: {counts['requests']} requests"
         console.print(line + (f", failed: {failed}" if failed else ""))
     for delay in o.delays:
-        console.print("  " + delay.sentence)
+        console.print("  " + delay_sentence(delay))
     if o.endpoint_update_seconds is not None:
         console.print(
             f"deletion → endpoint update seen in the API: up to "

@@ -590,6 +590,13 @@ def _emit_metrics(p: Any, seed: int, plan: Any, out: Path, fmt: str) -> None:
     default="1.30",
     help="Below 1.30 the snippet uses an exec sleep instead of the native sleep action.",
 )
+@option(
+    "--observed-window",
+    type=Duration(0, 3600, low_open=True),
+    help="The race window a diagnosis measured (diagnose -o json: the race's "
+    "details.window_seconds), drawn on the preStop curve of --plot/--html.",
+    default_text="none",
+)
 @plot_option("the preStop curve: failed requests per rollout against preStop seconds")
 @html_option
 @click.pass_context
@@ -598,6 +605,7 @@ def recommend_command(
     /,
     target_failures: float,
     kubernetes_version: str,
+    observed_window: float | None,
     plot_out: Path | None,
     html_out: Path | None,
     **options: Any,
@@ -633,13 +641,13 @@ def recommend_command(
         from svcdoctor.report.html import figure, recommendation_page
 
         def plot(out: Any, fmt: str) -> None:
-            plot_prestop_curve(result, out, fmt)
+            plot_prestop_curve(result, out, fmt, observed_window)
 
         try:
             if plot_out:
                 write_plot(plot_out, plot)
             if html_out:
-                picture = figure(plot, curve_alt(result))
+                picture = figure(plot, curve_alt(result, observed_window))
                 write_page(html_out, recommendation_page(result, (picture,)))
         except OSError as exc:
             raise CommandError(f"cannot write {exc.filename or ''}: {exc.strerror}") from None

@@ -132,16 +132,6 @@ class PodDelay:
     def window_seconds(self) -> float | None:
         return None if self.last_failure is None else self.last_failure - self.deleted
 
-    @property
-    def sentence(self) -> str:
-        """The pod's line in rollout-test's reports (text and HTML)."""
-        parts = [f"pod {self.pod} deleted"]
-        if self.update_seconds is not None:
-            parts.append(f"out of the ready endpoints {self.update_seconds:.2f} s later")
-        if self.window_seconds is not None:
-            parts.append(f"last failure {self.window_seconds:.2f} s after its deletion")
-        return ", ".join(parts)
-
 
 @dataclass(frozen=True, slots=True)
 class RolloutTest:

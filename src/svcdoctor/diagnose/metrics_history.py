@@ -270,9 +270,9 @@ class History:
     conntrack: Conntrack | None = None
     programming_p99: float | None = None  # kube-proxy network programming, seconds
     found: frozenset[str] = frozenset()
-    # how much later than ``PodLife.deleted`` a deletion may have been: a pod gone between
-    # two scrapes has its deletion inferred from its series' last sample (up to one scrape
-    # early); 0 when every deletion came from kube_pod_deletion_timestamp
+    # how much later than ``PodLife.deleted`` a deletion may have been: each is known only
+    # to a scrape (at most one before kube_pod_deletion_timestamp's first sample, or where
+    # the pod's series end), so this is the scrape interval whenever a pod was deleted
     deletion_lateness: float = 0.0
     sigkilled: tuple[str, ...] = ()  # pods whose container last ended with reason Error
     warnings: tuple[str, ...] = ()

@@ -422,57 +422,55 @@ def deployment(view: LabView) -> Obj:
             annotations={REVISION: str(generation)},
             generation=generation,
         ),
-        "spec": {
-            "replicas": scenario.replicas,
-            "selector": {"matchLabels": {"app": DEPLOYMENT}},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {
-                    "maxSurge": scenario.max_surge,
-                    "maxUnavailable": scenario.max_unavailable,
-                },
-            },
-            "revisionHistoryLimit": 10,
-            "progressDeadlineSeconds": 600,
-            "minReadySeconds": 0,
-            "template": _template(view, names[-1]),
-        },
+        "spec": _deployment_spec(scenario, _template(view, names[-1]))
+        | {"revisionHistoryLimit": 10, "progressDeadlineSeconds": 600, "minReadySeconds": 0},
         "status": status,
+    }
+
+
+def _deployment_spec(scenario: Scenario, template: Obj) -> Obj:
+    """The Deployment's spec as its user wrote it (the API server adds its own defaults)."""
+    return {
+        "replicas": scenario.replicas,
+        "selector": {"matchLabels": {"app": DEPLOYMENT}},
+        "strategy": {
+            "type": "RollingUpdate",
+            "rollingUpdate": {
+                "maxSurge": scenario.max_surge,
+                "maxUnavailable": scenario.max_unavailable,
+            },
+        },
+        "template": template,
+    }
+
+
+def _service_spec() -> Obj:
+    return {
+        "selector": {"app": DEPLOYMENT},
+        "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}],
     }
 
 
 def manifests(scenario: Scenario) -> list[Obj]:
     """The Deployment and Service as a user would have written them (what ``lab run`` puts
-    in its bundle beside the evidence, so a diagnosis knows the pods' preStop and grace)."""
-    deployment: Obj = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE, "labels": {"app": DEPLOYMENT}},
-        "spec": {
-            "replicas": scenario.replicas,
-            "selector": {"matchLabels": {"app": DEPLOYMENT}},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {
-                    "maxSurge": scenario.max_surge,
-                    "maxUnavailable": scenario.max_unavailable,
-                },
-            },
-            "template": {"metadata": {"labels": {"app": DEPLOYMENT}}, "spec": pod_spec(scenario)},
+    in its bundle beside the evidence, so a diagnosis knows the pods' preStop and grace):
+    the specs the lab's API server serves, without what the server adds."""
+    template: Obj = {"metadata": {"labels": {"app": DEPLOYMENT}}, "spec": pod_spec(scenario)}
+    labels = {"app": DEPLOYMENT}
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE, "labels": labels},
+            "spec": _deployment_spec(scenario, template),
         },
-    }
-    service: Obj = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": {"app": DEPLOYMENT}},
-        "spec": {
-            "selector": {"app": DEPLOYMENT},
-            "ports": [
-                {"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}
-            ],
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": dict(labels)},
+            "spec": _service_spec(),
         },
-    }
-    return [deployment, service]
+    ]
 
 
 def pods(view: LabView) -> list[Obj]:
@@ -539,17 +537,9 @@ def service(view: LabView) -> Obj:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _meta(view, "Service", SERVICE, NAMESPACE, view.started, labels={"app": "api"}),
-        "spec": {
-            "type": "ClusterIP",
-            "clusterIP": CLUSTER_IP,
-            "clusterIPs": [CLUSTER_IP],
-            "selector": {"app": DEPLOYMENT},
-            "ports": [
-                {"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"}
-            ],
-            "sessionAffinity": "None",
-            "ipFamilies": ["IPv4"],
-        },
+        "spec": {"type": "ClusterIP", "clusterIP": CLUSTER_IP, "clusterIPs": [CLUSTER_IP]}
+        | _service_spec()
+        | {"sessionAffinity": "None", "ipFamilies": ["IPv4"]},
         "status": {"loadBalancer": {}},
     }
 

@@ -197,6 +197,13 @@ def _grace(rec: Recommendation) -> str:
     return f"{rec.grace_to_set} s ({rec.grace_seconds} s needed)"
 
 
+def _race_within(rec: Recommendation) -> bool:
+    """The target is missed, but not by what preStop and grace act on: the curve (their
+    failures) reaches it, other mechanisms (``rec.reasons``) keep the rollout above it."""
+    point = rec.recommended_point
+    return not rec.met and point is not None and point.failed_per_rollout <= rec.allowed_per_rollout
+
+
 def _title(rec: Recommendation) -> str:
     first = rec.curve[0] if rec.curve else None
     start = f" ({_count(first.failed_per_rollout)} with no preStop)" if first else ""
@@ -204,6 +211,11 @@ def _title(rec: Recommendation) -> str:
         return (
             f"preStop {rec.prestop_seconds} s with grace {_grace(rec)} keeps a "
             f"rollout within {_count(rec.allowed_per_rollout)} failed requests{start}"
+        )
+    if _race_within(rec):
+        return (
+            f"preStop {rec.prestop_seconds} s brings the race within the target; "
+            "other failures keep the rollout above it"
         )
     return f"no preStop meets the target of {_count(rec.allowed_per_rollout)} per rollout{start}"
 
@@ -232,6 +244,11 @@ def curve_alt(rec: Recommendation, observed_window: float | RaceWindow | None = 
                 f"; {shorter[-1].prestop_seconds} s would leave "
                 f"{_count(shorter[-1].failed_per_rollout)}"
             )
+    elif _race_within(rec):
+        text += (
+            f", within {target} for the failures preStop and grace act on; the rollout "
+            f"still misses it: {'; '.join(rec.reasons)}"
+        )
     else:
         floor = min(c.failed_per_rollout for c in rec.curve)
         text += f"; no preStop meets {target}: failures level off at {_count(floor)}"

@@ -458,9 +458,13 @@ def timeline_picture(d: Diagnosis) -> Picture:
     s = d.summary
     primary = d.primary
     found = f"{primary.cause.value} ({primary.verdict.value})" if primary else "no cause found"
+    deletions = f"{s.deletions} pod deletion{'' if s.deletions == 1 else 's'}"
+    per = "second" if d.timeline.step == 1 else f"{d.timeline.step:g} s"
     alt = (
-        f"Failures per second with pod deletions: {s.errors} of {s.requests} requests failed "
-        f"around {s.deletions} pod deletions; verdict {found}."
+        f"Failures per {per} with pod deletions: {s.errors} of {s.requests} requests failed "
+        f"around {deletions}; verdict {found}."
+        if s.requests
+        else f"No request log: {deletions} and no requests to line up with them; verdict {found}."
     )
     return figure(lambda out, fmt: plot_timeline(d, out, fmt), alt)
 

@@ -370,6 +370,10 @@ def plot_before_after(
     _save(draw_before_after(before, after), out, fmt)
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def lanes_alt(lanes: Lanes) -> str:
     """The finding in words, for ``alt`` text: how many requests failed, whether on pods
     after their deletion (and inside the diagnosed window), on which pods, and how."""
@@ -378,7 +382,7 @@ def lanes_alt(lanes: Lanes) -> str:
     known = "pods" if any(leaf.stamps for leaf in leaves) else "backends"
     deletions = sum(1 for leaf in leaves if leaf.stamp(Moment.DELETION))
     seen = f"{lanes.duration:.0f} s of requests" if sum(lanes.requests) else "no request log"
-    span = f"{seen}, {pods} {known}, {deletions} deletions"
+    span = f"{seen}, {_plural(pods, known[:-1])}, {_plural(deletions, 'deletion')}"
     total = lanes.failed
     if total == 0:
         return f"No failed requests: {span}."
@@ -391,15 +395,25 @@ def lanes_alt(lanes: Lanes) -> str:
             after += deleted is not None and f.ts >= deleted.ts
             inside += shade is not None and shade.start <= f.ts <= shade.end
     noun = "request" if total == 1 else "requests"
+    unknown = sum(len(leaf.failures) for leaf in leaves if leaf.pod == UNKNOWN_BACKEND)
     if not deletions:
         where = "no deletion in the evidence"
+    elif unknown == total:
+        inside = sum(
+            any(s.start <= f.ts <= s.end for s in lanes.shades)
+            for leaf in leaves
+            for f in leaf.failures
+        )
+        where = "the requests do not name their backend, so which pod each hit is unknown"
+        if lanes.shades:
+            where += f"; {inside} fell within a diagnosed race window after a deletion"
     elif after == total:
         where = "all on pods after their deletion"
     elif after:
         where = f"{after} on pods after their deletion"
     else:
         where = "none on a pod after its deletion"
-    if lanes.shades and after:
+    if lanes.shades and after and unknown < total:
         where += f", {inside} within the diagnosed {lanes.shades[0].seconds:g} s race window"
     ranked = sorted((leaf for leaf in leaves if leaf.failures), key=lambda x: -len(x.failures))
     if len(ranked) == 1 and ranked[0].pod != UNKNOWN_BACKEND and total > 1:
