@@ -208,7 +208,7 @@ def test_every_failure_is_drawn_on_the_pod_it_hit(
 ) -> None:
     """The report's lanes: each failed request on the lane of the backend the datapath
     picked (conntrack's event stream on the kernel datapath, the proxy's choice on the
-    userspace one); on the kernel datapath, always a pod the rollout deleted."""
+    userspace one), and that backend is a pod the rollout deleted."""
     from svcdoctor.diagnose import diagnose
     from svcdoctor.diagnose.lanes import build_lanes
     from svcdoctor.evidence import read_evidence
@@ -222,9 +222,8 @@ def test_every_failure_is_drawn_on_the_pod_it_hit(
     marks = {lane.pod: len(lane.failures) for lane in lanes.lanes if lane.failures}
     assert sum(marks.values()) == run.out["failed"]
     assert UNKNOWN_BACKEND not in marks
-    if datapath == "kernel":  # conntrack's own record of each connection's DNAT target
-        truth = json.loads((run.bundle / "lab.json").read_text())["ground_truth"]
-        assert set(marks) <= set(truth["deleted_pods"])
+    truth = json.loads((run.bundle / "lab.json").read_text())["ground_truth"]
+    assert set(marks) <= set(truth["deleted_pods"])  # a port used again: its connection then
 
 
 def test_diagnose_of_the_bundle_gives_the_same_answer(

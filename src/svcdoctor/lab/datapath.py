@@ -18,6 +18,7 @@ import functools
 import random
 import socket
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -30,6 +31,9 @@ class LabError(SvcdoctorError, RuntimeError):
     """The lab could not run the scenario as specified (a one-line reason); exit 1."""
 
     exit_code = 1
+
+
+PICKS_KEPT = 8  # per client port, the proxy's picks kept to attribute failed requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +113,8 @@ class _Proxy:
     backends: list[Backend] = field(default_factory=list)
     server: asyncio.Server | None = None
     port: int = 0
-    chosen: dict[int, str] = field(default_factory=dict)  # client port → pod
+    # client port → each pick for a connection from it: (time, pod); ports are used again
+    chosen: dict[int, list[tuple[float, str]]] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -162,7 +167,12 @@ class UserspaceDatapath:
         return _plain_socket()
 
     def backend_of(self, node: int, local_port: int, at: float | None = None) -> str | None:
-        return self.proxies[node].chosen.get(local_port)  # the proxy's latest pick: see _accept
+        picks = self.proxies[node].chosen.get(local_port)
+        if not picks:
+            return None
+        if at is None:
+            return picks[-1][1]
+        return min(picks, key=lambda pick: abs(pick[0] - at))[1]  # the port's connection then
 
     def node_netns(self, node: int) -> str | None:
         return None  # the nodes' clients run on the host, with their node's proxy address
@@ -187,7 +197,9 @@ class UserspaceDatapath:
             reset(writer)
             return
         backend = self.rng.choice(proxy.backends)
-        proxy.chosen[peer[1]] = backend.pod
+        picks = proxy.chosen.setdefault(peer[1], [])
+        picks.append((time.time(), backend.pod))
+        del picks[:-PICKS_KEPT]  # a long serve: a port's latest connections only
         try:
             up_reader, up_writer = await asyncio.wait_for(
                 asyncio.open_connection(backend.host, backend.port), 2.0
