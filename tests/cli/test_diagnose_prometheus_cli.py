@@ -170,9 +170,8 @@ SIM = ("--nodes", "20", "--replicas", "6", "--rate", "100", "--duration", "120")
 EPOCH = 1_767_225_600  # where simulate --emit-metrics starts its history: 2026-01-01T00:00Z
 
 
-@pytest.fixture(scope="module")
-def race_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("history") / "race.om"
+def _history(out: Path, *options: str) -> Path:
+    """``simulate … --emit-metrics out``: three rollouts ten minutes apart."""
     done = subprocess.run(
         [
             SVCDOCTOR,
@@ -180,6 +179,7 @@ def race_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
             *SIM,
             "--emit-metrics",
             str(out),
+            *options,
             "--rollouts",
             "3",
             "--every",
@@ -192,6 +192,11 @@ def race_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, done.stderr
     return out
+
+
+@pytest.fixture(scope="module")
+def race_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _history(tmp_path_factory.mktemp("history") / "race.om")
 
 
 def _range(path: Path) -> tuple[int, int]:
@@ -335,27 +340,7 @@ def test_deletions_known_only_to_a_minute_scrape_still_show_the_race(
     """At a 60 s scrape a deleted pod is gone before kube-state-metrics sees its deletion
     timestamp: the deletion is where its series ends, up to a scrape early, and the race's
     windows must reach that much further (they did not: race was 'unlikely')."""
-    history = tmp_path / "minute.om"
-    made = subprocess.run(
-        [
-            SVCDOCTOR,
-            "simulate",
-            *SIM,
-            "--emit-metrics",
-            str(history),
-            "--scrape-interval",
-            "60",
-            "--rollouts",
-            "3",
-            "--every",
-            "10m",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert made.returncode == 0, made.stderr
+    history = _history(tmp_path / "minute.om", "--scrape-interval", "60")
     assert "kube_pod_deletion_timestamp{" not in history.read_text()
     url = prometheus_with(history)
     first, last = _range(history)

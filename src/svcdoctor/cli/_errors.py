@@ -14,6 +14,20 @@ import click
 from svcdoctor.errors import SvcdoctorError
 
 
+@contextmanager
+def extras_needed(what: str, *extras: str) -> Iterator[None]:
+    """Imports of an optional extra: a missing module is one line naming the extras to
+    install (``what`` needs them), not a traceback."""
+    try:
+        yield
+    except ImportError as exc:  # pragma: no cover - an extra is missing
+        names = " and ".join(f"'{e}'" for e in extras)
+        raise click.ClickException(
+            f"{what} needs the {names} extra{'s' if len(extras) > 1 else ''} ({exc.name} is "
+            f"missing): pip install 'svcdoctor[{','.join(extras)}]'"
+        ) from None
+
+
 def say(message: str) -> None:
     click.echo(f"svcdoctor: error: {message}", err=True)
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import OutputDir, option, output_option
 
@@ -74,15 +75,10 @@ def collect(
     that happens meanwhile as a timeline (Ctrl-C ends it early; the bundle is still
     complete). Read-only. Exit codes: 0 written, 2 on a cluster or --out problem.
     """
-    try:
+    with extras_needed("collect", "live", "diagnose"):
         from svcdoctor.cluster import ClusterError, connect
         from svcdoctor.cluster.collect import BundleError, Request, check_out
         from svcdoctor.cluster.collect import collect as run
-    except ImportError as exc:  # pragma: no cover - an extra is missing
-        raise click.ClickException(
-            f"collect needs the 'live' and 'diagnose' extras ({exc.name} is missing): "
-            "pip install 'svcdoctor[live,diagnose]'"
-        ) from None
     try:
         check_out(out)
         reader = connect(**cluster)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import (
     Duration,
@@ -228,13 +229,8 @@ def _from_prometheus(
     step: float | None,
 ) -> Diagnosis:
     """The diagnosis from a Prometheus-compatible query API (aggregates pushed down)."""
-    try:
+    with extras_needed("diagnose --prometheus", "diagnose", "live"):
         from svcdoctor.evidence.prometheus import PromClient
-    except ImportError as exc:  # pragma: no cover - an extra is missing
-        raise click.ClickException(
-            f"diagnose --prometheus needs the 'diagnose' and 'live' extras ({exc.name} is "
-            "missing): pip install 'svcdoctor[diagnose,live]'"
-        ) from None
     # the URL is checked (one line, exit 2) before anything else is loaded
     with PromClient(url, headers, timeout) as client:
         from svcdoctor.diagnose.metrics import diagnose_prometheus
@@ -389,13 +385,8 @@ def diagnose(
                 f"give at least {math.ceil((last - first) / MAX_STEPS)}s",
                 param_hint="--step",
             )
-        try:
+        with extras_needed("diagnose", "diagnose"):
             from svcdoctor.diagnose import Settings
-        except ImportError as exc:  # pragma: no cover - the extra is missing
-            raise click.ClickException(
-                f"diagnose needs the 'diagnose' extra ({exc.name} is "
-                "missing): pip install 'svcdoctor[diagnose]'"
-            ) from None
         result = _from_prometheus(
             prometheus,
             _headers(headers),
@@ -415,16 +406,11 @@ def diagnose(
     if not evidence and not example:
         raise click.UsageError("give EVIDENCE files or directories (or --example)")
     offsets = _offsets(clock_offset)
-    try:
+    with extras_needed("diagnose", "diagnose"):
         from svcdoctor.diagnose import Settings
         from svcdoctor.diagnose import diagnose as run
         from svcdoctor.diagnose.stats import preload
         from svcdoctor.evidence import read_evidence
-    except ImportError as exc:  # pragma: no cover - the extra is missing
-        raise click.ClickException(
-            f"diagnose needs the 'diagnose' extra ({exc.name} is "
-            "missing): pip install 'svcdoctor[diagnose]'"
-        ) from None
     paths = list(evidence)
     if example:
         bundled = Path(str(files("svcdoctor.examples") / EXAMPLE))

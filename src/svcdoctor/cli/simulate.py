@@ -16,6 +16,7 @@ import click
 from click.core import ParameterSource
 from rich.console import Console
 
+from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import (
     Distribution,
@@ -255,13 +256,8 @@ def model_options(f: F) -> F:
 
 def build_params(o: dict[str, Any]) -> Any:
     """SimParams from the options given (the model's defaults for the rest)."""
-    try:
+    with extras_needed("simulate", "diagnose"):
         from svcdoctor.simulate import ParamError, SimParams, resolve_count
-    except ImportError as exc:  # pragma: no cover - the extra is missing
-        raise click.ClickException(
-            f"simulate needs the 'diagnose' extra ({exc.name} is missing): "
-            "pip install 'svcdoctor[diagnose]'"
-        ) from None
 
     p = SimParams()
     changes = {k: o[k] for k in _FIELDS if o.get(k) is not None}
