@@ -20,6 +20,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet  # a broken link or anchor fails
 
 test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
@@ -37,6 +38,7 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/svcdoctor rules export docs/rules
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -499,13 +499,13 @@ def test_run_as_the_kubectl_plugin_usage_says_kubectl_svcdoctor(tmp_path: Path) 
     assert "Try 'kubectl svcdoctor lint --help' for help." in proc.stderr
 
 
-def test_the_readme_config_blocks_work_pasted_into_svcdoctor_toml(
+def test_the_documented_config_blocks_work_pasted_into_svcdoctor_toml(
     tmp_path: Path, app: Path
 ) -> None:
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "configuration.md").read_text()
     blocks = [
         textwrap.dedent(m.group(2))
-        for m in re.finditer(r"^( *)```toml\n(.*?)^\1```", readme, re.DOTALL | re.MULTILINE)
+        for m in re.finditer(r"^( *)```toml\n(.*?)^\1```", page, re.DOTALL | re.MULTILINE)
         if "[tool.svcdoctor]" in m.group(2)
     ]
     assert len(blocks) >= 2  # the configuration block and the drains one
