@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 
+from svcdoctor.model.breakdown import Breakdown
 from svcdoctor.model.evidence import EventKind, Outcome, SourceSummary
 from svcdoctor.model.finding import Cause
+from svcdoctor.model.lanes import Lanes
 
 LIKELY_AT = 0.6
 POSSIBLE_AT = 0.3
@@ -452,7 +454,12 @@ class Diagnosis:
     Evidence that holds several Services (one ingress log) is diagnosed per Service
     (``service``: its upstream name); the one with the strongest cause is this diagnosis
     and the other Services with a cause are ``others``. ``rollouts``: each rollout a
-    metrics store shows (empty for evidence files)."""
+    metrics store shows (empty for evidence files).
+
+    What the pictures draw, computed with the analyses (not part of the JSON): ``lanes``,
+    the per-pod lanes (``None`` without request rows); ``breakdown``, the failures per
+    backend, when a bad backend or connection reuse is suspected and the rows name
+    backends."""
 
     summary: Summary
     causes: tuple[Assessment, ...]
@@ -461,6 +468,8 @@ class Diagnosis:
     service: str | None = None
     others: tuple[Diagnosis, ...] = ()
     rollouts: tuple[Rollout, ...] = ()
+    lanes: Lanes | None = None
+    breakdown: Breakdown | None = None
 
     @property
     def primary(self) -> Assessment | None:

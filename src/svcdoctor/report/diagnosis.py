@@ -1,4 +1,5 @@
-"""Renderers of a diagnosis: text (verdict first), JSON, a timeline plot, and HTML."""
+"""Renderers of a diagnosis: text (verdict first), JSON and a timeline plot (its HTML page:
+``svcdoctor.report.html``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -27,11 +28,6 @@ from svcdoctor.model.diagnosis import (
     Rollout,
     Summary,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from svcdoctor.report.html import Picture
 
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
 _NAMES = {
@@ -467,13 +463,3 @@ def plot_timeline(d: Diagnosis, out: Path | io.BytesIO, fmt: str = "png") -> Non
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(out, format=fmt)
     plt.close(fig)
-
-
-def render_html(d: Diagnosis, pictures: Sequence[Picture] | None = None) -> str:
-    """One self-contained page (``svcdoctor.report.html``): the verdict, the pictures (the
-    aggregated timeline when none are given), the evidence per cause with the fixes as
-    copyable YAML, the next steps and the sources read."""
-    from svcdoctor.report.html import diagnosis_page, render_page, timeline_picture
-
-    shown = (timeline_picture(d),) if pictures is None else tuple(pictures)
-    return render_page(diagnosis_page(d, shown))
