@@ -19,6 +19,8 @@ POSSIBLE_AT = 0.3
 
 
 class Verdict(StrEnum):
+    """How well the evidence supports a cause, from its score."""
+
     LIKELY = "likely"
     POSSIBLE = "possible"
     UNLIKELY = "unlikely"
@@ -143,6 +145,8 @@ class Caller(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ClientFailures:
+    """One client's requests and failures (a row of the worst clients)."""
+
     client: str
     requests: int
     failures: int
@@ -217,6 +221,8 @@ class IdleGaps:
 
 @dataclass(frozen=True, slots=True)
 class ReuseDetails:
+    """What the reuse analysis measured (each test ``None`` when it could not run)."""
+
     reused_failure_share: float
     client_concentration: ClientConcentration | None = None
     reused_connections: ReusedConnections | None = None
@@ -238,6 +244,8 @@ class ConntrackCounter(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CounterValue:
+    """One ``conntrack -S`` counter's count."""
+
     counter: ConntrackCounter
     count: int
 
@@ -275,6 +283,8 @@ class CounterGrowth:
 
 @dataclass(frozen=True, slots=True)
 class NodeConcentration:
+    """The node that carries more of the failures than of the traffic."""
+
     node: str
     failure_share: float
     traffic_share: float
@@ -342,12 +352,16 @@ class NearestFraction:
 
 @dataclass(frozen=True, slots=True)
 class OutcomeCount:
+    """How many requests ended with one outcome."""
+
     outcome: Outcome
     count: int
 
 
 @dataclass(frozen=True, slots=True)
 class HostCount:
+    """The failures of one backend host in the proxy's error log."""
+
     host: str
     failures: int
 
@@ -394,6 +408,8 @@ class Summary:
 
 
 class EndpointState(StrEnum):
+    """An endpoint's state as an EndpointSlice change leaves it."""
+
     READY = "ready"
     NOT_READY = "not-ready"
     REMOVED = "removed"
@@ -401,6 +417,8 @@ class EndpointState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TimelineEvent:
+    """A pod's lifecycle moment on the timeline."""
+
     ts: float
     kind: EventKind
     pod: str
@@ -408,6 +426,8 @@ class TimelineEvent:
 
 @dataclass(frozen=True, slots=True)
 class EndpointMark:
+    """An endpoint's change of state on the timeline."""
+
     ts: float
     address: str
     state: EndpointState

@@ -27,6 +27,7 @@ from svcdoctor.model.diagnosis import (
     ReuseDetails,
     Rollout,
     Summary,
+    UpstreamRow,
 )
 
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
@@ -267,6 +268,33 @@ def headline(d: Diagnosis) -> str:
     return part
 
 
+def fraction_line(f: NearestFraction) -> str:
+    """The round fraction of failing backends the error rate is consistent with."""
+    return (
+        f"the error rate is consistent with {f.text} of the backends failing "
+        f"(binomial p = {f.p_value:.2g})"
+    )
+
+
+def upstream_line(row: UpstreamRow) -> str:
+    """One Service of the evidence: its failures and its strongest cause."""
+    rate = row.error_rate
+    return (
+        f"{row.upstream}: {row.errors} of {row.requests} failed"
+        + (f" ({rate:.2%})" if rate is not None else "")
+        + f", {row.cause.value if row.cause else 'no cause'}"
+    )
+
+
+def rollout_line(r: Rollout) -> str:
+    """One rollout: when, what, and its failures against the baseline's prediction."""
+    return (
+        f"{iso_utc(r.start)} {', '.join(r.workloads) or '?'}: {r.deletions} deletions, "
+        f"{r.failures} of {r.requests} requests failed (baseline predicts "
+        f"{r.expected_failures:g})"
+    )
+
+
 def render_text(d: Diagnosis, console: Console) -> None:
     for warning in d.summary.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
@@ -276,15 +304,7 @@ def render_text(d: Diagnosis, console: Console) -> None:
         console.print()
         console.print(f"[bold]Services in the evidence[/] ({len(table)} upstreams):")
         for row in table:
-            rate = row.error_rate
-            cause = row.cause.value if row.cause else "no cause"
-            console.print(
-                f"  {escape(str(row.upstream))}: {row.errors} of {row.requests} failed"
-                + (f" ({rate:.2%})" if rate is not None else "")
-                + f", {cause}",
-                soft_wrap=True,
-                highlight=False,
-            )
+            console.print(f"  {escape(upstream_line(row))}", soft_wrap=True, highlight=False)
     for other in d.others:
         console.print()
         console.rule(escape(f"also: {other.service}"))
@@ -314,11 +334,7 @@ def _render_one(d: Diagnosis, console: Console) -> None:
         )
     fraction = s.nearest_fraction
     if fraction and fraction.consistent:
-        console.print(
-            f"the error rate is consistent with {fraction.text} of the "
-            f"backends failing (binomial p = {fraction.p_value:.2g})",
-            soft_wrap=True,
-        )
+        console.print(fraction_line(fraction), soft_wrap=True)
     for a in d.causes:
         console.print()
         console.print(
@@ -368,9 +384,7 @@ def _render_rollouts(d: Diagnosis, console: Console) -> None:
     )
     for r in rows:
         console.print(
-            f"  {iso_utc(r.start)} {', '.join(r.workloads) or '?'}: {r.deletions} deletions, "
-            f"{r.failures} of {r.requests} requests failed (baseline predicts "
-            f"{r.expected_failures:g})"
+            f"  {rollout_line(r)}"
             + (f", window {r.window_seconds:g} s" if r.window_seconds is not None else ""),
             soft_wrap=True,
             highlight=False,

@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import Cause, Diagnosis, SourceSummary, Verdict, iso_utc
 from svcdoctor.report.backends import backends_alt, plot_backends
-from svcdoctor.report.diagnosis import cause_name, headline, plot_timeline
+from svcdoctor.report.diagnosis import (
+    cause_name,
+    fraction_line,
+    headline,
+    plot_timeline,
+    rollout_line,
+    upstream_line,
+)
 from svcdoctor.report.diagnosis import render_json as diagnosis_json
 from svcdoctor.report.lanes import lanes_alt, plot_before_after, plot_lanes
 from svcdoctor.report.simulation import describe, render_recommendation_json, warnings
@@ -341,22 +348,12 @@ def _diagnosis_findings(d: Diagnosis) -> list[Section]:
             )
         )
     if d.rollouts:
-        lines = [
-            f"{iso_utc(r.start)} {', '.join(r.workloads) or '?'}: {r.deletions} deletions, "
-            f"{r.failures} of {r.requests} requests failed (baseline predicts "
-            f"{r.expected_failures:g})"
-            for r in d.rollouts
-        ]
-        found.append(Section(f"Rollouts ({len(d.rollouts)})", Tone.NONE, "", tuple(lines)))
+        lines = tuple(rollout_line(r) for r in d.rollouts)
+        found.append(Section(f"Rollouts ({len(d.rollouts)})", Tone.NONE, "", lines))
     table = d.summary.upstreams
     if table:
-        lines = [
-            f"{row.upstream}: {row.errors} of {row.requests} failed"
-            + (f" ({row.error_rate:.2%})" if row.error_rate is not None else "")
-            + f", {row.cause.value if row.cause else 'no cause'}"
-            for row in table
-        ]
-        found.append(Section("Services in the evidence", Tone.NONE, "", tuple(lines)))
+        lines = tuple(upstream_line(row) for row in table)
+        found.append(Section("Services in the evidence", Tone.NONE, "", lines))
     for other in d.others:
         verdict, tone = diagnosis_verdict(other)
         primary = other.primary
@@ -391,10 +388,7 @@ def diagnosis_page(
         )
     fraction = s.nearest_fraction
     if fraction and fraction.consistent:
-        facts.append(
-            f"the error rate is consistent with {fraction.text} of the backends failing "
-            f"(binomial p = {fraction.p_value:.2g})"
-        )
+        facts.append(fraction_line(fraction))
     return Page(
         title=title,
         verdict=verdict,
