@@ -43,6 +43,11 @@ def test_a_bad_backend_carries_its_breakdown(tmp_path: Path) -> None:
     assert d.lanes == build_lanes(evidence, d)
 
 
+def test_a_report_without_pictures_is_spared_them() -> None:
+    d = diagnose(read_evidence([str(EXAMPLE)]), Settings(pictures=False))
+    assert (d.lanes, d.breakdown) == (None, None)
+
+
 def test_without_request_rows_there_is_nothing_to_draw() -> None:
     evidence = read_evidence([str(EXAMPLE / "events.json"), str(EXAMPLE / "pods.json")])
     d = diagnose(evidence)

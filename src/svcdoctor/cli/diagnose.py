@@ -256,7 +256,7 @@ def diagnose(
     # unusable evidence and an unknown --service are SvcdoctorErrors: one line, exit 2
     stdin = sys.stdin.buffer if "-" in paths and sys.stdin is not None else None
     found = read_with_stdin(paths, stdin, offsets, tz=tz)
-    settings = Settings(floor_rate=failure_floor)
+    settings = Settings(floor_rate=failure_floor, pictures=bool(html_out or plot_out))
     if found.inventory is not None:  # manifests given: their notes as lint would say them
         settings = replace(settings, checks=_check_settings())
     _render(run(found, settings, service=service), fmt, html_out, plot_out)

@@ -25,7 +25,9 @@ class Settings:
     ``min_backend_ratio`` / ``min_backend_excess``: the smallest effect that makes a backend
     a suspect: its failure rate at least this many times the others' (the lower end of the
     95 % interval) and this much above it. ``checks``: the rules' settings for the notes on
-    the manifests given with the evidence (the user's, as ``lint`` reads them)."""
+    the manifests given with the evidence (the user's, as ``lint`` reads them). ``pictures``:
+    whether the diagnosis carries what its pictures draw (the lanes, the breakdown per
+    backend); a report without pictures is spared their cost."""
 
     max_lag: float = 60.0
     test_window: float = 30.0
@@ -37,6 +39,7 @@ class Settings:
     min_backend_ratio: float = 2.0
     min_backend_excess: float = 0.0005
     checks: CheckSettings = field(default_factory=CheckSettings)
+    pictures: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,10 +105,11 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
         warnings=(*evidence.warnings, *_misaligned(evidence, s)),
         floor_rate=s.floor_rate,
     )
-    return pictured(ctx, Diagnosis(summary, tuple(causes), steps, timeline(ctx), service))
+    d = Diagnosis(summary, tuple(causes), steps, timeline(ctx), service)
+    return _pictured(ctx, d) if s.pictures else d
 
 
-def pictured(ctx: Context, d: Diagnosis) -> Diagnosis:
+def _pictured(ctx: Context, d: Diagnosis) -> Diagnosis:
     """The diagnosis with what its pictures draw: the per-pod lanes when there are request
     rows, and the failures per backend when a bad backend or connection reuse is suspected
     (``None`` when no row names a backend)."""
