@@ -17,7 +17,6 @@ from svcdoctor.diagnose import diagnose
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence import read_evidence
 from svcdoctor.model import Diagnosis, Evidence
-from svcdoctor.report.diagnosis import render_html
 from svcdoctor.report.html import (
     Fix,
     ImageType,
@@ -29,6 +28,7 @@ from svcdoctor.report.html import (
     diagnosis_page,
     diagnosis_pictures,
     image_type,
+    render_html,
     render_page,
     split_fix,
 )
@@ -179,8 +179,8 @@ def test_split_fix_gives_the_patch_as_yaml(example: tuple[Evidence, Diagnosis]) 
 def test_a_diagnosis_page_holds_each_cause_its_fix_and_every_source(
     example: tuple[Evidence, Diagnosis],
 ) -> None:
-    evidence, d = example
-    page = diagnosis_page(d, diagnosis_pictures(evidence, d))
+    _, d = example
+    page = diagnosis_page(d, diagnosis_pictures(d))
     assert page.verdict == "Verdict: race (likely)"
     assert page.tone is Tone.BAD
     assert [f.title.split(":")[0] for f in page.findings] == [a.cause.value for a in d.causes]
@@ -197,8 +197,8 @@ def test_a_diagnosis_page_holds_each_cause_its_fix_and_every_source(
 
 
 def test_a_race_shows_the_lanes_only(example: tuple[Evidence, Diagnosis]) -> None:
-    evidence, d = example
-    (lanes,) = diagnosis_pictures(evidence, d)
+    _, d = example
+    (lanes,) = diagnosis_pictures(d)
     assert lanes.kind is ImageType.SVG
     assert lanes.data.lstrip().startswith(b"<?xml")
     assert "82 failed requests" in lanes.alt
@@ -211,14 +211,14 @@ def test_a_bad_backend_shows_its_rates_first(tmp_path: Path) -> None:
     d = diagnose(evidence)
     assert d.primary is not None
     assert d.primary.cause.value == "backend"
-    backends, lanes = diagnosis_pictures(evidence, d)
+    backends, lanes = diagnosis_pictures(d)
     assert "singled out" in backends.alt or "backend" in backends.alt.lower()
     assert "failed requests" in lanes.alt
 
 
 def test_without_request_rows_the_timeline_is_drawn(example: tuple[Evidence, Diagnosis]) -> None:
     _, d = example
-    (timeline,) = diagnosis_pictures(None, d)
+    (timeline,) = diagnosis_pictures(replace(d, lanes=None, breakdown=None))
     assert "pod deletions" in timeline.alt
     assert timeline.data.lstrip().startswith(b"<?xml")
 

@@ -165,7 +165,7 @@ def test_rollout_test_report(browser: Browser, tmp_path: Path) -> None:
         cleanup=None,
     )
     page = tmp_path / "rollout.html"
-    write_page(page, rollout_page(result, evidence, json.dumps({"failed": result.failed})))
+    write_page(page, rollout_page(result, json.dumps({"failed": result.failed})))
     seen = _seen(browser, page, tmp_path, 1)
     assert seen.verdict_text == "82 requests failed during the rollout: race (likely)"
 

@@ -3,7 +3,7 @@ the live commands (probe, rollout-test), whose results the report layer cannot i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
     from svcdoctor.cluster.probing import ProbeResult
     from svcdoctor.cluster.rollout import PodDelay, RolloutTest
-    from svcdoctor.model import Diagnosis, Evidence
+    from svcdoctor.model import Diagnosis
     from svcdoctor.model.breakdown import Breakdown
-    from svcdoctor.report.html import Page, Picture
+    from svcdoctor.report.html import Page
 
     Plot = Callable[[Path | io.BytesIO, str], object]
 
@@ -65,13 +65,12 @@ def write_plot(path: Path, plot: Plot) -> None:
     plot(path, image_type(path).value)
 
 
-def read_bundle(bundle: Path) -> tuple[Evidence, Diagnosis]:
-    """A bundle's evidence and its diagnosis."""
+def read_bundle(bundle: Path) -> Diagnosis:
+    """A bundle's diagnosis (with its lanes and breakdown for the pictures)."""
     from svcdoctor.diagnose import diagnose
     from svcdoctor.evidence import read_evidence
 
-    evidence = read_evidence([str(bundle)])
-    return evidence, diagnose(evidence)
+    return diagnose(read_evidence([str(bundle)]))
 
 
 # ---------------------------------------------------------------- probe
@@ -194,7 +193,7 @@ def probe_page(
 # ---------------------------------------------------------------- rollout-test
 
 
-def rollout_page(t: RolloutTest, evidence: Evidence | None, raw: str) -> Page:
+def rollout_page(t: RolloutTest, raw: str) -> Page:
     """``rollout-test --html``: what the rollout dropped, the lanes of its bundle and the
     diagnosis (preStop/grace fix) above the bundle's sources."""
     from svcdoctor.report.html import (
@@ -248,10 +247,7 @@ def rollout_page(t: RolloutTest, evidence: Evidence | None, raw: str) -> Page:
             "svcdoctor rollout-test", verdict, tone, headline, findings=(measured,), notes=notes,
             raw=raw, steps=(f"svcdoctor diagnose {t.bundle}",),
         )  # fmt: skip
-    pictures: Sequence[Picture] = (
-        diagnosis_pictures(evidence, t.diagnosis) if t.failed or evidence is not None else ()
-    )
-    page = diagnosis_page(t.diagnosis, pictures, "svcdoctor rollout-test")
+    page = diagnosis_page(t.diagnosis, diagnosis_pictures(t.diagnosis), "svcdoctor rollout-test")
     return replace(
         page,
         verdict=verdict,

@@ -2,41 +2,40 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
-from svcdoctor.cli._params import (
-    Duration,
-    ParamBase,
-    Share,
-    filename_option,
-    option,
-    output_option,
+from svcdoctor.cli._params import Duration, Share, filename_option, option, output_option
+from svcdoctor.cli._prometheus import (
+    LATEST,
+    MAX_SPAN,
+    Instant,
+    check_sources,
+    check_step,
+    from_prometheus,
+    parse_headers,
+    prometheus_range,
+    service_ref,
 )
 from svcdoctor.cli._report import html_option, plot_option, write_page, write_plot
 
 if TYPE_CHECKING:
-    from svcdoctor.diagnose import Settings
-    from svcdoctor.model import Diagnosis, Evidence
+    from svcdoctor.checks import Settings as CheckSettings
+    from svcdoctor.model import Diagnosis
 
 # seconds: a skewed clock, or the boot time of a node whose dmesg counts seconds since boot
 # (a Unix time: up to the year 2100)
-MAX_OFFSET = 4_102_444_800.0
+MAX_OFFSET = LATEST
 _OFFSET = Duration(-MAX_OFFSET, MAX_OFFSET)
 
 
@@ -66,33 +65,6 @@ def _offsets(values: tuple[str, ...]) -> dict[str, float]:
     return offsets
 
 
-@contextmanager
-def _stdin_as_file(paths: list[str]) -> Iterator[list[str]]:
-    """``-`` among the paths: standard input written to a temporary file (readers detect
-    formats by content and may read twice), removed afterwards."""
-    if "-" not in paths:
-        yield paths
-        return
-    with tempfile.TemporaryDirectory(prefix="svcdoctor-stdin-") as folder:
-        target = Path(folder) / "stdin"
-        with target.open("wb") as out:
-            if sys.stdin is not None:
-                shutil.copyfileobj(sys.stdin.buffer, out)
-        yield [str(target) if p == "-" else p for p in paths]
-
-
-def _named_stdin(found: Evidence, temporary: str) -> Evidence:
-    def name(text: str) -> str:
-        return text.replace(temporary, "-")
-
-    return replace(
-        found,
-        sources=tuple(replace(src, path=name(src.path)) for src in found.sources),
-        problems=tuple(map(name, found.problems)),
-        warnings=tuple(map(name, found.warnings)),
-    )
-
-
 def _tz(value: str | None) -> str | None:
     if value is None:
         return None
@@ -109,8 +81,6 @@ _SPAN = re.compile(
     r"(?:(\d+(?:\.\d+)?)w)?(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?"
     r"(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?"
 )
-MAX_SPAN = 400 * 86_400.0  # seconds: more than a year of history in one diagnosis is a typo
-MAX_STEPS = 25_000  # --step: query steps over the range (the default step keeps to it too)
 
 
 class Span(Duration):
@@ -133,116 +103,6 @@ class Span(Duration):
         return "a span (seconds, or 90m, 36h, 7d, 2w)"
 
 
-class Instant(ParamBase):
-    """A point in time: RFC 3339 (``2026-12-01T10:00:00Z``, an offset; none means UTC) or
-    Unix seconds. Converted to Unix seconds."""
-
-    name = "time"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from svcdoctor.evidence.times import rfc3339
-
-        if isinstance(value, float):
-            return value
-        text = str(value).strip()
-        try:
-            seconds: float | None = float(text)
-        except ValueError:
-            seconds = rfc3339(text) if "T" in text or " " in text else None
-        if seconds is None or not (0 <= seconds <= MAX_OFFSET):
-            self.fail(
-                f"{value!r} is not a time: give RFC 3339 (2026-12-01T10:00:00Z) or Unix "
-                "seconds, from 1970 to 2100",
-                param,
-                ctx,
-            )
-        return seconds
-
-    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str | None:
-        return "TIME"
-
-
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-
-
-def _headers(values: tuple[str, ...]) -> dict[str, str]:
-    """``'Name: value'`` options → headers; the value is never echoed (it may be a secret)."""
-    headers: dict[str, str] = {}
-    for item in values:
-        name, sep, value = item.partition(":")
-        name, value = name.strip(), value.strip()
-        if not sep or not _TOKEN.fullmatch(name) or not value or any(c in value for c in "\r\n\0"):
-            shown = name if _TOKEN.fullmatch(name) else "…"
-            raise click.BadParameter(
-                f"expected 'Name: value' (e.g. 'Authorization: Bearer TOKEN'), got {shown!r}"
-                f"{': …' if sep else ' without a colon'}",
-                param_hint="--header",
-            )
-        headers[name] = value
-    return headers
-
-
-_PROMETHEUS_ONLY = ("since", "start", "end", "headers", "timeout", "step")
-_FILES_ONLY = ("clock_offset", "tz")
-
-
-def _prometheus_range(
-    since: float | None, start: float | None, end: float | None, now: float
-) -> tuple[float, float]:
-    """The range asked for: ``--since`` back from now, or ``--start`` to ``--end`` (now by
-    default); 7 days back when neither is given."""
-    if since is not None and (start is not None or end is not None):
-        raise click.UsageError("give --since or --start/--end, not both")
-    if end is not None and start is None:
-        raise click.UsageError("--end needs --start (or give --since)")
-    if start is None:
-        return now - (since if since is not None else DEFAULT_SINCE), now
-    stop = now if end is None else end
-    if stop <= start:
-        raise click.UsageError("--end must be after --start")
-    if stop - start > MAX_SPAN:
-        raise click.UsageError(f"the range is longer than {MAX_SPAN / 86_400:g} days")
-    return start, stop
-
-
-def _service_ref(service: str | None) -> str | None:
-    if service is None:
-        return None
-    namespace, sep, name = service.partition("/")
-    label = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-    if not sep or not label.fullmatch(namespace) or not label.fullmatch(name):
-        raise click.BadParameter(
-            f"{service!r}: with --prometheus give the Service as NAMESPACE/NAME",
-            param_hint="--service",
-        )
-    return service
-
-
-def _from_prometheus(
-    url: str,
-    headers: dict[str, str],
-    timeout: float,
-    service: str | None,
-    start: float,
-    end: float,
-    settings: Settings,
-    step: float | None,
-) -> Diagnosis:
-    """The diagnosis from a Prometheus-compatible query API (aggregates pushed down)."""
-    with extras_needed("diagnose --prometheus", "diagnose", "live"):
-        from svcdoctor.evidence.prometheus import PromClient
-    # the URL is checked (one line, exit 2) before anything else is loaded
-    with PromClient(url, headers, timeout) as client:
-        from svcdoctor.diagnose.metrics import diagnose_prometheus
-
-        try:
-            return diagnose_prometheus(client, service, start, end, settings, step)
-        finally:  # the server's warnings (Thanos' partial responses) explain gaps: always
-            for warning in client.warnings:
-                click.echo(f"warning: Prometheus: {' '.join(warning.split())}", err=True)
-
-
-DEFAULT_SINCE = 7 * 86_400.0
 EXAMPLE = "rollout-race"
 
 
@@ -368,49 +228,24 @@ def diagnose(
         "clock_offset": bool(clock_offset),
         "tz": tz is not None,
     }
+    check_sources(prometheus is not None, bool(evidence or example), given)
     if prometheus is not None:
-        if evidence or example:
-            raise click.UsageError(
-                "--prometheus reads a metrics store: give no EVIDENCE or --example"
-            )
-        for name in _FILES_ONLY:
-            if given[name]:
-                raise click.UsageError(
-                    f"--{name.replace('_', '-')} applies to evidence files, not --prometheus"
-                )
-        first, last = _prometheus_range(since, start, end, time.time())
-        if step is not None and (last - first) / step > MAX_STEPS:
-            raise click.BadParameter(
-                f"{step:g} s over {last - first:,.0f} s is more than {MAX_STEPS:,} steps: "
-                f"give at least {math.ceil((last - first) / MAX_STEPS)}s",
-                param_hint="--step",
-            )
+        span = prometheus_range(since, start, end, time.time())
+        check_step(step, *span)
         with extras_needed("diagnose", "diagnose"):
             from svcdoctor.diagnose import Settings
-        result = _from_prometheus(
-            prometheus,
-            _headers(headers),
-            60.0 if timeout is None else timeout,
-            _service_ref(service),
-            first,
-            last,
-            Settings(floor_rate=failure_floor),
-            step,
+        query = (parse_headers(headers), 60.0 if timeout is None else timeout)
+        result = from_prometheus(
+            prometheus, *query, service_ref(service), span, Settings(floor_rate=failure_floor), step
         )
         _render(result, fmt, html_out, plot_out)
         return
-    for name in _PROMETHEUS_ONLY:
-        if given[name]:
-            option_name = "header" if name == "headers" else name
-            raise click.UsageError(f"--{option_name} applies only with --prometheus URL")
-    if not evidence and not example:
-        raise click.UsageError("give EVIDENCE files or directories (or --example)")
     offsets = _offsets(clock_offset)
     with extras_needed("diagnose", "diagnose"):
         from svcdoctor.diagnose import Settings
         from svcdoctor.diagnose import diagnose as run
         from svcdoctor.diagnose.stats import preload
-        from svcdoctor.evidence import read_evidence
+        from svcdoctor.evidence.stdin import read_with_stdin
     paths = list(evidence)
     if example:
         bundled = Path(str(files("svcdoctor.examples") / EXAMPLE))
@@ -419,21 +254,23 @@ def diagnose(
         )
     preload()
     # unusable evidence and an unknown --service are SvcdoctorErrors: one line, exit 2
-    with _stdin_as_file(paths) as readable:
-        found = read_evidence(readable, offsets, tz=tz)
-        if readable != paths:  # the report names standard input as the user gave it: -
-            found = _named_stdin(found, readable[paths.index("-")])
-    result = run(found, Settings(floor_rate=failure_floor), service=service)
-    _render(result, fmt, html_out, plot_out, found)
+    stdin = sys.stdin.buffer if "-" in paths and sys.stdin is not None else None
+    found = read_with_stdin(paths, stdin, offsets, tz=tz)
+    settings = Settings(floor_rate=failure_floor, pictures=bool(html_out or plot_out))
+    if found.inventory is not None:  # manifests given: their notes as lint would say them
+        settings = replace(settings, checks=_check_settings())
+    _render(run(found, settings, service=service), fmt, html_out, plot_out)
 
 
-def _render(
-    result: Diagnosis,
-    fmt: str,
-    html_out: Path | None,
-    plot_out: Path | None,
-    evidence: Evidence | None = None,
-) -> None:
+def _check_settings() -> CheckSettings:
+    """The rules' settings ``lint`` would use here without flags: the nearest config file's."""
+    from svcdoctor.cli._checking import load_settings
+
+    no_flags = dict.fromkeys(("severity", "enable", "disable", "drains"), ())
+    return load_settings(None, no_flags | {"kube_version": None, "fail_on": None})[0]
+
+
+def _render(result: Diagnosis, fmt: str, html_out: Path | None, plot_out: Path | None) -> None:
     """The report on stdout; the pictures and the HTML page when asked for (the lanes of
     the evidence's requests, or the timeline of a diagnosis without them)."""
     from svcdoctor.report import diagnosis as report
@@ -446,6 +283,6 @@ def _render(
         from svcdoctor.report.html import diagnosis_page, diagnosis_pictures, diagnosis_plot
 
         if plot_out:
-            write_plot(plot_out, diagnosis_plot(evidence, result))
+            write_plot(plot_out, diagnosis_plot(result))
         if html_out:
-            write_page(html_out, diagnosis_page(result, diagnosis_pictures(evidence, result)))
+            write_page(html_out, diagnosis_page(result, diagnosis_pictures(result)))

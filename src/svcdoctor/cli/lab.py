@@ -35,7 +35,7 @@ from svcdoctor.errors import CommandError
 
 if TYPE_CHECKING:
     from svcdoctor.lab.run import RunResult
-    from svcdoctor.model import Diagnosis, Evidence
+    from svcdoctor.model import Diagnosis
 
 DATAPATHS = ("auto", "kernel", "userspace")
 BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
@@ -252,8 +252,8 @@ def _run_bundle(
     return result, bundle
 
 
-def _diagnosis(bundle: Path) -> tuple[Evidence, Diagnosis]:
-    """The bundle's evidence and its diagnosis."""
+def _diagnosis(bundle: Path) -> Diagnosis:
+    """The bundle's diagnosis."""
     return read_bundle(bundle)
 
 
@@ -473,7 +473,7 @@ def run_command(
     chosen = _datapath(datapath)
     with _progress(fmt == "text" and sys.stderr.isatty()) as bar:
         result, bundle = _run_bundle(scenario, chosen, datapath, out, seed, bar(name))
-    evidence, verdict = _diagnosis(bundle)
+    verdict = _diagnosis(bundle)
     from svcdoctor.model.evidence import Outcome
     from svcdoctor.report.diagnosis import diagnosis_to_dict, render_text
     from svcdoctor.report.lab import run_to_dict
@@ -489,7 +489,7 @@ def run_command(
             result.failed,
             expected.value if expected else None,
             verdict,
-            diagnosis_pictures(evidence, verdict),
+            diagnosis_pictures(verdict),
             str(bundle),
         )
         write_page(html_out, page)
@@ -547,11 +547,9 @@ def demo(datapath: str, seed: int, html_out: Path | None) -> None:
         for name in ("race", "race-fixed"):
             result, bundle = _run_bundle(SCENARIOS[name], chosen, datapath, None, seed, bar(name))
             chosen = result.datapath
-            evidence, verdict = _diagnosis(bundle)
+            verdict = _diagnosis(bundle)
             broken = sum(result.by_outcome.get(o, 0) for o in (Outcome.RESET, Outcome.REFUSED))
-            runs.append(
-                (DemoRun(name, result.requests, result.failed, evidence, verdict, bundle), broken)
-            )
+            runs.append((DemoRun(name, result.requests, result.failed, verdict, bundle), broken))
     table = Table("scenario", "requests", "failed", "resets / refusals", "diagnosis")
     for run, broken in runs:
         primary = run.diagnosis.primary

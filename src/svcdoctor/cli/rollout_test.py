@@ -16,7 +16,6 @@ from svcdoctor.cli._report import delay_sentence, html_option, rollout_page, wri
 
 if TYPE_CHECKING:
     from svcdoctor.cluster.rollout import RolloutTest
-    from svcdoctor.model import Evidence
 
 
 @click.command("rollout-test")
@@ -124,22 +123,13 @@ def rollout_test(
     if html_out is not None:
         write_page(
             html_out,
-            rollout_page(outcome, _evidence(outcome), json.dumps(to_dict(outcome), indent=2)),
+            rollout_page(outcome, json.dumps(to_dict(outcome), indent=2)),
         )
     if outcome.interrupted:
         sys.exit(130)
     if outcome.incomplete:
         fail(f"rollout-test incomplete: {'; '.join(outcome.incomplete)}")
     sys.exit(1 if outcome.failed > max_failures else 0)
-
-
-def _evidence(t: RolloutTest) -> Evidence | None:
-    """The bundle's evidence for the lanes (None when it was not diagnosed)."""
-    if t.diagnosis is None:
-        return None
-    from svcdoctor.evidence import read_evidence
-
-    return read_evidence([str(t.bundle)])
 
 
 def to_dict(t: RolloutTest) -> dict[str, Any]:

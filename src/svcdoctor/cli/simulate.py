@@ -450,8 +450,7 @@ def _simulation_page(result: Any, emit: Path | None) -> Any:
 
     pictures = [figure(lambda out, fmt: plot_simulation(result, out, fmt), simulation_alt(result))]
     if emit is not None:
-        evidence, diagnosis = read_bundle(emit)
-        pictures[:0] = diagnosis_pictures(evidence, diagnosis)
+        pictures[:0] = diagnosis_pictures(read_bundle(emit))
     return simulation_page(result, pictures)
 
 

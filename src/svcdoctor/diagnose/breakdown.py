@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from svcdoctor.diagnose import upstreams
-from svcdoctor.diagnose.context import build
+from svcdoctor.diagnose.context import Context, build
 from svcdoctor.diagnose.stats import proportion_ci
 from svcdoctor.model import Cause, Evidence
 from svcdoctor.model.breakdown import BackendRate, Breakdown, PairRate
@@ -21,20 +21,17 @@ def _suspects(diagnosis: Diagnosis) -> set[str]:
     return {s.backend for s in details.suspects}
 
 
-def _of_service(evidence: Evidence, diagnosis: Diagnosis) -> Evidence:
-    """The evidence of the diagnosed Service when the rows hold several (one proxy log)."""
-    known = upstreams.names(evidence.requests)
-    if diagnosis.service is None or len(known) < 2:
-        return evidence
-    return upstreams.restrict(evidence, upstreams.select(known, diagnosis.service))
-
-
 def build_breakdown(evidence: Evidence, diagnosis: Diagnosis) -> Breakdown | None:
+    """The breakdown of a diagnosis of ``evidence`` (see ``breakdown_of``), from the
+    evidence of the diagnosed Service."""
+    return breakdown_of(build(upstreams.of_service(evidence, diagnosis.service)), diagnosis)
+
+
+def breakdown_of(ctx: Context, diagnosis: Diagnosis) -> Breakdown | None:
     """Requests and failures per backend over every attempt the backends received (failed
     attempts a proxy retried count: the backend failed them; error-log rows do not: they
     have no denominator), and per client-backend pair when the rows name clients. ``None``
     when no row names a backend: there is nothing to draw."""
-    ctx = build(_of_service(evidence, diagnosis))
     if not ctx.has_backend:
         return None
     rows = ctx.frame.filter((pl.col("role") != "error_log") & pl.col("backend").is_not_null())

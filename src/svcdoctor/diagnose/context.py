@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
+from svcdoctor.checks import Settings as CheckSettings
 from svcdoctor.diagnose.stats import Floats
 from svcdoctor.model import FAILURES, EventKind, Evidence, PodInfo
 
@@ -23,7 +24,10 @@ class Settings:
     strong structure (a "likely" cause) is named; weaker patterns are reported as background.
     ``min_backend_ratio`` / ``min_backend_excess``: the smallest effect that makes a backend
     a suspect: its failure rate at least this many times the others' (the lower end of the
-    95 % interval) and this much above it."""
+    95 % interval) and this much above it. ``checks``: the rules' settings for the notes on
+    the manifests given with the evidence (the user's, as ``lint`` reads them). ``pictures``:
+    whether the diagnosis carries what its pictures draw (the lanes, the breakdown per
+    backend); a report without pictures is spared their cost."""
 
     max_lag: float = 60.0
     test_window: float = 30.0
@@ -34,6 +38,8 @@ class Settings:
     floor_rate: float = 0.0005
     min_backend_ratio: float = 2.0
     min_backend_excess: float = 0.0005
+    checks: CheckSettings = field(default_factory=CheckSettings)
+    pictures: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ import polars as pl
 
 from svcdoctor.diagnose import upstreams
 from svcdoctor.diagnose.context import Context, build
-from svcdoctor.diagnose.quantify import timeline
 from svcdoctor.diagnose.race import TOLERANCE
 from svcdoctor.model import (
     Cause,
@@ -52,11 +51,17 @@ ORDER = {m: i for i, m in enumerate(Moment)}
 
 
 def build_lanes(evidence: Evidence, diagnosis: Diagnosis, *, limit: int = 12) -> Lanes:
-    """The lanes of the diagnosed Service: a lane per pod whose life overlaps the requests
-    (and per backend address no pod is known for), pods with no failures collapsed into
-    ``OTHER_PODS`` past ``limit`` lanes (pods with failures too, the fewest first, when more
-    than ``limit`` have some); failures without a backend on ``UNKNOWN_BACKEND``."""
-    ctx = build(_of_service(evidence, diagnosis.service))
+    """The lanes of a diagnosis of ``evidence`` (see ``lanes_of``), from the evidence of the
+    diagnosed Service."""
+    return lanes_of(build(upstreams.of_service(evidence, diagnosis.service)), diagnosis, limit)
+
+
+def lanes_of(ctx: Context, diagnosis: Diagnosis, limit: int = 12) -> Lanes:
+    """The lanes of the diagnosed Service (``diagnosis``: of this context): a lane per pod
+    whose life overlaps the requests (and per backend address no pod is known for), pods
+    with no failures collapsed into ``OTHER_PODS`` past ``limit`` lanes (pods with failures
+    too, the fewest first, when more than ``limit`` have some); failures without a backend
+    on ``UNKNOWN_BACKEND``."""
     start, end = ctx.traffic_span
     failures = _failures(ctx)
     lane_of = {b: _lane_of(ctx, b) for b in {f.backend for f in failures}}
@@ -83,7 +88,7 @@ def build_lanes(evidence: Evidence, diagnosis: Diagnosis, *, limit: int = 12) ->
         lanes.append(Lane(OTHER_PODS, (), tuple(other), members))
     if UNKNOWN_BACKEND in by_lane:
         lanes.append(Lane(UNKNOWN_BACKEND, (), tuple(by_lane[UNKNOWN_BACKEND])))
-    t = timeline(ctx)
+    t = diagnosis.timeline
     return Lanes(
         lanes=tuple(lanes),
         second=t.second,
@@ -93,15 +98,6 @@ def build_lanes(evidence: Evidence, diagnosis: Diagnosis, *, limit: int = 12) ->
         end=end,
         title=_title(ctx.evidence, diagnosis, kept),
     )
-
-
-def _of_service(evidence: Evidence, service: str | None) -> Evidence:
-    """The evidence of the diagnosed Service when a proxy log holds several (as ``diagnose``
-    restricted it)."""
-    names = upstreams.names(evidence.requests)
-    if service is None or len(names) < 2:
-        return evidence
-    return upstreams.restrict(evidence, upstreams.select(names, service))
 
 
 def _when(f: FailedRequest) -> float:

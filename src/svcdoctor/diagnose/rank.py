@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from svcdoctor.checks import Settings as LintSettings
 from svcdoctor.checks import run_checks
 from svcdoctor.diagnose import upstreams
 from svcdoctor.diagnose.backend import assess_backend
-from svcdoctor.diagnose.context import Settings, build
+from svcdoctor.diagnose.breakdown import breakdown_of
+from svcdoctor.diagnose.context import Context, Settings, build
 from svcdoctor.diagnose.infra import assess_infra
+from svcdoctor.diagnose.lanes import lanes_of
 from svcdoctor.diagnose.quantify import quantify, timeline
 from svcdoctor.diagnose.race import assess_race
 from svcdoctor.diagnose.reuse import assess_reuse
@@ -17,12 +18,13 @@ from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Evidence, V
 from svcdoctor.model.diagnosis import BackendDetails, RaceDetails, Summary, UpstreamRow
 
 
-def _manifest_notes(evidence: Evidence) -> dict[Cause, list[str]]:
-    """What the manifests given with the evidence say, per cause (lint findings)."""
+def _manifest_notes(evidence: Evidence, s: Settings) -> dict[Cause, list[str]]:
+    """What the manifests given with the evidence say, per cause (lint findings, with the
+    rules' settings of ``s.checks``)."""
     notes: dict[Cause, list[str]] = {c: [] for c in Cause}
     if evidence.inventory is None:
         return notes
-    for f in run_checks(evidence.inventory, LintSettings()).findings:
+    for f in run_checks(evidence.inventory, s.checks).findings:
         if f.cause is not None and f.object is not None:
             notes[f.cause].append(f"manifest {f.rule} {f.name} on {f.object}: {f.message}")
     return notes
@@ -78,7 +80,7 @@ def _failed(d: Diagnosis) -> int:
 def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagnosis:
     ctx = build(evidence)
     summary = quantify(ctx)
-    notes = _manifest_notes(evidence)
+    notes = _manifest_notes(evidence, s)
     backend = assess_backend(ctx, s)
     found = backend.details.suspects if isinstance(backend.details, BackendDetails) else ()
     race = assess_race(ctx, s, notes[Cause.RACE], [x.backend for x in found])
@@ -103,7 +105,22 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
         warnings=(*evidence.warnings, *_misaligned(evidence, s)),
         floor_rate=s.floor_rate,
     )
-    return Diagnosis(summary, tuple(causes), steps, timeline(ctx), service)
+    d = Diagnosis(summary, tuple(causes), steps, timeline(ctx), service)
+    return _pictured(ctx, d) if s.pictures else d
+
+
+def _pictured(ctx: Context, d: Diagnosis) -> Diagnosis:
+    """The diagnosis with what its pictures draw: the per-pod lanes when there are request
+    rows, and the failures per backend when a bad backend or connection reuse is suspected
+    (``None`` when no row names a backend)."""
+    suspected = any(
+        d.cause(c).verdict is not Verdict.UNLIKELY for c in (Cause.BACKEND, Cause.REUSE)
+    )
+    return replace(
+        d,
+        lanes=lanes_of(ctx, d) if ctx.frame.height else None,
+        breakdown=breakdown_of(ctx, d) if suspected and ctx.frame.height else None,
+    )
 
 
 def ranked(

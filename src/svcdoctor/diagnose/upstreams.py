@@ -77,3 +77,12 @@ def restrict(evidence: Evidence, chosen: tuple[str, ...]) -> Evidence:
         events=tuple(e for e in evidence.events if e.pod in kept or e.pod not in known),
         endpoints=tuple(c for c in evidence.endpoints if c.address in hosts or c.pod not in known),
     )
+
+
+def of_service(evidence: Evidence, service: str | None) -> Evidence:
+    """The evidence of one diagnosed Service when the request rows hold several (one proxy
+    log), as ``diagnose`` restricted it; all of it otherwise."""
+    known = names(evidence.requests)
+    if service is None or len(known) < 2:
+        return evidence
+    return restrict(evidence, select(known, service))

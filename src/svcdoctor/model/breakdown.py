@@ -1,8 +1,8 @@
 """Failures per backend pod and per client-backend pair: who failed, and who is pinned to
 the pod that fails.
 
-Pure records (no plotting): ``svcdoctor.diagnose.breakdown.build_breakdown`` fills them from
-the evidence and a diagnosis, ``svcdoctor.report.backends`` draws them.
+Pure records (no plotting): ``svcdoctor.diagnose.breakdown`` fills them with the analyses (a
+``Diagnosis`` carries them as ``breakdown``), ``svcdoctor.report.backends`` draws them.
 """
 
 from __future__ import annotations

@@ -9,14 +9,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 
+from svcdoctor.model.breakdown import Breakdown
 from svcdoctor.model.evidence import EventKind, Outcome, SourceSummary
 from svcdoctor.model.finding import Cause
+from svcdoctor.model.lanes import Lanes
 
 LIKELY_AT = 0.6
 POSSIBLE_AT = 0.3
 
 
 class Verdict(StrEnum):
+    """How well the evidence supports a cause, from its score."""
+
     LIKELY = "likely"
     POSSIBLE = "possible"
     UNLIKELY = "unlikely"
@@ -141,6 +145,8 @@ class Caller(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ClientFailures:
+    """One client's requests and failures (a row of the worst clients)."""
+
     client: str
     requests: int
     failures: int
@@ -215,6 +221,8 @@ class IdleGaps:
 
 @dataclass(frozen=True, slots=True)
 class ReuseDetails:
+    """What the reuse analysis measured (each test ``None`` when it could not run)."""
+
     reused_failure_share: float
     client_concentration: ClientConcentration | None = None
     reused_connections: ReusedConnections | None = None
@@ -236,6 +244,8 @@ class ConntrackCounter(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CounterValue:
+    """One ``conntrack -S`` counter's count."""
+
     counter: ConntrackCounter
     count: int
 
@@ -273,6 +283,8 @@ class CounterGrowth:
 
 @dataclass(frozen=True, slots=True)
 class NodeConcentration:
+    """The node that carries more of the failures than of the traffic."""
+
     node: str
     failure_share: float
     traffic_share: float
@@ -340,12 +352,16 @@ class NearestFraction:
 
 @dataclass(frozen=True, slots=True)
 class OutcomeCount:
+    """How many requests ended with one outcome."""
+
     outcome: Outcome
     count: int
 
 
 @dataclass(frozen=True, slots=True)
 class HostCount:
+    """The failures of one backend host in the proxy's error log."""
+
     host: str
     failures: int
 
@@ -392,6 +408,8 @@ class Summary:
 
 
 class EndpointState(StrEnum):
+    """An endpoint's state as an EndpointSlice change leaves it."""
+
     READY = "ready"
     NOT_READY = "not-ready"
     REMOVED = "removed"
@@ -399,6 +417,8 @@ class EndpointState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TimelineEvent:
+    """A pod's lifecycle moment on the timeline."""
+
     ts: float
     kind: EventKind
     pod: str
@@ -406,6 +426,8 @@ class TimelineEvent:
 
 @dataclass(frozen=True, slots=True)
 class EndpointMark:
+    """An endpoint's change of state on the timeline."""
+
     ts: float
     address: str
     state: EndpointState
@@ -452,7 +474,12 @@ class Diagnosis:
     Evidence that holds several Services (one ingress log) is diagnosed per Service
     (``service``: its upstream name); the one with the strongest cause is this diagnosis
     and the other Services with a cause are ``others``. ``rollouts``: each rollout a
-    metrics store shows (empty for evidence files)."""
+    metrics store shows (empty for evidence files).
+
+    What the pictures draw, computed with the analyses (not part of the JSON): ``lanes``,
+    the per-pod lanes (``None`` without request rows); ``breakdown``, the failures per
+    backend, when a bad backend or connection reuse is suspected and the rows name
+    backends."""
 
     summary: Summary
     causes: tuple[Assessment, ...]
@@ -461,6 +488,8 @@ class Diagnosis:
     service: str | None = None
     others: tuple[Diagnosis, ...] = ()
     rollouts: tuple[Rollout, ...] = ()
+    lanes: Lanes | None = None
+    breakdown: Breakdown | None = None
 
     @property
     def primary(self) -> Assessment | None:

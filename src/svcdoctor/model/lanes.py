@@ -1,8 +1,9 @@
 """Per-pod lanes: each pod's lifecycle moments and the failed requests that hit it, on one
 time axis with the traffic per second and the diagnosed race window after each deletion.
 
-Pure records (no plotting): ``svcdoctor.diagnose.lanes.build_lanes`` fills them from the
-evidence and a diagnosis, ``svcdoctor.report.lanes`` draws them. Times are Unix seconds.
+Pure records (no plotting): ``svcdoctor.diagnose.lanes`` fills them with the analyses (a
+``Diagnosis`` carries them as ``lanes``), ``svcdoctor.report.lanes`` draws them. Times are
+Unix seconds.
 """
 
 from __future__ import annotations

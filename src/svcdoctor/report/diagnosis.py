@@ -1,4 +1,5 @@
-"""Renderers of a diagnosis: text (verdict first), JSON, a timeline plot, and HTML."""
+"""Renderers of a diagnosis: text (verdict first), JSON and a timeline plot (its HTML page:
+``svcdoctor.report.html``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -26,12 +27,8 @@ from svcdoctor.model.diagnosis import (
     ReuseDetails,
     Rollout,
     Summary,
+    UpstreamRow,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from svcdoctor.report.html import Picture
 
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
 _NAMES = {
@@ -271,6 +268,33 @@ def headline(d: Diagnosis) -> str:
     return part
 
 
+def fraction_line(f: NearestFraction) -> str:
+    """The round fraction of failing backends the error rate is consistent with."""
+    return (
+        f"the error rate is consistent with {f.text} of the backends failing "
+        f"(binomial p = {f.p_value:.2g})"
+    )
+
+
+def upstream_line(row: UpstreamRow) -> str:
+    """One Service of the evidence: its failures and its strongest cause."""
+    rate = row.error_rate
+    return (
+        f"{row.upstream}: {row.errors} of {row.requests} failed"
+        + (f" ({rate:.2%})" if rate is not None else "")
+        + f", {row.cause.value if row.cause else 'no cause'}"
+    )
+
+
+def rollout_line(r: Rollout) -> str:
+    """One rollout: when, what, and its failures against the baseline's prediction."""
+    return (
+        f"{iso_utc(r.start)} {', '.join(r.workloads) or '?'}: {r.deletions} deletions, "
+        f"{r.failures} of {r.requests} requests failed (baseline predicts "
+        f"{r.expected_failures:g})"
+    )
+
+
 def render_text(d: Diagnosis, console: Console) -> None:
     for warning in d.summary.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
@@ -280,15 +304,7 @@ def render_text(d: Diagnosis, console: Console) -> None:
         console.print()
         console.print(f"[bold]Services in the evidence[/] ({len(table)} upstreams):")
         for row in table:
-            rate = row.error_rate
-            cause = row.cause.value if row.cause else "no cause"
-            console.print(
-                f"  {escape(str(row.upstream))}: {row.errors} of {row.requests} failed"
-                + (f" ({rate:.2%})" if rate is not None else "")
-                + f", {cause}",
-                soft_wrap=True,
-                highlight=False,
-            )
+            console.print(f"  {escape(upstream_line(row))}", soft_wrap=True, highlight=False)
     for other in d.others:
         console.print()
         console.rule(escape(f"also: {other.service}"))
@@ -318,11 +334,7 @@ def _render_one(d: Diagnosis, console: Console) -> None:
         )
     fraction = s.nearest_fraction
     if fraction and fraction.consistent:
-        console.print(
-            f"the error rate is consistent with {fraction.text} of the "
-            f"backends failing (binomial p = {fraction.p_value:.2g})",
-            soft_wrap=True,
-        )
+        console.print(fraction_line(fraction), soft_wrap=True)
     for a in d.causes:
         console.print()
         console.print(
@@ -372,9 +384,7 @@ def _render_rollouts(d: Diagnosis, console: Console) -> None:
     )
     for r in rows:
         console.print(
-            f"  {iso_utc(r.start)} {', '.join(r.workloads) or '?'}: {r.deletions} deletions, "
-            f"{r.failures} of {r.requests} requests failed (baseline predicts "
-            f"{r.expected_failures:g})"
+            f"  {rollout_line(r)}"
             + (f", window {r.window_seconds:g} s" if r.window_seconds is not None else ""),
             soft_wrap=True,
             highlight=False,
@@ -467,13 +477,3 @@ def plot_timeline(d: Diagnosis, out: Path | io.BytesIO, fmt: str = "png") -> Non
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(out, format=fmt)
     plt.close(fig)
-
-
-def render_html(d: Diagnosis, pictures: Sequence[Picture] | None = None) -> str:
-    """One self-contained page (``svcdoctor.report.html``): the verdict, the pictures (the
-    aggregated timeline when none are given), the evidence per cause with the fixes as
-    copyable YAML, the next steps and the sources read."""
-    from svcdoctor.report.html import diagnosis_page, render_page, timeline_picture
-
-    shown = (timeline_picture(d),) if pictures is None else tuple(pictures)
-    return render_page(diagnosis_page(d, shown))

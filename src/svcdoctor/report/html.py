@@ -22,9 +22,22 @@ from typing import TYPE_CHECKING
 
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import Cause, Diagnosis, SourceSummary, Verdict, iso_utc
+from svcdoctor.report.backends import backends_alt, plot_backends
+from svcdoctor.report.diagnosis import (
+    cause_name,
+    fraction_line,
+    headline,
+    plot_timeline,
+    rollout_line,
+    upstream_line,
+)
+from svcdoctor.report.diagnosis import render_json as diagnosis_json
+from svcdoctor.report.lanes import lanes_alt, plot_before_after, plot_lanes
+from svcdoctor.report.simulation import describe, render_recommendation_json, warnings
+from svcdoctor.report.simulation import render_json as simulation_json
+from svcdoctor.simulate.engine import CAUSE_OF
 
 if TYPE_CHECKING:
-    from svcdoctor.model import Evidence
     from svcdoctor.simulate import Recommendation, Simulation
 
 
@@ -322,8 +335,6 @@ def diagnosis_verdict(d: Diagnosis) -> tuple[str, Tone]:
 
 
 def _diagnosis_findings(d: Diagnosis) -> list[Section]:
-    from svcdoctor.report.diagnosis import cause_name
-
     found = []
     for a in d.causes:
         fixes = () if a.verdict is Verdict.UNLIKELY else tuple(split_fix(f) for f in a.fixes)
@@ -337,26 +348,14 @@ def _diagnosis_findings(d: Diagnosis) -> list[Section]:
             )
         )
     if d.rollouts:
-        lines = [
-            f"{iso_utc(r.start)} {', '.join(r.workloads) or '?'}: {r.deletions} deletions, "
-            f"{r.failures} of {r.requests} requests failed (baseline predicts "
-            f"{r.expected_failures:g})"
-            for r in d.rollouts
-        ]
-        found.append(Section(f"Rollouts ({len(d.rollouts)})", Tone.NONE, "", tuple(lines)))
+        lines = tuple(rollout_line(r) for r in d.rollouts)
+        found.append(Section(f"Rollouts ({len(d.rollouts)})", Tone.NONE, "", lines))
     table = d.summary.upstreams
     if table:
-        lines = [
-            f"{row.upstream}: {row.errors} of {row.requests} failed"
-            + (f" ({row.error_rate:.2%})" if row.error_rate is not None else "")
-            + f", {row.cause.value if row.cause else 'no cause'}"
-            for row in table
-        ]
-        found.append(Section("Services in the evidence", Tone.NONE, "", tuple(lines)))
+        lines = tuple(upstream_line(row) for row in table)
+        found.append(Section("Services in the evidence", Tone.NONE, "", lines))
     for other in d.others:
         verdict, tone = diagnosis_verdict(other)
-        from svcdoctor.report.diagnosis import headline
-
         primary = other.primary
         found.append(
             Section(
@@ -374,8 +373,6 @@ def diagnosis_page(
     d: Diagnosis, pictures: Sequence[Picture] = (), title: str = "svcdoctor diagnose"
 ) -> Page:
     """The report of a diagnosis (``diagnose``, and the base of lab and rollout-test pages)."""
-    from svcdoctor.report.diagnosis import cause_name, headline, render_json
-
     verdict, tone = diagnosis_verdict(d)
     s = d.summary
     primary = d.primary
@@ -391,10 +388,7 @@ def diagnosis_page(
         )
     fraction = s.nearest_fraction
     if fraction and fraction.consistent:
-        facts.append(
-            f"the error rate is consistent with {fraction.text} of the backends failing "
-            f"(binomial p = {fraction.p_value:.2g})"
-        )
+        facts.append(fraction_line(fraction))
     return Page(
         title=title,
         verdict=verdict,
@@ -406,26 +400,20 @@ def diagnosis_page(
         steps=d.next_steps,
         inputs=tuple(source_input(src) for src in s.sources),
         notes=(*s.warnings, *(f"skipped: {p}" for p in s.skipped_inputs)),
-        raw=render_json(d),
+        raw=diagnosis_json(d),
     )
 
 
-def diagnosis_pictures(evidence: Evidence | None, d: Diagnosis) -> tuple[Picture, ...]:
+def diagnosis_pictures(d: Diagnosis) -> tuple[Picture, ...]:
     """The pictures of a diagnosis: per-pod lanes, and the failure rate per backend (and per
-    client-backend pair) when a bad backend or connection reuse is suspected and the
-    evidence names backends; the aggregated timeline when there are no request rows
-    (metrics, error logs only)."""
-    if evidence is None or evidence.requests.height == 0:
+    client-backend pair) when the diagnosis carries them (a bad backend or connection reuse
+    suspected, the evidence naming backends); the aggregated timeline when it has no lanes
+    (no request rows: metrics, error logs only)."""
+    lanes = d.lanes
+    if lanes is None:
         return (timeline_picture(d),)
-    from svcdoctor.diagnose.breakdown import build_breakdown
-    from svcdoctor.diagnose.lanes import build_lanes
-    from svcdoctor.report.backends import backends_alt, plot_backends
-    from svcdoctor.report.lanes import lanes_alt, plot_lanes
-
-    lanes = build_lanes(evidence, d)
     pictures = [figure(lambda out, fmt: plot_lanes(lanes, out, fmt), lanes_alt(lanes))]
-    suspected = [d.cause(c).verdict is not Verdict.UNLIKELY for c in (Cause.BACKEND, Cause.REUSE)]
-    breakdown = build_breakdown(evidence, d) if any(suspected) else None
+    breakdown = d.breakdown
     if breakdown is not None:
         drawn = figure(lambda out, fmt: plot_backends(breakdown, out, fmt), backends_alt(breakdown))
         primary = d.primary
@@ -435,26 +423,25 @@ def diagnosis_pictures(evidence: Evidence | None, d: Diagnosis) -> tuple[Picture
     return tuple(pictures)
 
 
-def diagnosis_plot(
-    evidence: Evidence | None, d: Diagnosis
-) -> Callable[[Path | io.BytesIO, str], None]:
-    """What ``--plot`` draws for a diagnosis: the lanes, or the timeline without requests."""
-    if evidence is None or evidence.requests.height == 0:
-        from svcdoctor.report.diagnosis import plot_timeline
-
+def diagnosis_plot(d: Diagnosis) -> Callable[[Path | io.BytesIO, str], None]:
+    """What ``--plot`` draws for a diagnosis: the lanes, or the timeline without them."""
+    lanes = d.lanes
+    if lanes is None:
         return lambda out, fmt: plot_timeline(d, out, fmt)
-    from svcdoctor.diagnose.lanes import build_lanes
-    from svcdoctor.report.lanes import plot_lanes
-
-    lanes = build_lanes(evidence, d)
     return lambda out, fmt: plot_lanes(lanes, out, fmt)
+
+
+def render_html(d: Diagnosis, pictures: Sequence[Picture] | None = None) -> str:
+    """One self-contained page of a diagnosis: the verdict, the pictures (the aggregated
+    timeline when none are given), the evidence per cause with the fixes as copyable YAML,
+    the next steps and the sources read."""
+    shown = (timeline_picture(d),) if pictures is None else tuple(pictures)
+    return render_page(diagnosis_page(d, shown))
 
 
 def timeline_picture(d: Diagnosis) -> Picture:
     """The aggregated timeline (failures per second and pod events): what a diagnosis
     without per-request evidence (metrics) can draw."""
-    from svcdoctor.report.diagnosis import plot_timeline
-
     s = d.summary
     primary = d.primary
     found = f"{primary.cause.value} ({primary.verdict.value})" if primary else "no cause found"
@@ -485,9 +472,6 @@ def simulation_alt(s: Simulation) -> str:
 
 def simulation_page(s: Simulation, pictures: Sequence[Picture] = ()) -> Page:
     """``simulate --html``: failed requests per window, by cause, and the scenario."""
-    from svcdoctor.report.simulation import describe, render_json, warnings
-    from svcdoctor.simulate.engine import CAUSE_OF
-
     interval = s.interval()
     verdict = f"Simulated: {s.failed:,.1f} failed requests per window ({s.failure_rate:.3%})"
     facts = [
@@ -541,14 +525,12 @@ def simulation_page(s: Simulation, pictures: Sequence[Picture] = ()) -> Page:
         steps=steps,
         inputs=(Input("model", "simulation", None, f"{p.duration:g} s window per run"),),
         notes=tuple(warnings(p)),
-        raw=render_json(s),
+        raw=simulation_json(s),
     )
 
 
 def recommendation_page(r: Recommendation, pictures: Sequence[Picture] = ()) -> Page:
     """``simulate recommend --html``: the preStop and grace to set, checked by simulation."""
-    from svcdoctor.report.simulation import describe, render_recommendation_json, warnings
-
     p = r.current.params
     met = "meets the target" if r.met else "does NOT meet the target"
     rows = []
@@ -618,23 +600,20 @@ def lab_page(
 
 @dataclass(frozen=True, slots=True)
 class DemoRun:
-    """One side of the demo: a lab run, its bundle's evidence and diagnosis."""
+    """One side of the demo: a lab run and its bundle's diagnosis."""
 
     scenario: str
     requests: int
     failed: int
-    evidence: Evidence
     diagnosis: Diagnosis
     bundle: Path
 
 
 def before_after_picture(before: DemoRun, after: DemoRun) -> Picture:
     """Both runs' per-pod lanes side by side, on the same scales."""
-    from svcdoctor.diagnose.lanes import build_lanes
-    from svcdoctor.report.lanes import lanes_alt, plot_before_after
-
-    first = build_lanes(before.evidence, before.diagnosis)
-    second = build_lanes(after.evidence, after.diagnosis)
+    first, second = before.diagnosis.lanes, after.diagnosis.lanes
+    if first is None or second is None:  # a lab run always logs its requests
+        raise ValueError("a demo run's bundle holds no request rows: no lanes to draw")
     alt = (
         f"Before the fix ({before.scenario}): {lanes_alt(first)} "
         f"After the fix ({after.scenario}): {lanes_alt(second)}"
