@@ -32,14 +32,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from svcdoctor.lab import metrics as lab_metrics
 from svcdoctor.lab import objects
+from svcdoctor.lab.apiserver import (
+    Admission,
+    ApiServer,
+    ObjectStore,
+    StatusError,
+    Verb,
+    invalid,
+)
 from svcdoctor.lab.cleanup import claim, lock_dir
 from svcdoctor.lab.cluster import Cluster, rolling_update
 from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath
 from svcdoctor.lab.jobs import JobRunner, Placement, handler_for, jobs_directory
+from svcdoctor.lab.kernel import SUBNET, read_conntrack
 from svcdoctor.lab.load import Load
 from svcdoctor.lab.run import (
     ground_truth,
@@ -49,9 +58,7 @@ from svcdoctor.lab.run import (
     uninterruptible,
 )
 from svcdoctor.lab.scenarios import Scenario, break_nodes
-
-if TYPE_CHECKING:
-    from svcdoctor.lab.apiserver import Admission, ObjectStore
+from svcdoctor.report.lab import served_truth_to_dict
 
 MAX_SERVE_SECONDS = 3600.0  # a serve ends after an hour, whatever it was told
 LINGER = 1.0  # seconds an exited pod stays in the store (terminated) before it is removed
@@ -138,8 +145,6 @@ class LabState:
 
     def node_ips(self) -> tuple[str, ...]:
         if self.dp.name == "kernel":
-            from svcdoctor.lab.kernel import SUBNET
-
             return tuple(f"{SUBNET}.255.{10 + n}" for n in range(self.scenario.nodes))
         return ("127.0.0.1",) * self.scenario.nodes
 
@@ -282,8 +287,6 @@ class Rollout:
 
     def admit(self, adm: Admission) -> dict[str, Any] | None:
         """A PATCH of the Deployment: a restart rolls; nothing else may change."""
-        from svcdoctor.lab.apiserver import StatusError, Verb, invalid
-
         if adm.verb != Verb.PATCH:
             return None
         if adm.name != objects.DEPLOYMENT or adm.old is None:
@@ -390,7 +393,7 @@ class Exporters:
             netns = state.dp.node_netns(node)
             if netns is not None:  # a node of its own: its conntrack table
                 try:
-                    ct = await asyncio.to_thread(lab_metrics.read_conntrack, netns)
+                    ct = await asyncio.to_thread(read_conntrack, netns)
                 except OSError:
                     ct = None  # unreadable here: node-exporter would have no series either
                 if ct is not None:
@@ -421,8 +424,6 @@ async def serve(
     timeline and race window, the bad pods) is written to ``truth`` at the end, Ctrl-C
     included, to check what scan, collect and diagnose say. ``request_metrics``: the
     request counters the nodes' ``/metrics`` show (ingress-nginx's; Istio's adds the pod)."""
-    from svcdoctor.lab.apiserver import ApiServer, ObjectStore
-
     limit = min(duration or MAX_SERVE_SECONDS, MAX_SERVE_SECONDS)
     prefix = f"svcd{secrets.token_hex(3)}"
     dp = make_datapath(datapath, prefix, seed)
@@ -512,8 +513,6 @@ async def serve(
                 await dp.close()
                 await server.close()
                 if truth is not None and state.running:
-                    from svcdoctor.report.lab import served_truth_to_dict
-
                     found = served_truth_to_dict(ground_truth(scenario, cluster, load, dp.name))
                     truth.write_text(json.dumps(found, indent=2))
     if dp.errors:
