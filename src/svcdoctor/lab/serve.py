@@ -30,7 +30,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,23 +125,21 @@ class Mirror:
         self.current = wanted
 
 
+@dataclass(eq=False)
 class LabState:
     """The running lab, read into ``LabView`` snapshots; serves the pods' logs."""
 
-    def __init__(
-        self, run: str, scenario: Scenario, cluster: Cluster, load: Load, dp: Datapath
-    ) -> None:
-        self.run = run
-        self.scenario = scenario
-        self.cluster = cluster
-        self.load = load
-        self.dp = dp
-        self.started = time.time()
-        self.rollout_at: float | None = None
-        self.restarted_at: str | None = None  # a client's restart patch's annotation
-        self.earlier: tuple[tuple[float, str], ...] = ()  # the rollouts before the last
-        self.running = False  # the datapath is up (its proxies have ports)
-        self.load_on = True  # the lab's own clients send requests
+    run: str
+    scenario: Scenario
+    cluster: Cluster
+    load: Load
+    dp: Datapath
+    started: float = field(default_factory=time.time)
+    rollout_at: float | None = None
+    restarted_at: str | None = None  # a client's restart patch's annotation
+    earlier: tuple[tuple[float, str], ...] = ()  # the rollouts before the last
+    running: bool = False  # the datapath is up (its proxies have ports)
+    load_on: bool = True  # the lab's own clients send requests
 
     def node_ips(self) -> tuple[str, ...]:
         if self.dp.name == "kernel":

@@ -171,14 +171,22 @@ def _pointer_get(doc: Any, path: str) -> Any:
     return doc
 
 
-def _pointer_add(doc: Any, path: str, value: Any) -> Any:
+def _parent(doc: Any, path: str) -> tuple[Any, str] | None:
+    """What holds the pointer's last part, and that part (None: the pointer is the root)."""
     parts = _pointer(path)
     if not parts:
-        return value
+        return None
     parent = doc
     for part in parts[:-1]:
         parent = _step(parent, part, path)
-    last = parts[-1]
+    return parent, parts[-1]
+
+
+def _pointer_add(doc: Any, path: str, value: Any) -> Any:
+    found = _parent(doc, path)
+    if found is None:
+        return value
+    parent, last = found
     if isinstance(parent, dict):
         parent[last] = value
     elif isinstance(parent, list):
@@ -189,16 +197,13 @@ def _pointer_add(doc: Any, path: str, value: Any) -> Any:
 
 
 def _pointer_remove(doc: Any, path: str) -> Any:
-    parts = _pointer(path)
-    if not parts:
+    found = _parent(doc, path)
+    if found is None:
         return None
-    parent = doc
-    for part in parts[:-1]:
-        parent = _step(parent, part, path)
-    last = parts[-1]
+    parent, last = found
+    if isinstance(parent, dict) and last not in parent:
+        raise PatchError(f"doc is missing key: {path}")
     if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"doc is missing key: {path}")
         del parent[last]
     elif isinstance(parent, list):
         del parent[_index(parent, last, path, insert=False)]

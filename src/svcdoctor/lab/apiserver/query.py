@@ -1,4 +1,4 @@
-"""What the read requests share: query flags and integers, selections, JSON responses."""
+"""What the requests share: query flags and integers, selections, JSON responses."""
 
 from __future__ import annotations
 

@@ -65,6 +65,8 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Logs:
+    """A pod's log: its source, and whether its lines start with an RFC 3339 time."""
+
     source: LogSource
     timestamped: bool
 
