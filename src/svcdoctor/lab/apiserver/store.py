@@ -71,30 +71,6 @@ class Logs:
     timestamped: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """What a list or watch asks for: a resource, a namespace (None: all), selectors."""
-
-    resource: str
-    namespace: str | None
-    labels: list[Requirement]
-    fields: list[Requirement]
-
-    def matches(self, entry: Entry) -> bool:
-        return all(r.matches(entry.labels) for r in self.labels) and all(
-            r.matches(entry.fields) for r in self.fields
-        )
-
-    def bounds(self, snap: Snapshot) -> tuple[int, int]:
-        """The slice of ``snap`` in the namespace."""
-        if self.namespace is None:
-            return 0, len(snap.keys)
-        return (
-            bisect.bisect_left(snap.keys, (self.namespace, "")),
-            bisect.bisect_left(snap.keys, (self.namespace + "\0", "")),
-        )
-
-
 class ObjectStore:
     """Kubernetes objects by (apiVersion, kind, namespace, name), with a log of changes.
 
@@ -275,6 +251,30 @@ class ObjectStore:
             listeners = list(self._listeners)
         for listener in listeners:
             listener()
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What a list or watch asks for: a resource, a namespace (None: all), selectors."""
+
+    resource: str
+    namespace: str | None
+    labels: list[Requirement]
+    fields: list[Requirement]
+
+    def matches(self, entry: Entry) -> bool:
+        return all(r.matches(entry.labels) for r in self.labels) and all(
+            r.matches(entry.fields) for r in self.fields
+        )
+
+    def bounds(self, snap: Snapshot) -> tuple[int, int]:
+        """The slice of ``snap`` in the namespace."""
+        if self.namespace is None:
+            return 0, len(snap.keys)
+        return (
+            bisect.bisect_left(snap.keys, (self.namespace, "")),
+            bisect.bisect_left(snap.keys, (self.namespace + "\0", "")),
+        )
 
 
 def _identify(obj: Mapping[str, Any]) -> tuple[str, Key]:
