@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from svcdoctor.lab import jobs
+from svcdoctor.lab import jobs, jobspec
 from svcdoctor.lab.datapath import Backend, UserspaceDatapath
 from svcdoctor.lab.kernel import available, rules
 from tests.kubectl import kubectl_path
@@ -59,7 +59,7 @@ def _spec(image: str = "python:3.12-slim", command: list[str] | None = None) -> 
     "image", ["python:3.12-slim", "docker.io/library/python:3.9", "python@sha256:abc", "python"]
 )
 def test_python_images_are_accepted(image: str) -> None:
-    jobs.check_pod_spec(_spec(image))
+    jobspec.check_pod_spec(_spec(image))
 
 
 @pytest.mark.parametrize(
@@ -80,8 +80,8 @@ def test_python_images_are_accepted(image: str) -> None:
     ],
 )
 def test_what_the_lab_cannot_run_is_refused(spec: dict[str, Any], field: str, words: str) -> None:
-    with pytest.raises(jobs.Refused) as caught:
-        jobs.check_pod_spec(spec)
+    with pytest.raises(jobspec.Refused) as caught:
+        jobspec.check_pod_spec(spec)
     assert caught.value.code == 422
     assert caught.value.field == f"spec.{field}"
     assert words in str(caught.value)
@@ -89,9 +89,9 @@ def test_what_the_lab_cannot_run_is_refused(spec: dict[str, Any], field: str, wo
 
 def test_plan_writes_the_configmap_and_rewrites_paths_and_service_addresses(tmp_path: Path) -> None:
     pod = {"metadata": {"name": "probe-abcde", "namespace": "lab", "uid": "u1"}, "spec": _spec()}
-    addresses = jobs.service_rewrites("lab", ("127.0.0.1", 41234))
+    addresses = jobspec.service_rewrites("lab", ("127.0.0.1", 41234))
     cms = {"agent-cm": {"data": {"agent.py": "print('hi')\n"}}}
-    launch = jobs.plan(pod, cms.get, addresses, tmp_path)
+    launch = jobspec.plan(pod, cms.get, addresses, tmp_path)
     assert launch.files == {"volumes/code/agent.py": "print('hi')\n"}
     assert set(launch.dirs) == {"volumes/code", "volumes/t"}
     assert launch.argv[:2] == ("-I", f"{tmp_path}/volumes/code/agent.py")
@@ -102,32 +102,34 @@ def test_plan_writes_the_configmap_and_rewrites_paths_and_service_addresses(tmp_
     assert launch.env["NODE_NAME"] == "node-1"
     assert launch.env["MODE"] == "x"
     # on the kernel datapath the VIP is real: only the names are rewritten
-    kernel = jobs.service_rewrites("lab", ("10.96.77.10", 80))
-    assert jobs.rewrite("http://api.lab.svc.cluster.local:80/x", {}, kernel) == f"http://{VIP}/x"
-    assert jobs.rewrite("myapi.lab.svc:80", {}, kernel) == "myapi.lab.svc:80"  # another host
-    with pytest.raises(jobs.Waiting, match='configmap "agent-cm" not found'):
-        jobs.plan(pod, {}.get, addresses, tmp_path)
+    kernel = jobspec.service_rewrites("lab", ("10.96.77.10", 80))
+    assert jobspec.rewrite("http://api.lab.svc.cluster.local:80/x", {}, kernel) == f"http://{VIP}/x"
+    assert jobspec.rewrite("myapi.lab.svc:80", {}, kernel) == "myapi.lab.svc:80"  # another host
+    with pytest.raises(jobspec.Waiting, match='configmap "agent-cm" not found'):
+        jobspec.plan(pod, {}.get, addresses, tmp_path)
 
 
 def test_statuses_follow_the_process() -> None:
-    pending = jobs.pod_status(jobs.PodFacts(100.0, "10.233.255.10"), "agent", "python:3")
+    pending = jobspec.pod_status(jobspec.PodFacts(100.0, "10.233.255.10"), "agent", "python:3")
     assert pending["phase"] == "Pending"
     assert pending["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
-    done = jobs.pod_status(
-        jobs.PodFacts(100.0, "10.233.255.10", 101.0, 105.0, 137, deadline_exceeded=True),
+    done = jobspec.pod_status(
+        jobspec.PodFacts(100.0, "10.233.255.10", 101.0, 105.0, 137, deadline_exceeded=True),
         "agent",
         "python:3",
     )
     assert done["phase"] == "Failed"
     assert done["reason"] == "DeadlineExceeded"
     assert done["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
-    complete = jobs.job_status(
-        jobs.JobFacts(100.0, succeeded=1, finished=105.0, outcome="Complete")
+    complete = jobspec.job_status(
+        jobspec.JobFacts(100.0, succeeded=1, finished=105.0, outcome="Complete")
     )
     assert [c["type"] for c in complete["conditions"]] == ["SuccessCriteriaMet", "Complete"]
     assert complete["completionTime"] == "1970-01-01T00:01:45Z"
-    failed = jobs.job_status(
-        jobs.JobFacts(100.0, failed=1, finished=105.0, outcome="Failed", reason="DeadlineExceeded")
+    failed = jobspec.job_status(
+        jobspec.JobFacts(
+            100.0, failed=1, finished=105.0, outcome="Failed", reason="DeadlineExceeded"
+        )
     )
     assert [(c["type"], c["reason"]) for c in failed["conditions"]] == [
         ("FailureTarget", "DeadlineExceeded"),
@@ -143,20 +145,20 @@ def test_job_defaults_and_its_pod() -> None:
         "metadata": {"name": "probe", "namespace": "lab", "uid": "u-1"},
         "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": _spec()}},
     }
-    jobs.check_job(job)
-    full = jobs.job_defaults(job)
+    jobspec.check_job(job)
+    full = jobspec.job_defaults(job)
     assert full["spec"]["selector"] == {
         "matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}
     }
-    pod = jobs.job_pod(full, "probe-x2b4z")
+    pod = jobspec.job_pod(full, "probe-x2b4z")
     labels = pod["metadata"]["labels"]
     assert labels["a"] == "b"
     assert labels["job-name"] == labels["batch.kubernetes.io/job-name"] == "probe"
     assert labels["controller-uid"] == "u-1"
     assert pod["metadata"]["ownerReferences"][0]["uid"] == "u-1"
-    assert jobs.owned_by(pod, "u-1")
-    with pytest.raises(jobs.Refused, match="one pod"):
-        jobs.check_job({**job, "spec": {**job["spec"], "parallelism": 3}})
+    assert jobspec.owned_by(pod, "u-1")
+    with pytest.raises(jobspec.Refused, match="one pod"):
+        jobspec.check_job({**job, "spec": {**job["spec"], "parallelism": 3}})
 
 
 def test_broken_node_rules_reject_on_the_original_destination() -> None:
@@ -284,7 +286,7 @@ def test_runner_quota_deletion_grace_and_deadline(tmp_path: Path) -> None:
 
         for name, spec in (("a", {}), ("b", {"activeDeadlineSeconds": 1})):
             store.put(runner.admit_pod(pod(name, **spec), dry_run=False))
-        with pytest.raises(jobs.Refused, match="at most 2 pods"):
+        with pytest.raises(jobspec.Refused, match="at most 2 pods"):
             runner.admit_pod(pod("c"), dry_run=False)
         await until(lambda: phase("a") == "Running" and "started" in runner.pods["a"].log.text())
         assert "['--service=127.0.0.1:4242']" in runner.pods["a"].log.text()

@@ -15,6 +15,7 @@ import pytest
 
 from svcdoctor.lab import objects
 from svcdoctor.lab.datapath import Backend, UserspaceDatapath
+from svcdoctor.lab.kernel import read_conntrack
 from svcdoctor.lab.load import Load, LoadSpec
 from svcdoctor.lab.metrics import (
     PROGRAMMING,
@@ -35,7 +36,6 @@ from svcdoctor.lab.metrics import (
     kube_state,
     parse_conntrack_stat,
     programming_durations,
-    read_conntrack,
     record_status,
     request_families,
     scrape_config,

@@ -38,6 +38,8 @@ PICKS_KEPT = 8  # per client port, the proxy's picks kept to attribute failed re
 
 @dataclass(frozen=True, slots=True)
 class Backend:
+    """A ready pod behind the Service, and where it listens."""
+
     pod: str
     host: str
     port: int

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO
 
 from svcdoctor.lab.datapath import Backend, LabError, PodNet
+from svcdoctor.lab.metrics import Conntrack, parse_conntrack_stat
 
 VIP = "10.96.77.10"
 VIP_PORT = 80
@@ -194,6 +195,18 @@ def socket_in(netns: str) -> socket.socket:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
     return sock
+
+
+def read_conntrack(netns: str) -> Conntrack:
+    """The conntrack table of ``netns`` (run in a thread: it enters the namespace)."""
+    with entered(netns):
+        with open("/proc/sys/net/netfilter/nf_conntrack_count") as f:
+            entries = int(f.read().strip())
+        with open("/proc/sys/net/netfilter/nf_conntrack_max") as f:
+            limit = int(f.read().strip())
+        with open("/proc/thread-self/net/stat/nf_conntrack") as f:
+            stats = parse_conntrack_stat(f.read())
+    return Conntrack(entries, limit, stats)
 
 
 ROTATE_BYTES = 32 << 20  # a node's conntrack event file moves to a fresh one past this

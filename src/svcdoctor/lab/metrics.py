@@ -519,20 +519,6 @@ def parse_conntrack_stat(text: str) -> dict[str, int]:
     return {name: sum(int(r[i], 16) for r in rows if i < len(r)) for i, name in enumerate(header)}
 
 
-def read_conntrack(netns: str) -> Conntrack:
-    """The conntrack table of ``netns`` (run in a thread: it enters the namespace)."""
-    from svcdoctor.lab.kernel import entered
-
-    with entered(netns):
-        with open("/proc/sys/net/netfilter/nf_conntrack_count") as f:
-            entries = int(f.read().strip())
-        with open("/proc/sys/net/netfilter/nf_conntrack_max") as f:
-            limit = int(f.read().strip())
-        with open("/proc/thread-self/net/stat/nf_conntrack") as f:
-            stats = parse_conntrack_stat(f.read())
-    return Conntrack(entries, limit, stats)
-
-
 def conntrack_families(ct: Conntrack) -> list[Family]:
     """node-exporter's conntrack collector's series for one node."""
     g = Kind.GAUGE

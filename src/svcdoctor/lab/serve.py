@@ -30,16 +30,25 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from svcdoctor.lab import metrics as lab_metrics
 from svcdoctor.lab import objects
+from svcdoctor.lab.apiserver import (
+    Admission,
+    ApiServer,
+    ObjectStore,
+    StatusError,
+    Verb,
+    invalid,
+)
 from svcdoctor.lab.cleanup import claim, lock_dir
 from svcdoctor.lab.cluster import Cluster, rolling_update
 from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath
 from svcdoctor.lab.jobs import JobRunner, Placement, handler_for, jobs_directory
+from svcdoctor.lab.kernel import SUBNET, read_conntrack
 from svcdoctor.lab.load import Load
 from svcdoctor.lab.run import (
     ground_truth,
@@ -49,9 +58,7 @@ from svcdoctor.lab.run import (
     uninterruptible,
 )
 from svcdoctor.lab.scenarios import Scenario, break_nodes
-
-if TYPE_CHECKING:
-    from svcdoctor.lab.apiserver import Admission, ObjectStore
+from svcdoctor.report.lab import served_truth_to_dict
 
 MAX_SERVE_SECONDS = 3600.0  # a serve ends after an hour, whatever it was told
 LINGER = 1.0  # seconds an exited pod stays in the store (terminated) before it is removed
@@ -118,28 +125,24 @@ class Mirror:
         self.current = wanted
 
 
+@dataclass(eq=False)
 class LabState:
     """The running lab, read into ``LabView`` snapshots; serves the pods' logs."""
 
-    def __init__(
-        self, run: str, scenario: Scenario, cluster: Cluster, load: Load, dp: Datapath
-    ) -> None:
-        self.run = run
-        self.scenario = scenario
-        self.cluster = cluster
-        self.load = load
-        self.dp = dp
-        self.started = time.time()
-        self.rollout_at: float | None = None
-        self.restarted_at: str | None = None  # a client's restart patch's annotation
-        self.earlier: tuple[tuple[float, str], ...] = ()  # the rollouts before the last
-        self.running = False  # the datapath is up (its proxies have ports)
-        self.load_on = True  # the lab's own clients send requests
+    run: str
+    scenario: Scenario
+    cluster: Cluster
+    load: Load
+    dp: Datapath
+    started: float = field(default_factory=time.time)
+    rollout_at: float | None = None
+    restarted_at: str | None = None  # a client's restart patch's annotation
+    earlier: tuple[tuple[float, str], ...] = ()  # the rollouts before the last
+    running: bool = False  # the datapath is up (its proxies have ports)
+    load_on: bool = True  # the lab's own clients send requests
 
     def node_ips(self) -> tuple[str, ...]:
         if self.dp.name == "kernel":
-            from svcdoctor.lab.kernel import SUBNET
-
             return tuple(f"{SUBNET}.255.{10 + n}" for n in range(self.scenario.nodes))
         return ("127.0.0.1",) * self.scenario.nodes
 
@@ -282,8 +285,6 @@ class Rollout:
 
     def admit(self, adm: Admission) -> dict[str, Any] | None:
         """A PATCH of the Deployment: a restart rolls; nothing else may change."""
-        from svcdoctor.lab.apiserver import StatusError, Verb, invalid
-
         if adm.verb != Verb.PATCH:
             return None
         if adm.name != objects.DEPLOYMENT or adm.old is None:
@@ -390,7 +391,7 @@ class Exporters:
             netns = state.dp.node_netns(node)
             if netns is not None:  # a node of its own: its conntrack table
                 try:
-                    ct = await asyncio.to_thread(lab_metrics.read_conntrack, netns)
+                    ct = await asyncio.to_thread(read_conntrack, netns)
                 except OSError:
                     ct = None  # unreadable here: node-exporter would have no series either
                 if ct is not None:
@@ -421,8 +422,6 @@ async def serve(
     timeline and race window, the bad pods) is written to ``truth`` at the end, Ctrl-C
     included, to check what scan, collect and diagnose say. ``request_metrics``: the
     request counters the nodes' ``/metrics`` show (ingress-nginx's; Istio's adds the pod)."""
-    from svcdoctor.lab.apiserver import ApiServer, ObjectStore
-
     limit = min(duration or MAX_SERVE_SECONDS, MAX_SERVE_SECONDS)
     prefix = f"svcd{secrets.token_hex(3)}"
     dp = make_datapath(datapath, prefix, seed)
@@ -512,8 +511,6 @@ async def serve(
                 await dp.close()
                 await server.close()
                 if truth is not None and state.running:
-                    from svcdoctor.report.lab import served_truth_to_dict
-
                     found = served_truth_to_dict(ground_truth(scenario, cluster, load, dp.name))
                     truth.write_text(json.dumps(found, indent=2))
     if dp.errors:
