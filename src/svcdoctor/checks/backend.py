@@ -11,8 +11,6 @@ from pathlib import PurePath
 from svcdoctor.checks._serving import (
     backed,
     data_store,
-    dump,
-    pod_patch,
     scrape_only,
     serves,
     service_names,
@@ -31,6 +29,7 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
+from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange
 
 _ALWAYS_TRUE = re.compile(r"^\s*(true|:|exit\s+0|echo\b.*|/bin/true|/usr/bin/true)\s*;?\s*$")
@@ -94,14 +93,16 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             f"container {c.name!r} behind Service {service_names(inventory, w)} has no "
             "readinessProbe: it gets traffic before it listens and keeps it when it stops "
             "serving",
-            fix=pod_patch(w, c.name, {"readinessProbe": probe})
-            + "\n# /readyz: an endpoint that fails when this pod cannot serve requests",
+            fix=Fix(
+                PodPatch(w.ref.kind, c.name, readiness=probe),
+                note="\n# /readyz: an endpoint that fails when this pod cannot serve requests",
+            ),
             container=c.name,
             line=c.line,
         )
 
 
-@rule("SVD202", "readiness-equals-liveness", Cause.BACKEND, Severity.INFO)
+@rule("SVD202", "readiness-equals-liveness", Cause.BACKEND, Severity.INFO, fix=FixAvailability.SAFE)
 def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """Readiness and liveness probes check the same thing.
 
@@ -148,14 +149,14 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
             continue
         r = c.readiness
         if split.liveness is not None:
-            fix = (
-                pod_patch(w, c.name, {"livenessProbe": split.liveness})
-                + "\n# liveness now only checks that the port listens; readiness keeps the "
+            fix = Fix(
+                PodPatch(w.ref.kind, c.name, liveness=split.liveness),
+                note="\n# liveness now only checks that the port listens; readiness keeps the "
                 "deeper check.\n# better still, if the app can serve one: liveness on an "
-                "endpoint that checks only the process (/livez)"
+                "endpoint that checks only the process (/livez)",
             )
         else:
-            fix = (
+            fix = note(
                 "# give readiness a check of what requests need (an endpoint of the app's) "
                 "and liveness a cheaper one"
             )
@@ -218,8 +219,10 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
         yield Hit(
             w,
             f"container {c.name!r}: readinessProbe {why}",
-            fix=pod_patch(
-                w, c.name, {"readinessProbe": {"httpGet": {"path": "/readyz", "port": port}}}
+            fix=Fix(
+                PodPatch(
+                    w.ref.kind, c.name, readiness={"httpGet": {"path": "/readyz", "port": port}}
+                )
             ),
             container=c.name,
             line=r.line,
@@ -297,19 +300,19 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
         hpa = _autoscaler_of(inventory, w)
         if hpa is not None:
             how = f"{hpa.ref} keeps minReplicas {hpa.min_replicas}"
-            fix = (
-                dump({"spec": {"minReplicas": 2}})
-                + f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
-                "PodDisruptionBudget with minAvailable: 1"
+            fix = Fix(
+                ObjectPatch({"spec": {"minReplicas": 2}}),
+                note=f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
+                "PodDisruptionBudget with minAvailable: 1",
             )
         elif w.ref.kind == "Pod":
             how = "a bare Pod"
-            fix = "# a bare Pod cannot be replicated: run it as a Deployment with replicas: 2"
+            fix = note("# a bare Pod cannot be replicated: run it as a Deployment with replicas: 2")
         else:
             how = "replicas unset, the API default is 1" if w.replicas is None else "1 replica"
-            fix = (
-                dump({"spec": {"replicas": 2}})
-                + f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1"
+            fix = Fix(
+                ObjectPatch({"spec": {"replicas": 2}}),
+                note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1",
             )
         yield Hit(
             svc,
@@ -456,9 +459,9 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
             names = ", ".join(str(w.ref) for w in missing)
             choice = declared[0] if declared else "PORT"
             value: int | str = int(choice) if choice.isdigit() else choice
-            fix = dump({"spec": {"ports": [{"port": p.port, "targetPort": value}]}})
+            fix = Fix(ObjectPatch({"spec": {"ports": [{"port": p.port, "targetPort": value}]}}))
             if len(missing) < len(workloads):  # the others name it: rename it on these
-                fix = (
+                fix = note(
                     f"# name the serving containerPort {p.target!r} on {names} too, "
                     f"as the other workloads behind Service {svc.ref.name} do"
                 )
@@ -558,10 +561,13 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
         yield Hit(
             svc,
             f"Service {svc.ref.name} selects pods of {len(workloads)} different apps: {shown}",
-            fix=dump({"spec": {"selector": fix_selector}})
-            + f"\n# (a label on the pod template of {first.ref} only; add it there if missing)"
+            fix=Fix(
+                ObjectPatch({"spec": {"selector": fix_selector}}),
+                note=f"\n# (a label on the pod template of {first.ref} only; add it there if "
+                "missing)",
+            )
             if fix_selector != svc.selector
-            else "# add a label that only the intended workload carries, and select on it",
+            else note("# add a label that only the intended workload carries, and select on it"),
         )
 
 
@@ -749,7 +755,7 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
                 f"no workload in these files has pods matching selector {selector}; {w.ref} "
                 f"beside it has {value[0]}={value[1]} where the selector wants {wrong}: "
                 "if the Service is meant for it, it does not reach its pods",
-                fix=dump({"spec": {"selector": fixed}}),
+                fix=Fix(ObjectPatch({"spec": {"selector": fixed}})),
                 severity=Severity.WARNING,
             )
         elif any(
@@ -760,7 +766,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
                 svc,
                 f"no workload in these files has pods matching selector {selector}; check "
                 "that something makes them (an operator, a chart, files not given here)",
-                fix="# make spec.selector match the pod template labels of the backing workload",
+                fix=note(
+                    "# make spec.selector match the pod template labels of the backing workload"
+                ),
             )
         else:
             yield Hit(
@@ -768,7 +776,7 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
                 f"no workload in these files has pods matching selector {selector}, and none "
                 "of its namespace is in the Service's folder (partial inputs); lint it with "
                 "its workload",
-                fix=f"# lint them together: svcdoctor lint {svc.location.file} WORKLOAD.yaml",
+                fix=note(f"# lint them together: svcdoctor lint {svc.location.file} WORKLOAD.yaml"),
             )
 
 

@@ -35,6 +35,7 @@ from svcdoctor.fix import (
 from svcdoctor.fix.jsonfile import is_json, rewrite_json
 from svcdoctor.fix.plan import HELM_TEMPLATE, ObjectFix
 from svcdoctor.manifests import STDIN, LoadResult, build_inventory, load
+from svcdoctor.report.fixes import fix_text
 
 # How the findings of standard input name their file (the reader's name for it)
 STDIN_FILE = "stdin"
@@ -338,7 +339,7 @@ def _report(plan: Plan, changed: int, mode: str, kube_version: tuple[int, int] |
             f"{f.name} ({step.reason}):",
             err=True,
         )
-        for line in (f.fix or "").splitlines():
+        for line in (fix_text(f.fix) or "").splitlines():
             click.echo(f"    {line}", err=True)
     fixed = sum(len(f.findings) for f in plan.fixes)
     if kube_version is None and any("sleep" in str(f.patch) for f in plan.fixes):

@@ -141,7 +141,10 @@ class Measured:
 def read_diagnosis(path: Path) -> Measured:
     """The race window measured by ``svcdoctor diagnose -o json`` as lint settings:
     propagation = the recommended preStop (the window and its margin), longest request =
-    the p99.9 latency, margin = what the recommended grace period leaves beyond those.
+    the p99.9 latency, margin = what the recommended grace period leaves beyond those. A
+    document of ``schema_version`` 2 carries the plan (the race details' ``plan``): its
+    ``prestop_seconds`` and ``grace_seconds`` are taken as they are; an older one gives
+    them as ``recommended_prestop_seconds`` and ``recommended_grace_seconds``.
     :class:`CommandError` (exit 2) for a file that is not such a diagnosis."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -173,6 +176,12 @@ def read_diagnosis(path: Path) -> Measured:
     details: dict[str, Any] = race["details"] if race else {}
     window = _number(details.get("window_seconds"))
     prestop = _number(details.get("recommended_prestop_seconds"))
+    grace = _number(details.get("recommended_grace_seconds"))
+    plan = details.get("plan")
+    version = data.get("schema_version")
+    if isinstance(version, int) and version >= 2 and isinstance(plan, dict):
+        # the plan the diagnosis carries (schema 2): its preStop and grace as they are
+        prestop, grace = _number(plan.get("prestop_seconds")), _number(plan.get("grace_seconds"))
     if race is None or (window is None and prestop is None):
         raise CommandError(
             f"--from-diagnosis {path}: the diagnosis measured no race window "
@@ -181,7 +190,6 @@ def read_diagnosis(path: Path) -> Measured:
     propagation = prestop if prestop is not None else window
     assert propagation is not None
     latency = _number(details.get("latency_p999_seconds"))
-    grace = _number(details.get("recommended_grace_seconds"))
     margin = None
     if grace is not None:
         margin = max(grace - propagation - (latency if latency is not None else 10.0), 0.0)

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.fix.patch import MERGE_KEYS, replaced_handler
+from svcdoctor.model.patch import MERGE_KEYS, replaced_handler
 
 
 class CannotRewrite(SvcdoctorError):
