@@ -3,7 +3,7 @@
 Besides the rules, the public seam other analyses use (``diagnose`` plans remedies for the
 same containers lint checks): ``racing``, ``prestop_hook`` and ``has_shell``."""
 
-from svcdoctor.checks import backend, infra, inputs, live, race, reuse
+from svcdoctor.checks import backend, infra, inputs, live, race, reuse, selection
 from svcdoctor.checks._serving import has_shell
 from svcdoctor.checks.race import prestop_hook, racing
 from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule
@@ -31,4 +31,5 @@ __all__ = [
     "reuse",
     "rule",
     "run_checks",
+    "selection",
 ]
