@@ -7,14 +7,14 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from svcdoctor.checks import LintResult
+from svcdoctor.checks import LintResult, Settings, run_checks
 from svcdoctor.errors import CommandError
 from svcdoctor.fix.patch import Step, combine, decide, effective
-from svcdoctor.manifests import LoadResult, RawObject
+from svcdoctor.manifests import LoadResult, RawObject, build_inventory, load
 from svcdoctor.model import Finding, ObjectRef
 
 HELM_TEMPLATE = "SVD002"
@@ -44,11 +44,41 @@ class Plan:
     manual: list[Step] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # file -> one-line reason
 
+    def refuse(
+        self, name: str, fixes: list[ObjectFix], reason: str, file: str | None = None
+    ) -> None:
+        """Leave ``name`` (a file, or an object of ``file``) as it is: its fixes become
+        manual steps with the reason."""
+        self.refused[name] = reason
+        self.fixes = [f for f in self.fixes if (f.file != name if file is None else f not in fixes)]
+        self.manual.extend(Step(finding, None, reason) for f in fixes for finding in f.findings)
+
     def by_file(self) -> dict[str, list[ObjectFix]]:
         out: dict[str, list[ObjectFix]] = defaultdict(list)
         for fix in self.fixes:
             out[fix.file].append(fix)
         return dict(out)
+
+
+def lint_inputs(
+    paths: list[str],
+    settings: Settings,
+    max_file_mb: float,
+    *,
+    stdin: BinaryIO | None,
+    exclude: tuple[str, ...],
+    namespace: str,
+    skip: set[Path],
+) -> tuple[LintResult, LoadResult]:
+    """Read and check as ``lint`` does, from ``stdin`` (the bytes read already) and
+    leaving out the objects of ``skip`` (what an earlier ``--patch-dir`` wrote)."""
+    loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb, exclude=exclude)
+    if skip:
+        loaded.objects = [o for o in loaded.objects if Path(o.location.file).resolve() not in skip]
+    inventory = build_inventory(loaded)
+    if namespace != inventory.namespace:
+        inventory = replace(inventory, namespace=namespace)
+    return run_checks(inventory, settings), loaded
 
 
 def make_plan(result: LintResult, loaded: LoadResult, rules: Iterable[str] | None = None) -> Plan:
@@ -202,4 +232,4 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and 0 <= value <= 86_400 else None
 
 
-__all__ = ["Measured", "ObjectFix", "Plan", "make_plan", "read_diagnosis"]
+__all__ = ["Measured", "ObjectFix", "Plan", "lint_inputs", "make_plan", "read_diagnosis"]
