@@ -15,6 +15,7 @@ from svcdoctor.model.patch import (
     MERGE_KEYS,
     Patch,
     PodPatch,
+    merge_match,
     pod_path,
     strategic_merge_patch,
 )
@@ -163,14 +164,7 @@ def _combine_into(out: dict[str, Any], patch: Mapping[str, Any]) -> None:
         elif isinstance(value, list) and isinstance(have, list) and key in MERGE_KEYS:
             merge_key = MERGE_KEYS[key]
             for item in value:
-                match = next(
-                    (
-                        h
-                        for h in have
-                        if isinstance(h, dict) and h.get(merge_key) == item.get(merge_key)
-                    ),
-                    None,
-                )
+                match = merge_match(have, merge_key, item)
                 if match is None:
                     have.append(copy.deepcopy(item))
                 else:
@@ -209,14 +203,7 @@ def effective(patch: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, An
             merge_key = MERGE_KEYS[key]
             items = []
             for item in value:
-                match = next(
-                    (
-                        h
-                        for h in have
-                        if isinstance(h, Mapping) and h.get(merge_key) == item.get(merge_key)
-                    ),
-                    None,
-                )
+                match = merge_match(have, merge_key, item)
                 if match is None:
                     items.append(copy.deepcopy(item))
                     continue

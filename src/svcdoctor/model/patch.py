@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -231,6 +231,14 @@ def replaced_handler(node: Mapping[str, Any], patch: Mapping[str, Any]) -> tuple
     return (gone[0], added[0]) if len(gone) == 1 and len(added) == 1 else None
 
 
+def merge_match(items: Sequence[Any], merge_key: str, item: Mapping[str, Any]) -> Any:
+    """The mapping among ``items`` whose ``merge_key`` is ``item``'s (``None``: none)."""
+    return next(
+        (h for h in items if isinstance(h, Mapping) and h.get(merge_key) == item.get(merge_key)),
+        None,
+    )
+
+
 def strategic_merge_patch(target: Any, patch: Any) -> Any:
     """``patch`` applied to ``target`` as a strategic merge patch: maps merged, the lists
     Kubernetes merges by a key merged by it (``MERGE_KEYS``), other lists replaced;
@@ -301,6 +309,7 @@ __all__ = [
     "PodPatch",
     "PreStopHook",
     "combine_pod",
+    "merge_match",
     "note",
     "pod_path",
     "replaced_handler",
