@@ -31,7 +31,7 @@ from svcdoctor.model.patch import (
     PodPatch,
     PreStopHook,
 )
-from svcdoctor.model.remedy import HookKind, ShutdownPlan, hook_kind
+from svcdoctor.model.remedy import HookKind, ShutdownPlan, hook_kind, planned_hook
 
 _SHELLS = SHELLS
 _NO_SHELL = NO_SHELL_IMAGE
@@ -364,10 +364,10 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
 def prestop_hook(c: Container, plan: ShutdownPlan) -> PreStopHook | None:
     """The plan's preStop for a container, in the handler it already has (a patch must not
     add a second handler beside it); ``None`` when the plan has no hook."""
-    if plan.hook not in (HookKind.SLEEP, HookKind.EXEC):
+    planned = planned_hook(plan)
+    if planned.handler is Handler.NONE:
         return None
     n = plan.prestop_seconds
-    planned = PreStopHook(Handler.SLEEP if plan.hook is HookKind.SLEEP else Handler.SHELL, n)
     hook = c.prestop
     if hook is None:
         return planned

@@ -21,7 +21,7 @@ from svcdoctor.model import (
     remedy,
 )
 from svcdoctor.model.diagnosis import RaceDetails, RaceWindow, RemedyPatch, ShutdownPath, SigKill
-from svcdoctor.model.patch import Handler, PodPatch, PreStopHook
+from svcdoctor.model.patch import PodPatch
 from svcdoctor.model.remedy import RACE_RULES
 
 BIN = 0.25  # seconds per lag bin
@@ -207,9 +207,7 @@ def remedy_patches(
 def generic_patch(plan: remedy.ShutdownPlan) -> PodPatch:
     """The plan as a Deployment patch when the workload's manifest is unknown: ``app``
     stands for the container's name."""
-    handler = {remedy.HookKind.SLEEP: Handler.SLEEP, remedy.HookKind.EXEC: Handler.SHELL}
-    hook = PreStopHook(handler.get(plan.hook, Handler.NONE), plan.prestop_seconds)
-    return PodPatch("Deployment", "app", plan.grace_seconds, prestop=hook)
+    return PodPatch("Deployment", "app", plan.grace_seconds, prestop=remedy.planned_hook(plan))
 
 
 def patch_yaml(patch: PodPatch) -> str:

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from svcdoctor.model.patch import Handler, PreStopHook
 from svcdoctor.model.workload import DEFAULT_GRACE_SECONDS, Probe
 
 # Lint's assumptions when nothing was measured (``--propagation-seconds`` and friends).
@@ -191,6 +192,14 @@ def hook_body(kind: HookKind, prestop: int) -> dict[str, object] | None:
     if kind is HookKind.EXEC:
         return {"exec": {"command": ["sh", "-c", f"sleep {prestop}"]}}
     return None
+
+
+_PLANNED = {HookKind.SLEEP: Handler.SLEEP, HookKind.EXEC: Handler.SHELL}
+
+
+def planned_hook(plan: ShutdownPlan) -> PreStopHook:
+    """The plan's preStop as a hook to set (``Handler.NONE``: none to set)."""
+    return PreStopHook(_PLANNED.get(plan.hook, Handler.NONE), plan.prestop_seconds)
 
 
 def plan_probes(readiness: Probe | None, liveness: Probe | None) -> ProbeSplit:
