@@ -15,6 +15,7 @@ from svcdoctor.model.patch import (
     ObjectPatch,
     PodPatch,
     PreStopHook,
+    strategic_merge_patch,
 )
 
 
@@ -116,3 +117,21 @@ def test_effective_deletes_replaced_handlers_and_drops_no_ops() -> None:
     assert fixed["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"] == {
         "sleep": {"seconds": 5}
     }
+
+
+def test_the_merge_keeps_a_swapped_handler_in_its_place() -> None:
+    """The one strategic merge (fix and the lab's API server): a handler swapped for
+    another takes its place, lists merge on their keys, ``null`` deletes, the target is
+    left as it was."""
+    probe = {"httpGet": {"path": "/", "port": 80}, "periodSeconds": 5}
+    target = {"containers": [{"name": "web", "livenessProbe": probe}, {"name": "side"}]}
+    patch = {"containers": [{"name": "web", "livenessProbe": {"tcpSocket": {"port": 80},
+                                                              "httpGet": None}}]}  # fmt: skip
+    out = strategic_merge_patch(target, patch)
+    assert list(out["containers"][0]["livenessProbe"].items()) == [
+        ("tcpSocket", {"port": 80}),
+        ("periodSeconds", 5),
+    ]
+    assert out["containers"][1] == {"name": "side"}
+    assert target["containers"][0]["livenessProbe"] is probe
+    assert "httpGet" in probe
