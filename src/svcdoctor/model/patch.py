@@ -200,29 +200,6 @@ def note(text: str) -> Fix:
     return Fix(note=text)
 
 
-def combine_pod(a: PodPatch, b: PodPatch) -> PodPatch:
-    """Two fixes of one container (``b`` after ``a``) as one: the later value of each field,
-    the longer grace period, the later preStop handler sleeping the longer of the two."""
-    prestop = b.prestop or a.prestop
-    if a.prestop is not None and b.prestop is not None:
-        longest = max(a.prestop.seconds, b.prestop.seconds)
-        prestop = PreStopHook(b.prestop.handler, longest, b.prestop.command, b.prestop.replaces)
-    grace = b.grace_seconds if a.grace_seconds is None else a.grace_seconds
-    if a.grace_seconds is not None and b.grace_seconds is not None:
-        grace = max(a.grace_seconds, b.grace_seconds)
-    return PodPatch(
-        kind=b.kind,
-        container=b.container if b.container is not None else a.container,
-        grace_seconds=grace,
-        spread=b.spread if b.spread is not None else a.spread,
-        prestop=prestop,
-        readiness=b.readiness if b.readiness is not None else a.readiness,
-        liveness=b.liveness if b.liveness is not None else a.liveness,
-        command=b.command if b.command is not None else a.command,
-        args=b.args if b.args is not None else a.args,
-    )
-
-
 def replaced_handler(node: Mapping[str, Any], patch: Mapping[str, Any]) -> tuple[str, str] | None:
     """``(old, new)`` when ``patch`` swaps the hook's or probe's handler ``old`` of ``node``
     for ``new``: the new one takes the old one's place, so the rest of the probe stays put."""
@@ -308,7 +285,6 @@ __all__ = [
     "Patch",
     "PodPatch",
     "PreStopHook",
-    "combine_pod",
     "merge_match",
     "note",
     "pod_path",

@@ -140,7 +140,7 @@ class ShutdownPlan:
     @property
     def hook_body(self) -> dict[str, object] | None:
         """The ``lifecycle.preStop`` mapping, or ``None`` when there is none to set."""
-        return hook_body(self.hook, self.prestop_seconds)
+        return planned_hook(self).data()
 
     @property
     def rule_text(self) -> str:
@@ -184,14 +184,6 @@ def hook_kind(version: tuple[int, int] | None, has_shell: bool | None) -> HookKi
     if native_sleep(version) is False:
         return HookKind.IMPOSSIBLE if has_shell is False else HookKind.EXEC
     return HookKind.SLEEP
-
-
-def hook_body(kind: HookKind, prestop: int) -> dict[str, object] | None:
-    if kind is HookKind.SLEEP:
-        return {"sleep": {"seconds": prestop}}
-    if kind is HookKind.EXEC:
-        return {"exec": {"command": ["sh", "-c", f"sleep {prestop}"]}}
-    return None
 
 
 _PLANNED = {HookKind.SLEEP: Handler.SLEEP, HookKind.EXEC: Handler.SHELL}
