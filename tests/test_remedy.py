@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from svcdoctor.checks import Settings
 from svcdoctor.model import Probe
+from svcdoctor.model.patch import Fix, Patch
 from svcdoctor.model.remedy import (
     DEFAULT_MARGIN_SECONDS,
     DEFAULT_MAX_REQUEST_SECONDS,
@@ -27,6 +28,7 @@ from svcdoctor.model.remedy import (
     plan_probes,
     plan_shutdown,
 )
+from svcdoctor.report.fixes import fix_text, patch_text
 from tests.conftest import lint_text
 
 SHUTDOWN_RULES = ("SVD101", "SVD102", "SVD103")
@@ -205,8 +207,19 @@ def merge(base: Any, patch: Any) -> Any:
     return patch
 
 
-def apply_fix(docs: list[dict[str, Any]], kind: str, name: str, fix: str) -> list[dict[str, Any]]:
-    patch = yaml.safe_load(fix)
+def apply_fix(
+    docs: list[dict[str, Any]], kind: str, name: str, fix: Fix | Patch | str
+) -> list[dict[str, Any]]:
+    """``docs`` with the typed patch of ``fix`` applied (a YAML text: parsed), after checking
+    that the printed fix is that patch."""
+    if isinstance(fix, str):
+        patch = yaml.safe_load(fix)
+    else:
+        typed = fix.patch if isinstance(fix, Fix) else fix
+        assert typed is not None, fix
+        patch = typed.data()
+        printed = fix_text(fix) if isinstance(fix, Fix) else patch_text(fix)
+        assert yaml.safe_load(printed or "") == patch  # the printed fix is the typed patch
     assert isinstance(patch, dict), fix
     out = [
         merge(d, patch) if (d["kind"], d["metadata"]["name"]) == (kind, name) else d for d in docs
@@ -390,7 +403,9 @@ def test_applying_the_probe_split_clears_svd202(
     if found is None:
         return
     assert found.fix is not None
-    if found.fix.startswith("#"):  # tcpSocket or exec: the app needs its own endpoint
+    if (fix_text(found.fix) or "").startswith(
+        "#"
+    ):  # tcpSocket or exec: the app needs its own endpoint
         assert set(readiness) & {"tcpSocket", "exec"}
         return
     assert found.object is not None
@@ -430,15 +445,16 @@ def test_applying_a_connection_step_clears_svd301(kind: str, longest: float) -> 
             longest_request_seconds=longest,
         )
     )
-    assert f"{plan.max_age_seconds}" in found.fix
-    assert f"{plan.max_age_grace_seconds}" in found.fix
+    text = fix_text(found.fix) or ""
+    assert f"{plan.max_age_seconds}" in text
+    assert f"{plan.max_age_grace_seconds}" in text
     if kind == "ClusterIP":
         assert found.object is not None
         headless = apply_fix(docs, found.object.kind, found.object.name, found.fix)
         assert headless[0]["spec"]["clusterIP"] == "None"
         assert "SVD301" not in {g.rule for g in lint_text(dumps(headless), s).findings}
     else:
-        assert "clusterIP" not in found.fix  # no headless Service for outside clients
+        assert "clusterIP" not in text  # no headless Service for outside clients
     aged = grpc_service(
         kind, ["--grpc-port=9090", f"--grpc-max-connection-age={plan.max_age_seconds}s"]
     )

@@ -11,6 +11,7 @@ from svcdoctor.checks import Settings
 from svcdoctor.checks.race import _exec_last
 from svcdoctor.manifests.objects import sleep_in
 from svcdoctor.model import Severity
+from svcdoctor.report.fixes import fix_text
 from tests.conftest import lint_text
 
 SERVICE = """apiVersion: v1
@@ -46,7 +47,9 @@ def fix_of(text: str, rule: str, settings: Settings | None = None) -> dict[str, 
     assert len(found) == 1, found
     assert found[0].fix
     body = yaml.safe_load(
-        "\n".join(ln for ln in found[0].fix.splitlines() if not ln.startswith("#"))
+        "\n".join(
+            ln for ln in (fix_text(found[0].fix) or "").splitlines() if not ln.startswith("#")
+        )
     )
     assert isinstance(body, dict)
     return body
@@ -118,10 +121,11 @@ def test_distroless_fix_on_an_old_cluster_ships_a_static_sleep() -> None:
     found = [
         f for f in lint_text(text, Settings(kube_version=(1, 28))).findings if f.rule == "SVD104"
     ]
-    assert found[0].fix is not None
-    assert "static sleep binary" in found[0].fix
-    assert "/sleep" in found[0].fix
-    assert "- '7'" in found[0].fix
+    text = fix_text(found[0].fix)
+    assert text is not None
+    assert "static sleep binary" in text
+    assert "/sleep" in text
+    assert "- '7'" in text
 
 
 def test_severity_override_and_disable() -> None:

@@ -29,6 +29,7 @@ from svcdoctor.cluster.scan import ScanReport, scan_snapshot
 from svcdoctor.cluster.snapshot import Snapshot, read_snapshot
 from svcdoctor.model import Severity, is_live
 from svcdoctor.report import render_text, to_sarif
+from svcdoctor.report.fixes import fix_text
 from tests.cluster.test_collect import FakeReader
 from tests.conftest import lint_paths
 
@@ -153,7 +154,7 @@ def test_messages_carry_the_numbers() -> None:
 def test_sigkill_fix_uses_the_computed_grace_period() -> None:
     (f,) = scan(items("SVD108.bad.json"), only("SVD108")).result.findings
     assert f.fix is not None
-    assert "terminationGracePeriodSeconds: 20" in f.fix
+    assert "terminationGracePeriodSeconds: 20" in (fix_text(f.fix) or "")
     covered = items("SVD108.bad.json")
     for obj in covered:
         if obj["kind"] == "Deployment":
@@ -163,18 +164,18 @@ def test_sigkill_fix_uses_the_computed_grace_period() -> None:
     assert f.fix is not None
     # the remedy plan for requests outliving the 35 s left plus --max-request-seconds:
     # preStop 5 + (35 + 10) + margin 5
-    assert "terminationGracePeriodSeconds: 55" in f.fix
+    assert "terminationGracePeriodSeconds: 55" in (fix_text(f.fix) or "")
 
 
 def test_prestop_hook_fix_follows_the_server_version() -> None:
     (new,) = scan(items("SVD109.bad.json"), only("SVD109")).result.findings
     assert new.fix is not None
-    assert "sleep:\n" in new.fix
-    assert "seconds: 5" in new.fix
+    assert "sleep:\n" in (fix_text(new.fix) or "")
+    assert "seconds: 5" in (fix_text(new.fix) or "")
     (old,) = scan(items("SVD109.bad.json"), only("SVD109"), version="v1.28.9").result.findings
     assert old.fix is not None
-    assert "/sleep" in old.fix
-    assert "no native sleep" in old.fix
+    assert "/sleep" in (fix_text(old.fix) or "")
+    assert "no native sleep" in (fix_text(old.fix) or "")
 
 
 # --- lint's rules on live objects ---------------------------------------------------------
@@ -195,12 +196,12 @@ def test_the_server_version_decides_the_prestop_advice() -> None:
     assert f.object is not None
     assert str(f.object) == "Deployment shop/api"
     assert f.fix is not None
-    assert "sleep:\n" in f.fix
-    assert "Kubernetes >= 1.30" not in f.fix
+    assert "sleep:\n" in (fix_text(f.fix) or "")
+    assert "Kubernetes >= 1.30" not in (fix_text(f.fix) or "")
     (old,) = scan(_without_prestop(), only("SVD101"), version="v1.29.4").result.findings
     assert old.fix is not None
-    assert "sleep 5" in old.fix
-    assert "exec" in old.fix
+    assert "sleep 5" in (fix_text(old.fix) or "")
+    assert "exec" in (fix_text(old.fix) or "")
     assert report.settings.kube_version == (1, 31)
 
 
@@ -211,7 +212,7 @@ def test_kube_version_flag_wins_over_the_server() -> None:
     )
     (f,) = report.result.findings
     assert f.fix is not None
-    assert "exec" in f.fix
+    assert "exec" in (fix_text(f.fix) or "")
 
 
 def test_replicas_come_from_status_and_hpa() -> None:

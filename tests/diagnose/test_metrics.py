@@ -36,6 +36,7 @@ from svcdoctor.diagnose.metrics_history import (
 from svcdoctor.model import Cause, Diagnosis, Verdict
 from svcdoctor.model.diagnosis import BackendDetails, InfraDetails, RaceDetails, ReuseDetails
 from svcdoctor.report.diagnosis import diagnosis_to_dict, render_json, render_text
+from svcdoctor.report.fixes import patch_text
 from tests.prometheus_server import prometheus_with  # noqa: F401  (the fixture)
 
 T0 = 1_767_225_600.0
@@ -166,7 +167,7 @@ def test_race_is_found_with_its_window_and_remedy() -> None:
     assert race.recommended_prestop_seconds is not None
     assert race.recommended_prestop_seconds >= high
     assert race.remedy
-    assert "preStop" in race.remedy[0].patch
+    assert "preStop" in patch_text(race.remedy[0].patch)
     assert len(d.rollouts) == len(ROLLOUTS)
     assert all(r.deletions == 6 and r.failures > r.expected_failures for r in d.rollouts)
     assert d.summary.deletions == 6 * len(ROLLOUTS)

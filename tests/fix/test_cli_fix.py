@@ -335,6 +335,30 @@ def test_from_diagnosis_carries_the_measured_numbers(shop: Path) -> None:
     assert again.exit_code == 0, again.output
 
 
+def test_from_diagnosis_schema_2_applies_the_plan_it_carries(shop: Path) -> None:
+    """A diagnosis of schema 2 carries the plan: its preStop and grace are used as they
+    are (the older ``recommended_*`` keys, here different, are not read)."""
+    document = json.loads(
+        diagnosis(
+            {
+                "window_seconds": 8.75,
+                "recommended_prestop_seconds": 99,
+                "recommended_grace_seconds": 99,
+                "latency_p999_seconds": 11.2,
+                "plan": {"prestop_seconds": 14, "hook": "sleep", "grace_seconds": 31},
+            }
+        )
+    )
+    (shop.parent / "d.json").write_text(json.dumps({"schema_version": 2, **document}))
+    result = run("--write", "--from-diagnosis", "d.json", "shop.yaml", cwd=shop.parent)
+    assert result.exit_code == 1, result.output
+    assert "diagnosed race window 8.75 s: preStop 14 s" in result.stderr
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(shop.read_text())}
+    web = docs["frontend"]["spec"]["template"]["spec"]
+    assert web["containers"][0]["lifecycle"]["preStop"] == {"sleep": {"seconds": 14}}
+    assert web["terminationGracePeriodSeconds"] == 31
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -14,7 +14,9 @@ from rich.console import Console
 from svcdoctor.checks import LintResult, Settings, run_checks
 from svcdoctor.manifests import build_inventory, load
 from svcdoctor.model import Cause, Finding, Location, ObjectRef, Severity
+from svcdoctor.model.patch import Fix, ObjectPatch
 from svcdoctor.report import lint_to_dict, render_github, render_json, render_text
+from svcdoctor.report.fixes import fix_text
 from tests.conftest import lint_paths, lint_text
 
 FINDING_KEYS = {
@@ -92,7 +94,7 @@ def test_json_findings_carry_the_finding_values(example: LintResult) -> None:
             "name": finding.object.name,
         }
         assert out["container"] == finding.container
-        assert out["fix"] == finding.fix
+        assert out["fix"] == fix_text(finding.fix)
 
 
 def test_json_summary_counts_agree_with_the_findings(example: LintResult) -> None:
@@ -167,7 +169,7 @@ def test_github_emits_one_workflow_command_per_finding(example: LintResult) -> N
         body = unescape(match["message"])
         assert body.startswith(finding.message)
         if finding.fix:
-            assert body.endswith(finding.fix)
+            assert body.endswith(fix_text(finding.fix) or "")
             assert "%0A" in match["message"]  # multi-line fixes stay on one command line
 
 
@@ -186,7 +188,7 @@ def test_github_escapes_newlines_percent_and_property_separators() -> None:
         message="fails 100 % of requests: line one\r\nline two, with a comma",
         location=Location("deploy/a,b:c 50%.yaml", 7),
         object=ObjectRef("Service", "shop", "cart"),
-        fix="spec:\n  replicas: 2",
+        fix=Fix(ObjectPatch({"spec": {"replicas": 2}})),
     )
     out = render_github(result_of(finding))
     assert "\n" not in out
@@ -262,7 +264,7 @@ def test_plain_text_does_not_wrap_and_drops_control_characters() -> None:
         location=Location("deploy/" + "x" * 90 + ".yaml", 7),
         object=ObjectRef("Service", "shop", "cart"),
         container="c",
-        fix=command,
+        fix=Fix(note=command),
     )
     out = _render(result_of(finding), Console(file=io.StringIO(), width=80))
     lines = out.splitlines()

@@ -18,6 +18,7 @@ from svcdoctor.checks import RULES, LintResult, Settings, run_checks
 from svcdoctor.manifests import build_inventory, load
 from svcdoctor.model import Severity
 from svcdoctor.report import render_sarif, to_sarif
+from svcdoctor.report.fixes import fix_text
 from tests.conftest import lint_paths
 
 # jsonschema checks "uri"/"uri-reference" only with optional packages: check RFC 3986 here.
@@ -126,7 +127,7 @@ def test_every_result_points_at_its_rule_and_a_line(
         assert sarif["level"] == LEVELS[finding.severity.value]
         assert sarif["message"]["text"].startswith(finding.message)
         if finding.fix:
-            assert finding.fix in sarif["message"]["text"]
+            assert (fix_text(finding.fix) or "") in sarif["message"]["text"]
         region = sarif["locations"][0]["physicalLocation"]["region"]
         assert region["startLine"] == max(1, finding.location.line) >= 1
         if finding.object:

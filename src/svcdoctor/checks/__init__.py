@@ -1,12 +1,11 @@
 """Static checks. Each module registers its rules; the import order is the list order.
 
 Besides the rules, the public seam other analyses use (``diagnose`` plans remedies for the
-same containers lint checks): ``racing``, ``prestop_body``, ``pod_patch``, ``dump`` and
-``has_shell``."""
+same containers lint checks): ``racing``, ``prestop_hook`` and ``has_shell``."""
 
-from svcdoctor.checks import backend, infra, inputs, live, race, reuse
-from svcdoctor.checks._serving import dump, has_shell, pod_patch
-from svcdoctor.checks.race import prestop_body, racing
+from svcdoctor.checks import backend, infra, inputs, live, race, reuse, selection
+from svcdoctor.checks._serving import has_shell
+from svcdoctor.checks.race import prestop_hook, racing
 from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule
 from svcdoctor.checks.run import LintResult, run_checks
 from svcdoctor.checks.settings import Drain, Settings
@@ -21,17 +20,16 @@ __all__ = [
     "Settings",
     "all_rules",
     "backend",
-    "dump",
     "has_shell",
     "infra",
     "inputs",
     "live",
     "lookup",
-    "pod_patch",
-    "prestop_body",
+    "prestop_hook",
     "race",
     "racing",
     "reuse",
     "rule",
     "run_checks",
+    "selection",
 ]

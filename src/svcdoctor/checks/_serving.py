@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
-
-import yaml
 
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
@@ -381,27 +378,6 @@ def sleep_note(settings: Settings) -> str:
             "clusters use\n#   exec: {command: [sh, -c, 'sleep N']}  (pass --kubernetes-version)"
         )
     return ""
-
-
-def pod_patch(
-    workload: Workload,
-    container: str | None = None,
-    container_fields: dict[str, Any] | None = None,
-    pod_fields: dict[str, Any] | None = None,
-) -> str:
-    """A strategic-merge-patch style YAML snippet for the workload's pod spec."""
-    pod: dict[str, Any] = dict(pod_fields or {})
-    if container is not None:
-        pod["containers"] = [{"name": container, **(container_fields or {})}]
-    body: dict[str, Any] = (
-        {"spec": pod} if workload.ref.kind == "Pod" else {"spec": {"template": {"spec": pod}}}
-    )
-    return dump(body)
-
-
-def dump(body: dict[str, Any]) -> str:
-    text: str = yaml.dump(body, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False)
-    return text.rstrip()
 
 
 # Images of data stores and brokers: a second replica is a second, separate store (or needs

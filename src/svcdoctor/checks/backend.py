@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
-import functools
 import re
 from collections.abc import Iterator
-from pathlib import PurePath
 
 from svcdoctor.checks._serving import (
     backed,
     data_store,
-    dump,
-    pod_patch,
     scrape_only,
     serves,
     service_names,
@@ -20,17 +15,17 @@ from svcdoctor.checks._serving import (
     shutdown_plan,
 )
 from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.selection import endpoints_given, folder_parts, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
     Autoscaler,
     Cause,
     Inventory,
-    Resource,
     Service,
     Severity,
     Workload,
-    selector_matches,
 )
+from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange
 
 _ALWAYS_TRUE = re.compile(r"^\s*(true|:|exit\s+0|echo\b.*|/bin/true|/usr/bin/true)\s*;?\s*$")
@@ -94,14 +89,16 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             f"container {c.name!r} behind Service {service_names(inventory, w)} has no "
             "readinessProbe: it gets traffic before it listens and keeps it when it stops "
             "serving",
-            fix=pod_patch(w, c.name, {"readinessProbe": probe})
-            + "\n# /readyz: an endpoint that fails when this pod cannot serve requests",
+            fix=Fix(
+                PodPatch(w.ref.kind, c.name, readiness=probe),
+                note="\n# /readyz: an endpoint that fails when this pod cannot serve requests",
+            ),
             container=c.name,
             line=c.line,
         )
 
 
-@rule("SVD202", "readiness-equals-liveness", Cause.BACKEND, Severity.INFO)
+@rule("SVD202", "readiness-equals-liveness", Cause.BACKEND, Severity.INFO, fix=FixAvailability.SAFE)
 def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """Readiness and liveness probes check the same thing.
 
@@ -148,14 +145,14 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
             continue
         r = c.readiness
         if split.liveness is not None:
-            fix = (
-                pod_patch(w, c.name, {"livenessProbe": split.liveness})
-                + "\n# liveness now only checks that the port listens; readiness keeps the "
+            fix = Fix(
+                PodPatch(w.ref.kind, c.name, liveness=split.liveness),
+                note="\n# liveness now only checks that the port listens; readiness keeps the "
                 "deeper check.\n# better still, if the app can serve one: liveness on an "
-                "endpoint that checks only the process (/livez)"
+                "endpoint that checks only the process (/livez)",
             )
         else:
-            fix = (
+            fix = note(
                 "# give readiness a check of what requests need (an endpoint of the app's) "
                 "and liveness a cheaper one"
             )
@@ -218,8 +215,10 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
         yield Hit(
             w,
             f"container {c.name!r}: readinessProbe {why}",
-            fix=pod_patch(
-                w, c.name, {"readinessProbe": {"httpGet": {"path": "/readyz", "port": port}}}
+            fix=Fix(
+                PodPatch(
+                    w.ref.kind, c.name, readiness={"httpGet": {"path": "/readyz", "port": port}}
+                )
             ),
             container=c.name,
             line=r.line,
@@ -283,7 +282,7 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     """
     del settings
     for svc in inventory.services:
-        if svc.headless or scrape_only(svc) or _endpoints_given(inventory, svc):
+        if svc.headless or scrape_only(svc) or endpoints_given(inventory, svc):
             continue
         workloads = [
             w for w in _related_targets(inventory, svc) if serving_containers(inventory, w)
@@ -297,19 +296,19 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
         hpa = _autoscaler_of(inventory, w)
         if hpa is not None:
             how = f"{hpa.ref} keeps minReplicas {hpa.min_replicas}"
-            fix = (
-                dump({"spec": {"minReplicas": 2}})
-                + f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
-                "PodDisruptionBudget with minAvailable: 1"
+            fix = Fix(
+                ObjectPatch({"spec": {"minReplicas": 2}}),
+                note=f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
+                "PodDisruptionBudget with minAvailable: 1",
             )
         elif w.ref.kind == "Pod":
             how = "a bare Pod"
-            fix = "# a bare Pod cannot be replicated: run it as a Deployment with replicas: 2"
+            fix = note("# a bare Pod cannot be replicated: run it as a Deployment with replicas: 2")
         else:
             how = "replicas unset, the API default is 1" if w.replicas is None else "1 replica"
-            fix = (
-                dump({"spec": {"replicas": 2}})
-                + f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1"
+            fix = Fix(
+                ObjectPatch({"spec": {"replicas": 2}}),
+                note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1",
             )
         yield Hit(
             svc,
@@ -327,41 +326,11 @@ def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]
 
 
 def _related(a: str, b: str) -> bool:
-    da, db = _folder_parts(a), _folder_parts(b)
+    da, db = folder_parts(a), folder_parts(b)
     common = next(
         (i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x != y), min(len(da), len(db))
     )
     return common >= min(len(da), len(db)) or common == len(da) - 1 == len(db) - 1
-
-
-def _endpoints_given(inventory: Inventory, svc: Service) -> bool:
-    """Endpoints or EndpointSlices of the Service are among the inputs (test fixtures,
-    ``kubectl get`` dumps): they, not a label match, say what backs it."""
-    return any(
-        _same_namespace(namespace, svc.ref.namespace)
-        for namespace in _endpoint_owners(inventory.resources).get(svc.ref.name, ())
-    )
-
-
-_OWNERS: list[tuple[tuple[Resource, ...], dict[str, tuple[str, ...]]]] = []
-
-
-def _endpoint_owners(resources: tuple[Resource, ...]) -> dict[str, tuple[str, ...]]:
-    """Service name → namespaces of the Endpoints/EndpointSlices given for it (kept for
-    the last inventory's resources: the rule asks once per Service)."""
-    if _OWNERS and _OWNERS[0][0] is resources:
-        return _OWNERS[0][1]
-    owners: dict[str, tuple[str, ...]] = {}
-    for r in resources:
-        if r.ref.kind == "Endpoints":
-            name = r.ref.name
-        elif r.ref.kind == "EndpointSlice":
-            name = r.labels.get("kubernetes.io/service-name", "")
-        else:
-            continue
-        owners[name] = (*owners.get(name, ()), r.ref.namespace)
-    _OWNERS[:] = [(resources, owners)]
-    return owners
 
 
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
@@ -370,7 +339,7 @@ def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | Non
     for hpa in inventory.autoscalers:
         if (
             (hpa.target.kind, hpa.target.name) == (workload.ref.kind, workload.ref.name)
-            and _same_namespace(hpa.target.namespace, workload.ref.namespace)
+            and same_namespace(hpa.target.namespace, workload.ref.namespace)
             and (hpa.location is None or _related(hpa.location.file, workload.location.file))
         ):
             return hpa
@@ -432,7 +401,7 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     del settings
     for svc in inventory.services:
         workloads = _related_targets(inventory, svc)
-        if not workloads or _endpoints_given(inventory, svc):
+        if not workloads or endpoints_given(inventory, svc):
             continue
         for p in svc.ports:
             # a numeric targetPort reaches the pod whether or not it is declared: files
@@ -456,9 +425,9 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
             names = ", ".join(str(w.ref) for w in missing)
             choice = declared[0] if declared else "PORT"
             value: int | str = int(choice) if choice.isdigit() else choice
-            fix = dump({"spec": {"ports": [{"port": p.port, "targetPort": value}]}})
+            fix = Fix(ObjectPatch({"spec": {"ports": [{"port": p.port, "targetPort": value}]}}))
             if len(missing) < len(workloads):  # the others name it: rename it on these
-                fix = (
+                fix = note(
                     f"# name the serving containerPort {p.target!r} on {names} too, "
                     f"as the other workloads behind Service {svc.ref.name} do"
                 )
@@ -473,389 +442,3 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
 
 
 # Labels that differ between the workloads of one app by design (a version split, a canary).
-_SPLIT_KEYS = frozenset(
-    {"version", "app.kubernetes.io/version", "track", "canary", "stage", "variant", "release"}
-)
-
-
-@rule("SVD206", "service-selects-mixed-workloads", Cause.BACKEND, Severity.WARNING)
-def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
-    """One Service selects the pods of two or more different apps.
-
-    ## What it does
-    Flags Services whose selector matches the pod templates of workloads that run different
-    apps (different container images), among the workloads applied together with the
-    Service (same file or same folder). Not flagged: copies of one workload (alternative
-    files of the same app, the same app in a sibling folder), workloads of the same images
-    (a canary beside the stable one), and version splits (a `version`/`track` label that
-    differs, or an Istio DestinationRule with subsets for the Service's host).
-
-    ## Why it matters
-    The Service balances over all of them as one backend set: a different app with a common
-    label silently takes its share of requests and fails them. The error rate is then a
-    stable, round-looking share (one of two workloads: half the connections).
-
-    ## Example
-    Bad:
-    ```yaml
-    kind: Service
-    metadata: {name: db}
-    spec:
-      selector: {app: db}
-    # selects Deployment postgres (image postgres) and Deployment redis (image redis),
-    # both labelled app: db
-    ```
-    Good:
-    ```yaml
-    kind: Service
-    metadata: {name: db}
-    spec:
-      selector: {app: db, component: postgres}
-    ```
-
-    ## Fix
-    Add a label that only the intended workload's pods carry to the selector. For a
-    deliberate mix, suppress with a reason: `ignore.svcdoctor.io/SVD206: "why"`.
-
-    ## References
-    - https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/
-    - https://istio.io/latest/docs/reference/config/networking/destination-rule/
-    """
-    del settings
-    for svc in inventory.services:
-        assert svc.selector is not None or not inventory.targeted(svc)
-        home = _folder(svc.location.file)
-        together: dict[str, Workload] = {}
-        for w in inventory.targeted(svc):
-            if _folder(w.location.file) == home:
-                together.setdefault(w.ref.name, w)  # alternative files of one workload
-        apps: dict[frozenset[str], Workload] = {}
-        for w in together.values():
-            apps.setdefault(_images(w), w)
-        workloads = list(apps.values())
-        if len(workloads) < 2 or _split_by_design(inventory, svc, workloads):
-            continue
-        assert svc.selector is not None
-        first = next(
-            (
-                w
-                for w in workloads
-                for p in svc.ports
-                for c in w.template.containers
-                if serves(c, p.target)
-            ),
-            workloads[0],
-        )
-        extra = {k: v for k, v in first.template.labels.items() if k not in svc.selector}
-        fix_selector = dict(svc.selector)
-        for k, v in extra.items():
-            if all(w.template.labels.get(k) != v for w in workloads if w is not first):
-                fix_selector[k] = v
-                break
-        shown = ", ".join(
-            f"{w.ref} ({', '.join(sorted(_images(w))) or 'no image'})" for w in workloads
-        )
-        yield Hit(
-            svc,
-            f"Service {svc.ref.name} selects pods of {len(workloads)} different apps: {shown}",
-            fix=dump({"spec": {"selector": fix_selector}})
-            + f"\n# (a label on the pod template of {first.ref} only; add it there if missing)"
-            if fix_selector != svc.selector
-            else "# add a label that only the intended workload carries, and select on it",
-        )
-
-
-def _folder(file: str) -> str:
-    return str(PurePath(file).parent)
-
-
-def _images(workload: Workload) -> frozenset[str]:
-    """The workload's container images without tag or digest (the app, not its version)."""
-    out = set()
-    for c in workload.template.containers:
-        image = c.image.split("@", 1)[0]
-        head, _, last = image.rpartition("/")
-        out.add(f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0])
-    return frozenset(out)
-
-
-def _split_by_design(inventory: Inventory, svc: Service, workloads: list[Workload]) -> bool:
-    """A version label tells the workloads apart, or a DestinationRule splits the host."""
-    for key in _SPLIT_KEYS:
-        values = {w.template.labels.get(key) for w in workloads}
-        if len(values) > 1:
-            return True
-    host = svc.ref.name
-    return any(
-        r.ref.kind == "DestinationRule"
-        and r.subsets
-        and (r.host == host or r.host.startswith(f"{host}."))
-        and _same_namespace(r.ref.namespace, svc.ref.namespace)
-        for r in inventory.resources
-    )
-
-
-def _same_namespace(a: str, b: str) -> bool:
-    return a == b or {a, b} == {"", "default"}
-
-
-# Labels a controller adds to the pods it makes: value -> whether the workload makes it.
-_HASH_KEYS = frozenset(
-    {
-        "pod-template-hash",
-        "controller-revision-hash",
-        "pod-template-generation",
-        "controller-uid",
-        "batch.kubernetes.io/controller-uid",
-        "batch.kubernetes.io/job-completion-index",
-    }
-)
-_JOB_NAME_KEYS = frozenset({"job-name", "batch.kubernetes.io/job-name"})
-# Selector keys (prefixes) that operators put on the pods they make.
-_OPERATOR_KEY_PREFIXES = (
-    "cnpg.io/",
-    "postgres-operator.crunchydata.com/",
-    "postgres-operator.crunchydata.com",
-    "strimzi.io/",
-    "common.k8s.elastic.co/",
-    "elasticsearch.k8s.elastic.co/",
-    "kibana.k8s.elastic.co/",
-    "apm.k8s.elastic.co/",
-    "beat.k8s.elastic.co/",
-    "agent.k8s.elastic.co/",
-    "enterprisesearch.k8s.elastic.co/",
-    "logstash.k8s.elastic.co/",
-    "operator.prometheus.io/",
-    "serving.knative.dev/",
-    "gateway.networking.k8s.io/gateway-name",
-    "istio.io/gateway-name",
-    "leaderworkerset.sigs.k8s.io/",
-    "ray.io/",
-    "training.kubeflow.org/",
-    "kubeflow.org/",
-    "app.kubernetes.io/managed-by",  # checked by value below
-    "spilo-role",
-    "statefulset.kubernetes.io/pod-name",
-    "apps.kubernetes.io/pod-index",
-    "rabbitmq.com/",
-    "vitess.io/",
-)
-_OPERATOR_PAIRS = frozenset(
-    {("application", "spilo")}
-    # static pods of the control plane, made by the kubelet from /etc/kubernetes/manifests
-    | {("component", c) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
-    | {("component", "etcd"), ("tier", "control-plane")}
-)
-_KNOWN_MANAGERS = frozenset({"pgo", "cnpg", "eck", "strimzi", "zalando", "vitess"})
-# Custom kinds that configure traffic or monitoring and make no pods.
-_CONFIG_KINDS = frozenset(
-    {
-        "ServiceMonitor",
-        "PodMonitor",
-        "PrometheusRule",
-        "Probe",
-        "VirtualService",
-        "DestinationRule",
-        "ServiceEntry",
-        "PeerAuthentication",
-        "AuthorizationPolicy",
-        "Certificate",
-        "IngressRoute",
-        "Middleware",
-    }
-)
-
-
-@rule("SVD207", "service-selects-nothing", Cause.BACKEND, Severity.INFO)
-def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
-    """No workload in the inputs makes pods that the Service's selector matches.
-
-    ## What it does
-    Looks for a maker of pods matching each Service's selector: every workload of the
-    inputs (Jobs and CronJobs too, with the labels their controllers add: `job-name`,
-    `controller-uid`, `statefulset.kubernetes.io/pod-name`, …), custom kinds with a pod
-    template (LeaderWorkerSet, Knative Service, training jobs), and custom resources whose
-    operator makes the pods (a resource named like a selector value, or labelled with the
-    selector). Selectors on labels that operators put on their pods (`cnpg.io/*`,
-    `spilo-role`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a `managed-by` operator, …) are not
-    checked: the operator is not in the files.
-
-    Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
-    come from files that were not given (when no workload is in the Service's folder tree,
-    the inputs are partial). It is a `warning` when a workload beside the Service (same
-    folder) nearly matches: every selector label but one, and that one is a near-typo or
-    the same value under another key.
-
-    ## Why it matters
-    A Service whose selector matches no pod has no endpoints and refuses every connection;
-    a typo or a renamed label is the usual cause. When the workload exists elsewhere, lint
-    them together so the serving checks can run.
-
-    ## Example
-    Bad:
-    ```yaml
-    kind: Service
-    spec:
-      selector: {app: chekout}   # typo
-    ---
-    kind: Deployment
-    spec:
-      template:
-        metadata: {labels: {app: checkout}}
-    ```
-    Good:
-    ```yaml
-    kind: Service
-    spec:
-      selector: {app: checkout}
-    ```
-
-    ## Fix
-    Make the selector match the pod template's labels (`kubectl get pods -l KEY=VALUE` must
-    list the backends), or lint the Service together with its workload.
-
-    ## References
-    - https://kubernetes.io/docs/concepts/services-networking/service/#services-without-selectors
-    - https://kubernetes.io/docs/reference/labels-annotations-taints/
-    """
-    del settings
-    for svc in inventory.services:
-        if not svc.selector or inventory.targeted(svc) or svc.type == "ExternalName":
-            continue
-        if (
-            _operator_selector(svc.selector)
-            or _endpoints_given(inventory, svc)
-            or _pods_made(inventory, svc)
-        ):
-            continue
-        selector = ", ".join(f"{k}={v}" for k, v in svc.selector.items())
-        home = _folder(svc.location.file)
-        near = [
-            w
-            for w in inventory.workloads
-            if w.serving
-            and _same_namespace(w.ref.namespace, svc.ref.namespace)
-            and _folder(w.location.file) == home
-        ]
-        miss = next(
-            ((w, m) for w in near if (m := _near_miss(svc.selector, w.template.labels))), None
-        )
-        if miss is not None:
-            w, (key, value) = miss
-            wrong = f"{key}={svc.selector[key]}"
-            fixed = dict(value if k == key else (k, v) for k, v in svc.selector.items())
-            yield Hit(
-                svc,
-                f"no workload in these files has pods matching selector {selector}; {w.ref} "
-                f"beside it has {value[0]}={value[1]} where the selector wants {wrong}: "
-                "if the Service is meant for it, it does not reach its pods",
-                fix=dump({"spec": {"selector": fixed}}),
-                severity=Severity.WARNING,
-            )
-        elif any(
-            _in_tree(w.location.file, home) and _same_namespace(w.ref.namespace, svc.ref.namespace)
-            for w in inventory.workloads
-        ):
-            yield Hit(
-                svc,
-                f"no workload in these files has pods matching selector {selector}; check "
-                "that something makes them (an operator, a chart, files not given here)",
-                fix="# make spec.selector match the pod template labels of the backing workload",
-            )
-        else:
-            yield Hit(
-                svc,
-                f"no workload in these files has pods matching selector {selector}, and none "
-                "of its namespace is in the Service's folder (partial inputs); lint it with "
-                "its workload",
-                fix=f"# lint them together: svcdoctor lint {svc.location.file} WORKLOAD.yaml",
-            )
-
-
-def _in_tree(file: str, folder: str) -> bool:
-    """Whether ``file`` lies in ``folder`` or below it."""
-    parts, top = _folder_parts(file), PurePath(folder).parts
-    return parts[: len(top)] == top
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _folder_parts(file: str) -> tuple[str, ...]:
-    """The parts of the folder a file is in (cached: rules compare every pair of objects)."""
-    return PurePath(file).parent.parts
-
-
-def _operator_selector(selector: dict[str, str]) -> bool:
-    """The selector names labels that an operator (not in the files) puts on its pods."""
-    for key, value in selector.items():
-        if (key, value) in _OPERATOR_PAIRS:
-            return True
-        if key == "app.kubernetes.io/managed-by":
-            if "operator" in value.lower() or value.lower() in _KNOWN_MANAGERS:
-                return True
-            continue
-        if key.startswith(_OPERATOR_KEY_PREFIXES) or ".k8s.elastic.co/" in key:
-            return True
-    return False
-
-
-def _pods_made(inventory: Inventory, svc: Service) -> bool:
-    """Whether something in the inputs plausibly makes pods the selector matches."""
-    selector = svc.selector or {}
-    ns = svc.ref.namespace
-    for w in inventory.workloads:
-        if _same_namespace(w.ref.namespace, ns) and _may_carry(selector, w):
-            return True
-    values = set(selector.values())
-    for r in inventory.resources:
-        if not _same_namespace(r.ref.namespace, ns):
-            continue
-        if any(selector_matches(selector, labels) for labels in r.pod_labels):
-            return True
-        if r.ref.kind in _CONFIG_KINDS:
-            continue
-        if r.ref.name in values or selector_matches(selector, r.labels):
-            return True  # an operator's resource: it makes the pods
-    return False
-
-
-def _may_carry(selector: dict[str, str], w: Workload) -> bool:
-    """Whether pods of the workload carry the selector, counting the labels that their
-    controller adds (hashes, the Job's name, the StatefulSet pod's name and index)."""
-    name, kind = w.ref.name, w.ref.kind
-    for key, value in selector.items():
-        if w.template.labels.get(key) == value or key in _HASH_KEYS:
-            continue
-        if key in _JOB_NAME_KEYS and (
-            (kind == "Job" and value == name) or (kind == "CronJob" and value.startswith(name))
-        ):
-            continue
-        if kind == "StatefulSet" and (
-            (key == "statefulset.kubernetes.io/pod-name" and _indexed(value, name))
-            or (key == "apps.kubernetes.io/pod-index" and value.isdigit())
-        ):
-            continue
-        return False
-    return True
-
-
-def _indexed(value: str, name: str) -> bool:
-    head, _, index = value.rpartition("-")
-    return head == name and index.isdigit()
-
-
-def _near_miss(
-    selector: dict[str, str], labels: dict[str, str]
-) -> tuple[str, tuple[str, str]] | None:
-    """The one selector pair a pod template misses, and its label that was evidently meant
-    (the same key with a near-typo value, or the same value under another key)."""
-    missed = [(k, v) for k, v in selector.items() if labels.get(k) != v]
-    if len(missed) != 1:
-        return None
-    key, value = missed[0]
-    have = labels.get(key)
-    if have is not None and difflib.SequenceMatcher(None, have, value).ratio() >= 0.75:
-        return key, (key, have)
-    for other, v in labels.items():
-        if v == value and other not in selector:
-            return key, (other, v)
-    return None

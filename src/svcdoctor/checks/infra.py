@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 
-from svcdoctor.checks._serving import dump, pod_patch
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
+from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch
 
 _EXTERNAL_TYPES = ("NodePort", "LoadBalancer")
 _NEG = "cloud.google.com/neg"
@@ -111,7 +112,7 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
             svc,
             f"{svc.type} Service with externalTrafficPolicy Cluster ({how}): external traffic "
             "is SNATed through a second node",
-            fix=dump({"spec": {"externalTrafficPolicy": "Local"}}),
+            fix=Fix(ObjectPatch({"spec": {"externalTrafficPolicy": "Local"}})),
         )
 
 
@@ -178,9 +179,9 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
                     }
                 ]
             }
-            fix = pod_patch(w, pod_fields=spread)
+            fix = Fix(PodPatch(w.ref.kind, spread=tuple(spread["topologySpreadConstraints"])))
             if replicas is not None and replicas < 2:
-                fix = dump({"spec": {"replicas": 2}}) + "\n---\n" + fix
+                fix = replace(fix, prior=ObjectPatch({"spec": {"replicas": 2}}))
             yield Hit(
                 svc,
                 f"externalTrafficPolicy Local and {w.ref} with {problem}: a node's external "

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from svcdoctor.checks._serving import (
     backed,
-    dump,
-    pod_patch,
     seconds,
     serves,
     service_names,
@@ -36,6 +33,7 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
+from svcdoctor.model.patch import Fix, Handler, ObjectPatch, PodPatch, PreStopHook
 from svcdoctor.model.remedy import HookKind, hook_kind
 
 SIGKILL_EXIT = 137
@@ -173,10 +171,12 @@ def proxy_sync_outlasts_prestop(inventory: Inventory, settings: Settings) -> Ite
         f"{proxy.min_sync_seconds:g} s (minSyncPeriod): a removal can reach a node "
         f"{floor:g} s after the deletion, but {len(short)} Service-backed container(s) sleep "
         f"less in preStop ({listed})",
-        fix=dump({proxy.mode: {"minSyncPeriod": f"{lower:g}s"}})
-        + f"\n# in config.conf of ConfigMap kube-system/kube-proxy, then restart kube-proxy;"
-        f"\n# or keep it and size preStop for it: svcdoctor scan --propagation-seconds "
-        f"{seconds(floor)}",
+        fix=Fix(
+            ObjectPatch({proxy.mode: {"minSyncPeriod": f"{lower:g}s"}}),
+            note="\n# in config.conf of ConfigMap kube-system/kube-proxy, then restart "
+            "kube-proxy;\n# or keep it and size preStop for it: svcdoctor scan "
+            f"--propagation-seconds {seconds(floor)}",
+        ),
     )
 
 
@@ -240,7 +240,7 @@ def killed_at_grace_period(inventory: Inventory, settings: Settings) -> Iterator
         needed = plan.grace_seconds
         pods = _names(f"{p.ref.name} at {_clock(t.finished_at)}" for p, t in killed)
         if needed > grace:
-            fix = pod_patch(w, pod_fields={"terminationGracePeriodSeconds": needed})
+            fix = Fix(PodPatch(w.ref.kind, grace_seconds=needed))
             why = (
                 f"the grace period does not cover preStop {seconds(sleep)} s + requests up to "
                 f"{seconds(settings.max_request_seconds)} s; set {needed}"
@@ -256,11 +256,11 @@ def killed_at_grace_period(inventory: Inventory, settings: Settings) -> Iterator
                 window=sleep,
                 longest_request=grace - seconds(sleep) + settings.max_request_seconds,
             )
-            fix = (
-                f"# the grace period leaves {grace - seconds(sleep)} s after SIGTERM: the app "
-                "must stop accepting,\n# finish in-flight requests and exit on SIGTERM; if "
-                "requests legitimately run longer:\n"
-                + pod_patch(w, pod_fields={"terminationGracePeriodSeconds": longer.grace_seconds})
+            fix = Fix(
+                PodPatch(w.ref.kind, grace_seconds=longer.grace_seconds),
+                lead=f"# the grace period leaves {grace - seconds(sleep)} s after SIGTERM: the "
+                "app must stop accepting,\n# finish in-flight requests and exit on SIGTERM; if "
+                "requests legitimately run longer:\n",
             )
             why = f"the app did not exit within {grace - seconds(sleep)} s of SIGTERM"
         yield Hit(
@@ -348,22 +348,21 @@ def prestop_hook_failing(inventory: Inventory, settings: Settings) -> Iterator[H
             else None
         )
         sleep = (plan.prestop_seconds if plan else 0) or have or settings.propagation_seconds
-        hook: dict[str, Any]
         if hook_kind(settings.kube_version, has_shell=False) is HookKind.IMPOSSIBLE:
-            hook = {"exec": {"command": ["/sleep", str(seconds(sleep))]}}
+            hook = PreStopHook(Handler.BINARY, seconds(sleep))
             note = (
                 f"\n# Kubernetes {settings.kube_version_text} has no native sleep action: copy "
                 "a static sleep binary to /sleep in the image"
             )
         else:
-            hook, note = {"sleep": {"seconds": seconds(sleep)}}, ""
+            hook, note = PreStopHook(Handler.SLEEP, seconds(sleep)), ""
         pods = _names(sorted({e.object.name for e in events}))
         yield Hit(
             w,
             f"FailedPreStopHook {total} times on {len({e.object for e in events})} pod(s) of "
             f"{w.ref} {_span(events)} ({pods}); last: {_latest(events).message.strip()!r}: "
             f"container {name!r} gets no delay before SIGTERM",
-            fix=pod_patch(w, name, {"lifecycle": {"preStop": hook}}) + note,
+            fix=Fix(PodPatch(w.ref.kind, name, prestop=hook), note=note),
             container=name,
         )
 
@@ -439,13 +438,11 @@ def readiness_flapping(inventory: Inventory, settings: Settings) -> Iterator[Hit
             f"on {len(flapping)} Ready pod(s) of {w.ref} {_span(flapping)} ({pods}); last: "
             f"{_latest(flapping).message.strip()!r}: the pods flap in and out of Service "
             f"{service_names(inventory, w)}",
-            fix=pod_patch(
-                w,
-                name,
-                {"readinessProbe": STEADIER_PROBE},
-            )
-            + "\n# keep the probe's handler; first read why it fails: kubectl describe pod "
-            + flapping[0].object.name,
+            fix=Fix(
+                PodPatch(w.ref.kind, name, readiness=STEADIER_PROBE),
+                note="\n# keep the probe's handler; first read why it fails: kubectl describe "
+                "pod " + flapping[0].object.name,
+            ),
             container=name,
         )
 
@@ -536,11 +533,10 @@ def stale_endpoints(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 "node) and the finalizers;\n# only when the node is gone for good: "
                 f"{kubectl} delete pod {first['lingering']} --grace-period=0 --force"
             )
-        fix = "\n".join(fixes)
         yield Hit(
             svc,
             f"Service {svc.ref.name} keeps stale endpoints: " + "; ".join(parts),
-            fix=fix,
+            fix=Fix(note="\n".join(fixes)),
         )
 
 
@@ -622,7 +618,7 @@ def endpoints_miss_ready_pods(inventory: Inventory, settings: Settings) -> Itera
             )
 
 
-def _missing_reason(svc: Service, w: Workload, unmatched: list[PodFacts]) -> tuple[str, str]:
+def _missing_reason(svc: Service, w: Workload, unmatched: list[PodFacts]) -> tuple[str, Fix]:
     assert svc.selector is not None
     if unmatched:
         labels = unmatched[0].labels
@@ -630,8 +626,11 @@ def _missing_reason(svc: Service, w: Workload, unmatched: list[PodFacts]) -> tup
         shown = ", ".join(f"{k}={v}" for k, v in lacking.items())
         return (
             f"their labels lack {shown} of the selector",
-            dump({"spec": {"template": {"metadata": {"labels": lacking}}}})
-            + f"\n# on {w.ref} (and relabel running pods), or drop {shown} from the selector",
+            Fix(
+                ObjectPatch({"spec": {"template": {"metadata": {"labels": lacking}}}}),
+                note=f"\n# on {w.ref} (and relabel running pods), or drop {shown} from the "
+                "selector",
+            ),
         )
     ports = [
         p
@@ -644,12 +643,14 @@ def _missing_reason(svc: Service, w: Workload, unmatched: list[PodFacts]) -> tup
         target: int | str = (declared[0].name or declared[0].number) if declared else "PORT"
         return (
             f"targetPort {names} is not a port of the pods",
-            dump({"spec": {"ports": [{"port": ports[0].port, "targetPort": target}]}}),
+            Fix(ObjectPatch({"spec": {"ports": [{"port": ports[0].port, "targetPort": target}]}})),
         )
     return (
         "the endpoints lag the pods: if it persists, check the EndpointSlice controller",
-        f"kubectl -n {svc.ref.namespace} get endpointslices "
-        f"-l kubernetes.io/service-name={svc.ref.name} -o yaml",
+        Fix(
+            note=f"kubectl -n {svc.ref.namespace} get endpointslices "
+            f"-l kubernetes.io/service-name={svc.ref.name} -o yaml"
+        ),
     )
 
 
@@ -710,6 +711,8 @@ def conntrack_limits_lowered(inventory: Inventory, settings: Settings) -> Iterat
         proxy,
         f"kube-proxy's conntrack {' and '.join(found)} are below the defaults: nodes drop new "
         "connections once the table is full (nf_conntrack: table full)",
-        fix=dump({"conntrack": low})
-        + "\n# in config.conf of ConfigMap kube-system/kube-proxy, then restart kube-proxy",
+        fix=Fix(
+            ObjectPatch({"conntrack": low}),
+            note="\n# in config.conf of ConfigMap kube-system/kube-proxy, then restart kube-proxy",
+        ),
     )

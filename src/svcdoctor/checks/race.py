@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import replace
 
 from svcdoctor.checks._serving import (
     NO_SHELL_IMAGE,
@@ -14,9 +12,7 @@ from svcdoctor.checks._serving import (
     Script,
     backed,
     data_store,
-    dump,
     parse_script,
-    pod_patch,
     scrape_only,
     seconds,
     service_names,
@@ -27,7 +23,15 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
-from svcdoctor.model.remedy import HookKind, ShutdownPlan, hook_kind
+from svcdoctor.model.patch import (
+    Fix,
+    FixAvailability,
+    Handler,
+    ObjectPatch,
+    PodPatch,
+    PreStopHook,
+)
+from svcdoctor.model.remedy import HookKind, ShutdownPlan, hook_kind, planned_hook
 
 _SHELLS = SHELLS
 _NO_SHELL = NO_SHELL_IMAGE
@@ -61,7 +65,7 @@ def _drains_hint(w: Workload, c: Container) -> str:
     )
 
 
-@rule("SVD101", "no-prestop-delay", Cause.RACE, Severity.WARNING)
+@rule("SVD101", "no-prestop-delay", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)
 def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """A Service-backed container stops serving as soon as it is told to stop.
 
@@ -127,9 +131,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
         drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
-        pod = {}
-        if plan.grace_seconds != w.template.effective_grace_seconds:
-            pod["terminationGracePeriodSeconds"] = plan.grace_seconds
+        grace_to = (
+            plan.grace_seconds if plan.grace_seconds != w.template.effective_grace_seconds else None
+        )
         what = (
             "no preStop hook"
             if hook is None
@@ -161,39 +165,38 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
             f"{stops}{also}",
-            fix=_prestop_fix(w, c, plan, pod, settings) + hint,
+            fix=_prestop_fix(w, c, plan, grace_to, settings, hint),
             container=c.name,
             line=hook.line if hook else c.line,
         )
 
 
 def _prestop_fix(
-    w: Workload, c: Container, plan: ShutdownPlan, pod: dict[str, Any], settings: Settings
-) -> str:
+    w: Workload,
+    c: Container,
+    plan: ShutdownPlan,
+    grace: int | None,
+    settings: Settings,
+    hint: str,
+) -> Fix:
     """The patch adding the plan's preStop (and grace), or the manual step when the cluster
     has no native sleep and the image no shell."""
-    body = prestop_body(c, plan)
-    if body is None:
-        return (
-            f"# Kubernetes {settings.kube_version_text} has no native sleep action and image "
-            f"{c.image!r} has no shell: copy a static sleep binary into the image\n# (e.g. "
-            "COPY --from=busybox:musl /bin/sleep /sleep) and call it by path:\n"
-            + pod_patch(
-                w,
-                c.name,
-                {
-                    "lifecycle": {
-                        "preStop": {"exec": {"command": ["/sleep", str(plan.prestop_seconds)]}}
-                    }
-                },
-                pod,
-            )
+    hook = prestop_hook(c, plan)
+    if hook is None:
+        return Fix(
+            PodPatch(
+                w.ref.kind, c.name, grace, prestop=PreStopHook(Handler.BINARY, plan.prestop_seconds)
+            ),
+            lead=f"# Kubernetes {settings.kube_version_text} has no native sleep action and "
+            f"image {c.image!r} has no shell: copy a static sleep binary into the image\n# "
+            "(e.g. COPY --from=busybox:musl /bin/sleep /sleep) and call it by path:\n",
+            note=hint,
         )
-    note = sleep_note(settings) if "sleep" in body else ""
-    return pod_patch(w, c.name, {"lifecycle": {"preStop": body}}, pod) + note
+    note = sleep_note(settings) if hook.handler is Handler.SLEEP else ""
+    return Fix(PodPatch(w.ref.kind, c.name, grace, prestop=hook), note=note + hint)
 
 
-@rule("SVD102", "grace-period-too-short", Cause.RACE, Severity.ERROR)
+@rule("SVD102", "grace-period-too-short", Cause.RACE, Severity.ERROR, fix=FixAvailability.SAFE)
 def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The grace period ends before the preStop sleep and the longest request do.
 
@@ -281,14 +284,14 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
         yield Hit(
             w,
             f"{given}terminationGracePeriodSeconds {grace}: {what}; set {needed}",
-            fix=pod_patch(w, pod_fields={"terminationGracePeriodSeconds": needed}),
+            fix=Fix(PodPatch(w.ref.kind, grace_seconds=needed)),
             container=c.name,
             line=w.template.grace_line or w.template.line,
             severity=severity,
         )
 
 
-@rule("SVD103", "prestop-sleep-too-short", Cause.RACE, Severity.WARNING)
+@rule("SVD103", "prestop-sleep-too-short", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)
 def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The preStop sleep is shorter than endpoint removal takes to propagate.
 
@@ -340,48 +343,43 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
             if drain is not None and drain.seconds is not None
             else ""
         )
-        pod = {}
-        if plan.grace_seconds != w.template.effective_grace_seconds:
-            pod["terminationGracePeriodSeconds"] = plan.grace_seconds
+        grace = (
+            plan.grace_seconds if plan.grace_seconds != w.template.effective_grace_seconds else None
+        )
         hook = (
-            {"sleep": {"seconds": plan.prestop_seconds}}  # the action it already uses
+            PreStopHook(Handler.SLEEP, plan.prestop_seconds)  # the action it already uses
             if c.prestop.handler == "sleep"
-            else {"exec": {"command": with_sleep(c.prestop.command, plan.prestop_seconds)}}
+            else PreStopHook(Handler.EDIT, plan.prestop_seconds, c.prestop.command)
         )
         yield Hit(
             w,
             f"container {c.name!r} sleeps {sleep:g} s in preStop{own}, less than the "
             f"{want:g} s endpoint removal can take to reach every node",
-            fix=pod_patch(w, c.name, {"lifecycle": {"preStop": hook}}, pod),
+            fix=Fix(PodPatch(w.ref.kind, c.name, grace, prestop=hook)),
             container=c.name,
             line=c.prestop.line,
         )
 
 
-def prestop_body(c: Container, plan: ShutdownPlan) -> dict[str, Any] | None:
+def prestop_hook(c: Container, plan: ShutdownPlan) -> PreStopHook | None:
     """The plan's preStop for a container, in the handler it already has (a patch must not
     add a second handler beside it); ``None`` when the plan has no hook."""
-    body = plan.hook_body
+    planned = planned_hook(plan)
+    if planned.handler is Handler.NONE:
+        return None
+    n = plan.prestop_seconds
     hook = c.prestop
-    if body is None or hook is None:
-        return body
+    if hook is None:
+        return planned
     if hook.handler == "sleep":
-        return {"sleep": {"seconds": plan.prestop_seconds}}
+        return PreStopHook(Handler.SLEEP, n)
     if hook.handler == "exec" and hook.command:
-        if hook.sleep_seconds:
-            return {"exec": {"command": with_sleep(hook.command, plan.prestop_seconds)}}
-        # keep its command: sleep first, so the command still runs before SIGTERM
-        script = f"sleep {plan.prestop_seconds}; {shlex.join(hook.command)}"
-        return {"exec": {"command": ["sh", "-c", script]}}
-    return {**body, hook.handler: None}  # strategic merge: null deletes the old handler
+        # keep its command: its sleep set, or a sleep first so the command still runs
+        return PreStopHook(Handler.EDIT if hook.sleep_seconds else Handler.SHELL, n, hook.command)
+    return replace(planned, replaces=hook.handler)
 
 
-def with_sleep(command: tuple[str, ...], sleep: int) -> list[str]:
-    """The exec hook's command with its ``sleep N`` set to ``sleep``."""
-    return [re.sub(r"\bsleep\s+\d+(\.\d+)?[smh]?", f"sleep {sleep}", w) for w in command]
-
-
-@rule("SVD104", "prestop-needs-shell", Cause.RACE, Severity.ERROR)
+@rule("SVD104", "prestop-needs-shell", Cause.RACE, Severity.ERROR, fix=FixAvailability.SAFE)
 def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """An `exec` preStop runs `sh` or `sleep` in an image that has neither.
 
@@ -431,24 +429,17 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
         plan = shutdown_plan(w, c, settings, current_prestop=hook.sleep_seconds, shell=False)
         sleep = plan.prestop_seconds or hook.sleep_seconds or settings.propagation_seconds
         if hook_kind(settings.kube_version, has_shell=False) is HookKind.IMPOSSIBLE:
-            fix = (
-                f"# Kubernetes {settings.kube_version_text} has no native sleep action: "
+            fix = Fix(
+                PodPatch(w.ref.kind, c.name, prestop=PreStopHook(Handler.BINARY, seconds(sleep))),
+                lead=f"# Kubernetes {settings.kube_version_text} has no native sleep action: "
                 "copy a static sleep binary into the image\n# (e.g. COPY --from=busybox:musl "
-                "/bin/sleep /sleep) and call it by path:\n"
-                + pod_patch(
-                    w,
-                    c.name,
-                    {
-                        "lifecycle": {
-                            "preStop": {"exec": {"command": ["/sleep", str(seconds(sleep))]}}
-                        }
-                    },
-                )
+                "/bin/sleep /sleep) and call it by path:\n",
             )
         else:
-            fix = pod_patch(
-                w, c.name, {"lifecycle": {"preStop": {"sleep": {"seconds": seconds(sleep)}}}}
-            ) + sleep_note(settings)
+            fix = Fix(
+                PodPatch(w.ref.kind, c.name, prestop=PreStopHook(Handler.SLEEP, seconds(sleep))),
+                note=sleep_note(settings),
+            )
         yield Hit(
             w,
             f"preStop of container {c.name!r} runs {program!r}, but image {c.image!r} has no "
@@ -517,7 +508,7 @@ def stays_parent(family: str | None, script: Script) -> bool:
     return True
 
 
-@rule("SVD105", "shell-wrapped-entrypoint", Cause.RACE, Severity.WARNING)
+@rule("SVD105", "shell-wrapped-entrypoint", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)
 def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The app runs under `sh -c` and the shell stays its parent: SIGTERM never reaches it.
 
@@ -578,14 +569,15 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
         why = _why_parent(shell, family, script)
         piped = last.before in ("|", "|&") or last.after in ("|", "|&")
         if piped:
-            fix = (
-                "# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), or "
-                "run the shell under an init that signals the whole group:\n"
-                + _argv_yaml(c, text, text, ["tini", "-g", "--"])
+            fix = Fix(
+                _argv_patch(w, c, text, text, ("tini", "-g", "--")),
+                lead="# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), "
+                "or run the shell under an init that signals the whole group:\n",
             )
         else:
-            fix = "# make the shell replace itself with the app:\n" + _argv_yaml(
-                c, text, _exec_last(text)
+            fix = Fix(
+                _argv_patch(w, c, text, _exec_last(text)),
+                lead="# make the shell replace itself with the app:\n",
             )
         yield Hit(
             w,
@@ -597,16 +589,13 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
         )
 
 
-def _argv_yaml(c: Container, script: str, fixed: str, init: list[str] | None = None) -> str:
-    """``command:``/``args:`` lines as the container has them, the script replaced."""
-    lines = []
-    for key, given in (("command", c.command), ("args", c.args)):
-        words = [fixed if w == script else w for w in given]
-        if key == "command" and init:
-            words = [*init, *words]
-        if words:
-            lines.append(f"{key}: {json.dumps(words)}")
-    return "\n".join(lines)
+def _argv_patch(
+    w: Workload, c: Container, script: str, fixed: str, init: tuple[str, ...] = ()
+) -> PodPatch:
+    """The container's ``command``/``args`` as it has them, the script replaced."""
+    command = (*init, *(fixed if a == script else a for a in c.command))
+    args = tuple(fixed if a == script else a for a in c.args)
+    return PodPatch(w.ref.kind, c.name, command=command or None, args=args or None)
 
 
 def _exec_last(text: str) -> str:
@@ -650,7 +639,7 @@ def _effective(value: int | str | None, replicas: int, default: int | str) -> in
     return int(percent * replicas / 100)  # maxUnavailable rounds down
 
 
-@rule("SVD106", "rollout-drops-capacity", Cause.RACE, Severity.WARNING)
+@rule("SVD106", "rollout-drops-capacity", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)
 def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """Every rollout takes all serving pods of a Service away at once.
 
@@ -701,7 +690,7 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 w,
                 f"strategy Recreate stops every pod before starting new ones: Service {names} "
                 "has no ready endpoint during each rollout",
-                fix=_dump_spec({"strategy": rolling}),
+                fix=_spec_fix({"strategy": rolling}),
             )
         elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
             if w.strategy == "BlueGreen":
@@ -711,16 +700,16 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                     w,
                     f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
                     f"{names} is removed before its replacement is ready",
-                    fix=_dump_spec({"replicas": 2, "strategy": rolling}),
+                    fix=_spec_fix({"replicas": 2, "strategy": rolling}),
                 )
         elif replicas == 1 and w.ref.kind == "StatefulSet":
             yield Hit(
                 w,
                 f"a 1-replica StatefulSet deletes its pod before recreating it: Service {names} "
                 "has no endpoint during each rollout",
-                fix=_dump_spec({"replicas": 2}),
+                fix=_spec_fix({"replicas": 2}),
             )
 
 
-def _dump_spec(spec: dict[str, object]) -> str:
-    return dump({"spec": spec})
+def _spec_fix(spec: dict[str, object]) -> Fix:
+    return Fix(ObjectPatch({"spec": spec}))

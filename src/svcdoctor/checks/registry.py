@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
@@ -18,6 +18,7 @@ from svcdoctor.model import (
     Workload,
     is_live,
 )
+from svcdoctor.model.patch import Fix, FixAvailability
 
 DOCS_URL = "https://github.com/svcdoctor/svcdoctor/blob/main/docs/rules/{id}.md"
 DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Fix", "References")
@@ -29,7 +30,7 @@ class Hit:
 
     subject: Workload | Service | ProxyConfig
     message: str
-    fix: str | None = None
+    fix: Fix | None = None
     container: str | None = None
     line: int | None = None
     severity: Severity | None = None
@@ -44,7 +45,7 @@ class Rule:
 
     Input rules (``SVD0xx``) have no check: the readers report them. ``live`` rules read
     what only a cluster knows (``Inventory.live``): ``scan`` runs them, ``lint`` finds
-    nothing for them.
+    nothing for them. ``fix``: whether the rule's fixes are safe to apply.
     """
 
     id: str
@@ -54,6 +55,7 @@ class Rule:
     doc: str
     check: Check | None = None
     live: bool = False
+    fix: FixAvailability = FixAvailability.MANUAL
 
     @property
     def summary(self) -> str:
@@ -82,9 +84,11 @@ class Rule:
         *,
         subject: Workload | Service | ProxyConfig | None = None,
         container: str | None = None,
-        fix: str | None = None,
+        fix: Fix | None = None,
         severity: Severity | None = None,
     ) -> Finding:
+        if fix is not None:
+            fix = replace(fix, safe=self.fix is FixAvailability.SAFE)
         return Finding(
             rule=self.id,
             name=self.name,
@@ -126,12 +130,20 @@ def _register(new: Rule) -> Rule:
 
 
 def rule(
-    id: str, name: str, cause: Cause, severity: Severity, *, live: bool = False
+    id: str,
+    name: str,
+    cause: Cause,
+    severity: Severity,
+    *,
+    live: bool = False,
+    fix: FixAvailability = FixAvailability.MANUAL,
 ) -> Callable[[Check], Check]:
-    """Register the decorated check; its docstring is the rule's documentation."""
+    """Register the decorated check; its docstring is the rule's documentation. ``fix``:
+    ``SAFE`` when its fixes change only the shutdown path (``fix`` applies them)."""
 
     def decorate(check: Check) -> Check:
-        _register(Rule(id, name, cause, severity, inspect.getdoc(check) or "", check, live))
+        doc = inspect.getdoc(check) or ""
+        _register(Rule(id, name, cause, severity, doc, check, live, fix))
         return check
 
     return decorate

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from svcdoctor.checks._serving import dump
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
@@ -16,6 +15,7 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
+from svcdoctor.model.patch import Fix, ObjectPatch
 from svcdoctor.model.remedy import (
     STICKY_RULE,
     ConnectionFacts,
@@ -322,9 +322,11 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
                     svc,
                     f"port {p.port} ({label}) is HTTP/2 behind a ClusterIP: each client's single "
                     "connection sticks to one backend" + note,
-                    fix=dump({"spec": {"ports": [fix_ports]}})
-                    + "\n# Istio's protocol selection: a grpc name or appProtocol makes the "
-                    "client sidecars balance each request",
+                    fix=Fix(
+                        ObjectPatch({"spec": {"ports": [fix_ports]}}),
+                        note="\n# Istio's protocol selection: a grpc name or appProtocol makes "
+                        "the client sidecars balance each request",
+                    ),
                     line=p.line,
                     severity=severity,
                 )
@@ -350,15 +352,15 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             )
 
 
-def connection_fix(plan: ConnectionPlan, transport: Transport = Transport.HTTP2) -> str:
+def connection_fix(plan: ConnectionPlan, transport: Transport = Transport.HTTP2) -> Fix:
     """The fix text of a connection plan: the headless Service as a patch when it is a
     step, the other steps as comments with the plan's numbers."""
     lines: list[str] = []
     steps = plan.steps
     age, grace = plan.max_age_seconds, plan.max_age_grace_seconds
-    if ConnectionStep.HEADLESS in steps:
+    headless = ConnectionStep.HEADLESS in steps
+    if headless:
         lines += [
-            dump({"spec": {"clusterIP": "None"}}),
             "# recreate the Service (clusterIP is immutable); clients: dns:/// target + "
             "round_robin,",
         ]
@@ -391,7 +393,9 @@ def connection_fix(plan: ConnectionPlan, transport: Transport = Transport.HTTP2)
     if ConnectionStep.CLOSE_ON_SIGTERM in steps:
         signal = "GOAWAY" if transport is Transport.HTTP2 else "Connection: close"
         lines.append(f"# and on SIGTERM answer with {signal} before exiting: clients move in time")
-    return "\n".join(lines)
+    if headless:
+        return Fix(ObjectPatch({"spec": {"clusterIP": "None"}}), note="\n" + "\n".join(lines))
+    return Fix(note="\n".join(lines))
 
 
 @rule("SVD302", "session-affinity-clientip", Cause.REUSE, Severity.INFO)
@@ -434,5 +438,5 @@ def session_affinity_clientip(inventory: Inventory, settings: Settings) -> Itera
                 svc,
                 f"Service {svc.ref.name} pins each client IP to one backend "
                 "(sessionAffinity: ClientIP): a bad pod fails its clients completely",
-                fix=dump({"spec": {"sessionAffinity": "None"}}),
+                fix=Fix(ObjectPatch({"spec": {"sessionAffinity": "None"}})),
             )

@@ -82,28 +82,29 @@ def remedy_options() -> Callable[[F], F]:
     return _apply(_remedy_option_list())
 
 
+# The remedy's numbers: option name, help, lint's default
+_NUMBERS = (
+    (
+        "propagation-seconds",
+        "Time endpoint removal takes to reach every node and LB.",
+        remedy.DEFAULT_PROPAGATION_SECONDS,
+    ),
+    ("max-request-seconds", "Longest legitimate request.", remedy.DEFAULT_MAX_REQUEST_SECONDS),
+    ("margin-seconds", "Slack added to computed grace periods.", remedy.DEFAULT_MARGIN_SECONDS),
+)
+
+
 def _remedy_option_list() -> list[Callable[[F], F]]:
     return [
-        option(
-            "--propagation-seconds",
-            type=NUMBER_TYPES["propagation-seconds"],
-            default=None,
-            help="Time endpoint removal takes to reach every node and LB.",
-            default_text=f"{remedy.DEFAULT_PROPAGATION_SECONDS:g}",
-        ),
-        option(
-            "--max-request-seconds",
-            type=NUMBER_TYPES["max-request-seconds"],
-            default=None,
-            help="Longest legitimate request.",
-            default_text=f"{remedy.DEFAULT_MAX_REQUEST_SECONDS:g}",
-        ),
-        option(
-            "--margin-seconds",
-            type=NUMBER_TYPES["margin-seconds"],
-            default=None,
-            help="Slack added to computed grace periods.",
-            default_text=f"{remedy.DEFAULT_MARGIN_SECONDS:g}",
+        *(
+            option(
+                f"--{name}",
+                type=NUMBER_TYPES[name],
+                default=None,
+                help=text,
+                default_text=f"{default:g}",
+            )
+            for name, text, default in _NUMBERS
         ),
         option(
             "--kubernetes-version",

@@ -3,19 +3,13 @@ kustomize patches); the rest are printed as manual steps."""
 
 from __future__ import annotations
 
-import difflib
 import io
-import os
-import shutil
 import sys
-import tempfile
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import click
 
-from svcdoctor.checks import LintResult, Settings, run_checks
 from svcdoctor.cli._checking import load_settings, remedy_options
 from svcdoctor.cli._params import OutputDir, filename_option, option
 from svcdoctor.cli.config import NUMBER_TYPES, rule_id
@@ -24,7 +18,6 @@ from svcdoctor.errors import CommandError
 from svcdoctor.fix import (
     CannotRewrite,
     Plan,
-    Step,
     Target,
     make_plan,
     read_diagnosis,
@@ -33,8 +26,10 @@ from svcdoctor.fix import (
     written_here,
 )
 from svcdoctor.fix.jsonfile import is_json, rewrite_json
-from svcdoctor.fix.plan import HELM_TEMPLATE, ObjectFix
-from svcdoctor.manifests import STDIN, LoadResult, build_inventory, load
+from svcdoctor.fix.output import diff_text, replace_file
+from svcdoctor.fix.plan import HELM_TEMPLATE, ObjectFix, lint_inputs
+from svcdoctor.manifests import STDIN
+from svcdoctor.report.fixes import fix_text
 
 # How the findings of standard input name their file (the reader's name for it)
 STDIN_FILE = "stdin"
@@ -163,7 +158,7 @@ def fix(
     if from_stdin:
         stream = sys.stdin.buffer if sys.stdin is not None else None  # None: fd 0 closed
         source = stream.read(int(max_file_mb * 1024 * 1024) + 1) if stream is not None else b""
-    result, loaded = _lint(
+    result, loaded = lint_inputs(
         [STDIN] if from_stdin else list(paths),
         settings,
         max_file_mb,
@@ -198,27 +193,6 @@ def fix(
     sys.exit(1 if changed else 0)
 
 
-def _lint(
-    paths: list[str],
-    settings: Settings,
-    max_file_mb: float,
-    *,
-    stdin: BinaryIO | None,
-    exclude: tuple[str, ...],
-    namespace: str,
-    skip: set[Path],
-) -> tuple[LintResult, LoadResult]:
-    """Read and check as ``lint`` does, from ``stdin`` (the bytes read already) and
-    leaving out the objects of ``skip`` (what an earlier ``--patch-dir`` wrote)."""
-    loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb, exclude=exclude)
-    if skip:
-        loaded.objects = [o for o in loaded.objects if Path(o.location.file).resolve() not in skip]
-    inventory = build_inventory(loaded)
-    if namespace != inventory.namespace:
-        inventory = replace(inventory, namespace=namespace)
-    return run_checks(inventory, settings), loaded
-
-
 def _rewrite(plan: Plan, *, write: bool, stdin: bytes | None = None) -> int:
     """Show or write each file's changes; the number of files changed. With ``stdin``
     (its bytes) the one input is standard input: --write prints it, fixed or not."""
@@ -243,12 +217,12 @@ def _rewrite(plan: Plan, *, write: bool, stdin: bytes | None = None) -> int:
             edit = rewrite_json if is_json(before) else rewrite_each
             after, failed = edit(before, [(_target(f), f.patch) for f in fixes])
         except CannotRewrite as exc:
-            _refuse(plan, name, fixes, f"cannot round-trip it: {exc}")
+            plan.refuse(name, fixes, f"cannot round-trip it: {exc}")
             continue
         for target, reason in failed:
             lost = [f for f in fixes if _target(f) == target]
             where = f"{name}:{target.line} {target.kind} {target.name}"
-            _refuse(plan, where, lost, f"cannot round-trip it: {reason}", file=name)
+            plan.refuse(where, lost, f"cannot round-trip it: {reason}", file=name)
         done = [f for f in fixes if _target(f) not in {t for t, _ in failed}]
         if after == before:
             continue
@@ -258,65 +232,18 @@ def _rewrite(plan: Plan, *, write: bool, stdin: bytes | None = None) -> int:
             output = after
             click.echo(f"fixed {STDIN_LABEL} ({', '.join(rules)})", err=True)
         elif write:
-            _replace(name, after)
+            replace_file(name, after)
             click.echo(f"fixed {name} ({', '.join(rules)})")
         else:
-            old, new = _labels(name, stdin is not None and name == STDIN_FILE)
-            diff = difflib.unified_diff(
-                before.decode("utf-8-sig").splitlines(keepends=True),
-                after.decode("utf-8-sig").splitlines(keepends=True),
-                fromfile=old,
-                tofile=new,
-            )
-            for line in diff:
-                click.echo(
-                    line if line.endswith("\n") else line + "\n\\ No newline at end of file\n",
-                    nl=False,
-                )
+            shown = STDIN_LABEL if stdin is not None and name == STDIN_FILE else None
+            click.echo(diff_text(name, before, after, shown), nl=False)
     if write and output is not None:
         click.echo(output, nl=False)  # bytes: as read, to the binary stream
     return changed
 
 
-def _labels(name: str, stdin: bool) -> tuple[str, str]:
-    """The diff's file labels: ``a/PATH`` and ``b/PATH`` for a path below the working
-    directory (what ``git apply`` and ``patch -p1`` take), the path itself for one
-    elsewhere (``patch -p0``), ``<stdin>`` for standard input."""
-    if stdin:
-        return STDIN_LABEL, STDIN_LABEL
-    shown = os.path.normpath(name).replace(os.sep, "/")
-    if os.path.isabs(shown) or shown == ".." or shown.startswith("../"):
-        return shown, shown
-    return f"a/{shown}", f"b/{shown}"
-
-
 def _target(f: ObjectFix) -> Target:
     return Target(f.ref.kind, f.ref.name, f.namespace, f.line)
-
-
-def _refuse(
-    plan: Plan, name: str, fixes: list[ObjectFix], reason: str, file: str | None = None
-) -> None:
-    """Leave ``name`` (a file, or an object of ``file``) as it is: its fixes become manual
-    steps with the reason."""
-    plan.refused[name] = reason
-    plan.fixes = [f for f in plan.fixes if (f.file != name if file is None else f not in fixes)]
-    plan.manual.extend(Step(finding, None, reason) for f in fixes for finding in f.findings)
-
-
-def _replace(name: str, data: bytes) -> None:
-    """Write atomically, keeping the file's mode."""
-    folder = os.path.dirname(os.path.abspath(name))
-    fd, tmp = tempfile.mkstemp(prefix=".svcdoctor-fix-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        shutil.copymode(name, tmp)
-        os.replace(tmp, name)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _patch_dir(folder: Path, plan: Plan) -> int:
@@ -338,7 +265,7 @@ def _report(plan: Plan, changed: int, mode: str, kube_version: tuple[int, int] |
             f"{f.name} ({step.reason}):",
             err=True,
         )
-        for line in (f.fix or "").splitlines():
+        for line in (fix_text(f.fix) or "").splitlines():
             click.echo(f"    {line}", err=True)
     fixed = sum(len(f.findings) for f in plan.fixes)
     if kube_version is None and any("sleep" in str(f.patch) for f in plan.fixes):

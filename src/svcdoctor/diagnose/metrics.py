@@ -38,7 +38,7 @@ from svcdoctor.diagnose.metrics_history import (
     services,
 )
 from svcdoctor.diagnose.quantify import nearest_fraction
-from svcdoctor.diagnose.race import generic_patch
+from svcdoctor.diagnose.race import generic_patch, patch_yaml
 from svcdoctor.diagnose.rank import next_steps, ranked, strongest
 from svcdoctor.diagnose.stats import Floats, binom_greater, placement_test, proportion_ci
 from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Outcome, remedy
@@ -407,7 +407,8 @@ def assess_race(
             + " + margin) and "
             f"terminationGracePeriodSeconds {grace} (preStop + longest request "
             f"{remedy.DEFAULT_MAX_REQUEST_SECONDS:g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s), "
-            f"for {patch.object}:\n" + "\n".join(f"  {line}" for line in patch.patch.splitlines())
+            f"for {patch.object}:\n"
+            + "\n".join(f"  {line}" for line in patch_yaml(patch.patch).splitlines())
         )
         fixes.append(
             "on SIGTERM stop accepting new connections, finish in-flight requests, "

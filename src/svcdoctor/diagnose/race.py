@@ -4,12 +4,12 @@ shutdown path (preStop, SIGTERM, grace period, SIGKILL)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import polars as pl
+import yaml
 
-from svcdoctor.checks import dump, has_shell, pod_patch, prestop_body, racing
+from svcdoctor.checks import has_shell, prestop_hook, racing
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.stats import Floats, count_in, count_in_many, merged, placement_test
 from svcdoctor.model import (
@@ -21,6 +21,7 @@ from svcdoctor.model import (
     remedy,
 )
 from svcdoctor.model.diagnosis import RaceDetails, RaceWindow, RemedyPatch, ShutdownPath, SigKill
+from svcdoctor.model.patch import PodPatch
 from svcdoctor.model.remedy import RACE_RULES
 
 BIN = 0.25  # seconds per lag bin
@@ -186,16 +187,16 @@ def remedy_patches(
                 has_shell=has_shell(c),
             )
         )
-        pod: dict[str, Any] = {}
-        if plan.grace_seconds != w.template.effective_grace_seconds:
-            pod["terminationGracePeriodSeconds"] = plan.grace_seconds
-        hook = prestop_body(c, plan)
+        grace = (
+            plan.grace_seconds if plan.grace_seconds != w.template.effective_grace_seconds else None
+        )
+        hook = prestop_hook(c, plan)
         if c.prestop is not None and c.prestop.handler == "httpGet":
             # the app's own drain endpoint: only the app can wait longer
             hook = None
             plan = replace(plan, rules=tuple(r for r in plan.rules if r not in RACE_RULES))
-        fields = {"lifecycle": {"preStop": hook}} if hook else {}
-        out.append((_patch(str(w.ref), c.name, plan, pod_patch(w, c.name, fields, pod)), plan))
+        patch = PodPatch(w.ref.kind, c.name, grace, prestop=hook)
+        out.append((_patch(str(w.ref), c.name, plan, patch), plan))
     if not out:
         plan = remedy.plan_shutdown(facts)
         generic = "your Deployment (container 'app': use its name)"
@@ -203,15 +204,22 @@ def remedy_patches(
     return out
 
 
-def generic_patch(plan: remedy.ShutdownPlan) -> str:
-    """The plan as a Deployment patch (YAML) when the workload's manifest is unknown:
-    ``app`` stands for the container's name."""
-    container = {"name": "app", "lifecycle": {"preStop": plan.hook_body}}
-    pod = {"terminationGracePeriodSeconds": plan.grace_seconds, "containers": [container]}
-    return dump({"spec": {"template": {"spec": pod}}})
+def generic_patch(plan: remedy.ShutdownPlan) -> PodPatch:
+    """The plan as a Deployment patch when the workload's manifest is unknown: ``app``
+    stands for the container's name."""
+    return PodPatch("Deployment", "app", plan.grace_seconds, prestop=remedy.planned_hook(plan))
 
 
-def _patch(obj: str, container: str, plan: remedy.ShutdownPlan, patch: str) -> RemedyPatch:
+def patch_yaml(patch: PodPatch) -> str:
+    """The patch as YAML for the cause's fix text (the one place outside ``report`` that
+    prints a patch: the diagnosis' fixes are prose carried as text)."""
+    text: str = yaml.dump(
+        patch.data(), Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False
+    )
+    return text.rstrip()
+
+
+def _patch(obj: str, container: str, plan: remedy.ShutdownPlan, patch: PodPatch) -> RemedyPatch:
     return RemedyPatch(obj, container, plan.rules, plan.prestop_seconds, plan.grace_seconds, patch)
 
 
@@ -393,6 +401,11 @@ def assess_race(
             recommended_prestop_seconds=max(x.prestop_seconds for x, _ in plans),
             recommended_grace_seconds=max(x.grace_seconds for x, _ in plans),
             remedy=tuple(x for x, _ in plans),
+            plan=replace(
+                plans[0][1],
+                prestop_seconds=max(x.prestop_seconds for x, _ in plans),
+                grace_seconds=max(x.grace_seconds for x, _ in plans),
+            ),
         )
         for patch, plan in plans:
             fixes.append(
@@ -401,7 +414,7 @@ def assess_race(
                 f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop + longest request "
                 f"{_longest(latency):g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s, never below "
                 f"what the object has or the default 30 s), for {patch.object}:\n"
-                + "\n".join(f"  {line}" for line in patch.patch.splitlines())
+                + "\n".join(f"  {line}" for line in patch_yaml(patch.patch).splitlines())
             )
         fixes.append(
             "on SIGTERM stop accepting new connections, finish in-flight requests, "

@@ -2,7 +2,7 @@
 manifests, as a diff, in place (``ruamel.yaml`` round-trip, byte-identical outside the
 changed nodes) or as kustomize patches."""
 
-from svcdoctor.fix.patch import SAFE_RULES, Step, apply, combine, decide, effective, parse_fix
+from svcdoctor.fix.patch import Step, apply, combine, decide, effective
 from svcdoctor.fix.patchdir import (
     KUSTOMIZATION,
     PatchDirError,
@@ -16,7 +16,6 @@ from svcdoctor.fix.rewrite import CannotRewrite, Target, rewrite, rewrite_each
 
 __all__ = [
     "KUSTOMIZATION",
-    "SAFE_RULES",
     "CannotRewrite",
     "Measured",
     "ObjectFix",
@@ -30,7 +29,6 @@ __all__ = [
     "effective",
     "kustomize_resources",
     "make_plan",
-    "parse_fix",
     "patch_body",
     "read_diagnosis",
     "rewrite",

@@ -7,14 +7,14 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from svcdoctor.checks import LintResult
+from svcdoctor.checks import LintResult, Settings, run_checks
 from svcdoctor.errors import CommandError
 from svcdoctor.fix.patch import Step, combine, decide, effective
-from svcdoctor.manifests import LoadResult, RawObject
+from svcdoctor.manifests import LoadResult, RawObject, build_inventory, load
 from svcdoctor.model import Finding, ObjectRef
 
 HELM_TEMPLATE = "SVD002"
@@ -44,11 +44,41 @@ class Plan:
     manual: list[Step] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # file -> one-line reason
 
+    def refuse(
+        self, name: str, fixes: list[ObjectFix], reason: str, file: str | None = None
+    ) -> None:
+        """Leave ``name`` (a file, or an object of ``file``) as it is: its fixes become
+        manual steps with the reason."""
+        self.refused[name] = reason
+        self.fixes = [f for f in self.fixes if (f.file != name if file is None else f not in fixes)]
+        self.manual.extend(Step(finding, None, reason) for f in fixes for finding in f.findings)
+
     def by_file(self) -> dict[str, list[ObjectFix]]:
         out: dict[str, list[ObjectFix]] = defaultdict(list)
         for fix in self.fixes:
             out[fix.file].append(fix)
         return dict(out)
+
+
+def lint_inputs(
+    paths: list[str],
+    settings: Settings,
+    max_file_mb: float,
+    *,
+    stdin: BinaryIO | None,
+    exclude: tuple[str, ...],
+    namespace: str,
+    skip: set[Path],
+) -> tuple[LintResult, LoadResult]:
+    """Read and check as ``lint`` does, from ``stdin`` (the bytes read already) and
+    leaving out the objects of ``skip`` (what an earlier ``--patch-dir`` wrote)."""
+    loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb, exclude=exclude)
+    if skip:
+        loaded.objects = [o for o in loaded.objects if Path(o.location.file).resolve() not in skip]
+    inventory = build_inventory(loaded)
+    if namespace != inventory.namespace:
+        inventory = replace(inventory, namespace=namespace)
+    return run_checks(inventory, settings), loaded
 
 
 def make_plan(result: LintResult, loaded: LoadResult, rules: Iterable[str] | None = None) -> Plan:
@@ -141,7 +171,10 @@ class Measured:
 def read_diagnosis(path: Path) -> Measured:
     """The race window measured by ``svcdoctor diagnose -o json`` as lint settings:
     propagation = the recommended preStop (the window and its margin), longest request =
-    the p99.9 latency, margin = what the recommended grace period leaves beyond those.
+    the p99.9 latency, margin = what the recommended grace period leaves beyond those. A
+    document of ``schema_version`` 2 carries the plan (the race details' ``plan``): its
+    ``prestop_seconds`` and ``grace_seconds`` are taken as they are; an older one gives
+    them as ``recommended_prestop_seconds`` and ``recommended_grace_seconds``.
     :class:`CommandError` (exit 2) for a file that is not such a diagnosis."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -173,6 +206,12 @@ def read_diagnosis(path: Path) -> Measured:
     details: dict[str, Any] = race["details"] if race else {}
     window = _number(details.get("window_seconds"))
     prestop = _number(details.get("recommended_prestop_seconds"))
+    grace = _number(details.get("recommended_grace_seconds"))
+    plan = details.get("plan")
+    version = data.get("schema_version")
+    if isinstance(version, int) and version >= 2 and isinstance(plan, dict):
+        # the plan the diagnosis carries (schema 2): its preStop and grace as they are
+        prestop, grace = _number(plan.get("prestop_seconds")), _number(plan.get("grace_seconds"))
     if race is None or (window is None and prestop is None):
         raise CommandError(
             f"--from-diagnosis {path}: the diagnosis measured no race window "
@@ -181,7 +220,6 @@ def read_diagnosis(path: Path) -> Measured:
     propagation = prestop if prestop is not None else window
     assert propagation is not None
     latency = _number(details.get("latency_p999_seconds"))
-    grace = _number(details.get("recommended_grace_seconds"))
     margin = None
     if grace is not None:
         margin = max(grace - propagation - (latency if latency is not None else 10.0), 0.0)
@@ -194,4 +232,4 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and 0 <= value <= 86_400 else None
 
 
-__all__ = ["Measured", "ObjectFix", "Plan", "make_plan", "read_diagnosis"]
+__all__ = ["Measured", "ObjectFix", "Plan", "lint_inputs", "make_plan", "read_diagnosis"]

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.fix.patch import MERGE_KEYS, replaced_handler
+from svcdoctor.model.patch import MERGE_KEYS, merge_match, replaced_handler
 
 
 class CannotRewrite(SvcdoctorError):
@@ -241,14 +241,7 @@ def _apply(node: Any, patch: Mapping[str, Any], target: Target) -> None:
             _no_alias(have, target)
             merge_key = MERGE_KEYS[key]
             for item in value:
-                match = next(
-                    (
-                        h
-                        for h in have
-                        if isinstance(h, CommentedMap) and h.get(merge_key) == item.get(merge_key)
-                    ),
-                    None,
-                )
+                match = merge_match(have, merge_key, item)
                 if match is None:
                     have.append(_node(item))
                 else:

@@ -231,39 +231,41 @@ def _instances_of_present_owners(workloads: list[Workload]) -> list[Workload]:
     return [w for w in workloads if not owned(w)]
 
 
+_STRATEGY_KEYS = {
+    "Deployment": "strategy",
+    "Rollout": "strategy",
+    "StatefulSet": "updateStrategy",
+    "DaemonSet": "updateStrategy",
+}
+
+
 def _strategy(
     f: _Fields, spec: YMap | None
 ) -> tuple[str | None, int | str | None, int | str | None]:
     kind = f.raw.kind
-    if kind in ("Deployment", "Rollout"):
-        strategy = f.mapping(spec, "strategy", "spec.strategy")
-        if kind == "Rollout":
-            for name, label in (("canary", "Canary"), ("blueGreen", "BlueGreen")):
-                if strategy and name in strategy:
-                    sub = f.mapping(strategy, name, f"spec.strategy.{name}")
-                    return (
-                        label,
-                        f.int_or_str(sub, "maxUnavailable", "maxUnavailable"),
-                        f.int_or_str(sub, "maxSurge", "maxSurge"),
-                    )
-            return None, None, None
-        rolling = f.mapping(strategy, "rollingUpdate", "spec.strategy.rollingUpdate")
-        path = "spec.strategy.rollingUpdate"
-        return (
-            f.text(strategy, "type", "spec.strategy.type") or "RollingUpdate",
-            f.int_or_str(rolling, "maxUnavailable", f"{path}.maxUnavailable"),
-            f.int_or_str(rolling, "maxSurge", f"{path}.maxSurge"),
-        )
-    if kind in ("StatefulSet", "DaemonSet"):
-        strategy = f.mapping(spec, "updateStrategy", "spec.updateStrategy")
-        rolling = f.mapping(strategy, "rollingUpdate", "spec.updateStrategy.rollingUpdate")
-        path = "spec.updateStrategy.rollingUpdate"
-        return (
-            f.text(strategy, "type", "spec.updateStrategy.type") or "RollingUpdate",
-            f.int_or_str(rolling, "maxUnavailable", f"{path}.maxUnavailable"),
-            f.int_or_str(rolling, "maxSurge", f"{path}.maxSurge"),
-        )
-    return None, None, None
+    key = _STRATEGY_KEYS.get(kind)
+    if key is None:
+        return None, None, None
+    strategy = f.mapping(spec, key, f"spec.{key}")
+    if kind == "Rollout":
+        for name, label in (("canary", "Canary"), ("blueGreen", "BlueGreen")):
+            if strategy and name in strategy:
+                return label, *_bounds(f, f.mapping(strategy, name, f"spec.strategy.{name}"), "")
+        return None, None, None
+    path = f"spec.{key}.rollingUpdate"
+    rolling = f.mapping(strategy, "rollingUpdate", path)
+    kind_of = f.text(strategy, "type", f"spec.{key}.type") or "RollingUpdate"
+    return kind_of, *_bounds(f, rolling, f"{path}.")
+
+
+def _bounds(
+    f: _Fields, node: YMap | None, prefix: str
+) -> tuple[int | str | None, int | str | None]:
+    """``maxUnavailable`` and ``maxSurge`` of a rolling update (``prefix``: their path)."""
+    return (
+        f.int_or_str(node, "maxUnavailable", f"{prefix}maxUnavailable"),
+        f.int_or_str(node, "maxSurge", f"{prefix}maxSurge"),
+    )
 
 
 def _pod_template(

@@ -13,6 +13,8 @@ from svcdoctor.model.breakdown import Breakdown
 from svcdoctor.model.evidence import EventKind, Outcome, SourceSummary
 from svcdoctor.model.finding import Cause
 from svcdoctor.model.lanes import Lanes
+from svcdoctor.model.patch import PodPatch
+from svcdoctor.model.remedy import ShutdownPlan
 
 LIKELY_AT = 0.6
 POSSIBLE_AT = 0.3
@@ -80,7 +82,7 @@ class RemedyPatch:
     rules: tuple[str, ...]
     prestop_seconds: int
     grace_seconds: int
-    patch: str
+    patch: PodPatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,7 @@ class RaceDetails:
     recommended_prestop_seconds: int | None = None
     recommended_grace_seconds: int | None = None
     remedy: tuple[RemedyPatch, ...] = ()
+    plan: ShutdownPlan | None = None  # the recommendation: largest preStop and grace of remedy
 
 
 # --- backend: one unhealthy backend --------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from svcdoctor.model.patch import Fix
+
 
 class Cause(StrEnum):
     """The four causes of intermittent Service failures (see problem.md)."""
@@ -56,7 +58,7 @@ class Finding:
     """One problem found by one rule at one place.
 
     ``cause`` is ``None`` only for input problems (``SVD0xx``). ``fix`` is the exact
-    change to make (usually a YAML snippet with computed numbers).
+    change to make (a typed patch with computed numbers; ``report`` prints it as YAML).
     """
 
     rule: str
@@ -67,7 +69,7 @@ class Finding:
     location: Location
     object: ObjectRef | None = None
     container: str | None = None
-    fix: str | None = None
+    fix: Fix | None = None
 
     @property
     def sort_key(self) -> tuple[str, int, str, str]:

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from svcdoctor.model.patch import Handler, PreStopHook
 from svcdoctor.model.workload import DEFAULT_GRACE_SECONDS, Probe
 
 # Lint's assumptions when nothing was measured (``--propagation-seconds`` and friends).
@@ -139,7 +140,7 @@ class ShutdownPlan:
     @property
     def hook_body(self) -> dict[str, object] | None:
         """The ``lifecycle.preStop`` mapping, or ``None`` when there is none to set."""
-        return hook_body(self.hook, self.prestop_seconds)
+        return planned_hook(self).data()
 
     @property
     def rule_text(self) -> str:
@@ -185,12 +186,12 @@ def hook_kind(version: tuple[int, int] | None, has_shell: bool | None) -> HookKi
     return HookKind.SLEEP
 
 
-def hook_body(kind: HookKind, prestop: int) -> dict[str, object] | None:
-    if kind is HookKind.SLEEP:
-        return {"sleep": {"seconds": prestop}}
-    if kind is HookKind.EXEC:
-        return {"exec": {"command": ["sh", "-c", f"sleep {prestop}"]}}
-    return None
+_PLANNED = {HookKind.SLEEP: Handler.SLEEP, HookKind.EXEC: Handler.SHELL}
+
+
+def planned_hook(plan: ShutdownPlan) -> PreStopHook:
+    """The plan's preStop as a hook to set (``Handler.NONE``: none to set)."""
+    return PreStopHook(_PLANNED.get(plan.hook, Handler.NONE), plan.prestop_seconds)
 
 
 def plan_probes(readiness: Probe | None, liveness: Probe | None) -> ProbeSplit:

@@ -29,7 +29,9 @@ from svcdoctor.model.diagnosis import (
     Summary,
     UpstreamRow,
 )
+from svcdoctor.report.fixes import patch_text as fix_yaml
 
+SCHEMA_VERSION = 2  # 2: the race details carry the typed "plan" (and each remedy its own)
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
 _NAMES = {
     "race": "endpoint-removal race (pods stop serving before routing stops)",
@@ -101,7 +103,11 @@ def _race(r: RaceDetails) -> dict[str, Any]:
     if r.recommended_grace_seconds is not None:
         out["recommended_grace_seconds"] = r.recommended_grace_seconds
     if w is not None:
-        out["remedy"] = _plain(r.remedy)
+        out["remedy"] = [
+            {**_plain(p), "patch": fix_yaml(p.patch), "plan": _plain(p.patch)} for p in r.remedy
+        ]
+    if r.plan is not None:
+        out["plan"] = _plain(r.plan)
     return out
 
 
@@ -212,7 +218,12 @@ def _rollout(r: Rollout) -> dict[str, Any]:
 
 
 def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
-    """The JSON document; ``rollouts`` only when the diagnosis has them (from metrics)."""
+    """The JSON document (``schema_version`` first); ``rollouts`` only when the diagnosis
+    has them (from metrics)."""
+    return {"schema_version": SCHEMA_VERSION, **_document(d)}
+
+
+def _document(d: Diagnosis) -> dict[str, Any]:
     primary = d.primary
     rollouts = {"rollouts": [_rollout(r) for r in d.rollouts]} if d.rollouts else {}
     body: dict[str, Any] = _clean(
@@ -233,7 +244,7 @@ def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
             ],
             "next_steps": list(d.next_steps),
             "service": d.service,
-            "other_services": [diagnosis_to_dict(o) for o in d.others],
+            "other_services": [_document(o) for o in d.others],
             **rollouts,
         }
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from svcdoctor.checks import LintResult
 from svcdoctor.model import Severity
+from svcdoctor.report.fixes import fix_text
 
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -19,7 +20,8 @@ def render_github(result: LintResult) -> str:
     lines = []
     for f in result.findings:
         title = f"{f.rule} {f.name}"
-        body = f.message + (f"\n\nFix:\n{f.fix}" if f.fix else "")
+        fix = fix_text(f.fix)
+        body = f.message + (f"\n\nFix:\n{fix}" if fix else "")
         lines.append(
             f"::{_LEVEL[f.severity]} file={_escape(f.location.file, prop=True)},"
             f"line={f.location.line},title={_escape(title, prop=True)}::{_escape(body)}"

@@ -7,6 +7,7 @@ from typing import Any
 
 from svcdoctor.checks import LintResult
 from svcdoctor.model import Finding
+from svcdoctor.report.fixes import fix_text
 
 
 def finding_to_dict(f: Finding) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def finding_to_dict(f: Finding) -> dict[str, Any]:
             else None
         ),
         "container": f.container,
-        "fix": f.fix,
+        "fix": fix_text(f.fix),
     }
 
 

@@ -10,6 +10,7 @@ from urllib.parse import quote
 from svcdoctor import __version__
 from svcdoctor.checks import LintResult, Rule, all_rules
 from svcdoctor.model import Finding, Severity, is_live
+from svcdoctor.report.fixes import fix_text
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/svcdoctor/svcdoctor"
@@ -55,7 +56,8 @@ def _live_location(f: Finding) -> dict[str, Any]:
 
 
 def _result(f: Finding, index: int) -> dict[str, Any]:
-    text = f.message + (f"\nFix:\n{f.fix}" if f.fix else "")
+    fix = fix_text(f.fix)
+    text = f.message + (f"\nFix:\n{fix}" if fix else "")
     out: dict[str, Any] = {
         "ruleId": f.rule,
         "ruleIndex": index,

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from svcdoctor.checks import LintResult
 from svcdoctor.model import Finding, Severity, is_live
+from svcdoctor.report.fixes import fix_text
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -64,9 +65,10 @@ def render_text(result: LintResult, console: Console, *, show_fixes: bool = True
                 f"{escape(cause)}" + (f"  [dim]{escape(where)}[/]" if where else "")
             )
             console.print(f"    {escape(f.message)}", soft_wrap=True)
-            if show_fixes and f.fix:
+            fix = fix_text(f.fix) if show_fixes else None
+            if fix:
                 console.print("    [green]fix:[/]")
-                for fix_line in f.fix.splitlines():
+                for fix_line in fix.splitlines():
                     console.print(f"      {escape(fix_line)}", soft_wrap=True, highlight=False)
         console.print()
     console.print(summary_line(result), highlight=False, soft_wrap=True)
@@ -91,9 +93,10 @@ def _plain(result: LintResult, show_fixes: bool) -> Iterator[str]:
                 + (f"  {where}" if where else "")
             )
             yield _clean(f"    {f.message}")
-            if show_fixes and f.fix:
+            fix = fix_text(f.fix) if show_fixes else None
+            if fix:
                 yield "    fix:\n"
-                for fix_line in f.fix.splitlines():
+                for fix_line in fix.splitlines():
                     yield _clean(f"      {fix_line}")
         yield "\n"
     yield _clean(summary_line(result))

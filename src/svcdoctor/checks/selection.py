@@ -1,0 +1,447 @@
+"""Service selection checks (``SVD206``, ``SVD207``): a Service whose selector picks pods
+of several apps, or none; with the helpers that say which objects belong together (same
+namespace, nearby folders, Endpoints given in the inputs)."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Iterator
+from pathlib import PurePath
+
+from svcdoctor.checks._serving import serves
+from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.settings import Settings
+from svcdoctor.model import (
+    Cause,
+    Inventory,
+    Resource,
+    Service,
+    Severity,
+    Workload,
+    selector_matches,
+)
+from svcdoctor.model.patch import Fix, ObjectPatch, note
+
+
+def endpoints_given(inventory: Inventory, svc: Service) -> bool:
+    """Endpoints or EndpointSlices of the Service are among the inputs (test fixtures,
+    ``kubectl get`` dumps): they, not a label match, say what backs it."""
+    return any(
+        same_namespace(namespace, svc.ref.namespace)
+        for namespace in endpoint_owners(inventory.resources).get(svc.ref.name, ())
+    )
+
+
+_OWNERS: list[tuple[tuple[Resource, ...], dict[str, tuple[str, ...]]]] = []
+
+
+def endpoint_owners(resources: tuple[Resource, ...]) -> dict[str, tuple[str, ...]]:
+    """Service name → namespaces of the Endpoints/EndpointSlices given for it (kept for
+    the last inventory's resources: the rule asks once per Service)."""
+    if _OWNERS and _OWNERS[0][0] is resources:
+        return _OWNERS[0][1]
+    owners: dict[str, tuple[str, ...]] = {}
+    for r in resources:
+        if r.ref.kind == "Endpoints":
+            name = r.ref.name
+        elif r.ref.kind == "EndpointSlice":
+            name = r.labels.get("kubernetes.io/service-name", "")
+        else:
+            continue
+        owners[name] = (*owners.get(name, ()), r.ref.namespace)
+    _OWNERS[:] = [(resources, owners)]
+    return owners
+
+
+_SPLIT_KEYS = frozenset(
+    {"version", "app.kubernetes.io/version", "track", "canary", "stage", "variant", "release"}
+)
+
+
+@rule("SVD206", "service-selects-mixed-workloads", Cause.BACKEND, Severity.WARNING)
+def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
+    """One Service selects the pods of two or more different apps.
+
+    ## What it does
+    Flags Services whose selector matches the pod templates of workloads that run different
+    apps (different container images), among the workloads applied together with the
+    Service (same file or same folder). Not flagged: copies of one workload (alternative
+    files of the same app, the same app in a sibling folder), workloads of the same images
+    (a canary beside the stable one), and version splits (a `version`/`track` label that
+    differs, or an Istio DestinationRule with subsets for the Service's host).
+
+    ## Why it matters
+    The Service balances over all of them as one backend set: a different app with a common
+    label silently takes its share of requests and fails them. The error rate is then a
+    stable, round-looking share (one of two workloads: half the connections).
+
+    ## Example
+    Bad:
+    ```yaml
+    kind: Service
+    metadata: {name: db}
+    spec:
+      selector: {app: db}
+    # selects Deployment postgres (image postgres) and Deployment redis (image redis),
+    # both labelled app: db
+    ```
+    Good:
+    ```yaml
+    kind: Service
+    metadata: {name: db}
+    spec:
+      selector: {app: db, component: postgres}
+    ```
+
+    ## Fix
+    Add a label that only the intended workload's pods carry to the selector. For a
+    deliberate mix, suppress with a reason: `ignore.svcdoctor.io/SVD206: "why"`.
+
+    ## References
+    - https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/
+    - https://istio.io/latest/docs/reference/config/networking/destination-rule/
+    """
+    del settings
+    for svc in inventory.services:
+        assert svc.selector is not None or not inventory.targeted(svc)
+        home = folder(svc.location.file)
+        together: dict[str, Workload] = {}
+        for w in inventory.targeted(svc):
+            if folder(w.location.file) == home:
+                together.setdefault(w.ref.name, w)  # alternative files of one workload
+        apps: dict[frozenset[str], Workload] = {}
+        for w in together.values():
+            apps.setdefault(_images(w), w)
+        workloads = list(apps.values())
+        if len(workloads) < 2 or _split_by_design(inventory, svc, workloads):
+            continue
+        assert svc.selector is not None
+        first = next(
+            (
+                w
+                for w in workloads
+                for p in svc.ports
+                for c in w.template.containers
+                if serves(c, p.target)
+            ),
+            workloads[0],
+        )
+        extra = {k: v for k, v in first.template.labels.items() if k not in svc.selector}
+        fix_selector = dict(svc.selector)
+        for k, v in extra.items():
+            if all(w.template.labels.get(k) != v for w in workloads if w is not first):
+                fix_selector[k] = v
+                break
+        shown = ", ".join(
+            f"{w.ref} ({', '.join(sorted(_images(w))) or 'no image'})" for w in workloads
+        )
+        yield Hit(
+            svc,
+            f"Service {svc.ref.name} selects pods of {len(workloads)} different apps: {shown}",
+            fix=Fix(
+                ObjectPatch({"spec": {"selector": fix_selector}}),
+                note=f"\n# (a label on the pod template of {first.ref} only; add it there if "
+                "missing)",
+            )
+            if fix_selector != svc.selector
+            else note("# add a label that only the intended workload carries, and select on it"),
+        )
+
+
+def folder(file: str) -> str:
+    return str(PurePath(file).parent)
+
+
+def _images(workload: Workload) -> frozenset[str]:
+    """The workload's container images without tag or digest (the app, not its version)."""
+    out = set()
+    for c in workload.template.containers:
+        image = c.image.split("@", 1)[0]
+        head, _, last = image.rpartition("/")
+        out.add(f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0])
+    return frozenset(out)
+
+
+def _split_by_design(inventory: Inventory, svc: Service, workloads: list[Workload]) -> bool:
+    """A version label tells the workloads apart, or a DestinationRule splits the host."""
+    for key in _SPLIT_KEYS:
+        values = {w.template.labels.get(key) for w in workloads}
+        if len(values) > 1:
+            return True
+    host = svc.ref.name
+    return any(
+        r.ref.kind == "DestinationRule"
+        and r.subsets
+        and (r.host == host or r.host.startswith(f"{host}."))
+        and same_namespace(r.ref.namespace, svc.ref.namespace)
+        for r in inventory.resources
+    )
+
+
+def same_namespace(a: str, b: str) -> bool:
+    return a == b or {a, b} == {"", "default"}
+
+
+# Labels a controller adds to the pods it makes: value -> whether the workload makes it.
+_HASH_KEYS = frozenset(
+    {
+        "pod-template-hash",
+        "controller-revision-hash",
+        "pod-template-generation",
+        "controller-uid",
+        "batch.kubernetes.io/controller-uid",
+        "batch.kubernetes.io/job-completion-index",
+    }
+)
+_JOB_NAME_KEYS = frozenset({"job-name", "batch.kubernetes.io/job-name"})
+# Selector keys (prefixes) that operators put on the pods they make.
+_OPERATOR_KEY_PREFIXES = (
+    "cnpg.io/",
+    "postgres-operator.crunchydata.com/",
+    "postgres-operator.crunchydata.com",
+    "strimzi.io/",
+    "common.k8s.elastic.co/",
+    "elasticsearch.k8s.elastic.co/",
+    "kibana.k8s.elastic.co/",
+    "apm.k8s.elastic.co/",
+    "beat.k8s.elastic.co/",
+    "agent.k8s.elastic.co/",
+    "enterprisesearch.k8s.elastic.co/",
+    "logstash.k8s.elastic.co/",
+    "operator.prometheus.io/",
+    "serving.knative.dev/",
+    "gateway.networking.k8s.io/gateway-name",
+    "istio.io/gateway-name",
+    "leaderworkerset.sigs.k8s.io/",
+    "ray.io/",
+    "training.kubeflow.org/",
+    "kubeflow.org/",
+    "app.kubernetes.io/managed-by",  # checked by value below
+    "spilo-role",
+    "statefulset.kubernetes.io/pod-name",
+    "apps.kubernetes.io/pod-index",
+    "rabbitmq.com/",
+    "vitess.io/",
+)
+_OPERATOR_PAIRS = frozenset(
+    {("application", "spilo")}
+    # static pods of the control plane, made by the kubelet from /etc/kubernetes/manifests
+    | {("component", c) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
+    | {("component", "etcd"), ("tier", "control-plane")}
+)
+_KNOWN_MANAGERS = frozenset({"pgo", "cnpg", "eck", "strimzi", "zalando", "vitess"})
+# Custom kinds that configure traffic or monitoring and make no pods.
+_CONFIG_KINDS = frozenset(
+    {
+        "ServiceMonitor",
+        "PodMonitor",
+        "PrometheusRule",
+        "Probe",
+        "VirtualService",
+        "DestinationRule",
+        "ServiceEntry",
+        "PeerAuthentication",
+        "AuthorizationPolicy",
+        "Certificate",
+        "IngressRoute",
+        "Middleware",
+    }
+)
+
+
+@rule("SVD207", "service-selects-nothing", Cause.BACKEND, Severity.INFO)
+def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
+    """No workload in the inputs makes pods that the Service's selector matches.
+
+    ## What it does
+    Looks for a maker of pods matching each Service's selector: every workload of the
+    inputs (Jobs and CronJobs too, with the labels their controllers add: `job-name`,
+    `controller-uid`, `statefulset.kubernetes.io/pod-name`, …), custom kinds with a pod
+    template (LeaderWorkerSet, Knative Service, training jobs), and custom resources whose
+    operator makes the pods (a resource named like a selector value, or labelled with the
+    selector). Selectors on labels that operators put on their pods (`cnpg.io/*`,
+    `spilo-role`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a `managed-by` operator, …) are not
+    checked: the operator is not in the files.
+
+    Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
+    come from files that were not given (when no workload is in the Service's folder tree,
+    the inputs are partial). It is a `warning` when a workload beside the Service (same
+    folder) nearly matches: every selector label but one, and that one is a near-typo or
+    the same value under another key.
+
+    ## Why it matters
+    A Service whose selector matches no pod has no endpoints and refuses every connection;
+    a typo or a renamed label is the usual cause. When the workload exists elsewhere, lint
+    them together so the serving checks can run.
+
+    ## Example
+    Bad:
+    ```yaml
+    kind: Service
+    spec:
+      selector: {app: chekout}   # typo
+    ---
+    kind: Deployment
+    spec:
+      template:
+        metadata: {labels: {app: checkout}}
+    ```
+    Good:
+    ```yaml
+    kind: Service
+    spec:
+      selector: {app: checkout}
+    ```
+
+    ## Fix
+    Make the selector match the pod template's labels (`kubectl get pods -l KEY=VALUE` must
+    list the backends), or lint the Service together with its workload.
+
+    ## References
+    - https://kubernetes.io/docs/concepts/services-networking/service/#services-without-selectors
+    - https://kubernetes.io/docs/reference/labels-annotations-taints/
+    """
+    del settings
+    for svc in inventory.services:
+        if not svc.selector or inventory.targeted(svc) or svc.type == "ExternalName":
+            continue
+        if (
+            _operator_selector(svc.selector)
+            or endpoints_given(inventory, svc)
+            or _pods_made(inventory, svc)
+        ):
+            continue
+        selector = ", ".join(f"{k}={v}" for k, v in svc.selector.items())
+        home = folder(svc.location.file)
+        near = [
+            w
+            for w in inventory.workloads
+            if w.serving
+            and same_namespace(w.ref.namespace, svc.ref.namespace)
+            and folder(w.location.file) == home
+        ]
+        miss = next(
+            ((w, m) for w in near if (m := _near_miss(svc.selector, w.template.labels))), None
+        )
+        if miss is not None:
+            w, (key, value) = miss
+            wrong = f"{key}={svc.selector[key]}"
+            fixed = dict(value if k == key else (k, v) for k, v in svc.selector.items())
+            yield Hit(
+                svc,
+                f"no workload in these files has pods matching selector {selector}; {w.ref} "
+                f"beside it has {value[0]}={value[1]} where the selector wants {wrong}: "
+                "if the Service is meant for it, it does not reach its pods",
+                fix=Fix(ObjectPatch({"spec": {"selector": fixed}})),
+                severity=Severity.WARNING,
+            )
+        elif any(
+            _in_tree(w.location.file, home) and same_namespace(w.ref.namespace, svc.ref.namespace)
+            for w in inventory.workloads
+        ):
+            yield Hit(
+                svc,
+                f"no workload in these files has pods matching selector {selector}; check "
+                "that something makes them (an operator, a chart, files not given here)",
+                fix=note(
+                    "# make spec.selector match the pod template labels of the backing workload"
+                ),
+            )
+        else:
+            yield Hit(
+                svc,
+                f"no workload in these files has pods matching selector {selector}, and none "
+                "of its namespace is in the Service's folder (partial inputs); lint it with "
+                "its workload",
+                fix=note(f"# lint them together: svcdoctor lint {svc.location.file} WORKLOAD.yaml"),
+            )
+
+
+def _in_tree(file: str, folder: str) -> bool:
+    """Whether ``file`` lies in ``folder`` or below it."""
+    parts, top = folder_parts(file), PurePath(folder).parts
+    return parts[: len(top)] == top
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def folder_parts(file: str) -> tuple[str, ...]:
+    """The parts of the folder a file is in (cached: rules compare every pair of objects)."""
+    return PurePath(file).parent.parts
+
+
+def _operator_selector(selector: dict[str, str]) -> bool:
+    """The selector names labels that an operator (not in the files) puts on its pods."""
+    for key, value in selector.items():
+        if (key, value) in _OPERATOR_PAIRS:
+            return True
+        if key == "app.kubernetes.io/managed-by":
+            if "operator" in value.lower() or value.lower() in _KNOWN_MANAGERS:
+                return True
+            continue
+        if key.startswith(_OPERATOR_KEY_PREFIXES) or ".k8s.elastic.co/" in key:
+            return True
+    return False
+
+
+def _pods_made(inventory: Inventory, svc: Service) -> bool:
+    """Whether something in the inputs plausibly makes pods the selector matches."""
+    selector = svc.selector or {}
+    ns = svc.ref.namespace
+    for w in inventory.workloads:
+        if same_namespace(w.ref.namespace, ns) and _may_carry(selector, w):
+            return True
+    values = set(selector.values())
+    for r in inventory.resources:
+        if not same_namespace(r.ref.namespace, ns):
+            continue
+        if any(selector_matches(selector, labels) for labels in r.pod_labels):
+            return True
+        if r.ref.kind in _CONFIG_KINDS:
+            continue
+        if r.ref.name in values or selector_matches(selector, r.labels):
+            return True  # an operator's resource: it makes the pods
+    return False
+
+
+def _may_carry(selector: dict[str, str], w: Workload) -> bool:
+    """Whether pods of the workload carry the selector, counting the labels that their
+    controller adds (hashes, the Job's name, the StatefulSet pod's name and index)."""
+    name, kind = w.ref.name, w.ref.kind
+    for key, value in selector.items():
+        if w.template.labels.get(key) == value or key in _HASH_KEYS:
+            continue
+        if key in _JOB_NAME_KEYS and (
+            (kind == "Job" and value == name) or (kind == "CronJob" and value.startswith(name))
+        ):
+            continue
+        if kind == "StatefulSet" and (
+            (key == "statefulset.kubernetes.io/pod-name" and _indexed(value, name))
+            or (key == "apps.kubernetes.io/pod-index" and value.isdigit())
+        ):
+            continue
+        return False
+    return True
+
+
+def _indexed(value: str, name: str) -> bool:
+    head, _, index = value.rpartition("-")
+    return head == name and index.isdigit()
+
+
+def _near_miss(
+    selector: dict[str, str], labels: dict[str, str]
+) -> tuple[str, tuple[str, str]] | None:
+    """The one selector pair a pod template misses, and its label that was evidently meant
+    (the same key with a near-typo value, or the same value under another key)."""
+    missed = [(k, v) for k, v in selector.items() if labels.get(k) != v]
+    if len(missed) != 1:
+        return None
+    key, value = missed[0]
+    have = labels.get(key)
+    if have is not None and difflib.SequenceMatcher(None, have, value).ratio() >= 0.75:
+        return key, (key, have)
+    for other, v in labels.items():
+        if v == value and other not in selector:
+            return key, (other, v)
+    return None
