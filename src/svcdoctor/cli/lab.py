@@ -118,7 +118,7 @@ def _customised(scenario: Any, o: dict[str, Any]) -> Any:
             load = replace(load, **{key: o[key]})
     prop = scenario.propagation
     if o.get("propagation") is not None:
-        prop = replace(prop, delay=o["propagation"])
+        prop = replace(prop, override=o["propagation"])
     if o.get("min_sync_period") is not None:
         prop = replace(prop, min_sync=o["min_sync_period"])
     changes = {
@@ -375,7 +375,7 @@ def lab() -> None:
     type=_DELAY,
     help="Seconds each node takes to apply an endpoint change: LOW:HIGH (uniform), "
     "SECONDS, uniform:LOW,HIGH, exp:MEAN or lognormal:MEDIAN,P99.",
-    default_text=_scenario_default("propagation.delay"),
+    default_text=_scenario_default("delay"),
 )
 @option(
     "--min-sync-period",

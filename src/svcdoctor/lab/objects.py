@@ -232,7 +232,7 @@ def kube_proxy_config(view: LabView) -> Obj:
             view.started,
             labels={"app": "kube-proxy"},
             # not a kube-proxy setting: how long an endpoint change takes to reach a node
-            annotations={"lab.svcdoctor.io/propagation-delay": str(prop.delay)},
+            annotations={"lab.svcdoctor.io/propagation-delay": str(view.scenario.delay)},
         ),
         "data": {"config.conf": config},
     }

@@ -25,6 +25,7 @@ from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath
 from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
 from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, Scenario, break_nodes
 from svcdoctor.model import Cause, Outcome
+from svcdoctor.model.scenario import FaultMode
 from svcdoctor.model.truth import DirectProbe, LabTruth, PodTimeline
 from svcdoctor.report.lab import outcomes_to_dict, probe_to_dict, truth_to_dict
 
@@ -236,7 +237,7 @@ async def start_pods(
     old = [f"{OLD}-{i:02d}" for i in range(scenario.replicas)]
     bad = set(old[1 : 1 + scenario.bad])
     for name in old:
-        await cluster.create(name, scenario.pod, scenario.fault if name in bad else "none")
+        await cluster.create(name, scenario.pod, scenario.fault if name in bad else FaultMode.NONE)
         started(f"started {name}")
     await wait_ready(cluster, old)
     await cluster.settled()
@@ -298,10 +299,10 @@ def ground_truth(scenario: Scenario, cluster: Cluster, load: Load, datapath: str
     timeline and how long the nodes kept routing to it after it stopped accepting."""
     return LabTruth(
         datapath,
-        tuple(sorted(n for n, p in cluster.pods.items() if p.fault != "none")),
+        tuple(sorted(n for n, p in cluster.pods.items() if p.fault is not FaultMode.NONE)),
         Cause(scenario.expect) if scenario.expect else None,
         round(cluster.expected_race_failures(load.sent_by_node()), 1),
-        scenario.propagation.delay,
+        scenario.delay,
         scenario.propagation.min_sync,
         scenario.pod.prestop,
         scenario.pod.grace,
@@ -380,7 +381,7 @@ def write_lab_bundle(
                     "pod": asdict(scenario.pod) | {"latency": str(scenario.pod.latency)},
                     "load": asdict(scenario.load),
                     "propagation": {
-                        "delay": str(scenario.propagation.delay),
+                        "delay": str(scenario.delay),
                         "min_sync": scenario.propagation.min_sync,
                     },
                 },
