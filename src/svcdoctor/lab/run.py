@@ -22,14 +22,14 @@ from svcdoctor.evidence.write import write_bundle
 from svcdoctor.lab.cleanup import claim
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
+from svcdoctor.lab.kernel import KernelDatapath
 from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
-from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, Scenario, break_nodes
+from svcdoctor.lab.objects import manifests
+from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, NEW, OLD, Scenario, break_nodes
 from svcdoctor.model import Cause, Outcome
 from svcdoctor.model.scenario import FaultMode
 from svcdoctor.model.truth import DirectProbe, LabTruth, PodTimeline
 from svcdoctor.report.lab import outcomes_to_dict, probe_to_dict, truth_to_dict
-
-OLD, NEW = "api-7f6d5c4b3", "api-5b4c3d2e1"  # the ReplicaSets before and after the rollout
 
 Progress = Callable[[str, int, int], None]
 """Told ``(what is happening, steps done, steps in all)`` as a run goes on."""
@@ -49,8 +49,6 @@ class RunResult:
 
 def make_datapath(kind: str, prefix: str, seed: int) -> Datapath:
     if kind == "kernel":
-        from svcdoctor.lab.kernel import KernelDatapath
-
         return KernelDatapath(prefix, seed)
     return UserspaceDatapath(seed)
 
@@ -361,8 +359,6 @@ def write_lab_bundle(
 ) -> None:
     write_bundle(out, frame, cluster.events, cluster.snapshot(), cluster.endpoints, "lab")
     scenario = result.scenario
-    from svcdoctor.lab.objects import manifests  # it names the ReplicaSets after this module's
-
     (out / "manifests.yaml").write_text(yaml.safe_dump_all(manifests(scenario)))
     (out / "lab.json").write_text(
         json.dumps(

@@ -55,6 +55,7 @@ class Scenario(ScenarioSpec):
         return 10 + self.baseline + rollout + self.tail
 
 
+OLD, NEW = "api-7f6d5c4b3", "api-5b4c3d2e1"  # the ReplicaSets before and after the rollout
 MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
 
 _NEW = LoadSpec(rate=150.0, clients=8, connection=ConnectionMode.NEW)
