@@ -44,6 +44,7 @@ SCENARIO_NAMES = (
 
 Progress = Callable[[str, int, int], None]
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -215,6 +216,11 @@ def scenario_default(path: str, unit: str = "") -> Callable[[], str]:
         return f"the scenario's; race: {shown}{unit}"
 
     return text
+
+
+def scenario_value(decl: str, kind: click.ParamType[Any], text: str, path: str) -> Callable[[F], F]:
+    """An option of a scenario's number of seconds (its default: the scenario's)."""
+    return option(decl, type=kind, help=text, default_text=scenario_default(path, " s"))
 
 
 scenario_option = option(

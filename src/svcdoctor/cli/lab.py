@@ -22,8 +22,8 @@ from svcdoctor.cli._lab import (
     on_datapath,
     progress_bars,
     run_scenario_options,
-    scenario_default,
     scenario_option,
+    scenario_value,
     seed_option,
     slow,
 )
@@ -62,23 +62,18 @@ lab.add_command(serve_command)
 )
 @output_option(("text", "json"))
 @seed_option
-@option(
+@scenario_value(
     "--duration",
-    type=Duration(1, 120),
-    help="Seconds of steady load (scenarios without a rollout).",
-    default_text=scenario_default("steady", " s"),
+    Duration(1, 120),
+    "Seconds of steady load (scenarios without a rollout).",
+    "steady",
 )
-@option(
-    "--baseline",
-    type=Duration(1, 120),
-    help="Seconds of load before the rollout.",
-    default_text=scenario_default("baseline", " s"),
-)
-@option(
+@scenario_value("--baseline", Duration(1, 120), "Seconds of load before the rollout.", "baseline")
+@scenario_value(
     "--tail",
-    type=Duration(0, 120),
-    help="Seconds of load after the last deleted pod exited and left every node's rules.",
-    default_text=scenario_default("tail", " s"),
+    Duration(0, 120),
+    "Seconds of load after the last deleted pod exited and left every node's rules.",
+    "tail",
 )
 @run_scenario_options
 @option(
@@ -87,11 +82,11 @@ lab.add_command(serve_command)
     default=None,
     help="The preStop hook fails at once (an image without sleep): FailedPreStopHook.",
 )
-@option(
+@scenario_value(
     "--shutdown-delay",
-    type=Duration(0, 60),
-    help="graceful: seconds the app keeps accepting after SIGTERM (failing readiness).",
-    default_text=scenario_default("pod.shutdown_delay", " s"),
+    Duration(0, 60),
+    "graceful: seconds the app keeps accepting after SIGTERM (failing readiness).",
+    "pod.shutdown_delay",
 )
 @option(
     "--slow",

@@ -16,6 +16,7 @@ from svcdoctor.model import Diagnosis
 from svcdoctor.model.evidence import Outcome
 from svcdoctor.model.truth import DirectProbe, LabTruth, PodTimeline
 from svcdoctor.report.diagnosis import diagnosis_to_dict, render_text
+from svcdoctor.report.html import DemoRun
 
 
 class LabResult(Protocol):
@@ -118,27 +119,12 @@ def render_run_text(
     render_text(verdict, out)
 
 
-class DemoRow(Protocol):
-    """One run of ``lab demo`` (``svcdoctor.report.html.DemoRun``)."""
-
-    @property
-    def scenario(self) -> str: ...
-    @property
-    def requests(self) -> int: ...
-    @property
-    def failed(self) -> int: ...
-    @property
-    def diagnosis(self) -> Diagnosis: ...
-    @property
-    def bundle(self) -> Path: ...
-
-
 def broken(r: LabResult) -> int:
     """Requests whose connection broke: resets and refusals."""
     return sum(r.by_outcome.get(o, 0) for o in (Outcome.RESET, Outcome.REFUSED))
 
 
-def render_demo(runs: Sequence[tuple[DemoRow, int]], fix: str, out: Console) -> None:
+def render_demo(runs: Sequence[tuple[DemoRun, int]], fix: str, out: Console) -> None:
     """``lab demo``: the runs before and after the fix (with their broken connections)
     side by side, and where their evidence is."""
     table = Table("scenario", "requests", "failed", "resets / refusals", "diagnosis")
@@ -153,34 +139,9 @@ def render_demo(runs: Sequence[tuple[DemoRow, int]], fix: str, out: Console) -> 
         out.print(f"{run.scenario} evidence: svcdoctor diagnose {run.bundle}")
 
 
-class Target(Protocol):
-    @property
-    def job(self) -> str: ...
-    @property
-    def url(self) -> str: ...
-    @property
-    def node(self) -> str | None: ...
-
-
-class Serving(Protocol):
-    """Where a lab serves (``svcdoctor.lab.serve.ServeInfo``)."""
-
-    @property
-    def url(self) -> str: ...
-    @property
-    def kubeconfig(self) -> Path: ...
-    @property
-    def context(self) -> str: ...
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def datapath(self) -> str: ...
-    @property
-    def metrics(self) -> Sequence[Target]: ...
-
-
-def serving_json(info: Serving) -> str:
-    """``lab serve --format json``: one line with the addresses."""
+def serving_json(info: Any) -> str:
+    """``lab serve --format json``: one line with the addresses (``info``: a
+    ``svcdoctor.lab.serve.ServeInfo``)."""
     return json.dumps(
         {
             "url": info.url,
@@ -193,7 +154,7 @@ def serving_json(info: Serving) -> str:
     )
 
 
-def serving_lines(name: str, info: Serving) -> list[str]:
+def serving_lines(name: str, info: Any) -> list[str]:
     """``lab serve``: where it serves, how to reach it with kubectl, its exporters."""
     return [
         f"lab {name} ({info.datapath} datapath) serving at {info.url}",
