@@ -249,7 +249,7 @@ def pod_spec(scenario: Scenario, port: int = POD_PORT) -> Obj:
         "image": IMAGE,
         "args": [
             "--shutdown",
-            spec.shutdown,
+            spec.shutdown.value,
             "--shutdown-delay",
             f"{spec.shutdown_delay:g}",
             "--latency",
