@@ -107,8 +107,9 @@ def simulate(
 
     Every delay is a distribution (DIST: SECONDS, uniform:LOW,HIGH, exp:MEAN or
     lognormal:MEDIAN,P99). Each option shows the model's default; the public figures behind
-    the defaults are cited in the README and in svcdoctor/simulate/params.py. Exit code 0
-    whatever the result, 2 for invalid options or an output that cannot be written.
+    the defaults are cited in the README, svcdoctor/simulate/params.py and
+    svcdoctor/model/scenario.py. Exit code 0 whatever the result, 2 for invalid options or
+    an output that cannot be written.
     """
     if ctx.invoked_subcommand is not None:
         # options given before the subcommand apply to it (`simulate --nodes 5000 recommend`)
