@@ -25,7 +25,7 @@ import sys
 import time
 
 from svcdoctor.lab.datapath import reset
-from svcdoctor.model.dist import Dist, DistError, parse_dist
+from svcdoctor.model.dist import Dist, DistError, DistKind, parse_dist
 from svcdoctor.model.scenario import FaultMode, ShutdownMode, modes
 
 PR_SET_PDEATHSIG = 1
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shutdown", choices=modes(ShutdownMode), default="naive")
     parser.add_argument("--shutdown-delay", type=float, default=0.0)
     parser.add_argument("--fault", choices=modes(FaultMode), default="none")
-    parser.add_argument("--latency", type=_dist, default=Dist("exp", 0.005), help="seconds")
+    parser.add_argument("--latency", type=_dist, default=Dist(DistKind.EXP, 0.005), help="seconds")
     parser.add_argument("--slow", type=_slow, default=(0.0, 0.0), help="SHARE,SECONDS")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
-from svcdoctor.model.dist import Dist
+from svcdoctor.model.dist import Dist, DistKind
 
 # kube-proxy iptables mode: ``iptables-restore`` time per line of the ruleset. kubernetes
 # issue #96018 timed a 695,992-line restore at 12.8 s (≈ 18 µs a line); a Service costs
@@ -75,7 +75,7 @@ class PodSpec:
     shutdown: ShutdownMode = ShutdownMode.NAIVE
     prestop: float = 0.0  # preStop sleep, seconds
     grace: float = 30.0  # terminationGracePeriodSeconds
-    latency: Dist = field(default_factory=lambda: Dist("exp", 0.005))  # request latency, s
+    latency: Dist = field(default_factory=lambda: Dist(DistKind.EXP, 0.005))  # request latency, s
     slow_share: float = 0.0  # share of requests that take slow_seconds instead
     slow_seconds: float = 0.0
     shutdown_delay: float = 0.0  # graceful: seconds the app keeps accepting after SIGTERM
@@ -113,11 +113,11 @@ class Propagation:
     draws it per node and change, in order: a change never overtakes an earlier one).
     """
 
-    controller: Dist = field(default_factory=lambda: Dist("lognormal", 0.05, 0.5))
+    controller: Dist = field(default_factory=lambda: Dist(DistKind.LOGNORMAL, 0.05, 0.5))
     """The EndpointSlice controller reacts to the pod update at once
     (``--endpointslice-updates-batch-period`` defaults to 0); its write is an API call whose
     SLO is p99 ≤ 1 s (sig-scalability ``api_call_latency``). Default: median 50 ms, p99 0.5 s."""
-    watch: Dist = field(default_factory=lambda: Dist("lognormal", 0.1, 1.0))
+    watch: Dist = field(default_factory=lambda: Dist(DistKind.LOGNORMAL, 0.1, 1.0))
     """Watch delivery to each kube-proxy: within the network-programming-latency SLO
     (sig-scalability, measured by clusterloader2: p99 ≤ 30 s up to 5,000 nodes), typically
     sub-second. Default median 0.1 s, p99 1 s: an assumption inside that bound."""
@@ -133,7 +133,7 @@ class Propagation:
     ingress_sync: float = 1 / 0.3
     """ingress-nginx reads EndpointSlices itself and reconfigures no more often than
     ``--sync-rate-limit`` (0.3 syncs/s by default: every 3.3 s)."""
-    lb: Dist = field(default_factory=lambda: Dist("uniform", 5.0, 20.0))
+    lb: Dist = field(default_factory=lambda: Dist(DistKind.UNIFORM, 5.0, 20.0))
     """A cloud load balancer sending straight to pod IPs (AWS IP targets, GKE NEGs) stops
     using a deregistered target after seconds to tens of seconds, and the providers' docs
     advise a preStop sleep for it; uniform 5-20 s is an assumption: measure yours."""
@@ -163,7 +163,7 @@ class Propagation:
         return self.controller.high + self.watch.high + self.apply
 
 
-LAB_PROPAGATION = Propagation(override=Dist("uniform", 0.5, 1.5), min_sync=0.0)
+LAB_PROPAGATION = Propagation(override=Dist(DistKind.UNIFORM, 0.5, 1.5), min_sync=0.0)
 """The lab's nodes: each change applied 0.5-1.5 s after it, unbatched."""
 
 

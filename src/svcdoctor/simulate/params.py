@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.model.dist import Dist
+from svcdoctor.model.dist import Dist, DistKind
 from svcdoctor.model.scenario import (
     BAD_FAULTS,
     ConnectionMode,
@@ -46,13 +46,13 @@ class SimParams:
     duration: float = 300.0  # seconds of traffic
     rollout: bool = True
     rollout_at: float = 30.0  # seconds into the window the rollout starts
-    startup: Dist = field(default_factory=lambda: Dist("uniform", 3.0, 8.0))
+    startup: Dist = field(default_factory=lambda: Dist(DistKind.UNIFORM, 3.0, 8.0))
     """A new pod from creation to Ready (scheduling, image, start, first probe): uniform
     3-8 s, an assumption."""
     prestop: float = 0.0  # preStop sleep, seconds
     grace: float = 30.0  # terminationGracePeriodSeconds (Kubernetes' default 30 s)
     shutdown: ShutdownMode = ShutdownMode.NAIVE
-    latency: Dist = field(default_factory=lambda: Dist("lognormal", 0.02, 0.25))
+    latency: Dist = field(default_factory=lambda: Dist(DistKind.LOGNORMAL, 0.02, 0.25))
     """Request latency: median 20 ms, p99 250 ms, an assumption; use your own histogram's."""
     clients: int = 0  # calling pods, spread over the nodes (0: one per node)
     connection: ConnectionMode = ConnectionMode.NEW
