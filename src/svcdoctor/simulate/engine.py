@@ -122,15 +122,20 @@ def _routers(p: SimParams, node: Ints, rng: np.random.Generator) -> Ints:
     return router
 
 
-def conntrack_drop(p: SimParams) -> Floats:
-    """Per node, the share of new connections a full conntrack table drops: entries are
-    new connections per second x how long each stays (TIME_WAIT) against nf_conntrack_max.
-    A node's rate is that of the clients on it (clients sit on the first nodes when there
-    are fewer clients than nodes)."""
+def conntrack_entries(p: SimParams) -> Floats:
+    """Per node, the conntrack entries its new connections need: new connections per second
+    x how long each stays (TIME_WAIT). A node's rate is that of the clients on it (clients
+    sit on the first nodes when there are fewer clients than nodes)."""
     per_node = (
         router_rates(p)[: p.nodes] if p.connection is ConnectionMode.NEW else np.zeros(p.nodes)
     )
-    entries = (per_node + p.node_conn_rate) * p.conntrack_timewait
+    return np.asarray((per_node + p.node_conn_rate) * p.conntrack_timewait)
+
+
+def conntrack_drop(p: SimParams) -> Floats:
+    """Per node, the share of new connections a full conntrack table drops: the entries
+    needed (``conntrack_entries``) against nf_conntrack_max."""
+    entries = conntrack_entries(p)
     drop = 1 - p.conntrack_max / np.maximum(entries, 1e-12)
     return np.asarray(np.maximum(drop, 0.0))
 

@@ -59,6 +59,7 @@ from svcdoctor.simulate.engine import (
     STALE_ENDPOINT,
     Run,
     conntrack_drop,
+    conntrack_entries,
     simulate_run,
 )
 from svcdoctor.simulate.params import ParamError, SimParams
@@ -689,10 +690,7 @@ def _write_kube_proxy(w: _Writer, h: _History) -> None:
 
 def _write_conntrack(w: _Writer, h: _History) -> dict[str, int]:
     p = h.p
-    per_node = (
-        router_rates(p)[: p.nodes] if p.connection is ConnectionMode.NEW else np.zeros(p.nodes)
-    )
-    entries = np.minimum((per_node + p.node_conn_rate) * p.conntrack_timewait, p.conntrack_max)
+    entries = np.minimum(conntrack_entries(p), p.conntrack_max)
     every = h.plan.node_every
     n_all = h.buckets // every + 1  # node scrapes: every ``every``-th request scrape
     drops: dict[str, int] = {}
