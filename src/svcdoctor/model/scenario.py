@@ -155,13 +155,6 @@ class Propagation:
             return self.override.draw(rng)
         return self.controller.draw(rng) + self.watch.draw(rng) + self.apply
 
-    @property
-    def high(self) -> float:
-        """The longest such delay (see ``Dist.high``)."""
-        if self.override is not None:
-            return self.override.high
-        return self.controller.high + self.watch.high + self.apply
-
 
 LAB_PROPAGATION = Propagation(override=Dist(DistKind.UNIFORM, 0.5, 1.5), min_sync=0.0)
 """The lab's nodes: each change applied 0.5-1.5 s after it, unbatched."""
