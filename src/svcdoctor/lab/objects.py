@@ -34,7 +34,7 @@ from svcdoctor.lab.names import NAMESPACE, SERVICE, SERVICE_PORT, UPSTREAM
 from svcdoctor.lab.scenarios import NEW, OLD, Scenario
 from svcdoctor.model import LifecycleEvent, PodInfo, iso_utc
 
-# shown here too (serve and jobs read them from this module)
+# re-exported: serve, jobs and tests read these from here (they live in lab/logs, lab/names)
 __all__ = ["NAMESPACE", "SERVICE", "SERVICE_PORT", "UPSTREAM"]
 __all__ += ["log_time", "nginx_line", "nginx_log", "request_log"]
 
