@@ -487,7 +487,7 @@ def test_starting_the_cli_imports_no_analysis_libraries() -> None:
 
 
 def test_the_lab_scenario_choices_are_the_scenarios() -> None:
-    from svcdoctor.cli.lab import SCENARIO_NAMES
+    from svcdoctor.cli._lab import SCENARIO_NAMES
     from svcdoctor.lab import SCENARIOS
 
     assert tuple(SCENARIOS) == SCENARIO_NAMES

@@ -446,7 +446,7 @@ def test_one_name_per_concept_old_names_hidden(
 
 
 def test_max_surge_is_an_integer_or_a_percentage_everywhere() -> None:
-    from svcdoctor.cli.lab import _customised
+    from svcdoctor.cli._lab import customised as _customised
     from svcdoctor.lab.scenarios import SCENARIOS
 
     for command in ("simulate", "lab run"):
@@ -527,7 +527,7 @@ def test_text_off_a_terminal_is_not_wrapped(tmp_path: Path) -> None:
 
 
 def test_the_serve_bound_matches_the_lab() -> None:
-    from svcdoctor.cli.lab import MAX_SERVE
+    from svcdoctor.cli._lab import MAX_SERVE
     from svcdoctor.lab.serve import MAX_SERVE_SECONDS
 
     assert MAX_SERVE == MAX_SERVE_SECONDS

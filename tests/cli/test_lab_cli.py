@@ -44,7 +44,7 @@ def test_out_must_not_mix_evidence_with_other_files(tmp_path: Path) -> None:
 
 
 def test_the_legacy_low_high_propagation_is_uniform() -> None:
-    from svcdoctor.cli.lab import _dist
+    from svcdoctor.cli._lab import dist as _dist
     from svcdoctor.model import Dist
 
     assert _dist(None, None, "0.5:1.5") == Dist("uniform", 0.5, 1.5)

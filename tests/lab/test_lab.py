@@ -24,8 +24,8 @@ from click.testing import CliRunner
 from svcdoctor.cli import cli
 from svcdoctor.lab.cleanup import leftovers, pod_processes
 from svcdoctor.lab.kernel import available, namespaces_of_runs
-from svcdoctor.lab.scenarios import SCENARIOS, as_simulation
-from svcdoctor.simulate import simulate
+from svcdoctor.lab.scenarios import SCENARIOS
+from svcdoctor.simulate import SimParams, simulate
 
 KERNEL_MISSING = available()
 DATAPATHS = ("kernel", "userspace")
@@ -312,8 +312,8 @@ def test_simulate_agrees_with_the_lab(runs: dict[tuple[str, str], Run], datapath
     """The same parameters in ``lab`` and ``simulate`` give failure counts within the
     stated tolerance (the README reports the measured ratios)."""
     failed = runs["race", datapath].out["failed"]
-    sim = simulate(as_simulation(SCENARIOS["race"]), runs=40)
+    sim = simulate(SimParams.of(SCENARIOS["race"], duration=120.0), runs=40)
     low, high = SIMULATE_TOLERANCE
     assert low <= failed / sim.failed <= high, (failed, sim.failed)
     assert runs["race-fixed", datapath].out["failed"] == 0
-    assert simulate(as_simulation(SCENARIOS["race-fixed"]), runs=5).failed == 0
+    assert simulate(SimParams.of(SCENARIOS["race-fixed"], duration=120.0), runs=5).failed == 0

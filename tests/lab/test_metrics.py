@@ -16,7 +16,7 @@ import pytest
 from svcdoctor.lab import objects
 from svcdoctor.lab.datapath import Backend, UserspaceDatapath
 from svcdoctor.lab.kernel import read_conntrack
-from svcdoctor.lab.load import Load, LoadSpec
+from svcdoctor.lab.load import Load
 from svcdoctor.lab.metrics import (
     PROGRAMMING,
     PROGRAMMING_BUCKETS,
@@ -42,6 +42,7 @@ from svcdoctor.lab.metrics import (
 )
 from svcdoctor.lab.scenarios import SCENARIOS
 from svcdoctor.model import ContainerExit, EndpointChange, PodInfo
+from svcdoctor.model.scenario import LoadSpec
 
 PROMTOOL = shutil.which("promtool")
 T0 = 1_780_000_000.0

@@ -23,11 +23,11 @@ import yaml
 from svcdoctor.evidence import detect, read_evidence
 from svcdoctor.evidence.proxylogs import nginx_access
 from svcdoctor.lab import objects
-from svcdoctor.lab.cluster import PodSpec
 from svcdoctor.lab.kernel import available
 from svcdoctor.lab.scenarios import SCENARIOS
 from svcdoctor.lab.serve import Mirror
 from svcdoctor.model import ContainerExit, EventKind, LifecycleEvent, PodInfo
+from svcdoctor.model.scenario import PodSpec
 from tests.kubectl import kubectl_path
 
 T0 = 1_780_000_000.0

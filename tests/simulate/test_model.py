@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcdoctor.model import shutdown_timeline
+from svcdoctor.model.scenario import Propagation
 from svcdoctor.simulate import (
     Dist,
     DistError,
@@ -21,7 +22,6 @@ from svcdoctor.simulate import (
     resolve_count,
     simulate,
 )
-from svcdoctor.simulate.params import Propagation
 from svcdoctor.simulate.rollout import build_pods, rolling_update
 from svcdoctor.simulate.routes import build_routes
 
@@ -225,11 +225,12 @@ def test_every_delay_default_states_its_source() -> None:
     import inspect
     import itertools
 
+    from svcdoctor.model import scenario
     from svcdoctor.simulate import params
 
-    tree = ast.parse(inspect.getsource(params))
+    trees = [ast.parse(inspect.getsource(m)) for m in (params, scenario)]
     documented: dict[str, str] = {}
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+    for cls in (n for tree in trees for n in tree.body if isinstance(n, ast.ClassDef)):
         body = cls.body
         for field_node, after in itertools.pairwise(body):
             if (

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from svcdoctor.lab.datapath import Backend, Datapath, LabError, PodNet, get_status
 from svcdoctor.model import (
     ContainerExit,
-    Dist,
     EndpointChange,
     EventKind,
     LifecycleEvent,
@@ -27,38 +26,17 @@ from svcdoctor.model import (
     owners,
     shutdown_timeline,
 )
+from svcdoctor.model.scenario import FaultMode, PodSpec, Propagation, ShutdownMode
 
 PROBE_PERIOD = 0.25
 NAMESPACE = "lab"
-
-
-@dataclass(frozen=True, slots=True)
-class PodSpec:
-    shutdown: str = "naive"  # naive | graceful
-    prestop: float = 0.0  # preStop sleep, seconds
-    grace: float = 30.0  # terminationGracePeriodSeconds
-    latency: Dist = field(default_factory=lambda: Dist("exp", 0.005))  # request latency, s
-    slow_share: float = 0.0  # share of requests that take slow_seconds instead
-    slow_seconds: float = 0.0
-    shutdown_delay: float = 0.0  # graceful: seconds the app keeps accepting after SIGTERM
-    prestop_fails: bool = False  # the hook fails at once (no sleep binary in the image)
-
-
-@dataclass(frozen=True, slots=True)
-class Propagation:
-    """When each node's proxy applies an endpoint change: after a ``delay`` drawn per node
-    and change (in order: a change never overtakes an earlier one), then no more often than
-    ``min_sync`` (kube-proxy's ``--iptables-min-sync-period``)."""
-
-    delay: Dist = field(default_factory=lambda: Dist("uniform", 0.5, 1.5))
-    min_sync: float = 0.0
 
 
 @dataclass
 class Pod:
     name: str
     spec: PodSpec
-    fault: str = "none"
+    fault: FaultMode = FaultMode.NONE
     net: PodNet | None = None
     process: asyncio.subprocess.Process | None = None
     ready: bool = False
@@ -153,7 +131,7 @@ class Cluster:
         now = time.time()
         for node in range(self.nodes):
             # a watch delivers changes in order: a change never overtakes an earlier one
-            due = max(now + self.propagation.delay.draw(self.rng), self._node_due[node])
+            due = max(now + self.propagation.draw(self.rng), self._node_due[node])
             self._node_due[node] = due
             self._inbox[node].append(list(ready))
             self._timers.add(loop.call_later(due - now, self._arrive, node))
@@ -181,7 +159,7 @@ class Cluster:
         self.datapath.program(node, pending)
 
     # ---- kubelet ------------------------------------------------------------------
-    async def create(self, name: str, spec: PodSpec, fault: str = "none") -> Pod:
+    async def create(self, name: str, spec: PodSpec, fault: FaultMode = FaultMode.NONE) -> Pod:
         pod = Pod(name, spec, fault, created_at=time.time())
         self.pods[name] = pod
         self.event(EventKind.CREATE, name, "SuccessfulCreate", f"Created pod: {name}")
@@ -200,11 +178,11 @@ class Cluster:
             "--listen",
             f"{pod.net.ip}:{pod.net.port}",
             "--shutdown",
-            spec.shutdown,
+            spec.shutdown.value,
             "--shutdown-delay",
             str(spec.shutdown_delay),
             "--fault",
-            fault,
+            fault.value,
             "--latency",
             str(spec.latency),
             "--slow",
@@ -359,7 +337,7 @@ class Cluster:
         a graceful app's shutdown delay."""
         if pod.sigterm_at is None:
             return None
-        delay = pod.spec.shutdown_delay if pod.spec.shutdown == "graceful" else 0.0
+        delay = pod.spec.shutdown_delay if pod.spec.shutdown is ShutdownMode.GRACEFUL else 0.0
         end = pod.exit.finished_at if pod.exit and pod.exit.finished_at else float("inf")
         return min(pod.sigterm_at + delay, end)
 

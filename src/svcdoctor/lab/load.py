@@ -14,19 +14,10 @@ from typing import Any
 
 from svcdoctor.lab.datapath import Datapath
 from svcdoctor.model import RETRY_BACKOFF
+from svcdoctor.model.scenario import ConnectionMode, LoadSpec
 
 REQUEST_TIMEOUT = 5.0
 MAX_IN_FLIGHT = 512  # requests open at once, all clients together (sockets are finite)
-
-
-@dataclass(frozen=True, slots=True)
-class LoadSpec:
-    rate: float = 200.0  # requests per second, all clients together
-    clients: int = 8
-    connection: str = "new"  # new | keepalive
-    max_connection_age: float | None = None  # keepalive: reconnect after this many seconds
-    retries: int = 0  # client retries of a failed request (idempotent GETs)
-    max_requests: int = 200_000  # a bound on the traffic, whatever the rate and the run's length
 
 
 class ConnectFailed(Exception):
@@ -111,7 +102,7 @@ class Load:
                 break
             next_at += rng.expovariate(rate)
             self._sent += 1
-            if self.spec.connection == "new":
+            if self.spec.connection is ConnectionMode.NEW:
                 await in_flight.acquire()
                 task = asyncio.create_task(self._attempts(index, node, None))
                 task.add_done_callback(lambda _: in_flight.release())
@@ -166,7 +157,7 @@ class Load:
     async def _request(
         self, index: int, node: int, conn: _Conn | None
     ) -> tuple[dict[str, Any], _Conn | None]:
-        keep = self.spec.connection == "keepalive"
+        keep = self.spec.connection is ConnectionMode.KEEPALIVE
         age = self.spec.max_connection_age
         if conn is not None and age is not None and time.time() - conn.opened > age:
             conn.writer.close()

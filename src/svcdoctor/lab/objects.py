@@ -20,7 +20,6 @@ Where the lab differs from a cluster, the objects say what the lab really does:
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import uuid
 from collections.abc import Sequence
@@ -30,19 +29,20 @@ from typing import Any
 
 from svcdoctor.evidence.kubectl import TRIGGER_TIME
 from svcdoctor.evidence.write import events_json, pods_json
-from svcdoctor.lab.run import NEW, OLD
-from svcdoctor.lab.scenarios import Scenario
+from svcdoctor.lab.logs import log_time, nginx_line, nginx_log, request_log
+from svcdoctor.lab.names import NAMESPACE, SERVICE, SERVICE_PORT, UPSTREAM
+from svcdoctor.lab.scenarios import NEW, OLD, Scenario
 from svcdoctor.model import LifecycleEvent, PodInfo, iso_utc
 
-NAMESPACE = "lab"
+# re-exported: serve, jobs and tests read these from here (they live in lab/logs, lab/names)
+__all__ = ["NAMESPACE", "SERVICE", "SERVICE_PORT", "UPSTREAM"]
+__all__ += ["log_time", "nginx_line", "nginx_log", "request_log"]
+
 DEPLOYMENT = "api"
-SERVICE = "api"
 CONTAINER = "app"
 IMAGE = "svcdoctor/lab-app:0.1"
 POD_PORT = 8080  # the app's port in the template (the kernel datapath's pods use it)
-SERVICE_PORT = 80
 CLUSTER_IP = "10.96.77.10"  # the kernel datapath's VIP (the userspace one has no VIP)
-UPSTREAM = f"{NAMESPACE}-{SERVICE}-{SERVICE_PORT}"  # ingress-nginx's $proxy_upstream_name
 INGRESS_NAMESPACE = "ingress-nginx"
 INGRESS_IMAGE = "registry.k8s.io/ingress-nginx/controller:v1.11.3"
 LOAD_IMAGE = "svcdoctor/lab-load:0.1"
@@ -50,8 +50,6 @@ READY_HASH_LABEL = "pod-template-hash"
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 REVISION = "deployment.kubernetes.io/revision"
 # the request the load sends, and the bodies the app answers with (for nginx's byte counts)
-REQUEST = b"GET / HTTP/1.1\r\nHost: svc\r\nConnection: close\r\n\r\n"
-BODY_BYTES = {200: len(b"hello"), 503: len(b"unavailable")}
 
 Obj = dict[str, Any]
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' name suffixes (no vowels)
@@ -206,7 +204,6 @@ def kube_proxy_config(view: LabView) -> Obj:
     (mode iptables: the kernel datapath writes kube-proxy's rules; the userspace proxies
     pick a backend per connection at random, as those rules do). No ``conntrack`` section:
     the lab's "kube-proxy" sets no conntrack limits (the host's are what they are)."""
-    prop = view.scenario.propagation
     config = "\n".join(
         [
             "apiVersion: kubeproxy.config.k8s.io/v1alpha1",
@@ -215,7 +212,7 @@ def kube_proxy_config(view: LabView) -> Obj:
             "clusterCIDR: 10.233.0.0/16",
             "iptables:",
             "  masqueradeAll: false",
-            f"  minSyncPeriod: {go_duration(prop.min_sync)}",
+            f"  minSyncPeriod: {go_duration(view.scenario.propagation.min_sync)}",
             "  syncPeriod: 30s",
             "mode: iptables",
             "",
@@ -232,7 +229,7 @@ def kube_proxy_config(view: LabView) -> Obj:
             view.started,
             labels={"app": "kube-proxy"},
             # not a kube-proxy setting: how long an endpoint change takes to reach a node
-            annotations={"lab.svcdoctor.io/propagation-delay": str(prop.delay)},
+            annotations={"lab.svcdoctor.io/propagation-delay": str(view.scenario.delay)},
         ),
         "data": {"config.conf": config},
     }
@@ -252,7 +249,7 @@ def pod_spec(scenario: Scenario, port: int = POD_PORT) -> Obj:
         "image": IMAGE,
         "args": [
             "--shutdown",
-            spec.shutdown,
+            spec.shutdown.value,
             "--shutdown-delay",
             f"{spec.shutdown_delay:g}",
             "--latency",
@@ -309,7 +306,7 @@ def _rollouts(view: LabView) -> list[tuple[float, str]]:
 
 
 def replica_set_name(rollout: int) -> str:
-    """The ReplicaSet of the ``rollout``-th rollout (0: the first, ``run.NEW``); its pods
+    """The ReplicaSet of the ``rollout``-th rollout (0: the first, ``scenarios.NEW``); its pods
     are ``NAME-00`` … (the lab's names, not a template hash)."""
     if rollout == 0:
         return NEW
@@ -544,6 +541,15 @@ def service(view: LabView) -> Obj:
     }
 
 
+def _pod_ref(view: LabView, name: str) -> Obj:
+    return {
+        "kind": "Pod",
+        "name": name,
+        "namespace": NAMESPACE,
+        "uid": uid(view.run, "Pod", NAMESPACE, name),
+    }
+
+
 def _endpoint_pods(view: LabView) -> list[ApiPod]:
     """The pods the EndpointSlice controller lists: started and not yet exited."""
     return [p for p in view.pods if p.port and not p.info.exits and p.info.ip]
@@ -590,12 +596,7 @@ def endpoint_slices(view: LabView) -> list[Obj]:
                             "terminating": p.info.deleted_at is not None,
                         },
                         "nodeName": p.node,
-                        "targetRef": {
-                            "kind": "Pod",
-                            "name": p.info.name,
-                            "namespace": NAMESPACE,
-                            "uid": uid(view.run, "Pod", NAMESPACE, p.info.name),
-                        },
+                        "targetRef": _pod_ref(view, p.info.name),
                     }
                     for p in members
                 ],
@@ -617,12 +618,7 @@ def endpoints(view: LabView) -> Obj:
         address = {
             "ip": p.info.ip,
             "nodeName": p.node,
-            "targetRef": {
-                "kind": "Pod",
-                "name": p.info.name,
-                "namespace": NAMESPACE,
-                "uid": uid(view.run, "Pod", NAMESPACE, p.info.name),
-            },
+            "targetRef": _pod_ref(view, p.info.name),
         }
         subset.setdefault("addresses" if p.serving else "notReadyAddresses", []).append(address)
     meta = _meta(view, "Endpoints", SERVICE, NAMESPACE, view.started, labels={"app": "api"})
@@ -774,66 +770,3 @@ def all_objects(view: LabView) -> list[Obj]:
         *load_pods(view),
         *ingress_pods(view),
     ]
-
-
-# ---- logs ------------------------------------------------------------------------------
-def log_time(ts: float) -> str:
-    """The time the kubelet puts before a log line (RFC 3339, nanoseconds)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
-
-
-def _done(row: dict[str, Any]) -> float:
-    """When a request ended (when its client or proxy logged it)."""
-    return float(row["ts"]) + (row["latency_ms"] or 0.0) / 1000
-
-
-def request_log(rows: Sequence[dict[str, Any]], timestamps: bool = False) -> str:
-    """Canonical request rows (``run.request_row``) as JSON Lines, as a client logs them
-    (``timestamps``: each line after the time it was written, as the kubelet keeps it)."""
-    return "".join(
-        (f"{log_time(_done(r))} " if timestamps else "")
-        + json.dumps(r, separators=(",", ":"))
-        + "\n"
-        for r in rows
-    )
-
-
-def nginx_line(row: dict[str, Any], address: str | None, remote: str) -> str:
-    """One ingress-nginx ``upstreaminfo`` access-log line for a request the node's proxy
-    passed: ``address`` is the backend's ip:port (``None``: no backend, 503); a connection
-    the backend refused, reset or closed is a 502, a request the client gave up on a 499."""
-    latency = (row["latency_ms"] or 0.0) / 1000
-    outcome = row["outcome"]
-    if address is None:
-        status, upstream_status, upstream_time = 503, "-", "-"
-    elif outcome in ("ok", "http_error"):
-        status = int(row["status"] or 502)
-        upstream_status, upstream_time = str(status), f"{latency:.3f}"
-    elif outcome == "timeout":
-        status, upstream_status, upstream_time = 499, "-", f"{latency:.3f}"
-    else:
-        status, upstream_status, upstream_time = 502, "502", f"{latency:.3f}"
-    body = BODY_BYTES.get(status, 0) if upstream_status != "-" else 0
-    when = datetime.fromtimestamp(_done(row), UTC).strftime("%d/%b/%Y:%H:%M:%S +0000")
-    req_id = hashlib.md5(f"{row['ts']}:{row['conn']}".encode(), usedforsecurity=False).hexdigest()
-    return (
-        f'{remote} - - [{when}] "GET / HTTP/1.1" {status} {body} "-" "svcdoctor-lab-load/0.1" '
-        f"{len(REQUEST)} {latency:.3f} [{UPSTREAM}] [] {address or '-'} {body} "
-        f"{upstream_time} {upstream_status} {req_id}"
-    )
-
-
-def nginx_log(
-    rows: Sequence[dict[str, Any]],
-    addresses: dict[str, str],
-    remote: str = "127.0.0.1",
-    timestamps: bool = False,
-) -> str:
-    """A node proxy's access log: one line per request through it, in completion order
-    (``addresses``: pod name → ip:port; ``timestamps`` as in ``request_log``)."""
-    return "".join(
-        (f"{log_time(_done(r))} " if timestamps else "")
-        + nginx_line(r, addresses.get(r["backend"]) if r["backend"] else None, remote)
-        + "\n"
-        for r in sorted(rows, key=_done)
-    )

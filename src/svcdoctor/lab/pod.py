@@ -25,7 +25,8 @@ import sys
 import time
 
 from svcdoctor.lab.datapath import reset
-from svcdoctor.model.dist import Dist, DistError, parse_dist
+from svcdoctor.model.dist import Dist, DistError, DistKind, parse_dist
+from svcdoctor.model.scenario import FaultMode, ShutdownMode, modes
 
 PR_SET_PDEATHSIG = 1
 IDLE_DRAIN_SECONDS = 1.0
@@ -37,9 +38,9 @@ still idle: closing an idle connection at once races with a request already on i
 class Pod:
     def __init__(self, args: argparse.Namespace) -> None:
         self.name: str = args.name
-        self.shutdown: str = args.shutdown
+        self.shutdown = ShutdownMode(args.shutdown)
         self.shutdown_delay: float = args.shutdown_delay
-        self.fault: str = args.fault
+        self.fault = FaultMode(args.fault)
         self.latency: Dist = args.latency
         self.slow_share, self.slow_seconds = args.slow
         self.stopping = False  # SIGTERM arrived: readiness fails from now on
@@ -88,15 +89,17 @@ class Pod:
         wants_close = b"connection: close" in request.lower()
         if path == "/readyz":
             status, body = (503, b"shutting down") if self.stopping else (200, b"ok")
-        elif self.fault == "reset":
+        elif self.fault is FaultMode.RESET:
             reset(writer)
             return False
-        elif self.fault == "hang":
+        elif self.fault is FaultMode.HANG:
             await asyncio.sleep(3600)
             return False
         else:
             await asyncio.sleep(self.delay())
-            status, body = (503, b"unavailable") if self.fault == "5xx" else (200, b"hello")
+            status, body = (
+                (503, b"unavailable") if self.fault is FaultMode.HTTP_5XX else (200, b"hello")
+            )
         close = wants_close or self.closing
         head = (
             f"HTTP/1.1 {status} {'OK' if status == 200 else 'Service Unavailable'}\r\n"
@@ -126,7 +129,7 @@ class Pod:
         requests, exit."""
         self.stopping = True
         assert self.server is not None
-        if self.shutdown == "naive":
+        if self.shutdown is ShutdownMode.NAIVE:
             self.server.close()
             for writer in list(self.idle):
                 reset(writer)
@@ -183,10 +186,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", default="", help="the lab run's prefix (to find leftovers)")
     parser.add_argument("--parent", type=int, help="exit when this process exits")
     parser.add_argument("--listen", default="127.0.0.1:0")
-    parser.add_argument("--shutdown", choices=["naive", "graceful"], default="naive")
+    parser.add_argument("--shutdown", choices=modes(ShutdownMode), default="naive")
     parser.add_argument("--shutdown-delay", type=float, default=0.0)
-    parser.add_argument("--fault", choices=["none", "reset", "5xx", "hang"], default="none")
-    parser.add_argument("--latency", type=_dist, default=Dist("exp", 0.005), help="seconds")
+    parser.add_argument("--fault", choices=modes(FaultMode), default="none")
+    parser.add_argument("--latency", type=_dist, default=Dist(DistKind.EXP, 0.005), help="seconds")
     parser.add_argument("--slow", type=_slow, default=(0.0, 0.0), help="SHARE,SECONDS")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

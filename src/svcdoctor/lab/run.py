@@ -22,13 +22,14 @@ from svcdoctor.evidence.write import write_bundle
 from svcdoctor.lab.cleanup import claim
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
+from svcdoctor.lab.kernel import KernelDatapath
 from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
-from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, Scenario, break_nodes
+from svcdoctor.lab.objects import manifests
+from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, NEW, OLD, Scenario, break_nodes
 from svcdoctor.model import Cause, Outcome
+from svcdoctor.model.scenario import FaultMode
 from svcdoctor.model.truth import DirectProbe, LabTruth, PodTimeline
 from svcdoctor.report.lab import outcomes_to_dict, probe_to_dict, truth_to_dict
-
-OLD, NEW = "api-7f6d5c4b3", "api-5b4c3d2e1"  # the ReplicaSets before and after the rollout
 
 Progress = Callable[[str, int, int], None]
 """Told ``(what is happening, steps done, steps in all)`` as a run goes on."""
@@ -48,8 +49,6 @@ class RunResult:
 
 def make_datapath(kind: str, prefix: str, seed: int) -> Datapath:
     if kind == "kernel":
-        from svcdoctor.lab.kernel import KernelDatapath
-
         return KernelDatapath(prefix, seed)
     return UserspaceDatapath(seed)
 
@@ -236,7 +235,7 @@ async def start_pods(
     old = [f"{OLD}-{i:02d}" for i in range(scenario.replicas)]
     bad = set(old[1 : 1 + scenario.bad])
     for name in old:
-        await cluster.create(name, scenario.pod, scenario.fault if name in bad else "none")
+        await cluster.create(name, scenario.pod, scenario.fault if name in bad else FaultMode.NONE)
         started(f"started {name}")
     await wait_ready(cluster, old)
     await cluster.settled()
@@ -298,10 +297,10 @@ def ground_truth(scenario: Scenario, cluster: Cluster, load: Load, datapath: str
     timeline and how long the nodes kept routing to it after it stopped accepting."""
     return LabTruth(
         datapath,
-        tuple(sorted(n for n, p in cluster.pods.items() if p.fault != "none")),
+        tuple(sorted(n for n, p in cluster.pods.items() if p.fault is not FaultMode.NONE)),
         Cause(scenario.expect) if scenario.expect else None,
         round(cluster.expected_race_failures(load.sent_by_node()), 1),
-        scenario.propagation.delay,
+        scenario.delay,
         scenario.propagation.min_sync,
         scenario.pod.prestop,
         scenario.pod.grace,
@@ -360,8 +359,6 @@ def write_lab_bundle(
 ) -> None:
     write_bundle(out, frame, cluster.events, cluster.snapshot(), cluster.endpoints, "lab")
     scenario = result.scenario
-    from svcdoctor.lab.objects import manifests  # it names the ReplicaSets after this module's
-
     (out / "manifests.yaml").write_text(yaml.safe_dump_all(manifests(scenario)))
     (out / "lab.json").write_text(
         json.dumps(
@@ -380,7 +377,7 @@ def write_lab_bundle(
                     "pod": asdict(scenario.pod) | {"latency": str(scenario.pod.latency)},
                     "load": asdict(scenario.load),
                     "propagation": {
-                        "delay": str(scenario.propagation.delay),
+                        "delay": str(scenario.delay),
                         "min_sync": scenario.propagation.min_sync,
                     },
                 },

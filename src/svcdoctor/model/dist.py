@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from enum import StrEnum
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,16 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 Z99 = NormalDist().inv_cdf(0.99)  # the standard normal's 99th percentile
-KINDS = ("const", "uniform", "exp", "lognormal")
+
+
+class DistKind(StrEnum):
+    CONST = "const"
+    UNIFORM = "uniform"
+    EXP = "exp"  # exponential, given by its mean
+    LOGNORMAL = "lognormal"  # given by its median and 99th percentile
+
+
+KINDS = tuple(k.value for k in DistKind)
 
 
 class DistError(SvcdoctorError, ValueError):
@@ -30,52 +40,55 @@ class DistError(SvcdoctorError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Dist:
-    kind: str
+    kind: DistKind  # the word is taken too: ``Dist("uniform", 0.5, 1.5)``
     a: float
     b: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", DistKind(self.kind))
 
     def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> NDArray[np.float64]:
         """An array of draws (numpy)."""
         import numpy as np
 
-        if self.kind == "const":
+        if self.kind is DistKind.CONST:
             return np.full(size, self.a)
-        if self.kind == "uniform":
+        if self.kind is DistKind.UNIFORM:
             return rng.uniform(self.a, self.b, size)
-        if self.kind == "exp":
+        if self.kind is DistKind.EXP:
             return rng.exponential(self.a, size)
         return rng.lognormal(math.log(self.a), self._sigma(), size)
 
     def draw(self, rng: random.Random) -> float:
         """One draw (the standard library's generator)."""
-        if self.kind == "const":
+        if self.kind is DistKind.CONST:
             return self.a
-        if self.kind == "uniform":
+        if self.kind is DistKind.UNIFORM:
             return rng.uniform(self.a, self.b)
-        if self.kind == "exp":
+        if self.kind is DistKind.EXP:
             return rng.expovariate(1 / self.a)
         return rng.lognormvariate(math.log(self.a), self._sigma())
 
     def quantile(self, q: float) -> float:
         """The q-quantile (0 < q < 1)."""
-        if self.kind == "const":
+        if self.kind is DistKind.CONST:
             return self.a
-        if self.kind == "uniform":
+        if self.kind is DistKind.UNIFORM:
             return self.a + q * (self.b - self.a)
-        if self.kind == "exp":
+        if self.kind is DistKind.EXP:
             return -self.a * math.log1p(-q)
         return self.a * math.exp(self._sigma() * NormalDist().inv_cdf(q))
 
     @property
     def high(self) -> float:
         """The largest value (the 99.99th percentile for unbounded distributions)."""
-        return self.b if self.kind == "uniform" else self.quantile(0.9999)
+        return self.b if self.kind is DistKind.UNIFORM else self.quantile(0.9999)
 
     @property
     def mean(self) -> float:
-        if self.kind == "uniform":
+        if self.kind is DistKind.UNIFORM:
             return (self.a + self.b) / 2
-        if self.kind == "lognormal":
+        if self.kind is DistKind.LOGNORMAL:
             return self.a * math.exp(self._sigma() ** 2 / 2)
         return self.a
 
@@ -84,9 +97,9 @@ class Dist:
 
     def __str__(self) -> str:
         """The spec, exactly: ``parse_dist(str(d)) == d``."""
-        if self.kind == "const":
+        if self.kind is DistKind.CONST:
             return _number(self.a)
-        if self.kind == "exp":
+        if self.kind is DistKind.EXP:
             return f"exp:{_number(self.a)}"
         return f"{self.kind}:{_number(self.a)},{_number(self.b)}"
 
@@ -118,5 +131,5 @@ def parse_dist(text: str) -> Dist:
     if kind == "lognormal" and not 0 < values[0] < values[1]:
         raise DistError(f"{text!r}: lognormal needs 0 < MEDIAN < P99")
     if kind == "exp" and values[0] == 0:
-        return Dist("const", 0.0)
-    return Dist(kind, values[0], values[1] if want == 2 else 0.0)
+        return Dist(DistKind.CONST, 0.0)
+    return Dist(DistKind(kind), values[0], values[1] if want == 2 else 0.0)

@@ -122,6 +122,18 @@ def sim_truth_to_dict(t: SimTruth) -> dict[str, Any]:
     }
 
 
+def emitted_to_json(p: SimParams, requests: int, failed: int, truth: SimTruth) -> str:
+    """``simulate.json`` of ``--emit-evidence``: the parameters, counts and ground truth."""
+    meta = {
+        "source": "svcdoctor simulate",
+        "parameters": params_to_dict(p),
+        "requests": requests,
+        "failed": failed,
+        "ground_truth": sim_truth_to_dict(truth),
+    }
+    return json.dumps(meta, indent=2)
+
+
 def describe(p: SimParams) -> str:
     """The scenario in one line."""
     conn = {"new": "a new connection per request", "keepalive": "keep-alive", "http2": "HTTP/2"}

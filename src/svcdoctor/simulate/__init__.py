@@ -7,8 +7,9 @@ connections, retries, bad backends and full conntrack tables.
 """
 
 from svcdoctor.model.dist import Dist, DistError, parse_dist
+from svcdoctor.model.scenario import Propagation
 from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Mechanism, Run, simulate_run
-from svcdoctor.simulate.params import ParamError, Propagation, SimParams, resolve_count
+from svcdoctor.simulate.params import ParamError, SimParams, resolve_count
 from svcdoctor.simulate.recommend import Recommendation, recommend, snippet
 from svcdoctor.simulate.summary import (
     Quantiles,

@@ -19,6 +19,7 @@ from svcdoctor.model import (
     Outcome,
     PodInfo,
 )
+from svcdoctor.model.scenario import FaultMode
 from svcdoctor.simulate.engine import (
     BAD,
     CONNECT_RTT,
@@ -43,7 +44,11 @@ OUTCOME = {
     Mechanism.STALE_CONNECTION: Outcome.EOF,
     Mechanism.CONNTRACK: Outcome.TIMEOUT,
 }
-FAULT_OUTCOME = {"5xx": Outcome.HTTP_ERROR, "reset": Outcome.RESET, "hang": Outcome.TIMEOUT}
+FAULT_OUTCOME = {
+    FaultMode.HTTP_5XX: Outcome.HTTP_ERROR,
+    FaultMode.RESET: Outcome.RESET,
+    FaultMode.HANG: Outcome.TIMEOUT,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +85,9 @@ def requests_frame(run: Run) -> pl.DataFrame:
     outcomes[BAD] = FAULT_OUTCOME[p.fault].value
     code = t.mechanism.astype(np.int64)
     late = (code == STALE_ENDPOINT) & (t.latency > CONNECT_RTT * 1.5)
-    status = np.where(code == 0, 200, np.where((code == BAD) & (p.fault == "5xx"), 503, 0))
+    status = np.where(
+        code == 0, 200, np.where((code == BAD) & (p.fault is FaultMode.HTTP_5XX), 503, 0)
+    )
     backend = np.where(t.backend >= 0, t.backend, run.pods.count)
     made = code != NO_ENDPOINTS  # no connection was made
     return pl.DataFrame(

@@ -18,6 +18,7 @@ from enum import StrEnum
 import numpy as np
 
 from svcdoctor.model import RETRY_BACKOFF, Cause
+from svcdoctor.model.scenario import ConnectionMode, FaultMode, ShutdownMode
 from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods, build_pods
@@ -93,7 +94,7 @@ def simulate_run(p: SimParams, seed: int) -> Run:
     node = client % p.nodes
     router = _routers(p, node, rng)
     latency = p.latency.sample(rng, n)
-    if p.connection == "new":
+    if p.connection is ConnectionMode.NEW:
         backend, mech = _connect(p, pods, routes, router, ts, rng)
         conn = np.arange(n)
     else:
@@ -121,13 +122,20 @@ def _routers(p: SimParams, node: Ints, rng: np.random.Generator) -> Ints:
     return router
 
 
+def conntrack_entries(p: SimParams) -> Floats:
+    """Per node, the conntrack entries its new connections need: new connections per second
+    x how long each stays (TIME_WAIT). A node's rate is that of the clients on it (clients
+    sit on the first nodes when there are fewer clients than nodes)."""
+    per_node = (
+        router_rates(p)[: p.nodes] if p.connection is ConnectionMode.NEW else np.zeros(p.nodes)
+    )
+    return np.asarray((per_node + p.node_conn_rate) * p.conntrack_timewait)
+
+
 def conntrack_drop(p: SimParams) -> Floats:
-    """Per node, the share of new connections a full conntrack table drops: entries are
-    new connections per second x how long each stays (TIME_WAIT) against nf_conntrack_max.
-    A node's rate is that of the clients on it (clients sit on the first nodes when there
-    are fewer clients than nodes)."""
-    per_node = router_rates(p)[: p.nodes] if p.connection == "new" else np.zeros(p.nodes)
-    entries = (per_node + p.node_conn_rate) * p.conntrack_timewait
+    """Per node, the share of new connections a full conntrack table drops: the entries
+    needed (``conntrack_entries``) against nf_conntrack_max."""
+    entries = conntrack_entries(p)
     drop = 1 - p.conntrack_max / np.maximum(entries, 1e-12)
     return np.asarray(np.maximum(drop, 0.0))
 
@@ -187,7 +195,7 @@ def _keepalive(
     backend_s = np.full(n, -1, dtype=np.int64)
     mech_s = np.zeros(n, dtype=np.int8)
     conn_s = np.zeros(n, dtype=np.int64)
-    naive_h1 = p.shutdown == "naive" and p.connection == "keepalive"
+    naive_h1 = p.shutdown is ShutdownMode.NAIVE and p.connection is ConnectionMode.KEEPALIVE
     next_conn = 0
     while len(pos):
         i = pos
@@ -196,7 +204,9 @@ def _keepalive(
         mech_s[i] = connect
         backend_s[i] = picked
         fails = connect != OK
-        if p.fault == "reset" or (p.fault == "hang" and p.connection == "keepalive"):
+        if p.fault is FaultMode.RESET or (
+            p.fault is FaultMode.HANG and p.connection is ConnectionMode.KEEPALIVE
+        ):
             # a reset ends the connection; an HTTP/1.1 client that timed out drops it, but
             # a hung HTTP/2 stream leaves the connection (and its client) on the pod
             fails |= (picked >= 0) & pods.bad[np.maximum(picked, 0)]
@@ -254,11 +264,11 @@ def _serve(
     if p.bad_backends:
         bad = served & pods.bad[j]
         mech[bad] = BAD
-        if p.fault == "hang":
+        if p.fault is FaultMode.HANG:
             latency[bad] = p.timeout
         served &= ~bad
     end = ts + latency
-    if p.shutdown == "naive":
+    if p.shutdown is ShutdownMode.NAIVE:
         exits = pods.term.copy()
         killed = np.zeros(pods.count, dtype=bool)
         cut = served & (end > exits[j]) & (ts < exits[j])
@@ -313,12 +323,12 @@ def _retry(
         served = outcome == OK
         bad = served & pods.bad[j]
         outcome[bad] = BAD
-        if p.fault == "hang":
+        if p.fault is FaultMode.HANG:
             lat[bad] = p.timeout
         served &= ~bad
-        stop = exits if p.shutdown == "naive" else np.where(killed, pods.kill, np.inf)
+        stop = exits if p.shutdown is ShutdownMode.NAIVE else np.where(killed, pods.kill, np.inf)
         cut = served & (at < stop[j]) & (at + lat > stop[j])
-        outcome[cut] = IN_FLIGHT if p.shutdown == "naive" else SIGKILL
+        outcome[cut] = IN_FLIGHT if p.shutdown is ShutdownMode.NAIVE else SIGKILL
         lat = np.where(outcome == STALE_ENDPOINT, _refused_latency(p, at, picked, exits), lat)
         lat = np.where(outcome == CONNTRACK, p.timeout, lat)
         lat = np.where(outcome == NO_ENDPOINTS, CONNECT_RTT, lat)

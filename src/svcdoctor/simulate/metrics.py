@@ -49,6 +49,7 @@ from typing import TextIO
 
 import numpy as np
 
+from svcdoctor.model.scenario import ConnectionMode, FaultMode
 from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.bundle import EPOCH, NAMESPACE, SERVICE
 from svcdoctor.simulate.engine import (
@@ -58,6 +59,7 @@ from svcdoctor.simulate.engine import (
     STALE_ENDPOINT,
     Run,
     conntrack_drop,
+    conntrack_entries,
     simulate_run,
 )
 from svcdoctor.simulate.params import ParamError, SimParams
@@ -132,7 +134,7 @@ class MetricsPlan:
         if self.idle_timeout is not None:
             if not (math.isfinite(self.idle_timeout) and self.idle_timeout > 0):
                 raise ParamError("the upstream idle timeout must be greater than 0")
-            if p.connection == "new":
+            if p.connection is ConnectionMode.NEW:
                 raise ParamError("an upstream idle timeout needs kept-alive connections")
         # per node: kube-proxy's buckets, +Inf, _count and _sum; four conntrack series
         series = p.nodes * (len(PROGRAMMING_BUCKETS) + 3 + 4)
@@ -199,6 +201,14 @@ class _Pod:
         return self.exited + REMOVAL
 
 
+_NGINX_FAULT = {FaultMode.HTTP_5XX: "503", FaultMode.RESET: "502", FaultMode.HANG: "504"}
+_ISTIO_FAULT = {
+    FaultMode.HTTP_5XX: ("503", "-"),
+    FaultMode.RESET: ("503", "UC"),
+    FaultMode.HANG: ("504", "UT"),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class _Outcomes:
     """Per class of outcome (engine mechanism or idle close) and retry-exhaustion: the
@@ -209,8 +219,8 @@ class _Outcomes:
 
     @classmethod
     def of(cls, p: SimParams, source: Source) -> _Outcomes:
-        bad_nginx = {"5xx": "503", "reset": "502", "hang": "504"}[p.fault]
-        bad_istio = {"5xx": ("503", "-"), "reset": ("503", "UC"), "hang": ("504", "UT")}[p.fault]
+        bad_nginx = _NGINX_FAULT[p.fault]
+        bad_istio = _ISTIO_FAULT[p.fault]
         if source == Source.NGINX:
             # OK, stale, none, in-flight, sigkill, stale-conn, bad, conntrack, idle
             codes = ["200", "502", "502", "502", "502", "502", bad_nginx, "504", "502"]
@@ -680,8 +690,7 @@ def _write_kube_proxy(w: _Writer, h: _History) -> None:
 
 def _write_conntrack(w: _Writer, h: _History) -> dict[str, int]:
     p = h.p
-    per_node = router_rates(p)[: p.nodes] if p.connection == "new" else np.zeros(p.nodes)
-    entries = np.minimum((per_node + p.node_conn_rate) * p.conntrack_timewait, p.conntrack_max)
+    entries = np.minimum(conntrack_entries(p), p.conntrack_max)
     every = h.plan.node_every
     n_all = h.buckets // every + 1  # node scrapes: every ``every``-th request scrape
     drops: dict[str, int] = {}

@@ -9,77 +9,28 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.model.dist import Dist
+from svcdoctor.model.dist import Dist, DistKind
+from svcdoctor.model.scenario import (
+    BAD_FAULTS,
+    ConnectionMode,
+    FaultMode,
+    Propagation,
+    ScenarioSpec,
+    ShutdownMode,
+    as_mode,
+    modes,
+)
 
-CONNECTIONS = ("new", "keepalive", "http2")
-SHUTDOWNS = ("naive", "graceful")
-FAULTS = ("5xx", "reset", "hang")
 MAX_REQUESTS = 20_000_000  # a bound on one run's traffic (memory ~ 60 bytes per request)
 MAX_CLIENTS = 1_000_000
 MAX_ROUTES = 20_000_000  # a bound on pods x routers (each router's list: 16 bytes a cell)
 
-# kube-proxy iptables mode: ``iptables-restore`` time per line of the ruleset. kubernetes
-# issue #96018 timed a 695,992-line restore at 12.8 s (≈ 18 µs a line); a Service costs
-# about 4 lines and each endpoint 3 (KUBE-SVC jump, KUBE-SEP chain, DNAT). Since 1.26
-# (MinimizeIPTablesRestore) partial syncs write only changed chains, so this is the
-# worst case: a full sync.
-APPLY_BASE_SECONDS = 0.01
-APPLY_SECONDS_PER_LINE = 18e-6
-
 
 class ParamError(SvcdoctorError, ValueError):
     """Parameters that do not describe a possible cluster (one line, names the field)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Propagation:
-    """How long each proxy takes to stop (or start) routing to an endpoint.
-
-    For a kube-proxy on a node: ``controller`` (the EndpointSlice controller sees the pod's
-    deletion and updates the slice) + ``watch`` (the API server delivers the change to that
-    node's watch) + the wait for its next sync (every ``min_sync`` seconds, kube-proxy's
-    ``--iptables-min-sync-period``) + the time to apply the rules (``apply``).
-    ``override`` replaces controller + watch + apply with one distribution (what
-    ``--propagation`` sets, e.g. to a delay measured by ``svcdoctor diagnose``).
-    """
-
-    controller: Dist = field(default_factory=lambda: Dist("lognormal", 0.05, 0.5))
-    """The EndpointSlice controller reacts to the pod update at once
-    (``--endpointslice-updates-batch-period`` defaults to 0); its write is an API call whose
-    SLO is p99 ≤ 1 s (sig-scalability ``api_call_latency``). Default: median 50 ms, p99 0.5 s."""
-    watch: Dist = field(default_factory=lambda: Dist("lognormal", 0.1, 1.0))
-    """Watch delivery to each kube-proxy: within the network-programming-latency SLO
-    (sig-scalability, measured by clusterloader2: p99 ≤ 30 s up to 5,000 nodes), typically
-    sub-second. Default median 0.1 s, p99 1 s: an assumption inside that bound."""
-    min_sync: float = 1.0
-    """kube-proxy's ``--iptables-min-sync-period``: 1 s by default (kube-proxy reference);
-    GKE has used 10 s."""
-    services: int = 100
-    """Services in the cluster (with ``endpoints``, the size of each node's ruleset)."""
-    endpoints: int = 1000
-    """Endpoints of all Services together."""
-    override: Dist | None = None
-    """Replaces controller + watch + apply (``--propagation``)."""
-    ingress_sync: float = 1 / 0.3
-    """ingress-nginx reads EndpointSlices itself and reconfigures no more often than
-    ``--sync-rate-limit`` (0.3 syncs/s by default: every 3.3 s)."""
-    lb: Dist = field(default_factory=lambda: Dist("uniform", 5.0, 20.0))
-    """A cloud load balancer sending straight to pod IPs (AWS IP targets, GKE NEGs) stops
-    using a deregistered target after seconds to tens of seconds, and the providers' docs
-    advise a preStop sleep for it; uniform 5-20 s is an assumption: measure yours."""
-
-    @property
-    def apply(self) -> float:
-        """Seconds to apply a full iptables ruleset of this cluster's size."""
-        lines = 4 * self.services + 3 * self.endpoints
-        return APPLY_BASE_SECONDS + APPLY_SECONDS_PER_LINE * lines
-
-    @property
-    def sync_period(self) -> float:
-        """A busy kube-proxy syncs every min_sync, or back to back when a sync takes longer."""
-        return max(self.min_sync, self.apply)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,22 +46,22 @@ class SimParams:
     duration: float = 300.0  # seconds of traffic
     rollout: bool = True
     rollout_at: float = 30.0  # seconds into the window the rollout starts
-    startup: Dist = field(default_factory=lambda: Dist("uniform", 3.0, 8.0))
+    startup: Dist = field(default_factory=lambda: Dist(DistKind.UNIFORM, 3.0, 8.0))
     """A new pod from creation to Ready (scheduling, image, start, first probe): uniform
     3-8 s, an assumption."""
     prestop: float = 0.0  # preStop sleep, seconds
     grace: float = 30.0  # terminationGracePeriodSeconds (Kubernetes' default 30 s)
-    shutdown: str = "naive"  # naive: exits at SIGTERM; graceful: drains in-flight, then exits
-    latency: Dist = field(default_factory=lambda: Dist("lognormal", 0.02, 0.25))
+    shutdown: ShutdownMode = ShutdownMode.NAIVE
+    latency: Dist = field(default_factory=lambda: Dist(DistKind.LOGNORMAL, 0.02, 0.25))
     """Request latency: median 20 ms, p99 250 ms, an assumption; use your own histogram's."""
     clients: int = 0  # calling pods, spread over the nodes (0: one per node)
-    connection: str = "new"  # new | keepalive | http2
+    connection: ConnectionMode = ConnectionMode.NEW
     max_connection_age: float | None = None  # keepalive/http2: reconnect after this long
     retries: int = 0  # client retries of a failed idempotent request
     idempotent: float = 1.0  # the share of requests that may be retried
     timeout: float = 5.0  # the client's timeout (a dropped SYN or a hung backend)
     bad_backends: int = 0
-    fault: str = "5xx"  # what a bad backend does: answer 5xx, reset, or hang
+    fault: FaultMode = FaultMode.HTTP_5XX  # what a bad backend does
     conntrack_max: int = 131072
     """nf_conntrack_max: kube-proxy sets max(32768 per core, 131072) (``--conntrack-min``,
     kube-proxy reference)."""
@@ -122,6 +73,37 @@ class SimParams:
     ingress_replicas: int = 2
     lb_share: float = 0.0  # share of requests from a cloud LB straight to pod IPs
     propagation: Propagation = field(default_factory=Propagation)
+
+    def __post_init__(self) -> None:
+        for name, kind, _ in _MODES:
+            object.__setattr__(self, name, as_mode(kind, getattr(self, name)))
+
+    @classmethod
+    def of(cls, scenario: ScenarioSpec, **simulation: Any) -> SimParams:
+        """The simulation of a scenario (the lab's): the same pods, rollout, clients, rate,
+        latency and propagation; ``simulation`` sets the rest (``duration``...). The lab's
+        slow requests, shutdown delay and failing hooks have no counterpart here."""
+        pod, load = scenario.pod, scenario.load
+        return cls(
+            nodes=scenario.nodes,
+            replicas=scenario.replicas,
+            max_surge=scenario.max_surge,
+            max_unavailable=scenario.max_unavailable,
+            rollout=scenario.rollout,
+            bad_backends=scenario.bad,
+            fault=scenario.fault,
+            propagation=scenario.propagation,
+            prestop=pod.prestop,
+            grace=pod.grace,
+            shutdown=pod.shutdown,
+            latency=pod.latency,
+            rate=load.rate,
+            clients=load.clients,
+            connection=load.connection,
+            max_connection_age=load.max_connection_age,
+            retries=load.retries,
+            **simulation,
+        )
 
     @property
     def client_count(self) -> int:
@@ -178,12 +160,9 @@ class SimParams:
             raise ParamError("idempotent is a share: between 0 and 1")
         if self.max_connection_age is not None and self.max_connection_age <= 0:
             raise ParamError("max-connection-age must be greater than 0")
-        if self.connection not in CONNECTIONS:
-            raise ParamError(f"connection must be one of {', '.join(CONNECTIONS)}")
-        if self.shutdown not in SHUTDOWNS:
-            raise ParamError(f"shutdown must be one of {', '.join(SHUTDOWNS)}")
-        if self.fault not in FAULTS:
-            raise ParamError(f"fault must be one of {', '.join(FAULTS)}")
+        for name, kind, allowed in _MODES:
+            if getattr(self, name) not in allowed:
+                raise ParamError(f"{name} must be one of {', '.join(modes(kind, *allowed))}")
         if self.latency.high >= self.timeout:
             raise ParamError(
                 f"latency {self.latency} reaches {self.latency.high:.3g} s, past the client "
@@ -192,7 +171,7 @@ class SimParams:
             )
         if self.clients > MAX_CLIENTS:
             raise ParamError(f"clients: at most {MAX_CLIENTS:,}")
-        if self.connection == "keepalive":
+        if self.connection is ConnectionMode.KEEPALIVE:
             per_client = self.rate / self.client_count
             median = self.latency.quantile(0.5)
             if per_client * median >= 1:
@@ -203,6 +182,13 @@ class SimParams:
         if self.propagation.min_sync < 0 or not math.isfinite(self.propagation.min_sync):
             raise ParamError("min-sync-period must be a finite number ≥ 0")
         return self
+
+
+_MODES: tuple[tuple[str, type[Any], tuple[Any, ...]], ...] = (
+    ("connection", ConnectionMode, tuple(ConnectionMode)),
+    ("shutdown", ShutdownMode, tuple(ShutdownMode)),
+    ("fault", FaultMode, BAD_FAULTS),  # a healthy pod is no bad backend's fault
+)
 
 
 def resolve_count(value: str, replicas: int, round_up: bool, name: str) -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, remedy
+from svcdoctor.model.scenario import ConnectionMode, ShutdownMode
 from svcdoctor.simulate.arrays import Floats
 from svcdoctor.simulate.engine import Mechanism
 from svcdoctor.simulate.params import ParamError, SimParams
@@ -141,7 +142,9 @@ class _Losses:
 
     @property
     def held(self) -> bool:
-        return self.p.connection != "new"  # clients keep sending on held connections
+        return (
+            self.p.connection is not ConnectionMode.NEW
+        )  # clients keep sending on held connections
 
     def __call__(self, prestop: int, slack: float | None) -> float:
         """Expected failures per rollout: the race, plus what is in flight when the process
@@ -197,7 +200,7 @@ def recommend(
 
     def smallest_slack(prestop: int) -> int | None:
         """The smallest seconds from SIGTERM to SIGKILL (bisection: losses only fall)."""
-        if p.shutdown == "naive":  # the process exits at SIGTERM: no slack needed
+        if p.shutdown is ShutdownMode.NAIVE:  # the process exits at SIGTERM: no slack needed
             return MIN_SHUTDOWN_WINDOW if lost(prestop, None) <= allowed else None
         if lost(prestop, longest_slack) > allowed:
             return None
@@ -209,7 +212,10 @@ def recommend(
 
     longest = max((float(d.max()) for d, _ in terms if d.size), default=0.0)
     ceiling = min(MAX_PRESTOP, math.ceil(longest) + 1)  # past every router: no race left
-    prestop, slack = ceiling, longest_slack if p.shutdown == "graceful" else MIN_SHUTDOWN_WINDOW
+    prestop, slack = (
+        ceiling,
+        longest_slack if p.shutdown is ShutdownMode.GRACEFUL else MIN_SHUTDOWN_WINDOW,
+    )
     for candidate in range(ceiling + 1):
         found = smallest_slack(candidate)
         if found is not None:
@@ -221,13 +227,13 @@ def recommend(
         by = checked.mean_rollout_by_mechanism()
         if by[M.SIGKILL] > by[M.STALE_ENDPOINT] + by[M.IN_FLIGHT]:
             slack += 1
-        elif by[M.STALE_ENDPOINT] > 0 or p.connection == "new":
+        elif by[M.STALE_ENDPOINT] > 0 or p.connection is ConnectionMode.NEW:
             prestop += 1
         else:  # requests cut on held connections by a naive exit: no preStop helps
             break
         raises += 1
         checked = _check(p, prestop, slack, runs, seed + runs, progress)
-    expected = lost(prestop, None if p.shutdown == "naive" else slack)
+    expected = lost(prestop, None if p.shutdown is ShutdownMode.NAIVE else slack)
     by = checked.mean_rollout_by_mechanism()
     reasons: list[str] = []
     if not _consistent(checked, target):
@@ -237,7 +243,7 @@ def recommend(
             f"target allows {allowed:.2g})"
             + (
                 ": finish in-flight requests on SIGTERM (graceful shutdown)"
-                if p.shutdown == "naive"
+                if p.shutdown is ShutdownMode.NAIVE
                 else ""
             )
         )
@@ -246,7 +252,7 @@ def recommend(
             expected += by[name]
             reasons.append(f"{name} ({by[name]:.0f} per rollout): {why}")
     grace = prestop + slack
-    naive = p.shutdown == "naive"
+    naive = p.shutdown is ShutdownMode.NAIVE
     curve = tuple(
         CurvePoint(x, x + slack, lost(x, None if naive else slack)) for x in curve_prestops(prestop)
     )

@@ -1,0 +1,150 @@
+"""``svcdoctor lab serve``: a lab cluster served as a Kubernetes API, with exporters."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from svcdoctor.cli._lab import (
+    MAX_SERVE,
+    choose_datapath,
+    datapath_option,
+    fail,
+    on_datapath,
+    scenario_option,
+    seed_option,
+)
+from svcdoctor.cli._params import Duration, OutputFile, option, output_option
+
+
+def _serve_kubeconfig(path: Path | None) -> Path:
+    path = path or Path("svcdoctor-lab.kubeconfig")
+    if path.exists() and not path.is_file():
+        fail(f"--kubeconfig-out {path}: exists and is not a file", 2)
+    return path.absolute()
+
+
+@click.command("serve")
+@scenario_option
+@datapath_option
+@option(
+    "--kubeconfig-out",
+    "kubeconfig",
+    type=OutputFile(),
+    default=None,
+    help="Where to write the kubeconfig.",
+    default_text="./svcdoctor-lab.kubeconfig",
+)
+@option(
+    "--for",
+    "duration",
+    type=Duration(0, MAX_SERVE, low_open=True),
+    help="Stop after this long (90, 90s, 2m; at most 1h).",
+    default_text="1h",
+)
+@option(
+    "--rollout-at",
+    "rollout_at",
+    type=Duration(0, MAX_SERVE, low_open=True),
+    help="Roll the Deployment under load this long after the pods are ready.",
+    default_text="no rollout",
+)
+@output_option(("text", "json"))
+@seed_option
+@option(
+    "--ground-truth",
+    "truth",
+    type=OutputFile((".json",), "the ground truth"),
+    help="When the serve ends (Ctrl-C too), write what really happened there as JSON: each "
+    "deleted pod's timeline and race window, the bad pods.",
+    default_text="not written",
+)
+@option(
+    "--load/--no-load",
+    "load_on",
+    default=True,
+    help="Run the lab's own clients; --no-load leaves the traffic to the Jobs clients create.",
+)
+@option(
+    "--prometheus-config",
+    "prometheus_config",
+    type=OutputFile((".yml", ".yaml"), "a Prometheus configuration"),
+    help="Write a prometheus.yml that scrapes the lab's /metrics endpoints (every "
+    "--scrape-interval) once they serve.",
+    default_text="not written",
+)
+@option(
+    "--scrape-interval",
+    type=Duration(0, 300, low_open=True),
+    default=15.0,
+    help="The scrape interval of --prometheus-config.",
+    default_text="15s",
+)
+def serve_command(
+    name: str,
+    datapath: str,
+    kubeconfig: Path | None,
+    duration: float | None,
+    rollout_at: float | None,
+    fmt: str,
+    seed: int,
+    truth: Path | None,
+    load_on: bool,
+    prometheus_config: Path | None,
+    scrape_interval: float,
+) -> None:
+    """Serve a lab cluster as a Kubernetes API (for kubectl, scan and collect) until
+    Ctrl-C or --for; its objects follow the lab's real pods, endpoints and events. Its
+    exporters serve /metrics (ingress-nginx request counters per node, kube-state-metrics,
+    kube-proxy, node conntrack) for a Prometheus to scrape: diagnose --prometheus reads them."""
+    from svcdoctor.lab.scenarios import SCENARIOS
+    from svcdoctor.lab.serve import ServeInfo, serve
+    from svcdoctor.report.lab import serving_json, serving_lines
+
+    if rollout_at is not None and duration is not None and rollout_at >= duration:
+        raise click.BadParameter("must come before the end (--for)", param_hint="--rollout-at")
+    scenario = SCENARIOS[name]
+    chosen = choose_datapath(datapath)
+    path = _serve_kubeconfig(kubeconfig)
+
+    def announce(info: ServeInfo) -> None:
+        if fmt == "json":
+            click.echo(serving_json(info))
+        else:
+            click.echo("\n".join(serving_lines(name, info)))
+        if prometheus_config is not None:
+            from svcdoctor.lab.metrics import scrape_config
+
+            prometheus_config.write_text(scrape_config(info.metrics, scrape_interval))
+            if fmt != "json":
+                click.echo(f"prometheus config: {prometheus_config}")
+        sys.stdout.flush()
+
+    async def main(on: str) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await serve(
+            scenario, on, path, duration, rollout_at, seed, announce, truth, load_on=load_on
+        )
+
+    interrupted = "stopped; the lab's namespaces, rules and processes were removed"
+    try:
+        result = on_datapath(chosen, datapath, lambda on: asyncio.run(main(on)))
+    except KeyboardInterrupt:  # Ctrl-C: cleaned up; another Ctrl-C must not cut the exit
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        click.echo(interrupted, err=True)
+        sys.exit(0)
+    except asyncio.CancelledError:  # SIGTERM
+        click.echo(interrupted, err=True)
+        sys.exit(0)
+    if fmt == "text":
+        click.echo(
+            f"done after {result.seconds:.0f} s: {result.failed} of {result.requests} "
+            "requests failed" + (" (with a rollout)" if result.rolled_out else "")
+        )
