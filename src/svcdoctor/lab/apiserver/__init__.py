@@ -47,17 +47,13 @@ server's parts ``discovery``, ``watch``, ``logs``, ``writes``; ``server``.
 """
 
 from svcdoctor.lab.apiserver.admission import Admission, Handler, Propagation, Verb
-from svcdoctor.lab.apiserver.patching import (
-    PatchType,
-    json_patch,
-    merge_patch,
-    strategic_merge_patch,
-)
+from svcdoctor.lab.apiserver.patching import PatchType, json_patch, merge_patch
 from svcdoctor.lab.apiserver.rbac import Rule, rbac_rules
 from svcdoctor.lab.apiserver.resources import SERVED, WRITABLE
 from svcdoctor.lab.apiserver.server import ApiServer
 from svcdoctor.lab.apiserver.status import StatusError, invalid
 from svcdoctor.lab.apiserver.store import LogSource, ObjectStore
+from svcdoctor.model.patch import strategic_merge_patch  # the one strategic merge, with fix
 
 __all__ = [
     "SERVED",

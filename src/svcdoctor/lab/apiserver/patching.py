@@ -8,6 +8,8 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from svcdoctor.model.patch import strategic_merge_patch
+
 
 class PatchType(enum.StrEnum):
     """The patch formats the server applies (by Content-Type)."""
@@ -31,73 +33,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
             result.pop(key, None)
         else:
             result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-_MERGE_KEYS = {
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "volumes": "name",
-    "env": "name",
-    "imagePullSecrets": "name",
-    "ports": "containerPort",
-    "volumeMounts": "mountPath",
-    "ownerReferences": "uid",
-    "conditions": "type",
-}
-
-
-def strategic_merge_patch(target: Any, patch: Any) -> Any:
-    """``patch`` applied to ``target`` as a strategic merge patch: maps merged, the lists
-    Kubernetes merges by a key merged by it (``_MERGE_KEYS``), other lists replaced;
-    ``$patch: replace``/``delete`` honoured, other ``$`` directives ignored."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if not k.startswith("$")}
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if key.startswith("$"):
-            continue
-        if value is None or (isinstance(value, dict) and value.get("$patch") == "delete"):
-            result.pop(key, None)
-        elif isinstance(value, list) and key in _MERGE_KEYS and isinstance(result.get(key), list):
-            result[key] = _merge_list(result[key], value, _MERGE_KEYS[key])
-        elif isinstance(value, list):
-            result[key] = [v for v in copy.deepcopy(value) if not _is_directive(v)]
-        else:
-            result[key] = strategic_merge_patch(result.get(key), value)
-    return result
-
-
-def _is_directive(item: Any) -> bool:
-    return isinstance(item, dict) and "$patch" in item
-
-
-def _merge_list(target: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
-    if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
-        return [p for p in copy.deepcopy(patch) if not _is_directive(p)]
-    result = list(target)
-    for item in patch:
-        if not isinstance(item, dict) or merge_key not in item:
-            result.append(copy.deepcopy(item))
-            continue
-        at = next(
-            (
-                i
-                for i, old in enumerate(result)
-                if isinstance(old, dict) and old.get(merge_key) == item[merge_key]
-            ),
-            None,
-        )
-        if item.get("$patch") == "delete":
-            if at is not None:
-                del result[at]
-        elif at is None:
-            result.append(strategic_merge_patch({}, item))
-        else:
-            result[at] = strategic_merge_patch(result[at], item)
     return result
 
 
