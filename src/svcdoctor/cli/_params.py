@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,17 +14,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from svcdoctor.model import duration
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:  # click >= 8.2 types ParamType by its value and input
     ParamBase = click.ParamType[Any, Any]
 else:
     ParamBase = click.ParamType
-
-_DURATION = re.compile(
-    r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
-    r"(?:(\d+(?:\.\d+)?)ms)?$"
-)
 
 
 def _fmt(x: float) -> str:
@@ -114,16 +110,10 @@ class Duration(Number):
     def __init__(self, low: float | None = 0, high: float | None = None, **kw: Any) -> None:
         super().__init__(low, high, unit="s", **kw)
 
+    units: tuple[str, ...] = duration.CLI
+
     def parse(self, text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        match = _DURATION.match(text)
-        if not text or match is None or not any(match.groups()):
-            raise ValueError(text)
-        h, m, s, ms = (float(g) if g else 0.0 for g in match.groups())
-        return h * 3600 + m * 60 + s + ms / 1000
+        return duration.parse_duration(text, self.units)
 
     def what(self) -> str:
         return "a duration (seconds, or 90s, 2m, 1h, 500ms)"
