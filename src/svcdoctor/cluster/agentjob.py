@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
+from svcdoctor.cluster import agent
 from svcdoctor.cluster.reader import ClusterError
 from svcdoctor.errors import SvcdoctorError
 
@@ -120,8 +121,6 @@ def _without_grpc_check(args: Sequence[str]) -> list[str]:
 def check_args(spec: AgentSpec) -> None:
     """Run the agent's own argument check (``agent.parse_args``, pure) on the Job's and
     each node's arguments; ``AgentArgsError`` with the agent's one-line message."""
-    from svcdoctor.cluster import agent
-
     for args in (spec.args, *(a for _, a in spec.node_args)):
         try:
             agent.parse_args(_without_grpc_check(args), environ={"HOSTNAME": spec.name})

@@ -25,7 +25,7 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.config.models import User, UserExec
 from lightkube.core.exceptions import ConfigError
 
-from svcdoctor.cluster.config import Target
+from svcdoctor.cluster.config import Target, resolve
 from svcdoctor.cluster.reader import ClusterError, Forbidden, NotServed, WatchEvent
 from svcdoctor.cluster.resources import RESOURCES, Resource
 
@@ -490,6 +490,23 @@ class ApiReader:
             response.close()
 
 
+def connect(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    timeout: float | None = 10.0,
+) -> ApiReader:
+    """A reader of the cluster that kubectl would talk to with the same flags.
+
+    ``all_namespaces`` is the command's business (it passes ``namespace=None`` to the
+    reader's calls); it is accepted here so that the CLI's option dict can be passed whole.
+    """
+    if all_namespaces and namespace:
+        raise ClusterError("-n/--namespace and -A/--all-namespaces exclude each other")
+    return ApiReader(resolve(kubeconfig, context, namespace), timeout or 10.0)
+
+
 def connect_active(
     kubeconfig: str | None = None,
     context: str | None = None,
@@ -497,12 +514,10 @@ def connect_active(
     all_namespaces: bool = False,
     timeout: float | None = 10.0,
 ) -> ApiReader:
-    """``svcdoctor.cluster.connect`` for the active commands: the reader with its writes."""
-    from svcdoctor.cluster.config import resolve
-
+    """:func:`connect` for the active commands, which work in one namespace."""
     if all_namespaces:
         raise ClusterError("the active commands work in one namespace: drop -A")
-    return ApiReader(resolve(kubeconfig, context, namespace), timeout or 10.0)
+    return connect(kubeconfig, context, namespace, timeout=timeout)
 
 
 class CredentialPlugin(httpx.Auth):
