@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from svcdoctor.diagnose.backend import outlier
+from svcdoctor.diagnose.backend import outlier, suspect_of
 from svcdoctor.diagnose.context import Settings
 from svcdoctor.diagnose.metrics_history import (
     CONNTRACK,
@@ -51,7 +51,6 @@ from svcdoctor.model.diagnosis import (
     OutcomeCount,
     ReuseDetails,
     Summary,
-    Suspect,
     Timeline,
     TimelineEvent,
 )
@@ -138,24 +137,7 @@ def assess_backend(h: History, dels: Floats, s: Settings) -> Assessment:
         found = outlier(n, k, total_n, total_k, len(rows), s)
         if found is None:
             continue
-        low, high = proportion_ci(k, n)
-        suspects.append(
-            Suspect(
-                backend=pod,
-                pod=pod,
-                ip="",
-                node=None,
-                requests=n,
-                failures=k,
-                failure_rate=round(k / n, 5),
-                failure_rate_ci95=(round(low, 5), round(high, 5)),
-                others_failure_rate=found.others_failure_rate,
-                rate_ratio_ci95=found.rate_ratio_ci95,
-                p_value=found.p_value,
-                ready=None,
-                readiness_probe=None,
-            )
-        )
+        suspects.append(suspect_of(found, pod, n, k, pod))
     explained = sum(x.failures for x in suspects) / total_k
     evidence, fixes = [], []
     if suspects:
