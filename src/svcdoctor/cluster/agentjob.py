@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import yaml
 
 from svcdoctor.cluster import agent
-from svcdoctor.cluster.reader import ClusterError
+from svcdoctor.cluster.reader import ClusterError, ClusterReader
 from svcdoctor.errors import SvcdoctorError
 
 if TYPE_CHECKING:
@@ -300,8 +300,9 @@ def to_yaml(objects: Sequence[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- I/O
 
 
-class Writer(Protocol):
-    """What ``deployed`` and ``cleanup`` need of ``ApiReader``."""
+class Writer(ClusterReader, Protocol):
+    """What ``deployed`` and ``cleanup`` need of ``ApiReader``: a reader that creates and
+    deletes."""
 
     def create(
         self, resource_name: str, namespace: str, obj: dict[str, Any], dry_run: bool = False
@@ -310,14 +311,6 @@ class Writer(Protocol):
     def delete_collection(
         self, resource_name: str, namespace: str, labels: str, propagation: str = "Background"
     ) -> None: ...
-
-    def list(
-        self,
-        resource: str,
-        namespace: str | None = None,
-        labels: str | None = None,
-        fields: str | None = None,
-    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)

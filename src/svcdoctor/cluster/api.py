@@ -507,17 +507,11 @@ def connect(
     return ApiReader(resolve(kubeconfig, context, namespace), timeout or 10.0)
 
 
-def connect_active(
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    namespace: str | None = None,
-    all_namespaces: bool = False,
-    timeout: float | None = 10.0,
-) -> ApiReader:
-    """:func:`connect` for the active commands, which work in one namespace."""
-    if all_namespaces:
+def connect_active(**options: Any) -> ApiReader:
+    """:func:`connect` (same options) for the active commands, which work in one namespace."""
+    if options.get("all_namespaces"):
         raise ClusterError("the active commands work in one namespace: drop -A")
-    return connect(kubeconfig, context, namespace, timeout=timeout)
+    return connect(**options)
 
 
 class CredentialPlugin(httpx.Auth):
