@@ -100,6 +100,24 @@ def test_any_text_is_a_duration_or_refused(text: str) -> None:
     assert not message or message.startswith(f"{text.strip()!r} is not a duration: give")
 
 
+@pytest.mark.parametrize("seconds", [-1.0, math.nan, math.inf])
+def test_only_finite_non_negative_seconds_are_written(seconds: float) -> None:
+    with pytest.raises(ValueError, match="is not a duration"):
+        format_duration(seconds)
+
+
+def test_written_forms() -> None:
+    assert [format_duration(s) for s in (0, 0.5, 45, 90, 3723.5, 3600)] == [
+        "0s",
+        "500ms",
+        "45s",
+        "1m30s",
+        "1h2m3.5s",
+        "1h",
+    ]
+    assert [promql_duration(s) for s in (300, 1_209_600, 0.25)] == ["300s", "1209600s", "250ms"]
+
+
 def test_go_reads_parts_in_any_order_and_numbers_as_nanoseconds() -> None:
     assert go_duration("30s1m") == 90
     assert go_duration("1s1s") == 2

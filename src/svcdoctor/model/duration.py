@@ -96,19 +96,19 @@ def go_duration(value: object) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """``seconds`` written largest unit first, as Go and kubectl write them (``1h2m3.5s``,
-    ``1m30s``, ``45s``, ``500ms``, ``0s``); :func:`parse_duration` reads it back."""
-    if not math.isfinite(seconds):
-        raise ValueError(f"{seconds!r} is not a finite number of seconds")
-    sign, rest = ("-" if seconds < 0 else ""), abs(seconds)
-    if rest == 0:
+    """``seconds`` (finite, ≥ 0) written largest unit first, as Go and kubectl write them
+    (``1h2m3.5s``, ``1m30s``, ``45s``, ``500ms``, ``0s``); :func:`parse_duration` reads it
+    back."""
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{seconds!r} is not a duration: give finite seconds, 0 or more")
+    if seconds == 0:
         return "0s"
-    if rest < 1:
-        return f"{sign}{_number(rest * 1000)}ms"
-    hours, rest = divmod(rest, 3600)
+    if seconds < 1:
+        return f"{_number(seconds * 1000)}ms"
+    hours, rest = divmod(seconds, 3600)
     minutes, rest = divmod(rest, 60)
     parts = [(hours, "h"), (minutes, "m"), (rest, "s")]
-    return sign + "".join(f"{_number(n)}{u}" for n, u in parts if n)
+    return "".join(f"{_number(n)}{u}" for n, u in parts if n)
 
 
 def promql_duration(seconds: float) -> str:
