@@ -27,11 +27,8 @@ UNIT_SECONDS: Final[dict[str, float]] = {
     "µs": 1e-6,
     "ns": 1e-9,
 }
-_RANK: Final = {unit: rank for rank, unit in enumerate(("y", "w", "d", "h", "m", "s", "ms"))} | {
-    "us": 7,
-    "µs": 7,
-    "ns": 8,
-}
+_ORDER: Final = ("y", "w", "d", "h", "m", "s", "ms", "us", "ns")  # largest first
+_RANK: Final = {unit: rank for rank, unit in enumerate(_ORDER)} | {"µs": _ORDER.index("us")}
 
 CLI: Final = ("h", "m", "s", "ms")  # the command line's durations, in kubectl's style
 SPAN: Final = ("w", "d", "h", "m", "s")  # a range to look back (diagnose --since)
