@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from svcdoctor.cluster import ClusterError, Forbidden, connect
+from svcdoctor.cluster import ClusterError, Forbidden
 from svcdoctor.cluster import api as api_module
+from svcdoctor.cluster.api import connect
 from tests.cluster.conftest import Served, serve
 
 

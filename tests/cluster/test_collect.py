@@ -598,7 +598,7 @@ def test_ctrl_c_ends_the_watch_and_the_bundle_is_complete(fake: FakeReader, tmp_
 
 @pytest.fixture
 def connected(fake: FakeReader, monkeypatch: pytest.MonkeyPatch) -> FakeReader:
-    monkeypatch.setattr("svcdoctor.cluster.connect", lambda **_: fake)
+    monkeypatch.setattr("svcdoctor.cluster.api.connect", lambda **_: fake)
     return fake
 
 
@@ -641,7 +641,7 @@ def test_cli_refuses_a_foreign_out_before_connecting(
     def unreachable(**_: Any) -> None:
         raise AssertionError("connected")
 
-    monkeypatch.setattr("svcdoctor.cluster.connect", unreachable)
+    monkeypatch.setattr("svcdoctor.cluster.api.connect", unreachable)
     (tmp_path / "mine.txt").write_text("")
     done = CliRunner().invoke(cli, ["collect", "api", "--out", str(tmp_path)])
     assert done.exit_code == 2
@@ -653,7 +653,7 @@ def test_cli_cluster_error_is_one_line(tmp_path: Path, monkeypatch: pytest.Monke
     def unreachable(**_: Any) -> None:
         raise ClusterError("cannot reach https://127.0.0.1:1: connection refused")
 
-    monkeypatch.setattr("svcdoctor.cluster.connect", unreachable)
+    monkeypatch.setattr("svcdoctor.cluster.api.connect", unreachable)
     done = CliRunner().invoke(cli, ["collect", "api", "--out", str(tmp_path / "b")])
     assert done.exit_code == 2
     assert done.output == "svcdoctor: error: cannot reach https://127.0.0.1:1: connection refused\n"

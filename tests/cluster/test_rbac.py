@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from svcdoctor.cluster import RBAC_FILE, RESOURCES, connect
+from svcdoctor.cluster import RBAC_FILE, RESOURCES
+from svcdoctor.cluster.api import connect
 from svcdoctor.cluster.collect import Request, collect
 from svcdoctor.cluster.snapshot import read_snapshot
 from tests.cluster.conftest import Served, serve

@@ -392,7 +392,7 @@ def test_sarif_names_live_objects_by_logical_location(
 @pytest.fixture
 def connected(monkeypatch: pytest.MonkeyPatch) -> Reader:
     reader = Reader([*items("SVD108.bad.json"), *items("SVD107.bad.json")[-1:]])
-    monkeypatch.setattr("svcdoctor.cluster.connect", lambda **_: reader)
+    monkeypatch.setattr("svcdoctor.cluster.api.connect", lambda **_: reader)
     return reader
 
 
@@ -439,7 +439,7 @@ def test_cli_cluster_error_is_one_line_exit_2(monkeypatch: pytest.MonkeyPatch) -
     def unreachable(**_: Any) -> Reader:
         raise ClusterError("cannot reach https://127.0.0.1:1: connection refused")
 
-    monkeypatch.setattr("svcdoctor.cluster.connect", unreachable)
+    monkeypatch.setattr("svcdoctor.cluster.api.connect", unreachable)
     result = CliRunner().invoke(cli, ["scan"])
     assert result.exit_code == 2
     assert (

@@ -14,14 +14,7 @@ import pytest
 from rich.console import Console
 
 from svcdoctor.diagnose import Settings
-from svcdoctor.diagnose.metrics import (
-    NoRequestSeries,
-    _bin_span,
-    _union_sums,
-    analyse,
-    diagnose_prometheus,
-    near_masks,
-)
+from svcdoctor.diagnose.metrics import NoRequestSeries, analyse, diagnose_prometheus
 from svcdoctor.diagnose.metrics_history import (
     Conntrack,
     Counts,
@@ -33,6 +26,7 @@ from svcdoctor.diagnose.metrics_history import (
     choose_step,
     counted,
 )
+from svcdoctor.diagnose.metrics_race import _bin_span, _union_sums, near_masks
 from svcdoctor.model import Cause, Diagnosis, Verdict
 from svcdoctor.model.diagnosis import BackendDetails, InfraDetails, RaceDetails, ReuseDetails
 from svcdoctor.report.diagnosis import diagnosis_to_dict, render_json, render_text

@@ -436,7 +436,7 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 def _agrees_with_svcdoctor(served: Served) -> None:
     """kubectl's version, api-resources and objects are what svcdoctor's reader sees."""
-    from svcdoctor.cluster import connect
+    from svcdoctor.cluster.api import connect
 
     reader = connect(kubeconfig=str(served.kubeconfig))
     version = json.loads(served.kubectl("version", "-o", "json"))["serverVersion"]

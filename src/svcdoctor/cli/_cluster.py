@@ -40,7 +40,7 @@ def duration_option(*names: str, **kwargs: Any) -> Callable[[F], F]:
 def cluster_options(all_namespaces: bool = True) -> Callable[[F], F]:
     """``--kubeconfig``, ``--context``, ``-n/--namespace``, ``-A/--all-namespaces`` and
     ``--request-timeout``; the command receives them as ``cluster`` (a dict for
-    ``svcdoctor.cluster.connect``)."""
+    ``svcdoctor.cluster.api.connect``)."""
 
     def decorate(command: F) -> F:
         @functools.wraps(command)

@@ -6,26 +6,16 @@ refused with one line and exit 2 before any work starts."""
 from __future__ import annotations
 
 import math
-import os
-import re
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
+from svcdoctor.cli._paths import OutputDir, OutputFile, ParamBase
+from svcdoctor.model import duration
+from svcdoctor.model.dist import DistError, parse_dist
+
 F = TypeVar("F", bound=Callable[..., Any])
-
-if TYPE_CHECKING:  # click >= 8.2 types ParamType by its value and input
-    ParamBase = click.ParamType[Any, Any]
-else:
-    ParamBase = click.ParamType
-
-_DURATION = re.compile(
-    r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?"
-    r"(?:(\d+(?:\.\d+)?)ms)?$"
-)
 
 
 def _fmt(x: float) -> str:
@@ -110,20 +100,13 @@ class Duration(Number):
     """Seconds: ``90``, ``2.5``, ``90s``, ``2m``, ``1h30m``, ``500ms`` (kubectl's style)."""
 
     name = "duration"
+    units: tuple[str, ...] = duration.CLI  # the units taken (a subclass takes others)
 
     def __init__(self, low: float | None = 0, high: float | None = None, **kw: Any) -> None:
         super().__init__(low, high, unit="s", **kw)
 
     def parse(self, text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        match = _DURATION.match(text)
-        if not text or match is None or not any(match.groups()):
-            raise ValueError(text)
-        h, m, s, ms = (float(g) if g else 0.0 for g in match.groups())
-        return h * 3600 + m * 60 + s + ms / 1000
+        return duration.parse_duration(text, self.units)
 
     def what(self) -> str:
         return "a duration (seconds, or 90s, 2m, 1h, 500ms)"
@@ -141,9 +124,7 @@ class Share(Number):
         super().__init__(low, high, **kw)
 
     def parse(self, text: str) -> float:
-        if text.endswith("%"):
-            return float(text[:-1]) / 100
-        return float(text)
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
 
     def what(self) -> str:
         return "a share (0.25 or 25%)"
@@ -197,8 +178,6 @@ class Distribution(ParamBase):
         self.what = what
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from svcdoctor.model import DistError, parse_dist
-
         if not isinstance(value, str):
             return value
         text = value
@@ -224,91 +203,6 @@ class Distribution(ParamBase):
 
     def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str | None:
         return "DIST"
-
-
-def _writable_dir(folder: Path) -> str | None:
-    """Why files cannot be created in ``folder`` (None: they can), found by creating (and
-    removing) one: permission bits do not tell root, /proc or a read-only mount."""
-    if not folder.exists():
-        return f"directory {folder} does not exist"
-    if not folder.is_dir():
-        return f"{folder} is not a directory"
-    try:
-        fd, name = tempfile.mkstemp(prefix=".svcdoctor-write-test-", dir=folder)
-    except OSError as exc:
-        return f"cannot create files in {folder} ({exc.strerror or exc})"
-    os.close(fd)
-    os.unlink(name)
-    return None
-
-
-class OutputFile(ParamBase):
-    """A file the command will write: its directory must exist and be writable, it must not
-    be a directory, and its extension must be one of ``suffixes`` (when given). Checked when
-    the options are parsed, before any work."""
-
-    name = "file"
-
-    def __init__(self, suffixes: Sequence[str] = (), what: str = "") -> None:
-        self.suffixes = tuple(s.lower() for s in suffixes)
-        self.what = what
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        path = _given_path(self, value, param, ctx)
-        if self.suffixes and path.suffix.lower() not in self.suffixes:
-            kinds = " or ".join(dict.fromkeys(s.lstrip(".").upper() for s in self.suffixes))
-            self.fail(
-                f"{str(value)!r}: {self.what or 'the file'} is written as {kinds}: give a "
-                f"name ending in {' or '.join(self.suffixes)}",
-                param,
-                ctx,
-            )
-        if path.is_dir():
-            self.fail(f"{str(value)!r} is a directory; give a file name", param, ctx)
-        problem = _writable_dir(path.parent if str(path.parent) else Path("."))
-        if problem is None and path.exists():
-            try:
-                with path.open("ab"):
-                    pass
-            except OSError as exc:
-                problem = exc.strerror or str(exc)
-        if problem:
-            self.fail(f"cannot write {str(value)!r}: {problem}", param, ctx)
-        return path
-
-    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str | None:
-        return "FILE"
-
-
-def _given_path(
-    ptype: ParamBase, value: Any, param: click.Parameter | None, ctx: click.Context | None
-) -> Path:
-    """The path the user gave (an empty one is an error)."""
-    if isinstance(value, Path):
-        return value
-    if not str(value).strip():
-        ptype.fail("an empty path", param, ctx)
-    return Path(str(value))
-
-
-class OutputDir(ParamBase):
-    """A directory the command will create or fill: it must be a directory if it exists,
-    and it (or the nearest existing parent) must be writable. Checked before any work."""
-
-    name = "directory"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        path = _given_path(self, value, param, ctx)
-        if path.exists() and not path.is_dir():
-            self.fail(f"{str(value)!r} exists and is not a directory", param, ctx)
-        existing = next((d for d in (path, *path.absolute().parents) if d.exists()), Path("/"))
-        problem = _writable_dir(existing)
-        if problem:
-            self.fail(f"cannot write {str(value)!r}: {problem}", param, ctx)
-        return path
-
-    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str | None:
-        return "DIR"
 
 
 class Option(click.Option):
@@ -395,6 +289,7 @@ __all__ = [
     "Option",
     "OutputDir",
     "OutputFile",
+    "ParamBase",
     "Share",
     "config_value",
     "option",

@@ -76,7 +76,8 @@ def collect(
     complete). Read-only. Exit codes: 0 written, 2 on a cluster or --out problem.
     """
     with extras_needed("collect", "live", "diagnose"):
-        from svcdoctor.cluster import ClusterError, connect
+        from svcdoctor.cluster import ClusterError
+        from svcdoctor.cluster.api import connect
         from svcdoctor.cluster.collect import BundleError, Request, check_out
         from svcdoctor.cluster.collect import collect as run
     try:

@@ -28,6 +28,7 @@ from svcdoctor.cli._prometheus import (
     service_ref,
 )
 from svcdoctor.cli._report import html_option, plot_option, write_page, write_plot
+from svcdoctor.model.duration import SPAN as SPAN_UNITS
 
 if TYPE_CHECKING:
     from svcdoctor.checks import Settings as CheckSettings
@@ -76,28 +77,11 @@ def _tz(value: str | None) -> str | None:
     return "+00:00" if not m.group(1) else f"{m.group(1)}{m.group(2)}:{m.group(3)}"
 
 
-# --since: a duration in weeks, days, hours, minutes, seconds (7d, 36h, 1d12h, 90m, 2w)
-_SPAN = re.compile(
-    r"(?:(\d+(?:\.\d+)?)w)?(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?"
-    r"(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?"
-)
-
-
 class Span(Duration):
     """A range to look back: ``7d``, ``36h``, ``1d12h``, ``90m``, ``2w`` or seconds."""
 
     name = "span"
-
-    def parse(self, text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        match = _SPAN.fullmatch(text)
-        if not text or match is None or not any(match.groups()):
-            raise ValueError(text)
-        w, d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
-        return w * 604_800 + d * 86_400 + h * 3600 + m * 60 + s
+    units = SPAN_UNITS
 
     def what(self) -> str:
         return "a span (seconds, or 90m, 36h, 7d, 2w)"

@@ -72,7 +72,7 @@ def scan(
     as lint's; 2 when the cluster cannot be read.
     """
     # imported here: reading timestamps pulls in the evidence readers (polars)
-    from svcdoctor.cluster import connect
+    from svcdoctor.cluster.api import connect
     from svcdoctor.cluster.scan import scan_snapshot
     from svcdoctor.cluster.snapshot import read_snapshot, watch_deleted_pods, with_deleted_pods
 

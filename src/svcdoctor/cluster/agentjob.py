@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from svcdoctor.cluster.reader import ClusterError
+from svcdoctor.cluster import agent
+from svcdoctor.cluster.reader import ClusterError, ClusterReader
 from svcdoctor.errors import SvcdoctorError
 
 if TYPE_CHECKING:
@@ -120,8 +121,6 @@ def _without_grpc_check(args: Sequence[str]) -> list[str]:
 def check_args(spec: AgentSpec) -> None:
     """Run the agent's own argument check (``agent.parse_args``, pure) on the Job's and
     each node's arguments; ``AgentArgsError`` with the agent's one-line message."""
-    from svcdoctor.cluster import agent
-
     for args in (spec.args, *(a for _, a in spec.node_args)):
         try:
             agent.parse_args(_without_grpc_check(args), environ={"HOSTNAME": spec.name})
@@ -301,8 +300,9 @@ def to_yaml(objects: Sequence[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- I/O
 
 
-class Writer(Protocol):
-    """What ``deployed`` and ``cleanup`` need of ``ApiReader``."""
+class Writer(ClusterReader, Protocol):
+    """What ``deployed`` and ``cleanup`` need of ``ApiReader``: a reader that creates and
+    deletes."""
 
     def create(
         self, resource_name: str, namespace: str, obj: dict[str, Any], dry_run: bool = False
@@ -311,14 +311,6 @@ class Writer(Protocol):
     def delete_collection(
         self, resource_name: str, namespace: str, labels: str, propagation: str = "Background"
     ) -> None: ...
-
-    def list(
-        self,
-        resource: str,
-        namespace: str | None = None,
-        labels: str | None = None,
-        fields: str | None = None,
-    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)

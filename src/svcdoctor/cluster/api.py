@@ -25,7 +25,7 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.config.models import User, UserExec
 from lightkube.core.exceptions import ConfigError
 
-from svcdoctor.cluster.config import Target
+from svcdoctor.cluster.config import Target, resolve
 from svcdoctor.cluster.reader import ClusterError, Forbidden, NotServed, WatchEvent
 from svcdoctor.cluster.resources import RESOURCES, Resource
 
@@ -490,19 +490,28 @@ class ApiReader:
             response.close()
 
 
-def connect_active(
+def connect(
     kubeconfig: str | None = None,
     context: str | None = None,
     namespace: str | None = None,
     all_namespaces: bool = False,
     timeout: float | None = 10.0,
 ) -> ApiReader:
-    """``svcdoctor.cluster.connect`` for the active commands: the reader with its writes."""
-    from svcdoctor.cluster.config import resolve
+    """A reader of the cluster that kubectl would talk to with the same flags.
 
-    if all_namespaces:
-        raise ClusterError("the active commands work in one namespace: drop -A")
+    ``all_namespaces`` is the command's business (it passes ``namespace=None`` to the
+    reader's calls); it is accepted here so that the CLI's option dict can be passed whole.
+    """
+    if all_namespaces and namespace:
+        raise ClusterError("-n/--namespace and -A/--all-namespaces exclude each other")
     return ApiReader(resolve(kubeconfig, context, namespace), timeout or 10.0)
+
+
+def connect_active(**options: Any) -> ApiReader:
+    """:func:`connect` (same options) for the active commands, which work in one namespace."""
+    if options.get("all_namespaces"):
+        raise ClusterError("the active commands work in one namespace: drop -A")
+    return connect(**options)
 
 
 class CredentialPlugin(httpx.Auth):

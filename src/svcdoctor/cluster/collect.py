@@ -421,13 +421,13 @@ def collect(
     else:
         slices = ("endpoints", None, f"metadata.name={name}")
         run.note("discovery.k8s.io/v1 is not served: core Endpoints read instead (endpoints.json)")
-    labels = label_selector(service)
     streams = {"slices": Stream(), "pods": Stream()}
-    _snapshot(run, streams, slices, labels, initial=True)
+    targets = _Targets(slices, label_selector(service), streams)
+    _snapshot(run, targets, initial=True)
     if request.watch:
-        context["watch_seconds"] = _watch(run, streams, slices, labels, request.watch)
+        context["watch_seconds"] = _watch(run, targets, request.watch)
         # in case a watch failed; what the watch saw is kept when the server is gone
-        _optional(run, "listing again after the watch", _snapshot, streams, slices, labels, False)
+        _optional(run, "listing again after the watch", _snapshot, targets, False)
     slice_records, slice_objects = streams["slices"].close()
     pod_records, pod_objects = streams["pods"].close()
     slice_file = "endpointslices.json" if slices[0] == "endpointslices" else "endpoints.json"
@@ -467,18 +467,26 @@ def _optional(run: _Run, what: str, step: Callable[..., None], *args: Any) -> No
         run.note(f"{what} failed: {exc}")
 
 
-def _snapshot(
-    run: _Run,
-    streams: dict[str, Stream],
-    slices: tuple[str, str | None, str | None],
-    labels: str,
-    initial: bool,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class _Targets:
+    """What a collect lists and watches: the Service's slices (resource, label and field
+    selector), its pods by ``labels`` (none: the pods the slices name), and the streams."""
+
+    slices: tuple[str, str | None, str | None]
+    labels: str
+    streams: dict[str, Stream]
+
+
+def _snapshot(run: _Run, targets: _Targets, initial: bool) -> None:
     """List the Service's slices and pods into the streams (unchanged objects are not
     recorded twice; after a watch, changed ones are changes seen now). A Service without a
     selector has the pods its endpoints name."""
     ns, now = run.request.namespace, time.time()
-    resource, by_label, by_field = slices
+    (resource, by_label, by_field), labels, streams = (
+        targets.slices,
+        targets.labels,
+        targets.streams,
+    )
     for obj in run.reader.list(resource, ns, labels=by_label, fields=by_field):
         streams["slices"].add(WatchEvent("ADDED", obj, now), initial)
     if labels:
@@ -509,21 +517,15 @@ def _target_refs(objects: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
                     yield address.get("targetRef") or {}
 
 
-def _watch(
-    run: _Run,
-    streams: dict[str, Stream],
-    slices: tuple[str, str | None, str | None],
-    labels: str,
-    seconds: float,
-) -> float:
+def _watch(run: _Run, targets: _Targets, seconds: float) -> float:
     """Record every change of the slices and pods for ``seconds`` (two threads, one per
     watch); Ctrl-C ends it early. Returns how long it watched."""
     ns = run.request.namespace
     until = time.time() + seconds
-    resource, by_label, by_field = slices
-    jobs = [(resource, by_label, by_field, streams["slices"])]
-    if labels:
-        jobs.append(("pods", labels, None, streams["pods"]))
+    resource, by_label, by_field = targets.slices
+    jobs = [(resource, by_label, by_field, targets.streams["slices"])]
+    if targets.labels:
+        jobs.append(("pods", targets.labels, None, targets.streams["pods"]))
     else:
         run.note("the Service has no selector: its pods are listed, not watched")
 

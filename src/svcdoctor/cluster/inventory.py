@@ -36,13 +36,12 @@ from svcdoctor.model import (
     ServiceEndpoints,
     live_location,
 )
+from svcdoctor.model.duration import go_duration
 from svcdoctor.model.live import DEFAULT_MIN_SYNC_SECONDS, DEFAULT_SYNC_SECONDS
 
 _TOP_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
 _BATCH_OWNERS = frozenset({"Job", "CronJob"})
 _CONTAINER_PATH = re.compile(r"spec\.(?:initContainers|containers|ephemeralContainers)\{(.+)\}")
-_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -375,19 +374,6 @@ def _service_endpoints(snapshot: Snapshot) -> tuple[ServiceEndpoints, ...]:
         ServiceEndpoints(ObjectRef("Service", ns, name), tuple(eps.values()), source)
         for (ns, name), eps in sorted(by_service.items())
     )
-
-
-def go_duration(value: Any) -> float:
-    """Seconds of a Go duration (``1s``, ``500ms``, ``1m0s``); ``ValueError`` otherwise."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value) / 1e9  # a bare number is nanoseconds in Go's encoding
-    text = str(value).strip()
-    if text in ("0", ""):
-        return 0.0
-    parts = _GO_DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"{value!r} is not a duration")
-    return sum(float(n) * _GO_UNITS[u] for n, u in parts)
 
 
 def proxy_config(text: str, context: str) -> ProxyConfig:

@@ -48,6 +48,7 @@ from svcdoctor.cluster.api import ApiReader
 from svcdoctor.cluster.collect import (
     BUNDLE_NAMES,
     MARKER,
+    SEEN,
     SERVICE_NAME_LABEL,
     Request,
     Stream,
@@ -59,7 +60,9 @@ from svcdoctor.cluster.collect import (
     write_atomic,
 )
 from svcdoctor.cluster.reader import ClusterError, WatchEvent
+from svcdoctor.diagnose import Settings, diagnose
 from svcdoctor.errors import SvcdoctorError
+from svcdoctor.evidence.reader import read_evidence
 from svcdoctor.evidence.times import rfc3339
 from svcdoctor.model import REQUEST_COLUMNS, Assessment, Cause, Diagnosis, RaceDetails
 
@@ -354,8 +357,6 @@ def pod_delays(
 
 
 def record_seen(obj: Mapping[str, Any]) -> float | None:
-    from svcdoctor.cluster.collect import SEEN
-
     notes = (obj.get("metadata") or {}).get("annotations") or {}
     return rfc3339(notes.get(SEEN))
 
@@ -703,8 +704,6 @@ class _Evidence:
         return out
 
     def _manifest(self, context: dict[str, Any], notes: Sequence[str]) -> None:
-        from svcdoctor.evidence.reader import read_evidence
-
         out = self.plan.out
         names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name in self.written)
         all_notes = list(notes)
@@ -728,9 +727,6 @@ class _Evidence:
 
 
 def _diagnose(bundle: Path) -> tuple[Diagnosis | None, str | None]:
-    from svcdoctor.diagnose import Settings, diagnose
-    from svcdoctor.evidence.reader import read_evidence
-
     try:
         found = read_evidence([str(bundle)])
     except SvcdoctorError as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -192,21 +192,33 @@ def _suspect(
     if found is None:
         return None
     pod = ctx.pod_of(backend)
-    rate_low, rate_high = proportion_ci(k, n)
-    return Suspect(
-        backend=backend,
-        pod=pod.name if pod else None,
+    return replace(
+        suspect_of(found, backend, n, k, pod.name if pod else None),
         ip=(pod.ip if pod and pod.ip else backend.rsplit(":", 1)[0]),
         node=pod.node if pod else None,
+        ready=_was_ready(ctx, pod, backend),
+        readiness_probe=_readiness_of(ctx.evidence.inventory, pod),
+    )
+
+
+def suspect_of(found: Outlier, backend: str, n: int, k: int, pod: str | None) -> Suspect:
+    """The backend :func:`outlier` singled out, with its ``k`` failures of ``n`` requests
+    (the rate's 95 % interval) and the test's numbers; where it runs is the caller's."""
+    low, high = proportion_ci(k, n)
+    return Suspect(
+        backend=backend,
+        pod=pod,
+        ip="",
+        node=None,
         requests=n,
         failures=k,
         failure_rate=round(k / n, 5),
-        failure_rate_ci95=(round(rate_low, 5), round(rate_high, 5)),
+        failure_rate_ci95=(round(low, 5), round(high, 5)),
         others_failure_rate=found.others_failure_rate,
         rate_ratio_ci95=found.rate_ratio_ci95,
         p_value=found.p_value,
-        ready=_was_ready(ctx, pod, backend),
-        readiness_probe=_readiness_of(ctx.evidence.inventory, pod),
+        ready=None,
+        readiness_probe=None,
     )
 
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from svcdoctor.diagnose.stats import Floats
 from svcdoctor.errors import SvcdoctorError
+from svcdoctor.model.duration import promql_duration
 from svcdoctor.model.series import Series
 
 STEPS = (15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
@@ -69,13 +70,6 @@ class Agg(StrEnum):
     COUNT = "count"
 
 
-def _dur(seconds: float) -> str:
-    """A PromQL duration: whole seconds, else milliseconds (``%g`` turns 1,209,600 s into
-    an exponent PromQL does not read)."""
-    ms = round(seconds * 1000)
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
-
-
 @dataclass(frozen=True, slots=True)
 class Selector:
     """A series selector: a metric name and label matchers (PromQL text each)."""
@@ -110,7 +104,7 @@ class Query:
         if self.fn is Fn.GROWTH:
             return counted(text, self.window)
         if self.fn in (Fn.SEEN, Fn.MAX):
-            return f"{self.fn.value}({text}[{_dur(self.window)}])"
+            return f"{self.fn.value}({text}[{promql_duration(self.window)}])"
         if self.fn is Fn.STAMP:
             return f"timestamp({text})"
         return text
@@ -299,7 +293,7 @@ def choose_step(start: float, end: float) -> float:
 
 def counted(selector: str, step: float) -> str:
     """Per-step growth of the counters ``selector`` selects (exact, see the module doc)."""
-    s = _dur(step)
+    s = promql_duration(step)
     return f"((({selector}) - ({selector} offset {s})) >= 0 or ({selector}))"
 
 

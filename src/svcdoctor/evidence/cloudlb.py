@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from svcdoctor.evidence.requests import conform
+from svcdoctor.evidence.requests import conform, epoch_micros, text_seconds
 
 # One ALB access log entry, fields in documented order. Fields were appended over the years
 # (trace_id 2017; domain/cert, rule, request_creation_time, actions, redirect 2018;
@@ -53,15 +53,6 @@ ALB_LINE: str = (
     r'"(?P<actions_executed>[^"]*)" "(?P<redirect_url>[^"]*)"'
     r'(?: "(?P<error_reason>[^"]*)"(?: .*)?)?)?)?)?\s*$'
 )
-
-
-def _micros(text: pl.Expr) -> pl.Expr:
-    """RFC 3339 / ISO 8601 text → Unix microseconds (null when it does not parse)."""
-    return text.str.to_datetime(time_unit="us", time_zone="UTC", strict=False).dt.epoch("us")
-
-
-def _seconds(text: pl.Expr) -> pl.Expr:
-    return _micros(text).cast(pl.Float64) / 1e6
 
 
 def _alb_outcome() -> pl.Expr:
@@ -140,8 +131,8 @@ def alb_access(lines: list[str], source: str) -> tuple[pl.DataFrame, int]:
             *(pl.col(src).cast(pl.Float64, strict=False).alias(dst) for dst, src in times.items()),
             pl.col("elb_status_code").cast(pl.Int64, strict=False).alias("status"),
             pl.col("target_status_code").cast(pl.Int64, strict=False).alias("target_status"),
-            _micros(pl.col("time")).alias("end"),
-            _micros(pl.col("request_creation_time")).alias("start"),
+            epoch_micros(pl.col("time")).alias("end"),
+            epoch_micros(pl.col("request_creation_time")).alias("start"),
         )
         .with_columns(
             (pl.col("rpt") + pl.col("tpt") + pl.col("rspt")).alias("total"),
@@ -300,7 +291,7 @@ def gcp_requests(records: list[dict[str, Any]], source: str) -> pl.DataFrame:
     rows = (
         frame.with_columns(
             # timestamp: when the first-layer GFE received the request, i.e. its start
-            _seconds(pl.col("timestamp")).alias("ts"),
+            text_seconds(pl.col("timestamp")).alias("ts"),
             pl.col("status").cast(pl.Int64, strict=False),
             (pl.col("latency").str.strip_suffix("s").cast(pl.Float64, strict=False) * 1000).alias(
                 "latency_ms"

@@ -216,40 +216,25 @@ def _merge(old: PodInfo | None, new: PodInfo) -> PodInfo:
 
 
 def _pod_events(pod: PodInfo, source: str) -> Iterator[LifecycleEvent]:
+    """The pod's moments in its object (whole seconds): deletion, creation, container exits
+    as ``(ts, kind, reason, message, exit code)``."""
+    moments: list[tuple[float, EventKind, str, str, int | None]] = []
     if pod.deleted_at is not None and pod.grace_seconds is not None:
         # deletionTimestamp is the moment the grace period ends: deletion + grace.
-        yield LifecycleEvent(
-            pod.deleted_at - pod.grace_seconds,
-            EventKind.DELETE,
-            pod.name,
-            source,
-            pod.namespace,
-            "deletionTimestamp",
-            resolution=1.0,
+        moments.append(
+            (pod.deleted_at - pod.grace_seconds, EventKind.DELETE, "deletionTimestamp", "", None)
         )
     if pod.created_at is not None:
+        moments.append((pod.created_at, EventKind.CREATE, "creationTimestamp", "", None))
+    moments += [
+        (ex.finished_at, EventKind.EXIT, ex.reason, f"container {ex.container}", ex.exit_code)
+        for ex in pod.exits
+        if ex.finished_at is not None
+    ]
+    for ts, kind, reason, message, code in moments:
         yield LifecycleEvent(
-            pod.created_at,
-            EventKind.CREATE,
-            pod.name,
-            source,
-            pod.namespace,
-            "creationTimestamp",
-            resolution=1.0,
+            ts, kind, pod.name, source, pod.namespace, reason, message, code, resolution=1.0
         )
-    for ex in pod.exits:
-        if ex.finished_at is not None:
-            yield LifecycleEvent(
-                ex.finished_at,
-                EventKind.EXIT,
-                pod.name,
-                source,
-                pod.namespace,
-                ex.reason,
-                f"container {ex.container}",
-                exit_code=ex.exit_code,
-                resolution=1.0,
-            )
 
 
 def _slice_changes(

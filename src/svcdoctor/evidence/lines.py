@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from svcdoctor.evidence.requests import text_seconds
+
 # ``[pod/NAME/CONTAINER] `` then an RFC 3339 stamp (kubectl --timestamps, CRI with its
 # stream and partial/full tag; journalctl -o short-iso writes +0000 without the colon).
 # Removed with one ``replace`` and the stamp taken with one ``extract``: several times
@@ -121,13 +123,7 @@ def _docker_record(text: str) -> dict[str, str | None]:
 
 
 def _seconds(text: pl.Expr) -> pl.Expr:
-    return (
-        text.str.replace(",", ".", literal=True)
-        .str.to_datetime(_PTS_FORMAT, time_unit="us", time_zone="UTC", strict=False)
-        .dt.epoch("us")
-        .cast(pl.Float64)
-        / 1e6
-    )
+    return text_seconds(text.str.replace(",", ".", literal=True), _PTS_FORMAT)
 
 
 def classify(frame: pl.DataFrame, alb_line: str | None = None) -> pl.DataFrame:

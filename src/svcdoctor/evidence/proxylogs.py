@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from svcdoctor.evidence.requests import conform
+from svcdoctor.evidence.requests import conform, text_seconds
 
 # ingress-nginx's log-format-upstream ("upstreaminfo"), current and older (no
 # alternative-upstream bracket; the real IP in brackets after the client).
@@ -106,13 +106,7 @@ def nginx_access_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, 
     parsed = parsed.filter(pl.col("time").is_not_null()).with_row_index("req")
     offsets = parsed.get_column("time").str.slice(-5).value_counts(sort=True)
     offset = str(offsets.row(0)[0]) if offsets.height else None
-    end = (
-        pl.col("time")
-        .str.to_datetime("%d/%b/%Y:%H:%M:%S %z", time_zone="UTC", strict=False)
-        .dt.epoch("us")
-        .cast(pl.Float64)
-        / 1e6
-    )
+    end = text_seconds(pl.col("time"), "%d/%b/%Y:%H:%M:%S %z")
     # $time_local is when the request completed; the canonical ts is when it started.
     ts = end - pl.col("request_time").cast(pl.Float64, strict=False).fill_null(0.0)
     # " : " separates upstream groups (internal redirects); treat it like ", ".
@@ -186,13 +180,7 @@ def nginx_error_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, i
     other = parsed.filter(pl.col("what").is_null()).height
     parsed = parsed.filter(pl.col("what").is_not_null())
     rows = parsed.with_columns(
-        (
-            pl.col("time")
-            .str.to_datetime("%Y/%m/%d %H:%M:%S", time_zone="UTC", strict=False)
-            .dt.epoch("us")
-            .cast(pl.Float64)
-            / 1e6
-        ).alias("ts"),
+        text_seconds(pl.col("time"), "%Y/%m/%d %H:%M:%S").alias("ts"),
         _errno_outcome().alias("outcome"),
         pl.col("addr").alias("backend"),
         pl.col("client").str.strip_chars(),
@@ -249,20 +237,13 @@ def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
     status = pl.col("status").cast(pl.Int64)
     outcome = _flag_outcome(pl.col("flags"), status)
     remote = _null_dash(pl.col("downstream_remote"))
-    xff = _null_dash(pl.col("xff")).str.split(",").list.first().str.strip_chars()
     rows = parsed.with_columns(
-        (
-            pl.col("time")
-            .str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
-            .dt.epoch("us")
-            .cast(pl.Float64)
-            / 1e6
-        ).alias("ts"),
+        text_seconds(pl.col("time")).alias("ts"),
         status.alias("status"),
         outcome.alias("outcome"),
         _null_dash(pl.col("upstream_host")).alias("backend"),
         _upstream(pl.col("cluster"), pl.col("authority")).alias("upstream"),
-        pl.coalesce(remote.str.replace(r":\d+$", "").str.strip_chars("[]"), xff).alias("client"),
+        _client(remote, pl.col("xff")).alias("client"),
         _conn(remote, pl.col("flags"), pl.col("upstream_local")).alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
         _detail(outcome, pl.col("details"), pl.coalesce(pl.col("tfr1"), pl.col("tfr2"))).alias(
@@ -270,6 +251,12 @@ def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
         ),
     )
     return conform(rows.lazy(), source).collect(), unparsed
+
+
+def _client(remote: pl.Expr, xff: pl.Expr) -> pl.Expr:
+    """The client: the downstream address without its port, else X-Forwarded-For's first."""
+    first = _null_dash(xff).str.split(",").list.first().str.strip_chars()
+    return pl.coalesce(remote.str.replace(r":\d+$", "").str.strip_chars("[]"), first)
 
 
 ENVOY_JSON_FIELDS = (
@@ -328,20 +315,12 @@ def _envoy_json_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
     downstream = _null_dash(pl.col("downstream_remote_address"))
     start = pl.coalesce(pl.col("start_time"), pl.col("timestamp"))
     rows = frame.lazy().with_columns(
-        (
-            start.str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
-            .dt.epoch("us")
-            .cast(pl.Float64)
-            / 1e6
-        ).alias("ts"),
+        text_seconds(start).alias("ts"),
         status.alias("status"),
         outcome.alias("outcome"),
         _null_dash(pl.col("upstream_host")).alias("backend"),
         _null_dash(pl.col("upstream_cluster")).alias("upstream"),
-        pl.coalesce(
-            downstream.str.replace(r":\d+$", "").str.strip_chars("[]"),
-            _null_dash(pl.col("x_forwarded_for")).str.split(",").list.first().str.strip_chars(),
-        ).alias("client"),
+        _client(downstream, pl.col("x_forwarded_for")).alias("client"),
         _conn(
             downstream, pl.col("response_flags").fill_null("-"), pl.col("upstream_local_address")
         ).alias("conn"),

@@ -25,7 +25,7 @@ import polars as pl
 
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence import kernel, lines, proxylogs
-from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, read_kubectl
+from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, objects, read_kubectl
 from svcdoctor.evidence.requests import RequestLogError, empty, read_canonical
 from svcdoctor.evidence.times import offset_text, utc_offset
 from svcdoctor.manifests import build_inventory, load
@@ -444,8 +444,6 @@ def _json_records(texts: list[str]) -> list[dict[str, Any]]:
 
 
 def _kinds(docs: Iterable[Any]) -> set[str]:
-    from svcdoctor.evidence.kubectl import objects
-
     return {str(o.get("kind")) for d in docs for o in objects(d)}
 
 

@@ -64,15 +64,21 @@ def epoch_seconds(number: pl.Expr) -> pl.Expr:
     )
 
 
+def epoch_micros(text: pl.Expr, fmt: str | None = None) -> pl.Expr:
+    """Time text → Unix microseconds (null where it does not parse): ``fmt`` a strptime
+    format, else RFC 3339 / ISO 8601."""
+    return text.str.to_datetime(fmt, time_unit="us", time_zone="UTC", strict=False).dt.epoch("us")
+
+
+def text_seconds(text: pl.Expr, fmt: str | None = None) -> pl.Expr:
+    """Time text → Unix seconds (Float64; null where it does not parse), as
+    :func:`epoch_micros` reads it."""
+    return epoch_micros(text, fmt).cast(pl.Float64) / 1e6
+
+
 def _parse_ts(text: pl.Expr, mode: str) -> pl.Expr:
     as_number = epoch_seconds(text.cast(pl.Float64, strict=False))
-    as_time = (
-        text.str.strip_chars()
-        .str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
-        .dt.epoch("us")
-        .cast(pl.Float64)
-        / 1e6
-    )
+    as_time = text_seconds(text.str.strip_chars())
     return {"number": as_number, "time": as_time}.get(mode, pl.coalesce(as_number, as_time))
 
 

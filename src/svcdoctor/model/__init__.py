@@ -18,7 +18,6 @@ from svcdoctor.model.evidence import (
     REQUEST_COLUMNS,
     RETRY_BACKOFF,
     ROLES,
-    ContainerExit,
     EndpointChange,
     EventKind,
     Evidence,
@@ -35,6 +34,7 @@ from svcdoctor.model.inventory import Inventory, selector_matches, targets
 from svcdoctor.model.live import (
     DEFAULT_CONNTRACK_MAX_PER_CORE,
     DEFAULT_CONNTRACK_MIN,
+    ContainerExit,
     Endpoint,
     EventCount,
     LiveFacts,

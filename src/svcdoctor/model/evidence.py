@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from svcdoctor.model.live import ContainerExit
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -70,14 +72,6 @@ class EventKind(StrEnum):
     UNHEALTHY = "unhealthy"  # probe failures
     PRESTOP_FAILED = "prestop_failed"  # FailedPreStopHook
     SCALE = "scale"  # ScalingReplicaSet
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerExit:
-    container: str
-    exit_code: int
-    reason: str
-    finished_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

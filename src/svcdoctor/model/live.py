@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from svcdoctor.model.evidence import ContainerExit
 from svcdoctor.model.finding import Location, ObjectRef
 
 LIVE_SCHEME = "cluster:"
@@ -23,6 +22,16 @@ def live_location(context: str) -> Location:
 def is_live(location: Location) -> bool:
     """Whether a finding's location is a live object rather than a line of a file."""
     return location.line == 0 and location.file.startswith(LIVE_SCHEME)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerExit:
+    """A container that terminated: its exit code, the kubelet's reason, when it ended."""
+
+    container: str
+    exit_code: int
+    reason: str
+    finished_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
