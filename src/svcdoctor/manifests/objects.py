@@ -27,11 +27,11 @@ from svcdoctor.model import (
     ServicePort,
     Workload,
 )
+from svcdoctor.model.duration import SLEEP, parse_duration
 
 T = TypeVar("T")
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
 _SLEEP = re.compile(r"(?:^|[\s;&|(/])sleep\s+(\d+(?:\.\d+)?)([smh]?)(?=$|[\s;&|)])")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
 
 
 class _Fields:
@@ -395,7 +395,7 @@ def sleep_in(command: Sequence[str]) -> float | None:
         script = shlex.join(words)
     total = 0.0
     for number, unit in _SLEEP.findall(script.replace("'", " ").replace('"', " ")):
-        total += float(number) * _UNITS[unit]
+        total += parse_duration(number + (unit or "s"), SLEEP)
     return total if total else None
 
 

@@ -34,6 +34,7 @@ CLI: Final = ("h", "m", "s", "ms")  # the command line's durations, in kubectl's
 SPAN: Final = ("w", "d", "h", "m", "s")  # a range to look back (diagnose --since)
 GO: Final = ("h", "m", "s", "ms", "us", "µs", "ns")  # Go's time.Duration (kube-proxy config)
 PROMQL: Final = ("y", "w", "d", "h", "m", "s", "ms")  # PromQL's range and step durations
+SLEEP: Final = ("h", "m", "s")  # `sleep N[smh]` in a preStop command (coreutils, busybox)
 ALL: Final = tuple(UNIT_SECONDS)
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h|d|w|y)")
