@@ -110,11 +110,11 @@ print(time.perf_counter() - t, frame.height)
 DIAGNOSE = """
 import time
 from svcdoctor.evidence import read_evidence
-from svcdoctor.diagnose import diagnose
+from svcdoctor.diagnose import Settings, diagnose
 from svcdoctor.diagnose.stats import preload
 t = time.perf_counter()
 preload()  # as svcdoctor diagnose does
-d = diagnose(read_evidence([{folder!r}]))
+d = diagnose(read_evidence([{folder!r}]), Settings(pictures=False))  # no --html, as the CLI
 window = getattr(getattr(d.primary, "details", None), "window", None)
 print(time.perf_counter() - t, d.summary.requests, d.primary.cause.value if d.primary else None,
       window.seconds if window else None)
