@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 import yaml
 
+from svcdoctor.report.simulation import snippet
 from svcdoctor.simulate import (
     Dist,
     ParamError,
@@ -14,7 +15,6 @@ from svcdoctor.simulate import (
     SimParams,
     recommend,
     simulate,
-    snippet,
 )
 
 

@@ -33,7 +33,12 @@ from svcdoctor.report.diagnosis import (
 )
 from svcdoctor.report.diagnosis import render_json as diagnosis_json
 from svcdoctor.report.lanes import lanes_alt, plot_before_after, plot_lanes
-from svcdoctor.report.simulation import describe, render_recommendation_json, warnings
+from svcdoctor.report.simulation import (
+    describe,
+    recommendation_yaml,
+    render_recommendation_json,
+    warnings,
+)
 from svcdoctor.report.simulation import render_json as simulation_json
 from svcdoctor.simulate.engine import CAUSE_OF
 
@@ -564,7 +569,7 @@ def recommendation_page(r: Recommendation, pictures: Sequence[Picture] = ()) -> 
                 Tone.GOOD if r.met else Tone.BAD,
                 f"predicted {r.predicted_failure_rate:.3%} (closed form)",
                 tuple(rows),
-                (Fix("Deployment fields (merge into your manifest):", r.yaml),),
+                (Fix("Deployment fields (merge into your manifest):", recommendation_yaml(r)),),
             ),
         ),
         inputs=(Input("model", "simulation", None, f"{p.duration:g} s window per run"),),

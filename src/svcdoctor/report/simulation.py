@@ -14,8 +14,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from svcdoctor.model import Cause
-from svcdoctor.simulate import Dist, Propagation, Recommendation, SimParams, Simulation
+from svcdoctor.model import Cause, remedy
+from svcdoctor.simulate import (
+    SLEEP_ACTION,
+    Dist,
+    Propagation,
+    Recommendation,
+    SimParams,
+    Simulation,
+)
 from svcdoctor.simulate.bundle import SimTruth
 from svcdoctor.simulate.engine import CAUSE_OF, FAILURES, Mechanism
 from svcdoctor.simulate.summary import Quantiles, Router
@@ -337,7 +344,7 @@ def recommendation_to_dict(r: Recommendation) -> dict[str, Any]:
         "simulated_failure_rate": r.checked.rollout_failure_rate,
         "met": r.met,
         "reasons": list(r.reasons),
-        "yaml": r.yaml,
+        "yaml": recommendation_yaml(r),
         "current": _brief(r.current),
         "checked": _brief(r.checked),
         "parameters": params_to_dict(r.current.params),
@@ -412,4 +419,34 @@ def render_recommendation_text(r: Recommendation, console: Console) -> None:
     for warning in warnings(p):
         console.print(f"  [yellow]![/] {warning}", soft_wrap=True)
     console.print("\n[bold]Deployment fields[/] (merge into your manifest):")
-    console.print(r.yaml, end="", markup=False, highlight=False)
+    console.print(recommendation_yaml(r), end="", markup=False, highlight=False)
+
+
+def snippet(prestop: int, grace: int, version: tuple[int, int] = SLEEP_ACTION) -> str:
+    """The Deployment fields (a strategic-merge patch), with the hook the remedy model picks
+    for the version (native ``sleep`` from 1.30, ``sh -c sleep`` before)."""
+    lines = [
+        "# answers SVD101/SVD102 (svcdoctor lint)",
+        "spec:",
+        "  template:",
+        "    spec:",
+        f"      terminationGracePeriodSeconds: {grace}",
+        "      containers:",
+        "        - name: app  # your container",
+    ]
+    kind = remedy.hook_kind(version, None)
+    if prestop > 0:
+        lines += ["          lifecycle:", "            preStop:"]
+        if kind is remedy.HookKind.SLEEP:
+            lines += ["              sleep:", f"                seconds: {prestop}"]
+        else:
+            lines += [
+                "              exec:  # needs a shell in the image (no native sleep before 1.30)",
+                f'                command: ["sh", "-c", "sleep {prestop}"]',
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def recommendation_yaml(r: Recommendation) -> str:
+    """The Deployment fields that apply the recommendation."""
+    return snippet(r.prestop_seconds, r.grace_to_set, r.kubernetes_version)

@@ -10,7 +10,7 @@ from svcdoctor.model.dist import Dist, DistError, parse_dist
 from svcdoctor.model.scenario import Propagation
 from svcdoctor.simulate.engine import CAUSE_OF, MECHANISMS, Mechanism, Run, simulate_run
 from svcdoctor.simulate.params import ParamError, SimParams, resolve_count
-from svcdoctor.simulate.recommend import Recommendation, recommend, snippet
+from svcdoctor.simulate.recommend import SLEEP_ACTION, Recommendation, recommend
 from svcdoctor.simulate.summary import (
     Quantiles,
     Router,
@@ -23,6 +23,7 @@ from svcdoctor.simulate.summary import (
 __all__ = [
     "CAUSE_OF",
     "MECHANISMS",
+    "SLEEP_ACTION",
     "Dist",
     "DistError",
     "Mechanism",
@@ -41,5 +42,4 @@ __all__ = [
     "resolve_count",
     "simulate",
     "simulate_run",
-    "snippet",
 ]

@@ -114,10 +114,6 @@ class Recommendation:
         never lowers the current one)."""
         return max(self.grace_seconds, self.plan.grace_seconds)
 
-    @property
-    def yaml(self) -> str:
-        return snippet(self.prestop_seconds, self.grace_to_set, self.kubernetes_version)
-
 
 class _Excess:
     """x ↦ E[max(L - x, 0)] over latency samples (sorted, with suffix sums), vectorised."""
@@ -305,28 +301,3 @@ def _consistent(s: Simulation, target: float) -> bool:
     over the requests of the simulated rollouts."""
     failed = sum(r.rollout_by_mechanism[m] for r in s.runs for m in FIXABLE)
     return failed <= target * sum(r.rollout_requests for r in s.runs)
-
-
-def snippet(prestop: int, grace: int, version: tuple[int, int] = SLEEP_ACTION) -> str:
-    """The Deployment fields (a strategic-merge patch), with the hook the remedy model picks
-    for the version (native ``sleep`` from 1.30, ``sh -c sleep`` before)."""
-    lines = [
-        "# answers SVD101/SVD102 (svcdoctor lint)",
-        "spec:",
-        "  template:",
-        "    spec:",
-        f"      terminationGracePeriodSeconds: {grace}",
-        "      containers:",
-        "        - name: app  # your container",
-    ]
-    kind = remedy.hook_kind(version, None)
-    if prestop > 0:
-        lines += ["          lifecycle:", "            preStop:"]
-        if kind is remedy.HookKind.SLEEP:
-            lines += ["              sleep:", f"                seconds: {prestop}"]
-        else:
-            lines += [
-                "              exec:  # needs a shell in the image (no native sleep before 1.30)",
-                f'                command: ["sh", "-c", "sleep {prestop}"]',
-            ]
-    return "\n".join(lines) + "\n"
