@@ -23,7 +23,12 @@ from typing import Any
 import yaml
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.model.patch import MERGE_KEYS, merge_match, replaced_handler
+from svcdoctor.model.patch import (
+    MERGE_KEYS,
+    merge_match,
+    replaced_handler,
+    strategic_merge_patch,
+)
 
 
 class CannotRewrite(SvcdoctorError):
@@ -88,7 +93,11 @@ def _rewrite_document(
     bases = [_dump(emit, docs) for emit in emitters]
     for target, patch in items:
         local = Target(target.kind, target.name, target.namespace, target.line - first)
-        _apply(_find(docs, local), patch, local)
+        node = _find(docs, local)
+        want = strategic_merge_patch(plain(node), patch)  # the merge; _apply splices it
+        _apply(node, patch, local)
+        if plain(node) != want:
+            raise CannotRewrite("the patch cannot be spliced into the file as it merges")
     problem: CannotRewrite | None = None
     for emit, base in zip(emitters, bases, strict=True):
         new = _dump(emit, docs)
