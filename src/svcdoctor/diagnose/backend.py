@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from svcdoctor.diagnose.context import Context, Settings
+from svcdoctor.diagnose.context import Context, Settings, untestable
 from svcdoctor.diagnose.stats import binom_greater, merged, proportion_ci
 from svcdoctor.model import Assessment, Cause, Inventory, PodInfo, selector_matches
 from svcdoctor.model.diagnosis import BackendDetails, Suspect
@@ -60,30 +60,32 @@ def _readiness_of(inventory: Inventory | None, pod: PodInfo | None) -> str | Non
     return None
 
 
+def too_few(failures: int, groups: int, what: str) -> Assessment:
+    """Too few failures away from deletions (or too few ``what``) to single one out."""
+    return Assessment(
+        Cause.BACKEND,
+        0.05,
+        evidence=(
+            f"{failures} failures among {groups} {what} away from deletions: "
+            "too few to single one out",
+        ),
+        details=BackendDetails(groups),
+    )
+
+
 def assess_backend(ctx: Context, s: Settings) -> Assessment:
     if not ctx.has_backend:
-        return Assessment(
+        return untestable(
             Cause.BACKEND,
-            0.0,
-            evidence=("no backend column: failures cannot be attributed to pods",),
-            collect=(
-                "add a backend column (the pod IP:port that served each request: "
-                "ingress-nginx $upstream_addr, Envoy %UPSTREAM_HOST%)",
-                "curl each pod IP directly in a loop and compare",
-            ),
+            "no backend column: failures cannot be attributed to pods",
+            "add a backend column (the pod IP:port that served each request: "
+            "ingress-nginx $upstream_addr, Envoy %UPSTREAM_HOST%)",
+            "curl each pod IP directly in a loop and compare",
         )
     per = steady_counts(ctx, s)
     total_n, total_k = int(per.get_column("n").sum()), int(per.get_column("k").sum())
     if per.height < 2 or total_k < s.min_failures:
-        return Assessment(
-            Cause.BACKEND,
-            0.05,
-            evidence=(
-                f"{total_k} failures among {per.height} backends away from deletions: "
-                "too few to single one out",
-            ),
-            details=BackendDetails(per.height),
-        )
+        return too_few(total_k, per.height, "backends")
     suspects = tuple(
         x
         for backend, n, k in per.select("backend", "n", "k").iter_rows()

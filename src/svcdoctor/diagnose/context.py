@@ -9,7 +9,7 @@ import polars as pl
 
 from svcdoctor.checks import Settings as CheckSettings
 from svcdoctor.diagnose.stats import Floats
-from svcdoctor.model import FAILURES, EventKind, Evidence, PodInfo
+from svcdoctor.model import FAILURES, Assessment, Cause, EventKind, Evidence, PodInfo
 
 EMPTY: Floats = np.zeros(0)
 
@@ -184,3 +184,8 @@ def build(evidence: Evidence) -> Context:
         has_backend=has["backend"],
         has_client=has["client"],
     )
+
+
+def untestable(cause: Cause, reason: str, *collect: str) -> Assessment:
+    """A cause this evidence cannot test (score 0): why, and what evidence would settle it."""
+    return Assessment(cause, 0.0, evidence=(reason,), collect=collect)

@@ -17,8 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from svcdoctor.diagnose.backend import outlier, suspect_of
-from svcdoctor.diagnose.context import Settings
+from svcdoctor.diagnose.backend import outlier, suspect_of, too_few
+from svcdoctor.diagnose.context import Settings, untestable
 from svcdoctor.diagnose.metrics_history import (
     CONNTRACK,
     DECIDES,
@@ -105,15 +105,12 @@ def diagnose_prometheus(
 def assess_backend(h: History, dels: Floats, s: Settings) -> Assessment:
     """Per pod, away from deletions: one that fails more than the others (``outlier``)."""
     if not h.per_pod:
-        return Assessment(
+        return untestable(
             Cause.BACKEND,
-            0.0,
-            evidence=(f"{h.source.value} has no pod label: failures cannot be attributed to pods",),
-            collect=(
-                "add destination_pod to istio_requests_total (Telemetry API tag override "
-                "from the upstream peer's name) or give per-request logs with the upstream",
-                "curl each pod IP directly in a loop and compare",
-            ),
+            f"{h.source.value} has no pod label: failures cannot be attributed to pods",
+            "add destination_pod to istio_requests_total (Telemetry API tag override "
+            "from the upstream peer's name) or give per-request logs with the upstream",
+            "curl each pod IP directly in a loop and compare",
         )
     away = near_masks(h.pods_grid, dels, s).away
     rows = sorted(
@@ -123,15 +120,7 @@ def assess_backend(h: History, dels: Floats, s: Settings) -> Assessment:
     rows = [r for r in rows if r[1] > 0]
     total_n, total_k = sum(r[1] for r in rows), sum(r[2] for r in rows)
     if len(rows) < 2 or total_k < s.min_failures:
-        return Assessment(
-            Cause.BACKEND,
-            0.05,
-            evidence=(
-                f"{total_k} failures among {len(rows)} pods away from deletions: "
-                "too few to single one out",
-            ),
-            details=BackendDetails(len(rows)),
-        )
+        return too_few(total_k, len(rows), "pods")
     suspects = []
     for pod, n, k in rows:
         found = outlier(n, k, total_n, total_k, len(rows), s)
@@ -187,17 +176,12 @@ def assess_reuse(h: History, counts: Counts, near: Near, s: Settings) -> Assessm
     upstream's idle timeout."""
     closed = counts.closed
     if closed is None:
-        return Assessment(
+        return untestable(
             Cause.REUSE,
-            0.0,
-            evidence=(
-                f"{h.source.value} has no response flags: idle-connection closes cannot be "
-                "told from other failures",
-            ),
-            collect=(
-                "give the proxy's access log (Envoy %RESPONSE_FLAGS%, nginx $upstream_status) "
-                "or Istio's istio_requests_total with response_flags",
-            ),
+            f"{h.source.value} has no response flags: idle-connection closes cannot be "
+            "told from other failures",
+            "give the proxy's access log (Envoy %RESPONSE_FLAGS%, nginx $upstream_status) "
+            "or Istio's istio_requests_total with response_flags",
         )
     away = near.away
     closed_away = whole(closed[away].sum())
@@ -265,14 +249,11 @@ def assess_infra(h: History, counts: Counts, near: Near, s: Settings) -> Assessm
     pressure never lets up, the failures per step against the drops per step."""
     ct = h.conntrack
     if ct is None:
-        return Assessment(
+        return untestable(
             Cause.INFRA,
-            0.0,
-            evidence=("no conntrack series (node-exporter): infrastructure cannot be tested",),
-            collect=(
-                "scrape node-exporter's conntrack collector (node_nf_conntrack_stat_insert_"
-                "failed, node_nf_conntrack_entries, _limit) or give `dmesg` of the nodes",
-            ),
+            "no conntrack series (node-exporter): infrastructure cannot be tested",
+            "scrape node-exporter's conntrack collector (node_nf_conntrack_stat_insert_"
+            "failed, node_nf_conntrack_entries, _limit) or give `dmesg` of the nodes",
         )
     grew: Floats = ct.insert_failed + ct.drop
     full = ct.fill >= FULL_TABLE if ct.fill is not None else np.zeros(h.grid.n, dtype=bool)

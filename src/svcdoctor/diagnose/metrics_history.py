@@ -539,6 +539,21 @@ def _first_seen(
     return out
 
 
+def _owners(
+    src: MetricsSource, grid: Grid, found: set[str], ns: str, kind: str, owner_kind: str
+) -> dict[str, str]:
+    """Each ``kind`` object's owner of ``owner_kind`` by name, from kube-state-metrics'
+    ``kube_<kind>_owner`` (empty when the store lacks it)."""
+    metric = f"kube_{kind}_owner"
+    if metric not in found:
+        return {}
+    sel = Selector(metric, (ns, f'owner_kind="{owner_kind}"'))
+    return {
+        name: owner
+        for (name, owner), _ in _last_values(src, grid, sel, (kind, "owner_name")).items()
+    }
+
+
 def _pods(
     src: MetricsSource, grid: Grid, namespace: str, found: set[str]
 ) -> tuple[list[PodLife], float]:
@@ -572,24 +587,8 @@ def _pods(
             if key not in deleted and at < last - VANISHED:
                 deleted[key] = at
     lateness = scrape if deleted else 0.0
-    rs_of: dict[str, str] = {}
-    if "kube_pod_owner" in found:
-        for (pod, owner), _ in _last_values(
-            src,
-            grid,
-            Selector("kube_pod_owner", (ns, 'owner_kind="ReplicaSet"')),
-            ("pod", "owner_name"),
-        ).items():
-            rs_of[pod] = owner
-    deploy_of: dict[str, str] = {}
-    if "kube_replicaset_owner" in found:
-        for (rs, owner), _ in _last_values(
-            src,
-            grid,
-            Selector("kube_replicaset_owner", (ns, 'owner_kind="Deployment"')),
-            ("replicaset", "owner_name"),
-        ).items():
-            deploy_of[rs] = owner
+    rs_of = _owners(src, grid, found, ns, "pod", "ReplicaSet")
+    deploy_of = _owners(src, grid, found, ns, "replicaset", "Deployment")
     names = sorted({k[0] for k in created} | {k[0] for k in deleted} | set(rs_of))
     pods = []
     for pod in names:

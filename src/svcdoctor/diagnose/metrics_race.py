@@ -13,13 +13,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from svcdoctor.diagnose.context import Settings
+from svcdoctor.diagnose.context import Settings, untestable
 from svcdoctor.diagnose.metrics_history import Counts, Grid, History
-from svcdoctor.diagnose.race import generic_patch, patch_yaml
+from svcdoctor.diagnose.race import generic_patch, measured, patch_yaml, race_score
 from svcdoctor.diagnose.stats import Floats, placement_test, proportion_ci
 from svcdoctor.model import Assessment, Cause, remedy
 from svcdoctor.model.diagnosis import (
-    RaceDetails,
     RaceWindow,
     RemedyPatch,
     Rollout,
@@ -230,23 +229,17 @@ def assess_race(
     """Failures in the steps after deletions against the failure rate away from them."""
     if dels.size == 0:
         missing = "kube_pod_deletion_timestamp" not in h.found
-        return (
-            Assessment(
+        if missing:
+            return untestable(
                 Cause.RACE,
-                0.0,
-                evidence=(
-                    "kube_pod_deletion_timestamp is not in the store: the race cannot be tested"
-                    if missing
-                    else "no pod of the Service was deleted in the range: no rollout to test",
-                ),
-                collect=(
-                    ("scrape kube-state-metrics (kube_pod_deletion_timestamp, kube_pod_owner)",)
-                    if missing
-                    else ("widen --since/--start to include a rollout",)
-                ),
-            ),
-            (),
-        )
+                "kube_pod_deletion_timestamp is not in the store: the race cannot be tested",
+                "scrape kube-state-metrics (kube_pod_deletion_timestamp, kube_pod_owner)",
+            ), ()
+        return untestable(
+            Cause.RACE,
+            "no pod of the Service was deleted in the range: no rollout to test",
+            "widen --since/--start to include a rollout",
+        ), ()
     grid = h.grid
     k, n = counts.failures, counts.requests
     away = near.away
@@ -284,20 +277,10 @@ def assess_race(
         SigKill(pod=pod, container=None, seconds_after_deletion=None, grace_seconds=None, at=None)
         for pod in h.sigkilled
     )
-    details = RaceDetails(
-        deletions=int(dels.size),
-        p_value=round(p, 4),
-        excess_failures=round(excess, 1),
-        explained_fraction=round(max(explained, 0.0), 3),
-        clock_resolution_seconds=grid.step,
-        shutdown=ShutdownPath(sigkilled=killed),
+    details = measured(
+        int(dels.size), p, excess, explained, grid.step, ShutdownPath(sigkilled=killed)
     )
-    if p < s.permutation_alpha and excess >= s.min_failures:
-        score = 0.55 + 0.4 * min(1.0, max(explained, 0.0))
-    elif p < 0.05 and excess >= s.min_failures:
-        score = 0.35
-    else:
-        score = 0.05
+    score = race_score(p, excess, explained, s)
     fixes: list[str] = []
     window = fit.window if fit else None
     floor = h.programming_p99

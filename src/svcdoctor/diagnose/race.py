@@ -10,7 +10,7 @@ import polars as pl
 import yaml
 
 from svcdoctor.checks import has_shell, prestop_hook, racing
-from svcdoctor.diagnose.context import Context, Settings
+from svcdoctor.diagnose.context import Context, Settings, untestable
 from svcdoctor.diagnose.stats import Floats, count_in, count_in_many, merged, placement_test
 from svcdoctor.model import (
     DEFAULT_GRACE_SECONDS,
@@ -337,19 +337,46 @@ def _hook_failures(ctx: Context) -> tuple[list[LifecycleEvent], list[LifecycleEv
     return early, late
 
 
+def measured(
+    deletions: int,
+    p: float,
+    excess: float,
+    explained: float,
+    resolution: float,
+    shutdown: ShutdownPath,
+) -> RaceDetails:
+    """The race details of a placement test: its p, the excess failures after the deletions
+    and the share of the failures they explain (rounded as reported)."""
+    return RaceDetails(
+        deletions=deletions,
+        p_value=round(p, 4),
+        excess_failures=round(excess, 1),
+        explained_fraction=round(max(explained, 0.0), 3),
+        clock_resolution_seconds=resolution,
+        shutdown=shutdown,
+    )
+
+
+def race_score(p: float, excess: float, share: float, s: Settings) -> float:
+    """The race's score: significant excess failures after deletions weigh by ``share``,
+    the fraction of the failures they explain."""
+    if p < s.permutation_alpha and excess >= s.min_failures:
+        return 0.55 + 0.4 * min(1.0, max(share, 0.0))
+    if p < 0.05 and excess >= s.min_failures:
+        return 0.35
+    return 0.05
+
+
 def assess_race(
     ctx: Context, s: Settings, manifest_notes: list[str], explained_backends: list[str]
 ) -> Assessment:
     """``explained_backends``: backends already shown to fail on their own, left out."""
     if not ctx.deletions:
-        return Assessment(
+        return untestable(
             Cause.RACE,
-            0.0,
-            evidence=("no pod deletions in the evidence: the race cannot be tested",),
-            collect=(
-                "capture `kubectl get events -o json` and `kubectl get pods -o json` "
-                "covering the next rollout",
-            ),
+            "no pod deletions in the evidence: the race cannot be tested",
+            "capture `kubectl get events -o json` and `kubectl get pods -o json` "
+            "covering the next rollout",
         )
     shutdown = _shutdown_path(ctx)
     kills = np.array(shutdown.kill_moments)
@@ -366,21 +393,11 @@ def assess_race(
     window = race_window(ctx, starts, s) if p < 0.05 else None
     evidence: list[str] = []
     fixes: list[str] = []
-    details = RaceDetails(
-        deletions=len(ctx.deletions),
-        p_value=round(p, 4),
-        excess_failures=round(observed, 1),
-        explained_fraction=round(max(explained, 0.0), 3),
-        clock_resolution_seconds=ctx.resolution,
-        shutdown=shutdown,
+    details = replace(
+        measured(len(ctx.deletions), p, observed, explained, ctx.resolution, shutdown),
         window=window,
     )
-    if p < s.permutation_alpha and observed >= s.min_failures:
-        score = 0.55 + 0.4 * min(1.0, max(share, 0.0))
-    elif p < 0.05 and observed >= s.min_failures:
-        score = 0.35
-    else:
-        score = 0.05
+    score = race_score(p, observed, share, s)
     which = "on new connections " if ctx.has_conn else ""
     evidence.append(
         f"{round(observed):d} more failures {which}than traffic predicts in the "

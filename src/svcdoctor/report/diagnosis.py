@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from pathlib import Path
@@ -137,18 +138,18 @@ def _infra(i: InfraDetails) -> dict[str, Any]:
     return out
 
 
+_DETAILS: dict[type, Callable[[Any], dict[str, Any]]] = {
+    RaceDetails: _race,
+    BackendDetails: _backend,
+    InfraDetails: _infra,
+    ReuseDetails: _plain,
+}
+
+
 def details_to_dict(details: CauseDetails | None) -> dict[str, Any]:
     """The ``details`` object of one cause in the JSON report (``{}`` when none)."""
-    if isinstance(details, RaceDetails):
-        return _race(details)
-    if isinstance(details, BackendDetails):
-        return _backend(details)
-    if isinstance(details, InfraDetails):
-        return _infra(details)
-    if isinstance(details, ReuseDetails):
-        plain: dict[str, Any] = _plain(details)
-        return plain
-    return {}
+    render = _DETAILS.get(type(details))
+    return render(details) if render is not None else {}
 
 
 def _fraction(f: NearestFraction | None) -> dict[str, Any] | None:
