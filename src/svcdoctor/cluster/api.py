@@ -26,7 +26,7 @@ from lightkube.config.models import User, UserExec
 from lightkube.core.exceptions import ConfigError
 
 from svcdoctor.cluster.config import Target, resolve
-from svcdoctor.cluster.reader import ClusterError, Forbidden, NotServed, WatchEvent
+from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, NotServed, WatchEvent
 from svcdoctor.cluster.resources import RESOURCES, Resource
 
 ACTIVE_RBAC_FILE = "deploy/rbac/svcdoctor-active.yaml"
@@ -71,9 +71,10 @@ def _resource(name: str) -> Resource:
     return found
 
 
-class ApiReader:
-    """Access to the cluster of one kubeconfig context: the reads of ``ClusterReader`` and
-    the writes of the active commands."""
+class ApiReader(ClusterReader):
+    """Access to the cluster of one kubeconfig context: the reads of ``ClusterReader`` (a
+    subclass, so that mypy checks them against the seam here) and the writes of the active
+    commands."""
 
     def __init__(self, target: Target, timeout: float = 10.0) -> None:
         self.context = target.context
