@@ -17,6 +17,7 @@ from svcdoctor.lab import objects
 from svcdoctor.lab.datapath import Backend, UserspaceDatapath
 from svcdoctor.lab.kernel import read_conntrack
 from svcdoctor.lab.load import Load
+from svcdoctor.lab.logs import nginx_line
 from svcdoctor.lab.metrics import (
     PROGRAMMING,
     PROGRAMMING_BUCKETS,
@@ -171,7 +172,7 @@ def test_a_load_record_counts_as_nginx_logs_it(
 ) -> None:
     row = {"ts": T0, "latency_ms": 1.0, "conn": "c", **record}
     assert record_status(row) == expected
-    line = objects.nginx_line(row, "10.0.0.1:8080", "x")
+    line = nginx_line(row, "10.0.0.1:8080", "x")
     assert f'"GET / HTTP/1.1" {expected.status} ' in line  # the same status as the access log
 
 

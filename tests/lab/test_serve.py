@@ -24,6 +24,8 @@ from svcdoctor.evidence import detect, read_evidence
 from svcdoctor.evidence.proxylogs import nginx_access
 from svcdoctor.lab import objects
 from svcdoctor.lab.kernel import available
+from svcdoctor.lab.logs import nginx_log, request_log
+from svcdoctor.lab.names import UPSTREAM
 from svcdoctor.lab.scenarios import SCENARIOS
 from svcdoctor.lab.serve import Mirror
 from svcdoctor.model import ContainerExit, EventKind, LifecycleEvent, PodInfo
@@ -280,7 +282,7 @@ ROWS = [
 
 def test_request_log_is_canonical_json_lines(tmp_path: Path) -> None:
     path = tmp_path / "load-0.log"
-    path.write_text(objects.request_log(ROWS))
+    path.write_text(request_log(ROWS))
     evidence = read_evidence([str(path)])
     assert evidence.requests.height == 3
     assert evidence.requests.get_column("outcome").to_list() == ["ok", "reset", "reset"]
@@ -288,8 +290,8 @@ def test_request_log_is_canonical_json_lines(tmp_path: Path) -> None:
 
 def test_nginx_log_parses_as_upstreaminfo() -> None:
     addresses = {"api-7f6d5c4b3-00": "127.0.0.1:40001", "api-7f6d5c4b3-01": "127.0.0.1:40002"}
-    text = objects.nginx_log(ROWS, addresses)
-    assert f"[{objects.UPSTREAM}]" in text
+    text = nginx_log(ROWS, addresses)
+    assert f"[{UPSTREAM}]" in text
     assert detect(text.encode()) == "nginx-access"
     frame, unparsed = nginx_access(text, "ingress")
     assert unparsed == 0
@@ -299,14 +301,14 @@ def test_nginx_log_parses_as_upstreaminfo() -> None:
 
 
 def test_logs_carry_the_kubelet_timestamps() -> None:
-    plain = objects.request_log(ROWS)
-    stamped = objects.request_log(ROWS, timestamps=True)
+    plain = request_log(ROWS)
+    stamped = request_log(ROWS, timestamps=True)
     lines = stamped.splitlines()
     assert [line.partition(" ")[2] for line in lines] == plain.splitlines()
     assert lines[0].startswith("2026-05-28T20:26:41.004200")  # when the request ended
-    nginx = objects.nginx_log(ROWS, {}, timestamps=True)
+    nginx = nginx_log(ROWS, {}, timestamps=True)
     assert [line.partition(" ")[2] for line in nginx.splitlines()] == (
-        objects.nginx_log(ROWS, {}).splitlines()
+        nginx_log(ROWS, {}).splitlines()
     )
 
 

@@ -37,6 +37,18 @@ def duration_option(*names: str, **kwargs: Any) -> Callable[[F], F]:
     return option(*names, **kwargs)
 
 
+# the options of the commands that run the agent (probe, rollout-test)
+port_option = option(
+    "--port", metavar="NAME|NUMBER", help="Service port.", default_text="the first"
+)
+path_option = option("--path", default="/", help="HTTP path of the requests.")
+
+
+def image_option(text: str) -> Callable[[F], F]:
+    """``--image``: the agent's image, described by ``text``."""
+    return option("--image", help=text, default_text="python:3.12-slim")
+
+
 def cluster_options(all_namespaces: bool = True) -> Callable[[F], F]:
     """``--kubeconfig``, ``--context``, ``-n/--namespace``, ``-A/--all-namespaces`` and
     ``--request-timeout``; the command receives them as ``cluster`` (a dict for

@@ -248,7 +248,6 @@ def _default(path: str, unit: str = "") -> dict[str, Any]:
 
 
 _PROPAGATION = f"Each node's, per change: LOW:HIGH (uniform) or a DIST, at most {MAX_DELAY:g} s."
-_PROPAGATION = f"Each node's, per change: LOW:HIGH (uniform) or a DIST, at most {MAX_DELAY:g} s."
 run_scenario_options = scenario_options(
     {
         "replicas": Number(1, 32, integer=True),

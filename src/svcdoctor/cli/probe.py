@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.table import Table
 
-from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._cluster import (
+    cluster_options,
+    duration_option,
+    fail,
+    image_option,
+    path_option,
+    port_option,
+)
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, option, output_option
 from svcdoctor.cli._report import html_option, probe_page, write_page
@@ -29,14 +36,14 @@ if TYPE_CHECKING:
     default=50,
     help="Requests to each endpoint, directly (and as many per endpoint through the Service).",
 )
-@option("--path", default="/", help="HTTP path of the requests.")
+@path_option
 @option(
     "--protocol",
     type=click.Choice(["http", "tcp", "grpc"]),
     default="http",
     help="HTTP GET, a TCP connect, or a gRPC health check (the image needs grpcio).",
 )
-@option("--port", metavar="NAME|NUMBER", help="Service port.", default_text="the first")
+@port_option
 @option(
     "--rate",
     type=Number(0, 5000, low_open=True),
@@ -51,9 +58,7 @@ if TYPE_CHECKING:
     default=20,
     help="Nodes --per-node probes from.",
 )
-@option(
-    "--image", help="Image of the agent (any with python 3.9+).", default_text="python:3.12-slim"
-)
+@image_option("Image of the agent (any with python 3.9+).")
 @click.option("--yes", is_flag=True, help="Create the agent's Job; without it, print it and exit.")
 @output_option(("text", "json"))
 @html_option

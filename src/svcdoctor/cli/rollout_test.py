@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._cluster import (
+    cluster_options,
+    duration_option,
+    fail,
+    image_option,
+    path_option,
+    port_option,
+)
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, OutputDir, option, output_option
 from svcdoctor.cli._report import delay_sentence, html_option, rollout_page, write_page
@@ -22,7 +29,7 @@ if TYPE_CHECKING:
 @click.argument("workload")
 @cluster_options(all_namespaces=False)
 @option("--service", metavar="NAME", help="Service to load.", default_text="the one selecting it")
-@option("--port", metavar="NAME|NUMBER", help="Service port.", default_text="the first")
+@port_option
 @option("--rate", type=Number(0, 5000, low_open=True), default=50, help="Requests/s of the load.")
 @duration_option(
     "--duration",
@@ -39,9 +46,9 @@ if TYPE_CHECKING:
     default=0,
     help="Failures allowed before the exit code is 1 (a CI gate).",
 )
-@option("--path", default="/", help="HTTP path of the requests.")
+@path_option
 @click.option("--keepalive", is_flag=True, help="Reuse connections (default: one per request).")
-@option("--image", help="Image of the agent (python 3.9+).", default_text="python:3.12-slim")
+@image_option("Image of the agent (python 3.9+).")
 @option(
     "--out",
     type=OutputDir(),

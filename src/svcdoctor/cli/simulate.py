@@ -107,7 +107,7 @@ def simulate(
 
     Every delay is a distribution (DIST: SECONDS, uniform:LOW,HIGH, exp:MEAN or
     lognormal:MEDIAN,P99). Each option shows the model's default; the public figures behind
-    the defaults are cited in the README, svcdoctor/simulate/params.py and
+    the defaults are cited in docs/commands/simulate.md, svcdoctor/simulate/params.py and
     svcdoctor/model/scenario.py. Exit code 0 whatever the result, 2 for invalid options or
     an output that cannot be written.
     """

@@ -26,7 +26,7 @@ from lightkube.config.models import User, UserExec
 from lightkube.core.exceptions import ConfigError
 
 from svcdoctor.cluster.config import Target, resolve
-from svcdoctor.cluster.reader import ClusterError, Forbidden, NotServed, WatchEvent
+from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, NotServed, WatchEvent
 from svcdoctor.cluster.resources import RESOURCES, Resource
 
 ACTIVE_RBAC_FILE = "deploy/rbac/svcdoctor-active.yaml"
@@ -71,9 +71,10 @@ def _resource(name: str) -> Resource:
     return found
 
 
-class ApiReader:
-    """Access to the cluster of one kubeconfig context: the reads of ``ClusterReader`` and
-    the writes of the active commands."""
+class ApiReader(ClusterReader):
+    """Access to the cluster of one kubeconfig context: the reads of ``ClusterReader`` (a
+    subclass, so that mypy checks them against the seam here) and the writes of the active
+    commands."""
 
     def __init__(self, target: Target, timeout: float = 10.0) -> None:
         self.context = target.context
@@ -198,23 +199,14 @@ class ApiReader:
         labels: str | None = None,
         fields: str | None = None,
     ) -> list[dict[str, Any]]:
-        return self._list(_resource(resource), resource, namespace, labels, fields)[0]
+        return self._list(_resource(resource), resource, namespace, _selectors(labels, fields))[0]
 
     def _list(
-        self,
-        res: Resource,
-        name: str,
-        namespace: str | None,
-        labels: str | None,
-        fields: str | None,
+        self, res: Resource, name: str, namespace: str | None, selectors: dict[str, str]
     ) -> tuple[Objects, str]:
         """Every object, in pages; a page token that expired (410) restarts the list."""
         items: Objects = []
-        params: dict[str, Any] = {"limit": PAGE_SIZE}
-        if labels:
-            params["labelSelector"] = labels
-        if fields:
-            params["fieldSelector"] = fields
+        params: dict[str, Any] = {"limit": PAGE_SIZE, **selectors}
         path = res.path(namespace)
         while True:
             try:
@@ -255,13 +247,14 @@ class ApiReader:
         until: float | None = None,
     ) -> Iterator[WatchEvent]:
         res = _resource(resource)
+        selectors = _selectors(labels, fields)
         known: dict[str, dict[str, Any]] = {}
         version = ""
 
         def relist() -> Iterator[WatchEvent]:
             """List, and report what changed since the objects known (all new at first)."""
             nonlocal version
-            items, version = self._list(res, resource, namespace, labels, fields)
+            items, version = self._list(res, resource, namespace, selectors)
             now = time.time()
             fresh = {_key(o): o for o in items}
             for key, obj in fresh.items():
@@ -283,11 +276,8 @@ class ApiReader:
                 "allowWatchBookmarks": "true",
                 "resourceVersion": version,
                 "timeoutSeconds": min(left, WATCH_CHUNK_SECONDS),
+                **selectors,
             }
-            if labels:
-                params["labelSelector"] = labels
-            if fields:
-                params["fieldSelector"] = fields
             gone = False
             try:
                 response = self._send(
@@ -345,20 +335,25 @@ class ApiReader:
         limit_bytes: int | None = None,
     ) -> str:
         params: dict[str, Any] = {}
-        if container:
-            params["container"] = container
         if since_seconds:
             params["sinceSeconds"] = since_seconds
         if limit_bytes:
             params["limitBytes"] = limit_bytes
-        response = self._send(
-            RESOURCES["pods"].path(namespace, pod) + "/log",
-            params,
-            verb="get",
-            resource="pods/log",
-            namespace=namespace,
-        )
-        return response.text
+        return self._log(namespace, pod, container, params).text
+
+    def _log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str | None,
+        params: dict[str, Any],
+        **kw: Any,
+    ) -> httpx.Response:
+        """A request to ``pods/log`` of one container (the pod's only one when None)."""
+        if container:
+            params = {"container": container, **params}
+        path = RESOURCES["pods"].path(namespace, pod) + "/log"
+        return self._send(path, params, verb="get", resource="pods/log", namespace=namespace, **kw)
 
     # ---- writes (the active commands) ---------------------------------------------
     def create(
@@ -464,18 +459,14 @@ class ApiReader:
         start, until the container ends, the Unix time ``until`` or (``idle``) that many
         seconds without a line; a stream that breaks ends the iteration (the caller knows
         from the lines whether it saw everything)."""
-        params: dict[str, Any] = {"follow": "true"}
-        if container:
-            params["container"] = container
         left = until - time.time()
         if left <= 0:
             return
-        response = self._send(
-            RESOURCES["pods"].path(namespace, pod) + "/log",
-            params,
-            verb="get",
-            resource="pods/log",
-            namespace=namespace,
+        response = self._log(
+            namespace,
+            pod,
+            container,
+            {"follow": "true"},
             stream=True,
             read_timeout=max(min(left, idle or left), 0.1),
         )
@@ -580,6 +571,12 @@ class CredentialPlugin(httpx.Auth):
                 f"credential plugin {name} printed no ExecCredential with status.token"
             ) from None
         return str(token)
+
+
+def _selectors(labels: str | None, fields: str | None) -> dict[str, str]:
+    """The query parameters of a list or watch's label and field selectors."""
+    given = {"labelSelector": labels, "fieldSelector": fields}
+    return {k: v for k, v in given.items() if v}
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -69,7 +69,8 @@ from svcdoctor.lab.jobspec import (
     random_suffix,
     service_rewrites,
 )
-from svcdoctor.lab.objects import NAMESPACE, log_time
+from svcdoctor.lab.logs import log_time
+from svcdoctor.lab.names import NAMESPACE
 
 MAX_PROCESSES = 20  # pods running at once (a quota: more are refused)
 MAX_LOG_BYTES = 64 << 20  # per pod; later lines are dropped (a note says so)

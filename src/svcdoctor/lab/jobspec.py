@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from svcdoctor.lab.objects import CLUSTER_IP, SERVICE, SERVICE_PORT, stamp
+from svcdoctor.lab.names import SERVICE, SERVICE_PORT
+from svcdoctor.lab.objects import CLUSTER_IP, stamp
 
 MANAGED_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")

@@ -29,14 +29,9 @@ from typing import Any
 
 from svcdoctor.evidence.kubectl import TRIGGER_TIME
 from svcdoctor.evidence.write import events_json, pods_json
-from svcdoctor.lab.logs import log_time, nginx_line, nginx_log, request_log
-from svcdoctor.lab.names import NAMESPACE, SERVICE, SERVICE_PORT, UPSTREAM
+from svcdoctor.lab.names import NAMESPACE, SERVICE, SERVICE_PORT
 from svcdoctor.lab.scenarios import NEW, OLD, Scenario
 from svcdoctor.model import LifecycleEvent, PodInfo, iso_utc
-
-# re-exported: serve, jobs and tests read these from here (they live in lab/logs, lab/names)
-__all__ = ["NAMESPACE", "SERVICE", "SERVICE_PORT", "UPSTREAM"]
-__all__ += ["log_time", "nginx_line", "nginx_log", "request_log"]
 
 DEPLOYMENT = "api"
 CONTAINER = "app"
@@ -49,7 +44,6 @@ LOAD_IMAGE = "svcdoctor/lab-load:0.1"
 READY_HASH_LABEL = "pod-template-hash"
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 REVISION = "deployment.kubernetes.io/revision"
-# the request the load sends, and the bodies the app answers with (for nginx's byte counts)
 
 Obj = dict[str, Any]
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' name suffixes (no vowels)

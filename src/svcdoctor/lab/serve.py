@@ -50,6 +50,8 @@ from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath
 from svcdoctor.lab.jobs import JobRunner, Placement, handler_for, jobs_directory
 from svcdoctor.lab.kernel import SUBNET, read_conntrack
 from svcdoctor.lab.load import Load
+from svcdoctor.lab.logs import nginx_log, request_log
+from svcdoctor.lab.names import NAMESPACE
 from svcdoctor.lab.run import (
     ground_truth,
     make_datapath,
@@ -194,7 +196,7 @@ class LabState:
         """A load pod's log: its requests as canonical JSON Lines rows."""
         name = objects.load_pod_name(client)
         rows = self.rows(lambda r: r["client"] == f"client-{client}")
-        return objects.request_log([r | {"client": name} for r in rows], timestamps=True)
+        return request_log([r | {"client": name} for r in rows], timestamps=True)
 
     def proxy_log(self, node: int) -> str:
         """A node proxy's log, as its ingress-nginx controller pod would write it."""
@@ -204,7 +206,7 @@ class LabState:
             if pod.net is not None
         }
         rows = self.rows(lambda r: r["node"] == node)
-        return objects.nginx_log(rows, addresses, timestamps=True)
+        return nginx_log(rows, addresses, timestamps=True)
 
 
 class Rollout:
@@ -443,7 +445,7 @@ async def serve(
         lambda node: state.node_ips()[node],
         dp.service_address,
     )
-    jobs = JobRunner(store, placement, jobs_directory(lock_dir(), prefix), objects.NAMESPACE)
+    jobs = JobRunner(store, placement, jobs_directory(lock_dir(), prefix), NAMESPACE)
     rollout = Rollout(state, mirror)
     for resource in ("pods", "jobs"):
         server.admit(resource, handler_for(jobs, resource))
@@ -454,14 +456,14 @@ async def serve(
     with claim(prefix):
         try:
             await server.start()
-            server.write_kubeconfig(kubeconfig, context=CONTEXT, namespace=objects.NAMESPACE)
+            server.write_kubeconfig(kubeconfig, context=CONTEXT, namespace=NAMESPACE)
             mirror.sync()
             old = await start_pods(scenario, cluster, dp, lambda what: None)
             state.running = True
             ready = time.time()
             for client in range(scenario.load.clients if load_on else 0):
                 store.set_logs(
-                    objects.NAMESPACE,
+                    NAMESPACE,
                     objects.load_pod_name(client),
                     state.log_source(state.client_log, client),
                     timestamped=True,
@@ -480,9 +482,7 @@ async def serve(
             background.append(asyncio.create_task(_ticker(mirror, dp)))
             targets = await exporters.start()
             if announce:
-                announce(
-                    ServeInfo(server.url, kubeconfig, CONTEXT, objects.NAMESPACE, dp.name, targets)
-                )
+                announce(ServeInfo(server.url, kubeconfig, CONTEXT, NAMESPACE, dp.name, targets))
             deadline = asyncio.get_running_loop().time() + end - time.time()
             try:
                 async with asyncio.timeout_at(deadline) as bound:
