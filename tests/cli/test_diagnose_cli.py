@@ -31,6 +31,7 @@ def test_json_report_has_the_documented_schema(race_bundle: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(report) == {
+        "schema_version",
         "summary",
         "primary_cause",
         "causes",
@@ -47,6 +48,8 @@ def test_json_report_has_the_documented_schema(race_bundle: Path) -> None:
     race = report["causes"][0]["details"]
     assert race["window_seconds"] > 0
     assert race["recommended_prestop_seconds"] >= race["window_seconds"]
+    assert report["schema_version"] == 2
+    assert race["plan"]["prestop_seconds"] == race["recommended_prestop_seconds"]
 
 
 def test_text_report_puts_the_verdict_first(race_bundle: Path) -> None:
