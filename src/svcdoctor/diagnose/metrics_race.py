@@ -15,10 +15,11 @@ import numpy as np
 
 from svcdoctor.diagnose.context import Settings
 from svcdoctor.diagnose.metrics_history import Counts, Grid, History
-from svcdoctor.diagnose.race import generic_patch, patch_yaml
+from svcdoctor.diagnose.race import GRACEFUL_SHUTDOWN, generic_patch
 from svcdoctor.diagnose.stats import Floats, placement_test, proportion_ci
 from svcdoctor.model import Assessment, Cause, remedy
 from svcdoctor.model.diagnosis import (
+    FixStep,
     RaceDetails,
     RaceWindow,
     RemedyPatch,
@@ -298,7 +299,7 @@ def assess_race(
         score = 0.35
     else:
         score = 0.05
-    fixes: list[str] = []
+    fixes: list[FixStep] = []
     window = fit.window if fit else None
     floor = h.programming_p99
     if floor is not None:
@@ -322,20 +323,17 @@ def assess_race(
             f"interval {window.ci95[0]:g}-{window.ci95[1]:g} s, from {grid.step:g} s steps): "
             "the observed race window"
         )
-        fixes.append(
+        text = (
             f"{' '.join(patch.rules) or 'SVD101/SVD102'}: preStop sleep {prestop} s (the "
             f"window's 95 % upper bound {window.ci95[1]:g} s"
             + (f" or kube-proxy's p99 {floor:.3g} s" if floor and floor > window.ci95[1] else "")
             + " + margin) and "
             f"terminationGracePeriodSeconds {grace} (preStop + longest request "
             f"{remedy.DEFAULT_MAX_REQUEST_SECONDS:g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s), "
-            f"for {patch.object}:\n"
-            + "\n".join(f"  {line}" for line in patch_yaml(patch.patch).splitlines())
+            f"for {patch.object}"
         )
-        fixes.append(
-            "on SIGTERM stop accepting new connections, finish in-flight requests, "
-            "then exit (graceful shutdown)"
-        )
+        fixes.append(FixStep(text, patch.patch, patch.object))
+        fixes.append(FixStep(GRACEFUL_SHUTDOWN))
     if killed:
         evidence.append(
             f"{len(killed)} pods' containers last ended with reason Error "

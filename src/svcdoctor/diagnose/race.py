@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import numpy as np
 import polars as pl
-import yaml
 
 from svcdoctor.checks import has_shell, prestop_hook, racing
 from svcdoctor.diagnose.context import Context, Settings
@@ -20,13 +19,24 @@ from svcdoctor.model import (
     LifecycleEvent,
     remedy,
 )
-from svcdoctor.model.diagnosis import RaceDetails, RaceWindow, RemedyPatch, ShutdownPath, SigKill
+from svcdoctor.model.diagnosis import (
+    FixStep,
+    RaceDetails,
+    RaceWindow,
+    RemedyPatch,
+    ShutdownPath,
+    SigKill,
+)
 from svcdoctor.model.patch import PodPatch
 from svcdoctor.model.remedy import RACE_RULES
 
 BIN = 0.25  # seconds per lag bin
 TOLERANCE = 0.5  # clock skew allowed between sources, on top of their resolution
 WIDTHS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0)  # candidate race windows of the test
+GRACEFUL_SHUTDOWN = (
+    "on SIGTERM stop accepting new connections, finish in-flight requests, "
+    "then exit (graceful shutdown)"
+)
 
 
 def excess_in_windows(ctx: Context, failures: Floats, anchors: Floats, width: float) -> float:
@@ -210,15 +220,6 @@ def generic_patch(plan: remedy.ShutdownPlan) -> PodPatch:
     return PodPatch("Deployment", "app", plan.grace_seconds, prestop=remedy.planned_hook(plan))
 
 
-def patch_yaml(patch: PodPatch) -> str:
-    """The patch as YAML for the cause's fix text (the one place outside ``report`` that
-    prints a patch: the diagnosis' fixes are prose carried as text)."""
-    text: str = yaml.dump(
-        patch.data(), Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False
-    )
-    return text.rstrip()
-
-
 def _patch(obj: str, container: str, plan: remedy.ShutdownPlan, patch: PodPatch) -> RemedyPatch:
     return RemedyPatch(obj, container, plan.rules, plan.prestop_seconds, plan.grace_seconds, patch)
 
@@ -365,7 +366,7 @@ def assess_race(
     starts = _failure_starts(ctx, explained_backends, kills)
     window = race_window(ctx, starts, s) if p < 0.05 else None
     evidence: list[str] = []
-    fixes: list[str] = []
+    fixes: list[FixStep] = []
     details = RaceDetails(
         deletions=len(ctx.deletions),
         p_value=round(p, 4),
@@ -408,18 +409,15 @@ def assess_race(
             ),
         )
         for patch, plan in plans:
-            fixes.append(
+            text = (
                 f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s (the "
                 f"window's 95 % upper bound {window.ci95[1]:g} s + margin) and "
                 f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop + longest request "
                 f"{_longest(latency):g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s, never below "
-                f"what the object has or the default 30 s), for {patch.object}:\n"
-                + "\n".join(f"  {line}" for line in patch_yaml(patch.patch).splitlines())
+                f"what the object has or the default 30 s), for {patch.object}"
             )
-        fixes.append(
-            "on SIGTERM stop accepting new connections, finish in-flight requests, "
-            "then exit (graceful shutdown)"
-        )
+            fixes.append(FixStep(text, patch.patch, patch.object))
+        fixes.append(FixStep(GRACEFUL_SHUTDOWN))
     if shutdown.sigkilled:
         graces = sorted({k.grace_seconds for k in shutdown.sigkilled if k.grace_seconds})
         took = [
@@ -445,9 +443,11 @@ def assess_race(
         details = replace(details, recommended_grace_seconds=need)
         fixes.insert(
             0,
-            "SVD102: the grace period is too short: the kubelet SIGKILLs the container "
-            "mid-request; raise terminationGracePeriodSeconds to at least "
-            f"{need} (preStop + the longest request + margin)",
+            FixStep(
+                "SVD102: the grace period is too short: the kubelet SIGKILLs the container "
+                "mid-request; raise terminationGracePeriodSeconds to at least "
+                f"{need} (preStop + the longest request + margin)"
+            ),
         )
         if shutdown.failures_at_sigkill >= s.min_failures:
             score = max(score, 0.7)
@@ -460,8 +460,10 @@ def assess_race(
             "the kubelet cut them and sent SIGTERM with 2 s left"
         )
         fixes.append(
-            "SVD102: make terminationGracePeriodSeconds longer than the preStop sleep plus the "
-            "longest request"
+            FixStep(
+                "SVD102: make terminationGracePeriodSeconds longer than the preStop sleep plus "
+                "the longest request"
+            )
         )
     if shutdown.failed_prestop_hooks:
         evidence.append(
@@ -470,8 +472,10 @@ def assess_race(
             "preStop delay at all"
         )
         fixes.append(
-            "SVD104: fix the preStop hook (an image without a shell needs the native "
-            "`sleep` action, Kubernetes ≥ 1.30)"
+            FixStep(
+                "SVD104: fix the preStop hook (an image without a shell needs the native "
+                "`sleep` action, Kubernetes ≥ 1.30)"
+            )
         )
         score = max(score, 0.35) if score >= 0.3 else score
     evidence.extend(manifest_notes)
