@@ -29,6 +29,7 @@ from svcdoctor.model.diagnosis import (
     Summary,
     UpstreamRow,
 )
+from svcdoctor.model.remedy import plan_data
 from svcdoctor.report.fixes import patch_text as fix_yaml
 from svcdoctor.report.fixes import step_text
 
@@ -108,7 +109,7 @@ def _race(r: RaceDetails) -> dict[str, Any]:
             {**_plain(p), "patch": fix_yaml(p.patch), "plan": _plain(p.patch)} for p in r.remedy
         ]
     if r.plan is not None:
-        out["plan"] = _plain(r.plan)
+        out["plan"] = plan_data(r.plan)
     return out
 
 
