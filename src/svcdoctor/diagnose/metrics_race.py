@@ -210,11 +210,20 @@ def rollouts_of(h: History, dels: Floats) -> list[Floats]:
     return sorted(groups, key=lambda g: float(g[0]))
 
 
-def _generic_remedy(workloads: Sequence[str], window_high: float) -> tuple[RemedyPatch, int, int]:
-    """The shutdown plan for the window's upper bound, as a patch for the workloads (the
+def _generic_remedy(
+    workloads: Sequence[str], window_high: float, s: Settings
+) -> tuple[RemedyPatch, int, int]:
+    """The shutdown plan for the window's upper bound (with the user's longest request,
+    margin and Kubernetes version: lint's settings), as a patch for the workloads (the
     container name is not in the metrics: ``app`` stands for it)."""
     plan = remedy.plan_shutdown(
-        remedy.ShutdownFacts(window_seconds=window_high, source=remedy.WindowSource.DIAGNOSED)
+        remedy.ShutdownFacts(
+            window_seconds=window_high,
+            source=remedy.WindowSource.DIAGNOSED,
+            longest_request_seconds=s.checks.max_request_seconds,
+            margin_seconds=s.checks.margin_seconds,
+            kube_version=s.checks.kube_version,
+        )
     )
     obj = (
         ", ".join(f"Deployment {w}" for w in workloads) or "your Deployment"
@@ -310,7 +319,7 @@ def assess_race(
     if window is not None and score >= 0.3:
         workloads = sorted({p.workload for p in h.pods})
         cover = max(window.ci95[1], floor or 0.0)
-        patch, prestop, grace = _generic_remedy(workloads, cover)
+        patch, prestop, grace = _generic_remedy(workloads, cover, s)
         details = replace(
             details,
             window=window,
@@ -329,7 +338,7 @@ def assess_race(
             + (f" or kube-proxy's p99 {floor:.3g} s" if floor and floor > window.ci95[1] else "")
             + " + margin) and "
             f"terminationGracePeriodSeconds {grace} (preStop + longest request "
-            f"{remedy.DEFAULT_MAX_REQUEST_SECONDS:g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s), "
+            f"{s.checks.max_request_seconds:g} s + {s.checks.margin_seconds:g} s), "
             f"for {patch.object}"
         )
         fixes.append(FixStep(text, patch.patch, patch.object))

@@ -169,21 +169,25 @@ def _quantile_lag(excess: np.ndarray, edges: Floats) -> Floats:
     return np.where(totals[:, 0] > 0, np.maximum(upper, BIN), 0.0)
 
 
-def _longest(latency: float | None) -> float:
-    """The longest request the grace period must cover: the p99.9 latency can raise lint's
-    assumption but not lower it (the evidence cannot show no request is longer)."""
-    return max(latency or 0.0, remedy.DEFAULT_MAX_REQUEST_SECONDS)
+def _longest(latency: float | None, s: Settings) -> float:
+    """The longest request the grace period must cover: the p99.9 latency can raise the
+    user's assumption (lint's ``--max-request-seconds``) but not lower it (the evidence
+    cannot show no request is longer)."""
+    return max(latency or 0.0, s.checks.max_request_seconds)
 
 
 def remedy_patches(
-    ctx: Context, window_high: float, latency: float | None
+    ctx: Context, window_high: float, latency: float | None, s: Settings
 ) -> list[tuple[RemedyPatch, remedy.ShutdownPlan]]:
     """The patch and its plan per racing container of the bundle's manifests (one generic
-    patch when it holds none), planned by the remedy model from the window's upper bound."""
+    patch when it holds none), planned by the remedy model from the window's upper bound,
+    with the user's margin and Kubernetes version (lint's settings)."""
     facts = remedy.ShutdownFacts(
         window_seconds=window_high,
         source=remedy.WindowSource.DIAGNOSED,
-        longest_request_seconds=_longest(latency),
+        margin_seconds=s.checks.margin_seconds,
+        kube_version=s.checks.kube_version,
+        longest_request_seconds=_longest(latency, s),
     )
     inventory = ctx.evidence.inventory
     out = []
@@ -395,7 +399,7 @@ def assess_race(
             f" s; median lag {window.median_lag_seconds} s): the observed race window"
         )
         latency = _latency_p999(ctx)
-        plans = remedy_patches(ctx, window.ci95[1], latency)
+        plans = remedy_patches(ctx, window.ci95[1], latency, s)
         details = replace(
             details,
             latency_p999_seconds=round(latency, 3) if latency is not None else None,
@@ -413,7 +417,7 @@ def assess_race(
                 f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s (the "
                 f"window's 95 % upper bound {window.ci95[1]:g} s + margin) and "
                 f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop + longest request "
-                f"{_longest(latency):g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s, never below "
+                f"{_longest(latency, s):g} s + {s.checks.margin_seconds:g} s, never below "
                 f"what the object has or the default 30 s), for {patch.object}"
             )
             fixes.append(FixStep(text, patch.patch, patch.object))
@@ -431,13 +435,13 @@ def assess_race(
             + (f"= the grace period ({', '.join(map(str, graces))} s) " if graces else "")
             + f"with {shutdown.failures_at_sigkill} failures at those moments"
         )
-        longest = _longest(_latency_p999(ctx))
+        longest = _longest(_latency_p999(ctx), s)
         need = max(
             details.recommended_grace_seconds or 0,
             remedy.needed_grace(
                 max(graces, default=DEFAULT_GRACE_SECONDS),
                 longest,
-                remedy.DEFAULT_MARGIN_SECONDS,
+                s.checks.margin_seconds,
             ),
         )
         details = replace(details, recommended_grace_seconds=need)
