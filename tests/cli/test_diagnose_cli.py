@@ -31,6 +31,7 @@ def test_json_report_has_the_documented_schema(race_bundle: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(report) == {
+        "schema_version",
         "summary",
         "primary_cause",
         "causes",
