@@ -211,6 +211,30 @@ def plan_probes(readiness: Probe | None, liveness: Probe | None) -> ProbeSplit:
     return ProbeSplit(ProbeChange.MANUAL, None, readiness.port)
 
 
+def _delay(wanted: float, facts: ShutdownFacts) -> tuple[int, HookKind, list[str]]:
+    """The preStop seconds for a delay of ``wanted`` before the app's own drain, never below
+    the sleep the container has (an app draining for an untold time is trusted to cover the
+    window by itself), its hook, and the preStop rules it answers."""
+    drain = facts.drain_seconds
+    wanted = 0.0 if drain is None else max(wanted - drain, 0.0)
+    current = facts.current_prestop_seconds or 0.0
+    prestop = max(seconds(wanted), seconds(current))
+    rules: list[str] = []
+    if prestop == 0:
+        return prestop, HookKind.NONE, rules
+    kind = hook_kind(facts.kube_version, facts.has_shell)
+    rules += ["SVD101"] if not current else (["SVD103"] if wanted > current else [])
+    if kind is HookKind.IMPOSSIBLE:
+        rules.append(NO_SHELL_RULE)
+    return prestop, kind, rules
+
+
+def _grace_now(facts: ShutdownFacts) -> int:
+    """The grace period the object has (the default 30 s when it sets none)."""
+    have = facts.current_grace_seconds
+    return have if have is not None else DEFAULT_GRACE_SECONDS
+
+
 def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
     """The shutdown plan for ``facts`` (pure)."""
     window = max(facts.window_seconds, 0.0)
@@ -218,26 +242,10 @@ def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
         wanted = window
     else:
         wanted = window + prestop_margin(window) if window > 0 else 0.0
-    # an app draining for an untold time is trusted to cover the window by itself
-    drain = facts.drain_seconds
-    wanted = 0.0 if drain is None else max(wanted - drain, 0.0)
-    current = facts.current_prestop_seconds or 0.0
-    prestop = max(seconds(wanted), seconds(current))
-    rules: list[str] = []
-    if prestop > 0:
-        kind = hook_kind(facts.kube_version, facts.has_shell)
-        rules += ["SVD101"] if not current else (["SVD103"] if wanted > current else [])
-        if kind is HookKind.IMPOSSIBLE:
-            rules.append(NO_SHELL_RULE)
-    else:
-        kind = HookKind.NONE
-    before_requests = prestop + (drain or 0.0)  # deletion → stops taking requests
+    prestop, kind, rules = _delay(wanted, facts)
+    before_requests = prestop + (facts.drain_seconds or 0.0)  # deletion → stops taking requests
     needed = needed_grace(before_requests, facts.longest_request_seconds, facts.margin_seconds)
-    have = (
-        facts.current_grace_seconds
-        if facts.current_grace_seconds is not None
-        else DEFAULT_GRACE_SECONDS
-    )
+    have = _grace_now(facts)
     floor = 0 if facts.allow_lower_grace else have
     grace = max(needed, floor)
     if grace != have:
@@ -265,27 +273,12 @@ def meet_plan(plan: ShutdownPlan, facts: ShutdownFacts) -> ShutdownPlan:
     sleep, its grace period); no preStop when the app drains by itself for an untold time,
     the rest when it drains for some seconds; the hook the cluster and the image allow;
     the rules its changes answer."""
-    drain = facts.drain_seconds
-    wanted = 0.0 if drain is None else max(plan.prestop_seconds - drain, 0.0)
-    current = facts.current_prestop_seconds or 0.0
-    prestop = max(seconds(wanted), seconds(current))
-    rules: list[str] = []
-    if prestop > 0:
-        kind = hook_kind(facts.kube_version, facts.has_shell)
-        rules += ["SVD101"] if not current else (["SVD103"] if wanted > current else [])
-        if kind is HookKind.IMPOSSIBLE:
-            rules.append(NO_SHELL_RULE)
-    else:
-        kind = HookKind.NONE
-    have = (
-        facts.current_grace_seconds
-        if facts.current_grace_seconds is not None
-        else DEFAULT_GRACE_SECONDS
-    )
+    prestop, kind, rules = _delay(plan.prestop_seconds, facts)
+    have = _grace_now(facts)
     grace = max(plan.grace_seconds, have)
     if grace != have:
         rules.append(GRACE_RULE)
-    before_requests = prestop + (drain or 0.0)
+    before_requests = prestop + (facts.drain_seconds or 0.0)
     return ShutdownPlan(
         prestop_seconds=prestop,
         hook=kind,
