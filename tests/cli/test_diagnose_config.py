@@ -1,19 +1,22 @@
 """``diagnose`` says what the manifests given with the evidence break with the rules'
-settings ``lint`` would use in the same place: the nearest config file's."""
+settings ``lint`` would use in the same place: the nearest config file's, ``--config`` and
+the remedy flags; the race's remedy uses the same settings."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 EXAMPLE = Path(str(files("svcdoctor.examples") / "rollout-race"))
 
 
-def _diagnose(cwd: Path) -> str:
+def _diagnose(cwd: Path, *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "svcdoctor", "diagnose", str(EXAMPLE)],
+        [sys.executable, "-m", "svcdoctor", "diagnose", str(EXAMPLE), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -31,3 +34,32 @@ def test_the_config_file_lint_reads_sets_the_manifest_notes(tmp_path: Path) -> N
     assert "manifest SVD101" not in quiet
     assert "Verdict:" in quiet
     assert "race" in quiet
+
+
+def _race(cwd: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """The race details of ``diagnose -o json`` with ``args``, and its manifest note."""
+    body = json.loads(_diagnose(cwd, "-o", "json", *args))
+    race = next(c for c in body["causes"] if c["cause"] == "race")
+    note = next(e for e in race["evidence"] if e.startswith("manifest SVD101"))
+    return race["details"], note
+
+
+def test_the_config_and_the_remedy_flags_set_the_remedy_and_the_notes(tmp_path: Path) -> None:
+    """``--config`` and lint's remedy flags: the same longest request, margin and Kubernetes
+    version for the manifest notes and the race's remedy as lint and fix use."""
+    plain, note = _race(tmp_path)
+    assert (plain["plan"]["grace_seconds"], plain["plan"]["hook"]) == (30, "sleep")
+    assert "also cuts requests" not in note
+    config = tmp_path / "mine.toml"
+    config.write_text('max-request-seconds = 40\nkubernetes-version = "1.28"\n')
+    for args in (
+        ("--config", str(config)),
+        ("--max-request-seconds", "40", "--kube-version", "1.28"),
+    ):
+        details, note = _race(tmp_path, *args)
+        assert details["plan"]["grace_seconds"] == 6 + 40 + 5
+        assert details["plan"]["hook"] == "exec"
+        assert details["remedy"][0]["plan"]["prestop"]["handler"] == "shell"
+        assert "also cuts requests longer than 30 s" in note
+    margin, _ = _race(tmp_path, "--margin-seconds", "20")
+    assert margin["plan"]["grace_seconds"] == 6 + 10 + 20

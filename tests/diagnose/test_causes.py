@@ -95,7 +95,7 @@ def test_sigkill_names_the_grace_period(tmp_path: Path) -> None:
     assert isinstance(d.primary.details, RaceDetails)
     assert d.primary.details.shutdown.sigkilled
     assert any("grace period" in e for e in d.primary.evidence)
-    assert "terminationGracePeriodSeconds" in d.primary.fixes[0]
+    assert "terminationGracePeriodSeconds" in d.primary.fixes[0].text
 
 
 @pytest.mark.parametrize("style", ["dmesg-T", "journal"])

@@ -20,6 +20,7 @@ from svcdoctor.diagnose import diagnose
 from svcdoctor.evidence import read_evidence
 from svcdoctor.model import Cause, Diagnosis
 from svcdoctor.model.diagnosis import RaceDetails
+from svcdoctor.report.fixes import step_text
 from tests.conftest import lint_text
 from tests.factory import Scenario, generate, write_bundle
 from tests.test_remedy import apply_fix, dumps, manifest, prestops
@@ -75,7 +76,7 @@ def test_example_fix_applied_leaves_no_shutdown_finding(tmp_path: Path) -> None:
         assert set(item.rules) <= {"SVD101", "SVD102", "SVD103"}
         kind, ref = item.object.split(" ", 1)
         docs = apply_fix(docs, kind, ref.split("/")[-1], item.patch)
-        fixes = "\n".join(d.primary.fixes)
+        fixes = "\n".join(step_text(f) for f in d.primary.fixes)
         assert all(rule in fixes for rule in item.rules)
     after = {f.rule for f in lint_text(yaml.safe_dump_all(docs)).findings}
     assert not after & {"SVD101", "SVD102", "SVD103"}, after

@@ -174,7 +174,7 @@ def test_keepalive_mismatch_is_found_without_connection_ids_and_fixed_with_numbe
     gaps = d.primary.details.idle_gaps
     assert gaps is not None
     assert 4.0 <= gaps.server_idle_seconds <= 6.0
-    fix = d.primary.fixes[0]
+    fix = d.primary.fixes[0].text
     assert "ingress-nginx" in fix
     assert "60 s" in fix
     assert "keepAliveTimeout = 65000" in fix

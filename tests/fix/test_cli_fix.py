@@ -19,6 +19,7 @@ pytest.importorskip("ruamel.yaml")
 from svcdoctor.checks import Settings
 from svcdoctor.cli import cli
 from svcdoctor.cli.lint import lint_paths
+from svcdoctor.model import remedy
 
 SHOP = Path(str(files("svcdoctor.examples") / "shop.yaml"))
 FIXABLE = {"SVD101", "SVD102", "SVD103", "SVD104", "SVD105", "SVD106"}
@@ -357,6 +358,43 @@ def test_from_diagnosis_schema_2_applies_the_plan_it_carries(shop: Path) -> None
     web = docs["frontend"]["spec"]["template"]["spec"]
     assert web["containers"][0]["lifecycle"]["preStop"] == {"sleep": {"seconds": 14}}
     assert web["terminationGracePeriodSeconds"] == 31
+
+
+def test_from_diagnosis_schema_2_takes_the_plan_back_and_plans_nothing(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The diagnosis' plan, read back as a ShutdownPlan, is what the race fix applies: its
+    preStop and grace, with no second plan_shutdown for the window."""
+    plan = remedy.ShutdownPlan(
+        prestop_seconds=17,
+        hook=remedy.HookKind.SLEEP,
+        grace_seconds=43,
+        rules=("SVD101", "SVD102"),
+        window_seconds=11.25,
+        source=remedy.WindowSource.DIAGNOSED,
+        version_known=False,
+        needed_grace_seconds=43,
+    )
+    assert remedy.plan_from_data(remedy.plan_data(plan)) == plan
+    details = {"window_seconds": 11.25, "latency_p999_seconds": 9.0}
+    document = json.loads(diagnosis({**details, "plan": remedy.plan_data(plan)}))
+    (shop.parent / "d.json").write_text(json.dumps({"schema_version": 2, **document}))
+    calls: list[remedy.ShutdownFacts] = []
+    planner = remedy.plan_shutdown
+
+    def spy(facts: remedy.ShutdownFacts) -> remedy.ShutdownPlan:
+        calls.append(facts)
+        return planner(facts)
+
+    monkeypatch.setattr(remedy, "plan_shutdown", spy)
+    args = ("--write", "--rule", "SVD101,SVD102,SVD103", "--from-diagnosis", "d.json")
+    result = run(*args, "shop.yaml", cwd=shop.parent)
+    assert result.exit_code == 1, result.output
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(shop.read_text())}
+    web = docs["frontend"]["spec"]["template"]["spec"]
+    assert web["containers"][0]["lifecycle"]["preStop"] == {"sleep": {"seconds": 17}}
+    assert web["terminationGracePeriodSeconds"] == 43
+    assert calls == []
 
 
 @pytest.mark.parametrize(

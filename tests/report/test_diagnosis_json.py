@@ -14,6 +14,7 @@ from svcdoctor.model.diagnosis import (
     ConntrackCounter,
     CounterGrowth,
     CounterValue,
+    FixStep,
     IdleGaps,
     InfraDetails,
     NearestFraction,
@@ -114,7 +115,9 @@ def test_the_document_cleans_infinities_and_names_the_primary_cause() -> None:
         "10.0.0.1:80", None, "10.0.0.1", None, 100, 50, 0.5, (0.4, 0.6), 0.0,
         (math.inf, 1e9), 0.0, None, None,
     )  # fmt: skip
-    backend = Assessment(Cause.BACKEND, 0.9, ("e",), ("f",), BackendDetails(8, (suspect,), 1.0))
+    backend = Assessment(
+        Cause.BACKEND, 0.9, ("e",), (FixStep("f"),), BackendDetails(8, (suspect,), 1.0)
+    )
     d = Diagnosis(SUMMARY, (backend,))
     body = diagnosis_to_dict(d)
     assert body["primary_cause"] == "backend"

@@ -173,7 +173,7 @@ def test_split_fix_gives_the_patch_as_yaml(example: tuple[Evidence, Diagnosis]) 
     assert fix.yaml is not None
     spec = yaml.safe_load(fix.yaml)["spec"]["template"]["spec"]
     assert spec["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"] >= 1
-    assert split_fix(sentence) == Fix(sentence)
+    assert split_fix(sentence) == Fix(sentence.text)
 
 
 def test_a_diagnosis_page_holds_each_cause_its_fix_and_every_source(

@@ -188,7 +188,7 @@ def test_sigkilled_pods_exit_137_in_the_bundle(tmp_path: Path) -> None:
     d = diagnose(read_evidence([str(out)]))
     assert d.primary is not None
     assert d.primary.cause.value == "race"
-    assert "grace" in " ".join(d.primary.evidence + d.primary.fixes).lower()
+    assert "grace" in " ".join(d.primary.evidence + tuple(f.text for f in d.primary.fixes)).lower()
 
 
 @pytest.mark.parametrize("option", ["--plot", "--emit-evidence"])

@@ -12,6 +12,7 @@ from svcdoctor.checks._serving import (
     Script,
     backed,
     data_store,
+    has_shell,
     parse_script,
     scrape_only,
     seconds,
@@ -31,7 +32,16 @@ from svcdoctor.model.patch import (
     PodPatch,
     PreStopHook,
 )
-from svcdoctor.model.remedy import HookKind, ShutdownPlan, hook_kind, planned_hook
+from svcdoctor.model.remedy import (
+    HookKind,
+    ShutdownFacts,
+    ShutdownPlan,
+    cuts_requests,
+    hook_kind,
+    meet_plan,
+    needed_grace,
+    planned_hook,
+)
 
 _SHELLS = SHELLS
 _NO_SHELL = NO_SHELL_IMAGE
@@ -51,6 +61,31 @@ def _delays(c: Container) -> bool:
     """Whether the container's preStop hook waits (a sleep, or an httpGet the app answers)."""
     hook = c.prestop
     return bool(hook and (hook.handler in ("sleep", "httpGet") or hook.sleep_seconds))
+
+
+def race_plan(
+    w: Workload,
+    c: Container,
+    settings: Settings,
+    current_prestop: float | None = None,
+    *,
+    shell: bool | None = None,
+) -> ShutdownPlan:
+    """The plan the race rules fix to: the plan the settings carry (a diagnosis', taken as
+    given and met with the container's facts: no window planned again), else lint's plan
+    under its assumptions."""
+    if settings.plan is None:
+        return shutdown_plan(w, c, settings, current_prestop=current_prestop, shell=shell)
+    found = settings.drain_of(w.ref.kind, w.ref.name, c.image)
+    facts = ShutdownFacts(
+        longest_request_seconds=settings.max_request_seconds,
+        drain_seconds=found.seconds if found is not None else 0.0,
+        kube_version=settings.kube_version,
+        current_prestop_seconds=current_prestop,
+        current_grace_seconds=w.template.effective_grace_seconds,
+        has_shell=has_shell(c) if shell is None else shell,
+    )
+    return meet_plan(settings.plan, facts)
 
 
 def _drains_hint(w: Workload, c: Container) -> str:
@@ -127,7 +162,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         hook = c.prestop
         if _delays(c):
             continue
-        plan = shutdown_plan(w, c, settings)
+        plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
         drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
@@ -143,12 +178,13 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             )
         )
         grace = w.template.effective_grace_seconds
-        now = shutdown_plan(w, c, settings, window=0.0)  # as it is, without a sleep
         drained = seconds(drain.seconds or 0.0) if drain is not None else 0
+        # as it is, without a sleep: the grace period against the app's drain and requests
+        cuts = cuts_requests(grace, (drain and drain.seconds) or 0.0, settings.max_request_seconds)
         also = (
             f"; terminationGracePeriodSeconds {grace} also cuts requests longer than "
             f"{grace - drained} s (set {plan.grace_seconds} with the sleep)"
-            if now.grace_cuts_requests
+            if cuts
             else ""
         )
         if drain is not None and drain.seconds is not None:
@@ -247,16 +283,19 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     """
     for w, c in racing(inventory):
         drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
-        if not _delays(c) and (not drain or "SVD101" in shutdown_plan(w, c, settings).rules):
+        if not _delays(c) and (not drain or "SVD101" in race_plan(w, c, settings).rules):
             continue  # SVD101 reports it, grace period included
         sleep = (c.prestop.sleep_seconds if c.prestop else None) or 0.0
         grace = w.template.effective_grace_seconds
         # the delay it has (and its own drain) is what the grace period must cover here;
         # a sleep shorter than propagation is SVD103's
-        plan = shutdown_plan(w, c, settings, current_prestop=sleep, window=sleep)
-        if not plan.grace_cuts_requests:
+        stops = seconds(sleep) + ((drain and drain.seconds) or 0.0)  # stops taking requests
+        longest = settings.max_request_seconds
+        if not cuts_requests(grace, stops, longest):
             continue
-        needed = plan.grace_seconds
+        needed = max(needed_grace(stops, longest, settings.margin_seconds), grace)
+        if settings.plan is not None:  # a diagnosis' plan: its grace at least
+            needed = max(needed, settings.plan.grace_seconds)
         given = "default " if w.template.grace_seconds is None else ""
         drained = (
             f"{drain.seconds:g} s of its own drain + "
@@ -334,7 +373,7 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
             continue
         assert c.prestop is not None
         want = settings.propagation_seconds
-        plan = shutdown_plan(w, c, settings, current_prestop=sleep)
+        plan = race_plan(w, c, settings, current_prestop=sleep)
         if "SVD103" not in plan.rules:
             continue  # long enough, with the app's own drain
         drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
@@ -426,7 +465,7 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
         program = hook.command[0].rsplit("/", 1)[-1]
         if program not in _SHELLS | {"sleep"} or not _NO_SHELL.search(c.image):
             continue
-        plan = shutdown_plan(w, c, settings, current_prestop=hook.sleep_seconds, shell=False)
+        plan = race_plan(w, c, settings, current_prestop=hook.sleep_seconds, shell=False)
         sleep = plan.prestop_seconds or hook.sleep_seconds or settings.propagation_seconds
         if hook_kind(settings.kube_version, has_shell=False) is HookKind.IMPOSSIBLE:
             fix = Fix(

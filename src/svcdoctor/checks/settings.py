@@ -11,6 +11,7 @@ from svcdoctor.model.remedy import (
     DEFAULT_MARGIN_SECONDS,
     DEFAULT_MAX_REQUEST_SECONDS,
     DEFAULT_PROPAGATION_SECONDS,
+    ShutdownPlan,
     native_sleep,
 )
 
@@ -90,7 +91,9 @@ class Settings:
     target cluster, or ``None`` when unknown. ``drains``: patterns of apps that keep
     serving after SIGTERM by themselves (image globs or ``KIND/NAME`` globs, see
     ``drains_itself``); ``drain_seconds``: how long, for the patterns that say
-    (``drains = {"pattern" = seconds}`` in the config).
+    (``drains = {"pattern" = seconds}`` in the config). ``plan``: a shutdown plan to fix
+    the race to as given (a diagnosis' plan, ``fix --from-diagnosis``) instead of planning
+    one from the race window (``None``: plan one).
     """
 
     propagation_seconds: float = DEFAULT_PROPAGATION_SECONDS
@@ -102,6 +105,7 @@ class Settings:
     severities: dict[str, Severity] = field(default_factory=dict)
     drains: tuple[str, ...] = ()
     drain_seconds: dict[str, float] = field(default_factory=dict)
+    plan: ShutdownPlan | None = None
 
     def native_sleep(self) -> bool | None:
         """Whether ``lifecycle.preStop.sleep`` is available (beta 1.30, GA 1.34)."""

@@ -77,8 +77,9 @@ def check_options(formats: tuple[str, ...]) -> Callable[[F], F]:
 
 
 def remedy_options() -> Callable[[F], F]:
-    """The options that set the remedy's facts and the checks' config, shared by ``lint``
-    and ``fix``: propagation, longest request, margin, Kubernetes version, drains, config."""
+    """The options that set the remedy's facts and the checks' config, shared by ``lint``,
+    ``fix`` and ``diagnose``: propagation, longest request, margin, Kubernetes version,
+    drains, config."""
     return _apply(_remedy_option_list())
 
 
@@ -211,6 +212,13 @@ def load_settings(
         return merge_settings(config, opts)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def check_settings(config_path: Path | None, opts: dict[str, Any]) -> Settings:
+    """The rules' and the remedy's settings of a command with :func:`remedy_options` only
+    (``diagnose``): ``--config`` or the nearest config file, then those flags; every rule."""
+    no_flags: dict[str, Any] = {"severity": (), "enable": (), "disable": (), "fail_on": None}
+    return load_settings(config_path, no_flags | opts)[0]
 
 
 def render(result: LintResult, fmt: str, no_fixes: bool) -> None:

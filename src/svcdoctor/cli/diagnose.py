@@ -6,13 +6,13 @@ import os
 import re
 import sys
 import time
-from dataclasses import replace
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from svcdoctor.cli._checking import check_settings, remedy_options
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Duration, Share, filename_option, option, output_option
@@ -31,7 +31,6 @@ from svcdoctor.cli._report import html_option, plot_option, write_page, write_pl
 from svcdoctor.model.duration import SPAN as SPAN_UNITS
 
 if TYPE_CHECKING:
-    from svcdoctor.checks import Settings as CheckSettings
     from svcdoctor.model import Diagnosis
 
 # seconds: a skewed clock, or the boot time of a node whose dmesg counts seconds since boot
@@ -169,6 +168,7 @@ EXAMPLE = "rollout-race"
     "finer step sees a short race window in a short range).",
     default_text="15s or coarser, from the range",
 )
+@remedy_options()
 def diagnose(
     evidence: tuple[str, ...],
     filenames: tuple[str, ...],
@@ -187,6 +187,8 @@ def diagnose(
     headers: tuple[str, ...],
     timeout: float | None,
     step: float | None,
+    config_path: Path | None,
+    **opts: Any,
 ) -> None:
     """Diagnose intermittent Service failures from EVIDENCE files or directories.
 
@@ -199,6 +201,8 @@ def diagnose(
     (ingress-nginx or Istio request counters, kube-state-metrics, kube-proxy,
     node-exporter), queried over --since or --start/--end; without --service every
     Service with request series is diagnosed and the strongest cause leads.
+    The remedy's settings (and the notes on manifests given) are lint's: --config or the
+    nearest config file, then the flags.
     Exit codes: 0 diagnosed (whatever the verdict), 2 when nothing usable was given.
     """
     evidence = (*evidence, *filenames)
@@ -213,6 +217,7 @@ def diagnose(
         "tz": tz is not None,
     }
     check_sources(prometheus is not None, bool(evidence or example), given)
+    checks = check_settings(config_path, opts)
     if prometheus is not None:
         span = prometheus_range(since, start, end, time.time())
         check_step(step, *span)
@@ -220,7 +225,12 @@ def diagnose(
             from svcdoctor.diagnose import Settings
         query = (parse_headers(headers), 60.0 if timeout is None else timeout)
         result = from_prometheus(
-            prometheus, *query, service_ref(service), span, Settings(floor_rate=failure_floor), step
+            prometheus,
+            *query,
+            service_ref(service),
+            span,
+            Settings(floor_rate=failure_floor, checks=checks),
+            step,
         )
         _render(result, fmt, html_out, plot_out)
         return
@@ -240,18 +250,9 @@ def diagnose(
     # unusable evidence and an unknown --service are SvcdoctorErrors: one line, exit 2
     stdin = sys.stdin.buffer if "-" in paths and sys.stdin is not None else None
     found = read_with_stdin(paths, stdin, offsets, tz=tz)
-    settings = Settings(floor_rate=failure_floor, pictures=bool(html_out or plot_out))
-    if found.inventory is not None:  # manifests given: their notes as lint would say them
-        settings = replace(settings, checks=_check_settings())
+    pictures = bool(html_out or plot_out)
+    settings = Settings(floor_rate=failure_floor, pictures=pictures, checks=checks)
     _render(run(found, settings, service=service), fmt, html_out, plot_out)
-
-
-def _check_settings() -> CheckSettings:
-    """The rules' settings ``lint`` would use here without flags: the nearest config file's."""
-    from svcdoctor.cli._checking import load_settings
-
-    no_flags = dict.fromkeys(("severity", "enable", "disable", "drains"), ())
-    return load_settings(None, no_flags | {"kube_version": None, "fail_on": None})[0]
 
 
 def _render(result: Diagnosis, fmt: str, html_out: Path | None, plot_out: Path | None) -> None:

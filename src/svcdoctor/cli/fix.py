@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +133,11 @@ def fix(
             "save it to a file first, or use --write - to print the fixed manifests"
         )
     wanted = [rule_id(r.strip(), "--rule") for item in rules for r in item.split(",") if r.strip()]
+    given = None  # the diagnosis' plan, applied as given unless the user set its numbers
     if from_diagnosis is not None:
         measured = read_diagnosis(from_diagnosis)
+        numbers = ("propagation_seconds", "max_request_seconds", "margin_seconds")
+        given = measured.plan if all(opts.get(k) is None for k in numbers) else None
         for key, value in (
             ("propagation_seconds", measured.propagation_seconds),
             ("max_request_seconds", measured.max_request_seconds),
@@ -153,6 +157,8 @@ def fix(
         )
     opts.update(severity=(), enable=tuple(wanted), disable=(), fail_on=None)
     settings, _, max_file_mb = load_settings(config_path, opts)
+    if given is not None:
+        settings = replace(settings, plan=given)
     file = _config(config_path).values
     source: bytes | None = None
     if from_stdin:

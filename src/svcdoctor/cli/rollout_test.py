@@ -197,8 +197,8 @@ def _text(o: RolloutTest) -> None:
                 soft_wrap=True,
             )
         for fix in primary.fixes if primary else ():
-            if "\n" not in fix:  # the remedy's patch is in the bundle's diagnosis
-                console.print(f"  - {fix}", soft_wrap=True)
+            if fix.patch is None:  # the remedy's patch is in the bundle's diagnosis
+                console.print(f"  - {fix.text}", soft_wrap=True)
     elif o.incomplete:
         console.print(f"no request failed, but the test is INCOMPLETE: {'; '.join(o.incomplete)}")
     elif o.interrupted:

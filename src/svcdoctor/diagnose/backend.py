@@ -11,7 +11,7 @@ import polars as pl
 from svcdoctor.diagnose.context import Context, Settings, untestable
 from svcdoctor.diagnose.stats import binom_greater, merged, proportion_ci
 from svcdoctor.model import Assessment, Cause, Inventory, PodInfo, selector_matches
-from svcdoctor.model.diagnosis import BackendDetails, Suspect
+from svcdoctor.model.diagnosis import BackendDetails, Suspect, steps
 
 
 def steady_counts(ctx: Context, s: Settings) -> pl.DataFrame:
@@ -140,7 +140,7 @@ def assess_backend(ctx: Context, s: Settings) -> Assessment:
         Cause.BACKEND,
         round(score, 3),
         tuple(evidence),
-        tuple(fixes),
+        steps(fixes),
         BackendDetails(per.height, suspects, round(explained, 3)),
     )
 

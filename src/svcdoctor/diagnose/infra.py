@@ -29,6 +29,7 @@ from svcdoctor.model.diagnosis import (
     InfraDetails,
     KernelAlignment,
     NodeConcentration,
+    steps,
 )
 
 NEAR = 2.0  # seconds between a kernel line and the failures it explains (clocks, retries)
@@ -257,7 +258,7 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
         Cause.INFRA,
         round(min(score, 0.95), 3),
         tuple(evidence) or ("no kernel, node or conntrack evidence",),
-        FIXES if score >= 0.3 else (),
+        steps(FIXES) if score >= 0.3 else (),
         details,
         tuple(collect),
     )

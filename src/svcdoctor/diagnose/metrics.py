@@ -53,6 +53,7 @@ from svcdoctor.model.diagnosis import (
     Summary,
     Timeline,
     TimelineEvent,
+    steps,
 )
 from svcdoctor.model.evidence import SourceSummary
 
@@ -162,7 +163,7 @@ def assess_backend(h: History, dels: Floats, s: Settings) -> Assessment:
         Cause.BACKEND,
         round(score, 3),
         tuple(evidence),
-        tuple(fixes),
+        steps(fixes),
         BackendDetails(len(rows), tuple(suspects), round(explained, 3)),
     )
 
@@ -223,7 +224,7 @@ def assess_reuse(h: History, counts: Counts, near: Near, s: Settings) -> Assessm
         fixes.append(
             "let the mesh retry idempotent requests on reset (retryOn: reset,connect-failure)"
         )
-    return Assessment(Cause.REUSE, round(score, 3), tuple(evidence), tuple(fixes), details)
+    return Assessment(Cause.REUSE, round(score, 3), tuple(evidence), steps(fixes), details)
 
 
 # --- infra ---------------------------------------------------------------------------------
@@ -318,7 +319,7 @@ def assess_infra(h: History, counts: Counts, near: Near, s: Settings) -> Assessm
         score = 0.2
     else:
         score = 0.05
-    return Assessment(Cause.INFRA, round(score, 3), tuple(evidence), tuple(fixes), details)
+    return Assessment(Cause.INFRA, round(score, 3), tuple(evidence), steps(fixes), details)
 
 
 # --- one Service ---------------------------------------------------------------------------

@@ -15,10 +15,11 @@ import numpy as np
 
 from svcdoctor.diagnose.context import Settings, untestable
 from svcdoctor.diagnose.metrics_history import Counts, Grid, History
-from svcdoctor.diagnose.race import generic_patch, measured, patch_yaml, race_score
+from svcdoctor.diagnose.race import GRACEFUL_SHUTDOWN, generic_patch, measured, race_score
 from svcdoctor.diagnose.stats import Floats, placement_test, proportion_ci
 from svcdoctor.model import Assessment, Cause, remedy
 from svcdoctor.model.diagnosis import (
+    FixStep,
     RaceWindow,
     RemedyPatch,
     Rollout,
@@ -208,11 +209,20 @@ def rollouts_of(h: History, dels: Floats) -> list[Floats]:
     return sorted(groups, key=lambda g: float(g[0]))
 
 
-def _generic_remedy(workloads: Sequence[str], window_high: float) -> tuple[RemedyPatch, int, int]:
-    """The shutdown plan for the window's upper bound, as a patch for the workloads (the
+def _generic_remedy(
+    workloads: Sequence[str], window_high: float, s: Settings
+) -> tuple[RemedyPatch, int, int]:
+    """The shutdown plan for the window's upper bound (with the user's longest request,
+    margin and Kubernetes version: lint's settings), as a patch for the workloads (the
     container name is not in the metrics: ``app`` stands for it)."""
     plan = remedy.plan_shutdown(
-        remedy.ShutdownFacts(window_seconds=window_high, source=remedy.WindowSource.DIAGNOSED)
+        remedy.ShutdownFacts(
+            window_seconds=window_high,
+            source=remedy.WindowSource.DIAGNOSED,
+            longest_request_seconds=s.checks.max_request_seconds,
+            margin_seconds=s.checks.margin_seconds,
+            kube_version=s.checks.kube_version,
+        )
     )
     obj = (
         ", ".join(f"Deployment {w}" for w in workloads) or "your Deployment"
@@ -281,7 +291,7 @@ def assess_race(
         int(dels.size), p, excess, explained, grid.step, ShutdownPath(sigkilled=killed)
     )
     score = race_score(p, excess, explained, s)
-    fixes: list[str] = []
+    fixes: list[FixStep] = []
     window = fit.window if fit else None
     floor = h.programming_p99
     if floor is not None:
@@ -292,7 +302,7 @@ def assess_race(
     if window is not None and score >= 0.3:
         workloads = sorted({p.workload for p in h.pods})
         cover = max(window.ci95[1], floor or 0.0)
-        patch, prestop, grace = _generic_remedy(workloads, cover)
+        patch, prestop, grace = _generic_remedy(workloads, cover, s)
         details = replace(
             details,
             window=window,
@@ -305,20 +315,17 @@ def assess_race(
             f"interval {window.ci95[0]:g}-{window.ci95[1]:g} s, from {grid.step:g} s steps): "
             "the observed race window"
         )
-        fixes.append(
+        text = (
             f"{' '.join(patch.rules) or 'SVD101/SVD102'}: preStop sleep {prestop} s (the "
             f"window's 95 % upper bound {window.ci95[1]:g} s"
             + (f" or kube-proxy's p99 {floor:.3g} s" if floor and floor > window.ci95[1] else "")
             + " + margin) and "
             f"terminationGracePeriodSeconds {grace} (preStop + longest request "
-            f"{remedy.DEFAULT_MAX_REQUEST_SECONDS:g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s), "
-            f"for {patch.object}:\n"
-            + "\n".join(f"  {line}" for line in patch_yaml(patch.patch).splitlines())
+            f"{s.checks.max_request_seconds:g} s + {s.checks.margin_seconds:g} s), "
+            f"for {patch.object}"
         )
-        fixes.append(
-            "on SIGTERM stop accepting new connections, finish in-flight requests, "
-            "then exit (graceful shutdown)"
-        )
+        fixes.append(FixStep(text, patch.patch, patch.object))
+        fixes.append(FixStep(GRACEFUL_SHUTDOWN))
     if killed:
         evidence.append(
             f"{len(killed)} pods' containers last ended with reason Error "

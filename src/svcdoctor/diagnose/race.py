@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import numpy as np
 import polars as pl
-import yaml
 
 from svcdoctor.checks import has_shell, prestop_hook, racing
 from svcdoctor.diagnose.context import Context, Settings, untestable
@@ -20,13 +19,24 @@ from svcdoctor.model import (
     LifecycleEvent,
     remedy,
 )
-from svcdoctor.model.diagnosis import RaceDetails, RaceWindow, RemedyPatch, ShutdownPath, SigKill
+from svcdoctor.model.diagnosis import (
+    FixStep,
+    RaceDetails,
+    RaceWindow,
+    RemedyPatch,
+    ShutdownPath,
+    SigKill,
+)
 from svcdoctor.model.patch import PodPatch
 from svcdoctor.model.remedy import RACE_RULES
 
 BIN = 0.25  # seconds per lag bin
 TOLERANCE = 0.5  # clock skew allowed between sources, on top of their resolution
 WIDTHS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0)  # candidate race windows of the test
+GRACEFUL_SHUTDOWN = (
+    "on SIGTERM stop accepting new connections, finish in-flight requests, "
+    "then exit (graceful shutdown)"
+)
 
 
 def excess_in_windows(ctx: Context, failures: Floats, anchors: Floats, width: float) -> float:
@@ -159,21 +169,25 @@ def _quantile_lag(excess: np.ndarray, edges: Floats) -> Floats:
     return np.where(totals[:, 0] > 0, np.maximum(upper, BIN), 0.0)
 
 
-def _longest(latency: float | None) -> float:
-    """The longest request the grace period must cover: the p99.9 latency can raise lint's
-    assumption but not lower it (the evidence cannot show no request is longer)."""
-    return max(latency or 0.0, remedy.DEFAULT_MAX_REQUEST_SECONDS)
+def _longest(latency: float | None, s: Settings) -> float:
+    """The longest request the grace period must cover: the p99.9 latency can raise the
+    user's assumption (lint's ``--max-request-seconds``) but not lower it (the evidence
+    cannot show no request is longer)."""
+    return max(latency or 0.0, s.checks.max_request_seconds)
 
 
 def remedy_patches(
-    ctx: Context, window_high: float, latency: float | None
+    ctx: Context, window_high: float, latency: float | None, s: Settings
 ) -> list[tuple[RemedyPatch, remedy.ShutdownPlan]]:
     """The patch and its plan per racing container of the bundle's manifests (one generic
-    patch when it holds none), planned by the remedy model from the window's upper bound."""
+    patch when it holds none), planned by the remedy model from the window's upper bound,
+    with the user's margin and Kubernetes version (lint's settings)."""
     facts = remedy.ShutdownFacts(
         window_seconds=window_high,
         source=remedy.WindowSource.DIAGNOSED,
-        longest_request_seconds=_longest(latency),
+        margin_seconds=s.checks.margin_seconds,
+        kube_version=s.checks.kube_version,
+        longest_request_seconds=_longest(latency, s),
     )
     inventory = ctx.evidence.inventory
     out = []
@@ -208,15 +222,6 @@ def generic_patch(plan: remedy.ShutdownPlan) -> PodPatch:
     """The plan as a Deployment patch when the workload's manifest is unknown: ``app``
     stands for the container's name."""
     return PodPatch("Deployment", "app", plan.grace_seconds, prestop=remedy.planned_hook(plan))
-
-
-def patch_yaml(patch: PodPatch) -> str:
-    """The patch as YAML for the cause's fix text (the one place outside ``report`` that
-    prints a patch: the diagnosis' fixes are prose carried as text)."""
-    text: str = yaml.dump(
-        patch.data(), Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False
-    )
-    return text.rstrip()
 
 
 def _patch(obj: str, container: str, plan: remedy.ShutdownPlan, patch: PodPatch) -> RemedyPatch:
@@ -392,7 +397,7 @@ def assess_race(
     starts = _failure_starts(ctx, explained_backends, kills)
     window = race_window(ctx, starts, s) if p < 0.05 else None
     evidence: list[str] = []
-    fixes: list[str] = []
+    fixes: list[FixStep] = []
     details = replace(
         measured(len(ctx.deletions), p, observed, explained, ctx.resolution, shutdown),
         window=window,
@@ -411,7 +416,7 @@ def assess_race(
             f" s; median lag {window.median_lag_seconds} s): the observed race window"
         )
         latency = _latency_p999(ctx)
-        plans = remedy_patches(ctx, window.ci95[1], latency)
+        plans = remedy_patches(ctx, window.ci95[1], latency, s)
         details = replace(
             details,
             latency_p999_seconds=round(latency, 3) if latency is not None else None,
@@ -425,18 +430,15 @@ def assess_race(
             ),
         )
         for patch, plan in plans:
-            fixes.append(
+            text = (
                 f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s (the "
                 f"window's 95 % upper bound {window.ci95[1]:g} s + margin) and "
                 f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop + longest request "
-                f"{_longest(latency):g} s + {remedy.DEFAULT_MARGIN_SECONDS:g} s, never below "
-                f"what the object has or the default 30 s), for {patch.object}:\n"
-                + "\n".join(f"  {line}" for line in patch_yaml(patch.patch).splitlines())
+                f"{_longest(latency, s):g} s + {s.checks.margin_seconds:g} s, never below "
+                f"what the object has or the default 30 s), for {patch.object}"
             )
-        fixes.append(
-            "on SIGTERM stop accepting new connections, finish in-flight requests, "
-            "then exit (graceful shutdown)"
-        )
+            fixes.append(FixStep(text, patch.patch, patch.object))
+        fixes.append(FixStep(GRACEFUL_SHUTDOWN))
     if shutdown.sigkilled:
         graces = sorted({k.grace_seconds for k in shutdown.sigkilled if k.grace_seconds})
         took = [
@@ -450,21 +452,23 @@ def assess_race(
             + (f"= the grace period ({', '.join(map(str, graces))} s) " if graces else "")
             + f"with {shutdown.failures_at_sigkill} failures at those moments"
         )
-        longest = _longest(_latency_p999(ctx))
+        longest = _longest(_latency_p999(ctx), s)
         need = max(
             details.recommended_grace_seconds or 0,
             remedy.needed_grace(
                 max(graces, default=DEFAULT_GRACE_SECONDS),
                 longest,
-                remedy.DEFAULT_MARGIN_SECONDS,
+                s.checks.margin_seconds,
             ),
         )
         details = replace(details, recommended_grace_seconds=need)
         fixes.insert(
             0,
-            "SVD102: the grace period is too short: the kubelet SIGKILLs the container "
-            "mid-request; raise terminationGracePeriodSeconds to at least "
-            f"{need} (preStop + the longest request + margin)",
+            FixStep(
+                "SVD102: the grace period is too short: the kubelet SIGKILLs the container "
+                "mid-request; raise terminationGracePeriodSeconds to at least "
+                f"{need} (preStop + the longest request + margin)"
+            ),
         )
         if shutdown.failures_at_sigkill >= s.min_failures:
             score = max(score, 0.7)
@@ -477,8 +481,10 @@ def assess_race(
             "the kubelet cut them and sent SIGTERM with 2 s left"
         )
         fixes.append(
-            "SVD102: make terminationGracePeriodSeconds longer than the preStop sleep plus the "
-            "longest request"
+            FixStep(
+                "SVD102: make terminationGracePeriodSeconds longer than the preStop sleep plus "
+                "the longest request"
+            )
         )
     if shutdown.failed_prestop_hooks:
         evidence.append(
@@ -487,8 +493,10 @@ def assess_race(
             "preStop delay at all"
         )
         fixes.append(
-            "SVD104: fix the preStop hook (an image without a shell needs the native "
-            "`sleep` action, Kubernetes ≥ 1.30)"
+            FixStep(
+                "SVD104: fix the preStop hook (an image without a shell needs the native "
+                "`sleep` action, Kubernetes ≥ 1.30)"
+            )
         )
         score = max(score, 0.35) if score >= 0.3 else score
     evidence.extend(manifest_notes)

@@ -17,6 +17,7 @@ from svcdoctor.model.diagnosis import (
     ReusedConnections,
     ReuseDetails,
     SkewedBackend,
+    steps,
 )
 
 
@@ -255,7 +256,7 @@ def assess_reuse(
         Cause.REUSE,
         round(min(score, 0.95), 3),
         tuple(evidence),
-        tuple(fixes),
+        steps(fixes),
         details,
         tuple(collect),
     )

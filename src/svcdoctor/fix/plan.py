@@ -16,6 +16,7 @@ from svcdoctor.errors import CommandError
 from svcdoctor.fix.patch import Step, combine, decide, effective
 from svcdoctor.manifests import LoadResult, RawObject, build_inventory, load
 from svcdoctor.model import Finding, ObjectRef
+from svcdoctor.model.remedy import ShutdownPlan, plan_from_data
 
 HELM_TEMPLATE = "SVD002"
 
@@ -166,6 +167,7 @@ class Measured:
     max_request_seconds: float | None
     margin_seconds: float | None
     window_seconds: float
+    plan: ShutdownPlan | None = None  # schema 2: the plan the race fix applies as given
 
 
 def read_diagnosis(path: Path) -> Measured:
@@ -174,7 +176,8 @@ def read_diagnosis(path: Path) -> Measured:
     the p99.9 latency, margin = what the recommended grace period leaves beyond those. A
     document of ``schema_version`` 2 carries the plan (the race details' ``plan``): its
     ``prestop_seconds`` and ``grace_seconds`` are taken as they are; an older one gives
-    them as ``recommended_prestop_seconds`` and ``recommended_grace_seconds``.
+    them as ``recommended_prestop_seconds`` and ``recommended_grace_seconds``; the plan
+    itself comes back (``Measured.plan``) for the checks to apply without planning again.
     :class:`CommandError` (exit 2) for a file that is not such a diagnosis."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -207,11 +210,15 @@ def read_diagnosis(path: Path) -> Measured:
     window = _number(details.get("window_seconds"))
     prestop = _number(details.get("recommended_prestop_seconds"))
     grace = _number(details.get("recommended_grace_seconds"))
-    plan = details.get("plan")
+    plan = None
     version = data.get("schema_version")
-    if isinstance(version, int) and version >= 2 and isinstance(plan, dict):
+    if isinstance(version, int) and version >= 2 and isinstance(details.get("plan"), dict):
         # the plan the diagnosis carries (schema 2): its preStop and grace as they are
-        prestop, grace = _number(plan.get("prestop_seconds")), _number(plan.get("grace_seconds"))
+        try:
+            plan = plan_from_data(details["plan"])
+        except ValueError as exc:
+            raise CommandError(f"--from-diagnosis {path}: race details.plan: {exc}") from None
+        prestop, grace = float(plan.prestop_seconds), float(plan.grace_seconds)
     if race is None or (window is None and prestop is None):
         raise CommandError(
             f"--from-diagnosis {path}: the diagnosis measured no race window "
@@ -223,7 +230,9 @@ def read_diagnosis(path: Path) -> Measured:
     margin = None
     if grace is not None:
         margin = max(grace - propagation - (latency if latency is not None else 10.0), 0.0)
-    return Measured(propagation, latency, margin, window if window is not None else propagation)
+    return Measured(
+        propagation, latency, margin, window if window is not None else propagation, plan
+    )
 
 
 def _number(value: Any) -> float | None:

@@ -5,6 +5,7 @@ A record per fact the analyses establish (kopf ``causes.py`` style); only the re
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -13,7 +14,7 @@ from svcdoctor.model.breakdown import Breakdown
 from svcdoctor.model.evidence import EventKind, Outcome, SourceSummary
 from svcdoctor.model.finding import Cause
 from svcdoctor.model.lanes import Lanes
-from svcdoctor.model.patch import PodPatch
+from svcdoctor.model.patch import Patch, PodPatch
 from svcdoctor.model.remedy import ShutdownPlan
 
 LIKELY_AT = 0.6
@@ -311,6 +312,21 @@ CauseDetails = RaceDetails | BackendDetails | ReuseDetails | InfraDetails
 
 
 @dataclass(frozen=True, slots=True)
+class FixStep:
+    """One step of a cause's fix: the sentence, and the patch that carries it out on
+    ``target`` (the object it applies to, named in the sentence) or none: prose."""
+
+    text: str
+    patch: Patch | None = None
+    target: str | None = None
+
+
+def steps(texts: Iterable[str]) -> tuple[FixStep, ...]:
+    """Fix steps that are prose only."""
+    return tuple(FixStep(t) for t in texts)
+
+
+@dataclass(frozen=True, slots=True)
 class Assessment:
     """How well the evidence supports one cause. ``details``: what its analysis measured
     (``None`` when it could not run); ``collect`` says what evidence would settle it when
@@ -319,7 +335,7 @@ class Assessment:
     cause: Cause
     score: float
     evidence: tuple[str, ...] = ()
-    fixes: tuple[str, ...] = ()
+    fixes: tuple[FixStep, ...] = ()
     details: CauseDetails | None = None
     collect: tuple[str, ...] = ()
 

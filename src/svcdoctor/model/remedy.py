@@ -28,8 +28,10 @@ the idle timeouts of both ends and what the server already bounds into the steps
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from svcdoctor.model.patch import Handler, PreStopHook
 from svcdoctor.model.workload import DEFAULT_GRACE_SECONDS, Probe
@@ -209,6 +211,30 @@ def plan_probes(readiness: Probe | None, liveness: Probe | None) -> ProbeSplit:
     return ProbeSplit(ProbeChange.MANUAL, None, readiness.port)
 
 
+def _delay(wanted: float, facts: ShutdownFacts) -> tuple[int, HookKind, list[str]]:
+    """The preStop seconds for a delay of ``wanted`` before the app's own drain, never below
+    the sleep the container has (an app draining for an untold time is trusted to cover the
+    window by itself), its hook, and the preStop rules it answers."""
+    drain = facts.drain_seconds
+    wanted = 0.0 if drain is None else max(wanted - drain, 0.0)
+    current = facts.current_prestop_seconds or 0.0
+    prestop = max(seconds(wanted), seconds(current))
+    rules: list[str] = []
+    if prestop == 0:
+        return prestop, HookKind.NONE, rules
+    kind = hook_kind(facts.kube_version, facts.has_shell)
+    rules += ["SVD101"] if not current else (["SVD103"] if wanted > current else [])
+    if kind is HookKind.IMPOSSIBLE:
+        rules.append(NO_SHELL_RULE)
+    return prestop, kind, rules
+
+
+def _grace_now(facts: ShutdownFacts) -> int:
+    """The grace period the object has (the default 30 s when it sets none)."""
+    have = facts.current_grace_seconds
+    return have if have is not None else DEFAULT_GRACE_SECONDS
+
+
 def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
     """The shutdown plan for ``facts`` (pure)."""
     window = max(facts.window_seconds, 0.0)
@@ -216,26 +242,10 @@ def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
         wanted = window
     else:
         wanted = window + prestop_margin(window) if window > 0 else 0.0
-    # an app draining for an untold time is trusted to cover the window by itself
-    drain = facts.drain_seconds
-    wanted = 0.0 if drain is None else max(wanted - drain, 0.0)
-    current = facts.current_prestop_seconds or 0.0
-    prestop = max(seconds(wanted), seconds(current))
-    rules: list[str] = []
-    if prestop > 0:
-        kind = hook_kind(facts.kube_version, facts.has_shell)
-        rules += ["SVD101"] if not current else (["SVD103"] if wanted > current else [])
-        if kind is HookKind.IMPOSSIBLE:
-            rules.append(NO_SHELL_RULE)
-    else:
-        kind = HookKind.NONE
-    before_requests = prestop + (drain or 0.0)  # deletion → stops taking requests
+    prestop, kind, rules = _delay(wanted, facts)
+    before_requests = prestop + (facts.drain_seconds or 0.0)  # deletion → stops taking requests
     needed = needed_grace(before_requests, facts.longest_request_seconds, facts.margin_seconds)
-    have = (
-        facts.current_grace_seconds
-        if facts.current_grace_seconds is not None
-        else DEFAULT_GRACE_SECONDS
-    )
+    have = _grace_now(facts)
     floor = 0 if facts.allow_lower_grace else have
     grace = max(needed, floor)
     if grace != have:
@@ -255,6 +265,85 @@ def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
         grace_cuts_requests=cuts_requests(have, before_requests, facts.longest_request_seconds),
         probes=probes,
     )
+
+
+def meet_plan(plan: ShutdownPlan, facts: ShutdownFacts) -> ShutdownPlan:
+    """A given plan (a diagnosis') met with one container's ``facts``, no window planned
+    again: its preStop and grace as they are, never below what the container has (its
+    sleep, its grace period); no preStop when the app drains by itself for an untold time,
+    the rest when it drains for some seconds; the hook the cluster and the image allow;
+    the rules its changes answer."""
+    prestop, kind, rules = _delay(plan.prestop_seconds, facts)
+    have = _grace_now(facts)
+    grace = max(plan.grace_seconds, have)
+    if grace != have:
+        rules.append(GRACE_RULE)
+    before_requests = prestop + (facts.drain_seconds or 0.0)
+    return ShutdownPlan(
+        prestop_seconds=prestop,
+        hook=kind,
+        grace_seconds=grace,
+        rules=tuple(rules),
+        window_seconds=plan.window_seconds,
+        source=plan.source,
+        version_known=facts.kube_version is not None,
+        needed_grace_seconds=plan.needed_grace_seconds,
+        grace_cuts_requests=cuts_requests(have, before_requests, facts.longest_request_seconds),
+    )
+
+
+def plan_data(plan: ShutdownPlan) -> dict[str, object]:
+    """The plan as JSON data (``diagnose -o json``'s race ``details.plan``)."""
+    p = plan.probes
+    return {
+        "prestop_seconds": plan.prestop_seconds,
+        "hook": plan.hook.value,
+        "grace_seconds": plan.grace_seconds,
+        "rules": list(plan.rules),
+        "window_seconds": plan.window_seconds,
+        "source": plan.source.value,
+        "version_known": plan.version_known,
+        "needed_grace_seconds": plan.needed_grace_seconds,
+        "grace_cuts_requests": plan.grace_cuts_requests,
+        "probes": {"change": p.change.value, "liveness": p.liveness, "port": p.port},
+    }
+
+
+def plan_from_data(data: Mapping[str, Any]) -> ShutdownPlan:
+    """The plan from :func:`plan_data`'s data (``prestop_seconds`` and ``grace_seconds``
+    required, the rest defaulted); ``ValueError`` when it is not such data."""
+    try:
+        probes = data.get("probes") or {}
+        port = probes.get("port")
+        liveness = probes.get("liveness")
+        prestop = _whole(data["prestop_seconds"])
+        plan = ShutdownPlan(
+            prestop_seconds=prestop,
+            hook=HookKind(data.get("hook", HookKind.SLEEP if prestop else HookKind.NONE)),
+            grace_seconds=_whole(data["grace_seconds"]),
+            rules=tuple(str(r) for r in data.get("rules", ())),
+            window_seconds=float(data.get("window_seconds", prestop)),
+            source=WindowSource(data.get("source", WindowSource.DIAGNOSED)),
+            version_known=bool(data.get("version_known", False)),
+            needed_grace_seconds=_whole(data.get("needed_grace_seconds", data["grace_seconds"])),
+            grace_cuts_requests=bool(data.get("grace_cuts_requests", False)),
+            probes=ProbeSplit(
+                ProbeChange(probes.get("change", ProbeChange.NONE.value)),
+                dict(liveness) if isinstance(liveness, Mapping) else None,
+                port if isinstance(port, int | str) and not isinstance(port, bool) else None,
+            ),
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a shutdown plan: {exc!r}") from None
+    if not math.isfinite(plan.window_seconds):
+        raise ValueError("not a shutdown plan: window_seconds is not finite")
+    return plan
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 86_400:
+        raise ValueError(f"not a number of seconds: {value!r}")
+    return value
 
 
 # --- connection reuse (cause 3) ---------------------------------------------------------

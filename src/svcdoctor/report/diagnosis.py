@@ -30,7 +30,9 @@ from svcdoctor.model.diagnosis import (
     Summary,
     UpstreamRow,
 )
+from svcdoctor.model.remedy import plan_data
 from svcdoctor.report.fixes import patch_text as fix_yaml
+from svcdoctor.report.fixes import step_text
 
 SCHEMA_VERSION = 2  # 2: the race details carry the typed "plan" (and each remedy its own)
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
@@ -108,7 +110,7 @@ def _race(r: RaceDetails) -> dict[str, Any]:
             {**_plain(p), "patch": fix_yaml(p.patch), "plan": _plain(p.patch)} for p in r.remedy
         ]
     if r.plan is not None:
-        out["plan"] = _plain(r.plan)
+        out["plan"] = plan_data(r.plan)
     return out
 
 
@@ -237,7 +239,7 @@ def _document(d: Diagnosis) -> dict[str, Any]:
                     "score": a.score,
                     "verdict": a.verdict.value,
                     "evidence": list(a.evidence),
-                    "fixes": list(a.fixes),
+                    "fixes": [step_text(f) for f in a.fixes],
                     "details": details_to_dict(a.details),
                     "collect": list(a.collect),
                 }
@@ -358,7 +360,9 @@ def _render_one(d: Diagnosis, console: Console) -> None:
             console.print(f"  • {escape(line)}", soft_wrap=True, highlight=False)
         if a.verdict is not Verdict.UNLIKELY:
             for fix in a.fixes:
-                console.print(f"  [green]fix:[/] {escape(fix)}", soft_wrap=True, highlight=False)
+                console.print(
+                    f"  [green]fix:[/] {escape(step_text(fix))}", soft_wrap=True, highlight=False
+                )
     _render_rollouts(d, console)
     if d.next_steps:
         console.print()

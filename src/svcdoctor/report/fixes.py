@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from svcdoctor.model.diagnosis import FixStep
 from svcdoctor.model.patch import Fix, Patch, PodPatch
 
 
@@ -34,4 +35,13 @@ def fix_text(fix: Fix | None) -> str | None:
     return fix.lead + prior + body + fix.note
 
 
-__all__ = ["fix_text", "patch_text", "yaml_text"]
+def step_text(step: FixStep) -> str:
+    """A diagnosis' fix step as one text: the sentence, then its patch (if any) as YAML
+    indented under it."""
+    if step.patch is None:
+        return step.text
+    body = "\n".join(f"  {line}" for line in patch_text(step.patch).splitlines())
+    return f"{step.text}:\n{body}"
+
+
+__all__ = ["fix_text", "patch_text", "step_text", "yaml_text"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import io
-import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import Cause, Diagnosis, SourceSummary, Verdict, iso_utc
+from svcdoctor.model.diagnosis import FixStep
 from svcdoctor.report.backends import backends_alt, plot_backends
 from svcdoctor.report.diagnosis import (
     cause_name,
@@ -32,6 +32,7 @@ from svcdoctor.report.diagnosis import (
     upstream_line,
 )
 from svcdoctor.report.diagnosis import render_json as diagnosis_json
+from svcdoctor.report.fixes import patch_text
 from svcdoctor.report.lanes import lanes_alt, plot_before_after, plot_lanes
 from svcdoctor.report.simulation import (
     describe,
@@ -310,12 +311,11 @@ def render_page(page: Page) -> str:
 _TONE = {Verdict.LIKELY: Tone.BAD, Verdict.POSSIBLE: Tone.WARN, Verdict.UNLIKELY: Tone.NONE}
 
 
-def split_fix(text: str) -> Fix:
-    """A diagnosis' fix line: ``title:\\n  yaml…`` → the title and the dedented YAML."""
-    title, sep, body = text.partition(":\n")
-    if not sep:
-        return Fix(text)
-    return Fix(title + ":", textwrap.dedent(body))
+def split_fix(step: FixStep) -> Fix:
+    """A diagnosis' fix step: its sentence as the title, its patch (if any) as YAML."""
+    if step.patch is None:
+        return Fix(step.text)
+    return Fix(step.text + ":", patch_text(step.patch))
 
 
 def span_text(start: float | None, end: float | None) -> str:
