@@ -103,3 +103,48 @@ def test_module_size(path: Path) -> None:
     limit = MAX_CLI_MODULE_LINES if name.startswith("cli/") else MAX_MODULE_LINES
     lines = len(path.read_text().splitlines())
     assert lines <= limit, f"{name}: {lines} lines (at most {limit})"
+
+
+def _diagram_edges() -> set[tuple[str, str]]:
+    """The arrows of docs/architecture.md's layer diagram (``a --> b & c``)."""
+    text = (SRC.parents[1] / "docs" / "architecture.md").read_text()
+    diagram = text.split("```mermaid", 1)[1].split("```", 1)[0]
+    edges = set()
+    for line in diagram.splitlines():
+        if "-->" in line:
+            source, targets = (part.strip() for part in line.split("-->"))
+            edges |= {(source, t.strip()) for t in targets.split("&")}
+    return edges
+
+
+def _package_edges() -> set[tuple[str, str]]:
+    """The import graph of the top-level packages, without the edges a path implies."""
+    graph = grimp.build_graph("svcdoctor", cache_dir=None)
+    packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
+    direct = {
+        (a, b)
+        for a in packages
+        for b in packages
+        if a != b
+        and graph.direct_import_exists(
+            importer=f"svcdoctor.{a}", imported=f"svcdoctor.{b}", as_packages=True
+        )
+    }
+
+    def reachable(start: str, skip: tuple[str, str]) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            for a, b in direct:
+                if a == node and (a, b) != skip and b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        return seen
+
+    return {(a, b) for a, b in direct if b not in reachable(a, (a, b))}
+
+
+def test_the_architecture_diagram_is_the_import_graph() -> None:
+    """docs/architecture.md draws the packages' imports as they are (reduced to the edges
+    no other path implies): a new dependency between packages shows up there, or fails."""
+    assert _diagram_edges() == _package_edges()
