@@ -37,10 +37,11 @@ def test_the_config_file_lint_reads_sets_the_manifest_notes(tmp_path: Path) -> N
 
 
 def _race(cwd: Path, *args: str) -> tuple[dict[str, Any], str]:
-    """The race details of ``diagnose -o json`` with ``args``, and its manifest note."""
+    """The race details of ``diagnose -o json`` with ``args``, and its manifest note ("" when
+    lint's SVD101 asks for nothing)."""
     body = json.loads(_diagnose(cwd, "-o", "json", *args))
     race = next(c for c in body["causes"] if c["cause"] == "race")
-    note = next(e for e in race["evidence"] if e.startswith("manifest SVD101"))
+    note = next((e for e in race["evidence"] if e.startswith("manifest SVD101")), "")
     return race["details"], note
 
 
@@ -63,3 +64,18 @@ def test_the_config_and_the_remedy_flags_set_the_remedy_and_the_notes(tmp_path: 
         assert "also cuts requests longer than 30 s" in note
     margin, _ = _race(tmp_path, "--margin-seconds", "20")
     assert margin["plan"]["grace_seconds"] == 6 + 10 + 20
+
+
+def test_an_app_that_drains_by_itself_shortens_the_diagnosed_preStop(tmp_path: Path) -> None:
+    """lint's ``drains`` with seconds: the measured window less the app's own drain (and the
+    grace period counts the drain); without seconds the measured failures say the app's drain
+    is too short, so the diagnosed preStop stays."""
+    plain, _ = _race(tmp_path)
+    prestop = plain["remedy"][0]["plan"]["prestop"]["seconds"]
+    assert prestop == 6
+    drained, _ = _race(tmp_path, "--drains", "deployment/api=4", "--max-request-seconds", "30")
+    assert drained["remedy"][0]["plan"]["prestop"]["seconds"] == prestop - 4
+    assert drained["remedy"][0]["prestop_seconds"] == prestop - 4
+    assert drained["remedy"][0]["grace_seconds"] == (prestop - 4) + 4 + 30 + 5
+    untold, _ = _race(tmp_path, "--drains", "deployment/api")
+    assert untold["remedy"][0]["plan"]["prestop"]["seconds"] == prestop

@@ -178,10 +178,12 @@ def _longest(latency: float | None, s: Settings) -> float:
 
 def remedy_patches(
     ctx: Context, window_high: float, latency: float | None, s: Settings
-) -> list[tuple[RemedyPatch, remedy.ShutdownPlan]]:
-    """The patch and its plan per racing container of the bundle's manifests (one generic
-    patch when it holds none), planned by the remedy model from the window's upper bound,
-    with the user's margin and Kubernetes version (lint's settings)."""
+) -> list[tuple[RemedyPatch, remedy.ShutdownPlan, float]]:
+    """The patch, its plan and the seconds its app drains by itself, per racing container
+    of the bundle's manifests (one generic patch when it holds none), planned by the remedy
+    model from the window's upper bound with the user's margin, Kubernetes version and apps
+    that drain by themselves (lint's settings; lint's assumed propagation is what the window
+    measured)."""
     facts = remedy.ShutdownFacts(
         window_seconds=window_high,
         source=remedy.WindowSource.DIAGNOSED,
@@ -193,9 +195,14 @@ def remedy_patches(
     out = []
     for w, c in racing(inventory) if inventory is not None else []:
         sleep = c.prestop.sleep_seconds if c.prestop else None
+        # lint's `drains`: the seconds an app keeps serving after SIGTERM shorten its preStop;
+        # an untold drain is not trusted here, the failures measured say it is too short
+        drain = s.checks.drain_of(w.ref.kind, w.ref.name, c.image)
+        drained = drain.seconds if drain and drain.seconds is not None else 0.0
         plan = remedy.plan_shutdown(
             replace(
                 facts,
+                drain_seconds=drained,
                 current_prestop_seconds=sleep,
                 current_grace_seconds=w.template.effective_grace_seconds,
                 has_shell=has_shell(c),
@@ -210,11 +217,11 @@ def remedy_patches(
             hook = None
             plan = replace(plan, rules=tuple(r for r in plan.rules if r not in RACE_RULES))
         patch = PodPatch(w.ref.kind, c.name, grace, prestop=hook)
-        out.append((_patch(str(w.ref), c.name, plan, patch), plan))
+        out.append((_patch(str(w.ref), c.name, plan, patch), plan, drained))
     if not out:
         plan = remedy.plan_shutdown(facts)
         generic = "your Deployment (container 'app': use its name)"
-        out.append((_patch(generic, "app", plan, generic_patch(plan)), plan))
+        out.append((_patch(generic, "app", plan, generic_patch(plan)), plan, 0.0))
     return out
 
 
@@ -420,20 +427,22 @@ def assess_race(
         details = replace(
             details,
             latency_p999_seconds=round(latency, 3) if latency is not None else None,
-            recommended_prestop_seconds=max(x.prestop_seconds for x, _ in plans),
-            recommended_grace_seconds=max(x.grace_seconds for x, _ in plans),
-            remedy=tuple(x for x, _ in plans),
+            recommended_prestop_seconds=max(x.prestop_seconds for x, _, _ in plans),
+            recommended_grace_seconds=max(x.grace_seconds for x, _, _ in plans),
+            remedy=tuple(x for x, _, _ in plans),
             plan=replace(
                 plans[0][1],
-                prestop_seconds=max(x.prestop_seconds for x, _ in plans),
-                grace_seconds=max(x.grace_seconds for x, _ in plans),
+                prestop_seconds=max(x.prestop_seconds for x, _, _ in plans),
+                grace_seconds=max(x.grace_seconds for x, _, _ in plans),
             ),
         )
-        for patch, plan in plans:
+        for patch, plan, drained in plans:
+            drains = f" - {drained:g} s its app drains by itself" if drained else ""
             text = (
                 f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s (the "
-                f"window's 95 % upper bound {window.ci95[1]:g} s + margin) and "
-                f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop + longest request "
+                f"window's 95 % upper bound {window.ci95[1]:g} s + margin{drains}) and "
+                f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop "
+                f"{f'+ drain {drained:g} s ' if drained else ''}+ longest request "
                 f"{_longest(latency, s):g} s + {s.checks.margin_seconds:g} s, never below "
                 f"what the object has or the default 30 s), for {patch.object}"
             )
