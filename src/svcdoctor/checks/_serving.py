@@ -335,6 +335,40 @@ def has_shell(container: Container) -> bool | None:
     return False if NO_SHELL_IMAGE.search(container.image) else None
 
 
+def shutdown_facts(
+    workload: Workload,
+    container: Container,
+    settings: Settings,
+    current_prestop: float | None = None,
+    window: float | None = None,
+    *,
+    drain: bool = True,
+    shell: bool | None = None,
+    longest_request: float | None = None,
+) -> remedy.ShutdownFacts:
+    """What the remedy model knows of a serving container under lint's assumptions:
+    ``window`` the race window to cover (``--propagation-seconds`` by default), the app's
+    own drain from ``drains`` (unless ``drain`` is false), its probes, ``shell`` when the
+    caller knows the image has a shell or not, ``longest_request``
+    (``--max-request-seconds``)."""
+    found = settings.drain_of(workload.ref.kind, workload.ref.name, container.image)
+    return remedy.ShutdownFacts(
+        window_seconds=settings.propagation_seconds if window is None else window,
+        source=remedy.WindowSource.ASSUMED,
+        longest_request_seconds=(
+            settings.max_request_seconds if longest_request is None else longest_request
+        ),
+        margin_seconds=settings.margin_seconds,
+        drain_seconds=found.seconds if found is not None and drain else 0.0,
+        kube_version=settings.kube_version,
+        current_prestop_seconds=current_prestop,
+        current_grace_seconds=workload.template.effective_grace_seconds,
+        has_shell=has_shell(container) if shell is None else shell,
+        readiness=container.readiness,
+        liveness=container.liveness,
+    )
+
+
 def shutdown_plan(
     workload: Workload,
     container: Container,
@@ -346,27 +380,18 @@ def shutdown_plan(
     shell: bool | None = None,
     longest_request: float | None = None,
 ) -> remedy.ShutdownPlan:
-    """The remedy plan for a serving container under lint's assumptions: ``window`` the
-    race window to cover (``--propagation-seconds`` by default), the app's own drain from
-    ``drains`` (unless ``drain`` is false), its probes, ``shell`` when the caller knows
-    the image has a shell or not, ``longest_request`` (``--max-request-seconds``)."""
-    found = settings.drain_of(workload.ref.kind, workload.ref.name, container.image)
-    drain_seconds = found.seconds if found is not None and drain else 0.0
+    """The remedy plan for a serving container under lint's assumptions (see
+    :func:`shutdown_facts`)."""
     return remedy.plan_shutdown(
-        remedy.ShutdownFacts(
-            window_seconds=settings.propagation_seconds if window is None else window,
-            source=remedy.WindowSource.ASSUMED,
-            longest_request_seconds=(
-                settings.max_request_seconds if longest_request is None else longest_request
-            ),
-            margin_seconds=settings.margin_seconds,
-            drain_seconds=drain_seconds,
-            kube_version=settings.kube_version,
-            current_prestop_seconds=current_prestop,
-            current_grace_seconds=workload.template.effective_grace_seconds,
-            has_shell=has_shell(container) if shell is None else shell,
-            readiness=container.readiness,
-            liveness=container.liveness,
+        shutdown_facts(
+            workload,
+            container,
+            settings,
+            current_prestop,
+            window,
+            drain=drain,
+            shell=shell,
+            longest_request=longest_request,
         )
     )
 

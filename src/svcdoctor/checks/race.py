@@ -12,12 +12,12 @@ from svcdoctor.checks._serving import (
     Script,
     backed,
     data_store,
-    has_shell,
     parse_script,
     scrape_only,
     seconds,
     service_names,
     shell_script,
+    shutdown_facts,
     shutdown_plan,
     sleep_note,
 )
@@ -34,7 +34,6 @@ from svcdoctor.model.patch import (
 )
 from svcdoctor.model.remedy import (
     HookKind,
-    ShutdownFacts,
     ShutdownPlan,
     cuts_requests,
     hook_kind,
@@ -76,15 +75,7 @@ def race_plan(
     under its assumptions."""
     if settings.plan is None:
         return shutdown_plan(w, c, settings, current_prestop=current_prestop, shell=shell)
-    found = settings.drain_of(w.ref.kind, w.ref.name, c.image)
-    facts = ShutdownFacts(
-        longest_request_seconds=settings.max_request_seconds,
-        drain_seconds=found.seconds if found is not None else 0.0,
-        kube_version=settings.kube_version,
-        current_prestop_seconds=current_prestop,
-        current_grace_seconds=w.template.effective_grace_seconds,
-        has_shell=has_shell(c) if shell is None else shell,
-    )
+    facts = shutdown_facts(w, c, settings, current_prestop, shell=shell)
     return meet_plan(settings.plan, facts)
 
 
