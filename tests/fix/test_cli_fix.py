@@ -608,3 +608,13 @@ def test_yaml_list_kind_items_are_fixed(tmp_path: Path) -> None:
         if line[0] in "+-"
     ]
     assert [line[0] for line in added] == ["+"] * 4
+
+
+def test_from_diagnosis_refuses_a_newer_schema(shop: Path) -> None:
+    """A diagnosis written by a newer svcdoctor is refused in one line, not half read."""
+    document = json.loads(diagnosis({"window_seconds": 8.75, "recommended_prestop_seconds": 14}))
+    (shop.parent / "d.json").write_text(json.dumps({"schema_version": 3, **document}))
+    result = run("--diff", "--from-diagnosis", "d.json", "shop.yaml", cwd=shop.parent)
+    assert result.exit_code == 2, result.output
+    assert "schema_version 3 is newer than this svcdoctor reads (2)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

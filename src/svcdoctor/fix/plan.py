@@ -16,6 +16,7 @@ from svcdoctor.errors import CommandError
 from svcdoctor.fix.patch import Step, combine, decide, effective
 from svcdoctor.manifests import LoadResult, RawObject, build_inventory, load
 from svcdoctor.model import Finding, ObjectRef
+from svcdoctor.model.diagnosis import SCHEMA_VERSION
 from svcdoctor.model.remedy import ShutdownPlan, plan_from_data
 
 HELM_TEMPLATE = "SVD002"
@@ -191,6 +192,12 @@ def read_diagnosis(path: Path) -> Measured:
         raise CommandError(
             f"--from-diagnosis {path}: not JSON ({exc}); give `svcdoctor diagnose -o json` output"
         ) from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise CommandError(
+            f"--from-diagnosis {path}: schema_version {version} is newer than this svcdoctor "
+            f"reads ({SCHEMA_VERSION}): upgrade svcdoctor"
+        )
     causes = data.get("causes") if isinstance(data, dict) else None
     if not isinstance(causes, list):
         raise CommandError(
@@ -211,7 +218,6 @@ def read_diagnosis(path: Path) -> Measured:
     prestop = _number(details.get("recommended_prestop_seconds"))
     grace = _number(details.get("recommended_grace_seconds"))
     plan = None
-    version = data.get("schema_version")
     if isinstance(version, int) and version >= 2 and isinstance(details.get("plan"), dict):
         # the plan the diagnosis carries (schema 2): its preStop and grace as they are
         try:

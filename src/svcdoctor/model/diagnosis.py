@@ -17,6 +17,10 @@ from svcdoctor.model.lanes import Lanes
 from svcdoctor.model.patch import Patch, PodPatch
 from svcdoctor.model.remedy import ShutdownPlan
 
+# The shape of ``diagnose -o json``: 2 adds the race details' typed "plan" (and each
+# remedy's own); 1 had no ``schema_version`` key.
+SCHEMA_VERSION = 2
+
 LIKELY_AT = 0.6
 POSSIBLE_AT = 0.3
 

@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from svcdoctor.model import Diagnosis, EventKind, SourceSummary, Verdict, iso_utc
 from svcdoctor.model.diagnosis import (
+    SCHEMA_VERSION,
     BackendDetails,
     CauseDetails,
     ClientFailures,
@@ -34,7 +35,6 @@ from svcdoctor.model.remedy import plan_data
 from svcdoctor.report.fixes import patch_text as fix_yaml
 from svcdoctor.report.fixes import step_text
 
-SCHEMA_VERSION = 2  # 2: the race details carry the typed "plan" (and each remedy its own)
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
 _NAMES = {
     "race": "endpoint-removal race (pods stop serving before routing stops)",
