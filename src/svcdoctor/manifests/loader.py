@@ -36,6 +36,11 @@ STDIN = "-"
 # Kinds the checks read; other objects are counted but never converted, except custom
 # resources (see ``consulted``).
 RELEVANT_KINDS = WORKLOAD_KINDS | {"Service", "HorizontalPodAutoscaler"}
+# Kinds that tell the path in front of the pods (``manifests.routes``, ``model.path``).
+PATH_KINDS = frozenset(
+    {"Namespace", "Ingress", "IngressClass", "Gateway", "GatewayClass", "ReferenceGrant"}
+    | {"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"}
+)
 # Built-in API groups: none of their other kinds makes pods.
 _BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "autoscaling", "extensions"})
 # Endpoints given by hand (or dumped with kubectl): the Service's backends without pods.
@@ -46,7 +51,7 @@ def consulted(kind: str, api_version: str) -> bool:
     """Whether an object is converted: the kinds the checks read, and custom resources
     (their pod templates, operator resources and traffic subsets tell the Service checks
     where pods come from)."""
-    if kind in RELEVANT_KINDS or kind in _ENDPOINT_KINDS:
+    if kind in RELEVANT_KINDS or kind in _ENDPOINT_KINDS or kind in PATH_KINDS:
         return True
     group = api_version.rpartition("/")[0]
     return not (group in _BUILTIN_GROUPS or group.endswith(".k8s.io"))

@@ -5,19 +5,18 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from svcdoctor.checks.inputs import INVALID_FIELD
-from svcdoctor.manifests.loader import LoadResult, RawObject
+from svcdoctor.manifests.fields import Fields, text_of
+from svcdoctor.manifests.loader import LoadResult
+from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
 from svcdoctor.model import (
     WORKLOAD_KINDS,
     Autoscaler,
     Container,
     ContainerPort,
-    Finding,
     Inventory,
-    Location,
     ObjectRef,
     PodTemplate,
     PreStop,
@@ -28,101 +27,10 @@ from svcdoctor.model import (
     Workload,
 )
 from svcdoctor.model.duration import SLEEP, parse_duration
+from svcdoctor.model.route import Front, ReferenceGrant, Route
 
-T = TypeVar("T")
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
 _SLEEP = re.compile(r"(?:^|[\s;&|(/])sleep\s+(\d+(?:\.\d+)?)([smh]?)(?=$|[\s;&|)])")
-
-
-class _Fields:
-    """Typed access to one raw object; a field of the wrong type is reported once."""
-
-    def __init__(self, raw: RawObject, problems: list[Finding]) -> None:
-        self.raw = raw
-        self.problems = problems
-        meta = raw.body.get("metadata")
-        meta = meta if isinstance(meta, YMap) else None
-        self.ref = ObjectRef(
-            raw.kind,
-            _str(meta.get("namespace")) if meta else "",
-            (_str(meta.get("name")) if meta else "") or "<unnamed>",
-        )
-
-    def _bad(self, parent: YMap, key: str, path: str, want: str, got: Any) -> None:
-        shown = (
-            repr(got)
-            if not isinstance(got, dict | list)
-            else ("a mapping" if isinstance(got, dict) else "a list")
-        )
-        self.problems.append(
-            INVALID_FIELD.finding(
-                Location(self.raw.location.file, parent.line_of(key)),
-                f"{self.ref}: {path} must be {want}, got {shown}",
-                subject=None,
-            )
-        )
-
-    def get(self, parent: YMap | None, key: str, path: str, kind: type[T], want: str) -> T | None:
-        if parent is None or key not in parent or parent[key] is None:
-            return None
-        value = parent[key]
-        if kind is int and isinstance(value, bool):
-            self._bad(parent, key, path, want, value)
-            return None
-        if isinstance(value, kind):
-            return value
-        self._bad(parent, key, path, want, value)
-        return None
-
-    def mapping(self, parent: YMap | None, key: str, path: str) -> YMap | None:
-        return self.get(parent, key, path, YMap, "a mapping")
-
-    def seq(self, parent: YMap | None, key: str, path: str) -> list[Any]:
-        return self.get(parent, key, path, list, "a list") or []
-
-    def maps(self, parent: YMap | None, key: str, path: str) -> list[tuple[str, YMap]]:
-        """The mapping items of a list field, each with its path."""
-        out: list[tuple[str, YMap]] = []
-        items = self.seq(parent, key, path)
-        for i, item in enumerate(items):
-            if isinstance(item, YMap):
-                out.append((f"{path}[{i}]", item))
-            else:
-                assert parent is not None
-                self._bad(parent, key, f"{path}[{i}]", "a mapping", item)
-        return out
-
-    def integer(self, parent: YMap | None, key: str, path: str) -> int | None:
-        return self.get(parent, key, path, int, "an integer")
-
-    def text(self, parent: YMap | None, key: str, path: str) -> str | None:
-        value = self.get(parent, key, path, object, "a string")
-        return None if value is None else _str(value)
-
-    def int_or_str(self, parent: YMap | None, key: str, path: str) -> int | str | None:
-        value = self.get(parent, key, path, object, "an integer or a string")
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-        if isinstance(value, str):
-            return int(value) if value.isdigit() else value
-        assert parent is not None
-        self._bad(parent, key, path, "an integer or a string", value)
-        return None
-
-    def labels(self, parent: YMap | None, key: str, path: str) -> dict[str, str]:
-        found = self.mapping(parent, key, path)
-        return {_str(k): _str(v) for k, v in found.items()} if found else {}
-
-    def strings(self, parent: YMap | None, key: str, path: str) -> tuple[str, ...]:
-        return tuple(_str(v) for v in self.seq(parent, key, path))
-
-
-def _str(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def build_inventory(loaded: LoadResult) -> Inventory:
@@ -132,8 +40,11 @@ def build_inventory(loaded: LoadResult) -> Inventory:
     services: list[Service] = []
     autoscalers: list[Autoscaler] = []
     resources: list[Resource] = []
+    routes: list[Route] = []
+    fronts: list[Front] = []
+    grants: list[ReferenceGrant] = []
     for raw in loaded.objects:
-        f = _Fields(raw, problems)
+        f = Fields(raw, problems)
         if raw.kind in WORKLOAD_KINDS:
             workloads.append(_workload(f))
         elif raw.kind == "Service":
@@ -141,6 +52,12 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         elif raw.kind == "HorizontalPodAutoscaler":
             if hpa := _autoscaler(f):
                 autoscalers.append(hpa)
+        elif isinstance(found := route_object(f), Route):
+            routes.append(found)
+        elif isinstance(found, Front):
+            fronts.append(found)
+        elif isinstance(found, ReferenceGrant):
+            grants.append(found)
         else:
             resources.append(_resource(f))
     return Inventory(
@@ -148,6 +65,9 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         services=tuple(services),
         autoscalers=tuple(autoscalers),
         resources=tuple(resources),
+        routes=tuple(routes),
+        fronts=tuple(fronts),
+        grants=tuple(grants),
         problems=tuple(problems),
         files=loaded.files,
         objects=loaded.documents,
@@ -155,13 +75,13 @@ def build_inventory(loaded: LoadResult) -> Inventory:
     )
 
 
-def _annotations(f: _Fields) -> dict[str, str]:
+def _annotations(f: Fields) -> dict[str, str]:
     return f.labels(
         f.mapping(f.raw.body, "metadata", "metadata"), "annotations", "metadata.annotations"
     )
 
 
-def _workload(f: _Fields) -> Workload:
+def _workload(f: Fields) -> Workload:
     body = f.raw.body
     spec = f.mapping(body, "spec", "spec")
     kind = f.raw.kind
@@ -198,7 +118,7 @@ def _workload(f: _Fields) -> Workload:
     )
 
 
-def _owner(f: _Fields) -> ObjectRef | None:
+def _owner(f: Fields) -> ObjectRef | None:
     meta = f.mapping(f.raw.body, "metadata", "metadata")
     for path, ref in f.maps(meta, "ownerReferences", "metadata.ownerReferences"):
         if ref.get("controller") is True:
@@ -240,7 +160,7 @@ _STRATEGY_KEYS = {
 
 
 def _strategy(
-    f: _Fields, spec: YMap | None
+    f: Fields, spec: YMap | None
 ) -> tuple[str | None, int | str | None, int | str | None]:
     kind = f.raw.kind
     key = _STRATEGY_KEYS.get(kind)
@@ -258,9 +178,7 @@ def _strategy(
     return kind_of, *_bounds(f, rolling, f"{path}.")
 
 
-def _bounds(
-    f: _Fields, node: YMap | None, prefix: str
-) -> tuple[int | str | None, int | str | None]:
+def _bounds(f: Fields, node: YMap | None, prefix: str) -> tuple[int | str | None, int | str | None]:
     """``maxUnavailable`` and ``maxSurge`` of a rolling update (``prefix``: their path)."""
     return (
         f.int_or_str(node, "maxUnavailable", f"{prefix}maxUnavailable"),
@@ -269,7 +187,7 @@ def _bounds(
 
 
 def _pod_template(
-    f: _Fields, meta: YMap | None, spec: YMap | None, path: str, line: int
+    f: Fields, meta: YMap | None, spec: YMap | None, path: str, line: int
 ) -> PodTemplate:
     containers = [_container(f, c, p) for p, c in f.maps(spec, "containers", f"{path}.containers")]
     for p, c in f.maps(spec, "initContainers", f"{path}.initContainers"):
@@ -295,7 +213,7 @@ def _pod_template(
     )
 
 
-def _container(f: _Fields, c: YMap, path: str) -> Container:
+def _container(f: Fields, c: YMap, path: str) -> Container:
     ports = []
     for p_path, p in f.maps(c, "ports", f"{path}.ports"):
         number = f.integer(p, "containerPort", f"{p_path}.containerPort")
@@ -325,14 +243,14 @@ def _container(f: _Fields, c: YMap, path: str) -> Container:
             f"{path}.lifecycle.preStop",
         ),
         env=tuple(
-            (name, _str(e.get("value")))
+            (name, text_of(e.get("value")))
             for e_path, e in f.maps(c, "env", f"{path}.env")
             if (name := f.text(e, "name", f"{e_path}.name")) and e.get("value") is not None
         ),
     )
 
 
-def _probe(f: _Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> Probe | None:
+def _probe(f: Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> Probe | None:
     probe = f.mapping(c, key, f"{path}.{key}")
     if probe is None:
         return None
@@ -345,31 +263,33 @@ def _probe(f: _Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> P
     if (h := f.mapping(probe, "httpGet", f"{path}.httpGet")) is not None:
         p = port(h, f"{path}.httpGet")
         headers = sorted(
-            f"{_str(x.get('name'))}={_str(x.get('value'))}"
+            f"{text_of(x.get('name'))}={text_of(x.get('value'))}"
             for _, x in f.maps(h, "httpHeaders", f"{path}.httpGet.httpHeaders")
         )
         target = (
             "httpGet",
-            _str(h.get("scheme") or "HTTP").upper(),
-            _str(h.get("host")),
-            _str(p),
-            _str(h.get("path") or "/"),
+            text_of(h.get("scheme") or "HTTP").upper(),
+            text_of(h.get("host")),
+            text_of(p),
+            text_of(h.get("path") or "/"),
             *headers,
         )
         return Probe("httpGet", target, probe.line, port=p)
     if (h := f.mapping(probe, "tcpSocket", f"{path}.tcpSocket")) is not None:
         p = port(h, f"{path}.tcpSocket")
-        return Probe("tcpSocket", ("tcpSocket", _str(h.get("host")), _str(p)), probe.line, port=p)
+        return Probe(
+            "tcpSocket", ("tcpSocket", text_of(h.get("host")), text_of(p)), probe.line, port=p
+        )
     if (h := f.mapping(probe, "grpc", f"{path}.grpc")) is not None:
         p = port(h, f"{path}.grpc")
-        return Probe("grpc", ("grpc", _str(p), _str(h.get("service"))), probe.line, port=p)
+        return Probe("grpc", ("grpc", text_of(p), text_of(h.get("service"))), probe.line, port=p)
     if (h := f.mapping(probe, "exec", f"{path}.exec")) is not None:
         command = f.strings(h, "command", f"{path}.exec.command")
         return Probe("exec", ("exec", *command), probe.line, command=command)
     return None
 
 
-def _prestop(f: _Fields, hook: YMap | None, path: str) -> PreStop | None:
+def _prestop(f: Fields, hook: YMap | None, path: str) -> PreStop | None:
     if hook is None:
         return None
     if (h := f.mapping(hook, "sleep", f"{path}.sleep")) is not None:
@@ -399,7 +319,7 @@ def sleep_in(command: Sequence[str]) -> float | None:
     return total if total else None
 
 
-def _service(f: _Fields) -> Service:
+def _service(f: Fields) -> Service:
     spec = f.mapping(f.raw.body, "spec", "spec")
     ports = []
     for path, p in f.maps(spec, "ports", "spec.ports"):
@@ -422,7 +342,7 @@ def _service(f: _Fields) -> Service:
         ref=f.ref,
         location=f.raw.location,
         type=f.text(spec, "type", "spec.type") or "ClusterIP",
-        selector={_str(k): _str(v) for k, v in selector.items()} if selector else None,
+        selector={text_of(k): text_of(v) for k, v in selector.items()} if selector else None,
         ports=tuple(ports),
         headless=f.text(spec, "clusterIP", "spec.clusterIP") == "None",
         session_affinity=f.text(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
@@ -431,7 +351,7 @@ def _service(f: _Fields) -> Service:
     )
 
 
-def _autoscaler(f: _Fields) -> Autoscaler | None:
+def _autoscaler(f: Fields) -> Autoscaler | None:
     spec = f.mapping(f.raw.body, "spec", "spec")
     target = f.mapping(spec, "scaleTargetRef", "spec.scaleTargetRef")
     if target is None:
@@ -451,7 +371,7 @@ def _autoscaler(f: _Fields) -> Autoscaler | None:
 _POD_SEARCH_DEPTH = 8
 
 
-def _resource(f: _Fields) -> Resource:
+def _resource(f: Fields) -> Resource:
     """What another object says about pods; read leniently (a custom resource's fields are
     not ours to validate)."""
     body = f.raw.body
@@ -460,15 +380,16 @@ def _resource(f: _Fields) -> Resource:
     host = ""
     subsets: tuple[dict[str, str], ...] = ()
     if f.raw.kind == "DestinationRule" and isinstance(spec, YMap):
-        host = _str(spec.get("host"))
+        host = text_of(spec.get("host"))
         listed = spec.get("subsets")
         items = listed if isinstance(listed, list) else []
         subsets = tuple(_plain_labels(s.get("labels")) for s in items if isinstance(s, YMap))
     return Resource(
         ref=f.ref,
         location=f.raw.location,
-        api_version=_str(body.get("apiVersion")),
+        api_version=text_of(body.get("apiVersion")),
         labels=_plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {},
+        annotations=_plain_labels(meta.get("annotations")) if isinstance(meta, YMap) else {},
         pod_labels=tuple(_pod_labels(spec, _POD_SEARCH_DEPTH)),
         host=host,
         subsets=subsets,
@@ -478,7 +399,7 @@ def _resource(f: _Fields) -> Resource:
 def _plain_labels(value: Any) -> dict[str, str]:
     if not isinstance(value, YMap):
         return {}
-    return {_str(k): _str(v) for k, v in value.items() if not isinstance(v, dict | list)}
+    return {text_of(k): text_of(v) for k, v in value.items() if not isinstance(v, dict | list)}
 
 
 def _pod_labels(node: Any, depth: int) -> list[dict[str, str]]:

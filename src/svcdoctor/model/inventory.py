@@ -8,6 +8,7 @@ from pathlib import PurePath
 from svcdoctor.model.finding import Finding, ObjectRef
 from svcdoctor.model.live import LiveFacts
 from svcdoctor.model.resource import Resource
+from svcdoctor.model.route import Front, ReferenceGrant, Route
 from svcdoctor.model.service import Autoscaler, Service
 from svcdoctor.model.workload import Workload
 
@@ -28,6 +29,10 @@ class Inventory:
     autoscalers: tuple[Autoscaler, ...] = ()
     # Other objects that tell where pods come from (custom kinds, operator resources, subsets)
     resources: tuple[Resource, ...] = ()
+    # What sends traffic to the Services (``model.path`` reads them)
+    routes: tuple[Route, ...] = ()
+    fronts: tuple[Front, ...] = ()
+    grants: tuple[ReferenceGrant, ...] = ()
     problems: tuple[Finding, ...] = ()
     files: int = 0
     objects: int = 0

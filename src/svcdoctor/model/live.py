@@ -144,6 +144,9 @@ class LiveFacts:
     events: tuple[EventCount, ...] = ()
     endpoints: tuple[ServiceEndpoints, ...] = ()
     proxy: ProxyConfig | None = None
+    # The Service datapath: ``kube-proxy``, or ``cilium`` when the ``cilium-config``
+    # ConfigMap turns on its kube-proxy replacement (``model.path.Implementation`` values)
+    datapath: str = "kube-proxy"
     _by_workload: dict[ObjectRef, list[PodFacts]] = field(default_factory=dict, compare=False)
     _by_ref: dict[ObjectRef, PodFacts] = field(default_factory=dict, compare=False)
     _slices: dict[ObjectRef, ServiceEndpoints] = field(default_factory=dict, compare=False)

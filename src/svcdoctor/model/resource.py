@@ -13,13 +13,15 @@ class Resource:
     about pods: a custom kind with a pod template (LeaderWorkerSet, Knative Service, a
     training job…: ``pod_labels``), an operator's custom resource (its name and labels), a
     traffic split (an Istio DestinationRule: ``host`` and the labels of its ``subsets``), or
-    endpoints given as objects (``Endpoints``, ``EndpointSlice``).
+    endpoints given as objects (``Endpoints``, ``EndpointSlice``), or a Namespace (its labels
+    and annotations decide mesh injection and load balancer readiness gates).
     """
 
     ref: ObjectRef
     location: Location
     api_version: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
     pod_labels: tuple[dict[str, str], ...] = ()
     host: str = ""
     subsets: tuple[dict[str, str], ...] = ()

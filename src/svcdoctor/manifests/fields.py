@@ -1,0 +1,104 @@
+"""Typed access to the fields of one raw object: a field of the wrong type becomes one
+SVD004 problem naming the object, the field and the line, never a crash."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from svcdoctor.checks.inputs import INVALID_FIELD
+from svcdoctor.manifests.loader import RawObject
+from svcdoctor.manifests.yamlnodes import YMap
+from svcdoctor.model import Finding, Location, ObjectRef
+
+T = TypeVar("T")
+
+
+class Fields:
+    """Typed access to one raw object; a field of the wrong type is reported once."""
+
+    def __init__(self, raw: RawObject, problems: list[Finding]) -> None:
+        self.raw = raw
+        self.problems = problems
+        meta = raw.body.get("metadata")
+        meta = meta if isinstance(meta, YMap) else None
+        self.ref = ObjectRef(
+            raw.kind,
+            text_of(meta.get("namespace")) if meta else "",
+            (text_of(meta.get("name")) if meta else "") or "<unnamed>",
+        )
+
+    def _bad(self, parent: YMap, key: str, path: str, want: str, got: Any) -> None:
+        shown = (
+            repr(got)
+            if not isinstance(got, dict | list)
+            else ("a mapping" if isinstance(got, dict) else "a list")
+        )
+        self.problems.append(
+            INVALID_FIELD.finding(
+                Location(self.raw.location.file, parent.line_of(key)),
+                f"{self.ref}: {path} must be {want}, got {shown}",
+                subject=None,
+            )
+        )
+
+    def get(self, parent: YMap | None, key: str, path: str, kind: type[T], want: str) -> T | None:
+        if parent is None or key not in parent or parent[key] is None:
+            return None
+        value = parent[key]
+        if kind is int and isinstance(value, bool):
+            self._bad(parent, key, path, want, value)
+            return None
+        if isinstance(value, kind):
+            return value
+        self._bad(parent, key, path, want, value)
+        return None
+
+    def mapping(self, parent: YMap | None, key: str, path: str) -> YMap | None:
+        return self.get(parent, key, path, YMap, "a mapping")
+
+    def seq(self, parent: YMap | None, key: str, path: str) -> list[Any]:
+        return self.get(parent, key, path, list, "a list") or []
+
+    def maps(self, parent: YMap | None, key: str, path: str) -> list[tuple[str, YMap]]:
+        """The mapping items of a list field, each with its path."""
+        out: list[tuple[str, YMap]] = []
+        items = self.seq(parent, key, path)
+        for i, item in enumerate(items):
+            if isinstance(item, YMap):
+                out.append((f"{path}[{i}]", item))
+            else:
+                assert parent is not None
+                self._bad(parent, key, f"{path}[{i}]", "a mapping", item)
+        return out
+
+    def integer(self, parent: YMap | None, key: str, path: str) -> int | None:
+        return self.get(parent, key, path, int, "an integer")
+
+    def text(self, parent: YMap | None, key: str, path: str) -> str | None:
+        value = self.get(parent, key, path, object, "a string")
+        return None if value is None else text_of(value)
+
+    def int_or_str(self, parent: YMap | None, key: str, path: str) -> int | str | None:
+        value = self.get(parent, key, path, object, "an integer or a string")
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        if isinstance(value, str):
+            return int(value) if value.isdigit() else value
+        assert parent is not None
+        self._bad(parent, key, path, "an integer or a string", value)
+        return None
+
+    def labels(self, parent: YMap | None, key: str, path: str) -> dict[str, str]:
+        found = self.mapping(parent, key, path)
+        return {text_of(k): text_of(v) for k, v in found.items()} if found else {}
+
+    def strings(self, parent: YMap | None, key: str, path: str) -> tuple[str, ...]:
+        return tuple(text_of(v) for v in self.seq(parent, key, path))
+
+
+def text_of(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
