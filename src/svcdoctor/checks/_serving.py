@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
+from svcdoctor.model.path import Hop
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})
 # Programs that never listen: a container running only these serves nothing (a pod kept
@@ -352,6 +353,7 @@ def shutdown_facts(
     caller knows the image has a shell or not, ``longest_request``
     (``--max-request-seconds``)."""
     found = settings.drain_of(workload.ref.kind, workload.ref.name, container.image)
+    hop_window, window_hop, sidecar_drain = _path_facts(workload, settings, window)
     return remedy.ShutdownFacts(
         window_seconds=settings.propagation_seconds if window is None else window,
         source=remedy.WindowSource.ASSUMED,
@@ -366,7 +368,36 @@ def shutdown_facts(
         has_shell=has_shell(container) if shell is None else shell,
         readiness=container.readiness,
         liveness=container.liveness,
+        hop_window_seconds=hop_window,
+        window_hop=window_hop,
+        sidecar_drain_seconds=sidecar_drain,
     )
+
+
+def _path_facts(
+    workload: Workload, settings: Settings, window: float | None
+) -> tuple[float | None, str, float | None]:
+    """From the run's paths: the leg of the slowest hop in front of the workload when it is
+    slower than the cluster's propagation (and the window is lint's assumption), the hop's
+    name, and how long the pod's own proxy drains (a native sidecar outlives the app)."""
+    paths = settings.paths
+    if paths is None:
+        return None, "", None
+    hop_window: float | None = None
+    name = ""
+    slowest = paths.slowest(workload)
+    if window is None and slowest is not None:
+        hop, _ = slowest
+        if hop.leg.seconds > settings.propagation_seconds:
+            hop_window, name = hop.leg.seconds, hop_name(hop)
+    sidecar = paths.sidecar(workload)
+    drain = sidecar.drain.seconds if sidecar and sidecar.drain and not sidecar.native else None
+    return hop_window, name, drain
+
+
+def hop_name(hop: Hop) -> str:
+    """``AWS ALB (Ingress shop/web)``: a hop as the advice names it."""
+    return f"{hop.label} ({hop.via})" if hop.via else hop.label
 
 
 def shutdown_plan(

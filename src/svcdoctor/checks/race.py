@@ -188,6 +188,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         else:
             stops = "it stops serving at SIGTERM while nodes still route to it"
             hint = _drains_hint(w, c)
+        if plan.window_hop:
+            stops += (
+                f"; {plan.window_hop} keeps sending it new requests for up to "
+                f"{plan.window_seconds:g} s"
+            )
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
@@ -359,36 +364,49 @@ def prestop_sleep_too_short(inventory: Inventory, settings: Settings) -> Iterato
     - https://github.com/kubernetes/kubernetes/issues/106476
     """
     for w, c in racing(inventory):
-        sleep = c.prestop.sleep_seconds if c.prestop else None
-        if not sleep:
-            continue
-        assert c.prestop is not None
-        want = settings.propagation_seconds
-        plan = race_plan(w, c, settings, current_prestop=sleep)
-        if "SVD103" not in plan.rules:
-            continue  # long enough, with the app's own drain
-        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
-        own = (
-            f" (+ {drain.seconds:g} s its app drains by itself)"
-            if drain is not None and drain.seconds is not None
-            else ""
+        if (hit := short_sleep(w, c, settings, "SVD103")) is not None:
+            yield hit
+
+
+def short_sleep(w: Workload, c: Container, settings: Settings, rule_id: str) -> Hit | None:
+    """The hit of ``rule_id`` (SVD103: the cluster's propagation; SVD110: a slower hop's
+    leg) for a container whose preStop sleep is shorter than the plan's, if that is the
+    rule the plan names."""
+    sleep = c.prestop.sleep_seconds if c.prestop else None
+    if not sleep or c.prestop is None:
+        return None
+    plan = race_plan(w, c, settings, current_prestop=sleep)
+    if rule_id not in plan.rules:
+        return None  # long enough, with the app's own drain
+    drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
+    own = (
+        f" (+ {drain.seconds:g} s its app drains by itself)"
+        if drain is not None and drain.seconds is not None
+        else ""
+    )
+    grace = plan.grace_seconds if plan.grace_seconds != w.template.effective_grace_seconds else None
+    hook = (
+        PreStopHook(Handler.SLEEP, plan.prestop_seconds)  # the action it already uses
+        if c.prestop.handler == "sleep"
+        else PreStopHook(Handler.EDIT, plan.prestop_seconds, c.prestop.command)
+    )
+    if plan.window_hop and rule_id != "SVD103":
+        than = (
+            f"less than the {plan.window_seconds:g} s {plan.window_hop} keeps sending new "
+            "requests to a deleted pod (its leg of the race)"
         )
-        grace = (
-            plan.grace_seconds if plan.grace_seconds != w.template.effective_grace_seconds else None
+    else:
+        than = (
+            f"less than the {settings.propagation_seconds:g} s endpoint removal can take to "
+            "reach every node"
         )
-        hook = (
-            PreStopHook(Handler.SLEEP, plan.prestop_seconds)  # the action it already uses
-            if c.prestop.handler == "sleep"
-            else PreStopHook(Handler.EDIT, plan.prestop_seconds, c.prestop.command)
-        )
-        yield Hit(
-            w,
-            f"container {c.name!r} sleeps {sleep:g} s in preStop{own}, less than the "
-            f"{want:g} s endpoint removal can take to reach every node",
-            fix=Fix(PodPatch(w.ref.kind, c.name, grace, prestop=hook)),
-            container=c.name,
-            line=c.prestop.line,
-        )
+    return Hit(
+        w,
+        f"container {c.name!r} sleeps {sleep:g} s in preStop{own}, {than}",
+        fix=Fix(PodPatch(w.ref.kind, c.name, grace, prestop=hook)),
+        container=c.name,
+        line=c.prestop.line,
+    )
 
 
 def prestop_hook(c: Container, plan: ShutdownPlan) -> PreStopHook | None:

@@ -9,6 +9,7 @@ from svcdoctor.checks.inputs import INVALID_SUPPRESSION
 from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Workload
+from svcdoctor.model.path import trace_paths
 
 SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
 
@@ -47,6 +48,8 @@ def active_rules(settings: Settings) -> list[Rule]:
 
 def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
     """All findings for the inventory: reading problems first, then every active rule."""
+    if settings.paths is None:
+        settings = replace(settings, paths=trace_paths(inventory, settings.path_settings))
     subjects: list[Workload | Service] = [*inventory.workloads, *inventory.services]
     suppressions, problems = _suppressions(subjects)
     findings = list(inventory.problems) + problems

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from svcdoctor.model import Severity
+from svcdoctor.model.path import Paths, PathSettings
 from svcdoctor.model.remedy import (
     DEFAULT_MARGIN_SECONDS,
     DEFAULT_MAX_REQUEST_SECONDS,
@@ -106,6 +107,13 @@ class Settings:
     drains: tuple[str, ...] = ()
     drain_seconds: dict[str, float] = field(default_factory=dict)
     plan: ShutdownPlan | None = None
+    hop_seconds: dict[str, float] = field(default_factory=dict)
+    paths: Paths | None = None  # the run's paths (``run_checks`` traces them once)
+
+    @property
+    def path_settings(self) -> PathSettings:
+        """What the path model needs of these settings."""
+        return PathSettings(self.propagation_seconds, self.hop_seconds)
 
     def native_sleep(self) -> bool | None:
         """Whether ``lifecycle.preStop.sleep`` is available (beta 1.30, GA 1.34)."""

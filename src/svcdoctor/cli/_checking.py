@@ -197,6 +197,7 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
         severities=severities,
         drains=tuple(drain_table),
         drain_seconds={k: v for k, v in drain_table.items() if v is not None},
+        hop_seconds=dict(file.get("hops", {})),
     )
     return settings, fail_on, number("max-file-mb", DEFAULT_MAX_FILE_MB)
 

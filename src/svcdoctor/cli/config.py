@@ -13,6 +13,7 @@ from svcdoctor.checks.settings import drain_pattern
 from svcdoctor.cli._params import Duration, Number, ParamBase, config_value
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import Severity
+from svcdoctor.model.path import Implementation
 
 MAX_FILE_MB = 2048.0  # the largest --max-file-mb: a manifest file of 2 GB is not one
 # the numbers of a config file and their flags: one type each, finite and in range
@@ -27,7 +28,7 @@ DRAIN_TYPE = Duration(0, 3600)  # seconds an app in ``drains`` keeps serving aft
 # old spellings of keys, still read
 ALIASES = {"kube-version": "kubernetes-version"}
 KEYS = frozenset(
-    {*NUMBERS, "enable", "disable", "severity", "kubernetes-version", "fail-on", "drains"}
+    {*NUMBERS, "enable", "disable", "severity", "kubernetes-version", "fail-on", "drains", "hops"}
 )
 # lint's input options (which files, and the namespace of objects that name none)
 INPUT_KEYS = frozenset({"exclude", "namespace", "allow-empty"})
@@ -128,7 +129,25 @@ def _check(path: Path, key: str, value: Any) -> Any:
         return kube_version(value, f"{path}: kubernetes-version")
     if key == "drains":
         return drain_table(path, value)
+    if key == "hops":
+        return hop_table(path, value)
     return severity(value, f"{path}: fail-on")
+
+
+def hop_table(path: Path, value: Any) -> dict[str, float]:
+    """``[tool.svcdoctor.hops]``: implementation = seconds its leg of the race takes
+    (``aws-alb = 45``), overriding the documented defaults of ``model.path``."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: hops must be a table of hop = seconds, e.g. aws-alb = 45")
+    known = {i.value for i in Implementation}
+    out: dict[str, float] = {}
+    for key, seconds in value.items():
+        if key not in known:
+            raise ConfigError(
+                f"{path}: hops.{key}: unknown hop (one of {', '.join(sorted(known))})"
+            )
+        out[key] = drain_seconds(seconds, f"{path}: hops.{key}")
+    return out
 
 
 def drain_table(path: Path, value: Any) -> dict[str, float | None]:

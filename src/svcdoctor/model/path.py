@@ -81,26 +81,37 @@ class Profile:
 
 
 _KUBE = "https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/"
-_ALB = "https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/"
-_EKS = "https://docs.aws.amazon.com/eks/latest/best-practices/load-balancing.html"
-_NEG = "https://cloud.google.com/kubernetes-engine/docs/how-to/container-native-load-balancing"
+# AWS: no documented figure; the controller's maintainers say a preStop sleep is needed
+# because deregistration takes time to reach the ELB data plane (aws-load-balancer-controller
+# #2366); users report 25 s (#1064) to 60-70 s (#2106) for ALBs and up to 2 minutes for
+# NLB IP targets (#2366).
+_ALB = "aws-load-balancer-controller #1064, #2106, #2366"
+_NLB = "aws-load-balancer-controller #2366 (NLB IP targets)"
+# GKE removes a terminating pod from its NEG at once (ingress-gce #1574), yet the load
+# balancer keeps sending for a while; Google's KB example sleeps 40 s.
+_NEG = "https://cloud.google.com/knowledge/kb/502-503-errors-on-external-http-s-load-balancer-000006416"
+# AGIC: "between a second and a few minutes"; its guide asks for a preStop of at least 90 s.
+_AGIC = (
+    "https://azure.github.io/application-gateway-kubernetes-ingress/how-tos/"
+    "minimize-downtime-during-deployments/"
+)
+_CILIUM = "https://docs.cilium.io/en/stable/network/kubernetes/kubeproxy-free/"
 
 # The legs: seconds from a pod's deletion until the hop stops sending it new requests.
 # Controllers that watch EndpointSlices and program themselves (ingress controllers,
-# gateways, mesh control planes, kube-proxy) share the cluster's propagation assumption;
-# cloud load balancers deregister through a cloud API, which takes far longer.
+# gateways, mesh control planes, kube-proxy, Cilium) share the cluster's propagation
+# assumption (``--propagation-seconds``); cloud load balancers deregister through a cloud
+# API, which takes far longer. ``[tool.svcdoctor.hops]`` overrides any of them.
 PROFILES: dict[Implementation, Profile] = {
-    Implementation.AWS_ALB: Profile("AWS ALB", HopKind.LOAD_BALANCER, 30.0, _EKS, True),
-    Implementation.AWS_NLB: Profile("AWS NLB", HopKind.LOAD_BALANCER, 60.0, _EKS),
-    Implementation.AWS_TARGET_GROUP: Profile("AWS target group", HopKind.LOAD_BALANCER, 60.0, _EKS),
-    Implementation.GKE_NEG: Profile("GKE NEG load balancer", HopKind.LOAD_BALANCER, 30.0, _NEG),
-    Implementation.GKE_LB: Profile("GKE load balancer", HopKind.LOAD_BALANCER, None, _NEG),
+    Implementation.AWS_ALB: Profile("AWS ALB", HopKind.LOAD_BALANCER, 30.0, _ALB, True),
+    Implementation.AWS_NLB: Profile("AWS NLB", HopKind.LOAD_BALANCER, 60.0, _NLB),
+    Implementation.AWS_TARGET_GROUP: Profile("AWS target group", HopKind.LOAD_BALANCER, 60.0, _NLB),
+    Implementation.GKE_NEG: Profile(
+        "GKE NEG load balancer", HopKind.LOAD_BALANCER, 40.0, _NEG, True
+    ),
+    Implementation.GKE_LB: Profile("GKE load balancer", HopKind.LOAD_BALANCER, None, _NEG, True),
     Implementation.AZURE_APPGW: Profile(
-        "Azure Application Gateway",
-        HopKind.LOAD_BALANCER,
-        30.0,
-        "https://azure.github.io/application-gateway-kubernetes-ingress/how-tos/minimize-downtime-during-deployments/",
-        True,
+        "Azure Application Gateway", HopKind.LOAD_BALANCER, 90.0, _AGIC, True
     ),
     Implementation.CLOUD_LB: Profile("cloud load balancer", HopKind.LOAD_BALANCER, None, _KUBE),
     Implementation.INGRESS_NGINX: Profile("ingress-nginx", HopKind.INGRESS, None, _KUBE, True),
@@ -116,7 +127,7 @@ PROFILES: dict[Implementation, Profile] = {
     Implementation.LINKERD_PROXY: Profile("linkerd-proxy", HopKind.SIDECAR, 0.0, _KUBE),
     Implementation.KUBE_PROXY: Profile("kube-proxy", HopKind.DATAPATH, None, _KUBE),
     Implementation.CILIUM: Profile(
-        "Cilium (kube-proxy replacement)", HopKind.DATAPATH, None, _KUBE
+        "Cilium (kube-proxy replacement)", HopKind.DATAPATH, None, _CILIUM
     ),
 }
 
@@ -145,7 +156,11 @@ CLASS_NAMES: dict[str, Implementation] = {
     "eg": Implementation.ENVOY_GATEWAY,
 }
 
-# Annotations and labels the hops read (each cited where it is used).
+# Annotations and labels the hops read. AWS: aws-load-balancer-controller
+# docs/guide/{ingress,service}/annotations.md, docs/deploy/pod_readiness_gate.md; GKE:
+# ingress-gce pkg/negannotation, pkg/neg/types/shared/types.go; AGIC: learn.microsoft.com
+# application-gateway/ingress-controller-annotations; Istio: istio/api
+# annotation/annotations.yaml, label/labels.yaml; Linkerd: linkerd2 pkg/k8s/labels.go.
 INGRESS_CLASS = "kubernetes.io/ingress.class"
 ALB_TARGET_TYPE = "alb.ingress.kubernetes.io/target-type"  # ip | instance (default)
 ALB_TG_ATTRIBUTES = "alb.ingress.kubernetes.io/target-group-attributes"
@@ -168,10 +183,20 @@ ISTIO_PROXY_CONFIG = "proxy.istio.io/config"
 ISTIO_NATIVE = "sidecar.istio.io/nativeSidecar"
 LINKERD_INJECT = "linkerd.io/inject"
 LINKERD_WAIT = "config.alpha.linkerd.io/proxy-wait-before-exit-seconds"
-LINKERD_NATIVE = "config.alpha.linkerd.io/proxy-enable-native-sidecar"
+LINKERD_NATIVE = "config.linkerd.io/proxy-enable-native-sidecar"  # alpha/beta forms deprecated
+LINKERD_NATIVE_OLD = (
+    "config.alpha.linkerd.io/proxy-enable-native-sidecar",
+    "config.beta.linkerd.io/proxy-enable-native-sidecar",
+)
 
 DEFAULT_DEREGISTRATION_SECONDS = 300.0  # ELB target groups' deregistration_delay default
-ISTIO_TERMINATION_DRAIN_SECONDS = 5.0  # ProxyConfig terminationDrainDuration default
+# Istio's agent on SIGTERM: drains Envoy's inbound listeners (new connections still taken),
+# sleeps terminationDrainDuration (default 5 s), then kills Envoy, whatever the app does; with
+# EXIT_ON_ZERO_ACTIVE_CONNECTIONS it waits MINIMUM_DRAIN_DURATION (default 5 s), then exits
+# as soon as no connection is open (istio/api mesh/v1alpha1/proxy.proto; istio/istio
+# pkg/envoy/agent.go, pilot/cmd/pilot-agent/options/options.go; istio #36631, #44690).
+ISTIO_TERMINATION_DRAIN_SECONDS = 5.0
+ISTIO_MINIMUM_DRAIN_SECONDS = 5.0
 _DEREGISTRATION = re.compile(r"deregistration_delay\.timeout_seconds\s*=\s*(\d+)")
 
 
@@ -503,8 +528,9 @@ def _service_lb(svc: Service, ns: Resource | None, settings: PathSettings) -> Ho
     Controller's annotations (IP targets with ``nlb-target-type: ip``), GKE NEG backends by
     ``cloud.google.com/neg``, another cloud's load balancer (node targets) otherwise."""
     a = svc.annotations
-    if _neg_exposed(a.get(GKE_NEG, "")) and svc.type == "LoadBalancer":
-        return _lb(Implementation.GKE_NEG, svc.ref, settings, gate=True)
+    if "exposed_ports" in a.get(GKE_NEG, ""):
+        # standalone NEGs: no readiness gate is injected (only for NEGs of an Ingress)
+        return _lb(Implementation.GKE_NEG, svc.ref, settings, gate=False)
     if svc.type != "LoadBalancer":
         return None
     lb_type = a.get(NLB_TYPE, "")
@@ -555,8 +581,9 @@ def _alb_gate(ns: Resource | None) -> bool | None:
 
 
 def _neg_exposed(value: str) -> bool:
-    """Whether a ``cloud.google.com/neg`` annotation puts the pods in NEGs."""
-    return bool(re.search(r'"(ingress)"\s*:\s*true|"exposed_ports"', value))
+    """Whether a ``cloud.google.com/neg`` annotation puts the pods in an Ingress' NEGs
+    (GKE then injects the readiness gate ``cloud.google.com/load-balancer-neg-ready``)."""
+    return bool(re.search(r'"ingress"\s*:\s*true', value))
 
 
 def _sidecar(workload: Workload, ns: Resource | None) -> Hop | None:
@@ -606,6 +633,20 @@ def _istio(workload: Workload) -> Hop:
         meta = config.get("proxyMetadata")
         if isinstance(meta, dict):
             exit_on_idle = str(meta.get("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "")).lower() == "true"
+            if exit_on_idle:  # terminationDrainDuration is not used then (istio #44690)
+                minimum = meta.get("MINIMUM_DRAIN_DURATION")
+                drain = Leg(ISTIO_MINIMUM_DRAIN_SECONDS, "Istio default MINIMUM_DRAIN_DURATION")
+                if minimum is not None:
+                    try:
+                        drain = Leg(
+                            parse_duration(str(minimum), GO),
+                            f"{ISTIO_PROXY_CONFIG} MINIMUM_DRAIN_DURATION on {workload.ref}",
+                        )
+                    except ValueError:
+                        problems.append(
+                            f"{workload.ref}: annotation {ISTIO_PROXY_CONFIG}: "
+                            f"MINIMUM_DRAIN_DURATION {minimum!r} is not a duration"
+                        )
     native = a.get(ISTIO_NATIVE)
     return Hop(
         Implementation.ISTIO_SIDECAR,
@@ -644,7 +685,7 @@ def _linkerd(workload: Workload) -> Hop:
             drain = Leg(float(raw), f"{LINKERD_WAIT} on {workload.ref}")
         else:
             problems.append(f"{workload.ref}: annotation {LINKERD_WAIT}: {raw!r} is not seconds")
-    native = a.get(LINKERD_NATIVE)
+    native = next((a[k] for k in (LINKERD_NATIVE, *LINKERD_NATIVE_OLD) if k in a), None)
     return Hop(
         Implementation.LINKERD_PROXY,
         Leg(0.0, "the pod's own proxy"),

@@ -28,12 +28,23 @@ the idle timeouts of both ends and what the server already bounds into the steps
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from svcdoctor.model.finding import ObjectRef
 from svcdoctor.model.patch import Handler, PreStopHook
+from svcdoctor.model.path import (
+    ALB_GATE_LABEL,
+    ALB_TG_ATTRIBUTES,
+    ISTIO_PROXY_CONFIG,
+    LINKERD_WAIT,
+    NLB_TG_ATTRIBUTES,
+    Hop,
+    HopKind,
+    Implementation,
+)
 from svcdoctor.model.workload import DEFAULT_GRACE_SECONDS, Probe
 
 # Lint's assumptions when nothing was measured (``--propagation-seconds`` and friends).
@@ -44,7 +55,8 @@ NATIVE_SLEEP_VERSION = (1, 30)  # lifecycle.preStop.sleep: beta and on by defaul
 MIN_PRESTOP_MARGIN = 2.0  # seconds added to a measured window, at least
 PRESTOP_MARGIN_SHARE = 0.5  # …or this share of it, whichever is larger
 
-RACE_RULES = ("SVD101", "SVD103")  # the preStop delay
+RACE_RULES = ("SVD101", "SVD103", "SVD110")  # the preStop delay
+HOP_RULE = "SVD110"  # the preStop covers the cluster's propagation, not a slower hop's
 GRACE_RULE = "SVD102"  # the grace period
 NO_SHELL_RULE = "SVD104"
 PROBE_RULE = "SVD202"  # readiness and liveness are the same check
@@ -99,6 +111,12 @@ class ShutdownFacts:
     allow_lower_grace: bool = False
     readiness: Probe | None = None
     liveness: Probe | None = None
+    # The path (``model.path``): a hop slower than the window above sets the preStop
+    # (``hop_window_seconds``, named ``window_hop``); the pod's own proxy must keep working
+    # through the app's shutdown (``sidecar_drain_seconds``: how long it does now).
+    hop_window_seconds: float | None = None
+    window_hop: str = ""
+    sidecar_drain_seconds: float | None = None
 
 
 class ProbeChange(StrEnum):
@@ -138,6 +156,7 @@ class ShutdownPlan:
     needed_grace_seconds: int  # preStop + drain + longest request + margin, before any floor
     grace_cuts_requests: bool = False  # the current grace ends before preStop + drain + L
     probes: ProbeSplit = NO_SPLIT
+    window_hop: str = ""  # the hop whose leg set the preStop ("": the cluster's propagation)
 
     @property
     def hook_body(self) -> dict[str, object] | None:
@@ -223,7 +242,11 @@ def _delay(wanted: float, facts: ShutdownFacts) -> tuple[int, HookKind, list[str
     if prestop == 0:
         return prestop, HookKind.NONE, rules
     kind = hook_kind(facts.kube_version, facts.has_shell)
-    rules += ["SVD101"] if not current else (["SVD103"] if wanted > current else [])
+    if not current:
+        rules.append("SVD101")
+    elif wanted > current:
+        covered = facts.hop_window_seconds is not None and current >= facts.window_seconds
+        rules.append(HOP_RULE if covered else "SVD103")
     if kind is HookKind.IMPOSSIBLE:
         rules.append(NO_SHELL_RULE)
     return prestop, kind, rules
@@ -237,7 +260,7 @@ def _grace_now(facts: ShutdownFacts) -> int:
 
 def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
     """The shutdown plan for ``facts`` (pure)."""
-    window = max(facts.window_seconds, 0.0)
+    window = max(facts.window_seconds, facts.hop_window_seconds or 0.0, 0.0)
     if facts.source is WindowSource.ASSUMED:
         wanted = window
     else:
@@ -245,6 +268,8 @@ def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
     prestop, kind, rules = _delay(wanted, facts)
     before_requests = prestop + (facts.drain_seconds or 0.0)  # deletion → stops taking requests
     needed = needed_grace(before_requests, facts.longest_request_seconds, facts.margin_seconds)
+    if facts.sidecar_drain_seconds:  # the kubelet must not kill the proxy mid-drain
+        needed = max(needed, seconds(facts.sidecar_drain_seconds + facts.margin_seconds))
     have = _grace_now(facts)
     floor = 0 if facts.allow_lower_grace else have
     grace = max(needed, floor)
@@ -264,6 +289,7 @@ def plan_shutdown(facts: ShutdownFacts) -> ShutdownPlan:
         needed_grace_seconds=needed,
         grace_cuts_requests=cuts_requests(have, before_requests, facts.longest_request_seconds),
         probes=probes,
+        window_hop=facts.window_hop if window > facts.window_seconds else "",
     )
 
 
@@ -289,6 +315,7 @@ def meet_plan(plan: ShutdownPlan, facts: ShutdownFacts) -> ShutdownPlan:
         version_known=facts.kube_version is not None,
         needed_grace_seconds=plan.needed_grace_seconds,
         grace_cuts_requests=cuts_requests(have, before_requests, facts.longest_request_seconds),
+        window_hop=plan.window_hop,
     )
 
 
@@ -306,6 +333,7 @@ def plan_data(plan: ShutdownPlan) -> dict[str, object]:
         "needed_grace_seconds": plan.needed_grace_seconds,
         "grace_cuts_requests": plan.grace_cuts_requests,
         "probes": {"change": p.change.value, "liveness": p.liveness, "port": p.port},
+        "window_hop": plan.window_hop,
     }
 
 
@@ -332,6 +360,7 @@ def plan_from_data(data: Mapping[str, Any]) -> ShutdownPlan:
                 dict(liveness) if isinstance(liveness, Mapping) else None,
                 port if isinstance(port, int | str) and not isinstance(port, bool) else None,
             ),
+            window_hop=str(data.get("window_hop", "")),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a shutdown plan: {exc!r}") from None
@@ -344,6 +373,145 @@ def _whole(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 86_400:
         raise ValueError(f"not a number of seconds: {value!r}")
     return value
+
+
+# --- the hops' own settings (``model.path``) -------------------------------------------
+
+
+class HopChange(StrEnum):
+    """A setting of a hop the shutdown plan needs."""
+
+    READINESS_GATE = "readiness-gate"  # the load balancer's pod readiness gate
+    DEREGISTRATION = "deregistration-delay"  # the target group's deregistration delay
+    SIDECAR_DRAIN = "sidecar-drain"  # the pod's proxy keeps working through the shutdown
+
+
+@dataclass(frozen=True, slots=True)
+class HopSetting:
+    """One setting of one hop: set ``key`` of ``target`` to ``value`` (``current``: what it
+    is now, ``None`` unset). ``writable``: an annotation of the object itself, which ``fix``
+    writes; otherwise a step for the user (a Namespace label, a controller flag).
+    ``rule``: the lint rule that asks for it; ``why``: the sentence that says why."""
+
+    change: HopChange
+    rule: str
+    hop: Hop
+    target: ObjectRef
+    key: str
+    value: str
+    current: str | None
+    writable: bool
+    why: str
+
+
+HOP_RULES = {
+    HopChange.READINESS_GATE: "SVD111",
+    HopChange.DEREGISTRATION: "SVD112",
+    HopChange.SIDECAR_DRAIN: "SVD113",
+}
+
+
+def sidecar_drain_needed(plan: ShutdownPlan, facts: ShutdownFacts) -> int:
+    """How long the pod's proxy must keep working after the deletion: through the preStop,
+    the app's own drain and the longest request (its last requests and its outbound calls
+    go through the proxy)."""
+    busy = plan.prestop_seconds + (facts.drain_seconds or 0.0) + facts.longest_request_seconds
+    return seconds(busy)
+
+
+def plan_hops(
+    plan: ShutdownPlan, facts: ShutdownFacts, hops: Iterable[Hop], workload: ObjectRef
+) -> tuple[HopSetting, ...]:
+    """The settings of the hops in front of (and beside) one container that the shutdown
+    ``plan`` needs (pure):
+
+    - a load balancer sending to pod IPs: the pods carry its readiness gate (AWS: the
+      Namespace label ``elbv2.k8s.aws/pod-readiness-gate-inject: enabled``, so a rollout
+      waits for new targets to be healthy and old ones to deregister); its deregistration
+      delay at least the longest request (in-flight requests are cut when it ends) and at
+      most the grace period (past it the pod is gone: the target drains for nothing);
+    - the pod's own proxy, unless it is a native sidecar (stopped after the app): it keeps
+      working through the preStop, the app's drain and the longest request (Istio's
+      ``terminationDrainDuration``, Linkerd's ``proxy-wait-before-exit-seconds``), unless
+      Istio waits for the last connection by itself (``EXIT_ON_ZERO_ACTIVE_CONNECTIONS``)."""
+    out: dict[tuple[HopChange, ObjectRef, str], HopSetting] = {}
+
+    def add(
+        change: HopChange,
+        hop: Hop,
+        target: ObjectRef,
+        key: str,
+        value: str,
+        current: str | None,
+        writable: bool,
+        why: str,
+    ) -> None:
+        setting = HopSetting(
+            change, HOP_RULES[change], hop, target, key, value, current, writable, why
+        )
+        out.setdefault((change, target, key), setting)
+
+    longest = seconds(facts.longest_request_seconds)
+    for hop in hops:
+        if hop.kind is HopKind.LOAD_BALANCER and hop.ip_targets and hop.via is not None:
+            if hop.readiness_gate is False:
+                ns = ObjectRef("Namespace", "", workload.namespace or "default")
+                add(
+                    HopChange.READINESS_GATE,
+                    hop,
+                    ns,
+                    ALB_GATE_LABEL,
+                    "enabled",
+                    None,
+                    False,
+                    f"{hop.label} sends to pod IPs; without its readiness gate a rollout can "
+                    "take old pods away before new ones are healthy targets",
+                )
+            dereg = hop.deregistration
+            if dereg is not None and not longest <= dereg.seconds <= plan.grace_seconds:
+                want = min(max(longest, 1), plan.grace_seconds)
+                too = (
+                    "shorter than the longest request"
+                    if dereg.seconds < longest
+                    else (f"longer than the grace period ({plan.grace_seconds} s)")
+                )
+                add(
+                    HopChange.DEREGISTRATION,
+                    hop,
+                    hop.via,
+                    _tg_key(hop),
+                    f"deregistration_delay.timeout_seconds={want}",
+                    f"{dereg.seconds:g}",
+                    True,
+                    f"{hop.label}'s deregistration delay {dereg.seconds:g} s ({dereg.source}) "
+                    f"is {too}",
+                )
+        if hop.kind is HopKind.SIDECAR and not hop.native and not hop.exit_on_idle:
+            need = sidecar_drain_needed(plan, facts)
+            have = hop.drain.seconds if hop.drain else 0.0
+            if have < need:
+                key, value = (
+                    (ISTIO_PROXY_CONFIG, f"terminationDrainDuration: {need}s")
+                    if hop.implementation is Implementation.ISTIO_SIDECAR
+                    else (LINKERD_WAIT, str(need))
+                )
+                add(
+                    HopChange.SIDECAR_DRAIN,
+                    hop,
+                    workload,
+                    key,
+                    value,
+                    f"{have:g}",
+                    True,
+                    f"the {hop.label} stops {have:g} s after the deletion, while the app "
+                    f"takes requests for {plan.prestop_seconds + (facts.drain_seconds or 0):g} s"
+                    f" and finishes them within {need} s",
+                )
+    return tuple(out.values())
+
+
+def _tg_key(hop: Hop) -> str:
+    return NLB_TG_ATTRIBUTES if hop.implementation is Implementation.AWS_NLB else ALB_TG_ATTRIBUTES
 
 
 # --- connection reuse (cause 3) ---------------------------------------------------------
