@@ -1,0 +1,320 @@
+"""The path model: hops inferred from manifests, their legs, and the remedy planned over them."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+
+import pytest
+
+from svcdoctor.manifests import build_inventory, load
+from svcdoctor.model import Inventory
+from svcdoctor.model.path import (
+    HopKind,
+    Implementation,
+    Path,
+    Paths,
+    PathSettings,
+    trace_paths,
+)
+from svcdoctor.model.remedy import (
+    HopChange,
+    ShutdownFacts,
+    plan_hops,
+    plan_shutdown,
+)
+
+APP = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations: {}
+    spec:
+      containers: [{name: web, image: example/web:1}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop, annotations: {}}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+"""
+
+
+def inventory(*docs: str) -> Inventory:
+    text = "\n---\n".join(textwrap.dedent(d).strip() for d in (APP, *docs))
+    return build_inventory(load(["-"], stdin=io.BytesIO(text.encode())))
+
+
+def paths_of(inv: Inventory, settings: PathSettings | None = None) -> tuple[Paths, list[Path]]:
+    paths = trace_paths(inv, settings or PathSettings())
+    return paths, list(paths.of(inv.workloads[0]))
+
+
+def texts(inv: Inventory, settings: PathSettings | None = None) -> list[str]:
+    return [p.text() for p in paths_of(inv, settings)[1]]
+
+
+def test_a_plain_service_has_the_datapath_only() -> None:
+    assert texts(inventory()) == ["kube-proxy (5 s) → pod"]
+
+
+def test_alb_ingress_in_ip_mode_sends_to_pods_and_sets_the_window() -> None:
+    inv = inventory(
+        """
+        apiVersion: networking.k8s.io/v1
+        kind: Ingress
+        metadata:
+          name: web
+          namespace: shop
+          annotations:
+            alb.ingress.kubernetes.io/target-type: ip
+            alb.ingress.kubernetes.io/target-group-attributes: >-
+              deregistration_delay.timeout_seconds=20
+        spec:
+          ingressClassName: alb
+          rules:
+          - http:
+              paths:
+              - {path: /, pathType: Prefix, backend: {service: {name: web, port: {name: http}}}}
+        """
+    )
+    paths, found = paths_of(inv)
+    assert [p.text() for p in found] == ["kube-proxy (5 s) → pod", "AWS ALB (ip, 30 s) → pod"]
+    hop, _ = paths.slowest(inv.workloads[0]) or (None, None)
+    assert hop is not None
+    assert hop.implementation is Implementation.AWS_ALB
+    assert hop.deregistration is not None
+    assert hop.deregistration.seconds == 20
+    assert hop.readiness_gate is None  # the Namespace is not in the input
+    assert not paths.dangling
+
+
+def test_alb_in_instance_mode_leaves_the_pod_leg_to_kube_proxy() -> None:
+    inv = inventory(
+        """
+        apiVersion: networking.k8s.io/v1
+        kind: Ingress
+        metadata: {name: web, namespace: shop, annotations: {kubernetes.io/ingress.class: alb}}
+        spec:
+          defaultBackend: {service: {name: web, port: {number: 80}}}
+        """
+    )
+    assert texts(inv)[-1] == "AWS ALB (instance, 0 s) → kube-proxy (5 s) → pod"
+
+
+def test_nlb_ip_targets_read_the_namespace_readiness_gate_label() -> None:
+    inv = inventory(
+        """
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: shop, labels: {elbv2.k8s.aws/pod-readiness-gate-inject: enabled}}
+        """,
+        """
+        apiVersion: v1
+        kind: Service
+        metadata:
+          name: web-public
+          namespace: shop
+          annotations:
+            service.beta.kubernetes.io/aws-load-balancer-type: external
+            service.beta.kubernetes.io/aws-load-balancer-nlb-target-type: ip
+        spec:
+          type: LoadBalancer
+          selector: {app: web}
+          ports: [{port: 443, targetPort: 8080}]
+        """,
+    )
+    _paths, found = paths_of(inv)
+    nlb = [h for p in found for h in p.hops if h.implementation is Implementation.AWS_NLB]
+    assert nlb
+    assert nlb[0].readiness_gate is True
+    assert nlb[0].leg.seconds == 60
+    assert nlb[0].deregistration is not None
+    assert nlb[0].deregistration.seconds == 300
+
+
+def test_config_overrides_a_leg_and_says_so() -> None:
+    inv = inventory(
+        """
+        apiVersion: elbv2.k8s.aws/v1beta1
+        kind: TargetGroupBinding
+        metadata: {name: web, namespace: shop}
+        spec: {serviceRef: {name: web, port: 80}, targetType: ip}
+        """
+    )
+    paths, _ = paths_of(inv, PathSettings(5.0, {"aws-target-group": 12.0}))
+    hop, _ = paths.slowest(inv.workloads[0]) or (None, None)
+    assert hop is not None
+    assert hop.leg.seconds == 12
+    assert hop.leg.source == "config hops.aws-target-group"
+
+
+def test_istio_injection_by_namespace_label_and_drain_from_proxy_config() -> None:
+    inv = inventory(
+        """
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: shop, labels: {istio.io/rev: canary}}
+        """
+    )
+    _, found = paths_of(inv)
+    assert found[0].hops[-1].kind is HopKind.SIDECAR
+    assert found[0].hops[-1].drain is not None
+    assert found[0].hops[-1].drain.seconds == 5
+    assert any(h.implementation is Implementation.ISTIO for p in found for h in p.hops)
+
+
+def test_istio_proxy_config_is_read_and_bad_yaml_is_a_problem_not_a_crash() -> None:
+    good = APP.replace(
+        "annotations: {}\n",
+        "annotations:\n        sidecar.istio.io/inject: 'true'\n"
+        "        proxy.istio.io/config: '{terminationDrainDuration: 40s}'\n",
+        1,
+    )
+    inv = build_inventory(load(["-"], stdin=io.BytesIO(good.encode())))
+    sidecar = trace_paths(inv, PathSettings()).sidecar(inv.workloads[0])
+    assert sidecar is not None
+    assert sidecar.drain is not None
+    assert sidecar.drain.seconds == 40
+    bad = good.replace("{terminationDrainDuration: 40s}", "{terminationDrainDuration: [")
+    inv = build_inventory(load(["-"], stdin=io.BytesIO(bad.encode())))
+    sidecar = trace_paths(inv, PathSettings()).sidecar(inv.workloads[0])
+    assert sidecar is not None
+    assert sidecar.problems
+    assert "proxy.istio.io/config" in sidecar.problems[0]
+    assert "Deployment shop/web" in sidecar.problems[0]
+
+
+def test_linkerd_on_the_namespace_annotation() -> None:
+    inv = inventory(
+        """
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: shop, annotations: {linkerd.io/inject: enabled}}
+        """
+    )
+    _, found = paths_of(inv)
+    sidecar = found[0].hops[-1]
+    assert sidecar.implementation is Implementation.LINKERD_PROXY
+    assert sidecar.drain is not None
+    assert sidecar.drain.seconds == 0
+
+
+GATEWAY = """
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: eg}
+spec: {controllerName: gateway.envoyproxy.io/gatewayclass-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec: {gatewayClassName: eg, listeners: [{name: http, port: 80, protocol: HTTP}]}
+"""
+
+
+def route(namespace: str, port: int, backend_ns: str = "") -> str:
+    ns = f", namespace: {backend_ns}" if backend_ns else ""
+    return f"""
+        apiVersion: gateway.networking.k8s.io/v1
+        kind: GRPCRoute
+        metadata: {{name: web, namespace: {namespace}}}
+        spec:
+          parentRefs: [{{name: edge, namespace: infra}}]
+          rules:
+          - backendRefs: [{{name: web, port: {port}{ns}}}]
+        """
+
+
+def test_grpc_route_through_envoy_gateway() -> None:
+    inv = inventory(GATEWAY, route("shop", 80))
+    paths, found = paths_of(inv)
+    gateway = [h for p in found for h in p.hops if h.kind is HopKind.GATEWAY]
+    assert gateway
+    assert gateway[0].implementation is Implementation.ENVOY_GATEWAY
+    assert gateway[0].grpc
+    assert gateway[0].per_request
+    assert not paths.dangling
+
+
+def test_routes_to_a_missing_port_or_without_grant_dangle() -> None:
+    paths, _ = paths_of(inventory(GATEWAY, route("shop", 81)))
+    assert [d.reason for d in paths.dangling] == ["Service shop/web has no port 81"]
+    # a route in another namespace: no grant in the input → not certain from files
+    paths, _ = paths_of(inventory(GATEWAY, route("infra", 80, "shop")))
+    assert [(d.reason, d.certain) for d in paths.dangling] == [
+        ("no ReferenceGrant in namespace shop allows it", False)
+    ]
+    grant = """
+        apiVersion: gateway.networking.k8s.io/v1beta1
+        kind: ReferenceGrant
+        metadata: {name: from-infra, namespace: shop}
+        spec:
+          from: [{group: gateway.networking.k8s.io, kind: GRPCRoute, namespace: infra}]
+          to: [{group: "", kind: Service}]
+        """
+    paths, found = paths_of(inventory(GATEWAY, route("infra", 80, "shop"), grant))
+    assert not paths.dangling
+    assert any(h.kind is HopKind.GATEWAY for p in found for h in p.hops)
+
+
+def test_a_missing_service_dangles_only_on_a_live_cluster() -> None:
+    text = route("shop", 80).replace("name: web, port", "name: gone, port")
+    paths, _ = paths_of(inventory(GATEWAY, text))
+    assert not paths.dangling  # from files the Service may be defined elsewhere
+
+
+@pytest.mark.parametrize(
+    ("drain", "exit_on_idle", "want"),
+    [("5s", False, "terminationDrainDuration: 45s"), ("60s", False, None)],
+)
+def test_the_plan_sets_the_sidecar_drain_over_the_app_shutdown(
+    drain: str, exit_on_idle: bool, want: str | None
+) -> None:
+    doc = APP.replace(
+        "annotations: {}\n",
+        "annotations:\n        sidecar.istio.io/inject: 'true'\n"
+        f"        proxy.istio.io/config: '{{terminationDrainDuration: {drain}}}'\n",
+        1,
+    )
+    inv = build_inventory(load(["-"], stdin=io.BytesIO(doc.encode())))
+    paths = trace_paths(inv, PathSettings())
+    w = inv.workloads[0]
+    facts = ShutdownFacts(window_seconds=30.0, longest_request_seconds=15.0)
+    plan = plan_shutdown(facts)
+    hops = [h for p in paths.of(w) for h in p.hops]
+    settings = plan_hops(plan, facts, hops, w.ref)
+    drains = [s for s in settings if s.change is HopChange.SIDECAR_DRAIN]
+    if want is None:
+        assert not drains
+    else:
+        assert drains
+        assert want in drains[0].value
+        assert drains[0].writable
+        assert drains[0].target == w.ref
+
+
+def test_the_plan_names_the_hop_and_covers_its_leg() -> None:
+    facts = ShutdownFacts(window_seconds=5.0, hop_window_seconds=30.0, window_hop="AWS ALB")
+    plan = plan_shutdown(facts)
+    assert (plan.prestop_seconds, plan.window_hop, plan.rules[0]) == (30, "AWS ALB", "SVD101")
+    covered = plan_shutdown(
+        ShutdownFacts(
+            window_seconds=5.0,
+            hop_window_seconds=30.0,
+            window_hop="AWS ALB",
+            current_prestop_seconds=10.0,
+        )
+    )
+    assert "SVD110" in covered.rules
+    assert "SVD103" not in covered.rules
+    short = plan_shutdown(
+        ShutdownFacts(window_seconds=5.0, hop_window_seconds=30.0, current_prestop_seconds=3.0)
+    )
+    assert "SVD103" in short.rules
