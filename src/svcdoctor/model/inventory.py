@@ -120,7 +120,7 @@ def _nearest_definitions(
     home = PurePath(service.location.file)
     best: dict[tuple[str, str, str], tuple[tuple[int, int, int], Workload]] = {}
     for w in found:
-        rank = _distance(home, PurePath(w.location.file))
+        rank = file_distance(home, PurePath(w.location.file))
         identity = (w.ref.kind, w.ref.namespace or namespace, w.ref.name)
         if identity not in best or rank < best[identity][0]:
             best[identity] = (rank, w)
@@ -128,7 +128,10 @@ def _nearest_definitions(
     return tuple(w for rank, w in best.values() if rank == nearest)
 
 
-def _distance(home: PurePath, other: PurePath) -> tuple[int, int, int]:
+UNRELATED = 4  # ``file_distance``'s relation of files in unrelated folders
+
+
+def file_distance(home: PurePath, other: PurePath) -> tuple[int, int, int]:
     """How far ``other`` is from ``home``, lower is nearer: (relation, steps, -shared) with
     relation 0 same file, 1 same folder, 2 parent folder, 3 subfolder, 4 elsewhere."""
     if other == home:

@@ -18,12 +18,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import PurePath
 
 import yaml
 
 from svcdoctor.model.duration import GO, parse_duration
 from svcdoctor.model.finding import ObjectRef
-from svcdoctor.model.inventory import Inventory
+from svcdoctor.model.inventory import UNRELATED, Inventory, file_distance
+from svcdoctor.model.live import is_live
 from svcdoctor.model.resource import Resource
 from svcdoctor.model.route import BackendRef, Front, FrontKind, Route, RouteKind
 from svcdoctor.model.service import Service
@@ -363,13 +365,15 @@ def trace_paths(inventory: Inventory, settings: PathSettings) -> Paths:
 class _Tracer:
     inventory: Inventory
     settings: PathSettings
-    namespaces: dict[str, Resource] = field(default_factory=dict)
+    namespaces: dict[str, list[Resource]] = field(default_factory=dict)
     fronts: dict[tuple[FrontKind, str], Front] = field(default_factory=dict)
     datapath: Hop = field(init=False)
 
     def __post_init__(self) -> None:
         inv = self.inventory
-        self.namespaces = {r.ref.name: r for r in inv.resources if r.ref.kind == "Namespace"}
+        for r in inv.resources:
+            if r.ref.kind == "Namespace":
+                self.namespaces.setdefault(r.ref.name, []).append(r)
         self.fronts = {(f.kind, f.ref.name): f for f in inv.fronts}
         cilium = inv.live is not None and inv.live.datapath == Implementation.CILIUM.value
         implementation = Implementation.CILIUM if cilium else Implementation.KUBE_PROXY
@@ -377,36 +381,50 @@ class _Tracer:
 
     def paths(self) -> Paths:
         inv = self.inventory
-        services = {(inv.namespace_of(s.ref), s.ref.name): s for s in inv.services}
-        routes_to: dict[tuple[str, str], list[tuple[Route, BackendRef]]] = {}
+        services: dict[tuple[str, str], list[Service]] = {}
+        for s in inv.services:  # a repository may define one Service in several files
+            services.setdefault((inv.namespace_of(s.ref), s.ref.name), []).append(s)
+        routes_to: dict[int, list[tuple[Route, BackendRef]]] = {}  # by Service identity
         dangling: list[Dangling] = []
         for route in inv.routes:
             for backend in route.backends:
                 key = (backend.namespace or inv.namespace_of(route.ref), backend.name)
-                lost = self._dangling(route, backend, services.get(key))
+                nearest = _nearest(route, services.get(key, []))
+                lost = self._dangling(route, backend, nearest)
                 if lost is not None:
                     dangling.append(lost)
                 elif backend.kind == "Service":
-                    routes_to.setdefault(key, []).append((route, backend))
+                    for svc in nearest:
+                        routes_to.setdefault(id(svc), []).append((route, backend))
         by_workload: dict[int, tuple[Path, ...]] = {}
         for workload in inv.workloads:
-            ns = self.namespaces.get(inv.namespace_of(workload.ref))
+            ns = self._namespace(workload)
             sidecar = _sidecar(workload, ns)
             tail = (sidecar,) if sidecar else ()
             paths = [
                 Path(svc.ref, (*entry, *tail))
                 for svc in inv.services_of(workload)
-                for entry in self._entries(
-                    svc, routes_to.get((inv.namespace_of(svc.ref), svc.ref.name), ()), ns, sidecar
-                )
+                for entry in self._entries(svc, routes_to.get(id(svc), ()), ns, sidecar)
             ]
             if paths:
                 by_workload[id(workload)] = tuple(paths)
         return Paths(by_workload, tuple(dangling))
 
-    def _dangling(
-        self, route: Route, backend: BackendRef, service: Service | None
-    ) -> Dangling | None:
+    def _namespace(self, workload: Workload) -> Resource | None:
+        """The workload's Namespace object: on a live cluster the one; from files the
+        nearest definition in the same tree (a Namespace of the same name in an unrelated
+        folder belongs to another app)."""
+        found = self.namespaces.get(self.inventory.namespace_of(workload.ref), [])
+        if not found or is_live(workload.location):
+            return found[0] if found else None
+        home = PurePath(workload.location.file)
+        rank, ns = min(
+            ((file_distance(home, PurePath(r.location.file)), r) for r in found),
+            key=lambda pair: pair[0],
+        )
+        return ns if rank[0] < UNRELATED else None
+
+    def _dangling(self, route: Route, backend: BackendRef, found: list[Service]) -> Dangling | None:
         """Why a route's Service backend cannot receive traffic (``None`` when it can, or
         when it is another kind of backend, which svcdoctor does not follow)."""
         if backend.kind != "Service" or backend.group not in ("", "core"):
@@ -419,13 +437,15 @@ class _Tracer:
             if not any(g.allows(route.ref, "Service", backend.name) for g in grants):
                 reason = f"no ReferenceGrant in namespace {target_ns} allows it"
                 return Dangling(route, backend, reason, certain or bool(grants))
-        if service is None:
+        if not found:
             reason = f"no Service {target_ns}/{backend.name}"
             return Dangling(route, backend, reason, certain) if certain else None
         port = backend.port
-        if port is None or service.type == "ExternalName":
+        if port is None or any(s.type == "ExternalName" for s in found):
             return None
-        known = [p.port for p in service.ports] + [p.name for p in service.ports if p.name]
+        known = {p.port for s in found for p in s.ports} | {
+            p.name for s in found for p in s.ports if p.name
+        }
         if port in known:
             return None
         return Dangling(route, backend, f"Service {target_ns}/{backend.name} has no port {port}")
@@ -515,6 +535,18 @@ class _Tracer:
         if cls is not None and cls.controller in CONTROLLERS:
             return CONTROLLERS[cls.controller]
         return CLASS_NAMES.get(name, Implementation.INGRESS)
+
+
+def _nearest(route: Route, found: list[Service]) -> list[Service]:
+    """The definitions of a Service nearest the route that names it (the same file, folder,
+    or a parent or child folder): a repository may hold look-alikes elsewhere (another
+    app's Service of the same name), which say nothing of this route's."""
+    if not found or is_live(route.location):
+        return found
+    home = PurePath(route.location.file)
+    ranked = [(file_distance(home, PurePath(s.location.file)), s) for s in found]
+    best = min(rank for rank, _ in ranked)
+    return [s for rank, s in ranked if rank == best and rank[0] < UNRELATED]
 
 
 _MESH = {
