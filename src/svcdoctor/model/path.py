@@ -191,6 +191,15 @@ LINKERD_NATIVE_OLD = (
     "config.beta.linkerd.io/proxy-enable-native-sidecar",
 )
 
+GKE_NEG_NOTE = (
+    "GKE uses NEGs by default for Services of VPC-native clusters (1.17.6-gke.7 and later), "
+    "annotation or not; if this one does, its leg is the NEG's: annotate the Service "
+    "cloud.google.com/neg: '{\"ingress\": true}' to say so"
+)
+UNKNOWN_NOTE = (
+    "controller not recognised from its class: assumed to watch EndpointSlices like "
+    "kube-proxy (set its leg in [tool.svcdoctor.hops])"
+)
 DEFAULT_DEREGISTRATION_SECONDS = 300.0  # ELB target groups' deregistration_delay default
 # Istio's agent on SIGTERM: drains Envoy's inbound listeners (new connections still taken),
 # sleeps terminationDrainDuration (default 5 s), then kills Envoy, whatever the app does; with
@@ -497,10 +506,16 @@ class _Tracer:
         if implementation is Implementation.GKE_LB:
             if _neg_exposed(svc.annotations.get(GKE_NEG, "")):
                 return (_lb(Implementation.GKE_NEG, route.ref, settings, gate=True),)
-            return (_lb(implementation, route.ref, settings, ip=False), datapath)
+            hop = replace(_lb(implementation, route.ref, settings, ip=False), notes=(GKE_NEG_NOTE,))
+            return (hop, datapath)
         if implementation is Implementation.AZURE_APPGW:
             return (_lb(implementation, route.ref, settings),)
-        hop = Hop(implementation, settings.leg(implementation), route.ref, grpc=grpc)
+        notes = (
+            (UNKNOWN_NOTE,)
+            if implementation in (Implementation.INGRESS, Implementation.GATEWAY)
+            else ()
+        )
+        hop = Hop(implementation, settings.leg(implementation), route.ref, grpc=grpc, notes=notes)
         if route.annotations.get(NGINX_SERVICE_UPSTREAM) == "true":
             return (hop, datapath)  # ingress-nginx sends to the ClusterIP: kube-proxy picks
         return (hop,)
