@@ -400,33 +400,6 @@ def hop_name(hop: Hop) -> str:
     return f"{hop.label} ({hop.via})" if hop.via else hop.label
 
 
-def shutdown_plan(
-    workload: Workload,
-    container: Container,
-    settings: Settings,
-    current_prestop: float | None = None,
-    window: float | None = None,
-    *,
-    drain: bool = True,
-    shell: bool | None = None,
-    longest_request: float | None = None,
-) -> remedy.ShutdownPlan:
-    """The remedy plan for a serving container under lint's assumptions (see
-    :func:`shutdown_facts`)."""
-    return remedy.plan_shutdown(
-        shutdown_facts(
-            workload,
-            container,
-            settings,
-            current_prestop,
-            window,
-            drain=drain,
-            shell=shell,
-            longest_request=longest_request,
-        )
-    )
-
-
 def sleep_note(settings: Settings) -> str:
     if settings.native_sleep() is None:
         return (

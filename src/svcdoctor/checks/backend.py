@@ -12,7 +12,7 @@ from svcdoctor.checks._serving import (
     serves,
     service_names,
     serving_containers,
-    shutdown_plan,
+    shutdown_facts,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.selection import endpoints_given, folder_parts, same_namespace
@@ -26,7 +26,7 @@ from svcdoctor.model import (
     Workload,
 )
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
-from svcdoctor.model.remedy import ProbeChange
+from svcdoctor.model.remedy import ProbeChange, plan_shutdown
 
 _ALWAYS_TRUE = re.compile(r"^\s*(true|:|exit\s+0|echo\b.*|/bin/true|/usr/bin/true)\s*;?\s*$")
 
@@ -140,7 +140,7 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     - https://srcco.de/posts/kubernetes-liveness-probes-are-dangerous.html
     """
     for w, c in backed(inventory):
-        split = shutdown_plan(w, c, settings).probes
+        split = plan_shutdown(shutdown_facts(w, c, settings)).probes
         if split.change is ProbeChange.NONE or c.readiness is None:
             continue
         r = c.readiness

@@ -15,7 +15,7 @@ from svcdoctor.checks._serving import (
     seconds,
     serves,
     service_names,
-    shutdown_plan,
+    shutdown_facts,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -34,7 +34,7 @@ from svcdoctor.model import (
     selector_matches,
 )
 from svcdoctor.model.patch import Fix, Handler, ObjectPatch, PodPatch, PreStopHook
-from svcdoctor.model.remedy import HookKind, hook_kind
+from svcdoctor.model.remedy import HookKind, hook_kind, plan_shutdown
 
 SIGKILL_EXIT = 137
 REPEATED = 2  # FailedPreStopHook events (summed over a workload's pods) that make a pattern
@@ -156,8 +156,10 @@ def proxy_sync_outlasts_prestop(inventory: Inventory, settings: Settings) -> Ite
         for w, c in backed(inventory)
         if {"SVD101", "SVD103"}
         & set(
-            shutdown_plan(
-                w, c, settings, current_prestop=_prestop_sleep(w, c.name) or None, window=floor
+            plan_shutdown(
+                shutdown_facts(
+                    w, c, settings, current_prestop=_prestop_sleep(w, c.name) or None, window=floor
+                )
             ).rules
         )
     ]
@@ -236,7 +238,7 @@ def killed_at_grace_period(inventory: Inventory, settings: Settings) -> Iterator
             continue
         grace = w.template.effective_grace_seconds
         sleep = _prestop_sleep(w, c.name)
-        plan = shutdown_plan(w, c, settings, current_prestop=sleep, window=sleep)
+        plan = plan_shutdown(shutdown_facts(w, c, settings, current_prestop=sleep, window=sleep))
         needed = plan.grace_seconds
         pods = _names(f"{p.ref.name} at {_clock(t.finished_at)}" for p, t in killed)
         if needed > grace:
@@ -248,13 +250,15 @@ def killed_at_grace_period(inventory: Inventory, settings: Settings) -> Iterator
         else:
             # requests outlived what the grace period leaves after SIGTERM: the plan for
             # requests that long plus --max-request-seconds
-            longer = shutdown_plan(
-                w,
-                c,
-                settings,
-                current_prestop=sleep,
-                window=sleep,
-                longest_request=grace - seconds(sleep) + settings.max_request_seconds,
+            longer = plan_shutdown(
+                shutdown_facts(
+                    w,
+                    c,
+                    settings,
+                    current_prestop=sleep,
+                    window=sleep,
+                    longest_request=grace - seconds(sleep) + settings.max_request_seconds,
+                )
             )
             fix = Fix(
                 PodPatch(w.ref.kind, grace_seconds=longer.grace_seconds),
@@ -343,7 +347,7 @@ def prestop_hook_failing(inventory: Inventory, settings: Settings) -> Iterator[H
         have = _prestop_sleep(w, name) or None
         # the hook fails: plan as for an image without a shell (the native sleep needs none)
         plan = (
-            shutdown_plan(w, found, settings, current_prestop=have, shell=False)
+            plan_shutdown(shutdown_facts(w, found, settings, current_prestop=have, shell=False))
             if found is not None
             else None
         )

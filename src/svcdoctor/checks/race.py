@@ -18,7 +18,6 @@ from svcdoctor.checks._serving import (
     service_names,
     shell_script,
     shutdown_facts,
-    shutdown_plan,
     sleep_note,
 )
 from svcdoctor.checks.registry import Hit, rule
@@ -39,6 +38,7 @@ from svcdoctor.model.remedy import (
     hook_kind,
     meet_plan,
     needed_grace,
+    plan_shutdown,
     planned_hook,
 )
 
@@ -73,10 +73,8 @@ def race_plan(
     """The plan the race rules fix to: the plan the settings carry (a diagnosis', taken as
     given and met with the container's facts: no window planned again), else lint's plan
     under its assumptions."""
-    if settings.plan is None:
-        return shutdown_plan(w, c, settings, current_prestop=current_prestop, shell=shell)
     facts = shutdown_facts(w, c, settings, current_prestop, shell=shell)
-    return meet_plan(settings.plan, facts)
+    return plan_shutdown(facts) if settings.plan is None else meet_plan(settings.plan, facts)
 
 
 def _drains_hint(w: Workload, c: Container) -> str:

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from svcdoctor.cli._params import Duration, option
+from svcdoctor.cli._params import Duration, option, output_option
+from svcdoctor.cli._report import html_option
 from svcdoctor.errors import CommandError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from svcdoctor.cluster.agentjob import Cleanup
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,6 +55,52 @@ path_option = option("--path", default="/", help="HTTP path of the requests.")
 def image_option(text: str) -> Callable[[F], F]:
     """``--image``: the agent's image, described by ``text``."""
     return option("--image", help=text, default_text="python:3.12-slim")
+
+
+def agent_run_options(yes: str) -> Callable[[F], F]:
+    """The last options of a command that runs the agent: ``--yes`` (described by ``yes``),
+    ``--format text|json`` and ``--html``."""
+
+    def decorate(command: F) -> F:
+        command = html_option(command)
+        command = output_option(("text", "json"))(command)
+        return click.option("--yes", is_flag=True, help=yes)(command)
+
+    return decorate
+
+
+@contextmanager
+def agent_run(objects: str, were: str = "were") -> Iterator[None]:
+    """How a command that runs the agent ends on a refusal or a cluster problem (one line,
+    exit 2) and on Ctrl-C (exit 130, saying whether ``objects`` were deleted and where the
+    evidence written so far is)."""
+    from svcdoctor.cluster import ClusterError
+    from svcdoctor.cluster.agentjob import AgentArgsError, Interrupted
+    from svcdoctor.cluster.collect import BundleError
+    from svcdoctor.cluster.rollout import Refused
+
+    try:
+        yield
+    except (ClusterError, Refused, BundleError, AgentArgsError) as exc:
+        fail(str(exc))
+    except Interrupted as exc:
+        left = exc.cleanup.describe_left()
+        done = f"deleting {objects}: {left}" if left else f"{objects} {were} deleted"
+        where = f"; the bundle so far is in {exc.bundle}" if exc.bundle else ""
+        click.echo(f"svcdoctor: interrupted; {done}{where}", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("svcdoctor: interrupted before anything was created", err=True)
+        sys.exit(130)
+
+
+def print_notes(
+    console: Console, notes: Iterable[str], cleanup: Cleanup | None, left: str = ""
+) -> None:
+    """An agent run's notes, then what its clean-up left (after the words ``left``)."""
+    remaining = cleanup.describe_left() if cleanup else None
+    for note in (*notes, *([left + remaining] if remaining else [])):
+        console.print(f"note: {note}", soft_wrap=True)
 
 
 def cluster_options(all_namespaces: bool = True) -> Callable[[F], F]:

@@ -19,37 +19,26 @@ CONNECTIONS = click.Choice(modes(ConnectionMode))
 LAB_CONNECTIONS = click.Choice(modes(ConnectionMode, ConnectionMode.NEW, ConnectionMode.KEEPALIVE))
 FAULTS = click.Choice(modes(FaultMode, *BAD_FAULTS))
 
-_SHARED: dict[str, tuple[tuple[str, ...], str]] = {
-    "nodes": (("--nodes",), "Nodes (one kube-proxy each)."),
-    "replicas": (("--replicas",), "Pods of the Deployment."),
-    "max_surge": (
-        ("--max-surge",),
-        "Pods created above the replicas during the rollout: a number or a percentage.",
-    ),
-    "max_unavailable": (
-        ("--max-unavailable",),
-        "Pods below the replicas during the rollout: a number or a percentage.",
-    ),
-    "rate": (("--rate",), "Requests per second, all clients together."),
-    "clients": (("--clients",), "Clients sending the requests (calling pods)."),
-    "connection": (("--connection",), "How clients connect: a new connection per request, "),
-    "max_connection_age": (("--max-connection-age",), "Clients reconnect after this long."),
-    "retries": (("--retries",), "Client retries of a failed request."),
-    "prestop": (("--prestop",), "preStop sleep, seconds."),
-    "grace": (("--grace",), "terminationGracePeriodSeconds."),
-    "shutdown": (
-        ("--shutdown",),
-        "At SIGTERM: naive exits at once, graceful drains in-flight requests first.",
-    ),
-    "latency": (("--latency",), "Request latency."),
-    "bad_backends": (("--bad-backends",), "Pods that pass readiness but fail real requests."),
-    "fault": (("--fault",), "How a bad pod fails real requests (it still passes readiness)."),
-    "propagation": (
-        ("--propagation",),
-        "Deletion → proxy stops routing, all included (e.g. the window `svcdoctor diagnose` "
-        "measured).",
-    ),
-    "min_sync_period": (("--min-sync-period",), "kube-proxy's --iptables-min-sync-period."),
+# each option is spelled as its name: "max_surge" is --max-surge
+_HELP: dict[str, str] = {
+    "nodes": "Nodes (one kube-proxy each).",
+    "replicas": "Pods of the Deployment.",
+    "max_surge": "Pods created above the replicas during the rollout: a number or a percentage.",
+    "max_unavailable": "Pods below the replicas during the rollout: a number or a percentage.",
+    "rate": "Requests per second, all clients together.",
+    "clients": "Clients sending the requests (calling pods).",
+    "connection": "How clients connect: a new connection per request, ",
+    "max_connection_age": "Clients reconnect after this long.",
+    "retries": "Client retries of a failed request.",
+    "prestop": "preStop sleep, seconds.",
+    "grace": "terminationGracePeriodSeconds.",
+    "shutdown": "At SIGTERM: naive exits at once, graceful drains in-flight requests first.",
+    "latency": "Request latency.",
+    "bad_backends": "Pods that pass readiness but fail real requests.",
+    "fault": "How a bad pod fails real requests (it still passes readiness).",
+    "propagation": "Deletion → proxy stops routing, all included (e.g. the window `svcdoctor "
+    "diagnose` measured).",
+    "min_sync_period": "kube-proxy's --iptables-min-sync-period.",
 }
 _HELP_OF_CONNECTION = {
     2: "or keep-alive.",
@@ -69,7 +58,7 @@ def scenario_options(
 
     def decorate(f: F) -> F:
         for name in reversed(list(types)):
-            decls, text = _SHARED[name]
+            text = _HELP[name]
             kind = types[name]
             if name == "connection" and isinstance(kind, click.Choice):
                 text += _HELP_OF_CONNECTION[len(kind.choices)]
@@ -81,7 +70,7 @@ def scenario_options(
             if extra.get("default") is not None:
                 extra.setdefault("show_default", True)
             extra.setdefault("cls", cls)
-            f = click.option(*decls, type=kind, help=text, **extra)(f)
+            f = click.option("--" + name.replace("_", "-"), type=kind, help=text, **extra)(f)
         return f
 
     return decorate

@@ -12,16 +12,18 @@ import click
 from rich.table import Table
 
 from svcdoctor.cli._cluster import (
+    agent_run,
+    agent_run_options,
     cluster_options,
     duration_option,
-    fail,
     image_option,
     path_option,
     port_option,
+    print_notes,
 )
 from svcdoctor.cli._output import stdout_console
-from svcdoctor.cli._params import Number, option, output_option
-from svcdoctor.cli._report import html_option, probe_page, write_page
+from svcdoctor.cli._params import Number, option
+from svcdoctor.cli._report import probe_page, write_page
 
 if TYPE_CHECKING:
     from svcdoctor.cluster.probe import ProbeOutcome
@@ -59,9 +61,7 @@ if TYPE_CHECKING:
     help="Nodes --per-node probes from.",
 )
 @image_option("Image of the agent (any with python 3.9+).")
-@click.option("--yes", is_flag=True, help="Create the agent's Job; without it, print it and exit.")
-@output_option(("text", "json"))
-@html_option
+@agent_run_options("Create the agent's Job; without it, print it and exit.")
 def probe(
     service: str,
     cluster: dict[str, Any],
@@ -90,19 +90,11 @@ def probe(
     interval of its success rate is below 99 %), 2 on a cluster or input problem (an
     argument the agent would refuse, no node for --per-node), 130 interrupted.
     """
-    from svcdoctor.cluster import ClusterError
-    from svcdoctor.cluster.agentjob import (
-        AgentArgsError,
-        Interrupted,
-        agent_source,
-        manifests,
-        to_yaml,
-    )
+    from svcdoctor.cluster.agentjob import agent_source, manifests, to_yaml
     from svcdoctor.cluster.api import connect_active
     from svcdoctor.cluster.probe import Options, plan, run
-    from svcdoctor.cluster.rollout import Refused
 
-    try:
+    with agent_run("the probe's objects"):
         api = connect_active(**cluster)
         options = Options(
             api.namespace, service, int(count), path, protocol, port, float(rate), timeout,
@@ -119,18 +111,6 @@ def probe(
             return
         progress = _progress(fmt == "text" and sys.stderr.isatty())
         outcome = run(api, chosen, progress)
-    except (ClusterError, Refused, AgentArgsError) as exc:
-        fail(str(exc))
-    except Interrupted as exc:
-        left = exc.cleanup.describe_left()
-        done = (
-            f"deleting the probe's objects: {left}" if left else "the probe's objects were deleted"
-        )
-        click.echo(f"svcdoctor: interrupted; {done}", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("svcdoctor: interrupted before anything was created", err=True)
-        sys.exit(130)
     result = outcome.result
     body = {
         "service": f"{api.namespace}/{service}",
@@ -212,8 +192,4 @@ def _text(outcome: ProbeOutcome, service: str) -> None:
         )
     if not result.singled_out and len(result.backends) > 1:
         console.print("no endpoint or node fails more than the others")
-    for note in outcome.notes:
-        console.print(f"note: {note}", soft_wrap=True)
-    left = outcome.cleanup.describe_left() if outcome.cleanup else None
-    if left:
-        console.print(f"note: after clean-up, {left}", soft_wrap=True)
+    print_notes(console, outcome.notes, outcome.cleanup, "after clean-up, ")

@@ -10,16 +10,19 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from svcdoctor.cli._cluster import (
+    agent_run,
+    agent_run_options,
     cluster_options,
     duration_option,
     fail,
     image_option,
     path_option,
     port_option,
+    print_notes,
 )
 from svcdoctor.cli._output import stdout_console
-from svcdoctor.cli._params import Number, OutputDir, option, output_option
-from svcdoctor.cli._report import delay_sentence, html_option, rollout_page, write_page
+from svcdoctor.cli._params import Number, OutputDir, option
+from svcdoctor.cli._report import delay_sentence, rollout_page, write_page
 
 if TYPE_CHECKING:
     from svcdoctor.cluster.rollout import RolloutTest
@@ -56,9 +59,7 @@ if TYPE_CHECKING:
     default_text="./rollout-test-WORKLOAD",
 )
 @click.option("--allow-outage", is_flag=True, help="Test a workload with fewer than 2 ready pods.")
-@click.option("--yes", is_flag=True, help="Restart the workload (required).")
-@output_option(("text", "json"))
-@html_option
+@agent_run_options("Restart the workload (required).")
 def rollout_test(
     workload: str,
     cluster: dict[str, Any],
@@ -91,13 +92,10 @@ def rollout_test(
     rollout did not finish within --duration, the load agent ended without its done
     line: the report is printed, the reason is the one-line error), 130 interrupted.
     """
-    from svcdoctor.cluster import ClusterError
-    from svcdoctor.cluster.agentjob import AgentArgsError, Interrupted
     from svcdoctor.cluster.api import connect_active
-    from svcdoctor.cluster.collect import BundleError
     from svcdoctor.cluster.rollout import Plan, Refused, parse_workload, run
 
-    try:
+    with agent_run("the load Job", "was"):
         kind, name = parse_workload(workload)
         if not yes:
             raise Refused(
@@ -112,17 +110,6 @@ def rollout_test(
         )  # fmt: skip
         show = fmt == "text" and sys.stderr.isatty()
         outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))
-    except (ClusterError, Refused, BundleError, AgentArgsError) as exc:
-        fail(str(exc))
-    except Interrupted as exc:
-        left = exc.cleanup.describe_left()
-        done = f"deleting the load Job: {left}" if left else "the load Job was deleted"
-        where = f"; the bundle so far is in {exc.bundle}" if exc.bundle else ""
-        click.echo(f"svcdoctor: interrupted; {done}{where}", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("svcdoctor: interrupted before anything was created", err=True)
-        sys.exit(130)
     if fmt == "json":
         click.echo(json.dumps(to_dict(outcome), indent=2))
     else:
@@ -205,9 +192,5 @@ def _text(o: RolloutTest) -> None:
         console.print("no request failed before the interrupt (the test did not finish)")
     else:
         console.print("no request failed: the rollout is zero-downtime at this rate")
-    for note in o.notes:
-        console.print(f"note: {note}", soft_wrap=True)
-    left = o.cleanup.describe_left() if o.cleanup else None
-    if left:
-        console.print(f"note: {left}", soft_wrap=True)
+    print_notes(console, o.notes, o.cleanup)
     console.print(f"bundle: {o.bundle} (svcdoctor diagnose {o.bundle})", soft_wrap=True)

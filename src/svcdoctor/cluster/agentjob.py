@@ -419,23 +419,30 @@ def deployed(
     """Create the run's objects (the Job first, then the ConfigMap and per-node Pods owned by
     it: none is ever without an owner; the Job's pod waits for its ConfigMap); at the end of
     the block delete everything with its label (after Ctrl-C, SIGTERM and errors too,
-    without being interrupted itself) and hand the result to ``on_cleanup``. The agent's
-    arguments are checked first (``check_args``): nothing is created when it would refuse
-    them."""
+    without being interrupted itself) and hand the result to ``on_cleanup``; Ctrl-C and
+    SIGTERM end as ``Interrupted`` with that result. The agent's arguments are checked first
+    (``check_args``): nothing is created when it would refuse them."""
     text = agent_source() if source is None else source
     check_args(spec)
-    with _sigterm_interrupts():
-        try:
-            created = api.create("jobs", spec.namespace, job(spec))
-            api.create("configmaps", spec.namespace, configmap(spec, text, owned_by(created)))
-            pods = []
-            for pod in node_pods(spec):
-                pod["metadata"]["ownerReferences"] = [owned_by(created)]
-                pods.append(api.create("pods", spec.namespace, pod))
-            yield Deployed(spec, created, tuple(pods))
-        finally:
-            with shielded():
-                on_cleanup(cleanup(api, spec.namespace, spec.selector))
+    cleaned: list[Cleanup] = []
+    try:
+        with _sigterm_interrupts():
+            try:
+                created = api.create("jobs", spec.namespace, job(spec))
+                api.create("configmaps", spec.namespace, configmap(spec, text, owned_by(created)))
+                pods = []
+                for pod in node_pods(spec):
+                    pod["metadata"]["ownerReferences"] = [owned_by(created)]
+                    pods.append(api.create("pods", spec.namespace, pod))
+                yield Deployed(spec, created, tuple(pods))
+            finally:
+                with shielded():
+                    cleaned.append(cleanup(api, spec.namespace, spec.selector))
+                    on_cleanup(cleaned[0])
+    except KeyboardInterrupt:
+        if cleaned:
+            raise Interrupted(cleaned[0]) from None
+        raise
 
 
 # ---------------------------------------------------------------- the agent's output

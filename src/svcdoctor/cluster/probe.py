@@ -20,7 +20,6 @@ from svcdoctor.cluster.agentjob import (
     AgentSpec,
     Cleanup,
     Follower,
-    Interrupted,
     check_args,
     deployed,
     node_pod_name,
@@ -194,16 +193,11 @@ def run(
         + (f" from {len(probe.nodes)} nodes" if probe.nodes else "")
         + f" (job {spec.name})"
     )
-    try:
-        with deployed(api, spec, on_cleanup=cleaned.append):
-            for f in followers:
-                f.start()
-            for f in followers:
-                f.join(max(0.0, until - time.time()) + 5)
-    except KeyboardInterrupt:
-        if cleaned:
-            raise Interrupted(cleaned[0]) from None
-        raise
+    with deployed(api, spec, on_cleanup=cleaned.append):
+        for f in followers:
+            f.start()
+        for f in followers:
+            f.join(max(0.0, until - time.time()) + 5)
     outputs = [f.output() for f in followers]
     for f, out in zip(followers, outputs, strict=True):
         if f.error:
