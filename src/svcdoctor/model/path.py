@@ -479,6 +479,8 @@ class _Tracer:
         if lb is not None:
             entries.append((lb,) if lb.ip_targets else (lb, self.datapath))
         for route, _ in routes:
+            if route.parents and all(p.kind == "Service" for p in route.parents):
+                continue  # a mesh route (GAMMA): the callers' proxies, already an entry
             entries.append(self._route_hops(route, svc, ns))
         return entries
 
