@@ -8,9 +8,11 @@ tests/report/test_paths.py``.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
+from importlib.resources import as_file, files
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from rich.console import Console
 
 from svcdoctor.checks import LintResult, Settings
 from svcdoctor.report import lint_to_dict, render_text
+from tests.cluster.test_scan import find, items, only, scan
+from tests.cluster.test_scan import text as scan_text
 from tests.conftest import lint_paths
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "path"
@@ -88,9 +92,31 @@ def test_json_carries_every_workload_path(result: LintResult) -> None:
 
 def test_plain_lint_has_no_path_lines() -> None:
     """A Deployment and a LoadBalancer Service (node targets): the text is as before."""
-    from importlib.resources import as_file, files
-
     with as_file(files("svcdoctor.examples") / "shop.yaml") as path:
         shop = lint_paths([str(path)])
     assert "\n  path: " not in text_of(shop)
     assert len(shop.paths) == 4
+
+
+def test_scan_shows_the_path_of_live_objects() -> None:
+    """scan renders through lint's result: an NLB with IP targets (the Service's
+    annotations) in front of Istio-injected pods (the pod template's annotation)."""
+    objects = copy.deepcopy(items("SVD108.bad.json"))
+    service = find(objects, "Service", "api")
+    service["spec"]["type"] = "LoadBalancer"
+    service["metadata"].setdefault("annotations", {}).update(
+        {
+            "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+            "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
+        }
+    )
+    template = find(objects, "Deployment", "api")["spec"]["template"]
+    template["metadata"].setdefault("annotations", {})["sidecar.istio.io/inject"] = "true"
+    report = scan(objects, only("SVD101"))
+    shown = scan_text(report)
+    assert (
+        "  path: AWS NLB (ip, 60 s) → Istio sidecar (drains 5 s) → pod — the preStop advice "
+        "covers the 60 s leg of AWS NLB (Service shop/api)"
+    ) in shown
+    document = report.to_dict()
+    assert document["paths"][0]["prestop_covers"]["implementation"] == "aws-nlb"
