@@ -58,12 +58,14 @@ def _head(group: Group) -> tuple[str, str, Location]:
     return paths.location.file, str(paths.workload), paths.location
 
 
-def path_lines(shown: WorkloadPaths) -> list[str]:
+COVERS = "the preStop advice covers"
+
+
+def path_lines(shown: WorkloadPaths, covers: str = COVERS) -> list[str]:
     """``path: AWS ALB (ip, 30 s) → pod — the preStop advice covers …``: one line per path,
-    the covered leg named on the path that holds it."""
+    the covered leg named (after ``covers``) on the path that holds it."""
     return [
-        f"path: {p.text()}"
-        + (f" — the preStop advice covers {shown.cover_text()}" if shown.holds_cover(p) else "")
+        f"path: {p.text()}" + (f" — {covers} {shown.cover_text()}" if shown.holds_cover(p) else "")
         for p in shown.paths
     ]
 
