@@ -120,3 +120,34 @@ def test_scan_shows_the_path_of_live_objects() -> None:
     ) in shown
     document = report.to_dict()
     assert document["paths"][0]["prestop_covers"]["implementation"] == "aws-nlb"
+
+
+def test_a_configured_leg_and_the_propagation_named_once() -> None:
+    """``[tool.svcdoctor.hops] aws-alb = 2``: the ALB's leg is the config's, shorter than
+    the propagation, which the advice then covers: said once, on the first path."""
+    cwd = Path.cwd()
+    os.chdir(FIXTURES)
+    try:
+        settings = Settings(enabled=frozenset({"SVD101"}), hop_seconds={"aws-alb": 2.0})
+        result = lint_paths(["shop.yaml"], settings)
+    finally:
+        os.chdir(cwd)
+    text = text_of(result)
+    web = text[: text.index("Deployment plain/api")]
+    assert "path: AWS ALB (ip, 2 s) → Istio sidecar (drains 20 s) → pod\n" in web
+    covers = "the preStop advice covers the cluster's 5 s endpoint propagation"
+    assert web.count(covers) == 1
+    assert f"path: kube-proxy (5 s) → Istio sidecar (drains 20 s) → pod — {covers}" in web
+    alb = next(
+        h
+        for p in lint_to_dict(result)["paths"][0]["paths"]
+        for h in p["hops"]
+        if h["label"] == "AWS ALB"
+    )
+    assert alb["leg"] == {"seconds": 2.0, "source": "config hops.aws-alb"}
+
+
+def test_the_terminal_shows_the_paths_too(result: LintResult) -> None:
+    out = io.StringIO()
+    render_text(result, Console(file=out, force_terminal=True, width=250, no_color=True))
+    assert "  path: AWS ALB (ip, 30 s) → Istio sidecar (drains 20 s) → pod — " in out.getvalue()

@@ -318,7 +318,7 @@ def rollout_line(r: Rollout) -> str:
 def render_text(d: Diagnosis, console: Console) -> None:
     for warning in d.summary.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
-    _render_one(d, console)
+    _render_one(d, console, paths=True)
     table = d.summary.upstreams
     if table:
         console.print()
@@ -331,7 +331,8 @@ def render_text(d: Diagnosis, console: Console) -> None:
         _render_one(other, console)
 
 
-def _render_one(d: Diagnosis, console: Console) -> None:
+def _render_one(d: Diagnosis, console: Console, *, paths: bool = False) -> None:
+    """One Service's diagnosis (``paths``: with the manifests' paths, shown once)."""
     if d.service:
         console.print(f"[bold]Service:[/] {escape(d.service)}", soft_wrap=True, highlight=False)
     primary = d.primary
@@ -369,7 +370,8 @@ def _render_one(d: Diagnosis, console: Console) -> None:
                 console.print(
                     f"  [green]fix:[/] {escape(step_text(fix))}", soft_wrap=True, highlight=False
                 )
-    _render_paths(d, console)
+    if paths:
+        _render_paths(d, console)
     _render_rollouts(d, console)
     if d.next_steps:
         console.print()

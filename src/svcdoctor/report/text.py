@@ -63,9 +63,10 @@ COVERS = "the preStop advice covers"
 
 def path_lines(shown: WorkloadPaths, covers: str = COVERS) -> list[str]:
     """``path: AWS ALB (ip, 30 s) → pod — the preStop advice covers …``: one line per path,
-    the covered leg named (after ``covers``) on the path that holds it."""
+    the covered leg named (after ``covers``) once, on the first path that holds it."""
+    marked = next((p for p in shown.paths if shown.holds_cover(p)), None)
     return [
-        f"path: {p.text()}" + (f" — {covers} {shown.cover_text()}" if shown.holds_cover(p) else "")
+        f"path: {p.text()}" + (f" — {covers} {shown.cover_text()}" if p is marked else "")
         for p in shown.paths
     ]
 
