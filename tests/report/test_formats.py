@@ -67,7 +67,7 @@ def result_of(*findings: Finding) -> LintResult:
 
 def test_json_has_exactly_the_documented_keys(example: LintResult) -> None:
     document = json.loads(render_json(example))
-    assert set(document) == {"findings", "summary"}
+    assert set(document) == {"findings", "summary", "paths"}
     assert document["findings"]
     for finding in document["findings"]:
         assert set(finding) == FINDING_KEYS

@@ -10,13 +10,15 @@ from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Workload
 from svcdoctor.model.path import trace_paths
+from svcdoctor.model.pathreport import WorkloadPaths, workload_paths
 
 SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
 
 
 @dataclass(frozen=True, slots=True)
 class LintResult:
-    """Findings (sorted, suppressions applied) and what was read to produce them."""
+    """Findings (sorted, suppressions applied) and what was read to produce them;
+    ``paths``: the paths in front of each workload and the leg its preStop advice covers."""
 
     findings: tuple[Finding, ...]
     suppressed: int
@@ -25,6 +27,7 @@ class LintResult:
     skipped: int
     workloads: int
     services: int
+    paths: tuple[WorkloadPaths, ...] = ()
 
     @property
     def input_errors(self) -> int:
@@ -48,8 +51,10 @@ def active_rules(settings: Settings) -> list[Rule]:
 
 def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
     """All findings for the inventory: reading problems first, then every active rule."""
-    if settings.paths is None:
-        settings = replace(settings, paths=trace_paths(inventory, settings.path_settings))
+    paths = settings.paths
+    if paths is None:
+        paths = trace_paths(inventory, settings.path_settings)
+        settings = replace(settings, paths=paths)
     subjects: list[Workload | Service] = [*inventory.workloads, *inventory.services]
     suppressions, problems = _suppressions(subjects)
     findings = list(inventory.problems) + problems
@@ -71,6 +76,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
         skipped=inventory.skipped,
         workloads=len(inventory.workloads),
         services=len(inventory.services),
+        paths=workload_paths(inventory, paths, settings.propagation_seconds),
     )
 
 

@@ -11,23 +11,28 @@ from svcdoctor.diagnose.breakdown import breakdown_of
 from svcdoctor.diagnose.context import Context, Settings, build
 from svcdoctor.diagnose.infra import assess_infra
 from svcdoctor.diagnose.lanes import lanes_of
+from svcdoctor.diagnose.paths import window_lines
 from svcdoctor.diagnose.quantify import quantify, timeline
 from svcdoctor.diagnose.race import assess_race
 from svcdoctor.diagnose.reuse import assess_reuse
 from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Evidence, Verdict, iso_utc
 from svcdoctor.model.diagnosis import BackendDetails, RaceDetails, Summary, UpstreamRow
+from svcdoctor.model.pathreport import WorkloadPaths
 
 
-def _manifest_notes(evidence: Evidence, s: Settings) -> dict[Cause, list[str]]:
+def _manifest_notes(
+    evidence: Evidence, s: Settings
+) -> tuple[dict[Cause, list[str]], tuple[WorkloadPaths, ...]]:
     """What the manifests given with the evidence say, per cause (lint findings, with the
-    rules' settings of ``s.checks``)."""
+    rules' settings of ``s.checks``), and the paths in front of their workloads."""
     notes: dict[Cause, list[str]] = {c: [] for c in Cause}
     if evidence.inventory is None:
-        return notes
-    for f in run_checks(evidence.inventory, s.checks).findings:
+        return notes, ()
+    checked = run_checks(evidence.inventory, s.checks)
+    for f in checked.findings:
         if f.cause is not None and f.object is not None:
             notes[f.cause].append(f"manifest {f.rule} {f.name} on {f.object}: {f.message}")
-    return notes
+    return notes, checked.paths
 
 
 def diagnose(
@@ -80,13 +85,15 @@ def _failed(d: Diagnosis) -> int:
 def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagnosis:
     ctx = build(evidence)
     summary = quantify(ctx)
-    notes = _manifest_notes(evidence, s)
+    notes, paths = _manifest_notes(evidence, s)
     backend = assess_backend(ctx, s)
     found = backend.details.suspects if isinstance(backend.details, BackendDetails) else ()
     race = assess_race(ctx, s, notes[Cause.RACE], [x.backend for x in found])
     if notes[Cause.BACKEND]:
         backend = replace(backend, evidence=(*backend.evidence, *notes[Cause.BACKEND]))
     measured = race.details if isinstance(race.details, RaceDetails) else None
+    if compared := window_lines(measured, paths):
+        race = replace(race, evidence=(*race.evidence, *compared))
     explained = measured.explained_fraction if measured and race.score >= 0.3 else 0.0
     reuse = assess_reuse(ctx, s, notes[Cause.REUSE], explained)
     infra = assess_infra(ctx, s, notes[Cause.INFRA])
@@ -105,7 +112,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
         warnings=(*evidence.warnings, *_misaligned(evidence, s)),
         floor_rate=s.floor_rate,
     )
-    d = Diagnosis(summary, tuple(causes), steps, timeline(ctx), service)
+    d = Diagnosis(summary, tuple(causes), steps, timeline(ctx), service, paths=paths)
     return _pictured(ctx, d) if s.pictures else d
 
 

@@ -15,6 +15,7 @@ from svcdoctor.model.evidence import EventKind, Outcome, SourceSummary
 from svcdoctor.model.finding import Cause
 from svcdoctor.model.lanes import Lanes
 from svcdoctor.model.patch import Patch, PodPatch
+from svcdoctor.model.pathreport import WorkloadPaths
 from svcdoctor.model.remedy import ShutdownPlan
 
 # The shape of ``diagnose -o json``: 2 adds the race details' typed "plan" (and each
@@ -502,7 +503,8 @@ class Diagnosis:
     What the pictures draw, computed with the analyses (not part of the JSON): ``lanes``,
     the per-pod lanes (``None`` without request rows); ``breakdown``, the failures per
     backend, when a bad backend or connection reuse is suspected and the rows name
-    backends."""
+    backends. ``paths``: the paths in front of the workloads of the manifests given with
+    the evidence (empty without manifests)."""
 
     summary: Summary
     causes: tuple[Assessment, ...]
@@ -513,6 +515,7 @@ class Diagnosis:
     rollouts: tuple[Rollout, ...] = ()
     lanes: Lanes | None = None
     breakdown: Breakdown | None = None
+    paths: tuple[WorkloadPaths, ...] = ()
 
     @property
     def primary(self) -> Assessment | None:

@@ -34,6 +34,10 @@ from svcdoctor.model.diagnosis import (
 from svcdoctor.model.remedy import plan_data
 from svcdoctor.report.fixes import patch_text as fix_yaml
 from svcdoctor.report.fixes import step_text
+from svcdoctor.report.jsonout import paths_data
+from svcdoctor.report.text import path_lines
+
+COMPARED = "the measured window is compared with"
 
 _STYLE = {Verdict.LIKELY: "bold red", Verdict.POSSIBLE: "yellow", Verdict.UNLIKELY: "dim"}
 _NAMES = {
@@ -229,6 +233,7 @@ def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:
 def _document(d: Diagnosis) -> dict[str, Any]:
     primary = d.primary
     rollouts = {"rollouts": [_rollout(r) for r in d.rollouts]} if d.rollouts else {}
+    paths = {"paths": [paths_data(p) for p in d.paths]} if d.paths else {}
     body: dict[str, Any] = _clean(
         {
             "summary": summary_to_dict(d.summary),
@@ -249,6 +254,7 @@ def _document(d: Diagnosis) -> dict[str, Any]:
             "service": d.service,
             "other_services": [_document(o) for o in d.others],
             **rollouts,
+            **paths,
         }
     )
     return body
@@ -312,7 +318,7 @@ def rollout_line(r: Rollout) -> str:
 def render_text(d: Diagnosis, console: Console) -> None:
     for warning in d.summary.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
-    _render_one(d, console)
+    _render_one(d, console, paths=True)
     table = d.summary.upstreams
     if table:
         console.print()
@@ -325,7 +331,8 @@ def render_text(d: Diagnosis, console: Console) -> None:
         _render_one(other, console)
 
 
-def _render_one(d: Diagnosis, console: Console) -> None:
+def _render_one(d: Diagnosis, console: Console, *, paths: bool = False) -> None:
+    """One Service's diagnosis (``paths``: with the manifests' paths, shown once)."""
     if d.service:
         console.print(f"[bold]Service:[/] {escape(d.service)}", soft_wrap=True, highlight=False)
     primary = d.primary
@@ -363,6 +370,8 @@ def _render_one(d: Diagnosis, console: Console) -> None:
                 console.print(
                     f"  [green]fix:[/] {escape(step_text(fix))}", soft_wrap=True, highlight=False
                 )
+    if paths:
+        _render_paths(d, console)
     _render_rollouts(d, console)
     if d.next_steps:
         console.print()
@@ -377,6 +386,20 @@ def _render_one(d: Diagnosis, console: Console) -> None:
     )
     for problem in s.skipped_inputs:
         console.print(f"[yellow]skipped:[/] {escape(problem)}", soft_wrap=True, highlight=False)
+
+
+def _render_paths(d: Diagnosis, console: Console) -> None:
+    """The paths of the manifests' workloads that hold more than the datapath, the leg the
+    measured window is compared with named on its path."""
+    shown = [w for w in d.paths if w.beyond_datapath]
+    if not shown:
+        return
+    console.print()
+    console.print("[bold]Path[/] (edge → pod, from the manifests):")
+    for w in shown:
+        console.print(f"  {escape(str(w.workload))}", soft_wrap=True, highlight=False)
+        for line in path_lines(w, COMPARED):
+            console.print(f"    {escape(line)}", soft_wrap=True, highlight=False)
 
 
 ROLLOUTS_SHOWN = 10

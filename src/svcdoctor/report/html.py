@@ -22,8 +22,12 @@ from typing import TYPE_CHECKING
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import Cause, Diagnosis, SourceSummary, Verdict, iso_utc
 from svcdoctor.model.diagnosis import FixStep
+from svcdoctor.model.path import Hop, HopKind
+from svcdoctor.model.path import Path as RoutePath
+from svcdoctor.model.pathreport import WorkloadPaths
 from svcdoctor.report.backends import backends_alt, plot_backends
 from svcdoctor.report.diagnosis import (
+    COMPARED,
     cause_name,
     fraction_line,
     headline,
@@ -41,6 +45,7 @@ from svcdoctor.report.simulation import (
     warnings,
 )
 from svcdoctor.report.simulation import render_json as simulation_json
+from svcdoctor.report.text import COVERS
 from svcdoctor.simulate.engine import CAUSE_OF
 
 if TYPE_CHECKING:
@@ -138,6 +143,8 @@ class Page:
     inputs: tuple[Input, ...] = ()
     notes: tuple[str, ...] = ()
     raw: str | None = None  # the command's JSON, folded at the end
+    paths: tuple[WorkloadPaths, ...] = ()  # drawn as rows of hops, the covered leg marked
+    covers: str = COVERS  # what the covered leg is: "the preStop advice covers"
 
 
 def figure(
@@ -192,8 +199,20 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 code,.path{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85rem;word-break:break-all}
 details pre{white-space:pre-wrap;font-size:.8rem}
 .notes li{color:var(--warn)}
+ol.hops{display:flex;flex-wrap:wrap;align-items:stretch;gap:.3rem 0;list-style:none;margin:.4rem 0;
+padding:0}
+ol.hops li{display:flex;align-items:center}
+ol.hops li+li::before{content:"→";padding:0 .45rem;color:var(--muted)}
+.hop{border:1px solid var(--line);border-radius:6px;background:var(--card);padding:.25rem .6rem;
+min-width:6.5rem}
+.hop b{display:block;font-size:.9rem}
+.hop span{display:block;color:var(--muted);font-size:.8rem;font-variant-numeric:tabular-nums}
+.hop.covered{border:2px solid var(--warn);background:color-mix(in srgb,var(--warn) 12%,var(--card))}
+.hop.covered span{color:var(--fg)}
+.hop.pod{min-width:0;font-weight:600}
+p.covers{margin:.2rem 0 .8rem;color:var(--muted);font-size:.9rem}
 @media print{body{background:#fff;color:#000;font-size:11pt}main{max-width:none;padding:0}
-button.copy{display:none}figure,section.finding,.yaml{break-inside:avoid}
+button.copy{display:none}figure,section.finding,.yaml,ol.hops{break-inside:avoid}
 figure img{border:none;padding:0}details{display:none}
 :root{--fg:#000;--muted:#333;--line:#999;--code:#fff;--bg:#fff}}
 """
@@ -272,6 +291,42 @@ def _inputs(inputs: Sequence[Input]) -> str:
     )
 
 
+def _hop(hop: Hop, covered: bool) -> str:
+    if hop.kind is HopKind.SIDECAR:
+        leg = f"drains {hop.drain.seconds:g} s" if hop.drain else "drain unknown"
+        source = hop.drain.source if hop.drain else ""
+    else:
+        leg = f"leg {hop.leg.seconds:g} s"
+        source = hop.leg.source
+        if hop.kind is HopKind.LOAD_BALANCER:
+            leg = f"{'ip' if hop.ip_targets else 'instance'} · {leg}"
+    via = f" ({hop.via})" if hop.via else ""
+    return (
+        f"<li><div class='hop {hop.kind.value}{' covered' if covered else ''}' "
+        f"title='{escape(hop.label + via + ': ' + source, quote=True)}'>"
+        f"<b>{escape(hop.label)}</b><span>{escape(leg)}</span></div></li>"
+    )
+
+
+def _path_row(shown: WorkloadPaths, path: RoutePath) -> str:
+    hops = "".join(_hop(h, shown.hop is not None and h == shown.hop) for h in path.hops)
+    alt = escape(f"path to {path.service}: {path.text()}", quote=True)
+    return f"<ol class='hops' aria-label='{alt}'>{hops}<li><div class='hop pod'>pod</div></li></ol>"
+
+
+def _paths(page: Page) -> str:
+    """Each workload's paths as rows of hops (edge first), the covered leg highlighted."""
+    out = []
+    for shown in page.paths:
+        rows = "".join(_path_row(shown, p) for p in shown.paths)
+        out.append(
+            f"<section class='path'><h3>{escape(str(shown.workload))}</h3>{rows}"
+            f"<p class='covers'>{escape(page.covers[:1].upper() + page.covers[1:])} "
+            f"{escape(shown.cover_text())}.</p></section>"
+        )
+    return "<h2>Path</h2>" + "".join(out) if out else ""
+
+
 def render_page(page: Page) -> str:
     """The page as one HTML document (no external resources)."""
     parts = [
@@ -286,6 +341,8 @@ def render_page(page: Page) -> str:
     parts.extend(_picture(p) for p in page.pictures)
     if page.findings:
         parts.append("<h2>Evidence</h2>" + "".join(_section(f) for f in page.findings))
+    if page.paths:
+        parts.append(_paths(page))
     if page.steps:
         parts.append("<h2>Next steps</h2>" + _items(page.steps))
     if page.inputs:
@@ -406,6 +463,8 @@ def diagnosis_page(
         inputs=tuple(source_input(src) for src in s.sources),
         notes=(*s.warnings, *(f"skipped: {p}" for p in s.skipped_inputs)),
         raw=diagnosis_json(d),
+        paths=tuple(w for w in d.paths if w.beyond_datapath),
+        covers=COMPARED,
     )
 
 

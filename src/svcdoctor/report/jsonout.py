@@ -6,7 +6,9 @@ import json
 from typing import Any
 
 from svcdoctor.checks import LintResult
-from svcdoctor.model import Finding
+from svcdoctor.model import Finding, ObjectRef
+from svcdoctor.model.path import Hop, Leg
+from svcdoctor.model.pathreport import WorkloadPaths, hop_name
 from svcdoctor.report.fixes import fix_text
 
 
@@ -47,6 +49,59 @@ def lint_to_dict(result: LintResult) -> dict[str, Any]:
     return {
         "findings": [finding_to_dict(f) for f in result.findings],
         "summary": summary(result),
+        "paths": [paths_data(p) for p in result.paths],
+    }
+
+
+def _ref(ref: ObjectRef | None) -> dict[str, str] | None:
+    if ref is None:
+        return None
+    return {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name}
+
+
+def _leg(leg: Leg | None) -> dict[str, Any] | None:
+    return None if leg is None else {"seconds": leg.seconds, "source": leg.source}
+
+
+def hop_data(hop: Hop) -> dict[str, Any]:
+    """One hop as JSON data."""
+    return {
+        "implementation": hop.implementation.value,
+        "label": hop.label,
+        "kind": hop.kind.value,
+        "text": hop.text(),
+        "leg": _leg(hop.leg),
+        "via": _ref(hop.via),
+        "ip_targets": hop.ip_targets,
+        "readiness_gate": hop.readiness_gate,
+        "deregistration": _leg(hop.deregistration),
+        "drain": _leg(hop.drain),
+        "native": hop.native,
+    }
+
+
+def paths_data(shown: WorkloadPaths) -> dict[str, Any]:
+    """One workload's paths as JSON data (``lint``/``scan`` ``paths``, ``diagnose``
+    ``paths``)."""
+    return {
+        "object": _ref(shown.workload),
+        "file": shown.location.file,
+        "line": shown.location.line,
+        "beyond_datapath": shown.beyond_datapath,
+        "paths": [
+            {
+                "service": _ref(p.service),
+                "text": p.text(),
+                "hops": [hop_data(h) for h in p.hops],
+                "covers_prestop": shown.holds_cover(p),
+            }
+            for p in shown.paths
+        ],
+        "prestop_covers": {
+            "hop": hop_name(shown.hop) if shown.hop else None,
+            "implementation": shown.hop.implementation.value if shown.hop else None,
+            **(_leg(shown.covered) or {}),
+        },
     }
 
 

@@ -17,7 +17,8 @@ from rich.control import strip_control_codes
 from rich.markup import escape
 
 from svcdoctor.checks import LintResult
-from svcdoctor.model import Finding, Severity, is_live
+from svcdoctor.model import Finding, Location, Severity, is_live
+from svcdoctor.model.pathreport import WorkloadPaths
 from svcdoctor.report.fixes import fix_text
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -27,12 +28,47 @@ def _group(f: Finding) -> tuple[str, str]:
     return (f.location.file, str(f.object) if f.object else "")
 
 
-def _groups(result: LintResult) -> list[list[Finding]]:
-    """Findings grouped by file and object, groups in file and line order."""
+Group = tuple[list[Finding], WorkloadPaths | None]
+
+
+def _groups(result: LintResult) -> list[Group]:
+    """Findings grouped by file and object, each with its workload's paths when they hold
+    more than the datapath (a workload without findings then has a group of its own);
+    groups in file and line order."""
     ordered = sorted(result.findings, key=lambda f: (*_group(f), f.location.line, f.rule))
-    groups = [list(g) for _, g in groupby(ordered, key=_group)]
-    groups.sort(key=lambda g: (g[0].location.file, min(f.location.line for f in g)))
+    shown = {(p.location.file, str(p.workload)): p for p in result.paths if p.beyond_datapath}
+    groups: list[Group] = [
+        (items, shown.pop(key, None))
+        for key, grouped in groupby(ordered, key=_group)
+        for items in [list(grouped)]
+    ]
+    groups += [([], p) for p in shown.values()]
+    groups.sort(key=lambda g: (_head(g)[0], _head(g)[2].line))
     return groups
+
+
+def _head(group: Group) -> tuple[str, str, Location]:
+    """A group's file, object and first line."""
+    items, paths = group
+    if items:
+        file, obj = _group(items[0])
+        return file, obj, min((f.location for f in items), key=lambda loc: loc.line)
+    if paths is None:  # never built: a group has findings or paths
+        return "", "", Location("", 0)
+    return paths.location.file, str(paths.workload), paths.location
+
+
+COVERS = "the preStop advice covers"
+
+
+def path_lines(shown: WorkloadPaths, covers: str = COVERS) -> list[str]:
+    """``path: AWS ALB (ip, 30 s) → pod — the preStop advice covers …``: one line per path,
+    the covered leg named (after ``covers``) once, on the first path that holds it."""
+    marked = next((p for p in shown.paths if shown.holds_cover(p)), None)
+    return [
+        f"path: {p.text()}" + (f" — {covers} {shown.cover_text()}" if p is marked else "")
+        for p in shown.paths
+    ]
 
 
 def _where(f: Finding, live: bool) -> str:
@@ -48,10 +84,10 @@ def render_text(result: LintResult, console: Console, *, show_fixes: bool = True
         console.file.write("".join(_plain(result, show_fixes)))
         console.file.flush()
         return
-    for items in _groups(result):
-        file, obj = _group(items[0])
-        line = min(f.location.line for f in items)
-        live = is_live(items[0].location)
+    for items, paths in _groups(result):
+        file, obj, first = _head((items, paths))
+        line = first.line
+        live = is_live(first)
         console.print(
             (f"[bold]{escape(obj)}[/]" if live else f"[bold]{escape(file)}:{line}[/]")
             + (f"  [bold]{escape(obj)}[/]" if obj and not live else ""),
@@ -70,6 +106,8 @@ def render_text(result: LintResult, console: Console, *, show_fixes: bool = True
                 console.print("    [green]fix:[/]")
                 for fix_line in fix.splitlines():
                     console.print(f"      {escape(fix_line)}", soft_wrap=True, highlight=False)
+        for text in path_lines(paths) if paths else ():
+            console.print(f"  [blue]{escape(text)}[/]", soft_wrap=True, highlight=False)
         console.print()
     console.print(summary_line(result), highlight=False, soft_wrap=True)
 
@@ -77,13 +115,13 @@ def render_text(result: LintResult, console: Console, *, show_fixes: bool = True
 def _plain(result: LintResult, show_fixes: bool) -> Iterator[str]:
     """The report's lines as a terminal shows them, without styles or wrapping; control
     characters dropped and tabs expanded as on the terminal."""
-    for items in _groups(result):
-        file, obj = _group(items[0])
-        live = is_live(items[0].location)
+    for items, paths in _groups(result):
+        file, obj, first = _head((items, paths))
+        live = is_live(first)
         if live:
             yield _clean(obj)
         else:
-            line = min(f.location.line for f in items)
+            line = first.line
             yield _clean(f"{file}:{line}" + (f"  {obj}" if obj else ""))
         for f in items:
             cause = f"[{f.cause.value}]" if f.cause else "[input]"
@@ -98,6 +136,8 @@ def _plain(result: LintResult, show_fixes: bool) -> Iterator[str]:
                 yield "    fix:\n"
                 for fix_line in fix.splitlines():
                     yield _clean(f"      {fix_line}")
+        for text in path_lines(paths) if paths else ():
+            yield _clean(f"  {text}")
         yield "\n"
     yield _clean(summary_line(result))
 
