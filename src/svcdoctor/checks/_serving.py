@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
-from svcdoctor.model.path import Hop
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})
 # Programs that never listen: a container running only these serves nothing (a pod kept
@@ -389,15 +388,10 @@ def _path_facts(
     if window is None and slowest is not None:
         hop, _ = slowest
         if hop.leg.seconds > settings.propagation_seconds:
-            hop_window, name = hop.leg.seconds, hop_name(hop)
+            hop_window, name = hop.leg.seconds, hop.name
     sidecar = paths.sidecar(workload)
     drain = sidecar.drain.seconds if sidecar and sidecar.drain and not sidecar.native else None
     return hop_window, name, drain
-
-
-def hop_name(hop: Hop) -> str:
-    """``AWS ALB (Ingress shop/web)``: a hop as the advice names it."""
-    return f"{hop.label} ({hop.via})" if hop.via else hop.label
 
 
 def sleep_note(settings: Settings) -> str:

@@ -265,6 +265,11 @@ class Hop:
     def per_request(self) -> bool:
         return self.profile.per_request
 
+    @property
+    def name(self) -> str:
+        """``AWS ALB (Ingress shop/web)``: the hop with the object that puts it on the path."""
+        return f"{self.label} ({self.via})" if self.via else self.label
+
     def text(self) -> str:
         """``AWS ALB (ip, 30 s)``: the hop with its leg, for a path line."""
         bits = []

@@ -47,18 +47,13 @@ class WorkloadPaths:
         secs = f"{self.covered.seconds:g} s"
         if self.hop is None:
             return f"the cluster's {secs} endpoint propagation (--{PROPAGATION_SOURCE})"
-        return f"the {secs} leg of {hop_name(self.hop)} ({self.covered.source})"
+        return f"the {secs} leg of {self.hop.name} ({self.covered.source})"
 
 
 def _own(hop: Hop) -> bool:
     if hop.kind is HopKind.DATAPATH:
         return False
     return not (hop.kind is HopKind.LOAD_BALANCER and not hop.ip_targets)
-
-
-def hop_name(hop: Hop) -> str:
-    """``AWS ALB (Ingress shop/web)``: a hop with the object that puts it on the path."""
-    return f"{hop.label} ({hop.via})" if hop.via else hop.label
 
 
 def workload_paths(

@@ -8,7 +8,7 @@ from typing import Any
 from svcdoctor.checks import LintResult
 from svcdoctor.model import Finding, ObjectRef
 from svcdoctor.model.path import Hop, Leg
-from svcdoctor.model.pathreport import WorkloadPaths, hop_name
+from svcdoctor.model.pathreport import WorkloadPaths
 from svcdoctor.report.fixes import fix_text
 
 
@@ -98,7 +98,7 @@ def paths_data(shown: WorkloadPaths) -> dict[str, Any]:
             for p in shown.paths
         ],
         "prestop_covers": {
-            "hop": hop_name(shown.hop) if shown.hop else None,
+            "hop": shown.hop.name if shown.hop else None,
             "implementation": shown.hop.implementation.value if shown.hop else None,
             **(_leg(shown.covered) or {}),
         },

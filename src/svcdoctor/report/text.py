@@ -33,8 +33,9 @@ Group = tuple[list[Finding], WorkloadPaths | None]
 
 def _groups(result: LintResult) -> list[Group]:
     """Findings grouped by file and object, each with its workload's paths when they hold
-    more than the datapath (a workload without findings then has a group of its own);
-    groups in file and line order."""
+    more than the datapath; a workload without findings has a group of its own only when a
+    hop slower than the cluster's propagation sets its advice (a clean workload behind an
+    ingress controller is nothing to act on). Groups in file and line order."""
     ordered = sorted(result.findings, key=lambda f: (*_group(f), f.location.line, f.rule))
     shown = {(p.location.file, str(p.workload)): p for p in result.paths if p.beyond_datapath}
     groups: list[Group] = [
@@ -42,7 +43,7 @@ def _groups(result: LintResult) -> list[Group]:
         for key, grouped in groupby(ordered, key=_group)
         for items in [list(grouped)]
     ]
-    groups += [([], p) for p in shown.values()]
+    groups += [([], p) for p in shown.values() if p.hop is not None]
     groups.sort(key=lambda g: (_head(g)[0], _head(g)[2].line))
     return groups
 
