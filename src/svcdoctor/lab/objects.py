@@ -761,7 +761,7 @@ def ingress(view: LabView) -> list[Obj]:
         return []
     backend = {"service": {"name": SERVICE, "port": {"number": SERVICE_PORT}}}
     path = {"path": "/", "pathType": "Prefix", "backend": backend}
-    address = [{"ip": view.node_ips[node]} for node in range(len(view.proxy_ports))]
+    address = [{"ip": ip} for ip in dict.fromkeys(view.node_ips[: len(view.proxy_ports)])]
     meta = _meta(view, "Ingress", SERVICE, NAMESPACE, view.started, generation=1)
     cls = _meta(view, "IngressClass", INGRESS_CLASS, None, view.started, labels=INGRESS_LABELS)
     return [
