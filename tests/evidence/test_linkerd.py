@@ -7,8 +7,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from svcdoctor.evidence import detect, read_evidence
+from svcdoctor.evidence.proxylogs import linkerd_apache_lines, linkerd_json_lines
 from svcdoctor.evidence.times import rfc3339
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "evidence"
@@ -80,3 +83,30 @@ def test_the_answering_pod_is_the_backend_when_kubectl_names_it(tmp_path: Path) 
         path.write_text(text + "\n")
         rows = read_evidence([str(path)]).requests
         assert set(rows.get_column("backend").cast(pl.Utf8).to_list()) == {"webapp-0", "webapp-1"}
+
+
+_APACHE = (FIXTURES / "linkerd-proxy-apache.log").read_text().splitlines()[2]
+_JSON = (FIXTURES / "linkerd-proxy.jsonl").read_text().splitlines()[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=80),
+            st.builds(lambda cut: _APACHE[:cut], st.integers(0, len(_APACHE))),
+            st.builds(lambda cut: _JSON[:cut], st.integers(0, len(_JSON))),
+            st.builds(
+                lambda v: _JSON.replace('"status":200', f'"status":{v}'),
+                st.sampled_from(["null", '"x"', "[]", "1e99", '"503"']),
+            ),
+        ),
+        max_size=8,
+    )
+)
+def test_linkerd_parsers_never_crash(lines: list[str]) -> None:
+    """Cut, mistyped or foreign lines: rows or a count of skipped lines, never an error."""
+    frame = pl.DataFrame({"line": lines}, schema={"line": pl.Utf8})
+    for parse in (linkerd_apache_lines, linkerd_json_lines):
+        rows, bad = parse(frame, "fuzz")
+        assert rows.height + bad <= len(lines)

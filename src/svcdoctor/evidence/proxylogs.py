@@ -392,7 +392,7 @@ def linkerd_json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, 
     import json
 
     records = []
-    pods = lines.select(_pod(lines)).get_column("pod").to_list()
+    pods = lines.with_columns(_pod(lines)).get_column("pod").to_list()
     for line, pod in zip(lines.get_column("line").to_list(), pods, strict=True):
         try:
             value = json.loads(line)
