@@ -78,6 +78,18 @@ HOPS: list[dict[str, Any]] = [
         },
     },
     {
+        "apiVersion": f"{GW}/v1",
+        "kind": "Gateway",
+        "metadata": _meta("edge", "infra"),
+        "spec": {"gatewayClassName": "eg", "listeners": [{"name": "http", "port": 80}]},
+    },
+    {
+        "apiVersion": f"{GW}/v1",
+        "kind": "Gateway",
+        "metadata": _meta("unrelated", "other"),
+        "spec": {"gatewayClassName": "eg", "listeners": [{"name": "http", "port": 80}]},
+    },
+    {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta("cilium-config", "kube-system"),
@@ -103,8 +115,9 @@ def test_scan_reads_the_hops_into_the_inventory(lab: Served) -> None:
     assert not [n for n in snapshot.notes if "hops" in n], snapshot.notes
     inventory, _ = build_live_inventory(snapshot)
     assert {r.kind for r in inventory.routes} == {RouteKind.INGRESS, RouteKind.HTTP_ROUTE}
-    assert {(f.kind, f.controller) for f in inventory.fronts} == {
-        (FrontKind.INGRESS_CLASS, "k8s.io/ingress-nginx")
+    assert {(f.kind, f.ref.namespace, f.ref.name) for f in inventory.fronts} == {
+        (FrontKind.INGRESS_CLASS, "", "nginx"),
+        (FrontKind.GATEWAY, "infra", "edge"),  # the route's parent, in another namespace
     }
     namespace = next(r for r in inventory.resources if r.ref.kind == "Namespace")
     assert namespace.labels == {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"}

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from svcdoctor.cluster.reader import RBAC_FILE, ClusterError, ClusterReader, Forbidden, NotServed
-from svcdoctor.cluster.resources import CILIUM_CONFIGMAP, HOP_RESOURCES, RESOURCES, Resource
+from svcdoctor.cluster.resources import (
+    CILIUM_CONFIGMAP,
+    GATEWAY_GROUP,
+    HOP_RESOURCES,
+    RESOURCES,
+    Resource,
+)
 
 Obj = dict[str, Any]
 
@@ -77,8 +83,32 @@ def read_hops(reader: ClusterReader, namespace: str | None) -> Hops:
     notes += [
         f"{version} not served: no {', '.join(kinds)} hops" for version, kinds in absent.items()
     ]
+    if namespace is not None and "Gateway" not in absent.get(RESOURCES["gateways"].api_version, []):
+        objects += _parent_gateways(reader, namespace, objects, notes)
     namespaces = _namespaces(reader, namespace, notes)
     return Hops(tuple(objects), tuple(namespaces), _cilium(reader, notes), tuple(notes))
+
+
+def _parent_gateways(
+    reader: ClusterReader, namespace: str, objects: list[Obj], notes: list[str]
+) -> list[Obj]:
+    """The Gateways in other namespaces that the namespace's routes attach to (a shared
+    Gateway in an infrastructure namespace is the usual setup), listed per namespace."""
+    wanted: set[str] = set()
+    for obj in objects:
+        if obj.get("apiVersion", "").startswith(f"{GATEWAY_GROUP}/"):
+            for ref in (obj.get("spec") or {}).get("parentRefs") or []:
+                if isinstance(ref, dict) and ref.get("kind", "Gateway") == "Gateway":
+                    wanted.add(str(ref.get("namespace") or namespace))
+    found: list[Obj] = []
+    for other in sorted(wanted - {namespace}):
+        try:
+            found += reader.list("gateways", other)
+        except Forbidden:
+            notes.append(_forbidden("list", RESOURCES["gateways"], other, "parent Gateways"))
+        except ClusterError as exc:
+            notes.append(f"cannot list gateways in namespace {other} ({exc})")
+    return found
 
 
 def _namespaces(reader: ClusterReader, namespace: str | None, notes: list[str]) -> list[Obj]:
