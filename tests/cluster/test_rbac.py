@@ -22,7 +22,8 @@ Grant = tuple[str, str, str]  # (verb, API group, resource)
 
 
 def _grants(path: Path) -> tuple[set[Grant], set[Grant], list[dict[str, Any]]]:
-    """Cluster-wide grants, grants limited to kube-proxy's ConfigMap, and the documents."""
+    """Cluster-wide grants, grants limited to kube-proxy's and Cilium's ConfigMaps, and the
+    documents."""
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     wide: set[Grant] = set()
     narrow: set[Grant] = set()
@@ -38,7 +39,7 @@ def _grants(path: Path) -> tuple[set[Grant], set[Grant], list[dict[str, Any]]]:
             }
             if rule.get("resourceNames"):
                 assert doc["metadata"]["namespace"] == "kube-system"
-                assert rule["resourceNames"] == ["kube-proxy"]
+                assert rule["resourceNames"] == ["kube-proxy", "cilium-config"]
                 narrow |= grants
             else:
                 wide |= grants
@@ -95,7 +96,7 @@ def test_the_read_role_is_exactly_what_the_code_asks(tmp_path: Path) -> None:
         for api in serve(tmp_path / str(len(unserved)), unserved=unserved):
             asked |= _exercise(api, tmp_path / f"bundle-{len(unserved)}")
     wide, narrow, _ = _grants(ROOT / RBAC_FILE)
-    assert narrow == {("get", "", "configmaps")}  # only kube-proxy's, in kube-system
+    assert narrow == {("get", "", "configmaps")}  # only kube-proxy's and Cilium's
     assert asked - wide == narrow
     assert wide - asked == set()  # nothing granted that no command uses
 

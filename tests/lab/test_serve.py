@@ -217,6 +217,31 @@ def test_userspace_pods_get_one_slice_per_port() -> None:
     assert ingress[0]["metadata"]["labels"]["app.kubernetes.io/component"] == "controller"
 
 
+def test_userspace_ingress_routes_to_the_service() -> None:
+    """The IngressClass and Ingress of the userspace datapath's controllers, read by lint's
+    reader and path model as the ingress-nginx hop; no Ingress without controllers."""
+    from svcdoctor.manifests import build_inventory, json_objects
+    from svcdoctor.model.path import Implementation, PathSettings, trace_paths
+
+    assert objects.ingress(_view()) == []  # kernel datapath: no controllers, no Ingress
+    view = _view(datapath="userspace", proxy_ports=(41000, 41001))
+    found = objects.ingress(view)
+    assert [o["kind"] for o in found] == ["IngressClass", "Ingress"]
+    assert found[0]["spec"]["controller"] == "k8s.io/ingress-nginx"
+    status = found[1]["status"]["loadBalancer"]["ingress"]
+    assert [a["ip"] for a in status] == list(view.node_ips)
+    backend = found[1]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert f"{found[1]['metadata']['namespace']}-{backend['name']}-{backend['port']['number']}" == (
+        UPSTREAM  # the upstream the controllers' access logs name
+    )
+    inventory = build_inventory(json_objects([*objects.manifests(view.scenario), *found], "lab"))
+    assert not inventory.problems
+    deployment = next(w for w in inventory.workloads if w.ref.kind == "Deployment")
+    hops = {h.implementation for p in trace_paths(inventory, PathSettings()).of(deployment)
+            for h in p.hops}  # fmt: skip
+    assert Implementation.INGRESS_NGINX in hops
+
+
 def test_events_in_both_apis() -> None:
     items = _by_kind(objects.all_objects(_view()), "Event")
     core = [e for e in items if e["apiVersion"] == "v1"]
@@ -507,7 +532,9 @@ def _check(served: Served, datapath: str) -> None:
     rows = [json.loads(line) for line in log.splitlines()]
     assert rows
     assert {"ts", "outcome", "backend", "client"} <= rows[0].keys()
+    _optional_kinds(served)
     if datapath == "userspace":
+        _ingress_hop(served)
         ingress = served.json("pods", "-n", "ingress-nginx")["items"]
         assert len(ingress) == SCENARIOS["race"].nodes
         text = served.kubectl("logs", "-n", "ingress-nginx", ingress[0]["metadata"]["name"])
@@ -517,6 +544,51 @@ def _check(served: Served, datapath: str) -> None:
     for resource in ("events", "events.events.k8s.io"):
         reasons = {e["reason"] for e in served.json(resource, "-A")["items"]}
         assert {"ScalingReplicaSet", "SuccessfulCreate", "Killing"} <= reasons
+
+
+def _optional_kinds(served: Served) -> None:
+    """The kinds of controllers the lab does not run answer as on a cluster without their
+    CRDs: absent from discovery, 404 on their paths; scan notes them, no error."""
+    listed = served.kubectl("api-resources", "-o", "name").split()
+    assert {"ingresses.networking.k8s.io", "ingressclasses.networking.k8s.io"} <= set(listed)
+    assert not [r for r in listed if "gateway.networking.k8s.io" in r or "elbv2" in r]
+    base = [str(served.kubectl_path), "--kubeconfig", str(served.kubeconfig)]
+    for path in ("/apis/gateway.networking.k8s.io/v1/httproutes", "/apis/elbv2.k8s.aws"):
+        done = subprocess.run(
+            [*base, "get", "--raw", path], capture_output=True, text=True, timeout=20, check=False
+        )
+        assert done.returncode == 1
+        assert "NotFound" in done.stderr or "not found" in done.stderr, done.stderr
+    scan = subprocess.run(
+        [*SVCDOCTOR[:3], "scan", "--kubeconfig", str(served.kubeconfig), "-o", "json", "-A"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert scan.returncode in (0, 1), scan.stderr
+    notes = json.loads(scan.stdout)["cluster"]["notes"]
+    assert "elbv2.k8s.aws/v1beta1 not served: no TargetGroupBinding hops" in notes
+
+
+def _ingress_hop(served: Served) -> None:
+    """kubectl shows the Ingress and its class; scan's live inventory has the hop."""
+    from svcdoctor.cluster.api import connect
+    from svcdoctor.cluster.inventory import build_live_inventory
+    from svcdoctor.cluster.snapshot import read_snapshot
+    from svcdoctor.model.path import Implementation, PathSettings, trace_paths
+
+    table = served.kubectl("get", "ingress,ingressclass", "-A").splitlines()
+    assert table[0].split() == ["NAMESPACE", "NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
+    assert table[1].split()[:3] == ["lab", "ingress.networking.k8s.io/api", "nginx"]
+    names = [line.split()[:2] for line in table[2:]]
+    assert ["ingressclass.networking.k8s.io/nginx", "k8s.io/ingress-nginx"] in names
+    snapshot = read_snapshot(connect(kubeconfig=str(served.kubeconfig)), "lab")
+    inventory, _ = build_live_inventory(snapshot)
+    assert [(r.kind.value, r.ref.name) for r in inventory.routes] == [("Ingress", "api")]
+    deployment = next(w for w in inventory.workloads if w.ref.kind == "Deployment")
+    paths = trace_paths(inventory, PathSettings()).of(deployment)
+    assert Implementation.INGRESS_NGINX in {h.implementation for p in paths for h in p.hops}
 
 
 def _prefix_of(pid: int) -> str:

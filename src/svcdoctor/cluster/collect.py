@@ -8,8 +8,11 @@ The bundle is what ``svcdoctor diagnose DIR`` reads, in the formats users alread
 change, each stamped with the moment collect saw it (annotation ``SEEN``; on EndpointSlice
 changes also ``CHANGE_SEEN``, the time diagnose's timeline prefers; the objects are
 otherwise as the API sent them). Logs keep their native format:
-ingress-nginx controllers' access and error logs and Istio sidecars' access logs, filtered
-to this Service, and the request rows of ``--client-logs`` pods. ``collect.json`` records
+ingress-nginx controllers' access and error logs, Istio sidecars' and Envoy-based gateways'
+access logs, filtered to this Service, the pods' Linkerd proxy access logs
+(``cluster.meshlogs``), and the request rows of ``--client-logs`` pods. ``routes.json``
+holds the hop objects of the namespace (``cluster.hops``: Ingresses, Gateway API kinds,
+TargetGroupBindings, their classes, the Namespace). ``collect.json`` records
 the run (manifest, context, server version, notes).
 
 The filters and the manifest are pure functions; ``collect`` is the I/O over a
@@ -31,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from svcdoctor.cluster.hops import read_hops
+from svcdoctor.cluster.meshlogs import GATEWAYS, LINKERD_PROXY, gateway_lines, prefixed
 from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, WatchEvent
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.kubectl import CHANGE_SEEN
@@ -47,8 +52,9 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 # What a bundle may hold besides collect.json: a directory with anything else is refused.
 BUNDLE_NAMES = re.compile(
-    r"^(?:(?:service|endpointslices|endpoints|pods|owners|events)\.json"
-    r"|ingress-nginx-[^/]+\.(?:error\.)?log|istio-proxy-[^/]+\.(?:log|jsonl)"
+    r"^(?:(?:service|endpointslices|endpoints|pods|owners|events|routes)\.json"
+    r"|ingress-nginx-[^/]+\.(?:error\.)?log|(?:istio|linkerd)-proxy-[^/]+\.(?:log|jsonl)"
+    r"|gateway-[^/]+\.(?:log|jsonl)"
     r"|client-[^/]+\.(?:log|jsonl|csv))$"
 )
 _ACCESS = re.compile(NGINX_ACCESS)
@@ -62,6 +68,8 @@ REQUEST_FORMATS = {
     "envoy-json": "jsonl",
     "nginx-access": "log",
     "envoy": "log",
+    "linkerd": "log",
+    "linkerd-json": "log",  # kept with kubectl's --prefix: no longer one JSON object a line
 }
 
 
@@ -362,7 +370,7 @@ class _Run:
         self.started = time.time()
         self.notes: list[str] = []
         self.written: list[str] = []
-        self.sidecar_logs: dict[str, str] = {}  # pod → last istio-proxy log read
+        self.sidecar_logs: dict[tuple[str, str], str] = {}  # (pod, sidecar) → last log read
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -444,6 +452,9 @@ def collect(
     _optional(run, "reading events", _events)
     _optional(run, "reading ingress-nginx logs", _ingress_nginx, upstream_names(service), ips)
     _optional(run, "reading sidecar logs", _sidecars, pod_objects)
+    _optional(run, "reading linkerd-proxy logs", _linkerd, pod_objects)
+    _optional(run, "reading gateway logs", _gateways, ips)
+    _optional(run, "reading routes", _routes)
     if request.client_logs:
         _optional(run, "reading client logs", _client_logs, request.client_logs)
 
@@ -562,12 +573,12 @@ def _containers(pod: dict[str, Any]) -> list[str]:
 
 
 def _sidecar_if_terminating(run: _Run, pod: dict[str, Any]) -> None:
-    """A terminating pod's sidecar log, read while it still can be: its logs go with it."""
+    """A terminating pod's sidecar logs, read while they still can be: they go with it."""
     meta = pod.get("metadata") or {}
-    if meta.get("deletionTimestamp") and SIDECAR in _containers(pod):
-        text = _logs(run, str(meta.get("name")), SIDECAR)
-        if text:
-            run.sidecar_logs[str(meta.get("name"))] = text
+    containers = _containers(pod) if meta.get("deletionTimestamp") else []
+    for sidecar in (c for c in (SIDECAR, LINKERD_PROXY) if c in containers):
+        if text := _logs(run, str(meta.get("name")), sidecar):
+            run.sidecar_logs[(str(meta.get("name")), sidecar)] = text
 
 
 def _logs(run: _Run, pod: str, container: str, namespace: str | None = None) -> str | None:
@@ -683,7 +694,7 @@ def _sidecars(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
         if SIDECAR not in _containers(pod):
             continue
         pod_name = str((pod.get("metadata") or {}).get("name"))
-        text = _logs(run, pod_name, SIDECAR) or run.sidecar_logs.get(pod_name)
+        text = _logs(run, pod_name, SIDECAR) or run.sidecar_logs.get((pod_name, SIDECAR))
         found = request_lines(text or "")
         if found is None:
             continue
@@ -693,6 +704,54 @@ def _sidecars(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
             run.write(f"{SIDECAR}-{pod_name}.{REQUEST_FORMATS[fmt]}", "\n".join(kept) + "\n")
 
 
+def _linkerd(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
+    """The Linkerd proxies' access logs of the Service's pods (all about the pod: the proxy
+    logs what it answers), each line prefixed with its pod as ``kubectl logs --prefix``."""
+    for pod in pods:
+        name = str((pod.get("metadata") or {}).get("name"))
+        if LINKERD_PROXY not in _containers(pod):
+            continue
+        text = _logs(run, name, LINKERD_PROXY) or run.sidecar_logs.get((name, LINKERD_PROXY))
+        if found := request_lines(text or ""):
+            fmt, lines = found
+            kept = prefixed(lines, name, LINKERD_PROXY)
+            run.write(f"{LINKERD_PROXY}-{name}.{REQUEST_FORMATS[fmt]}", "\n".join(kept) + "\n")
+
+
+def _gateways(run: _Run, ips: frozenset[str]) -> None:
+    """The access lines about this Service of the Envoy-based gateways (Envoy Gateway,
+    Istio's), searched cluster-wide, else in their default namespaces."""
+    ns, name = run.request.namespace, run.request.service
+    for gateway in GATEWAYS:
+        try:
+            pods = run.reader.list("pods", None, labels=gateway.labels)
+        except Forbidden:
+            try:
+                pods = run.reader.list("pods", gateway.namespace, labels=gateway.labels)
+            except Forbidden as exc:
+                run.note(f"{gateway.name} gateways not searched: {exc}")
+                continue
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            pod_name, pod_ns = str(meta.get("name")), str(meta.get("namespace"))
+            text = _logs(run, pod_name, gateway.container, pod_ns)
+            found = request_lines(text or "")
+            kept = gateway_lines(found[1], name, ns, ips) if found else []
+            if found and kept:
+                run.write(f"gateway-{pod_name}.{REQUEST_FORMATS[found[0]]}", "\n".join(kept) + "\n")
+                run.progress(f"{gateway.name} {pod_ns}/{pod_name}: {len(kept)} lines")
+
+
+def _routes(run: _Run) -> None:
+    """The hop objects of the namespace (``routes.json``); absent kinds are notes."""
+    hops = read_hops(run.reader, run.request.namespace)
+    for text in hops.notes:
+        run.note(text)
+    if hops.objects:
+        objects = [clean(o) for o in (*hops.namespaces, *hops.objects)]
+        run.write("routes.json", _json(kube_list(objects)))
+
+
 def _client_logs(run: _Run, selector: str) -> None:
     """The request rows in the logs of the client pods matching ``selector``."""
     pods = run.reader.list("pods", run.request.namespace, labels=selector)
@@ -700,7 +759,7 @@ def _client_logs(run: _Run, selector: str) -> None:
         run.note(f"no client pods match {selector!r} in {run.request.namespace}")
     for pod in pods:
         pod_name = str((pod.get("metadata") or {}).get("name"))
-        containers = [c for c in _containers(pod) if c != SIDECAR]
+        containers = [c for c in _containers(pod) if c not in (SIDECAR, LINKERD_PROXY)]
         for container in containers:
             found = request_lines(_logs(run, pod_name, container) or "")
             if found is None:

@@ -7,6 +7,9 @@ suppression annotations); each is located at ``cluster:CONTEXT`` (line 0). On to
 * a Service's backends are the workloads owning the pods in its EndpointSlices
   (targetRef → Pod → ReplicaSet → Deployment…); the selector is only the fallback for
   Services without endpoints;
+* the hops in front of the pods (Ingresses, Gateway API kinds, TargetGroupBindings, the
+  Namespaces' labels) as lint reads them, and the datapath (kube-proxy or Cilium's
+  replacement);
 * what only a cluster knows (terminations, events, endpoint conditions, kube-proxy's
   configuration) as ``LiveFacts``.
 """
@@ -21,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from svcdoctor.cluster.hops import datapath_of
 from svcdoctor.cluster.snapshot import SERVICE_NAME_LABEL, Obj, Snapshot, object_key
 from svcdoctor.evidence.kubectl import container_exits
 from svcdoctor.evidence.times import rfc3339
@@ -157,6 +161,8 @@ def _build(snapshot: Snapshot) -> tuple[Inventory, tuple[str, ...]]:
     # two reads, so that lint's selector matching (replaced below by the endpoints) never runs
     base = build_inventory(json_objects([*workload_raw, *snapshot.autoscalers], location.file, 0))
     services = build_inventory(json_objects(snapshot.services, location.file, 0))
+    hop_objects = [*snapshot.hops.namespaces, *snapshot.hops.objects]
+    hops = build_inventory(json_objects(hop_objects, location.file, 0))
     status_replicas = {
         (kind, *object_key(obj)): obj["status"]["replicas"]
         for kind, items in (
@@ -215,12 +221,17 @@ def _build(snapshot: Snapshot) -> tuple[Inventory, tuple[str, ...]]:
         events=events,
         endpoints=endpoints,
         proxy=proxy,
+        datapath=datapath_of(snapshot.hops.cilium_config),
     )
     inventory = Inventory(
         workloads=workloads,
         services=services.services,
         autoscalers=base.autoscalers,
-        problems=base.problems + services.problems,
+        resources=hops.resources,
+        routes=hops.routes,
+        fronts=hops.fronts,
+        grants=hops.grants,
+        problems=base.problems + services.problems + hops.problems,
         files=0,
         objects=snapshot.objects,
         backends=backends,

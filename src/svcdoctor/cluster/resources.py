@@ -31,6 +31,8 @@ class Resource:
         return f"{base}/{name}" if name else base
 
 
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+
 RESOURCES: dict[str, Resource] = {
     r.plural if r.group != "events.k8s.io" else "events.events.k8s.io": r
     for r in (
@@ -54,9 +56,38 @@ RESOURCES: dict[str, Resource] = {
             "v2",
             short_names=("hpa",),
         ),
+        # the hops in front of the pods (model.path): optional, a 404 means "hop absent"
+        Resource("ingresses", "Ingress", "networking.k8s.io", "v1", short_names=("ing",)),
+        Resource("ingressclasses", "IngressClass", "networking.k8s.io", "v1", namespaced=False),
+        # Gateway API CRDs, standard channel (https://gateway-api.sigs.k8s.io/reference/spec/)
+        Resource("gatewayclasses", "GatewayClass", GATEWAY_GROUP, "v1", False, ("gc",)),
+        Resource("gateways", "Gateway", GATEWAY_GROUP, "v1", short_names=("gtw",)),
+        Resource("httproutes", "HTTPRoute", GATEWAY_GROUP, "v1"),
+        Resource("grpcroutes", "GRPCRoute", GATEWAY_GROUP, "v1"),
+        Resource("referencegrants", "ReferenceGrant", GATEWAY_GROUP, "v1beta1"),
+        # the AWS Load Balancer Controller's CRD (kubernetes-sigs/aws-load-balancer-controller,
+        # config/crd/bases/elbv2.k8s.aws_targetgroupbindings.yaml)
+        Resource("targetgroupbindings", "TargetGroupBinding", "elbv2.k8s.aws", "v1beta1"),
     )
 }
 """By plural; the events.k8s.io Events are ``events.events.k8s.io`` (core ones ``events``)."""
 
 KUBE_PROXY_CONFIGMAP = ("kube-system", "kube-proxy")
-"""The one ConfigMap svcdoctor reads (kube-proxy's mode and sync periods), when allowed."""
+"""kube-proxy's ConfigMap (its mode and sync periods), read when allowed."""
+
+CILIUM_CONFIGMAP = ("kube-system", "cilium-config")
+"""Cilium's agent configuration: whether it replaces kube-proxy, read when allowed
+(https://docs.cilium.io/en/stable/network/kubernetes/kubeproxy-free/)."""
+
+HOP_RESOURCES = (
+    "ingressclasses",
+    "ingresses",
+    "gatewayclasses",
+    "gateways",
+    "httproutes",
+    "grpcroutes",
+    "referencegrants",
+    "targetgroupbindings",
+)
+"""The optional kinds of the hops in front of the pods, in the order scan reads them:
+absent (404, not in discovery) or forbidden, scan notes it and goes on."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from svcdoctor.cluster.hops import Hops, read_hops
 from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, NotServed
 from svcdoctor.cluster.resources import KUBE_PROXY_CONFIGMAP
 
@@ -40,6 +41,7 @@ class Snapshot:
     autoscalers: tuple[Obj, ...] = ()
     events: tuple[Obj, ...] = ()
     kube_proxy_config: str | None = None
+    hops: Hops = field(default_factory=Hops)
     only_services: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -58,7 +60,8 @@ class Snapshot:
             self.autoscalers,
             self.events,
         )
-        return sum(map(len, lists)) + (self.kube_proxy_config is not None)
+        hops = len(self.hops.objects) + len(self.hops.namespaces)
+        return sum(map(len, lists)) + hops + (self.kube_proxy_config is not None)
 
 
 Progress = Callable[[str], None]
@@ -77,7 +80,8 @@ def read_snapshot(
     ``selector`` (``-l``) filters Services, workloads and pods by their own labels, as
     ``kubectl get svc,deploy,sts,ds,rs,pods -l`` does. Raises ``ClusterError`` for what the
     scan cannot do without (``Forbidden`` names the verb and resource); what it can do
-    without (kube-proxy's ConfigMap, HPAs, EndpointSlices) becomes a note.
+    without (kube-proxy's ConfigMap, HPAs, EndpointSlices, the hop kinds of
+    ``cluster.hops``) becomes a note.
     """
     report = progress or (lambda _: None)
 
@@ -125,6 +129,8 @@ def read_snapshot(
 
     step("kube-proxy configuration")
     proxy_text = _kube_proxy_config(reader, notes)
+    step("ingresses, Gateway API routes, namespaces, datapath")
+    hops = read_hops(reader, namespace)
     return Snapshot(
         context=reader.context,
         namespace=namespace,
@@ -141,8 +147,9 @@ def read_snapshot(
         autoscalers=tuple(autoscalers),
         events=tuple(events),
         kube_proxy_config=proxy_text,
+        hops=hops,
         only_services=tuple(services),
-        notes=tuple(notes),
+        notes=(*notes, *hops.notes),
     )
 
 

@@ -10,7 +10,8 @@ Collector prefixes (stripped first, their timestamp kept as ``pts``, Unix second
 - Docker json-file: ``{"log":"…\\n","stream":"stdout","time":"2025-07-28T23:45:27.9Z"}``
 - CRI (containerd/CRI-O files under /var/log/pods): ``2025-07-28T23:45:27.915419813Z stdout F ``
 - ``kubectl logs --timestamps``: ``2025-07-28T23:45:27.915419813Z ``
-- ``kubectl logs --prefix``: ``[pod/ingress-nginx-controller-abc/controller] ``
+- ``kubectl logs --prefix``: ``[pod/ingress-nginx-controller-abc/controller] `` (the pod's
+  name kept as ``pod``: a server-side proxy's log names no backend but its own pod)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _POD = r"(?:\[pod/[^/\]\s]+/[^\]\s]+\] )?"
 _STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)"
 _PREFIX = rf"^{_POD}(?:{_STAMP} (?:(?:stdout|stderr) [FP] )?)?"
 _PREFIX_STAMP = rf"^{_POD}({_STAMP}) "
+_POD_NAME = r"^\[pod/([^/\]\s]+)/"
 _HAS_PREFIX = r"^(?:\[pod/|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
 _DOCKER = '{"log":'
 _PTS_FORMAT = "%Y-%m-%dT%H:%M:%S%.f%#z"
@@ -37,6 +39,7 @@ NGINX_ACCESS_HINT = (
 )
 NGINX_ERROR_HINT = r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[\w+\] "
 ENVOY_HINT = r"^\[\d{4}-\d\d-\d\dT[^\]]*\] \""
+LINKERD_HINT = r"^\S+:\d+ \S+ - \[\d{4}-\d\d-\d\dT[^\]]*\] \""  # its "apache" access log
 JSON_HINT = r"^\{"
 ALB_HINT = r"^(?:http|https|h2|grpcs|ws|wss) \d{4}-\d\d-\d\dT\S+ \S+ \S+:\d+ "
 KERNEL_HINT = (
@@ -49,12 +52,15 @@ SHAPES = (
     ("nginx-access", NGINX_ACCESS_HINT),
     ("nginx-error", NGINX_ERROR_HINT),
     ("envoy", ENVOY_HINT),
+    ("linkerd", LINKERD_HINT),
     ("json", JSON_HINT),
     ("alb", ALB_HINT),
     ("kernel", KERNEL_HINT),
     ("klog", KLOG_HINT),
 )
-EVIDENCE_SHAPES = frozenset({"nginx-access", "nginx-error", "envoy", "envoy-json", "alb", "gcp"})
+EVIDENCE_SHAPES = frozenset(
+    {"nginx-access", "nginx-error", "envoy", "envoy-json", "linkerd", "linkerd-json", "alb", "gcp"}
+)
 
 
 def split(text: str) -> pl.DataFrame:
@@ -79,6 +85,7 @@ def strip_prefixes(frame: pl.DataFrame) -> pl.DataFrame:
     if frame.height and frame.select(pl.col("line").str.contains(_HAS_PREFIX).any()).item():
         frame = frame.with_columns(
             pl.col("line").str.replace(_PREFIX, ""),
+            pl.col("line").str.extract(_POD_NAME, 1).alias("pod"),
             pl.coalesce(
                 _seconds(pl.col("line").str.extract(_PREFIX_STAMP, 1)), pl.col("pts")
             ).alias("pts"),
@@ -139,13 +146,17 @@ def classify(frame: pl.DataFrame, alb_line: str | None = None) -> pl.DataFrame:
 
 
 def json_shape(lines: pl.Series) -> pl.Series:
-    """``envoy-json``, ``gcp`` or ``other`` for JSON object lines, by the fields they name."""
+    """``envoy-json``, ``linkerd-json``, ``gcp`` or ``other`` for JSON object lines, by the
+    fields they name."""
     envoy = lines.str.contains(r'"(?:response_code|upstream_host|response_flags|start_time)"')
     gcp = lines.str.contains(r'"(?:httpRequest|http_request)"')
+    linkerd = lines.str.contains('"client.addr"', literal=True)
     return (
         pl.select(
             pl.when(gcp)
             .then(pl.lit("gcp"))
+            .when(linkerd)
+            .then(pl.lit("linkerd-json"))
             .when(envoy)
             .then(pl.lit("envoy-json"))
             .otherwise(pl.lit("other"))

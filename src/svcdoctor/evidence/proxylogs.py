@@ -17,7 +17,16 @@ Shapes (each with where it was seen):
 - Envoy's default text format, Istio's (1.1 to 1.8: ``"%DYNAMIC_METADATA(istio.mixer:status)%"
   "%UPSTREAM_TRANSPORT_FAILURE_REASON%"`` after the flags) and Istio's newer default
   (``%RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS%
-  "%UPSTREAM_TRANSPORT_FAILURE_REASON%"``, istio/istio#45802), and Envoy JSON.
+  "%UPSTREAM_TRANSPORT_FAILURE_REASON%"``, istio/istio#45802), and Envoy JSON;
+- Linkerd's proxy access log (pod or namespace annotation ``config.linkerd.io/access-log``:
+  ``apache`` or ``json``), in the two shapes of https://linkerd.io/2-edge/features/access-logging/
+  (linkerd/website ``linkerd.io/content/2-edge/features/access-logging.md``):
+  ``10.42.0.63:51160 traffic.booksapp.serviceaccount.identity.linkerd.cluster.local -
+  [2022-08-23T20:28:20.071809491Z] "GET http://webapp:7000/ HTTP/2.0" 200`` and
+  ``{"client.addr":"10.42.0.70:32996","client.id":"…","host":"webapp:7000","method":"GET",
+  "processing_ns":"39826",…,"status":200,"timestamp":"2022-08-23T20:33:42.321746212Z",
+  "total_ns":"14441135",…,"uri":"http://webapp:7000/",…}``. The proxy writes it on the
+  server's side (the inbound proxy of the pod that answered), to the container's stderr.
 """
 
 from __future__ import annotations
@@ -56,6 +65,15 @@ ENVOY_TEXT = (
     r"(?: (?P<cluster>\S+) (?P<upstream_local>\S+) (?P<downstream_local>\S+)"
     r" (?P<downstream_remote>\S+)(?: .*)?)?\s*$"
 )
+
+# Linkerd's "apache" access log (see the module docstring): client address, client identity
+# ("-" when not meshed), "-", [RFC 3339 time], "request", status
+LINKERD_APACHE = (
+    r"^(?P<client_addr>\S+) (?P<client_id>\S+) - \[(?P<time>\d{4}-\d\d-\d\dT[^\]]+)\] "
+    r"\"(?P<method>\S+) (?P<uri>\S+)(?: (?P<version>[^\"]*))?\" (?P<status>\d{3})\s*$"
+)
+LINKERD_JSON_FIELDS = ("client.addr", "client.id", "host", "status", "timestamp", "total_ns", "uri")
+_IP_PORT = r"^(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\]):\d+$"
 
 _FLAG_OUTCOMES = [  # first matching flag wins
     ("UF", "refused"),
@@ -338,3 +356,84 @@ def _envoy_json_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         ),
         source,
     ).collect()
+
+
+def linkerd_apache_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Rows for Linkerd ``apache`` access-log ``lines``, and the count that did not parse."""
+    parsed = lines.select(
+        pl.col("line").str.extract_groups(LINKERD_APACHE).alias("m"), _pod(lines)
+    ).unnest("m")
+    unparsed = parsed.filter(pl.col("time").is_null()).height
+    parsed = parsed.filter(pl.col("time").is_not_null())
+    # the authority of an absolute URI (HTTP/2, proxied HTTP/1); "/ping" names none
+    host = pl.col("uri").str.extract(r"^\w+://([^/]+)", 1)
+    frame = parsed.select(
+        pl.col("client_addr").alias("client.addr"),
+        host.alias("host"),
+        pl.col("status"),
+        pl.col("time").alias("timestamp"),
+        pl.lit(None, dtype=pl.Utf8).alias("total_ns"),
+        pl.col("pod"),
+    )
+    return _linkerd_rows(frame, source), unparsed
+
+
+def linkerd_json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Rows for Linkerd ``json`` access-log ``lines``, and the count that are no records
+    (decoded by polars; one line at a time only when a broken line breaks the batch)."""
+    dtype = pl.Struct(dict.fromkeys(LINKERD_JSON_FIELDS, pl.Utf8))
+    try:
+        fields = lines.select(pl.col("line").str.json_decode(dtype).alias("m"), _pod(lines))
+    except pl.exceptions.PolarsError:
+        pass
+    else:
+        kept = fields.unnest("m").filter(pl.col("timestamp").is_not_null())
+        return _linkerd_rows(kept, source), fields.height - kept.height
+    import json
+
+    records = []
+    pods = lines.with_columns(_pod(lines)).get_column("pod").to_list()
+    for line, pod in zip(lines.get_column("line").to_list(), pods, strict=True):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and value.get("timestamp") is not None:
+            records.append({**value, "pod": pod})
+    names = (*LINKERD_JSON_FIELDS, "pod")
+    columns = {n: [None if r.get(n) is None else str(r.get(n)) for r in records] for n in names}
+    frame = pl.DataFrame(columns, schema=dict.fromkeys(names, pl.Utf8))
+    return _linkerd_rows(frame, source), lines.height - len(records)
+
+
+def _pod(lines: pl.DataFrame) -> pl.Expr:
+    """The pod a line's ``kubectl logs --prefix`` named (``lines.split``), else null."""
+    found = pl.col("pod") if "pod" in lines.columns else pl.lit(None, dtype=pl.Utf8)
+    return found.alias("pod")
+
+
+def _linkerd_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
+    """The canonical rows of Linkerd access-log fields. The log is the answering pod's own
+    (its inbound proxy): ``backend`` is that pod, named by the line's ``kubectl logs
+    --prefix`` (as collect writes it), else by ``host`` when the client addressed the pod
+    (an IP:port); ``upstream`` is the authority the client asked for (the
+    Service, ``webapp:7000``); ``conn`` the client's address with its port (one a
+    connection); ``timestamp`` is read as the request's start, ``total_ns`` as its
+    duration (the apache shape has none)."""
+    status = pl.col("status").cast(pl.Int64, strict=False)
+    client = _null_dash(pl.col("client.addr"))
+    host = _null_dash(pl.col("host"))
+    rows = frame.lazy().with_columns(
+        text_seconds(pl.col("timestamp")).alias("ts"),
+        status.alias("status"),
+        _status_outcome(status).alias("outcome"),
+        pl.coalesce(
+            pl.col("pod"), pl.when(host.str.contains(_IP_PORT)).then(host).otherwise(None)
+        ).alias("backend"),
+        host.alias("upstream"),
+        client.str.replace(r":\d+$", "").str.strip_chars("[]").alias("client"),
+        client.alias("conn"),
+        (pl.col("total_ns").cast(pl.Float64, strict=False) / 1e6).alias("latency_ms"),
+    )
+    columns = ("ts", "status", "outcome", "backend", "upstream", "client", "conn", "latency_ms")
+    return conform(rows.select(columns), source).collect()

@@ -51,10 +51,18 @@ _EVIDENCE_KINDS = frozenset({"Event", "Pod", "EndpointSlice"})
 _LINE_JSON_KEYS = frozenset(
     {
         *("log", "response_code", "upstream_host", "response_flags", "start_time"),
-        *("httpRequest", "http_request"),
+        *("httpRequest", "http_request", "client.addr"),
     }
 )
-_LINE_START = re.compile(r"^(?:\[pod/|\[\s*\d+\.\d+\]|\[\w{3} \w{3} |\[\d{4}-\d\d-\d\dT)")
+# the line shapes of request rows, each read by one parser (of the lines and a source name)
+_ROW_PARSERS = {
+    "envoy": proxylogs.envoy_text_lines,
+    "envoy-json": proxylogs.envoy_json_lines,
+    "linkerd": proxylogs.linkerd_apache_lines,
+    "linkerd-json": proxylogs.linkerd_json_lines,
+}
+# (``[   0.0021s]``: linkerd-proxy's own log lines, which start a linkerd-proxy container log)
+_LINE_START = re.compile(r"^(?:\[pod/|\[\s*\d+\.\d+s?\]|\[\w{3} \w{3} |\[\d{4}-\d\d-\d\dT)")
 # words for the shapes that are not evidence, in the problems line
 _NOT_EVIDENCE = {"klog": "klog", "other": "other"}
 _RESOLUTION = {"nginx-access": 1.0, "nginx-error": 1.0}
@@ -391,13 +399,9 @@ def _read_lines(text: str, name: str, got: _Collected) -> None:
             errors, quiet = proxylogs.nginx_error_lines(sub, name)
             note = f"{quiet} lines without an upstream failure" if quiet else ""
             got.parts.append(_Part(name, shape, errors, note=note, read=errors.height))
-        elif shape == "envoy":
-            rows, bad = proxylogs.envoy_text_lines(sub, name)
-            skipped["envoy"] = bad
-            got.parts.append(_Part(name, shape, rows, read=rows.height))
-        elif shape == "envoy-json":
-            rows, bad = proxylogs.envoy_json_lines(sub, name)
-            skipped["envoy-json"] = bad
+        elif shape in _ROW_PARSERS:
+            rows, bad = _ROW_PARSERS[shape](sub, name)
+            skipped[shape] = bad
             got.parts.append(_Part(name, shape, rows, read=rows.height))
         elif shape == "alb" and cloudlb is not None:
             rows, bad = cloudlb.alb_access(sub.get_column("line").to_list(), name)
@@ -695,7 +699,9 @@ def _offset_for(offsets: dict[str, float], source: str, fmt: str) -> float:
 
 
 _CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet"})
-_PROXY_FORMATS = frozenset({"nginx-access", "nginx-error", "envoy", "envoy-json", "alb", "gcp"})
+_PROXY_FORMATS = frozenset(
+    {"nginx-access", "nginx-error", "envoy", "envoy-json", "linkerd", "linkerd-json", "alb", "gcp"}
+)
 
 
 def _one_vantage_point(got: _Collected) -> set[str]:

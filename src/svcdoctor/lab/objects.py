@@ -14,7 +14,8 @@ Where the lab differs from a cluster, the objects say what the lab really does:
   (one slice per distinct port) gives one slice per pod, all with address 127.0.0.1;
 * the load generator's clients and the userspace per-node proxies run on the nodes
   (``hostNetwork``): client pods ``load-N`` and, on the userspace datapath, ingress-nginx
-  controller pods, one per node, whose logs are generated from the load's real records.
+  controller pods, one per node, whose logs are generated from the load's real records,
+  with the IngressClass and the Ingress they route by.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ POD_PORT = 8080  # the app's port in the template (the kernel datapath's pods us
 CLUSTER_IP = "10.96.77.10"  # the kernel datapath's VIP (the userspace one has no VIP)
 INGRESS_NAMESPACE = "ingress-nginx"
 INGRESS_IMAGE = "registry.k8s.io/ingress-nginx/controller:v1.11.3"
+# the Helm chart's IngressClass and labels (kubernetes/ingress-nginx charts/ingress-nginx,
+# values.yaml controller.ingressClassResource: name nginx, controllerValue)
+INGRESS_CLASS = "nginx"
+INGRESS_CONTROLLER = "k8s.io/ingress-nginx"
+INGRESS_LABELS = {
+    "app.kubernetes.io/name": "ingress-nginx",
+    "app.kubernetes.io/instance": "ingress-nginx",
+    "app.kubernetes.io/component": "controller",
+}
 LOAD_IMAGE = "svcdoctor/lab-load:0.1"
 READY_HASH_LABEL = "pod-template-hash"
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
@@ -730,11 +740,7 @@ def ingress_pods(view: LabView) -> list[Obj]:
             ingress_pod_name(view.run, node),
             INGRESS_NAMESPACE,
             node,
-            {
-                "app.kubernetes.io/name": "ingress-nginx",
-                "app.kubernetes.io/instance": "ingress-nginx",
-                "app.kubernetes.io/component": "controller",
-            },
+            dict(INGRESS_LABELS),
             {
                 "name": "controller",
                 "image": INGRESS_IMAGE,
@@ -745,6 +751,29 @@ def ingress_pods(view: LabView) -> list[Obj]:
             },
         )
         for node, port in enumerate(view.proxy_ports)
+    ]
+
+
+def ingress(view: LabView) -> list[Obj]:
+    """Userspace datapath: the controllers' IngressClass (the Helm chart's) and the Ingress
+    they route by: every request to a node's proxy goes to the Service's port (UPSTREAM)."""
+    if not view.proxy_ports:
+        return []
+    backend = {"service": {"name": SERVICE, "port": {"number": SERVICE_PORT}}}
+    path = {"path": "/", "pathType": "Prefix", "backend": backend}
+    address = [{"ip": ip} for ip in dict.fromkeys(view.node_ips[: len(view.proxy_ports)])]
+    meta = _meta(view, "Ingress", SERVICE, NAMESPACE, view.started, generation=1)
+    cls = _meta(view, "IngressClass", INGRESS_CLASS, None, view.started, labels=INGRESS_LABELS)
+    return [
+        {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": cls}
+        | {"spec": {"controller": INGRESS_CONTROLLER}},
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": meta,
+            "spec": {"ingressClassName": INGRESS_CLASS, "rules": [{"http": {"paths": [path]}}]},
+            "status": {"loadBalancer": {"ingress": address}},
+        },
     ]
 
 
@@ -763,4 +792,5 @@ def all_objects(view: LabView) -> list[Obj]:
         *events(view),
         *load_pods(view),
         *ingress_pods(view),
+        *ingress(view),
     ]

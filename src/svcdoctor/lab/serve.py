@@ -68,6 +68,9 @@ TICK = 0.5  # seconds between syncs without a change (exited pods leaving, connt
 KEEP_RECORDS = 50_000  # request records kept for the logs (older ones rotate away)
 STOP_GRACE = 1.0  # seconds the requests in flight get to end when the serve stops
 CONTEXT = "svcdoctor-lab"
+# API groups of controllers the lab does not run: no CRDs, so a real API server answers
+# 404 for them and leaves them out of discovery (Gateway API, AWS Load Balancer Controller)
+UNSERVED = ("gateway.networking.k8s.io", "elbv2.k8s.aws")
 
 Key = tuple[str, str, str | None, str]
 
@@ -436,7 +439,7 @@ async def serve(
     state.load_on = load_on
     end = state.started + limit
     store = ObjectStore()
-    server = ApiServer(store, secrets.token_urlsafe(32))
+    server = ApiServer(store, secrets.token_urlsafe(32), unserved=UNSERVED)
     mirror = Mirror(store, state.view)
     cluster.on_change = mirror.changed
     placement = Placement(

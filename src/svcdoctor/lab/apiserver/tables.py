@@ -106,7 +106,42 @@ def _job_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
     return [state, completions, duration]
 
 
+def _ingress_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
+    """Class, hosts, address and ports, as kubectl's ingress printer shows them
+    (kubernetes pkg/printers/internalversion/printers.go, ``printIngress``)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    hosts = [str(r["host"]) for r in spec.get("rules") or [] if r.get("host")]
+    balancers = (status.get("loadBalancer") or {}).get("ingress") or []
+    address = ",".join(str(b.get("ip") or b.get("hostname") or "") for b in balancers)
+    ports = "80, 443" if spec.get("tls") else "80"
+    return [spec.get("ingressClassName") or "<none>", ",".join(hosts) or "*", address, ports]
+
+
+def _ingress_class_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
+    spec = obj.get("spec") or {}
+    parameters = spec.get("parameters") or {}
+    kind = parameters.get("kind")
+    named = f"{kind}/{parameters.get('name')}" if kind else "<none>"
+    return [spec.get("controller") or "", named]
+
+
 _TABLE_COLUMNS: dict[str, tuple[list[dict[str, Any]], _Cells]] = {
+    "ingresses": (
+        [
+            _column("Class", "The name of the IngressClass resource that should be used."),
+            _column("Hosts", "Hosts that incoming requests are matched against."),
+            _column("Address", "Address is a list containing ingress points for the load-balancer"),
+            _column("Ports", "Ports of TLS configurations that open."),
+        ],
+        _ingress_cells,
+    ),
+    "ingressclasses": (
+        [
+            _column("Controller", "Controller that is responsible for handling this class"),
+            _column("Parameters", "A reference to a resource with additional parameters"),
+        ],
+        _ingress_class_cells,
+    ),
     "configmaps": ([_column("Data", "Data of the ConfigMap", "integer")], _configmap_cells),
     "jobs": (
         [
