@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
 from svcdoctor.model.path import Hop
+from svcdoctor.model.route import Route
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})
 # Programs that never listen: a container running only these serves nothing (a pod kept
@@ -315,6 +316,27 @@ def scrape_only(service: Service) -> bool:
     if service.ports and all(n and _SCRAPE_PORT.search(n) for n in names):
         return True
     return bool(_SCRAPE_SERVICE.search(service.ref.name)) and not any(names)
+
+
+_ROUTED: list[tuple[tuple[Route, ...], frozenset[tuple[str, str]]]] = []
+
+
+def routed(inventory: Inventory, service: Service) -> bool:
+    """Whether a route (an Ingress, a Gateway API route, a TargetGroupBinding) sends to the
+    Service: its clients send requests, however its ports are named and even when it is
+    headless (the controller balances over its endpoints). The set of routed Services is
+    kept for the last inventory's routes: the rules ask once per Service."""
+    if not inventory.routes:
+        return False
+    if not _ROUTED or _ROUTED[0][0] is not inventory.routes:
+        names = frozenset(
+            (b.namespace or inventory.namespace_of(r.ref), b.name)
+            for r in inventory.routes
+            for b in r.backends
+            if b.kind == "Service"
+        )
+        _ROUTED[:] = [(inventory.routes, names)]
+    return (inventory.namespace_of(service.ref), service.ref.name) in _ROUTED[0][1]
 
 
 def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from svcdoctor.checks._serving import (
     backed,
     data_store,
+    routed,
     scrape_only,
     serves,
     service_names,
@@ -245,7 +246,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     as the API default of 1; a HorizontalPodAutoscaler in the inputs supplies its
     `minReplicas`, and the fix then raises that). Not flagged: headless Services
     (`clusterIP: None`: clients use the set of pods, e.g. gossip or memberlist peers),
-    Services whose ports are all metrics ports (scraped per pod), and workloads whose
+    Services whose ports are all metrics ports (scraped per pod), unless an Ingress, a
+    Gateway API route or a TargetGroupBinding sends requests to them, and workloads whose
     containers serve nothing.
 
     ## Why it matters
@@ -282,7 +284,9 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     """
     del settings
     for svc in inventory.services:
-        if svc.headless or scrape_only(svc) or endpoints_given(inventory, svc):
+        if (svc.headless or scrape_only(svc)) and not routed(inventory, svc):
+            continue  # a route's controller balances over a headless Service's pods too
+        if endpoints_given(inventory, svc):
             continue
         workloads = [
             w for w in _related_targets(inventory, svc) if serving_containers(inventory, w)
