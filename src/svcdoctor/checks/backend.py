@@ -16,7 +16,7 @@ from svcdoctor.checks._serving import (
     shutdown_plan,
 )
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.selection import endpoints_given, folder_parts, same_namespace
+from svcdoctor.checks.selection import endpoints_given, related, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
     Autoscaler,
@@ -326,15 +326,7 @@ def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]
     """The targeted workloads defined near the Service: same folder, a folder above or
     below it, or a sibling folder (a kustomize base beside its overlay). A look-alike in an
     unrelated part of a repository (docs next to test fixtures) is not its backend."""
-    return tuple(w for w in inventory.targeted(svc) if _related(svc.location.file, w.location.file))
-
-
-def _related(a: str, b: str) -> bool:
-    da, db = folder_parts(a), folder_parts(b)
-    common = next(
-        (i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x != y), min(len(da), len(db))
-    )
-    return common >= min(len(da), len(db)) or common == len(da) - 1 == len(db) - 1
+    return tuple(w for w in inventory.targeted(svc) if related(svc.location.file, w.location.file))
 
 
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
@@ -344,7 +336,7 @@ def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | Non
         if (
             (hpa.target.kind, hpa.target.name) == (workload.ref.kind, workload.ref.name)
             and same_namespace(hpa.target.namespace, workload.ref.namespace)
-            and (hpa.location is None or _related(hpa.location.file, workload.location.file))
+            and (hpa.location is None or related(hpa.location.file, workload.location.file))
         ):
             return hpa
     return None

@@ -8,11 +8,12 @@ from collections.abc import Iterator
 
 from svcdoctor.checks._serving import serving_containers
 from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.selection import related
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
 from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch, note
 from svcdoctor.model.path import Dangling, trace_paths
-from svcdoctor.model.route import RouteKind
+from svcdoctor.model.route import Route, RouteKind
 
 # https://gateway-api.sigs.k8s.io/reference/spec/#httproutegroup ("HTTPRouteRule.backendRefs"):
 # requests that would go to an invalid backendRef get a 500, in proportion to its weight.
@@ -33,13 +34,14 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
     ## What it does
     Flags each backend of an Ingress, Gateway API route (HTTPRoute, GRPCRoute, TLSRoute,
     TCPRoute, UDPRoute) or AWS TargetGroupBinding that cannot receive traffic: a Service
-    port (number or name) the Service in the inputs does not have; on a live cluster, a
-    Service that does not exist; a `backendRef` to a Service in another namespace that no
-    ReferenceGrant of that namespace allows. From files, a Service or ReferenceGrant may be
-    applied from elsewhere: a missing Service is then not reported, and a cross-namespace
-    reference is an error only when ReferenceGrants of the target namespace are in the
-    inputs and none allows it (otherwise an info: "no ReferenceGrant in the input allows
-    it"). The finding points at the line of the backend.
+    port (number or name) the Service does not have; on a live cluster, a Service that does
+    not exist; a `backendRef` to a Service in another namespace that no ReferenceGrant of
+    that namespace allows. From files, the Service is the one defined near the route (the
+    same folder, a folder above or below, a sibling folder), and a Service or ReferenceGrant
+    may be applied from elsewhere: a Service not defined near the route is not reported, and
+    a cross-namespace reference is an error only when ReferenceGrants of the target
+    namespace are defined near the route and none allows it (otherwise an info: "no
+    ReferenceGrant in the input allows it"). The finding points at the line of the backend.
 
     ## Why it matters
     The route itself is accepted, so nothing fails loudly: Gateway API implementations
@@ -88,41 +90,100 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
     - https://kubernetes.io/docs/concepts/services-networking/ingress/#resource-backend
     - https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/targetgroupbinding/targetgroupbinding/
     """
-    services = {(inventory.namespace_of(s.ref), s.ref.name): s for s in inventory.services}
-    for lost in _dangling(inventory, settings):
-        route, backend = lost.route, lost.backend
-        target_ns = backend.namespace or inventory.namespace_of(route.ref)
+    refused = [lost for lost in _dangling(inventory, settings) if _cross_namespace(inventory, lost)]
+    skip = {(id(lost.route), id(lost.backend)) for lost in refused}
+    for route in inventory.routes:
         where = f"{route.kind.value} {route.ref.name}"
         fails = _GATEWAY_FAILS if route.gateway_route else _FAILS.get(route.kind, "")
-        if "ReferenceGrant" not in lost.reason:
+        for backend in route.backends:
+            if backend.kind != "Service" or backend.group not in ("", "core"):
+                continue  # another kind of backend: not followed
+            if (id(route), id(backend)) in skip:
+                continue  # reported below, for the reference itself
+            namespace = backend.namespace or inventory.namespace_of(route.ref)
+            service = _near_service(inventory, route, namespace, backend.name, backend.port)
+            if service is None and inventory.live is not None:
+                reason = f"no Service {namespace}/{backend.name}"
+            elif service is not None and not _has_port(service, backend.port):
+                reason = f"Service {namespace}/{backend.name} has no port {backend.port}"
+            else:
+                continue  # fine, or its Service is not among the inputs (applied elsewhere)
             yield Hit(
                 route,
-                f"{where}: {lost.reason}" + (f"; {fails}" if fails else ""),
-                fix=_port_fix(services.get((target_ns, backend.name)), backend.port),
+                f"{where}: {reason}" + (f"; {fails}" if fails else ""),
+                fix=_port_fix(service, backend.port),
                 line=backend.line,
             )
-            continue
-        to = f"Service {target_ns}/{backend.name} in another namespace"
-        fix = note(
-            f"# add a ReferenceGrant in namespace {target_ns}: from {{group: "
-            f"gateway.networking.k8s.io, kind: {route.kind.value}, namespace: "
-            f"{inventory.namespace_of(route.ref)}}}, to {{group: '', kind: Service, "
-            f"name: {backend.name}}}"
+    for lost in refused:
+        yield _refused(inventory, lost)
+
+
+def _cross_namespace(inventory: Inventory, lost: Dangling) -> bool:
+    """Whether the backend is a Gateway API reference to another namespace (what
+    ``model.path`` checks against ReferenceGrants before anything else)."""
+    namespace = lost.backend.namespace or inventory.namespace_of(lost.route.ref)
+    return lost.route.gateway_route and namespace != inventory.namespace_of(lost.route.ref)
+
+
+def _refused(inventory: Inventory, lost: Dangling) -> Hit:
+    """A cross-namespace reference no ReferenceGrant allows: an error when the inputs
+    hold the grants (a live cluster, or grants of that namespace near the route), else an
+    info (a grant may be applied from elsewhere)."""
+    route, backend = lost.route, lost.backend
+    namespace = backend.namespace or inventory.namespace_of(route.ref)
+    where = f"{route.kind.value} {route.ref.name}"
+    to = f"Service {namespace}/{backend.name} in another namespace"
+    fix = note(
+        f"# add a ReferenceGrant in namespace {namespace}: from {{group: "
+        f"gateway.networking.k8s.io, kind: {route.kind.value}, namespace: "
+        f"{inventory.namespace_of(route.ref)}}}, to {{group: '', kind: Service, "
+        f"name: {backend.name}}}"
+    )
+    live = inventory.live is not None
+    certain = lost.certain if live else _grants_near(inventory, route, namespace)
+    if certain:
+        message = f"{where} sends to {to}, but {lost.reason}; {_GATEWAY_FAILS}"
+    else:
+        message = (
+            f"{where} sends to {to}, and no ReferenceGrant in the input allows it: "
+            f"unless one is applied from elsewhere, {_GATEWAY_FAILS}"
         )
-        if lost.certain:
-            message = f"{where} sends to {to}, but {lost.reason}; {fails}"
-        else:
-            message = (
-                f"{where} sends to {to}, and no ReferenceGrant in the input allows it: "
-                f"unless one is applied from elsewhere, {fails}"
-            )
-        yield Hit(
-            route,
-            message,
-            fix=fix,
-            line=backend.line,
-            severity=None if lost.certain else Severity.INFO,
-        )
+    severity = None if certain else Severity.INFO
+    return Hit(route, message, fix=fix, line=backend.line, severity=severity)
+
+
+def _near_service(
+    inventory: Inventory, route: Route, namespace: str, name: str, port: int | str | None
+) -> Service | None:
+    """The Service a route names, as defined near the route (in files applied with it): a
+    copy elsewhere in a repository belongs to other manifests. Of several copies, one that
+    has the port; ``None`` when no copy is near (on a live cluster every object is)."""
+    near = [
+        s
+        for s in inventory.services
+        if s.ref.name == name
+        and inventory.namespace_of(s.ref) == namespace
+        and (inventory.live is not None or related(route.location.file, s.location.file))
+    ]
+    return next((s for s in near if _has_port(s, port)), near[0] if near else None)
+
+
+def _has_port(service: Service, port: int | str | None) -> bool:
+    """Whether the Service has the port a backend names (by number, or by name)."""
+    return (
+        port is None
+        or service.type == "ExternalName"
+        or any(port in (p.port, p.name) for p in service.ports)
+    )
+
+
+def _grants_near(inventory: Inventory, route: Route, namespace: str) -> bool:
+    """Whether ReferenceGrants of ``namespace`` are defined near the route: then the
+    inputs hold the grants that apply, and none allowing the reference is an error."""
+    return any(
+        inventory.namespace_of(g.ref) == namespace and related(route.location.file, g.location.file)
+        for g in inventory.grants
+    )
 
 
 def _dangling(inventory: Inventory, settings: Settings) -> tuple[Dangling, ...]:
@@ -180,8 +241,8 @@ def zonal_routing_with_few_replicas(inventory: Inventory, settings: Settings) ->
     Services with the annotation `service.kubernetes.io/topology-mode: Auto` (or the older
     `service.kubernetes.io/topology-aware-hints: auto`) with fewer than 3 per zone (as an
     info). Lint assumes 3 zones; replicas are `spec.replicas` (unset: 1) or an autoscaler's
-    `minReplicas`. Not flagged: headless Services, DaemonSets (a pod on every node),
-    workloads scaled to zero.
+    `minReplicas`, of the workloads defined near the Service. Not flagged: headless
+    Services, DaemonSets (a pod on every node), workloads scaled to zero.
 
     ## Why it matters
     `trafficDistribution` sends a zone's clients only to that zone's ready pods and has no
@@ -237,7 +298,11 @@ def zonal_routing_with_few_replicas(inventory: Inventory, settings: Settings) ->
         if how is None or svc.headless:
             continue
         written, hints = how
-        workloads = [w for w in inventory.targeted(svc) if serving_containers(inventory, w)]
+        workloads = [
+            w
+            for w in inventory.targeted(svc)
+            if related(svc.location.file, w.location.file) and serving_containers(inventory, w)
+        ]
         counts = [inventory.replicas(w) for w in workloads]
         if not workloads or None in counts:
             continue  # nothing known to back it, or a DaemonSet: a pod on every node
