@@ -293,3 +293,43 @@ def _consistent(draw: st.DrawFn) -> str:
 @given(_consistent())
 def test_svd211_never_fires_on_a_consistent_set(text: str) -> None:
     assert _route_findings(text) == []
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_the_service_is_the_one_defined_near_the_route(tmp_path: Path) -> None:
+    """A Service of the same namespace and name in an unrelated folder is another app's."""
+    route = MISSING_PORT.split("---\n", 2)[2]  # the HTTPRoute to web:8080 alone
+    _write(tmp_path / "repo-a" / "deploy" / "route.yaml", route)
+    _write(tmp_path / "repo-b" / "manifests" / "app.yaml", APP)  # web has port 80 only
+    settings = Settings(enabled=frozenset({"SVD211"}))
+    assert not lint_paths([str(tmp_path)], settings).findings
+    near = APP.replace("[{name: http, port: 80, targetPort: http}]", "[{port: 9090}]")
+    _write(tmp_path / "repo-a" / "base" / "app.yaml", near)  # a sibling folder: applied with it
+    (finding,) = lint_paths([str(tmp_path)], settings).findings
+    assert "has no port 8080" in finding.message
+    assert "9090" in (finding.fix.note if finding.fix else "")
+    # a copy near the route that has the port wins over one that has not
+    _write(tmp_path / "repo-a" / "deploy" / "app.yaml", APP.replace("port: 80,", "port: 8080,"))
+    assert not lint_paths([str(tmp_path)], settings).findings
+
+
+def test_zonal_routing_counts_the_workloads_near_the_service(tmp_path: Path) -> None:
+    service = APP.split("---\n")[1].replace(
+        "spec:\n", "spec:\n  trafficDistribution: PreferClose\n"
+    )
+    _write(tmp_path / "a" / "svc.yaml", service)
+    _write(tmp_path / "b" / "c" / "deploy.yaml", APP.split("---\n", maxsplit=1)[0])
+    settings = Settings(enabled=frozenset({"SVD212"}))
+    assert not lint_paths([str(tmp_path)], settings).findings
+    _write(tmp_path / "a" / "deploy.yaml", APP.split("---\n", maxsplit=1)[0])
+    (finding,) = lint_paths([str(tmp_path)], settings).findings
+    assert finding.severity.value == "warning"
+    assert "runs 3 replicas, about 1 per zone" in finding.message
+    six = APP.split("---\n", maxsplit=1)[0].replace("replicas: 3", "replicas: 6")
+    _write(tmp_path / "a" / "deploy.yaml", six)
+    assert not lint_paths([str(tmp_path)], settings).findings
