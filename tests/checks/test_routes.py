@@ -4,7 +4,9 @@ through a route, and malformed route backends as SVD004 findings."""
 
 from __future__ import annotations
 
+import io
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,9 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdoctor.checks import Settings
+from svcdoctor.checks import Settings, run_checks
+from svcdoctor.manifests import build_inventory, load
+from svcdoctor.model.live import LiveFacts
 from svcdoctor.report import lint_to_dict, to_sarif
 from tests.conftest import lint_paths, lint_text
 
@@ -333,3 +337,20 @@ def test_zonal_routing_counts_the_workloads_near_the_service(tmp_path: Path) -> 
     six = APP.split("---\n", maxsplit=1)[0].replace("replicas: 3", "replicas: 6")
     _write(tmp_path / "a" / "deploy.yaml", six)
     assert not lint_paths([str(tmp_path)], settings).findings
+
+
+def test_on_a_live_cluster_a_missing_service_or_grant_is_certain() -> None:
+    """A live inventory holds every Service and ReferenceGrant: a backend naming a Service
+    that does not exist is an error, and so is a reference no grant allows."""
+    inventory = build_inventory(load(["-"], stdin=io.BytesIO(HTTP_ROUTE.encode())))
+    live = replace(inventory, live=LiveFacts(now=0.0), grants=())
+    findings = run_checks(live, Settings(enabled=frozenset({"SVD211"}))).findings
+    (refused,) = findings
+    assert refused.severity.value == "error"
+    assert "no ReferenceGrant in namespace shop allows it" in refused.message
+    same = replace(
+        live, routes=tuple(replace(r, ref=replace(r.ref, namespace="shop")) for r in live.routes)
+    )
+    (missing,) = run_checks(same, Settings(enabled=frozenset({"SVD211"}))).findings
+    assert missing.severity.value == "error"
+    assert "no Service shop/web" in missing.message
