@@ -15,16 +15,19 @@ from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch, note
 from svcdoctor.model.path import Dangling, trace_paths
 from svcdoctor.model.route import Route, RouteKind
 
-# https://gateway-api.sigs.k8s.io/reference/spec/#httproutegroup ("HTTPRouteRule.backendRefs"):
-# requests that would go to an invalid backendRef get a 500, in proportion to its weight.
-_GATEWAY_FAILS = "the gateway answers 500 for the requests weighted to this backend"
-# ingress-nginx serves a backend it has no endpoints for with a 503 (its docs,
-# user-guide/default-backend and custom-errors); the AWS Load Balancer Controller reports a
-# TargetGroupBinding whose Service port it cannot resolve and registers no targets.
+# What happens to the traffic of an invalid backend. Gateway API (HTTPRouteRule.backendRefs,
+# GRPCRouteRule.backendRefs, TCPRouteRule/TLSRouteRule.backendRefs in
+# https://gateway-api.sigs.k8s.io/reference/spec/): the share of requests weighted to it gets
+# a 500 (gRPC: UNAVAILABLE), the share of connections is rejected. ingress-nginx serves a
+# backend it has no endpoints for with a 503 (its docs, user-guide/default-backend); the AWS
+# Load Balancer Controller registers no targets for a Service port it cannot resolve.
 _FAILS = {
+    RouteKind.HTTP_ROUTE: "the gateway answers 500 for the requests weighted to this backend",
+    RouteKind.GRPC_ROUTE: "the gateway fails the calls weighted to this backend (UNAVAILABLE)",
     RouteKind.INGRESS: "the ingress controller answers 503 for its paths",
     RouteKind.TARGET_GROUP_BINDING: "the AWS Load Balancer Controller cannot register targets",
 }
+_CONNECTIONS = "the gateway rejects the connections weighted to this backend"
 
 
 @rule("SVD211", "route-to-missing-backend", Cause.BACKEND, Severity.ERROR)
@@ -45,9 +48,10 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
 
     ## Why it matters
     The route itself is accepted, so nothing fails loudly: Gateway API implementations
-    answer 500 for the share of requests weighted to an invalid backend (the route's
-    `ResolvedRefs` condition turns false with `BackendNotFound` or `RefNotPermitted`),
-    ingress controllers answer 503. With a second, valid backend beside it (a canary, a
+    answer 500 for the share of requests weighted to an invalid backend (gRPC calls fail
+    with UNAVAILABLE, TCP and TLS connections are rejected; the route's `ResolvedRefs`
+    condition turns false with `BackendNotFound` or `RefNotPermitted`), ingress
+    controllers answer 503. With a second, valid backend beside it (a canary, a
     traffic split), that is a steady fraction of failed requests, the pattern of a bad
     backend.
 
@@ -94,7 +98,7 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
     skip = {(id(lost.route), id(lost.backend)) for lost in refused}
     for route in inventory.routes:
         where = f"{route.kind.value} {route.ref.name}"
-        fails = _GATEWAY_FAILS if route.gateway_route else _FAILS.get(route.kind, "")
+        fails = _FAILS.get(route.kind, _CONNECTIONS)
         for backend in route.backends:
             if backend.kind != "Service" or backend.group not in ("", "core"):
                 continue  # another kind of backend: not followed
@@ -139,14 +143,15 @@ def _refused(inventory: Inventory, lost: Dangling) -> Hit:
         f"{inventory.namespace_of(route.ref)}}}, to {{group: '', kind: Service, "
         f"name: {backend.name}}}"
     )
+    fails = _FAILS.get(route.kind, _CONNECTIONS)
     live = inventory.live is not None
     certain = lost.certain if live else _grants_near(inventory, route, namespace)
     if certain:
-        message = f"{where} sends to {to}, but {lost.reason}; {_GATEWAY_FAILS}"
+        message = f"{where} sends to {to}, but {lost.reason}; {fails}"
     else:
         message = (
             f"{where} sends to {to}, and no ReferenceGrant in the input allows it: "
-            f"unless one is applied from elsewhere, {_GATEWAY_FAILS}"
+            f"unless one is applied from elsewhere, {fails}"
         )
     severity = None if certain else Severity.INFO
     return Hit(route, message, fix=fix, line=backend.line, severity=severity)
