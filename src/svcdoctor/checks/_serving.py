@@ -318,7 +318,7 @@ def scrape_only(service: Service) -> bool:
     return bool(_SCRAPE_SERVICE.search(service.ref.name)) and not any(names)
 
 
-_ROUTED: list[tuple[tuple[Route, ...], frozenset[tuple[str, str]]]] = []
+_ROUTED: list[tuple[tuple[Route, ...], str, frozenset[tuple[str, str]]]] = []
 
 
 def routed(inventory: Inventory, service: Service) -> bool:
@@ -328,15 +328,16 @@ def routed(inventory: Inventory, service: Service) -> bool:
     kept for the last inventory's routes: the rules ask once per Service."""
     if not inventory.routes:
         return False
-    if not _ROUTED or _ROUTED[0][0] is not inventory.routes:
+    cached = _ROUTED[0] if _ROUTED else None
+    if cached is None or cached[0] is not inventory.routes or cached[1] != inventory.namespace:
         names = frozenset(
             (b.namespace or inventory.namespace_of(r.ref), b.name)
             for r in inventory.routes
             for b in r.backends
             if b.kind == "Service"
         )
-        _ROUTED[:] = [(inventory.routes, names)]
-    return (inventory.namespace_of(service.ref), service.ref.name) in _ROUTED[0][1]
+        _ROUTED[:] = [(inventory.routes, inventory.namespace, names)]
+    return (inventory.namespace_of(service.ref), service.ref.name) in _ROUTED[0][2]
 
 
 def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:
