@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
+from svcdoctor.model.route import Route
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})
 # Programs that never listen: a container running only these serves nothing (a pod kept
@@ -314,6 +315,28 @@ def scrape_only(service: Service) -> bool:
     if service.ports and all(n and _SCRAPE_PORT.search(n) for n in names):
         return True
     return bool(_SCRAPE_SERVICE.search(service.ref.name)) and not any(names)
+
+
+_ROUTED: list[tuple[tuple[Route, ...], str, frozenset[tuple[str, str]]]] = []
+
+
+def routed(inventory: Inventory, service: Service) -> bool:
+    """Whether a route (an Ingress, a Gateway API route, a TargetGroupBinding) sends to the
+    Service: its clients send requests, however its ports are named and even when it is
+    headless (the controller balances over its endpoints). The set of routed Services is
+    kept for the last inventory's routes: the rules ask once per Service."""
+    if not inventory.routes:
+        return False
+    cached = _ROUTED[0] if _ROUTED else None
+    if cached is None or cached[0] is not inventory.routes or cached[1] != inventory.namespace:
+        names = frozenset(
+            (b.namespace or inventory.namespace_of(r.ref), b.name)
+            for r in inventory.routes
+            for b in r.backends
+            if b.kind == "Service"
+        )
+        _ROUTED[:] = [(inventory.routes, inventory.namespace, names)]
+    return (inventory.namespace_of(service.ref), service.ref.name) in _ROUTED[0][2]
 
 
 def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:

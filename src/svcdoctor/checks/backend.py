@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from svcdoctor.checks._serving import (
     backed,
     data_store,
+    routed,
     scrape_only,
     serves,
     service_names,
@@ -15,7 +16,7 @@ from svcdoctor.checks._serving import (
     shutdown_facts,
 )
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.selection import endpoints_given, folder_parts, same_namespace
+from svcdoctor.checks.selection import endpoints_given, related, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
     Autoscaler,
@@ -245,7 +246,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     as the API default of 1; a HorizontalPodAutoscaler in the inputs supplies its
     `minReplicas`, and the fix then raises that). Not flagged: headless Services
     (`clusterIP: None`: clients use the set of pods, e.g. gossip or memberlist peers),
-    Services whose ports are all metrics ports (scraped per pod), and workloads whose
+    Services whose ports are all metrics ports (scraped per pod), unless an Ingress, a
+    Gateway API route or a TargetGroupBinding sends requests to them, and workloads whose
     containers serve nothing.
 
     ## Why it matters
@@ -282,7 +284,9 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     """
     del settings
     for svc in inventory.services:
-        if svc.headless or scrape_only(svc) or endpoints_given(inventory, svc):
+        if (svc.headless or scrape_only(svc)) and not routed(inventory, svc):
+            continue  # a route's controller balances over a headless Service's pods too
+        if endpoints_given(inventory, svc):
             continue
         workloads = [
             w for w in _related_targets(inventory, svc) if serving_containers(inventory, w)
@@ -322,15 +326,7 @@ def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]
     """The targeted workloads defined near the Service: same folder, a folder above or
     below it, or a sibling folder (a kustomize base beside its overlay). A look-alike in an
     unrelated part of a repository (docs next to test fixtures) is not its backend."""
-    return tuple(w for w in inventory.targeted(svc) if _related(svc.location.file, w.location.file))
-
-
-def _related(a: str, b: str) -> bool:
-    da, db = folder_parts(a), folder_parts(b)
-    common = next(
-        (i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x != y), min(len(da), len(db))
-    )
-    return common >= min(len(da), len(db)) or common == len(da) - 1 == len(db) - 1
+    return tuple(w for w in inventory.targeted(svc) if related(svc.location.file, w.location.file))
 
 
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
@@ -340,7 +336,7 @@ def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | Non
         if (
             (hpa.target.kind, hpa.target.name) == (workload.ref.kind, workload.ref.name)
             and same_namespace(hpa.target.namespace, workload.ref.namespace)
-            and (hpa.location is None or _related(hpa.location.file, workload.location.file))
+            and (hpa.location is None or related(hpa.location.file, workload.location.file))
         ):
             return hpa
     return None

@@ -13,6 +13,7 @@ from svcdoctor.checks._serving import (
     backed,
     data_store,
     parse_script,
+    routed,
     scrape_only,
     seconds,
     service_names,
@@ -48,11 +49,12 @@ _NO_SHELL = NO_SHELL_IMAGE
 
 def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
     """Serving containers that take requests through a Service other than a metrics-only
-    one (a scraper that misses one scrape during a rollout is no failed request)."""
+    one no route sends to (a scraper that misses one scrape during a rollout is no failed
+    request)."""
     return [
         (w, c)
         for w, c in backed(inventory)
-        if not all(scrape_only(s) for s in inventory.services_of(w))
+        if not all(scrape_only(s) and not routed(inventory, s) for s in inventory.services_of(w))
     ]
 
 

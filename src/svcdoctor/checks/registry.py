@@ -19,6 +19,7 @@ from svcdoctor.model import (
     is_live,
 )
 from svcdoctor.model.patch import Fix, FixAvailability
+from svcdoctor.model.route import Route
 
 DOCS_URL = "https://github.com/svcdoctor/svcdoctor/blob/main/docs/rules/{id}.md"
 DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Fix", "References")
@@ -28,7 +29,7 @@ DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Fix", "References"
 class Hit:
     """What a check reports; the registry turns it into a ``Finding``."""
 
-    subject: Workload | Service | ProxyConfig
+    subject: Workload | Service | ProxyConfig | Route
     message: str
     fix: Fix | None = None
     container: str | None = None
@@ -82,7 +83,7 @@ class Rule:
         location: Location,
         message: str,
         *,
-        subject: Workload | Service | ProxyConfig | None = None,
+        subject: Workload | Service | ProxyConfig | Route | None = None,
         container: str | None = None,
         fix: Fix | None = None,
         severity: Severity | None = None,

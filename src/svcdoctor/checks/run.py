@@ -11,6 +11,7 @@ from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Workload
 from svcdoctor.model.path import trace_paths
 from svcdoctor.model.pathreport import WorkloadPaths, workload_paths
+from svcdoctor.model.route import Route
 
 SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
 
@@ -55,7 +56,11 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
     if paths is None:
         paths = trace_paths(inventory, settings.path_settings)
         settings = replace(settings, paths=paths)
-    subjects: list[Workload | Service] = [*inventory.workloads, *inventory.services]
+    subjects: list[Workload | Service | Route] = [
+        *inventory.workloads,
+        *inventory.services,
+        *inventory.routes,
+    ]
     suppressions, problems = _suppressions(subjects)
     findings = list(inventory.problems) + problems
     suppressed = 0
@@ -81,7 +86,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
 
 
 def _suppressions(
-    subjects: list[Workload | Service],
+    subjects: list[Workload | Service | Route],
 ) -> tuple[dict[tuple[ObjectRef | None, str], set[str]], list[Finding]]:
     """Valid ``ignore.svcdoctor.io/<ID>: reason`` annotations per object, and the invalid ones."""
     valid: dict[tuple[ObjectRef | None, str], set[str]] = {}
@@ -109,7 +114,7 @@ def _suppressions(
     return valid, problems
 
 
-def _invalid(subject: Workload | Service, message: str) -> Finding:
+def _invalid(subject: Workload | Service | Route, message: str) -> Finding:
     return INVALID_SUPPRESSION.finding(
         subject.location, f"{subject.ref}: {message}", subject=subject
     )

@@ -370,6 +370,17 @@ def folder_parts(file: str) -> tuple[str, ...]:
     return PurePath(file).parent.parts
 
 
+def related(a: str, b: str) -> bool:
+    """Whether objects of files ``a`` and ``b`` are applied together: the same folder, a
+    folder above or below the other, or sibling folders (a kustomize base beside its
+    overlay); not look-alikes in unrelated parts of a repository."""
+    da, db = folder_parts(a), folder_parts(b)
+    common = next(
+        (i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x != y), min(len(da), len(db))
+    )
+    return common >= min(len(da), len(db)) or common == len(da) - 1 == len(db) - 1
+
+
 def _operator_selector(selector: dict[str, str]) -> bool:
     """The selector names labels that an operator (not in the files) puts on its pods."""
     for key, value in selector.items():

@@ -75,7 +75,12 @@ class Fields:
         return self.get(parent, key, path, int, "an integer")
 
     def text(self, parent: YMap | None, key: str, path: str) -> str | None:
+        """A scalar as text (``80`` → ``"80"``); a mapping or a list is reported."""
         value = self.get(parent, key, path, object, "a string")
+        if isinstance(value, dict | list):
+            assert parent is not None
+            self._bad(parent, key, path, "a string", value)
+            return None
         return None if value is None else text_of(value)
 
     def int_or_str(self, parent: YMap | None, key: str, path: str) -> int | str | None:

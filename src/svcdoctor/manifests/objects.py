@@ -348,6 +348,7 @@ def _service(f: Fields) -> Service:
         session_affinity=f.text(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
         external_traffic_policy=f.text(spec, "externalTrafficPolicy", "spec.externalTrafficPolicy"),
         annotations=_annotations(f),
+        traffic_distribution=f.text(spec, "trafficDistribution", "spec.trafficDistribution"),
     )
 
 

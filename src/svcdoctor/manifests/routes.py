@@ -150,11 +150,12 @@ def _front(f: Fields) -> Front:
 def _grant(f: Fields) -> ReferenceGrant:
     spec = f.mapping(f.raw.body, "spec", "spec")
     sources = tuple(
-        (text_of(s.get("kind")), text_of(s.get("namespace")))
-        for _, s in f.maps(spec, "from", "spec.from")
+        (f.text(s, "kind", f"{path}.kind") or "", f.text(s, "namespace", f"{path}.namespace") or "")
+        for path, s in f.maps(spec, "from", "spec.from")
     )
     targets = tuple(
-        (text_of(t.get("kind")), text_of(t.get("name"))) for _, t in f.maps(spec, "to", "spec.to")
+        (f.text(t, "kind", f"{path}.kind") or "", f.text(t, "name", f"{path}.name") or "")
+        for path, t in f.maps(spec, "to", "spec.to")
     )
     return ReferenceGrant(f.ref, f.raw.location, sources, targets)
 

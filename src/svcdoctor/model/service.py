@@ -30,6 +30,7 @@ class Service:
     session_affinity: str = "None"
     external_traffic_policy: str | None = None
     annotations: dict[str, str] = field(default_factory=dict)
+    traffic_distribution: str | None = None  # spec.trafficDistribution (PreferClose, ...)
 
 
 @dataclass(frozen=True, slots=True)
