@@ -400,6 +400,26 @@ def hop_name(hop: Hop) -> str:
     return f"{hop.label} ({hop.via})" if hop.via else hop.label
 
 
+def readiness_first(hop: Hop | None, sleep: int | None = None) -> str:
+    """``problem.md``'s complementary tactic, as comment lines: readiness flipped to failing
+    first, by the app's own shutdown endpoint called from a preStop ``httpGet`` (the kubelet
+    waits for the answer before SIGTERM: no shell needed). For a load balancer that
+    health-checks its targets (``hop``) it stops sending once the check fails, without
+    waiting for its deregistration; to kube-proxy a terminating pod is not ready already."""
+    if hop is None:
+        wait = f"{sleep} s" if sleep else "the propagation time"
+        return (
+            "\n# or, with no sleep in the image: a preStop httpGet to an endpoint of the app "
+            f"that fails its readiness, waits {wait}, then answers (SIGTERM waits for it)"
+        )
+    return (
+        f"# {hop.label} health-checks its targets: a preStop httpGet to the app's own shutdown "
+        "endpoint\n# (it fails the health check, then answers after the sleep) lets it stop "
+        "sending before\n# the deregistration arrives; kube-proxy gains nothing (a terminating "
+        "pod is not ready to it)\n"
+    )
+
+
 def shutdown_plan(
     workload: Workload,
     container: Container,

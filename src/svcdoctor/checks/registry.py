@@ -19,16 +19,22 @@ from svcdoctor.model import (
     is_live,
 )
 from svcdoctor.model.patch import Fix, FixAvailability
+from svcdoctor.model.route import Route
 
 DOCS_URL = "https://github.com/svcdoctor/svcdoctor/blob/main/docs/rules/{id}.md"
 DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Fix", "References")
+
+
+# What a finding is about: a workload, a Service, a proxy's settings, or a route (an
+# Ingress whose annotations configure its load balancer).
+Subject = Workload | Service | ProxyConfig | Route
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
     """What a check reports; the registry turns it into a ``Finding``."""
 
-    subject: Workload | Service | ProxyConfig
+    subject: Subject
     message: str
     fix: Fix | None = None
     container: str | None = None
@@ -82,7 +88,7 @@ class Rule:
         location: Location,
         message: str,
         *,
-        subject: Workload | Service | ProxyConfig | None = None,
+        subject: Subject | None = None,
         container: str | None = None,
         fix: Fix | None = None,
         severity: Severity | None = None,

@@ -10,6 +10,7 @@ from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Workload
 from svcdoctor.model.path import trace_paths
+from svcdoctor.model.route import Route
 
 SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
 
@@ -50,7 +51,11 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
     """All findings for the inventory: reading problems first, then every active rule."""
     if settings.paths is None:
         settings = replace(settings, paths=trace_paths(inventory, settings.path_settings))
-    subjects: list[Workload | Service] = [*inventory.workloads, *inventory.services]
+    subjects: list[Workload | Service | Route] = [
+        *inventory.workloads,
+        *inventory.services,
+        *inventory.routes,
+    ]
     suppressions, problems = _suppressions(subjects)
     findings = list(inventory.problems) + problems
     suppressed = 0
@@ -75,7 +80,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
 
 
 def _suppressions(
-    subjects: list[Workload | Service],
+    subjects: list[Workload | Service | Route],
 ) -> tuple[dict[tuple[ObjectRef | None, str], set[str]], list[Finding]]:
     """Valid ``ignore.svcdoctor.io/<ID>: reason`` annotations per object, and the invalid ones."""
     valid: dict[tuple[ObjectRef | None, str], set[str]] = {}
@@ -103,7 +108,7 @@ def _suppressions(
     return valid, problems
 
 
-def _invalid(subject: Workload | Service, message: str) -> Finding:
+def _invalid(subject: Workload | Service | Route, message: str) -> Finding:
     return INVALID_SUPPRESSION.finding(
         subject.location, f"{subject.ref}: {message}", subject=subject
     )
