@@ -192,3 +192,16 @@ def test_the_fix_answers_findings_it_had(case: Case, tmp_path: Path) -> None:
     assert before & {"SVD101", "SVD110"}, before
     CliRunner().invoke(cli, ["fix", "--write", str(path)], catch_exceptions=False)
     assert not (_rules(path) & FIXED)
+
+
+def test_an_ingress_suppresses_its_own_finding() -> None:
+    text = Case("alb", True, 5, False, False, 30, 45, "absent").manifest()
+    assert "SVD112" in {f.rule for f in lint_text(text).findings}
+    quiet = text.replace(
+        "kind: Ingress\nmetadata:\n  name: web\n  namespace: shop\n  annotations:\n",
+        "kind: Ingress\nmetadata:\n  name: web\n  namespace: shop\n  annotations:\n"
+        "    ignore.svcdoctor.io/SVD112: 'the platform sets it'\n",
+    )
+    result = lint_text(quiet)
+    assert "SVD112" not in {f.rule for f in result.findings}
+    assert result.suppressed == 1
