@@ -404,8 +404,9 @@ def readiness_first(hop: Hop | None, sleep: int | None = None) -> str:
     """``problem.md``'s complementary tactic, as comment lines: readiness flipped to failing
     first, by the app's own shutdown endpoint called from a preStop ``httpGet`` (the kubelet
     waits for the answer before SIGTERM: no shell needed). For a load balancer that
-    health-checks its targets (``hop``) it stops sending once the check fails, without
-    waiting for its deregistration; to kube-proxy a terminating pod is not ready already."""
+    health-checks its targets (``hop``) it stops sending once its check fails (interval x
+    unhealthy threshold), sooner than deregistration when the check is tight (Google's KB on
+    NEG 502s: tighter health checks); to kube-proxy a terminating pod is not ready already."""
     if hop is None:
         wait = f"{sleep} s" if sleep else "the propagation time"
         return (
@@ -414,9 +415,10 @@ def readiness_first(hop: Hop | None, sleep: int | None = None) -> str:
         )
     return (
         f"# {hop.label} health-checks its targets: a preStop httpGet to the app's own shutdown "
-        "endpoint\n# (it fails the health check, then answers after the sleep) lets it stop "
-        "sending before\n# the deregistration arrives; kube-proxy gains nothing (a terminating "
-        "pod is not ready to it)\n"
+        "endpoint (it fails\n# that check, then answers after the sleep) takes the pod out "
+        "after the check's interval x unhealthy\n# threshold, sooner than deregistration when "
+        "the check is tight; kube-proxy gains nothing (a terminating\n# pod is not ready to it "
+        "already)\n"
     )
 
 

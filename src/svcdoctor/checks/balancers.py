@@ -140,6 +140,8 @@ def prestop_shorter_than_hop_leg(inventory: Inventory, settings: Settings) -> It
                 f"\n# {hop.label}'s leg {hop.leg.seconds:g} s: {hop.leg.source}; measure yours "
                 f"and set it in the config:\n#   [tool.svcdoctor.hops]\n#   {key} = N"
             )
+            if hop.readiness_gate:  # it honours readiness: flipping it first helps too
+                note += "\n" + readiness_first(hop).rstrip("\n")
             hit = replace(hit, fix=replace(hit.fix, note=hit.fix.note + note))
         yield hit
 
