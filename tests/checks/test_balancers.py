@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -205,3 +206,22 @@ def test_an_ingress_suppresses_its_own_finding() -> None:
     result = lint_text(quiet)
     assert "SVD112" not in {f.rule for f in result.findings}
     assert result.suppressed == 1
+
+
+def test_a_patch_dir_annotation_patch_keeps_the_objects_name(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "app.yaml").write_text(Case("alb", True, 5, True, False, 30, 45, "absent").manifest())
+    (base / "kustomization.yaml").write_text("resources: [app.yaml]\n")
+    out = tmp_path / "overlay"
+    CliRunner().invoke(
+        cli, ["fix", "--patch-dir", str(out), str(base / "app.yaml")], catch_exceptions=False
+    )
+    patch = yaml.safe_load((out / "ingress-shop-web.yaml").read_text())
+    assert patch["metadata"] == {
+        "name": "web",
+        "namespace": "shop",
+        "annotations": {
+            ALB_ATTRS: "stickiness.enabled=true,deregistration_delay.timeout_seconds=10"
+        },
+    }
