@@ -3,7 +3,17 @@
 Besides the rules, the public seam other analyses use (``diagnose`` plans remedies for the
 same containers lint checks): ``racing``, ``prestop_hook`` and ``has_shell``."""
 
-from svcdoctor.checks import backend, infra, inputs, live, race, reuse, routes, selection
+from svcdoctor.checks import (
+    backend,
+    balancers,
+    infra,
+    inputs,
+    live,
+    race,
+    reuse,
+    routes,
+    selection,
+)
 from svcdoctor.checks._serving import has_shell
 from svcdoctor.checks.race import prestop_hook, racing
 from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule
@@ -20,6 +30,7 @@ __all__ = [
     "Settings",
     "all_rules",
     "backend",
+    "balancers",
     "has_shell",
     "infra",
     "inputs",

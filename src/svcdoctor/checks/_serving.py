@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
+from svcdoctor.model.path import Hop
 from svcdoctor.model.route import Route
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})
@@ -415,6 +416,28 @@ def _path_facts(
     sidecar = paths.sidecar(workload)
     drain = sidecar.drain.seconds if sidecar and sidecar.drain and not sidecar.native else None
     return hop_window, name, drain
+
+
+def readiness_first(hop: Hop | None, sleep: int | None = None) -> str:
+    """``problem.md``'s complementary tactic, as comment lines: readiness flipped to failing
+    first, by the app's own shutdown endpoint called from a preStop ``httpGet`` (the kubelet
+    waits for the answer before SIGTERM: no shell needed). For a load balancer that
+    health-checks its targets (``hop``) it stops sending once its check fails (interval x
+    unhealthy threshold), sooner than deregistration when the check is tight (Google's KB on
+    NEG 502s: tighter health checks); to kube-proxy a terminating pod is not ready already."""
+    if hop is None:
+        wait = f"{sleep} s" if sleep else "the propagation time"
+        return (
+            "\n# or, with no sleep in the image: a preStop httpGet to an endpoint of the app "
+            f"that fails its readiness, waits {wait}, then answers (SIGTERM waits for it)"
+        )
+    return (
+        f"# {hop.label} health-checks its targets: a preStop httpGet to the app's own shutdown "
+        "endpoint (it fails\n# that check, then answers after the sleep) takes the pod out "
+        "after the check's interval x unhealthy\n# threshold, sooner than deregistration when "
+        "the check is tight; kube-proxy gains nothing (a terminating\n# pod is not ready to it "
+        "already)\n"
+    )
 
 
 def sleep_note(settings: Settings) -> str:

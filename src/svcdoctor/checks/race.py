@@ -13,6 +13,7 @@ from svcdoctor.checks._serving import (
     backed,
     data_store,
     parse_script,
+    readiness_first,
     routed,
     scrape_only,
     seconds,
@@ -222,7 +223,7 @@ def _prestop_fix(
             lead=f"# Kubernetes {settings.kube_version_text} has no native sleep action and "
             f"image {c.image!r} has no shell: copy a static sleep binary into the image\n# "
             "(e.g. COPY --from=busybox:musl /bin/sleep /sleep) and call it by path:\n",
-            note=hint,
+            note=readiness_first(None, plan.prestop_seconds) + hint,
         )
     note = sleep_note(settings) if hook.handler is Handler.SLEEP else ""
     return Fix(PodPatch(w.ref.kind, c.name, grace, prestop=hook), note=note + hint)
@@ -482,6 +483,7 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
                 lead=f"# Kubernetes {settings.kube_version_text} has no native sleep action: "
                 "copy a static sleep binary into the image\n# (e.g. COPY --from=busybox:musl "
                 "/bin/sleep /sleep) and call it by path:\n",
+                note=readiness_first(None, seconds(sleep)),
             )
         else:
             fix = Fix(

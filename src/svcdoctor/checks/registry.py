@@ -25,11 +25,16 @@ DOCS_URL = "https://github.com/svcdoctor/svcdoctor/blob/main/docs/rules/{id}.md"
 DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Fix", "References")
 
 
+# What a finding is about: a workload, a Service, a proxy's settings, or a route (an
+# Ingress whose annotations configure its load balancer).
+Subject = Workload | Service | ProxyConfig | Route
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     """What a check reports; the registry turns it into a ``Finding``."""
 
-    subject: Workload | Service | ProxyConfig | Route
+    subject: Subject
     message: str
     fix: Fix | None = None
     container: str | None = None
@@ -83,7 +88,7 @@ class Rule:
         location: Location,
         message: str,
         *,
-        subject: Workload | Service | ProxyConfig | Route | None = None,
+        subject: Subject | None = None,
         container: str | None = None,
         fix: Fix | None = None,
         severity: Severity | None = None,

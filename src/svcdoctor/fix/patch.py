@@ -19,6 +19,7 @@ from svcdoctor.model.patch import (
     pod_path,
     strategic_merge_patch,
 )
+from svcdoctor.model.path import ALB_TG_ATTRIBUTES, NLB_TG_ATTRIBUTES
 
 # Fields a safe fix may set, below the pod spec (``[]``: an item of a merged list).
 _POD_FIELDS = (
@@ -30,6 +31,12 @@ _POD_FIELDS = (
 )
 _WORKLOAD_FIELDS = (("spec", "strategy"), ("spec", "updateStrategy"))
 _CONTAINER_KEYS = frozenset({"command", "args"})
+# Annotations a safe fix may set on the object that carries them: a load balancer's target
+# group attributes (the deregistration delay, SVD112) on its Ingress or Service.
+_ANNOTATIONS = {
+    "Ingress": frozenset({ALB_TG_ATTRIBUTES}),
+    "Service": frozenset({ALB_TG_ATTRIBUTES, NLB_TG_ATTRIBUTES}),
+}
 
 
 class Unsafe(Exception):
@@ -112,6 +119,12 @@ def leaves(patch: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[t
 def _check(patch: Mapping[str, Any], kind: str, body: Mapping[str, Any]) -> None:
     """Raise :class:`Unsafe` unless the patch sets only shutdown-path fields that exist in
     this object's shape, for containers it has."""
+    paths = list(leaves(patch))
+    if paths and all(p[:2] == ("metadata", "annotations") for p in paths):
+        for path in paths:
+            if len(path) != 3 or path[2] not in _ANNOTATIONS.get(kind, ()):
+                raise Unsafe(f"sets {'.'.join(path)} of a {kind}: review it")
+        return
     pod = pod_path(kind)
     allowed = [(*pod, *f) for f in _POD_FIELDS] + ([] if kind == "Pod" else [*_WORKLOAD_FIELDS])
     for path in leaves(patch):

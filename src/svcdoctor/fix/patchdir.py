@@ -39,7 +39,11 @@ def patch_body(fix: ObjectFix) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": fix.ref.name}
     if fix.namespace:
         meta["namespace"] = fix.namespace
-    return {"apiVersion": fix.api_version, "kind": fix.ref.kind, "metadata": meta, **fix.patch}
+    rest = dict(fix.patch)
+    changed = rest.pop("metadata", None)  # an annotation fix (SVD112): beside the name
+    if isinstance(changed, dict):
+        meta.update(changed)
+    return {"apiVersion": fix.api_version, "kind": fix.ref.kind, "metadata": meta, **rest}
 
 
 def written_here(folder: Path) -> set[Path]:

@@ -115,6 +115,7 @@ def _workload(f: Fields) -> Workload:
         max_unavailable=max_unavailable,
         max_surge=max_surge,
         owner=_owner(f),
+        min_ready_seconds=f.integer(spec, "minReadySeconds", "spec.minReadySeconds"),
     )
 
 

@@ -507,8 +507,10 @@ class _Tracer:
             hop = _lb(
                 implementation, route.ref, settings, ip=ip, gate=_alb_gate(ns) if ip else None
             )
+            # the Service's annotation overrides the Ingress' (it names where it was read)
+            carrier = svc.ref if a.get(ALB_TG_ATTRIBUTES) else route.ref
             attrs = a.get(ALB_TG_ATTRIBUTES) or r.get(ALB_TG_ATTRIBUTES)
-            hop = _with_deregistration(hop, attrs, ALB_TG_ATTRIBUTES)
+            hop = _with_deregistration(hop, attrs, ALB_TG_ATTRIBUTES, carrier)
             return (hop,) if ip else (hop, datapath)
         if implementation is Implementation.GKE_LB:
             if _neg_exposed(svc.annotations.get(GKE_NEG, "")):
@@ -592,7 +594,7 @@ def _service_lb(svc: Service, ns: Resource | None, settings: PathSettings) -> Ho
         ip = a.get(NLB_TARGET_TYPE, "") == "ip" or lb_type == "nlb-ip"
         gate = _alb_gate(ns) if ip else None
         hop = _lb(Implementation.AWS_NLB, svc.ref, settings, ip=ip, gate=gate)
-        return _with_deregistration(hop, a.get(NLB_TG_ATTRIBUTES), NLB_TG_ATTRIBUTES)
+        return _with_deregistration(hop, a.get(NLB_TG_ATTRIBUTES), NLB_TG_ATTRIBUTES, svc.ref)
     return _lb(Implementation.CLOUD_LB, svc.ref, settings, ip=False)
 
 
@@ -615,12 +617,12 @@ def _lb(
     return Hop(implementation, leg, via, ip_targets=ip, readiness_gate=gate)
 
 
-def _with_deregistration(hop: Hop, attributes: str | None, key: str) -> Hop:
-    """The hop with its target group's deregistration delay (AWS's default 300 s when the
-    attributes do not set it)."""
+def _with_deregistration(hop: Hop, attributes: str | None, key: str, carrier: ObjectRef) -> Hop:
+    """The hop with its target group's deregistration delay, read from ``carrier``'s
+    annotation (AWS's default 300 s when the attributes do not set it)."""
     found = _DEREGISTRATION.search(attributes or "")
     if found:
-        leg = Leg(float(found.group(1)), f"{key} on {hop.via}")
+        leg = Leg(float(found.group(1)), f"{key} on {carrier}")
     else:
         leg = Leg(DEFAULT_DEREGISTRATION_SECONDS, "AWS target group default")
     return replace(hop, deregistration=leg)

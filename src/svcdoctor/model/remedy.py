@@ -404,6 +404,12 @@ class HopSetting:
     why: str
 
 
+# The load balancers whose readiness gate a Namespace label turns on (the AWS Load Balancer
+# Controller's webhook); GKE's NEG gate comes with an Ingress' NEGs, not with a label.
+AWS_GATED = frozenset(
+    {Implementation.AWS_ALB, Implementation.AWS_NLB, Implementation.AWS_TARGET_GROUP}
+)
+
 HOP_RULES = {
     HopChange.READINESS_GATE: "SVD111",
     HopChange.DEREGISTRATION: "SVD112",
@@ -454,7 +460,7 @@ def plan_hops(
     longest = seconds(facts.longest_request_seconds)
     for hop in hops:
         if hop.kind is HopKind.LOAD_BALANCER and hop.ip_targets and hop.via is not None:
-            if hop.readiness_gate is False:
+            if hop.readiness_gate is False and hop.implementation in AWS_GATED:
                 ns = ObjectRef("Namespace", "", workload.namespace or "default")
                 add(
                     HopChange.READINESS_GATE,

@@ -106,7 +106,8 @@ class Workload:
 
     ``replicas`` is ``None`` when the manifest leaves it unset (the API defaults it to 1);
     ``strategy`` is the update strategy type; ``max_unavailable``/``max_surge`` are as
-    written (int or percentage string) or ``None`` when defaulted.
+    written (int or percentage string) or ``None`` when defaulted; ``min_ready_seconds``
+    is ``spec.minReadySeconds`` (``None``: unset, 0 applies).
     """
 
     ref: ObjectRef
@@ -118,6 +119,7 @@ class Workload:
     max_unavailable: int | str | None = None
     max_surge: int | str | None = None
     owner: ObjectRef | None = None  # the controller in metadata.ownerReferences, if any
+    min_ready_seconds: int | None = None
 
     @property
     def serving(self) -> bool:
