@@ -3,7 +3,7 @@
 Besides the rules, the public seam other analyses use (``diagnose`` plans remedies for the
 same containers lint checks): ``racing``, ``prestop_hook`` and ``has_shell``."""
 
-from svcdoctor.checks import backend, infra, inputs, live, race, reuse, selection
+from svcdoctor.checks import backend, infra, inputs, live, mesh, race, reuse, selection
 from svcdoctor.checks._serving import has_shell
 from svcdoctor.checks.race import prestop_hook, racing
 from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule
@@ -25,6 +25,7 @@ __all__ = [
     "inputs",
     "live",
     "lookup",
+    "mesh",
     "prestop_hook",
     "race",
     "racing",

@@ -19,6 +19,7 @@ from svcdoctor.model.patch import (
     pod_path,
     strategic_merge_patch,
 )
+from svcdoctor.model.path import ISTIO_PROXY_CONFIG, LINKERD_WAIT
 
 # Fields a safe fix may set, below the pod spec (``[]``: an item of a merged list).
 _POD_FIELDS = (
@@ -29,6 +30,9 @@ _POD_FIELDS = (
     ("containers", "[]", "args"),
 )
 _WORKLOAD_FIELDS = (("spec", "strategy"), ("spec", "updateStrategy"))
+# Pod annotations a safe fix may set (beside the pod spec): the pod's own mesh proxy's drain
+# (SVD113).
+_POD_ANNOTATIONS = (ISTIO_PROXY_CONFIG, LINKERD_WAIT)
 _CONTAINER_KEYS = frozenset({"command", "args"})
 
 
@@ -114,6 +118,7 @@ def _check(patch: Mapping[str, Any], kind: str, body: Mapping[str, Any]) -> None
     this object's shape, for containers it has."""
     pod = pod_path(kind)
     allowed = [(*pod, *f) for f in _POD_FIELDS] + ([] if kind == "Pod" else [*_WORKLOAD_FIELDS])
+    allowed += [(*pod[:-1], "metadata", "annotations", key) for key in _POD_ANNOTATIONS]
     for path in leaves(patch):
         if not any(path[: len(a)] == a for a in allowed):
             raise Unsafe(f"sets {'.'.join(p for p in path if p != '[]')}: review it")

@@ -622,7 +622,7 @@ def _istio(workload: Workload) -> Hop:
         if value is not None:
             try:
                 drain = Leg(
-                    parse_duration(str(value), GO),
+                    parse_duration(str(value), GO, any_order=True, bare=False),
                     f"{ISTIO_PROXY_CONFIG} terminationDrainDuration on {workload.ref}",
                 )
             except ValueError:
@@ -639,7 +639,7 @@ def _istio(workload: Workload) -> Hop:
                 if minimum is not None:
                     try:
                         drain = Leg(
-                            parse_duration(str(minimum), GO),
+                            parse_duration(str(minimum), GO, any_order=True, bare=False),
                             f"{ISTIO_PROXY_CONFIG} MINIMUM_DRAIN_DURATION on {workload.ref}",
                         )
                     except ValueError:
