@@ -693,7 +693,7 @@ def _linkerd(workload: Workload) -> Hop:
     problems: list[str] = []
     drain = Leg(0.0, "Linkerd default proxy-wait-before-exit-seconds")
     if raw is not None:
-        if raw.strip().isdigit():
+        if re.fullmatch(r"[0-9]+", raw.strip()):  # str.isdigit takes '²' too
             drain = Leg(float(raw), f"{LINKERD_WAIT} on {workload.ref}")
         else:
             problems.append(f"{workload.ref}: annotation {LINKERD_WAIT}: {raw!r} is not seconds")
