@@ -132,7 +132,7 @@ def test_fix_writes_the_annotation_into_the_file() -> None:
     text = (FIXTURES / "SVD113.yaml").read_text()
     done = CliRunner().invoke(cli, ["fix", "--write", "--rule", "SVD113", "-"], input=text)
     assert done.exit_code == 1, done.output
-    assert not _race(done.stdout)
+    assert not [r for r in _race(done.stdout) if r.startswith("SVD113")]
     assert "holdApplicationUntilProxyStarts" in done.stdout  # the other fields are kept
 
 

@@ -521,6 +521,11 @@ def _sidecar_setting(
     if have >= need:
         return None
     taking = plan.prestop_seconds + (facts.drain_seconds or 0.0)
+    planned = (
+        f" (with the {plan.prestop_seconds} s preStop the plan adds)"
+        if plan.prestop_seconds and not facts.current_prestop_seconds
+        else ""
+    )
     if hop.implementation is Implementation.ISTIO_SIDECAR:
         key = ISTIO_PROXY_CONFIG
         field = "MINIMUM_DRAIN_DURATION" if hop.exit_on_idle else "terminationDrainDuration"
@@ -531,7 +536,7 @@ def _sidecar_setting(
         why = (
             f"the {hop.label} may exit {have:g} s after the deletion ({field} with "
             "EXIT_ON_ZERO_ACTIVE_CONNECTIONS: at the first moment no connection is open), "
-            f"while new requests reach the pod for {taking:g} s"
+            f"while new requests reach the pod for {taking:g} s{planned}"
         )
     else:
         stops = (
@@ -539,7 +544,7 @@ def _sidecar_setting(
         )
         why = (
             f"the {hop.label} {stops} {have:g} s after the deletion ({field}), while the app "
-            f"takes requests for {taking:g} s and finishes them within {need} s"
+            f"takes requests for {taking:g} s{planned} and finishes them within {need} s"
         )
     return HopSetting(
         HopChange.SIDECAR_DRAIN,
