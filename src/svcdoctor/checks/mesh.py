@@ -235,8 +235,8 @@ def unreadable_mesh_setting(inventory: Inventory, settings: Settings) -> Iterato
 
     ## Why it matters
     These annotations decide how long the pod's proxy keeps working after the pod is
-    deleted. Written wrong, the setting the author meant is not the one in force: the
-    proxy keeps its default drain (Istio 5 s, Linkerd none) and cuts the app's last
+    deleted. Written wrong, the value the author meant cannot be the one in force: at best
+    the proxy keeps its default drain (Istio 5 s, Linkerd none) and cuts the app's last
     requests and outbound calls, while the manifest looks as though it was handled.
 
     ## Example
@@ -274,8 +274,8 @@ def unreadable_mesh_setting(inventory: Inventory, settings: Settings) -> Iterato
                     seen.add(problem)
                     yield Hit(
                         w,
-                        f"{problem}: the proxy's drain is not checked against the app's "
-                        "shutdown (SVD113), and the mesh does not apply what was meant",
+                        f"{problem}: the value meant cannot be the one in force, and the "
+                        "proxy's drain is not checked against the app's shutdown (SVD113)",
                         fix=note(_unreadable_hint(hop)),
                         line=w.template.line,
                     )
