@@ -11,11 +11,13 @@ from svcdoctor.model import (
     Cause,
     Container,
     Inventory,
+    Service,
     ServicePort,
     Severity,
     Workload,
 )
 from svcdoctor.model.patch import Fix, ObjectPatch
+from svcdoctor.model.path import HopKind, Paths, trace_paths
 from svcdoctor.model.remedy import (
     STICKY_RULE,
     ConnectionFacts,
@@ -192,6 +194,24 @@ def _mesh(workloads: tuple[Workload, ...]) -> tuple[str | None, bool]:
 _ISTIO_TCP_PREFIXES = ("tcp", "mongo", "redis", "mysql")
 
 
+def _l7_hop(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> tuple[str, bool]:
+    """(what, mesh): the layer-7 hop that balances each request over the Service's pods,
+    from the path model: the callers' mesh proxies (the pods are injected, by the pod or by
+    its Namespace), or a GRPCRoute or an Ingress with a gRPC backend protocol whose
+    controller sends to the pods themselves (not to the ClusterIP); ``("", False)``: none."""
+    for w in workloads:
+        for path in paths.of(w):
+            senders = path.senders
+            if path.service != svc.ref or not senders:
+                continue
+            last = senders[-1]  # the hop that picks the pod
+            if last.kind is HopKind.MESH:
+                return last.label, True
+            if last.grpc and last.per_request:
+                return f"{last.label} ({last.via})", False
+    return "", False
+
+
 @rule("SVD301", "grpc-behind-clusterip", Cause.REUSE, Severity.WARNING)
 def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """A gRPC/HTTP2 port behind a Service that balances connections: one backend per client.
@@ -211,7 +231,13 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       (`linkerd.io/inject: enabled`); Istio proxyless gRPC
       (`inject.istio.io/templates: grpc-agent`); an Istio egress gateway (its clients are
       sidecars). Only proxy settings (`proxy.istio.io/config`) without injection in the
-      inputs lower it to info;
+      inputs lower it to info. Injection by the pods' Namespace (label
+      `istio-injection: enabled` or `istio.io/rev`, annotation `linkerd.io/inject: enabled`)
+      counts when the Namespace is in the inputs;
+    - a Service that a gRPC-aware layer-7 hop sends to pod by pod: a GRPCRoute's gateway, or
+      an Ingress with `nginx.ingress.kubernetes.io/backend-protocol: GRPC` (ingress-nginx
+      balances each call over the endpoints, unless `service-upstream: "true"` sends it to
+      the ClusterIP);
     - a port named `grpc` that clients speak another protocol to: CockroachDB's 26257 (SQL
       drivers speak pgwire to it);
     - servers that already bound connection age (a `--…max…connection-age` flag such as
@@ -264,14 +290,22 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     - https://istio.io/latest/docs/ops/configuration/traffic-management/protocol-selection/
     - https://linkerd.io/2/features/load-balancing/
     - https://istio.io/latest/blog/2021/proxyless-grpc/
+    - https://gateway-api.sigs.k8s.io/api-types/grpcroute/
+    - https://kubernetes.github.io/ingress-nginx/examples/grpc/
     - https://www.cockroachlabs.com/docs/stable/cockroach-start#networking
     """
+    paths = settings.paths or trace_paths(inventory, settings.path_settings)
     for svc in inventory.services:
         if svc.headless or svc.type == "ExternalName":
             continue
         workloads = inventory.targeted(svc)
         mesh, certain = _mesh(workloads)
         external = svc.type in ("LoadBalancer", "NodePort")
+        l7, meshed_path = _l7_hop(svc, workloads, paths)
+        if l7 and not meshed_path and not external:
+            continue  # a gRPC route's controller balances each request over the pods
+        if meshed_path and not certain:
+            mesh, certain = f"{l7} (injected)", True
         plan = plan_connections(
             ConnectionFacts(
                 transport=Transport.HTTP2,

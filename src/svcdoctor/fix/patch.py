@@ -19,7 +19,12 @@ from svcdoctor.model.patch import (
     pod_path,
     strategic_merge_patch,
 )
-from svcdoctor.model.path import ALB_TG_ATTRIBUTES, NLB_TG_ATTRIBUTES
+from svcdoctor.model.path import (
+    ALB_TG_ATTRIBUTES,
+    ISTIO_PROXY_CONFIG,
+    LINKERD_WAIT,
+    NLB_TG_ATTRIBUTES,
+)
 
 # Fields a safe fix may set, below the pod spec (``[]``: an item of a merged list).
 _POD_FIELDS = (
@@ -30,6 +35,9 @@ _POD_FIELDS = (
     ("containers", "[]", "args"),
 )
 _WORKLOAD_FIELDS = (("spec", "strategy"), ("spec", "updateStrategy"))
+# Pod annotations a safe fix may set (beside the pod spec): the pod's own mesh proxy's drain
+# (SVD113).
+_POD_ANNOTATIONS = (ISTIO_PROXY_CONFIG, LINKERD_WAIT)
 _CONTAINER_KEYS = frozenset({"command", "args"})
 # Annotations a safe fix may set on the object that carries them: a load balancer's target
 # group attributes (the deregistration delay, SVD112) on its Ingress or Service.
@@ -127,6 +135,7 @@ def _check(patch: Mapping[str, Any], kind: str, body: Mapping[str, Any]) -> None
         return
     pod = pod_path(kind)
     allowed = [(*pod, *f) for f in _POD_FIELDS] + ([] if kind == "Pod" else [*_WORKLOAD_FIELDS])
+    allowed += [(*pod[:-1], "metadata", "annotations", key) for key in _POD_ANNOTATIONS]
     for path in leaves(patch):
         if not any(path[: len(a)] == a for a in allowed):
             raise Unsafe(f"sets {'.'.join(p for p in path if p != '[]')}: review it")

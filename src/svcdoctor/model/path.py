@@ -24,7 +24,7 @@ import yaml
 
 from svcdoctor.model.duration import GO, parse_duration
 from svcdoctor.model.finding import ObjectRef
-from svcdoctor.model.inventory import UNRELATED, Inventory, file_distance
+from svcdoctor.model.inventory import DEFAULT_NAMESPACE, UNRELATED, Inventory, file_distance
 from svcdoctor.model.live import is_live
 from svcdoctor.model.resource import Resource
 from svcdoctor.model.route import BackendRef, Front, FrontKind, Route, RouteKind
@@ -183,6 +183,7 @@ ISTIO_NS_LABEL = "istio-injection"
 ISTIO_REV = "istio.io/rev"
 ISTIO_PROXY_CONFIG = "proxy.istio.io/config"
 ISTIO_NATIVE = "sidecar.istio.io/nativeSidecar"
+ISTIO_TEMPLATES = "inject.istio.io/templates"
 LINKERD_INJECT = "linkerd.io/inject"
 LINKERD_WAIT = "config.alpha.linkerd.io/proxy-wait-before-exit-seconds"
 LINKERD_NATIVE = "config.linkerd.io/proxy-enable-native-sidecar"  # alpha/beta forms deprecated
@@ -413,7 +414,11 @@ class _Tracer:
         by_workload: dict[int, tuple[Path, ...]] = {}
         for workload in inv.workloads:
             ns = self._namespace(workload)
-            sidecar = _sidecar(workload, ns)
+            # a Namespace's injection applies to the objects placed in it: by their own
+            # metadata.namespace or by --namespace, not by the "default" assumed for objects
+            # that name none (the Namespace may be another application's)
+            placed = bool(workload.ref.namespace) or inv.namespace != DEFAULT_NAMESPACE
+            sidecar = _sidecar(workload, ns if placed else None)
             tail = (sidecar,) if sidecar else ()
             paths = [
                 Path(svc.ref, (*entry, *tail))
@@ -649,11 +654,18 @@ def _sidecar(workload: Workload, ns: Resource | None) -> Hop | None:
     ns_labels = ns.labels if ns else {}
     ns_annotations = ns.annotations if ns else {}
     istio = pod.get(ISTIO_INJECT)
-    if istio != "false" and (
-        istio == "true"
-        or ns_labels.get(ISTIO_NS_LABEL) == "enabled"
-        or (ISTIO_REV in ns_labels and ns_labels.get(ISTIO_NS_LABEL) != "disabled")
-        or ISTIO_REV in template.labels
+    # a gateway injected with Istio's gateway template is the proxy itself, not an app
+    # with a sidecar (https://istio.io/latest/docs/setup/additional-setup/gateway/)
+    gateway = "gateway" in template.annotations.get(ISTIO_TEMPLATES, "")
+    if (
+        istio != "false"
+        and not gateway
+        and (
+            istio == "true"
+            or ns_labels.get(ISTIO_NS_LABEL) == "enabled"
+            or (ISTIO_REV in ns_labels and ns_labels.get(ISTIO_NS_LABEL) != "disabled")
+            or ISTIO_REV in template.labels
+        )
     ):
         return _istio(workload)
     linkerd = template.annotations.get(LINKERD_INJECT) or ns_annotations.get(LINKERD_INJECT)
@@ -678,7 +690,7 @@ def _istio(workload: Workload) -> Hop:
         if value is not None:
             try:
                 drain = Leg(
-                    parse_duration(str(value), GO),
+                    parse_duration(str(value), GO, any_order=True, bare=False),
                     f"{ISTIO_PROXY_CONFIG} terminationDrainDuration on {workload.ref}",
                 )
             except ValueError:
@@ -695,7 +707,7 @@ def _istio(workload: Workload) -> Hop:
                 if minimum is not None:
                     try:
                         drain = Leg(
-                            parse_duration(str(minimum), GO),
+                            parse_duration(str(minimum), GO, any_order=True, bare=False),
                             f"{ISTIO_PROXY_CONFIG} MINIMUM_DRAIN_DURATION on {workload.ref}",
                         )
                     except ValueError:
@@ -737,7 +749,7 @@ def _linkerd(workload: Workload) -> Hop:
     problems: list[str] = []
     drain = Leg(0.0, "Linkerd default proxy-wait-before-exit-seconds")
     if raw is not None:
-        if raw.strip().isdigit():
+        if re.fullmatch(r"[0-9]+", raw.strip()):  # str.isdigit takes '²' too
             drain = Leg(float(raw), f"{LINKERD_WAIT} on {workload.ref}")
         else:
             problems.append(f"{workload.ref}: annotation {LINKERD_WAIT}: {raw!r} is not seconds")

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import yaml
+
 from svcdoctor.model.finding import ObjectRef
 from svcdoctor.model.patch import Handler, PreStopHook
 from svcdoctor.model.path import (
@@ -417,16 +419,27 @@ HOP_RULES = {
 }
 
 
-def sidecar_drain_needed(plan: ShutdownPlan, facts: ShutdownFacts) -> int:
-    """How long the pod's proxy must keep working after the deletion: through the preStop,
-    the app's own drain and the longest request (its last requests and its outbound calls
-    go through the proxy)."""
-    busy = plan.prestop_seconds + (facts.drain_seconds or 0.0) + facts.longest_request_seconds
-    return seconds(busy)
+def sidecar_drain_needed(plan: ShutdownPlan, facts: ShutdownFacts, hop: Hop) -> int:
+    """How long the pod's proxy must keep working after the deletion. Istio's Envoy is
+    killed when ``terminationDrainDuration`` ends and Linkerd's proxy refuses new requests
+    once ``proxy-wait-before-exit-seconds`` ends (the app's outbound calls too), whatever
+    the app does: they must last through the preStop, the app's own drain and the longest
+    request. With ``EXIT_ON_ZERO_ACTIVE_CONNECTIONS`` Istio waits ``MINIMUM_DRAIN_DURATION``,
+    then exits as soon as no connection is open: that wait must last while new requests
+    can still arrive (preStop and the app's drain); the open connections hold it after
+    (istio/istio pkg/envoy/agent.go; istio #36631, #44690; linkerd2 #11084)."""
+    taking = plan.prestop_seconds + (facts.drain_seconds or 0.0)
+    if hop.exit_on_idle:
+        return seconds(taking)
+    return seconds(taking + facts.longest_request_seconds)
 
 
 def plan_hops(
-    plan: ShutdownPlan, facts: ShutdownFacts, hops: Iterable[Hop], workload: ObjectRef
+    plan: ShutdownPlan,
+    facts: ShutdownFacts,
+    hops: Iterable[Hop],
+    workload: ObjectRef,
+    annotations: Mapping[str, str] | None = None,
 ) -> tuple[HopSetting, ...]:
     """The settings of the hops in front of (and beside) one container that the shutdown
     ``plan`` needs (pure):
@@ -436,10 +449,10 @@ def plan_hops(
       waits for new targets to be healthy and old ones to deregister); its deregistration
       delay at least the longest request (in-flight requests are cut when it ends) and at
       most the grace period (past it the pod is gone: the target drains for nothing);
-    - the pod's own proxy, unless it is a native sidecar (stopped after the app): it keeps
-      working through the preStop, the app's drain and the longest request (Istio's
-      ``terminationDrainDuration``, Linkerd's ``proxy-wait-before-exit-seconds``), unless
-      Istio waits for the last connection by itself (``EXIT_ON_ZERO_ACTIVE_CONNECTIONS``)."""
+    - the pod's own proxy, unless it is a native sidecar (stopped after the app) or its
+      settings could not be read (``Hop.problems``): see :func:`sidecar_drain_needed`.
+      ``annotations``: the pod template's, so that a new ``proxy.istio.io/config`` keeps
+      the ProxyConfig fields it has."""
     out: dict[tuple[HopChange, ObjectRef, str], HopSetting] = {}
 
     def add(
@@ -492,28 +505,85 @@ def plan_hops(
                     f"{hop.label}'s deregistration delay {dereg.seconds:g} s ({dereg.source}) "
                     f"is {too}",
                 )
-        if hop.kind is HopKind.SIDECAR and not hop.native and not hop.exit_on_idle:
-            need = sidecar_drain_needed(plan, facts)
-            have = hop.drain.seconds if hop.drain else 0.0
-            if have < need:
-                key, value = (
-                    (ISTIO_PROXY_CONFIG, f"terminationDrainDuration: {need}s")
-                    if hop.implementation is Implementation.ISTIO_SIDECAR
-                    else (LINKERD_WAIT, str(need))
-                )
-                add(
-                    HopChange.SIDECAR_DRAIN,
-                    hop,
-                    workload,
-                    key,
-                    value,
-                    f"{have:g}",
-                    True,
-                    f"the {hop.label} stops {have:g} s after the deletion, while the app "
-                    f"takes requests for {plan.prestop_seconds + (facts.drain_seconds or 0):g} s"
-                    f" and finishes them within {need} s",
-                )
+        if hop.kind is HopKind.SIDECAR and not hop.native and not hop.problems:
+            setting = _sidecar_setting(plan, facts, hop, workload, annotations or {})
+            if setting is not None:
+                out.setdefault((setting.change, workload, setting.key), setting)
     return tuple(out.values())
+
+
+def _sidecar_setting(
+    plan: ShutdownPlan,
+    facts: ShutdownFacts,
+    hop: Hop,
+    workload: ObjectRef,
+    annotations: Mapping[str, str],
+) -> HopSetting | None:
+    """The drain setting of the pod's own proxy when it is too short (``None``: long
+    enough). Istio's goes into ``proxy.istio.io/config``, merged with the fields the
+    annotation has; Linkerd's is ``proxy-wait-before-exit-seconds``."""
+    need = sidecar_drain_needed(plan, facts, hop)
+    have = hop.drain.seconds if hop.drain else 0.0
+    if have >= need:
+        return None
+    taking = plan.prestop_seconds + (facts.drain_seconds or 0.0)
+    planned = (
+        f" (with the {plan.prestop_seconds} s preStop the plan adds)"
+        if plan.prestop_seconds and not facts.current_prestop_seconds
+        else ""
+    )
+    if hop.implementation is Implementation.ISTIO_SIDECAR:
+        key = ISTIO_PROXY_CONFIG
+        field = "MINIMUM_DRAIN_DURATION" if hop.exit_on_idle else "terminationDrainDuration"
+        value = merged_proxy_config(annotations.get(key), field, f"{need}s")
+    else:
+        key, field, value = LINKERD_WAIT, "proxy-wait-before-exit-seconds", str(need)
+    if hop.exit_on_idle:
+        why = (
+            f"the {hop.label} may exit {have:g} s after the deletion ({field} with "
+            "EXIT_ON_ZERO_ACTIVE_CONNECTIONS: at the first moment no connection is open), "
+            f"while new requests reach the pod for {taking:g} s{planned}"
+        )
+    else:
+        stops = (
+            "stops" if hop.implementation is Implementation.ISTIO_SIDECAR else "refuses requests"
+        )
+        why = (
+            f"the {hop.label} {stops} {have:g} s after the deletion ({field}), while the app "
+            f"takes requests for {taking:g} s{planned} and finishes them within {need} s"
+        )
+    return HopSetting(
+        HopChange.SIDECAR_DRAIN,
+        HOP_RULES[HopChange.SIDECAR_DRAIN],
+        hop,
+        workload,
+        key,
+        value,
+        f"{have:g}",
+        True,
+        why,
+    )
+
+
+def merged_proxy_config(current: str | None, field: str, value: str) -> str:
+    """A ``proxy.istio.io/config`` annotation with ``field`` set to ``value`` and the other
+    ProxyConfig fields of ``current`` kept (``MINIMUM_DRAIN_DURATION`` goes under
+    ``proxyMetadata``, beside ``EXIT_ON_ZERO_ACTIVE_CONNECTIONS``). An unreadable
+    ``current`` is not merged (its hop has ``problems``: no setting is planned for it)."""
+    try:
+        data = yaml.safe_load(current) if current else None
+    except yaml.YAMLError:
+        data = None
+    config: dict[str, Any] = dict(data) if isinstance(data, dict) else {}
+    if field == "terminationDrainDuration":
+        config[field] = value
+    else:
+        meta = config.get("proxyMetadata")
+        config["proxyMetadata"] = {**(meta if isinstance(meta, dict) else {}), field: value}
+    if list(config) == [field]:
+        return f"{field}: {value}"
+    text: str = yaml.safe_dump(config, default_flow_style=True, sort_keys=False, width=1 << 20)
+    return text.strip()
 
 
 def _tg_key(hop: Hop) -> str:
