@@ -686,35 +686,13 @@ def _istio(workload: Workload) -> Hop:
         config, problem = _proxy_config(raw)
         if problem:
             problems.append(f"{workload.ref}: annotation {ISTIO_PROXY_CONFIG}: {problem}")
-        value = config.get("terminationDrainDuration")
-        if value is not None:
-            try:
-                drain = Leg(
-                    parse_duration(str(value), GO, any_order=True, bare=False),
-                    f"{ISTIO_PROXY_CONFIG} terminationDrainDuration on {workload.ref}",
-                )
-            except ValueError:
-                problems.append(
-                    f"{workload.ref}: annotation {ISTIO_PROXY_CONFIG}: "
-                    f"terminationDrainDuration {value!r} is not a duration"
-                )
+        drain = _duration(config, "terminationDrainDuration", workload, drain, problems)
         meta = config.get("proxyMetadata")
         if isinstance(meta, dict):
             exit_on_idle = str(meta.get("EXIT_ON_ZERO_ACTIVE_CONNECTIONS", "")).lower() == "true"
             if exit_on_idle:  # terminationDrainDuration is not used then (istio #44690)
-                minimum = meta.get("MINIMUM_DRAIN_DURATION")
-                drain = Leg(ISTIO_MINIMUM_DRAIN_SECONDS, "Istio default MINIMUM_DRAIN_DURATION")
-                if minimum is not None:
-                    try:
-                        drain = Leg(
-                            parse_duration(str(minimum), GO, any_order=True, bare=False),
-                            f"{ISTIO_PROXY_CONFIG} MINIMUM_DRAIN_DURATION on {workload.ref}",
-                        )
-                    except ValueError:
-                        problems.append(
-                            f"{workload.ref}: annotation {ISTIO_PROXY_CONFIG}: "
-                            f"MINIMUM_DRAIN_DURATION {minimum!r} is not a duration"
-                        )
+                default = Leg(ISTIO_MINIMUM_DRAIN_SECONDS, "Istio default MINIMUM_DRAIN_DURATION")
+                drain = _duration(meta, "MINIMUM_DRAIN_DURATION", workload, default, problems)
     native = a.get(ISTIO_NATIVE)
     return Hop(
         Implementation.ISTIO_SIDECAR,
@@ -725,6 +703,24 @@ def _istio(workload: Workload) -> Hop:
         native=None if native is None else native == "true",
         problems=tuple(problems),
     )
+
+
+def _duration(
+    config: Mapping[str, object], key: str, workload: Workload, default: Leg, problems: list[str]
+) -> Leg:
+    """A Go duration of the ``proxy.istio.io/config`` annotation as a leg (``default`` when
+    unset; a value that is no duration is a problem naming the workload and the field)."""
+    value = config.get(key)
+    if value is None:
+        return default
+    try:
+        seconds = parse_duration(str(value), GO, any_order=True, bare=False)
+    except ValueError:
+        problems.append(
+            f"{workload.ref}: annotation {ISTIO_PROXY_CONFIG}: {key} {value!r} is not a duration"
+        )
+        return default
+    return Leg(seconds, f"{ISTIO_PROXY_CONFIG} {key} on {workload.ref}")
 
 
 def _proxy_config(raw: str) -> tuple[dict[str, object], str]:
