@@ -346,7 +346,7 @@ def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:
 
 
 def service_names(inventory: Inventory, workload: Workload) -> str:
-    return ", ".join(s.ref.name for s in inventory.services_of(workload))
+    return ", ".join(dict.fromkeys(s.ref.name for s in inventory.services_of(workload)))
 
 
 def seconds(value: float) -> int:

@@ -47,9 +47,11 @@ from svcdoctor.model.remedy import (
 NATIVE_SIDECAR_VERSION = (1, 29)
 _WHAT_FAILS = {
     Implementation.ISTIO_SIDECAR: "Envoy is gone: later requests and the app's outbound calls "
-    "fail (istio #36631)",
+    "fail (istio #36631), unless the proxy runs as a native sidecar (Istio's default from "
+    "1.27 on kubelets >= 1.33)",
     Implementation.LINKERD_PROXY: "the proxy refuses new requests: later requests and the "
-    "app's outbound calls fail (linkerd2 #11084)",
+    "app's outbound calls fail (linkerd2 #11084), unless the proxy runs as a native sidecar "
+    "(Linkerd's default from 2.20)",
 }
 _NATIVE = {
     Implementation.ISTIO_SIDECAR: (
