@@ -318,3 +318,47 @@ def test_the_plan_names_the_hop_and_covers_its_leg() -> None:
         ShutdownFacts(window_seconds=5.0, hop_window_seconds=30.0, current_prestop_seconds=3.0)
     )
     assert "SVD103" in short.rules
+
+
+DEPLOYMENT, SERVICE = APP.split("---")
+
+
+def neg_service(value: str) -> str:
+    return SERVICE.replace("annotations: {}", f"annotations: {{cloud.google.com/neg: '{value}'}}")
+
+
+@pytest.mark.parametrize(
+    ("ingress_class", "neg"),
+    [("gce-internal", ""), ("", '{"ingress": true}'), ("gce", '{"ingress": true}')],
+)
+def test_gke_ingresses_that_use_negs(ingress_class: str, neg: str) -> None:
+    cls = f"{{kubernetes.io/ingress.class: {ingress_class}}}" if ingress_class else "{}"
+    text = DEPLOYMENT + "---" + (neg_service(neg) if neg else SERVICE)
+    ingress = f"""
+        apiVersion: networking.k8s.io/v1
+        kind: Ingress
+        metadata: {{name: web, namespace: shop, annotations: {cls}}}
+        spec:
+          defaultBackend: {{service: {{name: web, port: {{number: 80}}}}}}
+        """
+    doc = text + "\n---\n" + textwrap.dedent(ingress).strip()
+    inv = build_inventory(load(["-"], stdin=io.BytesIO(doc.encode())))
+    hops = [h for p in trace_paths(inv, PathSettings()).of(inv.workloads[0]) for h in p.hops]
+    neg_hops = [h for h in hops if h.implementation is Implementation.GKE_NEG]
+    assert neg_hops
+    assert neg_hops[0].readiness_gate is True
+
+
+def test_a_combined_neg_annotation_keeps_the_ingress_readiness_gate() -> None:
+    doc = DEPLOYMENT + "---" + neg_service('{"ingress": true, "exposed_ports": {"80": {}}}')
+    inv = build_inventory(load(["-"], stdin=io.BytesIO(doc.encode())))
+    hops = [h for p in trace_paths(inv, PathSettings()).of(inv.workloads[0]) for h in p.hops]
+    assert [h.readiness_gate for h in hops if h.implementation is Implementation.GKE_NEG] == [True]
+
+
+def test_a_gke_gateway_class_is_a_neg_load_balancer() -> None:
+    gateway = GATEWAY.replace(
+        "gatewayClassName: eg", "gatewayClassName: gke-l7-global-external-managed"
+    )
+    _, found = paths_of(inventory(gateway, route("shop", 80)))
+    assert any(h.implementation is Implementation.GKE_NEG for p in found for h in p.hops)

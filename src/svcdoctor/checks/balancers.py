@@ -63,7 +63,8 @@ def _planned(inventory: Inventory, settings: Settings) -> Iterator[_Planned]:
         plan = race_plan(w, c, settings, current_prestop=sleep)
         facts = shutdown_facts(w, c, settings, sleep)
         services = {id(h): s for h, s in by_hop.values()}
-        for s in plan_hops(plan, facts, [h for h, _ in by_hop.values()], w.ref):
+        placed = replace(w.ref, namespace=inventory.namespace_of(w.ref))  # -n applies
+        for s in plan_hops(plan, facts, [h for h, _ in by_hop.values()], placed):
             yield _Planned(w, c, s, services.get(id(s.hop), ""), plan.grace_seconds)
 
 

@@ -247,7 +247,8 @@ def zonal_routing_with_few_replicas(inventory: Inventory, settings: Settings) ->
     `service.kubernetes.io/topology-aware-hints: auto`) with fewer than 3 per zone (as an
     info). Lint assumes 3 zones; replicas are `spec.replicas` (unset: 1) or an autoscaler's
     `minReplicas`, of the workloads defined near the Service. Not flagged: headless
-    Services, DaemonSets (a pod on every node), workloads scaled to zero.
+    Services, a single replica (no zone to prefer; SVD204 is about it), DaemonSets (a pod
+    on every node), workloads scaled to zero.
 
     ## Why it matters
     `trafficDistribution` sends a zone's clients only to that zone's ready pods and has no
@@ -314,8 +315,8 @@ def zonal_routing_with_few_replicas(inventory: Inventory, settings: Settings) ->
         replicas = sum(c or 0 for c in counts)
         per_zone = HINTS_PER_ZONE if hints else PREFER_PER_ZONE
         wanted = per_zone * ZONES
-        if replicas == 0 or replicas >= wanted:
-            continue
+        if replicas <= 1 or replicas >= wanted:
+            continue  # one replica has no zone to prefer (SVD204 says what it risks)
         if len(workloads) == 1:
             shown = f"{workloads[0].ref} runs {_replicas(replicas)}"
         else:

@@ -144,13 +144,23 @@ CONTROLLERS: dict[str, Implementation] = {
     "gateway.envoyproxy.io/gatewayclass-controller": Implementation.ENVOY_GATEWAY,
     "istio.io/gateway-controller": Implementation.ISTIO_GATEWAY,
     "istio.io/ingress-controller": Implementation.ISTIO_GATEWAY,
+    # GKE's Gateway controller: container-native load balancing (NEGs) always
+    # (https://cloud.google.com/kubernetes-engine/docs/concepts/gateway-api)
+    "networking.gke.io/gateway": Implementation.GKE_NEG,
 }
+# Implementations a GatewayClass may name that are cloud load balancers, not proxies.
+GATEWAY_LBS = frozenset({Implementation.GKE_NEG})
+# GKE Ingress classes that always use NEGs: internal and multi-cluster Ingress
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/container-native-load-balancing)
+NEG_CLASSES = frozenset({"gce-internal", "gce-multi-cluster"})
 CLASS_NAMES: dict[str, Implementation] = {
     "nginx": Implementation.INGRESS_NGINX,
     "alb": Implementation.AWS_ALB,
     "traefik": Implementation.TRAEFIK,
     "haproxy": Implementation.HAPROXY,
     "gce": Implementation.GKE_LB,
+    "gce-internal": Implementation.GKE_LB,
+    "gce-multi-cluster": Implementation.GKE_LB,
     "azure/application-gateway": Implementation.AZURE_APPGW,
     "azure-application-gateway": Implementation.AZURE_APPGW,
     "istio": Implementation.ISTIO_GATEWAY,
@@ -517,8 +527,13 @@ class _Tracer:
             attrs = a.get(ALB_TG_ATTRIBUTES) or r.get(ALB_TG_ATTRIBUTES)
             hop = _with_deregistration(hop, attrs, ALB_TG_ATTRIBUTES, carrier)
             return (hop,) if ip else (hop, datapath)
+        neg = _neg_exposed(svc.annotations.get(GKE_NEG, ""))
+        if implementation is Implementation.INGRESS and route.class_name is None and neg:
+            implementation = Implementation.GKE_LB  # only GKE's Ingress reads the annotation
+        if implementation is Implementation.GKE_NEG:  # a GKE Gateway: NEG backends always
+            return (_lb(implementation, route.ref, settings),)
         if implementation is Implementation.GKE_LB:
-            if _neg_exposed(svc.annotations.get(GKE_NEG, "")):
+            if neg or route.class_name in NEG_CLASSES:
                 return (_lb(Implementation.GKE_NEG, route.ref, settings, gate=True),)
             hop = replace(_lb(implementation, route.ref, settings, ip=False), notes=(GKE_NEG_NOTE,))
             return (hop, datapath)
@@ -546,6 +561,8 @@ class _Tracer:
                     return _as_gateway(CONTROLLERS[cls.controller])
                 if gw is not None and gw.class_name in CLASS_NAMES:
                     return _as_gateway(CLASS_NAMES[gw.class_name])
+                if gw is not None and gw.class_name.startswith("gke-l7-"):
+                    return Implementation.GKE_NEG  # GKE's GatewayClasses (gke-l7-global-…)
             return Implementation.GATEWAY
         name = route.class_name
         if name is None:
@@ -590,8 +607,9 @@ def _service_lb(svc: Service, ns: Resource | None, settings: PathSettings) -> Ho
     ``cloud.google.com/neg``, another cloud's load balancer (node targets) otherwise."""
     a = svc.annotations
     if "exposed_ports" in a.get(GKE_NEG, ""):
-        # standalone NEGs: no readiness gate is injected (only for NEGs of an Ingress)
-        return _lb(Implementation.GKE_NEG, svc.ref, settings, gate=False)
+        # standalone NEGs: no readiness gate is injected, unless the same annotation also
+        # puts the pods in an Ingress' NEGs
+        return _lb(Implementation.GKE_NEG, svc.ref, settings, gate=_neg_exposed(a[GKE_NEG]))
     if svc.type != "LoadBalancer":
         return None
     lb_type = a.get(NLB_TYPE, "")
@@ -604,7 +622,7 @@ def _service_lb(svc: Service, ns: Resource | None, settings: PathSettings) -> Ho
 
 
 def _as_gateway(implementation: Implementation) -> Implementation:
-    if PROFILES[implementation].kind is HopKind.GATEWAY:
+    if PROFILES[implementation].kind is HopKind.GATEWAY or implementation in GATEWAY_LBS:
         return implementation
     return Implementation.GATEWAY
 
