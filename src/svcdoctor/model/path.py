@@ -211,6 +211,20 @@ UNKNOWN_NOTE = (
     "controller not recognised from its class: assumed to watch EndpointSlices like "
     "kube-proxy (set its leg in [tool.svcdoctor.hops])"
 )
+# externalTrafficPolicy: Local: the load balancer health-checks each node's
+# healthCheckNodePort, which fails once the node's last local pod terminates; kube-proxy
+# keeps sending to that terminating pod meanwhile (KEP-1669), so the pod must keep serving
+# for the health check's interval x unhealthy threshold (AWS NLB: 10 s x 3).
+LOCAL_HEALTH_CHECK_SECONDS = 30.0
+LOCAL_SOURCE = (
+    "KEP-1669; AWS NLB health check 10 s x 3 "
+    "(https://docs.aws.amazon.com/elasticloadbalancing/latest/network/target-group-health-checks.html)"
+)
+LOCAL_NOTE = (
+    "externalTrafficPolicy: Local: the load balancer stops sending to a node only when its "
+    "health check of healthCheckNodePort fails (interval x unhealthy threshold), which "
+    "matters when a node's last pod goes; set its leg in [tool.svcdoctor.hops] cloud-lb"
+)
 DEFAULT_DEREGISTRATION_SECONDS = 300.0  # ELB target groups' deregistration_delay default
 # Istio's agent on SIGTERM: drains Envoy's inbound listeners (new connections still taken),
 # sleeps terminationDrainDuration (default 5 s), then kills Envoy, whatever the app does; with
@@ -618,7 +632,13 @@ def _service_lb(svc: Service, ns: Resource | None, settings: PathSettings) -> Ho
         gate = _alb_gate(ns) if ip else None
         hop = _lb(Implementation.AWS_NLB, svc.ref, settings, ip=ip, gate=gate)
         return _with_deregistration(hop, a.get(NLB_TG_ATTRIBUTES), NLB_TG_ATTRIBUTES, svc.ref)
-    return _lb(Implementation.CLOUD_LB, svc.ref, settings, ip=False)
+    hop = _lb(Implementation.CLOUD_LB, svc.ref, settings, ip=False)
+    if svc.external_traffic_policy == "Local":
+        leg = Leg(LOCAL_HEALTH_CHECK_SECONDS, LOCAL_SOURCE)
+        if Implementation.CLOUD_LB.value in settings.legs:
+            leg = settings.leg(Implementation.CLOUD_LB)
+        hop = replace(hop, leg=leg, notes=(LOCAL_NOTE,))
+    return hop
 
 
 def _as_gateway(implementation: Implementation) -> Implementation:

@@ -53,7 +53,7 @@ class WorkloadPaths:
 def _own(hop: Hop) -> bool:
     if hop.kind is HopKind.DATAPATH:
         return False
-    return not (hop.kind is HopKind.LOAD_BALANCER and not hop.ip_targets)
+    return not (hop.kind is HopKind.LOAD_BALANCER and not hop.ip_targets and not hop.leg.seconds)
 
 
 def workload_paths(

@@ -77,6 +77,7 @@ def hop_data(hop: Hop) -> dict[str, Any]:
         "deregistration": _leg(hop.deregistration),
         "drain": _leg(hop.drain),
         "native": hop.native,
+        "notes": list(hop.notes),
     }
 
 

@@ -66,10 +66,14 @@ def path_lines(shown: WorkloadPaths, covers: str = COVERS) -> list[str]:
     """``path: AWS ALB (ip, 30 s) → pod — the preStop advice covers …``: one line per path,
     the covered leg named (after ``covers``) once, on the first path that holds it."""
     marked = next((p for p in shown.paths if shown.holds_cover(p)), None)
-    return [
+    lines = [
         f"path: {p.text()}" + (f" — {covers} {shown.cover_text()}" if p is marked else "")
         for p in shown.paths
     ]
+    notes = dict.fromkeys(
+        f"  note: {h.name}: {n}" for p in shown.paths for h in p.hops for n in h.notes
+    )
+    return lines + list(notes)
 
 
 def _where(f: Finding, live: bool) -> str:
