@@ -447,7 +447,9 @@ def test_the_active_role_grants_what_probe_rollout_test_and_cleanup_ask(tmp_path
             for rule in doc["rules"]:
                 granted |= {(v, g, r) for v in rule["verbs"] for g in rule["apiGroups"]
                             for r in rule["resources"]}  # fmt: skip
-    assert asked - granted == set()
+    # kube-system's ConfigMaps (kube-proxy's, cilium-config) are read where allowed; a Role
+    # of the namespace cannot grant them and the commands note it
+    assert asked - granted - {("get", "", "configmaps")} == set()
     reads = {"get", "list", "watch"}
     unused = {g for g in granted - asked if g[0] not in reads}
     # a StatefulSet's restart; kubectl delete -l by hand (svcdoctor deletes collections)
