@@ -16,7 +16,7 @@ from svcdoctor.checks._serving import (
     shutdown_facts,
 )
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.selection import endpoints_given, related, same_namespace
+from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
     Autoscaler,
@@ -26,6 +26,7 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
+from svcdoctor.model.inventory import related
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
 

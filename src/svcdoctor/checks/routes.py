@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 from svcdoctor.checks._serving import serving_containers
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.selection import related
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
+from svcdoctor.model.inventory import related
 from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch, note
 from svcdoctor.model.path import Dangling, trace_paths
 from svcdoctor.model.route import Route, RouteKind
@@ -94,32 +94,18 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
     - https://kubernetes.io/docs/concepts/services-networking/ingress/#resource-backend
     - https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/targetgroupbinding/targetgroupbinding/
     """
-    refused = [lost for lost in _dangling(inventory, settings) if _cross_namespace(inventory, lost)]
-    skip = {(id(lost.route), id(lost.backend)) for lost in refused}
-    for route in inventory.routes:
-        where = f"{route.kind.value} {route.ref.name}"
+    for lost in _dangling(inventory, settings):
+        if _cross_namespace(inventory, lost):
+            yield _refused(inventory, lost)
+            continue
+        route, backend = lost.route, lost.backend
         fails = _FAILS.get(route.kind, _CONNECTIONS)
-        for backend in route.backends:
-            if backend.kind != "Service" or backend.group not in ("", "core"):
-                continue  # another kind of backend: not followed
-            if (id(route), id(backend)) in skip:
-                continue  # reported below, for the reference itself
-            namespace = backend.namespace or inventory.namespace_of(route.ref)
-            service = _near_service(inventory, route, namespace, backend.name, backend.port)
-            if service is None and inventory.live is not None:
-                reason = f"no Service {namespace}/{backend.name}"
-            elif service is not None and not _has_port(service, backend.port):
-                reason = f"Service {namespace}/{backend.name} has no port {backend.port}"
-            else:
-                continue  # fine, or its Service is not among the inputs (applied elsewhere)
-            yield Hit(
-                route,
-                f"{where}: {reason}" + (f"; {fails}" if fails else ""),
-                fix=_port_fix(service, backend.port),
-                line=backend.line,
-            )
-    for lost in refused:
-        yield _refused(inventory, lost)
+        yield Hit(
+            route,
+            f"{route.kind.value} {route.ref.name}: {lost.reason}" + (f"; {fails}" if fails else ""),
+            fix=_port_fix(lost.service, backend.port),
+            line=backend.line,
+        )
 
 
 def _cross_namespace(inventory: Inventory, lost: Dangling) -> bool:
@@ -155,31 +141,6 @@ def _refused(inventory: Inventory, lost: Dangling) -> Hit:
         )
     severity = None if certain else Severity.INFO
     return Hit(route, message, fix=fix, line=backend.line, severity=severity)
-
-
-def _near_service(
-    inventory: Inventory, route: Route, namespace: str, name: str, port: int | str | None
-) -> Service | None:
-    """The Service a route names, as defined near the route (in files applied with it): a
-    copy elsewhere in a repository belongs to other manifests. Of several copies, one that
-    has the port; ``None`` when no copy is near (on a live cluster every object is)."""
-    near = [
-        s
-        for s in inventory.services
-        if s.ref.name == name
-        and inventory.namespace_of(s.ref) == namespace
-        and (inventory.live is not None or related(route.location.file, s.location.file))
-    ]
-    return next((s for s in near if _has_port(s, port)), near[0] if near else None)
-
-
-def _has_port(service: Service, port: int | str | None) -> bool:
-    """Whether the Service has the port a backend names (by number, or by name)."""
-    return (
-        port is None
-        or service.type == "ExternalName"
-        or any(port in (p.port, p.name) for p in service.ports)
-    )
 
 
 def _grants_near(inventory: Inventory, route: Route, namespace: str) -> bool:

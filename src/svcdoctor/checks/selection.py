@@ -5,7 +5,6 @@ namespace, nearby folders, Endpoints given in the inputs)."""
 from __future__ import annotations
 
 import difflib
-import functools
 from collections.abc import Iterator
 from pathlib import PurePath
 
@@ -21,6 +20,7 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
+from svcdoctor.model.inventory import folder_parts
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
 
@@ -362,23 +362,6 @@ def _in_tree(file: str, folder: str) -> bool:
     """Whether ``file`` lies in ``folder`` or below it."""
     parts, top = folder_parts(file), PurePath(folder).parts
     return parts[: len(top)] == top
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def folder_parts(file: str) -> tuple[str, ...]:
-    """The parts of the folder a file is in (cached: rules compare every pair of objects)."""
-    return PurePath(file).parent.parts
-
-
-def related(a: str, b: str) -> bool:
-    """Whether objects of files ``a`` and ``b`` are applied together: the same folder, a
-    folder above or below the other, or sibling folders (a kustomize base beside its
-    overlay); not look-alikes in unrelated parts of a repository."""
-    da, db = folder_parts(a), folder_parts(b)
-    common = next(
-        (i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x != y), min(len(da), len(db))
-    )
-    return common >= min(len(da), len(db)) or common == len(da) - 1 == len(db) - 1
 
 
 def _operator_selector(selector: dict[str, str]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -128,7 +129,21 @@ def _nearest_definitions(
     return tuple(w for rank, w in best.values() if rank == nearest)
 
 
-UNRELATED = 4  # ``file_distance``'s relation of files in unrelated folders
+@functools.lru_cache(maxsize=1 << 16)
+def folder_parts(file: str) -> tuple[str, ...]:
+    """The parts of the folder a file is in (cached: rules compare every pair of objects)."""
+    return PurePath(file).parent.parts
+
+
+def related(a: str, b: str) -> bool:
+    """Whether objects of files ``a`` and ``b`` are applied together: the same folder, a
+    folder above or below the other, or sibling folders (a kustomize base beside its
+    overlay); not look-alikes in unrelated parts of a repository."""
+    da, db = folder_parts(a), folder_parts(b)
+    common = next(
+        (i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x != y), min(len(da), len(db))
+    )
+    return common >= min(len(da), len(db)) or common == len(da) - 1 == len(db) - 1
 
 
 def file_distance(home: PurePath, other: PurePath) -> tuple[int, int, int]:

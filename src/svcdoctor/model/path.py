@@ -24,7 +24,7 @@ import yaml
 
 from svcdoctor.model.duration import GO, parse_duration
 from svcdoctor.model.finding import ObjectRef
-from svcdoctor.model.inventory import DEFAULT_NAMESPACE, UNRELATED, Inventory, file_distance
+from svcdoctor.model.inventory import DEFAULT_NAMESPACE, Inventory, file_distance, related
 from svcdoctor.model.live import is_live
 from svcdoctor.model.resource import Resource
 from svcdoctor.model.route import BackendRef, Front, FrontKind, Route, RouteKind
@@ -181,11 +181,7 @@ NLB_TARGET_TYPE = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
 NLB_TG_ATTRIBUTES = "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
 ALB_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"  # on the Namespace: enabled
 GKE_NEG = "cloud.google.com/neg"
-GKE_NEG_STATUS = "cloud.google.com/neg-status"
 NEG_READY_GATE = "cloud.google.com/load-balancer-neg-ready"
-ALB_GATE_PREFIX = "target-health.elbv2.k8s.aws/"
-AGIC_DRAINING = "appgw.ingress.kubernetes.io/connection-draining"
-AGIC_DRAINING_TIMEOUT = "appgw.ingress.kubernetes.io/connection-draining-timeout"
 NGINX_BACKEND_PROTOCOL = "nginx.ingress.kubernetes.io/backend-protocol"
 NGINX_SERVICE_UPSTREAM = "nginx.ingress.kubernetes.io/service-upstream"
 ISTIO_INJECT = "sidecar.istio.io/inject"
@@ -365,6 +361,7 @@ class Dangling:
     backend: BackendRef
     reason: str
     certain: bool = True
+    service: Service | None = None  # the Service found, when it lacks the port
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,11 +458,10 @@ class _Tracer:
         if not found or is_live(workload.location):
             return found[0] if found else None
         home = PurePath(workload.location.file)
-        rank, ns = min(
-            ((file_distance(home, PurePath(r.location.file)), r) for r in found),
-            key=lambda pair: pair[0],
-        )
-        return ns if rank[0] < UNRELATED else None
+        near = [r for r in found if related(workload.location.file, r.location.file)]
+        if not near:
+            return None
+        return min(near, key=lambda r: file_distance(home, PurePath(r.location.file)))
 
     def _dangling(self, route: Route, backend: BackendRef, found: list[Service]) -> Dangling | None:
         """Why a route's Service backend cannot receive traffic (``None`` when it can, or
@@ -491,7 +487,8 @@ class _Tracer:
         }
         if port in known:
             return None
-        return Dangling(route, backend, f"Service {target_ns}/{backend.name} has no port {port}")
+        reason = f"Service {target_ns}/{backend.name} has no port {port}"
+        return Dangling(route, backend, reason, service=found[0])
 
     def _entries(
         self,
@@ -604,9 +601,13 @@ def _nearest(route: Route, found: list[Service]) -> list[Service]:
     if not found or is_live(route.location):
         return found
     home = PurePath(route.location.file)
-    ranked = [(file_distance(home, PurePath(s.location.file)), s) for s in found]
-    best = min(rank for rank, _ in ranked)
-    return [s for rank, s in ranked if rank == best and rank[0] < UNRELATED]
+    ranked = [
+        (file_distance(home, PurePath(s.location.file)), s)
+        for s in found
+        if related(route.location.file, s.location.file)
+    ]
+    best = min((rank for rank, _ in ranked), default=None)
+    return [s for rank, s in ranked if rank == best]
 
 
 _MESH = {
