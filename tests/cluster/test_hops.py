@@ -15,7 +15,8 @@ from svcdoctor.cluster.api import connect
 from svcdoctor.cluster.hops import datapath_of, read_hops
 from svcdoctor.cluster.inventory import build_live_inventory
 from svcdoctor.cluster.snapshot import read_snapshot
-from svcdoctor.model.path import HopKind, Implementation, PathSettings, trace_paths
+from svcdoctor.model.hops import HopKind, Implementation
+from svcdoctor.model.path import PathSettings, trace_paths
 from svcdoctor.model.route import FrontKind, RouteKind
 from tests.cluster.conftest import Served, serve
 

@@ -221,7 +221,8 @@ def test_userspace_ingress_routes_to_the_service() -> None:
     """The IngressClass and Ingress of the userspace datapath's controllers, read by lint's
     reader and path model as the ingress-nginx hop; no Ingress without controllers."""
     from svcdoctor.manifests import build_inventory, json_objects
-    from svcdoctor.model.path import Implementation, PathSettings, trace_paths
+    from svcdoctor.model.hops import Implementation
+    from svcdoctor.model.path import PathSettings, trace_paths
 
     assert objects.ingress(_view()) == []  # kernel datapath: no controllers, no Ingress
     view = _view(datapath="userspace", proxy_ports=(41000, 41001))
@@ -576,7 +577,8 @@ def _ingress_hop(served: Served) -> None:
     from svcdoctor.cluster.api import connect
     from svcdoctor.cluster.inventory import build_live_inventory
     from svcdoctor.cluster.snapshot import read_snapshot
-    from svcdoctor.model.path import Implementation, PathSettings, trace_paths
+    from svcdoctor.model.hops import Implementation
+    from svcdoctor.model.path import PathSettings, trace_paths
 
     table = served.kubectl("get", "ingress,ingressclass", "-A").splitlines()
     assert table[0].split() == ["NAMESPACE", "NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]

@@ -9,14 +9,8 @@ import pytest
 
 from svcdoctor.manifests import build_inventory, load
 from svcdoctor.model import Inventory
-from svcdoctor.model.path import (
-    HopKind,
-    Implementation,
-    Path,
-    Paths,
-    PathSettings,
-    trace_paths,
-)
+from svcdoctor.model.hops import HopKind, Implementation
+from svcdoctor.model.path import Path, Paths, PathSettings, trace_paths
 from svcdoctor.model.remedy import (
     HopChange,
     ShutdownFacts,

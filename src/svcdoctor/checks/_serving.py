@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
-from svcdoctor.model.path import Hop
+from svcdoctor.model.hops import Hop
 from svcdoctor.model.route import Route
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})

@@ -17,8 +17,7 @@ from svcdoctor.checks.race import race_plan, racing, short_sleep
 from svcdoctor.checks.registry import Hit, Subject, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
-from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch
-from svcdoctor.model.path import (
+from svcdoctor.model.hops import (
     ALB_GATE_LABEL,
     ALB_TG_ATTRIBUTES,
     GKE_NEG,
@@ -27,6 +26,7 @@ from svcdoctor.model.path import (
     HopKind,
     Implementation,
 )
+from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch
 from svcdoctor.model.remedy import HopChange, HopSetting, plan_hops
 
 _DELAY_KEY = "deregistration_delay.timeout_seconds"

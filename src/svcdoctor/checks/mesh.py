@@ -24,15 +24,9 @@ from svcdoctor.checks.race import race_plan, racing
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
+from svcdoctor.model.hops import ISTIO_NATIVE, LINKERD_NATIVE, Hop, Implementation
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, note, pod_path
-from svcdoctor.model.path import (
-    ISTIO_NATIVE,
-    LINKERD_NATIVE,
-    Hop,
-    Implementation,
-    Paths,
-    trace_paths,
-)
+from svcdoctor.model.path import Paths, trace_paths
 from svcdoctor.model.remedy import (
     HopChange,
     HopSetting,

@@ -16,8 +16,9 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
+from svcdoctor.model.hops import HopKind
 from svcdoctor.model.patch import Fix, ObjectPatch
-from svcdoctor.model.path import HopKind, Paths, trace_paths
+from svcdoctor.model.path import Paths, trace_paths
 from svcdoctor.model.remedy import (
     STICKY_RULE,
     ConnectionFacts,

@@ -13,7 +13,7 @@ from svcdoctor.checks.settings import drain_pattern
 from svcdoctor.cli._params import Duration, Number, ParamBase, config_value
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import Severity
-from svcdoctor.model.path import Implementation
+from svcdoctor.model.hops import Implementation
 
 MAX_FILE_MB = 2048.0  # the largest --max-file-mb: a manifest file of 2 GB is not one
 # the numbers of a config file and their flags: one type each, finite and in range

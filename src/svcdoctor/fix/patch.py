@@ -9,6 +9,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from svcdoctor.model import Finding
+from svcdoctor.model.hops import (
+    ALB_TG_ATTRIBUTES,
+    ISTIO_PROXY_CONFIG,
+    LINKERD_WAIT,
+    NLB_TG_ATTRIBUTES,
+)
 from svcdoctor.model.patch import (
     HANDLER_PARENTS,
     HANDLERS,
@@ -18,12 +24,6 @@ from svcdoctor.model.patch import (
     merge_match,
     pod_path,
     strategic_merge_patch,
-)
-from svcdoctor.model.path import (
-    ALB_TG_ATTRIBUTES,
-    ISTIO_PROXY_CONFIG,
-    LINKERD_WAIT,
-    NLB_TG_ATTRIBUTES,
 )
 
 # Fields a safe fix may set, below the pod spec (``[]``: an item of a merged list).

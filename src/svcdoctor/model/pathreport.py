@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from svcdoctor.model.finding import Location, ObjectRef
+from svcdoctor.model.hops import Hop, HopKind, Leg
 from svcdoctor.model.inventory import Inventory
-from svcdoctor.model.path import Hop, HopKind, Leg, Path, Paths
+from svcdoctor.model.path import Path, Paths
 
 PROPAGATION_SOURCE = "propagation-seconds"
 

@@ -36,8 +36,7 @@ from typing import Any
 import yaml
 
 from svcdoctor.model.finding import ObjectRef
-from svcdoctor.model.patch import Handler, PreStopHook
-from svcdoctor.model.path import (
+from svcdoctor.model.hops import (
     ALB_GATE_LABEL,
     ALB_TG_ATTRIBUTES,
     ISTIO_PROXY_CONFIG,
@@ -47,6 +46,7 @@ from svcdoctor.model.path import (
     HopKind,
     Implementation,
 )
+from svcdoctor.model.patch import Handler, PreStopHook
 from svcdoctor.model.workload import DEFAULT_GRACE_SECONDS, Probe
 
 # Lint's assumptions when nothing was measured (``--propagation-seconds`` and friends).

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model import Cause, Diagnosis, SourceSummary, Verdict, iso_utc
 from svcdoctor.model.diagnosis import FixStep
-from svcdoctor.model.path import Hop, HopKind
+from svcdoctor.model.hops import Hop, HopKind
 from svcdoctor.model.path import Path as RoutePath
 from svcdoctor.model.pathreport import WorkloadPaths
 from svcdoctor.report.backends import backends_alt, plot_backends

@@ -7,7 +7,7 @@ from typing import Any
 
 from svcdoctor.checks import LintResult
 from svcdoctor.model import Finding, ObjectRef
-from svcdoctor.model.path import Hop, Leg
+from svcdoctor.model.hops import Hop, Leg
 from svcdoctor.model.pathreport import WorkloadPaths
 from svcdoctor.report.fixes import fix_text
 
