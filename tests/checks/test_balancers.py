@@ -225,3 +225,59 @@ def test_a_patch_dir_annotation_patch_keeps_the_objects_name(tmp_path: Path) -> 
             ALB_ATTRS: "stickiness.enabled=true,deregistration_delay.timeout_seconds=10"
         },
     }
+
+
+AGIC = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 105
+      containers:
+        - name: app
+          image: example/app:1
+          lifecycle: {preStop: {sleep: {seconds: 90}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web
+  annotations: {appgw.ingress.kubernetes.io/connection-draining-timeout: "5"}
+spec:
+  ingressClassName: azure-application-gateway
+  defaultBackend: {service: {name: web, port: {number: 80}}}
+"""
+
+
+@pytest.mark.parametrize("draining", ["", "true"])
+def test_application_gateway_draining_is_turned_on_and_long_enough(
+    draining: str, tmp_path: Path
+) -> None:
+    """Connection draining off (the default), or a 5 s timeout against 10 s requests: the fix
+    turns it on with the longest request's timeout, and SVD112 is silent after it."""
+    text = AGIC
+    if draining:
+        text = text.replace(
+            "annotations: {",
+            f'annotations: {{appgw.ingress.kubernetes.io/connection-draining: "{draining}", ',
+        )
+    path = tmp_path / "web.yaml"
+    path.write_text(text)
+    assert "SVD112" in _rules(path)
+    result = CliRunner().invoke(cli, ["fix", "--write", str(path)], catch_exceptions=False)
+    assert result.exit_code in (0, 1), result.output
+    annotations = list(yaml.safe_load_all(path.read_text()))[2]["metadata"]["annotations"]
+    assert annotations["appgw.ingress.kubernetes.io/connection-draining"] == "true"
+    assert annotations["appgw.ingress.kubernetes.io/connection-draining-timeout"] == "10"
+    assert "SVD112" not in _rules(path)

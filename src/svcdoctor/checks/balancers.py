@@ -18,6 +18,7 @@ from svcdoctor.checks.registry import Hit, Subject, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.hops import (
+    AGIC_DRAINING,
     ALB_GATE_LABEL,
     ALB_TG_ATTRIBUTES,
     GKE_NEG,
@@ -286,8 +287,11 @@ def deregistration_delay_mismatch(inventory: Inventory, settings: Settings) -> I
     (IP targets): `deregistration_delay.timeout_seconds` in the Ingress' or Service's
     `alb.ingress.kubernetes.io/target-group-attributes`, or the NLB Service's
     `service.beta.kubernetes.io/aws-load-balancer-target-group-attributes`; AWS's default
-    is 300 s. Flags a delay shorter than the longest request (`--max-request-seconds`,
-    warning) or longer than the grace period the pod will have (info).
+    is 300 s. For an Azure Application Gateway (AGIC) Ingress, its connection draining:
+    `appgw.ingress.kubernetes.io/connection-draining` (off by default) and
+    `connection-draining-timeout` (30 s by default). Flags draining that is off or a delay
+    shorter than the longest request (`--max-request-seconds`, warning), or a delay longer
+    than the grace period the pod will have (info).
 
     ## Why it matters
     When the delay ends the load balancer closes the connections still open to the target:
@@ -321,6 +325,7 @@ def deregistration_delay_mismatch(inventory: Inventory, settings: Settings) -> I
     - https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/ingress/annotations/
     - https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/
     - https://github.com/zalando-incubator/kubernetes-on-aws/pull/4272
+    - https://learn.microsoft.com/azure/application-gateway/ingress-controller-annotations
     """
     routes = {r.ref: r for r in inventory.routes}
     services = {s.ref: s for s in inventory.services}
@@ -348,9 +353,21 @@ def deregistration_delay_mismatch(inventory: Inventory, settings: Settings) -> I
             continue
         done.add((subject.ref, key))
         delay = hop.deregistration.seconds
-        want = int(s.value.rsplit("=", 1)[1])
+        want = int(s.value.rsplit("=", 1)[-1])
         longest = seconds(settings.max_request_seconds)
-        if delay < longest:
+        current = subject.annotations.get(key)
+        if hop.implementation is Implementation.AZURE_APPGW:
+            annotations = {AGIC_DRAINING: "true", key: s.value}
+            what = f"{hop.label} connection draining"
+        else:
+            annotations = {key: _attributes(current, want)}
+            what = f"{hop.label} target group deregistration delay"
+        if delay == 0:
+            why, severity = (
+                "off: the load balancer cuts the requests in flight on a pod it removes",
+                Severity.WARNING,
+            )
+        elif delay < longest:
             why, severity = (
                 f"shorter than the longest request ({longest} s, --max-request-seconds): the "
                 "load balancer closes requests still in flight on a deleted pod",
@@ -362,12 +379,11 @@ def deregistration_delay_mismatch(inventory: Inventory, settings: Settings) -> I
                 "killed before it ends, the target only stays draining",
                 Severity.INFO,
             )
-        current = subject.annotations.get(key)
+        shown = "" if delay == 0 else f" {delay:g} s"
         yield Hit(
             subject,
-            f"{hop.label} target group deregistration delay {delay:g} s "
-            f"({hop.deregistration.source}) is {why}",
-            fix=Fix(ObjectPatch({"metadata": {"annotations": {key: _attributes(current, want)}}})),
+            f"{what}{shown} ({hop.deregistration.source}) is {why}",
+            fix=Fix(ObjectPatch({"metadata": {"annotations": annotations}})),
             line=subject.location.line,
             severity=severity,
         )

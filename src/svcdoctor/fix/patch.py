@@ -10,6 +10,8 @@ from typing import Any
 
 from svcdoctor.model import Finding
 from svcdoctor.model.hops import (
+    AGIC_DRAINING,
+    AGIC_DRAINING_TIMEOUT,
     ALB_TG_ATTRIBUTES,
     ISTIO_PROXY_CONFIG,
     LINKERD_WAIT,
@@ -42,7 +44,7 @@ _CONTAINER_KEYS = frozenset({"command", "args"})
 # Annotations a safe fix may set on the object that carries them: a load balancer's target
 # group attributes (the deregistration delay, SVD112) on its Ingress or Service.
 _ANNOTATIONS = {
-    "Ingress": frozenset({ALB_TG_ATTRIBUTES}),
+    "Ingress": frozenset({ALB_TG_ATTRIBUTES, AGIC_DRAINING, AGIC_DRAINING_TIMEOUT}),
     "Service": frozenset({ALB_TG_ATTRIBUTES, NLB_TG_ATTRIBUTES}),
 }
 

@@ -172,6 +172,12 @@ NLB_TG_ATTRIBUTES = "service.beta.kubernetes.io/aws-load-balancer-target-group-a
 ALB_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"  # on the Namespace: enabled
 GKE_NEG = "cloud.google.com/neg"
 NEG_READY_GATE = "cloud.google.com/load-balancer-neg-ready"
+# AGIC connection draining: off by default; its timeout 30 s by default (learn.microsoft.com
+# application-gateway/ingress-controller-annotations). Off, the gateway cuts the requests in
+# flight on a pod it removes from its backend pool.
+AGIC_DRAINING = "appgw.ingress.kubernetes.io/connection-draining"
+AGIC_DRAINING_TIMEOUT = "appgw.ingress.kubernetes.io/connection-draining-timeout"
+AGIC_DRAINING_SECONDS = 30.0
 NGINX_BACKEND_PROTOCOL = "nginx.ingress.kubernetes.io/backend-protocol"
 NGINX_SERVICE_UPSTREAM = "nginx.ingress.kubernetes.io/service-upstream"
 ISTIO_INJECT = "sidecar.istio.io/inject"

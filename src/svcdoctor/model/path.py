@@ -21,6 +21,9 @@ from pathlib import PurePath
 
 from svcdoctor.model.finding import ObjectRef
 from svcdoctor.model.hops import (
+    AGIC_DRAINING,
+    AGIC_DRAINING_SECONDS,
+    AGIC_DRAINING_TIMEOUT,
     ALB_GATE_LABEL,
     ALB_TARGET_TYPE,
     ALB_TG_ATTRIBUTES,
@@ -301,7 +304,7 @@ class _Tracer:
             hop = replace(_lb(implementation, route.ref, settings, ip=False), notes=(GKE_NEG_NOTE,))
             return (hop, datapath)
         if implementation is Implementation.AZURE_APPGW:
-            return (_lb(implementation, route.ref, settings),)
+            return (_with_draining(_lb(implementation, route.ref, settings), route),)
         notes = (
             (UNKNOWN_NOTE,)
             if implementation in (Implementation.INGRESS, Implementation.GATEWAY)
@@ -422,6 +425,19 @@ def _with_deregistration(hop: Hop, attributes: str | None, key: str, carrier: Ob
     else:
         leg = Leg(DEFAULT_DEREGISTRATION_SECONDS, "AWS target group default")
     return replace(hop, deregistration=leg)
+
+
+def _with_draining(hop: Hop, route: Route) -> Hop:
+    """An Application Gateway hop with its connection draining as its deregistration
+    delay: 0 when off (the default), else its timeout (30 s unless set)."""
+    a = route.annotations
+    if a.get(AGIC_DRAINING, "").lower() != "true":
+        return replace(hop, deregistration=Leg(0.0, f"{AGIC_DRAINING} off on {route.ref}"))
+    raw = a.get(AGIC_DRAINING_TIMEOUT, "")
+    timeout = float(raw) if raw.strip().isascii() and raw.strip().isdigit() else None
+    if timeout is None:
+        return replace(hop, deregistration=Leg(AGIC_DRAINING_SECONDS, "AGIC default timeout"))
+    return replace(hop, deregistration=Leg(timeout, f"{AGIC_DRAINING_TIMEOUT} on {route.ref}"))
 
 
 def _alb_gate(ns: Resource | None) -> bool | None:

@@ -37,6 +37,7 @@ import yaml
 
 from svcdoctor.model.finding import ObjectRef
 from svcdoctor.model.hops import (
+    AGIC_DRAINING_TIMEOUT,
     ALB_GATE_LABEL,
     ALB_TG_ATTRIBUTES,
     ISTIO_PROXY_CONFIG,
@@ -494,12 +495,13 @@ def plan_hops(
                     if dereg.seconds < longest
                     else (f"longer than the grace period ({plan.grace_seconds} s)")
                 )
+                key, value = _tg_setting(hop, want)
                 add(
                     HopChange.DEREGISTRATION,
                     hop,
                     hop.via,
-                    _tg_key(hop),
-                    f"deregistration_delay.timeout_seconds={want}",
+                    key,
+                    value,
                     f"{dereg.seconds:g}",
                     True,
                     f"{hop.label}'s deregistration delay {dereg.seconds:g} s ({dereg.source}) "
@@ -586,8 +588,14 @@ def merged_proxy_config(current: str | None, field: str, value: str) -> str:
     return text.strip()
 
 
-def _tg_key(hop: Hop) -> str:
-    return NLB_TG_ATTRIBUTES if hop.implementation is Implementation.AWS_NLB else ALB_TG_ATTRIBUTES
+def _tg_setting(hop: Hop, delay: int) -> tuple[str, str]:
+    """The annotation that sets a load balancer's deregistration delay, and its value: an
+    AWS target group's attributes, or Application Gateway's connection-draining timeout
+    (connection draining itself turned on beside it)."""
+    if hop.implementation is Implementation.AZURE_APPGW:
+        return AGIC_DRAINING_TIMEOUT, str(delay)
+    key = NLB_TG_ATTRIBUTES if hop.implementation is Implementation.AWS_NLB else ALB_TG_ATTRIBUTES
+    return key, f"deregistration_delay.timeout_seconds={delay}"
 
 
 # --- connection reuse (cause 3) ---------------------------------------------------------
