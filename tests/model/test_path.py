@@ -80,7 +80,7 @@ def test_alb_ingress_in_ip_mode_sends_to_pods_and_sets_the_window() -> None:
     )
     paths, found = paths_of(inv)
     assert [p.text() for p in found] == ["kube-proxy (5 s) → pod", "AWS ALB (ip, 30 s) → pod"]
-    hop, _ = paths.slowest(inv.workloads[0]) or (None, None)
+    hop = paths.slower_than(inv.workloads[0], 5.0)
     assert hop is not None
     assert hop.implementation is Implementation.AWS_ALB
     assert hop.deregistration is not None
@@ -143,7 +143,7 @@ def test_config_overrides_a_leg_and_says_so() -> None:
         """
     )
     paths, _ = paths_of(inv, PathSettings(5.0, {"aws-target-group": 12.0}))
-    hop, _ = paths.slowest(inv.workloads[0]) or (None, None)
+    hop = paths.slower_than(inv.workloads[0], 5.0)
     assert hop is not None
     assert hop.leg.seconds == 12
     assert hop.leg.source == "config hops.aws-target-group"

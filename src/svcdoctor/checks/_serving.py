@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
 from svcdoctor.model.hops import Hop
+from svcdoctor.model.path import Paths, trace_paths
 from svcdoctor.model.route import Route
 
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})
@@ -406,16 +407,16 @@ def _path_facts(
     paths = settings.paths
     if paths is None:
         return None, "", None
-    hop_window: float | None = None
-    name = ""
-    slowest = paths.slowest(workload)
-    if window is None and slowest is not None:
-        hop, _ = slowest
-        if hop.leg.seconds > settings.propagation_seconds:
-            hop_window, name = hop.leg.seconds, hop.name
+    hop = paths.slower_than(workload, settings.propagation_seconds) if window is None else None
+    hop_window, name = (hop.leg.seconds, hop.name) if hop else (None, "")
     sidecar = paths.sidecar(workload)
     drain = sidecar.drain.seconds if sidecar and sidecar.drain and not sidecar.native else None
     return hop_window, name, drain
+
+
+def run_paths(inventory: Inventory, settings: Settings) -> Paths:
+    """The run's paths: traced once by ``run_checks``, or here for a rule run alone."""
+    return settings.paths or trace_paths(inventory, settings.path_settings)
 
 
 def readiness_first(hop: Hop | None, sleep: int | None = None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from svcdoctor.checks._serving import readiness_first, seconds, shutdown_facts
+from svcdoctor.checks._serving import readiness_first, run_paths, seconds, shutdown_facts
 from svcdoctor.checks.race import race_plan, racing, short_sleep
 from svcdoctor.checks.registry import Hit, Subject, rule
 from svcdoctor.checks.settings import Settings
@@ -50,9 +50,7 @@ class _Planned:
 
 def _planned(inventory: Inventory, settings: Settings) -> Iterator[_Planned]:
     """The hop settings (``model.remedy.plan_hops``) of every serving container."""
-    paths = settings.paths
-    if paths is None:
-        return
+    paths = run_paths(inventory, settings)
     for w, c in racing(inventory):
         by_hop: dict[int, tuple[Hop, str]] = {}
         for path in paths.of(w):
@@ -129,14 +127,13 @@ def prestop_shorter_than_hop_leg(inventory: Inventory, settings: Settings) -> It
     - https://cloud.google.com/knowledge/kb/502-503-errors-on-external-http-s-load-balancer-000006416
     - https://azure.github.io/application-gateway-kubernetes-ingress/how-tos/minimize-downtime-during-deployments/
     """
-    paths = settings.paths
+    paths = run_paths(inventory, settings)
     for w, c in racing(inventory):
         hit = short_sleep(w, c, settings, "SVD110")
         if hit is None:
             continue
-        slowest = paths.slowest(w) if paths is not None else None
-        if slowest is not None and hit.fix is not None:
-            hop = slowest[0]
+        hop = paths.slower_than(w, settings.propagation_seconds)
+        if hop is not None and hit.fix is not None:
             key = hop.implementation.value
             note = (
                 f"\n# {hop.label}'s leg {hop.leg.seconds:g} s: {hop.leg.source}; measure yours "
@@ -234,9 +231,7 @@ def lb_targets_without_readiness_gate(inventory: Inventory, settings: Settings) 
 def _standalone_negs(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """Workloads in GKE standalone NEGs (no readiness gate) whose ``minReadySeconds`` is
     shorter than the NEG's leg."""
-    paths = settings.paths
-    if paths is None:
-        return
+    paths = run_paths(inventory, settings)
     for w in inventory.workloads:
         if w.ref.kind not in _MIN_READY_KINDS:
             continue

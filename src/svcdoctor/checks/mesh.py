@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from svcdoctor.checks._serving import seconds, service_names, shutdown_facts
+from svcdoctor.checks._serving import run_paths, seconds, service_names, shutdown_facts
 from svcdoctor.checks.race import race_plan, racing
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.hops import ISTIO_NATIVE, LINKERD_NATIVE, Hop, Implementation
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, note, pod_path
-from svcdoctor.model.path import Paths, trace_paths
 from svcdoctor.model.remedy import (
     HopChange,
     HopSetting,
@@ -57,10 +56,6 @@ _NATIVE = {
         "Linkerd's default from 2.20 / edge-26.5.2; it ignores proxy-wait-before-exit-seconds",
     ),
 }
-
-
-def _paths(inventory: Inventory, settings: Settings) -> Paths:
-    return settings.paths or trace_paths(inventory, settings.path_settings)
 
 
 def _by_workload(inventory: Inventory) -> dict[int, tuple[Workload, list[Container]]]:
@@ -192,7 +187,7 @@ def sidecar_stops_before_app(inventory: Inventory, settings: Settings) -> Iterat
     - https://github.com/linkerd/linkerd2/issues/11084
     - https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/
     """
-    paths = _paths(inventory, settings)
+    paths = run_paths(inventory, settings)
     for w, containers in _by_workload(inventory).values():
         hop = paths.sidecar(w)
         if hop is None or hop.native or hop.problems:
@@ -259,7 +254,7 @@ def unreadable_mesh_setting(inventory: Inventory, settings: Settings) -> Iterato
     - https://linkerd.io/2-edge/reference/proxy-configuration/
     - https://pkg.go.dev/time#ParseDuration
     """
-    paths = _paths(inventory, settings)
+    paths = run_paths(inventory, settings)
     for w in inventory.workloads:
         seen: set[str] = set()
         for path in paths.of(w):
@@ -348,7 +343,7 @@ def ebpf_datapath_terminating_endpoints(inventory: Inventory, settings: Settings
     live = inventory.live
     if live is None or live.datapath != Implementation.CILIUM.value:
         return
-    paths = _paths(inventory, settings)
+    paths = run_paths(inventory, settings)
     for w, _ in _by_workload(inventory).values():
         if not any(h.implementation is Implementation.CILIUM for p in paths.of(w) for h in p.hops):
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from svcdoctor.checks._serving import run_paths
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
@@ -18,7 +19,7 @@ from svcdoctor.model import (
 )
 from svcdoctor.model.hops import HopKind
 from svcdoctor.model.patch import Fix, ObjectPatch
-from svcdoctor.model.path import Paths, trace_paths
+from svcdoctor.model.path import Paths
 from svcdoctor.model.remedy import (
     STICKY_RULE,
     ConnectionFacts,
@@ -295,7 +296,7 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     - https://kubernetes.github.io/ingress-nginx/examples/grpc/
     - https://www.cockroachlabs.com/docs/stable/cockroach-start#networking
     """
-    paths = settings.paths or trace_paths(inventory, settings.path_settings)
+    paths = run_paths(inventory, settings)
     for svc in inventory.services:
         if svc.headless or svc.type == "ExternalName":
             continue

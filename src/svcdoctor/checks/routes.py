@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from svcdoctor.checks._serving import serving_containers
+from svcdoctor.checks._serving import run_paths, serving_containers
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
 from svcdoctor.model.inventory import related
 from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch, note
-from svcdoctor.model.path import Dangling, trace_paths
+from svcdoctor.model.path import Dangling
 from svcdoctor.model.route import Route, RouteKind
 
 # What happens to the traffic of an invalid backend. Gateway API (HTTPRouteRule.backendRefs,
@@ -154,8 +154,7 @@ def _grants_near(inventory: Inventory, route: Route, namespace: str) -> bool:
 
 def _dangling(inventory: Inventory, settings: Settings) -> tuple[Dangling, ...]:
     """The route backends that lead nowhere (the run's paths, traced once by ``run_checks``)."""
-    paths = settings.paths or trace_paths(inventory, settings.path_settings)
-    return paths.dangling
+    return run_paths(inventory, settings).dangling
 
 
 def _port_fix(service: Service | None, port: int | str | None) -> Fix:

@@ -129,14 +129,13 @@ class Paths:
     def of(self, workload: Workload) -> tuple[Path, ...]:
         return self.by_workload.get(id(workload), ())
 
-    def slowest(self, workload: Workload) -> tuple[Hop, Path] | None:
-        """The sending hop with the longest leg over all the workload's paths."""
-        best: tuple[Hop, Path] | None = None
-        for path in self.of(workload):
-            hop = path.slowest
-            if hop is not None and (best is None or hop.leg.seconds > best[0].leg.seconds):
-                best = (hop, path)
-        return best
+    def slower_than(self, workload: Workload, seconds: float) -> Hop | None:
+        """The sending hop with the longest leg over all the workload's paths, when that leg
+        is longer than ``seconds`` (the cluster's propagation): the hop the preStop advice
+        is planned for (``None``: the propagation itself)."""
+        senders = [h for path in self.of(workload) if (h := path.slowest) is not None]
+        hop = max(senders, key=lambda h: h.leg.seconds, default=None)
+        return hop if hop is not None and hop.leg.seconds > seconds else None
 
     def sidecar(self, workload: Workload) -> Hop | None:
         """The workload's own mesh proxy, if it has one."""

@@ -66,8 +66,7 @@ def workload_paths(
         found = paths.of(workload)
         if not found:
             continue
-        slowest = paths.slowest(workload)
-        hop = slowest[0] if slowest and slowest[0].leg.seconds > propagation_seconds else None
+        hop = paths.slower_than(workload, propagation_seconds)
         covered = hop.leg if hop else Leg(propagation_seconds, PROPAGATION_SOURCE)
         out.append(WorkloadPaths(workload.ref, workload.location, found, covered, hop))
     return tuple(out)
