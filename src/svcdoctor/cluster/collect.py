@@ -657,18 +657,22 @@ def _events(run: _Run) -> None:
     run.progress(f"{len(events)} events in {ns}")
 
 
+def _proxy_pods(run: _Run, labels: str, namespace: str) -> list[dict[str, Any]]:
+    """A proxy's pods (ingress-nginx, a gateway) by their labels: cluster-wide, else in the
+    namespace they are installed to by default (``Forbidden`` when that is forbidden too)."""
+    try:
+        return run.reader.list("pods", None, labels=labels)
+    except Forbidden:
+        return run.reader.list("pods", namespace, labels=labels)
+
+
 def _ingress_nginx(run: _Run, upstreams: frozenset[str], ips: frozenset[str]) -> None:
     """The access and error lines of the ingress-nginx controllers about this Service."""
     try:
-        controllers = run.reader.list("pods", None, labels=INGRESS_NGINX_LABELS)
-    except Forbidden:
-        try:
-            controllers = run.reader.list(
-                "pods", INGRESS_NGINX_NAMESPACE, labels=INGRESS_NGINX_LABELS
-            )
-        except Forbidden as exc:
-            run.note(f"ingress-nginx controllers not searched: {exc}")
-            return
+        controllers = _proxy_pods(run, INGRESS_NGINX_LABELS, INGRESS_NGINX_NAMESPACE)
+    except Forbidden as exc:
+        run.note(f"ingress-nginx controllers not searched: {exc}")
+        return
     for pod in controllers:
         meta = pod.get("metadata") or {}
         pod_name, pod_ns = str(meta.get("name")), str(meta.get("namespace"))
@@ -724,13 +728,10 @@ def _gateways(run: _Run, ips: frozenset[str]) -> None:
     ns, name = run.request.namespace, run.request.service
     for gateway in GATEWAYS:
         try:
-            pods = run.reader.list("pods", None, labels=gateway.labels)
-        except Forbidden:
-            try:
-                pods = run.reader.list("pods", gateway.namespace, labels=gateway.labels)
-            except Forbidden as exc:
-                run.note(f"{gateway.name} gateways not searched: {exc}")
-                continue
+            pods = _proxy_pods(run, gateway.labels, gateway.namespace)
+        except Forbidden as exc:
+            run.note(f"{gateway.name} gateways not searched: {exc}")
+            continue
         for pod in pods:
             meta = pod.get("metadata") or {}
             pod_name, pod_ns = str(meta.get("name")), str(meta.get("namespace"))
