@@ -26,14 +26,12 @@ from svcdoctor.cluster.collect import (
     ServiceNotFound,
     check_out,
     collect,
-    envoy_lines_for,
-    ingress_nginx_lines,
     manifest,
     merge_events,
-    request_lines,
     upstream_names,
     watch_record,
 )
+from svcdoctor.cluster.meshlogs import envoy_lines_for, ingress_nginx_lines, request_lines
 from svcdoctor.cluster.resources import RESOURCES
 from svcdoctor.evidence import read_evidence
 from svcdoctor.evidence.kubectl import CHANGE_SEEN, TRIGGER_TIME
@@ -156,6 +154,7 @@ class FakeReader:
         labels: str | None = None,
         fields: str | None = None,
         until: float | None = None,
+        on_gap: Any = None,
     ) -> Iterator[WatchEvent]:
         self._check("watch", resource, namespace)
         events: queue.Queue[WatchEvent] = queue.Queue()

@@ -188,14 +188,30 @@ def test_a_transient_api_error_while_polling_is_a_note_and_retried() -> None:
     api: Any = _Flaky(_deployment(updatedReplicas=3, replicas=3, availableReplicas=3))
     plan = Plan("shop", "deployments", "api", Path("b"))
     watch = _Watch(api, "shop", "api", "app=api", 0.0)
-    notes: list[str] = []
-    assert _done(api, plan, watch, notes) is False
-    assert _done(api, plan, watch, notes) is False
-    assert notes == [
+    assert _done(api, plan, watch) is False
+    assert _done(api, plan, watch) is False
+    assert watch.lost() is None  # not for LOST_SECONDS yet
+    assert watch.notes == [
         "reading deployment/api failed (retried): the API server at https://x (context c) "
         "did not answer"
     ]
-    assert _done(api, plan, watch, notes) is True
+    assert _done(api, plan, watch) is True
+    assert watch.failing_since is None
+
+
+def test_a_server_gone_for_good_is_reported_as_lost_not_as_a_slow_rollout() -> None:
+    plan = Plan("shop", "deployments", "api", Path("b"), duration=30)
+    watch = _Watch(_Flaky({}), "shop", "api", "app=api", 0.0)
+    watch.read_failed("deployment/api", ClusterError("cannot reach the API server"))
+    assert watch.failing_since is not None
+    watch.failing_since -= 16
+    lost = watch.lost()
+    assert lost is not None
+    assert "stopped answering" in lost
+    assert "cannot reach" in lost
+    reasons = incomplete_reasons(plan, Timing(), False, True, lost, ["watch of pods stopped: x"])
+    assert reasons == [lost, "watch of pods stopped: x"]
+    assert not any("did not finish" in r for r in reasons)
 
 
 def _agent_rows(n: int) -> list[dict[str, Any]]:

@@ -314,7 +314,9 @@ def test_foreign_and_failing_answers_are_one_line_errors() -> None:
             client.query_range("up", T0, T0 + 60, 15)
         assert err.value.status == 502
         assert not err.value.too_large
-        assert str(err.value).endswith("answered 502 to up: Bad Gateway upstream down")
+        assert str(err.value).endswith(
+            "answered 502 to up: Bad Gateway upstream down (after 6 attempts)"
+        )
         slow = PromClient(f"{base}/slow", timeout=0.5)
         with slow, pytest.raises(PrometheusUnreachable, match=r"did not answer within 0\.5 s"):
             slow.series_names(T0, T0 + 60)

@@ -353,7 +353,7 @@ def _replicas(workload: Workload, hpa: Autoscaler | None) -> int | None:
     return 1 if workload.ref.kind == "Pod" or workload.replicas is None else workload.replicas
 
 
-@rule("SVD205", "service-port-mismatch", Cause.BACKEND, Severity.ERROR)
+@rule("SVD205", "service-port-mismatch", Cause.BACKEND, Severity.ERROR, absence=True)
 def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The Service targets a port that no selected container exposes.
 

@@ -544,7 +544,14 @@ def stale_endpoints(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         )
 
 
-@rule("SVD210", "endpoints-miss-ready-pods", Cause.BACKEND, Severity.WARNING, live=True)
+@rule(
+    "SVD210",
+    "endpoints-miss-ready-pods",
+    Cause.BACKEND,
+    Severity.WARNING,
+    live=True,
+    absence=True,
+)
 def endpoints_miss_ready_pods(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The Service's EndpointSlices hold fewer ready endpoints than its workload has ready pods.
 

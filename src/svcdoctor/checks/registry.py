@@ -51,7 +51,9 @@ class Rule:
 
     Input rules (``SVD0xx``) have no check: the readers report them. ``live`` rules read
     what only a cluster knows (``Inventory.live``): ``scan`` runs them, ``lint`` finds
-    nothing for them. ``fix``: whether the rule's fixes are safe to apply.
+    nothing for them. ``fix``: whether the rule's fixes are safe to apply. ``absence``
+    rules conclude from an object that is not there: not run on an incomplete bundle,
+    where an object may be missing only because it was not collected.
     """
 
     id: str
@@ -62,6 +64,7 @@ class Rule:
     check: Check | None = None
     live: bool = False
     fix: FixAvailability = FixAvailability.MANUAL
+    absence: bool = False
 
     @property
     def summary(self) -> str:
@@ -143,13 +146,15 @@ def rule(
     *,
     live: bool = False,
     fix: FixAvailability = FixAvailability.MANUAL,
+    absence: bool = False,
 ) -> Callable[[Check], Check]:
     """Register the decorated check; its docstring is the rule's documentation. ``fix``:
-    ``SAFE`` when its fixes change only the shutdown path (``fix`` applies them)."""
+    ``SAFE`` when its fixes change only the shutdown path (``fix`` applies them);
+    ``absence`` when it concludes from a missing object (see ``Rule``)."""
 
     def decorate(check: Check) -> Check:
         doc = inspect.getdoc(check) or ""
-        _register(Rule(id, name, cause, severity, doc, check, live, fix))
+        _register(Rule(id, name, cause, severity, doc, check, live, fix, absence))
         return check
 
     return decorate

@@ -30,7 +30,7 @@ _FAILS = {
 _CONNECTIONS = "the gateway rejects the connections weighted to this backend"
 
 
-@rule("SVD211", "route-to-missing-backend", Cause.BACKEND, Severity.ERROR)
+@rule("SVD211", "route-to-missing-backend", Cause.BACKEND, Severity.ERROR, absence=True)
 def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """A route sends traffic to a Service port that does not exist or may not be referenced.
 

@@ -250,7 +250,7 @@ _CONFIG_KINDS = frozenset(
 )
 
 
-@rule("SVD207", "service-selects-nothing", Cause.BACKEND, Severity.INFO)
+@rule("SVD207", "service-selects-nothing", Cause.BACKEND, Severity.INFO, absence=True)
 def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """No workload in the inputs makes pods that the Service's selector matches.
 

@@ -19,6 +19,8 @@ from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import OutputDir, option, output_option
 
+INCOMPLETE = 3  # the exit code of a bundle written with evidence missing
+
 
 @contextmanager
 def _progress(show: bool) -> Iterator[Callable[[str], None]]:
@@ -73,7 +75,9 @@ def collect(
     included), their owners, the namespace's events, and the logs about it of the
     ingress-nginx controllers and Istio sidecars over --since. --watch records a rollout
     that happens meanwhile as a timeline (Ctrl-C ends it early; the bundle is still
-    complete). Read-only. Exit codes: 0 written, 2 on a cluster or --out problem.
+    complete). Read-only. Exit codes: 0 written and complete, 3 written but incomplete
+    (collect.json's "missing" says what: a lost server, a watch that could not be resumed,
+    a capped log, a forbidden read), 2 on a cluster or --out problem (nothing written).
     """
     with extras_needed("collect", "live", "diagnose"):
         from svcdoctor.cluster import ClusterError
@@ -97,10 +101,16 @@ def collect(
         click.echo(json.dumps(result, indent=2))
     else:
         _summary(result, out)
+    if not result.get("complete"):
+        sys.exit(INCOMPLETE)
 
 
 def _summary(result: dict[str, Any], out: Path) -> None:
     console = stdout_console()
+    if missing := result.get("missing"):
+        console.print(f"INCOMPLETE bundle: {len(missing)} piece(s) of evidence missing")
+        for text in missing:
+            console.print(f"missing: {text}", soft_wrap=True)
     span = result["span"]
     watched = result.get("watch_seconds")
     console.print(

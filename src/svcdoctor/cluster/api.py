@@ -14,7 +14,8 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx2 as httpx
@@ -25,8 +26,17 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.config.models import User, UserExec
 from lightkube.core.exceptions import ConfigError
 
+from svcdoctor import http_policy
 from svcdoctor.cluster.config import Target, resolve
-from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, NotServed, WatchEvent
+from svcdoctor.cluster.reader import (
+    ClusterError,
+    ClusterReader,
+    Forbidden,
+    NotServed,
+    Unreachable,
+    WatchEvent,
+    WatchGap,
+)
 from svcdoctor.cluster.resources import RESOURCES, Resource
 
 ACTIVE_RBAC_FILE = "deploy/rbac/svcdoctor-active.yaml"
@@ -40,6 +50,7 @@ PATCH_TYPES = {
 }
 PAGE_SIZE = 500
 WATCH_CHUNK_SECONDS = 300  # a watch request's server-side timeout; resumed after it
+GAP_SECONDS = 1.0  # a longer break in a watch stamps the changes in it late: a gap
 _decode = msgspec.json.Decoder()
 Objects = list[dict[str, Any]]
 
@@ -115,9 +126,11 @@ class ApiReader(ClusterReader):
         method: str = "GET",
         body: Any = None,
         content_type: str = "application/json",
+        policy: http_policy.Policy = http_policy.DEFAULT,
     ) -> httpx.Response:
-        """``method`` ``path`` (GET unless told); every failure becomes a one-line
-        ``ClusterError``."""
+        """``method`` ``path`` (GET unless told) under the request policy (retries, the
+        deadline over the whole answer; ``policy`` for a watch bounded by its end); every
+        failure becomes a one-line ``ClusterError``."""
         timeout = httpx.Timeout(self.timeout, read=read_timeout or self.timeout)
         if resource:
             self.used.add((verb, resource))
@@ -127,14 +140,25 @@ class ApiReader(ClusterReader):
             request = self._http.build_request(
                 method, path, params=params, timeout=timeout, content=content, headers=headers
             )
-            response = self._http.send(request, stream=stream)
+            response = http_policy.send(
+                self._http,
+                request,
+                deadline=None if stream else self.timeout,
+                stream=stream,
+                policy=policy,
+            )
+        except http_policy.DeadlineExceeded as exc:
+            raise Unreachable(
+                f"the API server at {self.server} (context {self.context}) did not send its "
+                f"answer to {path} within --request-timeout {self.timeout:g} s: {exc}"
+            ) from None
         except httpx.TimeoutException:
-            raise ClusterError(
+            raise Unreachable(
                 f"the API server at {self.server} (context {self.context}) did not answer "
                 f"within {self.timeout:g} s"
             ) from None
         except (httpx.HTTPError, OSError) as exc:
-            raise ClusterError(
+            raise Unreachable(
                 f"cannot reach the API server at {self.server} (context {self.context}): "
                 f"{_reason(exc)}"
             ) from None
@@ -142,8 +166,6 @@ class ApiReader(ClusterReader):
             raise ClusterError(f"credentials of context {self.context}: {exc}") from None
         if response.status_code < 400:
             return response
-        if stream:
-            response.read()
         raise self._error(response, verb, resource, namespace)
 
     def _error(
@@ -163,7 +185,11 @@ class ApiReader(ClusterReader):
             return Forbidden(verb, what, namespace)
         if code == 404 and verb in ("list", "watch"):
             return NotServed(f"the server does not serve {resource}: {message}")
-        return ApiStatus(code, f"{code} from {response.request.url.path}: {message}")
+        return ApiStatus(
+            code,
+            f"{code} from {response.request.url.path}: {message}"
+            f"{http_policy.attempts_text(response)}",
+        )
 
     def _json(self, path: str, params: dict[str, Any] | None = None, **kw: Any) -> Any:
         response = self._send(path, params, **kw)
@@ -245,6 +271,7 @@ class ApiReader(ClusterReader):
         labels: str | None = None,
         fields: str | None = None,
         until: float | None = None,
+        on_gap: Callable[[WatchGap], None] | None = None,
     ) -> Iterator[WatchEvent]:
         res = _resource(resource)
         selectors = _selectors(labels, fields)
@@ -268,17 +295,25 @@ class ApiReader(ClusterReader):
             known.clear()
             known.update(fresh)
 
+        def gap(since: float, relisted: bool) -> None:
+            """Tell ``on_gap`` of a break in the stream longer than GAP_SECONDS, or of any
+            re-list (changes between the two lists are lost)."""
+            now = time.time()
+            if on_gap is not None and (relisted or now - since > GAP_SECONDS):
+                on_gap(WatchGap(resource, since, now, relisted))
+
         yield from relist()
+        broke: float | None = None  # when the stream last broke, until it is open again
         while until is None or time.time() < until:
             left = WATCH_CHUNK_SECONDS if until is None else max(1, int(until - time.time()))
+            chunk = min(left, WATCH_CHUNK_SECONDS)
             params: dict[str, Any] = {
                 "watch": "true",
                 "allowWatchBookmarks": "true",
                 "resourceVersion": version,
-                "timeoutSeconds": min(left, WATCH_CHUNK_SECONDS),
+                "timeoutSeconds": chunk,
                 **selectors,
             }
-            gone = False
             try:
                 response = self._send(
                     res.path(namespace),
@@ -287,13 +322,26 @@ class ApiReader(ClusterReader):
                     resource=resource,
                     namespace=namespace,
                     stream=True,
-                    read_timeout=min(left, WATCH_CHUNK_SECONDS) + self.timeout,
+                    read_timeout=chunk + self.timeout,
+                    policy=_within(until),
                 )
             except ApiStatus as exc:  # 410 as an HTTP status rather than an ERROR event
                 if exc.code != 410:
                     raise
                 yield from relist()
+                gap(broke or time.time(), relisted=True)
+                broke = None
                 continue
+            except ClusterError as exc:
+                if broke is None:
+                    raise
+                raise ClusterError(
+                    f"watch of {resource} broke at {_clock(broke)} and could not be resumed: {exc}"
+                ) from None
+            if broke is not None:
+                gap(broke, relisted=False)
+                broke = None
+            gone = False
             try:
                 for line in response.iter_lines():
                     if not line.strip():
@@ -319,12 +367,17 @@ class ApiReader(ClusterReader):
                         return
             except httpx.ReadTimeout:
                 pass  # the server kept the stream open past its timeout: resume
+            except (httpx.RemoteProtocolError, httpx.NetworkError):
+                pass  # cut: resume from the last version seen
             except (httpx.HTTPError, msgspec.DecodeError) as exc:
                 raise ClusterError(f"watch of {resource} broke: {_reason(exc)}") from None
             finally:
                 response.close()
+            broke = time.time()  # ended or cut: a slow resumption is a gap
             if gone:  # 410 Gone: our version is too old; list again and go on from there
                 yield from relist()
+                gap(broke, relisted=True)
+                broke = None
 
     def logs(
         self,
@@ -571,6 +624,17 @@ class CredentialPlugin(httpx.Auth):
                 f"credential plugin {name} printed no ExecCredential with status.token"
             ) from None
         return str(token)
+
+
+def _within(until: float | None) -> http_policy.Policy:
+    """The request policy of a watch's set-up: its retries end with the watch."""
+    left = http_policy.DEFAULT.total_seconds if until is None else until - time.time()
+    total = min(http_policy.DEFAULT.total_seconds, max(left, 1.0))
+    return replace(http_policy.DEFAULT, total_seconds=total, reconnect=True)
+
+
+def _clock(ts: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(ts)) + "Z"
 
 
 def _selectors(labels: str | None, fields: str | None) -> dict[str, str]:

@@ -35,12 +35,27 @@ from pathlib import Path
 from typing import Any
 
 from svcdoctor.cluster.hops import read_hops
-from svcdoctor.cluster.meshlogs import GATEWAYS, LINKERD_PROXY, gateway_lines, prefixed
-from svcdoctor.cluster.reader import ClusterError, ClusterReader, Forbidden, WatchEvent
+from svcdoctor.cluster.meshlogs import (
+    GATEWAYS,
+    LINKERD_PROXY,
+    REQUEST_FORMATS,
+    envoy_lines_for,
+    gateway_lines,
+    ingress_nginx_lines,
+    prefixed,
+    request_lines,
+)
+from svcdoctor.cluster.reader import (
+    ClusterError,
+    ClusterReader,
+    Forbidden,
+    Unreachable,
+    WatchEvent,
+    WatchGap,
+)
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.kubectl import CHANGE_SEEN
-from svcdoctor.evidence.proxylogs import NGINX_ACCESS
-from svcdoctor.evidence.reader import detect, read_evidence
+from svcdoctor.evidence.reader import read_evidence
 from svcdoctor.model import SourceSummary, iso_utc
 
 MARKER = "svcdoctor_collect"  # collect.json's format version key (diagnose skips the file)
@@ -57,21 +72,6 @@ BUNDLE_NAMES = re.compile(
     r"|gateway-[^/]+\.(?:log|jsonl)"
     r"|client-[^/]+\.(?:log|jsonl|csv))$"
 )
-_ACCESS = re.compile(NGINX_ACCESS)
-_NGINX_ERROR = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[\w+\]")
-_ERROR_UPSTREAM = re.compile(r"upstream: \"\w+://(?:\[([0-9a-fA-F:.]+)\]|([^:/\"]+))")
-_ENVOY_CLUSTER = re.compile(r"\b(inbound|outbound)\|\d*\|[^|\s\"]*\|([^\s\"]*)")
-# request formats diagnose reads, and the extension a file of each gets
-REQUEST_FORMATS = {
-    "jsonl": "jsonl",
-    "csv": "csv",
-    "envoy-json": "jsonl",
-    "nginx-access": "log",
-    "envoy": "log",
-    "linkerd": "log",
-    "linkerd-json": "log",  # kept with kubectl's --prefix: no longer one JSON object a line
-}
-
 
 LOG_LIMIT_BYTES = 256 << 20  # per container log
 
@@ -130,62 +130,6 @@ def addresses(objects: Iterable[dict[str, Any]]) -> frozenset[str]:
             for key in ("addresses", "notReadyAddresses"):
                 found.update(str(a.get("ip")) for a in subset.get(key) or [] if a.get("ip"))
     return frozenset(found)
-
-
-def ingress_nginx_lines(
-    text: str, upstreams: frozenset[str], ips: frozenset[str]
-) -> tuple[list[str], list[str]]:
-    """The access-log lines of ``upstreams`` and the error-log lines about them: those whose
-    ``upstream:`` is one of ``ips``, an address the kept access lines name, or an upstream
-    (``no live upstreams``). Every other line (other Services, the controller's own) goes."""
-    access: list[str] = []
-    known = set(ips)
-    marks = [f" [{u}] " for u in upstreams]
-    for line in text.splitlines():
-        if not any(mark in line for mark in marks):
-            continue
-        if (m := _ACCESS.match(line)) and m["upstream_name"] in upstreams:
-            access.append(line)
-            addrs = m["addrs"].replace(" : ", ", ").split(", ")
-            known.update(a.rsplit(":", 1)[0].strip("[]") for a in addrs if a != "-")
-    errors = []
-    for line in text.splitlines():
-        if "upstream: " in line and _NGINX_ERROR.match(line):
-            m = _ERROR_UPSTREAM.search(line)
-            host = (m[1] or m[2]) if m else None
-            if host is not None and (host in known or host in upstreams):
-                errors.append(line)
-    return access, errors
-
-
-def request_lines(text: str) -> tuple[str, list[str]] | None:
-    """The request rows in a container log and their format (see ``REQUEST_FORMATS``), or
-    None when it has none. The first line in a request format decides it; lines in other
-    formats (startup messages, the app's other logs) are left out, so diagnose reads the
-    file whole. A CSV keeps its header and the rows with as many fields."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        fmt = detect(line.encode()) if line.strip() else "unknown"
-        if fmt not in REQUEST_FORMATS:
-            continue
-        if fmt == "csv":
-            width = line.count(",")
-            rows = [r for r in lines[i + 1 :] if r.count(",") == width and r.strip()]
-            return (fmt, [line, *rows]) if rows else None
-        return fmt, [r for r in lines[i:] if detect(r.encode()) == fmt]
-    return None
-
-
-def envoy_lines_for(lines: Sequence[str], service: str, namespace: str) -> list[str]:
-    """A sidecar's access-log lines about the Service: inbound (to the pod it runs in) and
-    outbound to ``SERVICE.NAMESPACE.svc…``; lines naming no cluster are kept."""
-    host = f"{service}.{namespace}.svc"
-    kept = []
-    for line in lines:
-        m = _ENVOY_CLUSTER.search(line)
-        if m is None or m[1] == "inbound" or m[2].startswith(host):
-            kept.append(line)
-    return kept
 
 
 def merge_events(core: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[Any]:
@@ -369,12 +313,24 @@ class _Run:
         self.reader, self.request, self.progress = reader, request, progress
         self.started = time.time()
         self.notes: list[str] = []
+        self.missing: list[str] = []  # evidence that should be here and is not: incomplete
+        self.lost: str | None = None  # why the API server is unreachable, once it is
         self.written: list[str] = []
         self.sidecar_logs: dict[tuple[str, str], str] = {}  # (pod, sidecar) → last log read
 
     def note(self, text: str) -> None:
         self.notes.append(text)
         self.progress(text)
+
+    def lack(self, text: str) -> None:
+        """A note that evidence is missing: the bundle is incomplete."""
+        self.missing.append(text)
+        self.note(text)
+
+    def gap(self, gap: WatchGap) -> None:
+        """A break in a watch: lost changes make the bundle incomplete; a resumed one
+        stamps the changes in it late, a note."""
+        (self.lack if gap.relisted else self.note)(gap.text())
 
     def write(self, name: str, text: str) -> None:
         write_atomic(self.request.out / name, text)
@@ -458,7 +414,12 @@ def collect(
     if request.client_logs:
         _optional(run, "reading client logs", _client_logs, request.client_logs)
 
-    context.update(complete=True, finished=iso_utc(time.time()), notes=run.notes)
+    context.update(
+        complete=not run.missing,
+        missing=run.missing,
+        finished=iso_utc(time.time()),
+        notes=run.notes,
+    )
     found = read_evidence([str(request.out / n) for n in run.written if n != "collect.json"])
     result = manifest(request.out, found.sources, found.problems, context)
     if earlier:  # files of the earlier bundle this one did not rewrite
@@ -471,11 +432,18 @@ def collect(
 
 def _optional(run: _Run, what: str, step: Callable[..., None], *args: Any) -> None:
     """A step that only adds evidence: when the cluster fails it (the server went away
-    during a watch), what was gathered so far is written with a note instead of lost."""
+    during a watch), what was gathered so far is written and the bundle says what is
+    missing. Once the server is unreachable, the steps after it are skipped."""
+    if run.lost is not None:
+        run.missing.append(f"{what}: skipped, the API server is unreachable")
+        return
     try:
         step(run, *args)
+    except Unreachable as exc:
+        run.lost = str(exc)
+        run.lack(f"{what} failed: {exc}")
     except ClusterError as exc:
-        run.note(f"{what} failed: {exc}")
+        run.lack(f"{what} failed: {exc}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,13 +510,16 @@ def _watch(run: _Run, targets: _Targets, seconds: float) -> float:
 
     def follow(what: str, by_label: str | None, by_field: str | None, into: Stream) -> None:
         try:
-            for event in run.reader.watch(what, ns, by_label, by_field, until=until):
+            events = run.reader.watch(what, ns, by_label, by_field, until=until, on_gap=run.gap)
+            for event in events:
                 if into.closed:
                     return
                 if into.add(event) and what == "pods":
                     _sidecar_if_terminating(run, event.object)
         except ClusterError as exc:
-            run.note(f"watch of {what} stopped: {exc}")
+            if isinstance(exc, Unreachable):
+                run.lost = str(exc)
+            run.lack(f"watch of {what} stopped at {iso_utc(time.time())}: {exc}")
 
     threads = [threading.Thread(target=follow, args=job, daemon=True) for job in jobs]
     run.progress(f"watching {resource} and pods for {seconds:g} s (Ctrl-C ends it early)")
@@ -593,12 +564,14 @@ def _logs(run: _Run, pod: str, container: str, namespace: str | None = None) -> 
             limit_bytes=LOG_LIMIT_BYTES,
         )
     except Forbidden as exc:
-        run.note(f"logs of {pod}: {exc}")
+        run.lack(f"logs of {pod}: {exc}")
         return None
+    except Unreachable:
+        raise
     except ClusterError:  # gone meanwhile, or never started: nothing to read
         return None
     if len(text) >= LOG_LIMIT_BYTES // 4 and len(text.encode()) >= LOG_LIMIT_BYTES:
-        run.note(
+        run.lack(
             f"logs of {pod}/{container}: only the first {LOG_LIMIT_BYTES >> 20} MiB of "
             "--since were read; shorten --since to cover the incident"
         )
@@ -623,8 +596,10 @@ def _owners(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
             continue
         try:
             obj = run.reader.get(kinds[key[0]], ns, key[1])
+        except Unreachable:
+            raise
         except ClusterError as exc:
-            run.note(f"owner {key[0]} {key[1]}: {exc}")
+            run.lack(f"owner {key[0]} {key[1]}: {exc}")
             continue
         if obj is not None:
             found[key] = clean(obj)
@@ -644,14 +619,14 @@ def _events(run: _Run) -> None:
     try:
         core = run.reader.list("events", ns)
     except Forbidden as exc:
-        run.note(f"events not collected: {exc}")
+        run.lack(f"events not collected: {exc}")
         return
     new: list[dict[str, Any]] = []
     if run.reader.serves("events.events.k8s.io"):
         try:
             new = run.reader.list("events.events.k8s.io", ns)
         except Forbidden as exc:
-            run.note(f"events.k8s.io events not read: {exc}")
+            run.note(f"events.k8s.io events not read (core events kept): {exc}")
     events = [clean(e) for e in merge_events(core, new)]
     run.write("events.json", _json(kube_list(events)))
     run.progress(f"{len(events)} events in {ns}")

@@ -8,7 +8,7 @@ implementation. Objects are plain dicts exactly as the API returns them
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +32,10 @@ class Forbidden(ClusterError):
         self.verb, self.resource, self.namespace = verb, resource, namespace
 
 
+class Unreachable(ClusterError):
+    """The API server did not answer (refused, cut, or past the deadline), after retries."""
+
+
 class NotServed(ClusterError):
     """The server does not serve this resource (an older or trimmed API)."""
 
@@ -41,6 +45,28 @@ class WatchEvent:
     type: str  # ADDED | MODIFIED | DELETED (BOOKMARKs are consumed by the reader)
     object: dict[str, Any]
     seen: float  # Unix time the event was received
+
+
+@dataclass(frozen=True, slots=True)
+class WatchGap:
+    """A break in a watch: from ``start`` to ``end`` (Unix times) the changes of
+    ``resource`` were not seen as they happened; ``relisted`` when the watch had to list
+    again (410 Gone), so changes in between are lost, not only stamped late."""
+
+    resource: str
+    start: float
+    end: float
+    relisted: bool
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    def text(self) -> str:
+        gap = f"watch of {self.resource}: {self.seconds:.1f} s gap"
+        if self.relisted:
+            return f"{gap} (re-listed: the changes in it are lost)"
+        return f"{gap} (resumed: the changes in it are stamped up to {self.seconds:.1f} s late)"
 
 
 class ClusterReader(Protocol):
@@ -84,10 +110,12 @@ class ClusterReader(Protocol):
         labels: str | None = None,
         fields: str | None = None,
         until: float | None = None,
+        on_gap: Callable[[WatchGap], None] | None = None,
     ) -> Iterator[WatchEvent]:
         """The current objects as ADDED, then every change until ``until`` (Unix time) or
         until the caller stops iterating; resumes from the last resourceVersion when the
-        stream ends and re-lists after ``410 Gone``."""
+        stream ends or is cut, re-lists after ``410 Gone``, and tells ``on_gap`` of each
+        break that loses or delays changes. A watch that cannot be resumed raises."""
         ...
 
     def logs(

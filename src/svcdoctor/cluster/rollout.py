@@ -59,7 +59,7 @@ from svcdoctor.cluster.collect import (
     stream,
     write_atomic,
 )
-from svcdoctor.cluster.reader import ClusterError, WatchEvent
+from svcdoctor.cluster.reader import ClusterError, WatchEvent, WatchGap
 from svcdoctor.diagnose import Settings, diagnose
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.reader import read_evidence
@@ -71,6 +71,7 @@ KINDS = {"deployment": "deployments", "statefulset": "statefulsets"}
 ALIASES = {"deploy": "deployment", "deployments": "deployment", "sts": "statefulset",
            "statefulsets": "statefulset"}  # fmt: skip
 STOP_SECONDS = 20.0  # for the agent to end after its pod is deleted
+LOST_SECONDS = 15.0  # reads failing this long (after the policy's retries): the server is lost
 PHASES = ("before", "during", "after")
 
 
@@ -382,6 +383,33 @@ class _Watch:
     streams: dict[str, Stream] = field(default_factory=lambda: {"slices": Stream(),
                                                                  "pods": Stream()})  # fmt: skip
     notes: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # evidence lost: the test is incomplete
+    failing_since: float | None = None  # the polls of the workload fail since then
+    error: str = ""
+
+    def read_failed(self, workload: str, exc: ClusterError) -> None:
+        """A failed poll of the workload: a note (once per message); retried by the next."""
+        self.failing_since = self.failing_since or time.time()
+        self.error = str(exc)
+        if (note := f"reading {workload} failed (retried): {exc}") not in self.notes:
+            self.notes.append(note)
+
+    def read_worked(self) -> None:
+        self.failing_since = None
+
+    def lost(self) -> str | None:
+        """Why the API server counts as lost: its reads failed for LOST_SECONDS."""
+        since = self.failing_since
+        if since is None or time.time() - since < LOST_SECONDS:
+            return None
+        when = datetime.fromtimestamp(since, UTC).strftime("%H:%M:%S")
+        return (
+            f"the API server stopped answering at {when}Z ({self.error}): "
+            "the rollout's end was not seen"
+        )
+
+    def gap(self, gap: WatchGap) -> None:
+        (self.missing if gap.relisted else self.notes).append(gap.text())
 
     def start(self) -> None:
         jobs = [
@@ -394,13 +422,14 @@ class _Watch:
     def _follow(self, what: str, labels: str, into: Stream) -> None:
         first: float | None = None
         try:
-            for event in self.api.watch(what, self.namespace, labels, until=self.until):
+            events = self.api.watch(what, self.namespace, labels, until=self.until, on_gap=self.gap)
+            for event in events:
                 if into.closed:
                     return
                 first = event.seen if first is None else first
                 into.add(event, initial=event.type == "ADDED" and event.seen == first)
         except ClusterError as exc:
-            self.notes.append(f"watch of {what} stopped: {exc}")
+            self.missing.append(f"watch of {what} stopped: {exc}")
 
     def final(self) -> None:
         """List both once more (what the watch may have missed at its end)."""
@@ -413,7 +442,7 @@ class _Watch:
                 for obj in self.api.list(what, self.namespace, labels=labels):
                     into.add(WatchEvent("ADDED", obj, now))
             except ClusterError as exc:
-                self.notes.append(f"listing {what} after the watch failed: {exc}")
+                self.missing.append(f"listing {what} after the watch failed: {exc}")
 
     def stop(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         pods, _ = self.streams["pods"].close()
@@ -421,12 +450,23 @@ class _Watch:
         return pods, slices
 
 
-def incomplete_reasons(plan: Plan, timing: Timing, interrupted: bool, done: bool) -> list[str]:
-    """Why a finished test cannot be trusted to pass (pure): the rollout did not finish
-    within ``--duration``, or the agent's log has no done line (its rows may be cut)."""
+def incomplete_reasons(
+    plan: Plan,
+    timing: Timing,
+    interrupted: bool,
+    done: bool,
+    lost: str | None = None,
+    missing: Sequence[str] = (),
+) -> list[str]:
+    """Why a finished test cannot be trusted to pass (pure): the API server was ``lost``,
+    or else the rollout did not finish within ``--duration``; evidence ``missing`` (a watch
+    that stopped or lost changes); the agent's log has no done line (its rows may be cut)."""
     reasons = []
-    if timing.rolled_out is None and not interrupted:
+    if lost is not None:
+        reasons.append(lost)
+    elif timing.rolled_out is None and not interrupted:
         reasons.append(f"the rollout did not finish within --duration {plan.duration:g}s")
+    reasons += missing
     if not done:
         reasons.append("the load agent ended without its done line (killed or crashed)")
     return reasons
@@ -519,7 +559,9 @@ def run(
                     pod_records, slice_records = watch.stop()
                     output = follower.output()
                     evidence.first(pod_records, slice_records, output.rows, follower.pod, notes)
-        incomplete = incomplete_reasons(plan, timing, interrupted, output.done is not None)
+        incomplete = incomplete_reasons(
+            plan, timing, interrupted, output.done is not None, watch.lost(), watch.missing
+        )
         notes += watch.notes
         if output.done is None:
             notes.append("the load agent ended without its done line (killed or crashed)")
@@ -589,7 +631,10 @@ def _load_and_restart(
     progress(f"restarted {plan.workload}; waiting for the rollout")
     # the agent stops by itself after --duration: the rollout and its tail fit in it
     deadline = load_started + plan.duration - plan.tail
-    if _wait(lambda: _done(api, plan, watch, notes), deadline, 1.0):
+    if _wait(lambda: _done(api, plan, watch) or watch.lost() is not None, deadline, 1.0):
+        if watch.lost() is not None:
+            progress(f"{watch.lost()}; stopping")
+            return
         reached[0] = replace(reached[0], rolled_out=time.time())
         progress(f"rolled out; {plan.tail:g} s tail")
         time.sleep(plan.tail)
@@ -601,16 +646,15 @@ def _agent_failed(follower: Follower, job: str) -> str:
     return f"the load agent (job {job}) ended before sending a request: {last}"
 
 
-def _done(api: ApiReader, plan: Plan, watch: _Watch, notes: list[str]) -> bool:
+def _done(api: ApiReader, plan: Plan, watch: _Watch) -> bool:
     """Rolled out, and no old pod is still terminating. A failed read of the workload is a
     note (once per message) and counts as not yet: the next poll retries it."""
     try:
         obj = api.get(plan.kind, plan.namespace, plan.name)
     except ClusterError as exc:
-        note = f"reading {plan.workload} failed (retried): {exc}"
-        if note not in notes:
-            notes.append(note)
+        watch.read_failed(plan.workload, exc)
         return False
+    watch.read_worked()
     if obj is None or not rolled_out(obj):
         return False
     with watch.streams["pods"].lock:
@@ -700,6 +744,8 @@ class _Evidence:
                     if k not in (MARKER, "bundle", "files", "span", "notes")
                 }
                 reasons = [f"incomplete: {r}" for r in incomplete]
+                context["missing"] = [*result.get("missing", []), *incomplete]
+                context["complete"] = bool(result.get("complete")) and not context["missing"]
                 self._manifest(context, [*result.get("notes", []), *notes, *reasons])
         return out
 

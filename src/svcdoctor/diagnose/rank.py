@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from svcdoctor.checks import run_checks
+from svcdoctor.checks.registry import lookup
 from svcdoctor.diagnose import upstreams
 from svcdoctor.diagnose.backend import assess_backend
 from svcdoctor.diagnose.breakdown import breakdown_of
@@ -30,6 +31,8 @@ def _manifest_notes(
         return notes, ()
     checked = run_checks(evidence.inventory, s.checks)
     for f in checked.findings:
+        if evidence.incomplete and lookup(f.rule).absence:
+            continue  # the object may be missing only because it was not collected
         if f.cause is not None and f.object is not None:
             notes[f.cause].append(f"manifest {f.rule} {f.name} on {f.object}: {f.message}")
     return notes, checked.paths
@@ -109,6 +112,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
         summary,
         sources=evidence.sources,
         skipped_inputs=tuple(evidence.problems),
+        incomplete=evidence.incomplete,
         warnings=(*evidence.warnings, *_misaligned(evidence, s)),
         floor_rate=s.floor_rate,
     )

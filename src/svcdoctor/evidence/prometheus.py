@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx2 as httpx
 import numpy as np
 
+from svcdoctor import http_policy
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model.series import Series
 
@@ -321,11 +322,12 @@ class PromClient:
         form = {**params, "timeout": server_timeout} if "query" in params else params
         try:
             # label values are GET only; the rest by POST, so long PromQL fits
-            response = (
-                self._http.get(path, params=form)
+            request = (
+                self._http.build_request("GET", path, params=form)
                 if "/label/" in path
-                else self._http.post(path, data=form)
+                else self._http.build_request("POST", path, data=form)
             )
+            response = http_policy.send(self._http, request, deadline=self.timeout, idempotent=True)
         except httpx.TimeoutException:
             raise PrometheusUnreachable(
                 f"Prometheus at {self.where} did not answer within {self.timeout:g} s"
@@ -341,7 +343,7 @@ class PromClient:
                 f"cannot reach Prometheus at {self.where}: {reason}"
             ) from None
         self.requests += 1
-        self.bytes_pulled += response.num_bytes_downloaded
+        self.bytes_pulled += int(response.extensions.get(http_policy.WIRE_BYTES, 0))
         self.bytes_decoded += len(response.content)
         status = response.status_code
         body = self._json(response)
@@ -361,7 +363,8 @@ class PromClient:
             raise PrometheusQueryError(
                 f"Prometheus at {self.where} answered {status}"
                 f"{' (' + kind + ')' if kind else ''} to {_one_line(what, 160)}: "
-                f"{_one_line(text) or response.reason_phrase}",
+                f"{_one_line(text) or response.reason_phrase}"
+                f"{http_policy.attempts_text(response)}",
                 status,
                 kind,
             )

@@ -97,6 +97,7 @@ class _Collected:
     manifests: list[str] = field(default_factory=list)
     sources: list[SourceSummary] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -338,10 +339,11 @@ def _read_json(text: str, name: str, got: _Collected) -> None:
             note = "svcdoctor collect's record of the bundle, not read as evidence"
             got.sources.append(SourceSummary(name, "collect-manifest", 0, note=note))
             if docs[0].get("complete") is False:
-                got.problems.append(
+                missing = [str(m) for m in docs[0].get("missing") or ()]
+                got.incomplete += [f"{name}: {m}" for m in missing] or [
                     f"{name}: collect did not finish this bundle (interrupted or failed): "
                     "evidence may be missing; run svcdoctor collect again"
-                )
+                ]
             return
         if any(isinstance(d, dict) and str(d.get("kind", "")).endswith("List") for d in docs):
             got.sources.append(SourceSummary(name, "kubectl-json", 0, note="an empty list"))
@@ -769,6 +771,7 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
         inventory=inventory,
         sources=tuple(got.sources),
         problems=tuple(got.problems),
+        incomplete=tuple(got.incomplete),
         warnings=tuple(got.warnings),
         replicas_hint=got.kube.replicas,
     )

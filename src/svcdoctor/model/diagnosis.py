@@ -423,6 +423,7 @@ class Summary:
     deletions: int
     sources: tuple[SourceSummary, ...] = ()
     skipped_inputs: tuple[str, ...] = ()
+    incomplete: tuple[str, ...] = ()  # evidence a bundle says it lacks: read this first
     warnings: tuple[str, ...] = ()
     floor_rate: float = 0.0
     upstreams: tuple[UpstreamRow, ...] | None = None  # set when the evidence holds several

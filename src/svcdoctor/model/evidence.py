@@ -162,6 +162,7 @@ class Evidence:
     inventory: Inventory | None = None
     sources: tuple[SourceSummary, ...] = ()
     problems: tuple[str, ...] = ()  # inputs named with the reason they were skipped
+    incomplete: tuple[str, ...] = ()  # evidence a bundle says it lacks (collect's "missing")
     warnings: tuple[str, ...] = ()  # read, but with an assumption the user should know
     replicas_hint: int | None = None  # from Deployments/ReplicaSets when present
     extra: dict[str, Any] = field(default_factory=dict)

@@ -201,6 +201,7 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
         "deletions": s.deletions,
         "sources": [_source(src) for src in s.sources],
         "skipped_inputs": list(s.skipped_inputs),
+        "incomplete": list(s.incomplete),
         "warnings": list(s.warnings),
         "floor_rate": s.floor_rate,
     }
@@ -316,6 +317,16 @@ def rollout_line(r: Rollout) -> str:
 
 
 def render_text(d: Diagnosis, console: Console) -> None:
+    if d.summary.incomplete:
+        console.print(
+            "[bold red]INCOMPLETE evidence:[/] the bundle says it lacks what follows; "
+            "a cause it would show may be missing, and no finding is drawn from an "
+            "object's absence",
+            soft_wrap=True,
+            highlight=False,
+        )
+        for text in d.summary.incomplete:
+            console.print(f"  missing: {escape(text)}", soft_wrap=True, highlight=False)
     for warning in d.summary.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
     _render_one(d, console, paths=True)

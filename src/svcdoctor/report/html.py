@@ -461,7 +461,11 @@ def diagnosis_page(
         findings=tuple(_diagnosis_findings(d)),
         steps=d.next_steps,
         inputs=tuple(source_input(src) for src in s.sources),
-        notes=(*s.warnings, *(f"skipped: {p}" for p in s.skipped_inputs)),
+        notes=(
+            *(f"INCOMPLETE evidence, missing: {m}" for m in s.incomplete),
+            *s.warnings,
+            *(f"skipped: {p}" for p in s.skipped_inputs),
+        ),
         raw=diagnosis_json(d),
         paths=tuple(w for w in d.paths if w.beyond_datapath),
         covers=COMPARED,
