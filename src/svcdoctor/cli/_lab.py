@@ -228,8 +228,7 @@ scenario_option = option(
     "name",
     type=click.Choice(SCENARIO_NAMES),
     default="race",
-    help="What to reproduce: race, race-fixed, bad-backend, keepalive, keepalive-fixed, sigkill, "
-    "broken-node.",
+    help=f"What to reproduce: {', '.join(SCENARIO_NAMES)}.",
 )
 datapath_option = option(
     "--datapath",

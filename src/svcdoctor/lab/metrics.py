@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -322,106 +322,80 @@ def _owners(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(obj["metadata"].get("ownerReferences") or [])
 
 
+# the kube-state-metrics families the lab exposes, in this order, with their HELP texts
+# (kubernetes/kube-state-metrics internal/store/pod.go and replicaset.go)
+_KUBE_STATE_HELP = {
+    "kube_pod_created": "Unix creation timestamp",
+    "kube_pod_deletion_timestamp": "Unix deletion timestamp",
+    "kube_pod_status_ready": "Describes whether the pod is ready to serve requests.",
+    "kube_pod_owner": "Information about the Pod's owner.",
+    "kube_replicaset_owner": "Information about the ReplicaSet's owner.",
+    "kube_pod_container_status_terminated_reason": "Describes the reason the container is "
+    "currently in terminated state.",
+    "kube_pod_container_status_last_terminated_reason": "Describes the last reason the "
+    "container was in terminated state.",
+}
+
+
+def _owner_labels(ref: Mapping[str, Any]) -> Labels:
+    """The ``owner_*`` labels of one owner reference (``<none>`` for an object with none)."""
+    return (
+        ("owner_kind", ref.get("kind", "<none>")),
+        ("owner_name", ref.get("name", "<none>")),
+        ("owner_is_controller", str(bool(ref.get("controller"))).lower() if ref else "<none>"),
+    )
+
+
+def _pod_samples(pod: Mapping[str, Any]) -> Iterator[Sample]:
+    """kube-state-metrics' samples of one Pod."""
+    meta = pod["metadata"]
+    base: Labels = (
+        ("namespace", meta.get("namespace", "")),
+        ("pod", meta["name"]),
+        ("uid", meta.get("uid", "")),
+    )
+    yield Sample("kube_pod_created", base, _unix(meta["creationTimestamp"]))
+    if meta.get("deletionTimestamp"):
+        yield Sample("kube_pod_deletion_timestamp", base, _unix(meta["deletionTimestamp"]))
+    status = pod.get("status") or {}
+    cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    if cond is not None:
+        for value in ("true", "false", "unknown"):
+            hit = str(cond.get("status", "")).lower() == value
+            yield Sample("kube_pod_status_ready", (*base, ("condition", value)), float(hit))
+    for ref in _owners(pod) or [{}]:
+        yield Sample("kube_pod_owner", (*base[:2], *_owner_labels(ref), base[2]), 1.0)
+    for c in status.get("containerStatuses") or []:
+        for name, state in (
+            ("kube_pod_container_status_terminated_reason", c.get("state")),
+            ("kube_pod_container_status_last_terminated_reason", c.get("lastState")),
+        ):
+            ended = (state or {}).get("terminated")
+            if ended and ended.get("reason"):
+                labels = (*base, ("container", c["name"]), ("reason", ended["reason"]))
+                yield Sample(name, labels, 1.0)
+
+
 def kube_state(objects: Iterable[Mapping[str, Any]]) -> list[Family]:
     """kube-state-metrics' pod and ReplicaSet series for the Pods and ReplicaSets among
     ``objects`` (as the API serves them), with its names, labels and values."""
     pods = [o for o in objects if o.get("kind") == "Pod"]
     sets = [o for o in objects if o.get("kind") == "ReplicaSet"]
-    created: list[Sample] = []
-    deleted: list[Sample] = []
-    ready: list[Sample] = []
-    owner: list[Sample] = []
-    terminated: list[Sample] = []
-    last: list[Sample] = []
+    samples: dict[str, list[Sample]] = {name: [] for name in _KUBE_STATE_HELP}
     for pod in sorted(
         pods, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])
     ):
-        meta = pod["metadata"]
-        base: Labels = (
-            ("namespace", meta.get("namespace", "")),
-            ("pod", meta["name"]),
-            ("uid", meta.get("uid", "")),
-        )
-        created.append(Sample("kube_pod_created", base, _unix(meta["creationTimestamp"])))
-        if meta.get("deletionTimestamp"):
-            deleted.append(
-                Sample("kube_pod_deletion_timestamp", base, _unix(meta["deletionTimestamp"]))
-            )
-        status = pod.get("status") or {}
-        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-        if cond is not None:
-            for value in ("true", "false", "unknown"):
-                hit = str(cond.get("status", "")).lower() == value
-                ready.append(
-                    Sample("kube_pod_status_ready", (*base, ("condition", value)), float(hit))
-                )
-        for ref in _owners(pod) or [{}]:
-            labels = (
-                *base[:2],
-                ("owner_kind", ref.get("kind", "<none>")),
-                ("owner_name", ref.get("name", "<none>")),
-                (
-                    "owner_is_controller",
-                    str(bool(ref.get("controller"))).lower() if ref else "<none>",
-                ),
-                base[2],
-            )
-            owner.append(Sample("kube_pod_owner", labels, 1.0))
-        for c in status.get("containerStatuses") or []:
-            for sink, state in ((terminated, c.get("state")), (last, c.get("lastState"))):
-                ended = (state or {}).get("terminated")
-                if ended and ended.get("reason"):
-                    name = (
-                        "kube_pod_container_status_terminated_reason"
-                        if sink is terminated
-                        else "kube_pod_container_status_last_terminated_reason"
-                    )
-                    labels = (*base, ("container", c["name"]), ("reason", ended["reason"]))
-                    sink.append(Sample(name, labels, 1.0))
-    rs_owner = []
+        for sample in _pod_samples(pod):
+            samples[sample.name].append(sample)
     for rs in sorted(sets, key=lambda o: o["metadata"]["name"]):
         meta = rs["metadata"]
+        where = (("namespace", meta.get("namespace", "")), ("replicaset", meta["name"]))
         for ref in _owners(rs) or [{}]:
-            labels = (
-                ("namespace", meta.get("namespace", "")),
-                ("replicaset", meta["name"]),
-                ("owner_kind", ref.get("kind", "<none>")),
-                ("owner_name", ref.get("name", "<none>")),
-                (
-                    "owner_is_controller",
-                    str(bool(ref.get("controller"))).lower() if ref else "<none>",
-                ),
-            )
-            rs_owner.append(Sample("kube_replicaset_owner", labels, 1.0))
-    gauge = Kind.GAUGE
+            labels = (*where, *_owner_labels(ref))
+            samples["kube_replicaset_owner"].append(Sample("kube_replicaset_owner", labels, 1.0))
     return [
-        Family("kube_pod_created", gauge, "Unix creation timestamp", tuple(created)),
-        Family("kube_pod_deletion_timestamp", gauge, "Unix deletion timestamp", tuple(deleted)),
-        Family(
-            "kube_pod_status_ready",
-            gauge,
-            "Describes whether the pod is ready to serve requests.",
-            tuple(ready),
-        ),
-        Family("kube_pod_owner", gauge, "Information about the Pod's owner.", tuple(owner)),
-        Family(
-            "kube_replicaset_owner",
-            gauge,
-            "Information about the ReplicaSet's owner.",
-            tuple(rs_owner),
-        ),
-        Family(
-            "kube_pod_container_status_terminated_reason",
-            gauge,
-            "Describes the reason the container is currently in terminated state.",
-            tuple(terminated),
-        ),
-        Family(
-            "kube_pod_container_status_last_terminated_reason",
-            gauge,
-            "Describes the last reason the container was in terminated state.",
-            tuple(last),
-        ),
+        Family(name, Kind.GAUGE, help_text, tuple(samples[name]))
+        for name, help_text in _KUBE_STATE_HELP.items()
     ]
 
 
