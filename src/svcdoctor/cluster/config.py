@@ -87,6 +87,17 @@ def resolve(
     return Target(merged, name, namespace or chosen.get("namespace") or "default", sources)
 
 
+def chosen(target: Target) -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
+    """The (name, body) of the cluster and of the user (empty when none) of the target's
+    context."""
+    context = next(c["context"] or {} for c in target.config["contexts"]
+                   if c["name"] == target.context)  # fmt: skip
+    cluster = next(c for c in target.config["clusters"] if c["name"] == context["cluster"])
+    user_name = context.get("user") or ""
+    user: dict[str, Any] = next((u for u in target.config["users"] if u["name"] == user_name), {})
+    return (cluster["name"], cluster.get("cluster") or {}), (user_name, user.get("user") or {})
+
+
 def merge(files: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """kubectl's merge of several kubeconfig files: first definition of a name wins."""
     sections = ("clusters", "users", "contexts")
@@ -119,6 +130,13 @@ def _absolute(key: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
     for name in fields:
         if isinstance(body.get(name), str) and not Path(body[name]).is_absolute():
             body[name] = str(base / body[name])
+    plugin = body.get("exec")
+    if isinstance(plugin, dict) and isinstance(plugin.get("command"), str):
+        # client-go resolves an exec command relative to its file only when it is a path
+        # (tools/clientcmd/loader.go GetAuthInfoFileReferences)
+        command = plugin["command"]
+        if os.sep in command and not Path(command).is_absolute():
+            body["exec"] = {**plugin, "command": str(base / command)}
     return {**entry, inner: body}
 
 
