@@ -35,8 +35,9 @@ PROXY_SCHEMES = ("http", "https", "socks5")  # client-go helpers.go parseProxyUR
 # Go's httpproxy.canonicalAddr: the port of a URL without one
 DEFAULT_PORTS = {"http": 80, "https": 443, "socks5": 1080}
 EXEC_EXTENSION = "client.authentication.k8s.io/exec"  # spec.cluster.config's source
-# hostname mismatch (OpenSSL X509_V_ERR_HOSTNAME_MISMATCH, include/openssl/x509_vfy.h)
-HOSTNAME_MISMATCH = 62
+# the name or IP checked is not the certificate's (OpenSSL include/openssl/x509_vfy.h:
+# X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH)
+NAME_MISMATCH = (62, 64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,11 +243,13 @@ def use_proxy(host: str, port: int, no_proxy: str) -> bool:
         if want and want != str(port):
             continue
         try:
-            if ip is not None and ip == ipaddress.ip_address(name):
-                return False
-            continue  # an IP entry matches only that IP
+            entry_ip = ipaddress.ip_address(name)
         except ValueError:
-            pass
+            entry_ip = None
+        if entry_ip is not None:  # an IP entry matches only that IP
+            if ip == entry_ip:
+                return False
+            continue
         name = name.removeprefix("*")
         if name.startswith("."):
             if host.endswith(name):
@@ -315,7 +318,7 @@ class ServerTransport(httpx.BaseTransport):
         cluster = self.cluster
         said = str(error.verify_message or error.reason or error).rstrip(".")
         hint = ""
-        if error.verify_code == HOSTNAME_MISMATCH:
+        if error.verify_code in NAME_MISMATCH:
             hint = (
                 " (checked against tls-server-name)"
                 if cluster.tls_server_name
