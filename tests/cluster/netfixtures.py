@@ -47,10 +47,12 @@ def api_server(
     secure: bool = True,
     token: str | None = None,
     client_ca: bytes | None = None,
+    client_name: str | None = None,
 ) -> Iterator[Api]:
     """An API server answering ``/version`` (401 without ``token`` when one is required),
     on loopback, with a certificate for ``hosts``; ``client_ca``: client certificates it
-    requires and trusts."""
+    requires and trusts; ``client_name``: as kube-apiserver, a certificate is optional and
+    only this name is authorized (401 otherwise)."""
     seen = Seen()
 
     class Handler(BaseHTTPRequestHandler):
@@ -64,6 +66,8 @@ def api_server(
                 names = dict(x[0] for x in peer["subject"])
                 seen.client_names.append(str(names.get("commonName")))
             ok = token is None or got == f"Bearer {token}"
+            if client_name is not None:
+                ok = bool(seen.client_names) and seen.client_names[-1] == client_name
             body = json.dumps({"gitVersion": "v1.31.0"} if ok else {"message": "Unauthorized"})
             self.send_response(200 if ok else 401)
             self.send_header("Content-Type", "application/json")
@@ -81,7 +85,7 @@ def api_server(
         ctx = certs.ssl_context()
         ctx.sni_callback = lambda _sock, name, _ctx: seen.sni.append(name)  # type: ignore[assignment,misc,return-value]
         if client_ca is not None:
-            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.verify_mode = ssl.CERT_REQUIRED if client_name is None else ssl.CERT_OPTIONAL
             ctx.load_verify_locations(cadata=client_ca.decode())
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
     port = server.server_address[1]
@@ -150,6 +154,62 @@ def connect_proxy(routes: dict[str, tuple[str, int]] | None = None) -> Iterator[
         listener.close()
 
 
+@contextmanager
+def socks5_proxy(routes: dict[str, tuple[str, int]] | None = None) -> Iterator[ConnectProxy]:
+    """A SOCKS5 proxy on loopback (RFC 1928, no authentication, CONNECT only), like
+    ``ssh -D``; ``tunnels`` lists the host:port asked, names as the client sent them."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    tunnels: list[str] = []
+    stop = threading.Event()
+
+    def exactly(sock: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    def serve(client: socket.socket) -> None:
+        with client:
+            _version, methods = exactly(client, 2)
+            exactly(client, methods)
+            client.sendall(b"\x05\x00")  # no authentication
+            _v, _cmd, _rsv, kind = exactly(client, 4)
+            if kind == 1:
+                host = socket.inet_ntop(socket.AF_INET, exactly(client, 4))
+            elif kind == 4:
+                host = socket.inet_ntop(socket.AF_INET6, exactly(client, 16))
+            else:
+                host = exactly(client, exactly(client, 1)[0]).decode()
+            port = int.from_bytes(exactly(client, 2), "big")
+            tunnels.append(f"{host}:{port}")
+            try:
+                upstream = socket.create_connection((routes or {}).get(host, (host, port)), 5)
+            except OSError:
+                client.sendall(b"\x05\x04\x00\x01" + bytes(6))  # host unreachable
+                return
+            client.sendall(b"\x05\x00\x00\x01" + bytes(6))
+            with upstream:
+                _pipe(client, upstream, stop)
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(client,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield ConnectProxy(f"socks5://127.0.0.1:{listener.getsockname()[1]}", tunnels)
+    finally:
+        stop.set()
+        listener.close()
+
+
 def _pipe(a: socket.socket, b: socket.socket, stop: threading.Event) -> None:
     while not stop.is_set():
         ready, _, _ = select.select([a, b], [], [], 0.2)
@@ -164,7 +224,7 @@ def client_pair(name: str = "alice") -> tuple[bytes, str, str]:
     """A client CA (PEM, for the server) and a client certificate and key signed by it."""
     now = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client-ca")])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name}-ca")])
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)

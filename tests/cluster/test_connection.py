@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import importlib.util
 import json
 import os
 import pty
@@ -23,7 +22,7 @@ from svcdoctor.cluster import ClusterError
 from svcdoctor.cluster import credentials as credentials_module
 from svcdoctor.cluster.api import connect
 from svcdoctor.cluster.connection import use_proxy
-from tests.cluster.netfixtures import api_server, client_pair, connect_proxy
+from tests.cluster.netfixtures import api_server, client_pair, connect_proxy, socks5_proxy
 
 V1 = "client.authentication.k8s.io/v1"
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
@@ -164,16 +163,19 @@ def test_no_proxy_matches_as_go_does(host: str, port: int, no_proxy: str, proxie
     assert use_proxy(host, port, no_proxy) is proxied
 
 
-def test_a_bad_proxy_scheme_and_socks5(tmp_path: Path) -> None:
+def test_a_socks5_proxy_url_as_with_ssh_d(tmp_path: Path) -> None:
+    with (
+        api_server(hosts=("api.cluster.test",), token="t") as api,
+        socks5_proxy({"api.cluster.test": ("127.0.0.1", api.port)}) as proxy,
+    ):
+        assert api.certs is not None
+        cluster = {**ca_data(api.certs.ca_pem), "proxy-url": proxy.url}
+        config = kubeconfig(tmp_path, f"https://api.cluster.test:{api.port}", cluster, token="t")
+        assert connect(kubeconfig=config).version()["gitVersion"] == "v1.31.0"
+        assert proxy.tunnels == [f"api.cluster.test:{api.port}"]  # the name resolved there
     bad = kubeconfig(tmp_path, "https://x:1", {"proxy-url": "ftp://p:1"})
     with pytest.raises(ClusterError, match=r"cluster 'k': proxy-url 'ftp://p:1' has scheme 'ftp'"):
         connect(kubeconfig=bad)
-    socks = kubeconfig(tmp_path, "https://x:1", {"proxy-url": "socks5://127.0.0.1:1080"})
-    if importlib.util.find_spec("socksio") is None:
-        with pytest.raises(ClusterError, match=r"proxy-url of cluster 'k': .* needs .* socksio"):
-            connect(kubeconfig=socks)
-    else:
-        assert connect(kubeconfig=socks).proxy is not None
 
 
 # ---- TLS ----------------------------------------------------------------------------
@@ -294,6 +296,38 @@ def test_exec_plugin_client_certificate(tmp_path: Path) -> None:
         half = kubeconfig(tmp_path, api.url, cluster, **{"client-certificate": "/nope.crt"})
         with pytest.raises(ClusterError, match=r"user 'u': cannot read client-certificate"):
             connect(kubeconfig=half)
+
+
+def test_exec_plugin_runs_again_on_401_and_a_new_certificate_gets_a_new_connection(
+    tmp_path: Path,
+) -> None:
+    client_ca, old_cert, old_key = client_pair("old-user")
+    client_ca2, new_cert, new_key = client_pair("new-user")
+    runs = tmp_path / "runs"
+    answers = [
+        {"token": "stale", "clientCertificateData": old_cert, "clientKeyData": old_key},
+        {"token": "fresh", "clientCertificateData": new_cert, "clientKeyData": new_key},
+    ]
+    body = (
+        f"n = len(open({str(runs)!r}).read()) if os.path.exists({str(runs)!r}) else 0\n"
+        f"open({str(runs)!r}, 'a').write('x')\n"
+        f"status = {answers!r}[min(n, 1)]\n"
+        f"print(json.dumps({{'apiVersion': '{V1}', 'kind': 'ExecCredential', 'status': status}}))"
+    )
+    # the server trusts both, and authorizes only new-user (401 for old-user)
+    with api_server(client_ca=client_ca + client_ca2, client_name="new-user") as api:
+        assert api.certs is not None
+        exec_config = {"apiVersion": V1, "command": plugin(tmp_path, body),
+                       "interactiveMode": "Never"}  # fmt: skip
+        config = kubeconfig(tmp_path, api.url, ca_data(api.certs.ca_pem), exec=exec_config)
+        reader = connect(kubeconfig=config)
+        assert reader.version()["gitVersion"] == "v1.31.0"
+        assert runs.read_text() == "xx"  # 401 with the first: run again, retried once
+        assert api.seen.authorization == ["Bearer stale", "Bearer fresh"]
+        # the retry went on a new connection that presented the new certificate
+        assert api.seen.client_names == ["old-user", "new-user"]
+        assert reader.version()["gitVersion"] == "v1.31.0"
+        assert runs.read_text() == "xx"  # cached since
 
 
 def test_exec_plugin_expiry_and_bad_answers(tmp_path: Path) -> None:

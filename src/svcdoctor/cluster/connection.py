@@ -95,7 +95,7 @@ def open_connection(
             timeout=timeout,
             context=target.context,
             cluster_info=_cluster_info(cluster, proxy),
-            rotated=transport.reset,
+            use_certificate=transport.use_certificate,
             isatty=isatty,
         )
     else:
@@ -289,8 +289,12 @@ class ServerTransport(httpx.BaseTransport):
             verify=self.ctx, trust_env=False, proxy=self.proxy.url if self.proxy else None
         )
 
-    def reset(self) -> None:
-        """Drop every connection (a new client certificate applies to new ones only)."""
+    def use_certificate(self, cert_pem: str, key_pem: str, what: str) -> None:
+        """Present this client certificate from now on: a new TLS context (OpenSSL's is not
+        meant to change under open connections) and new connections."""
+        ctx = tls_context(self.cluster)
+        credentials.load_pair(ctx, cert_pem, key_pem, what)
+        self.ctx = ctx
         old, self._inner = self._inner, self._transport()
         old.close()
 

@@ -71,7 +71,7 @@ def user_auth(
     timeout: float,
     context: str,
     cluster_info: Mapping[str, Any],
-    rotated: Callable[[], None],
+    use_certificate: Callable[[str, str, str], None],
     isatty: Callable[[], bool] | None = None,
 ) -> httpx.Auth | None:
     """The credentials of kubeconfig user ``user`` for an https server: its client
@@ -85,7 +85,7 @@ def user_auth(
         return httpx.BasicAuth(str(doc.get("username") or ""), str(doc.get("password") or ""))
     if doc.get("exec"):
         plugin = exec_plugin(user, doc["exec"], cluster_info)
-        return CredentialPlugin(plugin, timeout, context, ctx, rotated, isatty)
+        return CredentialPlugin(plugin, timeout, context, use_certificate, isatty)
     if doc.get("auth-provider"):
         provider = (doc["auth-provider"] or {}).get("name", "?")
         raise ClusterError(
@@ -319,8 +319,8 @@ class TokenAuth(httpx.Auth):
 class CredentialPlugin(httpx.Auth):
     """An exec credential plugin (gke-gcloud-auth-plugin, kubelogin, aws eks get-token,
     Pinniped, Teleport): run when first needed, again when what it gave expires or the
-    server answers 401. A client certificate it returns is loaded into ``ctx`` (the
-    connection's TLS context) and ``rotated`` drops the connections made with an older one.
+    server answers 401. A client certificate it returns goes to ``use_certificate`` (cert,
+    key, what: for messages), which makes new connections present it.
     lightkube's own support waits forever, knows no ``v1``, no certificates and no
     terminal, and lets a plugin's bad output escape as a traceback."""
 
@@ -331,13 +331,12 @@ class CredentialPlugin(httpx.Auth):
         plugin: ExecPlugin,
         timeout: float,
         context: str,
-        ctx: ssl.SSLContext,
-        rotated: Callable[[], None] = lambda: None,
+        use_certificate: Callable[[str, str, str], None],
         isatty: Callable[[], bool] | None = None,
     ) -> None:
-        self.plugin, self.context, self.ctx = plugin, context, ctx
+        self.plugin, self.context = plugin, context
         self.timeout = max(timeout, self.MIN_TIMEOUT)
-        self.rotated, self.isatty = rotated, isatty or stdin_is_a_terminal
+        self.use_certificate, self.isatty = use_certificate, isatty or stdin_is_a_terminal
         self.issued: Issued | None = None
 
     def interactive(self) -> bool:
@@ -348,12 +347,12 @@ class CredentialPlugin(httpx.Auth):
         """Run the plugin and use what it gave."""
         old = self.issued
         issued = run(self.plugin, self.timeout, self.context, self.isatty)
-        if issued.cert_pem:
+        pair = (issued.cert_pem, issued.key_pem)
+        if issued.cert_pem and (old is None or (old.cert_pem, old.key_pem) != pair):
+            # client-go closes every connection when the certificate rotates
             what = f"the client certificate of credential plugin {self.plugin.command}"
-            load_pair(self.ctx, issued.cert_pem, issued.key_pem, what)
+            self.use_certificate(issued.cert_pem, issued.key_pem, what)
         self.issued = issued
-        if old is not None and (old.cert_pem, old.key_pem) != (issued.cert_pem, issued.key_pem):
-            self.rotated()  # client-go closes every connection when the certificate rotates
         return issued
 
     def _current(self) -> Issued:
@@ -373,6 +372,7 @@ class CredentialPlugin(httpx.Auth):
         response = yield request
         if response.status_code != 401:
             return
+        response.read()  # done with it before a new certificate drops the connections
         issued = self.refresh()
         if issued.token:
             request.headers["Authorization"] = f"Bearer {issued.token}"
