@@ -117,15 +117,17 @@ def merge(files: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 if entry["name"] in seen[key]:
                     continue
                 seen[key].add(entry["name"])
-                out[key].append(_absolute(key, entry, base))
+                out[key].append(_absolute(source, key, entry, base))
     return out
 
 
-def _absolute(key: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
+def _absolute(source: str, key: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
     """The entry with its file paths made absolute against the file it came from."""
     if key not in _PATH_FIELDS:
         return entry
     inner, fields = _PATH_FIELDS[key]
+    if not isinstance(entry.get(inner) or {}, dict):
+        raise ClusterError(f"{source}: {key} {entry['name']!r}: {inner} must be a mapping")
     body = dict(entry.get(inner) or {})
     for name in fields:
         if isinstance(body.get(name), str) and not Path(body[name]).is_absolute():

@@ -87,7 +87,8 @@ def user_auth(
         plugin = exec_plugin(user, doc["exec"], cluster_info)
         return CredentialPlugin(plugin, timeout, context, use_certificate, isatty)
     if doc.get("auth-provider"):
-        provider = (doc["auth-provider"] or {}).get("name", "?")
+        section = doc["auth-provider"]
+        provider = section.get("name") if isinstance(section, dict) else section
         raise ClusterError(
             f"{where}: auth-provider {provider!r} is not supported (kubectl dropped its "
             "built-in providers): use its exec credential plugin (e.g. kubelogin)"
