@@ -12,6 +12,7 @@ import pty
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,10 @@ from svcdoctor.cluster import credentials as credentials_module
 from svcdoctor.cluster.api import connect
 from svcdoctor.cluster.connection import use_proxy
 from tests.cluster.netfixtures import api_server, client_pair, connect_proxy, socks5_proxy
+from tests.kubectl import kubectl_fixture, run_kubectl
 
 V1 = "client.authentication.k8s.io/v1"
+__all__ = ["kubectl_fixture"]  # the kubectl fixture
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
 
 
@@ -416,3 +419,52 @@ def test_interactive_plugin_gets_the_terminal(tmp_path: Path) -> None:
         assert out.decode().split() == ["made", "v1.31.0"]
         assert b"password: " in err
         assert api.seen.authorization == ["Bearer typed"]
+
+
+# ---- the same kubeconfigs through the real kubectl ------------------------------------
+
+
+def test_kubectl_does_the_same(
+    tmp_path: Path, kubectl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the server (and the proxy) saw from kubectl v1.35 and from svcdoctor, for the
+    same kubeconfig: the same headers, tunnels, SNI names and client certificates."""
+    client_ca, cert, key = client_pair("pinniped-user")
+    script = plugin(tmp_path, credential(clientCertificateData=cert, clientKeyData=key))
+    exec_config = {"apiVersion": V1, "command": script, "interactiveMode": "Never"}
+
+    def both(config: str, observe: Callable[[], Any]) -> list[Any]:
+        """What ``observe`` says after kubectl's request, then after svcdoctor's."""
+        done = run_kubectl(kubectl, Path(config), ["get", "--raw", "/version"])
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["gitVersion"] == "v1.31.0"
+        seen = [observe()]
+        assert connect(kubeconfig=config).version()["gitVersion"] == "v1.31.0"
+        return [*seen, observe()]
+
+    with api_server(secure=False) as http:
+        config = kubeconfig(tmp_path, http.url, token="t")
+        # neither sends the token to an http:// server
+        assert both(config, lambda: list(http.seen.authorization)) == [[None], [None, None]]
+    with (
+        api_server(hosts=("api.cluster.test",), client_ca=client_ca) as api,
+        connect_proxy({"api.cluster.test": ("127.0.0.1", api.port)}) as proxy,
+    ):
+        assert api.certs is not None
+
+        def counts() -> tuple[int, int, int]:
+            return len(proxy.tunnels), len(api.seen.sni), len(api.seen.client_names)
+
+        server = f"https://api.cluster.test:{api.port}"
+        cluster = {**ca_data(api.certs.ca_pem), "proxy-url": proxy.url}
+        config = kubeconfig(tmp_path, server, cluster, exec=exec_config)
+        assert both(config, counts) == [(1, 1, 1), (2, 2, 2)]  # proxy-url, exec certificate
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        config = kubeconfig(tmp_path, server, ca_data(api.certs.ca_pem), exec=exec_config)
+        assert both(config, counts) == [(3, 3, 3), (4, 4, 4)]  # HTTPS_PROXY
+        monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # never used for loopback
+        local = {**ca_data(api.certs.ca_pem), "tls-server-name": "api.cluster.test"}
+        config = kubeconfig(tmp_path, api.url, local, exec=exec_config)
+        assert both(config, counts) == [(4, 5, 5), (4, 6, 6)]
+        assert set(api.seen.sni) == {"api.cluster.test"}  # tls-server-name
+        assert set(api.seen.client_names) == {"pinniped-user"}
