@@ -81,7 +81,11 @@ class ApiReader(ClusterReader):
         self.proxy = connection.proxy  # the proxy kubectl would use too (None: direct)
         self._http = connection.client
         if connection.plugin is not None and connection.plugin.interactive():
-            connection.plugin.refresh()  # log in on the terminal before any progress display
+            try:  # log in on the terminal before any progress display
+                connection.plugin.refresh()
+            except ClusterError:
+                self._http.close()
+                raise
         self._discovered: dict[str, set[str] | None] = {}
         self.used: set[tuple[str, str]] = set()  # (verb, resource) asked, for the RBAC test
 
