@@ -17,7 +17,10 @@ import yaml
 from svcdoctor.cluster import ClusterError, Forbidden
 from svcdoctor.cluster import api as api_module
 from svcdoctor.cluster.api import connect
+from svcdoctor.cluster.credentials import CredentialPlugin
 from tests.cluster.conftest import Served, serve
+
+API_V1 = "client.authentication.k8s.io/v1"
 
 
 def pod(name: str, namespace: str = "shop", **labels: str) -> dict[str, Any]:
@@ -148,7 +151,7 @@ def test_exec_credential_plugin(api: Served, tmp_path: Path) -> None:
     plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
     config = _with_user(
         api.kubeconfig,
-        {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}},
+        {"exec": {"apiVersion": API_V1, "command": str(plugin), "interactiveMode": "Never"}},
     )
     api.put(pod("api-0"))
     assert len(connect(kubeconfig=str(config)).list("pods", "shop")) == 1
@@ -157,8 +160,8 @@ def test_exec_credential_plugin(api: Served, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("script", "message"),
     [
-        ("import time; time.sleep(30)", "gave no token within 1 s"),
-        ("print('')", "printed no ExecCredential with status.token"),
+        ("import time; time.sleep(30)", "gave no credentials within 1 s"),
+        ("print('')", "printed no ExecCredential"),
         ("import sys; sys.exit('login required')", "failed (1): login required"),
         (None, "No such file or directory"),
     ],
@@ -166,14 +169,14 @@ def test_exec_credential_plugin(api: Served, tmp_path: Path) -> None:
 def test_failing_credential_plugins_are_one_line_and_bounded(
     api: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str | None, message: str
 ) -> None:
-    monkeypatch.setattr(api_module.CredentialPlugin, "MIN_TIMEOUT", 0.0)
+    monkeypatch.setattr(CredentialPlugin, "MIN_TIMEOUT", 0.0)
     plugin = tmp_path / "plugin"
     if script is not None:
         plugin.write_text(f"#!{sys.executable}\n{script}\n")
         plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
     config = _with_user(
         api.kubeconfig,
-        {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}},
+        {"exec": {"apiVersion": API_V1, "command": str(plugin), "interactiveMode": "Never"}},
     )
     started = time.time()
     with pytest.raises(ClusterError) as err:

@@ -125,3 +125,19 @@ def test_in_cluster_service_account(tmp_path: Path) -> None:
     assert target.namespace == "shop"
     assert _server(target, "in-cluster") == "https://10.0.0.1:443"
     assert target.config["users"][0]["user"]["tokenFile"] == str(account / "token")
+
+
+def test_exec_commands_and_bad_sections(tmp_path: Path) -> None:
+    doc = _config("x", "https://x:1", current="x")
+    exec_ = {"apiVersion": "client.authentication.k8s.io/v1", "interactiveMode": "Never"}
+    doc["users"] = [
+        {"name": "x", "user": {"exec": {**exec_, "command": "bin/login"}}},
+        {"name": "y", "user": {"exec": {**exec_, "command": "kubelogin"}}},
+    ]
+    target = resolve(kubeconfig=str(_write(tmp_path / "c.yaml", doc)))
+    commands = [u["user"]["exec"]["command"] for u in target.config["users"]]
+    # a path is relative to its file (client-go loader.go); a bare name is looked up on PATH
+    assert commands == [str(tmp_path / "bin" / "login"), "kubelogin"]
+    doc["users"] = [{"name": "x", "user": "oops"}]
+    with pytest.raises(ClusterError, match=r"c.yaml: users 'x': user must be a mapping"):
+        resolve(kubeconfig=str(_write(tmp_path / "c.yaml", doc)))

@@ -1,33 +1,28 @@
-"""``ClusterReader`` over the Kubernetes API: lightkube for kubeconfig and credentials,
-raw JSON for the objects; and the few writes of the active commands (probe, rollout-test,
-cleanup): create, delete, delete by label, patch, and a followed log.
+"""``ClusterReader`` over the Kubernetes API: raw JSON for the objects; and the few writes
+of the active commands (probe, rollout-test, cleanup): create, delete, delete by label,
+patch, and a followed log.
 
-lightkube turns a kubeconfig context into an authenticated HTTP client (CA, client
-certificates, bearer tokens, rotated token files, exec credential plugins); the reads are
-plain REST calls decoded with msgspec, so objects stay the dicts the API sent (what collect
-writes and scan's loader reads) and 50,000 pods cost one decode, not 50,000 models.
+``connection`` turns a kubeconfig context into an authenticated HTTP client as kubectl
+does (CA, tls-server-name, proxies, tokens, client certificates, exec credential plugins:
+``credentials``); the reads are plain REST calls decoded with msgspec, so objects stay the
+dicts the API sent (what collect writes and scan's loader reads) and 50,000 pods cost one
+decode, not 50,000 models.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import httpx2 as httpx
 import msgspec
-from lightkube.config.client_adapter import Client as HttpClient
-from lightkube.config.client_adapter import ConnectionParams
-from lightkube.config.kubeconfig import KubeConfig
-from lightkube.config.models import User, UserExec
-from lightkube.core.exceptions import ConfigError
 
 from svcdoctor import http_policy
 from svcdoctor.cluster.config import Target, resolve
+from svcdoctor.cluster.connection import open_connection
 from svcdoctor.cluster.reader import (
     ClusterError,
     ClusterReader,
@@ -91,22 +86,16 @@ class ApiReader(ClusterReader):
         self.context = target.context
         self.namespace = target.namespace
         self.timeout = timeout
-        try:
-            single = KubeConfig.from_dict(target.config).get(target.context)
-        except (ConfigError, KeyError, TypeError, msgspec.ValidationError) as exc:
-            raise ClusterError(f"kubeconfig context {target.context!r}: {exc}") from None
-        assert single is not None
-        if single.user is None:
-            single = single._replace(user=User())
-        self.server = single.cluster.server
-        try:
-            self._http = HttpClient(
-                single, ConnectionParams(timeout=httpx.Timeout(timeout), trust_env=False)
-            )
-        except (ConfigError, OSError, ValueError) as exc:
-            raise ClusterError(f"kubeconfig context {target.context!r}: {exc}") from None
-        if single.user is not None and single.user.exec is not None:
-            self._http.auth = CredentialPlugin(single.user.exec, timeout)
+        connection = open_connection(target, timeout)
+        self.server = connection.server
+        self.proxy = connection.proxy  # the proxy kubectl would use too (None: direct)
+        self._http = connection.client
+        if connection.plugin is not None and connection.plugin.interactive():
+            try:  # log in on the terminal before any progress display
+                connection.plugin.refresh()
+            except ClusterError:
+                self._http.close()
+                raise
         self._discovered: dict[str, set[str] | None] = {}
         self.used: set[tuple[str, str]] = set()  # (verb, resource) asked, for the RBAC test
 
@@ -162,8 +151,6 @@ class ApiReader(ClusterReader):
                 f"cannot reach the API server at {self.server} (context {self.context}): "
                 f"{_reason(exc)}"
             ) from None
-        except ConfigError as exc:  # lightkube's own credentials (a token file that is gone)
-            raise ClusterError(f"credentials of context {self.context}: {exc}") from None
         if response.status_code < 400:
             return response
         raise self._error(response, verb, resource, namespace)
@@ -556,74 +543,6 @@ def connect_active(**options: Any) -> ApiReader:
     if options.get("all_namespaces"):
         raise ClusterError("the active commands work in one namespace: drop -A")
     return connect(**options)
-
-
-class CredentialPlugin(httpx.Auth):
-    """An exec credential plugin (gke-gcloud-auth-plugin, kubelogin, aws eks get-token):
-    run with a time bound and no terminal, its token cached until the server refuses it.
-    lightkube's own support waits forever, knows no ``client.authentication.k8s.io/v1`` and
-    lets a plugin's bad output escape as a traceback."""
-
-    MIN_TIMEOUT = 30.0  # a plugin may have to refresh a cloud token first
-    VERSIONS = (
-        "client.authentication.k8s.io/v1",
-        "client.authentication.k8s.io/v1beta1",
-        "client.authentication.k8s.io/v1alpha1",
-    )
-
-    def __init__(self, plugin: UserExec, timeout: float) -> None:
-        self.plugin = plugin
-        self.timeout = max(timeout, self.MIN_TIMEOUT)
-        self._bearer: str | None = None
-
-    def sync_auth_flow(
-        self, request: httpx.Request
-    ) -> Generator[httpx.Request, httpx.Response, None]:
-        if self._bearer:
-            request.headers["Authorization"] = self._bearer
-            response = yield request
-            if response.status_code != 401:
-                return
-        self._bearer = f"Bearer {self.token()}"
-        request.headers["Authorization"] = self._bearer
-        yield request
-
-    def token(self) -> str:
-        plugin = self.plugin
-        name = plugin.command
-        if plugin.apiVersion not in self.VERSIONS:
-            raise ClusterError(f"credential plugin {name}: unknown API {plugin.apiVersion}")
-        env = dict(os.environ)
-        env.update((var.name, var.value) for var in plugin.env or ())
-        info = {"apiVersion": plugin.apiVersion, "kind": "ExecCredential"}
-        env["KUBERNETES_EXEC_INFO"] = json.dumps(info | {"spec": {"interactive": False}})
-        try:
-            done = subprocess.run(
-                [name, *(plugin.args or ())],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=self.timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise ClusterError(
-                f"credential plugin {name} gave no token within {self.timeout:g} s "
-                "(does it wait for a login? run it once by hand)"
-            ) from None
-        except OSError as exc:
-            hint = f" ({plugin.installHint.strip()})" if plugin.installHint else ""
-            raise ClusterError(f"credential plugin {name}: {exc.strerror}{hint}") from None
-        if done.returncode != 0:
-            last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            raise ClusterError(f"credential plugin {name} failed ({done.returncode}): {last[0]}")
-        try:
-            token = json.loads(done.stdout)["status"]["token"]
-        except (ValueError, KeyError, TypeError):
-            raise ClusterError(
-                f"credential plugin {name} printed no ExecCredential with status.token"
-            ) from None
-        return str(token)
 
 
 def _within(until: float | None) -> http_policy.Policy:

@@ -87,6 +87,17 @@ def resolve(
     return Target(merged, name, namespace or chosen.get("namespace") or "default", sources)
 
 
+def chosen(target: Target) -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
+    """The (name, body) of the cluster and of the user (empty when none) of the target's
+    context."""
+    context = next(c["context"] or {} for c in target.config["contexts"]
+                   if c["name"] == target.context)  # fmt: skip
+    cluster = next(c for c in target.config["clusters"] if c["name"] == context["cluster"])
+    user_name = context.get("user") or ""
+    user: dict[str, Any] = next((u for u in target.config["users"] if u["name"] == user_name), {})
+    return (cluster["name"], cluster.get("cluster") or {}), (user_name, user.get("user") or {})
+
+
 def merge(files: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """kubectl's merge of several kubeconfig files: first definition of a name wins."""
     sections = ("clusters", "users", "contexts")
@@ -106,19 +117,28 @@ def merge(files: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 if entry["name"] in seen[key]:
                     continue
                 seen[key].add(entry["name"])
-                out[key].append(_absolute(key, entry, base))
+                out[key].append(_absolute(source, key, entry, base))
     return out
 
 
-def _absolute(key: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
+def _absolute(source: str, key: str, entry: dict[str, Any], base: Path) -> dict[str, Any]:
     """The entry with its file paths made absolute against the file it came from."""
     if key not in _PATH_FIELDS:
         return entry
     inner, fields = _PATH_FIELDS[key]
+    if not isinstance(entry.get(inner) or {}, dict):
+        raise ClusterError(f"{source}: {key} {entry['name']!r}: {inner} must be a mapping")
     body = dict(entry.get(inner) or {})
     for name in fields:
         if isinstance(body.get(name), str) and not Path(body[name]).is_absolute():
             body[name] = str(base / body[name])
+    plugin = body.get("exec")
+    if isinstance(plugin, dict) and isinstance(plugin.get("command"), str):
+        # client-go resolves an exec command relative to its file only when it is a path
+        # (tools/clientcmd/loader.go GetAuthInfoFileReferences)
+        command = plugin["command"]
+        if os.sep in command and not Path(command).is_absolute():
+            body["exec"] = {**plugin, "command": str(base / command)}
     return {**entry, inner: body}
 
 
