@@ -5,6 +5,7 @@ read back by diagnose's own reader."""
 from __future__ import annotations
 
 import _thread
+import asyncio
 import copy
 import json
 import queue
@@ -36,6 +37,7 @@ from svcdoctor.cluster.resources import RESOURCES
 from svcdoctor.evidence import read_evidence
 from svcdoctor.evidence.kubectl import CHANGE_SEEN, TRIGGER_TIME
 from svcdoctor.model import SourceSummary
+from tests.cluster.conftest import serve
 
 if TYPE_CHECKING:
     from tests.cluster.conftest import Served
@@ -698,3 +700,40 @@ def test_collect_and_diagnose_through_the_lab_api_server(api: Served, tmp_path: 
     summary = json.loads(diagnosed.output)["summary"]
     assert summary["skipped_inputs"] == []
     assert summary["deletions"] >= 1
+
+
+def test_a_server_lost_mid_watch_leaves_an_honest_incomplete_bundle(tmp_path: Path) -> None:
+    """The API server goes away during --watch: the bundle keeps what was seen, says what
+    is missing (once, not per step), collect exits 3, and diagnose says so first and does
+    not turn the objects it never got into findings (no SVD207)."""
+    for api in serve(tmp_path):
+        for obj in _fixture_objects():
+            api.put(obj)
+
+        def lose(served: Served = api) -> None:
+            time.sleep(1.5)
+            asyncio.run_coroutine_threadsafe(served.server.close(), served.loop).result(20)
+
+        out = tmp_path / "bundle"
+        killer = threading.Thread(target=lose)
+        killer.start()
+        args = ["collect", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "api"]
+        started = time.time()
+        done = CliRunner().invoke(cli, [*args, "--out", str(out), "--watch", "4", "-o", "json"])
+        killer.join()
+        assert done.exit_code == 3, done.output
+        assert time.time() - started < 30
+        result = json.loads(done.output)
+        assert result["complete"] is False
+        missing = " | ".join(result["missing"])
+        assert "watch of" in missing
+        assert "cannot reach the API server" in missing
+        assert "skipped, the API server is unreachable" in missing
+        assert sum("owner" in m for m in result["missing"]) <= 1
+        assert json.loads((out / "collect.json").read_text())["complete"] is False
+        diagnosed = CliRunner().invoke(cli, ["diagnose", str(out)])
+        assert diagnosed.exit_code == 0, diagnosed.output
+        assert diagnosed.output.startswith("INCOMPLETE evidence")
+        assert "SVD207" not in diagnosed.output
+        as_json = json.loads(CliRunner().invoke(cli, ["diagnose", str(out), "-o", "json"]).output)
+        assert as_json["summary"]["incomplete"]

@@ -322,8 +322,9 @@ class ApiReader(ClusterReader):
             except ClusterError as exc:
                 if broke is None:
                     raise
-                raise ClusterError(
-                    f"watch of {resource} broke at {_clock(broke)} and could not be resumed: {exc}"
+                kind = Unreachable if isinstance(exc, Unreachable) else ClusterError
+                raise kind(
+                    f"the stream broke at {_clock(broke)} and could not be resumed: {exc}"
                 ) from None
             if broke is not None:
                 gap(broke, relisted=False)

@@ -519,7 +519,7 @@ def _watch(run: _Run, targets: _Targets, seconds: float) -> float:
         except ClusterError as exc:
             if isinstance(exc, Unreachable):
                 run.lost = str(exc)
-            run.lack(f"watch of {what} stopped at {iso_utc(time.time())}: {exc}")
+            run.lack(f"watch of {what} stopped: {exc}")
 
     threads = [threading.Thread(target=follow, args=job, daemon=True) for job in jobs]
     run.progress(f"watching {resource} and pods for {seconds:g} s (Ctrl-C ends it early)")

@@ -340,7 +340,8 @@ def _read_json(text: str, name: str, got: _Collected) -> None:
             got.sources.append(SourceSummary(name, "collect-manifest", 0, note=note))
             if docs[0].get("complete") is False:
                 missing = [str(m) for m in docs[0].get("missing") or ()]
-                got.incomplete += [f"{name}: {m}" for m in missing] or [
+                bundle = Path(name).parent.name or name
+                got.incomplete += [f"{bundle}: {m}" for m in missing] or [
                     f"{name}: collect did not finish this bundle (interrupted or failed): "
                     "evidence may be missing; run svcdoctor collect again"
                 ]
