@@ -56,7 +56,11 @@ HELM_TEMPLATE = input_rule(
 
     ## What it does
     Detects `{{ … }}` template directives outside string values and refuses to guess what
-    they render to.
+    they render to. A Helm/Go template is an error (render it first). A placeholder that a
+    controller fills at run time (Argo Workflows' `{{inputs.parameters.x}}`, Argo
+    Rollouts' `{{args.x}}`) is not Helm: it is reported as info, with the advice to quote
+    it as those projects' docs do, so that the document is valid YAML and gets checked.
+    Like every finding it exits by `--fail-on` (never 2); `--exit-zero` gives 0.
 
     ## Why it matters
     Linting the template source would check neither what your chart renders nor what reaches

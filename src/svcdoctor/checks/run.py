@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from svcdoctor.checks.inputs import INVALID_SUPPRESSION
+from svcdoctor.checks.inputs import INVALID_SUPPRESSION, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Workload
@@ -32,11 +32,17 @@ class LintResult:
 
     @property
     def input_errors(self) -> int:
-        return sum(1 for f in self.findings if f.cause is None)
+        """Inputs that could not be read at all (exit 2); the other input findings (a
+        template, a bad field or suppression) are findings like any other (exit by
+        ``--fail-on``, 0 with ``--exit-zero``)."""
+        return sum(1 for f in self.findings if f.rule in UNREADABLE)
 
     def counts(self) -> dict[str, int]:
         by = Counter(f.severity.value for f in self.findings)
         return {s: by.get(s, 0) for s in ("error", "warning", "info")}
+
+
+UNREADABLE = frozenset({INVALID_YAML.id, UNREADABLE_INPUT.id})
 
 
 def active_rules(settings: Settings) -> list[Rule]:

@@ -178,7 +178,7 @@ def fix(
         if f.cause is None and f.rule != HELM_TEMPLATE:
             bad_input = True
             click.echo(f"{f.location.file}:{f.location.line}: {f.rule} {f.message}", err=True)
-    empty = not loaded.documents and not result.input_errors
+    empty = not loaded.documents and not result.findings
     for note in notes(loaded, empty=empty):
         click.echo(f"note: {note}", err=True)
     if empty:

@@ -116,7 +116,7 @@ def lint(
             namespace=_namespace(namespace, file),
         )
     render(result, fmt, no_fixes)
-    empty = not loaded.documents and not result.input_errors
+    empty = not loaded.documents and not result.findings
     refused = empty and not (allow_empty or file.get("allow-empty", False))
     for note in notes(loaded, empty=refused):
         click.echo(f"note: {note}", err=True)

@@ -28,7 +28,7 @@ from svcdoctor.manifests.yamlnodes import (
     mapping_keys,
     to_python,
 )
-from svcdoctor.model import WORKLOAD_KINDS, Finding, Location
+from svcdoctor.model import WORKLOAD_KINDS, Finding, Location, Severity
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 DEFAULT_MAX_FILE_MB = 32.0
@@ -431,6 +431,16 @@ def _after_broken_document(
 
 
 _KUBERNETES_WORDS = re.compile(r"\bapiVersion\b")
+# Argo Workflows' and Rollouts' run-time placeholders: `{{args.x}}`, `{{workflow.name}}`,
+# `{{inputs.parameters.x}}`, `{{item}}`, expression tags `{{=…}}`
+# (https://argo-workflows.readthedocs.io/en/latest/variables/,
+# https://argo-rollouts.readthedocs.io/en/stable/features/analysis/#analysis-template-arguments).
+# A Go template action starts with `.`, `$`, `-`, a keyword or a function and its arguments:
+# `args.x` is no valid action, so these are never Helm.
+_PLACEHOLDER = re.compile(
+    r"\{\{(?:=|\s*(?:item|(?:args|inputs|outputs|workflow|steps|tasks|pod|node|retries)"
+    r"(?:\.[\w-]+)+)\s*\}\})"
+)
 _KIND_WORD = re.compile(r"\bkind\b")
 _KIND_KEY = re.compile(r"""^[ \t]*["']?(?:kind|apiVersion)["']?[ \t]*:""", re.MULTILINE)
 _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
@@ -631,13 +641,27 @@ def _yaml_problem(name: str, exc: yaml.YAMLError) -> Finding:
 
 
 def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -> None:
-    """SVD002 for the templated document whose first ``{{`` is on ``line``."""
+    """SVD002 for the templated document whose first ``{{`` is on ``line``: a Helm/Go
+    template (an error: render it first), or a controller's run-time placeholder (a note:
+    quote it)."""
+    shown = lines.template_at(line)
+    if _PLACEHOLDER.match(shown):
+        result.problems.append(
+            HELM_TEMPLATE.finding(
+                Location(name, line),
+                f"'{shown}' is a placeholder a controller fills at run time (Argo Workflows "
+                "or Rollouts), not a Helm template; unquoted, it breaks the YAML, so this "
+                f"document is not checked: quote it (\"{shown}\") as their docs do",
+                severity=Severity.INFO,
+            )
+        )
+        return
     result.problems.append(
         _problem(
             HELM_TEMPLATE,
             name,
             line,
-            f"Helm/Go template '{lines.template_at(line)}', not a manifest: this document is "
+            f"Helm/Go template '{shown}', not a manifest: this document is "
             "not checked; lint the rendered output: "
             "helm template RELEASE CHART | svcdoctor lint -",
         )
