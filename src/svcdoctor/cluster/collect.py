@@ -41,6 +41,7 @@ from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.kubectl import CHANGE_SEEN
 from svcdoctor.evidence.proxylogs import NGINX_ACCESS
 from svcdoctor.evidence.reader import detect, read_evidence
+from svcdoctor.evidence.redact import Redactor
 from svcdoctor.model import SourceSummary, iso_utc
 
 MARKER = "svcdoctor_collect"  # collect.json's format version key (diagnose skips the file)
@@ -367,6 +368,7 @@ class _Run:
         self, reader: ClusterReader, request: Request, progress: Callable[[str], None]
     ) -> None:
         self.reader, self.request, self.progress = reader, request, progress
+        self.redactor = Redactor()  # every file written goes through it
         self.started = time.time()
         self.notes: list[str] = []
         self.written: list[str] = []
@@ -377,7 +379,8 @@ class _Run:
         self.progress(text)
 
     def write(self, name: str, text: str) -> None:
-        write_atomic(self.request.out / name, text)
+        path = self.request.out / name
+        write_atomic(path, self.redactor.file(path, text))
         self.written.append(name)
 
     def since_seconds(self) -> int:
@@ -389,8 +392,10 @@ def collect(
     reader: ClusterReader,
     request: Request,
     progress: Callable[[str], None] = lambda _: None,
+    redactor: Redactor | None = None,
 ) -> dict[str, Any]:
     """Write the bundle of ``request`` and return its manifest (also in collect.json).
+    Every file goes through ``redactor`` (default: redact; ``evidence.redact``).
 
     Raises ``ServiceNotFound``/``ClusterError`` for what stops it (an unreadable Service,
     pods or slices); what only thins the evidence (Forbidden logs or events, no ingress
@@ -399,6 +404,7 @@ def collect(
     ns, name = request.namespace, request.service
     earlier = check_out(request.out)
     run = _Run(reader, request, progress)
+    run.redactor = redactor or run.redactor
     version = reader.version()
     service = reader.get("services", ns, name)
     if service is None:
@@ -459,6 +465,7 @@ def collect(
         _optional(run, "reading client logs", _client_logs, request.client_logs)
 
     context.update(complete=True, finished=iso_utc(time.time()), notes=run.notes)
+    context["redacted"] = run.redactor.totals(request.out / n for n in run.written)
     found = read_evidence([str(request.out / n) for n in run.written if n != "collect.json"])
     result = manifest(request.out, found.sources, found.problems, context)
     if earlier:  # files of the earlier bundle this one did not rewrite
