@@ -300,7 +300,7 @@ def _pod() -> dict[str, Any]:
     container = {
         "name": "app",
         "image": "example/api:1",
-        "command": ["/api", "--password=hunter2", "--token", "t0k3n", "--listen=:8080"],
+        "command": ["/api", "--password=hunter2", "--token", "t0k3n", "--password-file=/pw"],
         "args": [
             "--db-dsn",
             "postgres://app:dbpw@db:5432/shop",
@@ -363,7 +363,13 @@ def test_a_pod_spec_loses_env_values_secret_args_and_last_applied() -> None:
     done, counts = redact_object(pod)
     assert pod == kept  # a new value; the given one untouched
     c = done["spec"]["containers"][0]
-    assert c["command"] == ["/api", "--password=REDACTED", "--token", "REDACTED", "--listen=:8080"]
+    assert c["command"] == [
+        "/api",
+        "--password=REDACTED",
+        "--token",
+        "REDACTED",
+        "--password-file=/pw",
+    ]
     assert c["args"] == [
         "--db-dsn",
         "postgres://app:REDACTED@db:5432/shop",
