@@ -14,7 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from svcdoctor.cli import cli
-from svcdoctor.cluster.collect import Request, collect
+from svcdoctor.cluster.collect import Request, collect, watch_record
+from svcdoctor.cluster.reader import WatchEvent
+from svcdoctor.cluster.rollout import Plan, _Evidence
 from svcdoctor.diagnose import Settings, diagnose
 from svcdoctor.evidence import read_evidence
 from svcdoctor.evidence.redact import LAST_APPLIED, PLACEHOLDER, Redactor, redact_file
@@ -175,6 +177,45 @@ def test_cli_says_what_it_redacted_and_no_redact_keeps_it(tmp_path: Path) -> Non
 def test_rollout_test_has_no_redact() -> None:
     done = CliRunner().invoke(cli, ["rollout-test", "--help"])
     assert "--no-redact" in done.output
+
+
+@pytest.mark.parametrize("redact", [True, False])
+def test_rollout_test_bundle_is_redacted_and_counted_once(tmp_path: Path, redact: bool) -> None:
+    """rollout-test writes the watched pods itself, then collect's snapshot beside them (its
+    own pods.json discarded): each file of the bundle is counted once."""
+    objects = _objects()
+    pods = [o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"].startswith("api-")]
+    records = [watch_record(WatchEvent("ADDED", p, 1796202570.0), True) for p in pods]
+    rows = [{"ts": 1796202570.0 + i, "outcome": "ok", "latency_ms": 1.0} for i in range(5)]
+    out = tmp_path / "bundle"
+    evidence = _Evidence(Plan("shop", "deployments", "api", out, redact=redact), "api", 0.0)
+    evidence.first(records, [], rows, "agent-x", [])
+    first = json.loads((out / "collect.json").read_text())["redacted"]
+    notes: list[str] = []
+    evidence.complete(FakeReader(objects, _secret_logs()), notes)  # type: ignore[arg-type]
+    manifest = json.loads((out / "collect.json").read_text())
+    texts = _texts(out)
+    if not redact:
+        assert first is None
+        assert manifest["redacted"] is None
+        assert "hunter2" in texts["pods.json"]
+        assert notes[-1].startswith("not redacted (--no-redact)")
+        return
+    assert first == {"env values": 6, "command arguments": 6, "last-applied-configuration": 3}
+    assert manifest["redacted"] == {
+        "env values": 10,  # 3 pods (rollout-test's pods.json), the ReplicaSet, the Deployment
+        "command arguments": 10,
+        "last-applied-configuration": 3,
+        "URL tokens": 5,
+    }
+    assert notes[-1] == (
+        "redacted 10 env values, 10 command arguments, 3 last-applied-configuration, "
+        "5 URL tokens (as REDACTED; --no-redact keeps them)"
+    )
+    assert notes[-1] in manifest["notes"]
+    for name, text in texts.items():
+        for secret in SECRETS:
+            assert secret not in text, (name, secret)
 
 
 # ---------------------------------------------------------------- real-shaped bundles
