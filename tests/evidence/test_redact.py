@@ -202,6 +202,11 @@ def test_envoy_json_loses_headers_and_stays_json(tmp_path: Path) -> None:
         ),
         ('x-api-key="k-9f8e7d"', 'x-api-key="REDACTED"', Kind.AUTHORIZATION),
         (
+            "GET /hook?authorization=abc123&page=2 HTTP/1.1",
+            "GET /hook?authorization=REDACTED&page=2 HTTP/1.1",
+            Kind.AUTHORIZATION,
+        ),
+        (
             "dial postgres://app:hunter2@db.shop:5432/orders?sslmode=require failed",
             "dial postgres://app:REDACTED@db.shop:5432/orders?sslmode=require failed",
             Kind.URL_PASSWORDS,

@@ -87,7 +87,7 @@ _SCHEME = re.compile(rf"(?i){_SCHEMES}\s+")
 _AUTH_NAMES = r"(?:proxy[-_])?authorization|x[-_]api[-_]key|x[-_]auth[-_]token"
 _COOKIE_NAMES = r"(?:set[-_])?cookie"  # RFC 6265 §4.1 (Set-Cookie), §4.2 (Cookie)
 # A bare credential: the scheme, then a token or comma-separated parameters (Digest, SigV4)
-_BARE_AUTH = rf"(?:{_SCHEMES}\s+)?[^\s\"\\,]+(?:,\s*[\w-]+=[^\s\"\\,]*)*"
+_BARE_AUTH = rf"(?:{_SCHEMES}\s+)?[^\s\"\\,&]+(?:,\s*[\w-]+=[^\s\"\\,&]*)*"
 _BARE_COOKIE = r"[^\s;,\"\\]+(?:;[ ]?[^\s;,\"\\]+)*"  # cookie-octets (RFC 6265 §4.1.1)
 # Set-Cookie's attributes (RFC 6265 §4.1.1, SameSite and Partitioned from RFC 6265bis)
 _COOKIE_ATTRIBUTES = frozenset(
@@ -142,7 +142,7 @@ _SECRET_NAME = re.compile(
     r"(?i)(?:^|[_.-])(?:password|passwd|passphrase|pass|pwd|pin|secret|token|key|apikey|auth"
     r"|credentials?|dsn)(?:$|[_.-])"
 )
-_EMPTY = frozenset({"", "-", "null", "none", PLACEHOLDER})
+_EMPTY = frozenset({"", "-", "null", "none"})  # what proxies log for an absent header
 
 
 # ---------------------------------------------------------------- text
