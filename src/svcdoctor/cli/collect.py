@@ -59,6 +59,7 @@ def _progress(show: bool) -> Iterator[Callable[[str], None]]:
     help="Also keep the request rows in the logs of client pods matching this label selector.",
     default_text="none",
 )
+@click.option("--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle.")
 @output_option(("text", "json"))
 def collect(
     service: str,
@@ -67,6 +68,7 @@ def collect(
     since: float,
     watch: float | None,
     client_logs: str | None,
+    no_redact: bool,
     fmt: str,
 ) -> None:
     """Write SERVICE's evidence bundle for `svcdoctor diagnose`.
@@ -75,7 +77,8 @@ def collect(
     included), their owners, the namespace's events, and the logs about it of the
     ingress-nginx controllers and Istio sidecars over --since. --watch records a rollout
     that happens meanwhile as a timeline (Ctrl-C ends it early; the bundle is still
-    complete). Read-only. Exit codes: 0 written and complete, 3 written but incomplete
+    complete). Secrets are redacted (counts in collect.json) unless --no-redact.
+    Read-only. Exit codes: 0 written and complete, 3 written but incomplete
     (collect.json's "missing" says what: a lost server, a watch that could not be resumed,
     a capped log, a forbidden read), 2 on a cluster or --out problem (nothing written).
     """
@@ -84,12 +87,13 @@ def collect(
         from svcdoctor.cluster.api import connect
         from svcdoctor.cluster.collect import BundleError, Request, check_out
         from svcdoctor.cluster.collect import collect as run
+        from svcdoctor.evidence.redact import Redactor
     try:
         check_out(out)
         reader = connect(**cluster)
         request = Request(reader.namespace, service, out, since, watch, client_logs)
         with _progress(fmt == "text" and sys.stderr.isatty()) as progress:
-            result = run(reader, request, progress)
+            result = run(reader, request, progress, Redactor(not no_redact))
     except (BundleError, ClusterError) as exc:
         fail(str(exc))
     except OSError as exc:
@@ -106,6 +110,8 @@ def collect(
 
 
 def _summary(result: dict[str, Any], out: Path) -> None:
+    from svcdoctor.evidence.redact import redaction_note
+
     console = stdout_console()
     if missing := result.get("missing"):
         console.print(f"INCOMPLETE bundle: {len(missing)} piece(s) of evidence missing")
@@ -128,6 +134,7 @@ def _summary(result: dict[str, Any], out: Path) -> None:
         console.print(f"evidence from {span['start']} to {span['end']}")
     for note in result["notes"]:
         console.print(f"note: {note}", soft_wrap=True)
+    console.print(redaction_note(result["redacted"]), soft_wrap=True)
     console.print(f"next: svcdoctor diagnose {shlex.quote(str(out))}", soft_wrap=True)
 
 

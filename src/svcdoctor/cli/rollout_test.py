@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     default_text="./rollout-test-WORKLOAD",
 )
 @click.option("--allow-outage", is_flag=True, help="Test a workload with fewer than 2 ready pods.")
+@click.option("--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle.")
 @agent_run_options("Restart the workload (required).")
 def rollout_test(
     workload: str,
@@ -74,6 +75,7 @@ def rollout_test(
     image: str | None,
     out: Path | None,
     allow_outage: bool,
+    no_redact: bool,
     yes: bool,
     fmt: str,
     html_out: Path | None,
@@ -106,7 +108,7 @@ def rollout_test(
         plan = Plan(
             api.namespace, kind, name, out or Path(f"rollout-test-{name}"), service,
             float(rate), duration, tail=tail, keepalive=keepalive, path=path, port=port,
-            image=image, allow_outage=allow_outage,
+            image=image, allow_outage=allow_outage, redact=not no_redact,
         )  # fmt: skip
         show = fmt == "text" and sys.stderr.isatty()
         outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))

@@ -56,6 +56,7 @@ from svcdoctor.cluster.reader import (
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.kubectl import CHANGE_SEEN
 from svcdoctor.evidence.reader import read_evidence
+from svcdoctor.evidence.redact import Redactor
 from svcdoctor.model import SourceSummary, iso_utc
 
 MARKER = "svcdoctor_collect"  # collect.json's format version key (diagnose skips the file)
@@ -311,6 +312,7 @@ class _Run:
         self, reader: ClusterReader, request: Request, progress: Callable[[str], None]
     ) -> None:
         self.reader, self.request, self.progress = reader, request, progress
+        self.redactor = Redactor()  # every file written goes through it
         self.started = time.time()
         self.notes: list[str] = []
         self.missing: list[str] = []  # evidence that should be here and is not: incomplete
@@ -333,7 +335,8 @@ class _Run:
         (self.lack if gap.relisted else self.note)(gap.text())
 
     def write(self, name: str, text: str) -> None:
-        write_atomic(self.request.out / name, text)
+        path = self.request.out / name
+        write_atomic(path, self.redactor.file(path, text))
         self.written.append(name)
 
     def since_seconds(self) -> int:
@@ -345,8 +348,10 @@ def collect(
     reader: ClusterReader,
     request: Request,
     progress: Callable[[str], None] = lambda _: None,
+    redactor: Redactor | None = None,
 ) -> dict[str, Any]:
     """Write the bundle of ``request`` and return its manifest (also in collect.json).
+    Every file goes through ``redactor`` (default: redact; ``evidence.redact``).
 
     Raises ``ServiceNotFound``/``ClusterError`` for what stops it (an unreadable Service,
     pods or slices); what only thins the evidence (Forbidden logs or events, no ingress
@@ -355,6 +360,7 @@ def collect(
     ns, name = request.namespace, request.service
     earlier = check_out(request.out)
     run = _Run(reader, request, progress)
+    run.redactor = redactor or run.redactor
     version = reader.version()
     service = reader.get("services", ns, name)
     if service is None:
@@ -420,6 +426,7 @@ def collect(
         finished=iso_utc(time.time()),
         notes=run.notes,
     )
+    context["redacted"] = run.redactor.totals(request.out / n for n in run.written)
     found = read_evidence([str(request.out / n) for n in run.written if n != "collect.json"])
     result = manifest(request.out, found.sources, found.problems, context)
     if earlier:  # files of the earlier bundle this one did not rewrite

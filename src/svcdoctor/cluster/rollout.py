@@ -63,6 +63,7 @@ from svcdoctor.cluster.reader import ClusterError, WatchEvent, WatchGap
 from svcdoctor.diagnose import Settings, diagnose
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.reader import read_evidence
+from svcdoctor.evidence.redact import Redactor, redaction_note
 from svcdoctor.evidence.times import rfc3339
 from svcdoctor.model import REQUEST_COLUMNS, Assessment, Cause, Diagnosis, RaceDetails
 
@@ -98,6 +99,7 @@ class Plan:
     image: str | None = None
     allow_outage: bool = False
     timeout: float = 2.0
+    redact: bool = True  # the bundle's secrets (evidence.redact); --no-redact keeps them
 
     @property
     def workload(self) -> str:
@@ -694,6 +696,10 @@ class _Evidence:
     service: str
     started: float
     written: list[str] = field(default_factory=list)
+    redactor: Redactor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.redactor = Redactor(self.plan.redact)
 
     def first(
         self,
@@ -712,7 +718,7 @@ class _Evidence:
         body = "".join(json.dumps(canonical(r), separators=(",", ":")) + "\n" for r in rows)
         for name, text in ((client, body), ("endpointslices.json", stream(slice_records)),
                            ("pods.json", stream(pod_records))):  # fmt: skip
-            write_atomic(out / name, text)
+            write_atomic(out / name, self.redactor.file(out / name, text))
             self.written.append(name)
         pending = "the Service's snapshot (events, owners, logs) was not collected"
         self._manifest({"complete": False}, [*notes, pending])
@@ -725,11 +731,13 @@ class _Evidence:
         result: dict[str, Any] = {}
         scratch = Path(tempfile.mkdtemp(prefix=".collect-", dir=out))
         try:
-            result = collect(api, Request(self.plan.namespace, self.service, scratch, since))
+            request = Request(self.plan.namespace, self.service, scratch, since)
+            result = collect(api, request, redactor=self.redactor)
             with shielded():
                 for path in sorted(scratch.iterdir()):
                     if path.name != "collect.json" and path.name not in self.written:
                         path.replace(out / path.name)
+                        self.redactor.moved(path, out / path.name)
                         self.written.append(path.name)
         except SvcdoctorError as exc:
             notes.append(f"collecting the Service's snapshot failed: {exc}")
@@ -746,6 +754,7 @@ class _Evidence:
                 reasons = [f"incomplete: {r}" for r in incomplete]
                 context["missing"] = [*result.get("missing", []), *incomplete]
                 context["complete"] = bool(result.get("complete")) and not context["missing"]
+                notes.append(redaction_note(self.redactor.totals(out / n for n in self.written)))
                 self._manifest(context, [*result.get("notes", []), *notes, *reasons])
         return out
 
@@ -766,6 +775,7 @@ class _Evidence:
             "rate": self.plan.rate,
         }
         context["notes"] = all_notes
+        context["redacted"] = self.redactor.totals(out / n for n in names)
         write_atomic(
             out / "collect.json",
             json.dumps(manifest(out, sources, problems, context), indent=2) + "\n",

@@ -651,7 +651,7 @@ def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -
                 Location(name, line),
                 f"'{shown}' is a placeholder a controller fills at run time (Argo Workflows "
                 "or Rollouts), not a Helm template; unquoted, it breaks the YAML, so this "
-                f"document is not checked: quote it (\"{shown}\") as their docs do",
+                f'document is not checked: quote it ("{shown}") as their docs do',
                 severity=Severity.INFO,
             )
         )
