@@ -262,7 +262,10 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     operator makes the pods (a resource named like a selector value, or labelled with the
     selector). Selectors on labels that operators put on their pods (`cnpg.io/*`,
     `spilo-role`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a `managed-by` operator, …) are not
-    checked: the operator is not in the files.
+    checked: the operator is not in the files. An Argo Rollout of a Deployment's template
+    (`workloadRef`) makes pods with its selector's labels; the apex Service of an SMI
+    TrafficSplit gets its traffic sent to the split's backends by the mesh: neither is
+    flagged.
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload is in the Service's folder tree,
@@ -310,6 +313,7 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
             _operator_selector(svc.selector)
             or endpoints_given(inventory, svc)
             or _pods_made(inventory, svc)
+            or _split_apex(inventory, svc)
         ):
             continue
         selector = ", ".join(f"{k}={v}" for k, v in svc.selector.items())
@@ -396,6 +400,18 @@ def _pods_made(inventory: Inventory, svc: Service) -> bool:
         if r.ref.name in values or selector_matches(selector, r.labels):
             return True  # an operator's resource: it makes the pods
     return False
+
+
+def _split_apex(inventory: Inventory, svc: Service) -> bool:
+    """Whether an SMI TrafficSplit names the Service as its apex: the mesh sends its
+    traffic to the split's backends, whatever its own selector matches
+    (https://github.com/servicemeshinterface/smi-spec/blob/main/apis/traffic-split/v1alpha4/traffic-split.md)."""
+    return any(
+        r.ref.kind == "TrafficSplit"
+        and r.host == svc.ref.name
+        and same_namespace(r.ref.namespace, svc.ref.namespace)
+        for r in inventory.resources
+    )
 
 
 def _may_carry(selector: dict[str, str], w: Workload) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from svcdoctor.manifests.fields import Fields, text_of
@@ -104,6 +105,12 @@ def _workload(f: Fields) -> Workload:
             f"{prefix}.template.spec",
             tpl.line if tpl else body.line,
         )
+        if kind == "Rollout" and tpl is None and f.mapping(spec, "workloadRef", "spec.workloadRef"):
+            # an Argo Rollout of a Deployment's template (workloadRef): its pods carry the
+            # Rollout's selector (https://argo-rollouts.readthedocs.io/en/stable/migrating/)
+            selector = f.mapping(spec, "selector", "spec.selector")
+            labels = f.labels(selector, "matchLabels", "spec.selector.matchLabels")
+            template = replace(template, labels=labels)
     strategy, max_unavailable, max_surge = _strategy(f, spec)
     return Workload(
         ref=f.ref,
@@ -386,6 +393,8 @@ def _resource(f: Fields) -> Resource:
         listed = spec.get("subsets")
         items = listed if isinstance(listed, list) else []
         subsets = tuple(_plain_labels(s.get("labels")) for s in items if isinstance(s, YMap))
+    if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
+        host = text_of(spec.get("service"))  # the SMI apex Service it splits
     return Resource(
         ref=f.ref,
         location=f.raw.location,

@@ -12,9 +12,10 @@ class Resource:
     """An object that is neither a built-in workload nor a Service, kept for what it says
     about pods: a custom kind with a pod template (LeaderWorkerSet, Knative Service, a
     training job…: ``pod_labels``), an operator's custom resource (its name and labels), a
-    traffic split (an Istio DestinationRule: ``host`` and the labels of its ``subsets``), or
-    endpoints given as objects (``Endpoints``, ``EndpointSlice``), or a Namespace (its labels
-    and annotations decide mesh injection and load balancer readiness gates).
+    traffic split (an Istio DestinationRule: ``host`` and the labels of its ``subsets``; an
+    SMI TrafficSplit: ``host``, its apex Service), or endpoints given as objects
+    (``Endpoints``, ``EndpointSlice``), or a Namespace (its labels and annotations decide
+    mesh injection and load balancer readiness gates).
     """
 
     ref: ObjectRef
