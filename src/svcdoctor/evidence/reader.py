@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.evidence import kernel, lines, proxylogs
+from svcdoctor.evidence import kernel, lines, loadgen, proxylogs
 from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, objects, read_kubectl
 from svcdoctor.evidence.requests import RequestLogError, empty, read_canonical
 from svcdoctor.evidence.times import offset_text, utc_offset
@@ -34,6 +34,7 @@ from svcdoctor.model import (
     Evidence,
     KernelEvent,
     LifecycleEvent,
+    LoadSummary,
     SourceSummary,
 )
 
@@ -99,6 +100,8 @@ class _Collected:
     problems: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    loads: list[LoadSummary] = field(default_factory=list)  # load generators' reports
+    zone: float | None = None  # --tz, for times that name no zone
 
 
 def expand(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -192,7 +195,7 @@ def read_evidence(
         if zone is None:
             raise EvidenceError(f"--tz {tz!r} is not a UTC offset such as +02:00")
     files, missing = expand(paths)
-    got = _Collected(problems=list(missing))
+    got = _Collected(problems=list(missing), zone=zone)
     for path in files:
         _read_one(path, got)
     year = _year(got)
@@ -232,6 +235,7 @@ def read_evidence(
         or evidence.pods
         or evidence.kernel
         or evidence.endpoints
+        or evidence.loads
     )
     if not usable and evidence.inventory is None:
         reasons = "; ".join(got.problems) or "no evidence files given"
@@ -252,6 +256,11 @@ def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
         _read_gzip(path, got)
         return
     fmt = _whole_format(head)
+    if fmt in ("lines", "json") and (
+        shape := loadgen.detect(head.decode("utf-8-sig", errors="replace"))
+    ):
+        _read_loadgen(path.read_text(encoding="utf-8-sig", errors="replace"), name, shape, got)
+        return
     try:
         if fmt in ("csv", "jsonl", "parquet"):
             frame, problems, warnings = read_canonical(path, fmt, name)
@@ -285,6 +294,31 @@ def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
             _read_lines(path.read_text(encoding="utf-8-sig", errors="replace"), name, got)
     except (RequestLogError, ValueError, pl.exceptions.PolarsError) as exc:
         got.problems.append(f"{name}: {fmt}: {str(exc).splitlines()[0]}")
+
+
+def _read_loadgen(text: str, name: str, shape: str, got: _Collected) -> None:
+    """A load generator's output (``loadgen.py``): request rows where it gives real times,
+    else its summaries, which carry counts and no time."""
+    summaries, rows, notes = loadgen.read(text, name, shape, got.zone)
+    got.loads.extend(summaries)
+    if rows.height:
+        got.parts.append(_Part(name, shape, rows, note="; ".join(notes), read=rows.height))
+    elif summaries:
+        starts = [s.start for s in summaries if s.start is not None]
+        ends = [s.end for s in summaries if s.end is not None]
+        runs = f"{len(summaries)} runs; " if len(summaries) > 1 else ""
+        got.sources.append(
+            SourceSummary(
+                name,
+                shape,
+                sum(s.requests for s in summaries),
+                min(starts, default=None),
+                max(ends, default=None),
+                note=f"{runs}a summary: counts without request times",
+            )
+        )
+    else:
+        got.problems.append(f"{name}: {shape}: " + ("; ".join(notes) or "no requests read"))
 
 
 _GZIP = b"\x1f\x8b"
@@ -701,7 +735,7 @@ def _offset_for(offsets: dict[str, float], source: str, fmt: str) -> float:
     return 0.0
 
 
-_CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet"})
+_CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet", *loadgen.ROW_SHAPES})
 _PROXY_FORMATS = frozenset(
     {"nginx-access", "nginx-error", "envoy", "envoy-json", "linkerd", "linkerd-json", "alb", "gcp"}
 )
@@ -775,6 +809,7 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
         incomplete=tuple(got.incomplete),
         warnings=tuple(got.warnings),
         replicas_hint=got.kube.replicas,
+        loads=tuple(got.loads),
     )
 
 
