@@ -44,10 +44,12 @@ def test_a_summary_makes_a_cause_possible_never_likely(name: str, cause: Cause |
         assert d.primary is None
         assert d.next_steps[0].startswith("no cause:")
         return
-    assert d.primary is not None and d.primary.cause is cause
+    assert d.primary is not None
+    assert d.primary.cause is cause
     assert d.primary.verdict is Verdict.POSSIBLE
     quoted = [e for e in d.primary.evidence if e.startswith(d.summary.loads[0].load.tool + ":")]
-    assert quoted and " of " in quoted[0]
+    assert quoted
+    assert " of " in quoted[0]
 
 
 @pytest.mark.parametrize("name", ["k6-legacy.txt", "oha.json", "vegeta-report.json", "fortio.json"])
@@ -55,7 +57,8 @@ def test_healthy_runs_name_no_cause(name: str) -> None:
     d = _run(name)
     assert d.primary is None
     reading = d.summary.loads[0]
-    assert reading.load.failed == 0 and reading.rate == 0.0
+    assert reading.load.failed == 0
+    assert reading.rate == 0.0
     assert "0 of" in d.next_steps[0]
 
 
@@ -64,11 +67,14 @@ def test_the_summary_line_and_json_quote_the_numbers() -> None:
     console = Console(record=True, width=400)
     render_text(d, console)
     text = console.export_text()
-    assert "load generator: fortio" in text and "3 of 20 requests failed" in text
+    assert "load generator: fortio" in text
+    assert "3 of 20 requests failed" in text
     assert "4 sockets opened where perfect keep-alive needs 2" in text
     doc = json.loads(render_json(d))
     [load] = doc["summary"]["load_summaries"]
-    assert load["tool"] == "fortio" and load["requests"] == 20 and load["failures"] == 3
+    assert load["tool"] == "fortio"
+    assert load["requests"] == 20
+    assert load["failures"] == 3
     assert load["by_outcome"] == {"http_error": 3}
     assert load["status_codes"] == {"200": 17, "503": 3}
     assert (load["sockets_used"], load["connections"]) == (4, 2)
@@ -85,14 +91,19 @@ def test_round_fraction_of_replicas_is_tested() -> None:
     load = LoadSummary("hey", "hey.txt", 800, ((Outcome.REFUSED, 196),), ((200, 604),))
     quarter = diagnose(Evidence(requests=empty(), loads=(load,), replicas_hint=4))
     fraction = quarter.summary.loads[0].nearest_fraction
-    assert fraction is not None and fraction.consistent and fraction.text == "1/4"
-    assert quarter.primary is not None and quarter.primary.cause is Cause.RACE
+    assert fraction is not None
+    assert fraction.consistent
+    assert fraction.text == "1/4"
+    assert quarter.primary is not None
+    assert quarter.primary.cause is Cause.RACE
     assert "fits 1/4 of the replicas" in quarter.primary.evidence[-1]
 
 
 def test_per_request_rows_go_through_the_request_analyses() -> None:
     d = _run("vegeta-results.jsonl")
-    assert d.summary.requests == 3 and d.summary.errors == 1
+    assert d.summary.requests == 3
+    assert d.summary.errors == 1
     assert not d.summary.loads
     dated = _run("curl-dated.txt")
-    assert dated.summary.requests == 6 and dated.summary.start is not None
+    assert dated.summary.requests == 6
+    assert dated.summary.start is not None

@@ -1,10 +1,11 @@
-"""What load generators print, read as request evidence without inventing a time.
+"""What load generators print, told by content and read without inventing a time.
 
-End-of-run reports (hey, oha, wrk, k6, vegeta, fortio; a curl loop without times) become a
+End-of-run reports (hey, oha, wrk, k6, vegeta, fortio; a curl loop without dates) become a
 :class:`LoadSummary`: counts, outcomes, status histogram, connection counts. Per-request
 output with real times (k6 ``--out json`` points, ``vegeta encode`` JSON lines, curl lines
-each led by a date) becomes request rows. hey's ``-o csv`` rows carry offsets from a start
-hey never prints, so they are counted as a summary. Each shape is cited where it is read.
+each led by a date) becomes request rows (``loadrows.py``). hey's ``-o csv`` rows carry
+offsets from a start hey never prints, so they are counted as a summary. Each shape is
+cited where it is read.
 """
 
 from __future__ import annotations
@@ -13,55 +14,29 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from svcdoctor.evidence.requests import conform, empty, text_seconds
-from svcdoctor.model import LoadError, LoadSummary, Outcome
+from svcdoctor.evidence.loadrows import (
+    curl_outcome,
+    curl_requests,
+    curl_rows,
+    curl_share,
+    k6_points,
+    outcome_of,
+    status_outcome,
+    vegeta_results,
+    when,
+)
+from svcdoctor.evidence.requests import empty
+from svcdoctor.model import LoadError, LoadSummary, Outcome, SourceSummary
 
 # tools whose report is a summary (counts) and shapes that are per-request rows
 SUMMARY_TOOLS = ("hey", "oha", "wrk", "k6", "vegeta", "fortio", "hey-csv", "curl")
 ROW_SHAPES = ("k6-json", "vegeta-json", "curl")
-
-# ---------------------------------------------------------------- the words of an error
-
-# Go's net errors as hey, vegeta, k6 and fortio print them ("dial tcp …: connect: connection
-# refused", "read: connection reset by peer", "EOF"), curl's (`man curl`, EXIT CODES: 7 could
-# not connect, 28 timeout, 52 empty reply, 56 failure receiving) and Rust hyper's (oha).
-_WORDS = (
-    (re.compile(r"aborted due to deadline", re.I), Outcome.ABORTED),  # oha -z: cut at the end
-    (re.compile(r"connection refused|ECONNREFUSED|actively refused", re.I), Outcome.REFUSED),
-    (
-        re.compile(r"connection reset|ECONNRESET|reset by peer|broken pipe|EPIPE", re.I),
-        Outcome.RESET,
-    ),
-    (re.compile(r"timed? ?out|timeout|deadline exceeded|ETIMEDOUT", re.I), Outcome.TIMEOUT),
-    (
-        re.compile(
-            r"\bEOF\b|empty reply|closed before|server closed|transport closed|"
-            r"connection closed|closed connection|broken connection|unexpected end",
-            re.I,
-        ),
-        Outcome.EOF,
-    ),
-)
-
-
-def outcome_of(text: str) -> Outcome:
-    """The outcome an error text names; ``error`` when it names none of them."""
-    for pattern, outcome in _WORDS:
-        if pattern.search(text):
-            return outcome
-    return Outcome.ERROR
-
-
-def _status_outcome(status: int) -> Outcome | None:
-    """5xx is a failure of the Service (``http_error``); other answers are not."""
-    return Outcome.HTTP_ERROR if 500 <= status <= 599 else None
-
 
 # ---------------------------------------------------------------- detection
 
@@ -97,7 +72,7 @@ def detect(text: str) -> str | None:
         return "oha" if _OHA.search(text) else "hey"
     if _HEY.search(text) and "Requests/sec:" in text:
         return "hey"
-    return "curl" if _curl_share(text) else None
+    return "curl" if curl_share(text) else None
 
 
 def _json_shape(text: str, first: str) -> str | None:
@@ -139,9 +114,9 @@ def read(
 ) -> tuple[list[LoadSummary], pl.DataFrame, list[str]]:
     """The summaries, the request rows and the notes of one file in ``shape``."""
     if shape == "k6-json":
-        return [], *_k6_points(text, name)
+        return [], *k6_points(text, name)
     if shape == "vegeta-json":
-        return [], *_vegeta_results(text, name)
+        return [], *vegeta_results(text, name)
     if shape == "curl":
         return _curl(text, name, zone)
     readers = {
@@ -163,6 +138,48 @@ def read(
     return found, empty(), []
 
 
+@dataclass(frozen=True, slots=True)
+class LoadRead:
+    """What one file of a load generator's output gave: summaries, rows, and the lines the
+    reader adds to the sources and problems."""
+
+    shape: str
+    summaries: tuple[LoadSummary, ...]
+    frames: tuple[pl.DataFrame, ...] = ()  # request rows (one frame), when times are real
+    note: str = ""
+    sources: tuple[SourceSummary, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+def read_file(path: Path, head: bytes, name: str, zone: float | None) -> LoadRead | None:
+    """The file read as a load generator's output, or ``None`` when it is none."""
+    shape = detect(head.decode("utf-8-sig", errors="replace"))
+    if shape is None:
+        return None
+    summaries, rows, notes = read(path.read_text("utf-8-sig", errors="replace"), name, shape, zone)
+    note = "; ".join(notes)
+    if rows.height:
+        return LoadRead(shape, tuple(summaries), (rows,), note)
+    if summaries:
+        return LoadRead(shape, tuple(summaries), sources=(source(summaries, name, shape),))
+    return LoadRead(shape, (), problems=(f"{name}: {shape}: {note or 'no requests read'}",))
+
+
+def source(summaries: list[LoadSummary], name: str, shape: str) -> SourceSummary:
+    """What a file of load generators' summaries contributed: requests counted, no rows."""
+    starts = [s.start for s in summaries if s.start is not None]
+    ends = [s.end for s in summaries if s.end is not None]
+    runs = f"{len(summaries)} runs; " if len(summaries) > 1 else ""
+    return SourceSummary(
+        name,
+        shape,
+        sum(s.requests for s in summaries),
+        min(starts, default=None),
+        max(ends, default=None),
+        note=f"{runs}a summary: counts without request times",
+    )
+
+
 def _summary(
     tool: str,
     name: str,
@@ -178,7 +195,7 @@ def _summary(
     errs = tuple(errors)
     failures: Counter[Outcome] = Counter()
     for status, count in statuses.items():
-        if (outcome := _status_outcome(status)) is not None:
+        if (outcome := status_outcome(status)) is not None:
             failures[outcome] += count
     aborted = 0
     for e in errs:
@@ -452,7 +469,7 @@ def _vegeta_report(text: str, name: str, tool: str) -> list[LoadSummary]:
         return []
     statuses = {int(k): int(v) for k, v in (doc.get("status_codes") or {}).items()}
     texts = [str(e) for e in doc.get("errors") or ()]
-    start, end = _when(doc.get("earliest")), _when(doc.get("latest"))
+    start, end = when(doc.get("earliest")), when(doc.get("latest"))
     return [
         _vegeta_summary(
             tool,
@@ -526,7 +543,7 @@ def _fortio_json(text: str, name: str, tool: str) -> list[LoadSummary]:
     count = (doc.get("DurationHistogram") or {}).get("Count")
     sockets = doc.get("SocketCount")
     threads = doc.get("NumThreads")
-    start = _when(doc.get("StartTime"))
+    start = when(doc.get("StartTime"))
     took = doc.get("ActualDuration")
     seconds = float(took) / 1e9 if isinstance(took, int | float) else None
     return [
@@ -600,263 +617,31 @@ def _hey_csv(text: str, name: str, tool: str) -> list[LoadSummary]:
     ]
 
 
-# ---------------------------------------------------------------- per-request shapes
-
-# k6 `--out json` (grafana.com/docs/k6/latest/results-output/real-time/json/): Point lines
-# with data.time (RFC 3339 with offset), data.value (ms for http_req_duration) and tags
-# status, error, error_code; k6's codes (grafana/k6 lib/netext/httpext/error_codes.go)
-_K6_CODES = {
-    1050: Outcome.TIMEOUT,  # requestTimeoutErrorCode
-    1201: Outcome.RESET,  # tcpBrokenPipeErrorCode
-    1211: Outcome.TIMEOUT,  # tcpDialTimeoutErrorCode
-    1212: Outcome.REFUSED,  # tcpDialRefusedErrorCode
-    1220: Outcome.RESET,  # tcpResetByPeerErrorCode
-}
-
-
-def _k6_points(text: str, name: str) -> tuple[pl.DataFrame, list[str]]:
-    rows: dict[str, list[dict[str, Any]]] = {"http_req_duration": [], "http_reqs": []}
-    bad = 0
-    for line in text.splitlines():
-        if '"type":"Point"' not in line:
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        metric = rec.get("metric")
-        if metric not in rows:
-            continue
-        data = rec.get("data") or {}
-        tags = data.get("tags") or {}
-        status = _int(tags.get("status"))
-        code = _int(tags.get("error_code"))
-        error = str(tags.get("error") or "")
-        if status:
-            outcome = _status_outcome(status) or Outcome.OK
-        elif code in _K6_CODES:
-            outcome = _K6_CODES[code]
-        else:
-            outcome = outcome_of(error) if error else Outcome.ERROR
-        rows[metric].append(
-            {
-                "__t": str(data.get("time") or ""),
-                "outcome": outcome.value,
-                "status": status or None,
-                "latency_ms": float(data.get("value") or 0.0)
-                if metric == "http_req_duration"
-                else None,
-                "upstream": None,
-                "detail": error or (f"k6 error_code {code}" if code else None),
-            }
-        )
-    chosen = rows["http_req_duration"] or rows["http_reqs"]  # one point per request
-    notes = [f"{bad} lines are not JSON, skipped"] if bad else []
-    return _frame(chosen, name), notes
-
-
-def _vegeta_results(text: str, name: str) -> tuple[pl.DataFrame, list[str]]:
-    """`vegeta encode` JSON lines (tsenart/vegeta README, "encode"): timestamp (RFC 3339),
-    code (0: no response), latency (ns), error."""
-    rows = []
-    bad = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if not isinstance(rec, dict) or "timestamp" not in rec:
-            bad += 1
-            continue
-        code = _int(rec.get("code")) or 0
-        error = str(rec.get("error") or "")
-        if code:
-            outcome = _status_outcome(code) or Outcome.OK
-        else:
-            outcome = outcome_of(error) if error else Outcome.ERROR
-        latency = rec.get("latency")
-        rows.append(
-            {
-                "__t": str(rec["timestamp"]),
-                "outcome": outcome.value,
-                "status": code or None,
-                "latency_ms": float(latency) / 1e6 if isinstance(latency, int | float) else None,
-                "upstream": None,
-                "detail": error or None,
-            }
-        )
-    notes = [f"{bad} lines are not vegeta results, skipped"] if bad else []
-    return _frame(rows, name), notes
-
-
-def _frame(rows: list[dict[str, Any]], name: str) -> pl.DataFrame:
-    if not rows:
-        return empty()
-    frame = pl.DataFrame(
-        rows,
-        schema={
-            "__t": pl.Utf8,
-            "outcome": pl.Utf8,
-            "status": pl.Int64,
-            "latency_ms": pl.Float64,
-            "upstream": pl.Utf8,
-            "detail": pl.Utf8,
-        },
-    )
-    frame = frame.with_columns(text_seconds(pl.col("__t")).alias("ts")).filter(
-        pl.col("ts").is_not_null()
-    )
-    return conform(frame.drop("__t").lazy(), name).collect()
-
-
-# ---------------------------------------------------------------- curl loops
-
-# a curl loop's lines: `curl -s -o /dev/null -w "%{http_code}\n"` prints the status (000 when
-# no response came), `-w "HTTP %{http_code}"` likewise, -S adds curl's error on stderr first
-# ("curl: (7) Failed to connect … Connection refused", "curl: (56) Recv failure: Connection
-# reset by peer", "curl: (52) Empty reply from server": `man curl`, EXIT CODES); a leading
-# date when the loop prints one (`date -u +%FT%TZ`, `date`).
-_CURL_DATE = (
-    r"(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d| ?UTC)?"
-    r"|\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d (?:UTC|GMT) \d{4}"
-    r"|\d\d:\d\d:\d\d(?:\.\d+)?)"
-)
-_CURL_LINE = re.compile(
-    rf"^\s*(?:\[?{_CURL_DATE}\]?[\s,:|-]+)?"
-    r"(?:HTTP(?:/[\d.]+)?[\s:=]*(?P<code>\d{3})\b.*|(?P<bare>\d{3})(?:\s+[\d.]+s?)*"
-    r"|curl: \((?P<exit>\d+)\) (?P<msg>.*))\s*$"
-)
-
-
-def _curl_share(text: str) -> bool:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    hits = sum(1 for ln in lines if _CURL_LINE.match(ln))
-    errors = sum(1 for ln in lines if "curl: (" in ln)
-    return bool(lines) and hits >= 0.6 * len(lines) and (hits >= 3 or errors >= 1)
-
-
 def _curl(
     text: str, name: str, zone: float | None
 ) -> tuple[list[LoadSummary], pl.DataFrame, list[str]]:
-    requests: list[tuple[str | None, int | None, str]] = []  # (time, status, curl's error)
-    pending: tuple[str | None, str] | None = None  # an error line waiting for its 000
-    for line in text.splitlines():
-        m = _CURL_LINE.match(line)
-        if m is None:
-            continue
-        code = m["code"] or m["bare"]
-        if m["exit"]:
-            if pending is not None:
-                requests.append((pending[0], None, pending[1]))
-            pending = (m["ts"], f"curl: ({m['exit']}) {m['msg']}")
-            continue
-        status = int(code) if code else None
-        if pending is not None and status == 0:
-            requests.append((m["ts"] or pending[0], 0, pending[1]))  # one request, two lines
-        else:
-            if pending is not None:
-                requests.append((pending[0], None, pending[1]))
-            requests.append((m["ts"], status, ""))
-        pending = None
-    if pending is not None:
-        requests.append((pending[0], None, pending[1]))
+    """A curl loop: rows when every request carries a date, else a summary."""
+    requests = curl_requests(text)
     if not requests:
         return [], empty(), []
-    stamps = [_curl_time(ts, zone) for ts, _, _ in requests]
-    if all(s is not None for s in stamps):
-        rows = [
-            {
-                "ts": s,
-                "outcome": _curl_outcome(status, err).value,
-                "status": status or None,
-                "detail": err or None,
-            }
-            for s, (_, status, err) in zip(stamps, requests, strict=True)
-        ]
-        frame = pl.DataFrame(
-            rows,
-            schema={"ts": pl.Float64, "outcome": pl.Utf8, "status": pl.Int64, "detail": pl.Utf8},
-        )
-        zoneless = any(
-            ts and not re.search(r"Z|[+-]\d\d:?\d\d$|UTC|GMT", ts) for ts, _, _ in requests
-        )
-        notes = (
-            ["times carry no UTC offset: read as UTC" + (" (--tz)" if zone else "")]
-            if zoneless
-            else []
-        )
-        return [], conform(frame.lazy(), name).collect(), notes
+    rows, notes, timed = curl_rows(requests, name, zone)
+    if rows is not None:
+        return [], rows, notes
     statuses: Counter[int] = Counter(s for _, s, _ in requests if s)
     errors = Counter(err for _, _, err in requests if err)
     silent = sum(1 for _, s, err in requests if s == 0 and not err)
-    items = [LoadError(t, n, _curl_outcome(0, t)) for t, n in errors.most_common(10)]
+    items = [LoadError(t, n, curl_outcome(0, t)) for t, n in errors.most_common(10)]
     if silent:
         items.append(LoadError("000 (no response, curl's error not shown)", silent, Outcome.ERROR))
-    timed = sum(1 for s in stamps if s is not None)
     note = "curl loop without a date on every line: counted, not timed"
     if timed:
         note += f" ({timed} of {len(requests)} lines carry one)"
-    return (
-        [_summary("curl", name, dict(statuses), items, requests=len(requests), note=note)],
-        empty(),
-        [],
-    )
-
-
-def _curl_outcome(status: int | None, error: str) -> Outcome:
-    if status:
-        return _status_outcome(status) or Outcome.OK
-    if error.startswith("curl: (52)"):
-        return Outcome.EOF  # CURLE_GOT_NOTHING: the server closed without a reply
-    return outcome_of(error) if error else Outcome.ERROR
-
-
-def _curl_time(ts: str | None, zone: float | None) -> float | None:
-    """Unix seconds of a curl line's date; ``None`` without one or with a time of day only."""
-    if not ts or re.fullmatch(r"\d\d:\d\d:\d\d(?:\.\d+)?", ts):
-        return None
-    text = ts.replace(",", ".").replace(" UTC", "Z")
-    for fmt in ("%a %b %d %H:%M:%S %Z %Y",):
-        try:
-            return datetime.strptime(" ".join(ts.split()), fmt).replace(tzinfo=UTC).timestamp()
-        except ValueError:
-            pass
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        return when.replace(tzinfo=UTC).timestamp() - (zone or 0.0)
-    return when.timestamp()
-
-
-# ---------------------------------------------------------------- helpers
+    summary = _summary("curl", name, dict(statuses), items, requests=len(requests), note=note)
+    return [summary], empty(), []
 
 
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        return None
-
-
-def _when(value: Any) -> float | None:
-    """RFC 3339 text (nanoseconds allowed) → Unix seconds."""
-    if not isinstance(value, str) or not value:
-        return None
-    m = re.match(r"^(.*?T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", value)
-    if m is None:
-        return None
-    base = datetime.fromisoformat(m[1] + m[3].replace("Z", "+00:00"))
-    return base.timestamp() + (float("0." + m[2]) if m[2] else 0.0)
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
         return None

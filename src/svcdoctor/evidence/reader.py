@@ -256,10 +256,11 @@ def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
         _read_gzip(path, got)
         return
     fmt = _whole_format(head)
-    if fmt in ("lines", "json") and (
-        shape := loadgen.detect(head.decode("utf-8-sig", errors="replace"))
-    ):
-        _read_loadgen(path.read_text(encoding="utf-8-sig", errors="replace"), name, shape, got)
+    if fmt in ("lines", "json") and (found := loadgen.read_file(path, head, name, got.zone)):
+        got.loads.extend(found.summaries)
+        got.sources.extend(found.sources)
+        got.problems.extend(found.problems)
+        got.parts += [_Part(name, found.shape, r, found.note, read=r.height) for r in found.frames]
         return
     try:
         if fmt in ("csv", "jsonl", "parquet"):
@@ -294,31 +295,6 @@ def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
             _read_lines(path.read_text(encoding="utf-8-sig", errors="replace"), name, got)
     except (RequestLogError, ValueError, pl.exceptions.PolarsError) as exc:
         got.problems.append(f"{name}: {fmt}: {str(exc).splitlines()[0]}")
-
-
-def _read_loadgen(text: str, name: str, shape: str, got: _Collected) -> None:
-    """A load generator's output (``loadgen.py``): request rows where it gives real times,
-    else its summaries, which carry counts and no time."""
-    summaries, rows, notes = loadgen.read(text, name, shape, got.zone)
-    got.loads.extend(summaries)
-    if rows.height:
-        got.parts.append(_Part(name, shape, rows, note="; ".join(notes), read=rows.height))
-    elif summaries:
-        starts = [s.start for s in summaries if s.start is not None]
-        ends = [s.end for s in summaries if s.end is not None]
-        runs = f"{len(summaries)} runs; " if len(summaries) > 1 else ""
-        got.sources.append(
-            SourceSummary(
-                name,
-                shape,
-                sum(s.requests for s in summaries),
-                min(starts, default=None),
-                max(ends, default=None),
-                note=f"{runs}a summary: counts without request times",
-            )
-        )
-    else:
-        got.problems.append(f"{name}: {shape}: " + ("; ".join(notes) or "no requests read"))
 
 
 _GZIP = b"\x1f\x8b"
