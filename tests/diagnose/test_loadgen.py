@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
+from svcdoctor.cli import cli
 from svcdoctor.diagnose import diagnose
 from svcdoctor.evidence import read_evidence
 from svcdoctor.evidence.requests import empty
@@ -107,3 +109,25 @@ def test_per_request_rows_go_through_the_request_analyses() -> None:
     dated = _run("curl-dated.txt")
     assert dated.summary.requests == 6
     assert dated.summary.start is not None
+
+
+def test_a_paste_on_stdin_through_the_command() -> None:
+    pasted = (FIXTURES / "wrk.txt").read_text()
+    done = CliRunner().invoke(cli, ["diagnose", "-", "-o", "json"], input=pasted)
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.output)
+    [load] = doc["summary"]["load_summaries"]
+    assert load["source"] == "-"
+    assert load["tool"] == "wrk"
+    assert doc["primary_cause"] == "reuse"
+    assert doc["causes"][0]["verdict"] == "possible"
+
+
+def test_a_report_pasted_with_log_lines_keeps_both(tmp_path: Path) -> None:
+    access = Path(__file__).parent.parent / "fixtures" / "evidence" / "ingress-nginx-access.log"
+    paste = tmp_path / "paste.txt"
+    paste.write_text((FIXTURES / "hey.txt").read_text() + access.read_text())
+    evidence = read_evidence([str(paste)])
+    assert [s.tool for s in evidence.loads] == ["hey"]
+    assert evidence.requests.height > 0
+    assert {s.format for s in evidence.sources} == {"hey", "nginx-access"}

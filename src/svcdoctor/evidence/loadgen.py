@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from svcdoctor.evidence import lines
 from svcdoctor.evidence.loadrows import (
     curl_outcome,
     curl_requests,
@@ -149,6 +150,7 @@ class LoadRead:
     note: str = ""
     sources: tuple[SourceSummary, ...] = ()
     problems: tuple[str, ...] = ()
+    mixed: bool = False  # the text holds other evidence lines too (a mixed paste)
 
 
 def read_file(path: Path, head: bytes, name: str, zone: float | None) -> LoadRead | None:
@@ -156,13 +158,28 @@ def read_file(path: Path, head: bytes, name: str, zone: float | None) -> LoadRea
     shape = detect(head.decode("utf-8-sig", errors="replace"))
     if shape is None:
         return None
-    summaries, rows, notes = read(path.read_text("utf-8-sig", errors="replace"), name, shape, zone)
+    text = path.read_text("utf-8-sig", errors="replace")
+    summaries, rows, notes = read(text, name, shape, zone)
     note = "; ".join(notes)
     if rows.height:
         return LoadRead(shape, tuple(summaries), (rows,), note)
     if summaries:
-        return LoadRead(shape, tuple(summaries), sources=(source(summaries, name, shape),))
+        return LoadRead(
+            shape,
+            tuple(summaries),
+            sources=(source(summaries, name, shape),),
+            mixed=shape in _TEXT_REPORTS and _other_evidence(text),
+        )
     return LoadRead(shape, (), problems=(f"{name}: {shape}: {note or 'no requests read'}",))
+
+
+_TEXT_REPORTS = frozenset({"hey", "oha", "wrk", "k6", "vegeta", "fortio"})
+
+
+def _other_evidence(text: str) -> bool:
+    """Whether a text report was pasted with log lines of an evidence shape (lines.py)."""
+    shapes = lines.classify(lines.split(text)).get_column("shape")
+    return bool(shapes.is_in([*lines.EVIDENCE_SHAPES, "kernel"]).any())
 
 
 def source(summaries: list[LoadSummary], name: str, shape: str) -> SourceSummary:

@@ -34,7 +34,6 @@ from svcdoctor.model import (
     Evidence,
     KernelEvent,
     LifecycleEvent,
-    LoadSummary,
     SourceSummary,
 )
 
@@ -100,7 +99,7 @@ class _Collected:
     problems: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    loads: list[LoadSummary] = field(default_factory=list)  # load generators' reports
+    loads: list[loadgen.LoadRead] = field(default_factory=list)  # load generators' output
     zone: float | None = None  # --tz, for times that name no zone
 
 
@@ -257,11 +256,12 @@ def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
         return
     fmt = _whole_format(head)
     if fmt in ("lines", "json") and (found := loadgen.read_file(path, head, name, got.zone)):
-        got.loads.extend(found.summaries)
+        got.loads.append(found)
         got.sources.extend(found.sources)
         got.problems.extend(found.problems)
         got.parts += [_Part(name, found.shape, r, found.note, read=r.height) for r in found.frames]
-        return
+        if not found.mixed:  # else the log lines pasted with the report are read as well
+            return
     try:
         if fmt in ("csv", "jsonl", "parquet"):
             frame, problems, warnings = read_canonical(path, fmt, name)
@@ -785,7 +785,7 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
         incomplete=tuple(got.incomplete),
         warnings=tuple(got.warnings),
         replicas_hint=got.kube.replicas,
-        loads=tuple(got.loads),
+        loads=tuple(s for found in got.loads for s in found.summaries),
     )
 
 
