@@ -131,3 +131,12 @@ def test_a_report_pasted_with_log_lines_keeps_both(tmp_path: Path) -> None:
     assert [s.tool for s in evidence.loads] == ["hey"]
     assert evidence.requests.height > 0
     assert {s.format for s in evidence.sources} == {"hey", "nginx-access"}
+
+
+def test_a_report_below_the_floor_names_no_cause() -> None:
+    # 3 refused in 100 000 requests: the background of a healthy Service, not a cause
+    load = LoadSummary("hey", "hey.txt", 100_000, ((Outcome.REFUSED, 3),), ((200, 99_997),))
+    d = diagnose(Evidence(requests=empty(), loads=(load,)))
+    assert d.primary is None
+    race = d.cause(Cause.RACE)
+    assert any(e.startswith("hey: 3 of 100000 requests refused") for e in race.evidence)

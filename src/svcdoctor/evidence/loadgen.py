@@ -35,8 +35,8 @@ from svcdoctor.evidence.loadrows import (
 from svcdoctor.evidence.requests import empty
 from svcdoctor.model import LoadError, LoadSummary, Outcome, SourceSummary
 
-# tools whose report is a summary (counts) and shapes that are per-request rows
-SUMMARY_TOOLS = ("hey", "oha", "wrk", "k6", "vegeta", "fortio", "hey-csv", "curl")
+# the shapes whose rows are a client's own requests (reader.py: a proxy log of the same
+# time is the same requests seen from the other side)
 ROW_SHAPES = ("k6-json", "vegeta-json", "curl")
 
 # ---------------------------------------------------------------- detection
