@@ -8,7 +8,9 @@ import io
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from svcdoctor.cli import cli
 from svcdoctor.evidence import loadgen, read_evidence
 from svcdoctor.evidence.stdin import read_with_stdin
 from svcdoctor.model import LoadSummary, Outcome
@@ -191,3 +193,23 @@ def test_several_runs_in_one_paste() -> None:
     summaries, rows, _ = loadgen.read(text, "runs.txt", "vegeta")
     assert [s.requests for s in summaries] == [1200, 337744]
     assert rows.height == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"latencies": {}, "status_codes": {"abc": 1}, "requests": "many"}',
+        '{"summary": [], "statusCodeDistribution": {"200": "x"}}',
+        '{"RetCodes": {"200": null}, "DurationHistogram": 3}',
+        "Status code distribution:\n  [200]\t\n",
+        '{"type":"Point","data":{"time":"yesterday"},"metric":"http_req_duration"}\n',
+        '{"code":"x","timestamp":12,"latency":"slow"}\n',
+    ],
+)
+def test_broken_reports_are_a_line_not_a_traceback(text: str, tmp_path: Path) -> None:
+    path = tmp_path / "paste.txt"
+    path.write_text(text)
+    done = CliRunner().invoke(cli, ["diagnose", str(path)])
+    assert done.exit_code in (0, 2), done.output
+    assert done.exception is None or isinstance(done.exception, SystemExit)
+    assert "Traceback" not in done.output

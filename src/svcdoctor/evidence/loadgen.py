@@ -159,7 +159,10 @@ def read_file(path: Path, head: bytes, name: str, zone: float | None) -> LoadRea
     if shape is None:
         return None
     text = path.read_text("utf-8-sig", errors="replace")
-    summaries, rows, notes = read(text, name, shape, zone)
+    try:
+        summaries, rows, notes = read(text, name, shape, zone)
+    except (ValueError, TypeError, AttributeError, pl.exceptions.PolarsError) as exc:
+        return LoadRead(shape, (), problems=(f"{name}: {shape}: {str(exc).splitlines()[0]}",))
     note = "; ".join(notes)
     if rows.height:
         return LoadRead(shape, tuple(summaries), (rows,), note)
