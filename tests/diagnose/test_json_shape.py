@@ -31,6 +31,7 @@ from tests.factory import Scenario, generate, write_bundle
 GOLDEN = Path(__file__).with_name("json_keys.json")
 EXAMPLE = Path(str(files("svcdoctor.examples") / "rollout-race"))
 ERROR_LOG = Path(__file__).parent.parent / "fixtures" / "evidence" / "ingress-nginx-error.log"
+LOADGEN = Path(__file__).parent.parent / "fixtures" / "loadgen" / "fortio.txt"
 
 
 EVERY = ("causes", "other_services")  # arrays whose every element is pinned
@@ -115,6 +116,11 @@ def _error_log(tmp: Path) -> Diagnosis:
     return diagnose(read_evidence([str(tmp)]))
 
 
+def _load_summary(tmp: Path) -> Diagnosis:
+    shutil.copy(LOADGEN, tmp)
+    return diagnose(read_evidence([str(tmp)]))
+
+
 CASES: dict[str, Callable[[Path], Diagnosis]] = {
     "example": _example,  # race with a measured window and a remedy per container
     "sigkill": _bundle("sigkill"),  # race without a window, the grace period raised
@@ -126,6 +132,7 @@ CASES: dict[str, Callable[[Path], Diagnosis]] = {
     "node": _node,  # node concentration
     "upstreams": _upstreams,  # several Services: the upstream table and other_services
     "error-log": _error_log,  # no request log: no race test, no backend column
+    "load-summary": _load_summary,  # a load generator's report: counts, no request rows
 }
 
 

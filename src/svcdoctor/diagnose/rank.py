@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from svcdoctor.checks import run_checks
 from svcdoctor.checks.registry import lookup
-from svcdoctor.diagnose import upstreams
+from svcdoctor.diagnose import loadgen, upstreams
 from svcdoctor.diagnose.backend import assess_backend
 from svcdoctor.diagnose.breakdown import breakdown_of
 from svcdoctor.diagnose.context import Context, Settings, build
@@ -100,8 +100,10 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     explained = measured.explained_fraction if measured and race.score >= 0.3 else 0.0
     reuse = assess_reuse(ctx, s, notes[Cause.REUSE], explained)
     infra = assess_infra(ctx, s, notes[Cause.INFRA])
+    loads = loadgen.read_loads(evidence, summary.replicas)
+    summary = replace(summary, loads=loads)
     causes = ranked(
-        (race, backend, reuse, infra),
+        loadgen.weigh((race, backend, reuse, infra), loads, s.floor_rate),
         summary.requests,
         summary.errors + summary.masked_by_retries,
         none_failed=ctx.failure_ts.size == 0 and ctx.attempt_ts.size > 0,
@@ -205,6 +207,8 @@ def no_cause(summary: Summary, s: Settings) -> str:
             + (f" (backends: {hosts})" if hosts else "")
             + " but no request log to compare them with: add the access log of the same time"
         )
+    if not n and summary.loads:
+        return loadgen.no_cause(summary.loads)
     if not n:
         return "no cause: no request evidence to diagnose"
     low, high = summary.error_rate_ci95 or (0.0, 1.0)

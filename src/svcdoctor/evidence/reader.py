@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.evidence import kernel, lines, proxylogs
+from svcdoctor.evidence import kernel, lines, loadgen, proxylogs
 from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, objects, read_kubectl
 from svcdoctor.evidence.requests import RequestLogError, empty, read_canonical
 from svcdoctor.evidence.times import offset_text, utc_offset
@@ -99,6 +99,8 @@ class _Collected:
     problems: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    loads: list[loadgen.LoadRead] = field(default_factory=list)  # load generators' output
+    zone: float | None = None  # --tz, for times that name no zone
 
 
 def expand(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -192,7 +194,7 @@ def read_evidence(
         if zone is None:
             raise EvidenceError(f"--tz {tz!r} is not a UTC offset such as +02:00")
     files, missing = expand(paths)
-    got = _Collected(problems=list(missing))
+    got = _Collected(problems=list(missing), zone=zone)
     for path in files:
         _read_one(path, got)
     year = _year(got)
@@ -232,6 +234,7 @@ def read_evidence(
         or evidence.pods
         or evidence.kernel
         or evidence.endpoints
+        or evidence.loads
     )
     if not usable and evidence.inventory is None:
         reasons = "; ".join(got.problems) or "no evidence files given"
@@ -252,6 +255,13 @@ def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
         _read_gzip(path, got)
         return
     fmt = _whole_format(head)
+    if fmt in ("lines", "json") and (found := loadgen.read_file(path, head, name, got.zone)):
+        got.loads.append(found)
+        got.sources.extend(found.sources)
+        got.problems.extend(found.problems)
+        got.parts += [_Part(name, found.shape, r, found.note, read=r.height) for r in found.frames]
+        if not found.mixed:  # else the log lines pasted with the report are read as well
+            return
     try:
         if fmt in ("csv", "jsonl", "parquet"):
             frame, problems, warnings = read_canonical(path, fmt, name)
@@ -701,7 +711,7 @@ def _offset_for(offsets: dict[str, float], source: str, fmt: str) -> float:
     return 0.0
 
 
-_CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet"})
+_CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet", *loadgen.ROW_SHAPES})
 _PROXY_FORMATS = frozenset(
     {"nginx-access", "nginx-error", "envoy", "envoy-json", "linkerd", "linkerd-json", "alb", "gcp"}
 )
@@ -775,6 +785,7 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
         incomplete=tuple(got.incomplete),
         warnings=tuple(got.warnings),
         replicas_hint=got.kube.replicas,
+        loads=tuple(s for found in got.loads for s in found.summaries),
     )
 
 

@@ -42,4 +42,5 @@ def _named_stdin(found: Evidence, temporary: str) -> Evidence:
         sources=tuple(replace(src, path=name(src.path)) for src in found.sources),
         problems=tuple(map(name, found.problems)),
         warnings=tuple(map(name, found.warnings)),
+        loads=tuple(replace(x, source=name(x.source)) for x in found.loads),
     )

@@ -11,7 +11,7 @@ from enum import StrEnum
 from fractions import Fraction
 
 from svcdoctor.model.breakdown import Breakdown
-from svcdoctor.model.evidence import EventKind, Outcome, SourceSummary
+from svcdoctor.model.evidence import EventKind, LoadSummary, Outcome, SourceSummary
 from svcdoctor.model.finding import Cause
 from svcdoctor.model.lanes import Lanes
 from svcdoctor.model.patch import Patch, PodPatch
@@ -403,6 +403,19 @@ class UpstreamRow:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadReading:
+    """A load generator's report as diagnose reads it: its failure rate with the exact
+    interval, the round fraction of replicas that rate fits, and what its outcome mix and
+    connection counts hint at (never more than "possible": a summary has no times)."""
+
+    load: LoadSummary
+    rate: float | None
+    rate_ci95: tuple[float, float] | None
+    nearest_fraction: NearestFraction | None
+    hints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     """How many requests failed and how, over which time and inputs."""
 
@@ -427,6 +440,7 @@ class Summary:
     warnings: tuple[str, ...] = ()
     floor_rate: float = 0.0
     upstreams: tuple[UpstreamRow, ...] | None = None  # set when the evidence holds several
+    loads: tuple[LoadReading, ...] = ()  # load generators' reports (no request times)
 
     def outcome_count(self, outcome: Outcome) -> int:
         return sum(c.count for c in self.by_outcome if c.outcome is outcome)

@@ -151,6 +151,45 @@ class SourceSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadError:
+    """One error text of a load generator's report, with how many requests it ended and
+    the outcome its words name (``refused``, ``reset``, ``eof``, ``timeout``, ``error``)."""
+
+    text: str
+    count: int
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSummary:
+    """A load generator's end-of-run report (hey, oha, wrk, k6, vegeta, fortio, a curl loop):
+    counts without per-request times, so no request row is made of it. ``failures``: failed
+    requests per outcome (5xx as ``http_error``); ``statuses``: responses per HTTP status;
+    ``sockets``/``connections``: connections opened and the number perfect keep-alive would
+    have needed (fortio's "Sockets used: N (for perfect keepalive, would be M)"), or the
+    tool's concurrent connections when it keeps them alive (wrk, hey, oha); ``start``/``end``
+    only when the report states them."""
+
+    tool: str
+    source: str
+    requests: int
+    failures: tuple[tuple[Outcome, int], ...] = ()
+    statuses: tuple[tuple[int, int], ...] = ()
+    errors: tuple[LoadError, ...] = ()
+    sockets: int | None = None
+    connections: int | None = None
+    keepalive: bool | None = None
+    start: float | None = None
+    end: float | None = None
+    duration_seconds: float | None = None
+    note: str = ""
+
+    @property
+    def failed(self) -> int:
+        return sum(n for _, n in self.failures)
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """Everything read for one diagnosis."""
 
@@ -165,6 +204,7 @@ class Evidence:
     incomplete: tuple[str, ...] = ()  # evidence a bundle says it lacks (collect's "missing")
     warnings: tuple[str, ...] = ()  # read, but with an assumption the user should know
     replicas_hint: int | None = None  # from Deployments/ReplicaSets when present
+    loads: tuple[LoadSummary, ...] = ()  # load generators' reports: counts, no request times
     extra: dict[str, Any] = field(default_factory=dict)
 
 

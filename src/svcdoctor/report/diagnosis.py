@@ -24,6 +24,7 @@ from svcdoctor.model.diagnosis import (
     CounterValue,
     EndpointState,
     InfraDetails,
+    LoadReading,
     NearestFraction,
     RaceDetails,
     ReuseDetails,
@@ -207,7 +208,34 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
     }
     if s.upstreams is not None:
         out["upstreams"] = _plain(s.upstreams)
+    if s.loads:
+        out["load_summaries"] = [_load(r) for r in s.loads]
     return out
+
+
+def _load(r: LoadReading) -> dict[str, Any]:
+    """One load generator's report (``summary.load_summaries[]``, docs/schemas.md)."""
+    s = r.load
+    return {
+        "tool": s.tool,
+        "source": s.source,
+        "requests": s.requests,
+        "failures": s.failed,
+        "failure_rate": r.rate,
+        "failure_rate_ci95": list(r.rate_ci95) if r.rate_ci95 else None,
+        "by_outcome": {o.value: c for o, c in s.failures},
+        "status_codes": {str(code): c for code, c in s.statuses},
+        "errors": [[e.text, e.count, e.outcome.value] for e in s.errors],
+        "sockets_used": s.sockets,
+        "connections": s.connections,
+        "keepalive": s.keepalive,
+        "start": iso_utc(s.start),
+        "end": iso_utc(s.end),
+        "duration_seconds": s.duration_seconds,
+        "nearest_fraction": _fraction(r.nearest_fraction),
+        "hints": list(r.hints),
+        "note": s.note,
+    }
 
 
 def _rollout(r: Rollout) -> dict[str, Any]:
@@ -279,6 +307,8 @@ def headline(d: Diagnosis) -> str:
             part += f"; {logged} more failures in the error log matched no request"
     elif logged:
         part = f"no request log; {logged} failures in the proxy's error log (no error rate)"
+    elif s.loads:
+        part = "no per-request log: the load generators' counts follow"
     else:
         part = "no request log"
     if s.masked_by_retries:
@@ -295,6 +325,26 @@ def fraction_line(f: NearestFraction) -> str:
         f"the error rate is consistent with {f.text} of the backends failing "
         f"(binomial p = {f.p_value:.2g})"
     )
+
+
+def load_line(r: LoadReading) -> str:
+    """One report as the summary shows it: the numbers as the tool gave them."""
+    s = r.load
+    head = f"{s.tool} ({s.source}): {s.failed} of {s.requests} requests failed"
+    if r.rate is not None and r.rate_ci95 is not None:
+        low, high = r.rate_ci95
+        head += f" ({r.rate:.2%}, 95 % CI {low:.2%}-{high:.2%})"
+    if s.failures:
+        head += ": " + ", ".join(f"{o.value} {c}" for o, c in s.failures)
+    if s.statuses:
+        head += "; status " + " ".join(f"{code}:{c}" for code, c in s.statuses)
+    if s.sockets is not None:
+        head += f"; sockets used {s.sockets}" + (
+            f" (perfect keep-alive: {s.connections})" if s.connections else ""
+        )
+    if s.note:
+        head += f"; {s.note}"
+    return head + "".join(f"; {h}" for h in r.hints)
 
 
 def upstream_line(row: UpstreamRow) -> str:
@@ -367,6 +417,10 @@ def _render_one(d: Diagnosis, console: Console, *, paths: bool = False) -> None:
     fraction = s.nearest_fraction
     if fraction and fraction.consistent:
         console.print(fraction_line(fraction), soft_wrap=True)
+    for reading in s.loads:
+        console.print(
+            f"load generator: {escape(load_line(reading))}", soft_wrap=True, highlight=False
+        )
     for a in d.causes:
         console.print()
         console.print(
