@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from svcdoctor.checks import run_checks
 from svcdoctor.checks.registry import lookup
-from svcdoctor.diagnose import upstreams
+from svcdoctor.diagnose import signatures, upstreams
 from svcdoctor.diagnose.backend import assess_backend
 from svcdoctor.diagnose.breakdown import breakdown_of
 from svcdoctor.diagnose.context import Context, Settings, build
@@ -100,8 +100,9 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     explained = measured.explained_fraction if measured and race.score >= 0.3 else 0.0
     reuse = assess_reuse(ctx, s, notes[Cause.REUSE], explained)
     infra = assess_infra(ctx, s, notes[Cause.INFRA])
+    reading = signatures.read(ctx, s)
     causes = ranked(
-        (race, backend, reuse, infra),
+        tuple(signatures.weigh(a, reading) for a in (race, backend, reuse, infra)),
         summary.requests,
         summary.errors + summary.masked_by_retries,
         none_failed=ctx.failure_ts.size == 0 and ctx.attempt_ts.size > 0,
@@ -113,7 +114,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
         sources=evidence.sources,
         skipped_inputs=tuple(evidence.problems),
         incomplete=evidence.incomplete,
-        warnings=(*evidence.warnings, *_misaligned(evidence, s)),
+        warnings=(*evidence.warnings, *_misaligned(evidence, s), *reading.notes()),
         floor_rate=s.floor_rate,
     )
     d = Diagnosis(summary, tuple(causes), steps, timeline(ctx), service, paths=paths)
