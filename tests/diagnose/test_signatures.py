@@ -20,7 +20,7 @@ from tests.pastes import run_all
 # backend had closed
 UC = (
     '[2024-03-01T10:00:{s:02d}.123Z] "GET /api HTTP/1.1" 503 UC '
-    "upstream_reset_before_response_started{{connection_termination}} - \"-\" 0 95 {ms} - "
+    'upstream_reset_before_response_started{{connection_termination}} - "-" 0 95 {ms} - '
     '"-" "curl/7.68" "abc{s}" "api:8080" "10.0.0.5:8080" '
     "outbound|8080||api.default.svc.cluster.local 10.0.1.2:45678 10.96.0.10:8080 "
     "10.0.1.2:40000 - default"
@@ -51,7 +51,8 @@ def _diagnose(tmp_path: Path, name: str, text: str) -> Diagnosis:
 def test_one_uc_line_is_possible_reuse_with_the_line_quoted(tmp_path: Path) -> None:
     d = _diagnose(tmp_path, "envoy.log", UC.format(s=1, ms=0) + "\n")
     reuse = d.cause(Cause.REUSE)
-    assert d.primary is reuse and reuse.verdict is Verdict.POSSIBLE
+    assert d.primary is reuse
+    assert reuse.verdict is Verdict.POSSIBLE
     quoted = [e for e in reuse.evidence if "connection_termination" in e and "«" in e]
     assert quoted, reuse.evidence
     assert any("keep-alive" in c for c in reuse.collect)
@@ -77,14 +78,16 @@ def test_upe_is_not_reuse(tmp_path: Path) -> None:
 def test_a_failure_at_a_round_timeout_is_the_timeout_not_reuse(tmp_path: Path) -> None:
     # istio/istio#51619: 503 UC after 120001 ms from a slow backend
     d = _diagnose(tmp_path, "envoy.log", UC.format(s=1, ms=120001) + "\n")
-    assert d.primary is not None and d.primary.cause is Cause.BACKEND
+    assert d.primary is not None
+    assert d.primary.cause is Cause.BACKEND
     assert any("120 s" in e for e in d.primary.evidence)
 
 
 def test_alb_rst_shape_stays_open_between_race_and_reuse(tmp_path: Path) -> None:
     d = _diagnose(tmp_path, "alb.log", ALB_RST + "\n")
     race, reuse = d.cause(Cause.RACE), d.cause(Cause.REUSE)
-    assert race.verdict is Verdict.POSSIBLE and reuse.verdict is Verdict.POSSIBLE
+    assert race.verdict is Verdict.POSSIBLE
+    assert reuse.verdict is Verdict.POSSIBLE
     assert race.score == reuse.score
 
 
@@ -92,7 +95,8 @@ def test_alb_rst_shape_stays_open_between_race_and_reuse(tmp_path: Path) -> None
 def test_kernel_lines_alone_are_infra_whatever_their_clock(tmp_path: Path, text: str) -> None:
     d = _diagnose(tmp_path, "dmesg.log", text)
     infra = d.cause(Cause.INFRA)
-    assert d.primary is infra and infra.verdict is Verdict.POSSIBLE
+    assert d.primary is infra
+    assert infra.verdict is Verdict.POSSIBLE
     assert not any("cannot be lined up" in e for e in infra.evidence)
 
 

@@ -100,7 +100,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     explained = measured.explained_fraction if measured and race.score >= 0.3 else 0.0
     reuse = assess_reuse(ctx, s, notes[Cause.REUSE], explained)
     infra = assess_infra(ctx, s, notes[Cause.INFRA])
-    reading = signatures.read(ctx, s)
+    reading = signatures.read(ctx)
     causes = ranked(
         tuple(signatures.weigh(a, reading) for a in (race, backend, reuse, infra)),
         summary.requests,

@@ -7,10 +7,11 @@ phrase, the ALB phrase or error reason, GCP ``statusDetails``), a duration at a 
 timeout, or a kernel record (``nf_conntrack: table full``, ``conntrack -S`` counters).
 Each names the cause it points to (the first of ``causes`` leads; the others stay open),
 what it means and what to collect next. A signature never makes a cause "likely": with
-few lines (or many such lines, at least 1 % of the requests) it makes its cause
-"possible" with the line quoted; otherwise it only adds the line to the cause's evidence.
-Signatures with no cause (``UPE``, ``DC``, ``NR``…) are said as notes: they are not one of
-the four causes (``UPE``/``protocol_error`` is not connection reuse)."""
+few lines (a paste: at most ``PASTE_ROWS`` request lines) it makes the causes its lines
+point to most "possible", with the line quoted; with more lines it only adds them to the
+cause's evidence, beside the statistical tests. In a paste, signatures with no cause
+(``UPE``, ``DC``, ``NR``…) are said as notes: they are not one of the four causes
+(``UPE``/``protocol_error`` is not connection reuse)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from svcdoctor.diagnose.context import Context, Settings
+from svcdoctor.diagnose.context import Context
 from svcdoctor.model import Assessment, Cause, KernelEvent, iso_utc
 from svcdoctor.model.diagnosis import LIKELY_AT, POSSIBLE_AT
 
@@ -51,7 +52,13 @@ CONNTRACK_STATS = "https://manpages.debian.org/bookworm/conntrack/conntrack.8.en
 CONNTRACK_RACE = "https://github.com/kubernetes/kubernetes/issues/56903"  # insert_failed, SNAT
 
 PASTE_ROWS = 50  # a paste: at most this many request lines (issue 29: "1 to 50 lines")
-MANY_SHARE = 0.01  # signature lines this share of the requests (20x the floor) also decide
+# ``conntrack -S`` since boot below this many failed inserts/drops is noise, no signature (the
+# ``trap-insert1`` bundles of tests/realshapes.py: insert_failed=1 is no cause)
+COUNTER_FLOOR = 10
+ACCESS_LOG = (
+    "the access log of the same time: the error log alone gives no failure rate, so no "
+    "cause can be tested, only read from its lines"
+)
 QUOTE = 160  # characters of a quoted line
 
 
@@ -450,16 +457,30 @@ class Match:
 @dataclass(frozen=True, slots=True)
 class Reading:
     """What the signatures read in the evidence. ``decides``: whether they may make a cause
-    possible (a paste, or many such lines); otherwise they are evidence only."""
+    possible (a paste: statistics have no power); otherwise they are evidence beside the
+    tests."""
 
     matches: tuple[Match, ...]
     decides: bool
+    error_log_only: bool = False  # a paste of an error log: no rate, no test
 
     def of(self, cause: Cause) -> list[Match]:
         return [m for m in self.matches if cause in m.signature.causes]
 
+    def weights(self) -> dict[Cause, float]:
+        """How much the lines point to each cause they lead to."""
+        out: dict[Cause, float] = {}
+        for m in self.matches:
+            for c in m.signature.causes:
+                if m.signature.leads(c):
+                    out[c] = out.get(c, 0.0) + m.lines * m.signature.weight
+        return out
+
     def notes(self) -> list[str]:
-        """What the lines of no cause say (``UPE`` is not reuse, ``DC`` no failure)."""
+        """What the lines of no cause say in a paste (``UPE`` is not reuse, ``DC`` no
+        failure)."""
+        if not self.decides:
+            return []
         return [
             f"{_lines(m)} read as {m.signature.name}: {m.signature.means} (e.g. «{m.quote}»)"
             for m in self.matches
@@ -542,20 +563,19 @@ def _kernel_matches(kernel: tuple[KernelEvent, ...]) -> list[Match]:
     for e in kernel:  # the last snapshot of each counter wins
         if e.kind in ("insert_failed", "drop"):
             counts[e.kind] = e.count
-    if any(counts.values()):
+    if sum(counts.values()) >= COUNTER_FLOOR:
         text = " ".join(f"{k}={v}" for k, v in counts.items())
         out.append(Match(CONNTRACK_COUNTERS, 1, f"conntrack -S: {text}"))
     return out
 
 
-def read(ctx: Context, s: Settings) -> Reading:
-    """Every signature in the evidence, and whether they decide (see ``Reading``)."""
-    requests = _request_matches(ctx.frame)
-    matches = (*requests, *_kernel_matches(ctx.evidence.kernel))
-    rows = ctx.frame.height
-    lines = sum(m.lines for m in requests if m.signature.causes)
-    many = lines >= s.min_failures and lines >= MANY_SHARE * max(ctx.attempt_ts.size, 1)
-    return Reading(tuple(matches), rows <= PASTE_ROWS or many)
+def read(ctx: Context) -> Reading:
+    """Every signature in the evidence, and whether they decide (see ``Reading``). Kernel
+    records are read only in a paste: with request logs, ``infra`` lines them up itself."""
+    paste = ctx.frame.height <= PASTE_ROWS
+    kernel = _kernel_matches(ctx.evidence.kernel) if paste else []
+    logged_only = paste and ctx.frame.height > 0 and ctx.attempt_ts.size == 0
+    return Reading((*_request_matches(ctx.frame), *kernel), paste, logged_only)
 
 
 def weigh(a: Assessment, reading: Reading) -> Assessment:
@@ -577,11 +597,15 @@ def weigh(a: Assessment, reading: Reading) -> Assessment:
     ]
     collect = [m.signature.collect for m in mine if m.signature.collect not in a.collect]
     score = a.score
-    if reading.decides and mine:
-        own = sum(m.lines * m.signature.weight for m in mine)
+    weights = reading.weights()
+    own = weights.get(a.cause, 0.0)
+    # in a paste, the causes its lines point to most (at least half the strongest's weight)
+    if reading.decides and own and own >= 0.5 * max(weights.values()):
         total = sum(m.lines * m.signature.weight for m in reading.matches if m.signature.causes)
         floor = POSSIBLE_AT + 0.2 * (own / total) * min(1.0, own / 5)
         score = max(score, min(round(floor, 3), LIKELY_AT - 0.05))
+        if reading.error_log_only:
+            collect.append(ACCESS_LOG)
     return replace(
         a,
         score=score,
