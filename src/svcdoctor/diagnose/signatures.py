@@ -516,30 +516,53 @@ def _seconds(ms: object) -> str | None:
 
 
 def _request_matches(frame: pl.DataFrame) -> list[Match]:
-    """Rows with the proxy's words (or a failure at a common timeout), read one shape each."""
-    rows = frame.filter(pl.col("failed") | pl.col("detail").is_not_null())
+    """Rows with the proxy's words (or a failure at a common timeout), read one shape each:
+    grouped by their words first (a log of millions of rows holds a few dozen distinct
+    details), each group read once, the first row of the first group quoted."""
+    columns = ("ts", "status", "outcome", "backend", "latency_ms", "detail", "failed")
+    rows = frame.lazy().select(columns).filter(pl.col("failed") | pl.col("detail").is_not_null())
+    rows = rows.collect()
     if rows.height == 0:
         return []
-    rows = rows.select("ts", "status", "outcome", "detail", "backend", "latency_ms", "failed")
+    seconds = pl.col("latency_ms") / 1000
+    at: pl.Expr = pl.lit(None, dtype=pl.Float64)
+    for t in reversed(TIMEOUTS):  # the first timeout that fits wins
+        fits = (seconds >= t) & (seconds <= t + TIMER_SLACK + 0.005 * t)
+        at = pl.when(fits).then(pl.lit(t)).otherwise(at)
+    groups = (
+        rows.with_columns(
+            pl.col("detail").cast(pl.Utf8).fill_null(""),
+            pl.when(pl.col("failed")).then(at).alias("__at"),
+        )
+        .group_by("detail", "__at", maintain_order=True)
+        .agg(
+            pl.len().alias("__n"),
+            pl.col("ts", "status", "outcome", "backend", "latency_ms").first(),
+        )
+    )
     found: dict[str, tuple[Signature, int, str]] = {}
-    for row in rows.iter_rows(named=True):
-        sig = _signature_of(str(row["detail"] or ""), row["failed"], row["latency_ms"])
+    for row in groups.iter_rows(named=True):
+        sig = _signature_of(row["detail"], row["__at"] is not None)
         if sig is None:
             continue
         seen = found.get(sig.name)
+        if seen:
+            found[sig.name] = (sig, seen[1] + row["__n"], seen[2])
+            continue
         named = row
         if sig is TIMEOUT_SIGNATURE:
-            t = timeout_at(float(row["latency_ms"]) / 1000)
-            named = {**row, "detail": f"{row['detail'] or row['outcome']} after {TIMEOUTS[t or 0]}"}
-        found[sig.name] = (sig, (seen[1] if seen else 0) + 1, seen[2] if seen else _quote(named))
+            named = {
+                **row,
+                "detail": f"{row['detail'] or row['outcome']} after {TIMEOUTS[row['__at']]}",
+            }
+        found[sig.name] = (sig, row["__n"], _quote(named))
     return [Match(sig, n, quote) for sig, n, quote in found.values()]
 
 
-def _signature_of(detail: str, failed: bool, latency_ms: float | None) -> Signature | None:
+def _signature_of(detail: str, timed_out: bool) -> Signature | None:
     """The first signature of the table that reads ``detail``; a failure that lasted a
     common timeout is the timeout, whatever closed it (an upstream that closes a kept-alive
     connection fails the request at once, not after exactly 120.001 s)."""
-    timed_out = failed and latency_ms is not None and timeout_at(latency_ms / 1000) is not None
     if detail:
         for sig in TABLE:
             if re.search(sig.pattern, detail):
