@@ -520,8 +520,8 @@ def _request_matches(frame: pl.DataFrame) -> list[Match]:
     grouped by their words first (a log of millions of rows holds a few dozen distinct
     details), each group read once, the first row of the first group quoted."""
     columns = ("ts", "status", "outcome", "backend", "latency_ms", "detail", "failed")
-    rows = frame.lazy().select(columns).filter(pl.col("failed") | pl.col("detail").is_not_null())
-    rows = rows.collect()
+    wanted = pl.col("failed") | pl.col("detail").is_not_null()
+    rows = frame.lazy().select(columns).filter(wanted).collect()
     if rows.height == 0:
         return []
     seconds = pl.col("latency_ms") / 1000
