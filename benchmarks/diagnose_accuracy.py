@@ -9,6 +9,13 @@ matrix (rows: truth; columns: the primary cause named, ``none`` = no cause), the
 per class and in total, the time taken and, with ``--misses``, every misdiagnosis with
 its bundle parameters. Goal (issue 15): >= 95 % right, no cause on healthy traffic, both
 causes found in mixed bundles.
+
+Then the paste corpus (issue 29, ``benchmarks/paste_corpus``, scored by ``tests/pastes.py``):
+log lines posted in public issue threads and docs, each with the cause its thread confirmed
+(``index.json`` cites every source). A paste is right when the strongest cause named is the
+confirmed one alone ("possible" counts), open when it ties with another cause, wrong when
+another cause is named above it (or any cause where the truth is none), unread when no
+reader knows its lines. ``--pastes`` runs the corpus alone.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.realshapes import (  # noqa: E402 - after the path is set
+from tests.pastes import run_all as run_pastes  # noqa: E402 - after the path is set
+from tests.pastes import summary as paste_summary  # noqa: E402
+from tests.realshapes import (  # noqa: E402
     Result,
     Spec,
     confusion,
@@ -45,7 +54,19 @@ def main() -> None:
     parser.add_argument("--max-requests", type=int, default=300_000)
     parser.add_argument("--jobs", type=int, default=None, help="processes (default: CPUs)")
     parser.add_argument("--misses", action="store_true", help="list every misdiagnosis")
+    parser.add_argument("--pastes", action="store_true", help="only the paste corpus")
     args = parser.parse_args()
+    if not args.pastes:
+        generated(args)
+    pasted = run_pastes()
+    print("\npaste corpus (real lines from public threads, benchmarks/paste_corpus):")
+    for r in pasted:
+        print(" ", r.line())
+    print(paste_summary(pasted))
+
+
+def generated(args: argparse.Namespace) -> None:
+    """The generated bundles' figures (issue 15)."""
     specs = plan(args.seeds, args.max_requests, args.first_seed)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="svcdoctor-accuracy-") as tmp:

@@ -97,9 +97,12 @@ def test_kernel_times_without_a_zone_take_tz_and_say_so(tmp_path: Path) -> None:
 
 def test_error_log_failures_without_an_access_log_are_reported(tmp_path: Path) -> None:
     from svcdoctor.diagnose import diagnose
+    from svcdoctor.model import Verdict
 
     shutil.copy(FIXTURES / "ingress-nginx-error.log", tmp_path)
     d = diagnose(read_evidence([str(tmp_path)]))
     logged = d.summary.error_log_failures
     assert logged > 0
-    assert d.next_steps[0].startswith(f"no cause can be tested: {logged} failures in the proxy's")
+    # its lines' signatures make causes possible (issue 29); no rate, so no test: say so
+    assert any(step.startswith("the access log of the same time") for step in d.next_steps)
+    assert all(a.verdict is not Verdict.LIKELY for a in d.causes)

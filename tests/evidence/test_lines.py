@@ -127,13 +127,13 @@ def test_istio_shapes_backend_by_position_cluster_and_detail() -> None:
             "eof",
             "127.0.0.1:8080",
             "inbound|80|http-web|app.sauron-seo-app.svc.cluster.local",
-            None,
+            "UC",  # the response flags lead the detail (diagnose.signatures reads them)
         ),
         (
             "eof",
             "10.80.47.192:8181",
             "outbound|80||health-api.production.svc.cluster.local",
-            "upstream_reset_before_response_started{connection_termination}",
+            "UC; upstream_reset_before_response_started{connection_termination}",
         ),
         # :authority is an IP:port too; the backend is UPSTREAM_HOST
         ("ok", "10.244.1.27:80", "outbound|8000||httpbin.foo.svc.cluster.local", None),
@@ -141,14 +141,14 @@ def test_istio_shapes_backend_by_position_cluster_and_detail() -> None:
             "refused",
             "10.244.2.31:8080",
             "outbound|8080||api.shop.svc.cluster.local",
-            "upstream_reset_before_response_started{remote_connection_failure,"
+            "UF; upstream_reset_before_response_started{remote_connection_failure,"
             "delayed_connect_error:_111}; delayed_connect_error:_111",
         ),
         (
             "aborted",
             "10.244.2.31:8080",
             "outbound|8080||api.shop.svc.cluster.local",
-            "downstream_remote_disconnect",
+            "DC; downstream_remote_disconnect",
         ),
     ]
     assert ev.requests.sort("ts").get_column("client").to_list()[1] == "10.80.46.220"
@@ -174,7 +174,7 @@ def test_envoy_json_lines_give_cluster_and_details(tmp_path: Path) -> None:
             "eof",
             "10.80.47.192:8181",
             "outbound|80||health-api.production.svc.cluster.local",
-            "upstream_reset_before_response_started{connection_termination}",
+            "UC; upstream_reset_before_response_started{connection_termination}",
         )
     ]
     assert any("1 other line: not evidence" in p for p in ev.problems)

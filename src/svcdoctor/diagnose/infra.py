@@ -206,7 +206,15 @@ def assess_infra(ctx: Context, s: Settings, manifest_notes: list[str]) -> Assess
             f"{len(stale)} conntrack 'table full' lines from {iso_utc(min(stale))} to "
             f"{iso_utc(max(stale))}, far from the requests: not counted"
         )
-    if unaligned and not relevant:
+    if unaligned and not relevant and ctx.attempt_ts.size == 0:
+        # no request log to line them up with: judged on their own, whatever their clock
+        evidence.append(
+            f"{len(unaligned)} conntrack 'table full' lines (times in seconds since boot): "
+            "the node dropped new connections; with no request log it cannot be told "
+            "whether these are the failures you see"
+        )
+        score = max(score, 0.35)
+    elif unaligned and not relevant:
         evidence.append(
             f"{len(unaligned)} conntrack 'table full' lines whose times are seconds since "
             "boot: they cannot be lined up with the failures"

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from svcdoctor.checks import run_checks
 from svcdoctor.checks.registry import lookup
-from svcdoctor.diagnose import loadgen, upstreams
+from svcdoctor.diagnose import loadgen, signatures, upstreams
 from svcdoctor.diagnose.backend import assess_backend
 from svcdoctor.diagnose.breakdown import breakdown_of
 from svcdoctor.diagnose.context import Context, Settings, build
@@ -102,8 +102,10 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     infra = assess_infra(ctx, s, notes[Cause.INFRA])
     loads = loadgen.read_loads(evidence, summary.replicas)
     summary = replace(summary, loads=loads)
+    reading = signatures.read(ctx)
+    signed = tuple(signatures.weigh(a, reading) for a in (race, backend, reuse, infra))
     causes = ranked(
-        loadgen.weigh((race, backend, reuse, infra), loads, s.floor_rate),
+        loadgen.weigh(signed, loads, s.floor_rate),
         summary.requests,
         summary.errors + summary.masked_by_retries,
         none_failed=ctx.failure_ts.size == 0 and ctx.attempt_ts.size > 0,
@@ -115,7 +117,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
         sources=evidence.sources,
         skipped_inputs=tuple(evidence.problems),
         incomplete=evidence.incomplete,
-        warnings=(*evidence.warnings, *_misaligned(evidence, s)),
+        warnings=(*evidence.warnings, *_misaligned(evidence, s), *reading.notes()),
         floor_rate=s.floor_rate,
     )
     d = Diagnosis(summary, tuple(causes), steps, timeline(ctx), service, paths=paths)

@@ -218,7 +218,9 @@ def _flag_outcome(flags: pl.Expr, status: pl.Expr) -> pl.Expr:
 
 
 def _detail(outcome: pl.Expr, *parts: pl.Expr) -> pl.Expr:
-    """The proxy's words for a failure: the non-empty ``parts`` joined, null for ok rows."""
+    """The proxy's words for a failure: the non-empty ``parts`` joined, null for ok rows
+    (Envoy: the response flags first, ``UC; upstream_reset_before_response_started{…}``, so
+    ``diagnose.signatures`` can read them)."""
     cleaned = [pl.when(p.is_in(["-", "", "via_upstream"])).then(None).otherwise(p) for p in parts]
     text = pl.concat_str(cleaned, separator="; ", ignore_nulls=True)
     return pl.when(outcome.is_in(["ok"]) | (text == "")).then(None).otherwise(text)
@@ -264,9 +266,12 @@ def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
         _client(remote, pl.col("xff")).alias("client"),
         _conn(remote, pl.col("flags"), pl.col("upstream_local")).alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
-        _detail(outcome, pl.col("details"), pl.coalesce(pl.col("tfr1"), pl.col("tfr2"))).alias(
-            "detail"
-        ),
+        _detail(
+            outcome,
+            pl.col("flags"),
+            pl.col("details"),
+            pl.coalesce(pl.col("tfr1"), pl.col("tfr2")),
+        ).alias("detail"),
     )
     return conform(rows.lazy(), source).collect(), unparsed
 
@@ -344,7 +349,10 @@ def _envoy_json_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         ).alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
         _detail(
-            outcome, pl.col("response_code_details"), pl.col("upstream_transport_failure_reason")
+            outcome,
+            pl.col("response_flags"),
+            pl.col("response_code_details"),
+            pl.col("upstream_transport_failure_reason"),
         ).alias("detail"),
     )
     return conform(
