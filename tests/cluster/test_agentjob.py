@@ -14,12 +14,14 @@ from click.testing import CliRunner
 
 from svcdoctor.cli import cli
 from svcdoctor.cluster.agentjob import (
+    DEFAULT_IMAGE,
     MANAGED_SELECTOR,
     SLACK_SECONDS,
     START_SECONDS,
     AgentArgsError,
     AgentSpec,
     Cleanup,
+    Egress,
     agent_source,
     check_args,
     cleanup,
@@ -27,7 +29,8 @@ from svcdoctor.cluster.agentjob import (
     deployed,
     job,
     manifests,
-    node_pods,
+    network_policy,
+    node_jobs,
     parse_output,
     remaining,
     to_yaml,
@@ -79,12 +82,67 @@ def test_the_job_is_labelled_bounded_and_locked_down() -> None:
     assert container["volumeMounts"][0]["mountPath"] == "/svcdoctor"
 
 
-def test_a_pod_per_node_is_pinned_and_bounded() -> None:
-    (pod,) = node_pods(SPEC)
-    assert pod["spec"]["nodeName"] == "node-1"
-    assert pod["spec"]["activeDeadlineSeconds"] == SPEC.deadline_seconds
-    assert pod["metadata"]["labels"]["svcdoctor.io/run"] == "abc12345"
-    assert pod["spec"]["containers"][0]["command"][3:] == list(SPEC.node_args[0][1])
+def test_a_job_per_node_is_pinned_and_bounded() -> None:
+    (node_job,) = node_jobs(SPEC)
+    assert node_job["kind"] == "Job"  # no bare Pod: the roles grant no pod creation
+    assert node_job["metadata"]["name"] == "svcdoctor-probe-abc12345-node-0"
+    assert node_job["spec"]["activeDeadlineSeconds"] == SPEC.deadline_seconds
+    assert node_job["spec"]["backoffLimit"] == 0
+    pod = node_job["spec"]["template"]["spec"]
+    assert pod["nodeName"] == "node-1"
+    assert node_job["metadata"]["labels"]["svcdoctor.io/run"] == "abc12345"
+    assert pod["containers"][0]["command"][3:] == list(SPEC.node_args[0][1])
+
+
+def test_the_image_is_pinned_by_digest_and_overridable() -> None:
+    from svcdoctor.lab.jobspec import image_name
+
+    name, _, digest = DEFAULT_IMAGE.partition("@")
+    assert name == "python:3.12-slim"
+    assert digest.startswith("sha256:")
+    assert len(digest.removeprefix("sha256:")) == 64
+    assert int(digest.removeprefix("sha256:"), 16) >= 0  # hex
+    assert image_name(DEFAULT_IMAGE) == "python"  # the lab runs it
+    assert job(SPEC)["spec"]["template"]["spec"]["containers"][0]["image"] == DEFAULT_IMAGE
+    mine = AgentSpec("shop", "probe", DIRECT, 10, image="registry.example/python:3.12")
+    for obj in (job(mine), *node_jobs(mine)):
+        assert obj["spec"]["template"]["spec"]["containers"][0]["image"] == mine.image
+
+
+EGRESS = Egress((("app", "api"),), (8080,))
+
+
+def test_the_network_policy_allows_only_the_targets_and_dns() -> None:
+    assert network_policy(SPEC) is None
+    spec = AgentSpec("shop", "probe", DIRECT, 10, run_id="abc12345", egress=EGRESS)
+    policy = network_policy(spec, {"kind": "Job", "uid": "u"})
+    assert policy is not None
+    assert policy["metadata"]["ownerReferences"] == [{"kind": "Job", "uid": "u"}]
+    body = policy["spec"]
+    assert body["podSelector"] == {"matchLabels": {"svcdoctor.io/run": "abc12345"}}
+    assert body["policyTypes"] == ["Egress"]  # ingress untouched
+    to_pods, to_dns = body["egress"]
+    assert to_pods == {
+        "to": [{"podSelector": {"matchLabels": {"app": "api"}}}],
+        "ports": [{"protocol": "TCP", "port": 8080}],
+    }
+    assert {p["port"] for p in to_dns["ports"]} == {53}
+    assert to_dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    # printed first without --yes: it exists before the agent's pods start
+    assert [o["kind"] for o in manifests(spec, "x")] == ["NetworkPolicy", "ConfigMap", "Job"]
+
+
+def test_a_network_policy_the_server_does_not_serve_fails_cleanly(api: Served) -> None:
+    """The lab's API server serves no NetworkPolicies: --network-policy there is one error
+    and nothing is left behind (a policy is never silently skipped)."""
+    from svcdoctor.cluster import ClusterError
+
+    writer = connect_active(kubeconfig=str(_active_token(api, "shop")), namespace="shop")
+    spec = AgentSpec("shop", "probe", DIRECT, 10, egress=EGRESS)
+    with pytest.raises(ClusterError), deployed(writer, spec, source="x"):
+        pytest.fail("the block ran")
+    assert remaining(writer, "shop", MANAGED_SELECTOR) == []
+    assert ("create", "configmaps") not in writer.used  # the policy comes before the agent
 
 
 def test_the_printed_yaml_is_what_would_be_created() -> None:
@@ -94,7 +152,7 @@ def test_the_printed_yaml_is_what_would_be_created() -> None:
     text = to_yaml(objects)
     assert list(yaml.safe_load_all(text)) == objects
     assert "agent.py: |" in text  # readable, not one escaped line
-    assert [o["kind"] for o in objects] == ["ConfigMap", "Job", "Pod"]
+    assert [o["kind"] for o in objects] == ["ConfigMap", "Job", "Job"]
 
 
 def test_the_agent_output_is_parsed_into_rows_and_its_done_line() -> None:
@@ -181,7 +239,7 @@ def test_a_run_leaves_nothing_behind(api: Served, ending: str) -> None:
         with pytest.raises(RuntimeError if ending == "error" else KeyboardInterrupt):
             body()
     assert sorted(seen["left"]) == sorted(
-        [f"job/{spec.name}", f"configmap/{spec.name}", f"pod/{spec.name}-node-0"]
+        [f"job/{spec.name}", f"configmap/{spec.name}", f"job/{spec.name}-node-0"]
     )
     owner = seen["cm"]["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["uid"]) == ("Job", seen["job"]["metadata"]["uid"])
@@ -195,6 +253,7 @@ def test_a_run_leaves_nothing_behind(api: Served, ending: str) -> None:
     assert remaining(writer, "shop", MANAGED_SELECTOR) == []
     assert {("create", "configmaps"), ("create", "jobs")} <= writer.used
     assert ("patch", "configmaps") not in writer.used
+    assert ("create", "pods") not in writer.used
 
 
 def test_the_read_role_is_told_which_role_to_use(api: Served) -> None:
@@ -281,3 +340,22 @@ def test_a_cleanup_that_cannot_list_says_so(api: Served) -> None:
     assert "nothing of svcdoctor's" not in result.output
     (line,) = result.output.strip().splitlines()
     assert "cannot list" in line or "forbidden" in line
+
+
+def test_probe_network_policy_is_printed_first_for_the_services_pods(api: Served) -> None:
+    from tests.cluster.test_probe import _service
+
+    _service(api)
+    args = ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop"]
+    done = CliRunner().invoke(cli, [*args, "--network-policy"])
+    assert done.exit_code == 0, done.output
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    assert [d["kind"] for d in docs] == ["NetworkPolicy", "ConfigMap", "Job"]
+    to_pods = docs[0]["spec"]["egress"][0]
+    assert to_pods["to"] == [{"podSelector": {"matchLabels": {"app": "api"}}}]
+    assert to_pods["ports"] == [{"protocol": "TCP", "port": 8080}]  # the pods' port
+    image = docs[2]["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == DEFAULT_IMAGE
+    mine = CliRunner().invoke(cli, [*args, "--image", "python:3.13-slim"])
+    assert mine.exit_code == 0, mine.output
+    assert "image: python:3.13-slim\n" in mine.stdout

@@ -273,7 +273,7 @@ def test_creates_patches_and_deletes(api: Served) -> None:
 
 
 def test_a_forbidden_write_names_the_verb_and_the_active_role(tmp_path: Path) -> None:
-    from svcdoctor.cluster.api import ACTIVE_RBAC_FILE, connect_active
+    from svcdoctor.cluster.api import ACTIVE_RBAC_FILE, ROLLOUT_RBAC_FILE, connect_active
 
     for served in serve(tmp_path, forbidden={("create", "jobs"), ("patch", "deployments")}):
         writer = connect_active(kubeconfig=str(served.kubeconfig), namespace="shop")
@@ -281,7 +281,7 @@ def test_a_forbidden_write_names_the_verb_and_the_active_role(tmp_path: Path) ->
             writer.create("jobs", "shop", {"metadata": {"name": "j"}, "spec": {}})
         assert str(caught.value) == (
             f"forbidden: cannot create jobs in namespace shop; run with the role in "
-            f"{ACTIVE_RBAC_FILE}"
+            f"{ACTIVE_RBAC_FILE} (rollout-test: {ROLLOUT_RBAC_FILE})"
         )
         with pytest.raises(Forbidden, match="cannot patch deployments"):
             writer.patch("deployments", "shop", "api", {"spec": {}})

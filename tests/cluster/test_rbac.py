@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from svcdoctor.cluster import RBAC_FILE, RESOURCES
@@ -125,3 +126,90 @@ def test_rbac_files_are_valid_and_grant_nothing_secret() -> None:
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert json.loads(result.stdout)["findings"] == []
+
+
+def _role_grants(path: Path) -> tuple[set[Grant], dict[Grant, list[str]]]:
+    """The grants of the one Role in ``path`` (nothing cluster-wide), and those limited by
+    resourceNames, with the names."""
+    granted: set[Grant] = set()
+    named: dict[Grant, list[str]] = {}
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert {d["kind"] for d in docs} == {"ServiceAccount", "Role", "RoleBinding"}
+    for doc in docs:
+        assert doc["metadata"]["namespace"] == "NAMESPACE"
+        if doc["kind"] == "RoleBinding":
+            assert doc["roleRef"]["name"] == doc["metadata"]["name"]
+            continue
+        for rule in doc.get("rules", []):
+            grants = {(v, g, r) for v in rule["verbs"] for g in rule["apiGroups"]
+                      for r in rule["resources"]}  # fmt: skip
+            if rule.get("resourceNames"):
+                named |= dict.fromkeys(grants, rule["resourceNames"])
+            else:
+                granted |= grants
+    assert not {r for _, _, r in granted | set(named)} & {"secrets", "*"}
+    return granted, named
+
+
+def _namespaced(used: set[tuple[str, str]]) -> set[Grant]:
+    from svcdoctor.cluster.api import EXTRA_RESOURCES
+
+    asked = set()
+    for verb, name in used:
+        plural, _, sub = name.partition("/")
+        res = RESOURCES.get(plural) or EXTRA_RESOURCES[plural]
+        if res.namespaced:  # nodes: read when allowed, else the pods' nodes
+            asked.add((verb, res.group, f"{res.plural}/{sub}" if sub else res.plural))
+    return asked
+
+
+def test_the_namespaced_files_bind_their_roles() -> None:
+    for name in ("svcdoctor-read-namespace.yaml", "svcdoctor-probe.yaml"):
+        granted, named = _role_grants(ROOT / "deploy" / "rbac" / name)
+        assert named == {}
+        assert ("create", "", "pods") not in granted  # the agent runs as Jobs
+    granted, named = _role_grants(ROOT / "deploy" / "rbac" / "svcdoctor-rollout-test.yaml")
+    assert ("create", "", "pods") not in granted
+    # the restart: patch of the one workload named, nothing else patched
+    assert named == {("patch", "apps", "deployments"): ["WORKLOAD"],
+                     ("patch", "apps", "statefulsets"): ["WORKLOAD"]}  # fmt: skip
+    assert not {g for g in granted if g[0] == "patch"}
+
+
+@pytest.mark.lab
+def test_the_probe_and_rollout_test_roles_grant_what_the_commands_ask(tmp_path: Path) -> None:
+    from svcdoctor.cluster.agentjob import MANAGED_SELECTOR, cleanup
+    from svcdoctor.cluster.api import ACTIVE_RBAC_FILE, ROLLOUT_RBAC_FILE, connect_active
+    from svcdoctor.cluster.probe import Options, plan
+    from svcdoctor.cluster.probe import run as probe
+    from svcdoctor.cluster.rollout import Plan, run
+    from tests.cluster.test_live_lab import lab_serve
+
+    with lab_serve(tmp_path, "race-fixed", "--no-load") as kubeconfig:
+        prober = connect_active(kubeconfig=str(kubeconfig))
+        probe(prober, plan(prober, Options("lab", "api", count=5, per_node=True)))
+        assert cleanup(prober, "lab", MANAGED_SELECTOR).clean
+        tester = connect_active(kubeconfig=str(kubeconfig))
+        outcome = run(tester, Plan("lab", "deployments", "api", tmp_path / "b", duration=60))
+        assert cleanup(tester, "lab", MANAGED_SELECTOR).clean
+    assert outcome.requests > 0
+
+    granted, _ = _role_grants(ROOT / ACTIVE_RBAC_FILE)
+    asked = _namespaced(prober.used)  # type: ignore[attr-defined]
+    assert asked - granted == set()
+    # used by hand (kubectl delete -l) or with --network-policy (the lab serves none)
+    assert granted - asked == {
+        ("delete", "batch", "jobs"),
+        ("delete", "", "configmaps"),
+        ("create", "networking.k8s.io", "networkpolicies"),
+        ("delete", "networking.k8s.io", "networkpolicies"),
+    }
+
+    granted, named = _role_grants(ROOT / ROLLOUT_RBAC_FILE)
+    asked = _namespaced(tester.used)  # type: ignore[attr-defined]
+    # kube-system's ConfigMaps (kube-proxy's, cilium-config) are read where allowed; a Role
+    # of the namespace cannot grant them and the commands note it
+    assert asked - granted - set(named) - {("get", "", "configmaps")} == set()
+    assert ("patch", "apps", "deployments") in asked
+    unused = {g for g in granted - asked if g[0] not in ("get", "list", "watch")}
+    assert unused == {("delete", "batch", "jobs"), ("delete", "", "configmaps")}

@@ -98,6 +98,29 @@ def test_sigkill_names_the_grace_period(tmp_path: Path) -> None:
     assert "terminationGracePeriodSeconds" in d.primary.fixes[0].text
 
 
+def test_sigkill_states_one_grace_period_and_exit_times_with_their_resolution(
+    tmp_path: Path,
+) -> None:
+    import re
+
+    from svcdoctor.diagnose.race import _exit_estimate
+
+    d = run(tmp_path, Scenario("sigkill"))
+    assert d.primary is not None
+    assert isinstance(d.primary.details, RaceDetails)
+    grace = d.primary.details.recommended_grace_seconds
+    text = " ".join([*d.primary.evidence, *(f.text for f in d.primary.fixes)])
+    stated = {
+        int(n)
+        for n in re.findall(r"(?:set|at least) (?:terminationGracePeriodSeconds )?(\d+)", text)
+    }
+    assert stated == {grace}, text  # one number, the one in the JSON
+    assert "±" in next(e for e in d.primary.evidence if "exited 137" in e)
+    # a whole-second finishedAt stands for that second: its middle, not its start
+    assert _exit_estimate(100.0) == 100.5
+    assert _exit_estimate(100.25) == 100.25
+
+
 @pytest.mark.parametrize("style", ["dmesg-T", "journal"])
 def test_conntrack_drops_aligned_with_failures(tmp_path: Path, style: str) -> None:
     from tests.factory import kernel_lines

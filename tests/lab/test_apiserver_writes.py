@@ -491,29 +491,53 @@ def test_kubectl_rbac_per_verb(kubectl: Path, lab: Lab) -> None:
     assert 'in the namespace "kube-system"' in out
 
 
-def test_the_active_role_file_is_enforced(kubectl: Path, lab: Lab) -> None:
-    """deploy/rbac/svcdoctor-active.yaml's Role, read as the lab enforces it: what the
-    agent's Job needs is allowed, nothing cluster-wide or outside it."""
-    path = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "svcdoctor-active.yaml"
-    if not path.is_file():
-        pytest.skip("deploy/rbac/svcdoctor-active.yaml is not written yet")
-    token = lab.server.add_user("active", rbac_rules(path.read_text(), "lab"))
-    config = lab.kubeconfig.parent / "active.kubeconfig"
-    lab.server.write_kubeconfig(config, token=token)
-    manifests = str(write_manifests(lab.kubeconfig.parent, configmap(), job(), agent_pod()))
-    code, out = lab.kubectl(kubectl, "create", "-f", manifests, config=config)
+def test_the_active_role_files_are_enforced(kubectl: Path, lab: Lab) -> None:
+    """deploy/rbac/svcdoctor-probe.yaml and svcdoctor-rollout-test.yaml, read as the lab
+    enforces them: the agent's Job and ConfigMap are allowed, a bare Pod is not; only the
+    rollout-test role restarts, and only the workload it names."""
+    rbac = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
+    probe = (rbac / "svcdoctor-probe.yaml").read_text()
+    rollout = (rbac / "svcdoctor-rollout-test.yaml").read_text()
+    configs = {}
+    for user, text in (
+        ("probe", probe),
+        ("rollout", rollout.replace("WORKLOAD", "web")),
+        ("other", rollout.replace("WORKLOAD", "not-web")),
+    ):
+        token = lab.server.add_user(user, rbac_rules(text, "lab"))
+        configs[user] = lab.kubeconfig.parent / f"{user}.kubeconfig"
+        lab.server.write_kubeconfig(configs[user], token=token)
+    manifests = str(write_manifests(lab.kubeconfig.parent, configmap(), job()))
+    code, out = lab.kubectl(kubectl, "create", "-f", manifests, config=configs["probe"])
     assert code == 0, out
-    code, out = lab.kubectl(kubectl, "rollout", "restart", "deployment/web", config=config)
+    pod = str(write_manifests(lab.kubeconfig.parent, agent_pod()))
+    code, out = lab.kubectl(kubectl, "create", "-f", pod, config=configs["probe"])
+    assert code == 1
+    assert 'cannot create resource "pods"' in out
+    code, out = lab.kubectl(
+        kubectl, "rollout", "restart", "deployment/web", config=configs["probe"]
+    )
+    assert code == 1
+    assert "forbidden" in out
+    code, out = lab.kubectl(
+        kubectl, "rollout", "restart", "deployment/web", config=configs["other"]
+    )
+    assert code == 1
+    assert "forbidden" in out
+    code, out = lab.kubectl(
+        kubectl, "rollout", "restart", "deployment/web", config=configs["rollout"]
+    )
     assert code == 0, out
-    code, out = lab.kubectl(kubectl, "delete", "cm,pod,job", "-l", MANAGED, config=config)
+    code, out = lab.kubectl(kubectl, "delete", "cm,job", "-l", MANAGED, config=configs["probe"])
     assert code == 0, out
     assert lab.stored("batch/v1", "Job") == []
-    code, out = lab.kubectl(kubectl, "delete", "deployment", "web", config=config)
-    assert code == 1
-    assert "forbidden" in out
-    code, out = lab.kubectl(kubectl, "get", "nodes", config=config)
-    assert code == 1
-    assert "forbidden" in out
+    for user in ("probe", "rollout"):
+        code, out = lab.kubectl(kubectl, "delete", "deployment", "web", config=configs[user])
+        assert code == 1
+        assert "forbidden" in out
+        code, out = lab.kubectl(kubectl, "get", "nodes", config=configs[user])
+        assert code == 1
+        assert "forbidden" in out
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from svcdoctor.lab import objects
 from svcdoctor.lab.kernel import available
 from svcdoctor.lab.logs import nginx_log, request_log
 from svcdoctor.lab.names import UPSTREAM
-from svcdoctor.lab.scenarios import SCENARIOS
+from svcdoctor.lab.scenarios import FIXED_PLAN, SCENARIOS
 from svcdoctor.lab.serve import Mirror
 from svcdoctor.model import ContainerExit, EventKind, LifecycleEvent, PodInfo
 from svcdoctor.model.scenario import PodSpec
@@ -105,7 +105,9 @@ def test_template_reflects_the_pod_spec() -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert race["terminationGracePeriodSeconds"] == 30
     fixed = objects.pod_spec(SCENARIOS["race-fixed"])["containers"][0]
-    assert fixed["lifecycle"] == {"preStop": {"sleep": {"seconds": 3}}}
+    # the remedy the tools compute (lint's plan): scan and lint pass on it
+    assert fixed["lifecycle"] == {"preStop": {"sleep": {"seconds": FIXED_PLAN.prestop_seconds}}}
+    assert FIXED_PLAN.prestop_seconds == 5
     missing = replace(SCENARIOS["race-fixed"], pod=PodSpec(prestop=3.0, prestop_fails=True))
     hook = objects.pod_spec(missing)["containers"][0]["lifecycle"]["preStop"]
     assert hook == {"exec": {"command": ["sleep", "3"]}}

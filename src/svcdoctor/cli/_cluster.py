@@ -53,8 +53,22 @@ path_option = option("--path", default="/", help="HTTP path of the requests.")
 
 
 def image_option(text: str) -> Callable[[F], F]:
-    """``--image``: the agent's image, described by ``text``."""
-    return option("--image", help=text, default_text="python:3.12-slim")
+    """``--image``: the agent's image, described by ``text`` (default: python:3.12-slim by
+    digest, ``svcdoctor.cluster.agentjob.DEFAULT_IMAGE``)."""
+    return option(
+        "--image",
+        help=f"{text} A tag can move: pin a digest.",
+        default_text="python:3.12-slim@sha256:78387bc3…",
+    )
+
+
+network_policy_option = click.option(
+    "--network-policy",
+    is_flag=True,
+    help="Also create a NetworkPolicy (owned by the agent's Job, deleted with it) letting the "
+    "agent reach only the Service's pods on their ports, and DNS; needs create/delete on "
+    "networkpolicies.networking.k8s.io.",
+)
 
 
 def agent_run_options(yes: str) -> Callable[[F], F]:

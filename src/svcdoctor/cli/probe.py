@@ -17,6 +17,7 @@ from svcdoctor.cli._cluster import (
     cluster_options,
     duration_option,
     image_option,
+    network_policy_option,
     path_option,
     port_option,
     print_notes,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     help="Nodes --per-node probes from.",
 )
 @image_option("Image of the agent (any with python 3.9+).")
+@network_policy_option
 @agent_run_options("Create the agent's Job; without it, print it and exit.")
 def probe(
     service: str,
@@ -74,6 +76,7 @@ def probe(
     per_node: bool,
     max_nodes: float,
     image: str | None,
+    network_policy: bool,
     yes: bool,
     fmt: str,
     html_out: Path | None,
@@ -98,7 +101,7 @@ def probe(
         api = connect_active(**cluster)
         options = Options(
             api.namespace, service, int(count), path, protocol, port, float(rate), timeout,
-            per_node, int(max_nodes), image,
+            per_node, int(max_nodes), image, network_policy,
         )  # fmt: skip
         chosen = plan(api, options)
         if not yes:

@@ -1,19 +1,21 @@
 """The in-cluster agent as Kubernetes objects: a ConfigMap holding ``agent.py``, a Job that
-runs it (and, for per-node checks, one Pod per node), and their clean-up.
+runs it (and, for per-node checks, one Job per node), optionally a NetworkPolicy bounding
+its traffic, and their clean-up. No Pod is created directly: the roles grant Jobs only.
 
 The builders are pure: from an ``AgentSpec`` to the dicts svcdoctor sends (and prints
 without ``--yes``); ``check_args`` runs the agent's own argument check locally, so that a
 run the agent would refuse creates nothing. ``deployed`` is the I/O: it creates the Job,
-then the ConfigMap and per-node Pods already owned by it, and deletes everything that
-carries the run's label when its block ends, however it ends (normally, an error, Ctrl-C or
-SIGTERM); the deletion itself is not interrupted by a second Ctrl-C.
+then the NetworkPolicy, the ConfigMap and the per-node Jobs already owned by it, and
+deletes everything that carries the run's label when its block ends, however it ends
+(normally, an error, Ctrl-C or SIGTERM); the deletion itself is not interrupted by a second
+Ctrl-C.
 
 Everything carries ``app.kubernetes.io/managed-by=svcdoctor`` and ``svcdoctor.io/run=<id>``,
 runs as a non-root user with a read-only root filesystem and no capabilities, asks for small
 resources, and is bounded in time (``activeDeadlineSeconds``: the start-up allowance, the
-agent's own bound and a slack; the Job also ``ttlSecondsAfterFinished``). The ConfigMap and
-per-node Pods are created owned by the Job, so the cluster's garbage collector removes them
-with it should svcdoctor itself be killed.
+agent's own bound and a slack; the Job also ``ttlSecondsAfterFinished``). The ConfigMap,
+the per-node Jobs and the NetworkPolicy are created owned by the Job, so the cluster's
+garbage collector removes them with it should svcdoctor itself be killed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,7 +46,14 @@ MANAGER = "svcdoctor"
 RUN_LABEL = "svcdoctor.io/run"
 COMPONENT = "app.kubernetes.io/component"
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
-DEFAULT_IMAGE = "python:3.12-slim"
+# The official python:3.12-slim multi-arch index, by digest (a tag can move; --image
+# overrides it). Source: public Dockerfiles pinning docker.io/library/python:3.12-slim in
+# 2026-10 ("amd64 child verified against the canonical index: sha256:78387bc3…"); not
+# re-resolved from this project's machines (no registry access): re-check with `docker
+# buildx imagetools inspect python:3.12-slim` when bumping.
+DEFAULT_IMAGE = (
+    "python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
+)
 MOUNT = "/svcdoctor"
 AGENT_KEY = "agent.py"
 NOBODY = 65534  # the uid/gid the agent runs as (python images default to root)
@@ -53,13 +62,33 @@ START_SECONDS = 120.0  # for the agent's pods to start (image pull) and send a f
 SLACK_SECONDS = 60  # beyond start-up and the agent's own bound, before the deadline kills it
 IDLE_SECONDS = 5.0  # a followed log this quiet: is the pod still running?
 GRACE_SECONDS = 10  # the agent lets in-flight requests end (≤ its --timeout) on SIGTERM
-# the kinds deleted at the end, in this order (the Job's pods with their Job)
+# the kinds deleted at the end, in this order (the Jobs' pods and NetworkPolicy go with their
+# Job: garbage collection, propagation Background), and the kinds listed to see what is left
+DELETED_KINDS = ("jobs", "configmaps")
 KINDS = ("jobs", "pods", "configmaps")
+# DNS, which --network-policy allows besides the target pods: CoreDNS's pods keep kube-dns's
+# label (github.com/coredns/deployment kubernetes/coredns.yaml.sed: k8s-app: kube-dns); the
+# namespace label is set by the API server since 1.22 (kubernetes.io/docs/concepts/
+# services-networking/network-policies/#targeting-a-namespace-by-its-name)
+DNS_PEER = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+DNS_PORT = 53
 
 
 def new_run_id() -> str:
     """A short random id, valid in names and label values."""
     return secrets.token_hex(4)
+
+
+@dataclass(frozen=True, slots=True)
+class Egress:
+    """``--network-policy``: all the agent's pods may send, besides DNS: TCP to ``ports`` of
+    the pods matching ``pod_labels`` (the Service's selector) in the agent's namespace."""
+
+    pod_labels: tuple[tuple[str, str], ...]
+    ports: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +101,8 @@ class AgentSpec:
     bound_seconds: float  # how long the agent may run by its own arguments
     run_id: str = field(default_factory=new_run_id)
     image: str = DEFAULT_IMAGE
-    node_args: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (node, args) per-node Pods
+    node_args: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (node, args) per-node Jobs
+    egress: Egress | None = None  # a NetworkPolicy bounding the agent's traffic (None: none)
 
     @property
     def name(self) -> str:
@@ -196,49 +226,78 @@ def _pod_spec(spec: AgentSpec, args: Sequence[str], node: str | None = None) -> 
     }
     if node is not None:
         body["nodeName"] = node
-        body["activeDeadlineSeconds"] = spec.deadline_seconds
         body["tolerations"] = [{"operator": "Exists"}]  # a probe per node, tainted ones too
     return body
 
 
-def job(spec: AgentSpec) -> dict[str, Any]:
-    """The Job running the agent with ``spec.args``: one pod, never retried, bounded by
-    ``deadline_seconds`` and removed ``TTL_SECONDS`` after it ends."""
+def _job(
+    spec: AgentSpec, name: str, args: Sequence[str], extra: dict[str, str], node: str | None
+) -> dict[str, Any]:
+    meta_labels = labels(spec) | extra
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)},
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": meta_labels},
         "spec": {
             "backoffLimit": 0,
             "activeDeadlineSeconds": spec.deadline_seconds,
             "ttlSecondsAfterFinished": TTL_SECONDS,
             "template": {
-                "metadata": {"labels": labels(spec)},
-                "spec": _pod_spec(spec, spec.args),
+                "metadata": {"labels": meta_labels},
+                "spec": _pod_spec(spec, args, node),
             },
         },
     }
 
 
-def node_pod_name(spec: AgentSpec, index: int) -> str:
+def job(spec: AgentSpec) -> dict[str, Any]:
+    """The Job running the agent with ``spec.args``: one pod, never retried, bounded by
+    ``deadline_seconds`` and removed ``TTL_SECONDS`` after it ends."""
+    return _job(spec, spec.name, spec.args, {}, None)
+
+
+def node_job_name(spec: AgentSpec, index: int) -> str:
+    """The name of the per-node Job ``index`` (its pods carry it as ``job-name``)."""
     return f"{spec.name}-node-{index}"
 
 
-def node_pods(spec: AgentSpec) -> list[dict[str, Any]]:
-    """One Pod per node (``nodeName`` set), for the per-node probe."""
+def node_jobs(spec: AgentSpec) -> list[dict[str, Any]]:
+    """One Job per node (its pod's ``nodeName`` set), for the per-node probe: Jobs, not bare
+    Pods, so that the roles need not grant creating pods."""
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": node_pod_name(spec, i),
-                "namespace": spec.namespace,
-                "labels": labels(spec) | {"svcdoctor.io/node": node[:63]},
-            },
-            "spec": _pod_spec(spec, args, node),
-        }
+        _job(spec, node_job_name(spec, i), args, {"svcdoctor.io/node": node[:63]}, node)
         for i, (node, args) in enumerate(spec.node_args)
     ]
+
+
+def network_policy(spec: AgentSpec, owner: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """``--network-policy``'s NetworkPolicy: the run's pods may reach only the target pods'
+    ports (TCP) and DNS; nothing when ``spec.egress`` is None. Traffic through the
+    Service's ClusterIP is judged after kube-proxy's DNAT by the common CNIs (Calico,
+    Cilium), i.e. as traffic to the target pods; a CNI without NetworkPolicy support ignores
+    the policy."""
+    if spec.egress is None:
+        return None
+    meta: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    dns = [{"protocol": proto, "port": DNS_PORT} for proto in ("UDP", "TCP")]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta,
+        "spec": {
+            "podSelector": {"matchLabels": {RUN_LABEL: spec.run_id}},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [{"podSelector": {"matchLabels": dict(spec.egress.pod_labels)}}],
+                    "ports": [{"protocol": "TCP", "port": p} for p in spec.egress.ports],
+                },
+                {"to": [DNS_PEER], "ports": dns},
+            ],
+        },
+    }
 
 
 def owned_by(job_obj: dict[str, Any]) -> dict[str, Any]:
@@ -257,7 +316,8 @@ def manifests(spec: AgentSpec, source: str) -> list[dict[str, Any]]:
     """Everything a run creates, in the order ``kubectl apply -f`` should create them
     (without the owner references, which need the Job's uid: ``deployed`` creates the Job
     first and the rest owned by it)."""
-    return [configmap(spec, source), job(spec), *node_pods(spec)]
+    policy = network_policy(spec)
+    return [*([policy] if policy else []), configmap(spec, source), job(spec), *node_jobs(spec)]
 
 
 class _Literal(str):
@@ -308,6 +368,8 @@ class Writer(ClusterReader, Protocol):
         self, resource_name: str, namespace: str, obj: dict[str, Any], dry_run: bool = False
     ) -> dict[str, Any]: ...
 
+    def delete(self, resource_name: str, namespace: str, name: str) -> bool: ...
+
     def delete_collection(
         self, resource_name: str, namespace: str, labels: str, propagation: str = "Background"
     ) -> None: ...
@@ -315,11 +377,11 @@ class Writer(ClusterReader, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Deployed:
-    """What a run created: the Job and the per-node Pods, as the server returned them."""
+    """What a run created: the Job and the per-node Jobs, as the server returned them."""
 
     spec: AgentSpec
     job: dict[str, Any]
-    pods: tuple[dict[str, Any], ...]
+    node_jobs: tuple[dict[str, Any], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,11 +438,12 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 def cleanup(api: Writer, namespace: str, selector: str, wait_seconds: float = 30.0) -> Cleanup:
-    """Delete every Job, Pod and ConfigMap matching ``selector`` in ``namespace`` and wait
-    (bounded) until they are gone; what cannot be deleted or listed is reported in
-    ``errors``, not raised (``left`` None when listing failed)."""
+    """Delete every Job and ConfigMap matching ``selector`` in ``namespace`` (the Jobs' pods
+    and NetworkPolicies with them) and wait (bounded) until they and the pods are gone; what
+    cannot be deleted or listed is reported in ``errors``, not raised (``left`` None when
+    listing failed)."""
     errors = []
-    for kind in KINDS:
+    for kind in DELETED_KINDS:
         try:
             api.delete_collection(kind, namespace, selector, propagation="Background")
         except ClusterError as exc:
@@ -409,6 +472,17 @@ def remaining(api: Writer, namespace: str | None, selector: str) -> list[str]:
     return found
 
 
+def _delete_policy(api: Writer, spec: AgentSpec, done: Cleanup) -> Cleanup:
+    """``done`` with the run's NetworkPolicy deleted (an error noted when it cannot be)."""
+    try:
+        api.delete("networkpolicies", spec.namespace, spec.name)
+    except ClusterError as exc:
+        return replace(
+            done, deleted=False, errors=(*done.errors, f"deleting networkpolicies: {exc}")
+        )
+    return done
+
+
 @contextmanager
 def deployed(
     api: Writer,
@@ -416,8 +490,9 @@ def deployed(
     source: str | None = None,
     on_cleanup: Callable[[Cleanup], None] = lambda _: None,
 ) -> Iterator[Deployed]:
-    """Create the run's objects (the Job first, then the ConfigMap and per-node Pods owned by
-    it: none is ever without an owner; the Job's pod waits for its ConfigMap); at the end of
+    """Create the run's objects (the Job first, then the NetworkPolicy, the ConfigMap and the
+    per-node Jobs owned by it: none is ever without an owner, and the Job's pod, waiting for
+    its ConfigMap, starts after its NetworkPolicy exists); at the end of
     the block delete everything with its label (after Ctrl-C, SIGTERM and errors too,
     without being interrupted itself) and hand the result to ``on_cleanup``; Ctrl-C and
     SIGTERM end as ``Interrupted`` with that result. The agent's arguments are checked first
@@ -425,19 +500,28 @@ def deployed(
     text = agent_source() if source is None else source
     check_args(spec)
     cleaned: list[Cleanup] = []
+    has_policy = False
     try:
         with _sigterm_interrupts():
             try:
                 created = api.create("jobs", spec.namespace, job(spec))
-                api.create("configmaps", spec.namespace, configmap(spec, text, owned_by(created)))
-                pods = []
-                for pod in node_pods(spec):
-                    pod["metadata"]["ownerReferences"] = [owned_by(created)]
-                    pods.append(api.create("pods", spec.namespace, pod))
-                yield Deployed(spec, created, tuple(pods))
+                owner = owned_by(created)
+                policy = network_policy(spec, owner)
+                if policy is not None:
+                    api.create("networkpolicies", spec.namespace, policy)
+                    has_policy = True
+                api.create("configmaps", spec.namespace, configmap(spec, text, owner))
+                others = []
+                for node_job in node_jobs(spec):
+                    node_job["metadata"]["ownerReferences"] = [owner]
+                    others.append(api.create("jobs", spec.namespace, node_job))
+                yield Deployed(spec, created, tuple(others))
             finally:
                 with shielded():
-                    cleaned.append(cleanup(api, spec.namespace, spec.selector))
+                    done = cleanup(api, spec.namespace, spec.selector)
+                    if has_policy:  # its Job's garbage collection would too, later
+                        done = _delete_policy(api, spec, done)
+                    cleaned.append(done)
                     on_cleanup(cleaned[0])
     except KeyboardInterrupt:
         if cleaned:

@@ -34,10 +34,15 @@ from svcdoctor.cluster.reader import (
 )
 from svcdoctor.cluster.resources import RESOURCES, Resource
 
-ACTIVE_RBAC_FILE = "deploy/rbac/svcdoctor-active.yaml"
+# the roles of the active commands: probe and cleanup; rollout-test (the restart besides)
+ACTIVE_RBAC_FILE = "deploy/rbac/svcdoctor-probe.yaml"
+ROLLOUT_RBAC_FILE = "deploy/rbac/svcdoctor-rollout-test.yaml"
 WRITE_VERBS = frozenset({"create", "delete", "deletecollection", "patch"})
 # resources only the active commands touch, beside the read table
-EXTRA_RESOURCES = {"jobs": Resource("jobs", "Job", "batch", "v1")}
+EXTRA_RESOURCES = {
+    "jobs": Resource("jobs", "Job", "batch", "v1"),
+    "networkpolicies": Resource("networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1"),
+}
 PATCH_TYPES = {
     "strategic": "application/strategic-merge-patch+json",
     "merge": "application/merge-patch+json",
@@ -65,7 +70,8 @@ class WriteForbidden(Forbidden):
         super().__init__(verb, resource, namespace)
         where = f" in namespace {namespace}" if namespace else " cluster-wide"
         self.args = (
-            f"forbidden: cannot {verb} {resource}{where}; run with the role in {ACTIVE_RBAC_FILE}",
+            f"forbidden: cannot {verb} {resource}{where}; run with the role in "
+            f"{ACTIVE_RBAC_FILE} (rollout-test: {ROLLOUT_RBAC_FILE})",
         )
 
 

@@ -19,10 +19,11 @@ from svcdoctor.cluster.agentjob import (
     START_SECONDS,
     AgentSpec,
     Cleanup,
+    Egress,
     Follower,
     check_args,
     deployed,
-    node_pod_name,
+    node_job_name,
 )
 from svcdoctor.cluster.api import ApiReader
 from svcdoctor.cluster.collect import SERVICE_NAME_LABEL, label_selector
@@ -36,7 +37,9 @@ class Options:
     """What ``svcdoctor probe`` was asked: the Service (in ``namespace``), ``count``
     requests to each ready endpoint directly and as many per endpoint through the Service
     at ``rate``/s, each bounded by ``timeout`` s; with ``per_node``, the Service also from
-    one pod on each of up to ``max_nodes`` nodes; ``image`` of the agent (None: default)."""
+    one pod on each of up to ``max_nodes`` nodes; ``image`` of the agent (None: default);
+    with ``network_policy``, a NetworkPolicy lets the agent reach only the Service's pods
+    (their ports) and DNS."""
 
     namespace: str
     service: str
@@ -49,6 +52,7 @@ class Options:
     per_node: bool = False
     max_nodes: int = 20
     image: str | None = None
+    network_policy: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,18 @@ def node_names(
     return sorted(ready), []
 
 
+def egress_of(service: Mapping[str, Any], endpoints: Sequence[str]) -> Egress:
+    """What ``--network-policy`` lets the agent reach: the Service's selected pods, on the
+    ports of its endpoints (``IP:PORT``, the pods' own ports); ``Refused`` for a Service
+    without a selector (its endpoints are not pods a policy can select)."""
+    selector = (service.get("spec") or {}).get("selector") or {}
+    if not selector:
+        name = (service.get("metadata") or {}).get("name")
+        raise Refused(f"--network-policy: service {name} has no selector to allow traffic to")
+    ports = sorted({int(e.rsplit(":", 1)[1]) for e in endpoints})
+    return Egress(tuple(sorted((str(k), str(v)) for k, v in selector.items())), tuple(ports))
+
+
 def bound_seconds(endpoints: int, count: int, timeout: float, duration: float) -> float:
     """How long the agent may run by its own arguments: the through-Service load's
     ``duration``, plus the direct probes, ``DIRECT_PARALLEL`` endpoints at a time, each of
@@ -169,6 +185,8 @@ def plan(api: ApiReader, options: Options) -> ProbePlan:
     spec = AgentSpec(ns, "probe", args, bound, node_args=per_node)
     if options.image:
         spec = replace(spec, image=options.image)
+    if options.network_policy:
+        spec = replace(spec, egress=egress_of(service, endpoints))
     check_args(spec)
     return ProbePlan(spec, endpoints, names, address, tuple(nodes), tuple(notes))
 
@@ -186,7 +204,8 @@ def run(
     cleaned: list[Cleanup] = []
     followers = [Follower(api, ns, until, selector=f"job-name={spec.name}")]
     followers += [
-        Follower(api, ns, until, pod=node_pod_name(spec, i)) for i in range(len(probe.nodes))
+        Follower(api, ns, until, selector=f"job-name={node_job_name(spec, i)}")
+        for i in range(len(probe.nodes))
     ]
     progress(
         f"probing {len(probe.endpoints)} endpoints and {probe.address}"

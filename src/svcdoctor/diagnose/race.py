@@ -31,6 +31,9 @@ from svcdoctor.model.patch import PodPatch
 from svcdoctor.model.remedy import RACE_RULES
 
 BIN = 0.25  # seconds per lag bin
+# a container's state.terminated.finishedAt is RFC 3339 to the second (k8s.io/apimachinery
+# metav1.Time marshals whole seconds): the exit happened within the second it names
+EXIT_RESOLUTION = 1.0
 TOLERANCE = 0.5  # clock skew allowed between sources, on top of their resolution
 WIDTHS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0)  # candidate race windows of the test
 GRACEFUL_SHUTDOWN = (
@@ -288,13 +291,23 @@ def _latency_p999(ctx: Context) -> float | None:
     return float(np.partition(values, rank)[rank]) / 1000  # a selection, not a full sort
 
 
+def _exit_estimate(ts: float) -> float:
+    """An exit time as the best estimate it allows: a whole-second one (a container's
+    ``finishedAt``, RFC 3339 to the second) stands for the second after it, so its middle."""
+    return ts + EXIT_RESOLUTION / 2 if float(ts).is_integer() else ts
+
+
 def _shutdown_path(ctx: Context) -> ShutdownPath:
     """SIGKILLs (exit 137) of deleted pods, failed preStop hooks, deletion → exit times."""
     killed = []
     for pod in ctx.evidence.pods:
         for ex in pod.exits:
             if ex.exit_code == 137 and ex.reason != "OOMKilled" and pod.name in ctx.deletions:
-                took = (ex.finished_at - ctx.deletions[pod.name]) if ex.finished_at else None
+                took = (
+                    _exit_estimate(ex.finished_at) - ctx.deletions[pod.name]
+                    if ex.finished_at
+                    else None
+                )
                 killed.append(
                     SigKill(
                         pod=pod.name,
@@ -347,6 +360,32 @@ def _hook_failures(ctx: Context) -> tuple[list[LifecycleEvent], list[LifecycleEv
         else:
             early.append(e)
     return early, late
+
+
+def _grace_for_kills(
+    ctx: Context, s: Settings, details: RaceDetails, graces: list[int]
+) -> tuple[int, str]:
+    """The one grace period a diagnosis with SIGKILLs states, and how it was reached: the
+    remedy model's for the preStop the containers have (lint's SVD102 number), or the
+    window's plan when it asks more; without manifests, the preStop bounded by the grace
+    period the pods had."""
+    longest = _longest(_latency_p999(ctx), s)
+    planned = details.recommended_grace_seconds or 0
+    inventory = ctx.evidence.inventory
+    if inventory is not None and racing(inventory):
+        kept = max(p.grace_seconds for _, p, _ in remedy_patches(ctx, 0.0, _latency_p999(ctx), s))
+        if planned > kept:
+            return planned, "the race window's plan: preStop + the longest request + margin"
+        return kept, (
+            f"the preStop it has + the longest request {longest:g} s + "
+            f"{s.checks.margin_seconds:g} s margin"
+        )
+    bound = remedy.needed_grace(
+        max(graces, default=DEFAULT_GRACE_SECONDS), longest, s.checks.margin_seconds
+    )
+    if planned >= bound:
+        return planned, "the race window's plan: preStop + the longest request + margin"
+    return bound, "a preStop of at most the grace period it had + the longest request + margin"
 
 
 def measured(
@@ -455,28 +494,24 @@ def assess_race(
             for k in shutdown.sigkilled
             if k.seconds_after_deletion is not None
         ]
+        spread = EXIT_RESOLUTION / 2 + ctx.resolution
         evidence.append(
             f"{len(shutdown.sigkilled)} containers of deleted pods exited 137 (SIGKILL) "
-            + (f"{_span_text(took)} s after deletion " if took else "")
-            + (f"= the grace period ({', '.join(map(str, graces))} s) " if graces else "")
+            + (f"{_span_text(took)} s (±{spread:g} s) after deletion " if took else "")
+            + (
+                f"at the end of the grace period ({', '.join(map(str, graces))} s) "
+                if graces
+                else ""
+            )
             + f"with {shutdown.failures_at_sigkill} failures at those moments"
         )
-        longest = _longest(_latency_p999(ctx), s)
-        need = max(
-            details.recommended_grace_seconds or 0,
-            remedy.needed_grace(
-                max(graces, default=DEFAULT_GRACE_SECONDS),
-                longest,
-                s.checks.margin_seconds,
-            ),
-        )
+        need, how = _grace_for_kills(ctx, s, details, graces)
         details = replace(details, recommended_grace_seconds=need)
         fixes.insert(
             0,
             FixStep(
                 "SVD102: the grace period is too short: the kubelet SIGKILLs the container "
-                "mid-request; raise terminationGracePeriodSeconds to at least "
-                f"{need} (preStop + the longest request + margin)"
+                f"mid-request; set terminationGracePeriodSeconds {need} ({how})"
             ),
         )
         if shutdown.failures_at_sigkill >= s.min_failures:
