@@ -225,7 +225,7 @@ def test_cleanup_removes_leftovers_of_killed_runs(api: Served) -> None:
     runner = CliRunner()
     args = ["cleanup", "--kubeconfig", str(kubeconfig), "-n", "shop", "-o", "json"]
     dry = runner.invoke(cli, [*args, "--dry-run"])
-    assert dry.exit_code == 0, dry.output
+    assert dry.exit_code == 1, dry.output  # something to delete, as a finding
     assert len(json.loads(dry.output)["found"]) == 4
     assert len(remaining(writer, "shop", MANAGED_SELECTOR)) == 4
     one = runner.invoke(cli, [*args, "--run", "aaaa0001"])
@@ -241,6 +241,8 @@ def test_cleanup_removes_leftovers_of_killed_runs(api: Served) -> None:
     again = runner.invoke(cli, args[:-2])
     assert again.exit_code == 0
     assert "nothing of svcdoctor's" in again.output
+    clean = runner.invoke(cli, [*args[:-2], "--dry-run"])
+    assert clean.exit_code == 0, clean.output
     assert cleanup(writer, "shop", MANAGED_SELECTOR).left == ()
 
 
