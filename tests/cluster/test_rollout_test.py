@@ -392,6 +392,54 @@ def test_rollout_test_measures_the_race(tmp_path: Path) -> None:
 
 
 @pytest.mark.lab
+def test_a_second_rollout_test_reports_only_its_own_rollout(tmp_path: Path) -> None:
+    """Two tests in a row on one lab: the second counts its own 4 deletions (not the first's
+    too), draws no lane for the first test's pods, ends each old pod's terminating line at
+    its exit, and puts the failures (which name no backend: refused through the ClusterIP)
+    on the pods whose race window held them, not on an unknown backend."""
+    from svcdoctor.diagnose import Settings, diagnose
+    from svcdoctor.diagnose.lanes import build_lanes
+    from svcdoctor.evidence.reader import read_evidence
+    from svcdoctor.model.lanes import UNKNOWN_BACKEND, Moment
+    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+
+    runs = []
+    with lab_serve(tmp_path, "race", "--no-load", "--for", "240") as kubeconfig:
+        for out in ("first", "second"):
+            done = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
+                             "--rate", "40", "--duration", "70", "--yes", "-o", "json",
+                             "--out", str(tmp_path / out), timeout=200)  # fmt: skip
+            assert done.returncode == 1, done.stderr
+            runs.append(json.loads(done.stdout))
+    second = json.loads(Path(runs[1]["diagnosis_file"]).read_text())
+    assert second["summary"]["deletions"] == 4
+    manifest = json.loads((tmp_path / "second" / "collect.json").read_text())
+    assert any("events about pods this test did not see left out" in n for n in manifest["notes"])
+    first_pods = watched_names(tmp_path / "first") - watched_names(tmp_path / "second")
+    evidence = read_evidence([str(tmp_path / "second")])
+    lanes = build_lanes(evidence, diagnose(evidence, Settings()))
+    assert first_pods
+    assert not first_pods & {lane.pod for lane in lanes.lanes}
+    deleted = [lane for lane in lanes.lanes if lane.stamp(Moment.DELETION)]
+    assert len(deleted) == 4
+    for lane in deleted:  # terminating from the deletion to the exit, inside the chart
+        deletion, exited = lane.stamp(Moment.DELETION), lane.stamp(Moment.EXITED)
+        assert deletion is not None
+        assert exited is not None
+        assert lanes.start <= deletion.ts <= exited.ts <= lanes.end
+    unknown = lanes.lane(UNKNOWN_BACKEND)
+    on_pods = sum(len(lane.failures) for lane in deleted)
+    assert on_pods >= 0.9 * lanes.failed, (on_pods, lanes.failed)
+    assert unknown is None or len(unknown.failures) <= 0.1 * lanes.failed
+
+
+def watched_names(bundle: Path) -> set[str]:
+    from svcdoctor.cluster.window import watched_pods
+
+    return watched_pods(bundle / "pods.json")
+
+
+@pytest.mark.lab
 def test_rollout_test_passes_the_fixed_rollout(tmp_path: Path) -> None:
     done, _, left = _lab_rollout(tmp_path, "race-fixed")
     assert done.returncode == 0, done.stderr
