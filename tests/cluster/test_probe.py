@@ -176,6 +176,22 @@ def test_without_yes_it_prints_a_short_plan_and_creates_nothing(api: Served) -> 
     assert remaining(reader, None, MANAGED_SELECTOR) == []
 
 
+def test_the_plan_names_the_per_node_pods(api: Served) -> None:
+    _service(api)
+    api.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-7"},
+             "status": {"conditions": [{"type": "Ready", "status": "True"}]}})  # fmt: skip
+    done = CliRunner().invoke(
+        cli, ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "--per-node",
+              "-o", "json"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    plan = json.loads(done.stdout)
+    pod = plan["objects"][2]
+    assert (pod["kind"], pod["node"]) == ("Pod", "node-7")
+    assert pod["name"] == f"svcdoctor-probe-{plan['run']}-node-0"
+    assert plan["nodes"] == ["node-7"]
+
+
 def test_show_agent_prints_the_objects_in_full_and_creates_nothing(api: Served) -> None:
     _service(api)
     done = CliRunner().invoke(

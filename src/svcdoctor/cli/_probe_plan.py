@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 def plan_dict(chosen: ProbePlan, source: str) -> dict[str, Any]:
     """The plan as ``-o json`` prints it (``"created": false``)."""
-    from svcdoctor.cluster.agentjob import TTL_SECONDS
+    from svcdoctor.cluster.agentjob import TTL_SECONDS, node_pod_name
 
     spec = chosen.spec
     args = dict(zip(spec.args[::2], spec.args[1::2], strict=False))  # the agent's --flag value
@@ -26,7 +26,7 @@ def plan_dict(chosen: ProbePlan, source: str) -> dict[str, Any]:
          "ttl_seconds_after_finished": TTL_SECONDS},
     ]  # fmt: skip
     objects += [
-        {"kind": "Pod", "name": f"{spec.name}-node-{i}", "image": spec.image, "node": node}
+        {"kind": "Pod", "name": node_pod_name(spec, i), "image": spec.image, "node": node}
         for i, node in enumerate(chosen.nodes)
     ]
     return {
