@@ -284,7 +284,7 @@ def test_cleanup_removes_leftovers_of_killed_runs(api: Served) -> None:
     runner = CliRunner()
     args = ["cleanup", "--kubeconfig", str(kubeconfig), "-n", "shop", "-o", "json"]
     dry = runner.invoke(cli, [*args, "--dry-run"])
-    assert dry.exit_code == 0, dry.output
+    assert dry.exit_code == 1, dry.output  # something to delete, as a finding
     assert len(json.loads(dry.output)["found"]) == 4
     assert len(remaining(writer, "shop", MANAGED_SELECTOR)) == 4
     one = runner.invoke(cli, [*args, "--run", "aaaa0001"])
@@ -300,6 +300,8 @@ def test_cleanup_removes_leftovers_of_killed_runs(api: Served) -> None:
     again = runner.invoke(cli, args[:-2])
     assert again.exit_code == 0
     assert "nothing of svcdoctor's" in again.output
+    clean = runner.invoke(cli, [*args[:-2], "--dry-run"])
+    assert clean.exit_code == 0, clean.output
     assert cleanup(writer, "shop", MANAGED_SELECTOR).left == ()
 
 
@@ -347,7 +349,7 @@ def test_probe_network_policy_is_printed_first_for_the_services_pods(api: Served
 
     _service(api)
     args = ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop"]
-    done = CliRunner().invoke(cli, [*args, "--network-policy"])
+    done = CliRunner().invoke(cli, [*args, "--network-policy", "--show-agent"])
     assert done.exit_code == 0, done.output
     docs = [d for d in yaml.safe_load_all(done.stdout) if d]
     assert [d["kind"] for d in docs] == ["NetworkPolicy", "ConfigMap", "Job"]
@@ -356,6 +358,6 @@ def test_probe_network_policy_is_printed_first_for_the_services_pods(api: Served
     assert to_pods["ports"] == [{"protocol": "TCP", "port": 8080}]  # the pods' port
     image = docs[2]["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == DEFAULT_IMAGE
-    mine = CliRunner().invoke(cli, [*args, "--image", "python:3.13-slim"])
+    mine = CliRunner().invoke(cli, [*args, "--image", "python:3.13-slim", "--show-agent"])
     assert mine.exit_code == 0, mine.output
     assert "image: python:3.13-slim\n" in mine.stdout

@@ -150,11 +150,55 @@ def _service(api: Served) -> None:
     api.put(service, slice_)
 
 
-def test_without_yes_it_prints_what_it_would_create_and_creates_nothing(api: Served) -> None:
+def test_without_yes_it_prints_a_short_plan_and_creates_nothing(api: Served) -> None:
+    _service(api)
+    base = ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "--count", "7"]
+    done = CliRunner().invoke(cli, base)
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert len(lines) <= 12, done.stdout  # not the agent's source
+    assert "def " not in done.stdout
+    assert lines[0] == "svcdoctor probe would create, in namespace shop (nothing created):"
+    assert "ConfigMap svcdoctor-probe-" in lines[1]
+    assert " lines, " in lines[1]
+    assert "image python:3.12-slim" in lines[2]
+    assert "2 endpoint(s) directly (10.0.0.1:8080, 10.0.0.3:8080), 7 GET / each" in done.stdout
+    assert "the Service 10.96.0.10:80: 50 at 50/s over 1 s" in done.stdout  # at least 1 s
+    assert "--show-agent" in lines[-1]
+    plan = json.loads(CliRunner().invoke(cli, [*base, "-o", "json"]).stdout)
+    assert plan["created"] is False
+    assert [o["kind"] for o in plan["objects"]] == ["ConfigMap", "Job"]
+    assert plan["objects"][0]["lines"] > 500
+    assert plan["endpoints"] == ["10.0.0.1:8080", "10.0.0.3:8080"]
+    assert (plan["requests_per_endpoint"], plan["service_requests"]) == (7, 50)
+    assert plan["bound_seconds"] == bound_seconds(2, 7, 2.0, 1.0)
+    reader = connect_active(kubeconfig=str(api.kubeconfig))
+    assert remaining(reader, None, MANAGED_SELECTOR) == []
+
+
+def test_the_plan_names_the_per_node_jobs(api: Served) -> None:
+    _service(api)
+    api.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-7"},
+             "status": {"conditions": [{"type": "Ready", "status": "True"}]}})  # fmt: skip
+    done = CliRunner().invoke(
+        cli, ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "--per-node",
+              "-o", "json"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    plan = json.loads(done.stdout)
+    pod = plan["objects"][2]
+    assert (pod["kind"], pod["node"]) == ("Job", "node-7")
+    assert pod["name"] == f"svcdoctor-probe-{plan['run']}-node-0"
+    assert plan["nodes"] == ["node-7"]
+
+
+def test_show_agent_prints_the_objects_in_full_and_creates_nothing(api: Served) -> None:
     _service(api)
     done = CliRunner().invoke(
-        cli, ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "--count", "7"]
-    )
+        cli,
+        ["probe", "api", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "--count", "7",
+         "--show-agent"],
+    )  # fmt: skip
     assert done.exit_code == 0, done.output
     docs = [d for d in yaml.safe_load_all(done.stdout) if d]
     assert [d["kind"] for d in docs] == ["ConfigMap", "Job"]

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from svcdoctor.cli import cli
 from svcdoctor.cluster.agentjob import MANAGED_SELECTOR, remaining
 from svcdoctor.cluster.api import connect_active
-from svcdoctor.cluster.collect import SEEN
+from svcdoctor.cluster.collect import SEEN, check_out
 from svcdoctor.cluster.reader import ClusterError
 from svcdoctor.cluster.rollout import (
     RESTARTED_AT,
@@ -44,12 +44,13 @@ from svcdoctor.cluster.rollout import (
     rolled_out,
     service_address,
 )
+from svcdoctor.fix.plan import read_diagnosis
 from tests.cluster.conftest import Served
 
 ROOT = Path(__file__).resolve().parents[2]
 
 KEYS = {"workload", "requests", "failed", "by_outcome", "primary_cause", "window_seconds",
-        "endpoint_update_seconds", "remedy", "bundle"}  # fmt: skip
+        "endpoint_update_seconds", "remedy", "bundle", "diagnosis_file"}  # fmt: skip
 
 
 def test_workload_names_as_kubectl_spells_them() -> None:
@@ -171,6 +172,33 @@ def test_an_incomplete_test_never_claims_zero_downtime(capsys: pytest.CaptureFix
     assert "zero-downtime" not in capsys.readouterr().out
 
 
+def test_the_diagnosis_is_written_and_the_fix_command_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from importlib.resources import files
+
+    from svcdoctor.cli.diagnose import EXAMPLE
+    from svcdoctor.cli.rollout_test import _text, _write_diagnosis
+    from svcdoctor.diagnose import Settings, diagnose
+    from svcdoctor.evidence.reader import read_evidence
+
+    diagnosis = diagnose(read_evidence([str(files("svcdoctor.examples") / EXAMPLE)]), Settings())
+    plan = Plan("shop", "deployments", "api", tmp_path)
+    t = RolloutTest(plan, "api", 100, 5, {"ok": 95, "refused": 5}, by_phase([], Timing()), (),
+                    Timing(), diagnosis, tmp_path, False, None)  # fmt: skip
+    _write_diagnosis(t)
+    _text(t)
+    out = capsys.readouterr().out
+    written = tmp_path / "diagnosis.json"
+    prestop, _ = t.remedy
+    assert prestop is not None
+    assert f"svcdoctor fix YOUR-MANIFESTS --from-diagnosis {written} --write" in out
+    measured = read_diagnosis(written)  # what fix --from-diagnosis reads
+    assert measured.plan is not None
+    assert measured.plan.prestop_seconds == prestop
+    assert json.loads(written.read_text())["causes"][0]["cause"] == diagnosis.causes[0].cause.value
+
+
 class _Flaky:
     """The workload read fails twice (an API server restarting), then answers."""
 
@@ -232,6 +260,8 @@ def test_the_bundle_holds_the_agents_rows_even_when_collect_fails(
     out.mkdir()  # an earlier bundle: its files are replaced, not mixed in
     (out / "collect.json").write_text(json.dumps({"svcdoctor_collect": 1}))
     (out / "ingress-nginx-old.log").write_text("old\n")
+    (out / "diagnosis.json").write_text('{"schema_version": 2, "causes": []}')  # a stale one
+    assert check_out(out)  # an earlier rollout-test bundle may be replaced
     reader = connect_active(kubeconfig=str(api.kubeconfig), namespace="shop")
     plan = Plan("shop", "deployments", "api", out)
     evidence = _Evidence(plan, "api", time.time() - 30)
@@ -239,6 +269,7 @@ def test_the_bundle_holds_the_agents_rows_even_when_collect_fails(
     client = out / "client-agent-x.jsonl"
     assert len(client.read_text().splitlines()) == 50  # written before collect runs
     assert not (out / "ingress-nginx-old.log").exists()
+    assert not (out / "diagnosis.json").exists()
     first = json.loads((out / "collect.json").read_text())
     assert "a note" in first["notes"]
     notes = ["a note"]
@@ -256,6 +287,10 @@ def test_the_bundle_holds_the_agents_rows_even_when_collect_fails(
             for n in manifest["notes"]
         )
     assert read_evidence([str(out)]).requests.height == 50
+    (out / "diagnosis.json").write_text('{"schema_version": 2, "causes": []}')
+    found = read_evidence([str(out)])  # rollout-test's diagnosis: a result, not evidence
+    assert not [p for p in found.problems if "diagnosis.json" in p]
+    assert any(s.format == "svcdoctor-diagnosis" for s in found.sources)
 
 
 def _workload(api: Served, ready: int) -> None:
@@ -356,9 +391,68 @@ def test_rollout_test_measures_the_race(tmp_path: Path) -> None:
     assert report["endpoint_update_seconds"] is not None
     assert left == []
     assert (tmp_path / "bundle" / "collect.json").is_file()
+    # the diagnosis fix --from-diagnosis takes, as diagnose -o json writes it
+    assert report["diagnosis_file"] == str(tmp_path / "bundle" / "diagnosis.json")
+    measured = read_diagnosis(Path(report["diagnosis_file"]))
+    assert measured.plan is not None
+    assert measured.plan.prestop_seconds == report["remedy"]["prestop_seconds"]
+    again = subprocess.run(
+        [sys.executable, "-m", "svcdoctor", "diagnose", str(tmp_path / "bundle"), "-o", "json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    written = json.loads(Path(report["diagnosis_file"]).read_text())
+    assert json.loads(again.stdout)["causes"] == written["causes"]  # diagnose skips the file
     html = page.read_text()  # the lanes of the rollout's bundle, one failed mark per failure
     assert "requests failed during the rollout" in html
     assert f"{report['failed']} failed requests" in html
+
+
+@pytest.mark.lab
+def test_a_second_rollout_test_reports_only_its_own_rollout(tmp_path: Path) -> None:
+    """Two tests in a row on one lab: the second counts its own 4 deletions (not the first's
+    too), draws no lane for the first test's pods, ends each old pod's terminating line at
+    its exit, and puts the failures (which name no backend: refused through the ClusterIP)
+    on the pods whose race window held them, not on an unknown backend."""
+    from svcdoctor.diagnose import Settings, diagnose
+    from svcdoctor.diagnose.lanes import build_lanes
+    from svcdoctor.evidence.reader import read_evidence
+    from svcdoctor.model.lanes import UNKNOWN_BACKEND, Moment
+    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+
+    runs = []
+    with lab_serve(tmp_path, "race", "--no-load", "--for", "240") as kubeconfig:
+        for out in ("first", "second"):
+            done = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
+                             "--rate", "40", "--duration", "70", "--yes", "-o", "json",
+                             "--out", str(tmp_path / out), timeout=200)  # fmt: skip
+            assert done.returncode == 1, done.stderr
+            runs.append(json.loads(done.stdout))
+    second = json.loads(Path(runs[1]["diagnosis_file"]).read_text())
+    assert second["summary"]["deletions"] == 4
+    manifest = json.loads((tmp_path / "second" / "collect.json").read_text())
+    assert any("events about pods this test did not see left out" in n for n in manifest["notes"])
+    first_pods = watched_names(tmp_path / "first") - watched_names(tmp_path / "second")
+    evidence = read_evidence([str(tmp_path / "second")])
+    lanes = build_lanes(evidence, diagnose(evidence, Settings()))
+    assert first_pods
+    assert not first_pods & {lane.pod for lane in lanes.lanes}
+    deleted = [lane for lane in lanes.lanes if lane.stamp(Moment.DELETION)]
+    assert len(deleted) == 4
+    for lane in deleted:  # terminating from the deletion to the exit, inside the chart
+        deletion, exited = lane.stamp(Moment.DELETION), lane.stamp(Moment.EXITED)
+        assert deletion is not None
+        assert exited is not None
+        assert lanes.start <= deletion.ts <= exited.ts <= lanes.end
+    unknown = lanes.lane(UNKNOWN_BACKEND)
+    on_pods = sum(len(lane.failures) for lane in deleted)
+    assert on_pods >= 0.9 * lanes.failed, (on_pods, lanes.failed)
+    assert unknown is None or len(unknown.failures) <= 0.1 * lanes.failed
+
+
+def watched_names(bundle: Path) -> set[str]:
+    from svcdoctor.cluster.window import watched_pods
+
+    return watched_pods(bundle / "pods.json")
 
 
 @pytest.mark.lab
@@ -378,6 +472,10 @@ def test_rollout_test_names_the_sigkill(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr  # under the gate: a CI pass
     assert "cause: race" in done.stdout
     assert "exited 137 (SIGKILL)" in done.stdout  # the mechanism, in rollout-test's own words
+    # no race window to plan a preStop from: fix --from-diagnosis cannot take it, so the
+    # output names the bundle's diagnosis but no fix command
+    assert f"its diagnosis: {tmp_path / 'bundle' / 'diagnosis.json'}" in done.stdout
+    assert "--from-diagnosis" not in done.stdout
     assert any(p["exit_code"] == 137 for p in truth["deleted_pods"].values())
     diagnosis = subprocess.run(
         [sys.executable, "-m", "svcdoctor", "diagnose", str(tmp_path / "bundle"), "-o", "json"],

@@ -20,7 +20,7 @@ from matplotlib.text import Annotation
 
 from svcdoctor.diagnose.lanes import build_lanes
 from svcdoctor.model import Diagnosis, Evidence
-from svcdoctor.model.lanes import OTHER_PODS, Lanes, Moment
+from svcdoctor.model.lanes import OTHER_PODS, UNKNOWN_BACKEND, Lanes, Moment
 from svcdoctor.report.lanes import (
     KILLED,
     OUTCOMES,
@@ -261,9 +261,9 @@ def test_alt_text_states_the_finding(
 
 
 def test_without_a_backend_column_the_words_do_not_deny_the_race(tmp_path: Path) -> None:
-    """Requests that do not name their backend: every failure is on the unknown lane; the
-    alt text says which pod each hit is unknown (not 'none on a pod after its deletion')
-    and counts those inside the diagnosed windows by time."""
+    """Requests that do not name their backend: each failure inside exactly one pod's
+    diagnosed race window is put on that pod, drawn as a ring and said to be placed by
+    time; the rest on the unknown lane (never 'none on a pod after its deletion')."""
     import shutil
 
     import polars as pl
@@ -275,11 +275,12 @@ def test_without_a_backend_column_the_words_do_not_deny_the_race(tmp_path: Path)
     lanes = build_lanes(*diagnosed(folder))
     text = lanes_alt(lanes)
     assert "none on a pod after its deletion" not in text
-    assert "which pod each hit is unknown" in text
-    inside = sum(
-        any(s.start <= f.ts <= s.end for s in lanes.shades)
-        for lane in lanes.lanes
-        for f in lane.failures
-    )
-    assert f"; {inside} fell within a diagnosed race window" in text
-    assert inside > 0
+    placed = sum(f.inferred for lane in lanes.lanes for f in lane.failures)
+    assert placed > 0
+    assert f"({placed} of them put on the pod by time, the only race window then" in text
+    unknown = lanes.lane(UNKNOWN_BACKEND)
+    assert placed + (len(unknown.failures) if unknown else 0) == lanes.failed
+    svg = io.BytesIO()
+    plot_lanes(lanes, svg, "svg")
+    assert b"failures:refused:inferred" in svg.getvalue()
+    assert b"pod inferred" in svg.getvalue()

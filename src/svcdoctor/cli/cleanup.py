@@ -20,9 +20,10 @@ def cleanup(cluster: dict[str, Any], run_id: str | None, dry_run: bool, fmt: str
     """Delete the Jobs, Pods and ConfigMaps labelled app.kubernetes.io/managed-by=svcdoctor.
 
     probe and rollout-test delete their objects themselves (after Ctrl-C and errors too);
-    this removes what a killed run left. Exit codes: 0 nothing left, 1 objects remain after
-    the wait, 2 on a cluster problem (including when what is there cannot be listed: an
-    empty answer is never guessed).
+    this removes what a killed run left. Exit codes: 0 nothing left (with --dry-run: nothing
+    to delete), 1 objects remain after the wait (with --dry-run: there is something to
+    delete, so a script can test for leftovers), 2 on a cluster problem (including when what
+    is there cannot be listed: an empty answer is never guessed).
     """
     from svcdoctor.cluster import ClusterError
     from svcdoctor.cluster.agentjob import MANAGED_SELECTOR, RUN_LABEL, cleanup, remaining
@@ -50,4 +51,4 @@ def cleanup(cluster: dict[str, Any], run_id: str | None, dry_run: bool, fmt: str
         verb = "would delete" if dry_run else "deleted"
         for name in found:
             click.echo(f"{verb} {name}" if name not in left or dry_run else f"still there: {name}")
-    raise SystemExit(1 if left and not dry_run else 0)
+    raise SystemExit(1 if left else 0)  # with --dry-run, left is everything found

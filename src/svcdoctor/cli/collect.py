@@ -5,37 +5,19 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from svcdoctor.cli._cluster import cluster_options, duration_option, fail
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import OutputDir, option, output_option
+from svcdoctor.cli._progress import terminal_progress
 
 INCOMPLETE = 3  # the exit code of a bundle written with evidence missing
-
-
-@contextmanager
-def _progress(show: bool) -> Iterator[Callable[[str], None]]:
-    """Progress lines and a spinner on a terminal (stderr); silent otherwise."""
-    if not show:
-        yield lambda _: None
-        return
-    console = Console(stderr=True, highlight=False)
-    with console.status("collecting…") as status:
-
-        def report(message: str) -> None:
-            status.update(message)
-            console.print(f"[dim]{message}[/dim]")
-
-        yield report
 
 
 @click.command()
@@ -92,8 +74,8 @@ def collect(
         check_out(out)
         reader = connect(**cluster)
         request = Request(reader.namespace, service, out, since, watch, client_logs)
-        with _progress(fmt == "text" and sys.stderr.isatty()) as progress:
-            result = run(reader, request, progress, Redactor(not no_redact))
+        with terminal_progress(fmt == "text" and sys.stderr.isatty(), watch) as display:
+            result = run(display.wrap(reader), request, display.step, Redactor(not no_redact))
     except (BundleError, ClusterError) as exc:
         fail(str(exc))
     except OSError as exc:

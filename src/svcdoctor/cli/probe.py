@@ -24,6 +24,7 @@ from svcdoctor.cli._cluster import (
 )
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, option
+from svcdoctor.cli._probe_plan import plan_dict, plan_lines
 from svcdoctor.cli._report import probe_page, write_page
 
 if TYPE_CHECKING:
@@ -63,7 +64,13 @@ if TYPE_CHECKING:
 )
 @image_option("Image of the agent (any with python 3.9+).")
 @network_policy_option
-@agent_run_options("Create the agent's Job; without it, print it and exit.")
+@click.option(
+    "--show-agent",
+    is_flag=True,
+    help="Print the objects --yes would create in full (YAML with the agent's source); "
+    "create nothing.",
+)
+@agent_run_options("Create the agent's Job; without it, print a short plan and exit.")
 def probe(
     service: str,
     cluster: dict[str, Any],
@@ -77,6 +84,7 @@ def probe(
     max_nodes: float,
     image: str | None,
     network_policy: bool,
+    show_agent: bool,
     yes: bool,
     fmt: str,
     html_out: Path | None,
@@ -86,7 +94,8 @@ def probe(
     Runs svcdoctor's agent (standard-library Python, shipped in a ConfigMap) as a Job in
     the Service's namespace; everything it creates is labelled
     app.kubernetes.io/managed-by=svcdoctor and deleted at the end. Without --yes it
-    prints what it would create and exits 0. With one endpoint, or when every endpoint
+    prints a short plan of what it would create (objects, image, targets, bounds) and exits
+    0; --show-agent prints those objects in full instead. With one endpoint, or when every endpoint
     fails alike, there is nothing to compare: a note says so. Exit codes: 0 no endpoint or
     node stands out and the Service passes, 1 one stands out (its failure rate is above
     the others' beyond chance) or the Service fails as a whole (the upper end of the 95 %
@@ -104,13 +113,17 @@ def probe(
             per_node, int(max_nodes), image, network_policy,
         )  # fmt: skip
         chosen = plan(api, options)
-        if not yes:
+        if show_agent:
             click.echo(to_yaml(manifests(chosen.spec, agent_source())), nl=False)
             click.echo(
                 f"# svcdoctor probe: nothing created; run with --yes to create the above in "
                 f"namespace {api.namespace} (deleted at the end)",
                 err=True,
             )
+            return
+        if not yes:
+            body = plan_dict(chosen, agent_source())
+            click.echo(json.dumps(body, indent=2) if fmt == "json" else "\n".join(plan_lines(body)))
             return
         progress = _progress(fmt == "text" and sys.stderr.isatty())
         outcome = run(api, chosen, progress)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ from svcdoctor.cli._report import delay_sentence, rollout_page, write_page
 
 if TYPE_CHECKING:
     from svcdoctor.cluster.rollout import RolloutTest
+
+DIAGNOSIS_FILE = "diagnosis.json"  # beside the bundle's evidence; diagnose skips it
 
 
 @click.command("rollout-test")
@@ -112,6 +115,7 @@ def rollout_test(
         )  # fmt: skip
         show = fmt == "text" and sys.stderr.isatty()
         outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))
+        _write_diagnosis(outcome)
     if fmt == "json":
         click.echo(json.dumps(to_dict(outcome), indent=2))
     else:
@@ -142,7 +146,26 @@ def to_dict(t: RolloutTest) -> dict[str, Any]:
         "endpoint_update_seconds": t.endpoint_update_seconds,
         "remedy": {"prestop_seconds": prestop, "grace_seconds": grace},
         "bundle": str(t.bundle),
+        "diagnosis_file": str(diagnosis_file(t)) if t.diagnosis is not None else None,
     }
+
+
+def diagnosis_file(t: RolloutTest) -> Path:
+    """Where the bundle's diagnosis is: what ``svcdoctor diagnose --format json BUNDLE``
+    prints, and ``svcdoctor fix --from-diagnosis`` reads."""
+    return t.bundle / DIAGNOSIS_FILE
+
+
+def _write_diagnosis(t: RolloutTest) -> None:
+    if t.diagnosis is None:
+        return
+    from svcdoctor.cluster.collect import write_atomic
+    from svcdoctor.report.diagnosis import render_json
+
+    try:
+        write_atomic(diagnosis_file(t), render_json(t.diagnosis) + "\n")
+    except OSError as exc:
+        fail(f"--out {t.bundle}: writing {DIAGNOSIS_FILE}: {exc.strerror or exc}")
 
 
 def _text(o: RolloutTest) -> None:
@@ -181,8 +204,9 @@ def _text(o: RolloutTest) -> None:
         prestop, grace = o.remedy
         if prestop is not None:
             console.print(
-                f"fix: preStop sleep {prestop} s, terminationGracePeriodSeconds {grace} "
-                f"(svcdoctor fix --from-diagnosis applies it)",
+                f"fix: preStop sleep {prestop} s, terminationGracePeriodSeconds {grace}; "
+                f"to apply it: svcdoctor fix YOUR-MANIFESTS --from-diagnosis "
+                f"{shlex.quote(str(diagnosis_file(o)))} --write",
                 soft_wrap=True,
             )
         for fix in primary.fixes if primary else ():
@@ -195,4 +219,5 @@ def _text(o: RolloutTest) -> None:
     else:
         console.print("no request failed: the rollout is zero-downtime at this rate")
     print_notes(console, o.notes, o.cleanup)
-    console.print(f"bundle: {o.bundle} (svcdoctor diagnose {o.bundle})", soft_wrap=True)
+    diagnosed = f"; its diagnosis: {diagnosis_file(o)}" if o.diagnosis is not None else ""
+    console.print(f"bundle: {o.bundle} (svcdoctor diagnose {o.bundle}{diagnosed})", soft_wrap=True)

@@ -68,7 +68,7 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 # What a bundle may hold besides collect.json: a directory with anything else is refused.
 BUNDLE_NAMES = re.compile(
-    r"^(?:(?:service|endpointslices|endpoints|pods|owners|events|routes)\.json"
+    r"^(?:(?:service|endpointslices|endpoints|pods|owners|events|routes|diagnosis)\.json"
     r"|ingress-nginx-[^/]+\.(?:error\.)?log|(?:istio|linkerd)-proxy-[^/]+\.(?:log|jsonl)"
     r"|gateway-[^/]+\.(?:log|jsonl)"
     r"|client-[^/]+\.(?:log|jsonl|csv))$"

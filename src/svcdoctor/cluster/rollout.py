@@ -60,6 +60,7 @@ from svcdoctor.cluster.collect import (
     write_atomic,
 )
 from svcdoctor.cluster.reader import ClusterError, WatchEvent, WatchGap
+from svcdoctor.cluster.window import keep_events_of, watched_pods
 from svcdoctor.diagnose import Settings, diagnose
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.evidence.reader import read_evidence
@@ -733,6 +734,8 @@ class _Evidence:
         try:
             request = Request(self.plan.namespace, self.service, scratch, since)
             result = collect(api, request, redactor=self.redactor)
+            if left_out := keep_events_of(scratch / "events.json", watched_pods(out / "pods.json")):
+                notes.append(f"{left_out} events about pods this test did not see left out")
             with shielded():
                 for path in sorted(scratch.iterdir()):
                     if path.name != "collect.json" and path.name not in self.written:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -60,14 +60,19 @@ def lanes_of(ctx: Context, diagnosis: Diagnosis, limit: int = 12) -> Lanes:
     """The lanes of the diagnosed Service (``diagnosis``: of this context): a lane per pod
     whose life overlaps the requests (and per backend address no pod is known for), pods
     with no failures collapsed into ``OTHER_PODS`` past ``limit`` lanes (pods with failures
-    too, the fewest first, when more than ``limit`` have some); failures without a backend
-    on ``UNKNOWN_BACKEND``."""
+    too, the fewest first, when more than ``limit`` have some); a failure without a backend
+    on the pod whose race window alone holds it (``inferred``), else on
+    ``UNKNOWN_BACKEND``."""
     start, end = ctx.traffic_span
+    shades = _shades(ctx, diagnosis, start, end)
     failures = _failures(ctx)
     lane_of = {b: _lane_of(ctx, b) for b in {f.backend for f in failures}}
     by_lane: dict[str, list[FailedRequest]] = {}
+    tol = ctx.resolution + TOLERANCE
     for f in failures:
-        by_lane.setdefault(lane_of[f.backend], []).append(f)
+        pod = _windowed(f, shades, tol) if not f.backend else None
+        mark = f if pod is None else replace(f, inferred=True)
+        by_lane.setdefault(pod or lane_of[f.backend], []).append(mark)
     pods = {p.name: p for p in ctx.evidence.pods}
     index = _Index.of(ctx)
     backends = _backends(ctx)
@@ -76,7 +81,6 @@ def lanes_of(ctx: Context, diagnosis: Diagnosis, limit: int = 12) -> Lanes:
         name: _stamps(index, name, pods.get(name))
         for name in names | (by_lane.keys() - {UNKNOWN_BACKEND})
     }
-    shades = _shades(ctx, diagnosis, start, end)
     kept, collapsed = _choose(stamps, by_lane, limit)
     lanes = [Lane(name, stamps[name], tuple(by_lane.get(name, ()))) for name in kept]
     lane_names = set(kept)
@@ -98,6 +102,13 @@ def lanes_of(ctx: Context, diagnosis: Diagnosis, limit: int = 12) -> Lanes:
         end=end,
         title=_title(ctx.evidence, diagnosis, kept),
     )
+
+
+def _windowed(f: FailedRequest, shades: Iterable[Shade], tol: float) -> str | None:
+    """The pod whose diagnosed race window holds a failure that names no backend, when
+    exactly one does (within the clocks' tolerance ``tol``); else None."""
+    pods = {s.pod for s in shades if s.start - tol <= f.ts <= s.end + tol}
+    return pods.pop() if len(pods) == 1 else None
 
 
 def _when(f: FailedRequest) -> float:

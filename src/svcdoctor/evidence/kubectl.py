@@ -27,7 +27,7 @@ _REASONS = {
     "FailedPreStopHook": EventKind.PRESTOP_FAILED,
     "ScalingReplicaSet": EventKind.SCALE,
 }
-_POD_IN_MESSAGE = re.compile(r"(?:Deleted|Created) pod: (\S+)")
+POD_IN_MESSAGE = re.compile(r"(?:Deleted|Created) pod: (\S+)")
 TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 CHANGE_SEEN = "collect.svcdoctor.io/change-seen"
 """When ``svcdoctor collect --watch`` saw an EndpointSlice change (it dates the change
@@ -137,7 +137,7 @@ def _event(obj: dict[str, Any], source: str) -> LifecycleEvent | None:
     if ts is None:
         return None
     pod = _text(regarding.get("name")) if regarding.get("kind") == "Pod" else None
-    if pod is None and (m := _POD_IN_MESSAGE.search(message)):
+    if pod is None and (m := POD_IN_MESSAGE.search(message)):
         pod = m.group(1)
     return LifecycleEvent(
         ts=ts,

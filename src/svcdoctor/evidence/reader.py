@@ -345,6 +345,12 @@ def _read_json(text: str, name: str, got: _Collected) -> None:
             note = "svcdoctor's ground truth of the run, not read as evidence"
             got.sources.append(SourceSummary(name, "ground-truth", 0, note=note))
             return
+        one = docs[0] if len(docs) == 1 and isinstance(docs[0], dict) else {}
+        if {"schema_version", "causes"} <= one.keys():
+            # rollout-test's diagnosis.json (diagnose -o json): a result, never evidence
+            note = "svcdoctor's diagnosis of the bundle, not read as evidence"
+            got.sources.append(SourceSummary(name, "svcdoctor-diagnosis", 0, note=note))
+            return
         if len(docs) == 1 and isinstance(docs[0], dict) and "svcdoctor_collect" in docs[0]:
             note = "svcdoctor collect's record of the bundle, not read as evidence"
             got.sources.append(SourceSummary(name, "collect-manifest", 0, note=note))

@@ -16,7 +16,8 @@ from svcdoctor.model.evidence import Outcome
 OTHER_PODS = "other pods"
 """The lane of the pods collapsed past the limit (no failures, or the fewest)."""
 UNKNOWN_BACKEND = "unknown backend"
-"""The lane of failed requests whose row names no backend."""
+"""The lane of failed requests whose row names no backend (and that no single pod's race
+window holds)."""
 
 
 class Moment(StrEnum):
@@ -43,11 +44,15 @@ class Stamp:
 @dataclass(frozen=True, slots=True)
 class FailedRequest:
     """A failed request (or a failed attempt a proxy retried) at its start, on ``backend``
-    as the request log names it (``""`` when it names none)."""
+    as the request log names it (``""`` when it names none). ``inferred``: the log names no
+    backend and the request is on the lane of the one pod whose diagnosed race window after
+    its deletion held it (a refused connection through a ClusterIP shows the client no pod
+    address)."""
 
     ts: float
     outcome: Outcome
     backend: str
+    inferred: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,24 +257,27 @@ def _moments(ax: Axes, lanes: Lanes, t0: float) -> None:
 
 def _marks(ax: Axes, lanes: Lanes, t0: float) -> None:
     """Each failed request as a dot on its lane (spread over the lane's height, in a fixed
-    pattern so the picture is reproducible), coloured by outcome."""
-    points: dict[Outcome, tuple[list[float], list[float]]] = {}
+    pattern so the picture is reproducible), coloured by outcome; a ring when the pod is
+    inferred from the race window (the request names no backend)."""
+    points: dict[tuple[Outcome, bool], tuple[list[float], list[float]]] = {}
     for row, lane in enumerate(lanes.lanes):
         for k, f in enumerate(lane.failures):
-            xs, ys = points.setdefault(f.outcome, ([], []))
+            xs, ys = points.setdefault((f.outcome, f.inferred), ([], []))
             xs.append(f.ts - t0)
             ys.append(row + ((k * 0.6180339887) % 1.0 - 0.5) * JITTER)
     # the commonest outcome first: the rarer ones stay visible on top
-    for outcome, (xs, ys) in sorted(points.items(), key=lambda x: -len(x[1][0])):
+    for (outcome, inferred), (xs, ys) in sorted(points.items(), key=lambda x: -len(x[1][0])):
+        colour = OUTCOMES.get(outcome, OUTCOMES[Outcome.ERROR])[1]
         ax.scatter(
             xs,
             ys,
             s=10,
-            color=OUTCOMES.get(outcome, OUTCOMES[Outcome.ERROR])[1],
-            edgecolors="none",
+            color="none" if inferred else colour,
+            edgecolors=colour if inferred else "none",
+            linewidths=0.9,
             alpha=0.85,
             zorder=5,
-            gid=f"failures:{outcome.value}",
+            gid=f"failures:{outcome.value}" + (":inferred" if inferred else ""),
         )
 
 
@@ -291,6 +294,12 @@ def _legend(fig: Figure, panels: tuple[Lanes, ...]) -> None:
             handles.append(
                 Line2D([], [], linestyle="", marker="o", markersize=5, color=colour, label=label)
             )
+    if any(f.inferred for p in panels for lane in p.lanes for f in lane.failures):
+        label = "pod inferred: the only race\nwindow then (no backend logged)"
+        handles.append(
+            Line2D([], [], linestyle="", marker="o", markersize=5, markerfacecolor="none",
+                   color="#555555", label=label)
+        )  # fmt: skip
     stamps = [s for p in panels for lane in p.lanes for s in _drawn(lane)]
     kinds = {s.kind for s in stamps}
     for kind, (marker, colour, filled) in MOMENTS.items():
@@ -415,6 +424,11 @@ def lanes_alt(lanes: Lanes) -> str:
         where = "none on a pod after its deletion"
     if lanes.shades and after and unknown < total:
         where += f", {inside} within the diagnosed {lanes.shades[0].seconds:g} s race window"
+    if inferred := sum(f.inferred for leaf in leaves for f in leaf.failures):
+        where += (
+            f" ({inferred} of them put on the pod by time, the only race window then: "
+            "the requests do not name their backend)"
+        )
     ranked = sorted((leaf for leaf in leaves if leaf.failures), key=lambda x: -len(x.failures))
     if len(ranked) == 1 and ranked[0].pod != UNKNOWN_BACKEND and total > 1:
         where += f", all on one {known[:-1]}"
