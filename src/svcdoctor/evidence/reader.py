@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.evidence import kernel, lines, proxylogs
+from svcdoctor.evidence import kernel, lines, proxylogs, traefik, unwrap
 from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, objects, read_kubectl
 from svcdoctor.evidence.requests import RequestLogError, empty, read_canonical
 from svcdoctor.evidence.times import offset_text, utc_offset
@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - only while that module is being writte
     cloudlb = None
 
 _HEAD = 64 * 1024
-_CONNTRACK_S = re.compile(r"^\s*cpu=\d+\s.*\b(found|insert_failed)=", re.MULTILINE)
+_CONNTRACK_S = kernel.CONNTRACK_S
 _YAML_OBJECT = re.compile(r"^(apiVersion|kind):", re.MULTILINE)
 _EVIDENCE_KINDS = frozenset({"Event", "Pod", "EndpointSlice"})
 # JSON object lines that are log records (read line by line), not Kubernetes documents
@@ -60,12 +60,15 @@ _ROW_PARSERS = {
     "envoy-json": proxylogs.envoy_json_lines,
     "linkerd": proxylogs.linkerd_apache_lines,
     "linkerd-json": proxylogs.linkerd_json_lines,
+    "nginx-stream": proxylogs.nginx_stream_lines,
+    "traefik": traefik.clf_lines,
+    "traefik-json": traefik.json_lines,
 }
 # (``[   0.0021s]``: linkerd-proxy's own log lines, which start a linkerd-proxy container log)
 _LINE_START = re.compile(r"^(?:\[pod/|\[\s*\d+\.\d+s?\]|\[\w{3} \w{3} |\[\d{4}-\d\d-\d\dT)")
 # words for the shapes that are not evidence, in the problems line
-_NOT_EVIDENCE = {"klog": "klog", "other": "other"}
-_RESOLUTION = {"nginx-access": 1.0, "nginx-error": 1.0}
+_NOT_EVIDENCE = lines.NOT_EVIDENCE
+_RESOLUTION = {"nginx-access": 1.0, "nginx-error": 1.0, "nginx-stream": 1.0, "traefik": 1.0}
 _JOIN_SLACK = 1.0  # seconds either side of a request an error line may fall (1 s clocks)
 
 
@@ -356,6 +359,9 @@ def _read_json(text: str, name: str, got: _Collected) -> None:
                 frame = cloudlb.gcp_requests(gcp, name)
                 got.parts.append(_Part(name, "gcp", frame, read=frame.height))
                 return
+        if (logged := unwrap.document_lines(records)) is not None:
+            _read_lines(logged, name, got)  # log records: pretty-printed, in an array, wrapped
+            return
         got.problems.append(f"{name}: JSON without Kubernetes objects, skipped")
         return
     read_kubectl(docs, name, got.kube)
@@ -702,9 +708,7 @@ def _offset_for(offsets: dict[str, float], source: str, fmt: str) -> float:
 
 
 _CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet"})
-_PROXY_FORMATS = frozenset(
-    {"nginx-access", "nginx-error", "envoy", "envoy-json", "linkerd", "linkerd-json", "alb", "gcp"}
-)
+_PROXY_FORMATS = lines.EVIDENCE_SHAPES
 
 
 def _one_vantage_point(got: _Collected) -> set[str]:
