@@ -47,8 +47,9 @@ _DOCKER = '{"log":'
 _PTS_FORMAT = "%Y-%m-%dT%H:%M:%S%.f%#z"
 
 # Shapes, on the line without its prefixes. Order matters: first match wins.
-NGINX_ACCESS_HINT = (
-    r"^(?:\S+ )?- (?:\[[^\]]*\] - )?\S+ \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] \""
+NGINX_ACCESS_HINT = (  # any run of spaces between the fields: pasted and hand-made formats
+    r"^(?:\S+\s+)?-\s+(?:\[[^\]]*\]\s+-\s+)?\S+\s+"
+    r"\[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]\s+\""
 )
 NGINX_ERROR_HINT = r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[\w+\] "
 ENVOY_HINT = r"^\[\d{4}-\d\d-\d\dT[^\]]*\] \""

@@ -68,7 +68,7 @@ NGINX_COMBINED = (
 )
 NGINX_STREAM = (
     r"^(?:\[(?P<client>[^\]]*)\] ?)?\[(?P<time>\d\d/\w{3}/\d{4}:[^\]]+)\] ?(?P<proto>TCP|UDP) ?"
-    r"(?P<status>\d{3})(?: (?P<sent>\d+) (?P<received>\d+) (?P<session>\d+(?:\.\d+)?))?\s*$"
+    r"(?P<status>\d{3})(?: (?P<sent>\d+) (?P<received>\d+) (?P<session>\d+(?:\.\d+)?)|[\d.]*)\s*$"
 )
 # Upstream failures in the nginx error log (http and stream); ``detail`` is nginx's phrase.
 NGINX_ERROR = (

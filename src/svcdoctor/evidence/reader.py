@@ -215,7 +215,9 @@ def read_evidence(
         note = (
             ""
             if all(e.aligned for e in events)
-            else ("seconds since boot: pass --clock-offset FILE=BOOT_EPOCH to align")
+            else "no times: the lines carry none"
+            if all(e.ts is None for e in events)
+            else "seconds since boot: pass --clock-offset FILE=BOOT_EPOCH to align"
         )
         rows = sum(1 for e in events if e.kind == "conntrack_full")
         got.sources.append(
@@ -558,13 +560,12 @@ def _join(access: list[_Part], errors: list[_Part]) -> None:
         pl.col("client").cast(pl.Utf8).alias("__c"),
         pl.col("backend").cast(pl.Utf8).alias("__b"),
     ]
-    cand = rows.filter(
-        (pl.col("outcome") != "aborted")
-        & pl.col("client").is_not_null()
-        & pl.col("backend").is_not_null()
-    ).select(
+    # nginx's "combined"/"main" lines name no backend: they match an error line by client
+    # and time alone ("*"), and take the backend the error line names
+    cand = rows.filter((pl.col("outcome") != "aborted") & pl.col("client").is_not_null()).select(
         "__aid",
-        *keys,
+        keys[0],
+        pl.coalesce(keys[1], pl.lit("*")).alias("__b"),
         pl.col("ts").alias("__start"),
         pl.col("__end"),
         pl.col("outcome").is_in(["ok"]).not_().alias("__failed"),
@@ -572,6 +573,7 @@ def _join(access: list[_Part], errors: list[_Part]) -> None:
     left = errs.filter(pl.col("client").is_not_null() & pl.col("backend").is_not_null()).select(
         "__eid", *keys, (pl.col("ts") + _JOIN_SLACK).alias("__key"), pl.col("ts").alias("__ets")
     )
+    left = pl.concat([left, left.with_columns(pl.lit("*").alias("__b"))])
     # only the requests of the (client, backend) pairs that error lines name, by start
     cand = cand.join(left.select("__c", "__b").unique(), on=["__c", "__b"], how="semi").sort(
         "__start"
@@ -598,6 +600,7 @@ def _join(access: list[_Part], errors: list[_Part]) -> None:
                 )
                 .sort("__ets")
                 .unique("__aid", keep="first", maintain_order=True)
+                .unique("__eid", keep="first", maintain_order=True)
                 .select("__eid", "__aid")
             )
             if not pairs.height:
@@ -611,16 +614,22 @@ def _join(access: list[_Part], errors: list[_Part]) -> None:
         return
     pairs = pl.concat(matched)
     refine = pairs.join(
-        errs.select("__eid", pl.col("outcome").alias("__eo"), pl.col("detail").alias("__ed")),
+        errs.select(
+            "__eid",
+            pl.col("outcome").alias("__eo"),
+            pl.col("detail").alias("__ed"),
+            pl.col("backend").alias("__eb"),
+        ),
         on="__eid",
     )
-    rows = rows.join(refine.select("__aid", "__eo", "__ed"), on="__aid", how="left")
+    rows = rows.join(refine.select("__aid", "__eo", "__ed", "__eb"), on="__aid", how="left")
     rows = rows.with_columns(
         pl.when(pl.col("__eo").is_not_null() & (pl.col("__eo") != "error"))
         .then(pl.col("__eo"))
         .otherwise(pl.col("outcome"))
         .alias("outcome"),
         pl.coalesce(pl.col("__ed"), pl.col("detail")).alias("detail"),
+        pl.coalesce(pl.col("backend"), pl.col("__eb")).alias("backend"),
     )
     for i, part in enumerate(access):
         part.frame = (

@@ -10,7 +10,8 @@ https://doc.traefik.io/traefik/observability/access-logs/.
 - JSON: one object per request with ``StartUTC``, ``DownstreamStatus``, ``OriginStatus``,
   ``Duration`` (nanoseconds), ``ClientAddr``/``ClientHost``, ``RouterName``,
   ``ServiceName``, ``ServiceAddr``, ``ServiceURL`` (a string, or an object with ``Host``
-  in v1/v2 as pasted in traefik/traefik#7681), ``RetryAttempts``.
+  in v1/v2 as pasted in traefik/traefik#7681), ``RetryAttempts``; Traefik 1.x named the
+  backend ``BackendAddr``/``BackendURL``/``BackendName`` (traefik/traefik#4452).
 
 Outcomes follow the status Traefik sent: 499 is the client giving up (``aborted``), 504 a
 timeout, other 5xx ``http_error`` (Traefik answers 502 itself when the backend closed or
@@ -35,6 +36,8 @@ TRAEFIK_CLF = (
 _FIELDS = (
     *("StartUTC", "StartLocal", "DownstreamStatus", "OriginStatus", "Duration"),
     *("ClientAddr", "ClientHost", "RouterName", "ServiceName", "ServiceAddr", "ServiceURL"),
+    # Traefik 1.x names (https://doc.traefik.io/traefik/v1.7/configuration/logs/)
+    *("BackendAddr", "BackendURL", "BackendName", "FrontendName"),
 )
 
 
@@ -87,7 +90,7 @@ def json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
     columns = {name: [_text(r.get(name)) for r in records] for name in _FIELDS}
     frame = pl.DataFrame(columns, schema=dict.fromkeys(_FIELDS, pl.Utf8))
     status = pl.coalesce("DownstreamStatus", "OriginStatus").cast(pl.Int64, strict=False)
-    addr = pl.col("ServiceAddr")
+    addr = pl.coalesce("ServiceAddr", "BackendAddr")
     rows = frame.lazy().with_columns(
         pl.coalesce(text_seconds(pl.col("StartUTC")), text_seconds(pl.col("StartLocal"))).alias(
             "ts"
@@ -95,9 +98,11 @@ def json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
         status.alias("status"),
         _outcome(status).alias("outcome"),
         pl.coalesce(
-            pl.when(addr.str.contains(r":\d+$")).then(addr), _host(pl.col("ServiceURL")), addr
+            pl.when(addr.str.contains(r":\d+$")).then(addr),
+            _host(pl.coalesce("ServiceURL", "BackendURL")),
+            addr,
         ).alias("backend"),
-        pl.coalesce("ServiceName", "RouterName").alias("upstream"),
+        pl.coalesce("ServiceName", "RouterName", "BackendName", "FrontendName").alias("upstream"),
         pl.coalesce("ClientHost", pl.col("ClientAddr").str.replace(r":\d+$", "")).alias("client"),
         pl.col("ClientAddr").alias("conn"),
         (pl.col("Duration").cast(pl.Float64, strict=False) / 1e6).alias("latency_ms"),
