@@ -118,6 +118,15 @@ def kernel_lines(
     return events, other
 
 
+def time_note(events: list[KernelEvent]) -> str:
+    """What a kernel source's times are, when they are not UTC instants."""
+    if all(e.aligned for e in events):
+        return ""
+    if all(e.ts is None for e in events):
+        return "no times: the lines carry none"
+    return "seconds since boot: pass --clock-offset FILE=BOOT_EPOCH to align"
+
+
 def _colon_offset(text: str) -> str:
     """``+0000`` → ``+00:00`` (journalctl short-iso)."""
     return re.sub(r"([+-]\d\d)(\d\d)$", r"\1:\2", text)

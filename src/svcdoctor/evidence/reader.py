@@ -212,13 +212,7 @@ def read_evidence(
             )
         got.kernel.extend(events)
         aligned = [e.ts for e in events if e.aligned and e.ts is not None]
-        note = (
-            ""
-            if all(e.aligned for e in events)
-            else "no times: the lines carry none"
-            if all(e.ts is None for e in events)
-            else "seconds since boot: pass --clock-offset FILE=BOOT_EPOCH to align"
-        )
+        note = kernel.time_note(events)
         rows = sum(1 for e in events if e.kind == "conntrack_full")
         got.sources.append(
             SourceSummary(
@@ -614,14 +608,10 @@ def _join(access: list[_Part], errors: list[_Part]) -> None:
         return
     pairs = pl.concat(matched)
     refine = pairs.join(
-        errs.select(
-            "__eid",
-            pl.col("outcome").alias("__eo"),
-            pl.col("detail").alias("__ed"),
-            pl.col("backend").alias("__eb"),
-        ),
+        errs.select("__eid", *(pl.col(c).alias(f"__e{c[0]}") for c in ("outcome", "detail"))),
         on="__eid",
     )
+    refine = refine.join(errs.select("__eid", pl.col("backend").alias("__eb")), on="__eid")
     rows = rows.join(refine.select("__aid", "__eo", "__ed", "__eb"), on="__aid", how="left")
     rows = rows.with_columns(
         pl.when(pl.col("__eo").is_not_null() & (pl.col("__eo") != "error"))
