@@ -206,17 +206,23 @@ def test_uh_in_envoys_default_format_is_named_no_ready_endpoints(tmp_path: Path)
     ]
 
 
-@pytest.mark.parametrize("name", ["gcloud-read.json", "gcloud-value.txt"])
+@pytest.mark.parametrize(
+    "name", ["gcloud-read.json", "gcloud-value.txt", "gcloud-yaml.txt", "gcloud-summary.txt"]
+)
 def test_google_cloud_logging_exports(name: str) -> None:
     ev = read_evidence([paste(name)])
     assert rows(ev, "status", "client") == [(502, "192.168.58.11"), (200, "192.168.58.11")]
     assert not ev.problems
 
 
-@pytest.mark.parametrize("name", ["aws-logs-tail.txt", "aws-filter-log-events.json"])
+@pytest.mark.parametrize(
+    "name", ["aws-logs-tail.txt", "aws-filter-log-events.json", "aws-logs-tail-json.txt"]
+)
 def test_cloudwatch_logs(name: str) -> None:
     ev = read_evidence([paste(name)])
-    assert formats(ev) == {"envoy": 2}
+    assert set(formats(ev)) <= {"envoy", "envoy-json"}
+    assert sum(formats(ev).values()) == 2
+    assert not ev.problems
     assert rows(ev, "outcome", "backend") == [
         ("eof", "172.18.0.11:8080"),
         ("ok", "172.18.0.11:8080"),

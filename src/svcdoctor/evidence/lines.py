@@ -113,10 +113,14 @@ def split(text: str) -> pl.DataFrame:
     """``idx`` (line number from 1), ``line`` (without collector prefixes) and ``pts`` (the
     prefix's timestamp, or null) for every non-blank line; a record pasted over several
     lines is one line (``unwrap.records``), numbered where it starts."""
-    raw, starts = unwrap.records(text.splitlines())
-    frame = pl.DataFrame(
-        {"line": raw, "idx": starts}, schema={"line": pl.Utf8, "idx": pl.UInt32}
-    ).select("idx", "line")
+    frame = pl.DataFrame({"line": text.splitlines()}, schema={"line": pl.Utf8}).with_row_index(
+        "idx", offset=1
+    )
+    if frame.height and frame.select(unwrap.spans_lines(pl.col("line")).any()).item():
+        raw, starts = unwrap.records(frame.get_column("line").to_list())
+        frame = pl.DataFrame(
+            {"line": raw, "idx": starts}, schema={"line": pl.Utf8, "idx": pl.UInt32}
+        ).select("idx", "line")
     frame = frame.filter(pl.col("line").str.strip_chars() != "")
     frame = unwrap.partial_lines(frame, _PARTIAL, _PREFIX)
     return strip_prefixes(frame)
@@ -197,7 +201,7 @@ def classify(frame: pl.DataFrame, alb_line: str | None = None) -> pl.DataFrame:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("pts"))
     known = [*EVIDENCE_SHAPES, "kernel", "json"]
     for lead in range(1, _LEAD + 1):
-        head = rf"^((?:\S+[ \t]+){{{lead}}})"
+        head = rf"^((?:(?:\[[^\]]*\]|\S+)[ \t]+){{{lead}}})"  # a [labels] group is one field
         rest = pl.col("line").str.replace(head, "")
         tried = _shape(rest, alb_line)
         found = other & pl.col("line").str.contains(head) & tried.is_in(known)

@@ -12,6 +12,8 @@ What collectors and terminals do to log lines, each undone here:
   https://docs.aws.amazon.com/cli/latest/reference/logs/filter-log-events.html, ``timestamp``
   in milliseconds), ``textPayload`` or ``jsonPayload`` (Google Cloud Logging's LogEntry:
   https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry);
+- ``gcloud logging read``'s default YAML (``---`` between LogEntries): each entry one line;
+- ``aws logs tail --format json``: a ``stamp stream`` line before the pretty-printed record;
 - CRI partial lines: the runtime splits a line longer than 16 KiB into ``P`` pieces ended by
   an ``F`` piece (https://github.com/kubernetes/design-proposals-archive/blob/main/node/kubelet-cri-logging.md);
 - terminal colours (stern colours pod and container names: https://github.com/stern/stern).
@@ -22,13 +24,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from datetime import date
 from typing import Any
 
 import polars as pl
+import yaml
 
 from svcdoctor.evidence.times import rfc3339
 
 _BLOCK_START = re.compile(r"^\s*[{\[]\s*$", re.MULTILINE)
+# gcloud logging read's default output: YAML LogEntries (textPayload or jsonPayload)
+_YAML_PAYLOAD = re.compile(r"^(?:textPayload|jsonPayload):", re.MULTILINE)
+_LABEL_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\S+\s+\S+\s*$")  # stamp and stream, alone
 _HEADER_LINE = re.compile(r"^\s*'[^']*', '", re.MULTILINE)  # an Envoy debug header dump
 _MAX_BLOCK = 2000  # lines: a brace that never closes stops joining here
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -46,6 +53,17 @@ _LOG_KEYS = frozenset(
 _TIME_KEYS = ("time", "timestamp", "@timestamp", "receiveTimestamp", "date", "ts")
 
 
+def spans_lines(line: pl.Expr) -> pl.Expr:
+    """Lines that ``records`` would change: a JSON value opened alone on its line, an Envoy
+    header line, a terminal colour (vectorised: the common case costs one scan)."""
+    return (
+        line.str.contains(r"^\s*[{\[]\s*$")
+        | line.str.contains(r"^\s*'[^']*', '")
+        | line.str.contains("\x1b[", literal=True)
+        | line.str.contains(r"^(?:textPayload|jsonPayload):")
+    )
+
+
 def records(raw: list[str]) -> tuple[list[str], list[int]]:
     """``raw`` lines with the multi-line records joined into one line each; and the line
     number (from 1) where each starts. Lines are left as they are when nothing spans
@@ -56,19 +74,32 @@ def records(raw: list[str]) -> tuple[list[str], list[int]]:
         text = "\n".join(raw)
     blocks = _BLOCK_START.search(text) is not None
     headers = _HEADER_LINE.search(text) is not None
-    if not blocks and not headers:
+    entries = _YAML_PAYLOAD.search(text) is not None
+    if not blocks and not headers and not entries:
         return raw, list(range(1, len(raw) + 1))
     out: list[str] = []
     starts: list[int] = []
     i = 0
     while i < len(raw):
         line = raw[i]
+        if entries and (i == 0 or line.strip() == "---"):
+            first = i + 1 if line.strip() == "---" else i
+            after, entry = _yaml_entry(raw, first)
+            if entry is not None:
+                out.append(entry)
+                starts.append(first + 1)
+                i = after
+                continue
         if blocks and line.strip() in ("{", "["):
-            end = _block_end(raw, i)
-            if end is not None:
-                out.append(_compact(raw[i : end + 1]))
-                starts.append(i + 1)
-                i = end + 1
+            close = _block_end(raw, i)
+            if close is not None:
+                joined = _compact(raw[i : close + 1])
+                if out and starts[-1] == i and _LABEL_LINE.match(out[-1]):
+                    out[-1] = f"{out[-1].rstrip()} {joined}"  # aws logs tail --format json
+                else:
+                    out.append(joined)
+                    starts.append(i + 1)
+                i = close + 1
                 continue
         if headers and out and _HEADER_LINE.match(line):
             out[-1] = f"{out[-1]} {line.strip()}"
@@ -78,6 +109,30 @@ def records(raw: list[str]) -> tuple[list[str], list[int]]:
         starts.append(i + 1)
         i += 1
     return out, starts
+
+
+def _yaml_entry(raw: list[str], first: int) -> tuple[int, str | None]:
+    """A LogEntry as ``gcloud logging read`` prints it by default (YAML documents split by
+    ``---``) from line ``first``: (the line after it, the entry as one JSON line), or
+    (first, None) when the lines there are no such entry."""
+    end = first
+    while end < len(raw) and raw[end].strip() != "---":
+        end += 1
+    block = raw[first:end]
+    if not any(_YAML_PAYLOAD.match(line) for line in block):
+        return first, None
+    try:
+        value = yaml.safe_load("\n".join(block))
+    except yaml.YAMLError:
+        return first, None
+    if not isinstance(value, dict):
+        return first, None
+    return end, json.dumps(value, separators=(",", ":"), default=_iso)
+
+
+def _iso(value: object) -> str:
+    """YAML's own timestamps (unquoted) as RFC 3339 text."""
+    return value.isoformat() if isinstance(value, date) else str(value)
 
 
 def _block_end(raw: list[str], start: int) -> int | None:
