@@ -263,6 +263,7 @@ def test_one_paste_of_many_shapes_is_split_by_line_shape() -> None:
         "kernel": 3,
     }
     assert all(s.path == "-" for s in ev.sources)
+    assert not any("stdin" in s.note for s in ev.sources)  # the temporary file is never named
     (problem,) = [p for p in ev.problems if "not evidence" in p]
     assert problem.startswith("-: ")
     for named in ("2 klog lines", "Go panic lines", "1 curl error line", "other lines"):

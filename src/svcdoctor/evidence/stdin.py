@@ -27,7 +27,7 @@ def read_with_stdin(
     if "-" not in paths:
         return read_evidence(paths, clock_offsets, tz=tz)
     with tempfile.TemporaryDirectory(prefix="svcdoctor-stdin-") as folder:
-        target = Path(folder) / "stdin"
+        target = Path(folder) / "-"  # notes that name the file by its name say "-" too
         with target.open("wb") as out:
             if stdin is not None:
                 shutil.copyfileobj(stdin, out)
