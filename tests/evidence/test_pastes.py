@@ -178,6 +178,20 @@ def test_stern_prefix_with_colours_and_timestamps() -> None:
     assert "1 of 1 failure lines describe requests" in error.note
 
 
+def test_stern_names_the_pod_of_a_server_side_log(tmp_path: Path) -> None:
+    """Linkerd's access log is the answering pod's own: under stern the pod is the first
+    field, as ``kubectl logs --prefix`` would name it (the Linkerd line of the docs,
+    https://linkerd.io/2-edge/features/access-logging/)."""
+    line = (
+        "webapp-7d5c9b8f6-x2x4k linkerd-proxy 10.42.0.63:51160 "
+        "traffic.booksapp.serviceaccount.identity.linkerd.cluster.local - "
+        '[2022-08-23T20:28:20.071809491Z] "GET http://webapp:7000/ HTTP/2.0" 200\n'
+    )
+    (tmp_path / "stern.log").write_text(line)
+    ev = read_evidence([str(tmp_path / "stern.log")])
+    assert rows(ev, "backend", "upstream") == [("webapp-7d5c9b8f6-x2x4k", "webapp:7000")]
+
+
 def test_cri_partial_lines_are_joined() -> None:
     ev = read_evidence([paste("cri-partial.log")])
     assert rows(ev, "outcome", "backend", "upstream") == [

@@ -191,15 +191,21 @@ def classify(frame: pl.DataFrame, alb_line: str | None = None) -> pl.DataFrame:
     """``shape`` for every line: one of the ``SHAPES`` names (``json`` still to be told
     apart by its fields), or ``other``. A line no shape knew is tried again without one to
     three leading fields (stern's pod and container, a stream name, tab-separated export
-    fields): when the rest has an evidence shape, the line is that rest, and a stamp among
-    the fields dates it."""
+    fields): when the rest has an evidence shape, the line is that rest, a stamp among the
+    fields dates it, and a first field of two or more that reads as a pod name is its
+    ``pod`` (as ``kubectl logs --prefix`` names it)."""
     frame = frame.with_columns(_shape(pl.col("line"), alb_line).alias("shape"))
     other = pl.col("shape") == "other"
     if not frame.height or not frame.select(other.any()).item():
         return frame
     if "pts" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("pts"))
+    if "pod" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("pod"))
     known = [*EVIDENCE_SHAPES, "kernel", "json"]
+    # stern's first field is the pod (a DNS-1123 name with a dash, as ReplicaSets name pods)
+    first = pl.col("line").str.extract(r"^(\S+)[ \t]", 1)
+    pod_like = first.str.contains(r"^[a-z0-9][-a-z0-9.]*-[a-z0-9]+$")
     for lead in range(1, _LEAD + 1):
         head = rf"^((?:(?:\[[^\]]*\]|\S+)[ \t]+){{{lead}}})"  # a [labels] group is one field
         rest = pl.col("line").str.replace(head, "")
@@ -213,6 +219,10 @@ def classify(frame: pl.DataFrame, alb_line: str | None = None) -> pl.DataFrame:
             .then(pl.coalesce(_seconds(stamp), pl.col("pts")))
             .otherwise(pl.col("pts"))
             .alias("pts"),
+            pl.when(found & pod_like & (lead >= 2))
+            .then(first)
+            .otherwise(pl.col("pod"))
+            .alias("pod"),
         )
     return frame
 
