@@ -296,6 +296,25 @@ def test_a_paste_with_nothing_readable_says_what_it_saw() -> None:
     assert "svcdoctor-stdin" not in said  # the temporary file is never named
 
 
+def test_kubectl_tables_and_prefixed_debug_lines_are_named() -> None:
+    """``kubectl get pods``/``describe`` tables and an Envoy debug line behind kail's
+    ``ns/pod[container]:`` prefix (knative-extensions/net-contour#237) are named, not
+    "other"."""
+    text = (
+        "NAME                   READY   STATUS        RESTARTS   AGE\n"
+        "api-7c9d-x2x4k         1/1     Terminating   0          3m\n"
+        "  Warning  Unhealthy  12s (x3 over 32s)  kubelet  Readiness probe failed: "
+        'Get "http://10.244.1.7:8080/healthz": dial tcp 10.244.1.7:8080: connect: '
+        "connection refused\n"
+        "contour-external/envoy-54hfm[envoy]: [2020-09-08 16:08:59.159][11][debug][http] "
+        "[source/common/http/conn_manager_impl.cc:808] [C6931][S1051897512304542336] "
+        "request headers complete (end_stream=true):\n"
+    )
+    with pytest.raises(EvidenceError) as caught:
+        stdin(text)
+    assert "1 Envoy debug line, 3 kubectl table lines;" in str(caught.value)
+
+
 def test_diagnose_dash_on_nothing_readable_exits_2_with_one_line() -> None:
     text = Path(paste("nothing-readable.txt")).read_text()
     done = CliRunner().invoke(cli, ["diagnose", "-"], input=text)

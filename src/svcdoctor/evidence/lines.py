@@ -74,6 +74,11 @@ TRACE_HINT = (
     r'|\s+File "[^"]+", line \d)'
 )
 CURL_HINT = r"^curl: \(\d+\) "
+# kubectl's tables: get pods (NAME READY STATUS …) and describe's Events (Type Reason …)
+KUBECTL_HINT = (
+    r"^(?:NAME\s+READY\s+STATUS|\S+\s+\d+/\d+\s+(?:Running|Terminating|Pending|Completed|Error"
+    r"|CrashLoopBackOff|ContainerCreating)\s|\s*(?:Normal|Warning)\s+[A-Z]\w+\s+\S+\s+\S+\s+)"
+)
 
 SHAPES = (
     ("traefik", TRAEFIK_HINT),
@@ -90,6 +95,7 @@ SHAPES = (
     ("go-panic", GO_PANIC_HINT),
     ("traceback", TRACE_HINT),
     ("curl", CURL_HINT),
+    ("kubectl", KUBECTL_HINT),
 )
 EVIDENCE_SHAPES = frozenset(
     {
@@ -104,6 +110,7 @@ NOT_EVIDENCE = {
     "go-panic": "Go panic",
     "traceback": "stack trace",
     "curl": "curl error",
+    "kubectl": "kubectl table",
     "other": "other",
 }
 _LEAD = 3  # leading fields (labels, stamps) tried away on lines no shape knew
@@ -202,7 +209,7 @@ def classify(frame: pl.DataFrame, alb_line: str | None = None) -> pl.DataFrame:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("pts"))
     if "pod" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("pod"))
-    known = [*EVIDENCE_SHAPES, "kernel", "json"]
+    known = [*EVIDENCE_SHAPES, "kernel", "json", *NOT_EVIDENCE.keys() - {"other"}]
     # stern's first field is the pod (a DNS-1123 name with a dash, as ReplicaSets name pods)
     first = pl.col("line").str.extract(r"^(\S+)[ \t]", 1)
     pod_like = first.str.contains(r"^[a-z0-9][-a-z0-9.]*-[a-z0-9]+$")
