@@ -251,17 +251,9 @@ def describe(counts: dict[str, int]) -> str:
     counts["other"] = counts.get("other", 0) + counts.pop("json", 0)  # JSON of no known kind
     total = sum(counts.values())
     requests = sum(v for k, v in counts.items() if k in EVIDENCE_SHAPES)
-    named = [
-        f"{counts[k]} {word} line{'s' if counts[k] != 1 else ''}"
-        for k, word in NOT_EVIDENCE.items()
-        if counts.get(k)
-    ]
+    named = [_lines(counts[k], word) for k, word in NOT_EVIDENCE.items() if counts.get(k)]
     seen = ", ".join(
-        [
-            f"{requests} request line{'s' if requests != 1 else ''}",
-            f"{counts.get('kernel', 0)} kernel lines",
-            *named,
-        ]
+        [_lines(requests, "request"), _lines(counts.get("kernel", 0), "kernel"), *named]
     )
     return (
         f"{total} line{'s' if total != 1 else ''}: {seen}; collect next: the proxy's "
@@ -269,6 +261,10 @@ def describe(counts: dict[str, int]) -> str:
         "sidecar), kubectl get events -o json and dmesg -T from the node, or run "
         "svcdoctor collect"
     )
+
+
+def _lines(count: int, word: str) -> str:
+    return f"{count} {word} line{'s' if count != 1 else ''}"
 
 
 def json_shape(lines: pl.Series) -> pl.Series:
