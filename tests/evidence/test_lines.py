@@ -400,16 +400,17 @@ def test_cloud_load_balancer_logs_are_read_by_shape(tmp_path: Path) -> None:
 
 def test_lines_starting_with_a_bracket_are_not_json(tmp_path: Path) -> None:
     """ingress-nginx's TCP stream access line starts with an IPv6 client in brackets
-    (kubernetes/ingress-nginx#9943): not JSON; read by lines (not evidence), the file
-    named once."""
+    (kubernetes/ingress-nginx#9943): not JSON; read by lines, the stream line as a request
+    of the stream log (issue 29: its 502 is a failure)."""
     (tmp_path / "stream.log").write_text(
         "[fd69:1:10:f980::a13:26df] [01/Jun/2023:03:05:57 +0000] TCP 502 0 0 0.000\n"
         + _error("3.18.201.2", "2023/04/17 12:30:00", "10.244.0.9:8080")
         + "\n"
     )
     ev = read_evidence([str(tmp_path)])
-    assert ev.requests.height == 1
-    assert any("1 other line: not evidence" in p for p in ev.problems)
+    assert ev.requests.height == 2
+    assert {s.format for s in ev.sources} == {"nginx-stream", "nginx-error"}
+    assert not ev.problems
 
 
 def test_docker_json_file_with_a_broken_line(tmp_path: Path) -> None:

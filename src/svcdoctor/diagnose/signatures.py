@@ -100,6 +100,32 @@ _COLLECT_INFRA = (
     "conntrack -S` twice, before and after failures"
 )
 
+REFUSED = Signature(
+    "connection refused",
+    r"connect[_ ]error:[_ ]?111|\(111: Connection refused\)|Connection refused",
+    (RACE, BACKEND),
+    "nothing listened at the pod's address: a pod that had closed its port (shutting "
+    "down) was still routed, or the app is not listening",
+    _COLLECT_RACE,
+    f"{ENVOY_DETAILS}; {NGINX_UPSTREAM}; {ERRNO}",
+)
+# An endpoint-removal race refuses a pod's connections for the time endpoint removal takes
+# to propagate ("milliseconds … it can be seconds"; "errors clustered in the seconds after
+# a delete are the race; errors evenly spread are a bad backend": ../shared/problem.md);
+# the slowest hop svcdoctor knows lags 90 s (AGIC), but one pod refused for longer than
+# 30 s with no deletion in the paste is not listening at all (crashed, wrong port).
+RACE_SPAN_SECONDS = 30.0
+REFUSED_PERSISTENT = replace(
+    REFUSED,
+    name="connection refused for long",
+    causes=(BACKEND, RACE),
+    means=(
+        "one backend refused connections for longer than an endpoint-removal race lasts: "
+        "the app is not listening on that port (crashed, wrong port, still starting)"
+    ),
+    collect=_COLLECT_BACKEND,
+)
+
 # Ordered: the first signature whose pattern matches a row's detail reads it (specific
 # response code details before the bare flags they come with).
 TABLE: tuple[Signature, ...] = (
@@ -113,15 +139,7 @@ TABLE: tuple[Signature, ...] = (
         "the Service port's name/appProtocol and the app's protocol on that port",
         ENVOY_DETAILS,
     ),
-    Signature(
-        "connection refused",
-        r"connect[_ ]error:[_ ]?111|\(111: Connection refused\)|Connection refused",
-        (RACE, BACKEND),
-        "nothing listened at the pod's address: a pod that had closed its port (shutting "
-        "down) was still routed, or the app is not listening",
-        _COLLECT_RACE,
-        f"{ENVOY_DETAILS}; {NGINX_UPSTREAM}; {ERRNO}",
-    ),
+    REFUSED,
     Signature(
         "no route to host",
         r"connect[_ ]error:[_ ]?113|\(113: No route to host\)|No route to host",
@@ -556,7 +574,20 @@ def _request_matches(frame: pl.DataFrame) -> list[Match]:
                 "detail": f"{row['detail'] or row['outcome']} after {TIMEOUTS[row['__at']]}",
             }
         found[sig.name] = (sig, row["__n"], _quote(named))
+    refused = found.get(REFUSED.name)
+    if refused is not None and _refused_for(rows) > RACE_SPAN_SECONDS:
+        found[REFUSED.name] = (REFUSED_PERSISTENT, *refused[1:])
     return [Match(sig, n, quote) for sig, n, quote in found.values()]
+
+
+def _refused_for(rows: pl.DataFrame) -> float:
+    """The longest time one backend kept refusing connections (first to last refusal)."""
+    refused = rows.filter(
+        pl.col("detail").cast(pl.Utf8).fill_null("").str.contains(REFUSED.pattern)
+    )
+    spans = refused.group_by("backend").agg((pl.col("ts").max() - pl.col("ts").min()).alias("s"))
+    longest = spans.get_column("s").max() if spans.height else None
+    return float(longest) if isinstance(longest, int | float) else 0.0
 
 
 def _signature_of(detail: str, timed_out: bool) -> Signature | None:

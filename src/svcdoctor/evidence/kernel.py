@@ -9,7 +9,15 @@ Line shapes (each seen in public reports):
   (wballard/starphleet#352), ``-o short-iso``: ``2026-12-02T10:00:03+0000 node-7 kernel: …``;
 - a bare ``kernel: [1694413.644132] nf_conntrack: nf_conntrack: table full, dropping
   packet`` with no syslog date (canonical/hotsos#101): dated by a collector prefix when
-  there is one.
+  there is one; and the message alone, its prefix doubled or not, as people paste it
+  (``nf_conntrack: nf_conntrack: table full, dropping packet``): dated by a prefix or not
+  at all.
+
+``conntrack -S`` layouts: ``cpu=0 found=0 invalid=… insert_failed=… drop=…`` per CPU
+(conntrack-tools ≥ 1.4 over ctnetlink, ``nfct_stats_cb`` in src/conntrack.c), and the
+older one key a line read from /proc/net/stat/nf_conntrack, ``printf("%-10s\t\t%-8u\n")``
+(``display_proc_conntrack_stats`` in conntrack-tools src/conntrack.c, git.netfilter.org):
+``insert_failed\t\t0``.
 """
 
 from __future__ import annotations
@@ -32,9 +40,15 @@ _DMESG_T = re.compile(r"^\[(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*(.*)$"
 _JOURNAL = re.compile(r"^(\w{3} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?) (\S+) kernel: (.*)$")
 _JOURNAL_ISO = re.compile(r"^(\d{4}-\d\d-\d\dT\S+) (\S+) kernel: (.*)$")
 _BARE = re.compile(r"^(?:(\S+) )?kernel: (.*)$")
+_MESSAGE = re.compile(r"^(nf_conntrack: .*)$")  # the message alone
 _BOOT = re.compile(r"^\[\s*(\d+\.\d+)\]\s*")
 _COUNTER = re.compile(r"\b(insert_failed|drop)=(\d+)")
 _CPU = re.compile(r"^\s*cpu=(\d+)\s")
+# the older layout: one key a line, tab-separated; ``entries`` opens a snapshot
+_KEY_LINE = re.compile(r"^\s*(entries|insert_failed|drop)\s+(\d+)\s*$")
+CONNTRACK_S = re.compile(
+    r"^\s*cpu=\d+\s.*\b(?:found|insert_failed)=|^insert_failed[ \t]+\d+\s*$", re.MULTILINE
+)
 
 KERNEL_HINT = re.compile(r"nf_conntrack|kernel:")
 
@@ -77,6 +91,8 @@ def kernel_lines(
             if ts is None and (b := _BOOT.match(body)):
                 ts, aligned = float(b.group(1)), False
             aligned = aligned and ts is not None
+        elif m := _MESSAGE.match(line):
+            body, ts, aligned = m.group(1), pts, pts is not None
         else:
             other += 1
             continue
@@ -102,6 +118,15 @@ def kernel_lines(
     return events, other
 
 
+def time_note(events: list[KernelEvent]) -> str:
+    """What a kernel source's times are, when they are not UTC instants."""
+    if all(e.aligned for e in events):
+        return ""
+    if all(e.ts is None for e in events):
+        return "no times: the lines carry none"
+    return "seconds since boot: pass --clock-offset FILE=BOOT_EPOCH to align"
+
+
 def _colon_offset(text: str) -> str:
     """``+0000`` → ``+00:00`` (journalctl short-iso)."""
     return re.sub(r"([+-]\d\d)(\d\d)$", r"\1:\2", text)
@@ -120,6 +145,14 @@ def conntrack_stats(text: str, source: str) -> list[KernelEvent]:
             stamp, current = when, None
             continue
         counters = _COUNTER.findall(line)
+        if key := _KEY_LINE.match(line):
+            if key.group(1) == "entries" or current is None:
+                current = {"insert_failed": 0, "drop": 0, "__cpus": 1}
+                snapshots.append((stamp, current))
+                stamp = None
+            if key.group(1) != "entries":
+                current[key.group(1)] += int(key.group(2))
+            continue
         if not counters:
             continue
         cpu = _CPU.match(line)

@@ -12,6 +12,18 @@ Shapes (each with where it was seen):
 - the older one with the real IP in brackets and no alternative upstream:
   ``client - [client] - user [time] … reqtime [ns-svc-port] addrs lens times statuses``
   (kubernetes/ingress-nginx#334, #4312; docs/user-guide/log-format.md before 0.2x);
+- nginx's own ``combined`` and NGINX Inc's ``main`` formats (no upstream fields; also with
+  the spacing of hand-written formats and pastes): ``$remote_addr - $remote_user
+  [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"
+  ["$http_x_forwarded_for"]`` (https://nginx.org/en/docs/http/ngx_http_log_module.html,
+  the ``main`` of the nginx image's /etc/nginx/nginx.conf): a row per request, no backend,
+  its time the end of the request (the format has no duration);
+- ingress-nginx's stream (TCP/UDP services) log, ``log-format-stream`` ``[$remote_addr]
+  [$time_local] $protocol $status $bytes_sent $bytes_received $session_time``
+  (https://kubernetes.github.io/ingress-nginx/user-guide/nginx-configuration/configmap/#log-format-stream;
+  older controllers wrote the fields without spaces, kubernetes/ingress-nginx#4541, #3612):
+  ``$status`` 502 when the upstream could not be reached
+  (https://nginx.org/en/docs/stream/ngx_stream_core_module.html#var_status);
 - nginx error lines of http upstreams (``upstream: "http://10.0.0.1:8080/path"``) and of
   TCP/UDP stream upstreams (``upstream: "172.26.144.225:9009"``, no scheme);
 - Envoy's default text format, Istio's (1.1 to 1.8: ``"%DYNAMIC_METADATA(istio.mixer:status)%"
@@ -46,6 +58,17 @@ NGINX_ACCESS = (
     r"(?P<addrs>[^\s,]+(?:(?:, | : )[^\s,]+)*) (?P<lengths>[^\s,]+(?:(?:, | : )[^\s,]+)*) "
     r"(?P<times>[^\s,]+(?:(?:, | : )[^\s,]+)*) "
     r"(?P<statuses>[^\s,]+(?:(?:, | : )[^\s,]+)*)(?: (?P<req_id>\S+))?\s*$"
+)
+# nginx "combined" / NGINX Inc "main" (see the module docstring); any fields after them
+# (a custom format's additions) are ignored.
+NGINX_COMBINED = (
+    r"^(?P<client>\S+)\s+-\s+\S+\s+\[(?P<time>[^\]]+)\]\s+\"(?P<request>[^\"]*)\"\s+"
+    r"(?P<status>\d{3})\s+\S+(?:\s+\"[^\"]*\"\s+\"[^\"]*\"(?:\s+\"(?P<xff>[^\"]*)\")?)?"
+    r"(?:\s+\S.*)?$"
+)
+NGINX_STREAM = (
+    r"^(?:\[(?P<client>[^\]]*)\] ?)?\[(?P<time>\d\d/\w{3}/\d{4}:[^\]]+)\] ?(?P<proto>TCP|UDP) ?"
+    r"(?P<status>\d{3})(?: (?P<sent>\d+) (?P<received>\d+) (?P<session>\d+(?:\.\d+)?)|[\d.]*)\s*$"
 )
 # Upstream failures in the nginx error log (http and stream); ``detail`` is nginx's phrase.
 NGINX_ERROR = (
@@ -120,9 +143,11 @@ def nginx_access_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, 
     """Rows (with ``__end``, when the request completed) for access-log ``lines`` (column
     ``line``), the count that did not parse, and the UTC offset most lines carry."""
     parsed = lines.select(pl.col("line").str.extract_groups(NGINX_ACCESS).alias("m")).unnest("m")
-    unparsed = parsed.filter(pl.col("time").is_null()).height
+    missing = parsed.get_column("time").is_null()
+    combined, unparsed = _combined(lines.filter(missing), source)
     parsed = parsed.filter(pl.col("time").is_not_null()).with_row_index("req")
-    offsets = parsed.get_column("time").str.slice(-5).value_counts(sort=True)
+    times = pl.concat([parsed.get_column("time"), combined.get_column("__time")])
+    offsets = times.str.slice(-5).value_counts(sort=True)
     offset = str(offsets.row(0)[0]) if offsets.height else None
     end = text_seconds(pl.col("time"), "%d/%b/%Y:%H:%M:%S %z")
     # $time_local is when the request completed; the canonical ts is when it started.
@@ -162,7 +187,54 @@ def nginx_access_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, 
             _null_dash(pl.col("real_ip").str.split(",").list.first().str.strip_chars()),
         ).alias("client"),
     )
-    return conform(rows.lazy(), source, keep=("__end",)).collect(), unparsed, offset
+    frame = conform(rows.lazy(), source, keep=("__end",)).collect()
+    if combined.height:
+        frame = pl.concat([frame, combined.drop("__time")])
+    return frame, unparsed, offset
+
+
+def _combined(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Rows (with ``__end`` and the raw ``__time``) for access lines in nginx's ``combined``
+    or ``main`` format, and the count of lines that are neither."""
+    parsed = lines.select(pl.col("line").str.extract_groups(NGINX_COMBINED).alias("m")).unnest("m")
+    kept = parsed.filter(pl.col("time").is_not_null())
+    end = text_seconds(pl.col("time"), "%d/%b/%Y:%H:%M:%S %z")
+    status = pl.col("status").cast(pl.Int64)
+    rows = kept.with_columns(
+        end.alias("ts"),
+        end.alias("__end"),
+        pl.col("time").alias("__time"),
+        status.alias("status"),
+        _status_outcome(status).alias("outcome"),
+        pl.coalesce(
+            _null_dash(pl.col("xff")).str.split(",").list.first().str.strip_chars(),
+            _null_dash(pl.col("client")),
+        ).alias("client"),
+    )
+    frame = conform(rows.lazy(), source, keep=("__end", "__time")).collect()
+    return frame, parsed.height - kept.height
+
+
+def nginx_stream_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Rows for ingress-nginx stream (TCP/UDP) log ``lines``, and the count that did not
+    parse; the request started ``$session_time`` before its logged end."""
+    parsed = lines.select(pl.col("line").str.extract_groups(NGINX_STREAM).alias("m")).unnest("m")
+    unparsed = parsed.filter(pl.col("time").is_null()).height
+    end = text_seconds(pl.col("time"), "%d/%b/%Y:%H:%M:%S %z")
+    session = pl.col("session").cast(pl.Float64, strict=False)
+    status = pl.col("status").cast(pl.Int64)
+    outcome = _status_outcome(status)
+    rows = parsed.filter(pl.col("time").is_not_null()).with_columns(
+        (end - session.fill_null(0.0)).alias("ts"),
+        status.alias("status"),
+        outcome.alias("outcome"),
+        _null_dash(pl.col("client")).alias("client"),
+        (session * 1000).alias("latency_ms"),
+        pl.when(status == 502)
+        .then(pl.lit("stream 502: the upstream could not be reached"))
+        .alias("detail"),
+    )
+    return conform(rows.lazy(), source).collect(), unparsed
 
 
 def nginx_error(text: str, source: str) -> tuple[pl.DataFrame, int]:
@@ -226,6 +298,17 @@ def _detail(outcome: pl.Expr, *parts: pl.Expr) -> pl.Expr:
     return pl.when(outcome.is_in(["ok"]) | (text == "")).then(None).otherwise(text)
 
 
+def _no_endpoints(flags: pl.Expr, details: pl.Expr) -> pl.Expr:
+    """Envoy's ``UH`` (``no_healthy_upstream``: the cluster had no healthy host, for a
+    Kubernetes Service no ready endpoint; https://www.envoyproxy.io/docs/envoy/latest/configuration/observability/access_log/usage#config-access-log-format-response-flags)
+    said in words: the outcome model has no "no endpoints" outcome, so the row stays an
+    ``http_error`` (the 503 the client saw) and the detail names it."""
+    uh = flags.str.contains(r"(^|,)UH(,|$)").fill_null(False)
+    words = "no_healthy_upstream: no ready endpoints"
+    named = details.fill_null("").str.contains("no_healthy_upstream")
+    return pl.when(uh & ~named).then(pl.lit(words)).otherwise(details)
+
+
 def _upstream(cluster: pl.Expr, authority: pl.Expr) -> pl.Expr:
     """The Envoy cluster; Istio's inbound clusters (``inbound|9080||``) name no Service, so
     the request's ``:authority`` host tells the Services of one sidecar log apart."""
@@ -269,7 +352,7 @@ def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
         _detail(
             outcome,
             pl.col("flags"),
-            pl.col("details"),
+            _no_endpoints(pl.col("flags"), pl.col("details")),
             pl.coalesce(pl.col("tfr1"), pl.col("tfr2")),
         ).alias("detail"),
     )
@@ -351,7 +434,7 @@ def _envoy_json_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         _detail(
             outcome,
             pl.col("response_flags"),
-            pl.col("response_code_details"),
+            _no_endpoints(pl.col("response_flags").fill_null("-"), pl.col("response_code_details")),
             pl.col("upstream_transport_failure_reason"),
         ).alias("detail"),
     )

@@ -24,8 +24,9 @@ from typing import Any
 import polars as pl
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.evidence import kernel, lines, loadgen, proxylogs
+from svcdoctor.evidence import kernel, lines, loadgen, proxylogs, traefik, unwrap
 from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, objects, read_kubectl
+from svcdoctor.evidence.nginxjoin import Part, nginx_bundle
 from svcdoctor.evidence.requests import RequestLogError, empty, read_canonical
 from svcdoctor.evidence.times import offset_text, utc_offset
 from svcdoctor.manifests import build_inventory, load
@@ -44,7 +45,7 @@ except ImportError:  # pragma: no cover - only while that module is being writte
     cloudlb = None
 
 _HEAD = 64 * 1024
-_CONNTRACK_S = re.compile(r"^\s*cpu=\d+\s.*\b(found|insert_failed)=", re.MULTILINE)
+_CONNTRACK_S = kernel.CONNTRACK_S
 _YAML_OBJECT = re.compile(r"^(apiVersion|kind):", re.MULTILINE)
 _EVIDENCE_KINDS = frozenset({"Event", "Pod", "EndpointSlice"})
 # JSON object lines that are log records (read line by line), not Kubernetes documents
@@ -60,13 +61,15 @@ _ROW_PARSERS = {
     "envoy-json": proxylogs.envoy_json_lines,
     "linkerd": proxylogs.linkerd_apache_lines,
     "linkerd-json": proxylogs.linkerd_json_lines,
+    "nginx-stream": proxylogs.nginx_stream_lines,
+    "traefik": traefik.clf_lines,
+    "traefik-json": traefik.json_lines,
 }
 # (``[   0.0021s]``: linkerd-proxy's own log lines, which start a linkerd-proxy container log)
 _LINE_START = re.compile(r"^(?:\[pod/|\[\s*\d+\.\d+s?\]|\[\w{3} \w{3} |\[\d{4}-\d\d-\d\dT)")
 # words for the shapes that are not evidence, in the problems line
-_NOT_EVIDENCE = {"klog": "klog", "other": "other"}
-_RESOLUTION = {"nginx-access": 1.0, "nginx-error": 1.0}
-_JOIN_SLACK = 1.0  # seconds either side of a request an error line may fall (1 s clocks)
+_NOT_EVIDENCE = lines.NOT_EVIDENCE
+_RESOLUTION = {"nginx-access": 1.0, "nginx-error": 1.0, "nginx-stream": 1.0, "traefik": 1.0}
 
 
 class EvidenceError(SvcdoctorError, ValueError):
@@ -74,21 +77,8 @@ class EvidenceError(SvcdoctorError, ValueError):
 
 
 @dataclass(slots=True)
-class _Part:
-    """Request rows that one file gave in one shape."""
-
-    path: str
-    fmt: str
-    frame: pl.DataFrame
-    note: str = ""
-    offset: str | None = None  # nginx-access: the UTC offset its times carry (``+0200``)
-    read: int = 0  # lines read as rows (error logs: before the join)
-    span: tuple[float | None, float | None] | None = None  # error logs: before the join
-
-
-@dataclass(slots=True)
 class _Collected:
-    parts: list[_Part] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
     kube: KubectlEvidence = field(default_factory=KubectlEvidence)
     kernel_lines: list[tuple[str, str, list[tuple[str, float | None]]]] = field(
         default_factory=list
@@ -211,18 +201,14 @@ def read_evidence(
             )
         got.kernel.extend(events)
         aligned = [e.ts for e in events if e.aligned and e.ts is not None]
-        note = (
-            ""
-            if all(e.aligned for e in events)
-            else ("seconds since boot: pass --clock-offset FILE=BOOT_EPOCH to align")
-        )
+        note = kernel.time_note(events)
         rows = sum(1 for e in events if e.kind == "conntrack_full")
         got.sources.append(
             SourceSummary(
                 name, fmt, rows, min(aligned, default=None), max(aligned, default=None), note
             )
         )
-    _nginx_bundle(got, zone)
+    nginx_bundle(got.parts, zone)
     for part in got.parts:
         _add_source(got, part)
     offsets = clock_offsets or {}
@@ -259,7 +245,7 @@ def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
         got.loads.append(found)
         got.sources.extend(found.sources)
         got.problems.extend(found.problems)
-        got.parts += [_Part(name, found.shape, r, found.note, read=r.height) for r in found.frames]
+        got.parts += [Part(name, found.shape, r, found.note, read=r.height) for r in found.frames]
         if not found.mixed:  # else the log lines pasted with the report are read as well
             return
     try:
@@ -267,7 +253,7 @@ def _read_one(path: Path, got: _Collected, name: str | None = None) -> None:
             frame, problems, warnings = read_canonical(path, fmt, name)
             got.problems.extend(f"{name}: {p}" for p in problems)
             got.warnings.extend(f"{name}: {w}" for w in warnings)
-            got.parts.append(_Part(name, fmt, frame, read=frame.height))
+            got.parts.append(Part(name, fmt, frame, read=frame.height))
         elif fmt == "binary":
             got.problems.append(f"{name}: not a recognised evidence format (binary)")
         elif fmt == "json":
@@ -370,8 +356,11 @@ def _read_json(text: str, name: str, got: _Collected) -> None:
             gcp = [r for r in records if isinstance(r, dict) and cloudlb.is_gcp_entry(r)]
             if gcp:
                 frame = cloudlb.gcp_requests(gcp, name)
-                got.parts.append(_Part(name, "gcp", frame, read=frame.height))
+                got.parts.append(Part(name, "gcp", frame, read=frame.height))
                 return
+        if (logged := unwrap.document_lines(records)) is not None:
+            _read_lines(logged, name, got)  # log records: pretty-printed, in an array, wrapped
+            return
         got.problems.append(f"{name}: JSON without Kubernetes objects, skipped")
         return
     read_kubectl(docs, name, got.kube)
@@ -413,24 +402,24 @@ def _read_lines(text: str, name: str, got: _Collected) -> None:
         elif shape == "nginx-access":
             access, bad, offset = proxylogs.nginx_access_lines(sub, name)
             skipped["nginx-access"] = bad
-            got.parts.append(_Part(name, shape, access, offset=offset, read=sub.height - bad))
+            got.parts.append(Part(name, shape, access, offset=offset, read=sub.height - bad))
         elif shape == "nginx-error":
             errors, quiet = proxylogs.nginx_error_lines(sub, name)
             note = f"{quiet} lines without an upstream failure" if quiet else ""
-            got.parts.append(_Part(name, shape, errors, note=note, read=errors.height))
+            got.parts.append(Part(name, shape, errors, note=note, read=errors.height))
         elif shape in _ROW_PARSERS:
             rows, bad = _ROW_PARSERS[shape](sub, name)
             skipped[shape] = bad
-            got.parts.append(_Part(name, shape, rows, read=rows.height))
+            got.parts.append(Part(name, shape, rows, read=rows.height))
         elif shape == "alb" and cloudlb is not None:
             rows, bad = cloudlb.alb_access(sub.get_column("line").to_list(), name)
             skipped["alb"] = bad
-            got.parts.append(_Part(name, shape, rows, read=rows.height))
+            got.parts.append(Part(name, shape, rows, read=rows.height))
         elif shape == "gcp" and cloudlb is not None:
             records = _json_records(sub.get_column("line").to_list())
             gcp = [r for r in records if cloudlb.is_gcp_entry(r)]
             skipped["gcp"] = sub.height - len(gcp)
-            got.parts.append(_Part(name, shape, cloudlb.gcp_requests(gcp, name), read=len(gcp)))
+            got.parts.append(Part(name, shape, cloudlb.gcp_requests(gcp, name), read=len(gcp)))
     for shape, bad in skipped.items():
         if bad:
             got.problems.append(
@@ -473,186 +462,7 @@ def _kinds(docs: Iterable[Any]) -> set[str]:
 # ---------------------------------------------------------------- nginx: zone and join
 
 
-def _nginx_bundle(got: _Collected, zone: float | None) -> None:
-    """The nginx error log's times put on UTC (``--tz``, else the zone of the bundle's
-    access log, else its collector's timestamps, else UTC: the note says which), then
-    each error line that describes a request of the access log joined to that request
-    instead of counted again."""
-    access = [p for p in got.parts if p.fmt == "nginx-access"]
-    errors = [p for p in got.parts if p.fmt == "nginx-error"]
-    if not errors:
-        return
-    offsets = [p.offset for p in access if p.offset]
-    common = max(set(offsets), key=offsets.count) if offsets else None
-    for part in errors:
-        frame = part.frame
-        if zone is not None:
-            shift, why = zone, f"read as UTC{offset_text(zone)} (--tz)"
-        elif common is not None and utc_offset(common) is not None:
-            shift = utc_offset(common) or 0.0
-            names = sorted({Path(p.path).name for p in access if p.offset == common})
-            why = f"read as UTC{offset_text(shift)}, the zone of the access log {', '.join(names)}"
-        elif (derived := _zone_from_stamps(frame)) is not None:
-            shift, why = derived, f"read as UTC{offset_text(derived)}, from the log's timestamps"
-        else:
-            shift, why = 0.0, "read as UTC: no access log gives the zone (pass --tz)"
-        if shift:
-            frame = frame.with_columns(pl.col("ts") - shift)
-        part.frame = frame.drop("__pts")
-        start, end = part.frame.get_column("ts").min(), part.frame.get_column("ts").max()
-        part.span = (
-            start if isinstance(start, float) else None,
-            end if isinstance(end, float) else None,
-        )
-        part.note = _join_note(part.note, f"times carry no UTC offset: {why}")
-    if not access:
-        for part in access + errors:
-            part.frame = part.frame.drop("__end", strict=False)
-        return
-    _join(access, errors)
-    _name_upstreams(access, errors)
-    for part in access:
-        part.frame = part.frame.drop("__end")
-
-
-def _name_upstreams(access: list[_Part], errors: list[_Part]) -> None:
-    """Error-log rows kept on their own get the Service (``upstream``) the access log routes
-    their backend address to: the error log names only the address."""
-    known = (
-        pl.concat([p.frame.select("backend", "upstream") for p in access])
-        .drop_nulls()
-        .with_columns(pl.col("backend").cast(pl.Utf8), pl.col("upstream").cast(pl.Utf8))
-        .group_by("backend", "upstream")
-        .len()
-        .sort("len", descending=True)
-        .unique("backend", keep="first")
-        .select("backend", pl.col("upstream").alias("__u"))
-    )
-    if not known.height:
-        return
-    for part in errors:
-        if not part.frame.height:
-            continue
-        frame = part.frame.with_columns(pl.col("backend").cast(pl.Utf8).alias("__bk"))
-        frame = frame.join(known, left_on="__bk", right_on="backend", how="left")
-        part.frame = frame.with_columns(
-            pl.coalesce(pl.col("upstream"), pl.col("__u").cast(pl.Categorical)).alias("upstream")
-        ).select(REQUEST_COLUMNS)
-
-
-def _zone_from_stamps(frame: pl.DataFrame) -> float | None:
-    """The zone of nginx's local times from the collector's UTC stamps on the same lines
-    (``kubectl logs --timestamps``, CRI), to the quarter hour."""
-    lag = frame.select((pl.col("ts") - pl.col("__pts")).median()).item()
-    if lag is None:
-        return None
-    return float(round(lag / 900.0) * 900.0)
-
-
-def _join_note(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
-
-
-def _join(access: list[_Part], errors: list[_Part]) -> None:
-    """Error lines that describe a request in the access log (same upstream address, same
-    client, error time within [start - 1 s, end + 1 s]) refine that row (outcome from the
-    errno, ``detail``) instead of becoming a row: each failure is counted once. Masked
-    (retried) attempts match too. Failed rows are matched first, each row at most once."""
-    rows = pl.concat(
-        [p.frame.with_columns(pl.lit(i).alias("__part")) for i, p in enumerate(access)]
-    ).with_row_index("__aid")
-    errs = pl.concat(
-        [p.frame.with_columns(pl.lit(i).alias("__epart")) for i, p in enumerate(errors)]
-    ).with_row_index("__eid")
-    keys = [
-        pl.col("client").cast(pl.Utf8).alias("__c"),
-        pl.col("backend").cast(pl.Utf8).alias("__b"),
-    ]
-    cand = rows.filter(
-        (pl.col("outcome") != "aborted")
-        & pl.col("client").is_not_null()
-        & pl.col("backend").is_not_null()
-    ).select(
-        "__aid",
-        *keys,
-        pl.col("ts").alias("__start"),
-        pl.col("__end"),
-        pl.col("outcome").is_in(["ok"]).not_().alias("__failed"),
-    )
-    left = errs.filter(pl.col("client").is_not_null() & pl.col("backend").is_not_null()).select(
-        "__eid", *keys, (pl.col("ts") + _JOIN_SLACK).alias("__key"), pl.col("ts").alias("__ets")
-    )
-    # only the requests of the (client, backend) pairs that error lines name, by start
-    cand = cand.join(left.select("__c", "__b").unique(), on=["__c", "__b"], how="semi").sort(
-        "__start"
-    )
-    left = left.sort("__key")
-    matched: list[pl.DataFrame] = []
-    for failed in (True, False):
-        pool = cand.filter(pl.col("__failed") == failed)
-        for _ in range(4):  # a request per round for errors that matched the same row
-            if not left.height or not pool.height:
-                break
-            pairs = (
-                left.join_asof(
-                    pool,
-                    left_on="__key",
-                    right_on="__start",
-                    by=["__c", "__b"],
-                    strategy="backward",
-                    check_sortedness=False,
-                )
-                .filter(
-                    pl.col("__aid").is_not_null()
-                    & (pl.col("__ets") <= pl.coalesce("__end", "__start") + _JOIN_SLACK)
-                )
-                .sort("__ets")
-                .unique("__aid", keep="first", maintain_order=True)
-                .select("__eid", "__aid")
-            )
-            if not pairs.height:
-                break
-            matched.append(pairs)
-            left = left.filter(~pl.col("__eid").is_in(pairs.get_column("__eid").implode()))
-            pool = pool.filter(~pl.col("__aid").is_in(pairs.get_column("__aid").implode()))
-    if not matched:
-        for part in errors:
-            part.note = _join_note(part.note, "no line matches a request of the access log")
-        return
-    pairs = pl.concat(matched)
-    refine = pairs.join(
-        errs.select("__eid", pl.col("outcome").alias("__eo"), pl.col("detail").alias("__ed")),
-        on="__eid",
-    )
-    rows = rows.join(refine.select("__aid", "__eo", "__ed"), on="__aid", how="left")
-    rows = rows.with_columns(
-        pl.when(pl.col("__eo").is_not_null() & (pl.col("__eo") != "error"))
-        .then(pl.col("__eo"))
-        .otherwise(pl.col("outcome"))
-        .alias("outcome"),
-        pl.coalesce(pl.col("__ed"), pl.col("detail")).alias("detail"),
-    )
-    for i, part in enumerate(access):
-        part.frame = (
-            rows.filter(pl.col("__part") == i).sort("__aid").select([*REQUEST_COLUMNS, "__end"])
-        )
-    joined_ids = pairs.get_column("__eid").implode()
-    for i, part in enumerate(errors):
-        mine = errs.filter(pl.col("__epart") == i)
-        joined = mine.filter(pl.col("__eid").is_in(joined_ids)).height
-        part.frame = mine.filter(~pl.col("__eid").is_in(joined_ids)).select(REQUEST_COLUMNS)
-        kept = part.frame.height
-        part.note = _join_note(
-            part.note,
-            f"{joined} of {joined + kept} failure lines describe requests of the access log: "
-            f"counted once, there; {kept} kept as error-log rows",
-        )
-
-
-# ---------------------------------------------------------------- assembly
-
-
-def _add_source(got: _Collected, part: _Part) -> None:
+def _add_source(got: _Collected, part: Part) -> None:
     ts = part.frame.get_column("ts")
     first, last = ts.min(), ts.max()
     start = first if isinstance(first, float) else None
@@ -718,9 +528,7 @@ def _offset_for(offsets: dict[str, float], source: str, fmt: str) -> float:
 
 
 _CLIENT_FORMATS = frozenset({"csv", "jsonl", "parquet", *loadgen.ROW_SHAPES})
-_PROXY_FORMATS = frozenset(
-    {"nginx-access", "nginx-error", "envoy", "envoy-json", "linkerd", "linkerd-json", "alb", "gcp"}
-)
+_PROXY_FORMATS = lines.EVIDENCE_SHAPES
 
 
 def _one_vantage_point(got: _Collected) -> set[str]:
