@@ -179,6 +179,11 @@ def serve_command(
             api_faults=faults,
         )
 
+    # a shell without job control starts `lab serve &` with SIGINT ignored (bash manual,
+    # "Signals": asynchronous commands ignore SIGINT and SIGQUIT); kill -INT must still stop
+    # and clean up the lab, as Ctrl-C does in the foreground
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupted = "stopped; the lab's namespaces, rules and processes were removed"
     try:
         result = on_datapath(chosen, datapath, lambda on: asyncio.run(main(on)))
