@@ -7,8 +7,10 @@ import asyncio
 import http.client
 import json
 import logging
+import signal
 import socket
 import ssl
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -283,3 +285,54 @@ def test_clients_leaving_watches_log_no_tracebacks(
     with caplog.at_level(logging.DEBUG, logger="aiohttp"):
         lab.call(churn_and_leave())
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+# ---- lab serve, for real -------------------------------------------------------------------
+@pytest.mark.lab
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_in_the_background_with_faults(
+    tmp_path: Path, kubectl: Path, stop: signal.Signals
+) -> None:
+    """``lab serve --api-fault 429:0.3 &`` from a script (SIGINT ignored, as bash starts
+    background jobs without job control): kubectl still reads the pods, with the columns it
+    shows on a cluster; kill -INT and kill -TERM stop it and leave nothing behind."""
+    from svcdoctor.lab.cleanup import alive, pod_processes
+    from tests.lab.test_serve import SVCDOCTOR, Served, _prefix_of
+
+    kubeconfig = tmp_path / "kubeconfig"
+    command = [*SVCDOCTOR, "--scenario", "race", "--datapath", "userspace", "--for", "90"]
+    command += ["--kubeconfig-out", str(kubeconfig), "--format", "json", "--no-load"]
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited, as from bash's `&`
+    try:
+        proc = subprocess.Popen(
+            [*command, "--api-fault", "429:0.3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        served = Served(proc, kubeconfig, kubectl)
+        get = ["get", "pods", "-n", "lab", "-l", "app=api"]
+        table = run_kubectl(kubectl, kubeconfig, get, timeout=60)
+        assert table.returncode == 0, table.stderr
+        lines = table.stdout.splitlines()
+        assert lines[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        assert len(lines) == 5
+        assert all(line.split()[1:4] == ["1/1", "Running", "0"] for line in lines[1:])
+        wide = run_kubectl(kubectl, kubeconfig, [*get, "-o", "wide"], timeout=60)
+        assert wide.returncode == 0, wide.stderr
+        header, *rows = wide.stdout.splitlines()
+        assert header.split()[5:7] == ["IP", "NODE"]
+        assert all(row.split()[6].startswith("node-") for row in rows)
+        prefix = _prefix_of(proc.pid)
+        proc.send_signal(stop)
+        proc.wait(30)
+        assert proc.returncode == 0, served.proc.stderr.read() if served.proc.stderr else ""
+        assert [run for run, _, _ in pod_processes().values() if run == prefix] == []
+        assert not alive(prefix)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
