@@ -488,6 +488,7 @@ async def serve(
             background.append(asyncio.create_task(load.run(stop, end) if load_on else _idle(stop)))
             background.append(asyncio.create_task(_ticker(mirror, dp)))
             targets = await exporters.start()
+            server.arm_faults()  # loss-after counts from the announcement
             if announce:
                 announce(ServeInfo(server.url, kubeconfig, CONTEXT, NAMESPACE, dp.name, targets))
             deadline = asyncio.get_running_loop().time() + end - time.time()

@@ -14,8 +14,9 @@ A spec is ``KIND[:VALUE]``:
                           closed mid-stream, without the final chunk
 ``gone-watch[:KEPT]``     a watch from a resourceVersion more than KEPT (default 0) behind
                           the newest gets ``410 Gone`` (an ERROR event), as after compaction
-``loss-after:SECONDS``    SECONDS after the server started it stops listening and drops
-                          every connection (the server is gone)
+``loss-after:SECONDS``    SECONDS after the server started (``ApiServer.arm_faults``: the
+                          lab's announcement) it stops listening and drops every
+                          connection (the server is gone)
 ========================  ===============================================================
 
 The shares are deterministic, not random: each status fault counts the requests it sees and

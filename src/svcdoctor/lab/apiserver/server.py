@@ -97,9 +97,7 @@ class ApiServer:
         site = web.TCPSite(self._runner, host, port, ssl_context=certs.ssl_context())
         await site.start()
         self._site = site
-        if self._faults.loss_after is not None:
-            loop = asyncio.get_running_loop()
-            self._loss = loop.call_later(self._faults.loss_after, self._lose)
+        self.arm_faults()
         bound_port = self._runner.addresses[0][1]
         address = f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}"
         self._discovery.address = address
@@ -142,6 +140,15 @@ class ApiServer:
     ) -> None:
         """Write ``kubeconfig()`` to ``path`` (mode 0600)."""
         _kubeconfig.write(path, self.kubeconfig(context, namespace, token))
+
+    def arm_faults(self) -> None:
+        """Count the ``loss-after`` fault's seconds from now (``start`` arms it; the lab arms
+        it again when it announces the server ready)."""
+        if self._loss is not None:
+            self._loss.cancel()
+        if self._faults.loss_after is not None and not self.lost:
+            loop = asyncio.get_running_loop()
+            self._loss = loop.call_later(self._faults.loss_after, self._lose)
 
     def _lose(self) -> None:
         """The loss-after fault: stop listening, drop every connection at once."""
