@@ -214,7 +214,11 @@ def test_kubectl_get_json(kubectl: Path, lab: Running) -> None:
 
 def test_kubectl_get_table(kubectl: Path, lab: Running) -> None:
     out = ok(kubectl, lab, "get", "pods")
-    assert out.splitlines()[0].split() == ["NAME", "AGE"]
+    assert out.splitlines()[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert out.splitlines()[1].split()[:4] == ["load-0", "0/1", "Pending", "0"]
+    wide = ok(kubectl, lab, "get", "pods", "-o", "wide").splitlines()
+    assert wide[0].split()[5:] == ["IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]
+    assert wide[2].split()[5:] == ["10.0.1.1", "node-1", "<none>", "<none>"]
     assert [line.split()[0] for line in out.splitlines()[1:]] == [
         "load-0",
         "web-0",
@@ -349,7 +353,18 @@ def test_raw_table_rows_carry_partial_metadata(lab: Running) -> None:
     table = json.loads(response.read())
     assert table["kind"] == "Table"
     assert table["metadata"]["continue"]
-    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Age"]
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name",
+        "Ready",
+        "Status",
+        "Restarts",
+        "Age",
+        "IP",
+        "Node",
+        "Nominated Node",
+        "Readiness Gates",
+    ]
+    assert [c["priority"] for c in table["columnDefinitions"]] == [0] * 5 + [1] * 4
     row = table["rows"][0]
     assert row["cells"][0] == "load-0"
     assert row["object"]["kind"] == "PartialObjectMetadata"

@@ -234,10 +234,25 @@ time.sleep(60)
 """
 
 
-def test_runner_quota_deletion_grace_and_deadline(tmp_path: Path) -> None:
+@pytest.fixture
+def reachable(tmp_path: Path) -> Iterator[Path]:
+    """A directory the pods' unprivileged user can enter (pytest's tmp_path is root's only,
+    as /run/svcdoctor, the lab's, is not)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="svcdoctor-jobs-test-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_runner_quota_deletion_grace_and_deadline(reachable: Path) -> None:
     """A pod that ignores SIGTERM is killed after its grace period, then leaves the store; the
     quota refuses more pods; activeDeadlineSeconds fails a pod with DeadlineExceeded."""
     from svcdoctor.lab.apiserver import ObjectStore
+
+    tmp_path = reachable
 
     def pod(name: str, **spec: Any) -> dict[str, Any]:
         return {

@@ -20,6 +20,23 @@ from svcdoctor.cli._lab import (
     seed_option,
 )
 from svcdoctor.cli._params import Duration, OutputFile, option, output_option
+from svcdoctor.cli._paths import ParamBase
+
+
+class _ApiFault(ParamBase):
+    """A fault of the lab's API server, ``KIND[:VALUE]`` (``lab.apiserver.faults``)."""
+
+    name = "fault"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from svcdoctor.lab.apiserver.faults import Fault, FaultError, parse_fault
+
+        if isinstance(value, Fault):
+            return value
+        try:
+            return parse_fault(str(value))
+        except FaultError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def _serve_kubeconfig(path: Path | None) -> Path:
@@ -85,6 +102,18 @@ def _serve_kubeconfig(path: Path | None) -> Path:
     help="The scrape interval of --prometheus-config.",
     default_text="15s",
 )
+@option(
+    "--api-fault",
+    "api_faults",
+    type=_ApiFault(),
+    multiple=True,
+    metavar="KIND[:VALUE]",
+    help="Make the API server misbehave, repeatable: 429:SHARE, 500:SHARE, 503:SHARE, "
+    "504:SHARE (that share of requests refused, deterministically: 429:0.5 refuses the 1st, "
+    "3rd, 5th…), slow-body:BYTES_PER_S, cut-watch:SECONDS, gone-watch[:KEPT], "
+    "loss-after:SECONDS (see docs/commands/lab-serve.md).",
+    default_text="none",
+)
 def serve_command(
     name: str,
     datapath: str,
@@ -97,17 +126,23 @@ def serve_command(
     load_on: bool,
     prometheus_config: Path | None,
     scrape_interval: float,
+    api_faults: tuple[Any, ...],
 ) -> None:
     """Serve a lab cluster as a Kubernetes API (for kubectl, scan and collect) until
     Ctrl-C or --for; its objects follow the lab's real pods, endpoints and events. Its
     exporters serve /metrics (ingress-nginx request counters per node, kube-state-metrics,
     kube-proxy, node conntrack) for a Prometheus to scrape: diagnose --prometheus reads them."""
+    from svcdoctor.lab.apiserver.faults import FaultError, unique
     from svcdoctor.lab.scenarios import SCENARIOS
     from svcdoctor.lab.serve import ServeInfo, serve
     from svcdoctor.report.lab import serving_json, serving_lines
 
     if rollout_at is not None and duration is not None and rollout_at >= duration:
         raise click.BadParameter("must come before the end (--for)", param_hint="--rollout-at")
+    try:
+        faults = unique(api_faults)
+    except FaultError as exc:
+        raise click.BadParameter(str(exc), param_hint="--api-fault") from None
     scenario = SCENARIOS[name]
     chosen = choose_datapath(datapath)
     path = _serve_kubeconfig(kubeconfig)
@@ -117,6 +152,8 @@ def serve_command(
             click.echo(serving_json(info))
         else:
             click.echo("\n".join(serving_lines(name, info)))
+            if faults:
+                click.echo("api faults: " + ", ".join(f.spec for f in faults))
         if prometheus_config is not None:
             from svcdoctor.lab.metrics import scrape_config
 
@@ -130,9 +167,23 @@ def serve_command(
         assert task is not None
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         return await serve(
-            scenario, on, path, duration, rollout_at, seed, announce, truth, load_on=load_on
+            scenario,
+            on,
+            path,
+            duration,
+            rollout_at,
+            seed,
+            announce,
+            truth,
+            load_on=load_on,
+            api_faults=faults,
         )
 
+    # a shell without job control starts `lab serve &` with SIGINT ignored (bash manual,
+    # "Signals": asynchronous commands ignore SIGINT and SIGQUIT); kill -INT must still stop
+    # and clean up the lab, as Ctrl-C does in the foreground
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupted = "stopped; the lab's namespaces, rules and processes were removed"
     try:
         result = on_datapath(chosen, datapath, lambda on: asyncio.run(main(on)))

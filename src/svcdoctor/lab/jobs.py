@@ -13,8 +13,14 @@ command as a process on the pod's node, so its traffic crosses the lab's datapat
   address is its proxy: the Service's ``ClusterIP:port`` (and its DNS names) in the
   arguments become that node's proxy address (the one rule the lab adds);
 * env: ``HOSTNAME`` = the pod's name, plain ``value`` entries and ``fieldRef`` to the pod's
-  name, namespace, uid, node, IPs; resources and securityContext are recorded, not enforced
-  (the process runs as the lab's user);
+  name, namespace, uid, node, IPs; resources are recorded, not enforced;
+* the process runs as the user its securityContext names (``runAsUser``/``runAsGroup``, the
+  container's over the pod's), else as ``nobody`` (65534): never as root unless
+  ``runAsUser: 0`` asks for it (``setpriv``, with supplementary groups cleared); its
+  directory is its user's; ``runAsNonRoot`` with user 0 does not start
+  (``CreateContainerConfigError``, as the kubelet refuses it). When the lab's interpreter is
+  not executable by that user (installed under a private home), the system's ``python3``
+  runs the pod;
 * stdout and stderr are the container's log (``pods/log``, followed while it runs); the pod
   goes Pending → Running → Succeeded | Failed with its container's exit code, the Job's
   status (active/succeeded/failed, startTime, completionTime, conditions) follows its pod;
@@ -73,6 +79,10 @@ from svcdoctor.lab.logs import log_time
 from svcdoctor.lab.names import NAMESPACE
 
 MAX_PROCESSES = 20  # pods running at once (a quota: more are refused)
+NOBODY = 65534  # the user (and group) of pods that name none: Debian base-passwd's nobody
+# what an interpreter must import to run the agent (svcdoctor.cluster's stdlib-only program)
+INTERPRETER_CHECK = "import asyncio, json, ssl, http.client"
+SYSTEM_PYTHONS = ("/usr/local/bin/python3", "/usr/bin/python3")
 MAX_LOG_BYTES = 64 << 20  # per pod; later lines are dropped (a note says so)
 MAX_BACKOFF = 10.0  # seconds before a failed Job pod is replaced, at most
 CONFIGMAP_POLL = 0.25  # seconds between looks for a ConfigMap a pod waits for
@@ -109,6 +119,41 @@ class _Log:
             return self._text
 
 
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    """Who a pod's process is: user and group, and why the kubelet would not start it."""
+
+    uid: int
+    gid: int
+    refused: str = ""
+
+    def prefix(self, setpriv: str) -> list[str]:
+        """The command that switches to this user before the interpreter (none for root)."""
+        if (self.uid, self.gid) == (0, 0):
+            return []
+        ids = [f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups"]
+        return [setpriv, *ids, "--pdeathsig=KILL", "--"]  # PDEATHSIG is reset by setuid
+
+
+def run_as(spec: Obj) -> RunAs:
+    """The user ``spec``'s first container runs as: ``runAsUser``/``runAsGroup`` of its
+    securityContext, else the pod's, else ``NOBODY``; a group not given is the user's
+    ``NOBODY`` group (root's: 0)."""
+    pod = spec.get("securityContext") or {}
+    own = spec["containers"][0].get("securityContext") or {}
+
+    def pick(key: str) -> Any:
+        return own[key] if own.get(key) is not None else pod.get(key)
+
+    uid = NOBODY if pick("runAsUser") is None else int(pick("runAsUser"))
+    gid = pick("runAsGroup")
+    gid = (0 if uid == 0 else NOBODY) if gid is None else int(gid)
+    refused = ""
+    if uid == 0 and pick("runAsNonRoot"):  # kubelet's verifyRunAsNonRoot wording
+        refused = "container's runAsUser breaks non-root policy"
+    return RunAs(uid, gid, refused)
+
+
 @dataclass
 class _Pod:
     name: str
@@ -118,6 +163,7 @@ class _Pod:
     grace: float
     job: str | None  # the owning Job's name
     directory: Path
+    run_as: RunAs
     created: float = field(default_factory=time.time)
     log: _Log = field(default_factory=_Log)
     process: asyncio.subprocess.Process | None = None
@@ -180,6 +226,7 @@ class JobRunner:
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         self._admitted = 0  # pods and Jobs admitted, their pod not yet made
+        self._interpreters: dict[tuple[int, int], str] = {}  # by user: one it can run
         self.errors: list[str] = []  # what failed in the runner itself (a bug: serve reports it)
 
     # -- admission (B1's hooks) ------------------------------------------------------------
@@ -362,6 +409,7 @@ class JobRunner:
             float(obj["spec"].get("terminationGracePeriodSeconds", 30)),
             job,
             self.directory / name,
+            run_as(obj["spec"]),
         )
         self.pods[name] = pod
         if job is not None:  # the Job controller's pod: we put it in the store
@@ -397,13 +445,20 @@ class JobRunner:
             launch = await self._launch(pod)
             if launch is None:
                 return
-            await asyncio.to_thread(self._write, pod.directory, launch)
+            if pod.run_as.refused:  # the kubelet does not start it: it stays Pending
+                pod.waiting, pod.waiting_message = "CreateContainerConfigError", pod.run_as.refused
+                self._update_pod(pod)
+                return
+            await asyncio.to_thread(self._write, pod.directory, launch, pod.run_as)
             netns = self.placement.netns(pod.node)
             ip = shutil.which("ip") or "ip"
             prefix = [ip, "netns", "exec", netns] if netns else []
+            user = pod.run_as.prefix(_setpriv(pod.run_as))
+            python = await self._interpreter(pod.run_as, user)
             pod.process = await asyncio.create_subprocess_exec(
                 *prefix,
-                sys.executable,
+                *user,
+                python,
                 *launch.argv,
                 cwd=launch.cwd,
                 env=dict(launch.env),
@@ -454,8 +509,23 @@ class JobRunner:
     def _configmap(self, name: str) -> Obj | None:
         return self.store.get("v1", "ConfigMap", self.namespace, name)
 
+    async def _interpreter(self, who: RunAs, user: list[str]) -> str:
+        """An interpreter ``who`` can run: the lab's, else the system's ``python3`` (the
+        lab's may live in a home directory others cannot enter); raises OSError."""
+        known = self._interpreters.get((who.uid, who.gid))
+        if known is not None:
+            return known
+        for python in dict.fromkeys((sys.executable, *SYSTEM_PYTHONS)):
+            if not user or (os.path.exists(python) and await _runs(user, python)):
+                self._interpreters[(who.uid, who.gid)] = python
+                return python
+        raise OSError(
+            f"no Python interpreter that uid {who.uid} may run (the lab's is "
+            f"{sys.executable}); runAsUser: 0 runs the pod as root"
+        )
+
     @staticmethod
-    def _write(directory: Path, launch: Launch) -> None:
+    def _write(directory: Path, launch: Launch, who: RunAs) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         for folder in launch.dirs:
             (directory / folder).mkdir(parents=True, exist_ok=True)
@@ -463,6 +533,8 @@ class JobRunner:
             target = directory / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
+        for entry in (directory, *directory.rglob("*")):  # the pod's files are its user's
+            os.chown(entry, who.uid, who.gid, follow_symlinks=False)
 
     @staticmethod
     async def _read(stream: asyncio.StreamReader, log: _Log) -> None:
@@ -613,6 +685,37 @@ class JobRunner:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(pod.process.wait(), 5)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _setpriv(who: RunAs) -> str:
+    """util-linux's setpriv, which switches users (needed for any user but root)."""
+    found = shutil.which("setpriv")
+    if found is None and (who.uid, who.gid) != (0, 0):
+        raise OSError(f"setpriv (util-linux) is needed to run the pod as uid {who.uid}")
+    return found or "setpriv"
+
+
+async def _runs(user: list[str], python: str) -> bool:
+    """Whether ``python`` starts (and imports what the agent needs) as ``user``."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *user,
+            python,
+            "-I",
+            "-c",
+            INTERPRETER_CHECK,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        return False
+    try:
+        return await asyncio.wait_for(process.wait(), 20) == 0
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        return False
 
 
 def jobs_directory(lock_dir: Path, prefix: str) -> Path:

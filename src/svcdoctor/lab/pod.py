@@ -8,7 +8,8 @@ readiness that is shallower than the failure, as in the field.
     python -m svcdoctor.lab.pod --name api-1 --listen 127.0.0.1:0 --shutdown naive
 
 Prints ``LISTENING host:port`` once it accepts connections. With ``--parent PID`` it dies
-with that process (the lab), so a lab that is killed leaves no pod behind.
+with that process (the lab), so a lab that is killed leaves no pod behind. Started as root
+(the lab), it serves as ``nobody`` once its socket is bound: a pod is no root on the host.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from svcdoctor.model.dist import Dist, DistError, DistKind, parse_dist
 from svcdoctor.model.scenario import FaultMode, ShutdownMode, modes
 
 PR_SET_PDEATHSIG = 1
+NOBODY = 65534  # the user (and group) a pod serves as: Debian base-passwd's nobody
 IDLE_DRAIN_SECONDS = 1.0
 """How long a graceful server waits for the clients of idle keep-alive connections to send
 one more request (answered with ``Connection: close``) before it closes the connections
@@ -50,6 +52,7 @@ class Pod:
         self.idle: set[asyncio.StreamWriter] = set()
         self.server: asyncio.Server | None = None
         self.rng = random.Random(args.seed)
+        self.parent: int | None = args.parent
 
     def delay(self) -> float:
         if self.slow_share and self.rng.random() < self.slow_share:
@@ -115,11 +118,24 @@ class Pod:
             self.handle, host, port, backlog=1024, reuse_address=True
         )
         bound = self.server.sockets[0].getsockname()
+        self.unprivileged()
         print(f"LISTENING {bound[0]}:{bound[1]}", flush=True)
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         await stop.wait()
         await self.terminate()
+
+    def unprivileged(self) -> None:
+        """As root: become ``NOBODY`` (no supplementary groups) now that the socket is bound.
+        What is imported later must be readable by that user: the codecs are loaded first."""
+        if os.geteuid() != 0:
+            return
+        b"".decode("latin-1")  # the codec the requests are read with
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+        if self.parent:
+            die_with(self.parent)  # a change of user clears the parent-death signal
 
     async def terminate(self) -> None:
         """SIGTERM. naive: the listener closes and the process exits at once, breaking every

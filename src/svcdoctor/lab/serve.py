@@ -29,7 +29,7 @@ import json
 import math
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from svcdoctor.lab import objects
 from svcdoctor.lab.apiserver import (
     Admission,
     ApiServer,
+    Fault,
     ObjectStore,
     StatusError,
     Verb,
@@ -418,6 +419,7 @@ async def serve(
     *,
     load_on: bool = True,
     request_metrics: tuple[lab_metrics.RequestFlavour, ...] = (lab_metrics.RequestFlavour.NGINX,),
+    api_faults: Sequence[Fault] = (),
 ) -> ServeResult:
     """Run the lab cluster and its API until ``duration`` seconds passed (at most
     ``MAX_SERVE_SECONDS``) or the task is cancelled; roll the Deployment ``rollout_at``
@@ -426,7 +428,9 @@ async def serve(
     Everything started is removed, even on errors; the ground truth (each deleted pod's
     timeline and race window, the bad pods) is written to ``truth`` at the end, Ctrl-C
     included, to check what scan, collect and diagnose say. ``request_metrics``: the
-    request counters the nodes' ``/metrics`` show (ingress-nginx's; Istio's adds the pod)."""
+    request counters the nodes' ``/metrics`` show (ingress-nginx's; Istio's adds the pod).
+    ``api_faults``: how the API server misbehaves (``apiserver.faults``; the rest of the
+    lab is unaffected)."""
     limit = min(duration or MAX_SERVE_SECONDS, MAX_SERVE_SECONDS)
     prefix = f"svcd{secrets.token_hex(3)}"
     dp = make_datapath(datapath, prefix, seed)
@@ -439,7 +443,7 @@ async def serve(
     state.load_on = load_on
     end = state.started + limit
     store = ObjectStore()
-    server = ApiServer(store, secrets.token_urlsafe(32), unserved=UNSERVED)
+    server = ApiServer(store, secrets.token_urlsafe(32), unserved=UNSERVED, faults=api_faults)
     mirror = Mirror(store, state.view)
     cluster.on_change = mirror.changed
     placement = Placement(
@@ -484,6 +488,7 @@ async def serve(
             background.append(asyncio.create_task(load.run(stop, end) if load_on else _idle(stop)))
             background.append(asyncio.create_task(_ticker(mirror, dp)))
             targets = await exporters.start()
+            server.arm_faults()  # loss-after counts from the announcement
             if announce:
                 announce(ServeInfo(server.url, kubeconfig, CONTEXT, NAMESPACE, dp.name, targets))
             deadline = asyncio.get_running_loop().time() + end - time.time()

@@ -43,10 +43,12 @@ once it holds some, creates in other namespaces are ``404 NotFound``.
 The modules, from the bottom up: ``resources`` (what is served, URL targets), ``status``
 (Status errors), ``selectors`` (label and field selectors), ``store``, ``validation``
 (and defaults), ``patching``, ``admission``, ``rbac``, ``tables``, ``query``; the
-server's parts ``discovery``, ``watch``, ``logs``, ``writes``; ``server``.
+server's parts ``discovery``, ``watch``, ``logs``, ``writes``, ``faults`` (what it injects
+when asked: 429s, 5xx, slow bodies, cut and expired watches, its own loss); ``server``.
 """
 
 from svcdoctor.lab.apiserver.admission import Admission, Handler, Propagation, Verb
+from svcdoctor.lab.apiserver.faults import Fault, FaultError, FaultKind, parse_fault
 from svcdoctor.lab.apiserver.patching import PatchType, json_patch, merge_patch
 from svcdoctor.lab.apiserver.rbac import Rule, rbac_rules
 from svcdoctor.lab.apiserver.resources import SERVED, WRITABLE
@@ -60,6 +62,9 @@ __all__ = [
     "WRITABLE",
     "Admission",
     "ApiServer",
+    "Fault",
+    "FaultError",
+    "FaultKind",
     "Handler",
     "LogSource",
     "ObjectStore",
@@ -71,6 +76,7 @@ __all__ = [
     "invalid",
     "json_patch",
     "merge_patch",
+    "parse_fault",
     "rbac_rules",
     "strategic_merge_patch",
 ]

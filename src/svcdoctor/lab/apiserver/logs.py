@@ -104,10 +104,10 @@ class LogStreams:
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(request)
         seen = text.rfind("\n") + 1  # whole lines only, here and while following
-        await response.write(_select_log(text[:seen], logs.timestamped, query))
-        await self._follow_log(
-            response, logs, container, seen, is_true(query.get("timestamps")), t.namespace, t.name
-        )
+        with contextlib.suppress(ConnectionError):  # the client left: normal for a follow
+            await response.write(_select_log(text[:seen], logs.timestamped, query))
+            stamps = is_true(query.get("timestamps"))
+            await self._follow_log(response, logs, container, seen, stamps, t.namespace, t.name)
         return response
 
     def _pod_ended(self, namespace: str | None, name: str) -> bool:

@@ -3,10 +3,11 @@ watch, pods/log and writes."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import secrets
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from svcdoctor.lab import kubeconfig as _kubeconfig
 from svcdoctor.lab import tls
 from svcdoctor.lab.apiserver.admission import Handler
 from svcdoctor.lab.apiserver.discovery import Discovery
+from svcdoctor.lab.apiserver.faults import HEALTH_PATHS, Fault, Faults
 from svcdoctor.lab.apiserver.logs import LogStreams
 from svcdoctor.lab.apiserver.query import int_param, is_true, json_response, selection
 from svcdoctor.lab.apiserver.rbac import Identity, Rule, authenticate, authorize
@@ -47,7 +49,8 @@ class ApiServer:
     but the (verb, resource) pairs in ``forbidden``, as RBAC would refuse them ("list",
     "endpointslices"; "get", "pods/log"; "create", "jobs"). ``add_user`` makes more tokens.
     ``unserved`` API groups are left out of discovery and answer 404, like an older or
-    trimmed server. ``admit`` installs the lab's hooks on writes.
+    trimmed server. ``admit`` installs the lab's hooks on writes. ``faults`` (``faults.py``)
+    makes it misbehave as a real server under load or trouble does.
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class ApiServer:
         rules: Iterable[Rule] | None = None,
         unserved: Collection[str] = (),
         bookmark_interval: float = 60.0,
+        faults: Sequence[Fault] = (),
     ) -> None:
         self._store = store
         self._token = token
@@ -72,11 +76,15 @@ class ApiServer:
         self._discovery = Discovery(served, version)
         self._changes = Changes()
         self._writes = Writes(store, self._handlers)
-        self._watches = Watches(store, self._changes, bookmark_interval)
+        self._faults = Faults(faults)
+        self._watches = Watches(store, self._changes, bookmark_interval, self._faults)
         self._logs = LogStreams(store, self._changes)
         self.url = ""
         self.ca_pem = b""
         self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._loss: asyncio.TimerHandle | None = None
+        self.lost = False  # the loss-after fault took the server away
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         """Listen on ``host:port`` (0: any free port) with a fresh CA and certificate."""
@@ -88,6 +96,8 @@ class ApiServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, ssl_context=certs.ssl_context())
         await site.start()
+        self._site = site
+        self.arm_faults()
         bound_port = self._runner.addresses[0][1]
         address = f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}"
         self._discovery.address = address
@@ -131,8 +141,29 @@ class ApiServer:
         """Write ``kubeconfig()`` to ``path`` (mode 0600)."""
         _kubeconfig.write(path, self.kubeconfig(context, namespace, token))
 
+    def arm_faults(self) -> None:
+        """Count the ``loss-after`` fault's seconds from now (``start`` arms it; the lab arms
+        it again when it announces the server ready)."""
+        if self._loss is not None:
+            self._loss.cancel()
+        if self._faults.loss_after is not None and not self.lost:
+            loop = asyncio.get_running_loop()
+            self._loss = loop.call_later(self._faults.loss_after, self._lose)
+
+    def _lose(self) -> None:
+        """The loss-after fault: stop listening, drop every connection at once."""
+        self.lost = True
+        if self._site is not None and self._site._server is not None:
+            self._site._server.close()  # the listening socket: new connections are refused
+        server = self._runner.server if self._runner is not None else None
+        for handler in server.connections if server is not None else ():
+            if handler.transport is not None:
+                handler.transport.abort()
+
     async def close(self) -> None:
         """End open watches and stop listening."""
+        if self._loss is not None:
+            self._loss.cancel()
         if self._runner is None:
             return
         self._store._unsubscribe(self._changes.on_change)
@@ -142,9 +173,11 @@ class ApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         try:
-            return await self._serve(request)
+            return await self._faults.send(request, await self._serve(request))
         except StatusError as failure:
-            return json_response(dumps(failure.status), failure.code)
+            return await self._faults.send(
+                request, json_response(dumps(failure.status), failure.code)
+            )
         except Exception as exc:
             if request.method == "GET":  # a stream may be under way: aiohttp ends it
                 raise
@@ -156,9 +189,12 @@ class ApiServer:
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
-        if path in ("/healthz", "/livez", "/readyz"):
+        if path in HEALTH_PATHS:
             return web.Response(text="ok")
         who = authenticate(self._identities, request.headers.get("Authorization", ""))
+        refused = self._faults.refusal(path)  # after authentication, as priority and fairness
+        if refused is not None:
+            return refused
         document = self._discovery.document(path)
         if document is not None:
             if request.method != "GET":
@@ -177,7 +213,8 @@ class ApiServer:
         if target.subresource:
             return await self._logs.pod_log(request, target)
         if watch:
-            return await self._watches.watch(request, target)
+            with self._faults.cutting(request):
+                return await self._watches.watch(request, target)
         if target.name:
             return self._get(request, target)
         return self._list(request, target)

@@ -1,5 +1,5 @@
 """Lists and objects as served: as stored, or as the Table kubectl asks for (with the columns
-it shows for ConfigMaps and Jobs, and ages as it prints them)."""
+it shows for Pods, ConfigMaps, Jobs and Ingresses, and ages as it prints them)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Format:
             return dumps(head)[:-1] + b',"items":[' + b",".join(e.raw for e in entries) + b"]}"
         now, table = time.time(), self.table
         extra = _TABLE_COLUMNS.get(BY_KIND[(r.api_version, r.kind)])
-        columns = _COLUMNS if extra is None else [_COLUMNS[0], *extra[0], _COLUMNS[1]]
+        columns = _COLUMNS if extra is None else [_COLUMNS[0], *extra[0], _COLUMNS[1], *extra[2]]
         head = {
             "kind": "Table",
             "apiVersion": table,
@@ -58,7 +58,8 @@ class Format:
             "columnDefinitions": columns,
         }
         cells = None if extra is None else extra[1]
-        rows = b",".join(self._row(e, now, table, cells) for e in entries)
+        before = 0 if extra is None else len(extra[0])
+        rows = b",".join(self._row(e, now, table, cells, before) for e in entries)
         return dumps(head)[:-1] + b',"rows":[' + rows + b"]}"
 
     def object(self, entry: Entry, r: Resource) -> bytes:
@@ -66,11 +67,12 @@ class Format:
             return entry.raw
         return self.objects([entry], {"resourceVersion": str(entry.rv)}, r)
 
-    def _row(self, e: Entry, now: float, table: str, cells: _Cells | None) -> bytes:
+    def _row(self, e: Entry, now: float, table: str, cells: _Cells | None, before: int) -> bytes:
+        """The row: the name, ``before`` cells, the age, the other cells."""
         created = parse_time(e.created)
         age = "<unknown>" if created is None else human_duration(now - created)
         extra = [] if cells is None else cells(json.loads(e.raw), now)
-        row = b'{"cells":' + dumps([e.key[1], *extra, age])
+        row = b'{"cells":' + dumps([e.key[1], *extra[:before], age, *extra[before:]])
         if self.include == "None":
             return row + b"}"
         if self.include == "Object":
@@ -82,8 +84,93 @@ class Format:
 _Cells = Callable[[Mapping[str, Any], float], list[Any]]
 
 
-def _column(name: str, description: str, kind: str = "string") -> dict[str, Any]:
-    return {"name": name, "type": kind, "format": "", "description": description, "priority": 0}
+def _column(name: str, description: str, kind: str = "string", priority: int = 0) -> dict[str, Any]:
+    """A column; priority 1: shown by ``-o wide`` only."""
+    return {
+        "name": name,
+        "type": kind,
+        "format": "",
+        "description": description,
+        "priority": priority,
+    }
+
+
+def _pod_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
+    """Ready, status, restarts (age), then the wide cells IP, node, nominated node,
+    readiness gates, as kubectl's pod printer shows them (kubernetes
+    pkg/printers/internalversion/printers.go, ``printPod``; no init containers here)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    reason = status.get("reason") or status.get("phase") or ""
+    restarts, ready, running, last = 0, 0, False, None
+    for c in reversed(status.get("containerStatuses") or []):
+        restarts += int(c.get("restartCount") or 0)
+        ended = ((c.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
+        if ended and (last is None or ended > last):
+            last = ended
+        state = c.get("state") or {}
+        waiting, terminated = state.get("waiting"), state.get("terminated")
+        if waiting and waiting.get("reason"):
+            reason = waiting["reason"]
+        elif terminated and terminated.get("reason"):
+            reason = terminated["reason"]
+        elif terminated is not None:
+            signal = terminated.get("signal")
+            reason = f"Signal:{signal}" if signal else f"ExitCode:{terminated.get('exitCode', 0)}"
+        elif c.get("ready") and "running" in state:
+            running = True
+            ready += 1
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    if reason == "Completed" and running:
+        reason = "Running" if conditions.get("Ready") == "True" else "NotReady"
+    deleting = (obj.get("metadata") or {}).get("deletionTimestamp")
+    if deleting and status.get("reason") == "NodeLost":
+        reason = "Unknown"
+    elif deleting and status.get("phase") not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    restarted = str(restarts)
+    if restarts and (at := parse_time(last or "")) is not None:
+        restarted = f"{restarts} ({human_duration(now - at)} ago)"
+    ips = [p.get("ip") for p in status.get("podIPs") or [] if p.get("ip")]
+    gates = spec.get("readinessGates") or []
+    passed = sum(1 for g in gates if conditions.get(g.get("conditionType")) == "True")
+    return [
+        f"{ready}/{len(spec.get('containers') or [])}",
+        reason,
+        restarted,
+        ips[0] if ips else status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        f"{passed}/{len(gates)}" if gates else "<none>",
+    ]
+
+
+# the descriptions of kubectl's pod columns: printers.go ``podColumnDefinitions``
+_POD_COLUMNS = (
+    [
+        _column("Ready", "The aggregate readiness state of this pod for accepting traffic."),
+        _column("Status", "The aggregate status of the containers in this pod."),
+        _column(
+            "Restarts",
+            "The number of times the containers in this pod have been restarted and when the "
+            "last container in this pod has restarted.",
+        ),
+    ],
+    _pod_cells,
+    [
+        _column("IP", "podIP address allocated to the pod.", priority=1),
+        _column("Node", "NodeName indicates in which node this pod is scheduled.", priority=1),
+        _column(
+            "Nominated Node",
+            "nominatedNodeName is set when this pod preempts other pods on the node.",
+            priority=1,
+        ),
+        _column(
+            "Readiness Gates",
+            "If specified, all readiness gates will be evaluated for pod readiness.",
+            priority=1,
+        ),
+    ],
+)
 
 
 def _configmap_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
@@ -125,7 +212,8 @@ def _ingress_class_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
     return [spec.get("controller") or "", named]
 
 
-_TABLE_COLUMNS: dict[str, tuple[list[dict[str, Any]], _Cells]] = {
+_Columns = tuple[list[dict[str, Any]], _Cells, list[dict[str, Any]]]
+_TABLE_COLUMNS: dict[str, _Columns] = {
     "ingresses": (
         [
             _column("Class", "The name of the IngressClass resource that should be used."),
@@ -134,6 +222,7 @@ _TABLE_COLUMNS: dict[str, tuple[list[dict[str, Any]], _Cells]] = {
             _column("Ports", "Ports of TLS configurations that open."),
         ],
         _ingress_cells,
+        [],
     ),
     "ingressclasses": (
         [
@@ -141,8 +230,9 @@ _TABLE_COLUMNS: dict[str, tuple[list[dict[str, Any]], _Cells]] = {
             _column("Parameters", "A reference to a resource with additional parameters"),
         ],
         _ingress_class_cells,
+        [],
     ),
-    "configmaps": ([_column("Data", "Data of the ConfigMap", "integer")], _configmap_cells),
+    "configmaps": ([_column("Data", "Data of the ConfigMap", "integer")], _configmap_cells, []),
     "jobs": (
         [
             _column("Status", "Status of the job."),
@@ -150,9 +240,12 @@ _TABLE_COLUMNS: dict[str, tuple[list[dict[str, Any]], _Cells]] = {
             _column("Duration", "Time required to complete the job."),
         ],
         _job_cells,
+        [],
     ),
+    "pods": _POD_COLUMNS,
 }
-"""The columns kubectl shows for some kinds between Name and Age, and their cells."""
+"""The columns kubectl shows for some kinds between Name and Age and after Age, and their
+cells (in that order)."""
 
 
 def human_duration(seconds: float) -> str:

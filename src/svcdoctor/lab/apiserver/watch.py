@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from svcdoctor.lab.apiserver.faults import Faults
 from svcdoctor.lab.apiserver.query import int_param, is_true, selection
 from svcdoctor.lab.apiserver.resources import SERVED, Target, dumps
 from svcdoctor.lab.apiserver.status import StatusError
@@ -45,6 +46,13 @@ def _bookmark(resource: str, rv: int, *, initial_events_end: bool = False) -> by
     return _event(
         "BOOKMARK", dumps({"kind": r.kind, "apiVersion": r.api_version, "metadata": meta})
     )
+
+
+def _expired(rv: int, oldest: int) -> StatusError:
+    """``410 Gone`` for a watch from before ``oldest`` (the oldest resourceVersion it could
+    resume from), worded as the watch cache words it (k8s.io/apiserver
+    pkg/storage/cacher/watch_cache.go: ``too old resource version: %d (%d)``)."""
+    return StatusError(410, "Expired", f"too old resource version: {rv} ({oldest})")
 
 
 class Changes:
@@ -84,21 +92,36 @@ class Watches:
     """The server's watches of a store: the changes after a resourceVersion, as they
     happen, with bookmarks every ``bookmark_interval`` seconds when asked."""
 
-    def __init__(self, store: ObjectStore, changes: Changes, bookmark_interval: float) -> None:
+    def __init__(
+        self, store: ObjectStore, changes: Changes, bookmark_interval: float, faults: Faults
+    ) -> None:
         self._store = store
         self._changes = changes
         self._bookmark_interval = bookmark_interval
+        self._faults = faults
 
     async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        """The watch's events until its timeout or the server's close; a client that
+        leaves ends it quietly (normal for a watch)."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        with contextlib.suppress(ConnectionError):
+            await self._stream(request, response, t)
+        return response
+
+    async def _stream(self, request: web.Request, response: web.StreamResponse, t: Target) -> None:
         query = request.query
         sel, fmt = selection(t, query), negotiate(request)
         timeout = int_param(query, "timeoutSeconds", 0) or _WATCH_TIMEOUT
         bookmarks = is_true(query.get("allowWatchBookmarks"))
         rv = int_param(query, "resourceVersion", 0)
-        response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        response.enable_chunked_encoding()
+        initial = rv == 0 or is_true(query.get("sendInitialEvents"))
         await response.prepare(request)
-        if rv == 0 or is_true(query.get("sendInitialEvents")):
+        oldest = self._faults.oldest(self._store._version())  # the gone-watch fault
+        if not initial and oldest is not None and rv < oldest:
+            await response.write(_event("ERROR", dumps(_expired(rv, oldest).status)))
+            return
+        if initial:
             snap, rv = self._store._snapshot(t.resource)
             low, high = sel.bounds(snap)
             added = [e for e in snap.entries[low:high] if sel.matches(e)]
@@ -110,7 +133,6 @@ class Watches:
             if bookmarks and is_true(query.get("sendInitialEvents")):
                 await response.write(_bookmark(t.resource, rv, initial_events_end=True))
         await self._follow(response, sel, fmt, rv, timeout, bookmarks)
-        return response
 
     async def _follow(
         self,
@@ -129,7 +151,7 @@ class Watches:
             changed = self._changes.changed
             changes = self._store._changes_since(rv)
             if changes is None:
-                expired = StatusError(410, "Expired", f"too old resource version: {rv}")
+                expired = _expired(rv, self._store._oldest())
                 await response.write(_event("ERROR", dumps(expired.status)))
                 return
             lines = [line for c in changes if (line := _change_event(c, sel, fmt))]
