@@ -7,7 +7,12 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.keepalive import closed_connections, idle_gaps, mismatch_fix
+from svcdoctor.diagnose.keepalive import (
+    closed_connections,
+    idle_gaps,
+    mismatch_fix,
+    stale_connections,
+)
 from svcdoctor.diagnose.stats import binom_greater, chi2_homogeneity, count_in
 from svcdoctor.model import Assessment, Cause, EventKind, LifecycleEvent
 from svcdoctor.model.diagnosis import (
@@ -17,8 +22,13 @@ from svcdoctor.model.diagnosis import (
     ReusedConnections,
     ReuseDetails,
     SkewedBackend,
+    StaleConnections,
     steps,
 )
+
+# "every request opened a new connection" is a claim about the traffic: not drawn from
+# fewer requests with known connections than this
+MIN_FOR_NO_REUSE = 20
 
 
 def client_concentration(ctx: Context) -> ClientConcentration | None:
@@ -170,7 +180,8 @@ def assess_reuse(
     at_exit = failures_at_exits(ctx, reused)
     evidence: list[str] = []
     score = 0.05
-    if on_reused is not None and on_reused.traffic_share == 0:
+    known = _with_known_conn(ctx) if on_reused is not None else 0
+    if on_reused is not None and on_reused.traffic_share == 0 and known >= MIN_FOR_NO_REUSE:
         evidence.append("every request opened a new connection: nothing was reused")
     elif on_reused is not None and failures.height >= s.min_failures:
         evidence.append(
@@ -228,11 +239,18 @@ def assess_reuse(
             "still reused"
         )
         score = max(score, 0.6 + 0.3 * gaps.failures_after_gap / gaps.failures)
+    stale = stale_connections(ctx)
+    if stale:
+        evidence.append(_stale_text(stale))
+        share = stale.failures / max(stale.of_failures, 1)
+        # one line is a signature, not a statistic: "possible"; many, most of the failures
+        many = stale.failures >= s.min_failures and share >= 0.5
+        score = max(score, 0.6 + 0.3 * share if many else 0.35)
     if not evidence:
         evidence.append("no sign of connection reuse in the failures")
     evidence.extend(manifest_notes)
     fixes = []
-    if gaps or (closed and score >= 0.3 and not ctx.has_conn):
+    if gaps or stale or (closed and score >= 0.3 and not ctx.has_conn):
         fixes.append(mismatch_fix(ctx, gaps.server_idle_seconds if gaps else None))
     if score >= 0.3:
         fixes += [
@@ -251,6 +269,7 @@ def assess_reuse(
         skewed_new_backends=skew,
         closed_by_upstream=closed,
         idle_gaps=gaps,
+        stale_connections=stale,
     )
     return Assessment(
         Cause.REUSE,
@@ -259,4 +278,24 @@ def assess_reuse(
         steps(fixes),
         details,
         tuple(collect),
+    )
+
+
+def _with_known_conn(ctx: Context) -> int:
+    """Requests whose connection is known."""
+    known = (pl.col("role") == "request") & pl.col("reused").is_not_null()
+    return int(ctx.frame.select(known.sum()).item() or 0)
+
+
+def _stale_text(stale: StaleConnections) -> str:
+    """The stale-connection failures, with the first one's gaps quoted."""
+    x = stale.examples[0]
+    return (
+        f"{stale.failures} of {stale.of_failures} failures: the upstream closed a kept-alive "
+        f"connection reused after sitting idle (first: {x.conn}"
+        + (f" to {x.backend}" if x.backend and x.backend not in x.conn else "")
+        + f", idle {x.idle_seconds:g} s after {x.requests_before} requests on it, whose "
+        f"longest idle gap before was {x.longest_survived_seconds:g} s):"
+        " an idle timeout between the two closed it while the caller still reused it "
+        "(keep-alive mismatch)"
     )

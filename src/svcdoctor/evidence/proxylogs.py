@@ -233,12 +233,24 @@ def _upstream(cluster: pl.Expr, authority: pl.Expr) -> pl.Expr:
     return _null_dash(named)
 
 
-def _conn(downstream: pl.Expr, flags: pl.Expr, upstream_local: pl.Expr) -> pl.Expr:
-    """The client's connection, except for requests that never had an upstream connection
-    (no healthy upstream, connect failure: UH/UF, or no upstream local address): those
-    were new connection attempts whatever connection the client came in on."""
+def _conn(
+    downstream: pl.Expr, flags: pl.Expr, upstream_local: pl.Expr, upstream_host: pl.Expr
+) -> pl.Expr:
+    """The pooled upstream connection (proxy → pod), keyed on its local address and the
+    host (``UPSTREAM_LOCAL_ADDRESS``→``UPSTREAM_HOST``): that is the connection a proxy
+    reuses, whatever connection the client came in on (an Istio sidecar's app → sidecar
+    connection says nothing of the sidecar → pod one). Without the upstream local address
+    (Envoy's default format), the client's connection. Requests that never had an upstream
+    connection (no healthy upstream, connect failure: UH/UF, or the address ``-``) were new
+    connection attempts: null."""
     no_upstream = flags.str.contains(r"(^|,)(UF|UH)(,|$)") | (upstream_local == "-")
-    return pl.when(no_upstream.fill_null(False)).then(None).otherwise(downstream)
+    local = _null_dash(upstream_local)
+    pooled = pl.when(local.is_not_null()).then(
+        pl.concat_str([local, pl.lit("→"), upstream_host.fill_null("-")])
+    )
+    return (
+        pl.when(no_upstream.fill_null(False)).then(None).otherwise(pl.coalesce(pooled, downstream))
+    )
 
 
 def envoy_text(text: str, source: str) -> tuple[pl.DataFrame, int]:
@@ -262,7 +274,9 @@ def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
         _null_dash(pl.col("upstream_host")).alias("backend"),
         _upstream(pl.col("cluster"), pl.col("authority")).alias("upstream"),
         _client(remote, pl.col("xff")).alias("client"),
-        _conn(remote, pl.col("flags"), pl.col("upstream_local")).alias("conn"),
+        _conn(remote, pl.col("flags"), pl.col("upstream_local"), pl.col("upstream_host")).alias(
+            "conn"
+        ),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
         _detail(outcome, pl.col("details"), pl.coalesce(pl.col("tfr1"), pl.col("tfr2"))).alias(
             "detail"
@@ -340,7 +354,10 @@ def _envoy_json_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         _null_dash(pl.col("upstream_cluster")).alias("upstream"),
         _client(downstream, pl.col("x_forwarded_for")).alias("client"),
         _conn(
-            downstream, pl.col("response_flags").fill_null("-"), pl.col("upstream_local_address")
+            downstream,
+            pl.col("response_flags").fill_null("-"),
+            pl.col("upstream_local_address"),
+            pl.col("upstream_host"),
         ).alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
         _detail(

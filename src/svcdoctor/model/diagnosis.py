@@ -229,6 +229,31 @@ class IdleGaps:
 
 
 @dataclass(frozen=True, slots=True)
+class StaleConnection:
+    """A failure where the upstream closed a kept-alive connection that the caller reused
+    after it sat idle ``idle_seconds``, longer than any idle gap it survived before."""
+
+    conn: str
+    backend: str | None
+    at: float  # the failed request's start
+    idle_seconds: float
+    longest_survived_seconds: float
+    requests_before: int
+
+
+@dataclass(frozen=True, slots=True)
+class StaleConnections:
+    """Closed-before-response failures on reused connections after an idle gap (at least
+    ``min_idle_seconds``, longer than any the connection survived): an idle timeout between
+    the two closed them (a keep-alive mismatch). ``examples``: the first few."""
+
+    failures: int
+    of_failures: int
+    min_idle_seconds: float
+    examples: tuple[StaleConnection, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ReuseDetails:
     """What the reuse analysis measured (each test ``None`` when it could not run)."""
 
@@ -239,6 +264,7 @@ class ReuseDetails:
     skewed_new_backends: tuple[SkewedBackend, ...] = ()
     closed_by_upstream: ClosedByUpstream | None = None
     idle_gaps: IdleGaps | None = None
+    stale_connections: StaleConnections | None = None
 
 
 # --- infra: conntrack, SNAT, node ----------------------------------------------------------
