@@ -15,7 +15,7 @@ from svcdoctor.diagnose.lanes import lanes_of
 from svcdoctor.diagnose.paths import window_lines
 from svcdoctor.diagnose.quantify import quantify, timeline
 from svcdoctor.diagnose.race import assess_race
-from svcdoctor.diagnose.reuse import assess_reuse
+from svcdoctor.diagnose.reuse import aligned_with_exits, assess_reuse
 from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Evidence, Verdict, iso_utc
 from svcdoctor.model.diagnosis import BackendDetails, RaceDetails, Summary, UpstreamRow
 from svcdoctor.model.pathreport import WorkloadPaths
@@ -145,13 +145,16 @@ def ranked(
     """The assessments, strongest first, held down where the traffic says so: when
     requests came and not one failed, nothing is a cause whatever else the evidence shows;
     at the background rate of a healthy Service (below ``s.floor_rate``), only strong
-    structure is."""
+    structure is, or a pattern aligned with the pods' lifecycle (failures on kept-alive
+    connections at pod exits), which background failures do not show."""
     causes = sorted(assessments, key=lambda a: -a.score)
     if none_failed:
         return [replace(a, score=min(a.score, 0.05)) for a in causes]
     if requests and failed / requests < s.floor_rate:
         return [
-            a if a.verdict is Verdict.LIKELY else replace(a, score=min(a.score, 0.25))
+            a
+            if a.verdict is Verdict.LIKELY or aligned_with_exits(a, s)
+            else replace(a, score=min(a.score, 0.25))
             for a in causes
         ]
     return causes

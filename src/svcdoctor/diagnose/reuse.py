@@ -110,6 +110,9 @@ def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> ExitFailures | None
     lo_pad, hi_pad = 1.0 + ctx.resolution, 2.0
     requests = ctx.frame.filter(pl.col("role") == "request")
     exit_of = _exit_by_backend(ctx, exits) if ctx.has_backend else {}
+    reused = _backend_of_conn(ctx, reused) if exit_of else reused
+    if exit_of and reused.get_column("backend").null_count() > 0.5 * reused.height:
+        exit_of = {}  # most failures name no pod: time alone pairs them with exits
     if exit_of:
 
         def at_own_exit(frame: pl.DataFrame, column: str) -> int:
@@ -138,6 +141,48 @@ def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> ExitFailures | None
         own_backend=bool(exit_of),
         traffic_share=round(share, 4),
         p_value=float(f"{binom_greater(hits, reused.height, max(share, 1e-9)):.3g}"),
+    )
+
+
+def aligned_with_exits(a: Assessment, s: Settings) -> bool:
+    """Whether the reuse assessment rests on failures aligned with pod exits (a lifecycle
+    test against the traffic's own share): a pattern no failure-rate floor may hide."""
+    d = a.details
+    at_exit = d.failures_at_exit_on_reused if isinstance(d, ReuseDetails) else None
+    return (
+        at_exit is not None
+        and at_exit.failures >= s.min_failures
+        and at_exit.p_value < s.alpha
+        and a.score >= 0.3
+    )
+
+
+def _backend_of_conn(ctx: Context, failures: pl.DataFrame) -> pl.DataFrame:
+    """The failures, each without a backend given the backend its connection last served
+    (a client's log: a request that got no response names no pod, but the connection it
+    was sent on went to one)."""
+    missing = failures.filter(pl.col("backend").is_null() & pl.col("conn").is_not_null())
+    if missing.height == 0:
+        return failures
+    conns = missing.get_column("conn").unique().implode()
+    served = (
+        ctx.frame.filter(pl.col("conn").is_in(conns) & pl.col("backend").is_not_null())
+        .select("conn", pl.col("ts").alias("__ts"), pl.col("backend").cast(pl.Utf8).alias("__b"))
+        .sort("__ts")
+    )
+    return (
+        failures.with_columns(pl.col("backend").cast(pl.Utf8))
+        .sort("ts")
+        .join_asof(
+            served,
+            left_on="ts",
+            right_on="__ts",
+            by="conn",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(pl.coalesce("backend", "__b").alias("backend"))
+        .drop("__ts", "__b")
     )
 
 
@@ -203,6 +248,8 @@ def assess_reuse(
         share = at_exit.failures / max(failures.height, 1)
         if at_exit.p_value < s.alpha and share >= 0.2:  # a cause of many failures
             score = max(score, 0.6 + 0.3 * share)
+        elif at_exit.p_value < s.alpha and share >= 0.1:  # of some, among others
+            score = max(score, 0.35)
     if conc and conc.p_value < s.alpha:
         evidence.append(
             f"{conc.clients_with_80pct_of_failures} of {conc.clients} clients hold 80 % of "
