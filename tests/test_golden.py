@@ -19,7 +19,12 @@ import pytest
 GOLDEN = Path(__file__).with_name("golden")
 EXAMPLES = Path(__file__).resolve().parents[1] / "src" / "svcdoctor" / "examples"
 # Keys a newer JSON shape may add; everything else must be equal to the golden output.
-NEW_KEYS = frozenset({"schema_version", "plan", "paths", "incomplete", "stale_connections"})
+NEW_KEYS = frozenset(
+    {
+        *("schema_version", "plan", "paths", "incomplete", "stale_connections"),
+        *("masked_recovered", "masked_unrecovered", "round_timeouts"),
+    }
+)
 
 CASES: dict[str, tuple[str, ...]] = {
     "lint.json": ("lint", "--example", "-o", "json"),

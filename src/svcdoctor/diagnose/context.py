@@ -138,8 +138,44 @@ def _sorted(values: Floats) -> Floats:
     return np.sort(values)
 
 
+# The tries of one request follow each other within a connect plus a read timeout (nginx's
+# defaults: 60 s each, https://nginx.org/en/docs/http/ngx_http_proxy_module.html
+# #proxy_read_timeout; ingress-nginx's connect timeout is 5 s)
+TRIES_WITHIN = 120.0
+
+
+def one_per_request(frame: pl.DataFrame) -> pl.DataFrame:
+    """Error-log failures counted once per request: the lines of one request's tries carry
+    the same nginx connection number and request (``conn`` of the error-log rows, e.g.
+    ``*1427 GET /api HTTP/1.1``); each try but the last is a ``masked`` row (a failed
+    attempt the proxy retried), as in an access log. The error-log key is then dropped: it
+    names the client's connection, not a connection to a backend."""
+    is_log = pl.col("role") == "error_log"
+    keyed = frame.select((is_log & pl.col("conn").is_not_null()).any()).item()
+    if not keyed:
+        return frame
+    frame = frame.with_row_index("__i")
+    tries = (
+        frame.filter(is_log & pl.col("conn").is_not_null())
+        .select("__i", "conn", "ts")
+        .sort(["conn", "ts"])
+        .with_columns(pl.col("ts").shift(-1).over("conn").alias("__next"))
+        .filter(pl.col("__next") - pl.col("ts") <= TRIES_WITHIN)
+        .get_column("__i")
+        .implode()
+    )
+    role = pl.col("role")
+    return frame.with_columns(
+        pl.when(pl.col("__i").is_in(tries))
+        .then(pl.lit("masked", dtype=frame.schema["role"]))
+        .otherwise(role)
+        .alias("role"),
+        pl.when(is_log).then(None).otherwise(pl.col("conn")).alias("conn"),
+    ).drop("__i")
+
+
 def build(evidence: Evidence) -> Context:
-    frame = evidence.requests
+    frame = one_per_request(evidence.requests)
     has = {
         c: frame.height > 0 and frame.get_column(c).null_count() < frame.height
         for c in ("conn", "backend", "client")

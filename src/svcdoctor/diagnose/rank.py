@@ -82,7 +82,13 @@ def strongest(each: list[Diagnosis]) -> Diagnosis:
 
 
 def _failed(d: Diagnosis) -> int:
-    return d.summary.errors + d.summary.masked_by_retries
+    return failed_requests(d.summary)
+
+
+def failed_requests(s: Summary) -> int:
+    """Requests that met a failure, each once: those that failed, and those a retry saved
+    (a retried attempt of a request that failed anyway is that request's failure)."""
+    return s.errors + s.masked_by_retries - s.masked_unrecovered
 
 
 def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagnosis:
@@ -103,7 +109,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     causes = ranked(
         (race, backend, reuse, infra),
         summary.requests,
-        summary.errors + summary.masked_by_retries,
+        failed_requests(summary),
         none_failed=ctx.failure_ts.size == 0 and ctx.attempt_ts.size > 0,
         s=s,
     )

@@ -49,7 +49,7 @@ NGINX_ACCESS = (
 )
 # Upstream failures in the nginx error log (http and stream); ``detail`` is nginx's phrase.
 NGINX_ERROR = (
-    r"^(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?:error|crit)\] \d+#\d+: (?:\*\d+ )?"
+    r"^(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?:error|crit)\] \d+#\d+: (?:\*(?P<cid>\d+) )?"
     r"(?P<detail>(?P<what>connect\(\) failed|upstream prematurely closed|upstream timed out"
     r"|\w+\(\) failed|no live upstreams|upstream sent)[^,]*), client: (?P<client>[^,]+),.*?"
     r"upstream: \"(?:\w+://)?(?P<addr>[^/\"]+)"
@@ -193,7 +193,9 @@ def nginx_error_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, i
     if "pts" not in lines.columns:
         lines = lines.with_columns(pl.lit(None, dtype=pl.Float64).alias("pts"))
     parsed = lines.select(
-        pl.col("line").str.extract_groups(NGINX_ERROR).alias("m"), pl.col("pts").alias("__pts")
+        pl.col("line").str.extract_groups(NGINX_ERROR).alias("m"),
+        pl.col("pts").alias("__pts"),
+        pl.col("line").str.extract(r'request: "([^"]*)"', 1).alias("__request"),
     ).unnest("m")
     other = parsed.filter(pl.col("what").is_null()).height
     parsed = parsed.filter(pl.col("what").is_not_null())
@@ -204,6 +206,11 @@ def nginx_error_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, i
         pl.col("client").str.strip_chars(),
         pl.col("detail").str.strip_chars(),
         pl.lit("error_log").alias("role"),
+        # nginx's connection number and the request: the lines of one request's tries
+        # (diagnose.context counts them once)
+        pl.when(pl.col("cid").is_not_null())
+        .then(pl.concat_str([pl.lit("*"), "cid", pl.lit(" "), "__request"], ignore_nulls=True))
+        .alias("conn"),
     )
     return conform(rows.lazy(), source, keep=("__pts",)).collect(), other
 

@@ -417,6 +417,14 @@ class HostCount:
 
 
 @dataclass(frozen=True, slots=True)
+class RoundTimeout:
+    """Failures that lasted a round number of seconds (just over it): a timer fired."""
+
+    seconds: float
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamRow:
     """One Service (upstream) of a proxy log that holds many, with its strongest cause."""
 
@@ -453,6 +461,11 @@ class Summary:
     warnings: tuple[str, ...] = ()
     floor_rate: float = 0.0
     upstreams: tuple[UpstreamRow, ...] | None = None  # set when the evidence holds several
+    # the masked attempts whose request succeeded on a retry, and those whose every try
+    # failed (the rest: the evidence does not say, e.g. an error log alone)
+    masked_recovered: int = 0
+    masked_unrecovered: int = 0
+    round_timeouts: tuple[RoundTimeout, ...] = ()
 
     def outcome_count(self, outcome: Outcome) -> int:
         return sum(c.count for c in self.by_outcome if c.outcome is outcome)
