@@ -23,6 +23,7 @@ NEW_KEYS = frozenset(
     {
         *("schema_version", "plan", "paths", "incomplete", "stale_connections"),
         *("masked_recovered", "masked_unrecovered", "round_timeouts"),
+        *("window_clock_seconds", "window_plan_seconds"),
     }
 )
 

@@ -127,8 +127,35 @@ def _deletions(evidence: Evidence) -> tuple[dict[str, float], float]:
             continue  # the precise report refines this coarse one
         elif e.ts < old[0]:
             chosen[e.pod] = (e.ts, e.resolution)
+    chosen = {pod: v for pod, v in chosen.items() if pod in _members(evidence, set(chosen))}
     resolution = max((r for _, r in chosen.values()), default=0.0)
     return {pod: ts for pod, (ts, _) in chosen.items()}, resolution
+
+
+def _replica_set(pod: str) -> str:
+    """The owner a Deployment's pod name carries (``api-7d9f8b6c5-x2k4q`` → ``api-7d9f8b6c5``)."""
+    return pod.rsplit("-", 1)[0]
+
+
+def _members(evidence: Evidence, deleted: set[str]) -> set[str]:
+    """The deleted pods that belong to the requests' Service: those a request reached (by
+    IP or name) and the other pods of their ReplicaSets. A node drain deletes every pod of
+    the node; the other workloads' pods are no deletions of this Service. When no deleted
+    pod can be tied to a request (no backend column, or backends that name no pod), all
+    are kept: the evidence cannot tell."""
+    requests = evidence.requests
+    if not deleted or requests.height == 0:
+        return deleted
+    backends = {str(b) for b in requests.get_column("backend").drop_nulls().unique().to_list()}
+    if not backends:
+        return deleted
+    hosts = {b.rsplit(":", 1)[0].strip("[]") if b.count(":") == 1 else b for b in backends}
+    ips = {p.name: p.ip for p in evidence.pods if p.ip}
+    reached = {pod for pod in deleted if pod in backends or ips.get(pod) in hosts}
+    if not reached:
+        return deleted
+    owners = {_replica_set(pod) for pod in reached}
+    return reached | {pod for pod in deleted if _replica_set(pod) in owners}
 
 
 def _sorted(values: Floats) -> Floats:

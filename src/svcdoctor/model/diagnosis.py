@@ -69,7 +69,11 @@ class ShutdownPath:
 @dataclass(frozen=True, slots=True)
 class RaceWindow:
     """The observed race window: the lag after deletion by which 99 % of the excess
-    failures happened (plus clock resolution), with its 95 % bootstrap interval."""
+    failures happened (plus the request clock's resolution: the longest the true lag can
+    be), with its 95 % bootstrap interval. Coarse clocks (whole-second request or event
+    times) widen the interval by their resolution (``clock_seconds``, both together) but not
+    the preStop: ``plan_seconds``, what the plan covers, is the bootstrap's upper bound
+    centred within what the clocks allow."""
 
     seconds: float
     ci95: tuple[float, float]
@@ -77,6 +81,8 @@ class RaceWindow:
     median_lag_seconds: float | None
     excess_failures: float  # over the lag histogram, above the baseline
     baseline_failures_per_second: float
+    clock_seconds: float = 0.0
+    plan_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

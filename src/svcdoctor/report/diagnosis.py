@@ -102,6 +102,8 @@ def _race(r: RaceDetails) -> dict[str, Any]:
             "window_seconds": w.seconds,
             "window_ci95": list(w.ci95),
             "window_definition": w.definition,
+            "window_clock_seconds": w.clock_seconds,
+            "window_plan_seconds": w.plan_seconds,
             "median_lag_seconds": w.median_lag_seconds,
             "baseline_failures_per_second": w.baseline_failures_per_second,
             "latency_p999_seconds": r.latency_p999_seconds,
