@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
+
 from svcdoctor.diagnose import diagnose
 from svcdoctor.evidence import read_evidence
 from svcdoctor.model import Cause, Verdict
@@ -122,3 +124,28 @@ def test_no_reuse_claim_from_a_single_request(tmp_path: Path) -> None:
     one = "".join(istio_lines().splitlines(keepends=True)[-1:])
     _, evidence, _ = _reuse(tmp_path, "istio-proxy.log", one)
     assert not any("opened a new connection" in e for e in evidence)
+
+
+def test_alb_undispatched_502s_after_idle_gaps_are_possible_reuse_not_no_cause(
+    tmp_path: Path,
+) -> None:
+    """A Node.js 5 s keep-alive behind an ALB (60 s idle): the ``-1 -1 -1 502 -`` entries
+    stay open between refused and closed-idle, and the idle gaps before them, away from any
+    deletion, make it reuse (was "no cause": they were read as refused connections)."""
+    from tests.diagnose.alb_keepalive import alb_keepalive_log
+
+    verdict, evidence, details = _reuse(tmp_path, "alb.log", alb_keepalive_log(7, 40, 90.0))
+    assert verdict is Verdict.POSSIBLE, evidence
+    assert details.stale_connections is not None
+    assert any("the AWS ALB → 10.0.3." in e for e in evidence), evidence
+
+
+def test_alb_undispatched_502_is_neither_refused_nor_closed_by_itself(tmp_path: Path) -> None:
+    from svcdoctor.evidence.cloudlb import UNDISPATCHED
+    from tests.diagnose.alb_keepalive import alb_keepalive_log
+
+    path = tmp_path / "alb.log"
+    path.write_text(alb_keepalive_log(7, 40, 90.0))
+    rows = read_evidence([str(path)]).requests.filter(pl.col("status") == 502)
+    assert set(rows.get_column("outcome").cast(pl.Utf8).to_list()) == {"error"}
+    assert set(rows.get_column("detail").cast(pl.Utf8).to_list()) == {UNDISPATCHED}

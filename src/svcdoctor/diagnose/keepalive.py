@@ -40,7 +40,7 @@ GAPS = (1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.
 # Envoy, GCP, ALB as the readers phrase it); a failure to connect is not one
 CLOSED = (
     r"prematurely closed|connection_termination|backend_connection_closed_before_data"
-    r"|target closed the connection"
+    r"|target closed the connection|closed a kept-alive one"
 )
 
 
@@ -126,6 +126,60 @@ def stale_connections(ctx: Context) -> StaleConnections | None:
                 requests_before=int(r["before"]),
             )
             for r in hits.head(5).iter_rows(named=True)
+        ),
+    )
+
+
+def stale_pairs(ctx: Context, s: Settings) -> StaleConnections | None:
+    """Without connection ids, in a proxy's log: failures where the upstream closed the
+    connection before a response, on a proxy → backend pair idle at least
+    ``MIN_STALE_IDLE`` but less than the proxy's own idle timeout (so its pool still held a
+    connection to reuse), away from pod deletions (there the race may explain them)."""
+    proxy = proxy_in_front(ctx)
+    if ctx.has_conn or not ctx.has_backend or proxy is None:
+        return None
+    rows = ctx.frame.filter((pl.col("role") == "request") & pl.col("backend").is_not_null())
+    closed = rows.filter(_closed())
+    if closed.height == 0:
+        return None
+    key = ["source", "backend"]
+    before = rows.select(*key, pl.col("ts").alias("__prev"), pl.col("ended").alias("__end"))
+    gapped = (
+        closed.select(*key, "ts")
+        .join_asof(
+            before,
+            left_on="ts",
+            right_on="__prev",
+            by=key,
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .with_columns((pl.col("ts") - pl.col("__end")).alias("gap"))
+        .filter((pl.col("gap") >= MIN_STALE_IDLE) & (pl.col("gap") < proxy[1]))
+    )
+    dels = ctx.deletion_ts
+    if dels.size and gapped.height:
+        starts = gapped.get_column("ts").to_numpy()
+        idx = np.searchsorted(dels, starts + ctx.resolution + 1.0, "right") - 1
+        lag = starts - dels[np.clip(idx, 0, None)]
+        gapped = gapped.filter(pl.Series(~((idx >= 0) & (lag <= s.test_window))))
+    if gapped.height == 0:
+        return None
+    return StaleConnections(
+        failures=gapped.height,
+        of_failures=int(rows.get_column("failed").sum()),
+        min_idle_seconds=MIN_STALE_IDLE,
+        examples=tuple(
+            StaleConnection(
+                conn=f"{proxy[0].split(' (')[0]} → {r['backend']}",
+                backend=str(r["backend"]),
+                at=float(r["ts"]),
+                idle_seconds=round(float(r["gap"]), 3),
+                longest_survived_seconds=None,
+                requests_before=None,
+            )
+            for r in gapped.sort("ts").head(5).iter_rows(named=True)
         ),
     )
 

@@ -12,6 +12,7 @@ from svcdoctor.diagnose.keepalive import (
     idle_gaps,
     mismatch_fix,
     stale_connections,
+    stale_pairs,
 )
 from svcdoctor.diagnose.stats import binom_greater, chi2_homogeneity, count_in
 from svcdoctor.model import Assessment, Cause, EventKind, LifecycleEvent
@@ -286,12 +287,14 @@ def assess_reuse(
             "still reused"
         )
         score = max(score, 0.6 + 0.3 * gaps.failures_after_gap / gaps.failures)
-    stale = stale_connections(ctx)
+    stale = stale_connections(ctx) or stale_pairs(ctx, s)
     if stale:
         evidence.append(_stale_text(stale))
         share = stale.failures / max(stale.of_failures, 1)
-        # one line is a signature, not a statistic: "possible"; many, most of the failures
-        many = stale.failures >= s.min_failures and share >= 0.5
+        # one line is a signature, not a statistic: "possible"; many, most of the failures,
+        # on connections known by their ids (a pair's may have been refused instead)
+        paired = stale.examples[0].requests_before is None
+        many = stale.failures >= s.min_failures and share >= 0.5 and not paired
         score = max(score, 0.6 + 0.3 * share if many else 0.35)
     if not evidence:
         evidence.append("no sign of connection reuse in the failures")
@@ -337,6 +340,14 @@ def _with_known_conn(ctx: Context) -> int:
 def _stale_text(stale: StaleConnections) -> str:
     """The stale-connection failures, with the first one's gaps quoted."""
     x = stale.examples[0]
+    if x.longest_survived_seconds is None or x.requests_before is None:
+        return (
+            f"{stale.failures} of {stale.of_failures} failures: the upstream closed the "
+            f"connection before a response after the pair sat idle (first: {x.conn}, idle "
+            f"{x.idle_seconds:g} s, less than the proxy keeps idle connections), away from "
+            "pod deletions: a kept-alive connection the backend had closed after a shorter "
+            "idle timeout (keep-alive mismatch), unless connections were refused"
+        )
     return (
         f"{stale.failures} of {stale.of_failures} failures: the upstream closed a kept-alive "
         f"connection reused after sitting idle (first: {x.conn}"

@@ -239,12 +239,12 @@ class StaleConnection:
     """A failure where the upstream closed a kept-alive connection that the caller reused
     after it sat idle ``idle_seconds``, longer than any idle gap it survived before."""
 
-    conn: str
+    conn: str  # the connection, or the proxy → backend pair when no connection id is known
     backend: str | None
     at: float  # the failed request's start
     idle_seconds: float
-    longest_survived_seconds: float
-    requests_before: int
+    longest_survived_seconds: float | None  # None: unknown (a pair, not a connection)
+    requests_before: int | None
 
 
 @dataclass(frozen=True, slots=True)
