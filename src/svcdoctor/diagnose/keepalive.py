@@ -19,7 +19,10 @@ from svcdoctor.model.diagnosis import (
 # How long the proxy in front keeps an idle upstream connection, by the evidence format
 # (documented defaults): ingress-nginx upstream-keepalive-timeout 60 s, AWS ALB idle
 # timeout 60 s, GCP external Application Load Balancer backend keep-alive 600 s, AWS NLB
-# idle timeout 350 s, Envoy/Istio upstream idle_timeout 1 h.
+# idle timeout 350 s, Envoy/Istio upstream idle_timeout 1 h (Envoy: "The default idle
+# timeout if not otherwise specified is 1 hour", https://www.envoyproxy.io/docs/envoy/
+# latest/faq/configuration/timeouts; Istio's DestinationRule connectionPool.http.idleTimeout
+# leaves it there, istio/istio#40619: "more than one hour (the default)").
 PROXY_IDLE: dict[str, tuple[str, float]] = {
     "nginx-access": ("ingress-nginx (upstream-keepalive-timeout)", 60.0),
     "alb": ("the AWS ALB (idle timeout)", 60.0),
