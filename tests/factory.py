@@ -268,6 +268,13 @@ def _peer(r: dict[str, object]) -> str:
     return f"{client.replace('client-', '10.1.0.')}:{40000 + zlib.crc32(conn.encode()) % 20000}"
 
 
+def _upstream_local(r: dict[str, object]) -> str:
+    """The sidecar's side of the pooled upstream connection (``UPSTREAM_LOCAL_ADDRESS``):
+    one per connection of the bundle, in the client's pod."""
+    client, conn = str(r["client"]), str(r["conn"])
+    return f"{client.replace('client-', '10.1.0.')}:{30000 + zlib.crc32(conn.encode()) % 20000}"
+
+
 def envoy_lines(b: Bundle, istio: bool) -> list[str]:
     flags = {
         "ok": "-",
@@ -288,8 +295,8 @@ def envoy_lines(b: Bundle, istio: bool) -> list[str]:
             lines.append(
                 f'[{start}] "GET /api HTTP/1.1" {code} {flags[r["outcome"]]} via_upstream - "-" '
                 f'0 612 {dur} {dur} "-" "load/1.0" "{i:08x}" "api:8080" "{r["backend"]}" '
-                f"outbound|8080||api.default.svc.cluster.local 10.1.9.9:5555 10.96.0.10:8080 "
-                f"{peer} - default"
+                f"outbound|8080||api.default.svc.cluster.local {_upstream_local(r)} "
+                f"10.96.0.10:8080 {peer} - default"
             )
         else:
             lines.append(

@@ -19,7 +19,13 @@ import pytest
 GOLDEN = Path(__file__).with_name("golden")
 EXAMPLES = Path(__file__).resolve().parents[1] / "src" / "svcdoctor" / "examples"
 # Keys a newer JSON shape may add; everything else must be equal to the golden output.
-NEW_KEYS = frozenset({"schema_version", "plan", "paths", "incomplete", "load_summaries"})
+NEW_KEYS = frozenset(
+    {
+        *("schema_version", "plan", "paths", "incomplete", "stale_connections"),
+        *("masked_recovered", "masked_unrecovered", "round_timeouts", "load_summaries"),
+        *("window_clock_seconds", "window_plan_seconds"),
+    }
+)
 
 CASES: dict[str, tuple[str, ...]] = {
     "lint.json": ("lint", "--example", "-o", "json"),

@@ -89,12 +89,14 @@ def test_envoy_response_flags() -> None:
     assert ev.requests.get_column("client").to_list()[:2] == ["10.0.0.5", "10.0.0.6"]
 
 
-def test_istio_format_gives_the_downstream_connection() -> None:
+def test_istio_format_gives_the_upstream_connection() -> None:
+    """The sidecar's pooled connection to the pod (upstream local address → upstream host)
+    is the reused one, not the app's connection to its sidecar (issue 29)."""
     ev = one("istio-proxy.log")
     rows = ev.requests.sort("ts").select("outcome", "backend", "client", "conn").rows()
     assert rows == [
-        ("ok", "10.244.1.27:80", "10.244.1.23", "10.244.1.23:46520"),
-        ("eof", "10.244.2.31:80", "10.244.1.23", "10.244.1.23:46520"),
+        ("ok", "10.244.1.27:80", "10.244.1.23", "10.244.1.23:37652→10.244.1.27:80"),
+        ("eof", "10.244.2.31:80", "10.244.1.23", "10.244.1.23:37660→10.244.2.31:80"),
     ]
 
 

@@ -45,7 +45,7 @@ def test_text_names_the_path_and_the_compared_leg(bundle: Path) -> None:
         "is compared with the 30 s leg of AWS ALB (Ingress default/api)"
     ) in path
     assert (
-        "path of Deployment default/api: the measured race window (95 % upper bound 4 s) is "
+        "path of Deployment default/api: the measured race window (95 % upper bound 2.5 s) is "
         "compared with the 30 s leg of AWS ALB (Ingress default/api)"
     ) in out
 

@@ -127,8 +127,35 @@ def _deletions(evidence: Evidence) -> tuple[dict[str, float], float]:
             continue  # the precise report refines this coarse one
         elif e.ts < old[0]:
             chosen[e.pod] = (e.ts, e.resolution)
+    chosen = {pod: v for pod, v in chosen.items() if pod in _members(evidence, set(chosen))}
     resolution = max((r for _, r in chosen.values()), default=0.0)
     return {pod: ts for pod, (ts, _) in chosen.items()}, resolution
+
+
+def _replica_set(pod: str) -> str:
+    """The owner a Deployment's pod name carries (``api-7d9f8b6c5-x2k4q`` → ``api-7d9f8b6c5``)."""
+    return pod.rsplit("-", 1)[0]
+
+
+def _members(evidence: Evidence, deleted: set[str]) -> set[str]:
+    """The deleted pods that belong to the requests' Service: those a request reached (by
+    IP or name) and the other pods of their ReplicaSets. A node drain deletes every pod of
+    the node; the other workloads' pods are no deletions of this Service. When no deleted
+    pod can be tied to a request (no backend column, or backends that name no pod), all
+    are kept: the evidence cannot tell."""
+    requests = evidence.requests
+    if not deleted or requests.height == 0:
+        return deleted
+    backends = {str(b) for b in requests.get_column("backend").drop_nulls().unique().to_list()}
+    if not backends:
+        return deleted
+    hosts = {b.rsplit(":", 1)[0].strip("[]") if b.count(":") == 1 else b for b in backends}
+    ips = {p.name: p.ip for p in evidence.pods if p.ip}
+    reached = {pod for pod in deleted if pod in backends or ips.get(pod) in hosts}
+    if not reached:
+        return deleted
+    owners = {_replica_set(pod) for pod in reached}
+    return reached | {pod for pod in deleted if _replica_set(pod) in owners}
 
 
 def _sorted(values: Floats) -> Floats:
@@ -138,8 +165,44 @@ def _sorted(values: Floats) -> Floats:
     return np.sort(values)
 
 
+# The tries of one request follow each other within a connect plus a read timeout (nginx's
+# defaults: 60 s each, https://nginx.org/en/docs/http/ngx_http_proxy_module.html
+# #proxy_read_timeout; ingress-nginx's connect timeout is 5 s)
+TRIES_WITHIN = 120.0
+
+
+def one_per_request(frame: pl.DataFrame) -> pl.DataFrame:
+    """Error-log failures counted once per request: the lines of one request's tries carry
+    the same nginx connection number and request (``conn`` of the error-log rows, e.g.
+    ``*1427 GET /api HTTP/1.1``); each try but the last is a ``masked`` row (a failed
+    attempt the proxy retried), as in an access log. The error-log key is then dropped: it
+    names the client's connection, not a connection to a backend."""
+    is_log = pl.col("role") == "error_log"
+    keyed = frame.select((is_log & pl.col("conn").is_not_null()).any()).item()
+    if not keyed:
+        return frame
+    frame = frame.with_row_index("__i")
+    tries = (
+        frame.filter(is_log & pl.col("conn").is_not_null())
+        .select("__i", "conn", "ts")
+        .sort(["conn", "ts"])
+        .with_columns(pl.col("ts").shift(-1).over("conn").alias("__next"))
+        .filter(pl.col("__next") - pl.col("ts") <= TRIES_WITHIN)
+        .get_column("__i")
+        .implode()
+    )
+    role = pl.col("role")
+    return frame.with_columns(
+        pl.when(pl.col("__i").is_in(tries))
+        .then(pl.lit("masked", dtype=frame.schema["role"]))
+        .otherwise(role)
+        .alias("role"),
+        pl.when(is_log).then(None).otherwise(pl.col("conn")).alias("conn"),
+    ).drop("__i")
+
+
 def build(evidence: Evidence) -> Context:
-    frame = evidence.requests
+    frame = one_per_request(evidence.requests)
     has = {
         c: frame.height > 0 and frame.get_column(c).null_count() < frame.height
         for c in ("conn", "backend", "client")

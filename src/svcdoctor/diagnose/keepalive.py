@@ -8,12 +8,21 @@ import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
 from svcdoctor.diagnose.stats import binom_greater, count_in, proportion_ci
-from svcdoctor.model.diagnosis import Caller, ClosedByUpstream, IdleGaps
+from svcdoctor.model.diagnosis import (
+    Caller,
+    ClosedByUpstream,
+    IdleGaps,
+    StaleConnection,
+    StaleConnections,
+)
 
 # How long the proxy in front keeps an idle upstream connection, by the evidence format
 # (documented defaults): ingress-nginx upstream-keepalive-timeout 60 s, AWS ALB idle
 # timeout 60 s, GCP external Application Load Balancer backend keep-alive 600 s, AWS NLB
-# idle timeout 350 s, Envoy/Istio upstream idle_timeout 1 h.
+# idle timeout 350 s, Envoy/Istio upstream idle_timeout 1 h (Envoy: "The default idle
+# timeout if not otherwise specified is 1 hour", https://www.envoyproxy.io/docs/envoy/
+# latest/faq/configuration/timeouts; Istio's DestinationRule connectionPool.http.idleTimeout
+# leaves it there, istio/istio#40619: "more than one hour (the default)").
 PROXY_IDLE: dict[str, tuple[str, float]] = {
     "nginx-access": ("ingress-nginx (upstream-keepalive-timeout)", 60.0),
     "alb": ("the AWS ALB (idle timeout)", 60.0),
@@ -24,22 +33,28 @@ PROXY_IDLE: dict[str, tuple[str, float]] = {
 }
 # The servers' idle keep-alive defaults, the usual other side of the mismatch.
 SERVER_IDLE = "Node.js 5 s, gunicorn 2 s, uvicorn 5 s; Go's IdleTimeout falls back to ReadTimeout"
+# The shortest idle keep-alive a common server closes at: gunicorn's default 2 s
+# (https://docs.gunicorn.org/en/stable/settings.html#keepalive); a reused connection idle
+# for less was hardly closed for being idle.
+MIN_STALE_IDLE = 2.0
 SAMPLE = 200_000  # requests whose gaps stand for the traffic's
 GAPS = (1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # the proxy's own words for "the upstream closed the connection before a response" (nginx,
 # Envoy, GCP, ALB as the readers phrase it); a failure to connect is not one
 CLOSED = (
     r"prematurely closed|connection_termination|backend_connection_closed_before_data"
-    r"|target closed the connection"
+    r"|target closed the connection|closed a kept-alive one"
 )
+
+
+def _closed() -> pl.Expr:
+    detail = pl.col("detail").cast(pl.Utf8).fill_null("")
+    return pl.col("failed") & ((pl.col("outcome") == "eof") | detail.str.contains(CLOSED))
 
 
 def closed_before_response(frame: pl.DataFrame) -> pl.Series:
     """Failed rows in which the upstream closed the connection before any response."""
-    detail = pl.col("detail").cast(pl.Utf8).fill_null("")
-    return frame.select(
-        pl.col("failed") & ((pl.col("outcome") == "eof") | detail.str.contains(CLOSED))
-    ).to_series()
+    return frame.select(_closed()).to_series()
 
 
 def closed_connections(ctx: Context, s: Settings) -> ClosedByUpstream | None:
@@ -63,6 +78,112 @@ def closed_connections(ctx: Context, s: Settings) -> ClosedByUpstream | None:
         backends_serving=serving,
         spread=serving == 0 or backends >= max(2, serving // 2),
         away_from_deletions=near <= 0.2 * closed.height,
+    )
+
+
+def stale_connections(ctx: Context) -> StaleConnections | None:
+    """Failures where the upstream closed a reused connection before a response, after it
+    sat idle at least ``MIN_STALE_IDLE`` and longer than any idle gap it survived before
+    (after at least two requests):
+    with connection ids, one such failure already shows where the idle timeout lies
+    (between the two gaps). Only the connections of such failures are looked at."""
+    if not ctx.has_conn:
+        return None
+    rows = ctx.frame.filter((pl.col("role") != "error_log") & pl.col("conn").is_not_null())
+    closed = rows.filter(closed_before_response(rows) & pl.col("reused").fill_null(False))
+    if closed.height == 0:
+        return None
+    conns = closed.get_column("conn").unique().implode()
+    mine = (
+        rows.filter(pl.col("conn").is_in(conns))
+        .with_columns(_closed().alias("x"))
+        .sort(["conn", "ts"], maintain_order=True)
+        .with_columns(
+            (pl.col("ts") - pl.col("ended").shift(1)).over("conn").alias("gap"),
+            pl.int_range(pl.len()).over("conn").alias("before"),
+        )
+        .with_columns(pl.col("gap").cum_max().shift(1).over("conn").alias("survived"))
+    )
+    # at least two requests before it (an idle gap it survived): a connection id seen only
+    # once before may be a recycled source port (a new connection), not a kept-alive one
+    hits = mine.filter(
+        pl.col("x")
+        & (pl.col("before") >= 2)
+        & (pl.col("gap") >= MIN_STALE_IDLE)
+        & (pl.col("gap") > pl.col("survived"))
+    ).sort("ts")
+    if hits.height == 0:
+        return None
+    failed = int(rows.get_column("failed").sum())
+    return StaleConnections(
+        failures=hits.height,
+        of_failures=failed,
+        min_idle_seconds=MIN_STALE_IDLE,
+        examples=tuple(
+            StaleConnection(
+                conn=str(r["conn"]),
+                backend=None if r["backend"] is None else str(r["backend"]),
+                at=float(r["ts"]),
+                idle_seconds=round(float(r["gap"]), 3),
+                longest_survived_seconds=round(float(r["survived"]), 3),
+                requests_before=int(r["before"]),
+            )
+            for r in hits.head(5).iter_rows(named=True)
+        ),
+    )
+
+
+def stale_pairs(ctx: Context, s: Settings) -> StaleConnections | None:
+    """Without connection ids, in a proxy's log: failures where the upstream closed the
+    connection before a response, on a proxy → backend pair idle at least
+    ``MIN_STALE_IDLE`` but less than the proxy's own idle timeout (so its pool still held a
+    connection to reuse), away from pod deletions (there the race may explain them)."""
+    proxy = proxy_in_front(ctx)
+    if ctx.has_conn or not ctx.has_backend or proxy is None:
+        return None
+    rows = ctx.frame.filter((pl.col("role") == "request") & pl.col("backend").is_not_null())
+    closed = rows.filter(_closed())
+    if closed.height == 0:
+        return None
+    key = ["source", "backend"]
+    before = rows.select(*key, pl.col("ts").alias("__prev"), pl.col("ended").alias("__end"))
+    gapped = (
+        closed.select(*key, "ts")
+        .join_asof(
+            before,
+            left_on="ts",
+            right_on="__prev",
+            by=key,
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .with_columns((pl.col("ts") - pl.col("__end")).alias("gap"))
+        .filter((pl.col("gap") >= MIN_STALE_IDLE) & (pl.col("gap") < proxy[1]))
+    )
+    dels = ctx.deletion_ts
+    if dels.size and gapped.height:
+        starts = gapped.get_column("ts").to_numpy()
+        idx = np.searchsorted(dels, starts + ctx.resolution + 1.0, "right") - 1
+        lag = starts - dels[np.clip(idx, 0, None)]
+        gapped = gapped.filter(pl.Series(~((idx >= 0) & (lag <= s.test_window))))
+    if gapped.height == 0:
+        return None
+    return StaleConnections(
+        failures=gapped.height,
+        of_failures=int(rows.get_column("failed").sum()),
+        min_idle_seconds=MIN_STALE_IDLE,
+        examples=tuple(
+            StaleConnection(
+                conn=f"{proxy[0].split(' (')[0]} → {r['backend']}",
+                backend=str(r["backend"]),
+                at=float(r["ts"]),
+                idle_seconds=round(float(r["gap"]), 3),
+                longest_survived_seconds=None,
+                requests_before=None,
+            )
+            for r in gapped.sort("ts").head(5).iter_rows(named=True)
+        ),
     )
 
 

@@ -17,7 +17,7 @@ def window_lines(details: RaceDetails | None, shown: Sequence[WorkloadPaths]) ->
     window = details.window if details is not None else None
     if window is None:
         return []
-    high = window.ci95[1]
+    high = window.plan_seconds if window.plan_seconds is not None else window.ci95[1]
     lines = []
     for w in shown:
         if not w.beyond_datapath:

@@ -14,10 +14,58 @@ from svcdoctor.model.diagnosis import (
     HostCount,
     NearestFraction,
     OutcomeCount,
+    RoundTimeout,
     Summary,
     Timeline,
     TimelineEvent,
 )
+
+# Timeouts people configure, in seconds: ingress-nginx proxy-connect-timeout 5 s and
+# proxy-read/send-timeout 60 s (ingress-nginx docs/user-guide/nginx-configuration/
+# configmap.md), Envoy's route timeout 15 s (envoyproxy.io FAQ "How do I configure
+# timeouts?"), AWS ALB idle timeout 60 s, and the round values clients use.
+ROUND_TIMEOUTS = (5.0, 10.0, 15.0, 30.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0)
+
+
+def round_timeouts(frame: pl.DataFrame) -> tuple[RoundTimeout, ...]:
+    """Failed attempts whose duration is a round timeout or just over it (by 50 ms, or
+    0.2 % of it: 120.001 s is a 120 s timer that fired, not a slow answer)."""
+    failed = frame.filter(pl.col("failed") & pl.col("latency_ms").is_not_null())
+    if failed.height == 0:
+        return ()
+    seconds = failed.get_column("latency_ms").to_numpy() / 1000
+    out = []
+    for limit in ROUND_TIMEOUTS:
+        hits = int(((seconds >= limit) & (seconds <= limit + max(0.05, 0.002 * limit))).sum())
+        if hits:
+            out.append(RoundTimeout(limit, hits))
+    return tuple(out)
+
+
+def retried(frame: pl.DataFrame, masked: pl.DataFrame) -> tuple[int, int]:
+    """Of the failed attempts a proxy retried (``masked``), how many belong to a request
+    that succeeded in the end, and how many to one whose every try failed. An attempt and
+    its request share the log line (its source, start and client)."""
+    if masked.height == 0:
+        return 0, 0
+    keys = ["__s", "ts", "__c"]
+
+    def keyed(rows: pl.DataFrame) -> pl.DataFrame:
+        return rows.with_columns(
+            pl.col("source").cast(pl.Utf8).alias("__s"),
+            pl.col("client").cast(pl.Utf8).fill_null("").alias("__c"),
+        )
+
+    attempts = keyed(masked).select(keys)
+    finals = (
+        keyed(frame.filter(pl.col("role") == "request"))
+        .join(attempts.unique(), on=keys, how="semi")
+        .select(*keys, pl.col("failed").alias("__f"))
+        .unique(keys)
+    )
+    linked = attempts.join(finals, on=keys, how="inner").get_column("__f")
+    failed_too = int(linked.sum())
+    return linked.len() - failed_too, failed_too
 
 
 def replica_count(ctx: Context) -> int | None:
@@ -73,6 +121,7 @@ def quantify(ctx: Context) -> Summary:
     n = visible.height
     k = int(visible.get_column("failed").sum()) if n else 0
     masked = frame.filter((pl.col("role") == "masked") & pl.col("failed"))
+    recovered, failed_too = retried(frame, masked)
     logged = frame.filter(pl.col("role") == "error_log")
     replicas = replica_count(ctx)
     span = ctx.traffic_span
@@ -93,6 +142,9 @@ def quantify(ctx: Context) -> Summary:
         replicas=replicas,
         nearest_fraction=nearest_fraction(k, n, replicas),
         deletions=len(ctx.deletions),
+        masked_recovered=recovered,
+        masked_unrecovered=failed_too,
+        round_timeouts=round_timeouts(frame),
     )
 
 

@@ -101,12 +101,20 @@ BOOTSTRAP_ROUNDS = 400  # resamples of the deletions for the window's interval
 BOOTSTRAP_SEED = 17
 
 
-def race_window(ctx: Context, failures: Floats, s: Settings) -> RaceWindow | None:
+def race_window(
+    ctx: Context, failures: Floats, s: Settings, own: Floats | None = None
+) -> RaceWindow | None:
     """The race window: the lag after deletion by which ``QUANTILE`` (99 %) of the excess
     failures happened (the lag histogram minus the baseline failure rate measured away from
     deletions), plus the clocks' resolutions; with a 95 % percentile-bootstrap interval over
     deletions (each resample draws deletions with replacement and carries their failures and
     exposure; seeded, vectorised as one matrix product).
+
+    ``own``: per failure, the deletion of the pod it was sent to (NaN when unknown). A
+    failure with one belongs to that deletion, or to none when it precedes it by more than
+    the clocks allow; one without belongs to the latest deletion the clocks allow. Coarse
+    clocks never move a failure to an earlier pod's deletion (whole-second nginx times and
+    deletions 12 s apart made a 1-2 s race look 12 s long).
 
     Every failed attempt counts once at its start (a failure's lag is when the request hit the
     closed port, whatever its latency), so an attempt a proxy retried (a masked ``502`` before
@@ -120,6 +128,10 @@ def race_window(ctx: Context, failures: Floats, s: Settings) -> RaceWindow | Non
     # from a floored end time) keeps a small negative lag instead of counting as the previous
     # deletion's straggler
     idx = np.maximum(np.searchsorted(dels, failures + tol, "right") - 1, 0)
+    if own is not None:
+        known = ~np.isnan(own)
+        at = np.clip(np.searchsorted(dels, np.where(known, own, 0.0)), 0, dels.size - 1)
+        idx = np.where(known & (dels[at] == own), at, idx)
     lags = failures - dels[idx]
     keep = (lags >= -tol) & (lags <= s.max_lag)
     lags, idx = lags[keep], idx[keep]
@@ -142,7 +154,13 @@ def race_window(ctx: Context, failures: Floats, s: Settings) -> RaceWindow | Non
     total = float(excess.sum())
     if total < s.min_failures:
         return None
-    shift = ctx.resolution + ctx.request_resolution
+    # a measured lag is the true one, minus up to the request clock's resolution (its time
+    # floored) plus up to the deletion clock's (its time floored): the true window lies
+    # within [measured - deletion's, measured + request's]. The window is said at the top
+    # of that range and its interval widened to both ends; the plan covers the bootstrap's
+    # upper bound centred in it, so coarse clocks alone do not lengthen the preStop.
+    below, above = ctx.resolution, ctx.request_resolution
+    shift = (above - below) / 2
     window = _quantile_lag(excess[None, :], edges)[0]
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     weights = rng.multinomial(dels.size, np.full(dels.size, 1 / dels.size), BOOTSTRAP_ROUNDS)
@@ -150,14 +168,21 @@ def race_window(ctx: Context, failures: Floats, s: Settings) -> RaceWindow | Non
     boot = _quantile_lag(resampled, edges)
     ci_low, ci_high = np.percentile(boot, [2.5, 97.5])
     excess_lags = np.repeat((edges[:-1] + edges[1:]) / 2, np.round(excess).astype(int))
+    seconds = max(float(window) + above, BIN)
     return RaceWindow(
-        seconds=round(float(window) + shift, 2),
-        ci95=(round(float(ci_low) + shift, 2), round(float(ci_high) + shift, 2)),
-        definition=f"lag after deletion by which {QUANTILE:.0%} of the excess "
-        "failures happened, plus clock resolution; 95 % bootstrap interval over deletions",
+        seconds=round(seconds, 2),
+        ci95=(
+            round(max(min(float(ci_low) - below, seconds), 0.0), 2),
+            round(max(float(ci_high) + above, seconds), 2),
+        ),
+        definition=f"lag after deletion by which {QUANTILE:.0%} of the excess failures "
+        "happened, plus the request clock's resolution; 95 % bootstrap interval over "
+        "deletions, widened by the clocks' resolution",
         median_lag_seconds=round(float(np.median(excess_lags)), 2) if excess_lags.size else None,
         excess_failures=round(total, 1),
         baseline_failures_per_second=round(base, 4),
+        clock_seconds=round(below + above, 3),
+        plan_seconds=round(max(float(ci_high) + shift, float(window) + shift, BIN), 2),
     )
 
 
@@ -258,21 +283,52 @@ def _outside(times: Floats, moments: Floats, resolution: float) -> Floats:
     return times[~inside]
 
 
-def _failure_starts(ctx: Context, backends: list[str], kills: Floats) -> Floats:
+def _failure_starts(ctx: Context, backends: list[str], kills: Floats) -> tuple[Floats, Floats]:
     """When the failures on new connections started (sorted), leaving out the given backends
     and the failures that ended at a SIGKILL: the moment a request met the closed port, not
     when the client gave up (a timeout ends its full timeout later) nor when a proxy logged
-    a retried attempt, so masked and plain failures share the same lag."""
+    a retried attempt, so masked and plain failures share the same lag. With each, the
+    deletion of the pod it was sent to (NaN when not known)."""
     rows = ctx.frame.filter(pl.col("failed") & (pl.col("reused").is_null() | ~pl.col("reused")))
     if backends:
         rows = rows.filter(~pl.col("backend").is_in(backends).fill_null(False))
     starts = rows.get_column("ts").to_numpy()
+    own = _own_deletions(ctx, rows)
     if kills.size and starts.size:
         ends = rows.get_column("ended").to_numpy()
         lo, hi = merged(*_around(np.sort(kills), ctx.resolution))
         idx = np.searchsorted(lo, ends, "right") - 1
-        starts = starts[~((idx >= 0) & (ends <= hi[np.clip(idx, 0, None)]))]
-    return np.sort(starts)
+        keep = ~((idx >= 0) & (ends <= hi[np.clip(idx, 0, None)]))
+        starts, own = starts[keep], own[keep]
+    order = np.argsort(starts, kind="stable")
+    return starts[order], own[order]
+
+
+def _before_own_deletion(ctx: Context, starts: Floats, own: Floats) -> int:
+    """Failures that started before their own pod's deletion by more than the clocks'
+    resolution and skew allow."""
+    tol = ctx.resolution + ctx.request_resolution + TOLERANCE
+    known = ~np.isnan(own)
+    return int(np.sum(starts[known] - own[known] < -tol))
+
+
+def _own_deletions(ctx: Context, rows: pl.DataFrame) -> Floats:
+    """Per row, the deletion moment of the pod behind its backend (NaN when unknown)."""
+    if not ctx.has_backend or rows.height == 0:
+        return np.full(rows.height, np.nan)
+    deleted = {}
+    for backend in rows.get_column("backend").drop_nulls().unique().to_list():
+        pod = ctx.pod_of(str(backend))
+        if pod is not None and pod.name in ctx.deletions:
+            deleted[str(backend)] = ctx.deletions[pod.name]
+    if not deleted:
+        return np.full(rows.height, np.nan)
+    moment = (
+        pl.col("backend")
+        .cast(pl.Utf8)
+        .replace_strict(deleted, default=None, return_dtype=pl.Float64)
+    )
+    return rows.select(moment.fill_null(np.nan)).to_series().to_numpy()
 
 
 def _span_text(values: list[float]) -> str:
@@ -440,8 +496,8 @@ def assess_race(
     # weighs the race by its share of all failures, so reuse ranks first when it is most
     on_reused = ctx.frame.filter(pl.col("failed") & pl.col("reused").fill_null(False)).height
     share = observed / (failures.size + on_reused) if failures.size + on_reused else 0.0
-    starts = _failure_starts(ctx, explained_backends, kills)
-    window = race_window(ctx, starts, s) if p < 0.05 else None
+    starts, own = _failure_starts(ctx, explained_backends, kills)
+    window = race_window(ctx, starts, s, own) if p < 0.05 else None
     evidence: list[str] = []
     fixes: list[FixStep] = []
     details = replace(
@@ -455,6 +511,15 @@ def assess_race(
         f"{s.test_window:g} s after {len(ctx.deletions)} pod deletions "
         f"({max(explained, 0.0):.0%} of those failures; permutation p = {p:.3g})"
     )
+    early = _before_own_deletion(ctx, starts, own)
+    if early >= s.min_failures:
+        evidence.append(
+            f"{early} failures came more than the clocks allow "
+            f"({ctx.resolution + ctx.request_resolution + TOLERANCE:g} s) before the deletion "
+            "of the pod they were sent to: they are attributed to no deletion; if the "
+            "deletion times are late (events stamped by a slow kubelet) or the clocks "
+            "differ, align them with --clock-offset SOURCE=SECONDS"
+        )
     if window:
         evidence.append(
             f"99 % of the excess failures happen within {window.seconds:g} s after "
@@ -462,7 +527,8 @@ def assess_race(
             f" s; median lag {window.median_lag_seconds} s): the observed race window"
         )
         latency = _latency_p999(ctx)
-        plans = remedy_patches(ctx, window.ci95[1], latency, s)
+        cover = window.plan_seconds if window.plan_seconds is not None else window.ci95[1]
+        plans = remedy_patches(ctx, cover, latency, s)
         details = replace(
             details,
             latency_p999_seconds=round(latency, 3) if latency is not None else None,
@@ -477,9 +543,14 @@ def assess_race(
         )
         for patch, plan, drained in plans:
             drains = f" - {drained:g} s its app drains by itself" if drained else ""
+            clocks = (
+                f", its {window.clock_seconds:g} s of clock resolution aside"
+                if window.clock_seconds
+                else ""
+            )
             text = (
                 f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s (the "
-                f"window's 95 % upper bound {window.ci95[1]:g} s + margin{drains}) and "
+                f"window's 95 % upper bound {cover:g} s{clocks} + margin{drains}) and "
                 f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop "
                 f"{f'+ drain {drained:g} s ' if drained else ''}+ longest request "
                 f"{_longest(latency, s):g} s + {s.checks.margin_seconds:g} s, never below "

@@ -15,7 +15,7 @@ from svcdoctor.diagnose.lanes import lanes_of
 from svcdoctor.diagnose.paths import window_lines
 from svcdoctor.diagnose.quantify import quantify, timeline
 from svcdoctor.diagnose.race import assess_race
-from svcdoctor.diagnose.reuse import assess_reuse
+from svcdoctor.diagnose.reuse import aligned_with_exits, assess_reuse
 from svcdoctor.model import Assessment, Cause, Diagnosis, EventKind, Evidence, Verdict, iso_utc
 from svcdoctor.model.diagnosis import BackendDetails, RaceDetails, Summary, UpstreamRow
 from svcdoctor.model.pathreport import WorkloadPaths
@@ -82,7 +82,13 @@ def strongest(each: list[Diagnosis]) -> Diagnosis:
 
 
 def _failed(d: Diagnosis) -> int:
-    return d.summary.errors + d.summary.masked_by_retries
+    return failed_requests(d.summary)
+
+
+def failed_requests(s: Summary) -> int:
+    """Requests that met a failure, each once: those that failed, and those a retry saved
+    (a retried attempt of a request that failed anyway is that request's failure)."""
+    return s.errors + s.masked_by_retries - s.masked_unrecovered
 
 
 def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagnosis:
@@ -107,7 +113,7 @@ def _diagnose_one(evidence: Evidence, s: Settings, service: str | None) -> Diagn
     causes = ranked(
         loadgen.weigh(signed, loads, s.floor_rate),
         summary.requests,
-        summary.errors + summary.masked_by_retries,
+        failed_requests(summary),
         none_failed=ctx.failure_ts.size == 0 and ctx.attempt_ts.size > 0,
         s=s,
     )
@@ -149,13 +155,16 @@ def ranked(
     """The assessments, strongest first, held down where the traffic says so: when
     requests came and not one failed, nothing is a cause whatever else the evidence shows;
     at the background rate of a healthy Service (below ``s.floor_rate``), only strong
-    structure is."""
+    structure is, or a pattern aligned with the pods' lifecycle (failures on kept-alive
+    connections at pod exits), which background failures do not show."""
     causes = sorted(assessments, key=lambda a: -a.score)
     if none_failed:
         return [replace(a, score=min(a.score, 0.05)) for a in causes]
     if requests and failed / requests < s.floor_rate:
         return [
-            a if a.verdict is Verdict.LIKELY else replace(a, score=min(a.score, 0.25))
+            a
+            if a.verdict is Verdict.LIKELY or aligned_with_exits(a, s)
+            else replace(a, score=min(a.score, 0.25))
             for a in causes
         ]
     return causes

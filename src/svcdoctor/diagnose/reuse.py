@@ -7,7 +7,13 @@ import numpy as np
 import polars as pl
 
 from svcdoctor.diagnose.context import Context, Settings
-from svcdoctor.diagnose.keepalive import closed_connections, idle_gaps, mismatch_fix
+from svcdoctor.diagnose.keepalive import (
+    closed_connections,
+    idle_gaps,
+    mismatch_fix,
+    stale_connections,
+    stale_pairs,
+)
 from svcdoctor.diagnose.stats import binom_greater, chi2_homogeneity, count_in
 from svcdoctor.model import Assessment, Cause, EventKind, LifecycleEvent
 from svcdoctor.model.diagnosis import (
@@ -17,8 +23,13 @@ from svcdoctor.model.diagnosis import (
     ReusedConnections,
     ReuseDetails,
     SkewedBackend,
+    StaleConnections,
     steps,
 )
+
+# "every request opened a new connection" is a claim about the traffic: not drawn from
+# fewer requests with known connections than this
+MIN_FOR_NO_REUSE = 20
 
 
 def client_concentration(ctx: Context) -> ClientConcentration | None:
@@ -100,6 +111,9 @@ def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> ExitFailures | None
     lo_pad, hi_pad = 1.0 + ctx.resolution, 2.0
     requests = ctx.frame.filter(pl.col("role") == "request")
     exit_of = _exit_by_backend(ctx, exits) if ctx.has_backend else {}
+    reused = _backend_of_conn(ctx, reused) if exit_of else reused
+    if exit_of and reused.get_column("backend").null_count() > 0.5 * reused.height:
+        exit_of = {}  # most failures name no pod: time alone pairs them with exits
     if exit_of:
 
         def at_own_exit(frame: pl.DataFrame, column: str) -> int:
@@ -128,6 +142,48 @@ def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> ExitFailures | None
         own_backend=bool(exit_of),
         traffic_share=round(share, 4),
         p_value=float(f"{binom_greater(hits, reused.height, max(share, 1e-9)):.3g}"),
+    )
+
+
+def aligned_with_exits(a: Assessment, s: Settings) -> bool:
+    """Whether the reuse assessment rests on failures aligned with pod exits (a lifecycle
+    test against the traffic's own share): a pattern no failure-rate floor may hide."""
+    d = a.details
+    at_exit = d.failures_at_exit_on_reused if isinstance(d, ReuseDetails) else None
+    return (
+        at_exit is not None
+        and at_exit.failures >= s.min_failures
+        and at_exit.p_value < s.alpha
+        and a.score >= 0.3
+    )
+
+
+def _backend_of_conn(ctx: Context, failures: pl.DataFrame) -> pl.DataFrame:
+    """The failures, each without a backend given the backend its connection last served
+    (a client's log: a request that got no response names no pod, but the connection it
+    was sent on went to one)."""
+    missing = failures.filter(pl.col("backend").is_null() & pl.col("conn").is_not_null())
+    if missing.height == 0:
+        return failures
+    conns = missing.get_column("conn").unique().implode()
+    served = (
+        ctx.frame.filter(pl.col("conn").is_in(conns) & pl.col("backend").is_not_null())
+        .select("conn", pl.col("ts").alias("__ts"), pl.col("backend").cast(pl.Utf8).alias("__b"))
+        .sort("__ts")
+    )
+    return (
+        failures.with_columns(pl.col("backend").cast(pl.Utf8))
+        .sort("ts")
+        .join_asof(
+            served,
+            left_on="ts",
+            right_on="__ts",
+            by="conn",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(pl.coalesce("backend", "__b").alias("backend"))
+        .drop("__ts", "__b")
     )
 
 
@@ -170,7 +226,8 @@ def assess_reuse(
     at_exit = failures_at_exits(ctx, reused)
     evidence: list[str] = []
     score = 0.05
-    if on_reused is not None and on_reused.traffic_share == 0:
+    known = _with_known_conn(ctx) if on_reused is not None else 0
+    if on_reused is not None and on_reused.traffic_share == 0 and known >= MIN_FOR_NO_REUSE:
         evidence.append("every request opened a new connection: nothing was reused")
     elif on_reused is not None and failures.height >= s.min_failures:
         evidence.append(
@@ -192,6 +249,8 @@ def assess_reuse(
         share = at_exit.failures / max(failures.height, 1)
         if at_exit.p_value < s.alpha and share >= 0.2:  # a cause of many failures
             score = max(score, 0.6 + 0.3 * share)
+        elif at_exit.p_value < s.alpha and share >= 0.1:  # of some, among others
+            score = max(score, 0.35)
     if conc and conc.p_value < s.alpha:
         evidence.append(
             f"{conc.clients_with_80pct_of_failures} of {conc.clients} clients hold 80 % of "
@@ -228,11 +287,20 @@ def assess_reuse(
             "still reused"
         )
         score = max(score, 0.6 + 0.3 * gaps.failures_after_gap / gaps.failures)
+    stale = stale_connections(ctx) or stale_pairs(ctx, s)
+    if stale:
+        evidence.append(_stale_text(stale))
+        share = stale.failures / max(stale.of_failures, 1)
+        # one line is a signature, not a statistic: "possible"; many, most of the failures,
+        # on connections known by their ids (a pair's may have been refused instead)
+        paired = stale.examples[0].requests_before is None
+        many = stale.failures >= s.min_failures and share >= 0.5 and not paired
+        score = max(score, 0.6 + 0.3 * share if many else 0.35)
     if not evidence:
         evidence.append("no sign of connection reuse in the failures")
     evidence.extend(manifest_notes)
     fixes = []
-    if gaps or (closed and score >= 0.3 and not ctx.has_conn):
+    if gaps or stale or (closed and score >= 0.3 and not ctx.has_conn):
         fixes.append(mismatch_fix(ctx, gaps.server_idle_seconds if gaps else None))
     if score >= 0.3:
         fixes += [
@@ -251,6 +319,7 @@ def assess_reuse(
         skewed_new_backends=skew,
         closed_by_upstream=closed,
         idle_gaps=gaps,
+        stale_connections=stale,
     )
     return Assessment(
         Cause.REUSE,
@@ -259,4 +328,32 @@ def assess_reuse(
         steps(fixes),
         details,
         tuple(collect),
+    )
+
+
+def _with_known_conn(ctx: Context) -> int:
+    """Requests whose connection is known."""
+    known = (pl.col("role") == "request") & pl.col("reused").is_not_null()
+    return int(ctx.frame.select(known.sum()).item() or 0)
+
+
+def _stale_text(stale: StaleConnections) -> str:
+    """The stale-connection failures, with the first one's gaps quoted."""
+    x = stale.examples[0]
+    if x.longest_survived_seconds is None or x.requests_before is None:
+        return (
+            f"{stale.failures} of {stale.of_failures} failures: the upstream closed the "
+            f"connection before a response after the pair sat idle (first: {x.conn}, idle "
+            f"{x.idle_seconds:g} s, less than the proxy keeps idle connections), away from "
+            "pod deletions: a kept-alive connection the backend had closed after a shorter "
+            "idle timeout (keep-alive mismatch), unless connections were refused"
+        )
+    return (
+        f"{stale.failures} of {stale.of_failures} failures: the upstream closed a kept-alive "
+        f"connection reused after sitting idle (first: {x.conn}"
+        + (f" to {x.backend}" if x.backend and x.backend not in x.conn else "")
+        + f", idle {x.idle_seconds:g} s after {x.requests_before} requests on it, whose "
+        f"longest idle gap before was {x.longest_survived_seconds:g} s):"
+        " an idle timeout between the two closed it while the caller still reused it "
+        "(keep-alive mismatch)"
     )

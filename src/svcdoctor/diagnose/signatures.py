@@ -335,7 +335,7 @@ TABLE: tuple[Signature, ...] = (
     ),
     Signature(
         "alb could not connect",
-        r"could not connect to the target",
+        r"could not connect to the target|not dispatched: the target refused",
         (RACE, REUSE),
         "ALB logs -1 -1 -1 502 for a connection the target refused or reset, and AWS "
         "documents the same shape for a target closing a kept-alive connection: open "

@@ -11,8 +11,10 @@ Sources (the meaning of every field and code below):
   https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-access-logs.html
 - ALB 460/463/502/503/504 meanings:
   https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-troubleshooting.html
-- ALB 502 signatures in the processing times (TCP RST on connect: all three are -1; target
-  closed with a request outstanding: ``response_processing_time`` -1):
+- ALB 502 signatures in the processing times (all three -1: a TCP RST on connect, or a
+  target that closed the connection, which AWS lists both, so the entry stays open between
+  refused and closed-idle; target closed with a request outstanding:
+  ``response_processing_time`` -1):
   https://repost.aws/knowledge-center/elb-alb-troubleshoot-502-errors; real keep-alive 502s
   read ``0.003 0.0 -1 502 -`` (github.com/kartikk221/hyper-express/issues/179)
 - GCP record format, ``timestamp`` (when the first-layer GFE received the request) and the
@@ -55,6 +57,15 @@ ALB_LINE: str = (
 )
 
 
+# the -1 -1 -1 502 - entry, in words that keep both of AWS's causes open
+# (https://docs.aws.amazon.com/elasticloadbalancing/latest/application/
+# load-balancer-troubleshooting.html#http-502-issues)
+UNDISPATCHED = (
+    "not dispatched: the target refused the connection or closed a kept-alive one "
+    "(502, times -1, target status -)"
+)
+
+
 def _alb_outcome() -> pl.Expr:
     elb = pl.col("status")
     target_status = pl.col("target_status")
@@ -74,8 +85,12 @@ def _alb_outcome() -> pl.Expr:
         .then(pl.lit("timeout"))  # no connection within 10 s, or no answer within idle timeout
         .when((elb == 502) & has_target & dispatched & no_answer)
         .then(pl.lit("eof"))  # the target closed the connection with a request outstanding
+        # not dispatched (request_processing_time -1): AWS gives two causes, a TCP RST when
+        # connecting (refused) and a target that closed the connection (a kept-alive one
+        # the ALB was about to reuse); the shape does not say which: "error", left to the
+        # rest of the evidence (timing against deletions, idle gaps)
         .when((elb == 502) & has_target & ~dispatched)
-        .then(pl.lit("refused"))  # TCP RST (or ICMP unreachable) when connecting
+        .then(pl.lit("error"))
         .otherwise(pl.lit("error"))  # 503 no targets, 500 auth/WAF, Lambda, malformed…
     )
 
@@ -89,6 +104,8 @@ def _alb_detail() -> pl.Expr:
         .then(pl.lit("target closed the connection before responding (502, target status -)"))
         .when(pl.col("outcome") == "refused")
         .then(pl.lit("could not connect to the target (502, target status -)"))
+        .when((elb == 502) & (pl.col("rpt") < 0) & pl.col("backend").is_not_null())
+        .then(pl.lit(UNDISPATCHED))
         .when(pl.col("outcome") == "timeout")
         .then(pl.lit("target did not respond before the timeout (504)"))
         .when(pl.col("outcome") == "http_error")

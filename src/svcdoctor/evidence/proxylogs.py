@@ -72,7 +72,7 @@ NGINX_STREAM = (
 )
 # Upstream failures in the nginx error log (http and stream); ``detail`` is nginx's phrase.
 NGINX_ERROR = (
-    r"^(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?:error|crit)\] \d+#\d+: (?:\*\d+ )?"
+    r"^(?P<time>\d{4}/\d\d/\d\d \d\d:\d\d:\d\d) \[(?:error|crit)\] \d+#\d+: (?:\*(?P<cid>\d+) )?"
     r"(?P<detail>(?P<what>connect\(\) failed|upstream prematurely closed|upstream timed out"
     r"|\w+\(\) failed|no live upstreams|upstream sent)[^,]*), client: (?P<client>[^,]+),.*?"
     r"upstream: \"(?:\w+://)?(?P<addr>[^/\"]+)"
@@ -265,7 +265,9 @@ def nginx_error_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, i
     if "pts" not in lines.columns:
         lines = lines.with_columns(pl.lit(None, dtype=pl.Float64).alias("pts"))
     parsed = lines.select(
-        pl.col("line").str.extract_groups(NGINX_ERROR).alias("m"), pl.col("pts").alias("__pts")
+        pl.col("line").str.extract_groups(NGINX_ERROR).alias("m"),
+        pl.col("pts").alias("__pts"),
+        pl.col("line").str.extract(r'request: "([^"]*)"', 1).alias("__request"),
     ).unnest("m")
     other = parsed.filter(pl.col("what").is_null()).height
     parsed = parsed.filter(pl.col("what").is_not_null())
@@ -276,6 +278,11 @@ def nginx_error_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, i
         pl.col("client").str.strip_chars(),
         pl.col("detail").str.strip_chars(),
         pl.lit("error_log").alias("role"),
+        # nginx's connection number and the request: the lines of one request's tries
+        # (diagnose.context counts them once)
+        pl.when(pl.col("cid").is_not_null())
+        .then(pl.concat_str([pl.lit("*"), "cid", pl.lit(" "), "__request"], ignore_nulls=True))
+        .alias("conn"),
     )
     return conform(rows.lazy(), source, keep=("__pts",)).collect(), other
 
@@ -318,12 +325,24 @@ def _upstream(cluster: pl.Expr, authority: pl.Expr) -> pl.Expr:
     return _null_dash(named)
 
 
-def _conn(downstream: pl.Expr, flags: pl.Expr, upstream_local: pl.Expr) -> pl.Expr:
-    """The client's connection, except for requests that never had an upstream connection
-    (no healthy upstream, connect failure: UH/UF, or no upstream local address): those
-    were new connection attempts whatever connection the client came in on."""
+def _conn(
+    downstream: pl.Expr, flags: pl.Expr, upstream_local: pl.Expr, upstream_host: pl.Expr
+) -> pl.Expr:
+    """The pooled upstream connection (proxy → pod), keyed on its local address and the
+    host (``UPSTREAM_LOCAL_ADDRESS``→``UPSTREAM_HOST``): that is the connection a proxy
+    reuses, whatever connection the client came in on (an Istio sidecar's app → sidecar
+    connection says nothing of the sidecar → pod one). Without the upstream local address
+    (Envoy's default format), the client's connection. Requests that never had an upstream
+    connection (no healthy upstream, connect failure: UH/UF, or the address ``-``) were new
+    connection attempts: null."""
     no_upstream = flags.str.contains(r"(^|,)(UF|UH)(,|$)") | (upstream_local == "-")
-    return pl.when(no_upstream.fill_null(False)).then(None).otherwise(downstream)
+    local = _null_dash(upstream_local)
+    pooled = pl.when(local.is_not_null()).then(
+        pl.concat_str([local, pl.lit("→"), upstream_host.fill_null("-")])
+    )
+    return (
+        pl.when(no_upstream.fill_null(False)).then(None).otherwise(pl.coalesce(pooled, downstream))
+    )
 
 
 def envoy_text(text: str, source: str) -> tuple[pl.DataFrame, int]:
@@ -347,7 +366,9 @@ def envoy_text_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
         _null_dash(pl.col("upstream_host")).alias("backend"),
         _upstream(pl.col("cluster"), pl.col("authority")).alias("upstream"),
         _client(remote, pl.col("xff")).alias("client"),
-        _conn(remote, pl.col("flags"), pl.col("upstream_local")).alias("conn"),
+        _conn(remote, pl.col("flags"), pl.col("upstream_local"), pl.col("upstream_host")).alias(
+            "conn"
+        ),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
         _detail(
             outcome,
@@ -428,7 +449,10 @@ def _envoy_json_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
         _null_dash(pl.col("upstream_cluster")).alias("upstream"),
         _client(downstream, pl.col("x_forwarded_for")).alias("client"),
         _conn(
-            downstream, pl.col("response_flags").fill_null("-"), pl.col("upstream_local_address")
+            downstream,
+            pl.col("response_flags").fill_null("-"),
+            pl.col("upstream_local_address"),
+            pl.col("upstream_host"),
         ).alias("conn"),
         pl.col("duration").cast(pl.Float64, strict=False).alias("latency_ms"),
         _detail(

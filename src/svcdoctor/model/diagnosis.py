@@ -69,7 +69,11 @@ class ShutdownPath:
 @dataclass(frozen=True, slots=True)
 class RaceWindow:
     """The observed race window: the lag after deletion by which 99 % of the excess
-    failures happened (plus clock resolution), with its 95 % bootstrap interval."""
+    failures happened (plus the request clock's resolution: the longest the true lag can
+    be), with its 95 % bootstrap interval. Coarse clocks (whole-second request or event
+    times) widen the interval by their resolution (``clock_seconds``, both together) but not
+    the preStop: ``plan_seconds``, what the plan covers, is the bootstrap's upper bound
+    centred within what the clocks allow."""
 
     seconds: float
     ci95: tuple[float, float]
@@ -77,6 +81,8 @@ class RaceWindow:
     median_lag_seconds: float | None
     excess_failures: float  # over the lag histogram, above the baseline
     baseline_failures_per_second: float
+    clock_seconds: float = 0.0
+    plan_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +235,31 @@ class IdleGaps:
 
 
 @dataclass(frozen=True, slots=True)
+class StaleConnection:
+    """A failure where the upstream closed a kept-alive connection that the caller reused
+    after it sat idle ``idle_seconds``, longer than any idle gap it survived before."""
+
+    conn: str  # the connection, or the proxy → backend pair when no connection id is known
+    backend: str | None
+    at: float  # the failed request's start
+    idle_seconds: float
+    longest_survived_seconds: float | None  # None: unknown (a pair, not a connection)
+    requests_before: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StaleConnections:
+    """Closed-before-response failures on reused connections after an idle gap (at least
+    ``min_idle_seconds``, longer than any the connection survived): an idle timeout between
+    the two closed them (a keep-alive mismatch). ``examples``: the first few."""
+
+    failures: int
+    of_failures: int
+    min_idle_seconds: float
+    examples: tuple[StaleConnection, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ReuseDetails:
     """What the reuse analysis measured (each test ``None`` when it could not run)."""
 
@@ -239,6 +270,7 @@ class ReuseDetails:
     skewed_new_backends: tuple[SkewedBackend, ...] = ()
     closed_by_upstream: ClosedByUpstream | None = None
     idle_gaps: IdleGaps | None = None
+    stale_connections: StaleConnections | None = None
 
 
 # --- infra: conntrack, SNAT, node ----------------------------------------------------------
@@ -391,6 +423,14 @@ class HostCount:
 
 
 @dataclass(frozen=True, slots=True)
+class RoundTimeout:
+    """Failures that lasted a round number of seconds (just over it): a timer fired."""
+
+    seconds: float
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamRow:
     """One Service (upstream) of a proxy log that holds many, with its strongest cause."""
 
@@ -441,6 +481,11 @@ class Summary:
     floor_rate: float = 0.0
     upstreams: tuple[UpstreamRow, ...] | None = None  # set when the evidence holds several
     loads: tuple[LoadReading, ...] = ()  # load generators' reports (no request times)
+    # the masked attempts whose request succeeded on a retry, and those whose every try
+    # failed (the rest: the evidence does not say, e.g. an error log alone)
+    masked_recovered: int = 0
+    masked_unrecovered: int = 0
+    round_timeouts: tuple[RoundTimeout, ...] = ()
 
     def outcome_count(self, outcome: Outcome) -> int:
         return sum(c.count for c in self.by_outcome if c.outcome is outcome)

@@ -103,6 +103,8 @@ def _race(r: RaceDetails) -> dict[str, Any]:
             "window_seconds": w.seconds,
             "window_ci95": list(w.ci95),
             "window_definition": w.definition,
+            "window_clock_seconds": w.clock_seconds,
+            "window_plan_seconds": w.plan_seconds,
             "median_lag_seconds": w.median_lag_seconds,
             "baseline_failures_per_second": w.baseline_failures_per_second,
             "latency_p999_seconds": r.latency_p999_seconds,
@@ -208,6 +210,9 @@ def summary_to_dict(s: Summary) -> dict[str, Any]:
     }
     if s.upstreams is not None:
         out["upstreams"] = _plain(s.upstreams)
+    out["masked_recovered"] = s.masked_recovered
+    out["masked_unrecovered"] = s.masked_unrecovered
+    out["round_timeouts"] = [[x.seconds, x.failures] for x in s.round_timeouts]
     if s.loads:
         out["load_summaries"] = [_load(r) for r in s.loads]
     return out
@@ -312,11 +317,32 @@ def headline(d: Diagnosis) -> str:
     else:
         part = "no request log"
     if s.masked_by_retries:
+        part += f"; {s.masked_by_retries} failed upstream attempts were retried by the proxy " + (
+            retry_outcome(s)
+        )
+    for x in s.round_timeouts:
         part += (
-            f"; {s.masked_by_retries} failed upstream attempts were retried by the proxy "
-            "(hidden from the client where the retry succeeded)"
+            f"; {x.failures} {'failure' if x.failures == 1 else 'failures'} lasted {x.seconds:g} "
+            f"s or just over: a {x.seconds:g} s timeout fired (the proxy's, the client's or a "
+            "load balancer's: compare with the configured ones)"
         )
     return part
+
+
+def retry_outcome(s: Summary) -> str:
+    """What became of the requests whose attempts a proxy retried, as the evidence says."""
+    saved, lost = s.masked_recovered, s.masked_unrecovered
+    unknown = s.masked_by_retries - saved - lost
+    if saved == s.masked_by_retries:
+        return "(hidden from the client: the retry succeeded)"
+    if lost == s.masked_by_retries:
+        return "and every retry failed too (the client got the error: counted once, there)"
+    parts = [
+        f"{saved} hidden from the client where the retry succeeded" if saved else "",
+        f"{lost} where every try failed (counted once, with the request)" if lost else "",
+        f"{unknown} whose final outcome the log does not show" if unknown else "",
+    ]
+    return "(" + "; ".join(p for p in parts if p) + ")"
 
 
 def fraction_line(f: NearestFraction) -> str:
