@@ -78,6 +78,7 @@ def workload(c: Container, volumes: dict[str, str], kind: str = "Deployment") ->
         (container("start-dev", image="quay.io/keycloak/keycloak:26.0"), {}, True),
         (container("start", image="quay.io/keycloak/keycloak:26.0"), {}, False),
         (container(image="balabit/syslog-ng:4.8"), {}, True),
+        (container("/shared/argocd-dex", "rundex", image="ghcr.io/dexidp/dex:v2"), {}, True),
         (container(mounts=(Mount("data", "/data"),)), {"data": "emptyDir"}, True),
         (container(mounts=(Mount("s", "/var/lib/grafana"),)), {"s": "emptyDir"}, True),
         (container(mounts=(Mount("pv", "/exports"),)), {"pv": "persistentVolumeClaim"}, True),

@@ -565,6 +565,9 @@ def leader_elected(container: Container) -> str | None:
 #   https://www.rsyslog.com/doc/configuration/modules/omfile.html
 # - Keycloak's `start-dev` uses an embedded H2 file database ("development mode"):
 #   https://www.keycloak.org/server/configuration#_starting_keycloak_in_development_mode
+# - Argo CD's Dex (`argocd-dex rundex`) "uses an in-memory database, and two or more
+#   instances would have inconsistent data":
+#   https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*)(:|@|$)"
@@ -601,6 +604,8 @@ def local_state(workload: Workload, container: Container) -> str | None:
         return f"image {image} keeps its data in the one process or its local files"
     if _KEYCLOAK.search(image) and "start-dev" in _argv(container):
         return "Keycloak in start-dev mode keeps an embedded database"
+    if "rundex" in _argv(container):
+        return "Argo CD's Dex keeps its data in memory"
     volumes = workload.template.volumes
     for m in container.mounts:
         source = volumes.get(m.volume)

@@ -284,10 +284,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     An availability note (info, no replicas fix) instead of the warning when a second
     replica would not be a second backend: a backend with local state (a known
     single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
-    rsyslog sinks, Keycloak `start-dev`; a writable emptyDir, hostPath or claim mounted at
-    a data path such as `/data` or `/var/lib/…`; a single-replica StatefulSet with
-    `volumeClaimTemplates`), whose data a second replica would split, and a leader-elected
-    server, whose second replica would only stand by.
+    rsyslog sinks, Keycloak `start-dev`, Argo CD's Dex; a writable emptyDir, hostPath or
+    claim mounted at a data path such as `/data` or `/var/lib/…`; a single-replica
+    StatefulSet with `volumeClaimTemplates`), whose data a second replica would split, and
+    a leader-elected server, whose second replica would only stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node
@@ -324,6 +324,7 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     - https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/
     - https://www.jaegertracing.io/docs/1.62/getting-started/#all-in-one
     - https://www.keycloak.org/server/configuration#_starting_keycloak_in_development_mode
+    - https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/
     - https://kubernetes.io/docs/concepts/architecture/leases/#leader-election
     """
     del settings
