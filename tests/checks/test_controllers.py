@@ -116,7 +116,7 @@ def test_local_state(c: Container, volumes: dict[str, str], state: bool) -> None
         (("python", "-c", "print(1)"), "python:3.12", None),
         (("node", "-e", "require('./x')"), "node:20", None),
         (("node",), "node:20", None),
-        (("sh", "-c", "node server.js"), "node:20", None),  # dash stays parent: SVD105's
+        (("sh", "-c", "node server.js"), "node:20", "node"),  # PID 1 after SVD105's fix
         (("gunicorn", "app:app"), "python:3.12", None),
         ((), "node:20", None),  # the image's CMD: unknown
     ],

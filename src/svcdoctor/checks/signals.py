@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from svcdoctor.checks._serving import parse_script, racing, shell_script
 from svcdoctor.checks.race import shell_family, stays_parent
@@ -41,6 +41,7 @@ class Pid1:
 
     runtime: str
     shown: str
+    shell: str = ""  # the shell that is PID 1 now and stays the app's parent (SVD105's)
 
 
 def pid1_runtime(container: Container) -> Pid1 | None:
@@ -54,13 +55,18 @@ def pid1_runtime(container: Container) -> Pid1 | None:
         shell, text = found
         script = parse_script(text)
         last = script.last
-        if last is None or stays_parent(shell_family(shell, container.image), script):
-            return None  # SVD105's: the shell is PID 1, the app never gets the signal
-        if any(c.program == "trap" for c in script.commands):
+        if last is None or any(c.program == "trap" for c in script.commands):
             return None
-        argv = _unwrapped(list(last.words))
-    else:
-        argv = _unwrapped(argv)
+        # a shell that stays the app's parent is SVD105's; the runtime becomes PID 1 once
+        # it execs the app (SVD105's fix), and is told here so that the fix is not half one
+        parent = stays_parent(shell_family(shell, container.image), script)
+        runtime = _runtime(_unwrapped(list(last.words)), container.image)
+        return replace(runtime, shell=shell) if runtime and parent else runtime
+    return _runtime(_unwrapped(argv), container.image)
+
+
+def _runtime(argv: list[str], image: str) -> Pid1 | None:
+    """The PID-1 runtime ``argv`` starts, if one that does not act on SIGTERM by itself."""
     if not argv:
         return None
     program = argv[0].rsplit("/", 1)[-1]
@@ -72,7 +78,7 @@ def pid1_runtime(container: Container) -> Pid1 | None:
     if _PYTHON.match(program):
         return _python(argv, shown)
     if program in ("npm", "yarn") and len(argv) > 1 and argv[1] in ("start", "run", "run-script"):
-        if program == "npm" and shell_family("sh", container.image) == "ash":
+        if program == "npm" and shell_family("sh", image) == "ash":
             return None  # npm passes SIGTERM to `sh -c`, and busybox ash execs the app
         return Pid1(program, shown)
     return None
@@ -149,12 +155,13 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
     `command`/`args`, as written in the manifest, make PID 1 one of: `node app.js`,
     `python app.py` or `python -m module` (not `gunicorn`, `uvicorn`, `celery` or `vllm`,
     which handle SIGTERM), `npm start`/`npm run …` in an image whose `sh` is not busybox ash,
-    `yarn start`/`yarn run …`. Looked through: `exec`, `env VAR=x`, `gosu`,
-    and a shell `-c` script that execs its last command (when the shell stays the app's
-    parent, SVD105 reports it instead). Not flagged: an init in front (`tini`,
-    `dumb-init`), `shareProcessNamespace: true` (the pause container is PID 1), a command
-    the manifest does not show (the image's `CMD` is unknown). Severity info: the manifest
-    cannot show whether the app installs a handler itself.
+    `yarn start`/`yarn run …`. Looked through: `exec`, `env VAR=x`, `gosu`, and a shell
+    `-c` script's last command; when the shell stays the app's parent (SVD105), the
+    runtime is told too, since it becomes PID 1 as soon as the shell execs it (SVD105's
+    fix). Not flagged: an init in front (`tini`, `dumb-init`), `shareProcessNamespace:
+    true` (the pause container is PID 1), a command the manifest does not show (the
+    image's `CMD` is unknown). Severity info: the manifest cannot show whether the app
+    installs a handler itself.
 
     ## Why it matters
     The kernel delivers a signal to a namespace's PID 1 only if PID 1 installed a handler
@@ -225,9 +232,15 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
                 "the requests it still holds"
             )
             fix = note(_RUN_DIRECTLY)
+        runs = (
+            f"runs {found.shown!r} under '{found.shell} -c', which stays its parent (SVD105); "
+            "once the shell execs it, it is PID 1"
+            if found.shell
+            else f"runs {found.shown!r} as PID 1"
+        )
         yield Hit(
             w,
-            f"container {c.name!r} runs {found.shown!r} as PID 1 ({_WHY[found.runtime]}): {what}",
+            f"container {c.name!r} {runs} ({_WHY[found.runtime]}): {what}",
             fix=fix,
             container=c.name,
             line=c.line,
