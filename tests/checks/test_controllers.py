@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from svcdoctor.checks._serving import leader_elected, local_state, uncalled
+from svcdoctor.checks._serving import leader_elected, local_state, scrape_only, uncalled
 from svcdoctor.checks.signals import pid1_runtime
 from svcdoctor.model import Container, Location, Mount, ObjectRef, PodTemplate, Workload
-from svcdoctor.model.service import ServicePort
+from svcdoctor.model.service import Service, ServicePort
 
 
 @pytest.mark.parametrize(
@@ -58,6 +58,8 @@ def container(
         (container("--leader-elect-lease-duration=30s"), None),
         (container(env=(("LEADER_ELECT", "false"),)), None),
         (container("--port=8080"), None),
+        # controller-runtime: every replica serves its webhooks and metrics
+        (container("--leader-elect", "--health-probe-bind-address=:8081"), None),
     ],
 )
 def test_leader_elected(c: Container, flag: str | None) -> None:
@@ -124,3 +126,23 @@ def test_local_state(c: Container, volumes: dict[str, str], state: bool) -> None
 def test_pid1_runtime(command: tuple[str, ...], image: str, runtime: str | None) -> None:
     found = pid1_runtime(Container("c", 1, image=image, command=command))
     assert (found.runtime if found else None) == runtime
+
+
+@pytest.mark.parametrize(
+    ("name", "ports", "only"),
+    [
+        # kubebuilder's scaffold: config/default/metrics_service.yaml
+        ("controller-manager-metrics-service", (("https", 8443),), True),
+        ("argocd-metrics", ((None, 8082),), True),
+        ("operator-metrics", (("http", 8080),), True),
+        ("operator-metrics", (("grpc", 8080),), False),
+        ("webhook-service", (("https", 9443),), False),
+    ],
+)
+def test_metrics_services(name: str, ports: tuple[tuple[str | None, int], ...], only: bool) -> None:
+    service = Service(
+        ObjectRef("Service", None, name),
+        Location("f.yaml", 1),
+        ports=tuple(ServicePort(n, n, 1, p) for p, n in ports),
+    )
+    assert scrape_only(service) is only

@@ -314,7 +314,11 @@ _SCRAPE_PORT = re.compile(
     r"probes?|healthz?|livez|readyz)$",
     re.IGNORECASE,
 )
-_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring)$")
+# A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`
+# with its one `https` port: config/default/metrics_service.yaml of its scaffold,
+# https://book.kubebuilder.io/reference/metrics) whose ports have no name of their own.
+_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring)([-_](service|svc))?$")
+_GENERIC_PORT = frozenset({"http", "https"})
 
 
 def uncalled(port: ServicePort) -> bool:
@@ -327,11 +331,13 @@ def uncalled(port: ServicePort) -> bool:
 def scrape_only(service: Service) -> bool:
     """Whether the Service only exposes metrics, profiling and probe ports (every port named
     ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics``
-    Service with unnamed ports): its client is a scraper reading pod endpoints, for which a
-    shutdown race costs one scrape."""
+    Service whose ports are unnamed or only ``http``/``https``): its client is a scraper
+    reading pod endpoints, for which a shutdown race costs one scrape."""
     if service.ports and all(uncalled(p) for p in service.ports):
         return True
-    return bool(_SCRAPE_SERVICE.search(service.ref.name)) and not any(p.name for p in service.ports)
+    return bool(_SCRAPE_SERVICE.search(service.ref.name)) and all(
+        p.name is None or p.name in _GENERIC_PORT or uncalled(p) for p in service.ports
+    )
 
 
 def carries_requests(inventory: Inventory, service: Service) -> bool:
@@ -534,13 +540,20 @@ _LEADER_FLAG = re.compile(
     r"(=(?P<value>\S*))?$"
 )
 _LEADER_ENV = frozenset({"LEADER_ELECT", "LEADER_ELECTION", "ENABLE_LEADER_ELECTION"})
+# A controller-runtime manager (kubebuilder's flags) serves webhooks and metrics on every
+# replica: its webhook server does not need leader election (NeedLeaderElection false,
+# pkg/webhook/server.go in kubernetes-sigs/controller-runtime), only its controllers do.
+_EVERY_REPLICA_SERVES = re.compile(r"^--(health-probe-bind-address|metrics-bind-address)(=|$)")
 _FALSE = frozenset({"false", "0", "no", "off"})
 
 
 def leader_elected(container: Container) -> str | None:
     """The flag or variable that makes the container leader-elected (only the elected
-    replica does the work, standbys wait for its lease), or ``None``."""
+    replica does the work, standbys wait for its lease), or ``None``; ``None`` too for a
+    controller-runtime manager, whose every replica serves its webhooks and metrics."""
     argv = _argv(container)
+    if any(_EVERY_REPLICA_SERVES.match(word) for word in argv):
+        return None
     for i, word in enumerate(argv):
         if m := _LEADER_FLAG.match(word):
             value = m.group("value")

@@ -48,7 +48,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     scraped, not sent requests. A leader-elected container (`--leader-elect`,
     `--enable-leader-election`, `--leader-election`, `LEADER_ELECT=true`) gets an info note
     instead: when only the elected leader serves the port, the probe to add is one that
-    passes on the leader only.
+    passes on the leader only. A controller-runtime manager (`--health-probe-bind-address`,
+    `--metrics-bind-address`) is not taken as one: every replica serves its webhooks.
 
     ## Why it matters
     Without a readiness probe a container is Ready as soon as it starts: new pods get traffic
