@@ -389,8 +389,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     if leader is not None:
         return Hit(
             svc,
-            f"{single} of a leader-elected server ({leader}): only the leader does the work, "
-            "so a second replica is a standby that takes over when the leader's lease "
+            f"{single} of a leader-elected server ({leader}): if only the leader serves this "
+            "port, a second replica is a standby that takes over when the leader's lease "
             "expires, not a second backend",
             fix=note(
                 "# replicas: 2 gives a standby (failover after the lease: 15 s by default for "
