@@ -112,3 +112,53 @@ def test_a_near_miss_beside_the_service_is_a_warning(tmp_path: Path) -> None:
         DEPLOYMENT.format(name="checkout", labels="app: checkout", image="checkout:1"),
     )
     assert _findings(tmp_path, "SVD207") == [("svc.yaml", "warning")]
+
+
+DAEMONSET = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: {name}}}
+spec:
+  template:
+    metadata: {{labels: {{{labels}}}}}
+    spec:
+      containers: [{{name: app, image: {image}}}]
+"""
+
+
+def test_alternative_variants_in_other_folders_do_not_add_up(tmp_path: Path) -> None:
+    # issue 30: a Deployment variant and a DaemonSet variant of one component, both matched
+    # by the Service: the DaemonSet's pods hid the single-replica Deployment
+    _write(tmp_path / "svc.yaml", SERVICE.format(name="proxy", selector="app: proxy"))
+    one = DEPLOYMENT.format(name="proxy", labels="app: proxy", image="proxy:1")
+    _write(tmp_path / "deployment" / "proxy.yaml", one.replace("replicas: 2", "replicas: 1"))
+    _write(
+        tmp_path / "daemonset" / "proxy.yaml",
+        DAEMONSET.format(name="proxy", labels="app: proxy", image="proxy:1"),
+    )
+    result = lint_paths([str(tmp_path)], Settings(enabled=frozenset({"SVD204"})))
+    assert [(f.location.file.endswith("svc.yaml"), f.severity.value) for f in result.findings] == [
+        (True, "warning")
+    ]
+    assert "Deployment proxy: 1 replica" in result.findings[0].message
+
+
+def test_two_one_replica_variants_are_still_one_pod(tmp_path: Path) -> None:
+    _write(tmp_path / "svc.yaml", SERVICE.format(name="web", selector="app: web"))
+    one = DEPLOYMENT.format(name="web", labels="app: web", image="web:1")
+    _write(tmp_path / "plain" / "web.yaml", one.replace("replicas: 2", "replicas: 1"))
+    rollout = one.replace("apps/v1", "argoproj.io/v1alpha1").replace("Deployment", "Rollout")
+    _write(tmp_path / "canary" / "web.yaml", rollout.replace("replicas: 2", "replicas: 1"))
+    assert _findings(tmp_path, "SVD204") == [("svc.yaml", "warning")]
+
+
+def test_workloads_of_one_folder_are_applied_together(tmp_path: Path) -> None:
+    # one folder is one `kubectl apply -f`: a Deployment and a DaemonSet there both run
+    _write(tmp_path / "svc.yaml", SERVICE.format(name="proxy", selector="app: proxy"))
+    one = DEPLOYMENT.format(name="proxy", labels="app: proxy", image="proxy:1")
+    _write(tmp_path / "proxy.yaml", one.replace("replicas: 2", "replicas: 1"))
+    _write(
+        tmp_path / "proxy-ds.yaml",
+        DAEMONSET.format(name="proxy", labels="app: proxy", image="proxy:1"),
+    )
+    assert _findings(tmp_path, "SVD204") == []

@@ -14,9 +14,10 @@ from svcdoctor.checks import (
     reuse,
     routes,
     selection,
+    signals,
 )
-from svcdoctor.checks._serving import has_shell
-from svcdoctor.checks.race import prestop_hook, racing
+from svcdoctor.checks._serving import has_shell, racing
+from svcdoctor.checks.race import prestop_hook
 from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule
 from svcdoctor.checks.run import LintResult, run_checks
 from svcdoctor.checks.settings import Drain, Settings
@@ -46,4 +47,5 @@ __all__ = [
     "rule",
     "run_checks",
     "selection",
+    "signals",
 ]

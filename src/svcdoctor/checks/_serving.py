@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Container, Inventory, Service, Workload, remedy
+from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload, remedy
 from svcdoctor.model.hops import Hop
+from svcdoctor.model.inventory import components
 from svcdoctor.model.path import Paths, trace_paths
 from svcdoctor.model.route import Route
 
@@ -296,27 +298,53 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     ports = [p for s in services for p in s.ports]
     # a metrics sidecar (an exporter beside the app) is scraped, not called: when other
     # ports are targeted too, only the containers behind those serve requests
-    called = [p for p in ports if not (p.name and _SCRAPE_PORT.search(p.name))] or ports
+    called = [p for p in ports if not uncalled(p)] or ports
     wanted = [p.target for p in called]
     matched = tuple(c for c in containers if any(serves(c, t) for t in wanted))
     return matched or (containers[0],)
 
 
+# Ports no client sends requests to: a scraper's (Prometheus' conventions: `metrics`,
+# `http-metrics`; https://github.com/prometheus/prometheus/wiki/Default-port-allocations),
+# a profiler's (Go's net/http/pprof, https://pkg.go.dev/net/http/pprof) and the kubelet's
+# probes (`healthz`, `probes`; https://kubernetes.io/docs/reference/using-api/health-checks/).
+# By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
-    r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry)$",
+    r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
+    r"probes?|healthz?|livez|readyz)$",
     re.IGNORECASE,
 )
-_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring)$")
+# A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`
+# with its one `https` port: config/default/metrics_service.yaml of its scaffold,
+# https://book.kubebuilder.io/reference/metrics) whose ports have no name of their own.
+_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring)([-_](service|svc))?$")
+_GENERIC_PORT = frozenset({"http", "https"})
+
+
+def uncalled(port: ServicePort) -> bool:
+    """Whether a Service port is a metrics, profiling or probe port (by its name, or by
+    the container port name it targets): scraped or probed, never sent requests."""
+    names = (port.name, port.target if isinstance(port.target, str) else None)
+    return any(n and _SCRAPE_PORT.search(n) for n in names)
 
 
 def scrape_only(service: Service) -> bool:
-    """Whether the Service only exposes metrics (every port named ``metrics``,
-    ``http-metrics``, ``prometheus``…, or a ``*-metrics`` Service with unnamed ports): its
-    client is a scraper reading pod endpoints, for which a shutdown race costs one scrape."""
-    names = [p.name for p in service.ports]
-    if service.ports and all(n and _SCRAPE_PORT.search(n) for n in names):
+    """Whether the Service only exposes metrics, profiling and probe ports (every port named
+    ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics``
+    Service whose ports are unnamed or only ``http``/``https``): its client is a scraper
+    reading pod endpoints, for which a shutdown race costs one scrape."""
+    if service.ports and all(uncalled(p) for p in service.ports):
         return True
-    return bool(_SCRAPE_SERVICE.search(service.ref.name)) and not any(names)
+    return bool(_SCRAPE_SERVICE.search(service.ref.name)) and all(
+        p.name is None or p.name in _GENERIC_PORT or uncalled(p) for p in service.ports
+    )
+
+
+def carries_requests(inventory: Inventory, service: Service) -> bool:
+    """Whether clients send requests through the Service: a route sends to it, or one of its
+    ports is not a metrics, profiling or probe port. The one answer every serving rule asks
+    (SVD101-106, SVD201-204): a Service only scraped or probed has no request to fail."""
+    return not scrape_only(service) or routed(inventory, service)
 
 
 _ROUTED: list[tuple[tuple[Route, ...], str, frozenset[tuple[str, str]]]] = []
@@ -344,6 +372,31 @@ def routed(inventory: Inventory, service: Service) -> bool:
 def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:
     """Every (workload, serving container) pair behind some Service."""
     return [(w, c) for w in inventory.workloads for c in serving_containers(inventory, w)]
+
+
+def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
+    """Serving containers behind a Service that carries requests (``carries_requests``): not
+    only metrics-only Services no route sends to (a scraper that misses one scrape during a
+    rollout is no failed request)."""
+    return [
+        (w, c)
+        for w, c in backed(inventory)
+        if any(carries_requests(inventory, s) for s in inventory.services_of(w))
+    ]
+
+
+def fewest_pods(
+    inventory: Inventory, workloads: Sequence[Workload], count: Callable[[Workload], int | None]
+) -> list[tuple[Workload, int | None]]:
+    """One ``(workload, pods)`` per component (``model.inventory.components``): of a
+    component's alternatives (its variants in other folders, whose pods do not add up), the
+    one that keeps the fewest known pods; ``None`` pods when none is known (a DaemonSet)."""
+    found: list[tuple[Workload, int | None]] = []
+    for group in components(workloads, inventory.namespace):
+        counts = [(w, count(w)) for w in group]
+        known = [(w, c) for w, c in counts if c is not None]
+        found.append(min(known, key=lambda wc: wc[1] or 0) if known else counts[0])
+    return found
 
 
 def service_names(inventory: Inventory, workload: Workload) -> str:
@@ -475,3 +528,109 @@ def data_store(workload: Workload) -> bool:
         if _DATA_STORE.search(name) and not _STORE_TOOL.search(name):
             return True
     return False
+
+
+# Flags that turn leader election on: `--leader-elect` in kube-controller-manager,
+# kube-scheduler and most client-go controllers
+# (https://kubernetes.io/docs/reference/command-line-tools-reference/kube-controller-manager/)
+# and in kubebuilder's scaffold (https://book.kubebuilder.io/cronjob-tutorial/empty-main),
+# others `--enable-leader-election` / `--leader-election`; some read LEADER_ELECT.
+_LEADER_FLAG = re.compile(
+    r"^--?(leader-elect|enable-leader-election|leader-election|leader-elect-enabled)"
+    r"(=(?P<value>\S*))?$"
+)
+_LEADER_ENV = frozenset({"LEADER_ELECT", "LEADER_ELECTION", "ENABLE_LEADER_ELECTION"})
+# A controller-runtime manager (kubebuilder's flags) serves webhooks and metrics on every
+# replica: its webhook server does not need leader election (NeedLeaderElection false,
+# pkg/webhook/server.go in kubernetes-sigs/controller-runtime), only its controllers do.
+_EVERY_REPLICA_SERVES = re.compile(r"^--(health-probe-bind-address|metrics-bind-address)(=|$)")
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def leader_elected(container: Container) -> str | None:
+    """The flag or variable that makes the container leader-elected (only the elected
+    replica does the work, standbys wait for its lease), or ``None``; ``None`` too for a
+    controller-runtime manager, whose every replica serves its webhooks and metrics."""
+    argv = _argv(container)
+    if any(_EVERY_REPLICA_SERVES.match(word) for word in argv):
+        return None
+    for i, word in enumerate(argv):
+        if m := _LEADER_FLAG.match(word):
+            value = m.group("value")
+            if value is None and i + 1 < len(argv) and argv[i + 1].lower() in ("true", "false"):
+                value = argv[i + 1]
+            if (value or "true").lower() not in _FALSE:
+                return word if value is None or "=" in word else f"{word} {value}"
+    for name, value in container.env:
+        if name in _LEADER_ENV and value.lower() not in _FALSE:
+            return f"{name}={value}"
+    return None
+
+
+# Servers that keep their data in the one process or its local files, so that a second
+# replica would hold data of its own rather than share it:
+# - Jaeger all-in-one keeps traces in memory ("not for production", in-memory storage):
+#   https://www.jaegertracing.io/docs/1.62/getting-started/#all-in-one
+# - Zipkin's server defaults to in-memory storage (STORAGE_TYPE=mem):
+#   https://github.com/openzipkin/zipkin/tree/master/zipkin-server#in-memory-storage
+# - syslog-ng and rsyslog sinks write what they receive to local files:
+#   https://syslog-ng.github.io/admin-guide/070_Destinations/030_File/README
+#   https://www.rsyslog.com/doc/configuration/modules/omfile.html
+# - Keycloak's `start-dev` uses an embedded H2 file database ("development mode"):
+#   https://www.keycloak.org/server/configuration#_starting_keycloak_in_development_mode
+# - Argo CD's Dex (`argocd-dex rundex`) "uses an in-memory database, and two or more
+#   instances would have inconsistent data":
+#   https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/
+_SINGLE_INSTANCE_IMAGE = re.compile(
+    r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
+    r"[\w.-]*rsyslog[\w.-]*)(:|@|$)"
+)
+_KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
+# A writable mount holds state when its path says data (`/data`, `/var/lib/grafana`,
+# `/badger`, `/exports`…) and neither its path nor its volume's name says scratch, sockets,
+# certificates, rendered config, logs or plugins (an emptyDir there is often only there
+# because the root filesystem is read-only). `istio-data` is the proxy's scratch, added to
+# every injected pod (manifests/charts/istio-control/istio-discovery/files/injection-template.yaml
+# in istio/istio).
+_DATA_PATH = re.compile(
+    r"(^|[/_-])(data|db|database|storage|store|state|badger|wal|tsdb|registry|uploads?|"
+    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/lib/\w",
+    re.IGNORECASE,
+)
+_SCRATCH = re.compile(
+    r"(^|[/_.-])(tmp|temp|cache|run|lock|shm|sockets?|certs?|tls|ssl|secrets?|etc|conf(ig)?|"
+    r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio)($|[/_-])",
+    re.IGNORECASE,
+)
+_LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
+
+
+def local_state(workload: Workload, container: Container) -> str | None:
+    """Why the container keeps state of its own that a second replica would not share (a
+    known single-instance image, a writable emptyDir/hostPath/claim mount at a data path
+    (``_DATA_PATH``), a
+    single-replica StatefulSet with volumeClaimTemplates), or ``None`` for a server with no
+    such sign."""
+    image = container.image.split("@", 1)[0]
+    in_memory = "zipkin" not in image or dict(container.env).get("STORAGE_TYPE", "mem") == "mem"
+    if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
+        return f"image {image} keeps its data in the one process or its local files"
+    if _KEYCLOAK.search(image) and "start-dev" in _argv(container):
+        return "Keycloak in start-dev mode keeps an embedded database"
+    if "rundex" in _argv(container):
+        return "Argo CD's Dex keeps its data in memory"
+    volumes = workload.template.volumes
+    for m in container.mounts:
+        source = volumes.get(m.volume)
+        if (
+            source in _LOCAL_VOLUMES
+            and not m.read_only
+            and _DATA_PATH.search(m.path)
+            and not _SCRATCH.search(m.path)
+            and not _SCRATCH.search(m.volume)
+        ):
+            return f"it writes to {source} volume {m.volume!r} at {m.path}"
+    if workload.claim_templates and (workload.replicas or 1) == 1:
+        claim = workload.claim_templates[0]
+        return f"a single-replica StatefulSet with volumeClaimTemplates ({claim!r})"
+    return None

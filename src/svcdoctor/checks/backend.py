@@ -6,10 +6,13 @@ import re
 from collections.abc import Iterator
 
 from svcdoctor.checks._serving import (
-    backed,
+    carries_requests,
     data_store,
+    fewest_pods,
+    leader_elected,
+    local_state,
+    racing,
     routed,
-    scrape_only,
     serves,
     service_names,
     serving_containers,
@@ -38,7 +41,15 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     """A Service-backed container has no readiness probe.
 
     ## What it does
-    Flags containers behind a Service without a `readinessProbe`.
+    Flags containers behind a Service without a `readinessProbe`. Not flagged: pods behind
+    Services whose ports are all metrics, profiling or probe ports (`metrics`,
+    `http-metrics`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port or target
+    name) unless a route sends to them: a controller behind a single `metrics` port is
+    scraped, not sent requests. A leader-elected container (`--leader-elect`,
+    `--enable-leader-election`, `--leader-election`, `LEADER_ELECT=true`) gets an info note
+    instead: when only the elected leader serves the port, the probe to add is one that
+    passes on the leader only. A controller-runtime manager (`--health-probe-bind-address`,
+    `--metrics-bind-address`) is not taken as one: every replica serves its webhooks.
 
     ## Why it matters
     Without a readiness probe a container is Ready as soon as it starts: new pods get traffic
@@ -73,7 +84,7 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     - https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/
     """
     del settings
-    for w, c in backed(inventory):
+    for w, c in racing(inventory):
         if c.readiness is not None:
             continue
         port: int | str = c.ports[0].number if c.ports else 8080
@@ -81,6 +92,23 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             for p in svc.ports:
                 if serves(c, p.target):
                     port = p.target
+        if leader := leader_elected(c):
+            yield Hit(
+                w,
+                f"container {c.name!r} behind Service {service_names(inventory, w)} is "
+                f"leader-elected ({leader}) and has no readinessProbe: if only the elected "
+                f"leader serves port {port}, the Service also sends requests to the standby "
+                "replicas, which do not answer them",
+                fix=note(
+                    "# a readinessProbe that passes on the leader only keeps the standbys out; "
+                    "if every replica serves\n# this port, it is the usual missing probe: add "
+                    "one that checks what requests need"
+                ),
+                container=c.name,
+                line=c.line,
+                severity=Severity.INFO,
+            )
+            continue
         probe = {
             "httpGet": {"path": "/readyz", "port": port},
             "periodSeconds": 5,
@@ -141,7 +169,7 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
     - https://srcco.de/posts/kubernetes-liveness-probes-are-dangerous.html
     """
-    for w, c in backed(inventory):
+    for w, c in racing(inventory):
         split = plan_shutdown(shutdown_facts(w, c, settings)).probes
         if split.change is ProbeChange.NONE or c.readiness is None:
             continue
@@ -203,7 +231,7 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     - https://github.com/grpc/grpc/blob/master/doc/health-checking.md
     """
     del settings
-    for w, c in backed(inventory):
+    for w, c in racing(inventory):
         r = c.readiness
         if r is None:
             continue
@@ -245,11 +273,22 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     ## What it does
     Flags Services whose backing workloads add up to one replica (an unset `replicas` counts
     as the API default of 1; a HorizontalPodAutoscaler in the inputs supplies its
-    `minReplicas`, and the fix then raises that). Not flagged: headless Services
-    (`clusterIP: None`: clients use the set of pods, e.g. gossip or memberlist peers),
-    Services whose ports are all metrics ports (scraped per pod), unless an Ingress, a
-    Gateway API route or a TargetGroupBinding sends requests to them, and workloads whose
+    `minReplicas`, and the fix then raises that). Variants of one workload (the same name)
+    in different folders are alternatives, not applied together: their pods do not add up,
+    and the variant with the fewest pods counts (a one-replica Deployment beside a
+    DaemonSet variant is flagged). Not flagged: headless Services (`clusterIP: None`:
+    clients use the set of pods, e.g. gossip or memberlist peers), Services whose ports are
+    all metrics, profiling or probe ports (scraped per pod), unless an Ingress, a Gateway API
+    route or a TargetGroupBinding sends requests to them, data stores, and workloads whose
     containers serve nothing.
+
+    An availability note (info, no replicas fix) instead of the warning when a second
+    replica would not be a second backend: a backend with local state (a known
+    single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
+    rsyslog sinks, Keycloak `start-dev`, Argo CD's Dex; a writable emptyDir, hostPath or
+    claim mounted at a data path such as `/data` or `/var/lib/…`; a single-replica
+    StatefulSet with `volumeClaimTemplates`), whose data a second replica would split, and
+    a leader-elected server, whose second replica would only stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node
@@ -276,51 +315,95 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     ## Fix
     Run at least two replicas (spread across nodes) and add a PodDisruptionBudget. When a
     HorizontalPodAutoscaler scales the workload, set its `minReplicas` to 2 or more: it
-    overrides `spec.replicas`.
+    overrides `spec.replicas`. For a backend with local state, move the state to a store
+    the replicas share (or use the backend's own clustering) first; for a leader-elected
+    server, a second replica is a standby that takes over when the leader's lease expires.
 
     ## References
     - https://kubernetes.io/docs/concepts/workloads/pods/disruptions/
     - https://kubernetes.io/docs/tasks/run-application/configure-pdb/
     - https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/
+    - https://www.jaegertracing.io/docs/1.62/getting-started/#all-in-one
+    - https://www.keycloak.org/server/configuration#_starting_keycloak_in_development_mode
+    - https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/
+    - https://kubernetes.io/docs/concepts/architecture/leases/#leader-election
     """
     del settings
     for svc in inventory.services:
-        if (svc.headless or scrape_only(svc)) and not routed(inventory, svc):
+        if (svc.headless and not routed(inventory, svc)) or not carries_requests(inventory, svc):
             continue  # a route's controller balances over a headless Service's pods too
         if endpoints_given(inventory, svc):
             continue
         workloads = [
             w for w in _related_targets(inventory, svc) if serving_containers(inventory, w)
         ]
-        if any(data_store(w) for w in workloads):
+        if not workloads or any(data_store(w) for w in workloads):
             continue  # a second replica of a database is a second database
-        counts = [_replicas(w, _autoscaler_of(inventory, w)) for w in workloads]
-        if not workloads or None in counts or sum(c or 0 for c in counts) != 1:
-            continue
-        w = next(w for w, c in zip(workloads, counts, strict=True) if c)
-        hpa = _autoscaler_of(inventory, w)
-        if hpa is not None:
-            how = f"{hpa.ref} keeps minReplicas {hpa.min_replicas}"
-            fix = Fix(
-                ObjectPatch({"spec": {"minReplicas": 2}}),
-                note=f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
-                "PodDisruptionBudget with minAvailable: 1",
-            )
-        elif w.ref.kind == "Pod":
-            how = "a bare Pod"
-            fix = note("# a bare Pod cannot be replicated: run it as a Deployment with replicas: 2")
-        else:
-            how = "replicas unset, the API default is 1" if w.replicas is None else "1 replica"
-            fix = Fix(
-                ObjectPatch({"spec": {"replicas": 2}}),
-                note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1",
-            )
-        yield Hit(
-            svc,
-            f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how}): one bad pod "
-            "fails 100 % of requests and every rollout or eviction is an outage",
-            fix=fix,
+        # alternatives (one component's variants in other folders) do not add up: the
+        # fewest pods any of them runs is what the Service may get
+        chosen = fewest_pods(
+            inventory, workloads, lambda w: _replicas(w, _autoscaler_of(inventory, w))
         )
+        if any(c is None for _, c in chosen) or sum(c or 0 for _, c in chosen) != 1:
+            continue
+        w = next(w for w, c in chosen if c)
+        yield _single(inventory, svc, w)
+
+
+def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
+    """SVD204's hit: the fix to 2 replicas, or a note for a backend with local state or a
+    leader-elected one (a second replica would split the data, or only stand by)."""
+    hpa = _autoscaler_of(inventory, w)
+    if hpa is not None:
+        how = f"{hpa.ref} keeps minReplicas {hpa.min_replicas}"
+        fix = Fix(
+            ObjectPatch({"spec": {"minReplicas": 2}}),
+            note=f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
+            "PodDisruptionBudget with minAvailable: 1",
+        )
+    elif w.ref.kind == "Pod":
+        how = "a bare Pod"
+        fix = note("# a bare Pod cannot be replicated: run it as a Deployment with replicas: 2")
+    else:
+        how = "replicas unset, the API default is 1" if w.replicas is None else "1 replica"
+        fix = Fix(
+            ObjectPatch({"spec": {"replicas": 2}}),
+            note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1",
+        )
+    single = f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how})"
+    containers = serving_containers(inventory, w)
+    state = next((why for c in containers if (why := local_state(w, c))), None)
+    if state is not None:
+        return Hit(
+            svc,
+            f"{single} that keeps local state ({state}): while it restarts or moves the "
+            "Service has no backend, and a second replica would hold data of its own",
+            fix=note(
+                "# an availability note, not a fix: more replicas would split the data. For "
+                "availability, move the\n# state to a store the replicas share (or use the "
+                "backend's own clustering), then run 2 replicas"
+            ),
+            severity=Severity.INFO,
+        )
+    leader = next((flag for c in containers if (flag := leader_elected(c))), None)
+    if leader is not None:
+        return Hit(
+            svc,
+            f"{single} of a leader-elected server ({leader}): if only the leader serves this "
+            "port, a second replica is a standby that takes over when the leader's lease "
+            "expires, not a second backend",
+            fix=note(
+                "# replicas: 2 gives a standby (failover after the lease: 15 s by default for "
+                "Kubernetes' own\n# components, --leader-elect-lease-duration), not load "
+                "balancing"
+            ),
+            severity=Severity.INFO,
+        )
+    return Hit(
+        svc,
+        f"{single}: one bad pod fails 100 % of requests and every rollout or eviction is an outage",
+        fix=fix,
+    )
 
 
 def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]:

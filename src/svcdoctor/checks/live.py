@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from svcdoctor.checks._serving import (
-    backed,
+    racing,
     seconds,
     serves,
     service_names,
@@ -153,7 +153,7 @@ def proxy_sync_outlasts_prestop(inventory: Inventory, settings: Settings) -> Ite
     # the containers whose plan for a window of the floor raises or adds their sleep
     short = [
         (w, c.name, _prestop_sleep(w, c.name))
-        for w, c in backed(inventory)
+        for w, c in racing(inventory)
         if {"SVD101", "SVD103"}
         & set(
             plan_shutdown(
@@ -224,7 +224,7 @@ def killed_at_grace_period(inventory: Inventory, settings: Settings) -> Iterator
     live = inventory.live
     if live is None:
         return
-    for w, c in backed(inventory):
+    for w, c in racing(inventory):
         killed = [
             (p, t)
             for p in live.pods_of(w.ref)

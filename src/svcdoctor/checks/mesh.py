@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from svcdoctor.checks._serving import run_paths, seconds, service_names, shutdown_facts
-from svcdoctor.checks.race import race_plan, racing
+from svcdoctor.checks._serving import racing, run_paths, seconds, service_names, shutdown_facts
+from svcdoctor.checks.race import race_plan
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload

@@ -11,11 +11,11 @@ from svcdoctor.checks._serving import (
     SHELLS,
     Script,
     backed,
+    carries_requests,
     data_store,
     parse_script,
+    racing,
     readiness_first,
-    routed,
-    scrape_only,
     seconds,
     service_names,
     shell_script,
@@ -46,17 +46,6 @@ from svcdoctor.model.remedy import (
 
 _SHELLS = SHELLS
 _NO_SHELL = NO_SHELL_IMAGE
-
-
-def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
-    """Serving containers that take requests through a Service other than a metrics-only
-    one no route sends to (a scraper that misses one scrape during a rollout is no failed
-    request)."""
-    return [
-        (w, c)
-        for w, c in backed(inventory)
-        if not all(scrape_only(s) and not routed(inventory, s) for s in inventory.services_of(w))
-    ]
 
 
 def _delays(c: Container) -> bool:
@@ -104,10 +93,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     (`drains = {"deployment/payments-*" = 3}`) and those are shorter than
     `--propagation-seconds`: then the sleep asked for is the difference. Containers that
     serve nothing (`sleep infinity`, `tail -f /dev/null`, test clients) are not flagged,
-    nor are pods behind metrics-only Services (every port named `metrics`,
-    `http-metrics`, `prometheus`, `profiling`…: a scraper that misses one scrape is no
-    failed request). When the grace period is also too short for the longest request, the
-    message and the fix say so (SVD102 then stays quiet).
+    nor are pods behind Services that carry no requests (every port a metrics, profiling
+    or probe port: `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`,
+    `probes`, `healthz`…, by port or target name, and no route sends to it: a scraper that
+    misses one scrape is no failed request). When the grace period is also too short for
+    the longest request, the message and the fix say so (SVD102 then stays quiet).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -696,7 +686,8 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     ## What it does
     Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate`, and
     workloads with one replica whose update removes it before its replacement is ready
-    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first).
+    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first). Only
+    Services that carry requests count (not metrics-only ones, as for SVD101).
 
     ## Why it matters
     During the gap no endpoint is ready: every request fails, not a few. With one replica and
@@ -729,7 +720,7 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     """
     del settings
     for w in inventory.workloads:
-        services = inventory.services_of(w)
+        services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
         if not services or data_store(w):  # stop-then-start is deliberate for a store
             continue
         names = ", ".join(s.ref.name for s in services)

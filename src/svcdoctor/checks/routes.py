@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from svcdoctor.checks._serving import run_paths, serving_containers
+from svcdoctor.checks._serving import fewest_pods, run_paths, serving_containers
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
@@ -269,7 +269,9 @@ def zonal_routing_with_few_replicas(inventory: Inventory, settings: Settings) ->
             for w in inventory.targeted(svc)
             if related(svc.location.file, w.location.file) and serving_containers(inventory, w)
         ]
-        counts = [inventory.replicas(w) for w in workloads]
+        chosen = fewest_pods(inventory, workloads, inventory.replicas)  # alternatives: fewest
+        workloads = [w for w, _ in chosen]
+        counts = [c for _, c in chosen]
         if not workloads or None in counts:
             continue  # nothing known to back it, or a DaemonSet: a pod on every node
         replicas = sum(c or 0 for c in counts)

@@ -18,6 +18,7 @@ from svcdoctor.model import (
     Container,
     ContainerPort,
     Inventory,
+    Mount,
     ObjectRef,
     PodTemplate,
     PreStop,
@@ -123,6 +124,12 @@ def _workload(f: Fields) -> Workload:
         max_surge=max_surge,
         owner=_owner(f),
         min_ready_seconds=f.integer(spec, "minReadySeconds", "spec.minReadySeconds"),
+        claim_templates=tuple(
+            f.text(f.mapping(t, "metadata", f"{p}.metadata"), "name", f"{p}.metadata.name") or ""
+            for p, t in f.maps(spec, "volumeClaimTemplates", "spec.volumeClaimTemplates")
+        )
+        if kind == "StatefulSet"
+        else (),
     )
 
 
@@ -218,6 +225,15 @@ def _pod_template(
             else None
         ),
         spread=spread,
+        volumes={
+            name: next((str(k) for k in v if k != "name"), "")
+            for p, v in f.maps(spec, "volumes", f"{path}.volumes")
+            if (name := f.text(v, "name", f"{p}.name"))
+        },
+        share_process_namespace=f.get(
+            spec, "shareProcessNamespace", f"{path}.shareProcessNamespace", bool, "a boolean"
+        )
+        is True,
     )
 
 
@@ -254,6 +270,14 @@ def _container(f: Fields, c: YMap, path: str) -> Container:
             (name, text_of(e.get("value")))
             for e_path, e in f.maps(c, "env", f"{path}.env")
             if (name := f.text(e, "name", f"{e_path}.name")) and e.get("value") is not None
+        ),
+        mounts=tuple(
+            Mount(
+                f.text(m, "name", f"{m_path}.name") or "",
+                f.text(m, "mountPath", f"{m_path}.mountPath") or "",
+                f.get(m, "readOnly", f"{m_path}.readOnly", bool, "a boolean") is True,
+            )
+            for m_path, m in f.maps(c, "volumeMounts", f"{path}.volumeMounts")
         ),
     )
 

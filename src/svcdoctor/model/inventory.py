@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -127,6 +128,25 @@ def _nearest_definitions(
             best[identity] = (rank, w)
     nearest = min((rank for rank, _ in best.values()), default=None)
     return tuple(w for rank, w in best.values() if rank == nearest)
+
+
+def components(
+    workloads: Sequence[Workload], namespace: str = DEFAULT_NAMESPACE
+) -> tuple[tuple[Workload, ...], ...]:
+    """The workloads grouped by component. Workloads of one name (and namespace) defined in
+    different folders are alternative versions of one component, not applied together (a
+    Deployment variant beside a DaemonSet variant, one overlay per environment): their pods
+    do not add up. Anything else, in one folder included, is a component of its own."""
+    by_name: dict[tuple[str, str], list[Workload]] = {}
+    for w in workloads:
+        by_name.setdefault((w.ref.namespace or namespace, w.ref.name), []).append(w)
+    found: list[tuple[Workload, ...]] = []
+    for group in by_name.values():
+        if len({folder_parts(w.location.file) for w in group}) > 1:
+            found.append(tuple(group))
+        else:
+            found.extend((w,) for w in group)
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -70,6 +70,15 @@ class PreStop:
 
 
 @dataclass(frozen=True, slots=True)
+class Mount:
+    """A ``volumeMounts`` entry: the volume's name, where it is mounted, and ``readOnly``."""
+
+    volume: str
+    path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Container:
     name: str
     line: int
@@ -83,6 +92,7 @@ class Container:
     prestop: PreStop | None = None
     # ``env`` entries with a literal ``value`` (``valueFrom`` ones are not known from files)
     env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,9 @@ class PodTemplate:
     grace_seconds: int | None = None
     grace_line: int | None = None  # line of terminationGracePeriodSeconds, when written
     spread: bool = False  # topologySpreadConstraints or pod anti-affinity present
+    # ``volumes``: name -> source (``emptyDir``, ``hostPath``, ``persistentVolumeClaim``…)
+    volumes: dict[str, str] = field(default_factory=dict)
+    share_process_namespace: bool = False  # the pause container is PID 1, not the app
 
     @property
     def effective_grace_seconds(self) -> int:
@@ -120,6 +133,7 @@ class Workload:
     max_surge: int | str | None = None
     owner: ObjectRef | None = None  # the controller in metadata.ownerReferences, if any
     min_ready_seconds: int | None = None
+    claim_templates: tuple[str, ...] = ()  # a StatefulSet's volumeClaimTemplates names
 
     @property
     def serving(self) -> bool:
