@@ -24,7 +24,8 @@ class KnownDrain:
     """An image (a glob, as ``drains`` patterns are) whose app keeps serving ``seconds``
     after SIGTERM; ``flag``: the command-line flag that sets those seconds instead, when
     given; ``off``: an argument that turns the drain off (``--flag=value`` or the two
-    words); ``source``: where the code says so; ``why``: one line on what it does."""
+    words); ``source``: where the code says so; ``why``: what the app does, worded to follow
+    "its app" in a finding."""
 
     image: str
     seconds: float
@@ -39,16 +40,17 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "*stefanprodan/podinfo*",
         3,
         "https://github.com/stefanprodan/podinfo/blob/master/pkg/signals/shutdown.go",
-        "fails its readiness probe, then sleeps 3 s before shutting its servers down "
-        "(since 2.0.0; not with --level=debug)",
+        "fails its readiness probe, then sleeps 3 s before shutting its servers down, since "
+        "2.0.0 and unless --level=debug",
         off=("--level", "debug"),
     ),
     KnownDrain(
         "*knative.dev/*/cmd/webhook*",
         45,
         "https://github.com/knative/pkg/blob/main/webhook/webhook.go",
-        "knative.dev/pkg's webhook drains before Shutdown until no request came for its "
-        "GracePeriod, default network.DefaultDrainTimeout (45 s, knative/pkg network/network.go)",
+        "is knative.dev/pkg's webhook, which drains before Shutdown until no request came for "
+        "its GracePeriod, default network.DefaultDrainTimeout: 45 s, knative/pkg "
+        "network/network.go",
     ),
     KnownDrain(
         "*knative.dev/serving/cmd/activator*",
@@ -58,10 +60,19 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "shutting its servers down",
     ),
     KnownDrain(
+        "*/proxyv2*",
+        5,
+        "https://github.com/istio/istio/blob/master/pkg/envoy/agent.go",
+        "is Istio's pilot-agent, which drains Envoy's listeners gracefully, Envoy still "
+        "accepting (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/"
+        "operations/draining), for terminationDrainDuration, default 5 s in "
+        "pkg/config/mesh/mesh.go, then stops it",
+    ),
+    KnownDrain(
         "*ingress-nginx/controller*",
         0,
         "https://github.com/kubernetes/ingress-nginx/blob/main/internal/ingress/controller/nginx.go",
-        "sleeps --shutdown-grace-period seconds (default 0) before stopping nginx",
+        "sleeps --shutdown-grace-period seconds, default 0, before stopping nginx",
         flag="--shutdown-grace-period",
     ),
 )

@@ -23,7 +23,7 @@ from svcdoctor.checks._serving import (
     sleep_note,
 )
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
     Fix,
@@ -105,9 +105,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     `--propagation-seconds`: then the sleep asked for is the difference. Apps the
     configuration does not name are looked up in svcdoctor's list of well-known apps that
     drain by themselves, read from their code (Knative webhooks and activator 45 s,
-    podinfo 3 s, ingress-nginx with `--shutdown-grace-period`; see the configuration
-    docs). Whether any other app keeps serving after SIGTERM cannot be seen in a manifest:
-    the message says so rather than asserting that it stops. Containers that
+    Istio's proxy 5 s, podinfo 3 s, ingress-nginx with `--shutdown-grace-period`; see the
+    configuration docs). Whether any other app keeps serving after SIGTERM cannot be seen
+    in a manifest: the message says so rather than asserting that it stops. Containers that
     serve nothing (`sleep infinity`, `tail -f /dev/null`, test clients) are not flagged,
     nor are pods behind metrics-only Services (every port named `metrics`,
     `http-metrics`, `prometheus`, `profiling`…: a scraper that misses one scrape is no
@@ -196,6 +196,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 "every node"
             )
             hint = ""
+        elif (known := known_app(c.image)) is not None:  # known, and not draining as run
+            stops = (
+                "it stops serving at SIGTERM while nodes still route to it (its app "
+                f"{known.why}: {known.source})"
+            )
+            hint = _drains_hint(w, c)
         else:
             stops = (
                 "unless its app keeps serving after SIGTERM by itself, which the manifest "

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from svcdoctor.checks.drains import KNOWN_DRAINS
+from svcdoctor.checks.drains import KNOWN_DRAINS, KnownDrain
 from svcdoctor.model import Severity
 from svcdoctor.model.duration import DurationError, parse_duration
 from svcdoctor.model.path import Paths, PathSettings
@@ -100,9 +100,8 @@ def known_drain(image: str, argv: Sequence[str] = ()) -> Drain | None:
     """The drain of a well-known app (``checks.drains.KNOWN_DRAINS``) with the container's
     arguments applied (a flag that sets the seconds, one that turns the drain off);
     ``None`` when the image is none of them or its drain is 0 s."""
-    for known in KNOWN_DRAINS:
-        if not image_matches(image, known.image):
-            continue
+    known = known_app(image)
+    if known is not None:
         if known.off is not None and _flag_value(argv, known.off[0]) == known.off[1]:
             return None
         seconds = float(known.seconds)
@@ -113,6 +112,11 @@ def known_drain(image: str, argv: Sequence[str] = ()) -> Drain | None:
                 return None  # a value the app would refuse: nothing known
         return Drain(known.image, seconds, known.source) if 0 < seconds < math.inf else None
     return None
+
+
+def known_app(image: str) -> KnownDrain | None:
+    """The entry of ``checks.drains.KNOWN_DRAINS`` the image matches, if any."""
+    return next((k for k in KNOWN_DRAINS if image_matches(image, k.image)), None)
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
