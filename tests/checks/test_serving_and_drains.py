@@ -344,3 +344,46 @@ def test_a_drain_too_short_is_reported_once() -> None:
     assert found[0].fix is not None
     assert "terminationGracePeriodSeconds: 20" in (fix_text(found[0].fix) or "")  # 3 + 2 + 10 + 5
     assert "cuts requests longer than 3 s" in found[0].message  # 5 s minus the 2 s drain
+
+
+@pytest.mark.parametrize(
+    ("image", "argv", "expected"),
+    [
+        ("gcr.io/knative-releases/knative.dev/serving/cmd/webhook@sha256:0d9c", (), 45.0),
+        ("ko://knative.dev/net-istio/cmd/webhook", (), 45.0),
+        ("gcr.io/knative-releases/knative.dev/serving/cmd/activator:v1.20", (), 45.0),
+        ("gcr.io/knative-releases/knative.dev/serving/cmd/autoscaler:v1.20", (), None),
+        ("ghcr.io/stefanprodan/podinfo:6.7.1", ("./podinfo", "--level=info"), 3.0),
+        ("stefanprodan/podinfo", ("./podinfo", "--level=debug"), None),
+        ("stefanprodan/podinfo", ("./podinfo", "-level", "debug"), None),
+        ("registry.k8s.io/ingress-nginx/controller:v1.15.1", ("/nginx-ingress-controller",), None),
+        ("registry.k8s.io/ingress-nginx/controller:v1.15.1", ("--shutdown-grace-period=10",), 10.0),
+        ("registry.k8s.io/ingress-nginx/controller:v1.15.1", ("--shutdown-grace-period", "7"), 7.0),
+        ("registry.k8s.io/ingress-nginx/controller:v1", ("--shutdown-grace-period=x",), None),
+        ("docker.io/istio/proxyv2:1.28.0", ("proxy", "router"), 5.0),
+        ("traefik:v3.3", (), None),
+        ("example/api:1", (), None),
+    ],
+)
+def test_known_drains_read_from_the_apps_code(
+    image: str, argv: tuple[str, ...], expected: float | None
+) -> None:
+    drain = Settings().drain_of("Deployment", "app", image, argv)
+    assert (drain.seconds if drain else None) == expected
+    if drain is not None:
+        assert drain.source.startswith("https://github.com/")
+
+
+def test_the_users_drains_win_over_the_known_ones() -> None:
+    pattern = "*stefanprodan/podinfo*"
+    settings = Settings(drains=(pattern,), drain_seconds={pattern: 0})
+    drain = settings.drain_of("Deployment", "podinfo", "ghcr.io/stefanprodan/podinfo:6.7.1")
+    assert drain is not None
+    assert drain.seconds == 0
+    assert not drain.source
+    text = deployment("podinfo", "        - {name: app, image: 'stefanprodan/podinfo:6.7.1'}")
+    (message,) = [f.message for f in lint_text(text, settings).findings if f.rule == "SVD101"]
+    assert "known drain" not in message
+    # untold, the known drain applies: a 2 s sleep covers the rest of the 5 s
+    (message,) = [f.message for f in lint_text(text).findings if f.rule == "SVD101"]
+    assert "keeps serving 3 s after SIGTERM (known drain" in message

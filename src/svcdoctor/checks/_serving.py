@@ -429,7 +429,8 @@ def shutdown_facts(
     own drain from ``drains`` (unless ``drain`` is false), its probes, ``shell`` when the
     caller knows the image has a shell or not, ``longest_request``
     (``--max-request-seconds``)."""
-    found = settings.drain_of(workload.ref.kind, workload.ref.name, container.image)
+    argv = (*container.command, *container.args)
+    found = settings.drain_of(workload.ref.kind, workload.ref.name, container.image, argv)
     hop_window, window_hop, sidecar_drain = _path_facts(workload, settings, window)
     return remedy.ShutdownFacts(
         window_seconds=settings.propagation_seconds if window is None else window,

@@ -23,7 +23,7 @@ from svcdoctor.checks._serving import (
     sleep_note,
 )
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
     Fix,
@@ -91,7 +91,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     listed under `drains` in the configuration (they keep serving for a while after
     SIGTERM by themselves) are not flagged, unless the configuration gives their seconds
     (`drains = {"deployment/payments-*" = 3}`) and those are shorter than
-    `--propagation-seconds`: then the sleep asked for is the difference. Containers that
+    `--propagation-seconds`: then the sleep asked for is the difference. Apps the
+    configuration does not name are looked up in svcdoctor's list of well-known apps that
+    drain by themselves, read from their code (Knative webhooks and activator 45 s,
+    Istio's proxy 5 s, podinfo 3 s, ingress-nginx with `--shutdown-grace-period`; see the
+    configuration docs). Whether any other app keeps serving after SIGTERM cannot be seen
+    in a manifest: the message says so rather than asserting that it stops. Containers that
     serve nothing (`sleep infinity`, `tail -f /dev/null`, test clients) are not flagged,
     nor are pods behind Services that carry no requests (every port a metrics, profiling
     or probe port: `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`,
@@ -129,11 +134,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     (`--propagation-seconds`, default 5) and keep `terminationGracePeriodSeconds` above the
     sleep plus the longest request. Use the native `sleep` action on Kubernetes 1.30 and
     later, `exec: {command: [sh, -c, "sleep 5"]}` before that. If the app already keeps
-    serving after SIGTERM (it waits before closing its listeners, as podinfo does), list
+    serving after SIGTERM (it waits before closing its listeners), list
     its image or workload under `drains` in the configuration instead
-    (`drains = ["ghcr.io/stefanprodan/podinfo*", "deployment/payments-*"]`), with the
+    (`drains = ["ghcr.io/example/api*", "deployment/payments-*"]`), with the
     seconds it keeps serving when you know them
-    (`drains = {"ghcr.io/stefanprodan/podinfo*" = 3}`).
+    (`drains = {"ghcr.io/example/api*" = 3}`).
 
     ## References
     - https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/
@@ -147,7 +152,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
-        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
+        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
         grace_to = (
             plan.grace_seconds if plan.grace_seconds != w.template.effective_grace_seconds else None
         )
@@ -170,14 +175,28 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             else ""
         )
         if drain is not None and drain.seconds is not None:
+            told = (
+                f"known drain {drain.pattern!r}, {drain.source}"
+                if drain.source
+                else f"drains {drain.pattern!r}"
+            )
             stops = (
-                f"its app keeps serving {drain.seconds:g} s after SIGTERM (drains "
-                f"{drain.pattern!r}), less than the {settings.propagation_seconds:g} s endpoint "
-                "removal can take to reach every node"
+                f"its app keeps serving {drain.seconds:g} s after SIGTERM ({told}), less than "
+                f"the {settings.propagation_seconds:g} s endpoint removal can take to reach "
+                "every node"
             )
             hint = ""
+        elif (known := known_app(c.image)) is not None:  # known, and not draining as run
+            stops = (
+                "it stops serving at SIGTERM while nodes still route to it (its app "
+                f"{known.why}: {known.source})"
+            )
+            hint = _drains_hint(w, c)
         else:
-            stops = "it stops serving at SIGTERM while nodes still route to it"
+            stops = (
+                "unless its app keeps serving after SIGTERM by itself, which the manifest "
+                "does not show, it stops serving while nodes still route to it"
+            )
             hint = _drains_hint(w, c)
         if plan.window_hop:
             stops += (
@@ -269,7 +288,7 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     - https://cloud.google.com/blog/products/containers-kubernetes/kubernetes-best-practices-terminating-with-grace
     """
     for w, c in racing(inventory):
-        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
+        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
         if not _delays(c) and (not drain or "SVD101" in race_plan(w, c, settings).rules):
             continue  # SVD101 reports it, grace period included
         sleep = (c.prestop.sleep_seconds if c.prestop else None) or 0.0
@@ -369,7 +388,7 @@ def short_sleep(w: Workload, c: Container, settings: Settings, rule_id: str) -> 
     plan = race_plan(w, c, settings, current_prestop=sleep)
     if rule_id not in plan.rules:
         return None  # long enough, with the app's own drain
-    drain = settings.drain_of(w.ref.kind, w.ref.name, c.image)
+    drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
     own = (
         f" (+ {drain.seconds:g} s its app drains by itself)"
         if drain is not None and drain.seconds is not None

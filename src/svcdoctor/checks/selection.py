@@ -5,6 +5,7 @@ namespace, nearby folders, Endpoints given in the inputs)."""
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Iterator
 from pathlib import PurePath
 
@@ -149,7 +150,9 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
         )
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def folder(file: str) -> str:
+    """The folder a file is in (cached: rules compare every pair of objects)."""
     return str(PurePath(file).parent)
 
 
@@ -364,8 +367,13 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
 
 def _in_tree(file: str, folder: str) -> bool:
     """Whether ``file`` lies in ``folder`` or below it."""
-    parts, top = folder_parts(file), PurePath(folder).parts
+    parts, top = folder_parts(file), _parts(folder)
     return parts[: len(top)] == top
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _parts(folder: str) -> tuple[str, ...]:
+    return PurePath(folder).parts
 
 
 def _operator_selector(selector: dict[str, str]) -> bool:

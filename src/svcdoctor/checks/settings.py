@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from svcdoctor.checks.drains import KNOWN_DRAINS, KnownDrain
 from svcdoctor.model import Severity
+from svcdoctor.model.duration import DurationError, parse_duration
 from svcdoctor.model.path import Paths, PathSettings
 from svcdoctor.model.remedy import (
     DEFAULT_MARGIN_SECONDS,
@@ -73,13 +77,58 @@ def image_forms(image: str) -> set[str]:
     return forms
 
 
+def image_matches(image: str, glob: str) -> bool:
+    """Whether an image pattern matches the image, in any of its spellings
+    (``image_forms``); the pattern too may leave out the Docker Hub registry."""
+    globs = {glob, _DOCKER_HUB.sub("", glob).removeprefix("library/")}
+    return bool(image) and any(fnmatchcase(f, g) for f in image_forms(image) for g in globs)
+
+
 @dataclass(frozen=True, slots=True)
 class Drain:
     """A ``drains`` entry that matched: its pattern, and how long the app keeps serving
-    after SIGTERM (``None``: not told, trusted to outlast endpoint propagation)."""
+    after SIGTERM (``None``: not told, trusted to outlast endpoint propagation);
+    ``source``: for an entry of svcdoctor's list of known drains (``checks.drains``), where
+    the app's code says so (empty: the user's configuration)."""
 
     pattern: str
     seconds: float | None = None
+    source: str = ""
+
+
+def known_drain(image: str, argv: Sequence[str] = ()) -> Drain | None:
+    """The drain of a well-known app (``checks.drains.KNOWN_DRAINS``) with the container's
+    arguments applied (a flag that sets the seconds, one that turns the drain off);
+    ``None`` when the image is none of them or its drain is 0 s."""
+    known = known_app(image)
+    if known is not None:
+        if known.off is not None and _flag_value(argv, known.off[0]) == known.off[1]:
+            return None
+        seconds = float(known.seconds)
+        if known.flag is not None and (value := _flag_value(argv, known.flag)) is not None:
+            try:
+                seconds = parse_duration(value)
+            except DurationError:
+                return None  # a value the app would refuse: nothing known
+        return Drain(known.image, seconds, known.source) if 0 < seconds < math.inf else None
+    return None
+
+
+def known_app(image: str) -> KnownDrain | None:
+    """The entry of ``checks.drains.KNOWN_DRAINS`` the image matches, if any."""
+    return next((k for k in KNOWN_DRAINS if image_matches(image, k.image)), None)
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of a Go-style flag in ``argv`` (``--f=v``, ``--f v``, one dash or two;
+    the last one wins), or ``None``."""
+    names = {"-" + flag.lstrip("-"), "--" + flag.lstrip("-")}
+    value = None
+    for i, arg in enumerate(argv):
+        name, sep, rest = arg.partition("=")
+        if name in names:
+            value = rest if sep else (argv[i + 1] if i + 1 < len(argv) else None)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,15 +185,15 @@ class Settings:
             if want_kind is not None:
                 if want_kind in ("*", kind) and fnmatchcase(name, glob):
                     return text
-            elif image:
-                globs = {glob, _DOCKER_HUB.sub("", glob).removeprefix("library/")}
-                if any(fnmatchcase(f, g) for f in image_forms(image) for g in globs):
-                    return text
+            elif image_matches(image, glob):
+                return text
         return None
 
-    def drain_of(self, kind: str, name: str, image: str) -> Drain | None:
-        """The ``drains`` entry of this container's app with its seconds, or ``None``."""
+    def drain_of(self, kind: str, name: str, image: str, argv: Sequence[str] = ()) -> Drain | None:
+        """How long this container's app keeps serving after SIGTERM: the ``drains`` entry
+        that matches it, else svcdoctor's list of known drains (``known_drain``, read with
+        the container's ``argv``: command and args), else ``None``."""
         pattern = self.drains_itself(kind, name, image)
         if pattern is None:
-            return None
+            return known_drain(image, argv)
         return Drain(pattern, self.drain_seconds.get(pattern))

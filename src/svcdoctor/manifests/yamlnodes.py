@@ -7,6 +7,7 @@ copied, and alias bombs or recursive anchors are refused instead of exhausting m
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import yaml
@@ -21,6 +22,7 @@ _LIBYAML_STRICTER = "found unexpected ':'"  # libyaml's error for `[001:db8::]`
 
 _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _PLAIN_TAGS: dict[str, str] = {}  # plain scalar → resolved tag (depends on the text only)
@@ -28,21 +30,34 @@ _PLAIN_CACHE_MAX = 200_000
 
 
 class _FastCLoader(yaml.CSafeLoader):
-    """libyaml's loader with memoised tag resolution of plain scalars.
+    """libyaml's loader with tag resolution done in as few Python calls as it can be.
 
-    Resolving a plain scalar's implicit tag runs Python regexes per scalar; manifests repeat
-    the same few thousand values, so a cache removes most of that cost.
+    libyaml's composer calls back into Python for every node: ``resolve`` for its tag, and
+    ``descend_resolver``/``ascend_resolver`` around it for path resolvers, which no one
+    registers (``yaml.add_path_resolver``, experimental, unused here). Resolving a plain
+    scalar's implicit tag runs Python regexes per scalar; manifests repeat the same few
+    thousand values, so a cache removes most of that cost. Any other node gets the default
+    tag of its kind, as PyYAML's ``BaseResolver.resolve`` gives it when no path resolver is
+    registered (yaml/resolver.py).
     """
 
+    # Builtins do not bind to the instance: the composer's ``self.descend_resolver(parent,
+    # index)`` and ``self.ascend_resolver()`` become C calls that do nothing, as PyYAML's
+    # own methods do without path resolvers.
+    descend_resolver = operator.is_  # type: ignore[assignment]
+    ascend_resolver = tuple  # type: ignore[assignment]
+
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is yaml.ScalarNode and implicit[0]:
+        if kind is yaml.ScalarNode:
+            if not implicit[0]:
+                return _STR  # quoted, or the non-specific tag ``!``
             tag = _PLAIN_TAGS.get(value)
             if tag is None:
                 tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
                 if len(_PLAIN_TAGS) < _PLAIN_CACHE_MAX:
                     _PLAIN_TAGS[value] = tag
             return tag
-        return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return _SEQ if kind is yaml.SequenceNode else _MAP
 
 
 class InputTooComplex(ValueError):

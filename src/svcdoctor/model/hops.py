@@ -401,7 +401,7 @@ def _linkerd(workload: Workload) -> Hop:
     drain = Leg(0.0, "Linkerd default proxy-wait-before-exit-seconds")
     if raw is not None:
         if re.fullmatch(r"[0-9]+", raw.strip()):  # str.isdigit takes '²' too
-            drain = Leg(float(raw), f"{LINKERD_WAIT} on {workload.ref}")
+            drain = Leg(float(raw.strip()), f"{LINKERD_WAIT} on {workload.ref}")
         else:
             problems.append(f"{workload.ref}: annotation {LINKERD_WAIT}: {raw!r} is not seconds")
     native = next((a[k] for k in (LINKERD_NATIVE, *LINKERD_NATIVE_OLD) if k in a), None)

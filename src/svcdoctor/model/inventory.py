@@ -54,17 +54,27 @@ class Inventory:
         # original's caches, which belong to the original's objects
         object.__setattr__(self, "_targets", {})
         object.__setattr__(self, "_backing", {})
-        by_namespace: dict[str, list[Workload]] = {}
+        # serving workloads by (namespace, label, value), in input order: a Service's
+        # candidates are those carrying one pair of its selector, not every workload
+        by_label: dict[tuple[str, str, str], list[Workload]] = {}
         by_ref: dict[ObjectRef, list[Workload]] = {}
         for w in self.workloads:
-            by_namespace.setdefault(self.namespace_of(w.ref), []).append(w)
             by_ref.setdefault(w.ref, []).append(w)
+            if w.serving:
+                namespace = self.namespace_of(w.ref)
+                for pair in w.template.labels.items():
+                    by_label.setdefault((namespace, *pair), []).append(w)
         for svc in self.services:
             explicit = self.backends.get(svc.ref)
             if explicit:
                 found = tuple(w for ref in explicit for w in by_ref.get(ref, ()))
             else:
-                candidates = by_namespace.get(self.namespace_of(svc.ref), ())
+                namespace = self.namespace_of(svc.ref)
+                candidates = min(
+                    (by_label.get((namespace, *pair), []) for pair in (svc.selector or {}).items()),
+                    key=len,
+                    default=[],
+                )
                 found = _nearest_definitions(
                     svc,
                     [w for w in candidates if targets(svc, w, self.namespace)],

@@ -1,0 +1,78 @@
+"""Well-known apps that keep serving for a while after SIGTERM by themselves.
+
+Used when the user's ``drains`` configuration has no entry for a container (theirs wins).
+Each entry is read from the app's own code: an app is listed only when that code keeps its
+listeners open after SIGTERM, and ``seconds`` is how long. Apps checked and *not* listed,
+because they stop taking new connections at SIGTERM by default:
+
+- Traefik: ``entryPoints.<name>.transport.lifeCycle.requestAcceptGraceTimeout`` keeps it
+  accepting, default 0 s (https://doc.traefik.io/traefik/routing/entrypoints/#lifecycle).
+- ingress-nginx controller: ``--shutdown-grace-period`` default 0 s
+  (https://github.com/kubernetes/ingress-nginx/blob/main/pkg/flags/flags.go); listed below
+  only for when the flag is given.
+- Knative's autoscaler and controllers built on ``knative.dev/pkg/injection/sharedmain``:
+  their servers shut down at the signal (knative/serving cmd/autoscaler/main.go).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class KnownDrain:
+    """An image (a glob, as ``drains`` patterns are) whose app keeps serving ``seconds``
+    after SIGTERM; ``flag``: the command-line flag that sets those seconds instead, when
+    given; ``off``: an argument that turns the drain off (``--flag=value`` or the two
+    words); ``source``: where the code says so; ``why``: what the app does, worded to follow
+    "its app" in a finding."""
+
+    image: str
+    seconds: float
+    source: str
+    why: str
+    flag: str | None = None
+    off: tuple[str, str] | None = None
+
+
+KNOWN_DRAINS: tuple[KnownDrain, ...] = (
+    KnownDrain(
+        "*stefanprodan/podinfo*",
+        3,
+        "https://github.com/stefanprodan/podinfo/blob/master/pkg/signals/shutdown.go",
+        "fails its readiness probe, then sleeps 3 s before shutting its servers down, since "
+        "2.0.0 and unless --level=debug",
+        off=("--level", "debug"),
+    ),
+    KnownDrain(
+        "*knative.dev/*/cmd/webhook*",
+        45,
+        "https://github.com/knative/pkg/blob/main/webhook/webhook.go",
+        "is knative.dev/pkg's webhook, which drains before Shutdown until no request came for "
+        "its GracePeriod, default network.DefaultDrainTimeout: 45 s, knative/pkg "
+        "network/network.go",
+    ),
+    KnownDrain(
+        "*knative.dev/serving/cmd/activator*",
+        45,
+        "https://github.com/knative/serving/blob/main/cmd/activator/main.go",
+        "fails readiness at SIGTERM and sleeps network.DefaultDrainTimeout (45 s) before "
+        "shutting its servers down",
+    ),
+    KnownDrain(
+        "*/proxyv2*",
+        5,
+        "https://github.com/istio/istio/blob/master/pkg/envoy/agent.go",
+        "is Istio's pilot-agent, which drains Envoy's listeners gracefully, Envoy still "
+        "accepting (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/"
+        "operations/draining), for terminationDrainDuration, default 5 s in "
+        "pkg/config/mesh/mesh.go, then stops it",
+    ),
+    KnownDrain(
+        "*ingress-nginx/controller*",
+        0,
+        "https://github.com/kubernetes/ingress-nginx/blob/main/internal/ingress/controller/nginx.go",
+        "sleeps --shutdown-grace-period seconds, default 0, before stopping nginx",
+        flag="--shutdown-grace-period",
+    ),
+)
