@@ -342,9 +342,30 @@ def scrape_only(service: Service) -> bool:
 
 def carries_requests(inventory: Inventory, service: Service) -> bool:
     """Whether clients send requests through the Service: a route sends to it, or one of its
-    ports is not a metrics, profiling or probe port. The one answer every serving rule asks
-    (SVD101-106, SVD201-204): a Service only scraped or probed has no request to fail."""
-    return not scrape_only(service) or routed(inventory, service)
+    ports is not a metrics, profiling or probe port (by its name, or because a
+    ServiceMonitor scrapes it). The one answer every serving rule asks (SVD101-106,
+    SVD201-204): a Service only scraped or probed has no request to fail."""
+    if routed(inventory, service):
+        return True
+    return not scrape_only(service) and not monitored_only(inventory, service)
+
+
+def monitored_only(inventory: Inventory, service: Service) -> bool:
+    """Whether Prometheus ServiceMonitors in the inputs select the Service and scrape every
+    one of its named ports (the prometheus-operator's own Service names its metrics port
+    `http`: example/rbac/prometheus-operator in prometheus-operator/prometheus-operator;
+    https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor)."""
+    scraped = {
+        port
+        for r in inventory.resources
+        if r.ref.kind == "ServiceMonitor"
+        and r.selector
+        and inventory.same_namespace(r.ref, service.ref)
+        and all(service.labels.get(k) == v for k, v in r.selector.items())
+        for port in r.scrapes
+    }
+    names = [p.name for p in service.ports]
+    return bool(scraped) and bool(names) and all(n in scraped for n in names)
 
 
 _ROUTED: list[tuple[tuple[Route, ...], str, frozenset[tuple[str, str]]]] = []
@@ -544,7 +565,10 @@ _LEADER_ENV = frozenset({"LEADER_ELECT", "LEADER_ELECTION", "ENABLE_LEADER_ELECT
 # A controller-runtime manager (kubebuilder's flags) serves webhooks and metrics on every
 # replica: its webhook server does not need leader election (NeedLeaderElection false,
 # pkg/webhook/server.go in kubernetes-sigs/controller-runtime), only its controllers do.
-_EVERY_REPLICA_SERVES = re.compile(r"^--(health-probe-bind-address|metrics-bind-address)(=|$)")
+# The same for a manager that names its webhook port (cloudnative-pg's `--webhook-port`).
+_EVERY_REPLICA_SERVES = re.compile(
+    r"^--(health-probe-bind-address|metrics-bind-address|webhook-port|webhook-bind-address)(=|$)"
+)
 _FALSE = frozenset({"false", "0", "no", "off"})
 
 
@@ -553,7 +577,9 @@ def leader_elected(container: Container) -> str | None:
     replica does the work, standbys wait for its lease), or ``None``; ``None`` too for a
     controller-runtime manager, whose every replica serves its webhooks and metrics."""
     argv = _argv(container)
-    if any(_EVERY_REPLICA_SERVES.match(word) for word in argv):
+    if any(_EVERY_REPLICA_SERVES.match(word) for word in argv) or any(
+        p.name and p.name.startswith("webhook") for p in container.ports
+    ):
         return None
     for i, word in enumerate(argv):
         if m := _LEADER_FLAG.match(word):
@@ -582,9 +608,12 @@ def leader_elected(container: Container) -> str | None:
 # - Argo CD's Dex (`argocd-dex rundex`) "uses an in-memory database, and two or more
 #   instances would have inconsistent data":
 #   https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/
+# - MetalLB's controller allocates addresses in memory and runs without leader election
+#   (`LeaderElection: false` in internal/k8s/k8s.go, the allocator in controller/main.go of
+#   metallb/metallb): two replicas would be two allocators
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
-    r"[\w.-]*rsyslog[\w.-]*)(:|@|$)"
+    r"[\w.-]*rsyslog[\w.-]*|metallb/controller)(:|@|$)"
 )
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # A writable mount holds state when its path says data (`/data`, `/var/lib/grafana`,
@@ -595,7 +624,7 @@ _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # in istio/istio).
 _DATA_PATH = re.compile(
     r"(^|[/_-])(data|db|database|storage|store|state|badger|wal|tsdb|registry|uploads?|"
-    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/lib/\w",
+    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/(lib/)?\w",
     re.IGNORECASE,
 )
 _SCRATCH = re.compile(

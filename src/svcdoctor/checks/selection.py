@@ -267,8 +267,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     `spilo-role`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a `managed-by` operator, …) are not
     checked: the operator is not in the files. An Argo Rollout of a Deployment's template
     (`workloadRef`) makes pods with its selector's labels; the apex Service of an SMI
-    TrafficSplit gets its traffic sent to the split's backends by the mesh: neither is
-    flagged.
+    TrafficSplit gets its traffic sent to the split's backends by the mesh; a Service that
+    targets a distinctive port name a workload beside it declares has that workload's pods,
+    labelled at run time by their operator (Longhorn's webhooks): none of these is flagged.
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload is in the Service's folder tree,
@@ -317,6 +318,7 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
             or endpoints_given(inventory, svc)
             or _pods_made(inventory, svc)
             or _split_apex(inventory, svc)
+            or _port_declared(inventory, svc)
         ):
             continue
         selector = ", ".join(f"{k}={v}" for k, v in svc.selector.items())
@@ -408,6 +410,27 @@ def _pods_made(inventory: Inventory, svc: Service) -> bool:
         if r.ref.name in values or selector_matches(selector, r.labels):
             return True  # an operator's resource: it makes the pods
     return False
+
+
+# Container port names too common to tie a Service to one workload.
+_COMMON_PORT_NAMES = frozenset(
+    {"http", "https", "grpc", "web", "api", "tcp", "udp", "metrics", "admin", "health", "main"}
+)
+
+
+def _port_declared(inventory: Inventory, svc: Service) -> bool:
+    """Whether a workload in the Service's namespace declares the distinctive container
+    port the Service targets by name: its pods are the backends, labelled at run time by
+    their own operator (longhorn-manager labels its pod for `longhorn-admission-webhook`:
+    AddLabelToManagerPod in longhorn/longhorn-manager app/daemon.go)."""
+    named = {p.target for p in svc.ports if isinstance(p.target, str)} - _COMMON_PORT_NAMES
+    return bool(named) and any(
+        port.name in named
+        for w in inventory.workloads
+        if same_namespace(w.ref.namespace, svc.ref.namespace)
+        for c in w.template.containers
+        for port in c.ports
+    )
 
 
 def _split_apex(inventory: Inventory, svc: Service) -> bool:

@@ -381,6 +381,7 @@ def _service(f: Fields) -> Service:
         external_traffic_policy=f.text(spec, "externalTrafficPolicy", "spec.externalTrafficPolicy"),
         annotations=_annotations(f),
         traffic_distribution=f.text(spec, "trafficDistribution", "spec.trafficDistribution"),
+        labels=f.labels(f.mapping(f.raw.body, "metadata", "metadata"), "labels", "metadata.labels"),
     )
 
 
@@ -417,6 +418,14 @@ def _resource(f: Fields) -> Resource:
         listed = spec.get("subsets")
         items = listed if isinstance(listed, list) else []
         subsets = tuple(_plain_labels(s.get("labels")) for s in items if isinstance(s, YMap))
+    selector: dict[str, str] = {}
+    scrapes: tuple[str, ...] = ()
+    if f.raw.kind == "ServiceMonitor" and isinstance(spec, YMap):
+        chosen = spec.get("selector")
+        selector = _plain_labels(chosen.get("matchLabels")) if isinstance(chosen, YMap) else {}
+        listed = spec.get("endpoints")
+        items = listed if isinstance(listed, list) else []
+        scrapes = tuple(text_of(e.get("port")) for e in items if isinstance(e, YMap))
     if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
         host = text_of(spec.get("service"))  # the SMI apex Service it splits
     return Resource(
@@ -428,6 +437,8 @@ def _resource(f: Fields) -> Resource:
         pod_labels=tuple(_pod_labels(spec, _POD_SEARCH_DEPTH)),
         host=host,
         subsets=subsets,
+        selector=selector,
+        scrapes=tuple(s for s in scrapes if s),
     )
 
 

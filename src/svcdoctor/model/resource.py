@@ -13,7 +13,8 @@ class Resource:
     about pods: a custom kind with a pod template (LeaderWorkerSet, Knative Service, a
     training job…: ``pod_labels``), an operator's custom resource (its name and labels), a
     traffic split (an Istio DestinationRule: ``host`` and the labels of its ``subsets``; an
-    SMI TrafficSplit: ``host``, its apex Service), or endpoints given as objects
+    SMI TrafficSplit: ``host``, its apex Service), a Prometheus ServiceMonitor
+    (``selector``, ``scrapes``: the ports it scrapes), or endpoints given as objects
     (``Endpoints``, ``EndpointSlice``), or a Namespace (its labels and annotations decide
     mesh injection and load balancer readiness gates).
     """
@@ -26,6 +27,9 @@ class Resource:
     pod_labels: tuple[dict[str, str], ...] = ()
     host: str = ""
     subsets: tuple[dict[str, str], ...] = ()
+    # a Prometheus ServiceMonitor: the Services it selects and the ports it scrapes
+    selector: dict[str, str] = field(default_factory=dict)
+    scrapes: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:

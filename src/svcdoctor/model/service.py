@@ -31,6 +31,7 @@ class Service:
     external_traffic_policy: str | None = None
     annotations: dict[str, str] = field(default_factory=dict)
     traffic_distribution: str | None = None  # spec.trafficDistribution (PreferClose, ...)
+    labels: dict[str, str] = field(default_factory=dict)  # its own (what monitors select)
 
 
 @dataclass(frozen=True, slots=True)
