@@ -403,7 +403,7 @@ def test_helm_template_output_on_stdin_is_linted_with_stdin_lines(tmp_path: Path
 def test_an_unrendered_chart_on_stdin_is_svd002(tmp_path: Path) -> None:
     template = 'apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ include "api.name" . }}\n'
     proc = run("lint", "-", cwd=tmp_path, stdin=template)
-    assert proc.returncode == 2
+    assert proc.returncode == 1  # a finding (error severity): exit by --fail-on, never 2
     assert "stdin:4" in proc.stdout
     assert "SVD002" in proc.stdout
     assert "helm template" in proc.stdout
@@ -439,7 +439,7 @@ def test_a_suppression_without_a_reason_is_svd005_and_suppresses_nothing(
 ) -> None:
     text = APP.replace("annotations: {}", f"annotations: {{ignore.svcdoctor.io/SVD101: {reason}}}")
     proc = run("lint", "-", "-o", "json", cwd=tmp_path, stdin=text)
-    assert proc.returncode == 2  # an invalid suppression is an input error
+    assert proc.returncode == 1  # an invalid suppression is a finding (error), never exit 2
     report = findings(proc)
     assert {"SVD005", "SVD101", "SVD201"} == {f["rule"] for f in report}
     (invalid,) = [f for f in report if f["rule"] == "SVD005"]

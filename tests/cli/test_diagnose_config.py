@@ -58,12 +58,12 @@ def test_the_config_and_the_remedy_flags_set_the_remedy_and_the_notes(tmp_path: 
         ("--max-request-seconds", "40", "--kube-version", "1.28"),
     ):
         details, note = _race(tmp_path, *args)
-        assert details["plan"]["grace_seconds"] == 6 + 40 + 5
+        assert details["plan"]["grace_seconds"] == 5 + 40 + 5
         assert details["plan"]["hook"] == "exec"
         assert details["remedy"][0]["plan"]["prestop"]["handler"] == "shell"
         assert "also cuts requests longer than 30 s" in note
     margin, _ = _race(tmp_path, "--margin-seconds", "20")
-    assert margin["plan"]["grace_seconds"] == 6 + 10 + 20
+    assert margin["plan"]["grace_seconds"] == 5 + 10 + 20
 
 
 def test_an_app_that_drains_by_itself_shortens_the_diagnosed_preStop(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_an_app_that_drains_by_itself_shortens_the_diagnosed_preStop(tmp_path: P
     is too short, so the diagnosed preStop stays."""
     plain, _ = _race(tmp_path)
     prestop = plain["remedy"][0]["plan"]["prestop"]["seconds"]
-    assert prestop == 6
+    assert prestop == 5
     drained, _ = _race(tmp_path, "--drains", "deployment/api=4", "--max-request-seconds", "30")
     assert drained["remedy"][0]["plan"]["prestop"]["seconds"] == prestop - 4
     assert drained["remedy"][0]["prestop_seconds"] == prestop - 4
