@@ -212,4 +212,9 @@ def test_the_probe_and_rollout_test_roles_grant_what_the_commands_ask(tmp_path: 
     assert asked - granted - set(named) - {("get", "", "configmaps")} == set()
     assert ("patch", "apps", "deployments") in asked
     unused = {g for g in granted - asked if g[0] not in ("get", "list", "watch")}
-    assert unused == {("delete", "batch", "jobs"), ("delete", "", "configmaps")}
+    assert unused == {
+        ("delete", "batch", "jobs"),
+        ("delete", "", "configmaps"),
+        ("create", "networking.k8s.io", "networkpolicies"),  # --network-policy only
+        ("delete", "networking.k8s.io", "networkpolicies"),
+    }

@@ -527,3 +527,24 @@ def test_ctrl_c_stops_the_load_lets_the_rollout_finish_and_cleans_up(tmp_path: P
         assert remaining(reader, None, MANAGED_SELECTOR) == []
         assert json.loads(out)["bundle"] == str(tmp_path / "b")
         assert (tmp_path / "b" / "collect.json").is_file()
+
+
+def test_network_policy_bounds_the_load_or_fails_cleanly(api: Served, tmp_path: Path) -> None:
+    """--network-policy: the agent's egress is the Service's pods on the ports its
+    EndpointSlices name; the lab's API server serves no NetworkPolicies, so the test stops
+    with one line before anything is created or restarted."""
+    _workload(api, ready=2)
+    api.put(
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "api-x", "namespace": "shop",
+                      "labels": {"kubernetes.io/service-name": "api"}},
+         "addressType": "IPv4", "ports": [{"port": 8080}],
+         "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": True}}]},
+    )  # fmt: skip
+    done = _run(api, "--yes", "--network-policy", "--out", str(tmp_path / "b"))
+    assert done.exit_code == 2, done.output
+    assert len(done.output.strip().splitlines()) == 1
+    assert "networkpolicies" in done.output
+    reader = connect_active(kubeconfig=str(api.kubeconfig))
+    assert remaining(reader, None, MANAGED_SELECTOR) == []
+    assert RESTARTED_AT not in str(reader.get("deployments", "shop", "api"))

@@ -17,6 +17,7 @@ from svcdoctor.cli._cluster import (
     duration_option,
     fail,
     image_option,
+    network_policy_option,
     path_option,
     port_option,
     print_notes,
@@ -63,6 +64,7 @@ DIAGNOSIS_FILE = "diagnosis.json"  # beside the bundle's evidence; diagnose skip
 )
 @click.option("--allow-outage", is_flag=True, help="Test a workload with fewer than 2 ready pods.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle.")
+@network_policy_option
 @agent_run_options("Restart the workload (required).")
 def rollout_test(
     workload: str,
@@ -79,6 +81,7 @@ def rollout_test(
     out: Path | None,
     allow_outage: bool,
     no_redact: bool,
+    network_policy: bool,
     yes: bool,
     fmt: str,
     html_out: Path | None,
@@ -112,6 +115,7 @@ def rollout_test(
             api.namespace, kind, name, out or Path(f"rollout-test-{name}"), service,
             float(rate), duration, tail=tail, keepalive=keepalive, path=path, port=port,
             image=image, allow_outage=allow_outage, redact=not no_redact,
+            network_policy=network_policy,
         )  # fmt: skip
         show = fmt == "text" and sys.stderr.isatty()
         outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))

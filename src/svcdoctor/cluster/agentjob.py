@@ -26,7 +26,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
@@ -89,6 +89,20 @@ class Egress:
 
     pod_labels: tuple[tuple[str, str], ...]
     ports: tuple[int, ...]
+
+
+def egress_to(service: Mapping[str, Any], ports: Iterable[int]) -> Egress:
+    """``--network-policy``'s egress: the Service's selected pods on ``ports`` (the pods'
+    own); ``AgentArgsError`` for a Service without a selector (its endpoints are not pods a
+    policy can select)."""
+    selector = (service.get("spec") or {}).get("selector") or {}
+    if not selector:
+        name = (service.get("metadata") or {}).get("name")
+        raise AgentArgsError(
+            f"--network-policy: service {name} has no selector to allow traffic to"
+        )
+    pods = tuple(sorted((str(k), str(v)) for k, v in selector.items()))
+    return Egress(pods, tuple(sorted(ports)))
 
 
 @dataclass(frozen=True, slots=True)

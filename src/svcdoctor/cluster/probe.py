@@ -23,6 +23,7 @@ from svcdoctor.cluster.agentjob import (
     Follower,
     check_args,
     deployed,
+    egress_to,
     node_job_name,
 )
 from svcdoctor.cluster.api import ApiReader
@@ -130,12 +131,7 @@ def egress_of(service: Mapping[str, Any], endpoints: Sequence[str]) -> Egress:
     """What ``--network-policy`` lets the agent reach: the Service's selected pods, on the
     ports of its endpoints (``IP:PORT``, the pods' own ports); ``Refused`` for a Service
     without a selector (its endpoints are not pods a policy can select)."""
-    selector = (service.get("spec") or {}).get("selector") or {}
-    if not selector:
-        name = (service.get("metadata") or {}).get("name")
-        raise Refused(f"--network-policy: service {name} has no selector to allow traffic to")
-    ports = sorted({int(e.rsplit(":", 1)[1]) for e in endpoints})
-    return Egress(tuple(sorted((str(k), str(v)) for k, v in selector.items())), tuple(ports))
+    return egress_to(service, {int(e.rsplit(":", 1)[1]) for e in endpoints})
 
 
 def bound_seconds(endpoints: int, count: int, timeout: float, duration: float) -> float:

@@ -42,6 +42,7 @@ from svcdoctor.cluster.agentjob import (
     Interrupted,
     check_args,
     deployed,
+    egress_to,
     shielded,
 )
 from svcdoctor.cluster.api import ApiReader
@@ -101,6 +102,7 @@ class Plan:
     allow_outage: bool = False
     timeout: float = 2.0
     redact: bool = True  # the bundle's secrets (evidence.redact); --no-redact keeps them
+    network_policy: bool = False  # bound the agent's traffic to the Service's pods and DNS
 
     @property
     def workload(self) -> str:
@@ -535,6 +537,10 @@ def run(
     spec = AgentSpec(ns, "rollout", agent_args(plan, address, svc_name), bound)
     if plan.image:
         spec = replace(spec, image=plan.image)
+    if plan.network_policy:
+        slices = api.list("endpointslices", ns, labels=f"{SERVICE_NAME_LABEL}={svc_name}")
+        ports = {int(p["port"]) for s in slices for p in s.get("ports") or [] if p.get("port")}
+        spec = replace(spec, egress=egress_to(service, ports))
     check_args(spec)
     started = time.time()
     end = started + START_SECONDS + plan.duration
