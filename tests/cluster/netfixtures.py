@@ -10,7 +10,7 @@ import select
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -138,20 +138,8 @@ def connect_proxy(routes: dict[str, tuple[str, int]] | None = None) -> Iterator[
             with upstream:
                 _pipe(client, upstream, stop)
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(client,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield ConnectProxy(f"http://127.0.0.1:{listener.getsockname()[1]}", tunnels)
-    finally:
-        stop.set()
-        listener.close()
+    with _accepting(listener, serve, stop) as port:
+        yield ConnectProxy(f"http://127.0.0.1:{port}", tunnels)
 
 
 @contextmanager
@@ -194,6 +182,16 @@ def socks5_proxy(routes: dict[str, tuple[str, int]] | None = None) -> Iterator[C
             with upstream:
                 _pipe(client, upstream, stop)
 
+    with _accepting(listener, serve, stop) as port:
+        yield ConnectProxy(f"socks5://127.0.0.1:{port}", tunnels)
+
+
+@contextmanager
+def _accepting(
+    listener: socket.socket, serve: Callable[[socket.socket], None], stop: threading.Event
+) -> Iterator[int]:
+    """Serve each connection to ``listener`` in a thread until the block ends; its port."""
+
     def accept() -> None:
         while not stop.is_set():
             try:
@@ -204,7 +202,7 @@ def socks5_proxy(routes: dict[str, tuple[str, int]] | None = None) -> Iterator[C
 
     threading.Thread(target=accept, daemon=True).start()
     try:
-        yield ConnectProxy(f"socks5://127.0.0.1:{listener.getsockname()[1]}", tunnels)
+        yield listener.getsockname()[1]
     finally:
         stop.set()
         listener.close()

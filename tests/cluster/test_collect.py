@@ -498,6 +498,18 @@ def test_collect_service_without_selector_has_the_pods_its_endpoints_name(
     assert names == {"api-7d9f8b6c5-m3n4b", "api-7d9f8b6c5-q8w7e", "api-7d9f8b6c5-x2x4q"}
 
 
+def play_rollout(api: Served) -> None:
+    """After a second, the changes of ``_rollout`` on the served API, 0.1 s apart."""
+    time.sleep(1.0)
+    for kind, obj in _rollout():
+        meta = obj["metadata"]
+        if kind == "DELETED":
+            api.call(api.store.delete, obj["apiVersion"], obj["kind"], "shop", meta["name"])
+        else:
+            api.put(obj)
+        time.sleep(0.1)
+
+
 def _rollout() -> list[tuple[str, dict[str, Any]]]:
     """A pod replaced as a rollout does it: deletion, endpoint terminating, SIGKILL at the
     end of the grace period, the pod gone and its address removed, a new pod."""
@@ -669,18 +681,8 @@ def test_collect_and_diagnose_through_the_lab_api_server(api: Served, tmp_path: 
         source = {c: text for (n, p, c), text in logs.items() if (n, p) == (ns, pod)}
         api.call(api.store.set_logs, ns, pod, lambda c, s=source: s.get(c or "", ""))
 
-    def rollout() -> None:
-        time.sleep(1.0)
-        for kind, obj in _rollout():
-            meta = obj["metadata"]
-            if kind == "DELETED":
-                api.call(api.store.delete, obj["apiVersion"], obj["kind"], "shop", meta["name"])
-            else:
-                api.put(obj)
-            time.sleep(0.1)
-
     out = tmp_path / "bundle"
-    mutator = threading.Thread(target=rollout)
+    mutator = threading.Thread(target=play_rollout, args=(api,))
     mutator.start()
     args = ["collect", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "api"]
     args += ["--out", str(out), "--watch", "3", "-o", "json"]

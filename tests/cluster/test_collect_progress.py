@@ -18,7 +18,7 @@ from rich.console import Console
 from svcdoctor.cli._progress import terminal_progress
 from svcdoctor.cluster import WatchEvent
 from tests.cluster.conftest import Served
-from tests.cluster.test_collect import _fixture_objects, _rollout
+from tests.cluster.test_collect import _fixture_objects, play_rollout
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 
@@ -54,20 +54,10 @@ def _run(api: Served, tmp_path: Path, tty: bool) -> tuple[int, str]:
     for obj in _fixture_objects():
         api.put(obj)
 
-    def rollout() -> None:
-        time.sleep(1.0)
-        for kind, obj in _rollout():
-            meta = obj["metadata"]
-            if kind == "DELETED":
-                api.call(api.store.delete, obj["apiVersion"], obj["kind"], "shop", meta["name"])
-            else:
-                api.put(obj)
-            time.sleep(0.1)
-
     args = [sys.executable, "-m", "svcdoctor", "collect", "--kubeconfig", str(api.kubeconfig),
             "-n", "shop", "api", "--out", str(tmp_path / f"b{tty}"), "--watch", "3"]  # fmt: skip
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"}
-    mutator = threading.Thread(target=rollout)
+    mutator = threading.Thread(target=play_rollout, args=(api,))
     if not tty:
         mutator.start()
         done = subprocess.run(
