@@ -95,7 +95,8 @@ def _summary(result: dict[str, Any], out: Path) -> None:
     from svcdoctor.evidence.redact import redaction_note
 
     console = stdout_console()
-    if missing := result.get("missing"):
+    missing = result.get("missing") or []
+    if missing:
         console.print(f"INCOMPLETE bundle: {len(missing)} piece(s) of evidence missing")
         for text in missing:
             console.print(f"missing: {text}", soft_wrap=True)
@@ -115,7 +116,8 @@ def _summary(result: dict[str, Any], out: Path) -> None:
     if span["start"]:
         console.print(f"evidence from {span['start']} to {span['end']}")
     for note in result["notes"]:
-        console.print(f"note: {note}", soft_wrap=True)
+        if note not in missing:  # printed once, as missing, above
+            console.print(f"note: {note}", soft_wrap=True)
     console.print(redaction_note(result["redacted"]), soft_wrap=True)
     console.print(f"next: svcdoctor diagnose {shlex.quote(str(out))}", soft_wrap=True)
 
