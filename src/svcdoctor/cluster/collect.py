@@ -339,6 +339,9 @@ class _Run:
         write_atomic(path, self.redactor.file(path, text))
         self.written.append(name)
 
+    def write_lines(self, name: str, lines: Sequence[str]) -> None:
+        self.write(name, "\n".join(lines) + "\n")
+
     def since_seconds(self) -> int:
         """``--since`` counted back from the start of collect (the watch included)."""
         return math.ceil(self.request.since + time.time() - self.started)
@@ -639,25 +642,30 @@ def _events(run: _Run) -> None:
     run.progress(f"{len(events)} events in {ns}")
 
 
-def _proxy_pods(run: _Run, labels: str, namespace: str) -> list[dict[str, Any]]:
-    """A proxy's pods (ingress-nginx, a gateway) by their labels: cluster-wide, else in the
-    namespace they are installed to by default (``Forbidden`` when that is forbidden too)."""
+def _proxy_pods(
+    run: _Run, what: str, labels: str, namespace: str
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """A proxy's pods (ingress-nginx, a gateway) by their labels, as (name, namespace, pod):
+    cluster-wide, else in the namespace they are installed to by default; none, and a note
+    that ``what`` was not searched, when that is forbidden too."""
     try:
-        return run.reader.list("pods", None, labels=labels)
-    except Forbidden:
-        return run.reader.list("pods", namespace, labels=labels)
+        try:
+            pods = run.reader.list("pods", None, labels=labels)
+        except Forbidden:
+            pods = run.reader.list("pods", namespace, labels=labels)
+    except Forbidden as exc:
+        run.note(f"{what} not searched: {exc}")
+        return []
+    metas = [(pod.get("metadata") or {}, pod) for pod in pods]
+    return [(str(meta.get("name")), str(meta.get("namespace")), pod) for meta, pod in metas]
 
 
 def _ingress_nginx(run: _Run, upstreams: frozenset[str], ips: frozenset[str]) -> None:
     """The access and error lines of the ingress-nginx controllers about this Service."""
-    try:
-        controllers = _proxy_pods(run, INGRESS_NGINX_LABELS, INGRESS_NGINX_NAMESPACE)
-    except Forbidden as exc:
-        run.note(f"ingress-nginx controllers not searched: {exc}")
-        return
-    for pod in controllers:
-        meta = pod.get("metadata") or {}
-        pod_name, pod_ns = str(meta.get("name")), str(meta.get("namespace"))
+    what = "ingress-nginx controllers"
+    for pod_name, pod_ns, pod in _proxy_pods(
+        run, what, INGRESS_NGINX_LABELS, INGRESS_NGINX_NAMESPACE
+    ):
         containers = _containers(pod)
         container = "controller" if "controller" in containers else next(iter(containers), "")
         text = _logs(run, pod_name, container, pod_ns) if container else None
@@ -666,42 +674,41 @@ def _ingress_nginx(run: _Run, upstreams: frozenset[str], ips: frozenset[str]) ->
         access, errors = ingress_nginx_lines(text, upstreams, ips)
         for suffix, lines in ((".log", access), (".error.log", errors)):
             if lines:
-                run.write(f"ingress-nginx-{pod_name}{suffix}", "\n".join(lines) + "\n")
+                run.write_lines(f"ingress-nginx-{pod_name}{suffix}", lines)
         run.progress(
             f"ingress-nginx {pod_ns}/{pod_name}: {len(access)} access, {len(errors)} error lines"
         )
 
 
-def _sidecars(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
-    """The Istio sidecars' access logs about this Service (pods gone by now: as last read
-    while they terminated)."""
-    ns, name = run.request.namespace, run.request.service
+def _mesh_logs(
+    run: _Run,
+    pods: Sequence[dict[str, Any]],
+    proxy: str,
+    keep: Callable[[list[str], str], list[str]],
+) -> None:
+    """The access logs of the ``proxy`` container of the Service's pods (pods gone by now:
+    as last read while they terminated): the lines ``keep`` keeps of each (given the pod)."""
     for pod in pods:
-        if SIDECAR not in _containers(pod):
+        if proxy not in _containers(pod):
             continue
         pod_name = str((pod.get("metadata") or {}).get("name"))
-        text = _logs(run, pod_name, SIDECAR) or run.sidecar_logs.get((pod_name, SIDECAR))
+        text = _logs(run, pod_name, proxy) or run.sidecar_logs.get((pod_name, proxy))
         found = request_lines(text or "")
-        if found is None:
-            continue
-        fmt, lines = found
-        kept = envoy_lines_for(lines, name, ns)
-        if kept:
-            run.write(f"{SIDECAR}-{pod_name}.{REQUEST_FORMATS[fmt]}", "\n".join(kept) + "\n")
+        kept = keep(found[1], pod_name) if found else []
+        if found and kept:
+            run.write_lines(f"{proxy}-{pod_name}.{REQUEST_FORMATS[found[0]]}", kept)
+
+
+def _sidecars(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
+    """The Istio sidecars' access logs about this Service."""
+    ns, name = run.request.namespace, run.request.service
+    _mesh_logs(run, pods, SIDECAR, lambda lines, _pod: envoy_lines_for(lines, name, ns))
 
 
 def _linkerd(run: _Run, pods: Sequence[dict[str, Any]]) -> None:
     """The Linkerd proxies' access logs of the Service's pods (all about the pod: the proxy
     logs what it answers), each line prefixed with its pod as ``kubectl logs --prefix``."""
-    for pod in pods:
-        name = str((pod.get("metadata") or {}).get("name"))
-        if LINKERD_PROXY not in _containers(pod):
-            continue
-        text = _logs(run, name, LINKERD_PROXY) or run.sidecar_logs.get((name, LINKERD_PROXY))
-        if found := request_lines(text or ""):
-            fmt, lines = found
-            kept = prefixed(lines, name, LINKERD_PROXY)
-            run.write(f"{LINKERD_PROXY}-{name}.{REQUEST_FORMATS[fmt]}", "\n".join(kept) + "\n")
+    _mesh_logs(run, pods, LINKERD_PROXY, lambda lines, pod: prefixed(lines, pod, LINKERD_PROXY))
 
 
 def _gateways(run: _Run, ips: frozenset[str]) -> None:
@@ -709,19 +716,13 @@ def _gateways(run: _Run, ips: frozenset[str]) -> None:
     Istio's), searched cluster-wide, else in their default namespaces."""
     ns, name = run.request.namespace, run.request.service
     for gateway in GATEWAYS:
-        try:
-            pods = _proxy_pods(run, gateway.labels, gateway.namespace)
-        except Forbidden as exc:
-            run.note(f"{gateway.name} gateways not searched: {exc}")
-            continue
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            pod_name, pod_ns = str(meta.get("name")), str(meta.get("namespace"))
+        what = f"{gateway.name} gateways"
+        for pod_name, pod_ns, _pod in _proxy_pods(run, what, gateway.labels, gateway.namespace):
             text = _logs(run, pod_name, gateway.container, pod_ns)
             found = request_lines(text or "")
             kept = gateway_lines(found[1], name, ns, ips) if found else []
             if found and kept:
-                run.write(f"gateway-{pod_name}.{REQUEST_FORMATS[found[0]]}", "\n".join(kept) + "\n")
+                run.write_lines(f"gateway-{pod_name}.{REQUEST_FORMATS[found[0]]}", kept)
                 run.progress(f"{gateway.name} {pod_ns}/{pod_name}: {len(kept)} lines")
 
 
@@ -749,5 +750,5 @@ def _client_logs(run: _Run, selector: str) -> None:
                 continue
             fmt, lines = found
             stem = pod_name if len(containers) == 1 else f"{pod_name}-{container}"
-            run.write(f"client-{stem}.{REQUEST_FORMATS[fmt]}", "\n".join(lines) + "\n")
+            run.write_lines(f"client-{stem}.{REQUEST_FORMATS[fmt]}", lines)
             run.progress(f"client {pod_name}/{container}: {len(lines)} {fmt} lines")
