@@ -21,11 +21,7 @@ def finding_to_dict(f: Finding) -> dict[str, Any]:
         "message": f.message,
         "file": f.location.file,
         "line": f.location.line,
-        "object": (
-            {"kind": f.object.kind, "namespace": f.object.namespace, "name": f.object.name}
-            if f.object
-            else None
-        ),
+        "object": _ref(f.object),
         "container": f.container,
         "fix": fix_text(f.fix),
     }
