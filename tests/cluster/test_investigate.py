@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 
 from svcdoctor.cli import cli
 from svcdoctor.fix.plan import read_diagnosis
+from tests.browser import HEIGHT, Browser, assert_seen_well, browser_fixture
 from tests.cluster.test_collect import _fixture_objects, _logs, play_rollout
 
 if TYPE_CHECKING:
@@ -71,6 +73,46 @@ def test_investigate_reads_only_and_lists_the_skipped_active_steps(
     assert (out / "report.html").is_file()
     assert (out / "evidence" / "collect.json").is_file()
     assert json.loads((out / "investigation.json").read_text())["steps"] == report["steps"]
+    again = CliRunner().invoke(cli, [*args[:-6], "-o", "json"])  # the same --out: replaced
+    assert again.exit_code in (0, 1, 3), again.output
+    names = {p.name for p in out.iterdir()}
+    assert {"evidence", "investigation.json", "report.html"} <= names
+    assert names <= {"evidence", "investigation.json", "report.html", "diagnosis.json"}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    yield from browser_fixture()
+
+
+_CHECKLIST = """
+return Array.from(document.querySelectorAll('header.verdict ul.facts li')).map(li => {
+  const r = li.getBoundingClientRect(); return [li.innerText, r.top + r.height];
+});
+"""
+
+
+def test_the_report_shows_the_verdict_and_the_checklist_first(
+    api: Served, tmp_path: Path, browser: Browser
+) -> None:
+    """report.html in a headless Chromium at 1280x800: the verdict and the five steps
+    within the first screen, the pictures decoded, no console error."""
+    _served(api)
+    out = tmp_path / "inv"
+    mutator = threading.Thread(target=play_rollout, args=(api,))
+    mutator.start()
+    args = ["investigate", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "api"]
+    args += ["--out", str(out), "--watch-rollout", "3", "--client-logs", LOAD]
+    done = CliRunner().invoke(cli, args)
+    mutator.join()
+    assert done.exit_code in (0, 1, 3), done.output
+    seen = browser.open(out / "report.html", tmp_path / "investigate.png")
+    assert_seen_well(seen, 1)
+    assert seen.verdict_text.startswith("Verdict: ")
+    steps = browser.driver.execute_script(_CHECKLIST)
+    assert [text.split(":")[0] for text, _ in steps] == [f"{n}. {t}" for n, t in
+                                                          enumerate(STEPS, 1)]  # fmt: skip
+    assert all(bottom <= HEIGHT for _, bottom in steps), steps
 
 
 def test_an_unknown_service_is_one_line_and_exit_2(api: Served, tmp_path: Path) -> None:

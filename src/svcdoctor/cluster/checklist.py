@@ -213,14 +213,15 @@ def lifecycle(parts: Parts) -> Step:
         prefix = "rollout_" if t is not None and x is t.diagnosis else ""
         if details is not None and details.window is not None:
             w = details.window
-            found.append(
-                ("rollout-test: " if prefix else "")
-                + f"race window {w.seconds:g} s after each deletion (95 % CI {w.ci95[0]:g}-"
-                f"{w.ci95[1]:g} s"
-                + (f", median lag {w.median_lag_seconds:g} s" if w.median_lag_seconds else "")
-                + f"): {w.excess_failures:g} failures above the baseline "
-                f"{w.baseline_failures_per_second:.3g}/s"
-            )
+            if not _strong(race):  # a named race says it in its own evidence, below
+                found.append(
+                    ("rollout-test: " if prefix else "")
+                    + f"race window {w.seconds:g} s after each deletion (95 % CI {w.ci95[0]:g}-"
+                    f"{w.ci95[1]:g} s"
+                    + (f", median lag {w.median_lag_seconds:g} s" if w.median_lag_seconds else "")
+                    + f"): {w.excess_failures:g} failures above the baseline "
+                    f"{w.baseline_failures_per_second:.3g}/s"
+                )
             measures += [
                 Measure(f"{prefix}race_window_seconds", w.seconds, w.ci95),
                 Measure(f"{prefix}median_lag_seconds", w.median_lag_seconds),

@@ -127,7 +127,7 @@ def skipped_steps(request: Request, workloads: Sequence[str]) -> tuple[Skipped, 
         )
     ]
     if workloads:
-        found.append(_rollout_skip(request, workloads[0], "--yes"))
+        found.insert(0, _rollout_skip(request, workloads[0], "--yes"))
     return tuple(found)
 
 
