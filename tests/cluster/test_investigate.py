@@ -115,6 +115,17 @@ def test_the_report_shows_the_verdict_and_the_checklist_first(
     assert all(bottom <= HEIGHT for _, bottom in steps), steps
 
 
+def test_an_unreachable_prometheus_is_a_note_not_a_failure(api: Served, tmp_path: Path) -> None:
+    _served(api)
+    args = ["investigate", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "api", "-o", "json"]
+    args += ["--out", str(tmp_path / "inv"), "--prometheus", "http://127.0.0.1:9", "--since", "5m"]
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code in (0, 1, 3), done.output
+    report = json.loads(done.output)
+    assert [n.split(":")[0] for n in report["notes"]] == ["metrics failed"]
+    assert any(m.startswith("metrics failed") for m in report["steps"][0]["missing"])
+
+
 def test_an_unknown_service_is_one_line_and_exit_2(api: Served, tmp_path: Path) -> None:
     _served(api)
     args = ["investigate", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "nope"]
@@ -142,18 +153,38 @@ def test_active_flags_need_yes_and_out_must_be_an_investigation(
 # ---- end to end against lab serve (kernel datapath; serialised by the lab lock) ----------
 
 DEPLOYMENT = """\
+apiVersion: v1
+kind: Service
+metadata:
+  name: api
+  namespace: lab
+spec:
+  selector:
+    app: api
+  ports:
+  - port: 80
+    targetPort: 8080
+---
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: api, namespace: lab}
+metadata:
+  name: api
+  namespace: lab
 spec:
   replicas: 4
-  selector: {matchLabels: {app: api}}
+  selector:
+    matchLabels:
+      app: api
   template:
-    metadata: {labels: {app: api}}
+    metadata:
+      labels:
+        app: api
     spec:
       containers:
       - name: app
         image: api:1
+        ports:
+        - containerPort: 8080
 """
 
 
@@ -186,10 +217,9 @@ def test_investigate_names_the_race_and_fix_takes_its_diagnosis(tmp_path: Path) 
             "--watch-rollout", "30s", "--client-logs", LOAD, "-o", "json", timeout=240,
         )  # fmt: skip
         env = _plugin(tmp_path)
-        cache = f"--cache-dir={tmp_path / 'kube-cache'}"
-        plugin = subprocess.run(
-            [str(kubectl), f"--kubeconfig={kubeconfig}", cache, "svcdoctor", "investigate",
-             "api", "--out", str(tmp_path / "plugin"), "--client-logs", LOAD],
+        plugin = subprocess.run(  # kubectl takes no flag before a plugin's name
+            [str(kubectl), "svcdoctor", "investigate", "api", "--kubeconfig", str(kubeconfig),
+             "--out", str(tmp_path / "plugin"), "--client-logs", LOAD],
             capture_output=True, text=True, timeout=240, check=False, env=env,
         )  # fmt: skip
         jobs = run_kubectl(kubectl, kubeconfig, ["get", "jobs,configmaps", "-A", "-o", "json"])
@@ -210,12 +240,14 @@ def test_investigate_names_the_race_and_fix_takes_its_diagnosis(tmp_path: Path) 
     assert report["verdict"]["fixes"][0]["patch"] is not None
     diagnosis = out / "diagnosis.json"
     assert report["verdict"]["next_command"].endswith(f"--from-diagnosis {diagnosis} --write")
-    assert read_diagnosis(diagnosis).plan is not None
+    plan = read_diagnosis(diagnosis).plan
+    assert plan is not None
     manifest = tmp_path / "deploy.yaml"
     manifest.write_text(DEPLOYMENT)
     fixed = svcdoctor("fix", str(manifest), "--from-diagnosis", str(diagnosis))
     assert fixed.returncode == 1, fixed.stderr
-    assert "preStop" in fixed.stdout
+    assert "+        lifecycle:" in fixed.stdout
+    assert f"+              seconds: {plan.prestop_seconds}" in fixed.stdout
     assert (out / "report.html").read_text().count("Quantify") >= 1
     # the kubectl plugin: read-only, the skipped steps listed with their commands
     assert plugin.returncode in (0, 1, 3), plugin.stderr
