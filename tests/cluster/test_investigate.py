@@ -290,3 +290,40 @@ def test_investigate_with_yes_and_rollout_runs_the_rollout_test(tmp_path: Path) 
     assert read_diagnosis(out / "diagnosis.json").plan is not None
     assert left == []
     shutil.rmtree(out)
+
+
+@pytest.mark.lab
+def test_investigate_with_yes_names_the_bad_pod_from_the_direct_probe(tmp_path: Path) -> None:
+    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+
+    with lab_serve(tmp_path, "bad-backend") as kubeconfig:
+        subprocess.run(["sleep", "8"], check=True)  # load on the pods
+        done = svcdoctor(
+            "investigate", "--kubeconfig", str(kubeconfig), "api", "--out", str(tmp_path / "inv"),
+            "--yes", "--client-logs", LOAD, "-o", "json", timeout=300,
+        )  # fmt: skip
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"]["cause"] == "backend"
+    assert 3 in report["verdict"]["decided_by"]
+    bypass = report["steps"][2]
+    assert bypass["status"] == "found"
+    (bad,) = truth["bad_pods"]
+    assert any(f.startswith(f"probe {bad}: ") and f.endswith("FAILS MORE") for f in bypass["found"])
+    assert report["verdict"]["next_command"] == f"kubectl -n lab describe pod {bad}"
+
+
+@pytest.mark.lab
+def test_investigate_the_fixed_rollout_finds_no_cause(tmp_path: Path) -> None:
+    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+
+    with lab_serve(tmp_path, "race-fixed", "--rollout-at", "8") as kubeconfig:
+        done = svcdoctor(
+            "investigate", "--kubeconfig", str(kubeconfig), "api", "--out", str(tmp_path / "inv"),
+            "--watch-rollout", "30s", "--client-logs", LOAD, "-o", "json", timeout=240,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"]["cause"] is None
+    assert [s["status"] for s in report["steps"][:2]] == ["clear", "clear"]
