@@ -14,6 +14,7 @@ from svcdoctor.cli.cleanup import cleanup
 from svcdoctor.cli.collect import collect
 from svcdoctor.cli.diagnose import diagnose
 from svcdoctor.cli.fix import fix
+from svcdoctor.cli.investigate import investigate
 from svcdoctor.cli.lab import lab
 from svcdoctor.cli.lint import lint
 from svcdoctor.cli.probe import probe
@@ -65,6 +66,7 @@ cli.add_command(collect)
 cli.add_command(probe)
 cli.add_command(rollout_test)
 cli.add_command(cleanup)
+cli.add_command(investigate)
 
 
 def prog_name(argv0: str) -> str:
