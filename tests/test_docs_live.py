@@ -13,7 +13,7 @@ from svcdoctor.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-LIVE = ("probe", "rollout-test", "collect", "cleanup", "scan")
+LIVE = ("probe", "rollout-test", "collect", "cleanup", "scan", "investigate")
 # `[--name value]` in a synopsis: a lower-case value is the default shown (METAVARS are not)
 SHOWN_DEFAULT = re.compile(r"\[(--[a-z-]+) ([^]\sA-Z|…]+)\]")
 RBAC_FILE = re.compile(r"(?<![\w/.-])([\w./-]*rbac/[\w.-]+\.yaml)")

@@ -126,6 +126,23 @@ def test_an_unreachable_prometheus_is_a_note_not_a_failure(api: Served, tmp_path
     assert any(m.startswith("metrics failed") for m in report["steps"][0]["missing"])
 
 
+def test_the_config_files_prometheus_is_read_and_checked(api: Served, tmp_path: Path) -> None:
+    """``prometheus = URL`` in the config file stands for ``--prometheus``; a value that is
+    not an http(s) URL is a one-line usage error naming the file."""
+    _served(api)
+    config = tmp_path / ".svcdoctor.toml"
+    config.write_text('prometheus = "http://127.0.0.1:9"\n')
+    args = ["investigate", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "api", "-o", "json"]
+    args += ["--config", str(config), "--since", "5m"]
+    done = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "inv")])
+    assert done.exit_code in (0, 1, 3), done.output
+    assert [n.split(":")[0] for n in json.loads(done.output)["notes"]] == ["metrics failed"]
+    config.write_text('prometheus = "prometheus:9090"\n')
+    bad = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "inv2")])
+    assert bad.exit_code == 2
+    assert f"{config}: prometheus must be an http(s) URL" in bad.output
+
+
 def test_an_unknown_service_is_one_line_and_exit_2(api: Served, tmp_path: Path) -> None:
     _served(api)
     args = ["investigate", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "nope"]

@@ -202,6 +202,16 @@ def merge_settings(config: Config, opts: dict[str, Any]) -> tuple[Settings, Seve
     return settings, fail_on, number("max-file-mb", DEFAULT_MAX_FILE_MB)
 
 
+def config_prometheus(config_path: Path | None) -> str | None:
+    """The ``prometheus`` URL of ``--config`` or the nearest config file (``None``: unset)."""
+    try:
+        found = config_path or find_config(Path.cwd())
+        url = read_config(found).values.get("prometheus") if found else None
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    return str(url) if url else None
+
+
 def load_settings(
     config_path: Path | None, opts: dict[str, Any]
 ) -> tuple[Settings, Severity, float]:

@@ -29,6 +29,7 @@ DRAIN_TYPE = Duration(0, 3600)  # seconds an app in ``drains`` keeps serving aft
 ALIASES = {"kube-version": "kubernetes-version"}
 KEYS = frozenset(
     {*NUMBERS, "enable", "disable", "severity", "kubernetes-version", "fail-on", "drains", "hops"}
+    | {"prometheus"}
 )
 # lint's input options (which files, and the namespace of objects that name none)
 INPUT_KEYS = frozenset({"exclude", "namespace", "allow-empty"})
@@ -131,6 +132,10 @@ def _check(path: Path, key: str, value: Any) -> Any:
         return drain_table(path, value)
     if key == "hops":
         return hop_table(path, value)
+    if key == "prometheus":
+        if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+            raise ConfigError(f"{path}: prometheus must be an http(s) URL, got {value!r}")
+        return value
     return severity(value, f"{path}: fail-on")
 
 

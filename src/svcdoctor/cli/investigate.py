@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from svcdoctor.cli._checking import check_settings, remedy_options
+from svcdoctor.cli._checking import check_settings, config_prometheus, remedy_options
 from svcdoctor.cli._cluster import cluster_options, duration_option, fail
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
@@ -53,8 +53,9 @@ if TYPE_CHECKING:
 @option(
     "--prometheus",
     metavar="URL",
-    help="Also diagnose the metrics of a Prometheus-compatible query API over --since.",
-    default_text="none",
+    help="Also diagnose the metrics of a Prometheus-compatible query API over --since "
+    "(default: the config file's prometheus URL).",
+    default_text="config's or none",
 )
 @option(
     "--header",
@@ -129,6 +130,7 @@ def investigate(
     if (per_node or rollout) and not yes:
         flag = "--per-node" if per_node else "--rollout"
         raise click.UsageError(f"{flag} is an active step: it needs --yes")
+    prometheus = prometheus or config_prometheus(config_path)
     if headers and prometheus is None:
         raise click.UsageError("--header applies only with --prometheus URL")
     with extras_needed("investigate", "live", "diagnose"):
