@@ -649,6 +649,8 @@ def local_state(workload: Workload, container: Container) -> str | None:
         return "Keycloak in start-dev mode keeps an embedded database"
     if "rundex" in _argv(container):
         return "Argo CD's Dex keeps its data in memory"
+    if workload.template.config_state:
+        return workload.template.config_state
     volumes = workload.template.volumes
     for m in container.mounts:
         source = volumes.get(m.volume)
@@ -663,4 +665,29 @@ def local_state(workload: Workload, container: Container) -> str | None:
     if workload.claim_templates and (workload.replicas or 1) == 1:
         claim = workload.claim_templates[0]
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claim!r})"
+    return None
+
+
+def daemon_gap(w: Workload, services: list[Service]) -> str | None:
+    """How a DaemonSet's rolling update leaves a Service without its pods: all nodes at
+    once (``maxUnavailable: 100%``), or, when the Service keeps a node's external traffic on
+    the node's own pod (``externalTrafficPolicy: Local``), each node while its one pod is
+    replaced (``maxSurge`` 0, the default, deletes before it creates; a pod with a hostPort
+    cannot surge: two cannot bind one node's port, so it is not flagged)."""
+    if w.strategy != "RollingUpdate":  # OnDelete: nothing rolls by itself
+        return None
+    if w.max_unavailable == "100%":
+        return "maxUnavailable 100% replaces every pod of Service {names} at once"
+    local = any(
+        s.type in ("NodePort", "LoadBalancer") and s.external_traffic_policy == "Local"
+        for s in services
+    )
+    hostport = any(p.host for c in w.template.containers for p in c.ports)
+    if local and w.max_surge in (None, 0, "0", "0%") and not hostport:
+        return (
+            "Service {names} keeps each node's external traffic on the node's own pod "
+            "(externalTrafficPolicy Local), and maxSurge 0 deletes that pod before its "
+            "replacement is ready: every rollout drops each node's traffic in turn, unless "
+            "the pod's preStop outlasts the load balancer's health check"
+        )
     return None

@@ -12,6 +12,7 @@ from svcdoctor.checks._serving import (
     Script,
     backed,
     carries_requests,
+    daemon_gap,
     data_store,
     parse_script,
     racing,
@@ -705,8 +706,14 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     ## What it does
     Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate`, and
     workloads with one replica whose update removes it before its replacement is ready
-    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first). Only
-    Services that carry requests count (not metrics-only ones, as for SVD101).
+    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first). A
+    DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
+    it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with
+    `externalTrafficPolicy: Local`, where a node's traffic only reaches the node's own pod,
+    with `maxSurge: 0` (the default: the pod is deleted before its replacement runs)
+    unless the pod uses a `hostPort` (two pods cannot bind one node's port, so it cannot
+    surge). `OnDelete` DaemonSets are not flagged. Only Services that carry requests count
+    (not metrics-only ones, as for SVD101).
 
     ## Why it matters
     During the gap no endpoint is ready: every request fails, not a few. With one replica and
@@ -736,6 +743,8 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     ## References
     - https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#strategy
     - https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/#rolling-updates
+    - https://kubernetes.io/docs/tasks/manage-daemon/update-daemon-set/
+    - https://github.com/kubernetes/enhancements/tree/master/keps/sig-apps/1591-daemonset-surge
     """
     del settings
     for w in inventory.workloads:
@@ -769,6 +778,9 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 "has no endpoint during each rollout",
                 fix=_spec_fix({"replicas": 2}),
             )
+        elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
+            surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+            yield Hit(w, gap.format(names=names), fix=_spec_fix({"updateStrategy": surge}))
 
 
 def _spec_fix(spec: dict[str, object]) -> Fix:
