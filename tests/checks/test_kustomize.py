@@ -113,3 +113,49 @@ def test_commonlabels_reach_selectors(tmp_path: Path) -> None:
     found = _rules([str(tmp_path)])
     assert ("SVD207", "visibility-server") not in found
     assert ("SVD204", "visibility-server") in found
+
+
+def test_strategic_merge_patches_merge_into_their_workload(tmp_path: Path) -> None:
+    """kubebuilder's layout: the webhook port and the kube-rbac-proxy sidecar come from
+    patches in config/default (cluster-api, jaeger-operator)."""
+    manager = MANAGER.replace("        ports: [{containerPort: 9443, name: webhook-server}]\n", "")
+    _write(
+        tmp_path,
+        {
+            "manager/manager.yaml": manager,
+            "webhook/service.yaml": WEBHOOK.replace(
+                "targetPort: 9443", "targetPort: webhook-server"
+            ),
+            "rbac/metrics.yaml": (
+                "apiVersion: v1\nkind: Service\n"
+                "metadata: {name: manager-metrics, namespace: system}\n"
+                "spec:\n  ports: [{name: https, port: 8443, targetPort: https}]\n"
+            ),
+            "default/webhook_patch.yaml": (
+                "apiVersion: apps/v1\nkind: Deployment\n"
+                "metadata: {name: controller-manager, namespace: system}\n"
+                "spec:\n  template:\n    spec:\n      containers:\n      - name: manager\n"
+                "        ports: [{containerPort: 9443, name: webhook-server}]\n"
+                "      - name: kube-rbac-proxy\n        image: example/kube-rbac-proxy:1\n"
+                "        ports: [{containerPort: 8443, name: https}]\n"
+            ),
+            "default/kustomization.yaml": (
+                "namespace: kueue-system\n"
+                "commonLabels: {control-plane: controller-manager}\n"
+                "resources: [../manager, ../webhook, ../rbac]\n"
+                "patchesStrategicMerge: [webhook_patch.yaml]\n"
+            ),
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [w.ref.name for w in inventory.workloads] == ["controller-manager"]
+    assert [c.name for c in inventory.workloads[0].template.containers] == [
+        "manager",
+        "kube-rbac-proxy",
+    ]
+    found = _rules([str(tmp_path)])
+    assert not [f for f in found if f[0] == "SVD205"]
+    assert ("SVD204", "webhook-service") in found
+    # the sidecar serves only the metrics Service: no serving finding of its own
+    findings = run_checks(inventory, Settings()).findings
+    assert not [f for f in findings if f.container == "kube-rbac-proxy"]

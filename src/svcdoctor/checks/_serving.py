@@ -296,9 +296,12 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     if not services or not containers:
         return ()
     ports = [p for s in services for p in s.ports]
-    # a metrics sidecar (an exporter beside the app) is scraped, not called: when other
-    # ports are targeted too, only the containers behind those serve requests
-    called = [p for p in ports if not uncalled(p)] or ports
+    # a metrics sidecar (an exporter, or kube-rbac-proxy behind a `*-metrics` Service) is
+    # scraped, not called: when other ports are targeted too, only the containers behind
+    # those serve requests
+    called = [
+        p for s in services if carries_requests(inventory, s) for p in s.ports if not uncalled(p)
+    ] or ports
     wanted = [p.target for p in called]
     matched = tuple(c for c in containers if any(serves(c, t) for t in wanted))
     return matched or (containers[0],)

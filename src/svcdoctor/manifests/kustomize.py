@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import yaml
 
-from svcdoctor.model import Autoscaler, Resource, Service, Workload
+from svcdoctor.model import Autoscaler, Container, Resource, Service, Workload
 
 # The file names kustomize reads in a directory, in its order (kustomize api/konfig
 # RecognizedKustomizationFileNames); ``Kustomization`` has no manifest suffix and is not read.
@@ -30,12 +30,13 @@ KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml"})
 
 @dataclass(frozen=True, slots=True)
 class KustomizeLabels:
-    """What one kustomization sets: the namespace, and the labels it adds to object
-    metadata, Service and workload selectors, and pod templates; ``scope`` is the files and
-    directories (with their trees) it builds."""
+    """What one kustomization sets: the namespace, the labels it adds to object metadata,
+    Service and workload selectors, and pod templates, and the strategic-merge patches it
+    applies; ``scope`` is the files and directories (with their trees) it builds."""
 
     scope: tuple[str, ...]
     namespace: str
+    patches: tuple[str, ...]  # strategic-merge patch files
     metadata: dict[str, str]
     selectors: dict[str, str]
     templates: dict[str, str]
@@ -74,9 +75,10 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
             templates |= pairs
     namespace = body.get("namespace")
     namespace = namespace if isinstance(namespace, str) else ""
-    if not (metadata or selectors or templates or namespace):
-        return None
     home = posixpath.dirname(posixpath.normpath(name.replace("\\", "/")))
+    patches = tuple(posixpath.normpath(posixpath.join(home, item)) for item in _patch_files(body))
+    if not (metadata or selectors or templates or namespace or patches):
+        return None
     listed = [
         item
         for key in ("resources", "bases", "components")
@@ -85,7 +87,21 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
         if isinstance(item, str) and "://" not in item and not item.startswith("github.com/")
     ]
     scope = tuple(posixpath.normpath(posixpath.join(home, item)) for item in listed)
-    return KustomizeLabels(scope, namespace, metadata, selectors, templates)
+    return KustomizeLabels(scope, namespace, patches, metadata, selectors, templates)
+
+
+def _patch_files(body: dict[object, object]) -> list[str]:
+    """The strategic-merge patch files (``patchesStrategicMerge``, ``patches`` with a
+    ``path``: https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/patches/)."""
+    files = [p for p in _list(body.get("patchesStrategicMerge")) if isinstance(p, str)]
+    for entry in _list(body.get("patches")):
+        if isinstance(entry, dict) and isinstance(path := entry.get("path"), str):
+            files.append(path)
+    return [f for f in files if f.endswith((".yaml", ".yml")) and "\n" not in f]
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def _pairs(value: object) -> dict[str, str]:
@@ -154,3 +170,72 @@ def _built(o: T, found: list[KustomizeLabels]) -> T:
         if labels := _merged(k.metadata for k in found):
             o = replace(o, labels=o.labels | labels)
     return o
+
+
+def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]) -> list[Workload]:
+    """The workloads with the strategic-merge patches of the kustomizations merged into the
+    workload each names (same kind and name): a kubebuilder base's manager gets the
+    webhook port, the probes or the sidecar its ``manager_*_patch.yaml`` adds. A patch
+    whose target is not among the inputs stays as read."""
+    files = {p for k in kustomizations for p in k.patches}
+    if not files:
+        return workloads
+
+    def from_patch(w: Workload) -> bool:
+        return posixpath.normpath(w.location.file.replace("\\", "/")) in files
+
+    patches = [w for w in workloads if from_patch(w)]
+    out = [w for w in workloads if not from_patch(w)]
+    for patch in patches:
+        hits = [
+            i
+            for i, w in enumerate(out)
+            if (w.ref.kind, w.ref.name) == (patch.ref.kind, patch.ref.name)
+        ]
+        for i in hits:
+            out[i] = _merge(out[i], patch)
+        if not hits:
+            out.append(patch)
+    return out
+
+
+def _merge(w: Workload, patch: Workload) -> Workload:
+    """A strategic merge of what the model keeps: maps merged, containers by name, their
+    ports by number, env by name, mounts by path; a value the patch sets replaces."""
+    t, p = w.template, patch.template
+    names = {c.name: c for c in p.containers}
+    containers = [
+        _merge_container(c, names.pop(c.name)) if c.name in names else c for c in t.containers
+    ]
+    containers += names.values()
+    template = replace(
+        t,
+        labels=t.labels | p.labels,
+        annotations=t.annotations | p.annotations,
+        containers=tuple(containers),
+        grace_seconds=t.grace_seconds if p.grace_seconds is None else p.grace_seconds,
+        spread=t.spread or p.spread,
+        volumes=t.volumes | p.volumes,
+    )
+    return replace(
+        w,
+        template=template,
+        annotations=w.annotations | patch.annotations,
+        replicas=w.replicas if patch.replicas is None else patch.replicas,
+    )
+
+
+def _merge_container(c: Container, p: Container) -> Container:
+    return replace(
+        c,
+        image=p.image or c.image,
+        command=p.command or c.command,
+        args=p.args or c.args,
+        ports=tuple({x.number: x for x in (*c.ports, *p.ports)}.values()),
+        readiness=p.readiness or c.readiness,
+        liveness=p.liveness or c.liveness,
+        startup=p.startup or c.startup,
+        prestop=p.prestop or c.prestop,
+        env=tuple(dict((*c.env, *p.env)).items()),
+        mounts=tuple({m.path: m for m in (*c.mounts, *p.mounts)}.values()),
+    )

@@ -10,7 +10,7 @@ from typing import Any
 
 from svcdoctor.manifests.configs import LocalStores, store_of
 from svcdoctor.manifests.fields import Fields, text_of
-from svcdoctor.manifests.kustomize import kustomized
+from svcdoctor.manifests.kustomize import kustomized, patched
 from svcdoctor.manifests.loader import LoadResult
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
@@ -66,7 +66,7 @@ def build_inventory(loaded: LoadResult) -> Inventory:
             resources.append(_resource(f))
     built = loaded.kustomizations
     return Inventory(
-        workloads=tuple(_instances_of_present_owners(kustomized(built, workloads))),
+        workloads=tuple(_instances_of_present_owners(kustomized(built, patched(built, workloads)))),
         services=tuple(kustomized(built, services)),
         autoscalers=tuple(kustomized(built, autoscalers)),
         resources=tuple(kustomized(built, resources)),
