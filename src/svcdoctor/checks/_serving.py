@@ -310,17 +310,22 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
 # Ports no client sends requests to: a scraper's (Prometheus' conventions: `metrics`,
 # `http-metrics`; https://github.com/prometheus/prometheus/wiki/Default-port-allocations),
 # a profiler's (Go's net/http/pprof, https://pkg.go.dev/net/http/pprof) and the kubelet's
-# probes (`healthz`, `probes`; https://kubernetes.io/docs/reference/using-api/health-checks/).
+# probes (`healthz`, `probes`; https://kubernetes.io/docs/reference/using-api/health-checks/),
+# and a placeholder a StatefulSet's governing Service needs (`dummy`: the CSI sidecars'
+# examples, deploy/kubernetes/csi-snapshotter in kubernetes-csi/external-snapshotter).
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
-    r"probes?|healthz?|livez|readyz)$",
+    r"probes?|healthz?|livez|readyz|dummy|placeholder)$",
     re.IGNORECASE,
 )
 # A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`
 # with its one `https` port: config/default/metrics_service.yaml of its scaffold,
 # https://book.kubebuilder.io/reference/metrics) whose ports have no name of their own.
-_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring)([-_](service|svc))?$")
+_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring|exporter)([-_](service|svc))?$")
+# ... or labelled as one (`app.kubernetes.io/component: exporter`, kube-prometheus'
+# node-exporter: https://github.com/prometheus-operator/kube-prometheus manifests)
+_SCRAPE_COMPONENTS = frozenset({"metrics", "exporter"})
 _GENERIC_PORT = frozenset({"http", "https"})
 
 
@@ -333,12 +338,15 @@ def uncalled(port: ServicePort) -> bool:
 
 def scrape_only(service: Service) -> bool:
     """Whether the Service only exposes metrics, profiling and probe ports (every port named
-    ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics``
-    Service whose ports are unnamed or only ``http``/``https``): its client is a scraper
+    ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics`` or
+    ``*-exporter`` Service, or one labelled component ``metrics``/``exporter``, whose ports
+    are unnamed or only ``http``/``https``): its client is a scraper
     reading pod endpoints, for which a shutdown race costs one scrape."""
     if service.ports and all(uncalled(p) for p in service.ports):
         return True
-    return bool(_SCRAPE_SERVICE.search(service.ref.name)) and all(
+    named = bool(_SCRAPE_SERVICE.search(service.ref.name))
+    labelled = service.labels.get("app.kubernetes.io/component") in _SCRAPE_COMPONENTS
+    return (named or labelled) and all(
         p.name is None or p.name in _GENERIC_PORT or uncalled(p) for p in service.ports
     )
 
@@ -598,7 +606,8 @@ def leader_elected(container: Container) -> str | None:
 
 
 # Servers that keep their data in the one process or its local files, so that a second
-# replica would hold data of its own rather than share it:
+# replica would hold data of its own rather than share it (and, last, controllers that
+# must run once: ``_UNELECTED_CONTROLLER``):
 # - Jaeger all-in-one keeps traces in memory ("not for production", in-memory storage):
 #   https://www.jaegertracing.io/docs/1.62/getting-started/#all-in-one
 # - Zipkin's server defaults to in-memory storage (STORAGE_TYPE=mem):
@@ -614,10 +623,19 @@ def leader_elected(container: Container) -> str | None:
 # - MetalLB's controller allocates addresses in memory and runs without leader election
 #   (`LeaderElection: false` in internal/k8s/k8s.go, the allocator in controller/main.go of
 #   metallb/metallb): two replicas would be two allocators
+# - Zalando's postgres-operator has no leader election (no leaderelection in its code) and
+#   ships with `replicas: 1`, `strategy: Recreate` (manifests/postgres-operator.yaml of
+#   zalando/postgres-operator): two replicas would be two operators on the same clusters
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
-    r"[\w.-]*rsyslog[\w.-]*|metallb/controller)(:|@|$)"
+    r"[\w.-]*rsyslog[\w.-]*)(:|@|$)"
 )
+_UNELECTED_CONTROLLER = re.compile(r"(^|/)(metallb/controller|zalando/postgres-operator)(:|@|$)")
+# Alertmanager keeps silences and its notification log in the process and its data
+# directory; replicas share them only as a cluster (`--cluster.peer`), and Prometheus must
+# send every alert to each, not through one Service address:
+# https://github.com/prometheus/alertmanager#high-availability
+_ALERTMANAGER = re.compile(r"(^|/)(prom|prometheus)/alertmanager(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # A writable mount holds state when its path says data (`/data`, `/var/lib/grafana`,
 # `/badger`, `/exports`…) and neither its path nor its volume's name says scratch, sockets,
@@ -627,7 +645,7 @@ _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # in istio/istio).
 _DATA_PATH = re.compile(
     r"(^|[/_-])(data|db|database|storage|store|state|badger|wal|tsdb|registry|uploads?|"
-    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/(lib/)?\w",
+    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/(lib/)?\w|^/var/?$",
     re.IGNORECASE,
 )
 _SCRATCH = re.compile(
@@ -648,12 +666,17 @@ def local_state(workload: Workload, container: Container) -> str | None:
     in_memory = "zipkin" not in image or dict(container.env).get("STORAGE_TYPE", "mem") == "mem"
     if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
         return f"image {image} keeps its data in the one process or its local files"
+    if _UNELECTED_CONTROLLER.search(image):
+        return f"image {image} is a controller without leader election, its state in the process"
     if _KEYCLOAK.search(image) and "start-dev" in _argv(container):
         return "Keycloak in start-dev mode keeps an embedded database"
     if "rundex" in _argv(container):
         return "Argo CD's Dex keeps its data in memory"
     if workload.template.config_state:
         return workload.template.config_state
+    argv = _argv(container)
+    if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
+        return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
     volumes = workload.template.volumes
     for m in container.mounts:
         source = volumes.get(m.volume)
