@@ -73,6 +73,13 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         flag="--shutdown-delay",
     ),
     KnownDrain(
+        "*zalando/postgres-operator-ui*",
+        10,
+        "https://github.com/zalando/postgres-operator/blob/master/ui/operator_ui/main.py",
+        "fails its health check at SIGTERM and sleeps 10 s 'to give Kubernetes time to update "
+        "endpoints' before it exits",
+    ),
+    KnownDrain(
         "*knative.dev/serving/cmd/activator*",
         45,
         "https://github.com/knative/serving/blob/main/cmd/activator/main.go",
