@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload, remedy
+from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload, remedy
 from svcdoctor.model.hops import Hop
 from svcdoctor.model.inventory import components
 from svcdoctor.model.path import Paths, trace_paths
@@ -300,7 +300,7 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     # scraped, not called: when other ports are targeted too, only the containers behind
     # those serve requests
     called = [
-        p for s in services if carries_requests(inventory, s) for p in s.ports if not uncalled(p)
+        p for s in services if not scrape_only(s) for p in s.ports if not uncalled(p)
     ] or ports
     wanted = [p.target for p in called]
     matched = tuple(c for c in containers if any(serves(c, t) for t in wanted))
@@ -366,17 +366,34 @@ def monitored_only(inventory: Inventory, service: Service) -> bool:
     one of its named ports (the prometheus-operator's own Service names its metrics port
     `http`: example/rbac/prometheus-operator in prometheus-operator/prometheus-operator;
     https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor)."""
+    monitors = _monitors(inventory)
+    if not monitors:
+        return False
     scraped = {
         port
-        for r in inventory.resources
-        if r.ref.kind == "ServiceMonitor"
-        and r.selector
-        and inventory.same_namespace(r.ref, service.ref)
+        for r in monitors
+        if inventory.same_namespace(r.ref, service.ref)
         and all(service.labels.get(k) == v for k, v in r.selector.items())
         for port in r.scrapes
     }
     names = [p.name for p in service.ports]
     return bool(scraped) and bool(names) and all(n in scraped for n in names)
+
+
+_MONITORS: list[tuple[tuple[Resource, ...], tuple[Resource, ...]]] = []
+
+
+def _monitors(inventory: Inventory) -> tuple[Resource, ...]:
+    """The ServiceMonitors with a selector, kept for the last inventory's resources: the
+    rules ask once per Service, and scanning every resource each time was most of lint's
+    time on the corpus."""
+    cached = _MONITORS[0] if _MONITORS else None
+    if cached is None or cached[0] is not inventory.resources:
+        found = tuple(
+            r for r in inventory.resources if r.ref.kind == "ServiceMonitor" and r.selector
+        )
+        _MONITORS[:] = [(inventory.resources, found)]
+    return _MONITORS[0][1]
 
 
 _ROUTED: list[tuple[tuple[Route, ...], str, frozenset[tuple[str, str]]]] = []
