@@ -38,10 +38,14 @@ TODAY = {
     "SVD101": 457,
     "SVD204": 331,  # data stores left out (a second replica of a database is a second one)
     "SVD201": 277,
-    "SVD401": 22,  # not where Local would drop traffic (one replica, pods not spread)
+    # not where Local would drop traffic (one replica, pods not spread), nor where no
+    # workload backs the Service (issue 30: test fixtures, operators' pods): 0 in the corpus
+    "SVD401": 0,
     "SVD301": 72,
     "SVD202": 70,
-    "SVD106": 30,  # issue 30: not for Services that carry no requests (metrics-only)
+    # issue 30: not for Services that carry no requests (metrics-only), nor Recreate where
+    # the pods keep local state (Prometheus, Jaeger); DaemonSets behind Local added
+    "SVD106": 24,
     "SVD207": 50,
 }
 TODAY_TOTAL = 1355

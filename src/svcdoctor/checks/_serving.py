@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload, remedy
+from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload, remedy
 from svcdoctor.model.hops import Hop
 from svcdoctor.model.inventory import components
 from svcdoctor.model.path import Paths, trace_paths
@@ -296,9 +296,12 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     if not services or not containers:
         return ()
     ports = [p for s in services for p in s.ports]
-    # a metrics sidecar (an exporter beside the app) is scraped, not called: when other
-    # ports are targeted too, only the containers behind those serve requests
-    called = [p for p in ports if not uncalled(p)] or ports
+    # a metrics sidecar (an exporter, or kube-rbac-proxy behind a `*-metrics` Service) is
+    # scraped, not called: when other ports are targeted too, only the containers behind
+    # those serve requests
+    called = [
+        p for s in services if not scrape_only(s) for p in s.ports if not uncalled(p)
+    ] or ports
     wanted = [p.target for p in called]
     matched = tuple(c for c in containers if any(serves(c, t) for t in wanted))
     return matched or (containers[0],)
@@ -307,17 +310,22 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
 # Ports no client sends requests to: a scraper's (Prometheus' conventions: `metrics`,
 # `http-metrics`; https://github.com/prometheus/prometheus/wiki/Default-port-allocations),
 # a profiler's (Go's net/http/pprof, https://pkg.go.dev/net/http/pprof) and the kubelet's
-# probes (`healthz`, `probes`; https://kubernetes.io/docs/reference/using-api/health-checks/).
+# probes (`healthz`, `probes`; https://kubernetes.io/docs/reference/using-api/health-checks/),
+# and a placeholder a StatefulSet's governing Service needs (`dummy`: the CSI sidecars'
+# examples, deploy/kubernetes/csi-snapshotter in kubernetes-csi/external-snapshotter).
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
-    r"probes?|healthz?|livez|readyz)$",
+    r"probes?|healthz?|livez|readyz|dummy|placeholder)$",
     re.IGNORECASE,
 )
 # A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`
 # with its one `https` port: config/default/metrics_service.yaml of its scaffold,
 # https://book.kubebuilder.io/reference/metrics) whose ports have no name of their own.
-_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring)([-_](service|svc))?$")
+_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring|exporter)([-_](service|svc))?$")
+# ... or labelled as one (`app.kubernetes.io/component: exporter`, kube-prometheus'
+# node-exporter: https://github.com/prometheus-operator/kube-prometheus manifests)
+_SCRAPE_COMPONENTS = frozenset({"metrics", "exporter"})
 _GENERIC_PORT = frozenset({"http", "https"})
 
 
@@ -330,12 +338,15 @@ def uncalled(port: ServicePort) -> bool:
 
 def scrape_only(service: Service) -> bool:
     """Whether the Service only exposes metrics, profiling and probe ports (every port named
-    ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics``
-    Service whose ports are unnamed or only ``http``/``https``): its client is a scraper
+    ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics`` or
+    ``*-exporter`` Service, or one labelled component ``metrics``/``exporter``, whose ports
+    are unnamed or only ``http``/``https``): its client is a scraper
     reading pod endpoints, for which a shutdown race costs one scrape."""
     if service.ports and all(uncalled(p) for p in service.ports):
         return True
-    return bool(_SCRAPE_SERVICE.search(service.ref.name)) and all(
+    named = bool(_SCRAPE_SERVICE.search(service.ref.name))
+    labelled = service.labels.get("app.kubernetes.io/component") in _SCRAPE_COMPONENTS
+    return (named or labelled) and all(
         p.name is None or p.name in _GENERIC_PORT or uncalled(p) for p in service.ports
     )
 
@@ -355,17 +366,34 @@ def monitored_only(inventory: Inventory, service: Service) -> bool:
     one of its named ports (the prometheus-operator's own Service names its metrics port
     `http`: example/rbac/prometheus-operator in prometheus-operator/prometheus-operator;
     https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor)."""
+    monitors = _monitors(inventory)
+    if not monitors:
+        return False
     scraped = {
         port
-        for r in inventory.resources
-        if r.ref.kind == "ServiceMonitor"
-        and r.selector
-        and inventory.same_namespace(r.ref, service.ref)
+        for r in monitors
+        if inventory.same_namespace(r.ref, service.ref)
         and all(service.labels.get(k) == v for k, v in r.selector.items())
         for port in r.scrapes
     }
     names = [p.name for p in service.ports]
     return bool(scraped) and bool(names) and all(n in scraped for n in names)
+
+
+_MONITORS: list[tuple[tuple[Resource, ...], tuple[Resource, ...]]] = []
+
+
+def _monitors(inventory: Inventory) -> tuple[Resource, ...]:
+    """The ServiceMonitors with a selector, kept for the last inventory's resources: the
+    rules ask once per Service, and scanning every resource each time was most of lint's
+    time on the corpus."""
+    cached = _MONITORS[0] if _MONITORS else None
+    if cached is None or cached[0] is not inventory.resources:
+        found = tuple(
+            r for r in inventory.resources if r.ref.kind == "ServiceMonitor" and r.selector
+        )
+        _MONITORS[:] = [(inventory.resources, found)]
+    return _MONITORS[0][1]
 
 
 _ROUTED: list[tuple[tuple[Route, ...], str, frozenset[tuple[str, str]]]] = []
@@ -595,7 +623,8 @@ def leader_elected(container: Container) -> str | None:
 
 
 # Servers that keep their data in the one process or its local files, so that a second
-# replica would hold data of its own rather than share it:
+# replica would hold data of its own rather than share it (and, last, controllers that
+# must run once: ``_UNELECTED_CONTROLLER``):
 # - Jaeger all-in-one keeps traces in memory ("not for production", in-memory storage):
 #   https://www.jaegertracing.io/docs/1.62/getting-started/#all-in-one
 # - Zipkin's server defaults to in-memory storage (STORAGE_TYPE=mem):
@@ -611,10 +640,19 @@ def leader_elected(container: Container) -> str | None:
 # - MetalLB's controller allocates addresses in memory and runs without leader election
 #   (`LeaderElection: false` in internal/k8s/k8s.go, the allocator in controller/main.go of
 #   metallb/metallb): two replicas would be two allocators
+# - Zalando's postgres-operator has no leader election (no leaderelection in its code) and
+#   ships with `replicas: 1`, `strategy: Recreate` (manifests/postgres-operator.yaml of
+#   zalando/postgres-operator): two replicas would be two operators on the same clusters
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
-    r"[\w.-]*rsyslog[\w.-]*|metallb/controller)(:|@|$)"
+    r"[\w.-]*rsyslog[\w.-]*)(:|@|$)"
 )
+_UNELECTED_CONTROLLER = re.compile(r"(^|/)(metallb/controller|zalando/postgres-operator)(:|@|$)")
+# Alertmanager keeps silences and its notification log in the process and its data
+# directory; replicas share them only as a cluster (`--cluster.peer`), and Prometheus must
+# send every alert to each, not through one Service address:
+# https://github.com/prometheus/alertmanager#high-availability
+_ALERTMANAGER = re.compile(r"(^|/)(prom|prometheus)/alertmanager(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # A writable mount holds state when its path says data (`/data`, `/var/lib/grafana`,
 # `/badger`, `/exports`…) and neither its path nor its volume's name says scratch, sockets,
@@ -624,7 +662,7 @@ _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # in istio/istio).
 _DATA_PATH = re.compile(
     r"(^|[/_-])(data|db|database|storage|store|state|badger|wal|tsdb|registry|uploads?|"
-    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/(lib/)?\w",
+    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/(lib/)?\w|^/var/?$",
     re.IGNORECASE,
 )
 _SCRATCH = re.compile(
@@ -645,10 +683,17 @@ def local_state(workload: Workload, container: Container) -> str | None:
     in_memory = "zipkin" not in image or dict(container.env).get("STORAGE_TYPE", "mem") == "mem"
     if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
         return f"image {image} keeps its data in the one process or its local files"
+    if _UNELECTED_CONTROLLER.search(image):
+        return f"image {image} is a controller without leader election, its state in the process"
     if _KEYCLOAK.search(image) and "start-dev" in _argv(container):
         return "Keycloak in start-dev mode keeps an embedded database"
     if "rundex" in _argv(container):
         return "Argo CD's Dex keeps its data in memory"
+    if workload.template.config_state:
+        return workload.template.config_state
+    argv = _argv(container)
+    if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
+        return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
     volumes = workload.template.volumes
     for m in container.mounts:
         source = volumes.get(m.volume)
@@ -663,4 +708,29 @@ def local_state(workload: Workload, container: Container) -> str | None:
     if workload.claim_templates and (workload.replicas or 1) == 1:
         claim = workload.claim_templates[0]
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claim!r})"
+    return None
+
+
+def daemon_gap(w: Workload, services: list[Service]) -> str | None:
+    """How a DaemonSet's rolling update leaves a Service without its pods: all nodes at
+    once (``maxUnavailable: 100%``), or, when the Service keeps a node's external traffic on
+    the node's own pod (``externalTrafficPolicy: Local``), each node while its one pod is
+    replaced (``maxSurge`` 0, the default, deletes before it creates; a pod with a hostPort
+    cannot surge: two cannot bind one node's port, so it is not flagged)."""
+    if w.strategy != "RollingUpdate":  # OnDelete: nothing rolls by itself
+        return None
+    if w.max_unavailable == "100%":
+        return "maxUnavailable 100% replaces every pod of Service {names} at once"
+    local = any(
+        s.type in ("NodePort", "LoadBalancer") and s.external_traffic_policy == "Local"
+        for s in services
+    )
+    hostport = any(p.host for c in w.template.containers for p in c.ports)
+    if local and w.max_surge in (None, 0, "0", "0%") and not hostport:
+        return (
+            "Service {names} keeps each node's external traffic on the node's own pod "
+            "(externalTrafficPolicy Local), and maxSurge 0 deletes that pod before its "
+            "replacement is ready: every rollout drops each node's traffic in turn, unless "
+            "the pod's preStop outlasts the load balancer's health check"
+        )
     return None

@@ -25,7 +25,8 @@ class KnownDrain:
     after SIGTERM; ``flag``: the command-line flag that sets those seconds instead, when
     given; ``off``: an argument that turns the drain off (``--flag=value`` or the two
     words); ``source``: where the code says so; ``why``: what the app does, worded to follow
-    "its app" in a finding."""
+    "its app" in a finding; ``quiet``: the drain ends once no request came for ``seconds``
+    (knative.dev/pkg's drainer), so after endpoint removal the app only idles."""
 
     image: str
     seconds: float
@@ -33,6 +34,7 @@ class KnownDrain:
     why: str
     flag: str | None = None
     off: tuple[str, str] | None = None
+    quiet: bool = False
 
 
 KNOWN_DRAINS: tuple[KnownDrain, ...] = (
@@ -51,6 +53,31 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "is knative.dev/pkg's webhook, which drains before Shutdown until no request came for "
         "its GracePeriod, default network.DefaultDrainTimeout: 45 s, knative/pkg "
         "network/network.go",
+        quiet=True,
+    ),
+    KnownDrain(
+        "*tektoncd/*/cmd/webhook*",
+        45,
+        "https://github.com/tektoncd/pipeline/blob/main/cmd/webhook/main.go",
+        "is Tekton's webhook, built on knative.dev/pkg's webhook, which drains before "
+        "Shutdown until no request came for its GracePeriod, default "
+        "network.DefaultDrainTimeout: 45 s, knative/pkg network/network.go",
+        quiet=True,
+    ),
+    KnownDrain(
+        "*openpolicyagent/gatekeeper*",
+        10,
+        "https://github.com/open-policy-agent/gatekeeper/blob/master/main.go",
+        "waits --shutdown-delay seconds, default 10, after SIGTERM before stopping its "
+        "webhook server ('Prevents failing webhooks on pod shutdown')",
+        flag="--shutdown-delay",
+    ),
+    KnownDrain(
+        "*zalando/postgres-operator-ui*",
+        10,
+        "https://github.com/zalando/postgres-operator/blob/master/ui/operator_ui/main.py",
+        "fails its health check at SIGTERM and sleeps 10 s 'to give Kubernetes time to update "
+        "endpoints' before it exits",
     ),
     KnownDrain(
         "*knative.dev/serving/cmd/activator*",

@@ -69,7 +69,9 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
     LoadBalancer Service only serves the Ingress: its layer-4 load balancer still targets
     nodes, so it is still flagged. Nor when `Local` would hurt more than the hop: a
     workload behind the Service runs fewer than two replicas or its pods are not spread over
-    nodes (see SVD402); then `Cluster` is the right choice.
+    nodes (see SVD402); then `Cluster` is the right choice. Nor when no workload in the
+    inputs backs the Service (an operator makes its pods, such as Rook's one active Ceph
+    manager behind its dashboard): whether `Local` would drop traffic cannot be told.
 
     ## Why it matters
     With `Cluster`, a node that receives external traffic forwards it to a pod on any node,
@@ -107,6 +109,8 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
             continue
         if _targets_pods(svc) or any(_local_unsafe(inventory, svc)):
             continue  # no hop to save, or Local would drop traffic (SVD402): Cluster is right
+        if not inventory.targeted(svc):
+            continue  # pods not in the inputs (an operator's): whether Local drops is unknown
         how = "the default" if svc.external_traffic_policy is None else "set"
         yield Hit(
             svc,

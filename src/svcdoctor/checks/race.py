@@ -12,7 +12,9 @@ from svcdoctor.checks._serving import (
     Script,
     backed,
     carries_requests,
+    daemon_gap,
     data_store,
+    local_state,
     parse_script,
     racing,
     readiness_first,
@@ -295,7 +297,10 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
         grace = w.template.effective_grace_seconds
         # the delay it has (and its own drain) is what the grace period must cover here;
         # a sleep shorter than propagation is SVD103's
-        stops = seconds(sleep) + ((drain and drain.seconds) or 0.0)  # stops taking requests
+        own = (drain and drain.seconds) or 0.0
+        if drain is not None and drain.quiet:  # idle once endpoints are gone: a SIGKILL
+            own = min(own, settings.propagation_seconds)  # then cuts no request
+        stops = seconds(sleep) + own  # stops taking requests
         longest = settings.max_request_seconds
         if not cuts_requests(grace, stops, longest):
             continue
@@ -303,11 +308,7 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
         if settings.plan is not None:  # a diagnosis' plan: its grace at least
             needed = max(needed, settings.plan.grace_seconds)
         given = "default " if w.template.grace_seconds is None else ""
-        drained = (
-            f"{drain.seconds:g} s of its own drain + "
-            if drain is not None and drain.seconds
-            else ""
-        )
+        drained = f"{own:g} s of its own drain + " if own else ""
         if sleep and grace <= sleep + MIN_SHUTDOWN_WINDOW:
             severity, what = (
                 Severity.ERROR,
@@ -703,10 +704,18 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     """Every rollout takes all serving pods of a Service away at once.
 
     ## What it does
-    Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate`, and
+    Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate` (unless the
+    pods keep local state, as for SVD204: a claim that attaches to one node, a
+    single-instance server, where never running two pods is the point), and
     workloads with one replica whose update removes it before its replacement is ready
-    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first). Only
-    Services that carry requests count (not metrics-only ones, as for SVD101).
+    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first). A
+    DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
+    it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with
+    `externalTrafficPolicy: Local`, where a node's traffic only reaches the node's own pod,
+    with `maxSurge: 0` (the default: the pod is deleted before its replacement runs)
+    unless the pod uses a `hostPort` (two pods cannot bind one node's port, so it cannot
+    surge). `OnDelete` DaemonSets are not flagged. Only Services that carry requests count
+    (not metrics-only ones, as for SVD101).
 
     ## Why it matters
     During the gap no endpoint is ready: every request fails, not a few. With one replica and
@@ -736,6 +745,8 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     ## References
     - https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#strategy
     - https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/#rolling-updates
+    - https://kubernetes.io/docs/tasks/manage-daemon/update-daemon-set/
+    - https://github.com/kubernetes/enhancements/tree/master/keps/sig-apps/1591-daemonset-surge
     """
     del settings
     for w in inventory.workloads:
@@ -746,6 +757,8 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
         replicas = inventory.replicas(w)
         rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
         if w.strategy == "Recreate":
+            if any(local_state(w, c) for c in w.template.containers):
+                continue  # deliberate: two pods must not hold (or attach) the state at once
             yield Hit(
                 w,
                 f"strategy Recreate stops every pod before starting new ones: Service {names} "
@@ -769,6 +782,9 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 "has no endpoint during each rollout",
                 fix=_spec_fix({"replicas": 2}),
             )
+        elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
+            surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+            yield Hit(w, gap.format(names=names), fix=_spec_fix({"updateStrategy": surge}))
 
 
 def _spec_fix(spec: dict[str, object]) -> Fix:

@@ -89,11 +89,13 @@ class Drain:
     """A ``drains`` entry that matched: its pattern, and how long the app keeps serving
     after SIGTERM (``None``: not told, trusted to outlast endpoint propagation);
     ``source``: for an entry of svcdoctor's list of known drains (``checks.drains``), where
-    the app's code says so (empty: the user's configuration)."""
+    the app's code says so (empty: the user's configuration); ``quiet``: it ends once no
+    request came for ``seconds``, so past endpoint propagation the app only idles."""
 
     pattern: str
     seconds: float | None = None
     source: str = ""
+    quiet: bool = False
 
 
 def known_drain(image: str, argv: Sequence[str] = ()) -> Drain | None:
@@ -110,7 +112,8 @@ def known_drain(image: str, argv: Sequence[str] = ()) -> Drain | None:
                 seconds = parse_duration(value)
             except DurationError:
                 return None  # a value the app would refuse: nothing known
-        return Drain(known.image, seconds, known.source) if 0 < seconds < math.inf else None
+        found = Drain(known.image, seconds, known.source, known.quiet)
+        return found if 0 < seconds < math.inf else None
     return None
 
 

@@ -19,6 +19,8 @@ import yaml
 
 from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
+from svcdoctor.manifests.configs import LocalStores, local_store
+from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.yamlnodes import (
     InputTooComplex,
     TemplateSyntax,
@@ -87,6 +89,10 @@ class LoadResult:
     excluded: int = 0
     # Helm chart directory → manifest files of its ``templates/`` that were not read
     helm_templates: dict[str, int] = field(default_factory=dict)
+    # The labels the kustomizations among the files add to the objects they build
+    kustomizations: list[KustomizeLabels] = field(default_factory=list)
+    # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
+    local_stores: LocalStores = field(default_factory=dict)
 
 
 class Excludes:
@@ -250,6 +256,8 @@ def load(
             text = _read_text(name, stdin, limit, result)
             if text is not None:
                 _load_text(name, text, result)
+                if is_kustomization(name) and (labels := read_kustomization(name, text)):
+                    result.kustomizations.append(labels)
             if before == (result.documents, len(result.problems)):
                 result.empty_files += 1
     finally:
@@ -547,6 +555,8 @@ def _split_document(
             objects.append(RawObject(body, Location(name, body.line)))
         else:
             scan(root)
+            if kind == "ConfigMap" and (store := local_store(root)):
+                result.local_stores[store[0]] = store[1]
         return
     items = keys.get("items")
     if isinstance(items, yaml.SequenceNode):

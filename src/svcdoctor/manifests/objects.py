@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from svcdoctor.manifests.configs import LocalStores, store_of
 from svcdoctor.manifests.fields import Fields, text_of
+from svcdoctor.manifests.kustomize import kustomized, patched
 from svcdoctor.manifests.loader import LoadResult
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
@@ -48,7 +50,7 @@ def build_inventory(loaded: LoadResult) -> Inventory:
     for raw in loaded.objects:
         f = Fields(raw, problems)
         if raw.kind in WORKLOAD_KINDS:
-            workloads.append(_workload(f))
+            workloads.append(_with_config_state(_workload(f), raw.body, loaded.local_stores))
         elif raw.kind == "Service":
             services.append(_service(f))
         elif raw.kind == "HorizontalPodAutoscaler":
@@ -62,11 +64,12 @@ def build_inventory(loaded: LoadResult) -> Inventory:
             grants.append(found)
         else:
             resources.append(_resource(f))
+    built = loaded.kustomizations
     return Inventory(
-        workloads=tuple(_instances_of_present_owners(workloads)),
-        services=tuple(services),
-        autoscalers=tuple(autoscalers),
-        resources=tuple(resources),
+        workloads=tuple(_instances_of_present_owners(kustomized(built, patched(built, workloads)))),
+        services=tuple(kustomized(built, services)),
+        autoscalers=tuple(kustomized(built, autoscalers)),
+        resources=tuple(kustomized(built, resources)),
         routes=tuple(routes),
         fronts=tuple(fronts),
         grants=tuple(grants),
@@ -75,6 +78,23 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         objects=loaded.documents,
         skipped=loaded.skipped,
     )
+
+
+def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload:
+    """The workload, with why its pods keep local state if a ConfigMap they mount says so."""
+    if not stores or "configMap" not in w.template.volumes.values():
+        return w
+    spec = body.get("spec")
+    template = spec.get("template") if isinstance(spec, YMap) else None
+    pod = template.get("spec") if isinstance(template, YMap) else None
+    volumes = pod.get("volumes") if isinstance(pod, YMap) else None
+    mounted = [
+        text_of(source.get("name"))
+        for v in (volumes if isinstance(volumes, list) else [])
+        if isinstance(v, YMap) and isinstance(source := v.get("configMap"), YMap)
+    ]
+    why = store_of(w.ref.namespace, mounted, stores)
+    return replace(w, template=replace(w.template, config_state=why)) if why else w
 
 
 def _annotations(f: Fields) -> dict[str, str]:
@@ -247,6 +267,7 @@ def _container(f: Fields, c: YMap, path: str) -> Container:
                     number,
                     f.text(p, "name", f"{p_path}.name"),
                     f.text(p, "protocol", f"{p_path}.protocol") or "TCP",
+                    p.get("hostPort") is not None,
                 )
             )
     named = {p.name: p.number for p in ports if p.name}

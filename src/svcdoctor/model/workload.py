@@ -41,6 +41,7 @@ class ContainerPort:
     number: int
     name: str | None = None
     protocol: str = "TCP"
+    host: bool = False  # hostPort set: two pods of it cannot run on one node
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,9 @@ class PodTemplate:
     # ``volumes``: name -> source (``emptyDir``, ``hostPath``, ``persistentVolumeClaim``…)
     volumes: dict[str, str] = field(default_factory=dict)
     share_process_namespace: bool = False  # the pause container is PID 1, not the app
+    # why the pods keep their data in themselves by a config they mount (Dex's in-memory
+    # storage in a ConfigMap, ``manifests.configs``); "" when no config says so
+    config_state: str = ""
 
     @property
     def effective_grace_seconds(self) -> int:

@@ -1,0 +1,67 @@
+"""Server configurations in ConfigMaps that tell a workload keeps its data in its own pod.
+
+Dex reads its storage from its config file, usually a ConfigMap mounted into the pod:
+``storage: {type: memory}`` keeps every auth code, refresh token and session in the
+process, and ``sqlite3`` in a file of the pod; "two or more instances would have
+inconsistent data" (https://dexidp.io/docs/configuration/storage/ lists memory and SQLite3
+as not for production or high availability; Argo CD's Dex:
+https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/). Only
+ConfigMaps whose data holds both ``issuer`` and ``storage`` are parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import yaml
+
+from svcdoctor.manifests.yamlnodes import mapping_keys
+
+# ConfigMap (namespace, name) -> why a server that mounts it keeps local state
+LocalStores = dict[tuple[str, str], str]
+
+
+def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
+    """The ConfigMap's (namespace, name) and why a Dex reading it keeps local state."""
+    keys = mapping_keys(root)
+    meta, data = mapping_keys(keys.get("metadata") or root), keys.get("data")
+    if not isinstance(data, yaml.MappingNode):
+        return None
+    for _, value in data.value:
+        text = value.value if isinstance(value, yaml.ScalarNode) else ""
+        if "issuer" in text and "storage" in text and (why := _dex_storage(text)):
+            name, namespace = meta.get("name"), meta.get("namespace")
+            return (_text(namespace), _text(name)), why
+    return None
+
+
+def _text(node: yaml.Node | None) -> str:
+    return node.value if isinstance(node, yaml.ScalarNode) else ""
+
+
+def _dex_storage(text: str) -> str | None:
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    storage = config.get("storage") if isinstance(config, dict) else None
+    if not (isinstance(storage, dict) and "issuer" in config):
+        return None
+    kind = storage.get("type")
+    if kind == "memory":
+        return "Dex's storage is type memory, in the process"
+    if kind == "sqlite3":
+        settings = storage.get("config")
+        file = settings.get("file") if isinstance(settings, dict) else None
+        where = "in memory" if file == ":memory:" else "in a file of its pod"
+        return f"Dex's storage is sqlite3 {where}"
+    return None
+
+
+def store_of(namespace: str, mounted: Iterable[str], stores: LocalStores) -> str:
+    """Why a pod of ``namespace`` mounting the ConfigMaps ``mounted`` keeps local state."""
+    names = set(mounted)
+    for (ns, name), why in stores.items():
+        if name in names and (ns == namespace or {ns, namespace} <= {"", "default"}):
+            return why
+    return ""

@@ -1,0 +1,241 @@
+"""The labels and namespace a ``kustomization.yaml`` among the inputs gives the objects it
+builds.
+
+A kustomize base often leaves the label that ties a Service to its pods to the
+kustomization (``commonLabels``, or ``labels`` with ``includeSelectors: true``): linted as
+files, the Service's selector and the pod template do not meet, though ``kustomize build``
+makes them. The loader reads each kustomization it meets; ``build_inventory`` adds its
+labels to the Services and workloads of its build, as kustomize's label transformer does
+(https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/labels/,
+https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/commonlabels/).
+Its ``namespace`` is applied too (Services and pods meet in it). Nothing else of the
+kustomization (patches, name prefixes, generators) is applied.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import yaml
+
+from svcdoctor.model import Autoscaler, Container, Resource, Service, Workload
+
+# The file names kustomize reads in a directory, in its order (kustomize api/konfig
+# RecognizedKustomizationFileNames); ``Kustomization`` has no manifest suffix and is not read.
+KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml"})
+
+
+@dataclass(frozen=True, slots=True)
+class KustomizeLabels:
+    """What one kustomization sets: the namespace, the labels it adds to object metadata,
+    Service and workload selectors, and pod templates, and the strategic-merge patches it
+    applies; ``scope`` is the files and directories (with their trees) it builds."""
+
+    scope: tuple[str, ...]
+    namespace: str
+    patches: tuple[str, ...]  # strategic-merge patch files
+    metadata: dict[str, str]
+    selectors: dict[str, str]
+    templates: dict[str, str]
+
+
+def is_kustomization(name: str) -> bool:
+    return posixpath.basename(name.replace("\\", "/")) in KUSTOMIZATION_NAMES
+
+
+def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
+    """The labels the kustomization in file ``name`` adds, or ``None`` when it adds none
+    (or cannot be read: the loader reports the file's YAML problems itself)."""
+    try:
+        body = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    metadata: dict[str, str] = {}
+    selectors: dict[str, str] = {}
+    templates: dict[str, str] = {}
+    common = _pairs(body.get("commonLabels"))
+    metadata |= common
+    selectors |= common
+    templates |= common
+    entries = body.get("labels")
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        pairs = _pairs(entry.get("pairs"))
+        metadata |= pairs
+        if entry.get("includeSelectors") is True:
+            selectors |= pairs
+            templates |= pairs
+        elif entry.get("includeTemplates") is True:
+            templates |= pairs
+    namespace = body.get("namespace")
+    namespace = namespace if isinstance(namespace, str) else ""
+    home = posixpath.dirname(posixpath.normpath(name.replace("\\", "/")))
+    patches = tuple(posixpath.normpath(posixpath.join(home, item)) for item in _patch_files(body))
+    if not (metadata or selectors or templates or namespace or patches):
+        return None
+    listed = [
+        item
+        for key in ("resources", "bases", "components")
+        if isinstance(items := body.get(key), list)
+        for item in items
+        if isinstance(item, str) and "://" not in item and not item.startswith("github.com/")
+    ]
+    scope = tuple(posixpath.normpath(posixpath.join(home, item)) for item in listed)
+    return KustomizeLabels(scope, namespace, patches, metadata, selectors, templates)
+
+
+def _patch_files(body: dict[object, object]) -> list[str]:
+    """The strategic-merge patch files (``patchesStrategicMerge``, ``patches`` with a
+    ``path``: https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/patches/)."""
+    files = [p for p in _list(body.get("patchesStrategicMerge")) if isinstance(p, str)]
+    for entry in _list(body.get("patches")):
+        if isinstance(entry, dict) and isinstance(path := entry.get("path"), str):
+            files.append(path)
+    return [f for f in files if f.endswith((".yaml", ".yml")) and "\n" not in f]
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _pairs(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items() if not isinstance(v, dict | list)}
+
+
+def _covers(scope: Sequence[str], path: str) -> bool:
+    return any(path == s or path.startswith(s + "/") for s in scope)
+
+
+def _merged(found: Iterable[dict[str, str]]) -> dict[str, str]:
+    """Labels of every kustomization that builds an object; a key two of them set to
+    different values (two overlays of one base) is left out: which one applies depends on
+    the build."""
+    merged: dict[str, str] = {}
+    clash: set[str] = set()
+    for pairs in found:
+        for key, value in pairs.items():
+            if merged.setdefault(key, value) != value:
+                clash.add(key)
+    return {k: v for k, v in merged.items() if k not in clash}
+
+
+# Kinds that have no namespace, which kustomize's namespace transformer leaves alone
+_CLUSTER_KINDS = frozenset({"Namespace", "GatewayClass", "IngressClass"})
+
+
+T = TypeVar("T", Workload, Service, Resource, Autoscaler)
+
+
+def kustomized(kustomizations: Sequence[KustomizeLabels], objects: list[T]) -> list[T]:
+    """The objects as the kustomizations among the inputs build them: in the namespace the
+    kustomization sets, and Services and workloads with the labels it adds. (Routes keep
+    their namespace: their parent and backend references are resolved when read.)"""
+    if not kustomizations:
+        return objects
+    out: list[T] = []
+    for o in objects:
+        if o.location is None:
+            out.append(o)
+            continue
+        path = posixpath.normpath(o.location.file.replace("\\", "/"))
+        found = [k for k in kustomizations if _covers(k.scope, path)]
+        out.append(_built(o, found) if found else o)
+    return out
+
+
+def _built(o: T, found: list[KustomizeLabels]) -> T:
+    namespaces = {k.namespace for k in found if k.namespace}
+    kind = o.ref.kind
+    if len(namespaces) == 1 and kind not in _CLUSTER_KINDS and not kind.startswith("Cluster"):
+        namespace = namespaces.pop()
+        o = replace(o, ref=replace(o.ref, namespace=namespace))
+        if isinstance(o, Autoscaler):
+            o = replace(o, target=replace(o.target, namespace=namespace))
+    if isinstance(o, Workload) and (added := _merged(k.templates for k in found)):
+        o = replace(o, template=replace(o.template, labels=o.template.labels | added))
+    elif isinstance(o, Service):
+        selectors = _merged(k.selectors for k in found)
+        if selectors:  # created on a Service without one, as kustomize does: its
+            # commonLabels field specs (api/internal/konfig/builtinpluginconsts/
+            # commonlabels.go) have `spec/selector` with `create: true` for v1 Service
+            o = replace(o, selector=(o.selector or {}) | selectors)
+        if labels := _merged(k.metadata for k in found):
+            o = replace(o, labels=o.labels | labels)
+    return o
+
+
+def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]) -> list[Workload]:
+    """The workloads with the strategic-merge patches of the kustomizations merged into the
+    workload each names (same kind and name): a kubebuilder base's manager gets the
+    webhook port, the probes or the sidecar its ``manager_*_patch.yaml`` adds. A patch
+    whose target is not among the inputs stays as read."""
+    files = {p for k in kustomizations for p in k.patches}
+    if not files:
+        return workloads
+
+    def from_patch(w: Workload) -> bool:
+        return posixpath.normpath(w.location.file.replace("\\", "/")) in files
+
+    patches = [w for w in workloads if from_patch(w)]
+    out = [w for w in workloads if not from_patch(w)]
+    for patch in patches:
+        hits = [
+            i
+            for i, w in enumerate(out)
+            if (w.ref.kind, w.ref.name) == (patch.ref.kind, patch.ref.name)
+        ]
+        for i in hits:
+            out[i] = _merge(out[i], patch)
+        if not hits:
+            out.append(patch)
+    return out
+
+
+def _merge(w: Workload, patch: Workload) -> Workload:
+    """A strategic merge of what the model keeps: maps merged, containers by name, their
+    ports by number, env by name, mounts by path; a value the patch sets replaces."""
+    t, p = w.template, patch.template
+    names = {c.name: c for c in p.containers}
+    containers = [
+        _merge_container(c, names.pop(c.name)) if c.name in names else c for c in t.containers
+    ]
+    containers += names.values()
+    template = replace(
+        t,
+        labels=t.labels | p.labels,
+        annotations=t.annotations | p.annotations,
+        containers=tuple(containers),
+        grace_seconds=t.grace_seconds if p.grace_seconds is None else p.grace_seconds,
+        spread=t.spread or p.spread,
+        volumes=t.volumes | p.volumes,
+    )
+    return replace(
+        w,
+        template=template,
+        annotations=w.annotations | patch.annotations,
+        replicas=w.replicas if patch.replicas is None else patch.replicas,
+    )
+
+
+def _merge_container(c: Container, p: Container) -> Container:
+    return replace(
+        c,
+        image=p.image or c.image,
+        command=p.command or c.command,
+        args=p.args or c.args,
+        ports=tuple({x.number: x for x in (*c.ports, *p.ports)}.values()),
+        readiness=p.readiness or c.readiness,
+        liveness=p.liveness or c.liveness,
+        startup=p.startup or c.startup,
+        prestop=p.prestop or c.prestop,
+        env=tuple(dict((*c.env, *p.env)).items()),
+        mounts=tuple({m.path: m for m in (*c.mounts, *p.mounts)}.values()),
+    )

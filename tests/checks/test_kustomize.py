@@ -1,0 +1,161 @@
+"""A kustomization among the inputs gives the objects it builds its labels and namespace
+(issue 30: a kubebuilder base's Service selects its manager only after kustomize)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from svcdoctor.checks.run import run_checks
+from svcdoctor.checks.settings import Settings
+from svcdoctor.manifests import build_inventory, load
+
+MANAGER = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: controller-manager, namespace: system}
+spec:
+  replicas: 1
+  template:
+    spec:
+      containers:
+      - name: manager
+        image: example/manager:1
+        ports: [{containerPort: 9443, name: webhook-server}]
+"""
+WEBHOOK = """\
+apiVersion: v1
+kind: Service
+metadata: {name: webhook-service, namespace: system}
+spec:
+  ports: [{port: 443, targetPort: 9443}]
+"""
+METRICS = """\
+apiVersion: v1
+kind: Service
+metadata: {name: visibility-server, namespace: kueue-system}
+spec:
+  selector: {control-plane: controller-manager}
+  ports: [{port: 443, targetPort: 8082}]
+"""
+DEFAULT = """\
+namespace: kueue-system
+labels:
+- pairs: {app.kubernetes.io/name: kueue}
+  includeTemplates: true
+- pairs: {control-plane: controller-manager}
+  includeSelectors: true
+resources:
+- ../manager
+- ../webhook
+- visibility.yaml
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def _rules(paths: list[str]) -> list[tuple[str, str]]:
+    inventory = build_inventory(load(paths))
+    findings = run_checks(inventory, Settings()).findings
+    return sorted((f.rule, f.object.name) for f in findings if f.object is not None)
+
+
+def test_kustomize_labels_and_namespace_link_a_base(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "manager/manager.yaml": MANAGER,
+            "webhook/service.yaml": WEBHOOK,
+            "default/visibility.yaml": METRICS,
+            "default/kustomization.yaml": DEFAULT,
+        },
+    )
+    found = _rules([str(tmp_path)])
+    assert ("SVD207", "visibility-server") not in found
+    # the selector-less webhook Service gets kustomize's selector and reaches the manager
+    assert ("SVD204", "webhook-service") in found
+    assert ("SVD204", "visibility-server") in found
+    # linted without the kustomization, the same files cannot be linked
+    alone = _rules([str(tmp_path / d) for d in ("manager", "webhook")])
+    alone += _rules([str(tmp_path / "default" / "visibility.yaml")])
+    assert ("SVD204", "webhook-service") not in alone
+
+
+def test_two_overlays_setting_one_key_differently_add_neither(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "base/manager.yaml": MANAGER,
+            "base/visibility.yaml": METRICS.replace("kueue-system", "system"),
+            "a/kustomization.yaml": "commonLabels: {control-plane: a}\nresources: [../base]\n",
+            "b/kustomization.yaml": "commonLabels: {control-plane: b}\nresources: [../base]\n",
+        },
+    )
+    found = _rules([str(tmp_path)])
+    assert ("SVD207", "visibility-server") in found
+
+
+def test_commonlabels_reach_selectors(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "base/manager.yaml": MANAGER,
+            "base/visibility.yaml": METRICS.replace("kueue-system", "system"),
+            "base/kustomization.yaml": (
+                "commonLabels: {control-plane: controller-manager}\n"
+                "resources: [manager.yaml, visibility.yaml]\n"
+            ),
+        },
+    )
+    found = _rules([str(tmp_path)])
+    assert ("SVD207", "visibility-server") not in found
+    assert ("SVD204", "visibility-server") in found
+
+
+def test_strategic_merge_patches_merge_into_their_workload(tmp_path: Path) -> None:
+    """kubebuilder's layout: the webhook port and the kube-rbac-proxy sidecar come from
+    patches in config/default (cluster-api, jaeger-operator)."""
+    manager = MANAGER.replace("        ports: [{containerPort: 9443, name: webhook-server}]\n", "")
+    _write(
+        tmp_path,
+        {
+            "manager/manager.yaml": manager,
+            "webhook/service.yaml": WEBHOOK.replace(
+                "targetPort: 9443", "targetPort: webhook-server"
+            ),
+            "rbac/metrics.yaml": (
+                "apiVersion: v1\nkind: Service\n"
+                "metadata: {name: manager-metrics, namespace: system}\n"
+                "spec:\n  ports: [{name: https, port: 8443, targetPort: https}]\n"
+            ),
+            "default/webhook_patch.yaml": (
+                "apiVersion: apps/v1\nkind: Deployment\n"
+                "metadata: {name: controller-manager, namespace: system}\n"
+                "spec:\n  template:\n    spec:\n      containers:\n      - name: manager\n"
+                "        ports: [{containerPort: 9443, name: webhook-server}]\n"
+                "      - name: kube-rbac-proxy\n        image: example/kube-rbac-proxy:1\n"
+                "        ports: [{containerPort: 8443, name: https}]\n"
+            ),
+            "default/kustomization.yaml": (
+                "namespace: kueue-system\n"
+                "commonLabels: {control-plane: controller-manager}\n"
+                "resources: [../manager, ../webhook, ../rbac]\n"
+                "patchesStrategicMerge: [webhook_patch.yaml]\n"
+            ),
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [w.ref.name for w in inventory.workloads] == ["controller-manager"]
+    assert [c.name for c in inventory.workloads[0].template.containers] == [
+        "manager",
+        "kube-rbac-proxy",
+    ]
+    found = _rules([str(tmp_path)])
+    assert not [f for f in found if f[0] == "SVD205"]
+    assert ("SVD204", "webhook-service") in found
+    # the sidecar serves only the metrics Service: no serving finding of its own
+    findings = run_checks(inventory, Settings()).findings
+    assert not [f for f in findings if f.container == "kube-rbac-proxy"]
