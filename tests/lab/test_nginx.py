@@ -6,6 +6,7 @@ leaves no nginx behind."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -23,7 +24,7 @@ from svcdoctor.lab.cleanup import job_processes, leftovers, lock_dir, pod_proces
 from svcdoctor.lab.datapath import Backend
 from svcdoctor.lab.kernel import available as kernel_missing
 from svcdoctor.lab.kernel import namespaces_of_runs
-from svcdoctor.lab.nginx import UPSTREAMINFO, IngressSpec, available, config
+from svcdoctor.lab.nginx import UPSTREAMINFO, IngressSpec, Nginx, available, config
 from svcdoctor.lab.scenarios import SCENARIOS
 
 NGINX_MISSING = available()
@@ -195,3 +196,30 @@ def test_ctrl_c_leaves_no_nginx_behind(tmp_path: Path) -> None:
     assert not [ns for ns in namespaces_of_runs() if ns.startswith(f"{run}-")]
     assert not [p for p, (r, _, _) in pod_processes().items() if r == run]
     assert not (lock_dir() / f"{run}-jobs").exists()
+
+
+def test_slice_changes_within_the_sync_delay_make_one_reload(tmp_path: Path) -> None:
+    """The controller's sync: changes join the pending one; the reload (SIGHUP to the
+    master) comes ``sync_delay`` after the first, with the latest endpoints."""
+
+    async def main() -> tuple[Nginx, float]:
+        nginx = Nginx(IngressSpec(sync_delay=0.3), tmp_path, ("127.0.0.1", 18080))
+        nginx.process = subprocess.Popen(["sleep", "30"])  # stands in for the master
+        pods = [Backend(f"api-{i}", f"10.233.1.{10 + i}", 8080) for i in range(3)]
+        first = time.time()
+        for n in (1, 2, 3):
+            nginx.watch(pods[:n])
+            await asyncio.sleep(0.05)
+        nginx.watch(pods)  # no change: nothing more
+        await asyncio.sleep(0.5)
+        nginx.process.wait(timeout=5)
+        return nginx, first
+
+    nginx, first = asyncio.run(main())
+    assert [pods for _, pods in nginx.reloads] == [("api-0", "api-1", "api-2")]
+    assert nginx.reloads[0][0] >= first + 0.3
+    assert nginx.process is not None
+    assert nginx.process.returncode == -signal.SIGHUP
+    text = (tmp_path / "nginx.conf").read_text()
+    assert text.count("max_fails=0;") == 3
+    assert nginx.settled
