@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from svcdoctor.lab.datapath import Backend
 from svcdoctor.lab.kernel import available as kernel_missing
 from svcdoctor.lab.kernel import namespaces_of_runs
 from svcdoctor.lab.nginx import UPSTREAMINFO, IngressSpec, Nginx, available, config
+from svcdoctor.lab.pod import NOBODY
 from svcdoctor.lab.scenarios import SCENARIOS
 
 NGINX_MISSING = available()
@@ -173,6 +175,15 @@ def test_the_fix_leaves_nginx_nothing_to_retry(
     assert "[error]" not in (bundle / "ingress-nginx" / "error.log").read_text()
 
 
+def worker(pid: int) -> bool:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"nginx: worker")
+
+
+def uid(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(ln for ln in status.splitlines() if ln.startswith("Uid:")).split()[1])
+
+
 @needs_nginx
 @pytest.mark.lab
 def test_ctrl_c_leaves_no_nginx_behind(tmp_path: Path) -> None:
@@ -189,6 +200,10 @@ def test_ctrl_c_leaves_no_nginx_behind(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert len(ours) == 1, "nginx never started"
     time.sleep(1.0)  # nginx serves, the pods start
+    if os.geteuid() == 0:  # its workers serve as nobody
+        workers = [pid for pid, r in job_processes().items() if r in ours and worker(pid)]
+        assert workers
+        assert all(uid(pid) == NOBODY for pid in workers)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 128 + signal.SIGINT
     (run,) = ours
