@@ -32,7 +32,7 @@ from svcdoctor.lab.scenarios import SCENARIOS
 NGINX_MISSING = available()
 DATAPATH = "userspace" if kernel_missing() else "kernel"
 SVCDOCTOR = [sys.executable, "-m", "svcdoctor"]
-QUICK = ("--baseline", "2", "--duration", "6")  # a few seconds of load each
+QUICK = ("--baseline", "2", "--duration", "10")  # about 12 failures in the bad case
 
 
 def command(name: str, out: Path, *extra: str) -> list[str]:
