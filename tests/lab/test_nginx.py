@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from svcdoctor.evidence import read_evidence
+from svcdoctor.lab import nginx
 from svcdoctor.lab.cleanup import job_processes, leftovers, lock_dir, pod_processes
-from svcdoctor.lab.datapath import Backend
+from svcdoctor.lab.datapath import Backend, UserspaceDatapath
 from svcdoctor.lab.kernel import available as kernel_missing
 from svcdoctor.lab.kernel import namespaces_of_runs
 from svcdoctor.lab.nginx import UPSTREAMINFO, IngressSpec, Nginx, available, config
@@ -87,6 +88,17 @@ def test_nginx_accepts_the_config(tmp_path: Path, backends: int) -> None:
         assert "proxy_next_upstream error timeout;" in text
     else:
         assert "return 503;" in text
+
+
+def test_without_nginx_the_run_stops_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nginx, "available", lambda: "the nginx ingress needs nginx (apt-get …)")
+    dp = nginx.IngressDatapath(UserspaceDatapath(), IngressSpec(), tmp_path)
+    with pytest.raises(nginx.NginxUnavailable, match="needs nginx") as caught:
+        asyncio.run(dp.start(2))
+    assert caught.value.exit_code == 2
+    assert dp.nginx is None
 
 
 def lab_run(name: str, folder: Path) -> tuple[dict[str, Any], Path]:
@@ -218,23 +230,23 @@ def test_slice_changes_within_the_sync_delay_make_one_reload(tmp_path: Path) -> 
     master) comes ``sync_delay`` after the first, with the latest endpoints."""
 
     async def main() -> tuple[Nginx, float]:
-        nginx = Nginx(IngressSpec(sync_delay=0.3), tmp_path, ("127.0.0.1", 18080))
-        nginx.process = subprocess.Popen(["sleep", "30"])  # stands in for the master
+        proxy = Nginx(IngressSpec(sync_delay=0.3), tmp_path, ("127.0.0.1", 18080))
+        proxy.process = subprocess.Popen(["sleep", "30"])  # stands in for the master
         pods = [Backend(f"api-{i}", f"10.233.1.{10 + i}", 8080) for i in range(3)]
         first = time.time()
         for n in (1, 2, 3):
-            nginx.watch(pods[:n])
+            proxy.watch(pods[:n])
             await asyncio.sleep(0.05)
-        nginx.watch(pods)  # no change: nothing more
+        proxy.watch(pods)  # no change: nothing more
         await asyncio.sleep(0.5)
-        nginx.process.wait(timeout=5)
-        return nginx, first
+        proxy.process.wait(timeout=5)
+        return proxy, first
 
-    nginx, first = asyncio.run(main())
-    assert [pods for _, pods in nginx.reloads] == [("api-0", "api-1", "api-2")]
-    assert nginx.reloads[0][0] >= first + 0.3
-    assert nginx.process is not None
-    assert nginx.process.returncode == -signal.SIGHUP
-    text = (tmp_path / "nginx.conf").read_text()
+    proxy, first = asyncio.run(main())
+    assert [pods for _, pods in proxy.reloads] == [("api-0", "api-1", "api-2")]
+    assert proxy.reloads[0][0] >= first + 0.3
+    assert proxy.process is not None
+    assert proxy.process.returncode == -signal.SIGHUP
+    text = (tmp_path / "proxy.conf").read_text()
     assert text.count("max_fails=0;") == 3
-    assert nginx.settled
+    assert proxy.settled

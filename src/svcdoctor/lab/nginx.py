@@ -58,6 +58,12 @@ UPSTREAMINFO = (
 )
 
 
+class NginxUnavailable(LabError):
+    """The scenario's ingress cannot run here (no nginx): a usage problem (exit 2)."""
+
+    exit_code = 2
+
+
 @dataclass(frozen=True, slots=True)
 class IngressSpec:
     """The ingress's settings. Defaults are ingress-nginx's ConfigMap defaults
@@ -295,7 +301,7 @@ class IngressDatapath:
     async def start(self, nodes: int) -> None:
         reason = available()
         if reason:
-            raise LabError(reason)
+            raise NginxUnavailable(reason)
         await self.inner.start(nodes)
         if isinstance(self.inner, KernelDatapath):
             kernel = self.inner
