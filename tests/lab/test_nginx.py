@@ -247,6 +247,6 @@ def test_slice_changes_within_the_sync_delay_make_one_reload(tmp_path: Path) -> 
     assert proxy.reloads[0][0] >= first + 0.3
     assert proxy.process is not None
     assert proxy.process.returncode == -signal.SIGHUP
-    text = (tmp_path / "proxy.conf").read_text()
+    text = (tmp_path / "nginx.conf").read_text()
     assert text.count("max_fails=0;") == 3
     assert proxy.settled
