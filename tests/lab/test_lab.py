@@ -39,9 +39,9 @@ PLAN: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "race": ("race", DATAPATHS, ()),
     "race-fixed": ("race-fixed", DATAPATHS, ()),
     "bad-backend": ("bad-backend", DATAPATHS, QUICK),
-    "keepalive": ("keepalive", DATAPATHS, QUICK),
-    "keepalive-fixed": ("keepalive-fixed", ("kernel",), QUICK),
-    "keepalive-max-age": ("keepalive", ("kernel",), (*QUICK, "--max-connection-age", "1")),
+    "keepalive": ("keepalive-exit", DATAPATHS, QUICK),
+    "keepalive-fixed": ("keepalive-exit-fixed", ("kernel",), QUICK),
+    "keepalive-max-age": ("keepalive-exit", ("kernel",), (*QUICK, "--max-connection-age", "1")),
     "sigkill": ("sigkill", ("kernel",), QUICK),
     "prestop-fails": ("race-fixed", ("kernel",), (*QUICK, "--prestop-fails")),
 }

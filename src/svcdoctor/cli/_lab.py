@@ -25,7 +25,10 @@ from svcdoctor.cli._scenario_options import FAULTS, LAB_CONNECTIONS, SHUTDOWNS, 
 from svcdoctor.errors import CommandError
 
 DATAPATHS = ("auto", "kernel", "userspace")
-BUNDLE_FILES = ("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json")
+BUNDLE_FILES = (
+    *("requests.csv", "events.json", "pods.json", "endpointslices.jsonl", "lab.json"),
+    *("ingress-nginx", ".lab"),  # lab.run: the nginx ingress's logs, the clients' own
+)
 MAX_DELAY = 60.0  # seconds: the largest propagation delay or request latency a run takes
 MAX_SERVE = 3600.0  # seconds: the longest a lab serves (svcdoctor.lab.serve.MAX_SERVE_SECONDS)
 TEMP_PREFIX = "svcdoctor-lab-"  # bundles of runs without --out, in the temporary directory
@@ -36,6 +39,8 @@ SCENARIO_NAMES = (
     "race",
     "race-fixed",
     "bad-backend",
+    "keepalive-exit",
+    "keepalive-exit-fixed",
     "keepalive",
     "keepalive-fixed",
     "sigkill",

@@ -190,6 +190,8 @@ class Cluster:
             "--seed",
             str(self.rng.randrange(1 << 30)),
         ]
+        if spec.keepalive_timeout is not None:
+            args += ["--keepalive-timeout", str(spec.keepalive_timeout)]
         if pod.net.netns:
             args = ["ip", "netns", "exec", pod.net.netns, *args]
         pod.process = await asyncio.create_subprocess_exec(

@@ -295,6 +295,13 @@ class KernelDatapath:
         _run("ip", "-n", ns, "link", "set", "eth0", "up")
         _run("ip", "-n", ns, "route", "add", "default", "dev", "eth0")
 
+    def add_namespace(self, tag: str, address: str) -> str:
+        """A namespace of its own on the fabric at ``address`` (the ingress's), removed with
+        the others (and whatever runs in it) by ``close``."""
+        ns = self._netns(tag)
+        self._wire(ns, tag, address)
+        return ns
+
     async def start(self, nodes: int) -> None:
         reason = available()
         if reason:

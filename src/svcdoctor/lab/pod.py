@@ -35,6 +35,10 @@ IDLE_DRAIN_SECONDS = 1.0
 """How long a graceful server waits for the clients of idle keep-alive connections to send
 one more request (answered with ``Connection: close``) before it closes the connections
 still idle: closing an idle connection at once races with a request already on its way."""
+KEEPALIVE_HELP = (
+    "close a kept-alive connection idle longer than this, unanswered, when its next request "
+    "arrives (the server's idle close and the proxy's reuse crossing on the wire)"
+)
 
 
 class Pod:
@@ -53,6 +57,12 @@ class Pod:
         self.server: asyncio.Server | None = None
         self.rng = random.Random(args.seed)
         self.parent: int | None = args.parent
+        # An app's keep-alive idle timeout, as the proxy in front meets it: a real server
+        # closes at the timeout, and a request the proxy sent on the connection meanwhile
+        # gets no answer (nginx: "upstream prematurely closed connection"). On a real network
+        # only the requests within the close's flight time do; here every request on a
+        # connection idle past the timeout does, so that seconds of load show it.
+        self.keepalive_timeout: float | None = args.keepalive_timeout
 
     def delay(self) -> float:
         if self.slow_share and self.rng.random() < self.slow_share:
@@ -61,11 +71,15 @@ class Pod:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections.add(writer)
+        last = time.monotonic()
         try:
             while True:
                 self.idle.add(writer)
                 request = await reader.readuntil(b"\r\n\r\n")
                 self.idle.discard(writer)
+                timeout = self.keepalive_timeout
+                if timeout is not None and time.monotonic() - last > timeout:
+                    break  # closed unanswered (see keepalive_timeout)
                 self.in_flight += 1
                 try:
                     keep = await self.respond(request, writer)
@@ -73,6 +87,7 @@ class Pod:
                     self.in_flight -= 1
                 if not keep:
                     break
+                last = time.monotonic()
         except (
             asyncio.IncompleteReadError,
             ConnectionError,
@@ -208,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=_dist, default=Dist(DistKind.EXP, 0.005), help="seconds")
     parser.add_argument("--slow", type=_slow, default=(0.0, 0.0), help="SHARE,SECONDS")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keepalive-timeout", type=float, default=None, help=KEEPALIVE_HELP)
     args = parser.parse_args(argv)
     if args.parent:
         die_with(args.parent)

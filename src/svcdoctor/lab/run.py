@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import secrets
+import shutil
 import signal
 import threading
 import time
@@ -19,11 +20,12 @@ import polars as pl
 import yaml
 
 from svcdoctor.evidence.write import write_bundle
-from svcdoctor.lab.cleanup import claim
+from svcdoctor.lab.cleanup import claim, lock_dir
 from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
 from svcdoctor.lab.kernel import KernelDatapath
 from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
+from svcdoctor.lab.nginx import IngressDatapath, IngressFacts, ingress_facts
 from svcdoctor.lab.objects import manifests
 from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, NEW, OLD, Scenario, break_nodes
 from svcdoctor.model import Cause, Outcome
@@ -47,10 +49,18 @@ class RunResult:
     probe: tuple[DirectProbe, ...]  # the running pods, each sent requests directly
 
 
-def make_datapath(kind: str, prefix: str, seed: int) -> Datapath:
-    if kind == "kernel":
-        return KernelDatapath(prefix, seed)
-    return UserspaceDatapath(seed)
+INGRESS_DIR = "ingress-nginx"  # in the bundle: the ingress controller's logs
+HIDDEN_DIR = ".lab"  # in the bundle, unread by diagnose: the clients' own log, nginx's combined
+
+
+def make_datapath(kind: str, prefix: str, seed: int, scenario: Scenario | None = None) -> Datapath:
+    """The datapath; with the scenario's ingress, behind a real nginx that works in the
+    run's jobs directory (``cleanup.JOBS_DIR``: ``lab clean`` finds it there)."""
+    dp: Datapath = KernelDatapath(prefix, seed) if kind == "kernel" else UserspaceDatapath(seed)
+    if scenario is not None and scenario.ingress is not None:
+        folder = lock_dir() / f"{prefix}-jobs" / "ingress-nginx"
+        return IngressDatapath(dp, scenario.ingress, folder)
+    return dp
 
 
 def steps(scenario: Scenario) -> int:
@@ -68,9 +78,12 @@ async def run(
 ) -> RunResult:
     """Run the scenario; everything it started is stopped and removed, even on errors."""
     prefix = f"svcd{secrets.token_hex(3)}"
-    dp = make_datapath(datapath, prefix, seed)
+    dp = make_datapath(datapath, prefix, seed, scenario)
     break_nodes(scenario, dp)
     cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed, prefix)
+    if isinstance(dp, IngressDatapath):
+        ingress = dp
+        cluster.on_change = lambda: ingress.watch(cluster.routable())
     load = Load(scenario.load, dp, scenario.nodes, seed)
     started = time.time()
     with claim(prefix):
@@ -87,10 +100,17 @@ async def run(
             with uninterruptible():  # a second Ctrl-C must not leave namespaces behind
                 await cluster.stop_all()
                 await dp.close()
+                if isinstance(dp, IngressDatapath):
+                    _keep_ingress_logs(dp, out)
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     frame = _requests(load, dp)
     problems = invalid(scenario, cluster, frame.height)
+    facts = None
+    if isinstance(dp, IngressDatapath) and dp.nginx is not None:
+        failed = int((frame.get_column("outcome") != "ok").sum())
+        facts = ingress_facts(dp.spec, out / INGRESS_DIR, dp.nginx.reloads, failed)
+        problems += facts.problems
     if problems:
         raise RunInvalid(
             f"run invalid: {'; '.join(problems)} (the run did not happen as planned: no verdict)"
@@ -108,7 +128,7 @@ async def run(
         ground_truth(scenario, cluster, load, dp.name),
         probe,
     )
-    write_lab_bundle(result, cluster, frame, out, time.time() - started)
+    write_lab_bundle(result, cluster, frame, out, time.time() - started, facts)
     return result
 
 
@@ -239,6 +259,8 @@ async def start_pods(
         started(f"started {name}")
     await wait_ready(cluster, old)
     await cluster.settled()
+    if isinstance(dp, IngressDatapath):
+        await dp.settled()
     return old
 
 
@@ -354,11 +376,34 @@ def _requests(load: Load, dp: Datapath) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema).sort("ts")
 
 
+def _keep_ingress_logs(dp: IngressDatapath, out: Path) -> None:
+    """nginx's logs into the bundle (upstreaminfo and error log where diagnose reads them,
+    the combined log beside the clients' own), then its working directory goes."""
+    logs = dp.logs()
+    for name, path in logs.items():
+        folder = out / (HIDDEN_DIR if name == "access-combined.log" else INGRESS_DIR)
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, folder / name)
+    shutil.rmtree(dp.folder, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        dp.folder.parent.rmdir()  # the run's jobs directory, when nothing else is in it
+
+
 def write_lab_bundle(
-    result: RunResult, cluster: Cluster, frame: pl.DataFrame, out: Path, seconds: float
+    result: RunResult,
+    cluster: Cluster,
+    frame: pl.DataFrame,
+    out: Path,
+    seconds: float,
+    ingress: IngressFacts | None = None,
 ) -> None:
     write_bundle(out, frame, cluster.events, cluster.snapshot(), cluster.endpoints, "lab")
     scenario = result.scenario
+    if ingress is not None:
+        # the proxy's logs are the evidence: the clients' log must not count every request
+        # twice, it stays in the bundle unread by diagnose
+        (out / HIDDEN_DIR).mkdir(exist_ok=True)
+        (out / "requests.csv").replace(out / HIDDEN_DIR / "requests.csv")
     (out / "manifests.yaml").write_text(yaml.safe_dump_all(manifests(scenario)))
     (out / "lab.json").write_text(
         json.dumps(
@@ -386,6 +431,7 @@ def write_lab_bundle(
                 "by_outcome": outcomes_to_dict(result.by_outcome),
                 "ground_truth": truth_to_dict(result.truth),
                 "direct_probe": probe_to_dict(result.probe),
+                "ingress": None if ingress is None else ingress.to_dict(),
                 "seconds": round(seconds, 2),
             },
             indent=2,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from svcdoctor.lab.nginx import IngressSpec
 from svcdoctor.model.dist import Dist
 from svcdoctor.model.remedy import ShutdownFacts, plan_shutdown
 from svcdoctor.model.scenario import ConnectionMode, LoadSpec, PodSpec, ScenarioSpec, ShutdownMode
@@ -26,6 +27,7 @@ class Scenario(ScenarioSpec):
     pause: float = 3.0  # between deletions of the rollout (each one's failures apart)
     broken_node: int | None = None  # this node's route to the Service fails broken_share
     broken_share: float = 0.0  # of the new connections (kernel: REJECT, userspace: reset)
+    ingress: IngressSpec | None = None  # the clients go through a real nginx (lab/nginx.py)
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -62,6 +64,13 @@ MAX_RUN_SECONDS = 300.0  # a hard bound on any run, whatever the parameters
 _NEW = LoadSpec(rate=150.0, clients=8, connection=ConnectionMode.NEW)
 _KEEP = LoadSpec(rate=150.0, clients=8, connection=ConnectionMode.KEEPALIVE)
 _NAIVE = PodSpec(shutdown=ShutdownMode.NAIVE)
+# A quiet Service behind the ingress: each of 8 pods gets a request every 2 s or so, so that
+# nginx's pooled connections to it often sit idle past the app's keep-alive timeout.
+_QUIET = LoadSpec(rate=4.0, clients=2, connection=ConnectionMode.NEW)
+# gunicorn's default keep-alive, 2 s (https://docs.gunicorn.org/en/stable/settings.html#keepalive)
+GUNICORN_KEEPALIVE = 2.0
+# the fix diagnose gives: longer than ingress-nginx's 60 s by 5 s (diagnose/keepalive.py)
+FIXED_KEEPALIVE = IngressSpec().keepalive_timeout + 5.0
 # The fixed pods have the remedy the tools compute (model/remedy.py), not numbers of their
 # own: lint's plan under its assumptions (propagation 5 s, requests up to 10 s, margin 5 s),
 # which scan and lint check the lab's manifests against; diagnose, planning from the lab's
@@ -101,7 +110,7 @@ SCENARIOS: dict[str, Scenario] = {
             description="1 of 8 pods passes readiness but fails every request",
         ),
         Scenario(
-            name="keepalive",
+            name="keepalive-exit",
             expect="reuse",
             pod=replace(_NAIVE, prestop=3.0),
             load=_KEEP,
@@ -109,13 +118,37 @@ SCENARIOS: dict[str, Scenario] = {
             "race: the connections clients hold break when their pod exits",
         ),
         Scenario(
-            name="keepalive-fixed",
+            name="keepalive-exit-fixed",
             expect=None,
             pod=_FIXED,
             load=_KEEP,
             description="graceful shutdown: from SIGTERM every response says Connection: "
             "close, so clients move their connections before the pod exits (a maximum "
             "connection age, --max-connection-age 1, fixes it from the client side)",
+        ),
+        Scenario(
+            name="keepalive",
+            expect="reuse",
+            replicas=8,
+            rollout=False,
+            pod=PodSpec(keepalive_timeout=GUNICORN_KEEPALIVE),
+            load=_QUIET,
+            ingress=IngressSpec(next_upstream="off"),
+            description="through a real nginx: the app closes kept-alive connections idle "
+            f"{GUNICORN_KEEPALIVE:g} s, nginx keeps them {IngressSpec().keepalive_timeout:g} s "
+            "and reuses them: nginx's own 'upstream prematurely closed connection' 502s "
+            "(proxy_next_upstream off, as for a POST: a GET would be retried)",
+        ),
+        Scenario(
+            name="keepalive-fixed",
+            expect=None,
+            replicas=8,
+            rollout=False,
+            pod=PodSpec(keepalive_timeout=FIXED_KEEPALIVE),
+            load=_QUIET,
+            ingress=IngressSpec(next_upstream="off"),
+            description=f"the app's idle timeout ({FIXED_KEEPALIVE:g} s) is longer than "
+            "nginx's upstream keepalive_timeout: nginx closes idle connections first",
         ),
         Scenario(
             name="sigkill",

@@ -80,6 +80,7 @@ class PodSpec:
     slow_seconds: float = 0.0
     shutdown_delay: float = 0.0  # graceful: seconds the app keeps accepting after SIGTERM
     prestop_fails: bool = False  # the hook fails at once (no sleep binary in the image)
+    keepalive_timeout: float | None = None  # the lab's app closes connections idle longer
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shutdown", as_mode(ShutdownMode, self.shutdown))
