@@ -48,6 +48,16 @@ class FaultMode(StrEnum):
     HANG = "hang"  # never answers (the client times out)
 
 
+class Event(StrEnum):
+    """What takes the pods away (``simulate --event``): a Deployment's rolling update, a
+    node drain (its pods evicted, the PodDisruptionBudget honoured, replaced elsewhere) or a
+    scale-down (pods removed without replacement)."""
+
+    ROLLOUT = "rollout"
+    DRAIN = "drain"
+    SCALE_DOWN = "scale-down"
+
+
 BAD_FAULTS = (FaultMode.HTTP_5XX, FaultMode.RESET, FaultMode.HANG)  # what a bad backend may do
 
 E = TypeVar("E", bound=StrEnum)

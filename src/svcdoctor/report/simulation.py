@@ -147,9 +147,7 @@ def describe(p: SimParams) -> str:
     parts = [
         f"{p.nodes:,} nodes",
         f"{p.replicas} replicas",
-        f"rollout maxSurge {p.max_surge} / maxUnavailable {p.max_unavailable}"
-        if p.rollout
-        else "no rollout",
+        p.event_text if p.rollout else "no rollout",
         f"{p.rate:g} req/s for {p.duration:g} s",
         conn[p.connection]
         + (f" (max age {p.max_connection_age:g} s)" if p.max_connection_age else ""),
