@@ -346,6 +346,11 @@ def recommendation_to_dict(r: Recommendation) -> dict[str, Any]:
         "current": _brief(r.current),
         "checked": _brief(r.checked),
         "parameters": params_to_dict(r.current.params),
+        **(
+            {"sidecar_drain_seconds": r.sidecar_drain_seconds}
+            if r.sidecar_drain_seconds is not None
+            else {}
+        ),
         "curve": [
             {
                 "prestop_seconds": c.prestop_seconds,
@@ -414,6 +419,13 @@ def render_recommendation_text(r: Recommendation, console: Console) -> None:
     )
     for reason in r.reasons:
         console.print(f"  [yellow]![/] {reason}", soft_wrap=True)
+    if r.sidecar_drain_seconds is not None:
+        console.print(
+            f"the pod's mesh sidecar must take connections ≥ {r.sidecar_drain_seconds} s after "
+            "the deletion (Istio terminationDrainDuration, Linkerd "
+            "proxy-wait-before-exit-seconds), or use a native sidecar",
+            soft_wrap=True,
+        )
     for warning in warnings(p):
         console.print(f"  [yellow]![/] {warning}", soft_wrap=True)
     console.print("\n[bold]Deployment fields[/] (merge into your manifest):")

@@ -84,6 +84,10 @@ class Recommendation:
     reasons: tuple[str, ...]
     kubernetes_version: tuple[int, int]
     curve: tuple[CurvePoint, ...] = ()
+    sidecar_drain_seconds: int | None = None
+    """The pod's mesh sidecar must keep taking connections this long after the deletion
+    (the preStop and the app's drain): its terminationDrainDuration (Istio) or
+    proxy-wait-before-exit-seconds (Linkerd); None without a (non-native) sidecar."""
 
     @property
     def allowed_per_rollout(self) -> float:
@@ -218,6 +222,9 @@ def recommend(
             prestop, slack = candidate, found
             break
     current = simulate(p, runs, seed, progress)
+    # the whole path: the preStop covers the slowest router's leg (the delays above are
+    # every router's); the pod's own sidecar must outlive the preStop and the app's drain
+    p = sidecar_covering(p, prestop + slack)
     checked, raises = _check(p, prestop, slack, runs, seed + runs, progress), 0
     while not _consistent(checked, target) and raises < MAX_RAISES:
         by = checked.mean_rollout_by_mechanism()
@@ -228,6 +235,7 @@ def recommend(
         else:  # requests cut on held connections by a naive exit: no preStop helps
             break
         raises += 1
+        p = sidecar_covering(p, prestop + slack)
         checked = _check(p, prestop, slack, runs, seed + runs, progress)
     expected = lost(prestop, None if p.shutdown is ShutdownMode.NAIVE else slack)
     by = checked.mean_rollout_by_mechanism()
@@ -264,7 +272,16 @@ def recommend(
         tuple(reasons),
         version,
         curve,
+        None if p.sidecar_drain is None else math.ceil(p.sidecar_drain),
     )
+
+
+def sidecar_covering(p: SimParams, seconds: float) -> SimParams:
+    """``p`` with its sidecar's drain raised to last ``seconds`` after the deletion (a
+    sidecar never drains for less than what it had)."""
+    if p.sidecar_drain is None or p.sidecar_drain >= seconds:
+        return p
+    return replace(p, sidecar_drain=float(math.ceil(seconds)))
 
 
 def curve_prestops(recommended: int) -> tuple[int, ...]:
