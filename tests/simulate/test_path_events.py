@@ -10,7 +10,14 @@ import pytest
 
 from svcdoctor.model.dist import Dist, DistKind
 from svcdoctor.model.scenario import Event, ShutdownMode
-from svcdoctor.simulate import Mechanism, ParamError, SimParams, recommend, simulate
+from svcdoctor.simulate import (
+    Mechanism,
+    ParamError,
+    SimParams,
+    recommend,
+    simulate,
+    simulate_run,
+)
 from svcdoctor.simulate.rollout import EVICTION_RETRY, build_pods
 from svcdoctor.simulate.routes import build_routes
 from svcdoctor.simulate.summary import race_terms
@@ -114,6 +121,10 @@ def test_a_drain_moves_the_nodes_clients_and_fails_without_a_prestop() -> None:
     routes = build_routes(p, pods, np.random.default_rng(1))
     _, weight = race_terms(p, pods, routes)
     assert (weight[:, 0] == 0).all()  # nobody calls through the drained node any more
+    t = simulate_run(p, 1).traffic
+    after = t.ts >= p.rollout_at
+    assert not (t.node[after] == 0).any()
+    assert (t.node[~after] == 0).any()
 
 
 def test_a_scale_down_removes_pods_without_replacing_them() -> None:
@@ -132,6 +143,7 @@ def test_a_scale_down_removes_pods_without_replacing_them() -> None:
         ({"event": Event.SCALE_DOWN, "scale_to": 6}, "scale-to"),
         ({"sidecar_drain": -1.0}, "sidecar-drain"),
         ({"event": "evacuate"}, "event must be one of"),
+        ({"event": Event.DRAIN, "nodes": 1}, "a drain needs at least 2 nodes"),
     ],
 )
 def test_impossible_events_are_refused(change: dict[str, object], message: str) -> None:

@@ -92,8 +92,8 @@ def simulate_run(p: SimParams, seed: int) -> Run:
     n = int(rng.poisson(p.rate * p.duration))
     ts = np.sort(rng.uniform(0.0, p.duration, n))
     client = rng.integers(0, p.client_count, n)
-    node = client % p.nodes
-    router = _routers(p, node, client, ts, rng)
+    node = client_nodes(p, client, ts)
+    router = _routers(p, node, rng)
     latency = p.latency.sample(rng, n)
     if p.connection is ConnectionMode.NEW:
         backend, mech = _connect(p, pods, routes, router, ts, rng)
@@ -112,13 +112,20 @@ def simulate_run(p: SimParams, seed: int) -> Run:
     return Run(p, seed, pods, routes, traffic, exits, killed)
 
 
-def _routers(p: SimParams, node: Ints, client: Ints, ts: Floats, rng: np.random.Generator) -> Ints:
-    """The proxy each request goes through: its client's node, or ingress, or the LB. In a
-    drain the drained node's clients are evicted too and call from the other nodes."""
-    router = node.copy()
-    if p.rollout and p.event is Event.DRAIN and p.nodes > 1:
+def client_nodes(p: SimParams, client: Ints, ts: Floats) -> Ints:
+    """The node each request leaves from: its client's (clients are spread over the nodes
+    in turn). A drain evicts the drained node's clients too: from its start they call from
+    the other nodes."""
+    node = client % p.nodes
+    if p.rollout and p.event is Event.DRAIN:
         moved = (node == DRAINED) & (ts >= p.rollout_at)
-        router[moved] = 1 + client[moved] % (p.nodes - 1)
+        node[moved] = 1 + client[moved] % (p.nodes - 1)
+    return np.asarray(node)
+
+
+def _routers(p: SimParams, node: Ints, rng: np.random.Generator) -> Ints:
+    """The proxy each request goes through: its client's node, or ingress, or the LB."""
+    router = node.copy()
     u = rng.random(len(node))
     via_ingress = u < p.ingress_share
     if p.ingress_routers:

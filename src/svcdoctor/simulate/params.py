@@ -216,6 +216,11 @@ class SimParams:
                 )
         if self.sidecar_drain is not None and not 0 <= self.sidecar_drain < math.inf:
             raise ParamError("sidecar-drain must be a finite number ≥ 0")
+        if self.rollout and self.event is Event.DRAIN and self.nodes < 2:
+            raise ParamError(
+                "a drain needs at least 2 nodes: the evicted pods' replacements (and the "
+                "node's clients) need another node"
+            )
         if self.pdb_max_unavailable is not None and self.pdb_max_unavailable < 1:
             raise ParamError(
                 "pdb-max-unavailable must be at least 1 (0 blocks every eviction: the drain "

@@ -126,8 +126,7 @@ def _events(p: SimParams, rng: np.random.Generator) -> tuple[Floats, Floats, Flo
             n, p.nodes, p.pdb_max_unavailable, p.rollout_at, p.startup.sample(rng, n)
         )
         deleted[victims] = at
-        others = max(p.nodes - 1, 1)
-        node = (np.arange(len(created)) % others + (1 if p.nodes > 1 else 0)).astype(np.int64)
+        node = (1 + np.arange(len(created)) % (p.nodes - 1)).astype(np.int64)
         return deleted, created, ready, node
     created, ready, old_deleted = rolling_update(
         n, p.max_surge, p.max_unavailable, p.rollout_at, p.startup.sample(rng, n)

@@ -77,7 +77,7 @@ def event_rates(p: SimParams) -> Floats:
     """Requests per second through each router once the event started: in a drain the
     drained node's clients call from the other nodes."""
     rates = router_rates(p)
-    if p.rollout and p.event is Event.DRAIN and p.nodes > 1:
+    if p.rollout and p.event is Event.DRAIN:  # as ``engine.client_nodes`` moves them
         clients = np.arange(p.client_count)
         on = clients[clients % p.nodes == DRAINED]
         moved = np.bincount(1 + on % (p.nodes - 1), minlength=p.nodes)[: p.nodes]
