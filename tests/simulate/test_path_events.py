@@ -65,6 +65,16 @@ def test_a_short_deregistration_delay_cuts_requests_in_flight() -> None:
     assert cut.mean_by_mechanism()[Mechanism.IN_FLIGHT] > 0
 
 
+def test_recommend_raises_a_deregistration_delay_that_cuts_requests() -> None:
+    slow = replace(LB, latency=Dist(DistKind.UNIFORM, 1.0, 3.0), timeout=10.0)
+    r = recommend(replace(slow, lb_deregistration=2.0), 0.0001, runs=2, seed=3)
+    assert r.lb_deregistration_seconds is not None
+    assert r.lb_deregistration_seconds >= r.prestop_seconds + 3
+    assert r.met
+    assert r.checked.failed == 0
+    assert recommend(slow, 0.0001, runs=1, seed=3).lb_deregistration_seconds is None
+
+
 def test_a_sidecar_that_stops_before_the_prestop_ends_brings_the_race_back() -> None:
     long = replace(BASE, prestop=10.0)
     assert simulate(long, runs=2).failed == 0

@@ -351,6 +351,11 @@ def recommendation_to_dict(r: Recommendation) -> dict[str, Any]:
             if r.sidecar_drain_seconds is not None
             else {}
         ),
+        **(
+            {"lb_deregistration_seconds": r.lb_deregistration_seconds}
+            if r.lb_deregistration_seconds is not None
+            else {}
+        ),
         "curve": [
             {
                 "prestop_seconds": c.prestop_seconds,
@@ -424,6 +429,12 @@ def render_recommendation_text(r: Recommendation, console: Console) -> None:
             f"the pod's mesh sidecar must take connections ≥ {r.sidecar_drain_seconds} s after "
             "the deletion (Istio terminationDrainDuration, Linkerd "
             "proxy-wait-before-exit-seconds), or use a native sidecar",
+            soft_wrap=True,
+        )
+    if r.lb_deregistration_seconds is not None:
+        console.print(
+            f"the load balancer's deregistration delay must be ≥ {r.lb_deregistration_seconds}"
+            " s: it cuts the requests still in flight when it ends",
             soft_wrap=True,
         )
     for warning in warnings(p):
