@@ -78,6 +78,10 @@ def test_text_names_the_cause_and_the_next_step(tmp_path: Path) -> None:
         (["--event", "evacuate"], "'--event': 'evacuate' is not one of"),
         (["--pdb-max-unavailable", "0"], "'--pdb-max-unavailable': '0' is out of range"),
         (["--sidecar-drain", "nan"], "'--sidecar-drain': 'nan' is not a finite number"),
+        (
+            ["--event", "drain", "--emit-metrics", "m.om", "--rollouts", "2"],
+            "a drain happens once: give --rollouts 1",
+        ),
     ],
 )
 def test_bad_options_exit_2_with_one_error_line(args: list[str], message: str) -> None:
