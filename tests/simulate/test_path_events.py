@@ -159,3 +159,26 @@ def test_a_scale_down_removes_pods_without_replacing_them() -> None:
 def test_impossible_events_are_refused(change: dict[str, object], message: str) -> None:
     with pytest.raises(ParamError, match=message):
         replace(BASE, **change).validate()  # type: ignore[arg-type]
+
+
+def _lb_low(p: SimParams, seed: int) -> int:
+    """The fewest pods the load balancer routes to during the rollout."""
+    pods = _pods(p, seed)
+    routes = build_routes(p, pods, np.random.default_rng(seed))
+    changes = np.concatenate([routes.add[:, -1], routes.remove[:, -1]])
+    t = np.sort(changes[np.isfinite(changes) & (changes > 0)])
+    return int(routes.view_sizes(t)[:, -1].min())
+
+
+def test_the_readiness_gate_keeps_the_lbs_targets() -> None:
+    """Without the gate the Deployment deletes an old pod once the new container is Ready,
+    before the LB registered the new pod: its list shrinks below the replicas. With the gate
+    (maxUnavailable 0) it never does, and the rollout waits for the registrations."""
+    p = replace(LB, max_surge=1, max_unavailable=0)
+    assert min(_lb_low(p, seed) for seed in range(5)) < p.replicas
+    gated = replace(p, lb_readiness_gate=True)
+    assert min(_lb_low(gated, seed) for seed in range(5)) == p.replicas
+    slower = _pods(gated).deleted
+    assert np.nanmax(slower[np.isfinite(slower)]) > np.nanmax(
+        _pods(p).deleted[np.isfinite(_pods(p).deleted)]
+    )

@@ -147,6 +147,7 @@ MODEL_OPTIONS: list[F] = [
         type=Duration(0, 3600),
         help="The LB target group's deregistration delay: in-flight requests cut after it.",
     ),
+    _opt("--lb-readiness-gate", is_flag=True, help="Pods Ready once the LB registered them."),
     _opt(
         "--sidecar-drain",
         type=Duration(0, DAY),
@@ -213,6 +214,7 @@ _FIELDS = (
     "lb_share",
     "lb_deregistration",
     "sidecar_drain",
+    "lb_readiness_gate",
     "event",
     "pdb_max_unavailable",
     "scale_to",

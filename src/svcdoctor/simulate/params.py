@@ -80,6 +80,14 @@ class SimParams:
     deletion) the LB lets requests in flight on the target finish for this long, then cuts
     them (ELB ``deregistration_delay.timeout_seconds``, 300 s by default:
     https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-target-groups.html#deregistration-delay)."""
+    lb_readiness_gate: bool = False
+    """The pods carry the load balancer's readiness gate: a new pod is Ready (for the
+    Deployment and every router) only once the LB has registered it, its leg after the
+    container is ready (an assumption: registration as slow as deregistration). AWS: the
+    Namespace label ``elbv2.k8s.aws/pod-readiness-gate-inject: enabled``
+    (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/);
+    GKE NEGs: ``cloud.google.com/load-balancer-neg-ready``. Without it the rollout goes on
+    as soon as the container is Ready and the LB registers the pod later."""
     sidecar_drain: float | None = None
     """The pod's own mesh proxy (not a native sidecar): it gets SIGTERM at the deletion (the
     app's preStop does not hold it) and takes connections for this many seconds more, then

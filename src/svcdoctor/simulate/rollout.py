@@ -110,6 +110,21 @@ def drain(
     return np.array(victims, dtype=np.int64), np.array(evicted), np.array(evicted), np.array(ready)
 
 
+def gated(p: SimParams) -> bool:
+    """The pods carry the load balancer's readiness gate (and it carries traffic)."""
+    return p.lb_readiness_gate and p.lb_share > 0
+
+
+def _startup(p: SimParams, rng: np.random.Generator) -> Floats:
+    """Each new pod's creation → Ready: its start-up, and with the load balancer's
+    readiness gate, the LB's registration of it after that (controller + the LB's leg)."""
+    startup = p.startup.sample(rng, p.replicas)
+    if gated(p):
+        prop, n = p.propagation, p.replicas
+        startup = startup + prop.controller.sample(rng, n) + prop.lb.sample(rng, n)
+    return np.asarray(startup)
+
+
 def _events(p: SimParams, rng: np.random.Generator) -> tuple[Floats, Floats, Floats, Ints]:
     """The old pods' deletion times and the new pods' creation and Ready times and nodes."""
     n = p.replicas
@@ -123,13 +138,13 @@ def _events(p: SimParams, rng: np.random.Generator) -> tuple[Floats, Floats, Flo
         return deleted, none, none, np.zeros(0, dtype=np.int64)
     if p.event is Event.DRAIN:
         victims, at, created, ready = drain(
-            n, p.nodes, p.pdb_max_unavailable, p.rollout_at, p.startup.sample(rng, n)
+            n, p.nodes, p.pdb_max_unavailable, p.rollout_at, _startup(p, rng)
         )
         deleted[victims] = at
         node = (1 + np.arange(len(created)) % (p.nodes - 1)).astype(np.int64)
         return deleted, created, ready, node
     created, ready, old_deleted = rolling_update(
-        n, p.max_surge, p.max_unavailable, p.rollout_at, p.startup.sample(rng, n)
+        n, p.max_surge, p.max_unavailable, p.rollout_at, _startup(p, rng)
     )
     deleted[: len(old_deleted)] = old_deleted
     return deleted, created, ready, np.arange(n, n + len(created)) % p.nodes

@@ -11,7 +11,7 @@ import numpy as np
 from svcdoctor.model.scenario import Event
 from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.params import SimParams
-from svcdoctor.simulate.rollout import BEFORE, DRAINED, NEVER, Pods
+from svcdoctor.simulate.rollout import BEFORE, DRAINED, NEVER, Pods, gated
 
 PICK_ROUNDS = 8  # rejection rounds before the exact (slower) pick for what is left
 EXACT_CHUNK = 65_536
@@ -140,6 +140,8 @@ def build_routes(p: SimParams, pods: Pods, rng: np.random.Generator) -> Routes:
     new = np.flatnonzero(~pods.old)
     if len(new):
         add[new] = programmed(p, pods.ready[new], phases, rng)
+        if gated(p):  # the gate turned true when the LB had registered the pod
+            add[new, p.routers - 1] = pods.ready[new]
     gone = np.flatnonzero(np.isfinite(pods.deleted))
     if len(gone):
         remove[gone] = programmed(p, pods.deleted[gone], phases, rng)
