@@ -19,6 +19,7 @@ from svcdoctor.model.scenario import (
     ConnectionMode,
     Event,
     FaultMode,
+    LoadBalancerSpec,
     Propagation,
     ScenarioSpec,
     ShutdownMode,
@@ -129,6 +130,9 @@ class SimParams:
             connection=load.connection,
             max_connection_age=load.max_connection_age,
             retries=load.retries,
+            event=scenario.event,
+            pdb_max_unavailable=scenario.pdb_max_unavailable,
+            **_lb_of(scenario.lb),
             **simulation,
         )
 
@@ -239,6 +243,17 @@ class SimParams:
         if self.propagation.min_sync < 0 or not math.isfinite(self.propagation.min_sync):
             raise ParamError("min-sync-period must be a finite number ≥ 0")
         return self
+
+
+def _lb_of(lb: LoadBalancerSpec | None) -> dict[str, Any]:
+    """The simulation's fields of a scenario's load balancer (none: no share)."""
+    if lb is None:
+        return {}
+    return {
+        "lb_share": lb.share,
+        "lb_deregistration": lb.deregistration,
+        "lb_readiness_gate": lb.readiness_gate,
+    }
 
 
 _MODES: tuple[tuple[str, type[Any], tuple[Any, ...]], ...] = (
