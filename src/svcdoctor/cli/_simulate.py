@@ -123,7 +123,11 @@ MODEL_OPTIONS: list[F] = [
         help="What takes pods away at --rollout-at: a rolling update, a drain of node 0 "
         "(evictions, PodDisruptionBudget honoured, replacements elsewhere), a scale-down.",
     ),
-    _opt("--pdb-max-unavailable", type=Number(1, 5_000, integer=True), help="drain: the PDB's."),
+    _opt(
+        "--pdb-max-unavailable",
+        type=Number(1, 5_000, integer=True),
+        help="drain: the PDB's maxUnavailable.",
+    ),
     _opt("--scale-to", type=Number(0, 5_000, integer=True), help="scale-down: replicas left."),
     _opt("--startup", type=_DELAY, help="New pod creation → Ready."),
     _opt("--idempotent", type=Share(), help="Share of requests safe to retry (0.9 or 90%)."),
