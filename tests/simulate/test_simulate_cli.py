@@ -74,6 +74,14 @@ def test_text_names_the_cause_and_the_next_step(tmp_path: Path) -> None:
         (["recommend", "--target-failures", "inf"], "'--target-failures': 'inf' is not a"),
         (["--latency", "lognormal:1,60"], "past the client timeout (5 s)"),
         (["recommend", "--no-rollout"], "recommend needs a rollout"),
+        (["--event", "scale-down", "--scale-to", "10"], "scale-to must be between 0 and"),
+        (["--event", "evacuate"], "'--event': 'evacuate' is not one of"),
+        (["--pdb-max-unavailable", "0"], "'--pdb-max-unavailable': '0' is out of range"),
+        (["--sidecar-drain", "nan"], "'--sidecar-drain': 'nan' is not a finite number"),
+        (
+            ["--event", "drain", "--emit-metrics", "m.om", "--rollouts", "2"],
+            "a drain happens once: give --rollouts 1",
+        ),
     ],
 )
 def test_bad_options_exit_2_with_one_error_line(args: list[str], message: str) -> None:
@@ -83,6 +91,31 @@ def test_bad_options_exit_2_with_one_error_line(args: list[str], message: str) -
     assert len(errors) == 1, proc.stderr
     assert message in errors[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_events_and_hop_legs_from_the_command_line() -> None:
+    proc = svcdoctor(
+        "simulate",
+        *SMALL,
+        *("--event", "drain", "--pdb-max-unavailable", "1", "--runs", "1", "-o", "json"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    params = json.loads(proc.stdout)["parameters"]
+    assert (params["event"], params["pdb_max_unavailable"]) == ("drain", 1)
+    text = svcdoctor("simulate", *SMALL, "--event", "scale-down", "--scale-to", "4", "--runs", "1")
+    assert "scale-down to 4" in text.stdout
+    proc = svcdoctor(
+        "simulate",
+        *SMALL,
+        *("--shutdown", "graceful", "--sidecar-drain", "1", "--lb-share", "0.5"),
+        *("--lb-delay", "uniform:6,8", "--lb-deregistration", "60", "--runs", "1"),
+        *("recommend", "-o", "json"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["prestop_seconds"] >= 8  # the LB's leg, not kube-proxy's
+    assert out["sidecar_drain_seconds"] >= out["prestop_seconds"]
+    assert out["parameters"]["lb_deregistration"] == 60.0
 
 
 def test_recommend_json_and_options_before_the_subcommand() -> None:

@@ -47,6 +47,9 @@ class ModelOption(Option):
 _UNSET = {
     "propagation": "none: controller + watch latency, the min-sync wait and the apply time",
     "max_connection_age": "none, connections live as long as the client",
+    "sidecar_drain": "none: no sidecar, or a native one",
+    "pdb_max_unavailable": "none: no PodDisruptionBudget",
+    "scale_to": "none: half the replicas",
 }
 
 
@@ -114,6 +117,18 @@ MODEL_OPTIONS: list[F] = [
         help="Seconds into the window the rollout starts (with a short --duration: a tenth).",
     ),
     _opt("--no-rollout", is_flag=True, help="Steady traffic, no rolling update."),
+    _opt(
+        "--event",
+        type=click.Choice(["rollout", "drain", "scale-down"]),
+        help="What takes pods away at --rollout-at: a rolling update, a drain of node 0 "
+        "(evictions, PodDisruptionBudget honoured, replacements elsewhere), a scale-down.",
+    ),
+    _opt(
+        "--pdb-max-unavailable",
+        type=Number(1, 5_000, integer=True),
+        help="drain: the PDB's maxUnavailable.",
+    ),
+    _opt("--scale-to", type=Number(0, 5_000, integer=True), help="scale-down: replicas left."),
     _opt("--startup", type=_DELAY, help="New pod creation → Ready."),
     _opt("--idempotent", type=Share(), help="Share of requests safe to retry (0.9 or 90%)."),
     _opt("--timeout", type=Duration(0, 3600, low_open=True), help="Client timeout."),
@@ -130,7 +145,18 @@ MODEL_OPTIONS: list[F] = [
         help="ingress-nginx controller replicas.",
     ),
     _opt("--lb-share", type=Share(), help="Share via a cloud LB to pods (0.5 or 50%)."),
-    _opt("--lb-delay", type=_DELAY, help="LB deregistration delay."),
+    _opt("--lb-delay", type=_DELAY, help="LB's leg: deletion → it stops sending new requests."),
+    _opt(
+        "--lb-deregistration",
+        type=Duration(0, 3600),
+        help="The LB target group's deregistration delay: in-flight requests cut after it.",
+    ),
+    _opt("--lb-readiness-gate", is_flag=True, help="Pods Ready once the LB registered them."),
+    _opt(
+        "--sidecar-drain",
+        type=Duration(0, DAY),
+        help="The pod's mesh sidecar takes connections this long after the deletion.",
+    ),
     _opt(
         "--controller-latency",
         type=_DELAY,
@@ -190,6 +216,12 @@ _FIELDS = (
     "ingress_share",
     "ingress_replicas",
     "lb_share",
+    "lb_deregistration",
+    "sidecar_drain",
+    "lb_readiness_gate",
+    "event",
+    "pdb_max_unavailable",
+    "scale_to",
 )
 _PROPAGATION = {
     "lb_delay": "lb",

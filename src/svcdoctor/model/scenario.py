@@ -48,6 +48,16 @@ class FaultMode(StrEnum):
     HANG = "hang"  # never answers (the client times out)
 
 
+class Event(StrEnum):
+    """What takes the pods away (``simulate --event``): a Deployment's rolling update, a
+    node drain (its pods evicted, the PodDisruptionBudget honoured, replaced elsewhere) or a
+    scale-down (pods removed without replacement)."""
+
+    ROLLOUT = "rollout"
+    DRAIN = "drain"
+    SCALE_DOWN = "scale-down"
+
+
 BAD_FAULTS = (FaultMode.HTTP_5XX, FaultMode.RESET, FaultMode.HANG)  # what a bad backend may do
 
 E = TypeVar("E", bound=StrEnum)
@@ -157,6 +167,20 @@ class Propagation:
         return self.controller.draw(rng) + self.watch.draw(rng) + self.apply
 
 
+@dataclass(frozen=True, slots=True)
+class LoadBalancerSpec:
+    """A load balancer in IP mode (it targets pod IPs) in front of the pods: the share of
+    the requests it carries, its target group's deregistration delay (the requests in
+    flight to a deregistered target are cut when it ends; 300 s is ELB's default
+    ``deregistration_delay.timeout_seconds``), and whether the pods carry its readiness
+    gate (a new pod is Ready once the LB registered it). Its leg, from a pod's deletion
+    until it sends the pod no new request, is ``Propagation.lb``."""
+
+    share: float = 1.0
+    deregistration: float = 300.0
+    readiness_gate: bool = False
+
+
 LAB_PROPAGATION = Propagation(override=Dist(DistKind.UNIFORM, 0.5, 1.5), min_sync=0.0)
 """The lab's nodes: each change applied 0.5-1.5 s after it, unbatched."""
 
@@ -164,8 +188,8 @@ LAB_PROPAGATION = Propagation(override=Dist(DistKind.UNIFORM, 0.5, 1.5), min_syn
 @dataclass(frozen=True, slots=True)
 class ScenarioSpec:
     """A Deployment behind one Service under load: the nodes, the pods and their rolling
-    update, the clients, the propagation, and the bad backends (``bad`` of them, failing
-    as ``fault`` says)."""
+    update (or the drain or scale-down: ``event``), the clients, the propagation, a load
+    balancer in front, and the bad backends (``bad`` of them, failing as ``fault`` says)."""
 
     nodes: int = 2
     replicas: int = 4
@@ -177,6 +201,10 @@ class ScenarioSpec:
     pod: PodSpec = field(default_factory=PodSpec)
     load: LoadSpec = field(default_factory=LoadSpec)
     propagation: Propagation = LAB_PROPAGATION
+    event: Event = Event.ROLLOUT  # what takes the pods away (drain: node 0's)
+    pdb_max_unavailable: int | None = None  # drain: the PodDisruptionBudget's (None: none)
+    lb: LoadBalancerSpec | None = None  # a load balancer in front (None: none)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fault", as_mode(FaultMode, self.fault))
+        object.__setattr__(self, "event", as_mode(Event, self.event))

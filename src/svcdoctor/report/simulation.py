@@ -147,9 +147,7 @@ def describe(p: SimParams) -> str:
     parts = [
         f"{p.nodes:,} nodes",
         f"{p.replicas} replicas",
-        f"rollout maxSurge {p.max_surge} / maxUnavailable {p.max_unavailable}"
-        if p.rollout
-        else "no rollout",
+        p.event_text if p.rollout else "no rollout",
         f"{p.rate:g} req/s for {p.duration:g} s",
         conn[p.connection]
         + (f" (max age {p.max_connection_age:g} s)" if p.max_connection_age else ""),
@@ -348,6 +346,16 @@ def recommendation_to_dict(r: Recommendation) -> dict[str, Any]:
         "current": _brief(r.current),
         "checked": _brief(r.checked),
         "parameters": params_to_dict(r.current.params),
+        **(
+            {"sidecar_drain_seconds": r.sidecar_drain_seconds}
+            if r.sidecar_drain_seconds is not None
+            else {}
+        ),
+        **(
+            {"lb_deregistration_seconds": r.lb_deregistration_seconds}
+            if r.lb_deregistration_seconds is not None
+            else {}
+        ),
         "curve": [
             {
                 "prestop_seconds": c.prestop_seconds,
@@ -416,6 +424,19 @@ def render_recommendation_text(r: Recommendation, console: Console) -> None:
     )
     for reason in r.reasons:
         console.print(f"  [yellow]![/] {reason}", soft_wrap=True)
+    if r.sidecar_drain_seconds is not None:
+        console.print(
+            f"the pod's mesh sidecar must take connections ≥ {r.sidecar_drain_seconds} s after "
+            "the deletion (Istio terminationDrainDuration, Linkerd "
+            "proxy-wait-before-exit-seconds), or use a native sidecar",
+            soft_wrap=True,
+        )
+    if r.lb_deregistration_seconds is not None:
+        console.print(
+            f"the load balancer's deregistration delay must be ≥ {r.lb_deregistration_seconds}"
+            " s: it cuts the requests still in flight when it ends",
+            soft_wrap=True,
+        )
     for warning in warnings(p):
         console.print(f"  [yellow]![/] {warning}", soft_wrap=True)
     console.print("\n[bold]Deployment fields[/] (merge into your manifest):")

@@ -1,9 +1,10 @@
 """``svcdoctor simulate``: the endpoint-removal race (and the other causes) at cluster scale.
 
-A vectorised model of one window of traffic through a Service during a rolling update:
-every node's kube-proxy, ingress controllers and a cloud LB with their own propagation
-delays, the kubelet's preStop/SIGTERM/SIGKILL, clients with new, keep-alive or HTTP/2
-connections, retries, bad backends and full conntrack tables.
+A vectorised model of one window of traffic through a Service during a rolling update, a
+node drain or a scale-down: every node's kube-proxy, ingress controllers and a cloud LB
+(IP mode: its leg and its deregistration delay) with their own propagation delays, the
+pods' mesh sidecars' drain, the kubelet's preStop/SIGTERM/SIGKILL, clients with new,
+keep-alive or HTTP/2 connections, retries, bad backends and full conntrack tables.
 """
 
 from svcdoctor.model.dist import Dist, DistError, parse_dist

@@ -4,8 +4,9 @@ proxy it goes through, served or failed, with the mechanism that failed it.
 Mechanisms map to the four causes of problem.md:
 
 * race: ``stale_endpoint`` (a new connection to a pod that stopped accepting, which the
-  router still lists), ``no_endpoints``, ``in_flight`` (a naive exit mid-request),
-  ``sigkill`` (the grace period ran out mid-request);
+  router still lists), ``no_endpoints``, ``in_flight`` (a request cut mid-flight: a naive
+  exit, the pod's mesh sidecar stopping, or a load balancer's deregistration delay
+  ending), ``sigkill`` (the grace period ran out mid-request);
 * reuse: ``stale_connection`` (a keep-alive request on a connection whose pod exited);
 * backend: ``bad_backend``; infra: ``conntrack`` (a full table drops the SYN).
 """
@@ -18,10 +19,10 @@ from enum import StrEnum
 import numpy as np
 
 from svcdoctor.model import RETRY_BACKOFF, Cause
-from svcdoctor.model.scenario import ConnectionMode, FaultMode, ShutdownMode
+from svcdoctor.model.scenario import ConnectionMode, Event, FaultMode, ShutdownMode
 from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.params import SimParams
-from svcdoctor.simulate.rollout import Pods, build_pods
+from svcdoctor.simulate.rollout import DRAINED, Pods, build_pods
 from svcdoctor.simulate.routes import Routes, build_routes, router_rates
 
 
@@ -91,7 +92,7 @@ def simulate_run(p: SimParams, seed: int) -> Run:
     n = int(rng.poisson(p.rate * p.duration))
     ts = np.sort(rng.uniform(0.0, p.duration, n))
     client = rng.integers(0, p.client_count, n)
-    node = client % p.nodes
+    node = client_nodes(p, client, ts)
     router = _routers(p, node, rng)
     latency = p.latency.sample(rng, n)
     if p.connection is ConnectionMode.NEW:
@@ -100,6 +101,7 @@ def simulate_run(p: SimParams, seed: int) -> Run:
     else:
         backend, mech, conn = _keepalive(p, pods, routes, ts, latency, client, router, rng)
     exits, killed = _serve(p, pods, ts, latency, backend, mech)
+    _cut(p, pods, ts, latency, router, backend, mech)
     latency = np.where(mech == STALE_ENDPOINT, _refused_latency(p, ts, backend, exits), latency)
     latency = np.where(mech == CONNTRACK, p.timeout, latency)  # the SYN was dropped
     latency = np.where(mech == NO_ENDPOINTS, CONNECT_RTT, latency)  # kube-proxy REJECTs
@@ -108,6 +110,17 @@ def simulate_run(p: SimParams, seed: int) -> Run:
         _retry(p, pods, routes, exits, killed, ts, latency, router, backend, mech, attempts, rng)
     traffic = Traffic(ts, latency, client, node, router, backend, conn, mech, attempts)
     return Run(p, seed, pods, routes, traffic, exits, killed)
+
+
+def client_nodes(p: SimParams, client: Ints, ts: Floats) -> Ints:
+    """The node each request leaves from: its client's (clients are spread over the nodes
+    in turn). A drain evicts the drained node's clients too: from its start they call from
+    the other nodes."""
+    node = client % p.nodes
+    if p.rollout and p.event is Event.DRAIN:
+        moved = (node == DRAINED) & (ts >= p.rollout_at)
+        node[moved] = 1 + client[moved] % (p.nodes - 1)
+    return np.asarray(node)
 
 
 def _routers(p: SimParams, node: Ints, rng: np.random.Generator) -> Ints:
@@ -286,6 +299,36 @@ def _serve(
     return exits, killed
 
 
+def lb_cutoff(p: SimParams, pods: Pods) -> Floats:
+    """Per pod, when the load balancer cuts the requests still in flight to it: its
+    deregistration delay after the pod's deletion (inf: never deleted)."""
+    return np.asarray(pods.deleted + p.lb_deregistration)
+
+
+def _cut(
+    p: SimParams,
+    pods: Pods,
+    ts: Floats,
+    latency: Floats,
+    router: Ints,
+    backend: Ints,
+    mech: np.ndarray,
+) -> None:
+    """Served requests cut mid-flight by a hop: the pod's sidecar stopping, or the LB
+    (requests through it) when its deregistration delay ends (in place)."""
+    if p.sidecar_drain is None and p.lb_share == 0:
+        return
+    served = (mech == OK) & (backend >= 0)
+    j = np.where(served, backend, 0)
+    stop = np.array(pods.gone[j])
+    if p.lb_share > 0:
+        via_lb = router == p.routers - 1
+        stop[via_lb] = np.minimum(stop[via_lb], lb_cutoff(p, pods)[j[via_lb]])
+    cut = served & (ts < stop) & (ts + latency > stop)
+    mech[cut] = IN_FLIGHT
+    latency[cut] = stop[cut] - ts[cut]
+
+
 def _refused_latency(p: SimParams, ts: Floats, backend: Ints, exits: Floats) -> Floats:
     """A stale endpoint refuses at once while the pod's address exists; later its SYNs go
     unanswered until the client's timeout."""
@@ -326,9 +369,15 @@ def _retry(
         if p.fault is FaultMode.HANG:
             lat[bad] = p.timeout
         served &= ~bad
-        stop = exits if p.shutdown is ShutdownMode.NAIVE else np.where(killed, pods.kill, np.inf)
-        cut = served & (at < stop[j]) & (at + lat > stop[j])
+        own = exits if p.shutdown is ShutdownMode.NAIVE else np.where(killed, pods.kill, np.inf)
+        cut = served & (at < own[j]) & (at + lat > own[j])
         outcome[cut] = IN_FLIGHT if p.shutdown is ShutdownMode.NAIVE else SIGKILL
+        stop = np.minimum(own, pods.gone)[j]
+        if p.lb_share > 0:
+            via_lb = router[todo] == p.routers - 1
+            stop[via_lb] = np.minimum(stop[via_lb], lb_cutoff(p, pods)[j[via_lb]])
+        hop = served & ~cut & (at < stop) & (at + lat > stop)
+        outcome[hop] = IN_FLIGHT
         lat = np.where(outcome == STALE_ENDPOINT, _refused_latency(p, at, picked, exits), lat)
         lat = np.where(outcome == CONNTRACK, p.timeout, lat)
         lat = np.where(outcome == NO_ENDPOINTS, CONNECT_RTT, lat)

@@ -49,7 +49,7 @@ from typing import TextIO
 
 import numpy as np
 
-from svcdoctor.model.scenario import ConnectionMode, FaultMode
+from svcdoctor.model.scenario import ConnectionMode, Event, FaultMode
 from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.bundle import EPOCH, NAMESPACE, SERVICE
 from svcdoctor.simulate.engine import (
@@ -116,6 +116,11 @@ class MetricsPlan:
             raise ParamError("rollouts must be at least 1")
         if self.rollouts > 1 and not p.rollout:
             raise ParamError("--rollouts needs a rollout in each window (drop --no-rollout)")
+        if self.rollouts > 1 and p.event is not Event.ROLLOUT:
+            raise ParamError(
+                f"--rollouts: a history of several windows is one of rollouts (each replaces "
+                f"every pod); a {p.event} happens once: give --rollouts 1"
+            )
         if not (math.isfinite(self.scrape) and self.scrape >= 1):
             raise ParamError("the scrape interval must be at least 1 s")
         if self.every is not None and self.every < p.duration:

@@ -13,10 +13,13 @@ from typing import Any
 
 from svcdoctor.errors import SvcdoctorError
 from svcdoctor.model.dist import Dist, DistKind
+from svcdoctor.model.hops import DEFAULT_DEREGISTRATION_SECONDS
 from svcdoctor.model.scenario import (
     BAD_FAULTS,
     ConnectionMode,
+    Event,
     FaultMode,
+    LoadBalancerSpec,
     Propagation,
     ScenarioSpec,
     ShutdownMode,
@@ -73,6 +76,31 @@ class SimParams:
     ingress_replicas: int = 2
     lb_share: float = 0.0  # share of requests from a cloud LB straight to pod IPs
     propagation: Propagation = field(default_factory=Propagation)
+    lb_deregistration: float = DEFAULT_DEREGISTRATION_SECONDS
+    """The LB target group's deregistration delay: from the deregistration (the pod's
+    deletion) the LB lets requests in flight on the target finish for this long, then cuts
+    them (ELB ``deregistration_delay.timeout_seconds``, 300 s by default:
+    https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-target-groups.html#deregistration-delay)."""
+    lb_readiness_gate: bool = False
+    """The pods carry the load balancer's readiness gate: a new pod is Ready (for the
+    Deployment and every router) only once the LB has registered it, its leg after the
+    container is ready (an assumption: registration as slow as deregistration). AWS: the
+    Namespace label ``elbv2.k8s.aws/pod-readiness-gate-inject: enabled``
+    (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/);
+    GKE NEGs: ``cloud.google.com/load-balancer-neg-ready``. Without it the rollout goes on
+    as soon as the container is Ready and the LB registers the pod later."""
+    sidecar_drain: float | None = None
+    """The pod's own mesh proxy (not a native sidecar): it gets SIGTERM at the deletion (the
+    app's preStop does not hold it) and takes connections for this many seconds more, then
+    stops, cutting what is in flight (Istio's terminationDrainDuration, 5 s by default:
+    istio/api mesh/v1alpha1/proxy.proto; ``model.hops``). None: no sidecar, or a native one
+    (stopped after the app)."""
+    event: Event = Event.ROLLOUT
+    """What takes pods away at ``rollout_at`` (``rollout`` on): see ``simulate.rollout``."""
+    pdb_max_unavailable: int | None = None
+    """drain: the PodDisruptionBudget's maxUnavailable (None: no budget, every pod of the
+    node evicted at once)."""
+    scale_to: int | None = None  # scale-down: the replicas left (None: half, rounded down)
 
     def __post_init__(self) -> None:
         for name, kind, _ in _MODES:
@@ -102,8 +130,26 @@ class SimParams:
             connection=load.connection,
             max_connection_age=load.max_connection_age,
             retries=load.retries,
+            event=scenario.event,
+            pdb_max_unavailable=scenario.pdb_max_unavailable,
+            **_lb_of(scenario.lb),
             **simulation,
         )
+
+    @property
+    def event_text(self) -> str:
+        """The event in a few words: ``rollout maxSurge 3 / maxUnavailable 2``."""
+        if self.event is Event.DRAIN:
+            budget = self.pdb_max_unavailable
+            return "drain of node 0" + (f" (PDB maxUnavailable {budget})" if budget else "")
+        if self.event is Event.SCALE_DOWN:
+            return f"scale-down to {self.remaining}"
+        return f"rollout maxSurge {self.max_surge} / maxUnavailable {self.max_unavailable}"
+
+    @property
+    def remaining(self) -> int:
+        """scale-down: the replicas left."""
+        return self.replicas // 2 if self.scale_to is None else self.scale_to
 
     @property
     def client_count(self) -> int:
@@ -150,7 +196,8 @@ class SimParams:
                 f"rollout-at ({self.rollout_at:g} s) must fall inside the window "
                 f"(duration {self.duration:g} s)"
             )
-        if self.rollout and self.max_surge == 0 and self.max_unavailable == 0:
+        rolling = self.rollout and self.event is Event.ROLLOUT
+        if rolling and self.max_surge == 0 and self.max_unavailable == 0:
             raise ParamError("max-surge and max-unavailable cannot both be 0 (as in Kubernetes)")
         if self.bad_backends > self.replicas:
             raise ParamError(f"bad-backends ({self.bad_backends}) exceeds replicas")
@@ -179,13 +226,39 @@ class SimParams:
                     f"a keep-alive client is one connection: {per_client:.0f} requests/s each "
                     f"at a {median * 1000:.0f} ms median latency cannot be carried; add clients"
                 )
+        if self.sidecar_drain is not None and not 0 <= self.sidecar_drain < math.inf:
+            raise ParamError("sidecar-drain must be a finite number ≥ 0")
+        if self.rollout and self.event is Event.DRAIN and self.nodes < 2:
+            raise ParamError(
+                "a drain needs at least 2 nodes: the evicted pods' replacements (and the "
+                "node's clients) need another node"
+            )
+        if self.pdb_max_unavailable is not None and self.pdb_max_unavailable < 1:
+            raise ParamError(
+                "pdb-max-unavailable must be at least 1 (0 blocks every eviction: the drain "
+                "never ends)"
+            )
+        if self.scale_to is not None and not 0 <= self.scale_to < self.replicas:
+            raise ParamError(f"scale-to must be between 0 and replicas - 1 ({self.replicas - 1})")
         if self.propagation.min_sync < 0 or not math.isfinite(self.propagation.min_sync):
             raise ParamError("min-sync-period must be a finite number ≥ 0")
         return self
 
 
+def _lb_of(lb: LoadBalancerSpec | None) -> dict[str, Any]:
+    """The simulation's fields of a scenario's load balancer (none: no share)."""
+    if lb is None:
+        return {}
+    return {
+        "lb_share": lb.share,
+        "lb_deregistration": lb.deregistration,
+        "lb_readiness_gate": lb.readiness_gate,
+    }
+
+
 _MODES: tuple[tuple[str, type[Any], tuple[Any, ...]], ...] = (
     ("connection", ConnectionMode, tuple(ConnectionMode)),
+    ("event", Event, tuple(Event)),
     ("shutdown", ShutdownMode, tuple(ShutdownMode)),
     ("fault", FaultMode, BAD_FAULTS),  # a healthy pod is no bad backend's fault
 )

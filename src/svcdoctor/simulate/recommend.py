@@ -84,6 +84,14 @@ class Recommendation:
     reasons: tuple[str, ...]
     kubernetes_version: tuple[int, int]
     curve: tuple[CurvePoint, ...] = ()
+    sidecar_drain_seconds: int | None = None
+    """The pod's mesh sidecar must keep taking connections this long after the deletion
+    (the preStop and the app's drain): its terminationDrainDuration (Istio) or
+    proxy-wait-before-exit-seconds (Linkerd); None without a (non-native) sidecar."""
+    lb_deregistration_seconds: int | None = None
+    """The load balancer's deregistration delay must be at least this (the requests it sent
+    until its leg ended must finish: the preStop and the app's drain); None when there is
+    no load balancer or its delay is long enough."""
 
     @property
     def allowed_per_rollout(self) -> float:
@@ -179,12 +187,15 @@ def recommend(
     if not p.rollout:
         raise ParamError("recommend needs a rollout: without one the race does not happen")
     terms, spans = [], []
+    # the plan makes the hops outlast the shutdown (``path_covering``): search over the
+    # routers' legs as they are then, not cut short by a deregistration delay
+    legs = path_covering(p, MAX_PRESTOP)
     for k in range(runs):
         r = np.random.default_rng(seed + k)
-        pods = build_pods(p, r)
-        routes = build_routes(p, pods, r)
-        terms.append(race_terms(p, pods, routes))
-        span = rollout_span(p, pods, routes)
+        pods = build_pods(legs, r)
+        routes = build_routes(legs, pods, r)
+        terms.append(race_terms(legs, pods, routes))
+        span = rollout_span(legs, pods, routes)
         spans.append(max(span[1] - span[0], 1.0) if span else 1.0)
         if progress:
             progress()
@@ -218,6 +229,9 @@ def recommend(
             prestop, slack = candidate, found
             break
     current = simulate(p, runs, seed, progress)
+    # the whole path: the preStop covers the slowest router's leg (the delays above are
+    # every router's); the pod's own sidecar must outlive the preStop and the app's drain
+    p = path_covering(p, prestop + slack)
     checked, raises = _check(p, prestop, slack, runs, seed + runs, progress), 0
     while not _consistent(checked, target) and raises < MAX_RAISES:
         by = checked.mean_rollout_by_mechanism()
@@ -228,6 +242,7 @@ def recommend(
         else:  # requests cut on held connections by a naive exit: no preStop helps
             break
         raises += 1
+        p = path_covering(p, prestop + slack)
         checked = _check(p, prestop, slack, runs, seed + runs, progress)
     expected = lost(prestop, None if p.shutdown is ShutdownMode.NAIVE else slack)
     by = checked.mean_rollout_by_mechanism()
@@ -264,7 +279,25 @@ def recommend(
         tuple(reasons),
         version,
         curve,
+        None if p.sidecar_drain is None else math.ceil(p.sidecar_drain),
+        _raised(p.lb_deregistration, current.params.lb_deregistration),
     )
+
+
+def _raised(planned: float, given: float) -> int | None:
+    return math.ceil(planned) if planned > given else None
+
+
+def path_covering(p: SimParams, seconds: float) -> SimParams:
+    """``p`` with the hops that would cut the pod's shutdown short made to last ``seconds``
+    after the deletion (never shortened): the pod's sidecar's drain, and the load
+    balancer's deregistration delay (it cuts the requests it sent until its leg ended)."""
+    need = float(math.ceil(seconds))
+    if p.sidecar_drain is not None and p.sidecar_drain < need:
+        p = replace(p, sidecar_drain=need)
+    if p.lb_share > 0 and p.lb_deregistration < need:
+        p = replace(p, lb_deregistration=need)
+    return p
 
 
 def curve_prestops(recommended: int) -> tuple[int, ...]:

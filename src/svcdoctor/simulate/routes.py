@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from svcdoctor.model.scenario import Event
 from svcdoctor.simulate.arrays import Floats, Ints
 from svcdoctor.simulate.params import SimParams
-from svcdoctor.simulate.rollout import BEFORE, NEVER, Pods
+from svcdoctor.simulate.rollout import BEFORE, DRAINED, NEVER, Pods, gated
 
 PICK_ROUNDS = 8  # rejection rounds before the exact (slower) pick for what is left
 EXACT_CHUNK = 65_536
@@ -72,6 +73,19 @@ def router_rates(p: SimParams) -> Floats:
     return np.concatenate(parts)
 
 
+def event_rates(p: SimParams) -> Floats:
+    """Requests per second through each router once the event started: in a drain the
+    drained node's clients call from the other nodes."""
+    rates = router_rates(p)
+    if p.rollout and p.event is Event.DRAIN:  # as ``engine.client_nodes`` moves them
+        clients = np.arange(p.client_count)
+        on = clients[clients % p.nodes == DRAINED]
+        moved = np.bincount(1 + on % (p.nodes - 1), minlength=p.nodes)[: p.nodes]
+        rates[: p.nodes] += rates[DRAINED] / max(len(on), 1) * moved
+        rates[DRAINED] = 0.0
+    return rates
+
+
 def _next_sync(arrival: Floats, phase: Floats, period: float) -> Floats:
     """The first sync at or after ``arrival`` of a proxy syncing every ``period`` seconds
     from ``phase`` (a busy cluster: other Services' changes keep every proxy syncing)."""
@@ -126,9 +140,14 @@ def build_routes(p: SimParams, pods: Pods, rng: np.random.Generator) -> Routes:
     new = np.flatnonzero(~pods.old)
     if len(new):
         add[new] = programmed(p, pods.ready[new], phases, rng)
+        if gated(p):  # the gate turned true when the LB had registered the pod
+            add[new, p.routers - 1] = pods.ready[new]
     gone = np.flatnonzero(np.isfinite(pods.deleted))
     if len(gone):
         remove[gone] = programmed(p, pods.deleted[gone], phases, rng)
+        if p.lb_share > 0:  # the deregistration delay's end removes the target for good
+            lb, cutoff = p.routers - 1, pods.deleted[gone] + p.lb_deregistration
+            remove[gone, lb] = np.minimum(remove[gone, lb], cutoff)
     _in_order(p, pods, add, remove, new, gone)
     return Routes(add, remove)
 

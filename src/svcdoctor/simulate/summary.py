@@ -17,7 +17,7 @@ from svcdoctor.simulate.arrays import Floats
 from svcdoctor.simulate.engine import CAUSE_OF, FAILURES, MECHANISMS, Mechanism, Run, simulate_run
 from svcdoctor.simulate.params import SimParams
 from svcdoctor.simulate.rollout import Pods
-from svcdoctor.simulate.routes import Routes, router_rates
+from svcdoctor.simulate.routes import Routes, event_rates, router_rates
 
 TIMELINE_BINS = 120
 K = TypeVar("K", bound=StrEnum)
@@ -151,7 +151,7 @@ def race_terms(p: SimParams, pods: Pods, routes: Routes) -> tuple[Floats, Floats
     gone = np.flatnonzero(np.isfinite(pods.deleted))
     if len(gone) == 0:
         return np.zeros((0, p.routers)), np.zeros((0, p.routers))
-    weight = router_rates(p) / np.maximum(routes.view_sizes(pods.deleted[gone]), 1)
+    weight = event_rates(p) / np.maximum(routes.view_sizes(pods.deleted[gone]), 1)
     return routes.remove[gone] - pods.deleted[gone, None], weight
 
 
@@ -172,6 +172,13 @@ def router_kinds(p: SimParams) -> dict[Router, slice]:
     if p.ingress_share + p.lb_share >= 1:
         del kinds[Router.KUBE_PROXY]
     return kinds
+
+
+def stop_accepting(p: SimParams) -> float:
+    """Seconds from a deletion until the pod stops accepting: the preStop (cut at the grace
+    period), or the end of its sidecar's drain when that comes first."""
+    drain = math.inf if p.sidecar_drain is None else p.sidecar_drain
+    return min(p.prestop, p.grace, drain)
 
 
 ROLLOUT_MECHANISMS = tuple(m for m, c in CAUSE_OF.items() if c in (Cause.RACE, Cause.REUSE))
@@ -197,7 +204,7 @@ def summarize(run: Run) -> RunSummary:
     delay, weight = race_terms(p, pods, run.routes)
     carries = router_rates(p) > 0
     gone = np.isfinite(pods.deleted)
-    window = np.maximum(delay - np.minimum(p.prestop, p.grace), 0.0)
+    window = np.maximum(delay - stop_accepting(p), 0.0)
     span = rollout_span(p, pods, run.routes)
     inside = (t.ts >= span[0]) & (t.ts <= span[1]) if span else np.zeros(len(t.ts), bool)
     failed = t.mechanism != 0
@@ -212,7 +219,7 @@ def summarize(run: Run) -> RunSummary:
         by_mechanism=dict(zip(FAILURES, counts[1:].tolist(), strict=True)),
         deletions=int(gone.sum()),
         sigkilled=int(run.killed.sum()),
-        expected_race=round(expected_race(delay, weight, min(p.prestop, p.grace)), 2),
+        expected_race=round(expected_race(delay, weight, stop_accepting(p)), 2),
         programming={
             kind: Quantiles.of(delay[:, columns].ravel())
             for kind, columns in router_kinds(p).items()
