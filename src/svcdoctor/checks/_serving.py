@@ -671,12 +671,18 @@ _SCRATCH = re.compile(
     re.IGNORECASE,
 )
 _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
+# A claim is persistence the user asked for, whatever its path (logs, config, uploads): a
+# plain claim is one volume for every replica, and a ReadWriteOnce one attaches to one
+# node only (https://kubernetes.io/docs/concepts/storage/persistent-volumes/#access-modes).
+# Only true scratch on a claim is no state (e.g. vmware-tanzu/velero
+# examples/nginx-app/with-pv.yaml keeps nginx's logs on a ReadWriteOnce claim).
+_CLAIM_SCRATCH = re.compile(r"(^|[/_.-])(tmp|temp|cache|run|lock|shm)($|[/_-])", re.IGNORECASE)
 
 
 def local_state(workload: Workload, container: Container) -> str | None:
     """Why the container keeps state of its own that a second replica would not share (a
-    known single-instance image, a writable emptyDir/hostPath/claim mount at a data path
-    (``_DATA_PATH``), a
+    known single-instance image, a writable claim mount (not scratch), a writable
+    emptyDir/hostPath mount at a data path (``_DATA_PATH``), a
     single-replica StatefulSet with volumeClaimTemplates), or ``None`` for a server with no
     such sign."""
     image = container.image.split("@", 1)[0]
@@ -697,6 +703,13 @@ def local_state(workload: Workload, container: Container) -> str | None:
     volumes = workload.template.volumes
     for m in container.mounts:
         source = volumes.get(m.volume)
+        if (
+            source == "persistentVolumeClaim"
+            and not m.read_only
+            and not _CLAIM_SCRATCH.search(m.path)
+            and not _CLAIM_SCRATCH.search(m.volume)
+        ):
+            return f"it writes to claim volume {m.volume!r} at {m.path}"
         if (
             source in _LOCAL_VOLUMES
             and not m.read_only

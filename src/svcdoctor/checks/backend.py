@@ -285,8 +285,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     An availability note (info, no replicas fix) instead of the warning when a second
     replica would not be a second backend: a backend with local state (a known
     single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
-    rsyslog sinks, Keycloak `start-dev`, Argo CD's Dex; a writable emptyDir, hostPath or
-    claim mounted at a data path such as `/data` or `/var/lib/…`; a single-replica
+    rsyslog sinks, Keycloak `start-dev`, Argo CD's Dex; a writable claim (`persistentVolumeClaim`)
+    at any path but scratch (`/tmp`, caches): one volume for every replica, which a
+    ReadWriteOnce claim attaches to one node only; a writable emptyDir or hostPath
+    mounted at a data path such as `/data` or `/var/lib/…`; a single-replica
     StatefulSet with `volumeClaimTemplates`), whose data a second replica would split, and
     a leader-elected server, whose second replica would only stand by.
 
@@ -374,10 +376,15 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     containers = serving_containers(inventory, w)
     state = next((why for c in containers if (why := local_state(w, c))), None)
     if state is not None:
+        second = (
+            "would write the same files, or not start on another node if the claim is ReadWriteOnce"
+            if state.startswith("it writes to claim")
+            else "would hold data of its own"
+        )
         return Hit(
             svc,
             f"{single} that keeps local state ({state}): while it restarts or moves the "
-            "Service has no backend, and a second replica would hold data of its own",
+            f"Service has no backend, and a second replica {second}",
             fix=note(
                 "# an availability note, not a fix: more replicas would split the data. For "
                 "availability, move the\n# state to a store the replicas share (or use the "
