@@ -16,13 +16,15 @@ from svcdoctor.checks._serving import racing, readiness_first, run_paths, second
 from svcdoctor.checks.race import race_plan, short_sleep
 from svcdoctor.checks.registry import Hit, Subject, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
+from svcdoctor.model import Cause, Container, Inventory, Service, Severity, Workload
 from svcdoctor.model.hops import (
     AGIC_DRAINING,
     ALB_GATE_LABEL,
     ALB_TG_ATTRIBUTES,
     GKE_NEG,
     NEG_READY_GATE,
+    NLB_TARGET_TYPE,
+    NLB_TYPE,
     Hop,
     HopKind,
     Implementation,
@@ -323,7 +325,12 @@ def deregistration_delay_mismatch(inventory: Inventory, settings: Settings) -> I
     - https://learn.microsoft.com/azure/application-gateway/ingress-controller-annotations
     """
     routes = {r.ref: r for r in inventory.routes}
-    services = {s.ref: s for s in inventory.services}
+    services: dict[object, Service] = {}
+    for candidate in inventory.services:
+        # same-named alternatives (nginx/kubernetes-ingress deployments/service/: an NLB
+        # variant beside NodePort and plain LoadBalancer ones): report on the NLB's
+        if candidate.ref not in services or _nlb(candidate):
+            services[candidate.ref] = candidate
     done: set[tuple[object, str]] = set()
     for p in _planned(inventory, settings):
         s, hop = p.setting, p.setting.hop
@@ -369,9 +376,16 @@ def deregistration_delay_mismatch(inventory: Inventory, settings: Settings) -> I
                 Severity.WARNING,
             )
         else:
+            now = p.workload.template.effective_grace_seconds
+            grace = (
+                f"the {p.grace} s grace period of {p.workload.ref}"
+                if p.grace == now
+                else f"the {p.grace} s grace period {p.workload.ref} gets with the preStop fix "
+                f"(now {now} s)"
+            )
             why, severity = (
-                f"longer than the {p.grace} s grace period of {p.workload.ref}: the pod is "
-                "killed before it ends, the target only stays draining",
+                f"longer than {grace}: the pod is killed before it ends, the target only "
+                "stays draining",
                 Severity.INFO,
             )
         shown = "" if delay == 0 else f" {delay:g} s"
@@ -382,6 +396,15 @@ def deregistration_delay_mismatch(inventory: Inventory, settings: Settings) -> I
             line=subject.location.line,
             severity=severity,
         )
+
+
+def _nlb(svc: Service) -> bool:
+    """Whether the AWS Load Balancer Controller puts an NLB in front of the Service (its
+    annotations, as ``model.path`` reads them)."""
+    return svc.type == "LoadBalancer" and (
+        svc.annotations.get(NLB_TYPE, "") in ("external", "nlb-ip")
+        or NLB_TARGET_TYPE in svc.annotations
+    )
 
 
 def _attributes(current: str | None, delay: int) -> str:
