@@ -753,7 +753,7 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
         services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
         if not services or data_store(w):  # stop-then-start is deliberate for a store
             continue
-        names = ", ".join(s.ref.name for s in services)
+        names = ", ".join(dict.fromkeys(s.ref.name for s in services))  # alternatives: once
         replicas = inventory.replicas(w)
         rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
         if w.strategy == "Recreate":
