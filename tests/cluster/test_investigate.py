@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -327,8 +328,13 @@ def test_investigate_with_yes_names_the_bad_pod_from_the_direct_probe(tmp_path: 
     bypass = report["steps"][2]
     assert bypass["status"] == "found"
     (bad,) = truth["bad_pods"]
-    assert any(f.startswith(f"probe {bad}: ") and f.endswith("FAILS MORE") for f in bypass["found"])
+    (probed,) = [f for f in bypass["found"] if f.startswith(f"probe {bad}: ")]
+    assert probed.endswith("FAILS MORE")
     assert report["verdict"]["next_command"] == f"kubectl -n lab describe pod {bad}"
+    # report.html draws the direct probe per backend, as probe --html does
+    failed, sent = re.search(r": (\d+) of (\d+) failed directly", probed).groups()  # type: ignore[union-attr]
+    page = (tmp_path / "inv" / "report.html").read_text()
+    assert f"{bad} failed {int(failed):,} of {int(sent):,} requests" in page
 
 
 @pytest.mark.lab

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from svcdoctor.cluster.probing import ProbeResult
     from svcdoctor.cluster.rollout import PodDelay, RolloutTest
     from svcdoctor.model import Diagnosis
-    from svcdoctor.model.breakdown import Breakdown
     from svcdoctor.report.html import Page
 
     Plot = Callable[[Path | io.BytesIO, str], object]
@@ -76,32 +75,12 @@ def read_bundle(bundle: Path) -> Diagnosis:
 # ---------------------------------------------------------------- probe
 
 
-def probe_breakdown(result: ProbeResult) -> Breakdown:
-    """The direct probe as failure rates per backend (intervals from the success rates')."""
-    from svcdoctor.model.breakdown import BackendRate, Breakdown
-
-    return Breakdown(
-        backends=tuple(
-            BackendRate(
-                backend=t.key,
-                pod=t.label,
-                requests=t.requests,
-                failures=t.failures,
-                rate=t.failures / t.requests if t.requests else 0.0,
-                ci95=(1.0 - t.success_ci95[1], 1.0 - t.success_ci95[0]),
-                suspect=t.outlier is not None,
-            )
-            for t in result.backends
-        ),
-        pairs=(),
-    )
-
-
 def probe_page(
     result: ProbeResult, service: str, run: str, notes: tuple[str, ...], raw: str
 ) -> Page:
     """``probe --html``: the direct probe's rates per backend, who is singled out, the
     Service as a whole and each node's route (``run``: the agent's run id)."""
+    from svcdoctor.cluster.probing import probe_breakdown
     from svcdoctor.report.backends import backends_alt, plot_backends
     from svcdoctor.report.html import Input, Page, Section, Tone, figure
 

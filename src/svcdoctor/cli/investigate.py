@@ -193,11 +193,17 @@ def investigate(
 
 
 def _report(result: Investigation, path: Path) -> None:
-    """``report.html``: the checklist and verdict first, then the diagnosis' pictures."""
-    from svcdoctor.report.html import diagnosis_pictures
+    """``report.html``: the checklist and verdict first, then the diagnosis' pictures and
+    the direct probe's (with --yes)."""
+    from svcdoctor.report.backends import backends_alt, plot_backends
+    from svcdoctor.report.html import diagnosis_pictures, figure
     from svcdoctor.report.investigation import investigation_page
 
     pictures = diagnosis_pictures(result.diagnosis) if result.diagnosis is not None else ()
+    probe = result.probe
+    if probe is not None and probe.backends:
+        drawn = figure(lambda out, fmt: plot_backends(probe, out, fmt), backends_alt(probe))
+        pictures = (*pictures, drawn)
     write_page(path, investigation_page(result, pictures))
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svcdoctor.cluster.probe import ProbeOutcome
+from svcdoctor.cluster.probing import probe_breakdown
 from svcdoctor.cluster.rollout import RolloutTest
 from svcdoctor.cluster.scan import ScanReport
 from svcdoctor.model import Cause, Diagnosis, Evidence, Inventory, RaceDetails, Verdict
@@ -616,6 +617,7 @@ def investigation(parts: Parts) -> Investigation:
         notes=tuple(notes),
         bundle=f"{parts.out}/evidence" if parts.out else None,
         diagnosis=d,
+        probe=probe_breakdown(parts.probe.result) if parts.probe is not None else None,
     )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from svcdoctor.diagnose.backend import Outlier, outlier
 from svcdoctor.diagnose.context import Settings
 from svcdoctor.diagnose.stats import proportion_ci
+from svcdoctor.model.breakdown import BackendRate, Breakdown
 
 PERCENTILES = (50, 90, 99)
 SERVICE_TARGET = 0.99  # through the Service: failing when the 95 % upper bound is below
@@ -222,3 +223,22 @@ def limits(result: ProbeResult) -> tuple[str, ...]:
             f"(upper end of the 95 % interval), below {SERVICE_TARGET:.0%}"
         )
     return tuple(notes)
+
+
+def probe_breakdown(result: ProbeResult) -> Breakdown:
+    """The direct probe as failure rates per backend (intervals from the success rates')."""
+    return Breakdown(
+        backends=tuple(
+            BackendRate(
+                backend=t.key,
+                pod=t.label,
+                requests=t.requests,
+                failures=t.failures,
+                rate=t.failures / t.requests if t.requests else 0.0,
+                ci95=(1.0 - t.success_ci95[1], 1.0 - t.success_ci95[0]),
+                suspect=t.outlier is not None,
+            )
+            for t in result.backends
+        ),
+        pairs=(),
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
+from svcdoctor.model.breakdown import Breakdown
 from svcdoctor.model.diagnosis import Diagnosis, FixStep, Verdict
 from svcdoctor.model.finding import Cause
 
@@ -125,6 +126,7 @@ class Investigation:
     bundle: str | None = None
     diagnosis_file: str | None = None
     diagnosis: Diagnosis | None = None
+    probe: Breakdown | None = None  # the direct probe's failure rate per backend (--yes)
 
     def step(self, step: StepId) -> Step:
         return next(s for s in self.steps if s.id is step)
