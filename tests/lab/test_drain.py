@@ -20,10 +20,13 @@ from typing import Any
 
 import pytest
 
+from svcdoctor.lab import objects
 from svcdoctor.lab.cleanup import leftovers, pod_processes
-from svcdoctor.lab.cluster import EVICTION_RETRY
+from svcdoctor.lab.cluster import EVICTION_RETRY, Drain
 from svcdoctor.lab.kernel import available
 from svcdoctor.lab.scenarios import SCENARIOS
+from svcdoctor.model.scenario import Event
+from svcdoctor.simulate import SimParams
 
 KERNEL_MISSING = available()
 DATAPATHS = ("kernel", "userspace")
@@ -138,3 +141,35 @@ def test_the_drain_honours_the_budget_and_stops_the_node(
         assert timeline["deleted"] == pytest.approx(evictions[pod]["evicted"], abs=0.01)
         assert timeline["exited"] is not None
         assert timeline["routing_stopped"]  # node-1 dropped it (node-0 froze maybe before)
+
+
+def test_the_eviction_check_is_the_budgets() -> None:
+    """One more disruption must leave replicas - maxUnavailable healthy pods; no budget
+    allows every eviction."""
+    drain = Drain(node=0, budget=1, replicas=4, cordoned_at=0.0)
+    assert drain.allowed(4)
+    assert not drain.allowed(3)
+    assert Drain(node=0, budget=None, replicas=4, cordoned_at=0.0).allowed(1)
+    assert Drain(node=0, budget=2, replicas=4, cordoned_at=0.0).allowed(3)
+
+
+def test_a_cordoned_node_is_unschedulable() -> None:
+    view = objects.LabView(
+        run="svcdabcdef",
+        scenario=SCENARIOS["drain"],
+        datapath="kernel",
+        started=0.0,
+        node_ips=("10.233.255.10", "10.233.255.11"),
+        pods=(),
+        events=(),
+        cordoned=(0,),
+    )
+    specs = {n["metadata"]["name"]: n["spec"] for n in objects.nodes(view)}
+    assert specs == {"node-0": {"unschedulable": True}, "node-1": {}}
+
+
+def test_the_drain_and_simulate_describe_the_same_event() -> None:
+    p = SimParams.of(SCENARIOS["drain"])
+    assert (p.event, p.pdb_max_unavailable, p.nodes, p.replicas) == (Event.DRAIN, 1, 2, 4)
+    assert SCENARIOS["drain"].drained == (0, 2)
+    assert SCENARIOS["race"].drained == ()
