@@ -46,6 +46,7 @@ class Pod:
     sigterm_at: float | None = None
     exit: ContainerExit | None = None
     monitor: asyncio.Task[None] | None = None
+    node: int | None = None  # the node it is scheduled on (None: not placed)
     stderr_reader: asyncio.Task[None] | None = None  # keeps the stderr pipe from filling
 
     @property
@@ -67,6 +68,13 @@ class Cluster:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     synced: list[tuple[float, int, tuple[str, ...]]] = field(default_factory=list)
     on_change: Callable[[], None] | None = None  # told after every event and endpoint change
+    healthy: list[tuple[float, int]] = field(default_factory=list)  # (when, Ready and alive)
+    proxy_stopped: dict[int, float] = field(default_factory=dict)  # node → its kube-proxy's stop
+    cordoned: set[int] = field(default_factory=set)  # nodes marked spec.unschedulable
+    drains: list[Drain] = field(default_factory=list)  # the node drains, as they happened
+    # told the node a drain empties when its evictions start: a load balancer in front
+    # deregisters its targets on that node there (a hook: no lab scenario has one yet)
+    on_drain: Callable[[int], None] | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -124,6 +132,7 @@ class Cluster:
         if self.on_change:
             self.on_change()
         ready = self.routable()
+        self.healthy.append((time.time(), len(ready)))
         if ready == self._published:
             return
         self._published = ready
@@ -154,13 +163,17 @@ class Cluster:
         if pending is None:
             return
         self._node_pending[node] = None
+        if node in self.proxy_stopped:
+            return  # a stopped kube-proxy applies nothing: the node's rules stay frozen
         self._node_last_sync[node] = time.time()
         self.synced.append((time.time(), node, tuple(b.pod for b in pending)))
         self.datapath.program(node, pending)
 
     # ---- kubelet ------------------------------------------------------------------
-    async def create(self, name: str, spec: PodSpec, fault: FaultMode = FaultMode.NONE) -> Pod:
-        pod = Pod(name, spec, fault, created_at=time.time())
+    async def create(
+        self, name: str, spec: PodSpec, fault: FaultMode = FaultMode.NONE, node: int | None = None
+    ) -> Pod:
+        pod = Pod(name, spec, fault, created_at=time.time(), node=node)
         self.pods[name] = pod
         self.event(EventKind.CREATE, name, "SuccessfulCreate", f"Created pod: {name}")
         self.event(EventKind.CREATE, name, "Scheduled", f"Successfully assigned {NAMESPACE}/{name}")
@@ -240,13 +253,15 @@ class Cluster:
                 self._publish(pod)
             await asyncio.sleep(PROBE_PERIOD)
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, evicted: bool = False) -> None:
         """Deletion: not ready in the endpoints at once, and the kubelet runs preStop,
-        SIGTERM, then SIGKILL at the grace period, in parallel (the race)."""
+        SIGTERM, then SIGKILL at the grace period, in parallel (the race). An evicted pod
+        is deleted by the Eviction API, not by its ReplicaSet (no SuccessfulDelete)."""
         pod = self.pods[name]
         pod.deleted_at = time.time()
         pod.terminating = True
-        self.event(EventKind.DELETE, name, "SuccessfulDelete", f"Deleted pod: {name}")
+        if not evicted:
+            self.event(EventKind.DELETE, name, "SuccessfulDelete", f"Deleted pod: {name}")
         self.event(EventKind.DELETE, name, "Killing", "Stopping container app")
         self._publish(pod)
         task = asyncio.create_task(self._kill(pod))
@@ -345,16 +360,21 @@ class Cluster:
 
     def routing_stopped(self, pod: Pod) -> list[float]:
         """When each node applied a view without the deleted pod (empty if none did)."""
+        return list(self.dropped_by(pod).values())
+
+    def dropped_by(self, pod: Pod) -> dict[int, float]:
+        """Each node that applied a view without the deleted pod, and when it first did."""
         if pod.deleted_at is None:
-            return []
-        out = []
-        for node in range(self.nodes):
-            out += [
-                t
-                for t, n, view in self.synced
-                if n == node and t >= pod.deleted_at and pod.name not in view
-            ][:1]
-        return out
+            return {}
+        out: dict[int, float] = {}
+        for t, n, view in self.synced:
+            if n not in out and t >= pod.deleted_at and pod.name not in view:
+                out[n] = t
+        return dict(sorted(out.items()))
+
+    def applied(self, node: int) -> tuple[str, ...]:
+        """The pods in the last view the node applied (its rules now)."""
+        return next((v for _, n, v in reversed(self.synced) if n == node), ())
 
     async def settled(self, timeout: float = 120.0) -> None:
         """Wait until every node has applied every endpoint change made so far."""
@@ -454,3 +474,81 @@ async def rolling_update(
             await asyncio.sleep(0.05)
     await wait_ready(cluster, new)
     return new
+
+
+# kubectl drain retries an eviction the API server refused (429: it would violate a
+# PodDisruptionBudget) after 5 s (kubernetes/kubectl pkg/drain/drain.go, evictPods: "error
+# when evicting pods/... (will retry after 5s)"); simulate/rollout.py uses the same pause
+EVICTION_RETRY = 5.0
+
+
+@dataclass
+class Drain:
+    """``kubectl drain`` of one node, as it happened: the cordon, each pod's refused
+    evictions (429) and its accepted one, the replacements and the node's kube-proxy."""
+
+    node: int
+    budget: int | None  # the PodDisruptionBudget's maxUnavailable (None: no budget)
+    replicas: int  # the Deployment's: the budget's expected count
+    cordoned_at: float
+    evicted: dict[str, float] = field(default_factory=dict)  # pod → eviction accepted
+    refused: dict[str, list[float]] = field(default_factory=dict)  # pod → its 429s
+    replacements: dict[str, str] = field(default_factory=dict)  # new pod → the evicted one
+    finished_at: float | None = None  # every evicted pod gone (kubectl drain returns)
+
+    def allowed(self, healthy: int) -> bool:
+        """The Eviction API's check: one more disruption keeps the healthy pods (Ready, not
+        being deleted) at least ``replicas - maxUnavailable``
+        (https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/,
+        https://kubernetes.io/docs/tasks/run-application/configure-pdb/)."""
+        return self.budget is None or healthy - 1 >= self.replicas - self.budget
+
+
+async def drain_node(
+    cluster: Cluster,
+    node: int,
+    replicas: int,
+    budget: int | None,
+    make_name: Callable[[int], str],
+    spec: PodSpec,
+    evicted: Callable[[str], None] | None = None,
+) -> Drain:
+    """``kubectl drain``: cordon the node (nothing new is scheduled on it), evict each of
+    its pods through the Eviction API (all at once; a refused one retried every
+    ``EVICTION_RETRY`` s), and wait until they are gone. The ReplicaSet replaces each
+    evicted pod at once (a pod being deleted no longer counts as one of its replicas) on a
+    schedulable node, in turn. Then the node goes away: its kube-proxy stops, its rules
+    freeze (kubectl drain leaves DaemonSet pods such as kube-proxy running,
+    --ignore-daemonsets; the node's shutdown stops them:
+    https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/)."""
+    cluster.cordoned.add(node)
+    record = Drain(node, budget, replicas, time.time())
+    cluster.drains.append(record)
+    if cluster.on_drain:
+        cluster.on_drain(node)
+    others = [n for n in range(cluster.nodes) if n not in cluster.cordoned]
+    if not others:
+        raise LabError("a drain needs a schedulable node for the evicted pods' replacements")
+    victims = [p.name for p in cluster.pods.values() if p.node == node and not p.terminating]
+    created: list[asyncio.Task[Pod]] = []
+
+    async def evict(name: str) -> None:
+        while not record.allowed(len(cluster.routable())):
+            record.refused.setdefault(name, []).append(time.time())
+            await asyncio.sleep(EVICTION_RETRY)
+        record.evicted[name] = time.time()
+        await cluster.delete(name, evicted=True)
+        if evicted:
+            evicted(name)
+        new = make_name(len(record.replacements))
+        record.replacements[new] = name
+        place = others[(len(record.replacements) - 1) % len(others)]
+        created.append(asyncio.create_task(cluster.create(new, spec, node=place)))
+
+    await asyncio.gather(*(evict(name) for name in victims))
+    await asyncio.gather(*created)
+    await cluster.drain()
+    record.finished_at = time.time()
+    cluster.proxy_stopped[node] = time.time()
+    await wait_ready(cluster, list(record.replacements))
+    return record

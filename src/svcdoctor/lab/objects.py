@@ -87,6 +87,7 @@ class LabView:
     last_change: float | None = None  # the latest endpoint change (the slices' trigger time)
     clients: int = 0  # load generator clients: pods load-0 … load-(clients-1)
     proxy_ports: tuple[int, ...] = ()  # userspace: each node's proxy port
+    cordoned: tuple[int, ...] = ()  # nodes a drain cordoned (spec.unschedulable)
 
 
 def uid(run: str, kind: str, namespace: str | None, name: str) -> str:
@@ -174,7 +175,7 @@ def nodes(view: LabView) -> list[Obj]:
                     view.started,
                     labels={"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
                 ),
-                "spec": {},
+                "spec": {"unschedulable": True} if i in view.cordoned else {},
                 "status": {
                     "addresses": [
                         {"type": "InternalIP", "address": ip},

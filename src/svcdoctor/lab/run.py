@@ -12,7 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +21,15 @@ import yaml
 
 from svcdoctor.evidence.write import write_bundle
 from svcdoctor.lab.cleanup import claim, lock_dir
-from svcdoctor.lab.cluster import Cluster, rolling_update, wait_ready
+from svcdoctor.lab.cluster import Cluster, Drain, drain_node, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
 from svcdoctor.lab.kernel import KernelDatapath
-from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, outcome_of
+from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, _Conn, outcome_of
 from svcdoctor.lab.nginx import IngressDatapath, IngressFacts, ingress_facts
 from svcdoctor.lab.objects import manifests
 from svcdoctor.lab.scenarios import MAX_RUN_SECONDS, NEW, OLD, Scenario, break_nodes
 from svcdoctor.model import Cause, Outcome
-from svcdoctor.model.scenario import FaultMode
+from svcdoctor.model.scenario import Event, FaultMode
 from svcdoctor.model.truth import DirectProbe, LabTruth, PodTimeline
 from svcdoctor.report.lab import outcomes_to_dict, probe_to_dict, truth_to_dict
 
@@ -66,7 +66,24 @@ def make_datapath(kind: str, prefix: str, seed: int, scenario: Scenario | None =
 def steps(scenario: Scenario) -> int:
     """How many progress steps a run reports: each pod started, the baseline, each
     deletion (or the steady load), the exits and the tail, the direct probe."""
-    return scenario.replicas + 1 + (scenario.replicas + 2 if scenario.rollout else 1) + 1
+    deletions = len(scenario.drained) if scenario.drains else scenario.replicas
+    return scenario.replicas + 1 + (deletions + 2 if scenario.rollout else 1) + 1
+
+
+@dataclass
+class EvictableLoad(Load):
+    """The load, whose clients on a drained node are evicted with its pods: from the
+    drain's start they call from the other nodes, in turn (as simulate's
+    ``engine.client_nodes`` moves them; a real client's replacement would first start)."""
+
+    moved: dict[int, int] = field(default_factory=dict)  # client → the node it calls from
+
+    def evict_clients(self, node: int, others: list[int]) -> None:
+        for client in range(node, self.spec.clients, self.nodes):
+            self.moved[client] = others[client % len(others)]
+
+    async def _attempts(self, index: int, node: int, conn: _Conn | None) -> _Conn | None:
+        return await super()._attempts(index, self.moved.get(index, node), conn)
 
 
 async def run(
@@ -77,6 +94,8 @@ async def run(
     progress: Progress | None = None,
 ) -> RunResult:
     """Run the scenario; everything it started is stopped and removed, even on errors."""
+    if scenario.rollout and scenario.event is Event.SCALE_DOWN:
+        raise LabError("the lab runs a rollout or a node drain: simulate models a scale-down")
     prefix = f"svcd{secrets.token_hex(3)}"
     dp = make_datapath(datapath, prefix, seed, scenario)
     break_nodes(scenario, dp)
@@ -84,7 +103,7 @@ async def run(
     if isinstance(dp, IngressDatapath):
         ingress = dp
         cluster.on_change = lambda: ingress.watch(cluster.routable())
-    load = Load(scenario.load, dp, scenario.nodes, seed)
+    load = EvictableLoad(scenario.load, dp, scenario.nodes, seed)
     started = time.time()
     with claim(prefix):
         try:
@@ -152,20 +171,59 @@ def invalid(scenario: Scenario, cluster: Cluster, requests: int) -> list[str]:
     if not scenario.rollout:
         return problems
     deleted = [p for p in cluster.pods.values() if p.deleted_at is not None]
-    if len(deleted) < scenario.replicas:
-        problems.append(f"the rollout deleted {len(deleted)} of {scenario.replicas} pods")
+    planned = len(scenario.drained) if scenario.drains else scenario.replicas
+    if len(deleted) < planned:
+        problems.append(f"the {scenario.event} deleted {len(deleted)} of {planned} pods")
     unsignalled = sorted(p.name for p in deleted if p.sigterm_at is None)
     if unsignalled:
         problems.append(f"no SIGTERM reached {_some(unsignalled)}")
     running = sorted(p.name for p in deleted if p.exit is None)
     if running:
         problems.append(f"{_some(running)} never exited")
-    routed = sorted(p.name for p in deleted if len(cluster.routing_stopped(p)) < scenario.nodes)
+    # a node whose kube-proxy stopped (a drained node) keeps its frozen rules
+    proxies = set(range(scenario.nodes)) - set(cluster.proxy_stopped)
+    routed = sorted(p.name for p in deleted if proxies - set(cluster.dropped_by(p)))
     if routed:
         problems.append(f"some nodes never stopped routing to {_some(routed)}")
     if deleted and not any(e.terminating for e in cluster.endpoints):
         problems.append("no endpoint became terminating")
+    for drain in cluster.drains:
+        problems += drain_problems(scenario, cluster, drain)
     return problems
+
+
+def drain_problems(scenario: Scenario, cluster: Cluster, drain: Drain) -> list[str]:
+    """What says a drain did not happen as kubectl drain does it: a pod of the node not
+    evicted, the PodDisruptionBudget broken, a replacement on the cordoned node or not
+    Ready, the node's kube-proxy still running."""
+    problems = []
+    left = sorted(p.name for p in cluster.pods.values() if p.node == drain.node and p.exit is None)
+    if left:
+        problems.append(f"the drain left {_some(left)} on node-{drain.node}")
+    low = min_healthy(cluster, drain)
+    floor = None if drain.budget is None else scenario.replicas - drain.budget
+    if floor is not None and low < floor:
+        problems.append(
+            f"{low} pods were healthy during the drain: the PodDisruptionBudget "
+            f"(maxUnavailable {drain.budget}) allows no fewer than {floor}"
+        )
+    placed = sorted(n for n in drain.replacements if cluster.pods[n].node == drain.node)
+    if placed:
+        problems.append(f"{_some(placed)} were scheduled on the cordoned node-{drain.node}")
+    unready = sorted(n for n in drain.replacements if cluster.ready_count([n]) == 0)
+    if unready:
+        problems.append(f"the replacements {_some(unready)} never became Ready")
+    if drain.node not in cluster.proxy_stopped:
+        problems.append(f"node-{drain.node}'s kube-proxy never stopped")
+    return problems
+
+
+def min_healthy(cluster: Cluster, drain: Drain) -> int:
+    """The fewest healthy pods (Ready, not terminating) from the drain's start to its end."""
+    end = drain.finished_at or time.time()
+    counts = [n for t, n in cluster.healthy if drain.cordoned_at <= t <= end]
+    before = [n for t, n in cluster.healthy if t < drain.cordoned_at][-1:]
+    return min(before + counts, default=0)
 
 
 def _some(names: list[str]) -> str:
@@ -196,7 +254,7 @@ def uninterruptible() -> Iterator[None]:
 async def _drive(
     scenario: Scenario,
     cluster: Cluster,
-    load: Load,
+    load: EvictableLoad,
     dp: Datapath,
     started: float,
     progress: Progress,
@@ -217,7 +275,17 @@ async def _drive(
         progress(f"baseline load, {scenario.load.rate:g} requests/s", done, total)
         await asyncio.sleep(scenario.baseline)
         step("baseline done")
-        if scenario.rollout:
+        if scenario.drains:
+            await drain(
+                scenario,
+                cluster,
+                load,
+                evicted=lambda name: step(f"drain of node-0: evicted {name}"),
+            )
+            step("every evicted pod exited, node-0's kube-proxy stopped")
+            await asyncio.sleep(scenario.tail)
+            step("tail done")
+        elif scenario.rollout:
             await roll(
                 scenario,
                 cluster,
@@ -255,7 +323,9 @@ async def start_pods(
     old = [f"{OLD}-{i:02d}" for i in range(scenario.replicas)]
     bad = set(old[1 : 1 + scenario.bad])
     for name in old:
-        await cluster.create(name, scenario.pod, scenario.fault if name in bad else FaultMode.NONE)
+        fault = scenario.fault if name in bad else FaultMode.NONE
+        # pod j on node j mod nodes, as simulate places them (and lab serve names them)
+        await cluster.create(name, scenario.pod, fault, node=old.index(name) % scenario.nodes)
         started(f"started {name}")
     await wait_ready(cluster, old)
     await cluster.settled()
@@ -288,6 +358,32 @@ async def roll(
     await cluster.drain()
     await cluster.settled()
     return new
+
+
+DRAINED = 0  # the node a drain empties (simulate/rollout.py DRAINED)
+
+
+async def drain(
+    scenario: Scenario,
+    cluster: Cluster,
+    load: EvictableLoad,
+    evicted: Callable[[str], None] | None = None,
+) -> Drain:
+    """The scenario's node drain: node 0's clients evicted with its pods (they call from
+    the other nodes from now on), its pods evicted as the PodDisruptionBudget allows and
+    replaced on the other nodes; returns when they exited and the other nodes caught up."""
+    load.evict_clients(DRAINED, [n for n in range(scenario.nodes) if n != DRAINED])
+    record = await drain_node(
+        cluster,
+        DRAINED,
+        scenario.replicas,
+        scenario.pdb_max_unavailable,
+        lambda i: f"{NEW}-{i:02d}",
+        scenario.pod,
+        evicted=evicted,
+    )
+    await cluster.settled()
+    return record
 
 
 async def probe_pods(cluster: Cluster, dp: Datapath, count: int = 20) -> tuple[DirectProbe, ...]:
@@ -433,7 +529,37 @@ def write_lab_bundle(
                 "direct_probe": probe_to_dict(result.probe),
                 "ingress": None if ingress is None else ingress.to_dict(),
                 "seconds": round(seconds, 2),
-            },
+            }
+            | ({"drain": drain_to_dict(cluster, cluster.drains[0])} if cluster.drains else {}),
             indent=2,
         )
     )
+
+
+def drain_to_dict(cluster: Cluster, drain: Drain) -> dict[str, Any]:
+    """A drain's ground truth in lab.json: the cordon, each evicted pod's refused (429)
+    and accepted eviction and its replacement, the fewest healthy pods the PDB saw, the
+    node's kube-proxy stop and the rules it froze with."""
+    replaced = {old: new for new, old in drain.replacements.items()}
+    budget = drain.budget
+    return {
+        "node": f"node-{drain.node}",
+        "cordoned": drain.cordoned_at,
+        "pdb_max_unavailable": budget,
+        "min_healthy_allowed": None if budget is None else drain.replicas - budget,
+        "min_healthy": min_healthy(cluster, drain),
+        "evictions": {
+            pod: {
+                "refused": drain.refused.get(pod, []),
+                "evicted": at,
+                "replacement": replaced.get(pod),
+                "replacement_node": f"node-{cluster.pods[replaced[pod]].node}"
+                if pod in replaced
+                else None,
+            }
+            for pod, at in drain.evicted.items()
+        },
+        "finished": drain.finished_at,
+        "kube_proxy_stopped": cluster.proxy_stopped.get(drain.node),
+        "frozen_rules": list(cluster.applied(drain.node)),
+    }

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 from svcdoctor.lab.nginx import IngressSpec
 from svcdoctor.model.dist import Dist
 from svcdoctor.model.remedy import ShutdownFacts, plan_shutdown
-from svcdoctor.model.scenario import ConnectionMode, LoadSpec, PodSpec, ScenarioSpec, ShutdownMode
+from svcdoctor.model.scenario import (
+    ConnectionMode,
+    Event,
+    LoadSpec,
+    PodSpec,
+    ScenarioSpec,
+    ShutdownMode,
+)
 
 if TYPE_CHECKING:
     from svcdoctor.lab.datapath import Datapath
@@ -47,6 +54,16 @@ class Scenario(ScenarioSpec):
         return () if self.broken_node is None else (f"node-{self.broken_node}",)
 
     @property
+    def drained(self) -> tuple[int, ...]:
+        """A drain's victims: node 0's pods (pod ``j`` runs on node ``j mod nodes``, as in
+        simulate/rollout.py)."""
+        return tuple(range(0, self.replicas, self.nodes)) if self.drains else ()
+
+    @property
+    def drains(self) -> bool:
+        return self.rollout and self.event is Event.DRAIN
+
+    @property
     def planned_seconds(self) -> float:
         """A generous estimate of a run's length: pods starting, the baseline, the rollout
         (deletions spaced by the pause, each pod may take its whole grace period, the
@@ -81,6 +98,10 @@ _FIXED = PodSpec(
     prestop=float(FIXED_PLAN.prestop_seconds),
     grace=float(FIXED_PLAN.grace_seconds),
 )
+
+# the drains' PodDisruptionBudget: one of the 4 pods may be down, so node-0's second pod is
+# evicted only once the first one's replacement is Ready (its first eviction is refused)
+DRAIN_BUDGET = 1
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -167,6 +188,26 @@ SCENARIOS: dict[str, Scenario] = {
             broken_share=0.3,
             description="node-1's route to the Service rejects 30 % of the new connections: "
             "its clients fail, the other node's do not, whichever pod they reach",
+        ),
+        Scenario(
+            name="drain",
+            expect="race",
+            pod=_NAIVE,
+            load=_NEW,
+            event=Event.DRAIN,
+            pdb_max_unavailable=DRAIN_BUDGET,
+            description="kubectl drain of node-0 (cordon, evictions honouring a PDB of "
+            "maxUnavailable 1, replacements on node-1), naive shutdown, no preStop: the nodes "
+            "keep routing to evicted pods that stopped listening",
+        ),
+        Scenario(
+            name="drain-fixed",
+            expect=None,
+            pod=_FIXED,
+            load=_NEW,
+            event=Event.DRAIN,
+            pdb_max_unavailable=DRAIN_BUDGET,
+            description="the same drain with the planned preStop sleep and grace period",
         ),
     )
 }
