@@ -173,6 +173,7 @@ class LabState:
             datapath=self.dp.name,
             started=self.started,
             node_ips=self.node_ips(),
+            cordoned=tuple(sorted(self.cluster.cordoned)),
             pods=tuple(pods),
             events=tuple(self.cluster.events),
             rollout_at=self.rollout_at,
