@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from svcdoctor.cli import cli
 from svcdoctor.fix.plan import read_diagnosis
 from tests.browser import HEIGHT, Browser, assert_seen_well, browser_fixture
 from tests.cluster.test_collect import _fixture_objects, _logs, play_rollout
+from tests.cluster.test_collect_progress import ANSI
 
 if TYPE_CHECKING:
     from tests.cluster.conftest import Served
@@ -350,3 +352,47 @@ def test_investigate_the_fixed_rollout_finds_no_cause(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["verdict"]["cause"] is None
     assert [s["status"] for s in report["steps"][:2]] == ["clear", "clear"]
+
+
+def _stderr(api: Served, tmp_path: Path, tty: bool) -> tuple[int, str]:
+    """``investigate`` of the served Service; its stderr (a terminal when ``tty``)."""
+    _served(api)
+    args = [sys.executable, "-m", "svcdoctor", "investigate", "--kubeconfig",
+            str(api.kubeconfig), "-n", "shop", "api"]  # fmt: skip
+    args += ["--out", str(tmp_path / f"i{tty}")]
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"}
+    if not tty:
+        done = subprocess.run(
+            args, capture_output=True, text=True, timeout=180, env=env, check=False
+        )
+        return done.returncode, done.stderr
+    main, side = pty.openpty()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=side, env=env)
+    os.close(side)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main)
+    return proc.wait(timeout=60), ANSI.sub("", b"".join(chunks).decode(errors="replace"))
+
+
+def test_investigate_shows_each_step_with_its_time_on_a_terminal(
+    api: Served, tmp_path: Path
+) -> None:
+    code, err = _stderr(api, tmp_path, tty=True)
+    assert code in (0, 1, 3), err
+    steps = dict.fromkeys(re.findall(r"\[\s*(\d+\.\d) s\] == ([a-z]+)", err))
+    assert [name for _, name in steps][:4] == ["live", "evidence", "diagnosis", "checklist"], err
+    assert [float(t) for t, _ in steps] == sorted(float(t) for t, _ in steps)
+
+
+def test_investigate_is_quiet_without_a_terminal(api: Served, tmp_path: Path) -> None:
+    code, err = _stderr(api, tmp_path, tty=False)
+    assert code in (0, 1, 3), err
+    assert err == ""
