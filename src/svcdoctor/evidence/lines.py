@@ -66,8 +66,14 @@ _CLF_TIME = r"\[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]"
 TRAEFIK_HINT = rf'^\S+ - \S+ {_CLF_TIME} "[^"]*" .* \d+ (?:"[^"]*"|-) (?:"[^"]*"|-) \d+ms\s*$'
 # ingress-nginx's stream (TCP/UDP) log: "[$remote_addr] [$time_local] $protocol $status …"
 NGINX_STREAM_HINT = rf"^(?:\[[^\]]*\] ?)?{_CLF_TIME} ?(?:TCP|UDP) ?\d{{3}}"
+# Envoy's debug output, its own format and istio-proxy's (``envoy_debug``): read for its
+# upstream resets, and named in what the report counts
+ENVOY_DEBUG_HINT = (
+    r"^(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\]\[\d+\]\[\w+\]\[[\w.]+\] "
+    r"|(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[\t ]+)?"
+    r"(?:trace|debug|info|warn|warning|error|critical)[\t ]+envoy [\w.]+[\t ])"
+)
 # not evidence, but named in what the report counts (and in the answer to a paste of them)
-ENVOY_DEBUG_HINT = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\]\[\d+\]\[\w+\]\[[\w.]+\] "
 GO_PANIC_HINT = r"^(?:panic: |goroutine \d+ \[|fatal error: |\s+/\S+\.go:\d+)"
 TRACE_HINT = (
     r"^(?:Traceback \(most recent|\s+at [\w$.<>]+\(|Exception in thread "
@@ -100,10 +106,11 @@ SHAPES = (
 EVIDENCE_SHAPES = frozenset(
     {
         *("nginx-access", "nginx-error", "nginx-stream", "envoy", "envoy-json", "linkerd"),
-        *("linkerd-json", "alb", "gcp", "traefik", "traefik-json"),
+        *("linkerd-json", "alb", "gcp", "traefik", "traefik-json", "envoy-debug"),
     }
 )
-# the shapes that are not evidence, as the report names them
+# the shapes that are not evidence, as the report names them (Envoy debug lines are read
+# for their resets, and named when they hold none)
 NOT_EVIDENCE = {
     "klog": "klog",
     "envoy-debug": "Envoy debug",
@@ -250,7 +257,7 @@ def describe(counts: dict[str, int]) -> str:
     counts = dict(counts)
     counts["other"] = counts.get("other", 0) + counts.pop("json", 0)  # JSON of no known kind
     total = sum(counts.values())
-    requests = sum(v for k, v in counts.items() if k in EVIDENCE_SHAPES)
+    requests = sum(v for k, v in counts.items() if k in EVIDENCE_SHAPES - NOT_EVIDENCE.keys())
     named = [_lines(counts[k], word) for k, word in NOT_EVIDENCE.items() if counts.get(k)]
     seen = ", ".join(
         [_lines(requests, "request"), _lines(counts.get("kernel", 0), "kernel"), *named]
