@@ -14,6 +14,8 @@ uht="$upstream_header_time" urt="$upstream_response_time"'``, with, where a test
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -77,9 +79,42 @@ def _log(seed: int, *, fault: bool, backends: bool) -> str:
     return "\n".join(out) + "\n"
 
 
-def run(tmp_path: Path, **kw: bool) -> tuple[Cause | None, Verdict | None, tuple[str, ...]]:
+def _as_json(text: str) -> str:
+    """The same requests as nginx writes them with a JSON log format: the keys of
+    ingress-nginx's example (kubernetes/ingress-nginx#1664: ``time_iso8601``, ``status``,
+    ``request_time``, ``upstream_addr``, ``upstream_status``, ``upstream_response_time``)
+    and ``upstream_connect_time``."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(
+            r'(\S+) - - \[([^\]]+)\] "([^"]*)" (\d+) \d+ "[^"]*" "[^"]*" rt=(\S+) uct="([^"]*)" '
+            r'uht="[^"]*" urt="([^"]*)" upstream_addr=(\S+)',
+            line,
+        )
+        assert m is not None, line
+        ip, t, request, status, took, uct, urt, addr = m.groups()
+        stamp = datetime.strptime(t, "%d/%b/%Y:%H:%M:%S %z").isoformat()
+        record = {
+            "proxy_add_x_forwarded_for": ip,
+            "time_iso8601": stamp,
+            "request": request,
+            "status": status,
+            "request_time": took,
+            "upstream_addr": addr,
+            "upstream_response_time": urt,
+            "upstream_status": status,
+            "upstream_connect_time": uct,
+        }
+        out.append(json.dumps(record))
+    return "\n".join(out) + "\n"
+
+
+def run(
+    tmp_path: Path, as_json: bool = False, **kw: bool
+) -> tuple[Cause | None, Verdict | None, tuple[str, ...]]:
     path = tmp_path / "access.log"
-    path.write_text(_log(7, **kw))
+    text = _log(7, **kw)
+    path.write_text(_as_json(text) if as_json else text)
     d = diagnose(read_evidence([str(path)]))
     if d.primary is None:
         return None, None, ()
@@ -91,6 +126,14 @@ def test_failures_on_reused_upstream_connections_are_reuse(tmp_path: Path) -> No
     assert cause is Cause.REUSE
     assert verdict is Verdict.LIKELY
     assert any("idle gap" in e for e in evidence), evidence
+
+
+def test_json_access_logs_give_the_same_connections(tmp_path: Path) -> None:
+    cause, verdict, evidence = run(tmp_path, as_json=True, fault=True, backends=True)
+    assert cause is Cause.REUSE
+    assert verdict is Verdict.LIKELY
+    assert any("idle gap" in e for e in evidence), evidence
+    assert run(tmp_path, as_json=True, fault=False, backends=True)[0] is None
 
 
 def test_without_the_upstream_address_the_reused_share_still_tells(tmp_path: Path) -> None:

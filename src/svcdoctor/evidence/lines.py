@@ -107,6 +107,7 @@ EVIDENCE_SHAPES = frozenset(
     {
         *("nginx-access", "nginx-error", "nginx-stream", "envoy", "envoy-json", "linkerd"),
         *("linkerd-json", "alb", "gcp", "traefik", "traefik-json", "envoy-debug"),
+        "nginx-json",
     }
 )
 # the shapes that are not evidence, as the report names them (Envoy debug lines are read
@@ -275,13 +276,15 @@ def _lines(count: int, word: str) -> str:
 
 
 def json_shape(lines: pl.Series) -> pl.Series:
-    """``envoy-json``, ``linkerd-json``, ``gcp``, ``traefik-json`` or ``other`` for JSON
-    object lines, by the fields they name."""
+    """``envoy-json``, ``linkerd-json``, ``gcp``, ``traefik-json``, ``nginx-json`` or
+    ``other`` for JSON object lines, by the fields they name."""
     envoy = lines.str.contains(r'"(?:response_code|upstream_host|response_flags|start_time)"')
     gcp = lines.str.contains(r'"(?:httpRequest|http_request)"')
     linkerd = lines.str.contains('"client.addr"', literal=True)
     # https://doc.traefik.io/traefik/observability/access-logs/ (JSON format fields)
     traefik = lines.str.contains(r'"(?:DownstreamStatus|OriginStatus)"')
+    # nginx's JSON access log (proxylogs.NGINX_JSON_FIELDS): its upstream variables
+    nginx = lines.str.contains(r'"(?:upstream_addr|upstream_status|upstream_connect_time)"')
     return (
         pl.select(
             pl.when(gcp)
@@ -292,6 +295,8 @@ def json_shape(lines: pl.Series) -> pl.Series:
             .then(pl.lit("traefik-json"))
             .when(envoy)
             .then(pl.lit("envoy-json"))
+            .when(nginx)
+            .then(pl.lit("nginx-json"))
             .otherwise(pl.lit("other"))
         )
         .to_series()

@@ -600,3 +600,77 @@ def _linkerd_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
     )
     columns = ("ts", "status", "outcome", "backend", "upstream", "client", "conn", "latency_ms")
     return conform(rows.select(columns), source).collect()
+
+
+# nginx access logs written as JSON (ingress-nginx ``log-format-escape-json`` with a JSON
+# ``log-format-upstream``; nginx ``log_format … escape=json``): the keys are the user's, so
+# the usual ones are read, by the variable they name. The example of ingress-nginx's docs
+# (kubernetes/ingress-nginx#1664, docs/user-guide/nginx-configuration/configmap.md
+# log-format-escape-json): ``{"proxy_protocol_addr": …, "proxy_add_x_forwarded_for": …,
+# "time_iso8601": "$time_iso8601", "request": …, "status": "$status", …, "request_time":
+# "$request_time", "proxy_upstream_name": …, "upstream_addr": "$upstream_addr", …,
+# "upstream_response_time": …, "upstream_status": "$upstream_status"}``; also ``time``
+# (kubernetes/ingress-nginx#9819), ``time_local`` (apache/apisix#2266) and
+# ``upstream_connect_time`` where the user logs it.
+NGINX_JSON_FIELDS = (
+    *("time_iso8601", "time", "timestamp", "time_local", "status", "request_time"),
+    *("upstream_addr", "upstream_status", "upstream_connect_time", "upstream_response_time"),
+    *("remote_addr", "x_forwarded_for", "proxy_add_x_forwarded_for", "proxy_upstream_name"),
+)
+
+
+def nginx_json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Rows for nginx JSON access-log ``lines`` (one row a request, its last upstream try:
+    the status the client got, the address that gave it), and the count that are no
+    records. ``$upstream_connect_time`` keys the upstream connection (``_reuse_conn``)."""
+    dtype = pl.Struct(dict.fromkeys(NGINX_JSON_FIELDS, pl.Utf8))
+    try:
+        fields = lines.select(pl.col("line").str.json_decode(dtype).alias("m")).unnest("m")
+    except pl.exceptions.PolarsError:
+        import json
+
+        records = []
+        for line in lines.get_column("line").to_list():
+            try:
+                value = json.loads(line)
+            except ValueError:
+                value = None
+            if isinstance(value, dict):
+                records.append(value)
+        columns = {
+            n: [None if r.get(n) is None else str(r.get(n)) for r in records]
+            for n in NGINX_JSON_FIELDS
+        }
+        fields = pl.DataFrame(columns, schema=dict.fromkeys(NGINX_JSON_FIELDS, pl.Utf8))
+    end = pl.coalesce(
+        text_seconds(pl.coalesce("time_iso8601", "time", "timestamp")),
+        text_seconds(pl.col("time_local"), "%d/%b/%Y:%H:%M:%S %z"),
+    )
+    took = pl.col("request_time").cast(pl.Float64, strict=False)
+    status = pl.col("status").cast(pl.Int64, strict=False)
+    last = _null_dash(pl.col("upstream_addr").str.split(", ").list.last())
+    forwarded = pl.coalesce(
+        _null_dash(pl.col("x_forwarded_for")), _null_dash(pl.col("proxy_add_x_forwarded_for"))
+    )
+    rows = (
+        fields.with_columns(end.alias("__end"))
+        .filter(pl.col("__end").is_not_null())
+        .with_columns(
+            (pl.col("__end") - took.fill_null(0.0)).alias("ts"),
+            status.alias("status"),
+            _status_outcome(status).alias("outcome"),
+            (took * 1000).alias("latency_ms"),
+            last.str.split(" : ").list.last().alias("backend"),
+            _null_dash(pl.col("proxy_upstream_name")).alias("upstream"),
+            pl.coalesce(
+                forwarded.str.split(",").list.first().str.strip_chars(),
+                _null_dash(pl.col("remote_addr")),
+            ).alias("client"),
+        )
+        .with_columns(
+            _reuse_conn(
+                pl.col("upstream_connect_time").str.replace_all(" : ", ", "), pl.col("backend")
+            ).alias("conn")
+        )
+    )
+    return conform(rows.lazy(), source).collect(), lines.height - rows.height

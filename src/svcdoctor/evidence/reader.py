@@ -52,7 +52,7 @@ _EVIDENCE_KINDS = frozenset({"Event", "Pod", "EndpointSlice"})
 _LINE_JSON_KEYS = frozenset(
     {
         *("log", "response_code", "upstream_host", "response_flags", "start_time"),
-        *("httpRequest", "http_request", "client.addr"),
+        *("httpRequest", "http_request", "client.addr", "upstream_addr", "upstream_status"),
     }
 )
 # the line shapes of request rows, each read by one parser (of the lines and a source name)
@@ -60,6 +60,7 @@ _ROW_PARSERS = {
     "envoy": proxylogs.envoy_text_lines,
     "envoy-json": proxylogs.envoy_json_lines,
     "envoy-debug": envoy_debug.envoy_debug_lines,
+    "nginx-json": proxylogs.nginx_json_lines,
     "linkerd": proxylogs.linkerd_apache_lines,
     "linkerd-json": proxylogs.linkerd_json_lines,
     "nginx-stream": proxylogs.nginx_stream_lines,
