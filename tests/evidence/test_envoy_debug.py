@@ -71,6 +71,12 @@ def read(text: str) -> pl.DataFrame:
     ("text", "ts", "reused"),
     [
         (POOLED, "2019-10-14T10:56:06.963", True),
+        # as posted there: grep -C's line numbers before each line
+        (
+            "".join(f"{3236824 + i}-{line}\n" for i, line in enumerate(POOLED.splitlines())),
+            "2019-10-14T10:56:06.963",
+            True,
+        ),
         (LOCAL_REPLY, "2019-08-14T20:57:18.673", None),
         (ISTIO, "2023-02-04T18:37:09.389129", None),
         (ISTIO.replace("\t", " "), "2023-02-04T18:37:09.389129", None),  # tabs lost in a paste

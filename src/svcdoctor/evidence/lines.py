@@ -122,6 +122,7 @@ NOT_EVIDENCE = {
     "other": "other",
 }
 _LEAD = 3  # leading fields (labels, stamps) tried away on lines no shape knew
+_GREP = r"^\d+[-:](?:\d+[-:])?"  # grep's line number (and byte offset), then the line
 
 
 def split(text: str) -> pl.DataFrame:
@@ -218,6 +219,16 @@ def classify(frame: pl.DataFrame, alb_line: str | None = None) -> pl.DataFrame:
     if "pod" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("pod"))
     known = [*EVIDENCE_SHAPES, "kernel", "json", *NOT_EVIDENCE.keys() - {"other"}]
+    # ``grep -n``/``-C`` line numbers (``3236824-[2019-10-14 10:56:06.963][285][debug]…``,
+    # as pasted in envoyproxy/envoy#8639): the rest is the line
+    numbered = pl.col("line").str.replace(_GREP, "")
+    tried = _shape(numbered, alb_line)
+    found = other & pl.col("line").str.contains(_GREP) & tried.is_in(known)
+    frame = frame.with_columns(
+        pl.when(found).then(numbered).otherwise(pl.col("line")).alias("line"),
+        pl.when(found).then(tried).otherwise(pl.col("shape")).alias("shape"),
+    )
+    other = pl.col("shape") == "other"
     # stern's first field is the pod (a DNS-1123 name with a dash, as ReplicaSets name pods)
     first = pl.col("line").str.extract(r"^(\S+)[ \t]", 1)
     pod_like = first.str.contains(r"^[a-z0-9][-a-z0-9.]*-[a-z0-9]+$")
