@@ -30,6 +30,9 @@ from svcdoctor.model.diagnosis import (
 # "every request opened a new connection" is a claim about the traffic: not drawn from
 # fewer requests with known connections than this
 MIN_FOR_NO_REUSE = 20
+# a deleted pod whose requests stop this long before the evidence ends has stopped serving
+# (the exit window's width, 2 s, with a margin): an assumption of this tool
+STOPPED_FOR = 5.0
 
 
 def client_concentration(ctx: Context) -> ClientConcentration | None:
@@ -41,7 +44,7 @@ def client_concentration(ctx: Context) -> ClientConcentration | None:
     total_k = int(per.get_column("k").sum())
     if per.height < 2 or total_k == 0:
         return None
-    per = per.sort("k", descending=True)
+    per = per.sort(["k", "client"], descending=[True, False])  # ties: by name
     k = per.get_column("k").to_numpy()
     n = per.get_column("n").to_numpy()
     top = int(np.searchsorted(np.cumsum(k) / total_k, 0.8) + 1)
@@ -104,13 +107,25 @@ def reused_excess(ctx: Context, failures: pl.DataFrame, reused: int) -> ReusedCo
 def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> ExitFailures | None:
     """Failures on reused connections right when their own backend's container exited,
     against the traffic's share of such moments (requests to a pod within 2 s of its
-    exit). Without backends, any exit counts and time stands in for the pairing."""
+    exit). Without backends, any exit counts and time stands in for the pairing.
+
+    The exits are the containers' ``finishedAt`` (pods' ``lastState``/``state``); where no
+    pod snapshot has them (a deleted pod is gone from ``kubectl get pods``, and its
+    ``Killing`` event is the start of its shutdown, a preStop before the exit), each
+    deleted pod's exit is the moment it stopped serving: the last request it served after
+    its deletion, when requests kept reaching it after that (``_stopped_serving``)."""
+    if reused.height == 0:
+        return None
+    moments = sorted(e.ts for e in ctx.evidence.events if e.kind is EventKind.EXIT and e.pod)
     exits = [e for e in ctx.evidence.events if e.kind is EventKind.EXIT and e.pod]
-    if not exits or reused.height == 0:
+    exit_of = _exit_by_backend(ctx, exits) if ctx.has_backend and exits else {}
+    if not exits and ctx.has_backend:
+        exit_of = _stopped_serving(ctx)
+        moments = sorted(exit_of.values())
+    if not moments:
         return None
     lo_pad, hi_pad = 1.0 + ctx.resolution, 2.0
     requests = ctx.frame.filter(pl.col("role") == "request")
-    exit_of = _exit_by_backend(ctx, exits) if ctx.has_backend else {}
     reused = _backend_of_conn(ctx, reused) if exit_of else reused
     if exit_of and reused.get_column("backend").null_count() > 0.5 * reused.height:
         exit_of = {}  # most failures name no pod: time alone pairs them with exits
@@ -128,8 +143,7 @@ def failures_at_exits(ctx: Context, reused: pl.DataFrame) -> ExitFailures | None
         hits = at_own_exit(reused, "ended")
         share = at_own_exit(requests, "ts") / max(requests.height, 1)
     else:
-        moments = np.array(sorted(e.ts for e in exits))
-        lo, hi = moments - lo_pad, moments + hi_pad
+        lo, hi = np.array(moments) - lo_pad, np.array(moments) + hi_pad
         hits = count_in(np.sort(reused.get_column("ended").to_numpy()), lo, hi)
         traffic = ctx.attempt_ts
         share = (
@@ -187,6 +201,27 @@ def _backend_of_conn(ctx: Context, failures: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _stopped_serving(ctx: Context) -> dict[str, float]:
+    """For each backend whose pod was deleted: the last request it served at or after its
+    deletion, when that is more than ``STOPPED_FOR`` s before the request evidence ends (it
+    served through its deletion, then stopped: the moment the app exited, as near as the
+    requests tell it)."""
+    served = ctx.frame.filter(
+        (pl.col("role") == "request") & ~pl.col("failed") & pl.col("backend").is_not_null()
+    )
+    if not ctx.deletions or served.height == 0:
+        return {}
+    last = served.group_by(pl.col("backend").cast(pl.Utf8)).agg(pl.col("ts").max())
+    end = ctx.traffic_span[1]
+    out = {}
+    for backend, ts in last.iter_rows():
+        pod = ctx.pod_of(str(backend))
+        deleted = ctx.deletions.get(pod.name if pod is not None else str(backend))
+        if deleted is not None and deleted - ctx.resolution <= ts < end - STOPPED_FOR:
+            out[str(backend)] = float(ts)
+    return out
+
+
 def _exit_by_backend(ctx: Context, exits: list[LifecycleEvent]) -> dict[str, float]:
     """The first container exit of the pod behind each backend seen in the requests."""
     first: dict[str, float] = {}
@@ -239,10 +274,17 @@ def assess_reuse(
         if significant and reused_share >= 0.5:
             score = 0.45 + 0.3 * reused_share
     if at_exit is not None and at_exit.failures >= s.min_failures:
+        exited = any(e.kind is EventKind.EXIT for e in ctx.evidence.events)
         evidence.append(
             f"{at_exit.failures} failures on reused connections within 2 s of "
             + ("their own backend's" if at_exit.own_backend else "a")
-            + f" container exit, where {at_exit.traffic_share:.1%} of the traffic is (binomial "
+            + (
+                " container exit"
+                if exited
+                else " deleted pod's last served request (when it stopped serving: no "
+                "container exit times were given)"
+            )
+            + f", where {at_exit.traffic_share:.1%} of the traffic is (binomial "
             f"p = {at_exit.p_value:.3g}): connections held to a terminating pod broke when "
             "it exited"
         )

@@ -150,6 +150,17 @@ TABLE: tuple[Signature, ...] = (
         f"{NGINX_UPSTREAM}; {ERRNO}",
     ),
     Signature(
+        "envoy reused connection closed",
+        r"(?:connection_termination|remote_reset)\}; on a reused pooled connection",
+        (REUSE,),
+        "Envoy's debug log shows the stream sent on a connection taken from its pool "
+        "(using existing connection) that the upstream then closed or reset before "
+        "answering: a kept-alive connection the backend had closed (its idle timeout shorter "
+        "than Envoy's), or one a pod closed at shutdown while it was still pooled",
+        _COLLECT_REUSE,
+        f"{ENVOY_DETAILS}; https://github.com/envoyproxy/envoy/issues/8639",
+    ),
+    Signature(
         "envoy connection_termination",
         r"connection_termination|(^|,)UC(,|;|$)",
         (REUSE, RACE),

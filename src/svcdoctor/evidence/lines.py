@@ -66,8 +66,14 @@ _CLF_TIME = r"\[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]"
 TRAEFIK_HINT = rf'^\S+ - \S+ {_CLF_TIME} "[^"]*" .* \d+ (?:"[^"]*"|-) (?:"[^"]*"|-) \d+ms\s*$'
 # ingress-nginx's stream (TCP/UDP) log: "[$remote_addr] [$time_local] $protocol $status …"
 NGINX_STREAM_HINT = rf"^(?:\[[^\]]*\] ?)?{_CLF_TIME} ?(?:TCP|UDP) ?\d{{3}}"
+# Envoy's debug output, its own format and istio-proxy's (``envoy_debug``): read for its
+# upstream resets, and named in what the report counts
+ENVOY_DEBUG_HINT = (
+    r"^(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\]\[\d+\]\[\w+\]\[[\w.]+\] "
+    r"|(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z[\t ]+)?"
+    r"(?:trace|debug|info|warn|warning|error|critical)[\t ]+envoy [\w.]+[\t ])"
+)
 # not evidence, but named in what the report counts (and in the answer to a paste of them)
-ENVOY_DEBUG_HINT = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\]\[\d+\]\[\w+\]\[[\w.]+\] "
 GO_PANIC_HINT = r"^(?:panic: |goroutine \d+ \[|fatal error: |\s+/\S+\.go:\d+)"
 TRACE_HINT = (
     r"^(?:Traceback \(most recent|\s+at [\w$.<>]+\(|Exception in thread "
@@ -100,10 +106,12 @@ SHAPES = (
 EVIDENCE_SHAPES = frozenset(
     {
         *("nginx-access", "nginx-error", "nginx-stream", "envoy", "envoy-json", "linkerd"),
-        *("linkerd-json", "alb", "gcp", "traefik", "traefik-json"),
+        *("linkerd-json", "alb", "gcp", "traefik", "traefik-json", "envoy-debug"),
+        "nginx-json",
     }
 )
-# the shapes that are not evidence, as the report names them
+# the shapes that are not evidence, as the report names them (Envoy debug lines are read
+# for their resets, and named when they hold none)
 NOT_EVIDENCE = {
     "klog": "klog",
     "envoy-debug": "Envoy debug",
@@ -114,6 +122,7 @@ NOT_EVIDENCE = {
     "other": "other",
 }
 _LEAD = 3  # leading fields (labels, stamps) tried away on lines no shape knew
+_GREP = r"^\d+[-:](?:\d+[-:])?"  # grep's line number (and byte offset), then the line
 
 
 def split(text: str) -> pl.DataFrame:
@@ -210,6 +219,16 @@ def classify(frame: pl.DataFrame, alb_line: str | None = None) -> pl.DataFrame:
     if "pod" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Utf8).alias("pod"))
     known = [*EVIDENCE_SHAPES, "kernel", "json", *NOT_EVIDENCE.keys() - {"other"}]
+    # ``grep -n``/``-C`` line numbers (``3236824-[2019-10-14 10:56:06.963][285][debug]…``,
+    # as pasted in envoyproxy/envoy#8639): the rest is the line
+    numbered = pl.col("line").str.replace(_GREP, "")
+    tried = _shape(numbered, alb_line)
+    found = other & pl.col("line").str.contains(_GREP) & tried.is_in(known)
+    frame = frame.with_columns(
+        pl.when(found).then(numbered).otherwise(pl.col("line")).alias("line"),
+        pl.when(found).then(tried).otherwise(pl.col("shape")).alias("shape"),
+    )
+    other = pl.col("shape") == "other"
     # stern's first field is the pod (a DNS-1123 name with a dash, as ReplicaSets name pods)
     first = pl.col("line").str.extract(r"^(\S+)[ \t]", 1)
     pod_like = first.str.contains(r"^[a-z0-9][-a-z0-9.]*-[a-z0-9]+$")
@@ -250,7 +269,7 @@ def describe(counts: dict[str, int]) -> str:
     counts = dict(counts)
     counts["other"] = counts.get("other", 0) + counts.pop("json", 0)  # JSON of no known kind
     total = sum(counts.values())
-    requests = sum(v for k, v in counts.items() if k in EVIDENCE_SHAPES)
+    requests = sum(v for k, v in counts.items() if k in EVIDENCE_SHAPES - NOT_EVIDENCE.keys())
     named = [_lines(counts[k], word) for k, word in NOT_EVIDENCE.items() if counts.get(k)]
     seen = ", ".join(
         [_lines(requests, "request"), _lines(counts.get("kernel", 0), "kernel"), *named]
@@ -268,13 +287,15 @@ def _lines(count: int, word: str) -> str:
 
 
 def json_shape(lines: pl.Series) -> pl.Series:
-    """``envoy-json``, ``linkerd-json``, ``gcp``, ``traefik-json`` or ``other`` for JSON
-    object lines, by the fields they name."""
+    """``envoy-json``, ``linkerd-json``, ``gcp``, ``traefik-json``, ``nginx-json`` or
+    ``other`` for JSON object lines, by the fields they name."""
     envoy = lines.str.contains(r'"(?:response_code|upstream_host|response_flags|start_time)"')
     gcp = lines.str.contains(r'"(?:httpRequest|http_request)"')
     linkerd = lines.str.contains('"client.addr"', literal=True)
     # https://doc.traefik.io/traefik/observability/access-logs/ (JSON format fields)
     traefik = lines.str.contains(r'"(?:DownstreamStatus|OriginStatus)"')
+    # nginx's JSON access log (proxylogs.NGINX_JSON_FIELDS): its upstream variables
+    nginx = lines.str.contains(r'"(?:upstream_addr|upstream_status|upstream_connect_time)"')
     return (
         pl.select(
             pl.when(gcp)
@@ -285,6 +306,8 @@ def json_shape(lines: pl.Series) -> pl.Series:
             .then(pl.lit("traefik-json"))
             .when(envoy)
             .then(pl.lit("envoy-json"))
+            .when(nginx)
+            .then(pl.lit("nginx-json"))
             .otherwise(pl.lit("other"))
         )
         .to_series()

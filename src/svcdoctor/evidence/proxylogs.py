@@ -195,24 +195,72 @@ def nginx_access_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, 
 
 def _combined(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
     """Rows (with ``__end`` and the raw ``__time``) for access lines in nginx's ``combined``
-    or ``main`` format, and the count of lines that are neither."""
-    parsed = lines.select(pl.col("line").str.extract_groups(NGINX_COMBINED).alias("m")).unnest("m")
+    or ``main`` format, and the count of lines that are neither. Timing fields appended as
+    ``key=value`` (``_TAIL``) give the request's duration, its upstream and whether its
+    upstream connection was reused (``_reuse_conn``)."""
+    parsed = lines.select(
+        pl.col("line").str.extract_groups(NGINX_COMBINED).alias("m"),
+        *(pl.col("line").str.extract(rx, 1).alias(f"__{k}") for k, rx in _TAIL.items()),
+    ).unnest("m")
     kept = parsed.filter(pl.col("time").is_not_null())
     end = text_seconds(pl.col("time"), "%d/%b/%Y:%H:%M:%S %z")
     status = pl.col("status").cast(pl.Int64)
+    took = pl.col("__rt").cast(pl.Float64, strict=False)
+    upstream = _null_dash(pl.col("__ua").str.split(", ").list.last())
     rows = kept.with_columns(
-        end.alias("ts"),
+        (end - took.fill_null(0.0)).alias("ts"),
         end.alias("__end"),
         pl.col("time").alias("__time"),
         status.alias("status"),
         _status_outcome(status).alias("outcome"),
+        (took * 1000).alias("latency_ms"),
+        upstream.alias("backend"),
         pl.coalesce(
             _null_dash(pl.col("xff")).str.split(",").list.first().str.strip_chars(),
             _null_dash(pl.col("client")),
         ).alias("client"),
-    )
+    ).with_columns(_reuse_conn(pl.col("__uct"), pl.col("backend")).alias("conn"))
     frame = conform(rows.lazy(), source, keep=("__end", "__time")).collect()
     return frame, parsed.height - kept.height
+
+
+# Timing fields that hand-written formats append to "combined" as key=value (quoted or
+# not): NGINX's ``upstream_time`` format (``rt=$request_time uct="$upstream_connect_time"
+# uht="$upstream_header_time" urt="$upstream_response_time"``,
+# https://docs.nginx.com/nginx/admin-guide/monitoring/logging/), its ``apm`` format's
+# long names (``upstream_addr=… request_time=… upstream_connect_time=…``,
+# https://blog.nginx.org/blog/using-nginx-logging-for-application-performance-monitoring)
+# and unquoted variants (decompme/decomp.me ``nginx/production.conf``: ``rt=… urt=… uht=…
+# uct=…``). Several tries are listed like ``$upstream_addr``: ``0.000, 0.001``.
+_TAIL = {
+    "rt": r'\s(?:rt|request_time)="?(\d+(?:\.\d+)?)"?(?:\s|$)',
+    "uct": r'\s(?:uct|upstream_connect_time)="?([-\d.]+(?:(?:, | : )[-\d.]+)*)"?(?:\s|$)',
+    "ua": r'\s(?:ua|upstream_addr)="?([^\s"]+(?:(?:, | : )[^\s"]+)*)"?(?:\s|$)',
+}
+
+
+def _reuse_conn(connect_times: pl.Expr, backend: pl.Expr) -> pl.Expr:
+    """The upstream connection of a request, from ``$upstream_connect_time`` (of its last
+    try): nginx computes it when the request is first sent, as the time since the upstream
+    connect began (src/http/ngx_http_upstream.c, ``ngx_http_upstream_send_request``:
+    ``connect_time = ngx_current_msec - u->start_time``); a connection taken from the
+    keepalive cache is ready at once, so a reused connection logs exactly ``0.000``
+    (https://nginx.org/en/docs/http/ngx_http_upstream_module.html#var_upstream_connect_time:
+    "time spent on establishing a connection"), and a new one more (or also 0.000 when the
+    connect took under a millisecond: a reuse count is then an upper bound); ``-``: no
+    connection was made. The pooled connection itself is not named: a new connection
+    starts a group of the upstream (the address, else the one upstream of the log), and
+    the requests that reused a connection after it join that group, so ``reused`` is true
+    of every 0.000 after the first new connection seen."""
+    last = connect_times.str.split(", ").list.last().str.split(" : ").list.last()
+    seconds = pl.when(last == "-").then(None).otherwise(last.cast(pl.Float64, strict=False))
+    key = backend.cast(pl.Utf8).fill_null("upstream")
+    opened = (seconds > 0).fill_null(False).cast(pl.Int64).cum_sum().over(key)
+    return (
+        pl.when(seconds.is_null())
+        .then(None)
+        .otherwise(pl.concat_str([key, pl.lit("#"), opened.cast(pl.Utf8)]))
+    )
 
 
 def nginx_stream_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
@@ -552,3 +600,77 @@ def _linkerd_rows(frame: pl.DataFrame, source: str) -> pl.DataFrame:
     )
     columns = ("ts", "status", "outcome", "backend", "upstream", "client", "conn", "latency_ms")
     return conform(rows.select(columns), source).collect()
+
+
+# nginx access logs written as JSON (ingress-nginx ``log-format-escape-json`` with a JSON
+# ``log-format-upstream``; nginx ``log_format … escape=json``): the keys are the user's, so
+# the usual ones are read, by the variable they name. The example of ingress-nginx's docs
+# (kubernetes/ingress-nginx#1664, docs/user-guide/nginx-configuration/configmap.md
+# log-format-escape-json): ``{"proxy_protocol_addr": …, "proxy_add_x_forwarded_for": …,
+# "time_iso8601": "$time_iso8601", "request": …, "status": "$status", …, "request_time":
+# "$request_time", "proxy_upstream_name": …, "upstream_addr": "$upstream_addr", …,
+# "upstream_response_time": …, "upstream_status": "$upstream_status"}``; also ``time``
+# (kubernetes/ingress-nginx#9819), ``time_local`` (apache/apisix#2266) and
+# ``upstream_connect_time`` where the user logs it.
+NGINX_JSON_FIELDS = (
+    *("time_iso8601", "time", "timestamp", "time_local", "status", "request_time"),
+    *("upstream_addr", "upstream_status", "upstream_connect_time", "upstream_response_time"),
+    *("remote_addr", "x_forwarded_for", "proxy_add_x_forwarded_for", "proxy_upstream_name"),
+)
+
+
+def nginx_json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
+    """Rows for nginx JSON access-log ``lines`` (one row a request, its last upstream try:
+    the status the client got, the address that gave it), and the count that are no
+    records. ``$upstream_connect_time`` keys the upstream connection (``_reuse_conn``)."""
+    dtype = pl.Struct(dict.fromkeys(NGINX_JSON_FIELDS, pl.Utf8))
+    try:
+        fields = lines.select(pl.col("line").str.json_decode(dtype).alias("m")).unnest("m")
+    except pl.exceptions.PolarsError:
+        import json
+
+        records = []
+        for line in lines.get_column("line").to_list():
+            try:
+                value = json.loads(line)
+            except ValueError:
+                value = None
+            if isinstance(value, dict):
+                records.append(value)
+        columns = {
+            n: [None if r.get(n) is None else str(r.get(n)) for r in records]
+            for n in NGINX_JSON_FIELDS
+        }
+        fields = pl.DataFrame(columns, schema=dict.fromkeys(NGINX_JSON_FIELDS, pl.Utf8))
+    end = pl.coalesce(
+        text_seconds(pl.coalesce("time_iso8601", "time", "timestamp")),
+        text_seconds(pl.col("time_local"), "%d/%b/%Y:%H:%M:%S %z"),
+    )
+    took = pl.col("request_time").cast(pl.Float64, strict=False)
+    status = pl.col("status").cast(pl.Int64, strict=False)
+    last = _null_dash(pl.col("upstream_addr").str.split(", ").list.last())
+    forwarded = pl.coalesce(
+        _null_dash(pl.col("x_forwarded_for")), _null_dash(pl.col("proxy_add_x_forwarded_for"))
+    )
+    rows = (
+        fields.with_columns(end.alias("__end"))
+        .filter(pl.col("__end").is_not_null())
+        .with_columns(
+            (pl.col("__end") - took.fill_null(0.0)).alias("ts"),
+            status.alias("status"),
+            _status_outcome(status).alias("outcome"),
+            (took * 1000).alias("latency_ms"),
+            last.str.split(" : ").list.last().alias("backend"),
+            _null_dash(pl.col("proxy_upstream_name")).alias("upstream"),
+            pl.coalesce(
+                forwarded.str.split(",").list.first().str.strip_chars(),
+                _null_dash(pl.col("remote_addr")),
+            ).alias("client"),
+        )
+        .with_columns(
+            _reuse_conn(
+                pl.col("upstream_connect_time").str.replace_all(" : ", ", "), pl.col("backend")
+            ).alias("conn")
+        )
+    )
+    return conform(rows.lazy(), source).collect(), lines.height - rows.height

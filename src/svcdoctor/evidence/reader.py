@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.evidence import kernel, lines, loadgen, proxylogs, traefik, unwrap
+from svcdoctor.evidence import envoy_debug, kernel, lines, loadgen, proxylogs, traefik, unwrap
 from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, objects, read_kubectl
 from svcdoctor.evidence.nginxjoin import Part, nginx_bundle
 from svcdoctor.evidence.requests import RequestLogError, empty, read_canonical
@@ -52,13 +52,15 @@ _EVIDENCE_KINDS = frozenset({"Event", "Pod", "EndpointSlice"})
 _LINE_JSON_KEYS = frozenset(
     {
         *("log", "response_code", "upstream_host", "response_flags", "start_time"),
-        *("httpRequest", "http_request", "client.addr"),
+        *("httpRequest", "http_request", "client.addr", "upstream_addr", "upstream_status"),
     }
 )
 # the line shapes of request rows, each read by one parser (of the lines and a source name)
 _ROW_PARSERS = {
     "envoy": proxylogs.envoy_text_lines,
     "envoy-json": proxylogs.envoy_json_lines,
+    "envoy-debug": envoy_debug.envoy_debug_lines,
+    "nginx-json": proxylogs.nginx_json_lines,
     "linkerd": proxylogs.linkerd_apache_lines,
     "linkerd-json": proxylogs.linkerd_json_lines,
     "nginx-stream": proxylogs.nginx_stream_lines,
@@ -425,7 +427,8 @@ def _read_lines(text: str, name: str, got: _Collected) -> None:
             got.problems.append(
                 f"{name}: {bad} lines look like {shape} but do not parse in full, skipped"
             )
-    rest = {k: v for k, v in counts.items() if k in _NOT_EVIDENCE}
+    read = {p.fmt for p in got.parts if p.path == name and p.frame.height}
+    rest = {k: v for k, v in counts.items() if k in _NOT_EVIDENCE and k not in read}
     if rest:
         got.problems.append(f"{name}: {_counted(rest).strip(' ()')}: not evidence")
 

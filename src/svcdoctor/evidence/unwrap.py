@@ -48,6 +48,7 @@ _LOG_KEYS = frozenset(
     {
         *("log", "message", "textPayload", "jsonPayload", "MESSAGE", "response_code"),
         *("start_time", "response_flags", "client.addr", "DownstreamStatus", "StartUTC"),
+        *("upstream_addr", "upstream_status"),  # nginx's JSON access log
     }
 )
 _TIME_KEYS = ("time", "timestamp", "@timestamp", "receiveTimestamp", "date", "ts")
