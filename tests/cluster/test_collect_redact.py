@@ -92,20 +92,9 @@ def _collect(tmp_path: Path, redact: bool) -> tuple[Path, dict[str, Any]]:
 
 
 def _verdict(bundle: Path) -> Any:
-    """diagnose's JSON of the bundle, its folder's name left out, and without the reuse
-    analysis' ``client_concentration``: its order of clients with as many failures is not
-    stable from one run to the next on the same bundle (diagnose/reuse.py sorts polars'
-    unordered group_by by failures alone)."""
+    """diagnose's JSON of the bundle, its folder's name left out."""
     text = render_json(diagnose(read_evidence([str(bundle)]), Settings()))
-    return _without(json.loads(text.replace(str(bundle), "BUNDLE")), "client_concentration")
-
-
-def _without(value: Any, key: str) -> Any:
-    if isinstance(value, dict):
-        return {k: _without(v, key) for k, v in value.items() if k != key}
-    if isinstance(value, list):
-        return [_without(v, key) for v in value]
-    return value
+    return json.loads(text.replace(str(bundle), "BUNDLE"))
 
 
 def _texts(bundle: Path) -> dict[str, str]:
