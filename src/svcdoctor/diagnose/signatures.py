@@ -89,7 +89,8 @@ _COLLECT_RACE = (
 _COLLECT_REUSE = (
     "the backend's keep-alive idle timeout and the proxy's (nginx keepalive_timeout, "
     "Envoy idle_timeout, ALB/GCLB idle timeout), and the access log with the upstream "
-    "connection (Envoy %UPSTREAM_LOCAL_ADDRESS%, nginx $connection) around the failures"
+    "connection (Envoy %UPSTREAM_LOCAL_ADDRESS%, nginx $upstream_connect_time: 0.000 on a "
+    "reused one) around the failures"
 )
 _COLLECT_BACKEND = (
     "the access log with the upstream address of every request (to compare backends), and "
