@@ -45,6 +45,8 @@ SCENARIO_NAMES = (
     "keepalive-fixed",
     "sigkill",
     "broken-node",
+    "lb-ip",
+    "lb-ip-fixed",
 )
 
 Progress = Callable[[str, int, int], None]
