@@ -250,13 +250,11 @@ class TargetGroup:
     state: dict[str, TargetState] = field(default_factory=dict)
     gated: set[str] = field(default_factory=set)  # pods the LB has registered (gate true)
     _routable: set[str] = field(default_factory=set, init=False)
-    _due: dict[str, float] = field(
-        default_factory=dict, init=False
-    )  # per pod: its last change's time
+    _due: dict[str, float] = field(default_factory=dict, init=False)  # pod → its last change
     _cut: dict[str, asyncio.TimerHandle] = field(default_factory=dict, init=False)
     _timers: set[asyncio.TimerHandle] = field(default_factory=set, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
-    _pending: int = field(default=0, init=False)  # changes whose leg has not ended (the cuts aside)
+    _pending: int = field(default=0, init=False)  # changes in their leg (the cuts aside)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     def watch(self, backends: Sequence[Backend]) -> None:
@@ -333,7 +331,7 @@ class TargetGroup:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-# the deregistration delay's end: maintenance (set first when needed), then the cut
+# the deregistration delay's end: no traffic at all to the target, what is in flight cut
 _CUT = ["set server {server} state maint", "shutdown sessions server {server}"]
 
 
