@@ -131,6 +131,9 @@ def _deregistration(settings: tuple[HopSetting, ...], current: float) -> float:
 
 
 _LB_FIXED = replace(_LB, deregistration=_deregistration(LB_SETTINGS, _LB.deregistration))
+# Load long enough before and after the rollout that diagnose's placement test tells the
+# failures 5-8 s after each deletion from chance (with 5 s each, p ≈ 0.09; with these, 0.01)
+LB_BASELINE, LB_TAIL = 20.0, 15.0
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -225,6 +228,8 @@ SCENARIOS: dict[str, Scenario] = {
             load=_NEW,
             propagation=_LB_PROPAGATION,
             lb=_LB,
+            baseline=LB_BASELINE,
+            tail=LB_TAIL,
             description=f"through a load balancer in IP mode (a real haproxy) whose leg is "
             f"{LB_LEG.a:g}-{LB_LEG.b:g} s: the kube-proxy-sized preStop "
             f"({FIXED_PLAN.prestop_seconds} s) ends before it stops sending new requests",
@@ -240,6 +245,8 @@ SCENARIOS: dict[str, Scenario] = {
             load=_NEW,
             propagation=_LB_PROPAGATION,
             lb=_LB_FIXED,
+            baseline=LB_BASELINE,
+            tail=LB_TAIL,
             description=f"the path-aware plan: a preStop of {LB_PLAN.prestop_seconds} s covers "
             f"the load balancer's leg, its deregistration delay {_LB_FIXED.deregistration:g} s",
         ),
