@@ -47,6 +47,8 @@ SCENARIO_NAMES = (
     "broken-node",
     "drain",
     "drain-fixed",
+    "lb-ip",
+    "lb-ip-fixed",
 )
 
 Progress = Callable[[str, int, int], None]

@@ -12,7 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from svcdoctor.evidence.write import write_bundle
 from svcdoctor.lab.cleanup import claim, lock_dir
 from svcdoctor.lab.cluster import Cluster, Drain, drain_node, rolling_update, wait_ready
 from svcdoctor.lab.datapath import Datapath, LabError, PodNet, UserspaceDatapath, get_status
+from svcdoctor.lab.haproxy import BalancerDatapath, BalancerFacts, GatedCluster, balancer_facts
 from svcdoctor.lab.kernel import KernelDatapath
 from svcdoctor.lab.load import REQUEST_TIMEOUT, Load, _Conn, outcome_of
 from svcdoctor.lab.nginx import IngressDatapath, IngressFacts, ingress_facts
@@ -60,6 +61,9 @@ def make_datapath(kind: str, prefix: str, seed: int, scenario: Scenario | None =
     if scenario is not None and scenario.ingress is not None:
         folder = lock_dir() / f"{prefix}-jobs" / "ingress-nginx"
         return IngressDatapath(dp, scenario.ingress, folder)
+    if scenario is not None and scenario.lb is not None:  # a load balancer (lab/haproxy.py)
+        folder = lock_dir() / f"{prefix}-jobs" / "haproxy"
+        return BalancerDatapath(dp, scenario.lb, scenario.propagation.lb, folder, seed)
     return dp
 
 
@@ -103,6 +107,8 @@ async def run(
     if isinstance(dp, IngressDatapath):
         ingress = dp
         cluster.on_change = lambda: ingress.watch(cluster.routable())
+    if isinstance(dp, BalancerDatapath):
+        cluster = balanced_cluster(dp, scenario, seed, prefix)
     load = EvictableLoad(scenario.load, dp, scenario.nodes, seed)
     started = time.time()
     with claim(prefix):
@@ -121,6 +127,8 @@ async def run(
                 await dp.close()
                 if isinstance(dp, IngressDatapath):
                     _keep_ingress_logs(dp, out)
+                if isinstance(dp, BalancerDatapath):
+                    _keep_lb_logs(dp, out)
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     frame = _requests(load, dp)
@@ -130,6 +138,10 @@ async def run(
         failed = int((frame.get_column("outcome") != "ok").sum())
         facts = ingress_facts(dp.spec, out / INGRESS_DIR, dp.nginx.reloads, failed)
         problems += facts.problems
+    lb = None
+    if isinstance(dp, BalancerDatapath) and dp.haproxy is not None:
+        lb = _lb_facts(scenario, cluster, load, dp, frame)
+        problems += lb.problems
     if problems:
         raise RunInvalid(
             f"run invalid: {'; '.join(problems)} (the run did not happen as planned: no verdict)"
@@ -144,10 +156,10 @@ async def run(
             Outcome(r["outcome"]): r["len"]
             for r in frame.group_by("outcome").len().iter_rows(named=True)
         },
-        ground_truth(scenario, cluster, load, dp.name),
+        lb_truth(ground_truth(scenario, cluster, load, dp.name), lb),
         probe,
     )
-    write_lab_bundle(result, cluster, frame, out, time.time() - started, facts)
+    write_lab_bundle(result, cluster, frame, out, time.time() - started, facts, lb)
     return result
 
 
@@ -295,6 +307,8 @@ async def _drive(
                     "waiting for the deleted pods to exit and every node to drop them", done, total
                 ),
             )
+            if isinstance(dp, BalancerDatapath):
+                await dp.settled()  # and the load balancer stopped sending to them
             step("every deleted pod exited and left every node's rules")
             await asyncio.sleep(scenario.tail)
             step("tail done")
@@ -331,6 +345,9 @@ async def start_pods(
     await cluster.settled()
     if isinstance(dp, IngressDatapath):
         await dp.settled()
+    if isinstance(dp, BalancerDatapath):
+        await dp.settled()
+        dp.begin()  # the first pods were the LB's targets before the run
     return old
 
 
@@ -485,6 +502,51 @@ def _keep_ingress_logs(dp: IngressDatapath, out: Path) -> None:
         dp.folder.parent.rmdir()  # the run's jobs directory, when nothing else is in it
 
 
+def balanced_cluster(dp: BalancerDatapath, scenario: Scenario, seed: int, prefix: str) -> Cluster:
+    """The cluster behind the load balancer: it follows the routable pods, and with its
+    readiness gate the Deployment waits for the LB to register each new pod."""
+    gate = dp.registered if dp.spec.readiness_gate else (lambda pod: True)
+    cluster = GatedCluster(dp, scenario.nodes, scenario.propagation, seed, prefix, gate=gate)
+    cluster.on_change = lambda: dp.watch(cluster.routable())
+    return cluster
+
+
+def _lb_facts(
+    scenario: Scenario, cluster: Cluster, load: Load, dp: BalancerDatapath, frame: pl.DataFrame
+) -> BalancerFacts:
+    """The load balancer's ground truth, checked against the run's."""
+    stopped = {n: t for n, p in cluster.pods.items() if (t := cluster.stopped_listening(p))}
+    deleted = [n for n, p in cluster.pods.items() if p.deleted_at is not None]
+    sent = sorted(t for times in load.sent_by_node().values() for t in times)
+    failed = int((frame.get_column("outcome") != "ok").sum())
+    return balancer_facts(dp, stopped, deleted, failed, sent, bad_planned=scenario.bad > 0)
+
+
+def lb_truth(truth: LabTruth, lb: BalancerFacts | None) -> LabTruth:
+    """With a load balancer in front, the race is in its leg: the expected failures are
+    its model's, and each deleted pod's routing stopped when the nodes' and the LB's did."""
+    if lb is None:
+        return truth
+    pods = tuple(
+        replace(p, routing_stopped=(*p.routing_stopped, lb.removed[p.pod]))
+        if p.pod in lb.removed
+        else p
+        for p in truth.deleted_pods
+    )
+    return replace(truth, expected_race_failures=round(lb.expected, 1), deleted_pods=pods)
+
+
+def _keep_lb_logs(dp: BalancerDatapath, out: Path) -> None:
+    """haproxy's log into the bundle, unread by diagnose (the clients' log is the
+    evidence), then its working directory goes."""
+    for name, path in dp.logs().items():
+        (out / HIDDEN_DIR).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, out / HIDDEN_DIR / name)
+    shutil.rmtree(dp.folder, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        dp.folder.parent.rmdir()  # the run's jobs directory, when nothing else is in it
+
+
 def write_lab_bundle(
     result: RunResult,
     cluster: Cluster,
@@ -492,6 +554,7 @@ def write_lab_bundle(
     out: Path,
     seconds: float,
     ingress: IngressFacts | None = None,
+    lb: BalancerFacts | None = None,
 ) -> None:
     write_bundle(out, frame, cluster.events, cluster.snapshot(), cluster.endpoints, "lab")
     scenario = result.scenario
@@ -528,6 +591,7 @@ def write_lab_bundle(
                 "ground_truth": truth_to_dict(result.truth),
                 "direct_probe": probe_to_dict(result.probe),
                 "ingress": None if ingress is None else ingress.to_dict(),
+                "load_balancer": None if lb is None else lb.to_dict(),
                 "seconds": round(seconds, 2),
             }
             | ({"drain": drain_to_dict(cluster, cluster.drains[0])} if cluster.drains else {}),

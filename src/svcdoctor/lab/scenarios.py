@@ -5,12 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from svcdoctor.lab.names import NAMESPACE, SERVICE
 from svcdoctor.lab.nginx import IngressSpec
-from svcdoctor.model.dist import Dist
-from svcdoctor.model.remedy import ShutdownFacts, plan_shutdown
+from svcdoctor.model.dist import Dist, DistKind
+from svcdoctor.model.finding import ObjectRef
+from svcdoctor.model.hops import DEFAULT_DEREGISTRATION_SECONDS, Hop, Implementation, Leg
+from svcdoctor.model.remedy import HopChange, HopSetting, ShutdownFacts, plan_hops, plan_shutdown
 from svcdoctor.model.scenario import (
+    LAB_PROPAGATION,
     ConnectionMode,
     Event,
+    LoadBalancerSpec,
     LoadSpec,
     PodSpec,
     ScenarioSpec,
@@ -41,6 +46,10 @@ class Scenario(ScenarioSpec):
         ScenarioSpec.__post_init__(self)
         if self.propagation.override is None:
             raise ValueError("a lab scenario's propagation is one delay (override)")
+        if self.ingress is not None and self.lb is not None:
+            raise ValueError(
+                "a lab scenario has an ingress or a load balancer in IP mode, not both"
+            )
 
     @property
     def delay(self) -> Dist:
@@ -70,8 +79,10 @@ class Scenario(ScenarioSpec):
         slowest node's propagation), the tail, the direct probe."""
         if not self.rollout:
             return 10 + self.baseline + self.steady
-        settle = self.delay.high + self.propagation.min_sync
-        rollout = self.replicas * (self.pause + 1) + self.pod.grace + 2 + settle
+        lb = self.propagation.lb.high if self.lb is not None else 0.0  # the LB's leg
+        settle = max(self.delay.high, lb) + self.propagation.min_sync
+        gate = lb if self.lb is not None and self.lb.readiness_gate else 0.0  # new pods wait
+        rollout = self.replicas * (self.pause + 1 + gate) + self.pod.grace + 2 + settle
         return 10 + self.baseline + rollout + self.tail
 
 
@@ -102,6 +113,42 @@ _FIXED = PodSpec(
 # the drains' PodDisruptionBudget: one of the 4 pods may be down, so node-0's second pod is
 # evicted only once the first one's replacement is Ready (its first eviction is refused)
 DRAIN_BUDGET = 1
+
+# The lab's load balancer in IP mode (lab/haproxy.py). Its leg, from a pod's deregistration
+# to its last new request, is uniform 6-8 s: the 25 s to 2 minutes of cloud load balancers
+# (model/hops.py) scaled down to keep a run short, and longer than the kube-proxy-sized
+# preStop (FIXED_PLAN's 5 s), as theirs is. Its deregistration delay is ELB's default
+# (300 s); the pods carry its readiness gate.
+LB_LEG = Dist(DistKind.UNIFORM, 6.0, 8.0)
+_LB_PROPAGATION = replace(LAB_PROPAGATION, lb=LB_LEG)
+_LB = LoadBalancerSpec(deregistration=DEFAULT_DEREGISTRATION_SECONDS, readiness_gate=True)
+# The path-aware plan: FIXED_PLAN's facts with the LB on the path (its leg, the upper bound
+# of the lab's), and the LB's own settings plan_hops asks for (its deregistration delay).
+LB_HOP = Hop(
+    Implementation.CLOUD_LB,
+    Leg(LB_LEG.high, "the lab's load balancer (lab/haproxy.py)"),
+    via=ObjectRef("Service", NAMESPACE, SERVICE),
+    readiness_gate=True,
+    deregistration=Leg(_LB.deregistration, "ELB's default deregistration delay"),
+)
+_LB_FACTS = ShutdownFacts(hop_window_seconds=LB_HOP.leg.seconds, window_hop=LB_HOP.label)
+LB_PLAN = plan_shutdown(_LB_FACTS)
+LB_SETTINGS = plan_hops(LB_PLAN, _LB_FACTS, (LB_HOP,), ObjectRef("Deployment", NAMESPACE, SERVICE))
+
+
+def _deregistration(settings: tuple[HopSetting, ...], current: float) -> float:
+    """The deregistration delay the settings ask for (``deregistration_delay.timeout_
+    seconds=N``, model/remedy.py ``_tg_setting``; ``current`` when none)."""
+    for setting in settings:
+        if setting.change is HopChange.DEREGISTRATION:
+            return float(setting.value.rsplit("=", 1)[-1])
+    return current
+
+
+_LB_FIXED = replace(_LB, deregistration=_deregistration(LB_SETTINGS, _LB.deregistration))
+# Load long enough before and after the rollout that diagnose's placement test tells the
+# failures 5-8 s after each deletion from chance (with 5 s each, p ≈ 0.09; with these, 0.01)
+LB_BASELINE, LB_TAIL = 20.0, 15.0
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -208,6 +255,35 @@ SCENARIOS: dict[str, Scenario] = {
             event=Event.DRAIN,
             pdb_max_unavailable=DRAIN_BUDGET,
             description="the same drain with the planned preStop sleep and grace period",
+        ),
+        Scenario(
+            name="lb-ip",
+            expect="race",
+            pod=_FIXED,
+            load=_NEW,
+            propagation=_LB_PROPAGATION,
+            lb=_LB,
+            baseline=LB_BASELINE,
+            tail=LB_TAIL,
+            description=f"through a load balancer in IP mode (a real haproxy) whose leg is "
+            f"{LB_LEG.a:g}-{LB_LEG.b:g} s: the kube-proxy-sized preStop "
+            f"({FIXED_PLAN.prestop_seconds} s) ends before it stops sending new requests",
+        ),
+        Scenario(
+            name="lb-ip-fixed",
+            expect=None,
+            pod=PodSpec(
+                shutdown=ShutdownMode.GRACEFUL,
+                prestop=float(LB_PLAN.prestop_seconds),
+                grace=float(LB_PLAN.grace_seconds),
+            ),
+            load=_NEW,
+            propagation=_LB_PROPAGATION,
+            lb=_LB_FIXED,
+            baseline=LB_BASELINE,
+            tail=LB_TAIL,
+            description=f"the path-aware plan: a preStop of {LB_PLAN.prestop_seconds} s covers "
+            f"the load balancer's leg, its deregistration delay {_LB_FIXED.deregistration:g} s",
         ),
     )
 }
