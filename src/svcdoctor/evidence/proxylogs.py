@@ -43,6 +43,9 @@ Shapes (each with where it was seen):
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 import polars as pl
 
 from svcdoctor.evidence.requests import conform, text_seconds
@@ -461,26 +464,32 @@ def envoy_json(records: list[dict[str, object]], source: str) -> pl.DataFrame:
     return _envoy_json_rows(frame, source)
 
 
+def _json_fields(lines: pl.DataFrame, names: Sequence[str]) -> tuple[pl.DataFrame, int]:
+    """The named fields of JSON ``lines`` as text columns, and how many lines are no JSON
+    objects: decoded by polars as a batch (counted as 0 then), one line at a time only if
+    a line breaks the batch."""
+    dtype = pl.Struct(dict.fromkeys(names, pl.Utf8))
+    try:
+        return lines.select(pl.col("line").str.json_decode(dtype).alias("m")).unnest("m"), 0
+    except pl.exceptions.PolarsError:
+        pass
+    records = []
+    for line in lines.get_column("line").to_list():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            records.append(value)
+    columns = {n: [None if r.get(n) is None else str(r.get(n)) for r in records] for n in names}
+    frame = pl.DataFrame(columns, schema=dict.fromkeys(names, pl.Utf8))
+    return frame, lines.height - len(records)
+
+
 def envoy_json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, int]:
     """Rows for Envoy JSON ``lines`` decoded by polars; lines that are not JSON objects are
     counted (and the batch decoded one line at a time only if one of them breaks it)."""
-    dtype = pl.Struct(dict.fromkeys(ENVOY_JSON_FIELDS, pl.Utf8))
-    try:
-        fields = lines.select(pl.col("line").str.json_decode(dtype).alias("m")).unnest("m")
-        unparsed = 0
-    except pl.exceptions.PolarsError:
-        import json
-
-        records = []
-        for line in lines.get_column("line").to_list():
-            try:
-                value = json.loads(line)
-            except ValueError:
-                value = None
-            if isinstance(value, dict):
-                records.append(value)
-        unparsed = lines.height - len(records)
-        return envoy_json(records, source), unparsed
+    fields, unparsed = _json_fields(lines, ENVOY_JSON_FIELDS)
     return _envoy_json_rows(fields, source), unparsed
 
 
@@ -623,25 +632,7 @@ def nginx_json_lines(lines: pl.DataFrame, source: str) -> tuple[pl.DataFrame, in
     """Rows for nginx JSON access-log ``lines`` (one row a request, its last upstream try:
     the status the client got, the address that gave it), and the count that are no
     records. ``$upstream_connect_time`` keys the upstream connection (``_reuse_conn``)."""
-    dtype = pl.Struct(dict.fromkeys(NGINX_JSON_FIELDS, pl.Utf8))
-    try:
-        fields = lines.select(pl.col("line").str.json_decode(dtype).alias("m")).unnest("m")
-    except pl.exceptions.PolarsError:
-        import json
-
-        records = []
-        for line in lines.get_column("line").to_list():
-            try:
-                value = json.loads(line)
-            except ValueError:
-                value = None
-            if isinstance(value, dict):
-                records.append(value)
-        columns = {
-            n: [None if r.get(n) is None else str(r.get(n)) for r in records]
-            for n in NGINX_JSON_FIELDS
-        }
-        fields = pl.DataFrame(columns, schema=dict.fromkeys(NGINX_JSON_FIELDS, pl.Utf8))
+    fields, _ = _json_fields(lines, NGINX_JSON_FIELDS)
     end = pl.coalesce(
         text_seconds(pl.coalesce("time_iso8601", "time", "timestamp")),
         text_seconds(pl.col("time_local"), "%d/%b/%Y:%H:%M:%S %z"),

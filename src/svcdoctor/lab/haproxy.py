@@ -37,13 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
-import ctypes
 import os
 import random
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -56,8 +53,16 @@ from pathlib import Path
 from typing import Any
 
 from svcdoctor.lab.cluster import Cluster
-from svcdoctor.lab.datapath import Backend, Datapath, LabError, PodNet
-from svcdoctor.lab.kernel import SUBNET, KernelDatapath
+from svcdoctor.lab.datapath import Backend, Datapath, LabError
+from svcdoctor.lab.front import (
+    START_SECONDS,
+    FrontedDatapath,
+    last_complaint,
+    spawn,
+    stop,
+    until_listening,
+)
+from svcdoctor.lab.kernel import SUBNET
 from svcdoctor.model.dist import Dist
 from svcdoctor.model.scenario import LoadBalancerSpec
 
@@ -66,9 +71,6 @@ LISTEN_PORT = 80
 FRONTEND, BACKEND = "lb", "targets"
 LOG = "haproxy.log"
 SOCKET = "admin.sock"
-START_SECONDS = 10.0  # haproxy listens within this, or the run fails
-STOP_SECONDS = 5.0  # after SIGTERM, then SIGKILL
-PR_SET_PDEATHSIG = 1
 # haproxy logs times to the millisecond; the lab's timers and the log's clock differ by
 # that and the event loop's latency
 TOLERANCE = 0.05
@@ -139,17 +141,6 @@ def config(listen: tuple[str, int], folder: Path, user: bool = False) -> str:
     )
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM (haproxy's hard stop) when the lab exits."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Haproxy:
     """One haproxy process serving from ``folder``, and its runtime API."""
@@ -167,45 +158,17 @@ class Haproxy:
         path = self.folder / "haproxy.cfg"
         path.write_text(config(self.listen, self.folder, user=os.geteuid() == 0))
         command = [_binary(), "-db", "-f", str(path)]
-        if self.netns:
-            command = ["ip", "netns", "exec", self.netns, *command]
-        self.process = subprocess.Popen(
-            command,
-            cwd=self.folder,
-            env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin"), "TZ": "UTC"},
-            stdin=subprocess.DEVNULL,
-            stdout=(self.folder / LOG).open("wb"),
-            stderr=(self.folder / "haproxy.stderr").open("wb"),
-            start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 (no threads fork here)
-        )
-        loop = asyncio.get_running_loop()
+        self.process = spawn(command, self.folder, self.netns, LOG, "haproxy.stderr")
+        await until_listening(self.process, probe, self.listen, "haproxy", self._why)
         end = time.monotonic() + START_SECONDS
-        with probe:
-            while True:
-                if self.process.poll() is not None:
-                    raise LabError(f"haproxy did not start: {self._why()}")
-                try:
-                    await asyncio.wait_for(loop.sock_connect(probe, self.listen), 0.5)
-                    break
-                except (OSError, TimeoutError) as exc:
-                    if time.monotonic() > end:
-                        raise LabError(
-                            f"haproxy did not listen within {START_SECONDS:g} s"
-                        ) from exc
-                    await asyncio.sleep(0.05)
         while not (self.folder / SOCKET).exists():
             if time.monotonic() > end:
                 raise LabError("haproxy's runtime API socket did not appear")
             await asyncio.sleep(0.05)
 
     def _why(self) -> str:
-        with contextlib.suppress(OSError):
-            lines = (self.folder / "haproxy.stderr").read_text(errors="replace").splitlines()
-            bad = [ln for ln in lines if "[ALERT]" in ln] or lines
-            if bad:
-                return bad[-1].strip()
-        return f"exit {self.process.returncode if self.process else '?'}"
+        found = last_complaint(self.folder / "haproxy.stderr", ("[ALERT]",))
+        return found or f"exit {self.process.returncode if self.process else '?'}"
 
     async def command(self, text: str) -> str:
         """One runtime-API command (non-interactive: haproxy answers and closes)."""
@@ -218,17 +181,8 @@ class Haproxy:
             writer.close()
 
     async def stop(self) -> None:
-        """SIGTERM (hard stop), SIGKILL to its process group after ``STOP_SECONDS``."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            await asyncio.wait_for(asyncio.to_thread(proc.wait), STOP_SECONDS)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await asyncio.to_thread(proc.wait)
+        """SIGTERM (haproxy's hard stop), SIGKILL to its process group after a while."""
+        await stop(self.process)
 
 
 # What haproxy answers a command that worked (management guide, section 9.3)
@@ -387,7 +341,7 @@ def parse_log(lines: Sequence[str]) -> list[LogEntry]:
 
 
 @dataclass
-class BalancerDatapath:
+class BalancerDatapath(FrontedDatapath):
     """A datapath whose clients reach the pods through the load balancer (haproxy):
     everything else (pods, kube-proxy's rules, probes) is the inner datapath's."""
 
@@ -411,11 +365,7 @@ class BalancerDatapath:
         if reason:
             raise HaproxyUnavailable(reason)
         await self.inner.start(nodes)
-        if isinstance(self.inner, KernelDatapath):
-            ns = await asyncio.to_thread(self.inner.add_namespace, "lb", LISTEN_IP)
-            listen, netns = (LISTEN_IP, LISTEN_PORT), ns
-        else:
-            listen, netns = ("127.0.0.1", _free_port()), None
+        listen, netns = await self.listen_address("lb", LISTEN_IP, LISTEN_PORT)
         self.haproxy = Haproxy(self.folder, listen, netns)
         await self.haproxy.start(self.inner.client_socket(0))
         rng = random.Random(self.seed * 7919 + 31)
@@ -430,15 +380,6 @@ class BalancerDatapath:
     def registered(self, pod: str) -> bool:
         """The readiness gate: the LB has registered the pod."""
         return self.group is not None and pod in self.group.gated
-
-    async def add_pod(self, pod: str) -> PodNet:
-        return await self.inner.add_pod(pod)
-
-    async def remove_pod(self, pod: str) -> None:
-        await self.inner.remove_pod(pod)
-
-    def program(self, node: int, backends: list[Backend]) -> None:
-        self.inner.program(node, backends)
 
     def watch(self, backends: Sequence[Backend]) -> None:
         if self.group is not None:
@@ -456,12 +397,6 @@ class BalancerDatapath:
         assert self.haproxy is not None
         return self.haproxy.listen
 
-    def client_socket(self, node: int) -> socket.socket:
-        return self.inner.client_socket(node)
-
-    def probe_socket(self, pod: PodNet) -> socket.socket:
-        return self.inner.probe_socket(pod)
-
     def backend_of(self, node: int, local_port: int, at: float | None = None) -> str | None:
         """The target haproxy logged for the client's connection from ``local_port``."""
         seen = [e for e in self.entries if e.client[1] == local_port]
@@ -469,12 +404,6 @@ class BalancerDatapath:
             return None
         entry = min(seen, key=lambda e: abs(e.at - at)) if at is not None else seen[-1]
         return None if entry.server.startswith("<") else entry.server
-
-    def node_netns(self, node: int) -> str | None:
-        return self.inner.node_netns(node)
-
-    def break_node(self, node: int, share: float) -> None:
-        self.inner.break_node(node, share)
 
     async def close(self) -> None:
         if self.group is not None:

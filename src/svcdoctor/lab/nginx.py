@@ -19,8 +19,6 @@ ingress-nginx configures it, so that what ``diagnose`` reads is what a real prox
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import os
 import re
 import shutil
@@ -34,8 +32,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from svcdoctor.lab.datapath import Backend, Datapath, LabError, PodNet
-from svcdoctor.lab.kernel import SUBNET, KernelDatapath
+from svcdoctor.lab.datapath import Backend, Datapath, LabError
+from svcdoctor.lab.front import FrontedDatapath, last_complaint, spawn, stop, until_listening
+from svcdoctor.lab.kernel import SUBNET
 from svcdoctor.lab.names import UPSTREAM
 
 LISTEN_IP = f"{SUBNET}.255.200"  # the ingress's namespace on the fabric (nodes: .255.10+)
@@ -43,9 +42,6 @@ LISTEN_PORT = 80
 ACCESS_LOG = "access.log"  # upstreaminfo: what the controller's container writes
 COMBINED_LOG = "access-combined.log"
 ERROR_LOG = "error.log"
-START_SECONDS = 10.0  # nginx listens within this, or the run fails
-STOP_SECONDS = 5.0  # after SIGTERM, then SIGKILL
-PR_SET_PDEATHSIG = 1
 
 # ingress-nginx's default access-log format, copied from
 # https://kubernetes.github.io/ingress-nginx/user-guide/nginx-configuration/log-format/
@@ -162,17 +158,6 @@ def config(
     )
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM (nginx's fast shutdown) when the lab exits."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Nginx:
     """One nginx master process serving the ingress from ``folder``."""
@@ -206,39 +191,14 @@ class Nginx:
         self._write([])
         command = [_binary(), "-p", f"{self.folder}/", "-c", str(self.folder / "nginx.conf")]
         command += ["-g", "daemon off;"]
-        if self.netns:
-            command = ["ip", "netns", "exec", self.netns, *command]
-        self.process = subprocess.Popen(
-            command,
-            cwd=self.folder,
-            env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin"), "TZ": "UTC"},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=(self.folder / "nginx.stderr").open("wb"),
-            start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 (no threads fork here)
-        )
-        loop = asyncio.get_running_loop()
-        end = time.monotonic() + START_SECONDS
-        with probe:
-            while True:
-                if self.process.poll() is not None:
-                    raise LabError(f"nginx did not start: {self._why()}")
-                try:
-                    await asyncio.wait_for(loop.sock_connect(probe, self.listen), 0.5)
-                    return
-                except (OSError, TimeoutError) as exc:
-                    if time.monotonic() > end:
-                        raise LabError(f"nginx did not listen within {START_SECONDS:g} s") from exc
-                    await asyncio.sleep(0.05)
+        self.process = spawn(command, self.folder, self.netns, None, "nginx.stderr")
+        await until_listening(self.process, probe, self.listen, "nginx", self._why)
 
     def _why(self) -> str:
         for name in ("nginx.stderr", ERROR_LOG):
-            with contextlib.suppress(OSError):
-                lines = (self.folder / name).read_text(errors="replace").strip().splitlines()
-                bad = [ln for ln in lines if "[emerg]" in ln or "[alert]" in ln] or lines
-                if bad:
-                    return bad[-1]
+            found = last_complaint(self.folder / name, ("[emerg]", "[alert]"))
+            if found:
+                return found
         return f"exit {self.process.returncode if self.process else '?'}"
 
     def watch(self, backends: Sequence[Backend]) -> None:
@@ -266,24 +226,15 @@ class Nginx:
         return self._timer is None and list(self._applied) == self._want
 
     async def stop(self) -> None:
-        """SIGTERM (fast shutdown), SIGKILL to its process group after ``STOP_SECONDS``."""
+        """SIGTERM (nginx's fast shutdown), SIGKILL to its process group after a while."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            await asyncio.wait_for(asyncio.to_thread(proc.wait), STOP_SECONDS)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await asyncio.to_thread(proc.wait)
+        await stop(self.process)
 
 
 @dataclass
-class IngressDatapath:
+class IngressDatapath(FrontedDatapath):
     """A datapath whose clients reach the Service through the nginx ingress: everything
     else (pods, kube-proxy's rules, probes) is the inner datapath's."""
 
@@ -303,23 +254,9 @@ class IngressDatapath:
         if reason:
             raise NginxUnavailable(reason)
         await self.inner.start(nodes)
-        if isinstance(self.inner, KernelDatapath):
-            kernel = self.inner
-            ns = await asyncio.to_thread(kernel.add_namespace, "ing", LISTEN_IP)
-            listen, netns = (LISTEN_IP, LISTEN_PORT), ns
-        else:
-            listen, netns = ("127.0.0.1", _free_port()), None
+        listen, netns = await self.listen_address("ing", LISTEN_IP, LISTEN_PORT)
         self.nginx = Nginx(self.spec, self.folder, listen, netns, errors=self.errors)
         await self.nginx.start(self.inner.client_socket(0))
-
-    async def add_pod(self, pod: str) -> PodNet:
-        return await self.inner.add_pod(pod)
-
-    async def remove_pod(self, pod: str) -> None:
-        await self.inner.remove_pod(pod)
-
-    def program(self, node: int, backends: list[Backend]) -> None:
-        self.inner.program(node, backends)
 
     def watch(self, backends: Sequence[Backend]) -> None:
         if self.nginx is not None:
@@ -338,20 +275,8 @@ class IngressDatapath:
         assert self.nginx is not None
         return self.nginx.listen
 
-    def client_socket(self, node: int) -> socket.socket:
-        return self.inner.client_socket(node)
-
-    def probe_socket(self, pod: PodNet) -> socket.socket:
-        return self.inner.probe_socket(pod)
-
     def backend_of(self, node: int, local_port: int, at: float | None = None) -> str | None:
         return None  # the clients' connections end at nginx: its logs name the backends
-
-    def node_netns(self, node: int) -> str | None:
-        return self.inner.node_netns(node)
-
-    def break_node(self, node: int, share: float) -> None:
-        self.inner.break_node(node, share)
 
     async def close(self) -> None:
         if self.nginx is not None:

@@ -1,0 +1,147 @@
+"""A real proxy in front of the lab's pods (nginx as the ingress, haproxy as a load
+balancer): its process, in a network namespace of its own on the kernel datapath or on
+loopback on the userspace one, dying with the lab (``lab clean`` finds what a crash left),
+waited for until it listens and stopped with SIGTERM, then SIGKILL; and the datapath whose
+clients go through it, everything else (pods, kube-proxy's rules, probes) being the inner
+datapath's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from svcdoctor.lab.datapath import Backend, Datapath, LabError, PodNet
+from svcdoctor.lab.kernel import KernelDatapath
+
+START_SECONDS = 10.0  # a proxy listens within this, or the run fails
+STOP_SECONDS = 5.0  # after SIGTERM, then SIGKILL to its process group
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM (nginx's fast shutdown, haproxy's hard stop) when
+    the lab exits."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spawn(
+    command: list[str], folder: Path, netns: str | None, stdout: str | None, stderr: str
+) -> subprocess.Popen[bytes]:
+    """The proxy's process, in ``netns`` when given, working in ``folder`` (its standard
+    output and error in files there; no output file: discarded), in a session of its own,
+    on UTC. Call it from the event loop's thread (the parent-death signal is the calling
+    thread's)."""
+    if netns:
+        command = ["ip", "netns", "exec", netns, *command]
+    with contextlib.ExitStack() as files:
+        out = files.enter_context((folder / stdout).open("wb")) if stdout else None
+        return subprocess.Popen(
+            command,
+            cwd=folder,
+            env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin"), "TZ": "UTC"},
+            stdin=subprocess.DEVNULL,
+            stdout=out or subprocess.DEVNULL,
+            stderr=files.enter_context((folder / stderr).open("wb")),
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 (no threads fork here)
+        )
+
+
+async def until_listening(
+    process: subprocess.Popen[bytes],
+    probe: socket.socket,
+    listen: tuple[str, int],
+    name: str,
+    why: Callable[[], str],
+) -> None:
+    """Wait until ``process`` accepts on ``listen`` (``probe``: an unconnected socket from
+    where the clients are); ``LabError`` with ``why()`` when it exits, or after
+    ``START_SECONDS``."""
+    loop = asyncio.get_running_loop()
+    end = time.monotonic() + START_SECONDS
+    with probe:
+        while True:
+            if process.poll() is not None:
+                raise LabError(f"{name} did not start: {why()}")
+            try:
+                await asyncio.wait_for(loop.sock_connect(probe, listen), 0.5)
+                return
+            except (OSError, TimeoutError) as exc:
+                if time.monotonic() > end:
+                    raise LabError(f"{name} did not listen within {START_SECONDS:g} s") from exc
+                await asyncio.sleep(0.05)
+
+
+def last_complaint(path: Path, marks: tuple[str, ...]) -> str | None:
+    """The last line of ``path`` holding one of ``marks`` (else its last line; ``None``
+    when it is unreadable or empty)."""
+    with contextlib.suppress(OSError):
+        lines = path.read_text(errors="replace").strip().splitlines()
+        bad = [ln for ln in lines if any(m in ln for m in marks)] or lines
+        if bad:
+            return bad[-1].strip()
+    return None
+
+
+async def stop(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL to its process group after ``STOP_SECONDS``."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        await asyncio.wait_for(asyncio.to_thread(process.wait), STOP_SECONDS)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await asyncio.to_thread(process.wait)
+
+
+class FrontedDatapath:
+    """What a datapath behind a proxy passes to its inner datapath unchanged."""
+
+    inner: Datapath
+
+    async def listen_address(
+        self, tag: str, ip: str, port: int
+    ) -> tuple[tuple[str, int], str | None]:
+        """Where the proxy listens, and its network namespace: on the kernel datapath a
+        namespace of its own at ``ip:port`` on the fabric; else a free port on loopback."""
+        if isinstance(self.inner, KernelDatapath):
+            netns = await asyncio.to_thread(self.inner.add_namespace, tag, ip)
+            return (ip, port), netns
+        return ("127.0.0.1", free_port()), None
+
+    async def add_pod(self, pod: str) -> PodNet:
+        return await self.inner.add_pod(pod)
+
+    async def remove_pod(self, pod: str) -> None:
+        await self.inner.remove_pod(pod)
+
+    def program(self, node: int, backends: list[Backend]) -> None:
+        self.inner.program(node, backends)
+
+    def client_socket(self, node: int) -> socket.socket:
+        return self.inner.client_socket(node)
+
+    def probe_socket(self, pod: PodNet) -> socket.socket:
+        return self.inner.probe_socket(pod)
+
+    def node_netns(self, node: int) -> str | None:
+        return self.inner.node_netns(node)
+
+    def break_node(self, node: int, share: float) -> None:
+        self.inner.break_node(node, share)
