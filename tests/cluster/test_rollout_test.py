@@ -50,7 +50,7 @@ from tests.cluster.conftest import Served
 
 ROOT = Path(__file__).resolve().parents[2]
 
-KEYS = {"workload", "requests", "failed", "by_outcome", "primary_cause", "window_seconds",
+KEYS = {"workload", "through", "path", "requests", "failed", "by_outcome", "primary_cause", "window_seconds",
         "endpoint_update_seconds", "remedy", "bundle", "diagnosis_file"}  # fmt: skip
 
 

@@ -54,6 +54,12 @@ DIAGNOSIS_FILE = "diagnosis.json"  # beside the bundle's evidence; diagnose skip
     help="Failures allowed before the exit code is 1 (a CI gate).",
 )
 @path_option
+@option(
+    "--through",
+    metavar="EDGE",
+    help="Send the load through an edge: http://HOST[:PORT]/PATH, ingress/NAME or gateway/NAME.",
+    default_text="the Service's ClusterIP",
+)
 @click.option("--keepalive", is_flag=True, help="Reuse connections (default: one per request).")
 @image_option("Image of the agent (python 3.9+).")
 @option(
@@ -76,6 +82,7 @@ def rollout_test(
     tail: float,
     max_failures: float,
     path: str,
+    through: str | None,
     keepalive: bool,
     image: str | None,
     out: Path | None,
@@ -115,7 +122,7 @@ def rollout_test(
             api.namespace, kind, name, out or Path(f"rollout-test-{name}"), service,
             float(rate), duration, tail=tail, keepalive=keepalive, path=path, port=port,
             image=image, allow_outage=allow_outage, redact=not no_redact,
-            network_policy=network_policy,
+            network_policy=network_policy, through=through,
         )  # fmt: skip
         show = fmt == "text" and sys.stderr.isatty()
         outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))
@@ -142,6 +149,8 @@ def to_dict(t: RolloutTest) -> dict[str, Any]:
     primary = t.primary
     return {
         "workload": t.plan.workload,
+        "through": t.plan.through,
+        "path": t.edge.route(f"{t.plan.namespace}/{t.service}") if t.edge else None,
         "requests": t.requests,
         "failed": t.failed,
         "by_outcome": t.by_outcome,
@@ -175,9 +184,9 @@ def _write_diagnosis(t: RolloutTest) -> None:
 def _text(o: RolloutTest) -> None:
     console = stdout_console()
     kinds = ", ".join(f"{k} {n}" for k, n in o.by_outcome.items() if k != "ok")
+    where = o.edge.route(f"{o.plan.namespace}/{o.service}") if o.edge else f"Service {o.service}"
     console.print(
-        f"{o.plan.workload} in {o.plan.namespace} restarted under load through Service "
-        f"{o.service}: "
+        f"{o.plan.workload} in {o.plan.namespace} restarted under load through {where}: "
         f"{o.failed} of {o.requests} requests failed" + (f" ({kinds})" if o.failed else ""),
         soft_wrap=True,
     )
