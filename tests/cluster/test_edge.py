@@ -4,6 +4,9 @@ the agent's arguments through it."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +170,64 @@ def test_agent_args_send_to_the_edge_with_its_host_and_path() -> None:
     plain = agent_args(plan, Edge(EdgeKind.SERVICE, "api", "10.96.0.1:80"), "api")
     assert "--host-header" not in plain
     assert plain[plain.index("--upstream") + 1] == "shop/api"
+
+
+# ---- end to end against lab serve (userspace datapath; serialised by the lab lock) -------
+# lab serve's Ingress has the node address (127.0.0.1 on the userspace datapath) without a
+# port, and its ingress-nginx stand-in (each node's proxy) listens on the controller pod's
+# hostPort: the load goes there with --through URL; ingress/NAME is resolved from the
+# lab's own Ingress object.
+
+
+@pytest.mark.lab
+def test_rollout_test_through_the_ingress_stand_in(tmp_path: Path) -> None:
+    from svcdoctor.cluster.api import connect_active
+    from svcdoctor.lab.objects import INGRESS_NAMESPACE
+    from tests.cluster.test_live_lab import SVCDOCTOR, svcdoctor
+
+    kubeconfig = tmp_path / "kubeconfig"
+    command = [*SVCDOCTOR, "lab", "serve", "--scenario", "race", "--datapath", "userspace",
+               "--for", "150", "--kubeconfig-out", str(kubeconfig), "--format", "json",
+               "--no-load"]  # fmt: skip
+    lab = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert lab.stdout is not None
+        assert lab.stdout.readline(), "lab serve ended before serving"
+        api = connect_active(kubeconfig=str(kubeconfig))
+        (ingress,) = api.list("ingresses", api.namespace)
+        edge = ingress_edge(ingress, "api")  # the lab's Ingress routes / to the Service
+        assert (edge.address, edge.path) == ("127.0.0.1:80", "/")
+        controller = api.list("pods", INGRESS_NAMESPACE)[0]
+        port = controller["spec"]["containers"][0]["ports"][0]["hostPort"]
+        url = f"http://127.0.0.1:{port}/"
+        refused = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
+                            "--through", "ingress/none", "--yes")  # fmt: skip
+        assert refused.returncode == 2
+        assert "ingress/none" in refused.stderr
+        assert "not found" in refused.stderr
+        done = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
+                         "--rate", "40", "--duration", "60", "--yes", "-o", "json",
+                         "--through", url, "--out", str(tmp_path / "bundle"),
+                         timeout=200)  # fmt: skip
+        left = json.loads(
+            svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json").stdout
+        )["found"]
+    finally:
+        lab.send_signal(signal.SIGINT)
+        lab.wait(60)
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
+    assert report["through"] == url
+    assert report["path"] == f"{url} → Service {api.namespace}/api → pods"
+    assert report["requests"] > 0
+    assert left == []
+    manifest = json.loads((tmp_path / "bundle" / "collect.json").read_text())
+    assert manifest["rollout_test"]["path"] == report["path"]
+    if report["diagnosis_file"] is not None:  # the diagnosis names the hop too
+        diagnosis = json.loads(Path(report["diagnosis_file"]).read_text())
+        assert diagnosis["load_path"] == report["path"]
+    rows = [
+        json.loads(line) for f in (tmp_path / "bundle").glob("client-*.jsonl") for line in f.open()
+    ]
+    assert rows
+    assert {r["upstream"] for r in rows} == {f"{api.namespace}/api"}

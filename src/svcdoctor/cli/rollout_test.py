@@ -173,10 +173,13 @@ def _write_diagnosis(t: RolloutTest) -> None:
     if t.diagnosis is None:
         return
     from svcdoctor.cluster.collect import write_atomic
-    from svcdoctor.report.diagnosis import render_json
+    from svcdoctor.report.diagnosis import diagnosis_to_dict
 
+    document = diagnosis_to_dict(t.diagnosis)
+    if t.edge is not None:  # the hop the load entered by, edge first
+        document["load_path"] = t.edge.route(f"{t.plan.namespace}/{t.service}")
     try:
-        write_atomic(diagnosis_file(t), render_json(t.diagnosis) + "\n")
+        write_atomic(diagnosis_file(t), json.dumps(document, indent=2, default=str) + "\n")
     except OSError as exc:
         fail(f"--out {t.bundle}: writing {DIAGNOSIS_FILE}: {exc.strerror or exc}")
 
