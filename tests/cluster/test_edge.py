@@ -231,3 +231,12 @@ def test_rollout_test_through_the_ingress_stand_in(tmp_path: Path) -> None:
     ]
     assert rows
     assert {r["upstream"] for r in rows} == {f"{api.namespace}/api"}
+
+
+def test_a_malformed_through_is_refused_before_the_cluster_is_read() -> None:
+    from svcdoctor.cluster.rollout import check_plan
+
+    for bad in ("svc/api", "ingress/", "http://:80/", "ftp://x/"):
+        with pytest.raises(Refused, match=r"^--through "):
+            check_plan(Plan("shop", "deployments", "api", Path("o"), through=bad))
+    check_plan(Plan("shop", "deployments", "api", Path("o"), through="gateway/infra/edge"))

@@ -95,7 +95,8 @@ def rollout_test(
 ) -> None:
     """Restart WORKLOAD (deployment/NAME) under load and report what the rollout dropped.
 
-    Starts svcdoctor's agent as a Job sending --rate requests/s through the Service,
+    Starts svcdoctor's agent as a Job sending --rate requests/s through the Service (or
+    --through an edge in front of it: a URL, ingress/NAME or gateway/NAME),
     restarts the workload as `kubectl rollout restart` does, watches pods and
     EndpointSlices until the rollout has finished plus --tail, stops the load, writes the
     evidence bundle (--out) and diagnoses it: failures by kind and phase, the race window,

@@ -223,7 +223,9 @@ def restart_patch(now: float) -> dict[str, Any]:
 
 def check_plan(plan: Plan) -> None:
     """``Refused`` when the load's ``duration`` cannot hold the warm-up, a rollout and the
-    tail (pure; before anything is read or created)."""
+    tail, or ``--through`` is not an edge (pure; before anything is read or created)."""
+    if plan.through is not None and edges.parse_through(plan.through)[0] is EdgeKind.URL:
+        edges.url_edge(plan.through)
     if plan.duration <= plan.warmup + plan.tail:
         raise Refused(
             f"--duration {plan.duration:g}s leaves no time for the rollout: it must exceed "
