@@ -63,7 +63,9 @@ class Edge:
         """The path the load took, edge first (``service``: namespace/name)."""
         if self.kind is EdgeKind.SERVICE:
             return f"ClusterIP {self.address} → Service {service} → pods"
-        via = "" if self.kind is EdgeKind.URL else f" ({self.scheme}://{self.address}{self.path})"
+        if self.kind is EdgeKind.URL:
+            return f"{self.name} → Service {service} → pods"
+        via = f" ({self.scheme}://{self.address}{self.path})"
         host = f", Host {self.host}" if self.host else ""
         return f"{self.name}{via}{host} → Service {service} → pods"
 
