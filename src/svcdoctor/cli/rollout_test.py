@@ -54,6 +54,12 @@ DIAGNOSIS_FILE = "diagnosis.json"  # beside the bundle's evidence; diagnose skip
     help="Failures allowed before the exit code is 1 (a CI gate).",
 )
 @path_option
+@option(
+    "--through",
+    metavar="EDGE",
+    help="Send the load through an edge: http://HOST[:PORT]/PATH, ingress/NAME or gateway/NAME.",
+    default_text="the Service's ClusterIP",
+)
 @click.option("--keepalive", is_flag=True, help="Reuse connections (default: one per request).")
 @image_option("Image of the agent (python 3.9+).")
 @option(
@@ -76,6 +82,7 @@ def rollout_test(
     tail: float,
     max_failures: float,
     path: str,
+    through: str | None,
     keepalive: bool,
     image: str | None,
     out: Path | None,
@@ -88,7 +95,8 @@ def rollout_test(
 ) -> None:
     """Restart WORKLOAD (deployment/NAME) under load and report what the rollout dropped.
 
-    Starts svcdoctor's agent as a Job sending --rate requests/s through the Service,
+    Starts svcdoctor's agent as a Job sending --rate requests/s through the Service (or
+    --through an edge in front of it: a URL, ingress/NAME or gateway/NAME),
     restarts the workload as `kubectl rollout restart` does, watches pods and
     EndpointSlices until the rollout has finished plus --tail, stops the load, writes the
     evidence bundle (--out) and diagnoses it: failures by kind and phase, the race window,
@@ -115,7 +123,7 @@ def rollout_test(
             api.namespace, kind, name, out or Path(f"rollout-test-{name}"), service,
             float(rate), duration, tail=tail, keepalive=keepalive, path=path, port=port,
             image=image, allow_outage=allow_outage, redact=not no_redact,
-            network_policy=network_policy,
+            network_policy=network_policy, through=through,
         )  # fmt: skip
         show = fmt == "text" and sys.stderr.isatty()
         outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))
@@ -142,6 +150,8 @@ def to_dict(t: RolloutTest) -> dict[str, Any]:
     primary = t.primary
     return {
         "workload": t.plan.workload,
+        "through": t.plan.through,
+        "path": t.edge.route(f"{t.plan.namespace}/{t.service}") if t.edge else None,
         "requests": t.requests,
         "failed": t.failed,
         "by_outcome": t.by_outcome,
@@ -164,10 +174,13 @@ def _write_diagnosis(t: RolloutTest) -> None:
     if t.diagnosis is None:
         return
     from svcdoctor.cluster.collect import write_atomic
-    from svcdoctor.report.diagnosis import render_json
+    from svcdoctor.report.diagnosis import diagnosis_to_dict
 
+    document = diagnosis_to_dict(t.diagnosis)
+    if t.edge is not None:  # the hop the load entered by, edge first
+        document["load_path"] = t.edge.route(f"{t.plan.namespace}/{t.service}")
     try:
-        write_atomic(diagnosis_file(t), render_json(t.diagnosis) + "\n")
+        write_atomic(diagnosis_file(t), json.dumps(document, indent=2, default=str) + "\n")
     except OSError as exc:
         fail(f"--out {t.bundle}: writing {DIAGNOSIS_FILE}: {exc.strerror or exc}")
 
@@ -175,9 +188,9 @@ def _write_diagnosis(t: RolloutTest) -> None:
 def _text(o: RolloutTest) -> None:
     console = stdout_console()
     kinds = ", ".join(f"{k} {n}" for k, n in o.by_outcome.items() if k != "ok")
+    where = o.edge.route(f"{o.plan.namespace}/{o.service}") if o.edge else f"Service {o.service}"
     console.print(
-        f"{o.plan.workload} in {o.plan.namespace} restarted under load through Service "
-        f"{o.service}: "
+        f"{o.plan.workload} in {o.plan.namespace} restarted under load through {where}: "
         f"{o.failed} of {o.requests} requests failed" + (f" ({kinds})" if o.failed else ""),
         soft_wrap=True,
     )

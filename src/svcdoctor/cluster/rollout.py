@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from svcdoctor.cluster import edge as edges
 from svcdoctor.cluster.agentjob import (
     START_SECONDS,
     AgentSpec,
@@ -60,6 +61,7 @@ from svcdoctor.cluster.collect import (
     stream,
     write_atomic,
 )
+from svcdoctor.cluster.edge import Edge, EdgeKind
 from svcdoctor.cluster.reader import ClusterError, WatchEvent, WatchGap
 from svcdoctor.cluster.window import keep_events_of, watched_pods
 from svcdoctor.diagnose import Settings, diagnose
@@ -73,13 +75,11 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 KINDS = {"deployment": "deployments", "statefulset": "statefulsets"}
 ALIASES = {"deploy": "deployment", "deployments": "deployment", "sts": "statefulset",
            "statefulsets": "statefulset"}  # fmt: skip
+Refused = edges.Refused  # defined beside the edge's refusals; importers name it here
+service_address = edges.service_address
 STOP_SECONDS = 20.0  # for the agent to end after its pod is deleted
 LOST_SECONDS = 15.0  # reads failing this long (after the policy's retries): the server is lost
 PHASES = ("before", "during", "after")
-
-
-class Refused(SvcdoctorError):
-    """rollout-test will not run as asked (one line, exit 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +103,7 @@ class Plan:
     timeout: float = 2.0
     redact: bool = True  # the bundle's secrets (evidence.redact); --no-redact keeps them
     network_policy: bool = False  # bound the agent's traffic to the Service's pods and DNS
+    through: str | None = None  # --through: an edge (URL, ingress/NAME, gateway/NAME)
 
     @property
     def workload(self) -> str:
@@ -162,6 +163,7 @@ class RolloutTest:
     notes: tuple[str, ...] = ()
     diagnosis_error: str | None = None
     incomplete: tuple[str, ...] = ()  # why the test cannot pass (empty: complete)
+    edge: Edge | None = None  # where the load entered (None: not resolved)
 
     @property
     def race(self) -> RaceDetails | None:
@@ -221,7 +223,9 @@ def restart_patch(now: float) -> dict[str, Any]:
 
 def check_plan(plan: Plan) -> None:
     """``Refused`` when the load's ``duration`` cannot hold the warm-up, a rollout and the
-    tail (pure; before anything is read or created)."""
+    tail, or ``--through`` is not an edge (pure; before anything is read or created)."""
+    if plan.through is not None and edges.parse_through(plan.through)[0] is EdgeKind.URL:
+        edges.url_edge(plan.through)
     if plan.duration <= plan.warmup + plan.tail:
         raise Refused(
             f"--duration {plan.duration:g}s leaves no time for the rollout: it must exceed "
@@ -269,23 +273,6 @@ def pick_service(
     if not found:
         raise Refused(f"no Service selects the pods of {workload}; pass --service")
     raise Refused(f"several Services select the pods of {workload} ({names}); pass --service")
-
-
-def service_address(service: Mapping[str, Any], port: str | None = None) -> str:
-    """``ClusterIP:port`` of the Service (``port``: a port's name or number; default: the
-    first)."""
-    spec = service.get("spec") or {}
-    name = (service.get("metadata") or {}).get("name")
-    ip = spec.get("clusterIP")
-    if not ip or ip == "None":
-        raise Refused(f"service {name} is headless (no ClusterIP): nothing to load through")
-    ports = spec.get("ports") or []
-    chosen = [p for p in ports if port is None or port in (str(p.get("port")), p.get("name"))]
-    if not chosen:
-        known = ", ".join(str(p.get("name") or p.get("port")) for p in ports) or "none"
-        raise Refused(f"service {name} has no port {port} (ports: {known})")
-    host = f"[{ip}]" if ":" in str(ip) else str(ip)
-    return f"{host}:{chosen[0]['port']}"
 
 
 def phase_of(ts: float, timing: Timing) -> str:
@@ -485,14 +472,17 @@ def _wait(condition: Callable[[], bool], until: float, step: float = 0.5) -> boo
     return condition()
 
 
-def agent_args(plan: Plan, address: str, service: str) -> tuple[str, ...]:
-    """The load agent's arguments: service mode through ``address`` at ``plan.rate`` for
+def agent_args(plan: Plan, edge: Edge, service: str) -> tuple[str, ...]:
+    """The load agent's arguments: service mode to ``edge`` at ``plan.rate`` for
     ``plan.duration``, one connection per request unless ``plan.keepalive``."""
+    path = plan.path if plan.path != "/" or edge.kind is EdgeKind.SERVICE else edge.path
     args = [
-        "--mode", "service", "--service", address, "--rate", f"{plan.rate:g}",
-        "--duration", f"{plan.duration:g}", "--protocol", "http", "--path", plan.path,
-        "--timeout", f"{plan.timeout:g}", "--upstream", f"{plan.namespace}/{service}",
+        "--mode", "service", "--service", edge.address, "--rate", f"{plan.rate:g}",
+        "--duration", f"{plan.duration:g}", "--protocol", "http", "--path", path,
+        "--timeout", f"{plan.timeout:g}",
+        "--upstream", edge.upstream or f"{plan.namespace}/{service}",
         "--max-requests", str(int(plan.rate * plan.duration) + 1),
+        *(("--host-header", edge.host) if edge.host else ()),
     ]  # fmt: skip
     if plan.keepalive:
         args.append("--keepalive")
@@ -531,10 +521,10 @@ def run(
     else:
         service = pick_service(api.list("services", ns), template_labels, plan.workload)
     svc_name = str(service["metadata"]["name"])
-    address = service_address(service, plan.port)
+    edge = edges.target(api, plan.namespace, service, plan.port, plan.through, plan.network_policy)
     pod_labels = label_selector(service)
     bound = plan.duration + plan.timeout  # the last requests end within their timeout
-    spec = AgentSpec(ns, "rollout", agent_args(plan, address, svc_name), bound)
+    spec = AgentSpec(ns, "rollout", agent_args(plan, edge, svc_name), bound)
     if plan.image:
         spec = replace(spec, image=plan.image)
     if plan.network_policy:
@@ -550,8 +540,8 @@ def run(
     cleaned: list[Cleanup] = []
     follower = Follower(api, ns, end + STOP_SECONDS, selector=f"job-name={spec.name}")
     watch = _Watch(api, ns, svc_name, pod_labels, end + STOP_SECONDS)
-    evidence = _Evidence(plan, svc_name, started)
-    progress(f"load through {ns}/{svc_name} ({address}) at {plan.rate:g}/s: job {spec.name}")
+    evidence = _Evidence(plan, svc_name, started, edge)
+    progress(f"load through {edge.route(f'{ns}/{svc_name}')} at {plan.rate:g}/s: job {spec.name}")
     try:
         with deployed(api, spec, on_cleanup=cleaned.append):
             try:
@@ -601,6 +591,7 @@ def run(
         tuple(notes),
         error,
         tuple(incomplete),
+        edge,
     )
 
 
@@ -702,6 +693,7 @@ class _Evidence:
     plan: Plan
     service: str
     started: float
+    edge: Edge | None = None  # where the load entered
     written: list[str] = field(default_factory=list)
     redactor: Redactor = field(init=False)
 
@@ -782,6 +774,7 @@ class _Evidence:
         context["rollout_test"] = {
             "workload": f"{self.plan.namespace}/{self.plan.workload}",
             "rate": self.plan.rate,
+            "path": self.edge and self.edge.route(f"{self.plan.namespace}/{self.service}"),
         }
         context["notes"] = all_notes
         context["redacted"] = self.redactor.totals(out / n for n in names)
