@@ -611,3 +611,12 @@ def test_piped_text_is_plain_and_not_wrapped(tmp_path: Path) -> None:
     assert header.startswith("  warning ")
     assert any(len(ln) > 80 for ln in lines)  # long lines stay whole
     assert all(not ln.startswith(" " * 6 + "container") for ln in lines)  # no wrapped tail
+
+
+def test_plain_consoles_print_brackets_as_they_are(capsys: pytest.CaptureFixture[str]) -> None:
+    """rollout-test and probe print the analyses' sentences, which may name a config table
+    (``[tool.svcdoctor.hops]``): rich's markup would swallow it."""
+    from svcdoctor.cli._output import stdout_console
+
+    stdout_console(markup=False).print("its leg (say so in [tool.svcdoctor.hops]); [bold]x[/]")
+    assert capsys.readouterr().out == "its leg (say so in [tool.svcdoctor.hops]); [bold]x[/]\n"

@@ -12,10 +12,13 @@ from rich.console import Console
 PIPE_WIDTH = 200
 
 
-def stdout_console(*, stderr: bool = False, highlight: bool = False) -> Console:
-    """A console on stdout (or stderr); off a terminal it does not wrap long lines."""
+def stdout_console(
+    *, stderr: bool = False, highlight: bool = False, markup: bool = True
+) -> Console:
+    """A console on stdout (or stderr); off a terminal it does not wrap long lines.
+    ``markup=False``: what is printed is plain text (``[tool.svcdoctor]`` stays as it is)."""
     stream = sys.stderr if stderr else sys.stdout
     if stream is not None and stream.isatty():
-        return Console(stderr=stderr, highlight=highlight)
+        return Console(stderr=stderr, highlight=highlight, markup=markup)
     width = None if os.environ.get("COLUMNS") else PIPE_WIDTH
-    return Console(stderr=stderr, highlight=highlight, soft_wrap=True, width=width)
+    return Console(stderr=stderr, highlight=highlight, markup=markup, soft_wrap=True, width=width)

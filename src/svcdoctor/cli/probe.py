@@ -159,7 +159,7 @@ def _pct(x: float) -> str:
 
 
 def _text(outcome: ProbeOutcome, service: str) -> None:
-    console = stdout_console()
+    console = stdout_console(markup=False)  # the analyses' sentences, as they are
     result = outcome.result
     table = Table("pod", "endpoint", "requests", "success (95% CI)", "p50/p99 ms", "failures",
                   "verdict", box=None, pad_edge=False)  # fmt: skip

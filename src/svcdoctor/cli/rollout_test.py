@@ -186,7 +186,7 @@ def _write_diagnosis(t: RolloutTest) -> None:
 
 
 def _text(o: RolloutTest) -> None:
-    console = stdout_console()
+    console = stdout_console(markup=False)  # the analyses' sentences, as they are
     kinds = ", ".join(f"{k} {n}" for k, n in o.by_outcome.items() if k != "ok")
     where = o.edge.route(f"{o.plan.namespace}/{o.service}") if o.edge else f"Service {o.service}"
     console.print(
