@@ -173,10 +173,9 @@ def test_agent_args_send_to_the_edge_with_its_host_and_path() -> None:
 
 
 # ---- end to end against lab serve (userspace datapath; serialised by the lab lock) -------
-# lab serve's Ingress has the node address (127.0.0.1 on the userspace datapath) without a
-# port, and its ingress-nginx stand-in (each node's proxy) listens on the controller pod's
-# hostPort: the load goes there with --through URL; ingress/NAME is resolved from the
-# lab's own Ingress object.
+# lab serve's Ingress lists the node address (127.0.0.1 on the userspace datapath) with the
+# hostPort its ingress-nginx stand-in (each node's proxy) listens on: --through ingress/api
+# sends the load there.
 
 
 @pytest.mark.lab
@@ -196,10 +195,9 @@ def test_rollout_test_through_the_ingress_stand_in(tmp_path: Path) -> None:
         api = connect_active(kubeconfig=str(kubeconfig))
         (ingress,) = api.list("ingresses", api.namespace)
         edge = ingress_edge(ingress, "api")  # the lab's Ingress routes / to the Service
-        assert (edge.address, edge.path) == ("127.0.0.1:80", "/")
         controller = api.list("pods", INGRESS_NAMESPACE)[0]
         port = controller["spec"]["containers"][0]["ports"][0]["hostPort"]
-        url = f"http://127.0.0.1:{port}/"
+        assert (edge.address, edge.path) == (f"127.0.0.1:{port}", "/")
         refused = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
                             "--through", "ingress/none", "--yes")  # fmt: skip
         assert refused.returncode == 2
@@ -207,7 +205,8 @@ def test_rollout_test_through_the_ingress_stand_in(tmp_path: Path) -> None:
         assert "not found" in refused.stderr
         done = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
                          "--rate", "40", "--duration", "60", "--yes", "-o", "json",
-                         "--through", url, "--out", str(tmp_path / "bundle"),
+                         "--through", f"ingress/{ingress['metadata']['name']}",
+                         "--out", str(tmp_path / "bundle"),
                          timeout=200)  # fmt: skip
         left = json.loads(
             svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json").stdout
@@ -217,8 +216,9 @@ def test_rollout_test_through_the_ingress_stand_in(tmp_path: Path) -> None:
         lab.wait(60)
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
-    assert report["through"] == url
-    assert report["path"] == f"{url} → Service {api.namespace}/api → pods"
+    assert report["through"] == f"ingress/{ingress['metadata']['name']}"
+    assert report["path"].startswith(f"ingress/{ingress['metadata']['name']} (http://127.0.0.1:")
+    assert report["path"].endswith(f"→ Service {api.namespace}/api → pods")
     assert report["requests"] > 0
     assert left == []
     manifest = json.loads((tmp_path / "bundle" / "collect.json").read_text())
@@ -230,7 +230,7 @@ def test_rollout_test_through_the_ingress_stand_in(tmp_path: Path) -> None:
         json.loads(line) for f in (tmp_path / "bundle").glob("client-*.jsonl") for line in f.open()
     ]
     assert rows
-    assert {r["upstream"] for r in rows} == {f"{api.namespace}/api"}
+    assert {r["upstream"] for r in rows} == {edge.upstream}  # as ingress-nginx names it
 
 
 def test_a_malformed_through_is_refused_before_the_cluster_is_read() -> None:

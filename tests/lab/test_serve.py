@@ -233,6 +233,9 @@ def test_userspace_ingress_routes_to_the_service() -> None:
     assert found[0]["spec"]["controller"] == "k8s.io/ingress-nginx"
     status = found[1]["status"]["loadBalancer"]["ingress"]
     assert [a["ip"] for a in status] == list(view.node_ips)
+    assert [a["ports"] for a in status] == [
+        [{"port": p, "protocol": "TCP"}] for p in (41000, 41001)
+    ]
     backend = found[1]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     assert f"{found[1]['metadata']['namespace']}-{backend['name']}-{backend['port']['number']}" == (
         UPSTREAM  # the upstream the controllers' access logs name

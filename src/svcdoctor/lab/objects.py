@@ -757,12 +757,15 @@ def ingress_pods(view: LabView) -> list[Obj]:
 
 def ingress(view: LabView) -> list[Obj]:
     """Userspace datapath: the controllers' IngressClass (the Helm chart's) and the Ingress
-    they route by: every request to a node's proxy goes to the Service's port (UPSTREAM)."""
+    they route by: every request to a node's proxy goes to the Service's port (UPSTREAM).
+    Its status lists each node address with its controller's hostPort."""
     if not view.proxy_ports:
         return []
     backend = {"service": {"name": SERVICE, "port": {"number": SERVICE_PORT}}}
     path = {"path": "/", "pathType": "Prefix", "backend": backend}
-    address = [{"ip": ip} for ip in dict.fromkeys(view.node_ips[: len(view.proxy_ports)])]
+    ips = dict.fromkeys(view.node_ips[: len(view.proxy_ports)])  # with its first hostPort
+    port = {ip: view.proxy_ports[view.node_ips.index(ip)] for ip in ips}
+    address = [{"ip": ip, "ports": [{"port": port[ip], "protocol": "TCP"}]} for ip in ips]
     meta = _meta(view, "Ingress", SERVICE, NAMESPACE, view.started, generation=1)
     cls = _meta(view, "IngressClass", INGRESS_CLASS, None, view.started, labels=INGRESS_LABELS)
     return [
