@@ -185,10 +185,10 @@ def rollout_page(t: RolloutTest, raw: str) -> Page:
     )
 
     kinds = ", ".join(f"{k} {n}" for k, n in t.by_outcome.items() if k != "ok")
+    where = t.edge.route(f"{t.plan.namespace}/{t.service}") if t.edge else f"Service {t.service}"
     headline = (
-        f"{t.plan.workload} in {t.plan.namespace} restarted under load through Service "
-        f"{t.service}: {t.failed} of {t.requests} requests failed"
-        + (f" ({kinds})" if kinds else "")
+        f"{t.plan.workload} in {t.plan.namespace} restarted under load through {where}: "
+        f"{t.failed} of {t.requests} requests failed" + (f" ({kinds})" if kinds else "")
     )
     if t.incomplete:
         verdict, tone = f"Incomplete: {'; '.join(t.incomplete)}", Tone.WARN
