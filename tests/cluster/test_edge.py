@@ -46,6 +46,22 @@ def _rule(host: str | None, path: str, service: str, port: int = 80) -> dict[str
     return rule
 
 
+def test_a_regex_path_is_sent_as_its_literal_prefix_and_the_usual_port_wins() -> None:
+    """ingress-nginx's regex paths (ImplementationSpecific) are patterns, not paths; a
+    status listing 443 and 80 for a plain-HTTP Ingress is reached on 80."""
+    rule = _rule(None, "/api(/|$)(.*)", "api")
+    rule["http"]["paths"][0]["pathType"] = "ImplementationSpecific"
+    lb = [{"ip": "203.0.113.7", "ports": [{"port": 443}, {"port": 80}]}]
+    edge = ingress_edge(_ingress([rule], lb), "api")
+    assert (edge.address, edge.path) == ("203.0.113.7:80", "/api")
+
+
+def test_a_url_with_credentials_is_refused() -> None:
+    with pytest.raises(Refused, match="credentials"):
+        url_edge("http://user:secret@example.com:8080/x")
+    assert url_edge("http://example.com:8080/x").host == "example.com:8080"
+
+
 def test_the_ingress_rule_that_routes_to_the_service() -> None:
     ing = _ingress(
         [_rule("shop.example.com", "/", "front"), _rule("api.example.com", "/v1", "api")],

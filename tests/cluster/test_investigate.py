@@ -118,14 +118,18 @@ def test_the_report_shows_the_verdict_and_the_checklist_first(
     assert all(bottom <= HEIGHT for _, bottom in steps), steps
 
 
-def test_an_unreachable_prometheus_is_a_note_not_a_failure(api: Served, tmp_path: Path) -> None:
+def test_an_unreachable_prometheus_leaves_the_investigation_incomplete(
+    api: Served, tmp_path: Path
+) -> None:
+    """The metrics the user asked for failed: the other steps still run, and the result
+    says it is incomplete (exit 3 when no cause is named) rather than passing in silence."""
     _served(api)
     args = ["investigate", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "api", "-o", "json"]
     args += ["--out", str(tmp_path / "inv"), "--prometheus", "http://127.0.0.1:9", "--since", "5m"]
     done = CliRunner().invoke(cli, args)
-    assert done.exit_code in (0, 1, 3), done.output
+    assert done.exit_code in (1, 3), done.output
     report = json.loads(done.output)
-    assert [n.split(":")[0] for n in report["notes"]] == ["metrics failed"]
+    assert [n.split(":")[0] for n in report["incomplete"]] == ["metrics failed"]
     assert any(m.startswith("metrics failed") for m in report["steps"][0]["missing"])
 
 
@@ -139,7 +143,7 @@ def test_the_config_files_prometheus_is_read_and_checked(api: Served, tmp_path: 
     args += ["--config", str(config), "--since", "5m"]
     done = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "inv")])
     assert done.exit_code in (0, 1, 3), done.output
-    assert [n.split(":")[0] for n in json.loads(done.output)["notes"]] == ["metrics failed"]
+    assert [n.split(":")[0] for n in json.loads(done.output)["incomplete"]] == ["metrics failed"]
     config.write_text('prometheus = "prometheus:9090"\n')
     bad = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "inv2")])
     assert bad.exit_code == 2
@@ -396,3 +400,17 @@ def test_investigate_is_quiet_without_a_terminal(api: Served, tmp_path: Path) ->
     code, err = _stderr(api, tmp_path, tty=False)
     assert code in (0, 1, 3), err
     assert err == ""
+
+
+def test_bad_flags_are_refused_before_the_cluster_is_read(tmp_path: Path) -> None:
+    """A Prometheus URL that is none, or a rollout too short for its warm-up and tail, is
+    a usage error at once (exit 2), not a note after minutes of reading the cluster."""
+    missing = ["--kubeconfig", str(tmp_path / "nowhere"), "api"]
+    bad_url = CliRunner().invoke(cli, ["investigate", *missing, "--prometheus", "notaurl"])
+    assert bad_url.exit_code == 2
+    assert "bad Prometheus URL 'notaurl'" in bad_url.output
+    short = CliRunner().invoke(
+        cli, ["investigate", *missing, "--yes", "--rollout", "--duration", "5"]
+    )
+    assert short.exit_code == 2
+    assert "--duration 5s leaves no time for the rollout" in short.output

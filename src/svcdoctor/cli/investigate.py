@@ -140,11 +140,22 @@ def investigate(
         from svcdoctor.cluster.collect import BundleError
         from svcdoctor.cluster.investigate import REPORT_FILE, Request
         from svcdoctor.cluster.investigate import investigate as run
-        from svcdoctor.cluster.rollout import Refused
+        from svcdoctor.cluster.rollout import Plan, Refused, check_plan
         from svcdoctor.diagnose import Settings
+        from svcdoctor.evidence.prometheus import PrometheusURLError, check_url
     checks = check_settings(config_path, opts)
+    # what the user gave is checked before anything is read (as diagnose and rollout-test do)
+    if rollout:
+        try:
+            check_plan(Plan("", "deployments", "", Path(), service, float(rate), duration))
+        except Refused as exc:
+            raise click.UsageError(str(exc)) from None
     query = None
     if prometheus is not None:
+        try:
+            check_url(prometheus)
+        except PrometheusURLError as exc:
+            raise click.UsageError(str(exc)) from None
         sent = parse_headers(headers)
         now = time.time()
 

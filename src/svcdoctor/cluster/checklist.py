@@ -14,6 +14,7 @@ from svcdoctor.cluster.probe import ProbeOutcome
 from svcdoctor.cluster.probing import probe_breakdown
 from svcdoctor.cluster.rollout import RolloutTest
 from svcdoctor.cluster.scan import ScanReport
+from svcdoctor.diagnose.context import Settings
 from svcdoctor.model import Cause, Diagnosis, Evidence, Inventory, RaceDetails, Verdict
 from svcdoctor.model.breakdown import Breakdown
 from svcdoctor.model.diagnosis import (
@@ -36,6 +37,7 @@ from svcdoctor.report.text import path_lines
 
 SIGKILL = 137  # 128 + SIGKILL(9): the kubelet killed the container at the grace period's end
 DEFAULT_GRACE = 30  # terminationGracePeriodSeconds when unset (see _grace)
+RACE = Settings()  # the race analysis' thresholds, as investigate diagnoses with them
 SHOWN = 8  # per-pod rows shown in a step's sentences (all are in its measures)
 
 
@@ -130,7 +132,8 @@ def quantify(parts: Parts) -> Step:
             found.append("rollout " + rollout_line(r))
     race = _race(d)
     if race is not None and d is not None and d.summary.errors:
-        tracks = race.p_value < 0.05 and race.excess_failures > 0
+        # as the race analysis decides it (diagnose/race.py, the settings investigate uses)
+        tracks = race.p_value < RACE.permutation_alpha and race.excess_failures >= RACE.min_failures
         found.append(
             f"{race.deletions} pod deletions in the evidence; the failures "
             + ("track them" if tracks else "do not track them beyond chance")
@@ -249,7 +252,7 @@ def lifecycle(parts: Parts) -> Step:
     deletions = d.summary.deletions if d is not None else 0
     missing = [*_errors(parts, "rollout")]
     skips = _skips(parts, StepId.LIFECYCLE)
-    missing += [f"skipped without {_needs(s)}: {s.what}; run: {s.command}" for s in skips]
+    missing += [f"skipped without {s.needs}: {s.what}; run: {s.command}" for s in skips]
     if not deletions and t is None:
         return Step(
             StepId.LIFECYCLE,
@@ -284,10 +287,6 @@ def lifecycle(parts: Parts) -> Step:
         else "whether the failures cluster after the deletions (the race)",
         causes=tuple(dict.fromkeys(causes)),
     )
-
-
-def _needs(s: Skipped) -> str:
-    return "--rollout" if "--rollout" in s.what else "--yes"
 
 
 def _hops(parts: Parts) -> list[str]:
@@ -371,7 +370,7 @@ def bypass(parts: Parts) -> Step:
             causes.append(Cause.INFRA)
         found += [f"probe note: {n}" for n in p.notes]
     skips = _skips(parts, StepId.BYPASS)
-    missing = [f"skipped without --yes: {s.what}; run: {s.command}" for s in skips]
+    missing = [f"skipped without {s.needs}: {s.what}; run: {s.command}" for s in skips]
     missing += _errors(parts, "probe")
     if not checked:
         return Step(
@@ -431,7 +430,9 @@ def shutdown(parts: Parts) -> Step:
                 sleep = None if pre is None else pre.sleep_seconds
                 measures += [
                     Measure(f"prestop_seconds:{w.ref.name}/{c.name}", sleep),
-                    Measure(f"grace_seconds:{w.ref.name}", grace or DEFAULT_GRACE),
+                    Measure(
+                        f"grace_seconds:{w.ref.name}", DEFAULT_GRACE if grace is None else grace
+                    ),
                 ]
     if parts.scan is not None:
         checked.append("the scan's shutdown rules (preStop, grace, SIGTERM, hooks, SIGKILLs)")
@@ -596,10 +597,9 @@ def investigation(parts: Parts) -> Investigation:
         )
     decided = tuple(s.id for s in steps if cause is not None and cause in s.causes)
     incomplete = [*(parts.bundle.get("missing") or ())]
-    incomplete += [
-        f"{k} failed: {v}" for k, v in parts.errors.items() if k in ("scan", "diagnosis")
-    ]
-    notes = [f"{k} failed: {v}" for k, v in parts.errors.items() if k not in ("scan", "diagnosis")]
+    # a part the user asked for (--yes, --rollout, --prometheus) that failed leaves it incomplete
+    incomplete += [f"{k} failed: {v}" for k, v in parts.errors.items()]
+    notes: list[str] = []
     return Investigation(
         service=parts.service,
         context=parts.context,

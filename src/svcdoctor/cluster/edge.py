@@ -9,6 +9,7 @@ is refused (``Refused``: one line naming the object, exit 2).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -113,11 +114,15 @@ def url_edge(text: str) -> Edge:
         raise Refused(f"--through {text}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Refused(f"--through {text}: expected http(s)://HOST[:PORT]/PATH")
+    if parts.username is not None or parts.password is not None:
+        # they would be sent as the Host header and land in the Job's arguments and reports
+        raise Refused("--through: a URL with credentials (USER:PASSWORD@) is not sent: remove them")
     scheme = parts.scheme
-    port = port or (HTTPS_PORT if scheme == "https" else HTTP_PORT)
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    header = f"{host}:{port}" if port else host
+    port = port or (HTTPS_PORT if scheme == "https" else HTTP_PORT)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return Edge(EdgeKind.URL, text, f"{host}:{port}", scheme, parts.netloc, path)
+    return Edge(EdgeKind.URL, text, f"{host}:{port}", scheme, header, path)
 
 
 def _address(entries: Sequence[Mapping[str, Any]], key: str = "ip") -> str | None:
@@ -137,6 +142,20 @@ def _ingress_port(backend: Mapping[str, Any]) -> str:
     return str(port.get("number") or port.get("name") or backend.get("servicePort") or "")
 
 
+# an ingress-nginx regex path (nginx.ingress.kubernetes.io/use-regex, pathType
+# ImplementationSpecific: https://kubernetes.github.io/ingress-nginx/user-guide/ingress-path-matching/)
+_REGEX = re.compile(r"[()\[\]{}|^$*+?\\]")
+
+
+def _literal(path: str, path_type: object) -> str:
+    """The request path for an Ingress path: an ImplementationSpecific regex is sent as its
+    literal prefix (``/api(/|$)(.*)`` → ``/api``), never as written."""
+    if path_type not in (None, "ImplementationSpecific"):
+        return path
+    cut = _REGEX.search(path)
+    return (path[: cut.start()] or "/") if cut else path
+
+
 def _leads_to(backend: Mapping[str, Any] | None, service: str) -> bool:
     if not backend:
         return False
@@ -154,7 +173,8 @@ def ingress_edge(ingress: Mapping[str, Any], service: str) -> Edge:
     for rule in spec.get("rules") or []:
         for item in (rule.get("http") or {}).get("paths") or []:
             if found is None and _leads_to(item.get("backend"), service):
-                found = (rule.get("host"), str(item.get("path") or "/"), item["backend"])
+                path = _literal(str(item.get("path") or "/"), item.get("pathType"))
+                found = (rule.get("host"), path, item["backend"])
     if found is None and _leads_to(spec.get("defaultBackend") or spec.get("backend"), service):
         found = (None, "/", spec.get("defaultBackend") or spec.get("backend") or {})
     if found is None:
@@ -167,7 +187,8 @@ def ingress_edge(ingress: Mapping[str, Any], service: str) -> Edge:
     tls = any(not t.get("hosts") or host in t.get("hosts", ()) for t in spec.get("tls") or [])
     scheme = "https" if tls else "http"
     ports = [p.get("port") for e in lb for p in e.get("ports") or [] if p.get("port")]
-    port = ports[0] if ports else (HTTPS_PORT if tls else HTTP_PORT)
+    usual = HTTPS_PORT if tls else HTTP_PORT
+    port = usual if usual in ports or not ports else ports[0]
     # ingress-nginx names its upstream NAMESPACE-SERVICE-PORT ($proxy_upstream_name,
     # kubernetes/ingress-nginx internal/ingress/controller/controller.go upstreamName)
     upstream = f"{ns}-{service}-{_ingress_port(backend)}"

@@ -127,7 +127,7 @@ def skipped_steps(request: Request, workloads: Sequence[str]) -> tuple[Skipped, 
         )
     ]
     if workloads:
-        found.insert(0, _rollout_skip(request, workloads[0], "--yes"))
+        found.insert(0, _rollout_skip(request, workloads[0], "--yes --rollout"))
     return tuple(found)
 
 
@@ -135,8 +135,9 @@ def _rollout_skip(request: Request, workload: str, needs: str) -> Skipped:
     args = ["rollout-test", workload, "--service", request.service, "--yes"]
     return Skipped(
         StepId.LIFECYCLE,
-        f"restart {workload} under load and watch the rollout (needs {needs}): a real rollout",
+        f"restart {workload} under load and watch the rollout: a real rollout",
         request.svcdoctor(*args),
+        needs,
     )
 
 

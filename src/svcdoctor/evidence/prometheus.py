@@ -84,7 +84,8 @@ def _one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _check_url(url: str) -> str:
+def check_url(url: str) -> str:
+    """The query API base URL, normalised; ``PrometheusURLError`` (one line) when it is not one."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
         raise PrometheusURLError(
@@ -158,7 +159,7 @@ class PromClient:
             raise PrometheusError(f"timeout must be a positive number of seconds, not {timeout}")
         if not 1 <= max_points <= MAX_POINTS:
             raise PrometheusError(f"max_points must be from 1 to {MAX_POINTS}, not {max_points}")
-        self.url = _check_url(url)
+        self.url = check_url(url)
         for name, value in (headers or {}).items():
             if not (name.isascii() and value.isascii()):
                 raise PrometheusError(f"header {name!r}: HTTP headers must be ASCII text")

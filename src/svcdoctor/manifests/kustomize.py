@@ -182,7 +182,8 @@ def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]
         return workloads
 
     def from_patch(w: Workload) -> bool:
-        return posixpath.normpath(w.location.file.replace("\\", "/")) in files
+        where = w.location
+        return where is not None and posixpath.normpath(where.file.replace("\\", "/")) in files
 
     patches = [w for w in workloads if from_patch(w)]
     out = [w for w in workloads if not from_patch(w)]

@@ -78,11 +78,13 @@ class Measure:
 
 @dataclass(frozen=True, slots=True)
 class Skipped:
-    """An active step not run (no ``--yes``), and the exact command that runs it."""
+    """An active step not run, the flags of investigate that would run it (``needs``) and
+    the exact command that runs it alone."""
 
     step: StepId
     what: str
     command: str
+    needs: str = "--yes"
 
 
 @dataclass(frozen=True, slots=True)

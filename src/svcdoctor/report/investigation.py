@@ -112,7 +112,9 @@ def render_text(i: Investigation, console: Console) -> None:
         console.print()
         console.print("Skipped active steps (nothing was created in the cluster):")
         for sk in i.skipped:
-            console.print(f"  step {int(sk.step)}: {escape(sk.what)}", soft_wrap=True)
+            console.print(
+                f"  step {int(sk.step)} (needs {sk.needs}): {escape(sk.what)}", soft_wrap=True
+            )
             console.print(f"    {escape(sk.command)}", soft_wrap=True, highlight=False)
     if i.bundle:
         console.print(f"evidence: {escape(i.bundle)}", soft_wrap=True, highlight=False)
@@ -167,7 +169,10 @@ def investigation_json(i: Investigation) -> dict[str, Any]:
             ],
             "next_command": i.next_command,
         },
-        "skipped": [{"step": int(s.step), "what": s.what, "command": s.command} for s in i.skipped],
+        "skipped": [
+            {"step": int(s.step), "what": s.what, "needs": s.needs, "command": s.command}
+            for s in i.skipped
+        ],
         "incomplete": list(i.incomplete),
         "notes": list(i.notes),
         "bundle": i.bundle,
@@ -207,7 +212,9 @@ def investigation_page(i: Investigation, pictures: tuple[Picture, ...] = ()) -> 
         i.evidence,
         tuple(split_fix(f) for f in i.fixes),
     )
-    skipped = tuple(f"step {int(s.step)} skipped ({s.what}): {s.command}" for s in i.skipped)
+    skipped = tuple(
+        f"step {int(s.step)} skipped (needs {s.needs}: {s.what}): {s.command}" for s in i.skipped
+    )
     steps_next = (*((i.next_command,) if i.next_command else ()), *skipped)
     facts = tuple(step_line(s) for s in i.steps)
     raw = render_json(i)
