@@ -127,7 +127,8 @@ def _deletions(evidence: Evidence) -> tuple[dict[str, float], float]:
             continue  # the precise report refines this coarse one
         elif e.ts < old[0]:
             chosen[e.pod] = (e.ts, e.resolution)
-    chosen = {pod: v for pod, v in chosen.items() if pod in _members(evidence, set(chosen))}
+    members = _members(evidence, set(chosen))  # once: it reads every request's backend
+    chosen = {pod: v for pod, v in chosen.items() if pod in members}
     resolution = max((r for _, r in chosen.values()), default=0.0)
     return {pod: ts for pod, (ts, _) in chosen.items()}, resolution
 
