@@ -147,7 +147,8 @@ def _members(evidence: Evidence, deleted: set[str]) -> set[str]:
     requests = evidence.requests
     if not deleted or requests.height == 0:
         return deleted
-    backends = {str(b) for b in requests.get_column("backend").drop_nulls().unique().to_list()}
+    distinct = requests.lazy().select(pl.col("backend").drop_nulls().unique()).collect()
+    backends = {str(b) for b in distinct.get_column("backend").to_list()}  # lazy: in parallel
     if not backends:
         return deleted
     hosts = {b.rsplit(":", 1)[0].strip("[]") if b.count(":") == 1 else b for b in backends}
