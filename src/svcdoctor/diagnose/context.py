@@ -127,7 +127,8 @@ def _deletions(evidence: Evidence) -> tuple[dict[str, float], float]:
             continue  # the precise report refines this coarse one
         elif e.ts < old[0]:
             chosen[e.pod] = (e.ts, e.resolution)
-    chosen = {pod: v for pod, v in chosen.items() if pod in _members(evidence, set(chosen))}
+    members = _members(evidence, set(chosen))  # once: it reads every request's backend
+    chosen = {pod: v for pod, v in chosen.items() if pod in members}
     resolution = max((r for _, r in chosen.values()), default=0.0)
     return {pod: ts for pod, (ts, _) in chosen.items()}, resolution
 
@@ -146,7 +147,8 @@ def _members(evidence: Evidence, deleted: set[str]) -> set[str]:
     requests = evidence.requests
     if not deleted or requests.height == 0:
         return deleted
-    backends = {str(b) for b in requests.get_column("backend").drop_nulls().unique().to_list()}
+    distinct = requests.lazy().select(pl.col("backend").drop_nulls().unique()).collect()
+    backends = {str(b) for b in distinct.get_column("backend").to_list()}  # lazy: in parallel
     if not backends:
         return deleted
     hosts = {b.rsplit(":", 1)[0].strip("[]") if b.count(":") == 1 else b for b in backends}

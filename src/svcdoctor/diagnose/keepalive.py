@@ -187,17 +187,28 @@ def stale_pairs(ctx: Context, s: Settings) -> StaleConnections | None:
     )
 
 
+def _key(rows: pl.DataFrame, key: list[str]) -> list[pl.Expr]:
+    """The as-of join's group key: two categorical columns as one integer (their codes
+    side by side; null when either is null, as a null never matches), which the join
+    groups ten million rows by in half the time of the pair; other columns as they are."""
+    if len(key) != 2 or not all(isinstance(rows.schema[c], pl.Categorical) for c in key):
+        return [pl.col(c) for c in key]
+    first, second = (pl.col(c).to_physical().cast(pl.UInt64) for c in key)
+    return [(first * 2**32 + second).alias("__key")]
+
+
 def _gaps(rows: pl.DataFrame, left: pl.DataFrame, key: list[str]) -> pl.DataFrame:
     """For each row of ``left``: the time since the previous request of the same ``key``
     in ``rows`` ended (rows are in start order: an as-of join, no sort of the big frame)."""
-    before = rows.select(*key, pl.col("ts").alias("prev_ts"), pl.col("ended").alias("prev_end"))
+    by = _key(rows, key)
+    before = rows.select(*by, pl.col("ts").alias("prev_ts"), pl.col("ended").alias("prev_end"))
     return (
-        left.select(*key, "ts", "of_failures")
+        left.select(*by, "ts", "of_failures")
         .join_asof(
             before,
             left_on="ts",
             right_on="prev_ts",
-            by=key,
+            by=[e.meta.output_name() for e in by],
             strategy="backward",
             allow_exact_matches=False,
             check_sortedness=False,
@@ -220,13 +231,18 @@ def idle_gaps(ctx: Context, s: Settings) -> IdleGaps | None:
     its 95 % interval, so sampling never makes the test bolder)."""
     if not ctx.has_backend:
         return None
-    rows = ctx.frame.filter((pl.col("role") == "request") & pl.col("backend").is_not_null())
+    callers = [Caller.SOURCE] + ([Caller.CLIENT] if ctx.has_client else [])
+    rows = (  # only the columns the gaps need: the sample and the joins carry no others
+        ctx.frame.lazy()
+        .filter((pl.col("role") == "request") & pl.col("backend").is_not_null())
+        .select(*(c.value for c in callers), "backend", "ts", "ended", "failed")
+        .collect()
+    )
     failed = rows.filter(pl.col("failed"))
     if failed.height < s.min_failures:
         return None
     sampled = rows.height > SAMPLE
     traffic = rows.sample(SAMPLE, seed=0).sort("ts") if sampled else rows
-    callers = [Caller.SOURCE] + ([Caller.CLIENT] if ctx.has_client else [])
     both = pl.concat(
         [
             failed.with_columns(pl.lit(True).alias("of_failures")),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from numpy.typing import NDArray
 
 from svcdoctor.diagnose.context import Context
-from svcdoctor.diagnose.stats import binom_fits, proportion_ci
+from svcdoctor.diagnose.stats import Floats, binom_fits, proportion_ci
 from svcdoctor.model import Outcome
 from svcdoctor.model.diagnosis import (
     EndpointMark,
@@ -85,10 +86,19 @@ def replica_count(ctx: Context) -> int | None:
         if running:
             return len(running)
     if ctx.has_backend:
-        visible = ctx.frame.filter(pl.col("backend").is_not_null())
-        # one pod may serve on several ports: count hosts, not IP:port pairs
+        # one pod may serve on several ports: count hosts, not IP:port pairs (the host is
+        # cut from each distinct backend, not from every row)
         host = pl.col("backend").cast(pl.Utf8).str.replace(r":\d+$", "")
-        shares = visible.group_by(host).len().get_column("len")
+        shares = (
+            ctx.frame.lazy()
+            .filter(pl.col("backend").is_not_null())
+            .group_by("backend")
+            .len()
+            .group_by(host)
+            .agg(pl.col("len").sum())
+            .collect()
+            .get_column("len")
+        )
         total = int(shares.sum())
         busy = int((shares >= 0.01 * total).sum()) if total else 0
         if busy:
@@ -108,9 +118,10 @@ def nearest_fraction(k: int, n: int, replicas: int | None) -> NearestFraction | 
 
 
 def _outcomes(rows: pl.DataFrame) -> tuple[OutcomeCount, ...]:
-    """Rows per outcome, in the outcomes' order."""
-    counts = rows.group_by("outcome").len().sort("outcome")
-    return tuple(OutcomeCount(Outcome(o), int(c)) for o, c in counts.iter_rows())
+    """Rows per outcome, in the outcomes' order (one comparison of the enum per outcome:
+    a tenth of the cost of grouping ten million rows)."""
+    counts = rows.select((pl.col("outcome") == o.value).sum().alias(o.value) for o in Outcome)
+    return tuple(OutcomeCount(o, int(c)) for o, c in zip(Outcome, counts.row(0), strict=True) if c)
 
 
 def quantify(ctx: Context) -> Summary:
@@ -163,6 +174,17 @@ def _hosts(rows: pl.DataFrame) -> tuple[HostCount, ...]:
     return tuple(HostCount(str(h), int(n)) for h, n in counts.iter_rows())
 
 
+def _per_second(stamps: Floats, origin: float, width: int) -> NDArray[np.int64]:
+    """How many of the sorted ``stamps`` fall in each of the ``width`` seconds from the
+    whole second ``origin``: two binary searches a second, not a pass over the rows. Where
+    ``stamps - origin`` could round (negative or huge times), each row is binned."""
+    if origin >= 0 and (stamps.size == 0 or stamps[-1] < 2.0**52):
+        edges = origin + np.arange(width + 1)
+        return np.diff(np.searchsorted(stamps, edges, "left"))
+    inside = stamps[(stamps >= origin) & (stamps < origin + width)]
+    return np.bincount((inside - origin).astype(np.int64), minlength=width)[:width]
+
+
 def _state(removed: bool, ready: bool | None) -> EndpointState:
     if removed:
         return EndpointState.REMOVED
@@ -174,10 +196,9 @@ def timeline(ctx: Context) -> Timeline:
     if ctx.attempt_ts.size:
         origin = float(np.floor(ctx.attempt_ts[0]))
         width = int(ctx.attempt_ts[-1] - origin) + 1
-        requests = np.bincount((ctx.attempt_ts - origin).astype(np.int64), minlength=width)
-        inside = ctx.failure_ts[(ctx.failure_ts >= origin) & (ctx.failure_ts < origin + width)]
-        failures = np.bincount((inside - origin).astype(np.int64), minlength=width)[:width]
         seconds = origin + np.arange(width)
+        requests = _per_second(ctx.attempt_ts, origin, width)
+        failures = _per_second(ctx.failure_ts, origin, width)
     else:
         seconds = np.zeros(0)
         requests = failures = np.zeros(0, dtype=np.int64)
