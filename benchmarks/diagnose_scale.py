@@ -9,7 +9,7 @@ pods of that rollout. Then, each in its own process so peak memory is measured a
   reading it with the library diagnose uses;
 * diagnose: ``read_evidence`` + ``diagnose`` on the bundle, as ``svcdoctor diagnose`` runs.
 
-Prints both times, their ratio (goal: ≤ 2) and each process's peak RSS (goal: < 2 GB).
+Prints both times, their ratio (goal: ≤ 1.9) and each process's peak RSS (goal: < 2 GB).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import polars as pl
 
 T0 = 1_796_205_600.0
 PODS = 16
+GOAL = 1.9  # diagnose / polars read (issues 26 and 29)
 
 
 def generate(folder: Path, rows: int, fmt: str, seed: int = 7) -> Path:
@@ -165,7 +166,7 @@ def main() -> None:
     print(f"{'polars read_' + args.format:<28}{read_s:>9.2f}{read_peak / 1e6:>13,.0f}")
     print(f"{'svcdoctor diagnose':<28}{diag_s:>9.2f}{diag_peak / 1e6:>13,.0f}")
     print(f"diagnosis: {cause}, window {window} s, {int(requests):,} requests")
-    print(f"diagnose / read ratio <= 2: {'PASS' if ratio <= 2 else 'FAIL'} ({ratio:.2f}x)")
+    print(f"diagnose / read ratio <= {GOAL}: {'PASS' if ratio <= GOAL else 'FAIL'} ({ratio:.2f}x)")
     print(
         f"diagnose peak memory < 2 GB: {'PASS' if diag_peak < 2e9 else 'FAIL'} "
         f"({diag_peak / 1e9:.2f} GB)"
