@@ -174,6 +174,25 @@ def test_active_flags_need_yes_and_out_must_be_an_investigation(
     assert "holds files that are not an investigation (notes.txt)" in done.output
 
 
+def test_a_rerun_replaces_the_results_even_after_an_interrupted_one(
+    api: Served, tmp_path: Path
+) -> None:
+    """A rerun into the same --out removes the earlier results before it gathers, so an
+    interrupted rerun leaves its evidence alone (no stale verdict beside it), and the
+    folder is still taken as an investigation's."""
+    _served(api)
+    out = tmp_path / "inv"
+    args = ["investigate", "--kubeconfig", str(api.kubeconfig), "-n", "shop", "api"]
+    args += ["--out", str(out), "-o", "json"]
+    assert CliRunner().invoke(cli, args).exit_code in (0, 1, 3)
+    (out / "investigation.json").unlink()  # as an interrupted rerun leaves it
+    (out / "report.html").unlink()
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code in (0, 1, 3), again.output
+    assert (out / "investigation.json").is_file()
+    assert (out / "report.html").is_file()
+
+
 # ---- end to end against lab serve (kernel datapath; serialised by the lab lock) ----------
 
 DEPLOYMENT = """\

@@ -184,8 +184,10 @@ def investigate(
             result = run(display.wrap(api), api, request, checks, display.step, query)
     except (BundleError, ClusterError, Refused, AgentArgsError) as exc:
         fail(str(exc))
-    except OSError as exc:
-        fail(f"--out {out}: {exc.strerror or exc}")
+    except OSError as exc:  # --out's, or another file's or connection's: say which
+        where = Path(exc.filename) if isinstance(exc.filename, str) else None
+        mine = where is not None and (where == out or out in where.parents)
+        fail(f"--out {out}: {exc.strerror or exc}" if mine else str(exc))
     except Interrupted as exc:
         left = exc.cleanup.describe_left()
         click.echo(

@@ -99,7 +99,9 @@ def check_dir(out: Path) -> None:
     if not out.is_dir():
         raise BundleError(f"--out {out}: exists and is not a directory")
     names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
-    if names and (INVESTIGATION_FILE not in names or set(names) - _OURS):
+    # an earlier investigation: its results, or (interrupted) its evidence bundle alone
+    earlier = {INVESTIGATION_FILE, EVIDENCE_DIR} & set(names)
+    if names and (not earlier or set(names) - _OURS):
         shown = ", ".join([n for n in names if n not in _OURS][:3] or names[:3])
         raise BundleError(
             f"--out {out}: holds files that are not an investigation ({shown}); "
@@ -197,9 +199,13 @@ def investigate(
     except ClusterError as exc:
         errors["scan"] = str(exc)
     workloads = workloads_of(service, objects)
+    # an earlier run's results go first, so that an interrupted rerun never leaves them
+    # beside evidence they were not drawn from (check_dir made sure the folder is one)
+    for old in (INVESTIGATION_FILE, DIAGNOSIS_FILE, REPORT_FILE):
+        (request.out / old).unlink(missing_ok=True)
     stale = request.out / ROLLOUT_DIR
     if stale.exists() and not (request.yes and request.rollout):
-        shutil.rmtree(stale)  # an earlier run's (check_dir made sure it is a bundle)
+        shutil.rmtree(stale)
 
     clock.begin("evidence (collect)")
     request.out.mkdir(parents=True, exist_ok=True)

@@ -480,6 +480,9 @@ async def rolling_update(
 # PodDisruptionBudget) after 5 s (kubernetes/kubectl pkg/drain/drain.go, evictPods: "error
 # when evicting pods/... (will retry after 5s)"); simulate/rollout.py uses the same pause
 EVICTION_RETRY = 5.0
+# how long a drain waits for the budget to allow an eviction (kubectl drain --timeout; its
+# default, 0, waits forever: a lab run must end, and say why)
+DRAIN_TIMEOUT = 120.0
 
 
 @dataclass
@@ -533,8 +536,15 @@ async def drain_node(
     created: list[asyncio.Task[Pod]] = []
 
     async def evict(name: str) -> None:
-        while not record.allowed(len(cluster.routable())):
-            record.refused.setdefault(name, []).append(time.time())
+        while not record.allowed(healthy := len(cluster.routable())):
+            refused = record.refused.setdefault(name, [])
+            refused.append(time.time())
+            if refused[-1] - record.cordoned_at > DRAIN_TIMEOUT:
+                raise LabError(
+                    f"the drain of node-{node} waited {DRAIN_TIMEOUT:g} s to evict {name}: the "
+                    f"PodDisruptionBudget (maxUnavailable {budget}) refuses it with {healthy} of "
+                    f"{replicas} pods healthy"
+                )
             await asyncio.sleep(EVICTION_RETRY)
         record.evicted[name] = time.time()
         await cluster.delete(name, evicted=True)

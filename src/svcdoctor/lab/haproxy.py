@@ -406,12 +406,14 @@ class BalancerDatapath(FrontedDatapath):
         return None if entry.server.startswith("<") else entry.server
 
     async def close(self) -> None:
-        if self.group is not None:
-            await self.group.close()
-        if self.haproxy is not None:
-            await self.haproxy.stop()
-        self.entries = parse_log(_read(self.folder / LOG))
-        await self.inner.close()
+        try:
+            if self.group is not None:
+                await self.group.close()
+            if self.haproxy is not None:
+                await self.haproxy.stop()
+            self.entries = parse_log(_read(self.folder / LOG))
+        finally:  # the pods' namespaces go whatever happened to haproxy
+            await self.inner.close()
 
     def logs(self) -> dict[str, Path]:
         """haproxy's log (request lines and state changes), when it wrote one."""

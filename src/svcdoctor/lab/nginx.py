@@ -279,9 +279,11 @@ class IngressDatapath(FrontedDatapath):
         return None  # the clients' connections end at nginx: its logs name the backends
 
     async def close(self) -> None:
-        if self.nginx is not None:
-            await self.nginx.stop()
-        await self.inner.close()
+        try:
+            if self.nginx is not None:
+                await self.nginx.stop()
+        finally:  # the pods' namespaces go whatever happened to nginx
+            await self.inner.close()
 
     def logs(self) -> dict[str, Path]:
         """nginx's log files by name (those it wrote)."""

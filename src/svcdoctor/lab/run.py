@@ -123,12 +123,14 @@ async def run(
             ) from None
         finally:
             with uninterruptible():  # a second Ctrl-C must not leave namespaces behind
-                await cluster.stop_all()
-                await dp.close()
-                if isinstance(dp, IngressDatapath):
-                    _keep_ingress_logs(dp, out)
-                if isinstance(dp, BalancerDatapath):
-                    _keep_lb_logs(dp, out)
+                try:
+                    await cluster.stop_all()
+                finally:  # the proxies and namespaces go even if a pod would not stop
+                    await dp.close()
+                    if isinstance(dp, IngressDatapath):
+                        _keep_ingress_logs(dp, out)
+                    if isinstance(dp, BalancerDatapath):
+                        _keep_lb_logs(dp, out)
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
     frame = _requests(load, dp)
