@@ -65,10 +65,19 @@ def _run(api: Served, tmp_path: Path, tty: bool) -> tuple[int, str]:
         )
         mutator.join()
         return done.returncode, done.stderr
+    return stderr_on_terminal(args, env, mutator)
+
+
+def stderr_on_terminal(
+    args: list[str], env: dict[str, str], during: threading.Thread | None = None
+) -> tuple[int, str]:
+    """Run ``args`` with stderr on a pseudo-terminal (``during`` runs meanwhile): its exit
+    code and what it wrote there, without ANSI codes."""
     main, side = pty.openpty()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=side, env=env)
     os.close(side)
-    mutator.start()
+    if during is not None:
+        during.start()
     chunks: list[bytes] = []
     while True:
         try:
@@ -78,7 +87,8 @@ def _run(api: Served, tmp_path: Path, tty: bool) -> tuple[int, str]:
         if not chunk:
             break
         chunks.append(chunk)
-    mutator.join()
+    if during is not None:
+        during.join()
     os.close(main)
     return proc.wait(timeout=60), ANSI.sub("", b"".join(chunks).decode(errors="replace"))
 

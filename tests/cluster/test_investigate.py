@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ from svcdoctor.cli import cli
 from svcdoctor.fix.plan import read_diagnosis
 from tests.browser import HEIGHT, Browser, assert_seen_well, browser_fixture
 from tests.cluster.test_collect import _fixture_objects, _logs, play_rollout
-from tests.cluster.test_collect_progress import ANSI
+from tests.cluster.test_collect_progress import stderr_on_terminal
 
 if TYPE_CHECKING:
     from tests.cluster.conftest import Served
@@ -389,20 +388,7 @@ def _stderr(api: Served, tmp_path: Path, tty: bool) -> tuple[int, str]:
             args, capture_output=True, text=True, timeout=180, env=env, check=False
         )
         return done.returncode, done.stderr
-    main, side = pty.openpty()
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=side, env=env)
-    os.close(side)
-    chunks: list[bytes] = []
-    while True:
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:  # the other end closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(main)
-    return proc.wait(timeout=60), ANSI.sub("", b"".join(chunks).decode(errors="replace"))
+    return stderr_on_terminal(args, env)
 
 
 def test_investigate_shows_each_step_with_its_time_on_a_terminal(
