@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from svcdoctor.checks._serving import leader_elected, local_state, scrape_only, uncalled
+from svcdoctor.checks._serving import scrape_only, stock_port, uncalled
 from svcdoctor.checks.signals import pid1_runtime
-from svcdoctor.model import Container, Location, Mount, ObjectRef, PodTemplate, Workload
+from svcdoctor.checks.state import leader_elected, local_state
+from svcdoctor.model import (
+    Container,
+    ContainerPort,
+    Location,
+    Mount,
+    ObjectRef,
+    PodTemplate,
+    Workload,
+)
 from svcdoctor.model.service import Service, ServicePort
 
 
@@ -71,6 +80,9 @@ def workload(c: Container, volumes: dict[str, str], kind: str = "Deployment") ->
     return Workload(ObjectRef(kind, None, "w"), Location("f.yaml", 1), template)
 
 
+SOCKET = Mount("s", "/csi")
+
+
 @pytest.mark.parametrize(
     ("c", "volumes", "state"),
     [
@@ -90,6 +102,15 @@ def workload(c: Container, volumes: dict[str, str], kind: str = "Deployment") ->
         (container(mounts=(Mount("config-rw", "/app/data"),)), {"config-rw": "emptyDir"}, False),
         (container(mounts=(Mount("cfg", "/data"),)), {"cfg": "configMap"}, False),
         (container(mounts=(Mount("helm", "/helm-working-dir"),)), {"helm": "emptyDir"}, False),
+        # the kubelet's directory is the node's, not the pod's (a CSI plugin's mountpoint-dir)
+        (container(mounts=(Mount("mp", "/var/lib/kubelet/pods"),)), {"mp": "hostPath"}, False),
+        # a bridge to its node's daemon socket (csi-driver-host-path's socat), gRPC's spelling,
+        # the Docker socket mounted itself; a socket on an emptyDir is the pod's own
+        (container("unix-connect:/csi/csi.sock", mounts=(SOCKET,)), {"s": "hostPath"}, True),
+        (container("--endpoint=unix://csi/csi.sock", mounts=(SOCKET,)), {"s": "hostPath"}, True),
+        (container(mounts=(Mount("d", "/var/run/docker.sock"),)), {"d": "hostPath"}, True),
+        (container("unix-connect:/csi/csi.sock", mounts=(SOCKET,)), {"s": "emptyDir"}, False),
+        (container("unix-connect:/other/x.sock", mounts=(SOCKET,)), {"s": "hostPath"}, False),
     ],
 )
 def test_local_state(c: Container, volumes: dict[str, str], state: bool) -> None:
@@ -146,3 +167,20 @@ def test_metrics_services(name: str, ports: tuple[tuple[str | None, int], ...], 
         ports=tuple(ServicePort(n, n, 1, p) for p, n in ports),
     )
     assert scrape_only(service) is only
+
+
+@pytest.mark.parametrize(
+    ("c", "port"),
+    [
+        (Container("c", 1, image="nginx:latest"), 80),
+        (Container("c", 1, image="docker.io/library/nginx:1.27-alpine"), 80),
+        (Container("c", 1, image="httpd:2.4"), 80),
+        (Container("c", 1, image="nginxinc/nginx-unprivileged:1.27"), None),
+        (Container("c", 1, image="bitnami/nginx:1.27"), None),
+        (Container("c", 1, image="nginx", args=("nginx", "-c", "/x.conf")), None),
+        (Container("c", 1, image="nginx", ports=(ContainerPort(8080),)), None),
+        (Container("c", 1, image="nginx", mounts=(Mount("conf", "/etc/nginx/conf.d"),)), None),
+    ],
+)
+def test_stock_port(c: Container, port: int | None) -> None:
+    assert stock_port(c) == port

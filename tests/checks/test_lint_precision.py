@@ -44,8 +44,10 @@ TODAY = {
     "SVD301": 72,
     "SVD202": 70,
     # issue 30: not for Services that carry no requests (metrics-only), nor Recreate where
-    # the pods keep local state (Prometheus, Jaeger); DaemonSets behind Local added
-    "SVD106": 24,
+    # the pods keep local state (Prometheus, Jaeger); DaemonSets behind Local added; nor a
+    # one-replica StatefulSet keeping data in its claim templates (kube-thanos' store,
+    # receive and rule, istio's Loki: 9), which SVD204 notes as local state instead
+    "SVD106": 15,
     "SVD207": 50,
 }
 TODAY_TOTAL = 1355
@@ -102,7 +104,11 @@ def test_numeric_target_ports_are_not_errors(summary: Any) -> None:
     # differing hostPort declared; if that starts firing on the corpus, look at each).
     assert ind.exposure > 100
     assert ind.by_severity.get("error", 0) == 0, ind.examples
-    assert ind.by_severity.get("warning", 0) == 0, ind.examples
+    # One warning, on strong evidence: linkerd2's test/integration/deep/endpoints/testdata/
+    # nginx.yaml targets 8080 on a stock nginx:alpine (no command, ports or config mounted),
+    # which listens on 80 only (looked at: a real mismatch)
+    assert ind.by_severity.get("warning", 0) == 1, ind.examples
+    assert all("linkerd2/test/integration/deep" in e for e in ind.examples), ind.examples
 
 
 def test_counts_per_rule_stay_near_today(summary: Any) -> None:

@@ -244,7 +244,7 @@ def parse_script(text: str) -> Script:
     )
 
 
-def _argv(container: Container) -> list[str]:
+def argv_of(container: Container) -> list[str]:
     return [*container.command, *container.args]
 
 
@@ -253,7 +253,7 @@ def serves_nothing(container: Container) -> bool:
     ``tail -f /dev/null``, a bare ``cat`` or shell (kept open by stdin/tty), a
     ``while true; do sleep …; done`` loop, a curl/wget test client, or the pause image.
     A script that runs its arguments (``"$@"``) or anything else counts as serving."""
-    argv = _argv(container)
+    argv = argv_of(container)
     if not argv:
         return bool(_PAUSE_IMAGE.search(container.image))
     first = SimpleCommand(tuple(argv))
@@ -284,6 +284,52 @@ def serves(container: Container, target: int | str) -> bool:
     if isinstance(target, int):
         return any(p.number == target for p in container.ports)
     return any(p.name == target for p in container.ports)
+
+
+# Official images whose stock configuration listens on one port, and the directory whose
+# mounted files would change it: nginx listens on 80 (/etc/nginx/conf.d/default.conf, EXPOSE
+# 80: https://hub.docker.com/_/nginx, https://github.com/nginxinc/docker-nginx), httpd on 80
+# (/usr/local/apache2/conf/httpd.conf `Listen 80`: https://hub.docker.com/_/httpd).
+_STOCK_IMAGE = re.compile(r"^(?:(?:index\.)?docker\.io/)?(?:library/)?(nginx|httpd)(?::|@|$)")
+_STOCK_PORTS = {"nginx": (80, "/etc/nginx"), "httpd": (80, "/usr/local/apache2")}
+
+
+def stock_port(container: Container) -> int | None:
+    """The port the container's official image listens on when run as shipped (no command,
+    args or ports of its own, no file mounted over its configuration), else ``None``."""
+    found = _STOCK_IMAGE.match(container.image)
+    if found is None or container.command or container.args or container.ports:
+        return None
+    port, config = _STOCK_PORTS[found.group(1)]
+    if any(m.path.rstrip("/").startswith(config) for m in container.mounts):
+        return None
+    return port
+
+
+def unserved(inventory: Inventory, workload: Workload, container: Container) -> bool:
+    """Whether the Services that carry requests to the workload reach no listener of the
+    container: every port they target is ``unreached`` (SVD205 reports it), so its
+    shutdown loses no request of theirs."""
+    targets = [
+        p.target
+        for s in inventory.services_of(workload)
+        if carries_requests(inventory, s)
+        for p in s.ports
+        if not uncalled(p)
+    ]
+    return bool(targets) and all(unreached((container,), t) for t in targets)
+
+
+def unreached(containers: Sequence[Container], target: int | str) -> bool:
+    """Whether a Service port's target reaches no listener of these containers: a port name
+    none declares (the endpoint gets no such port), or a number none declares while the one
+    that would take it runs a stock image listening elsewhere (``stock_port``)."""
+    if any(serves(c, target) for c in containers):
+        return False
+    if isinstance(target, str):
+        return True
+    port = stock_port(containers[0]) if containers else None
+    return port is not None and port != target
 
 
 def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Container, ...]:
@@ -551,177 +597,6 @@ def sleep_note(settings: Settings) -> str:
             "clusters use\n#   exec: {command: [sh, -c, 'sleep N']}  (pass --kubernetes-version)"
         )
     return ""
-
-
-# Images of data stores and brokers: a second replica is a second, separate store (or needs
-# the store's own clustering), and stopping the old pod first is deliberate (one writer of
-# a ReadWriteOnce volume). Replica and rollout advice does not apply to them.
-_DATA_STORE = re.compile(
-    r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
-    r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
-    r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio)"
-    r"(?:$|[_.-])"
-)
-
-
-_STORE_TOOL = re.compile(
-    r"(?:^|[_.-])(?:exporter|ui|commander|operator|proxy|admin|dashboard|client|cli|console|"
-    r"browser|web|gui|manager|insight|backup|express|migrat\w*)(?:$|[_.-])"
-)
-
-
-def data_store(workload: Workload) -> bool:
-    """Whether the workload runs a data store or broker, by its containers' image names
-    (not the tools around one: exporters, UIs, operators, proxies)."""
-    for c in workload.template.containers:
-        name = c.image.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0].lower()
-        if _DATA_STORE.search(name) and not _STORE_TOOL.search(name):
-            return True
-    return False
-
-
-# Flags that turn leader election on: `--leader-elect` in kube-controller-manager,
-# kube-scheduler and most client-go controllers
-# (https://kubernetes.io/docs/reference/command-line-tools-reference/kube-controller-manager/)
-# and in kubebuilder's scaffold (https://book.kubebuilder.io/cronjob-tutorial/empty-main),
-# others `--enable-leader-election` / `--leader-election`; some read LEADER_ELECT.
-_LEADER_FLAG = re.compile(
-    r"^--?(leader-elect|enable-leader-election|leader-election|leader-elect-enabled)"
-    r"(=(?P<value>\S*))?$"
-)
-_LEADER_ENV = frozenset({"LEADER_ELECT", "LEADER_ELECTION", "ENABLE_LEADER_ELECTION"})
-# A controller-runtime manager (kubebuilder's flags) serves webhooks and metrics on every
-# replica: its webhook server does not need leader election (NeedLeaderElection false,
-# pkg/webhook/server.go in kubernetes-sigs/controller-runtime), only its controllers do.
-# The same for a manager that names its webhook port (cloudnative-pg's `--webhook-port`).
-_EVERY_REPLICA_SERVES = re.compile(
-    r"^--(health-probe-bind-address|metrics-bind-address|webhook-port|webhook-bind-address)(=|$)"
-)
-_FALSE = frozenset({"false", "0", "no", "off"})
-
-
-def leader_elected(container: Container) -> str | None:
-    """The flag or variable that makes the container leader-elected (only the elected
-    replica does the work, standbys wait for its lease), or ``None``; ``None`` too for a
-    controller-runtime manager, whose every replica serves its webhooks and metrics."""
-    argv = _argv(container)
-    if any(_EVERY_REPLICA_SERVES.match(word) for word in argv) or any(
-        p.name and p.name.startswith("webhook") for p in container.ports
-    ):
-        return None
-    for i, word in enumerate(argv):
-        if m := _LEADER_FLAG.match(word):
-            value = m.group("value")
-            if value is None and i + 1 < len(argv) and argv[i + 1].lower() in ("true", "false"):
-                value = argv[i + 1]
-            if (value or "true").lower() not in _FALSE:
-                return word if value is None or "=" in word else f"{word} {value}"
-    for name, value in container.env:
-        if name in _LEADER_ENV and value.lower() not in _FALSE:
-            return f"{name}={value}"
-    return None
-
-
-# Servers that keep their data in the one process or its local files, so that a second
-# replica would hold data of its own rather than share it (and, last, controllers that
-# must run once: ``_UNELECTED_CONTROLLER``):
-# - Jaeger all-in-one keeps traces in memory ("not for production", in-memory storage):
-#   https://www.jaegertracing.io/docs/1.62/getting-started/#all-in-one
-# - Zipkin's server defaults to in-memory storage (STORAGE_TYPE=mem):
-#   https://github.com/openzipkin/zipkin/tree/master/zipkin-server#in-memory-storage
-# - syslog-ng and rsyslog sinks write what they receive to local files:
-#   https://syslog-ng.github.io/admin-guide/070_Destinations/030_File/README
-#   https://www.rsyslog.com/doc/configuration/modules/omfile.html
-# - Keycloak's `start-dev` uses an embedded H2 file database ("development mode"):
-#   https://www.keycloak.org/server/configuration#_starting_keycloak_in_development_mode
-# - Argo CD's Dex (`argocd-dex rundex`) "uses an in-memory database, and two or more
-#   instances would have inconsistent data":
-#   https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/
-# - MetalLB's controller allocates addresses in memory and runs without leader election
-#   (`LeaderElection: false` in internal/k8s/k8s.go, the allocator in controller/main.go of
-#   metallb/metallb): two replicas would be two allocators
-# - Zalando's postgres-operator has no leader election (no leaderelection in its code) and
-#   ships with `replicas: 1`, `strategy: Recreate` (manifests/postgres-operator.yaml of
-#   zalando/postgres-operator): two replicas would be two operators on the same clusters
-_SINGLE_INSTANCE_IMAGE = re.compile(
-    r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
-    r"[\w.-]*rsyslog[\w.-]*)(:|@|$)"
-)
-_UNELECTED_CONTROLLER = re.compile(r"(^|/)(metallb/controller|zalando/postgres-operator)(:|@|$)")
-# Alertmanager keeps silences and its notification log in the process and its data
-# directory; replicas share them only as a cluster (`--cluster.peer`), and Prometheus must
-# send every alert to each, not through one Service address:
-# https://github.com/prometheus/alertmanager#high-availability
-_ALERTMANAGER = re.compile(r"(^|/)(prom|prometheus)/alertmanager(:|@|$)")
-_KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
-# A writable mount holds state when its path says data (`/data`, `/var/lib/grafana`,
-# `/badger`, `/exports`…) and neither its path nor its volume's name says scratch, sockets,
-# certificates, rendered config, logs or plugins (an emptyDir there is often only there
-# because the root filesystem is read-only). `istio-data` is the proxy's scratch, added to
-# every injected pod (manifests/charts/istio-control/istio-discovery/files/injection-template.yaml
-# in istio/istio).
-_DATA_PATH = re.compile(
-    r"(^|[/_-])(data|db|database|storage|store|state|badger|wal|tsdb|registry|uploads?|"
-    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/(lib/)?\w|^/var/?$",
-    re.IGNORECASE,
-)
-_SCRATCH = re.compile(
-    r"(^|[/_.-])(tmp|temp|cache|run|lock|shm|sockets?|certs?|tls|ssl|secrets?|etc|conf(ig)?|"
-    r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio)($|[/_-])",
-    re.IGNORECASE,
-)
-_LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
-# A claim is persistence the user asked for, whatever its path (logs, config, uploads): a
-# plain claim is one volume for every replica, and a ReadWriteOnce one attaches to one
-# node only (https://kubernetes.io/docs/concepts/storage/persistent-volumes/#access-modes).
-# Only true scratch on a claim is no state (e.g. vmware-tanzu/velero
-# examples/nginx-app/with-pv.yaml keeps nginx's logs on a ReadWriteOnce claim).
-_CLAIM_SCRATCH = re.compile(r"(^|[/_.-])(tmp|temp|cache|run|lock|shm)($|[/_-])", re.IGNORECASE)
-
-
-def local_state(workload: Workload, container: Container) -> str | None:
-    """Why the container keeps state of its own that a second replica would not share (a
-    known single-instance image, a writable claim mount (not scratch), a writable
-    emptyDir/hostPath mount at a data path (``_DATA_PATH``), a
-    single-replica StatefulSet with volumeClaimTemplates), or ``None`` for a server with no
-    such sign."""
-    image = container.image.split("@", 1)[0]
-    in_memory = "zipkin" not in image or dict(container.env).get("STORAGE_TYPE", "mem") == "mem"
-    if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
-        return f"image {image} keeps its data in the one process or its local files"
-    if _UNELECTED_CONTROLLER.search(image):
-        return f"image {image} is a controller without leader election, its state in the process"
-    if _KEYCLOAK.search(image) and "start-dev" in _argv(container):
-        return "Keycloak in start-dev mode keeps an embedded database"
-    if "rundex" in _argv(container):
-        return "Argo CD's Dex keeps its data in memory"
-    if workload.template.config_state:
-        return workload.template.config_state
-    argv = _argv(container)
-    if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
-        return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
-    volumes = workload.template.volumes
-    for m in container.mounts:
-        source = volumes.get(m.volume)
-        if (
-            source == "persistentVolumeClaim"
-            and not m.read_only
-            and not _CLAIM_SCRATCH.search(m.path)
-            and not _CLAIM_SCRATCH.search(m.volume)
-        ):
-            return f"it writes to claim volume {m.volume!r} at {m.path}"
-        if (
-            source in _LOCAL_VOLUMES
-            and not m.read_only
-            and _DATA_PATH.search(m.path)
-            and not _SCRATCH.search(m.path)
-            and not _SCRATCH.search(m.volume)
-        ):
-            return f"it writes to {source} volume {m.volume!r} at {m.path}"
-    if workload.claim_templates and (workload.replicas or 1) == 1:
-        claim = workload.claim_templates[0]
-        return f"a single-replica StatefulSet with volumeClaimTemplates ({claim!r})"
-    return None
 
 
 def daemon_gap(w: Workload, services: list[Service]) -> str | None:

@@ -3,27 +3,29 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from svcdoctor.checks._serving import (
     carries_requests,
-    data_store,
     fewest_pods,
-    leader_elected,
-    local_state,
     racing,
     routed,
     serves,
+    serves_nothing,
     service_names,
     serving_containers,
     shutdown_facts,
+    stock_port,
+    unreached,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.state import data_store, leader_elected, local_state
 from svcdoctor.model import (
     Autoscaler,
     Cause,
+    Container,
     Inventory,
     Service,
     Severity,
@@ -288,9 +290,12 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     rsyslog sinks, Keycloak `start-dev`, Argo CD's Dex; a writable claim (`persistentVolumeClaim`)
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a
     ReadWriteOnce claim attaches to one node only; a writable emptyDir or hostPath
-    mounted at a data path such as `/data` or `/var/lib/…`; a single-replica
-    StatefulSet with `volumeClaimTemplates`), whose data a second replica would split, and
-    a leader-elected server, whose second replica would only stand by.
+    mounted at a data path such as `/data` or `/var/lib/…`, not the kubelet's
+    `/var/lib/kubelet`; a single-replica StatefulSet with `volumeClaimTemplates` not only
+    mounted as a cache), whose data a second replica would split; a server that reaches
+    its node's daemon through a Unix socket on a hostPath (a `socat` bridge to a CSI
+    driver's `csi.sock`, the Docker socket), whose second replica would serve another
+    node's daemon; and a leader-elected server, whose second replica would only stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node
@@ -376,20 +381,30 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     containers = serving_containers(inventory, w)
     state = next((why for c in containers if (why := local_state(w, c))), None)
     if state is not None:
-        second = (
-            "would write the same files, or not start on another node if the claim is ReadWriteOnce"
-            if state.startswith("it writes to claim")
-            else "would hold data of its own"
+        kept = "keeps local state"
+        advice = (
+            "# an availability note, not a fix: more replicas would split the data. For "
+            "availability, move the\n# state to a store the replicas share (or use the "
+            "backend's own clustering), then run 2 replicas"
         )
+        second = "would hold data of its own"
+        if state.startswith("it writes to claim"):
+            second = (
+                "would write the same files, or not start on another node if the claim is "
+                "ReadWriteOnce"
+            )
+        elif state.startswith("it reaches its node's daemon"):
+            kept = "is bound to its node"
+            advice = (
+                "# an availability note, not a fix: a replica serves the daemon of the node it "
+                "runs on, so the\n# Service is as available as that node's daemon"
+            )
+            second = "would reach the daemon of the node it lands on, not a copy of this one"
         return Hit(
             svc,
-            f"{single} that keeps local state ({state}): while it restarts or moves the "
+            f"{single} that {kept} ({state}): while it restarts or moves the "
             f"Service has no backend, and a second replica {second}",
-            fix=note(
-                "# an availability note, not a fix: more replicas would split the data. For "
-                "availability, move the\n# state to a store the replicas share (or use the "
-                "backend's own clustering), then run 2 replicas"
-            ),
+            fix=note(advice),
             severity=Severity.INFO,
         )
     leader = next((flag for c in containers if (flag := leader_elected(c))), None)
@@ -452,7 +467,10 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     selected containers. A named `targetPort` must match a container port name (an error
     otherwise). A numeric one reaches the container whether or not `containerPort` declares
     it (apps listen on ports set in args or config files), so it is not reported: the files
-    cannot tell which ports the app binds.
+    cannot tell which ports the app binds. Except where they can: a container that runs an
+    official image as shipped (`nginx` or `httpd`, no command, args or ports of its own, no
+    file mounted over their configuration) listens on that image's port (80), and a
+    numeric `targetPort` other than that reaches nothing (a warning).
 
     ## Why it matters
     A named `targetPort` that no container defines leaves the endpoint without that port, so
@@ -484,6 +502,8 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     ## References
     - https://kubernetes.io/docs/concepts/services-networking/service/#field-spec-ports
     - https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#ports
+    - https://hub.docker.com/_/nginx
+    - https://hub.docker.com/_/httpd
     """
     del settings
     for svc in inventory.services:
@@ -493,8 +513,11 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
         for p in svc.ports:
             # a numeric targetPort reaches the pod whether or not it is declared: files
             # cannot tell which ports the app binds (judged on real repositories, 1 such
-            # finding in 7 was a real problem), so only named ports are checked
+            # finding in 7 was a real problem), so only named ports are checked, and numbers
+            # that a stock image as shipped does not listen on
             if not isinstance(p.target, str):
+                if hit := _stock_mismatch(svc, p.port, p.target, p.line, workloads):
+                    yield hit
                 continue
             missing = [
                 w for w in workloads if not any(serves(c, p.target) for c in w.template.containers)
@@ -526,6 +549,31 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 fix=fix,
                 line=p.line,
             )
+
+
+def _stock_mismatch(
+    svc: Service, port: int, target: int, line: int, workloads: Sequence[Workload]
+) -> Hit | None:
+    """SVD205 for a numeric target: every workload's app is a stock image (``stock_port``)
+    that listens on another port."""
+    found: list[tuple[Workload, Container, int]] = []
+    for w in workloads:
+        containers = [c for c in w.template.containers if not serves_nothing(c)]
+        if not containers or not unreached(containers, target):
+            return None
+        found.append((w, containers[0], stock_port(containers[0]) or 0))
+    if not found or len({p for _, _, p in found}) != 1:
+        return None  # one fix for every workload, or none
+    w, c, listen = found[0]
+    return Hit(
+        svc,
+        f"port {port} targets {target}, but container {c.name!r} of {w.ref} runs the stock "
+        f"{c.image} image, which listens on {listen} (nothing overrides its configuration): "
+        "connections to the Service are refused",
+        fix=Fix(ObjectPatch({"spec": {"ports": [{"port": port, "targetPort": listen}]}})),
+        line=line,
+        severity=Severity.WARNING,  # issue 14: a numeric target on strong evidence only
+    )
 
 
 # Labels that differ between the workloads of one app by design (a version split, a canary).

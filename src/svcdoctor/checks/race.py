@@ -13,8 +13,6 @@ from svcdoctor.checks._serving import (
     backed,
     carries_requests,
     daemon_gap,
-    data_store,
-    local_state,
     parse_script,
     racing,
     readiness_first,
@@ -23,9 +21,11 @@ from svcdoctor.checks._serving import (
     shell_script,
     shutdown_facts,
     sleep_note,
+    unserved,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
+from svcdoctor.checks.state import data_store, local_state
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
     Fix,
@@ -103,8 +103,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     nor are pods behind Services that carry no requests (every port a metrics, profiling
     or probe port: `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`,
     `probes`, `healthz`…, by port or target name, and no route sends to it: a scraper that
-    misses one scrape is no failed request). When the grace period is also too short for
-    the longest request, the message and the fix say so (SVD102 then stays quiet).
+    misses one scrape is no failed request), nor containers the Service cannot reach
+    (SVD205: a `targetPort` name no container declares, or a number a stock image as
+    shipped does not listen on): a delay fixes nothing there. When the grace period is also
+    too short for the longest request, the message and the fix say so (SVD102 then stays
+    quiet).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -149,7 +152,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """
     for w, c in racing(inventory):
         hook = c.prestop
-        if _delays(c):
+        if _delays(c) or unserved(inventory, w, c):
             continue
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
@@ -704,11 +707,12 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     """Every rollout takes all serving pods of a Service away at once.
 
     ## What it does
-    Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate` (unless the
-    pods keep local state, as for SVD204: a claim that attaches to one node, a
-    single-instance server, where never running two pods is the point), and
+    Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate`, and
     workloads with one replica whose update removes it before its replacement is ready
-    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first). A
+    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first), unless
+    the pods keep local state, as for SVD204 (a claim that attaches to one node, a
+    single-instance server, a node's daemon reached through a hostPath socket), where a
+    second pod would split the state or reach another node's daemon. A
     DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
     it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with
     `externalTrafficPolicy: Local`, where a node's traffic only reaches the node's own pod,
@@ -756,27 +760,24 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
         names = ", ".join(dict.fromkeys(s.ref.name for s in services))  # alternatives: once
         replicas = inventory.replicas(w)
         rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+        hit: Hit | None = None
         if w.strategy == "Recreate":
-            if any(local_state(w, c) for c in w.template.containers):
-                continue  # deliberate: two pods must not hold (or attach) the state at once
-            yield Hit(
+            hit = Hit(
                 w,
                 f"strategy Recreate stops every pod before starting new ones: Service {names} "
                 "has no ready endpoint during each rollout",
                 fix=_spec_fix({"strategy": rolling}),
             )
         elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
-            if w.strategy == "BlueGreen":
-                continue
-            if _effective(w.max_unavailable, 1, "25%") >= 1:
-                yield Hit(
+            if w.strategy != "BlueGreen" and _effective(w.max_unavailable, 1, "25%") >= 1:
+                hit = Hit(
                     w,
                     f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
                     f"{names} is removed before its replacement is ready",
                     fix=_spec_fix({"replicas": 2, "strategy": rolling}),
                 )
         elif replicas == 1 and w.ref.kind == "StatefulSet":
-            yield Hit(
+            hit = Hit(
                 w,
                 f"a 1-replica StatefulSet deletes its pod before recreating it: Service {names} "
                 "has no endpoint during each rollout",
@@ -785,6 +786,10 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
         elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
             surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
             yield Hit(w, gap.format(names=names), fix=_spec_fix({"updateStrategy": surge}))
+        # stopping first is deliberate when the pods keep local state: two pods must not hold
+        # (or attach) it at once, nor a second reach another node's daemon
+        if hit is not None and not any(local_state(w, c) for c in w.template.containers):
+            yield hit
 
 
 def _spec_fix(spec: dict[str, object]) -> Fix:
