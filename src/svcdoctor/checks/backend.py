@@ -205,7 +205,9 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     ## What it does
     Flags Service-backed containers whose readiness probe is `tcpSocket` only (the kernel
     accepts connections for a process whose threads are all stuck) or an `exec` that always
-    succeeds (`true`, `exit 0`, `echo …`).
+    succeeds (`true`, `exit 0`, `echo …`). Not flagged: a tcpSocket probe on a port a known
+    server opens only once it is ready (Contour's xDS port: it listens after building its
+    first configuration, and speaks mTLS gRPC, which no other probe can pass).
 
     ## Why it matters
     "Bad" backends are usually alive and listening but not serving: an exhausted connection
@@ -231,11 +233,12 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     ## References
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
     - https://github.com/grpc/grpc/blob/master/doc/health-checking.md
+    - https://github.com/projectcontour/contour/blob/main/cmd/contour/serve.go
     """
     del settings
     for w, c in racing(inventory):
         r = c.readiness
-        if r is None:
+        if r is None or _listens_when_ready(c, r.port):
             continue
         if r.handler == "tcpSocket":
             why = "is tcpSocket only: a process that accepts connections but serves nothing passes"
@@ -255,6 +258,28 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
             container=c.name,
             line=r.line,
         )
+
+
+# Servers that open a port only once they are ready, so that a connection accepted there is
+# their readiness (image glob, the flag naming the port, its default): Contour's xDS server
+# waits for its initial DAG before `net.Listen` (cmd/contour/serve.go, "waiting for the
+# initial dag to be built", in projectcontour/contour), and its examples probe that port
+# with tcpSocket (examples/contour/03-contour.yaml); the port speaks mTLS gRPC, which no
+# httpGet or grpc probe can pass.
+_LISTENS_WHEN_READY = ((re.compile(r"(^|/)projectcontour/contour(:|@|$)"), "--xds-port", 8001),)
+
+
+def _listens_when_ready(c: Container, port: int | str | None) -> bool:
+    """Whether the probed port is one the container's server opens only once ready."""
+    argv = (*c.command, *c.args)
+    for image, flag, default in _LISTENS_WHEN_READY:
+        if image.search(c.image):
+            value = next(
+                (a.split("=", 1)[1] for a in argv if a.startswith(f"{flag}=")), str(default)
+            )
+            names = {p.name for p in c.ports if str(p.number) == value}
+            return str(port) == value or port in names
+    return False
 
 
 def _always_succeeds(command: tuple[str, ...]) -> bool:
