@@ -45,11 +45,12 @@ def copy(tmp_path: Path, *names: str) -> Path:
 def test_interleaved_controller_log_is_read_by_shape_and_counted() -> None:
     ev = read_evidence([str(FIXTURES / "ingress-nginx-controller.log")])
     by_format = {s.format: s for s in ev.sources}
-    assert set(by_format) == {"nginx-access", "nginx-error"}
+    assert set(by_format) == {"nginx-access", "nginx-error", "routing"}
+    assert by_format["routing"].start == pytest.approx(1678291318.98909)  # the reload
     assert by_format["nginx-access"].rows == 4  # 2 requests, 2 retried attempts
     assert by_format["nginx-error"].rows == 4  # 3 http + 1 stream upstream failure
     assert "1 lines without an upstream failure" in by_format["nginx-error"].note
-    assert any("5 klog lines and 7 other lines: not evidence" in p for p in ev.problems)
+    assert any("4 klog lines and 7 other lines: not evidence" in p for p in ev.problems)
     rows = ev.requests.sort("ts", "role").select("role", "outcome", "backend", "upstream").rows()
     assert rows == [
         ("request", "timeout", "192.168.215.1:80", "pc-dev-example-web-service-80"),

@@ -115,7 +115,7 @@ def test_nginx_combined_and_spacing_variants() -> None:
 
 def test_ingress_nginx_stream_lines_spaced_and_not() -> None:
     ev = read_evidence([paste("ingress-nginx-stream.log")])
-    assert formats(ev) == {"nginx-stream": 3}
+    assert formats(ev) == {"nginx-stream": 3, "routing": 1}  # "Backend successfully reloaded."
     got = rows(ev, "status", "outcome", "client", "detail")
     assert got[0] == (200, "ok", None, None)  # 2018, unspaced: no client, no session time
     assert got[1] == (200, "ok", "10.0.0.9", None)
@@ -124,7 +124,7 @@ def test_ingress_nginx_stream_lines_spaced_and_not() -> None:
     spaced = ev.requests.sort("ts").row(1, named=True)
     assert spaced["ts"] == pytest.approx(at("2019-09-06T13:18:34Z") - 0.473)
     assert spaced["latency_ms"] == pytest.approx(473.0)
-    assert any("2 klog lines: not evidence" in p for p in ev.problems)
+    assert any("1 klog line: not evidence" in p for p in ev.problems)
 
 
 # ---------------------------------------------------------------- Traefik
@@ -275,12 +275,13 @@ def test_one_paste_of_many_shapes_is_split_by_line_shape() -> None:
         "envoy": 2,
         "nginx-stream": 3,
         "kernel": 3,
+        "routing": 1,  # the controller's "Backend successfully reloaded."
     }
     assert all(s.path == "-" for s in ev.sources)
     assert not any("stdin" in s.note for s in ev.sources)  # the temporary file is never named
     (problem,) = [p for p in ev.problems if "not evidence" in p]
     assert problem.startswith("-: ")
-    for named in ("2 klog lines", "Go panic lines", "1 curl error line", "other lines"):
+    for named in ("1 klog line", "Go panic lines", "1 curl error line", "other lines"):
         assert named in problem
 
 

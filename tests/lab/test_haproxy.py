@@ -72,7 +72,8 @@ LINES = [
     "10.233.255.10:40312 [05/Dec/2026:20:47:56.586] lb targets/api-7f6d5c4b3-00 0/0/0/3/3 200 "
     '164 - - ---- 3/3/0/0/0 0/0 "GET / HTTP/1.1"',
     "Server targets/api-7f6d5c4b3-00 enters drain state. 3 active and 0 backup servers online.",
-    "10.233.255.11:40313 [05/Dec/2026:20:47:57.001] lb targets/api-7f6d5c4b3-01 0/0/-1/-1/0 503 "
+    "2026-12-05T20:47:57.002+00:00 10.233.255.11:40313 [05/Dec/2026:20:47:57.001] lb "
+    "targets/api-7f6d5c4b3-01 0/0/-1/-1/0 503 "
     '217 - - SC-- 3/3/0/0/0 0/0 "GET / HTTP/1.1"',
     "127.0.0.1:5 [05/Dec/2026:20:47:58.000] lb targets/<NOSRV> 0/-1/-1/-1/0 503 217 - - SC-- "
     '1/1/0/0/0 0/0 "GET / HTTP/1.1"',
@@ -179,7 +180,7 @@ def test_the_kube_proxy_sized_prestop_fails_in_the_lb_s_leg(
         assert removed > timeline["stopped_accepting"]
     for pod in ("api-5b4c3d2e1-00", "api-5b4c3d2e1-01"):  # registered, then ready a leg later
         assert states.index((pod, "added")) < states.index((pod, "ready"))
-    log = (bundle / ".lab" / "haproxy.log").read_text().splitlines()
+    log = (bundle / "load-balancer" / "haproxy.log").read_text().splitlines()
     assert sum(1 for ln in log if " 503 " in ln and " SC-- " in ln) == failed
     assert any("enters drain state" in ln for ln in log)  # haproxy's own words
     rows = (bundle / "requests.csv").read_text().splitlines()
@@ -222,3 +223,34 @@ def test_ctrl_c_leaves_no_haproxy_behind(tmp_path: Path) -> None:
     assert not [ns for ns in namespaces_of_runs() if ns.startswith(f"{run}-")]
     assert not [p for p, (r, _, _) in pod_processes().items() if r == run]
     assert not (lock_dir() / f"{run}-jobs").exists()
+
+
+@pytest.mark.lab
+def test_diagnose_measures_the_load_balancer_s_leg_from_haproxy_s_own_log(
+    runs: dict[str, tuple[dict[str, Any], Path]],
+) -> None:
+    """diagnose reads haproxy's state changes in the bundle as the LB's leg: for every
+    deleted pod, when haproxy drained it, as the lab's truth has it; the plan covers it."""
+    _, bundle = runs["lb-ip"]
+    lab = json.loads((bundle / "lab.json").read_text())
+    done = subprocess.run(
+        [*SVCDOCTOR, "diagnose", str(bundle), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    race = next(c for c in json.loads(done.stdout)["causes"] if c["cause"] == "race")
+    leg = next(h for h in race["details"]["hops"] if h["by"] == "haproxy")
+    assert leg["hop"] == "load-balancer"
+    stops = {s["pod"]: s for s in leg["stops"]}
+    assert set(stops) == set(lab["ground_truth"]["deleted_pods"])
+    for pod, stop in stops.items():  # haproxy's clock and the lab's agree to the millisecond
+        assert stop["stopped_at"] == pytest.approx(
+            lab["load_balancer"]["stopped_sending"][pod], abs=0.05
+        )
+    assert LB_LEG.a - 0.6 <= leg["median_seconds"] <= LB_LEG.b + 1.5
+    assert any(line.startswith("load-balancer (haproxy") for line in race["evidence"])
+    if "recommended_prestop_seconds" in race["details"]:
+        assert race["details"]["recommended_prestop_seconds"] >= leg["covers_seconds"]

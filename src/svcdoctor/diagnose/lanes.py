@@ -36,6 +36,7 @@ from svcdoctor.model import (
     selector_matches,
     shutdown_timeline,
 )
+from svcdoctor.model.hops import HopKind
 from svcdoctor.model.lanes import (
     OTHER_PODS,
     UNKNOWN_BACKEND,
@@ -77,8 +78,14 @@ def lanes_of(ctx: Context, diagnosis: Diagnosis, limit: int = 12) -> Lanes:
     index = _Index.of(ctx)
     backends = _backends(ctx)
     names = _like(ctx.evidence, _service_pods(ctx.evidence, start, end), backends) or backends
+    hops = _hop_stops(diagnosis)
     stamps = {
-        name: _stamps(index, name, pods.get(name))
+        name: tuple(
+            sorted(
+                (*_stamps(index, name, pods.get(name)), *hops.get(name, ())),
+                key=lambda s: (s.ts, ORDER[s.kind]),
+            )
+        )
         for name in names | (by_lane.keys() - {UNKNOWN_BACKEND})
     }
     kept, collapsed = _choose(stamps, by_lane, limit)
@@ -102,6 +109,21 @@ def lanes_of(ctx: Context, diagnosis: Diagnosis, limit: int = 12) -> Lanes:
         end=end,
         title=_title(ctx.evidence, diagnosis, kept),
     )
+
+
+_HOP_MOMENTS = {HopKind.INGRESS: Moment.INGRESS_STOPPED, HopKind.LOAD_BALANCER: Moment.LB_STOPPED}
+
+
+def _hop_stops(diagnosis: Diagnosis) -> dict[str, list[Stamp]]:
+    """Per pod, when each hop whose own log the race analysis read stopped routing to it."""
+    race = next((a for a in diagnosis.causes if a.cause is Cause.RACE), None)
+    details = race.details if race is not None else None
+    out: dict[str, list[Stamp]] = {}
+    for leg in details.hops if isinstance(details, RaceDetails) else ():
+        if (kind := _HOP_MOMENTS.get(leg.hop)) is not None:
+            for stop in leg.stops:
+                out.setdefault(stop.pod, []).append(Stamp(kind, stop.stopped_at))
+    return out
 
 
 def _windowed(f: FailedRequest, shades: Iterable[Shade], tol: float) -> str | None:

@@ -10,6 +10,7 @@ import polars as pl
 
 from svcdoctor.checks import has_shell, prestop_hook, racing
 from svcdoctor.diagnose.context import Context, Settings, untestable
+from svcdoctor.diagnose.hops import hop_legs, leg_text
 from svcdoctor.diagnose.stats import Floats, count_in, count_in_many, merged, placement_test
 from svcdoctor.model import (
     DEFAULT_GRACE_SECONDS,
@@ -500,9 +501,11 @@ def assess_race(
     window = race_window(ctx, starts, s, own) if p < 0.05 else None
     evidence: list[str] = []
     fixes: list[FixStep] = []
+    legs = hop_legs(ctx.evidence, ctx.deletions, ctx.resolution)
     details = replace(
         measured(len(ctx.deletions), p, observed, explained, ctx.resolution, shutdown),
         window=window,
+        hops=legs,
     )
     score = race_score(p, observed, share, s)
     which = "on new connections " if ctx.has_conn else ""
@@ -528,6 +531,10 @@ def assess_race(
         )
         latency = _latency_p999(ctx)
         cover = window.plan_seconds if window.plan_seconds is not None else window.ci95[1]
+        what_covers = f"the window's 95 % upper bound {cover:g} s"
+        if legs and legs[0].covers > cover:  # a hop's own log shows a longer leg
+            cover = legs[0].covers
+            what_covers = f"the slowest hop's leg, {legs[0].by} up to {cover:g} s"
         plans = remedy_patches(ctx, cover, latency, s)
         details = replace(
             details,
@@ -549,8 +556,8 @@ def assess_race(
                 else ""
             )
             text = (
-                f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s (the "
-                f"window's 95 % upper bound {cover:g} s{clocks} + margin{drains}) and "
+                f"{plan.rule_text or 'SVD101/SVD102'}: preStop sleep {plan.prestop_seconds} s "
+                f"({what_covers}{clocks} + margin{drains}) and "
                 f"terminationGracePeriodSeconds {plan.grace_seconds} (preStop "
                 f"{f'+ drain {drained:g} s ' if drained else ''}+ longest request "
                 f"{_longest(latency, s):g} s + {s.checks.margin_seconds:g} s, never below "
@@ -558,6 +565,7 @@ def assess_race(
             )
             fixes.append(FixStep(text, patch.patch, patch.object))
         fixes.append(FixStep(GRACEFUL_SHUTDOWN))
+    evidence.extend(leg_text(leg) for leg in legs)
     if shutdown.sigkilled:
         graces = sorted({k.grace_seconds for k in shutdown.sigkilled if k.grace_seconds})
         took = [

@@ -24,7 +24,16 @@ from typing import Any
 import polars as pl
 
 from svcdoctor.errors import SvcdoctorError
-from svcdoctor.evidence import envoy_debug, kernel, lines, loadgen, proxylogs, traefik, unwrap
+from svcdoctor.evidence import (
+    envoy_debug,
+    kernel,
+    lines,
+    loadgen,
+    proxylogs,
+    routing,
+    traefik,
+    unwrap,
+)
 from svcdoctor.evidence.kubectl import KubectlEvidence, json_documents, objects, read_kubectl
 from svcdoctor.evidence.nginxjoin import Part, nginx_bundle
 from svcdoctor.evidence.requests import RequestLogError, empty, read_canonical
@@ -35,6 +44,7 @@ from svcdoctor.model import (
     Evidence,
     KernelEvent,
     LifecycleEvent,
+    RoutingChange,
     SourceSummary,
 )
 
@@ -92,6 +102,9 @@ class _Collected:
     incomplete: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     loads: list[loadgen.LoadRead] = field(default_factory=list)  # load generators' output
+    # lines where a hop says it stopped routing: read once the year is known
+    routing_lines: list[tuple[str, list[tuple[str, float | None]]]] = field(default_factory=list)
+    routing: list[RoutingChange] = field(default_factory=list)
     zone: float | None = None  # --tz, for times that name no zone
 
 
@@ -210,6 +223,7 @@ def read_evidence(
                 name, fmt, rows, min(aligned, default=None), max(aligned, default=None), note
             )
         )
+    _read_routing(got, year, zone)
     nginx_bundle(got.parts, zone)
     for part in got.parts:
         _add_source(got, part)
@@ -223,6 +237,7 @@ def read_evidence(
         or evidence.kernel
         or evidence.endpoints
         or evidence.loads
+        or evidence.routing
     )
     if not usable and evidence.inventory is None:
         reasons = "; ".join(got.problems) or "no evidence files given"
@@ -360,6 +375,9 @@ def _read_json(text: str, name: str, got: _Collected) -> None:
                 frame = cloudlb.gcp_requests(gcp, name)
                 got.parts.append(Part(name, "gcp", frame, read=frame.height))
                 return
+        if changes := [c for r in records if (c := routing.lbc_change(r, name))]:
+            got.routing.extend(changes)  # a controller's JSON log: its deregistrations
+            return
         if (logged := unwrap.document_lines(records)) is not None:
             _read_lines(logged, name, got)  # log records: pretty-printed, in an array, wrapped
             return
@@ -385,7 +403,12 @@ def _read_lines(text: str, name: str, got: _Collected) -> None:
     """Each line by its own shape; one part per shape that gave rows."""
     frame = _shapes(lines.split(text))
     counts = dict(frame.group_by("shape").len().iter_rows())
+    hops = frame.filter(pl.col("line").str.contains(routing.HINT))
+    if hops.height:
+        got.routing_lines.append((name, list(hops.select("line", "pts").iter_rows())))
     found = [s for s in counts if s in lines.EVIDENCE_SHAPES or s == "kernel"]
+    if not found and hops.height:
+        return
     if not found:
         if _YAML_OBJECT.search(text):
             got.manifests.append(name)
@@ -428,9 +451,38 @@ def _read_lines(text: str, name: str, got: _Collected) -> None:
                 f"{name}: {bad} lines look like {shape} but do not parse in full, skipped"
             )
     read = {p.fmt for p in got.parts if p.path == name and p.frame.height}
-    rest = {k: v for k, v in counts.items() if k in _NOT_EVIDENCE and k not in read}
+    hop_lines = dict(hops.group_by("shape").len().iter_rows()) if hops.height else {}
+    rest = {
+        k: left
+        for k, v in counts.items()
+        if k in _NOT_EVIDENCE and k not in read and (left := v - hop_lines.get(k, 0))
+    }
     if rest:
         got.problems.append(f"{name}: {_counted(rest).strip(' ()')}: not evidence")
+
+
+def _read_routing(got: _Collected, year: int, zone: float | None) -> None:
+    """The hops' routing changes of the lines kept for them, their times read in ``zone``
+    (``--tz``), else the zone of the bundle's nginx access log, else UTC; a source each."""
+    offsets = [p.offset for p in got.parts if p.fmt == "nginx-access" and p.offset]
+    common = utc_offset(max(set(offsets), key=offsets.count)) if offsets else None
+    shift = zone if zone is not None else common
+    for name, kept in got.routing_lines:
+        changes, zoneless = routing.routing_changes(kept, name, year, shift or 0.0)
+        got.routing.extend(changes)
+        if zoneless and shift is None:
+            got.warnings.append(
+                f"{name}: {zoneless} routing-change times carry no UTC offset: read as UTC; "
+                "pass --tz ±HH:MM if that hop's clock is on local time"
+            )
+    by_source: dict[str, list[float]] = {}
+    for c in got.routing:
+        by_source.setdefault(c.source, []).append(c.ts)
+    for name, stamps in by_source.items():
+        note = "moments a hop stopped or changed routing (its reloads, deregistrations)"
+        got.sources.append(
+            SourceSummary(name, "routing", len(stamps), min(stamps), max(stamps), note)
+        )
 
 
 def _counted(counts: dict[str, int]) -> str:
@@ -590,7 +642,12 @@ def _assemble(got: _Collected, offsets: dict[str, float]) -> Evidence:
         )
         inventory = build_inventory(loaded)
         got.sources.extend(SourceSummary(m, "manifest", 0) for m in got.manifests if m not in known)
+    routed = sorted(
+        (replace(c, ts=c.ts + _offset_for(offsets, c.source, "routing")) for c in got.routing),
+        key=lambda c: c.ts,
+    )
     return Evidence(
+        routing=tuple(routed),
         requests=requests if requests.get_column("ts").is_sorted() else requests.sort("ts"),
         pods=tuple(got.kube.pods.values()),
         events=events,

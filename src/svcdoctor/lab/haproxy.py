@@ -117,7 +117,9 @@ def config(listen: tuple[str, int], folder: Path, user: bool = False) -> str:
     return (
         "# svcdoctor lab: a load balancer in IP mode (targets added by the runtime API)\n"
         "global\n"
-        "    log stdout format raw local0 info\n"
+        # ``iso``: each line after its ISO 8601 time, so the state changes (a target drained,
+        # taken down) carry theirs for diagnose to read as the hop's leg (evidence/routing.py)
+        "    log stdout format iso local0 info\n"
         f"    stats socket {folder / SOCKET} mode 600 level admin\n"
         f"    pidfile {folder / 'haproxy.pid'}\n"
         "    maxconn 4096\n"
@@ -315,7 +317,8 @@ class LogEntry:
 
 
 _LINE = re.compile(
-    r"^(?P<ip>[\d.]+):(?P<port>\d+) \[(?P<date>[^\]]+)\] \S+ \S+?/(?P<server>\S+) "
+    r"^(?:\d{4}-\d\d-\d\dT\S+ )?"  # the time ``format iso`` puts first
+    r"(?P<ip>[\d.]+):(?P<port>\d+) \[(?P<date>[^\]]+)\] \S+ \S+?/(?P<server>\S+) "
     r"\S+ (?P<status>-?\d+) \S+ \S+ \S+ (?P<term>\S{4}) "
 )
 

@@ -51,6 +51,7 @@ class RunResult:
 
 
 INGRESS_DIR = "ingress-nginx"  # in the bundle: the ingress controller's logs
+LB_DIR = "load-balancer"  # in the bundle: haproxy's log
 HIDDEN_DIR = ".lab"  # in the bundle, unread by diagnose: the clients' own log, nginx's combined
 
 
@@ -539,11 +540,12 @@ def lb_truth(truth: LabTruth, lb: BalancerFacts | None) -> LabTruth:
 
 
 def _keep_lb_logs(dp: BalancerDatapath, out: Path) -> None:
-    """haproxy's log into the bundle, unread by diagnose (the clients' log is the
-    evidence), then its working directory goes."""
+    """haproxy's log into the bundle, then its working directory goes. diagnose reads its
+    state changes (when the load balancer drained each target: that hop's leg); its request
+    lines are not read as requests (the clients' log is the evidence)."""
     for name, path in dp.logs().items():
-        (out / HIDDEN_DIR).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, out / HIDDEN_DIR / name)
+        (out / LB_DIR).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, out / LB_DIR / name)
     shutil.rmtree(dp.folder, ignore_errors=True)
     with contextlib.suppress(OSError):
         dp.folder.parent.rmdir()  # the run's jobs directory, when nothing else is in it

@@ -13,6 +13,7 @@ from fractions import Fraction
 from svcdoctor.model.breakdown import Breakdown
 from svcdoctor.model.evidence import EventKind, LoadSummary, Outcome, SourceSummary
 from svcdoctor.model.finding import Cause
+from svcdoctor.model.hops import HopKind
 from svcdoctor.model.lanes import Lanes
 from svcdoctor.model.patch import Patch, PodPatch
 from svcdoctor.model.pathreport import WorkloadPaths
@@ -98,6 +99,40 @@ class RemedyPatch:
 
 
 @dataclass(frozen=True, slots=True)
+class HopStop:
+    """One deleted pod, and when one hop stopped routing to it (its first change after)."""
+
+    pod: str
+    deleted_at: float
+    stopped_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class HopLeg:
+    """One hop's leg of the race, measured from its own log (``evidence/routing.py``):
+    how long after each deletion it stopped routing to the pod. ``resolution``: how late
+    the hop may apply what its line says (nginx's second clock, the Lua balancer's 1 s
+    sync); ``lower_bound``: the line marks a start (a cloud load balancer's data plane
+    stops later than its controller's deregistration call)."""
+
+    hop: HopKind
+    by: str
+    what: str
+    sources: tuple[str, ...]
+    resolution: float
+    stops: tuple[HopStop, ...]
+    median_seconds: float
+    max_seconds: float
+    unseen: tuple[str, ...] = ()  # deleted pods that hop was never seen to stop routing to
+    lower_bound: bool = False
+
+    @property
+    def covers(self) -> float:
+        """The longest this leg can have lasted: its largest lag plus its resolution."""
+        return self.max_seconds + self.resolution
+
+
+@dataclass(frozen=True, slots=True)
 class RaceDetails:
     """What the race analysis measured. ``excess_failures``: within the test window after
     deletions (the permutation test's statistic); the window, when measured, carries the
@@ -115,6 +150,7 @@ class RaceDetails:
     recommended_grace_seconds: int | None = None
     remedy: tuple[RemedyPatch, ...] = ()
     plan: ShutdownPlan | None = None  # the recommendation: largest preStop and grace of remedy
+    hops: tuple[HopLeg, ...] = ()  # each hop's leg, where its own log shows when it stopped
 
 
 # --- backend: one unhealthy backend --------------------------------------------------------

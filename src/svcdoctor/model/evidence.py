@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from svcdoctor.model.hops import HopKind
 from svcdoctor.model.live import ContainerExit
 
 if TYPE_CHECKING:
@@ -105,6 +106,22 @@ class LifecycleEvent:
     message: str = ""
     exit_code: int | None = None
     resolution: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingChange:
+    """A hop in front of the pods changed what it routes to, at ``ts``, as its own log says
+    (``evidence/routing.py``): an ingress's reload, a load balancer's deregistration.
+    ``removed``: the targets the line names (pod IPs, or the hop's server names); empty when
+    it names none (a reload applies every change made before it). ``by``: the software."""
+
+    ts: float
+    hop: HopKind
+    what: str  # "reloaded", "pushed the endpoints", "deregistered", "drained", "took down"
+    removed: tuple[str, ...]
+    source: str
+    resolution: float  # seconds: the line's clock, or how late the hop applies it
+    by: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +222,7 @@ class Evidence:
     warnings: tuple[str, ...] = ()  # read, but with an assumption the user should know
     replicas_hint: int | None = None  # from Deployments/ReplicaSets when present
     loads: tuple[LoadSummary, ...] = ()  # load generators' reports: counts, no request times
+    routing: tuple[RoutingChange, ...] = ()  # hops' own stopped-routing moments, by time
     extra: dict[str, Any] = field(default_factory=dict)
 
 

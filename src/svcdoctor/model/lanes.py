@@ -29,6 +29,8 @@ class Moment(StrEnum):
     PRESTOP = "preStop"
     SIGTERM = "SIGTERM"
     ENDPOINT_NOT_READY = "endpoint not ready"
+    INGRESS_STOPPED = "ingress stopped routing"  # its own log's moment (a reload)
+    LB_STOPPED = "load balancer stopped routing"  # its own log's (a deregistration, a drain)
     EXITED = "exited"
 
 

@@ -118,6 +118,8 @@ def _race(r: RaceDetails) -> dict[str, Any]:
         ]
     if r.plan is not None:
         out["plan"] = plan_data(r.plan)
+    if r.hops:
+        out["hops"] = [{**_plain(leg), "covers_seconds": round(leg.covers, 3)} for leg in r.hops]
     return out
 
 

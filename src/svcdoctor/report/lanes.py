@@ -47,6 +47,8 @@ MOMENTS: dict[Moment, tuple[str, str, bool]] = {
     Moment.PRESTOP: (">", "#56B4E9", True),
     Moment.SIGTERM: ("v", "#3f007d", True),
     Moment.ENDPOINT_NOT_READY: ("s", "#8c510a", False),
+    Moment.INGRESS_STOPPED: ("|", "#d95f02", True),
+    Moment.LB_STOPPED: ("|", "#7570b3", True),
     Moment.EXITED: ("D", "#7f7f7f", True),
 }
 KILLED = "#C00000"  # exit 137: SIGKILL
@@ -59,6 +61,8 @@ OFFSETS = {
     Moment.SIGTERM: -0.2,
     Moment.EXITED: -0.2,
     Moment.ENDPOINT_NOT_READY: 0.2,
+    Moment.INGRESS_STOPPED: 0.2,
+    Moment.LB_STOPPED: 0.2,
 }
 
 

@@ -1,0 +1,85 @@
+"""Each hop's leg of the race, measured from the hop's own log: for every deleted pod, the
+hop's first routing change after the deletion that can have removed it (a reload, or a
+deregistration that names its IP or its name), and the lag between the two.
+
+The observed race window (``race.py``) is what the failures show, summed over the path;
+the legs say which hop was slow. A hop that retries elsewhere (nginx's
+``proxy_next_upstream``) may hide its leg from the failures, never from its own log.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from svcdoctor.model import Evidence, RoutingChange
+from svcdoctor.model.diagnosis import HopLeg, HopStop
+
+# the lines that mark the start of a change its hop applies later (``routing.py``)
+_LOWER_BOUNDS = frozenset({"aws-load-balancer-controller"})
+
+
+def hop_legs(
+    evidence: Evidence, deletions: dict[str, float], resolution: float
+) -> tuple[HopLeg, ...]:
+    """The legs of every hop with routing changes in ``evidence``, for the pods deleted at
+    ``deletions`` (pod → moment; ``resolution``: that clock's granularity, a change up to
+    that much before a deletion may still be its own)."""
+    if not deletions or not evidence.routing:
+        return ()
+    names = {p.name: p for p in evidence.pods}
+    groups: dict[tuple[str, str], list[RoutingChange]] = defaultdict(list)
+    for change in evidence.routing:
+        groups[(change.hop.value, change.by)].append(change)
+    legs = []
+    for changes in groups.values():
+        stops, unseen = [], []
+        for pod, deleted in sorted(deletions.items(), key=lambda kv: kv[1]):
+            info = names.get(pod)
+            keys = {pod} | ({info.ip} if info is not None and info.ip else set())
+            stop = next(
+                (
+                    c
+                    for c in changes
+                    if c.ts >= deleted - resolution and (not c.removed or keys & set(c.removed))
+                ),
+                None,
+            )
+            if stop is None:
+                unseen.append(pod)
+            else:
+                stops.append(HopStop(pod, deleted, stop.ts))
+        if not stops:
+            continue
+        lags = [max(s.stopped_at - s.deleted_at, 0.0) for s in stops]
+        first = changes[0]
+        legs.append(
+            HopLeg(
+                first.hop,
+                first.by,
+                first.what,
+                tuple(sorted({c.source for c in changes})),
+                max(c.resolution for c in changes),
+                tuple(stops),
+                round(statistics.median(lags), 3),
+                round(max(lags), 3),
+                tuple(unseen),
+                first.by in _LOWER_BOUNDS,
+            )
+        )
+    return tuple(sorted(legs, key=lambda leg: -leg.covers))
+
+
+def leg_text(leg: HopLeg) -> str:
+    """One line of evidence for a leg."""
+    said = "deregistration began" if leg.lower_bound else f"it {leg.what}"
+    text = (
+        f"{leg.hop.value} ({leg.by}, its own log): stopped routing to {len(leg.stops)} "
+        f"deleted pods {leg.median_seconds:g} s after their deletion (median), at most "
+        f"{leg.max_seconds:g} s (±{leg.resolution:g} s: when {said})"
+    )
+    if leg.lower_bound:
+        text += "; its load balancer stops later still (deregistration takes seconds to apply)"
+    if leg.unseen:
+        text += f"; never seen to stop routing to {len(leg.unseen)} ({', '.join(leg.unseen[:3])})"
+    return text
