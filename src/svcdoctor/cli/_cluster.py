@@ -62,6 +62,23 @@ def image_option(text: str) -> Callable[[F], F]:
     )
 
 
+no_redact_option = click.option(
+    "--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle."
+)
+
+
+def client_logs_option(does: str) -> Callable[[F], F]:
+    """``--client-logs SELECTOR``: what the command ``does`` with the logs of the client pods
+    the label selector matches (their request rows)."""
+    return option(
+        "--client-logs",
+        metavar="SELECTOR",
+        help=f"Also {does} the request rows in the logs of client pods matching this label "
+        "selector.",
+        default_text="none",
+    )
+
+
 network_policy_option = click.option(
     "--network-policy",
     is_flag=True,

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from svcdoctor.cli._checking import check_settings, config_prometheus, remedy_options
-from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._cluster import (
+    client_logs_option,
+    cluster_options,
+    duration_option,
+    fail,
+    no_redact_option,
+)
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, OutputDir, option, output_option
@@ -44,12 +50,7 @@ if TYPE_CHECKING:
     "start meanwhile (as collect --watch; Ctrl-C ends it early).",
     default_text="no watch",
 )
-@option(
-    "--client-logs",
-    metavar="SELECTOR",
-    help="Also read the request rows in the logs of the client pods matching this label selector.",
-    default_text="none",
-)
+@client_logs_option("read")
 @option(
     "--prometheus",
     metavar="URL",
@@ -87,7 +88,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="With --rollout: bound on the load (the rollout must fit in it).",
 )
-@click.option("--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle.")
+@no_redact_option
 @remedy_options()
 @output_option(("text", "json"))
 def investigate(
