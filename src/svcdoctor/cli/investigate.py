@@ -23,7 +23,7 @@ from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, OutputDir, option, output_option
 from svcdoctor.cli._progress import terminal_progress
-from svcdoctor.cli._prometheus import from_prometheus, parse_headers
+from svcdoctor.cli._prometheus import from_prometheus, header_option, parse_headers
 from svcdoctor.cli._report import write_page
 from svcdoctor.cli.collect import INCOMPLETE
 
@@ -58,14 +58,7 @@ if TYPE_CHECKING:
     "(default: the config file's prometheus URL).",
     default_text="config's or none",
 )
-@option(
-    "--header",
-    "headers",
-    multiple=True,
-    metavar="'NAME: VALUE'",
-    help="With --prometheus: an HTTP header for every request; repeatable.",
-    default_text="none",
-)
+@header_option
 @click.option(
     "--yes",
     is_flag=True,
