@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from svcdoctor.cli._params import Duration, option, output_option
+from svcdoctor.cli._params import Duration, Number, option, output_option
 from svcdoctor.cli._report import html_option
 from svcdoctor.errors import CommandError
 
@@ -50,6 +50,11 @@ port_option = option(
     "--port", metavar="NAME|NUMBER", help="Service port.", default_text="the first"
 )
 path_option = option("--path", default="/", help="HTTP path of the requests.")
+
+
+def rate_option(text: str) -> Callable[[F], F]:
+    """``--rate``: the requests/s the agent sends (50 unless given), described by ``text``."""
+    return option("--rate", type=Number(0, 5000, low_open=True), default=50, help=text)
 
 
 def image_option(text: str) -> Callable[[F], F]:

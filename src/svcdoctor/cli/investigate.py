@@ -18,10 +18,11 @@ from svcdoctor.cli._cluster import (
     duration_option,
     fail,
     no_redact_option,
+    rate_option,
 )
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
-from svcdoctor.cli._params import Number, OutputDir, option, output_option
+from svcdoctor.cli._params import OutputDir, option, output_option
 from svcdoctor.cli._progress import terminal_progress
 from svcdoctor.cli._prometheus import from_prometheus, header_option, parse_headers
 from svcdoctor.cli._report import write_page
@@ -69,12 +70,7 @@ if TYPE_CHECKING:
 @click.option(
     "--rollout", is_flag=True, help="With --yes: restart the workload under load (rollout-test)."
 )
-@option(
-    "--rate",
-    type=Number(0, 5000, low_open=True),
-    default=50,
-    help="With --rollout: requests/s of the load.",
-)
+@rate_option("With --rollout: requests/s of the load.")
 @duration_option(
     "--duration",
     default="120s",
