@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from svcdoctor.cli._params import Duration, option, output_option
+from svcdoctor.cli._params import Duration, Number, option, output_option
 from svcdoctor.cli._report import html_option
 from svcdoctor.errors import CommandError
 
@@ -52,6 +52,11 @@ port_option = option(
 path_option = option("--path", default="/", help="HTTP path of the requests.")
 
 
+def rate_option(text: str) -> Callable[[F], F]:
+    """``--rate``: the requests/s the agent sends (50 unless given), described by ``text``."""
+    return option("--rate", type=Number(0, 5000, low_open=True), default=50, help=text)
+
+
 def image_option(text: str) -> Callable[[F], F]:
     """``--image``: the agent's image, described by ``text`` (default: python:3.12-slim by
     digest, ``svcdoctor.cluster.agentjob.DEFAULT_IMAGE``)."""
@@ -59,6 +64,23 @@ def image_option(text: str) -> Callable[[F], F]:
         "--image",
         help=f"{text} A tag can move: pin a digest.",
         default_text="python:3.12-slim@sha256:78387bc3…",
+    )
+
+
+no_redact_option = click.option(
+    "--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle."
+)
+
+
+def client_logs_option(does: str) -> Callable[[F], F]:
+    """``--client-logs SELECTOR``: what the command ``does`` with the logs of the client pods
+    the label selector matches (their request rows)."""
+    return option(
+        "--client-logs",
+        metavar="SELECTOR",
+        help=f"Also {does} the request rows in the logs of client pods matching this label "
+        "selector.",
+        default_text="none",
     )
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from svcdoctor.cli._errors import extras_needed
-from svcdoctor.cli._params import ParamBase
+from svcdoctor.cli._params import ParamBase, option
 
 if TYPE_CHECKING:
     from svcdoctor.diagnose import Settings
@@ -74,6 +74,17 @@ def check_sources(prometheus: bool, files: bool, given: dict[str, bool]) -> None
 
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+header_option = option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="With --prometheus: an HTTP header for every request (e.g. 'Authorization: Bearer "
+    "TOKEN', 'X-Scope-OrgID: tenant'); repeatable.",
+    default_text="none",
+)
 
 
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:

@@ -11,10 +11,16 @@ from typing import Any
 import click
 from rich.table import Table
 
-from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._cluster import (
+    client_logs_option,
+    cluster_options,
+    duration_option,
+    fail,
+    no_redact_option,
+)
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
-from svcdoctor.cli._params import OutputDir, option, output_option
+from svcdoctor.cli._params import OutputDir, output_option
 from svcdoctor.cli._progress import terminal_progress
 
 INCOMPLETE = 3  # the exit code of a bundle written with evidence missing
@@ -35,13 +41,8 @@ INCOMPLETE = 3  # the exit code of a bundle written with evidence missing
     help="Also record every change of the EndpointSlices and pods for this long.",
     default_text="no watch",
 )
-@option(
-    "--client-logs",
-    metavar="SELECTOR",
-    help="Also keep the request rows in the logs of client pods matching this label selector.",
-    default_text="none",
-)
-@click.option("--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle.")
+@client_logs_option("keep")
+@no_redact_option
 @output_option(("text", "json"))
 def collect(
     service: str,

@@ -23,6 +23,7 @@ from svcdoctor.cli._prometheus import (
     check_sources,
     check_step,
     from_prometheus,
+    header_option,
     parse_headers,
     prometheus_range,
     service_ref,
@@ -146,15 +147,7 @@ EXAMPLE = "rollout-race"
     default_text="--since",
 )
 @option("--end", type=Instant(), help="With --prometheus: end of the range.", default_text="now")
-@option(
-    "--header",
-    "headers",
-    multiple=True,
-    metavar="'NAME: VALUE'",
-    help="With --prometheus: an HTTP header for every request (e.g. 'Authorization: Bearer "
-    "TOKEN', 'X-Scope-OrgID: tenant'); repeatable.",
-    default_text="none",
-)
+@header_option
 @option(
     "--timeout",
     type=Duration(0, 600, low_open=True),

@@ -12,12 +12,19 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from svcdoctor.cli._checking import check_settings, config_prometheus, remedy_options
-from svcdoctor.cli._cluster import cluster_options, duration_option, fail
+from svcdoctor.cli._cluster import (
+    client_logs_option,
+    cluster_options,
+    duration_option,
+    fail,
+    no_redact_option,
+    rate_option,
+)
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
-from svcdoctor.cli._params import Number, OutputDir, option, output_option
+from svcdoctor.cli._params import OutputDir, option, output_option
 from svcdoctor.cli._progress import terminal_progress
-from svcdoctor.cli._prometheus import from_prometheus, parse_headers
+from svcdoctor.cli._prometheus import from_prometheus, header_option, parse_headers
 from svcdoctor.cli._report import write_page
 from svcdoctor.cli.collect import INCOMPLETE
 
@@ -44,12 +51,7 @@ if TYPE_CHECKING:
     "start meanwhile (as collect --watch; Ctrl-C ends it early).",
     default_text="no watch",
 )
-@option(
-    "--client-logs",
-    metavar="SELECTOR",
-    help="Also read the request rows in the logs of the client pods matching this label selector.",
-    default_text="none",
-)
+@client_logs_option("read")
 @option(
     "--prometheus",
     metavar="URL",
@@ -57,14 +59,7 @@ if TYPE_CHECKING:
     "(default: the config file's prometheus URL).",
     default_text="config's or none",
 )
-@option(
-    "--header",
-    "headers",
-    multiple=True,
-    metavar="'NAME: VALUE'",
-    help="With --prometheus: an HTTP header for every request; repeatable.",
-    default_text="none",
-)
+@header_option
 @click.option(
     "--yes",
     is_flag=True,
@@ -75,19 +70,14 @@ if TYPE_CHECKING:
 @click.option(
     "--rollout", is_flag=True, help="With --yes: restart the workload under load (rollout-test)."
 )
-@option(
-    "--rate",
-    type=Number(0, 5000, low_open=True),
-    default=50,
-    help="With --rollout: requests/s of the load.",
-)
+@rate_option("With --rollout: requests/s of the load.")
 @duration_option(
     "--duration",
     default="120s",
     show_default=True,
     help="With --rollout: bound on the load (the rollout must fit in it).",
 )
-@click.option("--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle.")
+@no_redact_option
 @remedy_options()
 @output_option(("text", "json"))
 def investigate(

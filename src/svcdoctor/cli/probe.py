@@ -21,6 +21,7 @@ from svcdoctor.cli._cluster import (
     path_option,
     port_option,
     print_notes,
+    rate_option,
 )
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, option
@@ -48,12 +49,7 @@ if TYPE_CHECKING:
     help="HTTP GET, a TCP connect, or a gRPC health check (the image needs grpcio).",
 )
 @port_option
-@option(
-    "--rate",
-    type=Number(0, 5000, low_open=True),
-    default=50,
-    help="Requests/s through the Service.",
-)
+@rate_option("Requests/s through the Service.")
 @duration_option("--timeout", default="2s", show_default=True, help="Bound on each request.")
 @click.option("--per-node", is_flag=True, help="Also probe the Service from one pod on each node.")
 @option(

@@ -6,12 +6,12 @@ the fix and the next command. Pure: every number is the one its part computed.""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from svcdoctor.cluster.probe import ProbeOutcome
-from svcdoctor.cluster.probing import probe_breakdown
+from svcdoctor.cluster.probing import Tally, probe_breakdown
 from svcdoctor.cluster.rollout import RolloutTest
 from svcdoctor.cluster.scan import ScanReport
 from svcdoctor.diagnose.context import Settings
@@ -79,6 +79,29 @@ def _strong(a: Assessment | None) -> bool:
 
 def _skips(parts: Parts, step: StepId) -> list[Skipped]:
     return [s for s in parts.skipped if s.step is step]
+
+
+def _step(
+    step: StepId,
+    status: StepStatus,
+    checked: Iterable[str],
+    found: Iterable[str],
+    measures: Iterable[Measure],
+    causes: Iterable[Cause] = (),
+    missing: Iterable[str] = (),
+    would_decide: str = "",
+) -> Step:
+    """A step from what it gathered in lists (its causes once each, in order)."""
+    return Step(
+        step,
+        status,
+        checked=tuple(checked),
+        found=tuple(found),
+        measures=tuple(measures),
+        missing=tuple(missing),
+        would_decide=would_decide,
+        causes=tuple(dict.fromkeys(causes)),
+    )
 
 
 # ---------------------------------------------------------------- step 1
@@ -153,12 +176,12 @@ def quantify(parts: Parts) -> Step:
         if not d.summary.deletions and d.summary.errors:
             found.append("no pod was deleted in the evidence: nothing to track")
     if not counted:
-        return Step(
+        return _step(
             StepId.QUANTIFY,
             StepStatus.NOT_RUN,
-            checked=tuple(checked),
-            found=tuple(found),
-            measures=tuple(measures),
+            checked,
+            found,
+            measures,
             missing=(
                 "no request log in the bundle (no ingress-nginx, sidecar, gateway or client "
                 "logs about the Service) and no --prometheus",
@@ -169,14 +192,9 @@ def quantify(parts: Parts) -> Step:
             "--client-logs SELECTOR (the callers' pods) or --prometheus URL",
         )
     failed = any(x.summary.errors for x in counted)
-    return Step(
-        StepId.QUANTIFY,
-        StepStatus.FOUND if failed else StepStatus.CLEAR,
-        checked=tuple(checked),
-        found=tuple(found),
-        measures=tuple(measures),
-        missing=tuple(_errors(parts, "metrics")),
-        causes=tuple(dict.fromkeys(causes)),
+    status = StepStatus.FOUND if failed else StepStatus.CLEAR
+    return _step(
+        StepId.QUANTIFY, status, checked, found, measures, causes, _errors(parts, "metrics")
     )
 
 
@@ -254,12 +272,12 @@ def lifecycle(parts: Parts) -> Step:
     skips = _skips(parts, StepId.LIFECYCLE)
     missing += [f"skipped without {s.needs}: {s.what}; run: {s.command}" for s in skips]
     if not deletions and t is None:
-        return Step(
+        return _step(
             StepId.LIFECYCLE,
             StepStatus.NOT_RUN,
-            checked=tuple(checked),
-            found=tuple(found),
-            measures=tuple(measures),
+            checked,
+            found,
+            measures,
             missing=(
                 "no pod was deleted within --since"
                 + ("" if parts.watch else " and nothing was watched")
@@ -275,18 +293,9 @@ def lifecycle(parts: Parts) -> Step:
         missing.insert(0, f"{deletions} deletions but no request log to overlay them on")
     else:
         status = StepStatus.FOUND if causes else StepStatus.CLEAR
-    return Step(
-        StepId.LIFECYCLE,
-        status,
-        checked=tuple(checked),
-        found=tuple(found),
-        measures=tuple(measures),
-        missing=tuple(missing),
-        would_decide=""
-        if status is not StepStatus.NOT_RUN
-        else "whether the failures cluster after the deletions (the race)",
-        causes=tuple(dict.fromkeys(causes)),
-    )
+    decide = "whether the failures cluster after the deletions (the race)"
+    decide = decide if status is StepStatus.NOT_RUN else ""
+    return _step(StepId.LIFECYCLE, status, checked, found, measures, causes, missing, decide)
 
 
 def _hops(parts: Parts) -> list[str]:
@@ -344,26 +353,11 @@ def bypass(parts: Parts) -> Step:
             f"the direct probe: {len(r.backends)} endpoints reached without the Service"
             + (f", the Service from {len(r.nodes)} nodes" if r.nodes else "")
         )
-        for tally in r.backends:
-            share = tally.failures / tally.requests if tally.requests else 0.0
-            low, high = 1.0 - tally.success_ci95[1], 1.0 - tally.success_ci95[0]
-            found.append(
-                f"probe {tally.label or tally.key}: {tally.failures} of {tally.requests} "
-                f"failed directly ({_pct(share)}, 95 % CI {_pct(low)}-{_pct(high)})"
-                + (" FAILS MORE" if tally.outlier else "")
-            )
-            measures.append(
-                Measure(f"probe_failure_rate:pod/{tally.label or tally.key}", share, (low, high))
-            )
-        for tally in r.nodes:
-            share = tally.failures / tally.requests if tally.requests else 0.0
-            low, high = 1.0 - tally.success_ci95[1], 1.0 - tally.success_ci95[0]
-            found.append(
-                f"probe from node {tally.key}: {tally.failures} of {tally.requests} failed "
-                f"({_pct(share)}, 95 % CI {_pct(low)}-{_pct(high)})"
-                + (" ROUTE FAILS MORE" if tally.outlier else "")
-            )
-            measures.append(Measure(f"probe_failure_rate:node/{tally.key}", share, (low, high)))
+        for from_node, tallies in ((False, r.backends), (True, r.nodes)):
+            for tally in tallies:
+                sentence, measure = _probed(tally, from_node)
+                found.append(sentence)
+                measures.append(measure)
         if r.bad_backends:
             causes.append(Cause.BACKEND)
         if r.bad_nodes:
@@ -383,19 +377,24 @@ def bypass(parts: Parts) -> Step:
     status = StepStatus.FOUND if causes else StepStatus.CLEAR
     if p is None and not causes:
         status = StepStatus.PARTIAL
-    return Step(
-        StepId.BYPASS,
-        status,
-        checked=tuple(checked),
-        found=tuple(found),
-        measures=tuple(measures),
-        missing=tuple(missing),
-        would_decide="whether a pod fails when reached directly (the probe bypasses the "
-        "Service's routing)"
-        if p is None
-        else "",
-        causes=tuple(dict.fromkeys(causes)),
+    decide = "whether a pod fails when reached directly (the probe bypasses the Service's routing)"
+    decide = decide if p is None else ""
+    return _step(StepId.BYPASS, status, checked, found, measures, causes, missing, decide)
+
+
+def _probed(tally: Tally, node: bool) -> tuple[str, Measure]:
+    """A probe's tally as a sentence and a measure: an endpoint reached directly, or (with
+    ``node``) the Service reached from a node."""
+    share, (low, high) = tally.failure_share, tally.failure_ci95
+    name = tally.key if node else tally.label or tally.key
+    sentence = (
+        f"probe {'from node ' if node else ''}{name}: {tally.failures} of {tally.requests} "
+        f"failed{'' if node else ' directly'} ({_pct(share)}, 95 % CI {_pct(low)}-{_pct(high)})"
     )
+    if tally.outlier:
+        sentence += " ROUTE FAILS MORE" if node else " FAILS MORE"
+    measure = Measure(f"probe_failure_rate:{'node' if node else 'pod'}/{name}", share, (low, high))
+    return sentence, measure
 
 
 # ---------------------------------------------------------------- step 4
@@ -484,15 +483,9 @@ def shutdown(parts: Parts) -> Step:
             would_decide="whether the pods keep serving after SIGTERM long enough (preStop, "
             "grace period, SIGTERM handling) and how they exited",
         )
-    return Step(
-        StepId.SHUTDOWN,
-        StepStatus.FOUND if causes else StepStatus.CLEAR,
-        checked=tuple(checked),
-        found=tuple(dict.fromkeys(found)),
-        measures=tuple(measures),
-        missing=tuple(_errors(parts, "scan")),
-        causes=tuple(dict.fromkeys(causes)),
-    )
+    status = StepStatus.FOUND if causes else StepStatus.CLEAR
+    found = list(dict.fromkeys(found))  # each sentence once
+    return _step(StepId.SHUTDOWN, status, checked, found, measures, causes, _errors(parts, "scan"))
 
 
 # ---------------------------------------------------------------- step 5
@@ -532,23 +525,18 @@ def client(parts: Parts) -> Step:
                 found.append(f"{f.rule} {f.name}: {f.message}")
     if d is None or not d.summary.requests:
         collect = d.cause(Cause.REUSE).collect if d is not None else ()
-        return Step(
+        return _step(
             StepId.CLIENT,
             StepStatus.NOT_RUN if not checked else StepStatus.PARTIAL,
-            checked=tuple(checked),
-            found=tuple(found),
+            checked,
+            found,
+            measures,
             missing=("no request rows: reuse and retries cannot be read", *collect),
             would_decide="whether kept-alive connections pin clients to pods (reuse) and "
             "whether retries hide failures: give --client-logs SELECTOR",
         )
-    return Step(
-        StepId.CLIENT,
-        StepStatus.FOUND if causes or d.summary.masked_by_retries else StepStatus.CLEAR,
-        checked=tuple(checked),
-        found=tuple(found),
-        measures=tuple(measures),
-        causes=tuple(causes),
-    )
+    status = StepStatus.FOUND if causes or d.summary.masked_by_retries else StepStatus.CLEAR
+    return _step(StepId.CLIENT, status, checked, found, measures, causes)
 
 
 # ---------------------------------------------------------------- the verdict

@@ -61,17 +61,13 @@ Metrics = Callable[[], Diagnosis]
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
-    """What to investigate and how far to go. ``command``: the words that run svcdoctor
-    (``svcdoctor`` or ``kubectl svcdoctor``) and ``connection``: the flags that reach the
-    same cluster, for the commands of the skipped steps."""
+class Request(CollectRequest):
+    """What to investigate and how far to go: what collect gathers (``out``: the
+    investigation's directory, the bundle its ``evidence/``), and the steps past it.
+    ``command``: the words that run svcdoctor (``svcdoctor`` or ``kubectl svcdoctor``) and
+    ``connection``: the flags that reach the same cluster, for the commands of the skipped
+    steps."""
 
-    namespace: str
-    service: str
-    out: Path
-    since: float = 3600.0
-    watch: float | None = None
-    client_logs: str | None = None
     yes: bool = False
     per_node: bool = False
     rollout: bool = False

@@ -54,6 +54,17 @@ class Tally:
     def singled_out(self) -> bool:
         return self.outlier is not None
 
+    @property
+    def failure_share(self) -> float:
+        """The share of the requests that failed (0 without requests)."""
+        return self.failures / self.requests if self.requests else 0.0
+
+    @property
+    def failure_ci95(self) -> tuple[float, float]:
+        """The 95 % interval of the failure share: the success interval's complement."""
+        low, high = self.success_ci95
+        return 1.0 - high, 1.0 - low
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,

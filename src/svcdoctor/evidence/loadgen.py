@@ -52,6 +52,8 @@ _FORTIO = re.compile(
 _DISTRIBUTION = re.compile(r"^Status code distribution:|^Error distribution:", re.M)
 _OHA = re.compile(r"^\s*(?:Success rate:|Size/sec:)|^Response time distribution:", re.M)
 _HEY = re.compile(r"^Summary:\s*$", re.M)
+# the end-of-run reports one pattern tells, tried in this order
+_REPORTS = (("vegeta", _VEGETA), ("wrk", _WRK), ("k6", _K6), ("fortio", _FORTIO))
 
 
 def detect(text: str) -> str | None:
@@ -61,14 +63,9 @@ def detect(text: str) -> str | None:
         return "hey-csv"
     if first.startswith("{"):
         return _json_shape(text, first)
-    if _VEGETA.search(text):
-        return "vegeta"
-    if _WRK.search(text):
-        return "wrk"
-    if _K6.search(text):
-        return "k6"
-    if _FORTIO.search(text):
-        return "fortio"
+    report = next((name for name, pattern in _REPORTS if pattern.search(text)), None)
+    if report is not None:
+        return report
     if _DISTRIBUTION.search(text):
         return "oha" if _OHA.search(text) else "hey"
     if _HEY.search(text) and "Requests/sec:" in text:
