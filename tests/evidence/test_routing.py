@@ -9,13 +9,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import polars as pl
 import pytest
 
+from svcdoctor.diagnose.context import Context, Settings, build
 from svcdoctor.diagnose.hops import hop_legs, leg_text
+from svcdoctor.diagnose.race import assess_race
 from svcdoctor.evidence.reader import read_evidence
-from svcdoctor.evidence.requests import empty
+from svcdoctor.evidence.requests import conform
 from svcdoctor.evidence.routing import routing_changes
-from svcdoctor.model import Evidence, PodInfo
+from svcdoctor.model import EventKind, Evidence, LifecycleEvent, PodInfo, RaceDetails
 from svcdoctor.model.hops import HopKind
 
 CONTROLLER = """\
@@ -92,25 +95,42 @@ def test_a_collector_stamp_wins_over_the_line_s_own_time() -> None:
     assert zoneless == 1
 
 
-def _evidence(routing_text: str, tmp_path: Path) -> Evidence:
+def _context(
+    routing_text: str,
+    tmp_path: Path,
+    deleted: dict[str, float],
+    failed: tuple[tuple[float, str], ...] = (),
+) -> Context:
+    """The diagnosis context of one hop's log, two pods (deleted at ``deleted``), a request
+    a second to each, and the ``failed`` (time, backend) requests."""
     (tmp_path / "hop.log").write_text(routing_text)
     read = read_evidence([str(tmp_path / "hop.log")])
     pods = (PodInfo("api-1", ip="10.233.0.5"), PodInfo("api-2", ip="10.233.0.6"))
-    return Evidence(empty(), pods=pods, routing=read.routing)
+    start = min(deleted.values(), default=1796511430.0) - 10
+    rows = [(start + i, "ok", "10.233.0.5:8080" if i % 2 else "10.233.0.6:8080") for i in range(60)]
+    rows += [(ts, "refused", backend) for ts, backend in failed]
+    requests = conform(
+        pl.DataFrame(rows, schema=["ts", "outcome", "backend"], orient="row").lazy(), "c.csv"
+    ).collect()
+    events = tuple(
+        LifecycleEvent(ts, EventKind.DELETE, pod, "e.json") for pod, ts in deleted.items()
+    )
+    return build(Evidence(requests.sort("ts"), pods=pods, events=events, routing=read.routing))
 
 
 def test_a_leg_is_the_first_change_after_each_deletion_that_can_remove_the_pod(
     tmp_path: Path,
 ) -> None:
-    evidence = _evidence(LBC, tmp_path)
     deleted = {"api-1": 1796511435.0, "api-2": _at("2026-12-05T22:57:17")}
-    (leg,) = hop_legs(evidence, deleted, 1.0)
+    failed = ((1796511436.0, "10.233.0.5:8080"), (1796511437.0, "10.233.0.5:8080"))
+    (leg,) = hop_legs(_context(LBC, tmp_path, deleted, failed), 0.5)
     assert leg.by == "aws-load-balancer-controller"
     assert [(s.pod, round(s.stopped_at - s.deleted_at, 3)) for s in leg.stops] == [
         ("api-1", 1.23),  # the deregistration that names its IP
         ("api-2", 3.0),
     ]
     assert leg.max_seconds == 3.0
+    assert leg.failures == 1  # the failure at 1 s is in api-1's leg; the one at 2 s after it
     assert leg.lower_bound  # the controller's call: the ELB stops later
     assert "deregistration began" in leg_text(leg)
 
@@ -118,9 +138,8 @@ def test_a_leg_is_the_first_change_after_each_deletion_that_can_remove_the_pod(
 def test_a_reload_stops_every_pod_deleted_before_it_and_a_pod_never_seen_is_named(
     tmp_path: Path,
 ) -> None:
-    evidence = _evidence(NGINX_ERROR, tmp_path)
     deleted = {"api-1": _at("2026-12-05T22:57:14.2"), "api-2": _at("2026-12-05T22:57:30")}
-    (leg,) = hop_legs(evidence, deleted, 1.0)
+    (leg,) = hop_legs(_context(NGINX_ERROR, tmp_path, deleted), 0.5)
     assert [s.pod for s in leg.stops] == ["api-1"]
     assert leg.unseen == ("api-2",)
     assert leg.covers == pytest.approx(0.8 + 1.0)  # its lag, plus nginx's one-second clock
@@ -128,4 +147,22 @@ def test_a_reload_stops_every_pod_deleted_before_it_and_a_pod_never_seen_is_name
 
 
 def test_no_deletion_no_leg(tmp_path: Path) -> None:
-    assert hop_legs(_evidence(HAPROXY, tmp_path), {}, 1.0) == ()
+    assert hop_legs(_context(HAPROXY, tmp_path, {}), 0.5) == ()
+
+
+def test_failures_in_a_hop_s_leg_name_the_race_and_plan_over_that_leg(tmp_path: Path) -> None:
+    """Two deletions are too few for the placement test; the failures each sent to a pod
+    after its deletion and before the load balancer left it name the race all the same,
+    and the plan covers that leg."""
+    deleted = {"api-1": _at("2026-12-05T22:57:10"), "api-2": _at("2026-12-05T22:57:11")}
+    failed = tuple((_at("2026-12-05T22:57:12") + i * 0.5, "10.233.0.5:8080") for i in range(8))
+    ctx = _context(HAPROXY, tmp_path, deleted, failed)
+    race = assess_race(ctx, Settings(), [], [])
+    details = race.details
+    assert isinstance(details, RaceDetails)
+    (leg,) = details.hops
+    assert leg.failures == 8
+    assert race.score >= 0.55
+    assert details.recommended_prestop_seconds is not None
+    assert details.recommended_prestop_seconds >= leg.covers
+    assert any("the slowest hop's leg, haproxy" in f.text for f in race.fixes)

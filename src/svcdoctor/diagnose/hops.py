@@ -12,22 +12,27 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from svcdoctor.model import Evidence, RoutingChange
+import numpy as np
+import polars as pl
+
+from svcdoctor.diagnose.context import Context
+from svcdoctor.model import RoutingChange
 from svcdoctor.model.diagnosis import HopLeg, HopStop
 
 # the lines that mark the start of a change its hop applies later (``routing.py``)
 _LOWER_BOUNDS = frozenset({"aws-load-balancer-controller"})
 
 
-def hop_legs(
-    evidence: Evidence, deletions: dict[str, float], resolution: float
-) -> tuple[HopLeg, ...]:
-    """The legs of every hop with routing changes in ``evidence``, for the pods deleted at
-    ``deletions`` (pod → moment; ``resolution``: that clock's granularity, a change up to
-    that much before a deletion may still be its own)."""
+def hop_legs(ctx: Context, tolerance: float) -> tuple[HopLeg, ...]:
+    """The legs of every hop with routing changes in the evidence, for the deleted pods
+    (``tolerance``: how early a change may be and still follow a deletion, the clocks'),
+    with the failures each leg holds: sent to the pod from its deletion until that hop
+    stopped routing to it (the race, caught in that hop's leg)."""
+    evidence, deletions = ctx.evidence, ctx.deletions
     if not deletions or not evidence.routing:
         return ()
     names = {p.name: p for p in evidence.pods}
+    hits = _failures_by_pod(ctx)
     groups: dict[tuple[str, str], list[RoutingChange]] = defaultdict(list)
     for change in evidence.routing:
         groups[(change.hop.value, change.by)].append(change)
@@ -41,7 +46,7 @@ def hop_legs(
                 (
                     c
                     for c in changes
-                    if c.ts >= deleted - resolution and (not c.removed or keys & set(c.removed))
+                    if c.ts >= deleted - tolerance and (not c.removed or keys & set(c.removed))
                 ),
                 None,
             )
@@ -53,31 +58,58 @@ def hop_legs(
             continue
         lags = [max(s.stopped_at - s.deleted_at, 0.0) for s in stops]
         first = changes[0]
+        late = max(c.resolution for c in changes)
+        held = sum(
+            int(((t >= s.deleted_at - tolerance) & (t <= s.stopped_at + late)).sum())
+            for s in stops
+            for t in (hits.get(s.pod),)
+            if t is not None
+        )
         legs.append(
             HopLeg(
                 first.hop,
                 first.by,
                 first.what,
                 tuple(sorted({c.source for c in changes})),
-                max(c.resolution for c in changes),
+                late,
                 tuple(stops),
                 round(statistics.median(lags), 3),
                 round(max(lags), 3),
                 tuple(unseen),
                 first.by in _LOWER_BOUNDS,
+                held,
             )
         )
     return tuple(sorted(legs, key=lambda leg: -leg.covers))
 
 
+def _failures_by_pod(ctx: Context) -> dict[str, np.ndarray]:
+    """The start times of the failed requests (not the retried attempts) per pod."""
+    if not ctx.has_backend:
+        return {}
+    rows = ctx.frame.filter(pl.col("failed") & (pl.col("role") == "request"))
+    out: dict[str, list[float]] = defaultdict(list)
+    for backend, ts in rows.select("backend", "ts").iter_rows():
+        pod = ctx.pod_of(backend) if backend else None
+        if pod is not None:
+            out[pod.name].append(ts)
+    return {pod: np.array(times) for pod, times in out.items()}
+
+
 def leg_text(leg: HopLeg) -> str:
     """One line of evidence for a leg."""
     said = "deregistration began" if leg.lower_bound else f"it {leg.what}"
+    fuzz = f"±{leg.resolution:g} s, " if leg.resolution >= 0.001 else ""
     text = (
         f"{leg.hop.value} ({leg.by}, its own log): stopped routing to {len(leg.stops)} "
         f"deleted pods {leg.median_seconds:g} s after their deletion (median), at most "
-        f"{leg.max_seconds:g} s (±{leg.resolution:g} s: when {said})"
+        f"{leg.max_seconds:g} s ({fuzz}when {said})"
     )
+    if leg.failures:
+        text += (
+            f"; {leg.failures} failed requests went to those pods between their deletion and "
+            "that moment: the race, in this hop's leg"
+        )
     if leg.lower_bound:
         text += "; its load balancer stops later still (deregistration takes seconds to apply)"
     if leg.unseen:

@@ -501,13 +501,16 @@ def assess_race(
     window = race_window(ctx, starts, s, own) if p < 0.05 else None
     evidence: list[str] = []
     fixes: list[FixStep] = []
-    legs = hop_legs(ctx.evidence, ctx.deletions, ctx.resolution)
+    legs = hop_legs(ctx, ctx.resolution + TOLERANCE)
+    caught = max((leg.failures for leg in legs), default=0)  # the slowest leg holds the most
     details = replace(
         measured(len(ctx.deletions), p, observed, explained, ctx.resolution, shutdown),
         window=window,
         hops=legs,
     )
     score = race_score(p, observed, share, s)
+    if caught >= s.min_failures:  # each one named: sent to a pod its hop had not yet left
+        score = max(score, 0.55 + 0.4 * min(1.0, caught / max(failures.size + on_reused, 1)))
     which = "on new connections " if ctx.has_conn else ""
     evidence.append(
         f"{round(observed):d} more failures {which}than traffic predicts in the "
@@ -529,9 +532,13 @@ def assess_race(
             f"deletion (95 % interval {window.ci95[0]:g}-{window.ci95[1]:g}"
             f" s; median lag {window.median_lag_seconds} s): the observed race window"
         )
+    if window or caught >= s.min_failures:
         latency = _latency_p999(ctx)
-        cover = window.plan_seconds if window.plan_seconds is not None else window.ci95[1]
-        what_covers = f"the window's 95 % upper bound {cover:g} s"
+        cover = 0.0
+        what_covers = ""
+        if window:
+            cover = window.plan_seconds if window.plan_seconds is not None else window.ci95[1]
+            what_covers = f"the window's 95 % upper bound {cover:g} s"
         if legs and legs[0].covers > cover:  # a hop's own log shows a longer leg
             cover = legs[0].covers
             what_covers = f"the slowest hop's leg, {legs[0].by} up to {cover:g} s"
@@ -552,7 +559,7 @@ def assess_race(
             drains = f" - {drained:g} s its app drains by itself" if drained else ""
             clocks = (
                 f", its {window.clock_seconds:g} s of clock resolution aside"
-                if window.clock_seconds
+                if window is not None and window.clock_seconds
                 else ""
             )
             text = (

@@ -125,6 +125,7 @@ class HopLeg:
     max_seconds: float
     unseen: tuple[str, ...] = ()  # deleted pods that hop was never seen to stop routing to
     lower_bound: bool = False
+    failures: int = 0  # failed requests sent to a deleted pod before this hop left it
 
     @property
     def covers(self) -> float:

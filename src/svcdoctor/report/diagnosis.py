@@ -110,9 +110,14 @@ def _race(r: RaceDetails) -> dict[str, Any]:
             "latency_p999_seconds": r.latency_p999_seconds,
             "recommended_prestop_seconds": r.recommended_prestop_seconds,
         }
+    elif r.recommended_prestop_seconds is not None:  # planned from a hop's leg alone
+        out |= {
+            "latency_p999_seconds": r.latency_p999_seconds,
+            "recommended_prestop_seconds": r.recommended_prestop_seconds,
+        }
     if r.recommended_grace_seconds is not None:
         out["recommended_grace_seconds"] = r.recommended_grace_seconds
-    if w is not None:
+    if w is not None or r.remedy:
         out["remedy"] = [
             {**_plain(p), "patch": fix_yaml(p.patch), "plan": _plain(p.patch)} for p in r.remedy
         ]
