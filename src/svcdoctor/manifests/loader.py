@@ -361,6 +361,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     # Documents that are not converted are checked only if they may hold an alias or {{ }}.
     scan = _Scan(aliases=_may_alias(text), templates=templated)
     lines = _Lines(text) if templated else None
+    ytt = _Lines(text) if "#@" in text and _YTT_CODE.search(text) else None
     part, offset = text, 0  # after a templated document that breaks the YAML: the rest
     while True:
         try:
@@ -370,6 +371,8 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
             return
         for root in roots:
             mark = (len(objects), result.documents, result.skipped)
+            if ytt is not None and root is not None and _ytt_document(display, ytt, root, result):
+                continue
             try:
                 _split_document(display, root, objects, result, scan)
             except TemplateSyntax as exc:
@@ -680,6 +683,42 @@ def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -
             "helm template RELEASE CHART | svcdoctor lint -",
         )
     )
+
+
+# ytt (Carvel) code is YAML comments starting with `#@` (https://carvel.dev/ytt/docs/latest/lang/):
+# a document a function (`#@ def`, https://carvel.dev/ytt/docs/latest/lang-ref-def/) or a
+# condition or loop makes, or whose name or namespace is a ytt expression (`name: #@ x`, null
+# once the comment is dropped), is no manifest as written. Documents of the same file whose
+# names are literal are read as they are (a value set by `#@` reads as null).
+_YTT_CODE = re.compile(
+    r"^[ \t]*#@[ \t]*(?:def|if|for)\b|^[ \t]*(?:-[ \t]+)?(?:name|namespace)[ \t]*:[ \t]*#@",
+    re.MULTILINE,
+)
+
+
+def _ytt_document(name: str, lines: _Lines, root: yaml.Node, result: LoadResult) -> bool:
+    """SVD002 for a document a ytt template makes (see ``_YTT_CODE``); ``False`` for the
+    file's other documents, which are read (ytt code alone, no object, is skipped as they are)."""
+    if not isinstance(root, yaml.MappingNode) or "kind" not in mapping_keys(root):
+        return False
+    first, last = lines.document_around(root.start_mark.line + 1)
+    found = _YTT_CODE.search(lines.between(first, last))
+    if found is None:
+        return False
+    line = bisect.bisect_right(lines.starts, lines._offset(first) + found.start())
+    shown = lines.between(line, line).strip()
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    result.documents += 1
+    result.problems.append(
+        _problem(
+            HELM_TEMPLATE,
+            name,
+            line,
+            f"ytt template '{shown}', not a manifest: this document is not checked; lint "
+            "the rendered output: ytt -f DIR | svcdoctor lint -",
+        )
+    )
+    return True
 
 
 def _problem(rule: Rule, file: str, line: int, message: str) -> Finding:

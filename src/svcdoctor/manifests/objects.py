@@ -395,7 +395,7 @@ def _service(f: Fields) -> Service:
         ref=f.ref,
         location=f.raw.location,
         type=f.text(spec, "type", "spec.type") or "ClusterIP",
-        selector={text_of(k): text_of(v) for k, v in selector.items()} if selector else None,
+        selector={text_of(k): _selected(v) for k, v in selector.items()} if selector else None,
         ports=tuple(ports),
         headless=f.text(spec, "clusterIP", "spec.clusterIP") == "None",
         session_affinity=f.text(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
@@ -404,6 +404,16 @@ def _service(f: Fields) -> Service:
         traffic_distribution=f.text(spec, "trafficDistribution", "spec.trafficDistribution"),
         labels=f.labels(f.mapping(f.raw.body, "metadata", "metadata"), "labels", "metadata.labels"),
     )
+
+
+# What a Service selector's null value (a template's, such as ytt's `app: #@ x`) selects: no
+# label value can hold `<` (https://kubernetes.io/docs/concepts/overview/working-with-objects/
+# labels/#syntax-and-character-set), so it matches no pod, not even one whose label is null too.
+_NULL_SELECTED = "<null>"
+
+
+def _selected(value: Any) -> str:
+    return _NULL_SELECTED if value is None else text_of(value)
 
 
 def _autoscaler(f: Fields) -> Autoscaler | None:
