@@ -358,7 +358,31 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
     SVD201-204): a Service only scraped or probed has no request to fail."""
     if routed(inventory, service):
         return True
-    return not scrape_only(service) and not monitored_only(inventory, service)
+    return (
+        not scrape_only(service)
+        and not monitored_only(inventory, service)
+        and not ignored_webhook(inventory, service)
+    )
+
+
+def ignored_webhook(inventory: Inventory, service: Service) -> bool:
+    """Whether the Service's clients are admission webhooks that all have `failurePolicy:
+    Ignore`: when it does not answer, the API server admits the request without it
+    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy),
+    so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving."""
+    cached = _WEBHOOKS[0] if _WEBHOOKS else None
+    if cached is None or cached[0] is not inventory.resources:
+        calls: dict[tuple[str, str], set[str]] = {}
+        for r in inventory.resources:
+            for namespace, name, policy in r.webhooks:
+                calls.setdefault((namespace or inventory.namespace, name), set()).add(policy)
+        _WEBHOOKS[:] = [(inventory.resources, calls)]
+    policies = _WEBHOOKS[0][1].get((inventory.namespace_of(service.ref), service.ref.name))
+    return policies == {"Ignore"}
+
+
+# the Services admission webhooks call and their failure policies, for the last resources
+_WEBHOOKS: list[tuple[tuple[Resource, ...], dict[tuple[str, str], set[str]]]] = []
 
 
 def monitored_only(inventory: Inventory, service: Service) -> bool:

@@ -45,7 +45,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     Services whose ports are all metrics, profiling or probe ports (`metrics`,
     `http-metrics`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port or target
     name) unless a route sends to them: a controller behind a single `metrics` port is
-    scraped, not sent requests. A leader-elected container (`--leader-elect`,
+    scraped, not sent requests; nor Services whose only clients are admission webhooks
+    with `failurePolicy: Ignore` (the API server admits without them: no request fails).
+    A leader-elected container (`--leader-elect`,
     `--enable-leader-election`, `--leader-election`, `LEADER_ELECT=true`) gets an info note
     instead: when only the elected leader serves the port, the probe to add is one that
     passes on the leader only. A controller-runtime manager (`--health-probe-bind-address`,
@@ -279,8 +281,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     DaemonSet variant is flagged). Not flagged: headless Services (`clusterIP: None`:
     clients use the set of pods, e.g. gossip or memberlist peers), Services whose ports are
     all metrics, profiling or probe ports (scraped per pod), unless an Ingress, a Gateway API
-    route or a TargetGroupBinding sends requests to them, data stores, and workloads whose
-    containers serve nothing.
+    route or a TargetGroupBinding sends requests to them, Services whose only clients are
+    admission webhooks with `failurePolicy: Ignore` (unreachable, the webhook is skipped and
+    the request admitted: no request fails; with `Fail`, the default, it is flagged), data
+    stores, and workloads whose containers serve nothing.
 
     An availability note (info, no replicas fix) instead of the warning when a second
     replica would not be a second backend: a backend with local state (a known

@@ -103,7 +103,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     nor are pods behind Services that carry no requests (every port a metrics, profiling
     or probe port: `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`,
     `probes`, `healthz`…, by port or target name, and no route sends to it: a scraper that
-    misses one scrape is no failed request). When the grace period is also too short for
+    misses one scrape is no failed request), nor behind Services whose only clients are
+    admission webhooks with `failurePolicy: Ignore` (the API server then admits without
+    them). When the grace period is also too short for
     the longest request, the message and the fix say so (SVD102 then stays quiet).
 
     ## Why it matters

@@ -48,6 +48,8 @@ PATH_KINDS = frozenset(
 _BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "autoscaling", "extensions"})
 # Endpoints given by hand (or dumped with kubectl): the Service's backends without pods.
 _ENDPOINT_KINDS = frozenset({"Endpoints", "EndpointSlice"})
+# Admission webhooks: the API server is the client of the Services they name.
+WEBHOOK_KINDS = frozenset({"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"})
 
 
 def consulted(kind: str, api_version: str) -> bool:
@@ -55,6 +57,8 @@ def consulted(kind: str, api_version: str) -> bool:
     (their pod templates, operator resources and traffic subsets tell the Service checks
     where pods come from)."""
     if kind in RELEVANT_KINDS or kind in _ENDPOINT_KINDS or kind in PATH_KINDS:
+        return True
+    if kind in WEBHOOK_KINDS:  # what they call (``checks._serving.carries_requests``)
         return True
     group = api_version.rpartition("/")[0]
     return not (group in _BUILTIN_GROUPS or group.endswith(".k8s.io"))

@@ -11,7 +11,7 @@ from typing import Any
 from svcdoctor.manifests.configs import LocalStores, store_of
 from svcdoctor.manifests.fields import Fields, text_of
 from svcdoctor.manifests.kustomize import kustomized, patched
-from svcdoctor.manifests.loader import LoadResult
+from svcdoctor.manifests.loader import WEBHOOK_KINDS, LoadResult
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
 from svcdoctor.model import (
@@ -457,6 +457,7 @@ def _resource(f: Fields) -> Resource:
         listed = spec.get("endpoints")
         items = listed if isinstance(listed, list) else []
         scrapes = tuple(text_of(e.get("port")) for e in items if isinstance(e, YMap))
+    webhooks = _webhooks(body.get("webhooks")) if f.raw.kind in WEBHOOK_KINDS else ()
     if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
         host = text_of(spec.get("service"))  # the SMI apex Service it splits
     return Resource(
@@ -468,9 +469,24 @@ def _resource(f: Fields) -> Resource:
         pod_labels=tuple(_pod_labels(spec, _POD_SEARCH_DEPTH)),
         host=host,
         subsets=subsets,
+        webhooks=webhooks,
         selector=selector,
         scrapes=tuple(s for s in scrapes if s),
     )
+
+
+def _webhooks(listed: Any) -> tuple[tuple[str, str, str], ...]:
+    """(namespace, Service, failurePolicy) of each webhook that calls a Service; the policy
+    defaults to Fail in admissionregistration.k8s.io/v1
+    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy)."""
+    found = []
+    for hook in listed if isinstance(listed, list) else []:
+        config = hook.get("clientConfig") if isinstance(hook, YMap) else None
+        service = config.get("service") if isinstance(config, YMap) else None
+        if isinstance(hook, YMap) and isinstance(service, YMap):
+            policy = text_of(hook.get("failurePolicy")) or "Fail"
+            found.append((text_of(service.get("namespace")), text_of(service.get("name")), policy))
+    return tuple(found)
 
 
 def _plain_labels(value: Any) -> dict[str, str]:
