@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.settings import Drain, Settings
 from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload, remedy
 from svcdoctor.model.hops import Hop
 from svcdoctor.model.inventory import components
@@ -481,6 +481,14 @@ def seconds(value: float) -> int:
     return remedy.seconds(value)
 
 
+def container_drain(settings: Settings, workload: Workload, container: Container) -> Drain | None:
+    """How long the container's app keeps serving after SIGTERM (``Settings.drain_of``)."""
+    argv = (*container.command, *container.args)
+    return settings.drain_of(
+        workload.ref.kind, workload.ref.name, container.image, argv, container.config_drain
+    )
+
+
 def has_shell(container: Container) -> bool | None:
     """``False`` for images known to ship no shell, else unknown."""
     return False if NO_SHELL_IMAGE.search(container.image) else None
@@ -502,8 +510,7 @@ def shutdown_facts(
     own drain from ``drains`` (unless ``drain`` is false), its probes, ``shell`` when the
     caller knows the image has a shell or not, ``longest_request``
     (``--max-request-seconds``)."""
-    argv = (*container.command, *container.args)
-    found = settings.drain_of(workload.ref.kind, workload.ref.name, container.image, argv)
+    found = container_drain(settings, workload, container)
     hop_window, window_hop, sidecar_drain = _path_facts(workload, settings, window)
     return remedy.ShutdownFacts(
         window_seconds=settings.propagation_seconds if window is None else window,

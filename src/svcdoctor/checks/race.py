@@ -12,6 +12,7 @@ from svcdoctor.checks._serving import (
     Script,
     backed,
     carries_requests,
+    container_drain,
     daemon_gap,
     data_store,
     local_state,
@@ -96,9 +97,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     `--propagation-seconds`: then the sleep asked for is the difference. Apps the
     configuration does not name are looked up in svcdoctor's list of well-known apps that
     drain by themselves, read from their code (Knative webhooks and activator 45 s,
-    Istio's proxy 5 s, podinfo 3 s, ingress-nginx with `--shutdown-grace-period`; see the
-    configuration docs). Whether any other app keeps serving after SIGTERM cannot be seen
-    in a manifest: the message says so rather than asserting that it stops. Containers that
+    skipper 45 s, Istio's proxy 5 s, podinfo 3 s, Argo's rollouts-demo 10 s, ingress-nginx
+    with `--shutdown-grace-period`; see the configuration docs), and the drain a mounted
+    configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the
+    Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
+    any other app keeps serving after SIGTERM cannot be seen in a manifest: the message
+    says so rather than asserting that it stops. Containers that
     serve nothing (`sleep infinity`, `tail -f /dev/null`, test clients) are not flagged,
     nor are pods behind Services that carry no requests (every port a metrics, profiling
     or probe port: `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`,
@@ -156,7 +160,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
-        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
+        drain = container_drain(settings, w, c)
         grace_to = (
             plan.grace_seconds if plan.grace_seconds != w.template.effective_grace_seconds else None
         )
@@ -292,7 +296,7 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     - https://cloud.google.com/blog/products/containers-kubernetes/kubernetes-best-practices-terminating-with-grace
     """
     for w, c in racing(inventory):
-        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
+        drain = container_drain(settings, w, c)
         if not _delays(c) and (not drain or "SVD101" in race_plan(w, c, settings).rules):
             continue  # SVD101 reports it, grace period included
         sleep = (c.prestop.sleep_seconds if c.prestop else None) or 0.0
@@ -391,7 +395,7 @@ def short_sleep(w: Workload, c: Container, settings: Settings, rule_id: str) -> 
     plan = race_plan(w, c, settings, current_prestop=sleep)
     if rule_id not in plan.rules:
         return None  # long enough, with the app's own drain
-    drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
+    drain = container_drain(settings, w, c)
     own = (
         f" (+ {drain.seconds:g} s its app drains by itself)"
         if drain is not None and drain.seconds is not None

@@ -19,7 +19,7 @@ import yaml
 
 from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
-from svcdoctor.manifests.configs import LocalStores, local_store
+from svcdoctor.manifests.configs import ConfigDrains, LocalStores, corefile_drain, local_store
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.yamlnodes import (
     InputTooComplex,
@@ -97,6 +97,7 @@ class LoadResult:
     kustomizations: list[KustomizeLabels] = field(default_factory=list)
     # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
     local_stores: LocalStores = field(default_factory=dict)
+    config_drains: ConfigDrains = field(default_factory=dict)
 
 
 class Excludes:
@@ -564,6 +565,8 @@ def _split_document(
             scan(root)
             if kind == "ConfigMap" and (store := local_store(root)):
                 result.local_stores[store[0]] = store[1]
+            if kind == "ConfigMap" and (drain := corefile_drain(root)):
+                result.config_drains[drain[0]] = drain[1]
         return
     items = keys.get("items")
     if isinstance(items, yaml.SequenceNode):

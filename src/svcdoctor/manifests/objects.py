@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from svcdoctor.manifests.configs import LocalStores, store_of
+from svcdoctor.manifests.configs import COREDNS_HEALTH, ConfigDrains, LocalStores, store_of
 from svcdoctor.manifests.fields import Fields, text_of
 from svcdoctor.manifests.kustomize import kustomized, patched
 from svcdoctor.manifests.loader import WEBHOOK_KINDS, LoadResult
@@ -50,7 +50,8 @@ def build_inventory(loaded: LoadResult) -> Inventory:
     for raw in loaded.objects:
         f = Fields(raw, problems)
         if raw.kind in WORKLOAD_KINDS:
-            workloads.append(_with_config_state(_workload(f), raw.body, loaded.local_stores))
+            read = _with_config_state(_workload(f), raw.body, loaded.local_stores)
+            workloads.append(_with_config_drain(read, raw.body, loaded.config_drains))
         elif raw.kind == "Service":
             services.append(_service(f))
         elif raw.kind == "HorizontalPodAutoscaler":
@@ -95,6 +96,40 @@ def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload
     ]
     why = store_of(w.ref.namespace, mounted, stores)
     return replace(w, template=replace(w.template, config_state=why)) if why else w
+
+
+def _with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload:
+    """The workload, with the drain a CoreDNS container's mounted Corefile sets
+    (``manifests.configs.corefile_drain``)."""
+    if not drains or not any("coredns" in c.image for c in w.template.containers):
+        return w
+    spec = body.get("spec")
+    template = spec.get("template") if isinstance(spec, YMap) else None
+    pod = template.get("spec") if isinstance(template, YMap) else None
+    volumes = pod.get("volumes") if isinstance(pod, YMap) else None
+    maps = {
+        text_of(v.get("name")): text_of(source.get("name"))
+        for v in (volumes if isinstance(volumes, list) else [])
+        if isinstance(v, YMap) and isinstance(source := v.get("configMap"), YMap)
+    }
+    containers = []
+    for c in w.template.containers:
+        mounted = [maps[m.volume] for m in c.mounts if m.volume in maps]
+        seconds = next(
+            (
+                s
+                for (ns, name), s in drains.items()
+                if name in mounted
+                and (ns == w.ref.namespace or {ns, w.ref.namespace} <= {"", "default"})
+            ),
+            None,
+        )
+        if seconds and "coredns" in c.image:
+            what = f"health lameduck {seconds:g}s in its Corefile"
+            containers.append(replace(c, config_drain=(seconds, what, COREDNS_HEALTH)))
+        else:
+            containers.append(c)
+    return replace(w, template=replace(w.template, containers=tuple(containers)))
 
 
 def _annotations(f: Fields) -> dict[str, str]:
