@@ -52,6 +52,8 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         if raw.kind in WORKLOAD_KINDS:
             read = _with_config_state(_workload(f), raw.body, loaded.local_stores)
             workloads.append(_with_config_drain(read, raw.body, loaded.config_drains))
+            if raw.kind == "Rollout":
+                resources.extend(_rollout_experiments(f))
         elif raw.kind == "Service":
             services.append(_service(f))
         elif raw.kind == "HorizontalPodAutoscaler":
@@ -508,6 +510,36 @@ def _resource(f: Fields) -> Resource:
         selector=selector,
         scrapes=tuple(s for s in scrapes if s),
     )
+
+
+def _rollout_experiments(f: Fields) -> list[Resource]:
+    """The Experiments a Rollout's canary steps create, as the resources that make their
+    pods: each ``steps[].experiment.templates[]`` runs pods of the Rollout's template
+    (``specRef``) labelled with its ``metadata.labels`` ("Metadata sets labels and
+    annotations to use for the RS created from the template": RolloutExperimentTemplate in
+    https://github.com/argoproj/argo-rollouts/blob/master/pkg/apis/rollouts/v1alpha1/types.go)."""
+    spec = f.raw.body.get("spec")
+    strategy = spec.get("strategy") if isinstance(spec, YMap) else None
+    canary = strategy.get("canary") if isinstance(strategy, YMap) else None
+    steps = canary.get("steps") if isinstance(canary, YMap) else None
+    found = []
+    for step in steps if isinstance(steps, list) else []:
+        experiment = step.get("experiment") if isinstance(step, YMap) else None
+        templates = experiment.get("templates") if isinstance(experiment, YMap) else None
+        for t in templates if isinstance(templates, list) else []:
+            meta = t.get("metadata") if isinstance(t, YMap) else None
+            labels = _plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {}
+            if labels:
+                name = f"{f.ref.name}-{text_of(t.get('name'))}"
+                found.append(
+                    Resource(
+                        ref=ObjectRef("Experiment", f.ref.namespace, name),
+                        location=f.raw.location,
+                        api_version="argoproj.io/v1alpha1",
+                        pod_labels=(labels,),
+                    )
+                )
+    return found
 
 
 def _webhooks(listed: Any) -> tuple[tuple[str, str, str], ...]:
