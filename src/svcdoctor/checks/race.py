@@ -10,6 +10,7 @@ from svcdoctor.checks._serving import (
     NO_SHELL_IMAGE,
     SHELLS,
     Script,
+    ash_execs_last,
     backed,
     carries_requests,
     container_drain,
@@ -556,17 +557,17 @@ def stays_parent(family: str | None, script: Script) -> bool:
 
     An explicit ``exec`` replaces the shell in every shell. A lone simple command is exec'd
     by bash unless it has a redirection or is followed by more than one newline, and by
-    busybox ash unless anything (a newline included) follows it; dash never does. A list,
-    pipeline, background job or compound command counts as kept in every shell: bash >= 5.1
-    and busybox ash exec the last command of some lists, but dash and older bash do not, and
-    a pipeline or background job is never exec'd. Unknown shells count as dash."""
+    busybox ash unless anything (a newline included) follows it; dash never does; ash also
+    execs the last of some lists (``ash_execs_last``). Other lists, pipelines, background
+    jobs and compound commands count as kept: bash >= 5.1 execs the last command of some
+    lists, dash and older bash do not. Unknown shells count as dash."""
     last = script.last
     if last is None:
         return False
     if last.execs and last.before not in ("|", "|&") and last.after not in ("|", "|&", "&"):
         return False
     if not script.lone:
-        return True
+        return not (family == "ash" and ash_execs_last(script))
     if family == "bash":
         return last.redirected or script.trailing_newlines > 1
     if family == "ash":
@@ -587,9 +588,10 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     redirection; busybox `ash` (`sh` in Alpine and busybox images) does too unless a newline
     follows the command (a YAML `|` block adds one); `dash` (`sh` in Debian and Ubuntu
     images) never does. `sh` in an image of unknown family is treated as dash. Lists
-    (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged in every
-    shell unless the last command is `exec`'d: dash and bash before 5.1 keep the shell, and
-    a pipeline is never exec'd.
+    (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged unless the
+    last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
+    never exec'd; busybox ash alone execs the last command after `&&`, `;` or a line
+    when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine).
 
     ## Why it matters
     The shell is PID 1 and receives SIGTERM; PID 1 ignores signals it has no handler for, so
