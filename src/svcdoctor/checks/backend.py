@@ -278,7 +278,9 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     `minReplicas`, and the fix then raises that). Variants of one workload (the same name)
     in different folders are alternatives, not applied together: their pods do not add up,
     and the variant with the fewest pods counts (a one-replica Deployment beside a
-    DaemonSet variant is flagged). Not flagged: headless Services (`clusterIP: None`:
+    DaemonSet variant is flagged). A Service whose own file holds workloads, none of which
+    it selects, is not backed by a workload of another file that a Service of that file
+    selects (a folder of complete examples). Not flagged: headless Services (`clusterIP: None`:
     clients use the set of pods, e.g. gossip or memberlist peers), Services whose ports are
     all metrics, profiling or probe ports (scraped per pod), unless an Ingress, a Gateway API
     route or a TargetGroupBinding sends requests to them, Services whose only clients are
