@@ -73,3 +73,54 @@ def test_unreadable_input_is_still_exit_2_even_with_exit_zero(tmp_path: Path) ->
     code, out = _lint(tmp_path, BROKEN, "--exit-zero")
     assert code == 2, out
     assert "SVD001" in out
+
+
+# a ytt template (shapes of jpetazzo/container.training k8s/ytt/5-factor/app.yaml and
+# https://carvel.dev/ytt/docs/latest/lang-ref-def/): the function's documents are SVD002,
+# a literal document of the same file is read, and a null selector links nothing
+YTT = """\
+#@ load("@ytt:data", "data")
+---
+#@ def Deployment(component):
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: #@ component
+spec:
+  selector:
+    matchLabels:
+      app: #@ component
+  template:
+    metadata:
+      labels:
+        app: #@ component
+    spec:
+      containers:
+      - image: #@ "example/" + component
+        name: #@ component
+#@ end
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hasher
+spec:
+  selector:
+    app: #@ data.values.app
+  ports:
+  - port: 80
+"""
+
+
+@pytest.mark.parametrize(("extra", "expected"), [((), 1), (("--exit-zero",), 0)])
+def test_a_ytt_template_is_svd002_never_exit_2_and_nulls_link_nothing(
+    tmp_path: Path, extra: tuple[str, ...], expected: int
+) -> None:
+    code, out = _lint(tmp_path, YTT, *extra)
+    assert code == expected, out
+    assert "error   SVD002" in out
+    assert "ytt template '#@ def Deployment(component):'" in out
+    assert "<unnamed>" not in out
+    assert "Service hasher" in out  # read, and its null selector matches nothing
+    assert "SVD207" in out
+    assert "SVD101" not in out

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.settings import Drain, Settings
 from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload, remedy
 from svcdoctor.model.hops import Hop
 from svcdoctor.model.inventory import components
@@ -89,6 +89,15 @@ class Script:
     @property
     def last(self) -> SimpleCommand | None:
         return self.commands[-1] if self.commands else None
+
+
+def ash_execs_last(script: Script) -> bool:
+    """Whether busybox ash execs the last command of a ``-c`` list (after `&&`, `;` or a line,
+    nothing after it): ``evalstring(minusc, EV_EXIT)`` in https://git.busybox.net/busybox
+    shell/ash.c evaluates that command with EV_EXIT, and ``evalcommand`` then forks not."""
+    last = script.last
+    ends = script.trailing_newlines == 0 and not script.compound
+    return ends and last is not None and last.after == "" and last.before in ("&&", ";", "\n")
 
 
 def shell_script(argv: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
@@ -404,7 +413,31 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
     SVD201-204): a Service only scraped or probed has no request to fail."""
     if routed(inventory, service):
         return True
-    return not scrape_only(service) and not monitored_only(inventory, service)
+    return (
+        not scrape_only(service)
+        and not monitored_only(inventory, service)
+        and not ignored_webhook(inventory, service)
+    )
+
+
+def ignored_webhook(inventory: Inventory, service: Service) -> bool:
+    """Whether the Service's clients are admission webhooks that all have `failurePolicy:
+    Ignore`: when it does not answer, the API server admits the request without it
+    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy),
+    so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving."""
+    cached = _WEBHOOKS[0] if _WEBHOOKS else None
+    if cached is None or cached[0] is not inventory.resources:
+        calls: dict[tuple[str, str], set[str]] = {}
+        for r in inventory.resources:
+            for namespace, name, policy in r.webhooks:
+                calls.setdefault((namespace or inventory.namespace, name), set()).add(policy)
+        _WEBHOOKS[:] = [(inventory.resources, calls)]
+    policies = _WEBHOOKS[0][1].get((inventory.namespace_of(service.ref), service.ref.name))
+    return policies == {"Ignore"}
+
+
+# the Services admission webhooks call and their failure policies, for the last resources
+_WEBHOOKS: list[tuple[tuple[Resource, ...], dict[tuple[str, str], set[str]]]] = []
 
 
 def monitored_only(inventory: Inventory, service: Service) -> bool:
@@ -503,6 +536,14 @@ def seconds(value: float) -> int:
     return remedy.seconds(value)
 
 
+def container_drain(settings: Settings, workload: Workload, container: Container) -> Drain | None:
+    """How long the container's app keeps serving after SIGTERM (``Settings.drain_of``)."""
+    argv = (*container.command, *container.args)
+    return settings.drain_of(
+        workload.ref.kind, workload.ref.name, container.image, argv, container.config_drain
+    )
+
+
 def has_shell(container: Container) -> bool | None:
     """``False`` for images known to ship no shell, else unknown."""
     return False if NO_SHELL_IMAGE.search(container.image) else None
@@ -524,8 +565,7 @@ def shutdown_facts(
     own drain from ``drains`` (unless ``drain`` is false), its probes, ``shell`` when the
     caller knows the image has a shell or not, ``longest_request``
     (``--max-request-seconds``)."""
-    argv = (*container.command, *container.args)
-    found = settings.drain_of(workload.ref.kind, workload.ref.name, container.image, argv)
+    found = container_drain(settings, workload, container)
     hop_window, window_hop, sidecar_drain = _path_facts(workload, settings, window)
     return remedy.ShutdownFacts(
         window_seconds=settings.propagation_seconds if window is None else window,

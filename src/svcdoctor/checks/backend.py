@@ -47,7 +47,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     Services whose ports are all metrics, profiling or probe ports (`metrics`,
     `http-metrics`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port or target
     name) unless a route sends to them: a controller behind a single `metrics` port is
-    scraped, not sent requests. A leader-elected container (`--leader-elect`,
+    scraped, not sent requests; nor Services whose only clients are admission webhooks
+    with `failurePolicy: Ignore` (the API server admits without them: no request fails).
+    A leader-elected container (`--leader-elect`,
     `--enable-leader-election`, `--leader-election`, `LEADER_ELECT=true`) gets an info note
     instead: when only the elected leader serves the port, the probe to add is one that
     passes on the leader only. A controller-runtime manager (`--health-probe-bind-address`,
@@ -303,16 +305,21 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     `minReplicas`, and the fix then raises that). Variants of one workload (the same name)
     in different folders are alternatives, not applied together: their pods do not add up,
     and the variant with the fewest pods counts (a one-replica Deployment beside a
-    DaemonSet variant is flagged). Not flagged: headless Services (`clusterIP: None`:
+    DaemonSet variant is flagged). A Service whose own file holds workloads, none of which
+    it selects, is not backed by a workload of another file that a Service of that file
+    selects (a folder of complete examples). Not flagged: headless Services (`clusterIP: None`:
     clients use the set of pods, e.g. gossip or memberlist peers), Services whose ports are
     all metrics, profiling or probe ports (scraped per pod), unless an Ingress, a Gateway API
-    route or a TargetGroupBinding sends requests to them, data stores, and workloads whose
-    containers serve nothing.
+    route or a TargetGroupBinding sends requests to them, Services whose only clients are
+    admission webhooks with `failurePolicy: Ignore` (unreachable, the webhook is skipped and
+    the request admitted: no request fails; with `Fail`, the default, it is flagged), data
+    stores, and workloads whose containers serve nothing.
 
     An availability note (info, no replicas fix) instead of the warning when a second
     replica would not be a second backend: a backend with local state (a known
     single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
-    rsyslog sinks, Keycloak `start-dev`, Argo CD's Dex; a writable claim (`persistentVolumeClaim`)
+    rsyslog sinks, Keycloak `start-dev`, Argo CD's Dex, the Docker registry on its
+    default filesystem storage; a writable claim (`persistentVolumeClaim`)
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a
     ReadWriteOnce claim attaches to one node only; a writable emptyDir or hostPath
     mounted at a data path such as `/data` or `/var/lib/…`, not the kubelet's

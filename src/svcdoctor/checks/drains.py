@@ -96,6 +96,29 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "pkg/config/mesh/mesh.go, then stops it",
     ),
     KnownDrain(
+        "*argoproj/rollouts-demo*",
+        10,
+        "https://github.com/argoproj/rollouts-demo/blob/master/main.go",
+        "keeps serving --termination-delay seconds, default 10 (defaultTerminationDelay), "
+        "after SIGTERM before server.Shutdown, 'to prevent the pod from exiting immediately "
+        "upon a pod termination event'",
+        flag="--termination-delay",
+    ),
+    # Skipper's images: registry.opensource.zalan.do/teapot/skipper (its deploy docs,
+    # https://github.com/zalando/skipper/tree/master/docs/kubernetes/deploy) and
+    # ghcr.io/zalando/skipper.
+    *(
+        KnownDrain(
+            image,
+            45,
+            "https://github.com/zalando/skipper/blob/master/config/config.go",
+            "is skipper, which sleeps -wait-for-healthcheck-interval, default (10+5)*3 s = "
+            "45 s, after SIGTERM before shutting its server down (skipper.go)",
+            flag="-wait-for-healthcheck-interval",
+        )
+        for image in ("*teapot/skipper*", "*zalando/skipper*")
+    ),
+    KnownDrain(
         "*ingress-nginx/controller*",
         0,
         "https://github.com/kubernetes/ingress-nginx/blob/main/internal/ingress/controller/nginx.go",

@@ -60,7 +60,11 @@ HELM_TEMPLATE = input_rule(
     controller fills at run time (Argo Workflows' `{{inputs.parameters.x}}`, Argo
     Rollouts' `{{args.x}}`) is not Helm: it is reported as info, with the advice to quote
     it as those projects' docs do, so that the document is valid YAML and gets checked.
-    Like every finding it exits by `--fail-on` (never 2); `--exit-zero` gives 0.
+    A ytt (Carvel) template is an error too: a document that a `#@ def` function, a
+    `#@ if` or a `#@ for` makes, or whose `name`/`namespace` is a `#@` expression (null
+    as YAML), is not checked; the file's documents with literal names are. A Service
+    selector value that is null (a template's) selects no pod. Like every finding it
+    exits by `--fail-on` (never 2); `--exit-zero` gives 0.
 
     ## Why it matters
     Linting the template source would check neither what your chart renders nor what reaches
@@ -80,10 +84,11 @@ HELM_TEMPLATE = input_rule(
 
     ## Fix
     Pipe the rendered chart: `helm template RELEASE CHART -f values.yaml | svcdoctor lint -`
-    (or `kustomize build DIR | svcdoctor lint -`).
+    (or `kustomize build DIR | svcdoctor lint -`, `ytt -f DIR | svcdoctor lint -`).
 
     ## References
     - https://helm.sh/docs/helm/helm_template/
+    - https://carvel.dev/ytt/docs/latest/lang/
     """,
 )
 

@@ -10,8 +10,10 @@ from svcdoctor.checks._serving import (
     NO_SHELL_IMAGE,
     SHELLS,
     Script,
+    ash_execs_last,
     backed,
     carries_requests,
+    container_drain,
     daemon_gap,
     parse_script,
     racing,
@@ -45,9 +47,6 @@ from svcdoctor.model.remedy import (
     plan_shutdown,
     planned_hook,
 )
-
-_SHELLS = SHELLS
-_NO_SHELL = NO_SHELL_IMAGE
 
 
 def _delays(c: Container) -> bool:
@@ -96,18 +95,22 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     `--propagation-seconds`: then the sleep asked for is the difference. Apps the
     configuration does not name are looked up in svcdoctor's list of well-known apps that
     drain by themselves, read from their code (Knative webhooks and activator 45 s,
-    Istio's proxy 5 s, podinfo 3 s, ingress-nginx with `--shutdown-grace-period`; see the
-    configuration docs). Whether any other app keeps serving after SIGTERM cannot be seen
-    in a manifest: the message says so rather than asserting that it stops. Containers that
-    serve nothing (`sleep infinity`, `tail -f /dev/null`, test clients) are not flagged,
-    nor are pods behind Services that carry no requests (every port a metrics, profiling
-    or probe port: `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`,
-    `probes`, `healthz`…, by port or target name, and no route sends to it: a scraper that
-    misses one scrape is no failed request), nor containers the Service cannot reach
-    (SVD205: a `targetPort` name no container declares, or a number a stock image as
-    shipped does not listen on): a delay fixes nothing there. When the grace period is also
-    too short for the longest request, the message and the fix say so (SVD102 then stays
-    quiet).
+    skipper 45 s, Istio's proxy 5 s, podinfo 3 s, Argo's rollouts-demo 10 s, ingress-nginx
+    with `--shutdown-grace-period`; see the configuration docs), and the drain a mounted
+    configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the
+    Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
+    any other app keeps serving after SIGTERM cannot be seen in a manifest: the message
+    says so rather than asserting that it stops. Containers that serve nothing (`sleep
+    infinity`, `tail -f /dev/null`, test clients) are not flagged, nor are pods behind
+    Services that carry no requests (every port a metrics, profiling or probe port:
+    `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`, `probes`, `healthz`…,
+    by port or target name, and no route sends to it: a scraper that misses one scrape is no
+    failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name no
+    container declares, or a number a stock image as shipped does not listen on), nor
+    behind Services whose only clients are admission webhooks with `failurePolicy: Ignore`
+    (the API server then admits without them): a delay fixes nothing there. When the grace
+    period is also too short for the longest request, the message and the fix say so
+    (SVD102 then stays quiet).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -157,7 +160,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
-        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
+        drain = container_drain(settings, w, c)
         grace_to = (
             plan.grace_seconds if plan.grace_seconds != w.template.effective_grace_seconds else None
         )
@@ -293,7 +296,7 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     - https://cloud.google.com/blog/products/containers-kubernetes/kubernetes-best-practices-terminating-with-grace
     """
     for w, c in racing(inventory):
-        drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
+        drain = container_drain(settings, w, c)
         if not _delays(c) and (not drain or "SVD101" in race_plan(w, c, settings).rules):
             continue  # SVD101 reports it, grace period included
         sleep = (c.prestop.sleep_seconds if c.prestop else None) or 0.0
@@ -392,7 +395,7 @@ def short_sleep(w: Workload, c: Container, settings: Settings, rule_id: str) -> 
     plan = race_plan(w, c, settings, current_prestop=sleep)
     if rule_id not in plan.rules:
         return None  # long enough, with the app's own drain
-    drain = settings.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
+    drain = container_drain(settings, w, c)
     own = (
         f" (+ {drain.seconds:g} s its app drains by itself)"
         if drain is not None and drain.seconds is not None
@@ -486,7 +489,7 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
         if not (hook and hook.handler == "exec" and hook.command):
             continue
         program = hook.command[0].rsplit("/", 1)[-1]
-        if program not in _SHELLS | {"sleep"} or not _NO_SHELL.search(c.image):
+        if program not in SHELLS | {"sleep"} or not NO_SHELL_IMAGE.search(c.image):
             continue
         plan = race_plan(w, c, settings, current_prestop=hook.sleep_seconds, shell=False)
         sleep = plan.prestop_seconds or hook.sleep_seconds or settings.propagation_seconds
@@ -553,17 +556,17 @@ def stays_parent(family: str | None, script: Script) -> bool:
 
     An explicit ``exec`` replaces the shell in every shell. A lone simple command is exec'd
     by bash unless it has a redirection or is followed by more than one newline, and by
-    busybox ash unless anything (a newline included) follows it; dash never does. A list,
-    pipeline, background job or compound command counts as kept in every shell: bash >= 5.1
-    and busybox ash exec the last command of some lists, but dash and older bash do not, and
-    a pipeline or background job is never exec'd. Unknown shells count as dash."""
+    busybox ash unless anything (a newline included) follows it; dash never does; ash also
+    execs the last of some lists (``ash_execs_last``). Other lists, pipelines, background
+    jobs and compound commands count as kept: bash >= 5.1 execs the last command of some
+    lists, dash and older bash do not. Unknown shells count as dash."""
     last = script.last
     if last is None:
         return False
     if last.execs and last.before not in ("|", "|&") and last.after not in ("|", "|&", "&"):
         return False
     if not script.lone:
-        return True
+        return not (family == "ash" and ash_execs_last(script))
     if family == "bash":
         return last.redirected or script.trailing_newlines > 1
     if family == "ash":
@@ -584,9 +587,10 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     redirection; busybox `ash` (`sh` in Alpine and busybox images) does too unless a newline
     follows the command (a YAML `|` block adds one); `dash` (`sh` in Debian and Ubuntu
     images) never does. `sh` in an image of unknown family is treated as dash. Lists
-    (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged in every
-    shell unless the last command is `exec`'d: dash and bash before 5.1 keep the shell, and
-    a pipeline is never exec'd.
+    (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged unless the
+    last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
+    never exec'd; busybox ash alone execs the last command after `&&`, `;` or a line
+    when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine).
 
     ## Why it matters
     The shell is PID 1 and receives SIGTERM; PID 1 ignores signals it has no handler for, so

@@ -214,6 +214,19 @@ def _l7_hop(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> tupl
     return "", False
 
 
+def _l7_route(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> bool:
+    """Whether an Ingress or a Gateway API route's proxy sends to the Service and picks a
+    pod for each request (layer 7), whatever protocol it speaks to the pods."""
+    return any(
+        path.service == svc.ref
+        and path.senders[-1].per_request
+        and path.senders[-1].kind in (HopKind.INGRESS, HopKind.GATEWAY)
+        for w in workloads
+        for path in paths.of(w)
+        if path.senders
+    )
+
+
 @rule("SVD301", "grpc-behind-clusterip", Cause.REUSE, Severity.WARNING)
 def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """A gRPC/HTTP2 port behind a Service that balances connections: one backend per client.
@@ -245,7 +258,9 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     - servers that already bound connection age (a `--…max…connection-age` flag such as
       istiod's `--keepaliveMaxServerConnectionAge 30m`, or such an env value);
     - a port only *named* `http2` (Istio's name for a gateway's HTTP port, mostly reached over
-      HTTP/1.1) on a LoadBalancer/NodePort Service or in front of Envoy gateway pods.
+      HTTP/1.1) on a LoadBalancer/NodePort Service or in front of Envoy gateway pods, or
+      that an Ingress or a Gateway API route sends to: its proxy picks a pod for each
+      request, whatever it speaks to the pods (no `appProtocol` says HTTP/2 there).
 
     A mesh never helps a LoadBalancer or NodePort Service (outside clients have no proxy),
     and a port Istio reads as plain TCP (named `tcp…`) is balanced per connection even with
@@ -320,6 +335,7 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             continue  # the server bounds connection age already: clients rebalance
         counts = [inventory.replicas(w) for w in workloads]
         single = bool(counts) and all(n == 1 for n in counts)
+        http_routed = not external and _l7_route(svc, workloads, paths)
         for p in svc.ports:
             label = _h2_label(p, workloads)
             if label is None or _other_protocol(p, workloads):
@@ -328,6 +344,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
                 # Istio's naming for an HTTP port of a gateway: its clients (browsers, load
                 # balancers, apps) mostly speak HTTP/1.1 to it, rarely cleartext HTTP/2
                 continue
+            if label == p.name and label.lower().startswith("http2") and http_routed:
+                continue  # only named so; its route's proxy balances each HTTP request
             istio_tcp = (p.name or "").lower().startswith(_ISTIO_TCP_PREFIXES)
             meshed = bool(mesh) and not external  # outside clients reach no client proxy
             if meshed and certain and not (istio_tcp and str(mesh).startswith("Istio")):

@@ -266,7 +266,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     selector). Selectors on labels that operators put on their pods (`cnpg.io/*`,
     `spilo-role`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a `managed-by` operator, …) are not
     checked: the operator is not in the files. An Argo Rollout of a Deployment's template
-    (`workloadRef`) makes pods with its selector's labels; the apex Service of an SMI
+    (`workloadRef`) makes pods with its selector's labels, and one with a canary step
+    experiment (`steps[].experiment.templates[].metadata.labels`) pods with those labels;
+    the apex Service of an SMI
     TrafficSplit gets its traffic sent to the split's backends by the mesh; a Service that
     targets a distinctive port name a workload beside it declares has that workload's pods,
     labelled at run time by their operator (Longhorn's webhooks): none of these is flagged.

@@ -192,11 +192,22 @@ class Settings:
                 return text
         return None
 
-    def drain_of(self, kind: str, name: str, image: str, argv: Sequence[str] = ()) -> Drain | None:
+    def drain_of(
+        self,
+        kind: str,
+        name: str,
+        image: str,
+        argv: Sequence[str] = (),
+        config: tuple[float, str, str] | None = None,
+    ) -> Drain | None:
         """How long this container's app keeps serving after SIGTERM: the ``drains`` entry
-        that matches it, else svcdoctor's list of known drains (``known_drain``, read with
-        the container's ``argv``: command and args), else ``None``."""
+        that matches it, else what its mounted configuration sets (``config``:
+        ``Container.config_drain``), else svcdoctor's list of known drains
+        (``known_drain``, read with the container's ``argv``: command and args), else
+        ``None``."""
         pattern = self.drains_itself(kind, name, image)
+        if pattern is None and config is not None:
+            return Drain(config[1], config[0], config[2])
         if pattern is None:
             return known_drain(image, argv)
         return Drain(pattern, self.drain_seconds.get(pattern))

@@ -108,6 +108,13 @@ _UNELECTED_CONTROLLER = re.compile(r"(^|/)(metallb/controller|zalando/postgres-o
 # send every alert to each, not through one Service address:
 # https://github.com/prometheus/alertmanager#high-availability
 _ALERTMANAGER = re.compile(r"(^|/)(prom|prometheus)/alertmanager(:|@|$)")
+# The Docker registry image (Docker Hub `registry`, distribution/distribution) stores what
+# is pushed on its filesystem, /var/lib/registry, unless configured for another storage
+# driver (`storage: filesystem` in the image's config: config-example.yml of
+# https://github.com/distribution/distribution-library-image; REGISTRY_STORAGE overrides
+# it: https://distribution.github.io/distribution/about/configuration/): a second replica
+# would hold other images.
+_REGISTRY = re.compile(r"(^|/)((library/)?registry|distribution/distribution)(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # A writable mount holds state when its path says data (`/data`, `/var/lib/grafana`,
 # `/badger`, `/exports`…) and neither its path nor its volume's name says scratch, sockets,
@@ -169,6 +176,9 @@ def local_state(workload: Workload, container: Container) -> str | None:
     argv = argv_of(container)
     if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
         return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
+    storage = dict(container.env).get("REGISTRY_STORAGE", "filesystem")
+    if _REGISTRY.search(image) and storage == "filesystem":
+        return "the registry stores pushed images on its own filesystem (/var/lib/registry)"
     volumes = workload.template.volumes
     if socket := node_socket(container, volumes):
         return socket

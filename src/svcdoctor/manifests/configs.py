@@ -11,6 +11,7 @@ ConfigMaps whose data holds both ``issuer`` and ``storage`` are parsed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import yaml
@@ -55,6 +56,30 @@ def _dex_storage(text: str) -> str | None:
         file = settings.get("file") if isinstance(settings, dict) else None
         where = "in memory" if file == ":memory:" else "in a file of its pod"
         return f"Dex's storage is sqlite3 {where}"
+    return None
+
+
+# CoreDNS's health plugin: `lameduck DURATION` "will delay shutdown for DURATION. /health
+# will still answer 200 OK" (https://coredns.io/plugins/health/): CoreDNS keeps serving that
+# long after SIGTERM. Its Corefile is a ConfigMap key the coredns container mounts
+# (https://github.com/coredns/deployment/blob/master/kubernetes/coredns.yaml.sed).
+COREDNS_HEALTH = "https://coredns.io/plugins/health/"
+_LAMEDUCK = re.compile(r"\bhealth\b[^{}\n]*\{[^{}]*?\blameduck[ \t]+(\d+(?:\.\d+)?)(ms|s|m|h)\b")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# ConfigMap (namespace, name) -> seconds the CoreDNS reading it keeps serving after SIGTERM
+ConfigDrains = dict[tuple[str, str], float]
+
+
+def corefile_drain(root: yaml.Node) -> tuple[tuple[str, str], float] | None:
+    """The ConfigMap's (namespace, name) and its Corefile's health lameduck in seconds."""
+    keys = mapping_keys(root)
+    meta, data = mapping_keys(keys.get("metadata") or root), keys.get("data")
+    if not isinstance(data, yaml.MappingNode):
+        return None
+    for key, value in data.value:
+        if _text(key) == "Corefile" and (found := _LAMEDUCK.search(_text(value))):
+            seconds = float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+            return (_text(meta.get("namespace")), _text(meta.get("name"))), seconds
     return None
 
 

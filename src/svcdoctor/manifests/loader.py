@@ -19,7 +19,7 @@ import yaml
 
 from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
-from svcdoctor.manifests.configs import LocalStores, local_store
+from svcdoctor.manifests.configs import ConfigDrains, LocalStores, corefile_drain, local_store
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.yamlnodes import (
     InputTooComplex,
@@ -48,6 +48,8 @@ PATH_KINDS = frozenset(
 _BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "autoscaling", "extensions"})
 # Endpoints given by hand (or dumped with kubectl): the Service's backends without pods.
 _ENDPOINT_KINDS = frozenset({"Endpoints", "EndpointSlice"})
+# Admission webhooks: the API server is the client of the Services they name.
+WEBHOOK_KINDS = frozenset({"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"})
 
 
 def consulted(kind: str, api_version: str) -> bool:
@@ -55,6 +57,8 @@ def consulted(kind: str, api_version: str) -> bool:
     (their pod templates, operator resources and traffic subsets tell the Service checks
     where pods come from)."""
     if kind in RELEVANT_KINDS or kind in _ENDPOINT_KINDS or kind in PATH_KINDS:
+        return True
+    if kind in WEBHOOK_KINDS:  # what they call (``checks._serving.carries_requests``)
         return True
     group = api_version.rpartition("/")[0]
     return not (group in _BUILTIN_GROUPS or group.endswith(".k8s.io"))
@@ -93,6 +97,7 @@ class LoadResult:
     kustomizations: list[KustomizeLabels] = field(default_factory=list)
     # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
     local_stores: LocalStores = field(default_factory=dict)
+    config_drains: ConfigDrains = field(default_factory=dict)
 
 
 class Excludes:
@@ -361,6 +366,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     # Documents that are not converted are checked only if they may hold an alias or {{ }}.
     scan = _Scan(aliases=_may_alias(text), templates=templated)
     lines = _Lines(text) if templated else None
+    ytt = _Lines(text) if "#@" in text and _YTT_CODE.search(text) else None
     part, offset = text, 0  # after a templated document that breaks the YAML: the rest
     while True:
         try:
@@ -370,6 +376,8 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
             return
         for root in roots:
             mark = (len(objects), result.documents, result.skipped)
+            if ytt is not None and root is not None and _ytt_document(display, ytt, root, result):
+                continue
             try:
                 _split_document(display, root, objects, result, scan)
             except TemplateSyntax as exc:
@@ -557,6 +565,8 @@ def _split_document(
             scan(root)
             if kind == "ConfigMap" and (store := local_store(root)):
                 result.local_stores[store[0]] = store[1]
+            if kind == "ConfigMap" and (drain := corefile_drain(root)):
+                result.config_drains[drain[0]] = drain[1]
         return
     items = keys.get("items")
     if isinstance(items, yaml.SequenceNode):
@@ -680,6 +690,42 @@ def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -
             "helm template RELEASE CHART | svcdoctor lint -",
         )
     )
+
+
+# ytt (Carvel) code is YAML comments starting with `#@` (https://carvel.dev/ytt/docs/latest/lang/):
+# a document a function (`#@ def`, https://carvel.dev/ytt/docs/latest/lang-ref-def/) or a
+# condition or loop makes, or whose name or namespace is a ytt expression (`name: #@ x`, null
+# once the comment is dropped), is no manifest as written. Documents of the same file whose
+# names are literal are read as they are (a value set by `#@` reads as null).
+_YTT_CODE = re.compile(
+    r"^[ \t]*#@[ \t]*(?:def|if|for)\b|^[ \t]*(?:-[ \t]+)?(?:name|namespace)[ \t]*:[ \t]*#@",
+    re.MULTILINE,
+)
+
+
+def _ytt_document(name: str, lines: _Lines, root: yaml.Node, result: LoadResult) -> bool:
+    """SVD002 for a document a ytt template makes (see ``_YTT_CODE``); ``False`` for the
+    file's other documents, which are read (ytt code alone, no object, is skipped as they are)."""
+    if not isinstance(root, yaml.MappingNode) or "kind" not in mapping_keys(root):
+        return False
+    first, last = lines.document_around(root.start_mark.line + 1)
+    found = _YTT_CODE.search(lines.between(first, last))
+    if found is None:
+        return False
+    line = bisect.bisect_right(lines.starts, lines._offset(first) + found.start())
+    shown = lines.between(line, line).strip()
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    result.documents += 1
+    result.problems.append(
+        _problem(
+            HELM_TEMPLATE,
+            name,
+            line,
+            f"ytt template '{shown}', not a manifest: this document is not checked; lint "
+            "the rendered output: ytt -f DIR | svcdoctor lint -",
+        )
+    )
+    return True
 
 
 def _problem(rule: Rule, file: str, line: int, message: str) -> Finding:

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from svcdoctor.manifests.configs import LocalStores, store_of
+from svcdoctor.manifests.configs import COREDNS_HEALTH, ConfigDrains, LocalStores, store_of
 from svcdoctor.manifests.fields import Fields, text_of
 from svcdoctor.manifests.kustomize import kustomized, patched
-from svcdoctor.manifests.loader import LoadResult
+from svcdoctor.manifests.loader import WEBHOOK_KINDS, LoadResult
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
 from svcdoctor.model import (
@@ -50,7 +50,10 @@ def build_inventory(loaded: LoadResult) -> Inventory:
     for raw in loaded.objects:
         f = Fields(raw, problems)
         if raw.kind in WORKLOAD_KINDS:
-            workloads.append(_with_config_state(_workload(f), raw.body, loaded.local_stores))
+            read = _with_config_state(_workload(f), raw.body, loaded.local_stores)
+            workloads.append(_with_config_drain(read, raw.body, loaded.config_drains))
+            if raw.kind == "Rollout":
+                resources.extend(_rollout_experiments(f))
         elif raw.kind == "Service":
             services.append(_service(f))
         elif raw.kind == "HorizontalPodAutoscaler":
@@ -95,6 +98,40 @@ def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload
     ]
     why = store_of(w.ref.namespace, mounted, stores)
     return replace(w, template=replace(w.template, config_state=why)) if why else w
+
+
+def _with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload:
+    """The workload, with the drain a CoreDNS container's mounted Corefile sets
+    (``manifests.configs.corefile_drain``)."""
+    if not drains or not any("coredns" in c.image for c in w.template.containers):
+        return w
+    spec = body.get("spec")
+    template = spec.get("template") if isinstance(spec, YMap) else None
+    pod = template.get("spec") if isinstance(template, YMap) else None
+    volumes = pod.get("volumes") if isinstance(pod, YMap) else None
+    maps = {
+        text_of(v.get("name")): text_of(source.get("name"))
+        for v in (volumes if isinstance(volumes, list) else [])
+        if isinstance(v, YMap) and isinstance(source := v.get("configMap"), YMap)
+    }
+    containers = []
+    for c in w.template.containers:
+        mounted = [maps[m.volume] for m in c.mounts if m.volume in maps]
+        seconds = next(
+            (
+                s
+                for (ns, name), s in drains.items()
+                if name in mounted
+                and (ns == w.ref.namespace or {ns, w.ref.namespace} <= {"", "default"})
+            ),
+            None,
+        )
+        if seconds and "coredns" in c.image:
+            what = f"health lameduck {seconds:g}s in its Corefile"
+            containers.append(replace(c, config_drain=(seconds, what, COREDNS_HEALTH)))
+        else:
+            containers.append(c)
+    return replace(w, template=replace(w.template, containers=tuple(containers)))
 
 
 def _annotations(f: Fields) -> dict[str, str]:
@@ -395,7 +432,7 @@ def _service(f: Fields) -> Service:
         ref=f.ref,
         location=f.raw.location,
         type=f.text(spec, "type", "spec.type") or "ClusterIP",
-        selector={text_of(k): text_of(v) for k, v in selector.items()} if selector else None,
+        selector={text_of(k): _selected(v) for k, v in selector.items()} if selector else None,
         ports=tuple(ports),
         headless=f.text(spec, "clusterIP", "spec.clusterIP") == "None",
         session_affinity=f.text(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
@@ -404,6 +441,16 @@ def _service(f: Fields) -> Service:
         traffic_distribution=f.text(spec, "trafficDistribution", "spec.trafficDistribution"),
         labels=f.labels(f.mapping(f.raw.body, "metadata", "metadata"), "labels", "metadata.labels"),
     )
+
+
+# What a Service selector's null value (a template's, such as ytt's `app: #@ x`) selects: no
+# label value can hold `<` (https://kubernetes.io/docs/concepts/overview/working-with-objects/
+# labels/#syntax-and-character-set), so it matches no pod, not even one whose label is null too.
+_NULL_SELECTED = "<null>"
+
+
+def _selected(value: Any) -> str:
+    return _NULL_SELECTED if value is None else text_of(value)
 
 
 def _autoscaler(f: Fields) -> Autoscaler | None:
@@ -447,6 +494,7 @@ def _resource(f: Fields) -> Resource:
         listed = spec.get("endpoints")
         items = listed if isinstance(listed, list) else []
         scrapes = tuple(text_of(e.get("port")) for e in items if isinstance(e, YMap))
+    webhooks = _webhooks(body.get("webhooks")) if f.raw.kind in WEBHOOK_KINDS else ()
     if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
         host = text_of(spec.get("service"))  # the SMI apex Service it splits
     return Resource(
@@ -458,9 +506,54 @@ def _resource(f: Fields) -> Resource:
         pod_labels=tuple(_pod_labels(spec, _POD_SEARCH_DEPTH)),
         host=host,
         subsets=subsets,
+        webhooks=webhooks,
         selector=selector,
         scrapes=tuple(s for s in scrapes if s),
     )
+
+
+def _rollout_experiments(f: Fields) -> list[Resource]:
+    """The Experiments a Rollout's canary steps create, as the resources that make their
+    pods: each ``steps[].experiment.templates[]`` runs pods of the Rollout's template
+    (``specRef``) labelled with its ``metadata.labels`` ("Metadata sets labels and
+    annotations to use for the RS created from the template": RolloutExperimentTemplate in
+    https://github.com/argoproj/argo-rollouts/blob/master/pkg/apis/rollouts/v1alpha1/types.go)."""
+    spec = f.raw.body.get("spec")
+    strategy = spec.get("strategy") if isinstance(spec, YMap) else None
+    canary = strategy.get("canary") if isinstance(strategy, YMap) else None
+    steps = canary.get("steps") if isinstance(canary, YMap) else None
+    found = []
+    for step in steps if isinstance(steps, list) else []:
+        experiment = step.get("experiment") if isinstance(step, YMap) else None
+        templates = experiment.get("templates") if isinstance(experiment, YMap) else None
+        for t in templates if isinstance(templates, list) else []:
+            meta = t.get("metadata") if isinstance(t, YMap) else None
+            labels = _plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {}
+            if labels:
+                name = f"{f.ref.name}-{text_of(t.get('name'))}"
+                found.append(
+                    Resource(
+                        ref=ObjectRef("Experiment", f.ref.namespace, name),
+                        location=f.raw.location,
+                        api_version="argoproj.io/v1alpha1",
+                        pod_labels=(labels,),
+                    )
+                )
+    return found
+
+
+def _webhooks(listed: Any) -> tuple[tuple[str, str, str], ...]:
+    """(namespace, Service, failurePolicy) of each webhook that calls a Service; the policy
+    defaults to Fail in admissionregistration.k8s.io/v1
+    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy)."""
+    found = []
+    for hook in listed if isinstance(listed, list) else []:
+        config = hook.get("clientConfig") if isinstance(hook, YMap) else None
+        service = config.get("service") if isinstance(config, YMap) else None
+        if isinstance(hook, YMap) and isinstance(service, YMap):
+            policy = text_of(hook.get("failurePolicy")) or "Fail"
+            found.append((text_of(service.get("namespace")), text_of(service.get("name")), policy))
+    return tuple(found)
 
 
 def _plain_labels(value: Any) -> dict[str, str]:

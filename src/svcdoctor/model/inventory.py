@@ -81,7 +81,9 @@ class Inventory:
                     self.namespace,
                 )
             self._targets[id(svc)] = found
-            for w in found:
+        _own_examples(self.services, self._targets, self.backends, self.workloads)
+        for svc in self.services:
+            for w in self._targets[id(svc)]:
                 self._backing[id(w)] = (*self._backing.get(id(w), ()), svc)
 
     def namespace_of(self, ref: ObjectRef) -> str:
@@ -114,6 +116,28 @@ class Inventory:
         if workload.ref.kind == "Pod":
             return 1
         return 1 if workload.replicas is None else workload.replicas
+
+
+def _own_examples(
+    services: Sequence[Service],
+    targets: dict[int, tuple[Workload, ...]],
+    backends: dict[ObjectRef, tuple[ObjectRef, ...]],
+    workloads: Sequence[Workload],
+) -> None:
+    """Drop, from a Service whose own file holds workloads but none it selects, the
+    workloads of other files that a Service of their own file selects: in a folder of
+    complete example files (each with its workloads and Services, such as Kong's
+    ``examples/``), one example's Service is not backed by another example's workload."""
+    files = {w.location.file for w in workloads}
+    claimed = {
+        id(w) for s in services for w in targets[id(s)] if w.location.file == s.location.file
+    }
+    for s in services:
+        file, found = s.location.file, targets[id(s)]
+        if s.ref in backends or file not in files or not found:
+            continue
+        if all(w.location.file != file for w in found):
+            targets[id(s)] = tuple(w for w in found if id(w) not in claimed)
 
 
 def _nearest_definitions(

@@ -30,6 +30,8 @@ class Resource:
     # a Prometheus ServiceMonitor: the Services it selects and the ports it scrapes
     selector: dict[str, str] = field(default_factory=dict)
     scrapes: tuple[str, ...] = ()
+    # an admission webhook configuration: (namespace, Service, failurePolicy) per webhook
+    webhooks: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def group(self) -> str:

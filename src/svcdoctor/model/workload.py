@@ -94,6 +94,9 @@ class Container:
     # ``env`` entries with a literal ``value`` (``valueFrom`` ones are not known from files)
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[Mount, ...] = ()
+    # the seconds its app keeps serving after SIGTERM as its mounted configuration sets them,
+    # what says so and the source (``manifests.configs``: CoreDNS's health lameduck)
+    config_drain: tuple[float, str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
