@@ -42,14 +42,7 @@ def hop_legs(ctx: Context, tolerance: float) -> tuple[HopLeg, ...]:
         for pod, deleted in sorted(deletions.items(), key=lambda kv: kv[1]):
             info = names.get(pod)
             keys = {pod} | ({info.ip} if info is not None and info.ip else set())
-            stop = next(
-                (
-                    c
-                    for c in changes
-                    if c.ts >= deleted - tolerance and (not c.removed or keys & set(c.removed))
-                ),
-                None,
-            )
+            stop = next((c for c in changes if _removes(c, keys, deleted, tolerance)), None)
             if stop is None:
                 unseen.append(pod)
             else:
@@ -81,6 +74,16 @@ def hop_legs(ctx: Context, tolerance: float) -> tuple[HopLeg, ...]:
             )
         )
     return tuple(sorted(legs, key=lambda leg: -leg.covers))
+
+
+def _removes(change: RoutingChange, keys: set[str], deleted: float, tolerance: float) -> bool:
+    """Whether ``change`` can be the one that took the pod (``keys``: its name and IP) out:
+    a change naming it, within the clocks' ``tolerance`` of its deletion; a change naming
+    none (a reload, a push of every endpoint) only from the deletion on, since during a
+    rollout the ones just before it were for other pods (a new one becoming ready)."""
+    if change.removed:
+        return bool(keys & set(change.removed)) and change.ts >= deleted - tolerance
+    return change.ts >= deleted
 
 
 def _failures_by_pod(ctx: Context) -> dict[str, np.ndarray]:
