@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from svcdoctor.cluster.agentjob import MANAGED_SELECTOR
 from svcdoctor.evidence.proxylogs import nginx_access
 from svcdoctor.lab import hop_objects, objects
 from svcdoctor.lab.haproxy import available as haproxy_missing
@@ -188,12 +189,15 @@ def serve(tmp: Path, scenario: str, seconds: int) -> Iterator[Serve]:
 
 def _rollout_test(lab: Serve, through: str, rate: int, duration: int) -> dict[str, Any]:
     done = lab.svcdoctor("rollout-test", "deployment/api", "--through", through, "--rate",
-                         str(rate), "--duration", str(duration), "--yes", "-o", "json",
-                         "--out", str(lab.tmp / "bundle"), "--max-failures", "100000")  # fmt: skip
+                         str(rate), "--duration", str(duration), "--tail", "2", "--yes",
+                         "-o", "json", "--out", str(lab.tmp / "bundle"),
+                         "--max-failures", "100000")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     left = json.loads(lab.svcdoctor("cleanup", "--dry-run", "-o", "json").stdout)["found"]
-    assert left == []  # nothing labelled managed-by=svcdoctor
+    assert left == []  # nothing labelled managed-by=svcdoctor, as svcdoctor and kubectl see it
+    kinds = "jobs,pods,configmaps"
+    assert lab.kubectl("get", kinds, "-A", "-l", MANAGED_SELECTOR, "-o", "name") == ""
     return report
 
 
