@@ -145,25 +145,36 @@ class Serve:
             capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
 
-    def stop(self) -> dict[str, Any]:
-        """Ctrl-C; checks that nothing of the lab is left; returns its ground truth."""
-        from svcdoctor.lab.cleanup import alive, job_processes, lock_dir, pod_processes
-        from svcdoctor.lab.kernel import namespaces_of_runs
+    def prefix(self) -> str:
+        """The lab run's prefix: the lock file that names the serving process."""
+        from svcdoctor.lab.cleanup import lock_dir
 
-        prefix = next(
-            p.stem
-            for p in lock_dir().glob("svcd*.lock")
-            if p.read_text().strip() == str(self.proc.pid)
-        )
-        self.proc.send_signal(signal.SIGINT)
+        pid = str(self.proc.pid)
+        return next(p.stem for p in lock_dir().glob("svcd*.lock") if p.read_text().strip() == pid)
+
+    def stop(self, sig: signal.Signals | None = signal.SIGINT) -> dict[str, Any]:
+        """Ctrl-C (``sig``; None: wait for ``--for``); checks that nothing of the lab is
+        left; returns its ground truth."""
+        prefix = self.prefix()
+        if sig is not None:
+            self.proc.send_signal(sig)
         self.proc.wait(60)
         assert self.proc.returncode == 0, self.proc.stderr.read() if self.proc.stderr else ""
-        assert prefix not in set(job_processes().values())  # nginx, haproxy, the agents
-        assert [r for r, _, _ in pod_processes().values() if r == prefix] == []
-        assert [ns for ns in namespaces_of_runs() if ns.startswith(f"{prefix}-")] == []
-        assert not (lock_dir() / f"{prefix}-jobs").exists()
-        assert not alive(prefix)
+        gone(prefix)
         return dict(json.loads(self.truth_path.read_text()))
+
+
+def gone(prefix: str) -> None:
+    """Nothing of the lab run ``prefix`` is left: nginx, haproxy, the Jobs' processes, the
+    pods, the network namespaces, the working directories, the lock."""
+    from svcdoctor.lab.cleanup import alive, job_processes, lock_dir, pod_processes
+    from svcdoctor.lab.kernel import namespaces_of_runs
+
+    assert prefix not in set(job_processes().values())
+    assert [r for r, _, _ in pod_processes().values() if r == prefix] == []
+    assert [ns for ns in namespaces_of_runs() if ns.startswith(f"{prefix}-")] == []
+    assert not (lock_dir() / f"{prefix}-jobs").exists()
+    assert not alive(prefix)
 
 
 @contextmanager
@@ -215,6 +226,8 @@ def test_rollout_test_through_the_real_nginx_counts_its_502s(tmp_path: Path) -> 
         report = _rollout_test(lab, "ingress/api", rate=4, duration=50)
         name = controller["metadata"]["name"]
         log = lab.kubectl("logs", "-n", objects.INGRESS_NAMESPACE, name)
+        stamped = lab.kubectl("logs", "-n", objects.INGRESS_NAMESPACE, name, "--timestamps")
+        assert [ln.split(" ", 1)[1] for ln in stamped.splitlines()] == log.splitlines()
         truth = lab.stop()
     assert report["path"].startswith("ingress/api (http://")
     frame, unparsed = nginx_access(log, "ingress")
@@ -269,3 +282,20 @@ def test_rollout_test_through_haproxy_counts_the_lb_s_leg(tmp_path: Path) -> Non
     print(f"through haproxy: {report['failed']} of {report['requests']} failed, haproxy logged "
           f"{lb['failed']} 5xx, its leg's model expects {lb['expected_failures']}; "
           f"{time.monotonic() - started:.0f} s")  # fmt: skip
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize(("scenario", "sig"), [("keepalive", None), ("lb-ip", signal.SIGTERM)])
+def test_the_hop_goes_at_the_end_and_on_sigterm(
+    tmp_path: Path, scenario: str, sig: signal.Signals | None
+) -> None:
+    """``--for`` and ``kill -TERM`` stop the hop (and everything else) as Ctrl-C does,
+    and the ground truth has the hop's facts."""
+    from svcdoctor.lab.cleanup import job_processes
+
+    with serve(tmp_path, scenario, 12) as lab:
+        prefix = lab.prefix()
+        assert prefix in set(job_processes().values())  # nginx or haproxy runs
+        truth = lab.stop(sig)
+    gone(prefix)
+    assert ("ingress" if scenario == "keepalive" else "load_balancer") in truth
