@@ -2,7 +2,11 @@
 the Service (the userspace datapath's per-node stand-ins, or the real nginx) and the
 load balancer in IP mode (the real haproxy), and ``all_objects``, every object of the lab.
 
-The real hops (``LabView.hop``, see ``hopstate.py``) show as a cluster shows them:
+The load generator's clients and the userspace datapath's per-node proxies run on the
+nodes (``hostNetwork``): client pods ``load-N`` and, on the userspace datapath without a
+real hop, ingress-nginx controller pods, one per node, whose logs are generated from the
+load's real records, with the IngressClass and the Ingress they route by. The real hops
+(``LabView.hop``, see ``hopstate.py``) show as a cluster shows them:
 
 * nginx: an ingress-nginx controller pod (its IP and port: where nginx listens; its log:
   nginx's own lines), the IngressClass ``nginx`` and the Ingress ``api`` whose

@@ -13,6 +13,9 @@ time: a restart patch while one rolls is refused with 409 Conflict (a later one 
 to a new ReplicaSet). ``load_on=False`` leaves the lab's own clients off, so a client's
 agent is the only traffic.
 
+A scenario's real hop (nginx as the ingress, haproxy as a load balancer in IP mode) runs
+as in ``lab run`` and shows as on a cluster (``serve_hops.py``, ``hop_objects.py``).
+
 The lab's exporters answer on plain-HTTP ``/metrics`` endpoints (``metrics.py``), announced
 in ``ServeInfo.metrics``: kube-state-metrics from the objects the API serves, and per node
 the ingress request counters (the node's proxy on the userspace datapath; the load
