@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from svcdoctor.cluster.agentjob import MANAGED_SELECTOR
+from svcdoctor.diagnose.race import BIN
 from svcdoctor.evidence.proxylogs import nginx_access
 from svcdoctor.lab import hop_objects, objects
 from svcdoctor.lab.haproxy import available as haproxy_missing
@@ -198,9 +199,11 @@ def serve(tmp: Path, scenario: str, seconds: int) -> Iterator[Serve]:
             proc.wait(60)
 
 
-def _rollout_test(lab: Serve, through: str, rate: int, duration: int) -> dict[str, Any]:
+def _rollout_test(
+    lab: Serve, through: str, rate: int, duration: int, tail: int = 2
+) -> dict[str, Any]:
     done = lab.svcdoctor("rollout-test", "deployment/api", "--through", through, "--rate",
-                         str(rate), "--duration", str(duration), "--tail", "2", "--yes",
+                         str(rate), "--duration", str(duration), "--tail", str(tail), "--yes",
                          "-o", "json", "--out", str(lab.tmp / "bundle"),
                          "--max-failures", "100000")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -240,6 +243,10 @@ def test_rollout_test_through_the_real_nginx_counts_its_502s(tmp_path: Path) -> 
     fivexx = sum(n for status, n in truth["ingress"]["statuses"].items() if int(status) >= 500)
     assert report["failed"] == fivexx > 0  # the verdict counts what nginx answered
     assert len(errors) == sum(truth["ingress"]["upstream_errors"].values()) == fivexx
+    # collect took nginx's log into rollout-test's bundle, its own error lines with it
+    (collected,) = (tmp_path / "bundle").glob(f"{objects.INGRESS_NAMESPACE}-*.error.log")
+    premature = truth["ingress"]["upstream_errors"].get("upstream prematurely closed connection")
+    assert collected.read_text().count("upstream prematurely closed connection") == premature
     print(f"through nginx: {report['failed']} of {report['requests']} failed, nginx logged "
           f"{fivexx} 5xx {truth['ingress']['upstream_errors']}; "
           f"{time.monotonic() - started:.0f} s")  # fmt: skip
@@ -263,7 +270,10 @@ def test_rollout_test_through_haproxy_counts_the_lb_s_leg(tmp_path: Path) -> Non
             assert pod["spec"]["readinessGates"] == [{"conditionType": gate}]
             (condition,) = [c for c in pod["status"]["conditions"] if c["type"] == gate]
             assert condition["status"] == "True"
-        report = _rollout_test(lab, f"http://{address['ip']}:{port}/", rate=40, duration=70)
+        # 15 s of load after the rollout: diagnose tells the failures 5-8 s after each
+        # deletion from chance (scenarios.LB_TAIL)
+        url = f"http://{address['ip']}:{port}/"
+        report = _rollout_test(lab, url, rate=40, duration=90, tail=15)
         (tgb,) = lab.json("targetgroupbindings", "-n", "lab")["items"]
         after = {
             t["pod"]: t["state"]
@@ -279,6 +289,10 @@ def test_rollout_test_through_haproxy_counts_the_lb_s_leg(tmp_path: Path) -> Non
     # the LB's model of its leg (each request to a pod that stopped accepting while the LB
     # still had it, one in the ready targets) predicts the count
     assert abs(report["failed"] - lb["expected_failures"]) <= max(5, 0.2 * lb["expected_failures"])
+    # the race, its window from each deletion: the preStop, then the LB's leg beyond it
+    assert report["primary_cause"] == "race"
+    seen = truth["prestop_seconds"] + truth["race_window_seconds"]
+    assert seen - BIN <= report["window_seconds"] <= seen + 1
     print(f"through haproxy: {report['failed']} of {report['requests']} failed, haproxy logged "
           f"{lb['failed']} 5xx, its leg's model expects {lb['expected_failures']}; "
           f"{time.monotonic() - started:.0f} s")  # fmt: skip

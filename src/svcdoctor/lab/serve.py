@@ -498,9 +498,11 @@ async def serve(
                         state.log_source(state.proxy_log, node),
                         timestamped=True,
                     )
-            if hop is not None and (log := hop.nginx_log()) is not None:
-                name = hop_objects.ingress_pod_name(prefix, 0)  # the controller's pod
-                store.set_logs(objects.INGRESS_NAMESPACE, name, log.text, timestamped=True)
+            if hop is not None:  # its state before the first objects are served
+                if (log := hop.nginx_log()) is not None:
+                    name = hop_objects.ingress_pod_name(prefix, 0)  # the controller's pod
+                    store.set_logs(objects.INGRESS_NAMESPACE, name, log.text, timestamped=True)
+                await hop.refresh()
             mirror.sync()
             rollout.pods = old
             background.append(asyncio.create_task(load.run(stop, end) if load_on else _idle(stop)))

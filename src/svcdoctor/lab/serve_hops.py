@@ -151,24 +151,29 @@ class ServedHop:
             self.log = NginxLog(self.dp.folder)
         return self.log
 
-    async def follow(self, changed: Callable[[], None]) -> None:
-        """Until cancelled: read nginx's new log lines, and haproxy's targets, telling
-        ``changed`` when they changed."""
+    async def refresh(self) -> bool:
+        """Read nginx's new log lines and haproxy's targets; whether the targets changed."""
         dp = self.dp
+        if self.log is not None:
+            await asyncio.to_thread(self.log.poll)
+        if not isinstance(dp, BalancerDatapath) or dp.haproxy is None:
+            return False
+        try:
+            targets = await read_targets(dp)
+        except (OSError, TimeoutError, ValueError) as exc:
+            if dp.haproxy.process is not None and dp.haproxy.process.poll() is None:
+                self.errors.append(f"haproxy's runtime API: {exc}")
+            return False
+        changed, self.targets = targets != self.targets, targets
+        return changed
+
+    async def follow(self, changed: Callable[[], None]) -> None:
+        """Until cancelled: ``refresh`` every ``POLL``, telling ``changed`` when the
+        targets changed."""
         while True:
             await asyncio.sleep(POLL)
-            if self.log is not None:
-                await asyncio.to_thread(self.log.poll)
-            if isinstance(dp, BalancerDatapath) and dp.haproxy is not None:
-                try:
-                    targets = await read_targets(dp)
-                except (OSError, TimeoutError, ValueError) as exc:
-                    if dp.haproxy.process is not None and dp.haproxy.process.poll() is None:
-                        self.errors.append(f"haproxy's runtime API: {exc}")
-                    continue
-                if targets != self.targets:
-                    self.targets = targets
-                    changed()
+            if await self.refresh():
+                changed()
 
     async def stop(self, scenario: Scenario, cluster: Cluster, load: Load) -> None:
         """Stop the hop's process (before the jobs' directory, which holds its working
