@@ -177,7 +177,14 @@ class ServedHop:
 
     async def stop(self, scenario: Scenario, cluster: Cluster, load: Load) -> None:
         """Stop the hop's process (before the jobs' directory, which holds its working
-        directory, goes) and read its ground truth from its own logs."""
+        directory, goes) and read its ground truth from its own logs. It never raises: the
+        rest of the lab must still go; what failed is the datapath's error."""
+        try:
+            await self._stop(scenario, cluster, load)
+        except Exception as exc:  # reported, not raised (see above)
+            self.dp.errors.append(f"stopping the hop: {exc}")
+
+    async def _stop(self, scenario: Scenario, cluster: Cluster, load: Load) -> None:
         dp = self.dp
         await dp.stop_hop()
         failed = sum(1 for r in list(load.records) if r["outcome"] != "ok")
