@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from svcdoctor.lab import objects
+from svcdoctor.lab import hop_objects, objects
 from svcdoctor.lab.datapath import Backend, UserspaceDatapath
 from svcdoctor.lab.kernel import read_conntrack
 from svcdoctor.lab.load import Load
@@ -303,7 +303,7 @@ def _view() -> objects.LabView:
 
 def test_kube_state_reads_the_served_objects() -> None:
     view = _view()
-    served = [*objects.pods(view), *objects.replica_sets(view), *objects.load_pods(view)]
+    served = [*objects.pods(view), *objects.replica_sets(view), *hop_objects.load_pods(view)]
     fams = kube_state(served)
     created = {_labels(s)["pod"]: s.value for s in _samples(fams, "kube_pod_created")}
     assert created["api-7f6d5c4b3-00"] == T0 + 1

@@ -22,7 +22,7 @@ import yaml
 
 from svcdoctor.evidence import detect, read_evidence
 from svcdoctor.evidence.proxylogs import nginx_access
-from svcdoctor.lab import objects
+from svcdoctor.lab import hop_objects, objects
 from svcdoctor.lab.kernel import available
 from svcdoctor.lab.logs import nginx_log, request_log
 from svcdoctor.lab.names import UPSTREAM
@@ -116,7 +116,7 @@ def test_template_reflects_the_pod_spec() -> None:
 
 def test_deployment_replicasets_and_pods_follow_the_rollout() -> None:
     view = _view()
-    items = objects.all_objects(view)
+    items = hop_objects.all_objects(view)
     (deploy,) = _by_kind(items, "Deployment")
     assert deploy["metadata"]["generation"] == 2
     assert deploy["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
@@ -153,7 +153,7 @@ def test_each_restart_gets_its_replica_set() -> None:
         earlier=((T0 + 4, "2026-05-28T20:26:44Z"),),
         pods=(_pod(f"{third}-00", ip="10.233.1.14"),),
     )
-    items = objects.all_objects(view)
+    items = hop_objects.all_objects(view)
     (deploy,) = _by_kind(items, "Deployment")
     assert deploy["metadata"]["generation"] == 3
     assert deploy["spec"]["template"]["metadata"]["annotations"] == {
@@ -182,7 +182,7 @@ def test_exited_pod_shows_its_termination() -> None:
 
 
 def test_endpoint_slices_follow_pod_states() -> None:
-    items = objects.all_objects(_view())
+    items = hop_objects.all_objects(_view())
     (slice_,) = _by_kind(items, "EndpointSlice")
     assert slice_["metadata"]["labels"]["kubernetes.io/service-name"] == "api"
     conditions = {
@@ -213,7 +213,7 @@ def test_userspace_pods_get_one_slice_per_port() -> None:
     slices = objects.endpoint_slices(view)
     assert sorted(s["ports"][0]["port"] for s in slices) == [40001, 40002]
     assert len({s["metadata"]["name"] for s in slices}) == 2
-    ingress = objects.ingress_pods(view)
+    ingress = hop_objects.ingress_pods(view)
     assert len(ingress) == 2
     assert ingress[0]["metadata"]["namespace"] == "ingress-nginx"
     assert ingress[0]["metadata"]["labels"]["app.kubernetes.io/component"] == "controller"
@@ -226,9 +226,9 @@ def test_userspace_ingress_routes_to_the_service() -> None:
     from svcdoctor.model.hops import Implementation
     from svcdoctor.model.path import PathSettings, trace_paths
 
-    assert objects.ingress(_view()) == []  # kernel datapath: no controllers, no Ingress
+    assert hop_objects.ingress(_view()) == []  # kernel datapath: no controllers, no Ingress
     view = _view(datapath="userspace", proxy_ports=(41000, 41001))
-    found = objects.ingress(view)
+    found = hop_objects.ingress(view)
     assert [o["kind"] for o in found] == ["IngressClass", "Ingress"]
     assert found[0]["spec"]["controller"] == "k8s.io/ingress-nginx"
     status = found[1]["status"]["loadBalancer"]["ingress"]
@@ -249,7 +249,7 @@ def test_userspace_ingress_routes_to_the_service() -> None:
 
 
 def test_events_in_both_apis() -> None:
-    items = _by_kind(objects.all_objects(_view()), "Event")
+    items = _by_kind(hop_objects.all_objects(_view()), "Event")
     core = [e for e in items if e["apiVersion"] == "v1"]
     new = [e for e in items if e["apiVersion"] == "events.k8s.io/v1"]
     assert len(core) == len(new) == 2
@@ -362,7 +362,7 @@ def test_mirror_puts_only_changes() -> None:
     mirror = Mirror(store, lambda: views.pop(0))  # type: ignore[arg-type]
     mirror.sync()
     first = len(store.puts)
-    assert first == len(objects.all_objects(_view()))
+    assert first == len(hop_objects.all_objects(_view()))
     mirror.sync()
     assert len(store.puts) == first  # nothing changed: nothing put
     mirror.sync()

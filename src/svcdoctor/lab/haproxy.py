@@ -358,6 +358,7 @@ class BalancerDatapath(FrontedDatapath):
     entries: list[LogEntry] = field(default_factory=list)  # its log, read at close
     name: str = ""
     errors: list[str] = field(default_factory=list)
+    _stopped: bool = False  # haproxy stopped and its log read
 
     def __post_init__(self) -> None:
         self.name = self.inner.name
@@ -408,13 +409,19 @@ class BalancerDatapath(FrontedDatapath):
         entry = min(seen, key=lambda e: abs(e.at - at)) if at is not None else seen[-1]
         return None if entry.server.startswith("<") else entry.server
 
+    async def stop_hop(self) -> None:
+        """Stop the target group's changes and haproxy, and read its log (once: its
+        working directory may go afterwards); the pods and nodes run on."""
+        if self.group is not None:
+            await self.group.close()
+        if self.haproxy is not None and not self._stopped:
+            await self.haproxy.stop()
+            self.entries = parse_log(_read(self.folder / LOG))
+            self._stopped = True
+
     async def close(self) -> None:
         try:
-            if self.group is not None:
-                await self.group.close()
-            if self.haproxy is not None:
-                await self.haproxy.stop()
-            self.entries = parse_log(_read(self.folder / LOG))
+            await self.stop_hop()
         finally:  # the pods' namespaces go whatever happened to haproxy
             await self.inner.close()
 

@@ -278,10 +278,14 @@ class IngressDatapath(FrontedDatapath):
     def backend_of(self, node: int, local_port: int, at: float | None = None) -> str | None:
         return None  # the clients' connections end at nginx: its logs name the backends
 
+    async def stop_hop(self) -> None:
+        """Stop nginx (its logs stay in ``folder``); the pods and nodes run on."""
+        if self.nginx is not None:
+            await self.nginx.stop()
+
     async def close(self) -> None:
         try:
-            if self.nginx is not None:
-                await self.nginx.stop()
+            await self.stop_hop()
         finally:  # the pods' namespaces go whatever happened to nginx
             await self.inner.close()
 

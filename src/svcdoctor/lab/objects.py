@@ -12,10 +12,8 @@ Where the lab differs from a cluster, the objects say what the lab really does:
 * on the userspace datapath every pod listens on 127.0.0.1 on a port of its own: that port
   is the pod's ``containerPort`` named ``http``, so the EndpointSlice controller's rule
   (one slice per distinct port) gives one slice per pod, all with address 127.0.0.1;
-* the load generator's clients and the userspace per-node proxies run on the nodes
-  (``hostNetwork``): client pods ``load-N`` and, on the userspace datapath, ingress-nginx
-  controller pods, one per node, whose logs are generated from the load's real records,
-  with the IngressClass and the Ingress they route by.
+* the traffic's objects (the clients, the ingress, the load balancer) are
+  ``hop_objects.py``'s, which puts every object together (``all_objects``).
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ from typing import Any
 
 from svcdoctor.evidence.kubectl import TRIGGER_TIME
 from svcdoctor.evidence.write import events_json, pods_json
+from svcdoctor.lab.hopstate import HopView
 from svcdoctor.lab.names import NAMESPACE, SERVICE, SERVICE_PORT
 from svcdoctor.lab.scenarios import NEW, OLD, Scenario
 from svcdoctor.model import LifecycleEvent, PodInfo, iso_utc
@@ -40,17 +39,6 @@ IMAGE = "svcdoctor/lab-app:0.1"
 POD_PORT = 8080  # the app's port in the template (the kernel datapath's pods use it)
 CLUSTER_IP = "10.96.77.10"  # the kernel datapath's VIP (the userspace one has no VIP)
 INGRESS_NAMESPACE = "ingress-nginx"
-INGRESS_IMAGE = "registry.k8s.io/ingress-nginx/controller:v1.11.3"
-# the Helm chart's IngressClass and labels (kubernetes/ingress-nginx charts/ingress-nginx,
-# values.yaml controller.ingressClassResource: name nginx, controllerValue)
-INGRESS_CLASS = "nginx"
-INGRESS_CONTROLLER = "k8s.io/ingress-nginx"
-INGRESS_LABELS = {
-    "app.kubernetes.io/name": "ingress-nginx",
-    "app.kubernetes.io/instance": "ingress-nginx",
-    "app.kubernetes.io/component": "controller",
-}
-LOAD_IMAGE = "svcdoctor/lab-load:0.1"
 READY_HASH_LABEL = "pod-template-hash"
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 REVISION = "deployment.kubernetes.io/revision"
@@ -88,6 +76,7 @@ class LabView:
     clients: int = 0  # load generator clients: pods load-0 … load-(clients-1)
     proxy_ports: tuple[int, ...] = ()  # userspace: each node's proxy port
     cordoned: tuple[int, ...] = ()  # nodes a drain cordoned (spec.unschedulable)
+    hop: HopView | None = None  # the real nginx or haproxy in front of the pods
 
 
 def uid(run: str, kind: str, namespace: str | None, name: str) -> str:
@@ -650,151 +639,3 @@ def events(view: LabView) -> list[Obj]:
             regarding["uid"] = uid(view.run, kind, regarding["namespace"], regarding["name"])
             out.append(item)
     return out
-
-
-# ---- the traffic: client pods and the ingress controller ---------------------------------
-def _host_pod(
-    view: LabView,
-    name: str,
-    namespace: str,
-    node: int,
-    labels: dict[str, str],
-    container: Obj,
-) -> Obj:
-    ip = view.node_ips[node]
-    started = stamp(view.started)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": _meta(view, "Pod", name, namespace, view.started, labels=labels),
-        "spec": {
-            "containers": [container],
-            "hostNetwork": True,
-            "nodeName": f"node-{node}",
-            "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 30,
-        },
-        "status": {
-            "phase": "Running",
-            "hostIP": ip,
-            "podIP": ip,
-            "podIPs": [{"ip": ip}],
-            "startTime": started,
-            "conditions": [
-                {"type": t, "status": "True"}
-                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-            ],
-            "containerStatuses": [
-                {
-                    "name": container["name"],
-                    "image": container["image"],
-                    "imageID": f"docker.io/{container['image']}",
-                    "ready": True,
-                    "started": True,
-                    "restartCount": 0,
-                    "state": {"running": {"startedAt": started}},
-                }
-            ],
-        },
-    }
-
-
-def load_pod_name(client: int) -> str:
-    return f"load-{client}"
-
-
-def load_pods(view: LabView) -> list[Obj]:
-    """The load generator's clients, each a pod on its node (client i on node i mod n)."""
-    load = view.scenario.load
-    return [
-        _host_pod(
-            view,
-            load_pod_name(i),
-            NAMESPACE,
-            i % len(view.node_ips),
-            {"app": "load", "app.kubernetes.io/component": "load"},
-            {
-                "name": "load",
-                "image": LOAD_IMAGE,
-                "args": [
-                    f"--url=http://{SERVICE}.{NAMESPACE}.svc:{SERVICE_PORT}/",
-                    f"--rate={load.rate / load.clients:g}",
-                    f"--connection={load.connection}",
-                    f"--retries={load.retries}",
-                ],
-            },
-        )
-        for i in range(view.clients)
-    ]
-
-
-def ingress_pod_name(run: str, node: int) -> str:
-    digest = hashlib.sha256(f"{run}:ingress:{node}".encode()).hexdigest()
-    return f"ingress-nginx-controller-{digest[:5]}"
-
-
-def ingress_pods(view: LabView) -> list[Obj]:
-    """Userspace datapath: each node's proxy as an ingress-nginx controller pod."""
-    return [
-        _host_pod(
-            view,
-            ingress_pod_name(view.run, node),
-            INGRESS_NAMESPACE,
-            node,
-            dict(INGRESS_LABELS),
-            {
-                "name": "controller",
-                "image": INGRESS_IMAGE,
-                "args": ["/nginx-ingress-controller", "--election-id=ingress-nginx-leader"],
-                "ports": [
-                    {"name": "http", "containerPort": port, "hostPort": port, "protocol": "TCP"}
-                ],
-            },
-        )
-        for node, port in enumerate(view.proxy_ports)
-    ]
-
-
-def ingress(view: LabView) -> list[Obj]:
-    """Userspace datapath: the controllers' IngressClass (the Helm chart's) and the Ingress
-    they route by: every request to a node's proxy goes to the Service's port (UPSTREAM).
-    Its status lists each node address with its controller's hostPort."""
-    if not view.proxy_ports:
-        return []
-    backend = {"service": {"name": SERVICE, "port": {"number": SERVICE_PORT}}}
-    path = {"path": "/", "pathType": "Prefix", "backend": backend}
-    ips = dict.fromkeys(view.node_ips[: len(view.proxy_ports)])  # with its first hostPort
-    port = {ip: view.proxy_ports[view.node_ips.index(ip)] for ip in ips}
-    address = [{"ip": ip, "ports": [{"port": port[ip], "protocol": "TCP"}]} for ip in ips]
-    meta = _meta(view, "Ingress", SERVICE, NAMESPACE, view.started, generation=1)
-    cls = _meta(view, "IngressClass", INGRESS_CLASS, None, view.started, labels=INGRESS_LABELS)
-    return [
-        {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": cls}
-        | {"spec": {"controller": INGRESS_CONTROLLER}},
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "Ingress",
-            "metadata": meta,
-            "spec": {"ingressClassName": INGRESS_CLASS, "rules": [{"http": {"paths": [path]}}]},
-            "status": {"loadBalancer": {"ingress": address}},
-        },
-    ]
-
-
-def all_objects(view: LabView) -> list[Obj]:
-    """Every object of the lab."""
-    return [
-        *namespaces(view),
-        *nodes(view),
-        kube_proxy_config(view),
-        deployment(view),
-        *replica_sets(view),
-        *pods(view),
-        service(view),
-        *endpoint_slices(view),
-        endpoints(view),
-        *events(view),
-        *load_pods(view),
-        *ingress_pods(view),
-        *ingress(view),
-    ]

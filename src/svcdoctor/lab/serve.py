@@ -13,6 +13,9 @@ time: a restart patch while one rolls is refused with 409 Conflict (a later one 
 to a new ReplicaSet). ``load_on=False`` leaves the lab's own clients off, so a client's
 agent is the only traffic.
 
+A scenario's real hop (nginx as the ingress, haproxy as a load balancer in IP mode) runs
+as in ``lab run`` and shows as on a cluster (``serve_hops.py``, ``hop_objects.py``).
+
 The lab's exporters answer on plain-HTTP ``/metrics`` endpoints (``metrics.py``), announced
 in ``ServeInfo.metrics``: kube-state-metrics from the objects the API serves, and per node
 the ingress request counters (the node's proxy on the userspace datapath; the load
@@ -34,8 +37,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from svcdoctor.lab import hop_objects, objects
 from svcdoctor.lab import metrics as lab_metrics
-from svcdoctor.lab import objects
 from svcdoctor.lab.apiserver import (
     Admission,
     ApiServer,
@@ -48,6 +51,7 @@ from svcdoctor.lab.apiserver import (
 from svcdoctor.lab.cleanup import claim, lock_dir
 from svcdoctor.lab.cluster import Cluster, rolling_update
 from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath
+from svcdoctor.lab.front import FrontedDatapath
 from svcdoctor.lab.jobs import JobRunner, Placement, handler_for, jobs_directory
 from svcdoctor.lab.kernel import SUBNET, read_conntrack
 from svcdoctor.lab.load import Load
@@ -61,6 +65,7 @@ from svcdoctor.lab.run import (
     uninterruptible,
 )
 from svcdoctor.lab.scenarios import Scenario, break_nodes
+from svcdoctor.lab.serve_hops import ServedHop, also, hop_cluster
 from svcdoctor.report.lab import served_truth_to_dict
 
 MAX_SERVE_SECONDS = 3600.0  # a serve ends after an hour, whatever it was told
@@ -122,7 +127,7 @@ class Mirror:
 
     def sync(self) -> None:
         self._scheduled = False
-        wanted = {key(o): o for o in objects.all_objects(self.view())}
+        wanted = {key(o): o for o in hop_objects.all_objects(self.view())}
         for k, obj in wanted.items():
             if self.current.get(k) != obj:
                 self.store.put(copy.deepcopy(obj))
@@ -146,6 +151,7 @@ class LabState:
     earlier: tuple[tuple[float, str], ...] = ()  # the rollouts before the last
     running: bool = False  # the datapath is up (its proxies have ports)
     load_on: bool = True  # the lab's own clients send requests
+    hop: ServedHop | None = None  # a real nginx or haproxy in front (lab/serve_hops.py)
 
     def node_ips(self) -> tuple[str, ...]:
         if self.dp.name == "kernel":
@@ -166,7 +172,8 @@ class LabState:
             node = f"node-{i % self.scenario.nodes}"  # nominal: the lab does not place pods
             pods.append(objects.ApiPod(info, port, pod.ready, node))
         changes = self.cluster.endpoints
-        userspace = self.running and self.dp.name == "userspace"
+        # the userspace datapath's node proxies stand in for an ingress (none with a real hop)
+        userspace = self.running and isinstance(self.dp, UserspaceDatapath)
         return objects.LabView(
             run=self.run,
             scenario=self.scenario,
@@ -184,6 +191,7 @@ class LabState:
             proxy_ports=tuple(self.dp.service_address(n)[1] for n in range(self.scenario.nodes))
             if userspace
             else (),
+            hop=self.hop.view() if self.hop is not None and self.running else None,
         )
 
     @staticmethod
@@ -199,7 +207,7 @@ class LabState:
 
     def client_log(self, client: int) -> str:
         """A load pod's log: its requests as canonical JSON Lines rows."""
-        name = objects.load_pod_name(client)
+        name = hop_objects.load_pod_name(client)
         rows = self.rows(lambda r: r["client"] == f"client-{client}")
         return request_log([r | {"client": name} for r in rows], timestamps=True)
 
@@ -388,7 +396,7 @@ class Exporters:
     def _node(self, node: int) -> lab_metrics.Render:
         async def render() -> list[lab_metrics.Family]:
             state = self.state
-            controller = objects.ingress_pod_name(state.run, node)
+            controller = hop_objects.ingress_pod_name(state.run, node)
             out = lab_metrics.request_families({controller: self.requests[node]}, self.flavours)
             cluster = state.cluster
             durations = lab_metrics.programming_durations(
@@ -434,24 +442,30 @@ async def serve(
     lab is unaffected)."""
     limit = min(duration or MAX_SERVE_SECONDS, MAX_SERVE_SECONDS)
     prefix = f"svcd{secrets.token_hex(3)}"
-    dp = make_datapath(datapath, prefix, seed)
+    dp = make_datapath(datapath, prefix, seed, scenario)  # behind nginx or haproxy, if any
     break_nodes(scenario, dp)
-    cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed, prefix)
+    cluster = hop_cluster(dp, scenario, seed, prefix)
+    hop = ServedHop.of(dp)
     # the traffic lasts the serve; only the last KEEP_RECORDS records are kept
     spec = replace(scenario.load, max_requests=math.ceil(scenario.load.rate * (limit + 60)))
     load = Load(spec, dp, scenario.nodes, seed, keep=KEEP_RECORDS)
     state = LabState(prefix, scenario, cluster, load, dp)
     state.load_on = load_on
+    state.hop = hop
     end = state.started + limit
     store = ObjectStore()
-    server = ApiServer(store, secrets.token_urlsafe(32), unserved=UNSERVED, faults=api_faults)
+    # with the load balancer, its controller's TargetGroupBindings are served
+    unserved = tuple(g for g in UNSERVED if scenario.lb is None or g != "elbv2.k8s.aws")
+    server = ApiServer(store, secrets.token_urlsafe(32), unserved=unserved, faults=api_faults)
     mirror = Mirror(store, state.view)
-    cluster.on_change = mirror.changed
+    cluster.on_change = also(cluster.on_change, mirror.changed)
+    # the Jobs' ClusterIP is kube-proxy's (the userspace node proxies), not the hop's
+    nodes_dp = dp.inner if isinstance(dp, FrontedDatapath) else dp
     placement = Placement(
         scenario.nodes,
         dp.node_netns,
         lambda node: state.node_ips()[node],
-        dp.service_address,
+        nodes_dp.service_address,
     )
     jobs = JobRunner(store, placement, jobs_directory(lock_dir(), prefix), NAMESPACE)
     rollout = Rollout(state, mirror)
@@ -472,22 +486,29 @@ async def serve(
             for client in range(scenario.load.clients if load_on else 0):
                 store.set_logs(
                     NAMESPACE,
-                    objects.load_pod_name(client),
+                    hop_objects.load_pod_name(client),
                     state.log_source(state.client_log, client),
                     timestamped=True,
                 )
-            if dp.name == "userspace":
+            if isinstance(dp, UserspaceDatapath):
                 for node in range(scenario.nodes):
                     store.set_logs(
                         objects.INGRESS_NAMESPACE,
-                        objects.ingress_pod_name(prefix, node),
+                        hop_objects.ingress_pod_name(prefix, node),
                         state.log_source(state.proxy_log, node),
                         timestamped=True,
                     )
+            if hop is not None:  # its state before the first objects are served
+                if (log := hop.nginx_log()) is not None:
+                    name = hop_objects.ingress_pod_name(prefix, 0)  # the controller's pod
+                    store.set_logs(objects.INGRESS_NAMESPACE, name, log.text, timestamped=True)
+                await hop.refresh()
             mirror.sync()
             rollout.pods = old
             background.append(asyncio.create_task(load.run(stop, end) if load_on else _idle(stop)))
             background.append(asyncio.create_task(_ticker(mirror, dp)))
+            if hop is not None:
+                background.append(asyncio.create_task(hop.follow(mirror.changed)))
             targets = await exporters.start()
             server.arm_faults()  # loss-after counts from the announcement
             if announce:
@@ -501,6 +522,8 @@ async def serve(
                             rollout.start()
                     while time.time() < end:  # a rollout that fails ends the serve
                         rollout.check()
+                        if hop is not None:
+                            hop.check()
                         await asyncio.sleep(min(TICK, max(0.0, end - time.time())))
             except TimeoutError:
                 if not bound.expired():
@@ -515,12 +538,18 @@ async def serve(
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await exporters.server.close()
+                if hop is not None:  # its working directory is in the jobs' one
+                    await hop.stop(scenario, cluster, load)
                 await jobs.close()
                 await cluster.stop_all()
                 await dp.close()
                 await server.close()
                 if truth is not None and state.running:
-                    found = served_truth_to_dict(ground_truth(scenario, cluster, load, dp.name))
+                    lab_truth = ground_truth(scenario, cluster, load, dp.name)
+                    hop_truth: dict[str, Any] = {}
+                    if hop is not None:  # the hop's leg and its own facts
+                        lab_truth, hop_truth = hop.truth(lab_truth)
+                    found = served_truth_to_dict(lab_truth) | hop_truth
                     truth.write_text(json.dumps(found, indent=2))
     if dp.errors:
         raise LabError(f"the {dp.name} datapath failed: {dp.errors[0]}")
