@@ -144,7 +144,7 @@ def serve_command(
     except FaultError as exc:
         raise click.BadParameter(str(exc), param_hint="--api-fault") from None
     scenario = SCENARIOS[name]
-    if scenario.ingress is not None or scenario.lb is not None or scenario.drains:
+    if scenario.ingress is not None or scenario.lb is not None:  # drains: lab/evictions.py
         raise click.BadParameter(
             f"{name} needs a real nginx, haproxy or node drain, which lab serve does not run "
             f"yet: `svcdoctor lab run --scenario {name}` does",
