@@ -50,8 +50,8 @@ from tests.cluster.conftest import Served
 
 ROOT = Path(__file__).resolve().parents[2]
 
-KEYS = {"workload", "through", "path", "requests", "failed", "by_outcome", "primary_cause",
-        "window_seconds", "endpoint_update_seconds", "remedy", "bundle",
+KEYS = {"workload", "mode", "node", "through", "path", "requests", "failed", "by_outcome",
+        "primary_cause", "window_seconds", "endpoint_update_seconds", "remedy", "bundle",
         "diagnosis_file"}  # fmt: skip
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,7 @@ from svcdoctor.cluster.collect import (
     check_out,
     label_selector,
 )
+from svcdoctor.cluster.drain import Victims, agent_node, check_node, cordoned, evict_all, victims
 from svcdoctor.cluster.edge import Edge, EdgeKind
 from svcdoctor.cluster.reader import ClusterError, WatchEvent, WatchGap
 from svcdoctor.cluster.rollout_evidence import Evidence, diagnose_bundle
@@ -460,6 +462,11 @@ def run(
         slices = api.list("endpointslices", ns, labels=f"{SERVICE_NAME_LABEL}={svc_name}")
         ports = {int(p["port"]) for s in slices for p in s.get("ports") or [] if p.get("port")}
         spec = replace(spec, egress=egress_to(service, ports))
+    victims: Victims | None = None
+    if plan.mode is not Mode.ROLLOUT:
+        assert plan.node is not None  # check_plan
+        victims, agent = drain_plan(api, plan, service)
+        spec = replace(spec, node=agent)
     check_args(spec)
     started = time.time()
     end = started + START_SECONDS + plan.duration
@@ -472,13 +479,20 @@ def run(
     evidence = Evidence(plan, svc_name, started, edge)
     progress(f"load through {edge.route(f'{ns}/{svc_name}')} at {plan.rate:g}/s: job {spec.name}")
     try:
-        with deployed(api, spec, on_cleanup=cleaned.append):
+        with deployed(api, spec, on_cleanup=cleaned.append), ExitStack() as undo:
+            disrupt = None
+            if victims is not None:
+                notes += [f"left on {plan.node}: {line}" for line in victims.skipped]
+                disrupt = _drain(api, plan, victims, undo, notes, progress)
             try:
                 follower.start()
-                _load_and_restart(api, plan, spec, follower, watch, notes, progress, reached)
+                _load_and_restart(
+                    api, plan, spec, follower, watch, notes, progress, reached, disrupt
+                )
             except KeyboardInterrupt:
                 interrupted = True
-                notes.append("interrupted: the load and the watch stopped; the rollout goes on")
+                goes_on = "the rollout goes on" if victims is None else f"{plan.node} uncordoned"
+                notes.append(f"interrupted: the load and the watch stopped; {goes_on}")
             finally:
                 with shielded():  # a second Ctrl-C must not lose what was measured
                     _stop_load(api, ns, follower, notes)
@@ -533,10 +547,11 @@ def _load_and_restart(
     notes: list[str],
     progress: Callable[[str], None],
     reached: list[Timing],
+    disrupt: Callable[[float], None] | None = None,
 ) -> None:
-    """Wait for the load's first rows, restart the workload, wait for the rollout and the
-    tail; ``reached[0]`` is the timing so far (``rolled_out`` None: the rollout did not
-    finish in time)."""
+    """Wait for the load's first rows, restart the workload (or ``disrupt`` it, within a
+    deadline: a drain), wait for the rollout and the tail; ``reached[0]`` is the timing so
+    far (``rolled_out`` None: the rollout did not finish in time)."""
     ns = plan.namespace
     started = time.time()
     if not _wait(
@@ -555,11 +570,17 @@ def _load_and_restart(
     progress(f"load running; steady for {plan.warmup:g} s, then the restart")
     watch.start()
     time.sleep(plan.warmup)
-    api.patch(plan.kind, ns, plan.name, restart_patch(time.time()))
-    reached[0] = replace(reached[0], restarted=time.time())
-    progress(f"restarted {plan.workload}; waiting for the rollout")
     # the agent stops by itself after --duration: the rollout and its tail fit in it
     deadline = load_started + plan.duration - plan.tail
+    if disrupt is None:
+        api.patch(plan.kind, ns, plan.name, restart_patch(time.time()))
+        reached[0] = replace(reached[0], restarted=time.time())
+        progress(f"restarted {plan.workload}; waiting for the rollout")
+    else:  # a drain: it starts with the cordon, the evictions take their time
+        reached[0] = replace(reached[0], restarted=time.time())
+        progress(f"{plan.mode} of {plan.node}: cordon, then the evictions")
+        disrupt(deadline)
+        progress(f"{plan.node} drained; waiting for {plan.workload} to be whole again")
     if _wait(lambda: _done(api, plan, watch) or watch.lost() is not None, deadline, 1.0):
         if watch.lost() is not None:
             progress(f"{watch.lost()}; stopping")
@@ -567,6 +588,43 @@ def _load_and_restart(
         reached[0] = replace(reached[0], rolled_out=time.time())
         progress(f"rolled out; {plan.tail:g} s tail")
         time.sleep(plan.tail)
+
+
+def drain_plan(api: ApiReader, plan: Plan, service: Mapping[str, Any]) -> tuple[Victims, str]:
+    """Before anything is created: the node is there and not cordoned, a drain may evict
+    its pods (``drain.victims``) and some are the workload's; the load agent's node."""
+    assert plan.node is not None
+    check_node(plan.node, api.get("nodes", None, plan.node))
+    on_node = api.list("pods", None, fields=f"spec.nodeName={plan.node}")
+    found = victims(plan.node, on_node)
+    selector = (service.get("spec") or {}).get("selector") or {}
+    ours = [
+        p for p in on_node
+        if (p.get("metadata") or {}).get("namespace") == plan.namespace
+        and selects(selector, (p.get("metadata") or {}).get("labels") or {})
+    ]  # fmt: skip
+    if not ours:
+        raise Refused(f"no pod of {plan.workload} runs on {plan.node}: its drain tests nothing")
+    return found, agent_node(plan.node, api.list("nodes"))
+
+
+def _drain(
+    api: ApiReader,
+    plan: Plan,
+    found: Victims,
+    undo: ExitStack,
+    notes: list[str],
+    progress: Callable[[str], None],
+) -> Callable[[float], None]:
+    """The drain as ``_load_and_restart`` runs it: cordon (undone by ``undo``), evict."""
+    assert plan.node is not None
+    node = plan.node
+
+    def disrupt(until: float) -> None:
+        undo.enter_context(cordoned(api, node, notes))
+        evict_all(api, node, found.evict, until, progress)
+
+    return disrupt
 
 
 def _agent_failed(follower: Follower, job: str) -> str:

@@ -50,6 +50,8 @@ class Plan:
     redact: bool = True  # the bundle's secrets (evidence.redact); --no-redact keeps them
     network_policy: bool = False  # bound the agent's traffic to the Service's pods and DNS
     through: str | None = None  # --through: an edge (URL, ingress/NAME, gateway/NAME)
+    mode: Mode = Mode.ROLLOUT  # the disruption measured
+    node: str | None = None  # the node drain and scale-down empty
 
     @property
     def workload(self) -> str:
@@ -86,7 +88,14 @@ def restart_patch(now: float) -> dict[str, Any]:
 
 def check_plan(plan: Plan) -> None:
     """``Refused`` when the load's ``duration`` cannot hold the warm-up, a rollout and the
-    tail, or ``--through`` is not an edge (pure; before anything is read or created)."""
+    tail, ``--through`` is not an edge, or a drain names no node, a rollout one (pure;
+    before anything is read or created)."""
+    if (plan.mode is Mode.ROLLOUT) != (plan.node is None):
+        raise Refused(
+            f"--mode {plan.mode} needs --node NAME"
+            if plan.node is None
+            else "--node is for --mode drain or scale-down"
+        )
     if plan.through is not None and edges.parse_through(plan.through)[0] is EdgeKind.URL:
         edges.url_edge(plan.through)
     if plan.duration <= plan.warmup + plan.tail:
