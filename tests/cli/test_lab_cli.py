@@ -51,7 +51,7 @@ def test_the_legacy_low_high_propagation_is_uniform() -> None:
     assert _dist(None, None, "exp:0.5") == Dist("exp", 0.5)
 
 
-@pytest.mark.parametrize("scenario", ["keepalive", "lb-ip", "drain-fixed"])
+@pytest.mark.parametrize("scenario", ["keepalive", "lb-ip"])
 def test_lab_serve_refuses_the_hops_it_does_not_run_yet(scenario: str, tmp_path: Path) -> None:
     """lab serve would run these without their real nginx, haproxy or drain: it says so
     (exit 2) rather than serving something else under their name."""
