@@ -11,13 +11,24 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from svcdoctor.cluster.agentjob import MANAGED_BY, MANAGER
-from svcdoctor.cluster.drain import agent_node, check_node, victims
+from svcdoctor.cluster.api import ApiStatus
+from svcdoctor.cluster.drain import (
+    CORDON,
+    UNCORDON,
+    agent_node,
+    check_node,
+    cordoned,
+    evict_all,
+    victims,
+)
+from svcdoctor.cluster.reader import ClusterError
 from svcdoctor.cluster.rollout import Mode, Plan, Refused, check_plan
 from tests.kubectl import kubectl_fixture, run_kubectl  # noqa: F401 (the kubectl fixture)
 
@@ -88,6 +99,45 @@ def test_without_yes_a_drain_is_refused_naming_the_flag() -> None:
     assert done.returncode == 2
     assert "cordons node-0" in done.stderr
     assert "pass --yes" in done.stderr
+
+
+class Budget:
+    """An API whose evictions a PodDisruptionBudget always refuses; its patches recorded."""
+
+    def __init__(self) -> None:
+        self.patches: list[Any] = []
+
+    def evict(self, namespace: str, name: str) -> bool:
+        raise ApiStatus(
+            429,
+            "429 from /api/v1/namespaces/lab/pods/api-0/eviction: Cannot evict pod as it would "
+            "violate the pod's disruption budget. (The disruption budget api needs 3 healthy "
+            "pods and has 3 currently)",
+        )
+
+    def patch(self, resource: str, namespace: str, name: str, body: Any) -> dict[str, Any]:
+        self.patches.append((resource, name, body))
+        return {}
+
+
+def test_a_drain_the_budget_blocks_ends_in_one_line_naming_it() -> None:
+    api: Any = Budget()
+    with pytest.raises(ClusterError) as failed:
+        evict_all(api, "node-0", [("lab", "api-0", "u")], until=time.time() + 1)
+    message = str(failed.value)
+    assert message.startswith("the drain of node-0 waited 0 s to evict lab/api-0: ")
+    assert "The disruption budget api needs 3 healthy pods" in message
+    assert "\n" not in message
+
+
+def test_the_node_is_uncordoned_after_ctrl_c_and_errors() -> None:
+    for ending in (KeyboardInterrupt(), ClusterError("boom")):
+        api: Any = Budget()
+        notes: list[str] = []
+        with pytest.raises(type(ending)), cordoned(api, "node-0", notes):
+            raise ending
+        assert api.patches == [("nodes", "node-0", CORDON), ("nodes", "node-0", UNCORDON)]
+        assert notes == []
 
 
 # ---- end to end against lab serve -------------------------------------------------------
