@@ -459,6 +459,7 @@ async def serve(
         dp.node_netns,
         lambda node: state.node_ips()[node],
         dp.service_address,
+        lambda node: node in cluster.cordoned,
     )
     jobs = JobRunner(store, placement, jobs_directory(lock_dir(), prefix), NAMESPACE)
     rollout = Rollout(state, mirror)
