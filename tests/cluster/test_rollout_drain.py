@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
 import time
@@ -222,3 +223,38 @@ def test_rollout_test_drain_with_the_fix_loses_nothing(tmp_path: Path, kubectl: 
     assert len(truth["deleted_pods"]) == 2
     assert inside == 0
     assert report["failed"] == len(failures) == 0
+
+
+@pytest.mark.lab
+def test_ctrl_c_during_a_drain_uncordons_the_node_and_cleans_up(
+    tmp_path: Path, kubectl: Path
+) -> None:
+    from tests.cluster.test_live_lab import lab_serve
+
+    def unschedulable(kubeconfig: Path) -> str:
+        read = run_kubectl(kubectl, kubeconfig, ["get", "node", "node-0", "-o",
+                                                 "jsonpath={.spec.unschedulable}"])  # fmt: skip
+        assert read.returncode == 0, read.stderr
+        return read.stdout.strip()
+
+    with lab_serve(tmp_path, "drain-fixed", "--no-load") as kubeconfig:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "svcdoctor", "rollout-test", "deployment/api", "--yes",
+             "--mode", "drain", "--node", "node-0", "--kubeconfig", str(kubeconfig),
+             "--out", str(tmp_path / "b"), "-o", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.time() + 60
+        while unschedulable(kubeconfig) != "true":  # until the cordon
+            if time.time() > deadline:
+                proc.kill()
+                pytest.fail("rollout-test never cordoned node-0")
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 130, err
+        assert unschedulable(kubeconfig) == ""
+        mine = ["get", "all,configmaps,jobs", "-A", "-l", f"{MANAGED_BY}={MANAGER}", "-o", "name"]
+        left = run_kubectl(kubectl, kubeconfig, mine)
+        assert (left.returncode, left.stdout.strip()) == (0, ""), left.stderr
+        assert json.loads(out)["mode"] == "drain"

@@ -105,7 +105,9 @@ def rollout_test(
     fmt: str,
     html_out: Path | None,
 ) -> None:
-    """Restart WORKLOAD (deployment/NAME) under load and report what the rollout dropped.
+    """Restart WORKLOAD (deployment/NAME) under load and report what the rollout dropped;
+    with --mode drain --node NAME, drain that node instead (cordon, evictions honouring
+    PodDisruptionBudgets, as kubectl drain), uncordoning it at the end, also after Ctrl-C.
 
     Starts svcdoctor's agent as a Job sending --rate requests/s through the Service (or
     --through an edge in front of it: a URL, ingress/NAME or gateway/NAME),

@@ -1,5 +1,6 @@
 """``svcdoctor rollout-test``: restart a workload under load from inside the cluster and
-measure what the rollout drops.
+measure what the rollout drops (or drain a node: ``Mode.DRAIN``, ``cluster/drain.py``; the
+same load, watch, bundle and report, the node uncordoned at the end whatever ends it).
 
 The load is the agent (``agentjob``) in service mode through the Service; the restart is
 the patch ``kubectl rollout restart`` sends (``kubectl.kubernetes.io/restartedAt``); pods
