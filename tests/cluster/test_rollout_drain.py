@@ -89,6 +89,8 @@ def test_a_drain_needs_a_node_and_a_rollout_none(tmp_path: Path) -> None:
         check_plan(Plan("lab", "deployments", "api", tmp_path, mode=Mode.DRAIN))
     with pytest.raises(Refused, match="--node is for --mode drain or scale-down"):
         check_plan(Plan("lab", "deployments", "api", tmp_path, node="node-0"))
+    for mode in (Mode.DRAIN, Mode.SCALE_DOWN):  # scale-down: the drain's steps
+        check_plan(Plan("lab", "deployments", "api", tmp_path, mode=mode, node="node-0"))
 
 
 def test_without_yes_a_drain_is_refused_naming_the_flag() -> None:
