@@ -49,15 +49,3 @@ def test_the_legacy_low_high_propagation_is_uniform() -> None:
 
     assert _dist(None, None, "0.5:1.5") == Dist("uniform", 0.5, 1.5)
     assert _dist(None, None, "exp:0.5") == Dist("exp", 0.5)
-
-
-@pytest.mark.parametrize("scenario", ["drain-fixed"])
-def test_lab_serve_refuses_the_hops_it_does_not_run_yet(scenario: str, tmp_path: Path) -> None:
-    """lab serve would run these without their node drain: it says so (exit 2) rather than
-    serving something else under their name (it runs the real nginx and haproxy:
-    tests/lab/test_serve_hops.py)."""
-    args = ["lab", "serve", "--scenario", scenario, "--kubeconfig-out", str(tmp_path / "kc")]
-    done = CliRunner().invoke(cli, args)
-    assert done.exit_code == 2
-    assert f"`svcdoctor lab run --scenario {scenario}` does" in done.output
-    assert not (tmp_path / "kc").exists()

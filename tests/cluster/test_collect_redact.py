@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from svcdoctor.cli import cli
 from svcdoctor.cluster.collect import Request, collect, watch_record
 from svcdoctor.cluster.reader import WatchEvent
-from svcdoctor.cluster.rollout import Plan, _Evidence
+from svcdoctor.cluster.rollout import Plan
+from svcdoctor.cluster.rollout_evidence import Evidence
 from svcdoctor.diagnose import Settings, diagnose
 from svcdoctor.evidence import read_evidence
 from svcdoctor.evidence.redact import LAST_APPLIED, PLACEHOLDER, Redactor, redact_file
@@ -177,7 +178,7 @@ def test_rollout_test_bundle_is_redacted_and_counted_once(tmp_path: Path, redact
     records = [watch_record(WatchEvent("ADDED", p, 1796202570.0), True) for p in pods]
     rows = [{"ts": 1796202570.0 + i, "outcome": "ok", "latency_ms": 1.0} for i in range(5)]
     out = tmp_path / "bundle"
-    evidence = _Evidence(Plan("shop", "deployments", "api", out, redact=redact), "api", 0.0)
+    evidence = Evidence(Plan("shop", "deployments", "api", out, redact=redact), "api", 0.0)
     evidence.first(records, [], rows, "agent-x", [])
     first = json.loads((out / "collect.json").read_text())["redacted"]
     notes: list[str] = []

@@ -31,7 +31,6 @@ from svcdoctor.cluster.rollout import (
     RolloutTest,
     Timing,
     _done,
-    _Evidence,
     _Watch,
     by_phase,
     check_plan,
@@ -44,14 +43,15 @@ from svcdoctor.cluster.rollout import (
     rolled_out,
     service_address,
 )
+from svcdoctor.cluster.rollout_evidence import Evidence
 from svcdoctor.diagnose.race import BIN
 from svcdoctor.fix.plan import read_diagnosis
 from tests.cluster.conftest import Served
 
 ROOT = Path(__file__).resolve().parents[2]
 
-KEYS = {"workload", "through", "path", "requests", "failed", "by_outcome", "primary_cause",
-        "window_seconds", "endpoint_update_seconds", "remedy", "bundle",
+KEYS = {"workload", "mode", "node", "through", "path", "requests", "failed", "by_outcome",
+        "primary_cause", "window_seconds", "endpoint_update_seconds", "remedy", "bundle",
         "diagnosis_file"}  # fmt: skip
 
 
@@ -266,7 +266,7 @@ def test_the_bundle_holds_the_agents_rows_even_when_collect_fails(
     assert check_out(out)  # an earlier rollout-test bundle may be replaced
     reader = connect_active(kubeconfig=str(api.kubeconfig), namespace="shop")
     plan = Plan("shop", "deployments", "api", out)
-    evidence = _Evidence(plan, "api", time.time() - 30)
+    evidence = Evidence(plan, "api", time.time() - 30)
     evidence.first([], [], _agent_rows(50), "agent-x", ["a note"])
     client = out / "client-agent-x.jsonl"
     assert len(client.read_text().splitlines()) == 50  # written before collect runs

@@ -144,12 +144,6 @@ def serve_command(
     except FaultError as exc:
         raise click.BadParameter(str(exc), param_hint="--api-fault") from None
     scenario = SCENARIOS[name]
-    if scenario.drains:
-        raise click.BadParameter(
-            f"{name} needs a node drain, which lab serve does not run yet: "
-            f"`svcdoctor lab run --scenario {name}` does",
-            param_hint="--scenario",
-        )
     chosen = choose_datapath(datapath)
     path = _serve_kubeconfig(kubeconfig)
 

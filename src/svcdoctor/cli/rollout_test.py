@@ -68,6 +68,16 @@ DIAGNOSIS_FILE = "diagnosis.json"  # beside the bundle's evidence; diagnose skip
     help="Evidence bundle directory (svcdoctor diagnose reads it).",
     default_text="./rollout-test-WORKLOAD",
 )
+@option(
+    "--mode",
+    type=click.Choice(["rollout", "drain", "scale-down"]),
+    default="rollout",
+    show_default=True,
+    help="The disruption: a rollout restart, or --node drained as kubectl drain does "
+    "(scale-down: the same steps, as an autoscaler removing the node takes them), then "
+    "uncordoned.",
+)
+@option("--node", metavar="NAME", help="The node --mode drain|scale-down empties.")
 @click.option("--allow-outage", is_flag=True, help="Test a workload with fewer than 2 ready pods.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle.")
 @network_policy_option
@@ -86,6 +96,8 @@ def rollout_test(
     keepalive: bool,
     image: str | None,
     out: Path | None,
+    mode: str,
+    node: str | None,
     allow_outage: bool,
     no_redact: bool,
     network_policy: bool,
@@ -93,7 +105,9 @@ def rollout_test(
     fmt: str,
     html_out: Path | None,
 ) -> None:
-    """Restart WORKLOAD (deployment/NAME) under load and report what the rollout dropped.
+    """Restart WORKLOAD (deployment/NAME) under load and report what the rollout dropped;
+    with --mode drain --node NAME, drain that node instead (cordon, evictions honouring
+    PodDisruptionBudgets, as kubectl drain), uncordoning it at the end, also after Ctrl-C.
 
     Starts svcdoctor's agent as a Job sending --rate requests/s through the Service (or
     --through an edge in front of it: a URL, ingress/NAME or gateway/NAME),
@@ -109,21 +123,23 @@ def rollout_test(
     line: the report is printed, the reason is the one-line error), 130 interrupted.
     """
     from svcdoctor.cluster.api import connect_active
-    from svcdoctor.cluster.rollout import Plan, Refused, parse_workload, run
+    from svcdoctor.cluster.rollout import Mode, Plan, Refused, parse_workload, run
 
     with agent_run("the load Job", "was"):
         kind, name = parse_workload(workload)
+        what = (
+            f"restarts {workload} (a real rollout)"
+            if mode == "rollout"
+            else f"cordons {node or 'the --node'}, evicts its pods (uncordoned at the end)"
+        )
         if not yes:
-            raise Refused(
-                f"rollout-test restarts {workload} (a real rollout) and runs a load Job: "
-                "pass --yes to go ahead"
-            )
+            raise Refused(f"rollout-test {what} and runs a load Job: pass --yes to go ahead")
         api = connect_active(**cluster)
         plan = Plan(
             api.namespace, kind, name, out or Path(f"rollout-test-{name}"), service,
             float(rate), duration, tail=tail, keepalive=keepalive, path=path, port=port,
             image=image, allow_outage=allow_outage, redact=not no_redact,
-            network_policy=network_policy, through=through,
+            network_policy=network_policy, through=through, mode=Mode(mode), node=node,
         )  # fmt: skip
         show = fmt == "text" and sys.stderr.isatty()
         outcome = run(api, plan, (lambda m: click.echo(m, err=True)) if show else (lambda _: None))
@@ -150,6 +166,8 @@ def to_dict(t: RolloutTest) -> dict[str, Any]:
     primary = t.primary
     return {
         "workload": t.plan.workload,
+        "mode": t.plan.mode.value,
+        "node": t.plan.node,
         "through": t.plan.through,
         "path": t.edge.route(f"{t.plan.namespace}/{t.service}") if t.edge else None,
         "requests": t.requests,
@@ -185,18 +203,26 @@ def _write_diagnosis(t: RolloutTest) -> None:
         fail(f"--out {t.bundle}: writing {DIAGNOSIS_FILE}: {exc.strerror or exc}")
 
 
+def _event(o: RolloutTest) -> str:
+    return "rollout" if o.plan.node is None else f"{o.plan.mode} of {o.plan.node}"
+
+
+def _done_to(o: RolloutTest) -> str:
+    return "restarted" if o.plan.node is None else f"disrupted by the {_event(o)}"
+
+
 def _text(o: RolloutTest) -> None:
     console = stdout_console(markup=False)  # the analyses' sentences, as they are
     kinds = ", ".join(f"{k} {n}" for k, n in o.by_outcome.items() if k != "ok")
     where = o.edge.route(f"{o.plan.namespace}/{o.service}") if o.edge else f"Service {o.service}"
     console.print(
-        f"{o.plan.workload} in {o.plan.namespace} restarted under load through {where}: "
+        f"{o.plan.workload} in {o.plan.namespace} {_done_to(o)} under load through {where}: "
         f"{o.failed} of {o.requests} requests failed" + (f" ({kinds})" if o.failed else ""),
         soft_wrap=True,
     )
     for phase, counts in o.by_phase.items():
         failed = ", ".join(f"{k} {n}" for k, n in counts.items() if k != "requests")
-        line = f"  {phase} the rollout: {counts['requests']} requests"
+        line = f"  {phase} the {_event(o)}: {counts['requests']} requests"
         console.print(line + (f", failed: {failed}" if failed else ""))
     for delay in o.delays:
         console.print("  " + delay_sentence(delay))
@@ -234,7 +260,7 @@ def _text(o: RolloutTest) -> None:
     elif o.interrupted:
         console.print("no request failed before the interrupt (the test did not finish)")
     else:
-        console.print("no request failed: the rollout is zero-downtime at this rate")
+        console.print(f"no request failed: the {_event(o)} is zero-downtime at this rate")
     print_notes(console, o.notes, o.cleanup)
     diagnosed = f"; its diagnosis: {diagnosis_file(o)}" if o.diagnosis is not None else ""
     console.print(f"bundle: {o.bundle} (svcdoctor diagnose {o.bundle}{diagnosed})", soft_wrap=True)

@@ -117,6 +117,7 @@ class AgentSpec:
     image: str = DEFAULT_IMAGE
     node_args: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (node, args) per-node Jobs
     egress: Egress | None = None  # a NetworkPolicy bounding the agent's traffic (None: none)
+    node: str | None = None  # the node of the main Job's pod (None: where it is scheduled)
 
     @property
     def name(self) -> str:
@@ -267,7 +268,7 @@ def _job(
 def job(spec: AgentSpec) -> dict[str, Any]:
     """The Job running the agent with ``spec.args``: one pod, never retried, bounded by
     ``deadline_seconds`` and removed ``TTL_SECONDS`` after it ends."""
-    return _job(spec, spec.name, spec.args, {}, None)
+    return _job(spec, spec.name, spec.args, {}, spec.node)
 
 
 def node_job_name(spec: AgentSpec, index: int) -> str:

@@ -494,6 +494,28 @@ class ApiReader(ClusterReader):
         )
         return patched if isinstance(patched, dict) else {}
 
+    def evict(self, namespace: str, name: str) -> bool:
+        """Evict one pod (``POST pods/NAME/eviction``, a policy/v1 Eviction) as kubectl
+        drain does; False when the pod is gone (404). A refusal raises ``ApiStatus`` at
+        once, unretried (429: a PodDisruptionBudget forbids it now; the caller retries as
+        kubectl drain does, its message names the budget)."""
+        meta = {"name": name, "namespace": namespace}
+        try:
+            self._send(
+                RESOURCES["pods"].path(namespace, name) + "/eviction",
+                verb="create",
+                resource="pods/eviction",
+                namespace=namespace,
+                method="POST",
+                body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta},
+                policy=http_policy.Policy(attempts=1),
+            )
+        except ApiStatus as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
+
     def follow_logs(
         self,
         namespace: str,
@@ -584,7 +606,11 @@ def _status_message(response: httpx.Response) -> str:
     except msgspec.DecodeError:
         return response.text.strip().splitlines()[0] if response.text.strip() else "no message"
     if isinstance(body, dict) and body.get("message"):
-        return str(body["message"])
+        # a refused eviction names its PodDisruptionBudget in its cause (kube-apiserver
+        # pkg/registry/core/pod/storage/eviction.go: the DisruptionBudget cause)
+        causes = (body.get("details") or {}).get("causes") or []
+        budget = [str(c.get("message")) for c in causes if c.get("reason") == "DisruptionBudget"]
+        return str(body["message"]) + "".join(f" ({b})" for b in budget[:1])
     return response.reason_phrase or "no message"
 
 

@@ -1,5 +1,6 @@
 """``svcdoctor rollout-test``: restart a workload under load from inside the cluster and
-measure what the rollout drops.
+measure what the rollout drops (or drain a node: ``Mode.DRAIN``, ``cluster/drain.py``; the
+same load, watch, bundle and report, the node uncordoned at the end whatever ends it).
 
 The load is the agent (``agentjob``) in service mode through the Service; the restart is
 the patch ``kubectl rollout restart`` sends (``kubectl.kubernetes.io/restartedAt``); pods
@@ -23,12 +24,10 @@ the snapshot ends that step with a note.
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,76 +47,44 @@ from svcdoctor.cluster.agentjob import (
 )
 from svcdoctor.cluster.api import ApiReader
 from svcdoctor.cluster.collect import (
-    BUNDLE_NAMES,
-    MARKER,
     SEEN,
     SERVICE_NAME_LABEL,
-    Request,
     Stream,
     check_out,
-    collect,
     label_selector,
-    manifest,
-    stream,
-    write_atomic,
 )
+from svcdoctor.cluster.drain import Victims, agent_node, check_node, cordoned, evict_all, victims
 from svcdoctor.cluster.edge import Edge, EdgeKind
 from svcdoctor.cluster.reader import ClusterError, WatchEvent, WatchGap
-from svcdoctor.cluster.window import keep_events_of, watched_pods
-from svcdoctor.diagnose import Settings, diagnose
-from svcdoctor.errors import SvcdoctorError
-from svcdoctor.evidence.reader import read_evidence
-from svcdoctor.evidence.redact import Redactor, redaction_note
+from svcdoctor.cluster.rollout_evidence import Evidence, diagnose_bundle
+from svcdoctor.cluster.rollout_plan import (
+    RESTARTED_AT,
+    Mode,
+    Plan,
+    Refused,
+    Timing,
+    check_plan,
+    parse_workload,
+    restart_patch,
+)
 from svcdoctor.evidence.times import rfc3339
-from svcdoctor.model import REQUEST_COLUMNS, Assessment, Cause, Diagnosis, RaceDetails
+from svcdoctor.model import Assessment, Cause, Diagnosis, RaceDetails
 
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-KINDS = {"deployment": "deployments", "statefulset": "statefulsets"}
-ALIASES = {"deploy": "deployment", "deployments": "deployment", "sts": "statefulset",
-           "statefulsets": "statefulset"}  # fmt: skip
-Refused = edges.Refused  # defined beside the edge's refusals; importers name it here
+# importers name the plan's parts here too (cluster/rollout_plan.py)
+__all__ = [
+    "RESTARTED_AT",
+    "Mode",
+    "Plan",
+    "Refused",
+    "Timing",
+    "check_plan",
+    "parse_workload",
+    "restart_patch",
+]
 service_address = edges.service_address
 STOP_SECONDS = 20.0  # for the agent to end after its pod is deleted
 LOST_SECONDS = 15.0  # reads failing this long (after the policy's retries): the server is lost
 PHASES = ("before", "during", "after")
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What to test and how."""
-
-    namespace: str
-    kind: str  # deployments | statefulsets
-    name: str
-    out: Path
-    service: str | None = None
-    rate: float = 50.0
-    duration: float = 120.0  # bound on the whole test, start of the load to its end
-    warmup: float = 3.0
-    tail: float = 5.0
-    keepalive: bool = False
-    path: str = "/"
-    port: str | None = None
-    image: str | None = None
-    allow_outage: bool = False
-    timeout: float = 2.0
-    redact: bool = True  # the bundle's secrets (evidence.redact); --no-redact keeps them
-    network_policy: bool = False  # bound the agent's traffic to the Service's pods and DNS
-    through: str | None = None  # --through: an edge (URL, ingress/NAME, gateway/NAME)
-
-    @property
-    def workload(self) -> str:
-        return f"{self.kind[:-1]}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """When the test did what (Unix seconds; None: it did not get there)."""
-
-    load_started: float | None = None
-    restarted: float | None = None
-    rolled_out: float | None = None
-    load_stopped: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,36 +168,6 @@ class RolloutTest:
 
 
 # ---------------------------------------------------------------- pure parts
-
-
-def parse_workload(text: str) -> tuple[str, str]:
-    """``deployment/NAME`` (kubectl's spellings: deploy, deployments, sts …) → (plural,
-    name); a bare NAME is a Deployment."""
-    kind, sep, name = text.partition("/")
-    if not sep:
-        kind, name = "deployment", text
-    kind = ALIASES.get(kind.lower(), kind.lower())
-    if kind not in KINDS or not name:
-        raise Refused(f"{text!r}: expected deployment/NAME or statefulset/NAME")
-    return KINDS[kind], name
-
-
-def restart_patch(now: float) -> dict[str, Any]:
-    """The patch ``kubectl rollout restart`` sends (strategic merge)."""
-    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
-
-
-def check_plan(plan: Plan) -> None:
-    """``Refused`` when the load's ``duration`` cannot hold the warm-up, a rollout and the
-    tail, or ``--through`` is not an edge (pure; before anything is read or created)."""
-    if plan.through is not None and edges.parse_through(plan.through)[0] is EdgeKind.URL:
-        edges.url_edge(plan.through)
-    if plan.duration <= plan.warmup + plan.tail:
-        raise Refused(
-            f"--duration {plan.duration:g}s leaves no time for the rollout: it must exceed "
-            f"the {plan.warmup:g}s warm-up plus --tail {plan.tail:g}s"
-        )
 
 
 def ready_replicas(obj: Mapping[str, Any]) -> int:
@@ -352,11 +289,6 @@ def pod_delays(
 def record_seen(obj: Mapping[str, Any]) -> float | None:
     notes = (obj.get("metadata") or {}).get("annotations") or {}
     return rfc3339(notes.get(SEEN))
-
-
-def canonical(row: Mapping[str, Any]) -> dict[str, Any]:
-    """An agent row with only the canonical request-log columns."""
-    return {k: row.get(k) for k in REQUEST_COLUMNS if k in row}
 
 
 # ---------------------------------------------------------------- I/O
@@ -531,6 +463,11 @@ def run(
         slices = api.list("endpointslices", ns, labels=f"{SERVICE_NAME_LABEL}={svc_name}")
         ports = {int(p["port"]) for s in slices for p in s.get("ports") or [] if p.get("port")}
         spec = replace(spec, egress=egress_to(service, ports))
+    victims: Victims | None = None
+    if plan.mode is not Mode.ROLLOUT:
+        assert plan.node is not None  # check_plan
+        victims, agent = drain_plan(api, plan, service)
+        spec = replace(spec, node=agent)
     check_args(spec)
     started = time.time()
     end = started + START_SECONDS + plan.duration
@@ -540,16 +477,23 @@ def run(
     cleaned: list[Cleanup] = []
     follower = Follower(api, ns, end + STOP_SECONDS, selector=f"job-name={spec.name}")
     watch = _Watch(api, ns, svc_name, pod_labels, end + STOP_SECONDS)
-    evidence = _Evidence(plan, svc_name, started, edge)
+    evidence = Evidence(plan, svc_name, started, edge)
     progress(f"load through {edge.route(f'{ns}/{svc_name}')} at {plan.rate:g}/s: job {spec.name}")
     try:
-        with deployed(api, spec, on_cleanup=cleaned.append):
+        with deployed(api, spec, on_cleanup=cleaned.append), ExitStack() as undo:
+            disrupt = None
+            if victims is not None:
+                notes += [f"left on {plan.node}: {line}" for line in victims.skipped]
+                disrupt = _drain(api, plan, victims, undo, notes, progress)
             try:
                 follower.start()
-                _load_and_restart(api, plan, spec, follower, watch, notes, progress, reached)
+                _load_and_restart(
+                    api, plan, spec, follower, watch, notes, progress, reached, disrupt
+                )
             except KeyboardInterrupt:
                 interrupted = True
-                notes.append("interrupted: the load and the watch stopped; the rollout goes on")
+                goes_on = "the rollout goes on" if victims is None else f"{plan.node} uncordoned"
+                notes.append(f"interrupted: the load and the watch stopped; {goes_on}")
             finally:
                 with shielded():  # a second Ctrl-C must not lose what was measured
                     _stop_load(api, ns, follower, notes)
@@ -570,7 +514,7 @@ def run(
         kinds: dict[str, int] = {}
         for r in rows:
             kinds[str(r.get("outcome"))] = kinds.get(str(r.get("outcome")), 0) + 1
-        diagnosis, error = _diagnose(bundle)
+        diagnosis, error = diagnose_bundle(bundle)
     except KeyboardInterrupt:
         if cleaned:
             raise Interrupted(cleaned[0], str(plan.out) if evidence.written else None) from None
@@ -604,10 +548,11 @@ def _load_and_restart(
     notes: list[str],
     progress: Callable[[str], None],
     reached: list[Timing],
+    disrupt: Callable[[float], None] | None = None,
 ) -> None:
-    """Wait for the load's first rows, restart the workload, wait for the rollout and the
-    tail; ``reached[0]`` is the timing so far (``rolled_out`` None: the rollout did not
-    finish in time)."""
+    """Wait for the load's first rows, restart the workload (or ``disrupt`` it, within a
+    deadline: a drain), wait for the rollout and the tail; ``reached[0]`` is the timing so
+    far (``rolled_out`` None: the rollout did not finish in time)."""
     ns = plan.namespace
     started = time.time()
     if not _wait(
@@ -626,11 +571,17 @@ def _load_and_restart(
     progress(f"load running; steady for {plan.warmup:g} s, then the restart")
     watch.start()
     time.sleep(plan.warmup)
-    api.patch(plan.kind, ns, plan.name, restart_patch(time.time()))
-    reached[0] = replace(reached[0], restarted=time.time())
-    progress(f"restarted {plan.workload}; waiting for the rollout")
     # the agent stops by itself after --duration: the rollout and its tail fit in it
     deadline = load_started + plan.duration - plan.tail
+    if disrupt is None:
+        api.patch(plan.kind, ns, plan.name, restart_patch(time.time()))
+        reached[0] = replace(reached[0], restarted=time.time())
+        progress(f"restarted {plan.workload}; waiting for the rollout")
+    else:  # a drain: it starts with the cordon, the evictions take their time
+        reached[0] = replace(reached[0], restarted=time.time())
+        progress(f"{plan.mode} of {plan.node}: cordon, then the evictions")
+        disrupt(deadline)
+        progress(f"{plan.node} drained; waiting for {plan.workload} to be whole again")
     if _wait(lambda: _done(api, plan, watch) or watch.lost() is not None, deadline, 1.0):
         if watch.lost() is not None:
             progress(f"{watch.lost()}; stopping")
@@ -638,6 +589,43 @@ def _load_and_restart(
         reached[0] = replace(reached[0], rolled_out=time.time())
         progress(f"rolled out; {plan.tail:g} s tail")
         time.sleep(plan.tail)
+
+
+def drain_plan(api: ApiReader, plan: Plan, service: Mapping[str, Any]) -> tuple[Victims, str]:
+    """Before anything is created: the node is there and not cordoned, a drain may evict
+    its pods (``drain.victims``) and some are the workload's; the load agent's node."""
+    assert plan.node is not None
+    check_node(plan.node, api.get("nodes", None, plan.node))
+    on_node = api.list("pods", None, fields=f"spec.nodeName={plan.node}")
+    found = victims(plan.node, on_node)
+    selector = (service.get("spec") or {}).get("selector") or {}
+    ours = [
+        p for p in on_node
+        if (p.get("metadata") or {}).get("namespace") == plan.namespace
+        and selects(selector, (p.get("metadata") or {}).get("labels") or {})
+    ]  # fmt: skip
+    if not ours:
+        raise Refused(f"no pod of {plan.workload} runs on {plan.node}: its drain tests nothing")
+    return found, agent_node(plan.node, api.list("nodes"))
+
+
+def _drain(
+    api: ApiReader,
+    plan: Plan,
+    found: Victims,
+    undo: ExitStack,
+    notes: list[str],
+    progress: Callable[[str], None],
+) -> Callable[[float], None]:
+    """The drain as ``_load_and_restart`` runs it: cordon (undone by ``undo``), evict."""
+    assert plan.node is not None
+    node = plan.node
+
+    def disrupt(until: float) -> None:
+        undo.enter_context(cordoned(api, node, notes))
+        evict_all(api, node, found.evict, until, progress)
+
+    return disrupt
 
 
 def _agent_failed(follower: Follower, job: str) -> str:
@@ -682,111 +670,3 @@ def _stop_load(api: ApiReader, namespace: str, follower: Follower, notes: list[s
     except ClusterError as exc:
         notes.append(f"stopping the load agent: {exc}")
     follower.join(STOP_SECONDS)
-
-
-@dataclass
-class _Evidence:
-    """The bundle in ``plan.out``, written in two steps: ``first`` the agent's rows and the
-    watched streams (and a manifest), ``complete`` collect's snapshot of the Service beside
-    them and the final manifest. Each step leaves a bundle ``diagnose`` reads."""
-
-    plan: Plan
-    service: str
-    started: float
-    edge: Edge | None = None  # where the load entered
-    written: list[str] = field(default_factory=list)
-    redactor: Redactor = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.redactor = Redactor(self.plan.redact)
-
-    def first(
-        self,
-        pod_records: Sequence[dict[str, Any]],
-        slice_records: Sequence[dict[str, Any]],
-        rows: Sequence[Mapping[str, Any]],
-        agent_pod: str | None,
-        notes: Sequence[str],
-    ) -> None:
-        out = self.plan.out
-        out.mkdir(parents=True, exist_ok=True)
-        for old in out.iterdir():  # an earlier bundle (check_out allowed only that)
-            if old.is_file() and (old.name == "collect.json" or BUNDLE_NAMES.match(old.name)):
-                old.unlink()
-        client = f"client-{agent_pod or 'svcdoctor-agent'}.jsonl"
-        body = "".join(json.dumps(canonical(r), separators=(",", ":")) + "\n" for r in rows)
-        for name, text in ((client, body), ("endpointslices.json", stream(slice_records)),
-                           ("pods.json", stream(pod_records))):  # fmt: skip
-            write_atomic(out / name, self.redactor.file(out / name, text))
-            self.written.append(name)
-        pending = "the Service's snapshot (events, owners, logs) was not collected"
-        self._manifest({"complete": False}, [*notes, pending])
-
-    def complete(self, api: ApiReader, notes: list[str], incomplete: Sequence[str] = ()) -> Path:
-        """Add collect's files (not those ``first`` wrote) and write the final manifest
-        (with ``incomplete``'s reasons); a failed or interrupted collect is a note."""
-        out = self.plan.out
-        since = time.time() - self.started + 60.0
-        result: dict[str, Any] = {}
-        scratch = Path(tempfile.mkdtemp(prefix=".collect-", dir=out))
-        try:
-            request = Request(self.plan.namespace, self.service, scratch, since)
-            result = collect(api, request, redactor=self.redactor)
-            if left_out := keep_events_of(scratch / "events.json", watched_pods(out / "pods.json")):
-                notes.append(f"{left_out} events about pods this test did not see left out")
-            with shielded():
-                for path in sorted(scratch.iterdir()):
-                    if path.name != "collect.json" and path.name not in self.written:
-                        path.replace(out / path.name)
-                        self.redactor.moved(path, out / path.name)
-                        self.written.append(path.name)
-        except SvcdoctorError as exc:
-            notes.append(f"collecting the Service's snapshot failed: {exc}")
-        except KeyboardInterrupt:
-            notes.append("interrupted while collecting the Service's snapshot: not included")
-        finally:
-            with shielded():
-                shutil.rmtree(scratch, ignore_errors=True)
-                context = {
-                    k: v
-                    for k, v in result.items()
-                    if k not in (MARKER, "bundle", "files", "span", "notes")
-                }
-                reasons = [f"incomplete: {r}" for r in incomplete]
-                context["missing"] = [*result.get("missing", []), *incomplete]
-                context["complete"] = bool(result.get("complete")) and not context["missing"]
-                notes.append(redaction_note(self.redactor.totals(out / n for n in self.written)))
-                self._manifest(context, [*result.get("notes", []), *notes, *reasons])
-        return out
-
-    def _manifest(self, context: dict[str, Any], notes: Sequence[str]) -> None:
-        out = self.plan.out
-        names = sorted(p.name for p in out.iterdir() if p.is_file() and p.name in self.written)
-        all_notes = list(notes)
-        try:
-            found = read_evidence([str(out / n) for n in names])
-            sources, problems = list(found.sources), list(found.problems)
-        except SvcdoctorError as exc:
-            sources, problems = [], []
-            all_notes.append(f"diagnose finds nothing usable: {exc}")
-        context = {**context, "service": f"{self.plan.namespace}/{self.service}"}
-        context["watch_seconds"] = round(time.time() - self.started, 3)
-        context["rollout_test"] = {
-            "workload": f"{self.plan.namespace}/{self.plan.workload}",
-            "rate": self.plan.rate,
-            "path": self.edge and self.edge.route(f"{self.plan.namespace}/{self.service}"),
-        }
-        context["notes"] = all_notes
-        context["redacted"] = self.redactor.totals(out / n for n in names)
-        write_atomic(
-            out / "collect.json",
-            json.dumps(manifest(out, sources, problems, context), indent=2) + "\n",
-        )
-
-
-def _diagnose(bundle: Path) -> tuple[Diagnosis | None, str | None]:
-    try:
-        found = read_evidence([str(bundle)])
-    except SvcdoctorError as exc:
-        return None, str(exc)
-    return diagnose(found, Settings()), None

@@ -169,10 +169,33 @@ class Cluster:
         self.synced.append((time.time(), node, tuple(b.pod for b in pending)))
         self.datapath.program(node, pending)
 
-    # ---- kubelet ------------------------------------------------------------------
+    def restart_proxy(self, node: int) -> None:
+        """The node is back (uncordoned after its drain stopped its kube-proxy): its
+        kube-proxy starts and programs the routable pods at once, as a starting kube-proxy
+        syncs its full view."""
+        if self.proxy_stopped.pop(node, None) is None:
+            return
+        view = self.routable()
+        self._node_last_sync[node] = time.time()
+        self.synced.append((time.time(), node, tuple(b.pod for b in view)))
+        self.datapath.program(node, view)
+
+    # ---- scheduler and kubelet -----------------------------------------------------
+    def schedule(self) -> int | None:
+        """The scheduler: the schedulable node (not cordoned) running the fewest pods not
+        being deleted, the lowest first on a tie; None when every node is cordoned (the pod
+        stays unplaced, as a Pending pod would)."""
+        load = collections.Counter(
+            p.node for p in self.pods.values() if p.node is not None and not p.terminating
+        )
+        free = [n for n in range(self.nodes) if n not in self.cordoned]
+        return min(free, key=lambda n: (load[n], n)) if free else None
+
     async def create(
         self, name: str, spec: PodSpec, fault: FaultMode = FaultMode.NONE, node: int | None = None
     ) -> Pod:
+        """Start pod ``name`` on ``node`` (None: where ``schedule`` puts it)."""
+        node = self.schedule() if node is None else node
         pod = Pod(name, spec, fault, created_at=time.time(), node=node)
         self.pods[name] = pod
         self.event(EventKind.CREATE, name, "SuccessfulCreate", f"Created pod: {name}")
@@ -504,7 +527,15 @@ class Drain:
         being deleted) at least ``replicas - maxUnavailable``
         (https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/,
         https://kubernetes.io/docs/tasks/run-application/configure-pdb/)."""
-        return self.budget is None or healthy - 1 >= self.replicas - self.budget
+        return budget_allows(self.budget, self.replicas, healthy)
+
+
+def budget_allows(budget: int | None, replicas: int, healthy: int) -> bool:
+    """Whether a PodDisruptionBudget of maxUnavailable ``budget`` (None: no budget) over
+    ``replicas`` pods allows one more disruption with ``healthy`` pods (Ready, not being
+    deleted): it keeps at least ``replicas - budget`` healthy
+    (https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/)."""
+    return budget is None or healthy - 1 >= replicas - budget
 
 
 async def drain_node(

@@ -196,12 +196,14 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 @dataclass(frozen=True, slots=True)
 class Placement:
     """The lab's nodes as the runner needs them: the network namespace of node i (None: the
-    host's), its InternalIP, and where the Service leads from it."""
+    host's), its InternalIP, where the Service leads from it, and whether it is cordoned
+    (a pod without ``nodeName`` is not placed there)."""
 
     nodes: int
     netns: Callable[[int], str | None]
     node_ip: Callable[[int], str]
     service: Callable[[int], tuple[str, int]]
+    cordoned: Callable[[int], bool] = lambda node: False
 
 
 class JobRunner:
@@ -235,9 +237,12 @@ class JobRunner:
         return self._admitted + sum(1 for p in self.pods.values() if p.finished is None)
 
     def _node_index(self, name: str | None) -> int:
-        if name is None:
-            node = self._next_node % self.placement.nodes
-            self._next_node += 1
+        if name is None:  # in turn, over the schedulable nodes (all, when none is)
+            turns = [
+                (self._next_node + k) % self.placement.nodes for k in range(self.placement.nodes)
+            ]
+            node = next((n for n in turns if not self.placement.cordoned(n)), turns[0])
+            self._next_node = node + 1
             return node
         nodes = [f"node-{i}" for i in range(self.placement.nodes)]
         if name not in nodes:

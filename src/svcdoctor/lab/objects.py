@@ -7,8 +7,8 @@ facts ``lab run`` writes to its bundle).
 
 Where the lab differs from a cluster, the objects say what the lab really does:
 
-* the lab does not place pods on nodes (a pod is reachable from every node alike); each
-  pod gets a nominal ``nodeName``, round-robin in creation order;
+* a pod is reachable from every node alike; its ``nodeName`` is where the lab's scheduler
+  placed it (``Cluster.schedule``: no new pod on a cordoned node);
 * on the userspace datapath every pod listens on 127.0.0.1 on a port of its own: that port
   is the pod's ``containerPort`` named ``http``, so the EndpointSlice controller's rule
   (one slice per distinct port) gives one slice per pod, all with address 127.0.0.1;

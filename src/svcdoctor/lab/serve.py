@@ -40,6 +40,7 @@ from typing import Any
 from svcdoctor.lab import hop_objects, objects
 from svcdoctor.lab import metrics as lab_metrics
 from svcdoctor.lab.apiserver import (
+    EVICTION,
     Admission,
     ApiServer,
     Fault,
@@ -51,6 +52,7 @@ from svcdoctor.lab.apiserver import (
 from svcdoctor.lab.cleanup import claim, lock_dir
 from svcdoctor.lab.cluster import Cluster, rolling_update
 from svcdoctor.lab.datapath import Datapath, LabError, UserspaceDatapath
+from svcdoctor.lab.evictions import NodeDrains
 from svcdoctor.lab.front import FrontedDatapath
 from svcdoctor.lab.jobs import JobRunner, Placement, handler_for, jobs_directory
 from svcdoctor.lab.kernel import SUBNET, read_conntrack
@@ -58,6 +60,7 @@ from svcdoctor.lab.load import Load
 from svcdoctor.lab.logs import nginx_log, request_log
 from svcdoctor.lab.names import NAMESPACE
 from svcdoctor.lab.run import (
+    EvictableLoad,
     ground_truth,
     make_datapath,
     request_row,
@@ -169,7 +172,7 @@ class LabState:
                 continue  # the kubelet reported the exit and the API server removed the pod
             started = pod.monitor is not None and pod.net is not None
             port = pod.net.port if started and pod.net else 0
-            node = f"node-{i % self.scenario.nodes}"  # nominal: the lab does not place pods
+            node = f"node-{i % self.scenario.nodes if pod.node is None else pod.node}"
             pods.append(objects.ApiPod(info, port, pod.ready, node))
         changes = self.cluster.endpoints
         # the userspace datapath's node proxies stand in for an ingress (none with a real hop)
@@ -288,6 +291,10 @@ class Rollout:
         await cluster.drain()
         await cluster.settled()
         return new
+
+    def replace(self, old: str, new: str) -> None:
+        """An evicted pod's replacement takes its place in the current ReplicaSet."""
+        self.pods = [new if p == old else p for p in self.pods or []]
 
     def check(self) -> None:
         """Raise what made a rollout fail (the serve ends with it)."""
@@ -448,7 +455,7 @@ async def serve(
     hop = ServedHop.of(dp)
     # the traffic lasts the serve; only the last KEEP_RECORDS records are kept
     spec = replace(scenario.load, max_requests=math.ceil(scenario.load.rate * (limit + 60)))
-    load = Load(spec, dp, scenario.nodes, seed, keep=KEEP_RECORDS)
+    load = EvictableLoad(spec, dp, scenario.nodes, seed, keep=KEEP_RECORDS)
     state = LabState(prefix, scenario, cluster, load, dp)
     state.load_on = load_on
     state.hop = hop
@@ -466,12 +473,18 @@ async def serve(
         dp.node_netns,
         lambda node: state.node_ips()[node],
         nodes_dp.service_address,
+        lambda node: node in cluster.cordoned,
     )
     jobs = JobRunner(store, placement, jobs_directory(lock_dir(), prefix), NAMESPACE)
     rollout = Rollout(state, mirror)
     for resource in ("pods", "jobs"):
         server.admit(resource, handler_for(jobs, resource))
     server.admit("deployments", rollout.admit)
+    drains = NodeDrains(
+        scenario, cluster, lambda: rollout.pods, rollout.rolling, rollout.replace, load
+    )
+    server.admit("nodes", drains.admit_node)
+    server.admit(EVICTION, drains.admit_eviction)
     stop = asyncio.Event()
     background: list[asyncio.Task[None]] = []
     exporters = Exporters(state, mirror, request_metrics)
@@ -524,6 +537,7 @@ async def serve(
                         rollout.check()
                         if hop is not None:
                             hop.check()
+                        drains.check()
                         await asyncio.sleep(min(TICK, max(0.0, end - time.time())))
             except TimeoutError:
                 if not bound.expired():
@@ -533,7 +547,7 @@ async def serve(
                 stop.set()  # the clients stop; requests in flight get a moment to end
                 if background:
                     await asyncio.wait(background[:1], timeout=STOP_GRACE)
-                tasks: list[asyncio.Task[Any]] = [*background, *rollout.tasks()]
+                tasks: list[asyncio.Task[Any]] = [*background, *rollout.tasks(), *drains.tasks]
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)

@@ -9,18 +9,20 @@ snapshot, Table output), watch (resourceVersions, bookmarks, ``410 Gone``) and `
 ``Rule``s read from a Role file with ``rbac_rules``).
 
 Writes (``WRITABLE``): create, delete, deletecollection and patch of ConfigMaps, Pods and
-Jobs, patch of Deployments and StatefulSets. Creates fill the metadata (name from
-``generateName``, uid, resourceVersion, creationTimestamp, namespace) and the defaults
-kubectl shows, answer ``409 AlreadyExists`` and ``422 Invalid`` with real Status objects, and
-honour ``dryRun=All``. Deletes take ``gracePeriodSeconds`` and ``propagationPolicy`` from
-the query or a DeleteOptions body, and preconditions. Patches are JSON merge patches, JSON
-patches (RFC 6902) and strategic merge patches (maps merged; the lists Kubernetes merges by a
-key — containers, volumes, env, ports, volumeMounts … — merged by it, other lists replaced;
-``$patch: replace|delete`` honoured, other directives ignored). Bodies are JSON: kubectl's
-typed generators (``kubectl create configmap|job NAME``) send protobuf and get ``415``;
-``kubectl create -f``, ``kubectl run``, deletes and patches send JSON. ``/openapi/v3`` lists
-only the writable kinds' PATCH operations: enough for kubectl to leave field validation and
-dry runs to the server.
+Jobs, patch of Deployments, StatefulSets and Nodes (``kubectl cordon``), and pod evictions
+(``POST pods/NAME/eviction``, policy/v1: a handler on ``EVICTION`` may refuse one, as a
+PodDisruptionBudget does with 429, or act on it; otherwise the pod is deleted). Creates fill
+the metadata (name from ``generateName``, uid, resourceVersion, creationTimestamp,
+namespace) and the defaults kubectl shows, answer ``409 AlreadyExists`` and ``422 Invalid``
+with real Status objects, and honour ``dryRun=All``. Deletes take ``gracePeriodSeconds`` and
+``propagationPolicy`` from the query or a DeleteOptions body, and preconditions. Patches are
+JSON merge patches, JSON patches (RFC 6902) and strategic merge patches (maps merged; the
+lists Kubernetes merges by a key — containers, volumes, env, ports, volumeMounts … — merged
+by it, other lists replaced; ``$patch: replace|delete`` honoured, other directives ignored).
+Bodies are JSON: kubectl's typed generators (``kubectl create configmap|job NAME``) send
+protobuf and get ``415``; ``kubectl create -f``, ``kubectl run``, deletes and patches send
+JSON. ``/openapi/v3`` lists only the writable kinds' PATCH operations: enough for kubectl to
+leave field validation and dry runs to the server.
 
 The lab acts on writes through one hook per resource, ``ApiServer.admit(resource,
 handler)``. ``handler(Admission)`` runs on the server's event loop before the store changes
@@ -51,13 +53,14 @@ from svcdoctor.lab.apiserver.admission import Admission, Handler, Propagation, V
 from svcdoctor.lab.apiserver.faults import Fault, FaultError, FaultKind, parse_fault
 from svcdoctor.lab.apiserver.patching import PatchType, json_patch, merge_patch
 from svcdoctor.lab.apiserver.rbac import Rule, rbac_rules
-from svcdoctor.lab.apiserver.resources import SERVED, WRITABLE
+from svcdoctor.lab.apiserver.resources import EVICTION, SERVED, WRITABLE
 from svcdoctor.lab.apiserver.server import ApiServer
 from svcdoctor.lab.apiserver.status import StatusError, invalid
 from svcdoctor.lab.apiserver.store import LogSource, ObjectStore
 from svcdoctor.model.patch import strategic_merge_patch  # the one strategic merge, with fix
 
 __all__ = [
+    "EVICTION",
     "SERVED",
     "WRITABLE",
     "Admission",

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from svcdoctor.cluster.resources import Resource
-from svcdoctor.lab.apiserver.resources import WRITABLE
+from svcdoctor.lab.apiserver.resources import EVICTION, WRITABLE
 
 _ALL_CATEGORY = {"pods", "services", "deployments", "replicasets", "statefulsets", "daemonsets"}
 
@@ -145,6 +145,11 @@ class Discovery:
             if key == "pods":
                 log = {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod"}
                 resources.append({**log, "verbs": ["get"]})
+                # kubectl drain evicts only when discovery lists this (kubernetes/kubectl
+                # pkg/drain/drain.go, CheckEvictionSupport); else it deletes the pods
+                eviction = {"name": EVICTION, "singularName": "", "namespaced": True}
+                eviction |= {"group": "policy", "version": "v1", "kind": "Eviction"}
+                resources.append({**eviction, "verbs": ["create"]})
         group_version = f"{group}/{version}" if group else version
         return {
             "kind": "APIResourceList",

@@ -16,14 +16,18 @@ SERVED: dict[str, Resource] = {**RESOURCES, "jobs": Resource("jobs", "Job", "bat
 """What the lab API serves: what svcdoctor reads, and the Jobs it runs its agent in."""
 
 
+EVICTION = "pods/eviction"  # the subresource an admission handler is installed on
+
 WRITABLE: dict[str, frozenset[str]] = {
     **dict.fromkeys(
         ("configmaps", "pods", "jobs"),
         frozenset({"create", "delete", "deletecollection", "patch"}),
     ),
-    **dict.fromkeys(("deployments", "statefulsets"), frozenset({"patch"})),
+    **dict.fromkeys(("deployments", "statefulsets", "nodes"), frozenset({"patch"})),
+    EVICTION: frozenset({"create"}),
 }
-"""The write verbs each resource takes; the others are read-only."""
+"""The write verbs each resource takes (and the pods' eviction subresource: kubectl drain's
+policy/v1 Eviction); the others are read-only."""
 
 Key = tuple[str, str]  # (namespace, or "" for cluster-scoped objects; name)
 BY_KIND = {(r.api_version, r.kind): key for key, r in SERVED.items()}
@@ -36,7 +40,7 @@ class Target:
     resource: str  # a RESOURCES key
     namespace: str | None
     name: str | None
-    subresource: str | None  # "log" for pods/log
+    subresource: str | None  # "log" for pods/log, "eviction" for pods/eviction
 
 
 def object_key(resource: str, namespace: str | None, name: str) -> Key:

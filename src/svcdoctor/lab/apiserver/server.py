@@ -210,6 +210,8 @@ class ApiServer:
         authorize(who, verb, target)
         if request.method != "GET":
             return await self._writes.write(request, verb, target)
+        if target.subresource == "eviction":
+            raise method_not_allowed()
         if target.subresource:
             return await self._logs.pod_log(request, target)
         if watch:
@@ -235,7 +237,7 @@ class ApiServer:
             key is None
             or len(rest) > 3
             or (namespace is not None and not SERVED[key].namespaced)
-            or (len(rest) == 3 and (key, rest[2]) != ("pods", "log"))
+            or (len(rest) == 3 and (key, rest[2]) not in (("pods", "log"), ("pods", "eviction")))
         ):
             raise StatusError(404, "NotFound", PATH_NOT_FOUND)
         name = rest[1] if len(rest) > 1 else None

@@ -17,7 +17,14 @@ from multidict import MultiMapping
 from svcdoctor.lab.apiserver.admission import Admission, Handler, Propagation, Verb
 from svcdoctor.lab.apiserver.patching import PATCH_TYPES, PATCHERS, PatchError, PatchType
 from svcdoctor.lab.apiserver.query import int_param, json_response, selection
-from svcdoctor.lab.apiserver.resources import SERVED, WRITABLE, Target, dumps, now_rfc3339
+from svcdoctor.lab.apiserver.resources import (
+    EVICTION,
+    SERVED,
+    WRITABLE,
+    Target,
+    dumps,
+    now_rfc3339,
+)
 from svcdoctor.lab.apiserver.status import (
     StatusError,
     already_exists,
@@ -101,6 +108,8 @@ class Writes:
     async def write(self, request: web.Request, verb: str, t: Target) -> web.Response:
         """Answer a write request ``verb`` (already authorized) on ``t``."""
         r = SERVED[t.resource]
+        if t.subresource == "eviction" and verb == "create" and t.name and t.namespace:
+            return await self._evict(request, t, _dry_run(request.query))
         if (
             verb not in WRITABLE.get(t.resource, ())
             or t.subresource
@@ -318,6 +327,38 @@ class Writes:
             r = SERVED[resource]
             self._store.delete(r.api_version, r.kind, meta.get("namespace"), name)
         return success(resource, name, str(meta.get("uid", "")))
+
+    async def _evict(self, request: web.Request, t: Target, dry_run: bool) -> web.Response:
+        """``POST pods/NAME/eviction`` (policy/v1 Eviction), as kube-apiserver answers it:
+        404 for a missing pod, the ``pods/eviction`` handler's refusal (429 when a
+        PodDisruptionBudget forbids it now), else the pod is deleted gracefully (by the
+        handler, or through the pods' delete) and the answer is 201 with a Success Status.
+        A JSON body's name must be the URL's; kubectl's protobuf body is taken as it is (an
+        Eviction of the URL's pod; its DeleteOptions are not read: the pod's own grace)."""
+        assert t.name is not None
+        body = await request.read()
+        grace: int | None = None
+        if request.content_type == "application/json" and body.strip():
+            doc = _decode(body, request.content_type, ("application/json",))
+            meta = (doc.get("metadata") or {}) if isinstance(doc, dict) else {}
+            if not isinstance(doc, dict) or doc.get("kind") != "Eviction":
+                raise bad_request("the body of an eviction must be a policy/v1 Eviction")
+            if meta.get("name") not in (None, t.name):
+                raise bad_request("name in URL does not match name in Eviction object")
+            options = delete_options({}, json.dumps(doc.get("deleteOptions") or {}).encode())
+            grace = options.grace_seconds
+        entry = self._store._entry("pods", t.namespace, t.name)
+        if entry is None:
+            raise not_found("pods", t.name)
+        pod = json.loads(entry.raw)
+        admission = Admission(
+            Verb.CREATE, EVICTION, t.namespace or "", t.name, pod, dry_run=dry_run,
+            grace_seconds=grace,
+        )  # fmt: skip
+        if await self._admit(admission) is None:
+            await self._delete_one("pods", pod, DeleteOptions(grace), dry_run)
+        done = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+        return json_response(dumps({**done, "code": 201}), 201)
 
     async def _delete_collection(
         self, request: web.Request, t: Target, options: DeleteOptions, dry_run: bool
