@@ -23,6 +23,7 @@ from svcdoctor.cli import cli
 from svcdoctor.cluster.agentjob import MANAGED_SELECTOR, remaining
 from svcdoctor.cluster.api import connect_active
 from svcdoctor.cluster.collect import SEEN, check_out
+from svcdoctor.cluster.edge import Edge, EdgeKind
 from svcdoctor.cluster.reader import ClusterError
 from svcdoctor.cluster.rollout import (
     RESTARTED_AT,
@@ -172,6 +173,22 @@ def test_an_incomplete_test_never_claims_zero_downtime(capsys: pytest.CaptureFix
     assert "INCOMPLETE: the rollout did not finish" in out
     _text(replace(base, interrupted=True))
     assert "zero-downtime" not in capsys.readouterr().out
+
+
+def test_the_report_says_which_hop_dropped_the_requests() -> None:
+    plan = Plan("shop", "deployments", "api", Path("b"))
+    base = RolloutTest(plan, "api", 100, 5, {"ok": 95, "refused": 5}, by_phase([], Timing()), (),
+                       Timing(), None, Path("b"), False, None)  # fmt: skip
+    assert base.dropped_at is not None
+    assert base.dropped_at.startswith("the Service's datapath (kube-proxy's leg)")
+    edge = Edge(EdgeKind.INGRESS, "ingress/api", "10.0.0.9:80")
+    through = replace(base, edge=edge, by_outcome={"ok": 95, "http_error": 3, "refused": 2})
+    assert through.dropped_at == (
+        "3 answered 5xx by the edge (ingress 10.0.0.9:80) itself: the drop was on its leg to "
+        "the pods (it still sent to pods that had stopped); 2 failed on the connection to the "
+        "edge (ingress 10.0.0.9:80): the edge itself, or what is in front of it"
+    )
+    assert replace(base, failed=0, by_outcome={"ok": 100}).dropped_at is None
 
 
 def test_the_diagnosis_is_written_and_the_fix_command_named(

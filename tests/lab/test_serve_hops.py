@@ -242,6 +242,7 @@ def test_rollout_test_through_the_real_nginx_counts_its_502s(tmp_path: Path) -> 
     assert frame.height == report["requests"] == truth["ingress"]["requests"]
     fivexx = sum(n for status, n in truth["ingress"]["statuses"].items() if int(status) >= 500)
     assert report["failed"] == fivexx > 0  # the verdict counts what nginx answered
+    assert report["dropped_at"].startswith(f"{fivexx} answered 5xx by the edge (ingress ")
     assert len(errors) == sum(truth["ingress"]["upstream_errors"].values()) == fivexx
     # collect took nginx's log into rollout-test's bundle, its own error lines with it
     (collected,) = (tmp_path / "bundle").glob(f"{objects.INGRESS_NAMESPACE}-*.error.log")
@@ -291,6 +292,8 @@ def test_rollout_test_through_haproxy_counts_the_lb_s_leg(tmp_path: Path) -> Non
     assert abs(report["failed"] - lb["expected_failures"]) <= max(5, 0.2 * lb["expected_failures"])
     # the race, its window from each deletion: the preStop, then the LB's leg beyond it
     assert report["primary_cause"] == "race"
+    # haproxy answered each failure itself (503, its target refused): the LB's leg
+    assert report["dropped_at"].startswith(f"{report['failed']} answered 5xx by the edge")
     seen = truth["prestop_seconds"] + truth["race_window_seconds"]
     assert seen - BIN <= report["window_seconds"] <= seen + 1
     print(f"through haproxy: {report['failed']} of {report['requests']} failed, haproxy logged "

@@ -174,6 +174,7 @@ def to_dict(t: RolloutTest) -> dict[str, Any]:
         "failed": t.failed,
         "by_outcome": t.by_outcome,
         "primary_cause": primary.cause.value if primary else None,
+        "dropped_at": t.dropped_at,
         "window_seconds": t.window_seconds,
         "endpoint_update_seconds": t.endpoint_update_seconds,
         "remedy": {"prestop_seconds": prestop, "grace_seconds": grace},
@@ -238,6 +239,8 @@ def _text(o: RolloutTest) -> None:
         console.print(f"cause: {primary.cause.value if primary else 'none named'}")
         for line in primary.evidence if primary else ():
             console.print(f"  - {line}", soft_wrap=True)
+        if o.dropped_at:
+            console.print(f"dropped at: {o.dropped_at}", soft_wrap=True)
         race = o.race
         if race is not None and race.window is not None:
             low, high = race.window.ci95

@@ -68,7 +68,7 @@ from svcdoctor.cluster.rollout_plan import (
     restart_patch,
 )
 from svcdoctor.evidence.times import rfc3339
-from svcdoctor.model import Assessment, Cause, Diagnosis, RaceDetails
+from svcdoctor.model import Assessment, Cause, Diagnosis, Outcome, RaceDetails
 
 # importers name the plan's parts here too (cluster/rollout_plan.py)
 __all__ = [
@@ -156,6 +156,44 @@ class RolloutTest:
     def endpoint_update_seconds(self) -> float | None:
         seen = [d.update_seconds for d in self.delays if d.update_seconds is not None]
         return round(max(seen), 3) if seen else None
+
+    @property
+    def dropped_at(self) -> str | None:
+        """Which hop dropped the failed requests, when the evidence can tell: a hop whose
+        own log shows it still routed to the deleted pods (its leg held the failures); else,
+        through an edge, the edge's own 5xx answers (its leg to the pods) against failed
+        connections to the edge itself; else, by the ClusterIP, kube-proxy's leg."""
+        if not self.failed:
+            return None
+        legs = [leg for leg in (self.race.hops if self.race else ()) if leg.failures]
+        if legs:
+            leg = max(legs, key=lambda x: x.failures)
+            return (
+                f"the {leg.hop.value}'s leg ({leg.by}): {leg.failures} of {self.failed} failed "
+                "requests went to pods it had not yet stopped routing to"
+            )
+        answered = self.by_outcome.get(Outcome.HTTP_ERROR.value, 0)
+        connections = self.failed - answered
+        if self.edge is None or self.edge.kind is EdgeKind.SERVICE:
+            return (
+                "the Service's datapath (kube-proxy's leg): new connections still sent to "
+                "pods that had stopped"
+                if connections
+                else None
+            )
+        where = f"{self.edge.kind.value} {self.edge.address}"
+        parts = []
+        if answered:
+            parts.append(
+                f"{answered} answered 5xx by the edge ({where}) itself: the drop was on its "
+                "leg to the pods (it still sent to pods that had stopped)"
+            )
+        if connections:
+            parts.append(
+                f"{connections} failed on the connection to the edge ({where}): the edge "
+                "itself, or what is in front of it"
+            )
+        return "; ".join(parts)
 
     @property
     def remedy(self) -> tuple[int | None, int | None]:
