@@ -171,5 +171,9 @@ def test_failures_in_a_hop_s_leg_name_the_race_and_plan_over_that_leg(tmp_path: 
 def test_a_reload_before_the_deletion_is_not_its_stop(tmp_path: Path) -> None:
     """During a rollout the reload just before a deletion was for another pod (a new one
     becoming ready): a change that names no pod counts only from the deletion on."""
-    deleted = {"api-1": _at("2026-12-05T22:57:15.4")}
+    deleted = {"api-1": _at("2026-12-05T22:57:16.2")}
     assert hop_legs(_context(NGINX_ERROR, tmp_path, deleted), 1.5) == ()
+    # nginx's clock is to the second: a reload stamped 22:57:15 can follow a deletion at .4
+    deleted = {"api-1": _at("2026-12-05T22:57:15.4")}
+    (leg,) = hop_legs(_context(NGINX_ERROR, tmp_path, deleted), 1.5)
+    assert leg.max_seconds == 0.0

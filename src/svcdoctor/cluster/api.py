@@ -494,12 +494,14 @@ class ApiReader(ClusterReader):
         )
         return patched if isinstance(patched, dict) else {}
 
-    def evict(self, namespace: str, name: str) -> bool:
+    def evict(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """Evict one pod (``POST pods/NAME/eviction``, a policy/v1 Eviction) as kubectl
-        drain does; False when the pod is gone (404). A refusal raises ``ApiStatus`` at
-        once, unretried (429: a PodDisruptionBudget forbids it now; the caller retries as
-        kubectl drain does, its message names the budget)."""
+        drain does; False when the pod is gone (404), or, with ``uid`` (a precondition),
+        replaced by another pod of its name (409). A refusal raises ``ApiStatus`` at once,
+        unretried (429: a PodDisruptionBudget forbids it now; the caller retries as kubectl
+        drain does, its message names the budget)."""
         meta = {"name": name, "namespace": namespace}
+        options = {"deleteOptions": {"preconditions": {"uid": uid}}} if uid else {}
         try:
             self._send(
                 RESOURCES["pods"].path(namespace, name) + "/eviction",
@@ -507,11 +509,11 @@ class ApiReader(ClusterReader):
                 resource="pods/eviction",
                 namespace=namespace,
                 method="POST",
-                body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta},
+                body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta, **options},
                 policy=http_policy.Policy(attempts=1),
             )
         except ApiStatus as exc:
-            if exc.code == 404:
+            if exc.code == 404 or (uid and exc.code == 409):
                 return False
             raise
         return True

@@ -116,8 +116,9 @@ def cordoned(api: ApiReader, node: str, notes: list[str]) -> Iterator[None]:
     """Cordon ``node`` for the block; uncordon it at its end, also after Ctrl-C, SIGTERM
     and errors, without being interrupted itself (a failed uncordon is a note saying what
     to run)."""
-    api.patch("nodes", "", node, CORDON)
     try:
+        with shielded():  # a Ctrl-C during the PATCH must still reach the uncordon below
+            api.patch("nodes", "", node, CORDON)
         yield
     finally:
         with shielded():
@@ -125,6 +126,8 @@ def cordoned(api: ApiReader, node: str, notes: list[str]) -> Iterator[None]:
                 api.patch("nodes", "", node, UNCORDON)
             except ClusterError as exc:
                 notes.append(f"uncordoning {node} failed ({exc}): run kubectl uncordon {node}")
+            else:
+                notes.append(f"{node} uncordoned")
 
 
 def evict_all(
@@ -142,9 +145,9 @@ def evict_all(
     refused: dict[tuple[str, str, str], str] = {}
     while pending:
         for pod in list(pending):
-            ns, name, _ = pod
+            ns, name, uid = pod
             try:
-                api.evict(ns, name)
+                api.evict(ns, name, uid or None)
             except ApiStatus as exc:
                 if exc.code != 429:
                     raise

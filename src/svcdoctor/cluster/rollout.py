@@ -175,11 +175,11 @@ class RolloutTest:
         answered = self.by_outcome.get(Outcome.HTTP_ERROR.value, 0)
         connections = self.failed - answered
         if self.edge is None or self.edge.kind is EdgeKind.SERVICE:
+            if not connections:
+                return f"the pods: {answered} answered 5xx themselves"
             return (
                 "the Service's datapath (kube-proxy's leg): new connections still sent to "
                 "pods that had stopped"
-                if connections
-                else None
             )
         where = f"{self.edge.kind.value} {self.edge.address}"
         parts = []
@@ -522,7 +522,7 @@ def run(
             disrupt = None
             if victims is not None:
                 notes += [f"left on {plan.node}: {line}" for line in victims.skipped]
-                disrupt = _drain(api, plan, victims, undo, notes, progress)
+                disrupt = _drain(api, plan, undo, notes, progress)
             try:
                 follower.start()
                 _load_and_restart(
@@ -530,8 +530,8 @@ def run(
                 )
             except KeyboardInterrupt:
                 interrupted = True
-                goes_on = "the rollout goes on" if victims is None else f"{plan.node} uncordoned"
-                notes.append(f"interrupted: the load and the watch stopped; {goes_on}")
+                goes_on = "; the rollout goes on" if victims is None else ""
+                notes.append(f"interrupted: the load and the watch stopped{goes_on}")
             finally:
                 with shielded():  # a second Ctrl-C must not lose what was measured
                     _stop_load(api, ns, follower, notes)
@@ -650,7 +650,6 @@ def drain_plan(api: ApiReader, plan: Plan, service: Mapping[str, Any]) -> tuple[
 def _drain(
     api: ApiReader,
     plan: Plan,
-    found: Victims,
     undo: ExitStack,
     notes: list[str],
     progress: Callable[[str], None],
@@ -661,7 +660,10 @@ def _drain(
 
     def disrupt(until: float) -> None:
         undo.enter_context(cordoned(api, node, notes))
-        evict_all(api, node, found.evict, until, progress)
+        # listed again once cordoned, as kubectl drain does: a pod placed on the node since
+        # the plan is evicted too (its uid a precondition: a namesake elsewhere is not)
+        now = victims(node, api.list("pods", None, fields=f"spec.nodeName={node}"))
+        evict_all(api, node, now.evict, until, progress)
 
     return disrupt
 

@@ -25,7 +25,9 @@ class Mode(enum.StrEnum):
 
     ROLLOUT = "rollout"  # kubectl rollout restart
     DRAIN = "drain"  # kubectl drain --ignore-daemonsets --delete-emptydir-data, then uncordon
-    SCALE_DOWN = "scale-down"  # an autoscaler's removal: cordon, evict, the node goes away
+    # an autoscaler's removal, exercised with the drain's steps (cordon, evict); the node is
+    # not deleted, and is uncordoned at the end like a drained one
+    SCALE_DOWN = "scale-down"
 
 
 @dataclass(frozen=True, slots=True)

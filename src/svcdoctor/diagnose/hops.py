@@ -79,11 +79,12 @@ def hop_legs(ctx: Context, tolerance: float) -> tuple[HopLeg, ...]:
 def _removes(change: RoutingChange, keys: set[str], deleted: float, tolerance: float) -> bool:
     """Whether ``change`` can be the one that took the pod (``keys``: its name and IP) out:
     a change naming it, within the clocks' ``tolerance`` of its deletion; a change naming
-    none (a reload, a push of every endpoint) only from the deletion on, since during a
-    rollout the ones just before it were for other pods (a new one becoming ready)."""
+    none (a reload, a push of every endpoint) only from the deletion on (within its own
+    clock's resolution), since during a rollout the ones before it were for other pods (a
+    new one becoming ready)."""
     if change.removed:
         return bool(keys & set(change.removed)) and change.ts >= deleted - tolerance
-    return change.ts >= deleted
+    return change.ts >= deleted - change.resolution  # nginx's log: to the second
 
 
 def _failures_by_pod(ctx: Context) -> dict[str, np.ndarray]:
@@ -102,7 +103,7 @@ def _failures_by_pod(ctx: Context) -> dict[str, np.ndarray]:
 def leg_text(leg: HopLeg) -> str:
     """One line of evidence for a leg."""
     said = "deregistration began" if leg.lower_bound else f"it {leg.what}"
-    fuzz = f"±{leg.resolution:g} s, " if leg.resolution >= 0.001 else ""
+    fuzz = f"±{leg.resolution_seconds:g} s, " if leg.resolution_seconds >= 0.001 else ""
     text = (
         f"{leg.hop.value} ({leg.by}, its own log): stopped routing to {len(leg.stops)} "
         f"deleted pods {leg.median_seconds:g} s after their deletion (median), at most "

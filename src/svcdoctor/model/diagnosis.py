@@ -110,7 +110,7 @@ class HopStop:
 @dataclass(frozen=True, slots=True)
 class HopLeg:
     """One hop's leg of the race, measured from its own log (``evidence/routing.py``):
-    how long after each deletion it stopped routing to the pod. ``resolution``: how late
+    how long after each deletion it stopped routing to the pod. ``resolution_seconds``: how late
     the hop may apply what its line says (nginx's second clock, the Lua balancer's 1 s
     sync); ``lower_bound``: the line marks a start (a cloud load balancer's data plane
     stops later than its controller's deregistration call)."""
@@ -119,7 +119,7 @@ class HopLeg:
     by: str
     what: str
     sources: tuple[str, ...]
-    resolution: float
+    resolution_seconds: float
     stops: tuple[HopStop, ...]
     median_seconds: float
     max_seconds: float
@@ -130,7 +130,7 @@ class HopLeg:
     @property
     def covers(self) -> float:
         """The longest this leg can have lasted: its largest lag plus its resolution."""
-        return self.max_seconds + self.resolution
+        return self.max_seconds + self.resolution_seconds
 
 
 @dataclass(frozen=True, slots=True)

@@ -334,10 +334,12 @@ class Writes:
         PodDisruptionBudget forbids it now), else the pod is deleted gracefully (by the
         handler, or through the pods' delete) and the answer is 201 with a Success Status.
         A JSON body's name must be the URL's; kubectl's protobuf body is taken as it is (an
-        Eviction of the URL's pod; its DeleteOptions are not read: the pod's own grace)."""
+        Eviction of the URL's pod; its DeleteOptions are not read: the pod's own grace); a
+        JSON body's ``deleteOptions.preconditions.uid`` that is not the pod's is 409."""
         assert t.name is not None
         body = await request.read()
         grace: int | None = None
+        uid: str | None = None
         if request.content_type == "application/json" and body.strip():
             doc = _decode(body, request.content_type, ("application/json",))
             meta = (doc.get("metadata") or {}) if isinstance(doc, dict) else {}
@@ -346,11 +348,18 @@ class Writes:
             if meta.get("name") not in (None, t.name):
                 raise bad_request("name in URL does not match name in Eviction object")
             options = delete_options({}, json.dumps(doc.get("deleteOptions") or {}).encode())
-            grace = options.grace_seconds
+            grace, uid = options.grace_seconds, options.uid
         entry = self._store._entry("pods", t.namespace, t.name)
         if entry is None:
             raise not_found("pods", t.name)
         pod = json.loads(entry.raw)
+        if uid is not None and pod["metadata"].get("uid") != uid:  # another pod of that name
+            raise conflict(
+                "pods",
+                t.name,
+                f"Precondition failed: UID in precondition: {uid}, "
+                f"UID in object meta: {pod['metadata'].get('uid')}",
+            )
         admission = Admission(
             Verb.CREATE, EVICTION, t.namespace or "", t.name, pod, dry_run=dry_run,
             grace_seconds=grace,
