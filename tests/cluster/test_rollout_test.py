@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -530,6 +529,17 @@ def watched_names(bundle: Path) -> set[str]:
 
 
 @pytest.mark.lab
+def test_rollout_test_passes_the_fixed_rollout(tmp_path: Path) -> None:
+    done, _, left = _lab_rollout(tmp_path, "race-fixed")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["failed"] == 0
+    assert report["requests"] > 100
+    assert report["primary_cause"] is None
+    assert left == []
+
+
+@pytest.mark.lab
 def test_rollout_test_names_the_sigkill(tmp_path: Path) -> None:
     done, truth, left = _lab_rollout(tmp_path, "sigkill", "--max-failures", "100000", fmt="text")
     assert done.returncode == 0, done.stderr  # under the gate: a CI pass
@@ -550,57 +560,11 @@ def test_rollout_test_names_the_sigkill(tmp_path: Path) -> None:
     assert left == []
 
 
-@pytest.fixture(scope="module")
-def fixed_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One ``lab serve --scenario race-fixed --no-load`` for this module's race-fixed tests
-    (each restarts the Deployment and checks its own rollout; ``fixed_lab`` hands it over
-    as a fresh serve would: rolled out, no pod terminating)."""
-    from tests.cluster.test_live_lab import lab_serve
-
-    tmp = tmp_path_factory.mktemp("race-fixed")
-    with lab_serve(tmp, "race-fixed", "--no-load", "--for", "400") as kubeconfig:
-        yield kubeconfig
-
-
-@pytest.fixture
-def fixed_lab(fixed_serve: Path) -> Path:
-    """The shared race-fixed serve once an earlier test's rollout there has ended: the
-    Deployment rolled out (as ``kubectl rollout status``), no pod terminating, nothing of
-    svcdoctor's left."""
-    reader = connect_active(kubeconfig=str(fixed_serve))
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        dep = reader.get("deployments", "lab", "api") or {}
-        pods = reader.list("pods", "lab", "app=api")
-        terminating = [p for p in pods if p["metadata"].get("deletionTimestamp")]
-        ready = [p for p in pods if _ready(p)]
-        if dep and rolled_out(dep) and not terminating and len(ready) == len(pods) > 1:
-            assert remaining(reader, None, MANAGED_SELECTOR) == []
-            return fixed_serve
-        time.sleep(0.5)
-    pytest.fail("the shared race-fixed serve did not settle within 90 s")
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 @pytest.mark.lab
-def test_rollout_test_passes_the_fixed_rollout(fixed_lab: Path, tmp_path: Path) -> None:
-    done, left = _rollout_on(fixed_lab, tmp_path)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert report["failed"] == 0
-    assert report["requests"] > 100
-    assert report["primary_cause"] is None
-    assert left == []
-
-
-@pytest.mark.lab
-def test_a_rollout_longer_than_the_duration_fails_the_test(fixed_lab: Path, tmp_path: Path) -> None:
+def test_a_rollout_longer_than_the_duration_fails_the_test(tmp_path: Path) -> None:
     # race-fixed's old pods sleep 3 s in preStop: the rollout cannot end 1 s after the restart
-    done, left = _rollout_on(fixed_lab, tmp_path, "--duration", "9", "--tail", "5", fmt="text")
+    done, _, left = _lab_rollout(tmp_path, "race-fixed", "--duration", "9", "--tail", "5",
+                                 fmt="text")  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "zero-downtime" not in done.stdout
     assert "INCOMPLETE" in done.stdout or "failed" in done.stdout
@@ -611,32 +575,31 @@ def test_a_rollout_longer_than_the_duration_fails_the_test(fixed_lab: Path, tmp_
 
 
 @pytest.mark.lab
-def test_ctrl_c_stops_the_load_lets_the_rollout_finish_and_cleans_up(
-    fixed_lab: Path, tmp_path: Path
-) -> None:
-    kubeconfig = fixed_lab
-    reader = connect_active(kubeconfig=str(kubeconfig))
-    before = json.dumps((reader.get("deployments", "lab", "api") or {}).get("spec", {}))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "svcdoctor", "rollout-test", "deployment/api", "--yes",
-         "--kubeconfig", str(kubeconfig), "--out", str(tmp_path / "b"), "-o", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.time() + 60
-    while time.time() < deadline:  # until the restart (a new restartedAt on the template)
-        dep = reader.get("deployments", "lab", "api") or {}
-        if RESTARTED_AT in json.dumps(dep) and json.dumps(dep.get("spec", {})) != before:
-            break
-        time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("rollout-test never restarted the deployment")
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=90)
-    assert proc.returncode == 130, err
-    assert remaining(reader, None, MANAGED_SELECTOR) == []
-    assert json.loads(out)["bundle"] == str(tmp_path / "b")
-    assert (tmp_path / "b" / "collect.json").is_file()
+def test_ctrl_c_stops_the_load_lets_the_rollout_finish_and_cleans_up(tmp_path: Path) -> None:
+    from tests.cluster.test_live_lab import lab_serve
+
+    with lab_serve(tmp_path, "race-fixed", "--no-load") as kubeconfig:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "svcdoctor", "rollout-test", "deployment/api", "--yes",
+             "--kubeconfig", str(kubeconfig), "--out", str(tmp_path / "b"), "-o", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        reader = connect_active(kubeconfig=str(kubeconfig))
+        deadline = time.time() + 60
+        while time.time() < deadline:  # until the restart
+            dep = reader.get("deployments", "lab", "api") or {}
+            if RESTARTED_AT in json.dumps(dep):
+                break
+            time.sleep(0.3)
+        else:
+            proc.kill()
+            pytest.fail("rollout-test never restarted the deployment")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 130, err
+        assert remaining(reader, None, MANAGED_SELECTOR) == []
+        assert json.loads(out)["bundle"] == str(tmp_path / "b")
+        assert (tmp_path / "b" / "collect.json").is_file()
 
 
 def test_network_policy_bounds_the_load_or_fails_cleanly(api: Served, tmp_path: Path) -> None:
