@@ -9,13 +9,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 pytest.importorskip("aiohttp", reason="the live extra (aiohttp) is not installed")
 
 from svcdoctor.lab.apiserver import ApiServer, ObjectStore
+
+if TYPE_CHECKING:
+    from tests.cluster.shared_labs import BadBackend, RaceWatched, RolloutsWatched
 
 T = TypeVar("T")
 
@@ -69,3 +72,27 @@ def serve(tmp_path: Path, log_size: int = 10_000, **options: Any) -> Iterator[Se
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Served]:
     yield from serve(tmp_path)
+
+
+# ---- lab serves several modules check (tests/cluster/shared_labs.py), once per session --
+
+
+@pytest.fixture(scope="session")
+def race_watched(tmp_path_factory: pytest.TempPathFactory) -> RaceWatched:
+    from tests.cluster.shared_labs import race_watched
+
+    return race_watched(tmp_path_factory.mktemp("race-watched"))
+
+
+@pytest.fixture(scope="session")
+def bad_backend(tmp_path_factory: pytest.TempPathFactory) -> BadBackend:
+    from tests.cluster.shared_labs import bad_backend
+
+    return bad_backend(tmp_path_factory.mktemp("bad-backend"))
+
+
+@pytest.fixture(scope="session")
+def rollouts_watched(tmp_path_factory: pytest.TempPathFactory) -> RolloutsWatched:
+    from tests.cluster.shared_labs import rollouts_watched
+
+    return rollouts_watched(tmp_path_factory.mktemp("rollouts-watched"))

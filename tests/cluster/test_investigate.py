@@ -26,6 +26,7 @@ from tests.cluster.test_collect_progress import stderr_on_terminal
 
 if TYPE_CHECKING:
     from tests.cluster.conftest import Served
+    from tests.cluster.shared_labs import BadBackend, RaceWatched, RolloutsWatched
 
 STEPS = ["Quantify", "Correlate with the pod lifecycle", "Bypass the Service",
          "Check the shutdown path", "Look at the client"]  # fmt: skip
@@ -244,27 +245,21 @@ def _plugin(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.lab
-def test_investigate_names_the_race_and_fix_takes_its_diagnosis(tmp_path: Path) -> None:
+def test_investigate_names_the_race_and_fix_takes_its_diagnosis(
+    race_watched: RaceWatched, tmp_path: Path
+) -> None:
     """lab serve race with a rollout: the checklist carries steps 1, 2 and 4, the verdict is
     the race, diagnosis.json is what fix --from-diagnosis takes; through the real kubectl as
-    a plugin, without --yes nothing is created and the skipped steps are listed."""
-    from tests.cluster.test_live_lab import lab_serve, svcdoctor
-    from tests.kubectl import kubectl_path, run_kubectl
+    a plugin, without --yes nothing is created and the skipped steps are listed. (The serve
+    is shared with test_live_lab's race test, whose scan and collect only read: shared_labs.py.)"""
+    from tests.cluster.test_live_lab import svcdoctor
 
-    kubectl = kubectl_path()
-    out = tmp_path / "inv"
-    with lab_serve(tmp_path, "race", "--rollout-at", "8") as kubeconfig:
-        done = svcdoctor(
-            "investigate", "--kubeconfig", str(kubeconfig), "api", "--out", str(out),
-            "--watch-rollout", "30s", "--client-logs", LOAD, "-o", "json", timeout=240,
-        )  # fmt: skip
-        env = _plugin(tmp_path)
-        plugin = subprocess.run(  # kubectl takes no flag before a plugin's name
-            [str(kubectl), "svcdoctor", "investigate", "api", "--kubeconfig", str(kubeconfig),
-             "--out", str(tmp_path / "plugin"), "--client-logs", LOAD],
-            capture_output=True, text=True, timeout=240, check=False, env=env,
-        )  # fmt: skip
-        jobs = run_kubectl(kubectl, kubeconfig, ["get", "jobs,configmaps", "-A", "-o", "json"])
+    if race_watched.kubectl is None:
+        pytest.skip(race_watched.why)
+    done, out = race_watched.investigate, race_watched.investigated
+    plugin, jobs = race_watched.plugin, race_watched.jobs
+    assert plugin is not None
+    assert jobs is not None
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert report["verdict"]["cause"] == "race"
@@ -335,16 +330,13 @@ def test_investigate_with_yes_and_rollout_runs_the_rollout_test(tmp_path: Path) 
 
 
 @pytest.mark.lab
-def test_investigate_with_yes_names_the_bad_pod_from_the_direct_probe(tmp_path: Path) -> None:
-    from tests.cluster.test_live_lab import lab_serve, svcdoctor
-
-    with lab_serve(tmp_path, "bad-backend") as kubeconfig:
-        subprocess.run(["sleep", "8"], check=True)  # load on the pods
-        done = svcdoctor(
-            "investigate", "--kubeconfig", str(kubeconfig), "api", "--out", str(tmp_path / "inv"),
-            "--yes", "--client-logs", LOAD, "-o", "json", timeout=300,
-        )  # fmt: skip
-    truth = json.loads((tmp_path / "truth.json").read_text())
+def test_investigate_with_yes_names_the_bad_pod_from_the_direct_probe(
+    bad_backend: BadBackend,
+) -> None:
+    """investigate --yes after 8 s of load (and after test_live_lab's collect, which only
+    reads, on the same serve: shared_labs.py)."""
+    done, inv = bad_backend.investigate, bad_backend.investigated
+    truth = bad_backend.truth
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert report["verdict"]["cause"] == "backend"
@@ -357,19 +349,15 @@ def test_investigate_with_yes_names_the_bad_pod_from_the_direct_probe(tmp_path: 
     assert report["verdict"]["next_command"] == f"kubectl -n lab describe pod {bad}"
     # report.html draws the direct probe per backend, as probe --html does
     failed, sent = re.search(r": (\d+) of (\d+) failed directly", probed).groups()  # type: ignore[union-attr]
-    page = (tmp_path / "inv" / "report.html").read_text()
+    page = (inv / "report.html").read_text()
     assert f"{bad} failed {int(failed):,} of {int(sent):,} requests" in page
 
 
 @pytest.mark.lab
-def test_investigate_the_fixed_rollout_finds_no_cause(tmp_path: Path) -> None:
-    from tests.cluster.test_live_lab import lab_serve, svcdoctor
-
-    with lab_serve(tmp_path, "race-fixed", "--rollout-at", "8") as kubeconfig:
-        done = svcdoctor(
-            "investigate", "--kubeconfig", str(kubeconfig), "api", "--out", str(tmp_path / "inv"),
-            "--watch-rollout", "30s", "--client-logs", LOAD, "-o", "json", timeout=240,
-        )  # fmt: skip
+def test_investigate_the_fixed_rollout_finds_no_cause(rollouts_watched: RolloutsWatched) -> None:
+    """investigate --watch-rollout 30s of race-fixed rolled 8 s after Ready (its serve runs
+    beside test_live_lab's two scan serves: shared_labs.py)."""
+    done = rollouts_watched.investigate
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["verdict"]["cause"] is None

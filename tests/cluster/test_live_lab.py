@@ -11,11 +11,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from svcdoctor.evidence import read_evidence
+
+if TYPE_CHECKING:
+    from tests.cluster.shared_labs import BadBackend, RaceWatched, RolloutsWatched
 
 pytestmark = pytest.mark.lab
 SVCDOCTOR = [sys.executable, "-m", "svcdoctor"]
@@ -61,16 +64,12 @@ def rules(report: dict[str, Any]) -> set[str]:
     return {f["rule"] for f in report["findings"]}
 
 
-def test_race_scan_then_collect_a_rollout_then_diagnose(tmp_path: Path) -> None:
-    out = tmp_path / "bundle"
-    with lab_serve(tmp_path, "race", "--rollout-at", "8") as kubeconfig:
-        before = scan(kubeconfig)
-        done = svcdoctor(
-            "collect", "--kubeconfig", str(kubeconfig), "api", "--out", str(out),
-            "--watch", "30s", "--client-logs", "app.kubernetes.io/component=load", "-o", "json",
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-    truth = json.loads((tmp_path / "truth.json").read_text())
+def test_race_scan_then_collect_a_rollout_then_diagnose(race_watched: RaceWatched) -> None:
+    """scan, then collect watching the rollout (``lab serve --rollout-at 8``; the serve is
+    shared with test_investigate's race test: shared_labs.py)."""
+    out = race_watched.collected
+    before, done, truth = race_watched.scan, race_watched.collect, race_watched.truth
+    assert done.returncode == 0, done.stderr
 
     # scan: no preStop, and the advice is the native sleep action the server's 1.31 has
     missing = [f for f in before["findings"] if f["rule"] == "SVD101"]
@@ -98,17 +97,12 @@ def test_race_scan_then_collect_a_rollout_then_diagnose(tmp_path: Path) -> None:
     assert truth["race_window_seconds"] <= window <= truth["race_window_seconds"] + 3
 
 
-def test_bad_backend_collect_names_the_bad_pod(tmp_path: Path) -> None:
-    out = tmp_path / "bundle"
-    with lab_serve(tmp_path, "bad-backend") as kubeconfig:
-        subprocess.run(["sleep", "8"], check=True)  # load on the pods
-        done = svcdoctor(
-            "collect", "--kubeconfig", str(kubeconfig), "api", "--out", str(out),
-            "--client-logs", "app.kubernetes.io/component=load", "-o", "json",
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-    truth = json.loads((tmp_path / "truth.json").read_text())
-    diagnosis = svcdoctor("diagnose", str(out), "--format", "json")
+def test_bad_backend_collect_names_the_bad_pod(bad_backend: BadBackend) -> None:
+    """collect after 8 s of load (the serve is shared with test_investigate's bad-backend
+    test, which runs after this collect: shared_labs.py)."""
+    done, truth = bad_backend.collect, bad_backend.truth
+    assert done.returncode == 0, done.stderr
+    diagnosis = svcdoctor("diagnose", str(bad_backend.collected), "--format", "json")
     report = json.loads(diagnosis.stdout)
     assert report["primary_cause"] == "backend"
     suspects = [s["pod"] for s in report["causes"][0]["details"]["suspects"]]
@@ -120,12 +114,11 @@ def test_bad_backend_collect_names_the_bad_pod(tmp_path: Path) -> None:
     [("sigkill", {"SVD102", "SVD108"}), ("race-fixed", set())],
 )
 def test_scan_watching_a_rollout_sees_the_sigkills(
-    tmp_path: Path, scenario: str, found: set[str]
+    rollouts_watched: RolloutsWatched, scenario: str, found: set[str]
 ) -> None:
-    with lab_serve(tmp_path, scenario, "--rollout-at", "3") as kubeconfig:
-        # the lab's endpoint propagation takes 0.5-1.5 s (scan assumes 5 s unless told)
-        report = scan(kubeconfig, "--watch", "30", "--propagation-seconds", "2")
-    truth = json.loads((tmp_path / "truth.json").read_text())
+    """scan --watch 30 of a rollout 3 s after Ready (the serves of both scenarios run at the
+    same time: shared_labs.py)."""
+    report, truth = rollouts_watched.scans[scenario]
     killed = {n for n, p in truth["deleted_pods"].items() if p["exit_code"] == 137}
     shutdown = {"SVD101", "SVD102", "SVD103", "SVD104", "SVD105", "SVD108", "SVD109"}
     assert rules(report) & shutdown == found  # sigkill's grace period (SVD102) foretold it

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -272,17 +274,51 @@ def test_unknown_service_is_one_line_exit_2(api: Served) -> None:
 # ---- end to end against lab serve -------------------------------------------------------
 
 
-@pytest.mark.lab
-@pytest.mark.parametrize(("scenario", "bad"), [("bad-backend", True), ("race-fixed", False)])
-def test_probe_against_the_lab(tmp_path: Path, scenario: str, bad: bool) -> None:
+@dataclass(frozen=True)
+class Probed:
+    """``probe --yes`` against a ``lab serve --no-load`` of a scenario; what ``cleanup
+    --dry-run`` found after it; the serve's ground truth."""
+
+    done: subprocess.CompletedProcess[str]
+    left: subprocess.CompletedProcess[str]
+    truth: dict[str, Any]
+    page: Path
+
+
+# scenario → probe's options besides --count 40 --yes -o json
+PROBES = {
+    "bad-backend": ("--html", "probe.html"),
+    "race-fixed": ("--html", "probe.html"),
+    "broken-node": ("--per-node",),
+}
+
+
+def _probe_lab(tmp: Path, scenario: str) -> Probed:
     from tests.cluster.test_live_lab import lab_serve, svcdoctor
 
-    page = tmp_path / "probe.html"
-    with lab_serve(tmp_path, scenario, "--no-load") as kubeconfig:
+    extra = [str(tmp / a) if a.endswith(".html") else a for a in PROBES[scenario]]
+    with lab_serve(tmp, scenario, "--no-load") as kubeconfig:
         done = svcdoctor("probe", "api", "--kubeconfig", str(kubeconfig), "--count", "40",
-                         "--yes", "-o", "json", "--html", str(page), timeout=180)  # fmt: skip
+                         "--yes", "-o", "json", *extra, timeout=180)  # fmt: skip
         left = svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json")
-    truth = json.loads((tmp_path / "truth.json").read_text())
+    return Probed(done, left, json.loads((tmp / "truth.json").read_text()), tmp / "probe.html")
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Probed]:
+    """Each scenario's serve and probe, the three at the same time (each mostly waits, as
+    test_lab.py's runs do; the probes' verdicts come from each lab's own faults)."""
+    folders = {s: tmp_path_factory.mktemp(s) for s in PROBES}
+    with ThreadPoolExecutor(len(PROBES)) as pool:
+        futures = {s: pool.submit(_probe_lab, folders[s], s) for s in PROBES}
+        return {s: f.result() for s, f in futures.items()}
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize(("scenario", "bad"), [("bad-backend", True), ("race-fixed", False)])
+def test_probe_against_the_lab(probed: dict[str, Probed], scenario: str, bad: bool) -> None:
+    run = probed[scenario]
+    done, left, truth, page = run.done, run.left, run.truth, run.page
     assert done.returncode == (1 if bad else 0), done.stderr
     report = json.loads(done.stdout)
     assert report["bad_backends"] == truth["bad_pods"]
@@ -294,17 +330,12 @@ def test_probe_against_the_lab(tmp_path: Path, scenario: str, bad: bool) -> None
 
 
 @pytest.mark.lab
-def test_per_node_probe_names_the_broken_node(tmp_path: Path) -> None:
-    from tests.cluster.test_live_lab import lab_serve, svcdoctor
-
-    with lab_serve(tmp_path, "broken-node", "--no-load") as kubeconfig:
-        done = svcdoctor("probe", "api", "--kubeconfig", str(kubeconfig), "--count", "40",
-                         "--per-node", "--yes", "-o", "json", timeout=180)  # fmt: skip
-        left = svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json")
+def test_per_node_probe_names_the_broken_node(probed: dict[str, Probed]) -> None:
+    run = probed["broken-node"]
+    done, left, truth = run.done, run.left, run.truth
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert len(report["nodes"]) >= 2
-    truth = json.loads((tmp_path / "truth.json").read_text())
     assert truth["broken_nodes"] == ["node-1"]
     assert report["bad_nodes"] == truth["broken_nodes"]
     assert json.loads(left.stdout)["found"] == []

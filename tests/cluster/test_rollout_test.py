@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -376,45 +376,108 @@ def test_refuses_without_yes_and_with_one_ready_replica(api: Served, tmp_path: P
 # ---- end to end against lab serve -------------------------------------------------------
 
 
+def _rollout_on(
+    kubeconfig: Path, tmp_path: Path, *args: str, fmt: str = "json"
+) -> tuple[Any, list[str]]:
+    """rollout-test of the lab's deployment/api, and what ``cleanup --dry-run`` finds after."""
+    from tests.cluster.test_live_lab import svcdoctor
+
+    done = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
+                     "--rate", "40", "--duration", "70", "--yes", "-o", fmt,
+                     "--out", str(tmp_path / "bundle"), *args, timeout=200)  # fmt: skip
+    left = json.loads(
+        svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json").stdout
+    )["found"]
+    return done, left
+
+
 def _lab_rollout(
     tmp_path: Path, scenario: str, *args: str, fmt: str = "json"
 ) -> tuple[Any, dict[str, Any], list[str]]:
-    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+    from tests.cluster.test_live_lab import lab_serve
 
     with lab_serve(tmp_path, scenario, "--no-load") as kubeconfig:
-        done = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
-                         "--rate", "40", "--duration", "70", "--yes", "-o", fmt,
-                         "--out", str(tmp_path / "bundle"), *args, timeout=200)  # fmt: skip
-        left = json.loads(
-            svcdoctor("cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json").stdout
-        )["found"]
+        done, left = _rollout_on(kubeconfig, tmp_path, *args, fmt=fmt)
     truth = json.loads((tmp_path / "truth.json").read_text())
     return done, truth, left
 
 
 def _window_seen(truth: dict[str, Any], bundle: Path) -> float:
     """The race window as the load agent could see it: how long the nodes its requests
-    left from kept routing to a deleted pod after it stopped accepting (the truth's
-    ``race_window_seconds`` is the largest over every node, which one agent cannot see)."""
+    left from kept routing to a pod this test deleted after it stopped accepting (the
+    truth's ``race_window_seconds`` is the largest over every node, which one agent cannot
+    see; its ``deleted_pods`` are every rollout's on the lab)."""
+    from svcdoctor.evidence.reader import read_evidence
+
     rows = [json.loads(line) for f in bundle.glob("client-*.jsonl") for line in f.open()]
     nodes = {int(str(r["node"]).removeprefix("node-")) for r in rows}
+    mine = {p.name for p in read_evidence([str(bundle)]).pods if p.deleted_at is not None}
+    assert len(mine) == 4, mine
     return max(
         max(stopped[n] for n in nodes) - pod["stopped_accepting"]
-        for pod in truth["deleted_pods"].values()
-        if len(stopped := pod["routing_stopped"]) > max(nodes)
+        for name, pod in truth["deleted_pods"].items()
+        if name in mine and len(stopped := pod["routing_stopped"]) > max(nodes)
     )
 
 
+@dataclass(frozen=True)
+class Rollout:
+    """One rollout-test run on a lab serve: its outcome, its bundle, and what ``cleanup
+    --dry-run`` found right after it."""
+
+    done: subprocess.CompletedProcess[str]
+    bundle: Path
+    left: list[Any]
+
+    @property
+    def report(self) -> dict[str, Any]:
+        assert self.done.returncode == 1, self.done.stderr
+        out: dict[str, Any] = json.loads(self.done.stdout)
+        return out
+
+
+@dataclass(frozen=True)
+class RaceTwice:
+    first: Rollout  # with --html page
+    second: Rollout
+    truth: dict[str, Any]  # the serve's ground truth: both rollouts' deleted pods
+    page: Path
+
+
+@pytest.fixture(scope="module")
+def race_twice(tmp_path_factory: pytest.TempPathFactory) -> RaceTwice:
+    """Two rollout-tests in a row on one ``lab serve --scenario race`` (the first as a
+    user's first test on the lab runs it, with ``--html``): the first is what
+    test_rollout_test_measures_the_race checks, the pair what
+    test_a_second_rollout_test_reports_only_its_own_rollout checks."""
+    from tests.cluster.test_live_lab import lab_serve, svcdoctor
+
+    tmp = tmp_path_factory.mktemp("race-twice")
+    page = tmp / "rollout.html"
+    runs = []
+    with lab_serve(tmp, "race", "--no-load", "--for", "240") as kubeconfig:
+        for out, extra in (("first", ("--html", str(page))), ("second", ())):
+            done = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
+                             "--rate", "40", "--duration", "70", "--yes", "-o", "json",
+                             "--out", str(tmp / out), *extra, timeout=200)  # fmt: skip
+            left = json.loads(
+                svcdoctor(
+                    "cleanup", "--kubeconfig", str(kubeconfig), "--dry-run", "-o", "json"
+                ).stdout
+            )["found"]
+            runs.append(Rollout(done, tmp / out, left))
+    truth = json.loads((tmp / "truth.json").read_text())
+    return RaceTwice(runs[0], runs[1], truth, page)
+
+
 @pytest.mark.lab
-def test_rollout_test_measures_the_race(tmp_path: Path) -> None:
-    page = tmp_path / "rollout.html"
-    done, truth, left = _lab_rollout(tmp_path, "race", "--html", str(page))
-    assert done.returncode == 1, done.stderr
-    report = json.loads(done.stdout)
+def test_rollout_test_measures_the_race(race_twice: RaceTwice) -> None:
+    run = race_twice.first
+    report = run.report
     assert set(report) == KEYS
     assert report["failed"] > 0
     assert report["primary_cause"] == "race"
-    seen = _window_seen(truth, tmp_path / "bundle")
+    seen = _window_seen(race_twice.truth, run.bundle)
     assert seen > 0
     # the window is the lag of the last failures the agent saw: the race went on after the
     # last one by up to the gap between two requests to that pod, which one lag bin covers
@@ -422,26 +485,26 @@ def test_rollout_test_measures_the_race(tmp_path: Path) -> None:
     assert report["remedy"]["prestop_seconds"] >= max(report["window_seconds"], seen)
     assert report["remedy"]["grace_seconds"] > report["remedy"]["prestop_seconds"]
     assert report["endpoint_update_seconds"] is not None
-    assert left == []
-    assert (tmp_path / "bundle" / "collect.json").is_file()
+    assert run.left == []
+    assert (run.bundle / "collect.json").is_file()
     # the diagnosis fix --from-diagnosis takes, as diagnose -o json writes it
-    assert report["diagnosis_file"] == str(tmp_path / "bundle" / "diagnosis.json")
+    assert report["diagnosis_file"] == str(run.bundle / "diagnosis.json")
     measured = read_diagnosis(Path(report["diagnosis_file"]))
     assert measured.plan is not None
     assert measured.plan.prestop_seconds == report["remedy"]["prestop_seconds"]
     again = subprocess.run(
-        [sys.executable, "-m", "svcdoctor", "diagnose", str(tmp_path / "bundle"), "-o", "json"],
+        [sys.executable, "-m", "svcdoctor", "diagnose", str(run.bundle), "-o", "json"],
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     written = json.loads(Path(report["diagnosis_file"]).read_text())
     assert json.loads(again.stdout)["causes"] == written["causes"]  # diagnose skips the file
-    html = page.read_text()  # the lanes of the rollout's bundle, one failed mark per failure
-    assert "requests failed during the rollout" in html
+    html = race_twice.page.read_text()  # the lanes of the rollout's bundle, one failed mark
+    assert "requests failed during the rollout" in html  # per failure
     assert f"{report['failed']} failed requests" in html
 
 
 @pytest.mark.lab
-def test_a_second_rollout_test_reports_only_its_own_rollout(tmp_path: Path) -> None:
+def test_a_second_rollout_test_reports_only_its_own_rollout(race_twice: RaceTwice) -> None:
     """Two tests in a row on one lab: the second counts its own 4 deletions (not the first's
     too), draws no lane for the first test's pods, ends each old pod's terminating line at
     its exit, and puts the failures (which name no backend: refused through the ClusterIP)
@@ -450,22 +513,15 @@ def test_a_second_rollout_test_reports_only_its_own_rollout(tmp_path: Path) -> N
     from svcdoctor.diagnose.lanes import build_lanes
     from svcdoctor.evidence.reader import read_evidence
     from svcdoctor.model.lanes import UNKNOWN_BACKEND, Moment
-    from tests.cluster.test_live_lab import lab_serve, svcdoctor
 
-    runs = []
-    with lab_serve(tmp_path, "race", "--no-load", "--for", "240") as kubeconfig:
-        for out in ("first", "second"):
-            done = svcdoctor("rollout-test", "deployment/api", "--kubeconfig", str(kubeconfig),
-                             "--rate", "40", "--duration", "70", "--yes", "-o", "json",
-                             "--out", str(tmp_path / out), timeout=200)  # fmt: skip
-            assert done.returncode == 1, done.stderr
-            runs.append(json.loads(done.stdout))
-    second = json.loads(Path(runs[1]["diagnosis_file"]).read_text())
+    first, second_run = race_twice.first, race_twice.second
+    assert first.done.returncode == 1, first.done.stderr
+    second = json.loads(Path(second_run.report["diagnosis_file"]).read_text())
     assert second["summary"]["deletions"] == 4
-    manifest = json.loads((tmp_path / "second" / "collect.json").read_text())
+    manifest = json.loads((second_run.bundle / "collect.json").read_text())
     assert any("events about pods this test did not see left out" in n for n in manifest["notes"])
-    first_pods = watched_names(tmp_path / "first") - watched_names(tmp_path / "second")
-    evidence = read_evidence([str(tmp_path / "second")])
+    first_pods = watched_names(first.bundle) - watched_names(second_run.bundle)
+    evidence = read_evidence([str(second_run.bundle)])
     lanes = build_lanes(evidence, diagnose(evidence, Settings()))
     assert first_pods
     assert not first_pods & {lane.pod for lane in lanes.lanes}
@@ -480,6 +536,7 @@ def test_a_second_rollout_test_reports_only_its_own_rollout(tmp_path: Path) -> N
     on_pods = sum(len(lane.failures) for lane in deleted)
     assert on_pods >= 0.9 * lanes.failed, (on_pods, lanes.failed)
     assert unknown is None or len(unknown.failures) <= 0.1 * lanes.failed
+    assert second_run.left == []
 
 
 def watched_names(bundle: Path) -> set[str]:
