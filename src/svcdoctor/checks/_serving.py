@@ -415,8 +415,29 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
         return True
     return (
         not scrape_only(service)
+        and not scrapes_named_ports(inventory, service)
         and not monitored_only(inventory, service)
         and not ignored_webhook(inventory, service)
+    )
+
+
+def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
+    """Whether every port of the Service targets, by number, a container port whose name
+    says metrics, profiling or probes (``_SCRAPE_PORT``) in each pod it selects: an unnamed
+    Service port `29644` to the container port named `metrics` (deploy/csi-smb-controller.yaml
+    and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb)."""
+    workloads = inventory.targeted(service)
+    if not workloads or not service.ports:
+        return False
+    return all(
+        uncalled(p)
+        or any(
+            cp.number == p.target and cp.name and _SCRAPE_PORT.search(cp.name)
+            for c in w.template.containers
+            for cp in c.ports
+        )
+        for p in service.ports
+        for w in workloads
     )
 
 
