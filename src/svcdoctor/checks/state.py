@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from svcdoctor.checks._serving import argv_of
-from svcdoctor.model import Container, Workload
+from svcdoctor.model import Container, Mount, Workload
 
 # Images of data stores and brokers: a second replica is a second, separate store (or needs
 # the store's own clustering), and stopping the old pod first is deliberate (one writer of
@@ -122,11 +122,12 @@ _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # because the root filesystem is read-only). `istio-data` is the proxy's scratch, added to
 # every injected pod (manifests/charts/istio-control/istio-discovery/files/injection-template.yaml
 # in istio/istio).
-_DATA_PATH = re.compile(
+_DATA_WORD = (
     r"(^|[/_-])(data|db|database|storage|store|state|badger|wal|tsdb|registry|uploads?|"
-    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/(lib/)?\w|^/var/?$",
-    re.IGNORECASE,
+    r"spool|queue|persist\w*|exports?)($|[/_-])"
 )
+_DATA_PATH = re.compile(_DATA_WORD + r"|^/var/(lib/)?\w|^/var/?$", re.IGNORECASE)
+_DATA_NAMED = re.compile(_DATA_WORD, re.IGNORECASE)
 # The kubelet's own directory (`--root-dir`, /var/lib/kubelet by default:
 # https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/) holds the
 # node's pod volumes and plugin sockets, mounted by node agents (a CSI plugin's
@@ -151,7 +152,19 @@ _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
 # node only (https://kubernetes.io/docs/concepts/storage/persistent-volumes/#access-modes).
 # Only true scratch on a claim is no state (e.g. vmware-tanzu/velero
 # examples/nginx-app/with-pv.yaml keeps nginx's logs on a ReadWriteOnce claim).
+# An explicit data word beats a scratch word: SPIRE's server keeps its sqlite datastore on
+# the claim `spire-data` at /run/spire/data (k8s/quickstart/server-statefulset.yaml in
+# spiffe/spire-tutorials).
 _CLAIM_SCRATCH = re.compile(r"(^|[/_.-])(tmp|temp|cache|run|lock|shm)($|[/_-])", re.IGNORECASE)
+
+
+def _claim_scratch(mount: Mount) -> bool:
+    """Whether a claim mount is scratch: its path or volume name says scratch
+    (``_CLAIM_SCRATCH``) and neither says data (``_DATA_WORD``)."""
+    words = (mount.path, mount.volume)
+    return any(_CLAIM_SCRATCH.search(w) for w in words) and not any(
+        _DATA_NAMED.search(w) for w in words
+    )
 
 
 def local_state(workload: Workload, container: Container) -> str | None:
@@ -184,12 +197,7 @@ def local_state(workload: Workload, container: Container) -> str | None:
         return socket
     for m in container.mounts:
         source = volumes.get(m.volume)
-        if (
-            source == "persistentVolumeClaim"
-            and not m.read_only
-            and not _CLAIM_SCRATCH.search(m.path)
-            and not _CLAIM_SCRATCH.search(m.volume)
-        ):
+        if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
             return f"it writes to claim volume {m.volume!r} at {m.path}"
         if (
             source in _LOCAL_VOLUMES
@@ -201,7 +209,7 @@ def local_state(workload: Workload, container: Container) -> str | None:
             return f"it writes to {source} volume {m.volume!r} at {m.path}"
     # a claim template mounted only as a cache (nginx's /var/cache/nginx: deployments/
     # stateful-set/nginx-ingress.yaml in nginx/kubernetes-ingress) holds nothing to split
-    scratch = {m.volume for m in container.mounts if _CLAIM_SCRATCH.search(m.path)}
+    scratch = {m.volume for m in container.mounts if _claim_scratch(m)}
     claims = [c for c in workload.claim_templates if c not in scratch]
     if claims and (workload.replicas or 1) == 1:
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claims[0]!r})"
