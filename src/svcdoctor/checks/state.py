@@ -147,6 +147,17 @@ _SOCKET = re.compile(
     r"(?i)(?:unix(?:-connect|-client)?:(?://)?(/[^\s,=]+))|(/[^\s,=:]+\.sock(?:et)?)\b"
 )
 _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
+# A writable hostPath is the node's disk: any path a server writes there that is not the
+# node's own system, runtime or scratch directories (devices, kernel and runtime state,
+# kubelet and CSI plugin directories, logs, config) is data that stays on that node (a
+# samba share at /smbshare: deploy/example/smb-provisioner/smb-server.yaml in
+# kubernetes-csi/csi-driver-smb; the kubelet's directories:
+# https://kubernetes.io/docs/concepts/storage/volumes/#hostpath).
+_SYSTEM_PATH = re.compile(
+    r"^/*$|^/(dev|sys|proc|etc|run|tmp|boot|lib|lib64|usr|bin|sbin|opt|host|rootfs|csi|"
+    r"registration|var/(run|log|tmp|lock|lib/(kubelet|docker|containerd|cni|dbus)))(/|$)",
+    re.IGNORECASE,
+)
 # A claim is persistence the user asked for, whatever its path (logs, config, uploads): a
 # plain claim is one volume for every replica, and a ReadWriteOnce one attaches to one
 # node only (https://kubernetes.io/docs/concepts/storage/persistent-volumes/#access-modes).
@@ -170,7 +181,8 @@ def _claim_scratch(mount: Mount) -> bool:
 def local_state(workload: Workload, container: Container) -> str | None:
     """Why the container keeps state of its own that a second replica would not share (a
     known single-instance image, a writable claim mount (not scratch), a writable
-    emptyDir/hostPath mount at a data path (``_DATA_PATH``), a node's daemon reached through
+    emptyDir mount at a data path (``_DATA_PATH``), a writable hostPath mount at a data path
+    or any path not the node's system or scratch (``_SYSTEM_PATH``), a node's daemon reached through
     a socket on a hostPath (``node_socket``), a single-replica StatefulSet with
     volumeClaimTemplates not only mounted as a cache), or ``None`` for a server with no such
     sign."""
@@ -202,7 +214,10 @@ def local_state(workload: Workload, container: Container) -> str | None:
         if (
             source in _LOCAL_VOLUMES
             and not m.read_only
-            and _DATA_PATH.search(m.path)
+            and (
+                _DATA_PATH.search(m.path)
+                or (source == "hostPath" and not _SYSTEM_PATH.search(m.path))
+            )
             and not _SCRATCH.search(m.path)
             and not _SCRATCH.search(m.volume)
         ):
