@@ -152,9 +152,12 @@ _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
 # kubelet and CSI plugin directories, logs, config) is data that stays on that node (a
 # samba share at /smbshare: deploy/example/smb-provisioner/smb-server.yaml in
 # kubernetes-csi/csi-driver-smb; the kubelet's directories:
-# https://kubernetes.io/docs/concepts/storage/volumes/#hostpath).
+# https://kubernetes.io/docs/concepts/storage/volumes/#hostpath). A home or dot directory
+# holds a tool's caches a second replica refills: ollama's models in ~/.ollama/models
+# ("Where are models stored?", docs/faq.md in ollama/ollama; jpetazzo/container.training
+# k8s/kustomize-examples/ollama-with-sidecar mounts a hostPath at /root/.ollama).
 _SYSTEM_PATH = re.compile(
-    r"^/*$|^/(dev|sys|proc|etc|run|tmp|boot|lib|lib64|usr|bin|sbin|opt|host|rootfs|csi|"
+    r"^/*$|/\.|^/(dev|sys|proc|etc|run|tmp|boot|lib|lib64|usr|bin|sbin|opt|host|rootfs|csi|root|"
     r"registration|var/(run|log|tmp|lock|lib/(kubelet|docker|containerd|cni|dbus)))(/|$)",
     re.IGNORECASE,
 )
