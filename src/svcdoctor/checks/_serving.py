@@ -315,10 +315,40 @@ def stock_port(container: Container) -> int | None:
     return port
 
 
+# File servers whose clients are kernel mounts (NFS, SMB/CIFS): a mount keeps one long-lived
+# connection and retries on its own when the server goes away (NFS hard mounts, nfs(5); the
+# CIFS client reconnects, mount.cifs(8)), so the endpoint-removal race of HTTP clients does
+# not apply; what they lose is the single instance (SVD204's note). Their images:
+# - NFS-Ganesha's provisioner: kubernetes-sigs/nfs-ganesha-server-and-external-provisioner
+#   (deploy/kubernetes/deployment.yaml, registry.k8s.io/sig-storage/nfs-provisioner)
+# - https://github.com/sjiveson/nfs-server-alpine (itsthenetwork/nfs-server-alpine, used by
+#   deploy/example/nfs-provisioner/nfs-server.yaml in kubernetes-csi/csi-driver-nfs)
+# - Kubernetes' e2e NFS server, test/images/volume/nfs in kubernetes/kubernetes
+#   (k8s.gcr.io/volume-nfs, gcr.io/google_containers/volume-nfs)
+# - Samba: https://github.com/dperson/samba, https://github.com/ServerContainers/samba, and
+#   andyzhangx/samba (deploy/example/smb-provisioner/smb-server.yaml in
+#   kubernetes-csi/csi-driver-smb)
+_KERNEL_MOUNTED = re.compile(
+    r"(^|/)(sig-storage/nfs-provisioner|kubernetes_incubator/nfs-provisioner|"
+    r"itsthenetwork/nfs-server-alpine|volume-nfs|dperson/samba|servercontainers/samba|"
+    r"andyzhangx/samba)(:|@|$)",
+    re.IGNORECASE,
+)
+
+
+def kernel_mounted(container: Container) -> bool:
+    """Whether the container is an NFS or SMB file server of ``_KERNEL_MOUNTED``, whose
+    clients are kernel mounts that retry on their own connection."""
+    return bool(_KERNEL_MOUNTED.search(container.image))
+
+
 def unserved(inventory: Inventory, workload: Workload, container: Container) -> bool:
     """Whether the Services that carry requests to the workload reach no listener of the
     container: every port they target is ``unreached`` (SVD205 reports it), so its
-    shutdown loses no request of theirs."""
+    shutdown loses no request of theirs; or the container is a file server whose clients
+    are kernel mounts (``kernel_mounted``), which retry by themselves."""
+    if kernel_mounted(container):
+        return True
     targets = [
         p.target
         for s in inventory.services_of(workload)
@@ -415,8 +445,29 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
         return True
     return (
         not scrape_only(service)
+        and not scrapes_named_ports(inventory, service)
         and not monitored_only(inventory, service)
         and not ignored_webhook(inventory, service)
+    )
+
+
+def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
+    """Whether every port of the Service targets, by number, a container port whose name
+    says metrics, profiling or probes (``_SCRAPE_PORT``) in each pod it selects: an unnamed
+    Service port `29644` to the container port named `metrics` (deploy/csi-smb-controller.yaml
+    and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb)."""
+    workloads = inventory.targeted(service)
+    if not workloads or not service.ports:
+        return False
+    return all(
+        uncalled(p)
+        or any(
+            cp.number == p.target and cp.name and _SCRAPE_PORT.search(cp.name)
+            for c in w.template.containers
+            for cp in c.ports
+        )
+        for p in service.ports
+        for w in workloads
     )
 
 

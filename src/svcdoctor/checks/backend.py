@@ -321,13 +321,15 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     rsyslog sinks, Keycloak `start-dev`, Argo CD's Dex, the Docker registry on its
     default filesystem storage; a writable claim (`persistentVolumeClaim`)
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a
-    ReadWriteOnce claim attaches to one node only; a writable emptyDir or hostPath
-    mounted at a data path such as `/data` or `/var/lib/…`, not the kubelet's
-    `/var/lib/kubelet`; a single-replica StatefulSet with `volumeClaimTemplates` not only
-    mounted as a cache), whose data a second replica would split; a server that reaches
-    its node's daemon through a Unix socket on a hostPath (a `socat` bridge to a CSI
-    driver's `csi.sock`, the Docker socket), whose second replica would serve another
-    node's daemon; and a leader-elected server, whose second replica would only stand by.
+    ReadWriteOnce claim attaches to one node only, and a path that says data (`/run/…/data`)
+    is no scratch; a writable emptyDir mounted at a data path such as `/data` or
+    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`; a writable hostPath at any path
+    but the node's system, runtime and scratch directories (a share at `/smbshare`); a
+    single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a cache),
+    whose data a second replica would split; a server that reaches its node's daemon
+    through a Unix socket on a hostPath (a `socat` bridge to a CSI driver's `csi.sock`,
+    the Docker socket), whose second replica would serve another node's daemon; and a
+    leader-elected server, whose second replica would only stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node

@@ -108,9 +108,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name no
     container declares, or a number a stock image as shipped does not listen on), nor
     behind Services whose only clients are admission webhooks with `failurePolicy: Ignore`
-    (the API server then admits without them): a delay fixes nothing there. When the grace
-    period is also too short for the longest request, the message and the fix say so
-    (SVD102 then stays quiet).
+    (the API server then admits without them), nor NFS and SMB servers (kernel mounts retry
+    by themselves): a delay fixes nothing there. When the grace period is also too short
+    for the longest request, the message and the fix say so (SVD102 then stays quiet).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the

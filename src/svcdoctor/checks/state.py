@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from svcdoctor.checks._serving import argv_of
-from svcdoctor.model import Container, Workload
+from svcdoctor.model import Container, Mount, Workload
 
 # Images of data stores and brokers: a second replica is a second, separate store (or needs
 # the store's own clustering), and stopping the old pod first is deliberate (one writer of
@@ -122,11 +122,12 @@ _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # because the root filesystem is read-only). `istio-data` is the proxy's scratch, added to
 # every injected pod (manifests/charts/istio-control/istio-discovery/files/injection-template.yaml
 # in istio/istio).
-_DATA_PATH = re.compile(
+_DATA_WORD = (
     r"(^|[/_-])(data|db|database|storage|store|state|badger|wal|tsdb|registry|uploads?|"
-    r"spool|queue|persist\w*|exports?)($|[/_-])|^/var/(lib/)?\w|^/var/?$",
-    re.IGNORECASE,
+    r"spool|queue|persist\w*|exports?)($|[/_-])"
 )
+_DATA_PATH = re.compile(_DATA_WORD + r"|^/var/(lib/)?\w|^/var/?$", re.IGNORECASE)
+_DATA_NAMED = re.compile(_DATA_WORD, re.IGNORECASE)
 # The kubelet's own directory (`--root-dir`, /var/lib/kubelet by default:
 # https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/) holds the
 # node's pod volumes and plugin sockets, mounted by node agents (a CSI plugin's
@@ -146,18 +147,45 @@ _SOCKET = re.compile(
     r"(?i)(?:unix(?:-connect|-client)?:(?://)?(/[^\s,=]+))|(/[^\s,=:]+\.sock(?:et)?)\b"
 )
 _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
+# A writable hostPath is the node's disk: any path a server writes there that is not the
+# node's own system, runtime or scratch directories (devices, kernel and runtime state,
+# kubelet and CSI plugin directories, logs, config) is data that stays on that node (a
+# samba share at /smbshare: deploy/example/smb-provisioner/smb-server.yaml in
+# kubernetes-csi/csi-driver-smb; the kubelet's directories:
+# https://kubernetes.io/docs/concepts/storage/volumes/#hostpath). A home or dot directory
+# holds a tool's caches a second replica refills: ollama's models in ~/.ollama/models
+# ("Where are models stored?", docs/faq.md in ollama/ollama; jpetazzo/container.training
+# k8s/kustomize-examples/ollama-with-sidecar mounts a hostPath at /root/.ollama).
+_SYSTEM_PATH = re.compile(
+    r"^/*$|/\.|^/(dev|sys|proc|etc|run|tmp|boot|lib|lib64|usr|bin|sbin|opt|host|rootfs|csi|root|"
+    r"registration|var/(run|log|tmp|lock|lib/(kubelet|docker|containerd|cni|dbus)))(/|$)",
+    re.IGNORECASE,
+)
 # A claim is persistence the user asked for, whatever its path (logs, config, uploads): a
 # plain claim is one volume for every replica, and a ReadWriteOnce one attaches to one
 # node only (https://kubernetes.io/docs/concepts/storage/persistent-volumes/#access-modes).
 # Only true scratch on a claim is no state (e.g. vmware-tanzu/velero
 # examples/nginx-app/with-pv.yaml keeps nginx's logs on a ReadWriteOnce claim).
+# An explicit data word beats a scratch word: SPIRE's server keeps its sqlite datastore on
+# the claim `spire-data` at /run/spire/data (k8s/quickstart/server-statefulset.yaml in
+# spiffe/spire-tutorials).
 _CLAIM_SCRATCH = re.compile(r"(^|[/_.-])(tmp|temp|cache|run|lock|shm)($|[/_-])", re.IGNORECASE)
+
+
+def _claim_scratch(mount: Mount) -> bool:
+    """Whether a claim mount is scratch: its path or volume name says scratch
+    (``_CLAIM_SCRATCH``) and neither says data (``_DATA_WORD``)."""
+    words = (mount.path, mount.volume)
+    return any(_CLAIM_SCRATCH.search(w) for w in words) and not any(
+        _DATA_NAMED.search(w) for w in words
+    )
 
 
 def local_state(workload: Workload, container: Container) -> str | None:
     """Why the container keeps state of its own that a second replica would not share (a
     known single-instance image, a writable claim mount (not scratch), a writable
-    emptyDir/hostPath mount at a data path (``_DATA_PATH``), a node's daemon reached through
+    emptyDir mount at a data path (``_DATA_PATH``), a writable hostPath mount at a data path
+    or any path not the node's system or scratch (``_SYSTEM_PATH``), a node's daemon reached through
     a socket on a hostPath (``node_socket``), a single-replica StatefulSet with
     volumeClaimTemplates not only mounted as a cache), or ``None`` for a server with no such
     sign."""
@@ -184,24 +212,22 @@ def local_state(workload: Workload, container: Container) -> str | None:
         return socket
     for m in container.mounts:
         source = volumes.get(m.volume)
-        if (
-            source == "persistentVolumeClaim"
-            and not m.read_only
-            and not _CLAIM_SCRATCH.search(m.path)
-            and not _CLAIM_SCRATCH.search(m.volume)
-        ):
+        if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
             return f"it writes to claim volume {m.volume!r} at {m.path}"
         if (
             source in _LOCAL_VOLUMES
             and not m.read_only
-            and _DATA_PATH.search(m.path)
+            and (
+                _DATA_PATH.search(m.path)
+                or (source == "hostPath" and not _SYSTEM_PATH.search(m.path))
+            )
             and not _SCRATCH.search(m.path)
             and not _SCRATCH.search(m.volume)
         ):
             return f"it writes to {source} volume {m.volume!r} at {m.path}"
     # a claim template mounted only as a cache (nginx's /var/cache/nginx: deployments/
     # stateful-set/nginx-ingress.yaml in nginx/kubernetes-ingress) holds nothing to split
-    scratch = {m.volume for m in container.mounts if _CLAIM_SCRATCH.search(m.path)}
+    scratch = {m.volume for m in container.mounts if _claim_scratch(m)}
     claims = [c for c in workload.claim_templates if c not in scratch]
     if claims and (workload.replicas or 1) == 1:
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claims[0]!r})"
