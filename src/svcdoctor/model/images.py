@@ -1,0 +1,35 @@
+"""What the repository's Dockerfile says an image runs (``manifests.dockerfiles`` reads it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFile:
+    """A file of the build context the image runs, named by a word of its command."""
+
+    word: str  # as the command (or the entrypoint script) writes it
+    path: str  # the file read, as shown in findings
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFacts:
+    """The final stage of the Dockerfile an image was matched to (by its name: see
+    ``manifests.dockerfiles``): what PID 1 runs, and the files of the build context it runs."""
+
+    dockerfile: str  # path, as shown in findings
+    line: int  # the line of the ENTRYPOINT or CMD that starts PID 1
+    base: str  # the final stage's FROM image (tells which shell ``sh`` is)
+    entrypoint: tuple[str, ...] = ()  # shell form as [SHELL..., "-c", text]
+    cmd: tuple[str, ...] = ()
+    files: tuple[ContextFile, ...] = ()
+
+    def file(self, word: str) -> ContextFile | None:
+        """The context file a command word names (``./startup.sh``, ``app.js``)."""
+        key = word.removeprefix("./")
+        for f in self.files:
+            if f.word.removeprefix("./") == key:
+                return f
+        return None
