@@ -13,7 +13,7 @@ from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.shells import shell_family, stays_parent
 from svcdoctor.checks.signals import pid1_runtime
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
-from svcdoctor.model.images import ContextFile, ImageFacts
+from svcdoctor.model.images import ContextFile, ImageFacts, flask_file
 from svcdoctor.model.patch import note
 
 # Inits that forward signals (https://github.com/krallin/tini, https://github.com/Yelp/dumb-init)
@@ -103,16 +103,22 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
             argv = _exec_words(list(last.words), image_cmd)
             continue
         break
-    runtime = pid1_runtime(replace(c, command=tuple(argv), args=(), image=facts.base))
-    if runtime is None or runtime.runtime not in ("node", "python") or runtime.shell:
-        return None
-    app = next((a for a in argv[1:] if not a.startswith("-")), "")
-    source = facts.file(app)
+    # `flask run`: werkzeug's development server in Python as PID 1; run_simple installs
+    # no SIGTERM handler (pallets/werkzeug src/werkzeug/serving.py), only Python's SIGINT one
+    if argv[:2] == ["flask", "run"]:
+        shown, runtime_name = "flask run", "python"
+        source = facts.file(flask_file(facts.flask_app))
+    else:
+        runtime = pid1_runtime(replace(c, command=tuple(argv), args=(), image=facts.base))
+        if runtime is None or runtime.runtime not in ("node", "python") or runtime.shell:
+            return None
+        shown, runtime_name = runtime.shown, runtime.runtime
+        source = facts.file(next((a for a in argv[1:] if not a.startswith("-")), ""))
     if source is None or _HANDLES.search(source.text):
         return None  # the app file is not in the build context, or it handles SIGTERM
     return ImagePid1(
-        f"its image runs {runtime.shown!r} as PID 1 ({where}), and {source.path} installs no "
-        f"SIGTERM handler ({runtime.runtime.capitalize()} installs none by default and the "
+        f"its image runs {shown!r} as PID 1 ({where}), and {source.path} installs no "
+        f"SIGTERM handler ({runtime_name.capitalize()} installs none by default and the "
         "kernel gives PID 1 no default action)",
         where,
         f"# in {source.path}: handle SIGTERM (stop accepting, finish in-flight requests, "
@@ -142,7 +148,8 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     is a shell that stays the app's parent: a shell-form `CMD` whose shell keeps the last
     command (as SVD105 decides), or a script of the build context whose last command is
     not `exec`'d (a shell running a script file forks every command); or `node`/`python`
-    running an app file of the build context that installs no SIGTERM handler (no
+    running an app file of the build context (or `flask run` serving `FLASK_APP`'s) that
+    installs no SIGTERM handler (no
     `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's `run_app`, terminus, http-terminator or
     lightship in it). Not flagged: an init in front (`tini`, `dumb-init`),
     `shareProcessNamespace: true`, a `trap` in the script, an app file not in the context.

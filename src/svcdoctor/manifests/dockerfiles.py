@@ -21,12 +21,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from svcdoctor.model.images import ContextFile, ImageFacts
+from svcdoctor.model.images import ContextFile, ImageFacts, flask_file
 
 _MOST_ENTRIES = 5000  # directory entries looked at, over all roots
 _SKIP_DIRS = frozenset({".git", "vendor", "node_modules", "third_party", "__pycache__"})
 _MOST_BYTES = 256 * 1024  # a context file larger than this is not read
 _UP = 12  # parent directories looked through for a repository's ``.git``
+_FLASK_APP = re.compile(r"(?:^|\s)FLASK_APP[= ]\s*\"?([\w.:/-]+)")
 _SCRIPT_WORD = re.compile(r"[\w./-]+\.(?:sh|js|mjs|cjs|py)\b")
 
 
@@ -153,7 +154,7 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    base, workdir, line = "", "/", 0
+    base, workdir, line, flask_app = "", "/", 0, ""
     shell: tuple[str, ...] = ("/bin/sh", "-c")  # Docker's default SHELL on Linux
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
@@ -162,8 +163,10 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
         if instruction == "FROM":  # a new stage: only the final one is the image
             words = [w for w in arguments.split() if not w.startswith("--")]
             base = words[0] if words else ""
-            workdir, entrypoint, cmd, copies, line = "/", (), (), [], 0
+            workdir, entrypoint, cmd, copies, line, flask_app = "/", (), (), [], 0, ""
             shell = ("/bin/sh", "-c")
+        elif instruction == "ENV" and (env := _FLASK_APP.search(arguments)):
+            flask_app = env.group(1)
         elif instruction == "WORKDIR":
             workdir = _absolute(arguments, workdir)
         elif instruction == "SHELL":
@@ -190,6 +193,8 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
     context = path.parent
     files: dict[str, ContextFile] = {}
     pending = [*entrypoint, *cmd]
+    if "flask" in (w.rsplit("/", 1)[-1] for w in pending):  # ``flask run`` serves FLASK_APP
+        pending.append(flask_file(flask_app))
     while pending:
         word = pending.pop(0)
         if word in files or word.startswith("-"):
@@ -204,7 +209,7 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
         files[word] = ContextFile(word, _shown(found), body)
         if body.startswith("#!") or word.endswith(".sh"):  # a script: the files it runs
             pending.extend(w for w in _SCRIPT_WORD.findall(body) if w not in files)
-    return ImageFacts(_shown(path), line, base, entrypoint, cmd, tuple(files.values()))
+    return ImageFacts(_shown(path), line, base, entrypoint, cmd, tuple(files.values()), flask_app)
 
 
 def _shown(path: Path) -> str:

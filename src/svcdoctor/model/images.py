@@ -25,6 +25,7 @@ class ImageFacts:
     entrypoint: tuple[str, ...] = ()  # shell form as [SHELL..., "-c", text]
     cmd: tuple[str, ...] = ()
     files: tuple[ContextFile, ...] = ()
+    flask_app: str = ""  # the final stage's ENV FLASK_APP (what ``flask run`` serves)
 
     def file(self, word: str) -> ContextFile | None:
         """The context file a command word names (``./startup.sh``, ``app.js``)."""
@@ -33,3 +34,12 @@ class ImageFacts:
             if f.word.removeprefix("./") == key:
                 return f
         return None
+
+
+def flask_file(flask_app: str) -> str:
+    """The file ``flask run`` imports: FLASK_APP's module (``rng`` → ``rng.py``), else
+    ``app.py`` (https://flask.palletsprojects.com/en/stable/cli/#application-discovery)."""
+    module = flask_app.split(":", 1)[0].split("(", 1)[0].strip()
+    if not module:
+        return "app.py"
+    return module if module.endswith(".py") else module.replace(".", "/") + ".py"
