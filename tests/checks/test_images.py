@@ -72,3 +72,11 @@ def test_ambiguous_names_match_nothing(tmp_path: Path) -> None:
     assert len(found) == 3  # node_modules is not searched
     matched = match_images(found, ["example/web:1", "example/api:2", "other:1"])
     assert set(matched) == {"example/api:2"}
+
+
+def test_a_dockerfile_from_the_image_itself_does_not_build_it(tmp_path: Path) -> None:
+    (tmp_path / "nginx").mkdir()
+    (tmp_path / "nginx" / "Dockerfile").write_text("FROM nginx:alpine\nCMD /start.sh\n")
+    found = find_dockerfiles([str(tmp_path)])
+    assert match_images(found, ["nginx:1.27"]) == {}
+    assert set(match_images(found, ["team/nginx:2"])) == {"team/nginx:2"}

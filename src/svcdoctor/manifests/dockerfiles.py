@@ -7,8 +7,9 @@ it) and, when a linted path is inside a git repository, under that repository's 
 to a container image only on a strong signal: the image's repository name (last path
 component, tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name
 of the Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
-``Dockerfile.yelb-ui``. Two candidates for one name match neither. The build context is
-taken to be the Dockerfile's directory.
+``Dockerfile.yelb-ui``. Two candidates for one name match neither, nor does a Dockerfile
+whose final ``FROM`` has the image's own name (``nginx/Dockerfile`` ``FROM nginx`` is not
+what runs ``nginx:1.27``). The build context is taken to be the Dockerfile's directory.
 """
 
 from __future__ import annotations
@@ -218,6 +219,15 @@ def _shown(path: Path) -> str:
     return str(path) if shown.startswith("..") else shown
 
 
+def _repository(image: str) -> str:
+    """The repository of an image reference, tag and digest removed, Docker Hub's official
+    images' prefixes too (``docker.io/library/nginx:1`` → ``nginx``)."""
+    ref = image.split("@", 1)[0]
+    head, _, last = ref.rpartition("/")
+    repo = f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+    return repo.removeprefix("docker.io/").removeprefix("library/")
+
+
 def image_name(image: str) -> str:
     """The repository name of an image reference: ``reg:5000/a/b:1.0@sha256:…`` → ``b``."""
     ref = image.split("@", 1)[0]
@@ -241,6 +251,8 @@ def match_images(dockerfiles: Iterable[Path], images: Iterable[str]) -> dict[str
         path = candidates[0]
         if path not in read:
             read[path] = read_dockerfile(path)
-        if (facts := read[path]) is not None:
+        facts = read[path]
+        # ``nginx/Dockerfile`` FROM nginx does not build the ``nginx:1.27`` a manifest runs
+        if facts is not None and _repository(facts.base) != _repository(image):
             out[image] = facts
     return out
