@@ -11,7 +11,7 @@ from svcdoctor.checks import DOC_SECTIONS, RULES, Settings, lookup
 from svcdoctor.checks.registry import input_rule, rule
 from svcdoctor.cli.rules import rule_markdown
 from svcdoctor.model import Cause, Severity
-from tests.conftest import lint_text
+from tests.conftest import lint_paths, lint_text
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "rules"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
@@ -63,8 +63,12 @@ def test_registry_rejects_a_reused_id_or_name() -> None:
 
 @pytest.mark.parametrize("rule_id", sorted(r.id for r in RULES.values() if r.check and not r.live))
 def test_every_finding_of_the_fixture_carries_a_fix(rule_id: str) -> None:
-    text = (FIXTURES / f"{rule_id}.yaml").read_text()
-    findings = lint_text(text, Settings(enabled=frozenset({rule_id}))).findings
+    fixture = FIXTURES / f"{rule_id}.yaml"
+    settings = Settings(enabled=frozenset({rule_id}))
+    if (FIXTURES / rule_id).is_dir():  # a repository tree beside it (SVD117's Dockerfiles)
+        findings = lint_paths([str(fixture)], settings).findings
+    else:
+        findings = lint_text(fixture.read_text(), settings).findings
     assert findings
     for f in findings:
         assert f.fix, f"{rule_id} at line {f.location.line} has no fix"

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from svcdoctor.checks import RULES, Settings
 from svcdoctor.report import render_text
-from tests.conftest import lint_text
+from tests.conftest import lint_paths, lint_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
 # Live rules (scan only) have their fixtures in tests/fixtures/cluster (tests/cluster).
@@ -37,18 +37,23 @@ def documents(text: str) -> list[tuple[int, int, str]]:
     return docs
 
 
-def report(text: str, rule_id: str) -> tuple[str, list[int]]:
-    result = lint_text(text, Settings(enabled=frozenset({rule_id})))
+def report(text: str, rule_id: str, path: str | None = None) -> tuple[str, list[int]]:
+    settings = Settings(enabled=frozenset({rule_id}))
+    result = lint_paths([path], settings) if path else lint_text(text, settings)
     out = io.StringIO()
     render_text(result, Console(file=out, width=200, no_color=True, highlight=False))
     return out.getvalue(), [f.location.line for f in result.findings if f.rule == rule_id]
 
 
 @pytest.mark.parametrize("rule_id", CHECK_RULES)
-def test_rule_fixture(rule_id: str) -> None:
+def test_rule_fixture(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
     fixture = FIXTURES / f"{rule_id}.yaml"
     text = fixture.read_text()
-    rendered, lines = report(text, rule_id)
+    # a repository tree beside the fixture (SVD117's Dockerfiles): lint the file itself, from
+    # its directory (searched for Dockerfiles; the paths in the report stay relative)
+    monkeypatch.chdir(FIXTURES)
+    tree = fixture.name if (FIXTURES / rule_id).is_dir() else None
+    rendered, lines = report(text, rule_id, tree)
     for first, last, marker in documents(text):
         hits = [n for n in lines if first <= n <= last]
         if marker == "BAD":

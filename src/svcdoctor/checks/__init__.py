@@ -6,6 +6,7 @@ same containers lint checks): ``racing``, ``prestop_hook`` and ``has_shell``."""
 from svcdoctor.checks import (
     backend,
     balancers,
+    images,
     infra,
     inputs,
     live,
@@ -34,6 +35,7 @@ __all__ = [
     "backend",
     "balancers",
     "has_shell",
+    "images",
     "infra",
     "inputs",
     "live",

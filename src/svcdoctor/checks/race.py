@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -10,7 +9,6 @@ from svcdoctor.checks._serving import (
     NO_SHELL_IMAGE,
     SHELLS,
     Script,
-    ash_execs_last,
     backed,
     carries_requests,
     container_drain,
@@ -25,8 +23,10 @@ from svcdoctor.checks._serving import (
     sleep_note,
     unserved,
 )
+from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
+from svcdoctor.checks.shells import shell_family, stays_parent
 from svcdoctor.checks.state import data_store, local_state
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
@@ -111,6 +111,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     (the API server then admits without them), nor NFS and SMB servers (kernel mounts retry
     by themselves): a delay fixes nothing there. When the grace period is also too short
     for the longest request, the message and the fix say so (SVD102 then stays quiet).
+    Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
+    that ignores SIGTERM (SVD117: they do not stop at SIGTERM).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -155,8 +157,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """
     for w, c in racing(inventory):
         hook = c.prestop
-        if _delays(c) or unserved(inventory, w, c):
-            continue
+        if _delays(c) or unserved(inventory, w, c) or image_pid1(inventory, w, c):
+            continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
@@ -514,64 +516,6 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
             container=c.name,
             line=hook.line,
         )
-
-
-# What /bin/sh is, by image family (checked against the real shells in
-# tests/checks/test_shell_exec.py): busybox ash on Alpine and busybox images, dash on Debian
-# and Ubuntu images, bash on the Red Hat family.
-_ASH_IMAGES = re.compile(
-    r"alpine|busybox|(^|/)curlimages/|distroless/.*:debug|(^|/)(traefik|bash|docker)(:|$)"
-)
-_BASH_IMAGES = re.compile(
-    r"(^|/)(centos|fedora|rockylinux|almalinux|ubi\d*(-\w+)?|amazonlinux|oraclelinux|"
-    r"amazoncorretto|photon|archlinux)(:|@|$)|(^|/)(redhat|rhel\d*|opensuse|fedora)/"
-)
-_DASH_IMAGES = re.compile(
-    r"debian|ubuntu|bookworm|bullseye|buster|trixie|jammy|focal|noble|-slim\b|(^|/)bitnami/"
-    r"|^(docker\.io/)?(library/)?(python|node|golang|nginx|redis|postgres|mysql|mariadb|ruby|"
-    r"php|httpd|openjdk|eclipse-temurin|rabbitmq|mongo|memcached|haproxy|gradle|maven|"
-    r"elixir|erlang|rust|perl|tomcat|jetty|wordpress|ghost|nextcloud)(:|@|$)"
-)
-
-
-def shell_family(shell: str, image: str) -> str | None:
-    """``bash``, ``dash`` or ``ash``: the shell that runs a ``-c`` script, from the command's
-    interpreter and, for ``sh``, the image family; ``None`` when unknown."""
-    if shell in ("bash", "dash", "ash"):
-        return shell
-    if shell != "sh":
-        return None  # zsh, ksh: not checked against the real shell
-    if _ASH_IMAGES.search(image):
-        return "ash"
-    if _BASH_IMAGES.search(image):
-        return "bash"
-    if _DASH_IMAGES.search(image):
-        return "dash"
-    return None
-
-
-def stays_parent(family: str | None, script: Script) -> bool:
-    """Whether the shell keeps running as the parent of the script's last command (so
-    SIGTERM, sent to the shell as PID 1, never reaches the app).
-
-    An explicit ``exec`` replaces the shell in every shell. A lone simple command is exec'd
-    by bash unless it has a redirection or is followed by more than one newline, and by
-    busybox ash unless anything (a newline included) follows it; dash never does; ash also
-    execs the last of some lists (``ash_execs_last``). Other lists, pipelines, background
-    jobs and compound commands count as kept: bash >= 5.1 execs the last command of some
-    lists, dash and older bash do not. Unknown shells count as dash."""
-    last = script.last
-    if last is None:
-        return False
-    if last.execs and last.before not in ("|", "|&") and last.after not in ("|", "|&", "&"):
-        return False
-    if not script.lone:
-        return not (family == "ash" and ash_execs_last(script))
-    if family == "bash":
-        return last.redirected or script.trailing_newlines > 1
-    if family == "ash":
-        return script.trailing_newlines > 0
-    return True
 
 
 @rule("SVD105", "shell-wrapped-entrypoint", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)

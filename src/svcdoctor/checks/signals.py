@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from svcdoctor.checks._serving import parse_script, racing, shell_script
-from svcdoctor.checks.race import shell_family, stays_parent
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.shells import shell_family, stays_parent
 from svcdoctor.model import Cause, Container, Inventory, Severity
 from svcdoctor.model.patch import note
 

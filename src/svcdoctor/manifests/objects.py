@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from svcdoctor.manifests.configs import COREDNS_HEALTH, ConfigDrains, LocalStores, store_of
+from svcdoctor.manifests.dockerfiles import match_images
 from svcdoctor.manifests.fields import Fields, text_of
 from svcdoctor.manifests.kustomize import kustomized, patched
 from svcdoctor.manifests.loader import WEBHOOK_KINDS, LoadResult
@@ -68,6 +69,7 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         else:
             resources.append(_resource(f))
     built = loaded.kustomizations
+    images = {c.image: None for w in workloads for c in w.template.containers}
     return Inventory(
         workloads=tuple(_instances_of_present_owners(kustomized(built, patched(built, workloads)))),
         services=tuple(kustomized(built, services)),
@@ -80,6 +82,7 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         files=loaded.files,
         objects=loaded.documents,
         skipped=loaded.skipped,
+        images=match_images(loaded.dockerfiles, images) if loaded.dockerfiles else {},
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from svcdoctor.model.finding import Finding, ObjectRef
+from svcdoctor.model.images import ImageFacts
 from svcdoctor.model.live import LiveFacts
 from svcdoctor.model.resource import Resource
 from svcdoctor.model.route import Front, ReferenceGrant, Route
@@ -46,6 +47,8 @@ class Inventory:
     # The namespace an object without one is applied to (``lint --namespace``): a Service
     # without ``metadata.namespace`` and a Deployment with ``namespace: default`` meet.
     namespace: str = DEFAULT_NAMESPACE
+    # Container image → the repository's Dockerfile that builds it (``manifests.dockerfiles``)
+    images: dict[str, ImageFacts] = field(default_factory=dict)
     _targets: dict[int, tuple[Workload, ...]] = field(default_factory=dict, compare=False)
     _backing: dict[int, tuple[Service, ...]] = field(default_factory=dict, compare=False)
 

@@ -1,0 +1,206 @@
+"""Image checks (``SVD117``): the repository's Dockerfile shows that the image's PID 1
+ignores SIGTERM (``manifests.dockerfiles`` matched it to the container's image)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from svcdoctor.checks._serving import SHELLS, parse_script, racing, shell_script
+from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.shells import shell_family, stays_parent
+from svcdoctor.checks.signals import pid1_runtime
+from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
+from svcdoctor.model.images import ContextFile, ImageFacts, flask_file
+from svcdoctor.model.patch import note
+
+# Inits that forward signals (https://github.com/krallin/tini, https://github.com/Yelp/dumb-init)
+_INITS = frozenset({"tini", "tini-static", "dumb-init", "catatonit"})
+# What installs a SIGTERM handler in the app file: the signal's name in Node
+# (process.on('SIGTERM', …): https://nodejs.org/api/process.html#signal-events) or Python
+# (signal.signal(signal.SIGTERM, …)), or a server that installs one: uvicorn.run
+# (HANDLED_SIGNALS in uvicorn/server.py), gunicorn (https://docs.gunicorn.org/en/stable/
+# signals.html), aiohttp's web.run_app (GracefulExit on SIGTERM, aiohttp/web.py), and Node's
+# @godaddy/terminus, http-terminator and lightship (their READMEs).
+_HANDLES = re.compile(
+    r"SIGTERM|uvicorn\.run|gunicorn|run_app\(|@godaddy/terminus|http-terminator|lightship"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePid1:
+    """Why the image's PID 1 ignores SIGTERM, and where the Dockerfile says what it runs."""
+
+    why: str
+    where: str  # dockerfile:line
+    fix: str
+
+
+def _script_file(argv: list[str], facts: ImageFacts) -> ContextFile | None:
+    """The context file when ``argv`` runs a script of the build context (by its shebang,
+    or as ``sh script.sh``)."""
+    if not argv:
+        return None
+    first = facts.file(argv[0])
+    if first is not None and first.text.startswith("#!"):
+        return first
+    shell = argv[0].rsplit("/", 1)[-1] in SHELLS
+    if shell and len(argv) > 1 and (second := facts.file(argv[1])) is not None:
+        return second
+    return None
+
+
+def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | None:
+    """What the matched Dockerfile makes PID 1, when it ignores SIGTERM: a shell that stays
+    the app's parent, or ``node``/``python`` running an app file that installs no handler."""
+    facts = inventory.images.get(c.image)
+    if facts is None or c.command or w.template.share_process_namespace:
+        return None  # no Dockerfile, or the manifest's command replaces the image's
+    image_cmd = list(c.args or facts.cmd)
+    argv = [*facts.entrypoint, *image_cmd]
+    where = f"{facts.dockerfile}:{facts.line}"
+    for _ in range(3):  # a shell -c, then a script it runs, then what that execs
+        if argv and argv[0].rsplit("/", 1)[-1] in _INITS:
+            return None
+        if (found := shell_script(argv)) is not None:
+            shell, text = found
+            script = parse_script(text)
+            family = shell_family(shell.rsplit("/", 1)[-1], facts.base)
+            if not script.commands or any(x.program == "trap" for x in script.commands):
+                return None
+            last = script.last
+            assert last is not None
+            if stays_parent(family, script):
+                return ImagePid1(
+                    f"its image runs `{text.strip()}` under the shell form's '{shell} -c' "
+                    f"({where}), and the shell stays the parent of {last.words[0]!r}",
+                    where,
+                    f"# in {facts.dockerfile}: the exec form (CMD [...]) makes the app PID 1, or "
+                    "`exec` the last command (a pipeline cannot be exec'd: log to stdout)",
+                )
+            argv = _exec_words(list(last.words), image_cmd)
+            continue
+        if (file := _script_file(argv, facts)) is not None:
+            name, text = file.path, file.text
+            script = parse_script(text)
+            if not script.commands or any(x.program == "trap" for x in script.commands):
+                return None
+            last = script.last
+            assert last is not None
+            piped = last.before in ("|", "|&") or last.after in ("|", "|&", "&")
+            shown = text[last.start :].split("\n", 1)[0].strip()
+            if not last.execs or piped:
+                return ImagePid1(
+                    f"its image runs the script {name} ({where}), whose last command "
+                    f"`{shown}` is not exec'd: a shell running a script file "
+                    "forks it and stays PID 1",
+                    where,
+                    f"# in {name}: `exec` the last command (exec {shown}), or "
+                    "start the image under tini/dumb-init",
+                )
+            argv = _exec_words(list(last.words), image_cmd)
+            continue
+        break
+    # `flask run`: werkzeug's development server in Python as PID 1; run_simple installs
+    # no SIGTERM handler (pallets/werkzeug src/werkzeug/serving.py), only Python's SIGINT one
+    if argv[:2] == ["flask", "run"]:
+        shown, runtime_name = "flask run", "python"
+        source = facts.file(flask_file(facts.flask_app))
+    else:
+        runtime = pid1_runtime(replace(c, command=tuple(argv), args=(), image=facts.base))
+        if runtime is None or runtime.runtime not in ("node", "python") or runtime.shell:
+            return None
+        shown, runtime_name = runtime.shown, runtime.runtime
+        source = facts.file(next((a for a in argv[1:] if not a.startswith("-")), ""))
+    if source is None or _HANDLES.search(source.text):
+        return None  # the app file is not in the build context, or it handles SIGTERM
+    return ImagePid1(
+        f"its image runs {shown!r} as PID 1 ({where}), and {source.path} installs no "
+        f"SIGTERM handler ({runtime_name.capitalize()} installs none by default and the "
+        "kernel gives PID 1 no default action)",
+        where,
+        f"# in {source.path}: handle SIGTERM (stop accepting, finish in-flight requests, "
+        "exit), or start the image under tini/dumb-init",
+    )
+
+
+def _exec_words(words: list[str], image_cmd: list[str]) -> list[str]:
+    """The argv an ``exec`` runs: ``exec "$@"`` runs the image's CMD (or the args)."""
+    words = words[1:] if words[:1] == ["exec"] else words
+    return image_cmd if words in (["$@"], ["${@}"]) else words
+
+
+@rule("SVD117", "image-pid1-ignores-sigterm", Cause.RACE, Severity.WARNING)
+def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
+    """The image's Dockerfile, in the same repository, starts a PID 1 that ignores SIGTERM.
+
+    ## What it does
+    Lint looks for Dockerfiles (`Dockerfile`, `Dockerfile.NAME`, `NAME.Dockerfile`) under
+    the linted directories (a linted file's own directory included) and, inside a git
+    repository, under its root (at most 5000 directory entries; `.git`, `vendor`,
+    `node_modules` and hidden directories skipped). A Dockerfile builds a container's image
+    when the image's repository name (`mreferre/yelb-ui:0.7` → `yelb-ui`) equals the
+    Dockerfile's directory name or its `NAME`; two candidates match neither, nor does a
+    Dockerfile whose final `FROM` is the image itself (`nginx/Dockerfile` `FROM nginx`). Without a
+    `command` in the manifest, the final stage's `ENTRYPOINT` and `CMD` (or the
+    manifest's `args`) are PID 1. Flags Service-backed containers (as SVD101) whose PID 1
+    is a shell that stays the app's parent: a shell-form `CMD` whose shell keeps the last
+    command (as SVD105 decides), or a script of the build context whose last command is
+    not `exec`'d (a shell running a script file forks every command); or `node`/`python`
+    running an app file of the build context (or `flask run` serving `FLASK_APP`'s) that
+    installs no SIGTERM handler (no
+    `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's `run_app`, terminus, http-terminator or
+    lightship in it). Not flagged: an init in front (`tini`, `dumb-init`),
+    `shareProcessNamespace: true`, a `trap` in the script, an app file not in the context.
+    SVD101 does not fire for such a container: it does not stop at SIGTERM.
+
+    ## Why it matters
+    The kernel delivers a signal to a PID namespace's init only if it installed a handler;
+    a shell without a `trap`, Node and Python install none for SIGTERM. The app never hears
+    the kubelet's SIGTERM, keeps serving until the grace period ends and is SIGKILLed with
+    requests in flight (exit 137); every rollout waits the whole grace period per pod.
+
+    ## Example
+    Bad (`web/Dockerfile` has `CMD ["./startup.sh"]`, and `web/startup.sh` ends with
+    `nginx -g "daemon off;"`):
+    ```yaml
+    containers:
+      - name: web
+        image: example/web:1.0
+    ```
+    Good (`web/startup.sh` ends with `exec nginx -g "daemon off;"`, or the Dockerfile
+    starts it under `tini`):
+    ```yaml
+    containers:
+      - name: web
+        image: example/web:1.1
+    ```
+
+    ## Fix
+    `exec` the last command of the entrypoint script, use the exec form of `CMD`, handle
+    SIGTERM in the app, or start it under `tini`/`dumb-init`.
+
+    ## References
+    - https://docs.docker.com/reference/dockerfile/#entrypoint
+    - https://docs.docker.com/reference/dockerfile/#shell-and-exec-form
+    - https://github.com/nodejs/docker-node/blob/main/docs/BestPractices.md#handling-kernel-signals
+    - https://docs.python.org/3/library/signal.html
+    - https://man7.org/linux/man-pages/man7/pid_namespaces.7.html
+    """
+    del settings
+    for w, c in racing(inventory):
+        found = image_pid1(inventory, w, c)
+        if found is None:
+            continue
+        grace = w.template.effective_grace_seconds
+        yield Hit(
+            w,
+            f"container {c.name!r}: {found.why}: SIGTERM is ignored, it keeps serving until "
+            f"the kubelet SIGKILLs it when the grace period ({grace} s) ends, cutting the "
+            "requests it still holds (exit 137)",
+            fix=note(found.fix),
+            container=c.name,
+            line=c.line,
+        )

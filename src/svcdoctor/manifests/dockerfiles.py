@@ -1,0 +1,258 @@
+"""The Dockerfiles beside the manifests: what an image's PID 1 runs.
+
+A Dockerfile is looked for under the linted directories (for a file, the directory holding
+it) and, when a linted path is inside a git repository, under that repository's root
+(bounded: ``_MOST_ENTRIES`` directory entries over all roots, the linted ones first; no
+``.git``, ``vendor``, ``node_modules`` or hidden directories; no network). It is matched
+to a container image only on a strong signal: the image's repository name (last path
+component, tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name
+of the Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
+``Dockerfile.yelb-ui``. Two candidates for one name match neither, nor does a Dockerfile
+whose final ``FROM`` has the image's own name (``nginx/Dockerfile`` ``FROM nginx`` is not
+what runs ``nginx:1.27``). The build context is taken to be the Dockerfile's directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from svcdoctor.model.images import ContextFile, ImageFacts, flask_file
+
+_MOST_ENTRIES = 5000  # directory entries looked at, over all roots
+_SKIP_DIRS = frozenset({".git", "vendor", "node_modules", "third_party", "__pycache__"})
+_MOST_BYTES = 256 * 1024  # a context file larger than this is not read
+_UP = 12  # parent directories looked through for a repository's ``.git``
+_FLASK_APP = re.compile(r"(?:^|\s)FLASK_APP[= ]\s*\"?([\w.:/-]+)")
+_SCRIPT_WORD = re.compile(r"[\w./-]+\.(?:sh|js|mjs|cjs|py)\b")
+
+
+def _dockerfile_name(name: str) -> str | None:
+    """The image name a Dockerfile's own name gives (``""`` for plain ``Dockerfile``)."""
+    if name == "Dockerfile":
+        return ""
+    if name.startswith("Dockerfile."):
+        return name.removeprefix("Dockerfile.")
+    if name.endswith(".Dockerfile"):
+        return name.removesuffix(".Dockerfile")
+    return None
+
+
+def _git_root(path: Path) -> Path | None:
+    here = path.resolve()
+    for candidate in [here, *here.parents][:_UP]:
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def find_dockerfiles(paths: Sequence[str]) -> list[Path]:
+    """Dockerfiles under the linted directories and their git repository's root."""
+    roots: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if p == "-" or not path.exists():
+            continue
+        directory = path if path.is_dir() else path.parent  # a file: the Dockerfiles beside it
+        roots.append(directory)
+        if (git := _git_root(directory)) is not None:
+            roots.append(git)
+    found: dict[Path, None] = {}
+    seen: set[Path] = set()
+    budget = _MOST_ENTRIES
+    stack = [r.resolve() for r in reversed(roots)]  # the linted paths first
+    while stack and budget > 0:
+        directory = stack.pop()
+        if directory in seen:
+            continue
+        seen.add(directory)
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            budget -= 1
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
+                    stack.append(Path(entry.path))
+            elif _dockerfile_name(entry.name) is not None:
+                found[Path(entry.path)] = None
+    return list(found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    sources: tuple[str, ...]
+    dest: str  # absolute in the image
+
+
+def _instructions(text: str) -> list[tuple[int, str, str]]:
+    """``(line, INSTRUCTION, arguments)``, continuation lines joined, comments dropped."""
+    out: list[tuple[int, str, str]] = []
+    buffer = ""
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not buffer and (not line or line.startswith("#")):
+            continue
+        if buffer and line.startswith("#"):
+            continue
+        if not buffer:
+            start = number
+        if line.endswith("\\"):
+            buffer += line[:-1].rstrip() + " "
+            continue
+        buffer += line
+        word, _, rest = buffer.partition(" ")
+        out.append((start, word.upper(), rest.strip()))
+        buffer = ""
+    return out
+
+
+def _argv(arguments: str, shell: tuple[str, ...]) -> tuple[str, ...]:
+    """Exec form (a JSON array) as is; shell form as ``SHELL + [text]``."""
+    if arguments.startswith("["):
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            value = None
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    return (*shell, arguments)
+
+
+def _absolute(path: str, workdir: str) -> str:
+    return os.path.normpath(path if path.startswith("/") else f"{workdir}/{path}")
+
+
+def _context_path(image_path: str, copies: list[_Copy], context: Path) -> Path | None:
+    """The context file the final stage copied to ``image_path`` (the last copy wins)."""
+    for copy in reversed(copies):
+        for source in copy.sources:
+            src = context / source
+            if src.is_dir():
+                base = copy.dest
+                if image_path == base or image_path.startswith(base.rstrip("/") + "/"):
+                    candidate = src / os.path.relpath(image_path, base)
+                    if candidate.is_file():
+                        return candidate
+            elif copy.dest.endswith("/") or len(copy.sources) > 1:
+                if image_path == _absolute(Path(source).name, copy.dest):
+                    return src
+            elif image_path == os.path.normpath(copy.dest):
+                return src
+    return None
+
+
+def read_dockerfile(path: Path) -> ImageFacts | None:
+    """The final stage's PID-1 command and the context files it names, or ``None``."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    base, workdir, line, flask_app = "", "/", 0, ""
+    shell: tuple[str, ...] = ("/bin/sh", "-c")  # Docker's default SHELL on Linux
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+    copies: list[_Copy] = []
+    for number, instruction, arguments in _instructions(text):
+        if instruction == "FROM":  # a new stage: only the final one is the image
+            words = [w for w in arguments.split() if not w.startswith("--")]
+            base = words[0] if words else ""
+            workdir, entrypoint, cmd, copies, line, flask_app = "/", (), (), [], 0, ""
+            shell = ("/bin/sh", "-c")
+        elif instruction == "ENV" and (env := _FLASK_APP.search(arguments)):
+            flask_app = env.group(1)
+        elif instruction == "WORKDIR":
+            workdir = _absolute(arguments, workdir)
+        elif instruction == "SHELL":
+            shell = _argv(arguments, shell) if arguments.startswith("[") else shell
+        elif instruction == "ENTRYPOINT":
+            entrypoint, cmd, line = _argv(arguments, shell), (), number  # resets CMD
+        elif instruction == "CMD":
+            cmd = _argv(arguments, shell)
+            line = line if entrypoint else number  # the ENTRYPOINT's line when there is one
+        elif instruction in ("COPY", "ADD") and "--from" not in arguments:
+            parts = _argv(arguments, ())
+            if len(parts) == 1:
+                try:
+                    parts = tuple(shlex.split(parts[0]))
+                except ValueError:
+                    continue
+            parts = tuple(w for w in parts if not w.startswith("--"))
+            if len(parts) >= 2:
+                into = parts[-1].endswith("/") or parts[-1] in (".", "..")  # a directory
+                dest = _absolute(parts[-1], workdir) + ("/" if into else "")
+                copies.append(_Copy(parts[:-1], dest))
+    if not line:
+        return None
+    context = path.parent
+    files: dict[str, ContextFile] = {}
+    pending = [*entrypoint, *cmd]
+    if "flask" in (w.rsplit("/", 1)[-1] for w in pending):  # ``flask run`` serves FLASK_APP
+        pending.append(flask_file(flask_app))
+    while pending:
+        word = pending.pop(0)
+        if word in files or word.startswith("-"):
+            continue
+        if len(split := word.split()) > 1:  # a shell form's or ``-c`` script's text
+            pending.extend(_SCRIPT_WORD.findall(word) + split[:1])
+            continue
+        found = _context_path(_absolute(word, workdir), copies, context)
+        if found is None or not found.is_file() or found.stat().st_size > _MOST_BYTES:
+            continue
+        body = found.read_text(encoding="utf-8", errors="replace")
+        files[word] = ContextFile(word, _shown(found), body)
+        if body.startswith("#!") or word.endswith(".sh"):  # a script: the files it runs
+            pending.extend(w for w in _SCRIPT_WORD.findall(body) if w not in files)
+    return ImageFacts(_shown(path), line, base, entrypoint, cmd, tuple(files.values()), flask_app)
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working directory when under it, else absolute."""
+    shown = os.path.relpath(path)
+    return str(path) if shown.startswith("..") else shown
+
+
+def _repository(image: str) -> str:
+    """The repository of an image reference, tag and digest removed, Docker Hub's official
+    images' prefixes too (``docker.io/library/nginx:1`` → ``nginx``)."""
+    ref = image.split("@", 1)[0]
+    head, _, last = ref.rpartition("/")
+    repo = f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+    return repo.removeprefix("docker.io/").removeprefix("library/")
+
+
+def image_name(image: str) -> str:
+    """The repository name of an image reference: ``reg:5000/a/b:1.0@sha256:…`` → ``b``."""
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    return last.split(":", 1)[0]
+
+
+def match_images(dockerfiles: Iterable[Path], images: Iterable[str]) -> dict[str, ImageFacts]:
+    """Container image → the facts of the one Dockerfile its name matches."""
+    by_name: dict[str, list[Path]] = {}
+    for path in dockerfiles:
+        own = _dockerfile_name(path.name)
+        name = own or path.parent.name
+        by_name.setdefault(name, []).append(path)
+    out: dict[str, ImageFacts] = {}
+    read: dict[Path, ImageFacts | None] = {}
+    for image in images:
+        candidates = by_name.get(image_name(image), [])
+        if len(set(candidates)) != 1:
+            continue  # none, or ambiguous
+        path = candidates[0]
+        if path not in read:
+            read[path] = read_dockerfile(path)
+        facts = read[path]
+        # ``nginx/Dockerfile`` FROM nginx does not build the ``nginx:1.27`` a manifest runs
+        if facts is not None and _repository(facts.base) != _repository(image):
+            out[image] = facts
+    return out

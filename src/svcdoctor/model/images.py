@@ -1,0 +1,45 @@
+"""What the repository's Dockerfile says an image runs (``manifests.dockerfiles`` reads it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFile:
+    """A file of the build context the image runs, named by a word of its command."""
+
+    word: str  # as the command (or the entrypoint script) writes it
+    path: str  # the file read, as shown in findings
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFacts:
+    """The final stage of the Dockerfile an image was matched to (by its name: see
+    ``manifests.dockerfiles``): what PID 1 runs, and the files of the build context it runs."""
+
+    dockerfile: str  # path, as shown in findings
+    line: int  # the line of the ENTRYPOINT or CMD that starts PID 1
+    base: str  # the final stage's FROM image (tells which shell ``sh`` is)
+    entrypoint: tuple[str, ...] = ()  # shell form as [SHELL..., "-c", text]
+    cmd: tuple[str, ...] = ()
+    files: tuple[ContextFile, ...] = ()
+    flask_app: str = ""  # the final stage's ENV FLASK_APP (what ``flask run`` serves)
+
+    def file(self, word: str) -> ContextFile | None:
+        """The context file a command word names (``./startup.sh``, ``app.js``)."""
+        key = word.removeprefix("./")
+        for f in self.files:
+            if f.word.removeprefix("./") == key:
+                return f
+        return None
+
+
+def flask_file(flask_app: str) -> str:
+    """The file ``flask run`` imports: FLASK_APP's module (``rng`` → ``rng.py``), else
+    ``app.py`` (https://flask.palletsprojects.com/en/stable/cli/#application-discovery)."""
+    module = flask_app.split(":", 1)[0].split("(", 1)[0].strip()
+    if not module:
+        return "app.py"
+    return module if module.endswith(".py") else module.replace(".", "/") + ".py"

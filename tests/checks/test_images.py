@@ -1,0 +1,82 @@
+"""SVD117 and the Dockerfiles lint reads beside the manifests (``manifests.dockerfiles``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from svcdoctor.checks import Settings
+from svcdoctor.manifests.dockerfiles import (
+    find_dockerfiles,
+    image_name,
+    match_images,
+    read_dockerfile,
+)
+from tests.conftest import lint_paths
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
+
+
+def _flagged(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    monkeypatch.chdir(FIXTURES)
+    result = lint_paths(["SVD117.yaml"], Settings(enabled=frozenset({rule_id})))
+    return {f.object.name for f in result.findings if f.rule == rule_id and f.object}
+
+
+def test_svd101_is_quiet_where_pid1_ignores_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
+    # its premise (the app stops at SIGTERM) is false there: SVD117 reports those instead
+    assert _flagged("SVD117", monkeypatch) == {"script", "node", "shellform", "flask"}
+    svd101 = _flagged("SVD101", monkeypatch)
+    assert not svd101 & {"script", "node", "shellform"}
+    assert {"exec", "handled", "tini", "unknown"} <= svd101
+
+
+@pytest.mark.parametrize(
+    ("image", "name"),
+    [
+        ("mreferre/yelb-ui:0.7", "yelb-ui"),
+        ("registry:5000/team/api@sha256:abc", "api"),
+        ("api", "api"),
+        ("ghcr.io/a/b/c:1", "c"),
+    ],
+)
+def test_image_name(image: str, name: str) -> None:
+    assert image_name(image) == name
+
+
+def test_final_stage_entrypoint_cmd_and_shell(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text(
+        'FROM golang AS build\nCMD ["go"]\n'
+        'FROM debian:12\nWORKDIR /app\nSHELL ["/bin/bash", "-c"]\n'
+        'COPY run.sh bin/\n# a comment\nENTRYPOINT bin/run.sh \\\n  --flag\nCMD ["x"]\n'
+    )
+    (tmp_path / "run.sh").write_text("#!/bin/sh\nexec server\n")
+    facts = read_dockerfile(tmp_path / "Dockerfile")
+    assert facts is not None
+    assert facts.base == "debian:12"
+    assert facts.entrypoint == ("/bin/bash", "-c", "bin/run.sh --flag")
+    assert facts.cmd == ("x",)
+    assert facts.line == 8
+    # the script is found through its COPY into a directory
+    assert facts.file("bin/run.sh") is not None
+
+
+def test_ambiguous_names_match_nothing(tmp_path: Path) -> None:
+    for d in ("a/web", "b/web", "api"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "Dockerfile").write_text('FROM node\nCMD ["node", "x.js"]\n')
+    (tmp_path / "node_modules" / "web").mkdir(parents=True)
+    (tmp_path / "node_modules" / "web" / "Dockerfile").write_text("FROM x\nCMD y\n")
+    found = find_dockerfiles([str(tmp_path)])
+    assert len(found) == 3  # node_modules is not searched
+    matched = match_images(found, ["example/web:1", "example/api:2", "other:1"])
+    assert set(matched) == {"example/api:2"}
+
+
+def test_a_dockerfile_from_the_image_itself_does_not_build_it(tmp_path: Path) -> None:
+    (tmp_path / "nginx").mkdir()
+    (tmp_path / "nginx" / "Dockerfile").write_text("FROM nginx:alpine\nCMD /start.sh\n")
+    found = find_dockerfiles([str(tmp_path)])
+    assert match_images(found, ["nginx:1.27"]) == {}
+    assert set(match_images(found, ["team/nginx:2"])) == {"team/nginx:2"}
