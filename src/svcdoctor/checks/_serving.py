@@ -475,20 +475,24 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
     """Whether the Service's clients are admission webhooks that all have `failurePolicy:
     Ignore`: when it does not answer, the API server admits the request without it
     (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy),
-    so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving."""
+    so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving,
+    and so does a port of the Service no webhook calls (it carries other traffic)."""
     cached = _WEBHOOKS[0] if _WEBHOOKS else None
     if cached is None or cached[0] is not inventory.resources:
-        calls: dict[tuple[str, str], set[str]] = {}
+        calls: dict[tuple[str, str], set[tuple[str, int]]] = {}
         for r in inventory.resources:
-            for namespace, name, policy in r.webhooks:
-                calls.setdefault((namespace or inventory.namespace, name), set()).add(policy)
+            for namespace, name, policy, port in r.webhooks:
+                key = (namespace or inventory.namespace, name)
+                calls.setdefault(key, set()).add((policy, port))
         _WEBHOOKS[:] = [(inventory.resources, calls)]
-    policies = _WEBHOOKS[0][1].get((inventory.namespace_of(service.ref), service.ref.name))
-    return policies == {"Ignore"}
+    called = _WEBHOOKS[0][1].get((inventory.namespace_of(service.ref), service.ref.name))
+    if not called or {policy for policy, _ in called} != {"Ignore"}:
+        return False
+    return {p.port for p in service.ports} <= {port for _, port in called}
 
 
 # the Services admission webhooks call and their failure policies, for the last resources
-_WEBHOOKS: list[tuple[tuple[Resource, ...], dict[tuple[str, str], set[str]]]] = []
+_WEBHOOKS: list[tuple[tuple[Resource, ...], dict[tuple[str, str], set[tuple[str, int]]]]] = []
 
 
 def monitored_only(inventory: Inventory, service: Service) -> bool:

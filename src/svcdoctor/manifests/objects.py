@@ -545,9 +545,9 @@ def _rollout_experiments(f: Fields) -> list[Resource]:
     return found
 
 
-def _webhooks(listed: Any) -> tuple[tuple[str, str, str], ...]:
-    """(namespace, Service, failurePolicy) of each webhook that calls a Service; the policy
-    defaults to Fail in admissionregistration.k8s.io/v1
+def _webhooks(listed: Any) -> tuple[tuple[str, str, str, int], ...]:
+    """(namespace, Service, failurePolicy, port) of each webhook that calls a Service; the
+    policy defaults to Fail and the port to 443 in admissionregistration.k8s.io/v1
     (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy)."""
     found = []
     for hook in listed if isinstance(listed, list) else []:
@@ -555,7 +555,15 @@ def _webhooks(listed: Any) -> tuple[tuple[str, str, str], ...]:
         service = config.get("service") if isinstance(config, YMap) else None
         if isinstance(hook, YMap) and isinstance(service, YMap):
             policy = text_of(hook.get("failurePolicy")) or "Fail"
-            found.append((text_of(service.get("namespace")), text_of(service.get("name")), policy))
+            port = service.get("port")
+            found.append(
+                (
+                    text_of(service.get("namespace")),
+                    text_of(service.get("name")),
+                    policy,
+                    port if isinstance(port, int) and not isinstance(port, bool) else 443,
+                )
+            )
     return tuple(found)
 
 

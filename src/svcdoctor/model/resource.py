@@ -31,7 +31,7 @@ class Resource:
     selector: dict[str, str] = field(default_factory=dict)
     scrapes: tuple[str, ...] = ()
     # an admission webhook configuration: (namespace, Service, failurePolicy) per webhook
-    webhooks: tuple[tuple[str, str, str], ...] = ()
+    webhooks: tuple[tuple[str, str, str, int], ...] = ()  # namespace, Service, policy, port
 
     @property
     def group(self) -> str:
