@@ -52,8 +52,8 @@ from tests.cluster.conftest import Served
 ROOT = Path(__file__).resolve().parents[2]
 
 KEYS = {"workload", "mode", "node", "through", "path", "requests", "failed", "by_outcome",
-        "primary_cause", "window_seconds", "endpoint_update_seconds", "remedy", "bundle",
-        "diagnosis_file"}  # fmt: skip
+        "primary_cause", "dropped_at", "window_seconds", "endpoint_update_seconds", "remedy",
+        "bundle", "diagnosis_file"}  # fmt: skip
 
 
 def test_workload_names_as_kubectl_spells_them() -> None:

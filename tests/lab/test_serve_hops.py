@@ -249,7 +249,7 @@ def test_rollout_test_through_the_real_nginx_counts_its_502s(tmp_path: Path) -> 
     # collect took nginx's log into rollout-test's bundle, its own error lines with it
     (collected,) = (tmp_path / "bundle").glob(f"{objects.INGRESS_NAMESPACE}-*.error.log")
     premature = truth["ingress"]["upstream_errors"].get("upstream prematurely closed connection")
-    assert collected.read_text().count("upstream prematurely closed connection") == premature
+    assert collected.read_text().count("upstream prematurely closed connection") == (premature or 0)
     print(f"through nginx: {report['failed']} of {report['requests']} failed, nginx logged "
           f"{fivexx} 5xx {truth['ingress']['upstream_errors']}; "
           f"{time.monotonic() - started:.0f} s")  # fmt: skip

@@ -77,7 +77,12 @@ DIAGNOSIS_FILE = "diagnosis.json"  # beside the bundle's evidence; diagnose skip
     "(scale-down: the same steps, as an autoscaler removing the node takes them), then "
     "uncordoned.",
 )
-@option("--node", metavar="NAME", help="The node --mode drain|scale-down empties.")
+@option(
+    "--node",
+    metavar="NAME",
+    help="The node --mode drain|scale-down empties.",
+    default_text="none (a rollout)",
+)
 @click.option("--allow-outage", is_flag=True, help="Test a workload with fewer than 2 ready pods.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets (env values, tokens) in the bundle.")
 @network_policy_option

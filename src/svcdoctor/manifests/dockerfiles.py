@@ -46,8 +46,11 @@ def _dockerfile_name(name: str) -> str | None:
 def _git_root(path: Path) -> Path | None:
     here = path.resolve()
     for candidate in [here, *here.parents][:_UP]:
-        if (candidate / ".git").exists():
-            return candidate
+        try:
+            if (candidate / ".git").exists():
+                return candidate
+        except OSError:  # unreadable: no repository seen there (lint names the directory)
+            continue
     return None
 
 
@@ -56,9 +59,12 @@ def find_dockerfiles(paths: Sequence[str]) -> list[Path]:
     roots: list[Path] = []
     for p in paths:
         path = Path(p)
-        if p == "-" or not path.exists():
+        try:
+            if p == "-" or not path.exists():
+                continue
+            directory = path if path.is_dir() else path.parent  # a file: those beside it
+        except OSError:  # unreadable: the loader reports it
             continue
-        directory = path if path.is_dir() else path.parent  # a file: the Dockerfiles beside it
         roots.append(directory)
         if (git := _git_root(directory)) is not None:
             roots.append(git)
@@ -203,10 +209,13 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
         if len(split := word.split()) > 1:  # a shell form's or ``-c`` script's text
             pending.extend(_SCRIPT_WORD.findall(word) + split[:1])
             continue
-        found = _context_path(_absolute(word, workdir), copies, context)
-        if found is None or not found.is_file() or found.stat().st_size > _MOST_BYTES:
+        try:
+            found = _context_path(_absolute(word, workdir), copies, context)
+            if found is None or not found.is_file() or found.stat().st_size > _MOST_BYTES:
+                continue
+            body = found.read_text(encoding="utf-8", errors="replace")
+        except OSError:  # an unreadable context file: as if absent
             continue
-        body = found.read_text(encoding="utf-8", errors="replace")
         files[word] = ContextFile(word, _shown(found), body)
         if body.startswith("#!") or word.endswith(".sh"):  # a script: the files it runs
             pending.extend(w for w in _SCRIPT_WORD.findall(body) if w not in files)
