@@ -17,22 +17,30 @@ from collections.abc import Iterable
 import yaml
 
 from svcdoctor.manifests.yamlnodes import mapping_keys
+from svcdoctor.model.duration import go_duration
 
 # ConfigMap (namespace, name) -> why a server that mounts it keeps local state
 LocalStores = dict[tuple[str, str], str]
 
 
-def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
-    """The ConfigMap's (namespace, name) and why a Dex reading it keeps local state."""
+def _config_data(root: yaml.Node) -> tuple[tuple[str, str], list[tuple[str, str]]] | None:
+    """A ConfigMap's (namespace, name) and its ``data`` as (key, text) pairs, or ``None``."""
     keys = mapping_keys(root)
     meta, data = mapping_keys(keys.get("metadata") or root), keys.get("data")
     if not isinstance(data, yaml.MappingNode):
         return None
-    for _, value in data.value:
-        text = value.value if isinstance(value, yaml.ScalarNode) else ""
+    items = [(_text(k), _text(v)) for k, v in data.value]
+    return (_text(meta.get("namespace")), _text(meta.get("name"))), items
+
+
+def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
+    """The ConfigMap's (namespace, name) and why a Dex reading it keeps local state."""
+    if (found := _config_data(root)) is None:
+        return None
+    ref, items = found
+    for _, text in items:
         if "issuer" in text and "storage" in text and (why := _dex_storage(text)):
-            name, namespace = meta.get("name"), meta.get("namespace")
-            return (_text(namespace), _text(name)), why
+            return ref, why
     return None
 
 
@@ -64,22 +72,19 @@ def _dex_storage(text: str) -> str | None:
 # long after SIGTERM. Its Corefile is a ConfigMap key the coredns container mounts
 # (https://github.com/coredns/deployment/blob/master/kubernetes/coredns.yaml.sed).
 COREDNS_HEALTH = "https://coredns.io/plugins/health/"
-_LAMEDUCK = re.compile(r"\bhealth\b[^{}\n]*\{[^{}]*?\blameduck[ \t]+(\d+(?:\.\d+)?)(ms|s|m|h)\b")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_LAMEDUCK = re.compile(r"\bhealth\b[^{}\n]*\{[^{}]*?\blameduck[ \t]+(\d+(?:\.\d+)?(?:ms|s|m|h))\b")
 # ConfigMap (namespace, name) -> seconds the CoreDNS reading it keeps serving after SIGTERM
 ConfigDrains = dict[tuple[str, str], float]
 
 
 def corefile_drain(root: yaml.Node) -> tuple[tuple[str, str], float] | None:
     """The ConfigMap's (namespace, name) and its Corefile's health lameduck in seconds."""
-    keys = mapping_keys(root)
-    meta, data = mapping_keys(keys.get("metadata") or root), keys.get("data")
-    if not isinstance(data, yaml.MappingNode):
+    if (found := _config_data(root)) is None:
         return None
-    for key, value in data.value:
-        if _text(key) == "Corefile" and (found := _LAMEDUCK.search(_text(value))):
-            seconds = float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
-            return (_text(meta.get("namespace")), _text(meta.get("name"))), seconds
+    ref, items = found
+    for key, text in items:
+        if key == "Corefile" and (lameduck := _LAMEDUCK.search(text)):
+            return ref, go_duration(lameduck.group(1))
     return None
 
 
