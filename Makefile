@@ -23,7 +23,7 @@ lint: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet  # a broken link or anchor fails
 
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/lint_corpus.py

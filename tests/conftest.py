@@ -1,7 +1,12 @@
-"""Shared test fixtures: where ../shared is, and a helper to lint text or paths; and the one
-rule of parallel runs (``pytest -n 2 --dist loadgroup``, as ``make test`` runs): every test
-that runs the lab's processes, namespaces or iptables rules runs in one worker, one at a time,
-because two labs on one machine break each other."""
+"""Shared test fixtures: where ../shared is, and a helper to lint text or paths; and the rules
+of parallel runs (``pytest -n 3 --dist loadgroup``, as ``make test`` runs). Labs are isolated
+by their run prefixes (namespaces, lock files, free ports), so two can run at once: the tests
+that start one go to two xdist groups, each run by one worker, one test at a time, beside the
+other tests. ``serve`` holds the modules that share session lab serves (tests/cluster) and the
+serve of the real hops; ``run`` the rest, with every test that makes or removes a dead run's
+leftovers on purpose (test_cleanup, test_pod, test_jobs), so that no worker removes what
+another's test just made. What killed runs of earlier sessions left is removed once, by the
+controller, before any worker starts."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from svcdoctor.checks import LintResult, Settings, run_checks
+from svcdoctor.lab.cleanup import leftovers, remove
 from svcdoctor.manifests import build_inventory, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,18 +49,27 @@ LAB_MODULES = frozenset(
 )
 
 
-def runs_a_lab(item: pytest.Item) -> bool:
+# The lab modules that go to the ``serve`` group (the others go to ``run``): about half
+# the lab tests' time each (``pytest --durations``).
+SERVE_GROUP = ("tests/cluster/", "tests/lab/test_serve_hops.py")
+
+
+def lab_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that starts a lab, None for the others."""
     module = item.path.relative_to(ROOT).as_posix()
-    return (
+    if not (
         module.startswith("tests/lab/")
         or module in LAB_MODULES
         or item.get_closest_marker("lab") is not None
-    )
+    ):
+        return None
+    return "lab-serve" if module.startswith(SERVE_GROUP) else "lab-run"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Refuse a parallel run whose lab tests would not share one worker: pytest 9.2 drops
-    xdist's group suffix from the node ids (pytest-xdist#1386), and two labs collide."""
+    """Refuse a parallel run whose lab tests would not keep to their groups: pytest 9.2
+    drops xdist's group suffix from the node ids (pytest-xdist#1386), and the tests that make
+    and remove leftovers on purpose would meet."""
     major, minor = (int(x) for x in pytest.__version__.split(".")[:2])
     if config.getoption("dist", "no") == "loadgroup" and (major, minor) >= (9, 2):
         raise pytest.UsageError(
@@ -63,10 +78,18 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Remove what killed lab runs left on this machine, as ``lab clean`` would: once, in
+    the controller (or the only process), before any test starts a lab."""
+    if not hasattr(session.config, "workerinput"):
+        remove(leftovers())
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Each test as it is collected (before xdist reads the groups into the node ids)."""
-    if runs_a_lab(item):
-        item.add_marker(pytest.mark.xdist_group("lab"))
+    group = lab_group(item)
+    if group:
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -285,6 +285,14 @@ def test_a_forbidden_write_names_the_verb_and_the_active_role(tmp_path: Path) ->
         )
         with pytest.raises(Forbidden, match="cannot patch deployments"):
             writer.patch("deployments", "shop", "api", {"spec": {}})
+    for served in serve(tmp_path / "drain", forbidden={("patch", "nodes")}):
+        writer = connect_active(kubeconfig=str(served.kubeconfig), namespace="shop")
+        with pytest.raises(Forbidden) as caught:
+            writer.patch("nodes", "", "node-0", {"spec": {"unschedulable": True}})
+        assert str(caught.value) == (
+            "forbidden: cannot patch nodes cluster-wide; run with the ClusterRole in "
+            "deploy/rbac/svcdoctor-drain.yaml"
+        )
 
 
 def test_follows_a_log_as_it_grows_until_the_time_bound(api: Served) -> None:

@@ -218,3 +218,44 @@ def test_the_probe_and_rollout_test_roles_grant_what_the_commands_ask(tmp_path: 
         ("create", "networking.k8s.io", "networkpolicies"),  # --network-policy only
         ("delete", "networking.k8s.io", "networkpolicies"),
     }
+
+
+def _everywhere(used: set[tuple[str, str]]) -> set[Grant]:
+    """What ``used`` asked, namespaced and cluster-scoped alike."""
+    from svcdoctor.cluster.api import EXTRA_RESOURCES
+
+    asked = set()
+    for verb, name in used:
+        plural, _, sub = name.partition("/")
+        res = RESOURCES.get(plural) or EXTRA_RESOURCES[plural]
+        asked.add((verb, res.group, f"{res.plural}/{sub}" if sub else res.plural))
+    return asked
+
+
+@pytest.mark.lab
+def test_the_drain_role_grants_what_a_drain_asks(tmp_path: Path) -> None:
+    """``rollout-test --mode drain`` asks for nothing beyond the rollout-test Role and the
+    drain ClusterRole, and uses every write the ClusterRole grants."""
+    from svcdoctor.cluster.api import DRAIN_RBAC_FILE, ROLLOUT_RBAC_FILE, connect_active
+    from svcdoctor.cluster.rollout import Plan, run
+    from svcdoctor.cluster.rollout_plan import Mode
+    from tests.cluster.test_live_lab import lab_serve
+
+    with lab_serve(tmp_path, "drain-fixed", "--no-load") as kubeconfig:
+        tester = connect_active(kubeconfig=str(kubeconfig))
+        plan = Plan("lab", "deployments", "api", tmp_path / "b", duration=60,
+                    mode=Mode.DRAIN, node="node-0")  # fmt: skip
+        outcome = run(tester, plan)
+    assert outcome.requests > 0
+
+    role, named = _role_grants(ROOT / ROLLOUT_RBAC_FILE)
+    docs = [d for d in yaml.safe_load_all((ROOT / DRAIN_RBAC_FILE).read_text()) if d]
+    assert {d["kind"] for d in docs} == {"ClusterRole", "ClusterRoleBinding"}
+    cluster_role = next(d for d in docs if d["kind"] == "ClusterRole")
+    wide = {(v, g, r) for rule in cluster_role["rules"] for v in rule["verbs"]
+            for g in rule["apiGroups"] for r in rule["resources"]}  # fmt: skip
+    asked = _everywhere(tester.used)  # type: ignore[attr-defined]
+    # kube-system's ConfigMaps are read where allowed (the commands note it when not)
+    assert asked - role - wide - set(named) - {("get", "", "configmaps")} == set()
+    assert {g for g in wide if g[0] not in ("get", "list", "watch")} <= asked
+    assert {("patch", "", "nodes"), ("create", "", "pods/eviction")} <= asked

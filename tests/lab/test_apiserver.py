@@ -225,6 +225,16 @@ def test_kubectl_get_table(kubectl: Path, lab: Running) -> None:
         "web-1",
         "web-2",
     ]
+    services = ok(kubectl, lab, "get", "svc", "-o", "wide").splitlines()
+    assert services[0].split() == [
+        "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE", "SELECTOR"
+    ]  # fmt: skip
+    cells = services[1].split()
+    assert cells[:5] == ["web", "ClusterIP", "<none>", "<none>", "80/TCP"]
+    assert cells[6:] == ["app=web"]
+    nodes = ok(kubectl, lab, "get", "nodes").splitlines()
+    assert nodes[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert nodes[1].split()[:3] == ["node-1", "Unknown", "<none>"]  # no Ready condition
     events = ok(kubectl, lab, "get", "events", "-A").splitlines()
     assert events[0].split() == ["NAMESPACE", "NAME", "AGE"]
     assert events[1].split()[:2] == ["kube-system", "o.1"]

@@ -22,8 +22,8 @@ import yaml
 from click.testing import CliRunner
 
 from svcdoctor.cli import cli
-from svcdoctor.lab.cleanup import leftovers, pod_processes
-from svcdoctor.lab.kernel import available, namespaces_of_runs
+from svcdoctor.lab.cleanup import leftovers
+from svcdoctor.lab.kernel import available
 from svcdoctor.lab.scenarios import SCENARIOS
 from svcdoctor.simulate import SimParams, simulate
 
@@ -104,9 +104,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Run]
     ]
     with ThreadPoolExecutor(PARALLEL) as pool:
         done = list(pool.map(lambda job: lab_run(*job, folder), todo))
-    assert namespaces_of_runs() == []
+    # what these runs left would be a dead run's (labs of the other xdist group run beside)
     assert not leftovers()
-    assert pod_processes() == {}
     if not KERNEL_MISSING:
         assert root_rules() == rules
     return dict(zip(todo, done, strict=True))

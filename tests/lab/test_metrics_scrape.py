@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from svcdoctor.diagnose.metrics_race import WINDOW_GRID
-from svcdoctor.lab.cleanup import pod_processes
-from svcdoctor.lab.kernel import available, namespaces_of_runs
+from svcdoctor.lab.cleanup import leftovers, pod_processes
+from svcdoctor.lab.kernel import available
 from svcdoctor.lab.metrics import PROGRAMMING, RequestFlavour, scrape_config
 from svcdoctor.lab.scenarios import SCENARIOS
 from svcdoctor.lab.serve import ServeInfo, ServeResult, serve
@@ -110,10 +110,11 @@ def _serve_scraped(
 
 def _no_strays(lab: int) -> None:
     """No pod process of the lab process ``lab`` (its pods name it as their parent; other
-    labs on the machine are not ours to judge, as in test_drain.py) and no run namespace."""
+    labs on the machine are not ours to judge, as in test_drain.py) and no namespace of a
+    run that ended."""
     procs = pod_processes().items()
     assert [p for p, (run, named, _) in procs if run.startswith("svcd") and named == lab] == []
-    assert list(namespaces_of_runs()) == []
+    assert leftovers().namespaces == ()
 
 
 def _value(url: str, promql: str) -> float:

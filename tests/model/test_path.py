@@ -133,6 +133,46 @@ def test_nlb_ip_targets_read_the_namespace_readiness_gate_label() -> None:
     assert nlb[0].deregistration.seconds == 300
 
 
+NLB_SERVICE = """
+apiVersion: v1
+kind: Service
+metadata:
+  name: web-public
+  namespace: shop
+  annotations:
+    service.beta.kubernetes.io/aws-load-balancer-type: external
+    service.beta.kubernetes.io/aws-load-balancer-nlb-target-type: ip
+spec:
+  type: LoadBalancer
+  selector: {app: web}
+  ports: [{port: 443, targetPort: 8080}]
+"""
+
+
+def binding(stack: str) -> str:
+    return f"""
+        apiVersion: elbv2.k8s.aws/v1beta1
+        kind: TargetGroupBinding
+        metadata:
+          name: k8s-shop-webpubli-0123456789
+          namespace: shop
+          labels: {{service.k8s.aws/stack-namespace: shop, service.k8s.aws/stack-name: {stack}}}
+        spec: {{serviceRef: {{name: web-public, port: 443}}, targetType: ip}}
+        """
+
+
+def test_the_controller_s_binding_for_a_service_s_nlb_is_that_nlb_not_a_second_hop() -> None:
+    """The AWS Load Balancer Controller makes a TargetGroupBinding for each Service NLB it
+    manages (its stack labels name the Service): one load balancer, one hop."""
+    found = paths_of(inventory(NLB_SERVICE, binding("web-public")))[1]
+    lbs = [h.implementation for p in found for h in p.hops if h.kind is HopKind.LOAD_BALANCER]
+    assert lbs == [Implementation.AWS_NLB]
+    # a binding made by hand (or for another Service) is a target group of its own
+    found = paths_of(inventory(NLB_SERVICE, binding("other")))[1]
+    lbs = [h.implementation for p in found for h in p.hops if h.kind is HopKind.LOAD_BALANCER]
+    assert sorted(lbs) == [Implementation.AWS_NLB, Implementation.AWS_TARGET_GROUP]
+
+
 def test_config_overrides_a_leg_and_says_so() -> None:
     inv = inventory(
         """

@@ -34,9 +34,11 @@ from svcdoctor.cluster.reader import (
 )
 from svcdoctor.cluster.resources import RESOURCES, Resource
 
-# the roles of the active commands: probe and cleanup; rollout-test (the restart besides)
+# the roles of the active commands: probe and cleanup; rollout-test (the restart besides);
+# rollout-test's drain (cordon, evictions: nodes are cluster-scoped)
 ACTIVE_RBAC_FILE = "deploy/rbac/svcdoctor-probe.yaml"
 ROLLOUT_RBAC_FILE = "deploy/rbac/svcdoctor-rollout-test.yaml"
+DRAIN_RBAC_FILE = "deploy/rbac/svcdoctor-drain.yaml"
 WRITE_VERBS = frozenset({"create", "delete", "deletecollection", "patch"})
 # resources only the active commands touch, beside the read table
 EXTRA_RESOURCES = {
@@ -69,10 +71,12 @@ class WriteForbidden(Forbidden):
     def __init__(self, verb: str, resource: str, namespace: str | None) -> None:
         super().__init__(verb, resource, namespace)
         where = f" in namespace {namespace}" if namespace else " cluster-wide"
-        self.args = (
-            f"forbidden: cannot {verb} {resource}{where}; run with the role in "
-            f"{ACTIVE_RBAC_FILE} (rollout-test: {ROLLOUT_RBAC_FILE})",
+        role = (
+            f"the ClusterRole in {DRAIN_RBAC_FILE}"  # a drain's cordon and evictions
+            if resource in ("nodes", "pods/eviction")
+            else f"the role in {ACTIVE_RBAC_FILE} (rollout-test: {ROLLOUT_RBAC_FILE})"
         )
+        self.args = (f"forbidden: cannot {verb} {resource}{where}; run with {role}",)
 
 
 def _resource(name: str) -> Resource:

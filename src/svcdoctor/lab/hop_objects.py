@@ -272,7 +272,12 @@ def target_group_binding(view: LabView, hop: HopView) -> Obj:
         )
     name = binding_name(view.run)
     annotations = {TARGETS: json.dumps(targets, separators=(",", ":"))}
-    meta = _meta(view, "TargetGroupBinding", name, NAMESPACE, view.started, generation=1)
+    # the labels the controller puts on the bindings it makes for a Service
+    # (aws-load-balancer-controller pkg/deploy/tracking/provider.go, StackLabels)
+    stack = {"service.k8s.aws/stack-namespace": NAMESPACE, "service.k8s.aws/stack-name": SERVICE}
+    meta = _meta(
+        view, "TargetGroupBinding", name, NAMESPACE, view.started, generation=1, labels=stack
+    )
     meta["annotations"] = annotations
     return {
         "apiVersion": "elbv2.k8s.aws/v1beta1",

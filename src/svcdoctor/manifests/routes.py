@@ -107,6 +107,20 @@ def _gateway_route(f: Fields) -> Route:
     )
 
 
+# the labels the AWS Load Balancer Controller puts on the TargetGroupBindings it makes for a
+# Service's NLB or an Ingress' ALB (kubernetes-sigs/aws-load-balancer-controller
+# pkg/deploy/tracking/provider.go, StackLabels: "<prefix>/stack-namespace", "-name")
+_STACKS = (("service.k8s.aws", "Service"), ("ingress.k8s.aws", "Ingress"))
+
+
+def _made_for(labels: dict[str, str]) -> ObjectRef | None:
+    for prefix, kind in _STACKS:
+        name = labels.get(f"{prefix}/stack-name")
+        if name:
+            return ObjectRef(kind, labels.get(f"{prefix}/stack-namespace", ""), name)
+    return None
+
+
 def _target_group_binding(f: Fields) -> Route:
     spec = f.mapping(f.raw.body, "spec", "spec")
     ref = f.mapping(spec, "serviceRef", "spec.serviceRef")
@@ -123,6 +137,7 @@ def _target_group_binding(f: Fields) -> Route:
         backends=backends,
         annotations=_meta_map(f, "annotations"),
         target_type=f.text(spec, "targetType", "spec.targetType") or "instance",
+        made_for=_made_for(_meta_map(f, "labels")),
     )
 
 

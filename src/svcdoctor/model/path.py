@@ -262,9 +262,13 @@ class _Tracer:
         lb = _service_lb(svc, ns, self.settings)
         if lb is not None:
             entries.append((lb,) if lb.ip_targets else (lb, self.datapath))
+        made = {svc.ref} if lb is not None else set()  # the load balancers already entries
+        made |= {r.ref for r, _ in routes if r.kind is RouteKind.INGRESS}
         for route, _ in routes:
             if route.parents and all(p.kind == "Service" for p in route.parents):
                 continue  # a mesh route (GAMMA): the callers' proxies, already an entry
+            if route.made_for in made:
+                continue  # the controller's binding for that load balancer: the same hop
             entries.append(self._route_hops(route, svc, ns))
         return entries
 

@@ -66,7 +66,9 @@ class Route:
     ``class_name``: an Ingress' ``spec.ingressClassName`` or its
     ``kubernetes.io/ingress.class`` annotation (``None``: the cluster's default class).
     ``parents``: a route's ``parentRefs`` (Gateways). ``target_type``: a
-    TargetGroupBinding's ``spec.targetType`` (``ip`` or ``instance``)."""
+    TargetGroupBinding's ``spec.targetType`` (``ip`` or ``instance``); ``made_for``: the
+    Service or Ingress the AWS Load Balancer Controller made it for (its stack labels), whose
+    own load balancer it is the target group of."""
 
     ref: ObjectRef
     location: Location
@@ -76,6 +78,7 @@ class Route:
     parents: tuple[ObjectRef, ...] = ()
     annotations: dict[str, str] = field(default_factory=dict)
     target_type: str | None = None
+    made_for: ObjectRef | None = None
 
     @property
     def gateway_route(self) -> bool:

@@ -1,5 +1,6 @@
 """Lists and objects as served: as stored, or as the Table kubectl asks for (with the columns
-it shows for Pods, ConfigMaps, Jobs and Ingresses, and ages as it prints them)."""
+it shows for Pods, Services, Nodes, ConfigMaps, Jobs and Ingresses, and ages as it prints
+them)."""
 
 from __future__ import annotations
 
@@ -212,6 +213,64 @@ def _ingress_class_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
     return [spec.get("controller") or "", named]
 
 
+def _service_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
+    """Type, cluster IP, external IP, ports, then the wide cell selector, as kubectl's
+    service printer shows them (kubernetes pkg/printers/internalversion/printers.go,
+    ``printService``)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    kind = spec.get("type") or "ClusterIP"
+    external = [str(ip) for ip in spec.get("externalIPs") or []]
+    if kind == "LoadBalancer":
+        balancers = (status.get("loadBalancer") or {}).get("ingress") or []
+        external += [str(b.get("ip") or b.get("hostname") or "") for b in balancers]
+        shown = ",".join(external) or "<pending>"
+    elif kind == "ExternalName":
+        shown = str(spec.get("externalName") or "")
+    else:
+        shown = ",".join(external) or "<none>"
+    ports = [
+        f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}"
+        f"/{p.get('protocol') or 'TCP'}"
+        for p in spec.get("ports") or []
+    ]
+    selector = spec.get("selector") or {}
+    return [
+        kind,
+        spec.get("clusterIP") or "<none>",
+        shown,
+        ",".join(ports) or "<none>",
+        ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>",
+    ]
+
+
+def _node_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
+    """Status, roles, then version and the wide cells, as kubectl's node printer shows them
+    (``printNode``: Ready or NotReady, ``,SchedulingDisabled`` when cordoned)."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    ready = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    state = {"True": "Ready", "False": "NotReady"}.get(str(ready.get("Ready")), "Unknown")
+    if spec.get("unschedulable"):
+        state += ",SchedulingDisabled"
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    roles = sorted(
+        k.removeprefix("node-role.kubernetes.io/")
+        for k in labels
+        if k.startswith("node-role.kubernetes.io/")
+    )
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    info = status.get("nodeInfo") or {}
+    return [
+        state,
+        ",".join(roles) or "<none>",
+        info.get("kubeletVersion") or "",
+        addresses.get("InternalIP") or "<none>",
+        addresses.get("ExternalIP") or "<none>",
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
+
+
 _Columns = tuple[list[dict[str, Any]], _Cells, list[dict[str, Any]]]
 _TABLE_COLUMNS: dict[str, _Columns] = {
     "ingresses": (
@@ -243,6 +302,43 @@ _TABLE_COLUMNS: dict[str, _Columns] = {
         [],
     ),
     "pods": _POD_COLUMNS,
+    "services": (
+        [
+            _column("Type", "type determines how the Service is exposed."),
+            _column("Cluster-IP", "clusterIP is the IP address of the service."),
+            _column(
+                "External-IP",
+                "externalIPs is a list of IP addresses for which nodes in "
+                "the cluster will also accept traffic for this service.",
+            ),
+            _column("Port(s)", "The list of ports that are exposed by this service."),
+        ],
+        _service_cells,
+        [
+            _column(
+                "Selector",
+                "Route service traffic to pods with label keys and values matching this selector.",
+                priority=1,
+            )
+        ],
+    ),
+    "nodes": (
+        [
+            _column("Status", "The status of the node"),
+            _column("Roles", "The roles of the node"),
+        ],
+        _node_cells,
+        [
+            _column("Version", "Kubelet Version reported by the node."),
+            _column("Internal-IP", "List of addresses reachable to the node.", priority=1),
+            _column("External-IP", "List of addresses reachable to the node.", priority=1),
+            _column("OS-Image", "OS Image reported by the node.", priority=1),
+            _column("Kernel-Version", "Kernel Version reported by the node.", priority=1),
+            _column(
+                "Container-Runtime", "Container Runtime Version reported by the node.", priority=1
+            ),
+        ],
+    ),
 }
 """The columns kubectl shows for some kinds between Name and Age and after Age, and their
 cells (in that order)."""
