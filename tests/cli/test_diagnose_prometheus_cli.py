@@ -14,10 +14,9 @@ from typing import Any
 import click
 import pytest
 
-from svcdoctor.cli._prometheus import DEFAULT_SINCE, Instant
+from svcdoctor.cli._prometheus import DEFAULT_SINCE, Instant, Span
 from svcdoctor.cli._prometheus import parse_headers as _headers
 from svcdoctor.cli._prometheus import prometheus_range as _prometheus_range
-from svcdoctor.cli.diagnose import Span
 from tests.prometheus_server import (
     PrometheusFactory,
     http_server,

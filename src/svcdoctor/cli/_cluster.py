@@ -195,3 +195,10 @@ def cluster_options(all_namespaces: bool = True) -> Callable[[F], F]:
         return wrapped  # type: ignore[no-any-return]
 
     return decorate
+
+
+def service_command(command: Callable[..., Any]) -> click.Command:
+    """A command about one Service: its ``SERVICE`` argument and the cluster options of one
+    namespace (collect, investigate, probe)."""
+    with_service = click.argument("service")(cluster_options(all_namespaces=False)(command))
+    return click.command()(with_service)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from svcdoctor.cli._errors import extras_needed
-from svcdoctor.cli._params import ParamBase, option
+from svcdoctor.cli._params import Duration, F, ParamBase, option
+from svcdoctor.model.duration import SPAN as SPAN_UNITS
 
 if TYPE_CHECKING:
     from svcdoctor.diagnose import Settings
@@ -52,6 +53,16 @@ class Instant(ParamBase):
         return "TIME"
 
 
+class Span(Duration):
+    """A range to look back: ``7d``, ``36h``, ``1d12h``, ``90m``, ``2w`` or seconds."""
+
+    name = "span"
+    units = SPAN_UNITS
+
+    def what(self) -> str:
+        return "a span (seconds, or 90m, 36h, 7d, 2w)"
+
+
 def check_sources(prometheus: bool, files: bool, given: dict[str, bool]) -> None:
     """Either a metrics store or evidence files, each with its own options."""
     if prometheus:
@@ -85,6 +96,48 @@ header_option = option(
     "TOKEN', 'X-Scope-OrgID: tenant'); repeatable.",
     default_text="none",
 )
+
+
+# the options of PROMETHEUS_ONLY but --header: (flag, type, help after "With --prometheus: ",
+# default shown); --header stands after --end
+_RANGE = (
+    (
+        "--since",
+        Span(0, MAX_SPAN, low_open=True),
+        "diagnose this far back from now (7d, 36h, 90m).",
+        "7d",
+    ),
+    ("--start", Instant(), "start of the range (RFC 3339 or Unix seconds).", "--since"),
+    ("--end", Instant(), "end of the range.", "now"),
+)
+_QUERY = (
+    (
+        "--timeout",
+        Duration(0, 600, low_open=True),
+        "the longest wait for one answer from the server.",
+        "60s",
+    ),
+    (
+        "--step",
+        Duration(0, 86_400, low_open=True),
+        "the query step (no finer than the scrape interval helps; a finer step sees a short "
+        "race window in a short range).",
+        "15s or coarser, from the range",
+    ),
+)
+
+
+def prometheus_only_options(command: F) -> F:
+    """The options that apply only with ``--prometheus`` (``PROMETHEUS_ONLY``): the range
+    (``--since`` or ``--start``/``--end``), ``--header``, ``--timeout`` and ``--step``."""
+    declared = [
+        option(flag, type=kind, help=f"With --prometheus: {text}", default_text=shown)
+        for flag, kind, text, shown in (*_RANGE, *_QUERY)
+    ]
+    decorators = [*declared[: len(_RANGE)], header_option, *declared[len(_RANGE) :]]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
 
 
 def parse_headers(values: tuple[str, ...]) -> dict[str, str]:

@@ -8,7 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from svcdoctor.cli._params import OutputFile, option
+import click
+
+from svcdoctor.cli._params import F, OutputFile, option
 
 if TYPE_CHECKING:
     import io
@@ -31,23 +33,27 @@ def delay_sentence(delay: PodDelay) -> str:
     return ", ".join(parts)
 
 
-def html_option(f: Any) -> Any:
-    return option(
+def written_option(flag: str, dest: str, kind: click.ParamType[Any], text: str) -> Callable[[F], F]:
+    """An extra output the command writes only when given a path (``--html``, ``--plot``,
+    ``--emit-metrics``...): no default, shown as "not written"."""
+    return option(flag, dest, type=kind, help=text, default_text="not written")
+
+
+def html_option(f: F) -> F:
+    return written_option(
         "--html",
         "html_out",
-        type=OutputFile((".html", ".htm"), "the report"),
-        help="Also write a self-contained HTML report (pictures inline, works offline).",
-        default_text="not written",
+        OutputFile((".html", ".htm"), "the report"),
+        "Also write a self-contained HTML report (pictures inline, works offline).",
     )(f)
 
 
-def plot_option(what: str) -> Callable[[Any], Any]:
-    return option(
+def plot_option(what: str) -> Callable[[F], F]:
+    return written_option(
         "--plot",
         "plot_out",
-        type=OutputFile((".png", ".svg"), "the plot"),
-        help=f"Also write {what} (PNG or SVG, by extension).",
-        default_text="not written",
+        OutputFile((".png", ".svg"), "the plot"),
+        f"Also write {what} (PNG or SVG, by extension).",
     )
 
 

@@ -13,10 +13,10 @@ from rich.table import Table
 
 from svcdoctor.cli._cluster import (
     client_logs_option,
-    cluster_options,
     duration_option,
     fail,
     no_redact_option,
+    service_command,
 )
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
@@ -26,9 +26,7 @@ from svcdoctor.cli._progress import terminal_progress
 INCOMPLETE = 3  # the exit code of a bundle written with evidence missing
 
 
-@click.command()
-@click.argument("service")
-@cluster_options(all_namespaces=False)
+@service_command
 @click.option(
     "--out",
     required=True,

@@ -18,18 +18,15 @@ from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Duration, Share, filename_option, option, output_option
 from svcdoctor.cli._prometheus import (
     LATEST,
-    MAX_SPAN,
-    Instant,
     check_sources,
     check_step,
     from_prometheus,
-    header_option,
     parse_headers,
+    prometheus_only_options,
     prometheus_range,
     service_ref,
 )
 from svcdoctor.cli._report import html_option, plot_option, write_page, write_plot
-from svcdoctor.model.duration import SPAN as SPAN_UNITS
 
 if TYPE_CHECKING:
     from svcdoctor.model import Diagnosis
@@ -75,16 +72,6 @@ def _tz(value: str | None) -> str | None:
             f"{value!r}: expected a UTC offset such as +02:00", param_hint="--tz"
         )
     return "+00:00" if not m.group(1) else f"{m.group(1)}{m.group(2)}:{m.group(3)}"
-
-
-class Span(Duration):
-    """A range to look back: ``7d``, ``36h``, ``1d12h``, ``90m``, ``2w`` or seconds."""
-
-    name = "span"
-    units = SPAN_UNITS
-
-    def what(self) -> str:
-        return "a span (seconds, or 90m, 36h, 7d, 2w)"
 
 
 EXAMPLE = "rollout-race"
@@ -134,33 +121,7 @@ EXAMPLE = "rollout-race"
     "VictoriaMetrics) instead of files: PromQL aggregates, pushed down to the server.",
     default_text="files",
 )
-@option(
-    "--since",
-    type=Span(0, MAX_SPAN, low_open=True),
-    help="With --prometheus: diagnose this far back from now (7d, 36h, 90m).",
-    default_text="7d",
-)
-@option(
-    "--start",
-    type=Instant(),
-    help="With --prometheus: start of the range (RFC 3339 or Unix seconds).",
-    default_text="--since",
-)
-@option("--end", type=Instant(), help="With --prometheus: end of the range.", default_text="now")
-@header_option
-@option(
-    "--timeout",
-    type=Duration(0, 600, low_open=True),
-    help="With --prometheus: the longest wait for one answer from the server.",
-    default_text="60s",
-)
-@option(
-    "--step",
-    type=Duration(0, 86_400, low_open=True),
-    help="With --prometheus: the query step (no finer than the scrape interval helps; a "
-    "finer step sees a short race window in a short range).",
-    default_text="15s or coarser, from the range",
-)
+@prometheus_only_options
 @remedy_options()
 def diagnose(
     evidence: tuple[str, ...],

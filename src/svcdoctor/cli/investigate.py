@@ -14,11 +14,11 @@ import click
 from svcdoctor.cli._checking import check_settings, config_prometheus, remedy_options
 from svcdoctor.cli._cluster import (
     client_logs_option,
-    cluster_options,
     duration_option,
     fail,
     no_redact_option,
     rate_option,
+    service_command,
 )
 from svcdoctor.cli._errors import extras_needed
 from svcdoctor.cli._output import stdout_console
@@ -33,9 +33,7 @@ if TYPE_CHECKING:
     from svcdoctor.model.investigation import Investigation
 
 
-@click.command()
-@click.argument("service")
-@cluster_options(all_namespaces=False)
+@service_command
 @option(
     "--out",
     type=OutputDir(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ from svcdoctor.cli._lab import (
     scenario_option,
     seed_option,
 )
-from svcdoctor.cli._params import Duration, OutputFile, option, output_option
+from svcdoctor.cli._params import Duration, F, OutputFile, option, output_option
 from svcdoctor.cli._paths import ParamBase
+from svcdoctor.cli._report import written_option
 
 
 class _ApiFault(ParamBase):
@@ -37,6 +39,12 @@ class _ApiFault(ParamBase):
             return parse_fault(str(value))
         except FaultError as exc:
             self.fail(str(exc), param, ctx)
+
+
+def _within_serve(flag: str, dest: str, text: str, default_text: str) -> Callable[[F], F]:
+    """A time into the serve, which lasts at most ``MAX_SERVE``."""
+    kind = Duration(0, MAX_SERVE, low_open=True)
+    return option(flag, dest, type=kind, help=text, default_text=default_text)
 
 
 def _serve_kubeconfig(path: Path | None) -> Path:
@@ -57,29 +65,21 @@ def _serve_kubeconfig(path: Path | None) -> Path:
     help="Where to write the kubeconfig.",
     default_text="./svcdoctor-lab.kubeconfig",
 )
-@option(
-    "--for",
-    "duration",
-    type=Duration(0, MAX_SERVE, low_open=True),
-    help="Stop after this long (90, 90s, 2m; at most 1h).",
-    default_text="1h",
-)
-@option(
+@_within_serve("--for", "duration", "Stop after this long (90, 90s, 2m; at most 1h).", "1h")
+@_within_serve(
     "--rollout-at",
     "rollout_at",
-    type=Duration(0, MAX_SERVE, low_open=True),
-    help="Roll the Deployment under load this long after the pods are ready.",
-    default_text="no rollout",
+    "Roll the Deployment under load this long after the pods are ready.",
+    "no rollout",
 )
 @output_option(("text", "json"))
 @seed_option
-@option(
+@written_option(
     "--ground-truth",
     "truth",
-    type=OutputFile((".json",), "the ground truth"),
-    help="When the serve ends (Ctrl-C too), write what really happened there as JSON: each "
+    OutputFile((".json",), "the ground truth"),
+    "When the serve ends (Ctrl-C too), write what really happened there as JSON: each "
     "deleted pod's timeline and race window, the bad pods.",
-    default_text="not written",
 )
 @option(
     "--load/--no-load",
@@ -87,13 +87,12 @@ def _serve_kubeconfig(path: Path | None) -> Path:
     default=True,
     help="Run the lab's own clients; --no-load leaves the traffic to the Jobs clients create.",
 )
-@option(
+@written_option(
     "--prometheus-config",
     "prometheus_config",
-    type=OutputFile((".yml", ".yaml"), "a Prometheus configuration"),
-    help="Write a prometheus.yml that scrapes the lab's /metrics endpoints (every "
+    OutputFile((".yml", ".yaml"), "a Prometheus configuration"),
+    "Write a prometheus.yml that scrapes the lab's /metrics endpoints (every "
     "--scrape-interval) once they serve.",
-    default_text="not written",
 )
 @option(
     "--scrape-interval",

@@ -14,7 +14,6 @@ from rich.table import Table
 from svcdoctor.cli._cluster import (
     agent_run,
     agent_run_options,
-    cluster_options,
     duration_option,
     image_option,
     network_policy_option,
@@ -22,6 +21,7 @@ from svcdoctor.cli._cluster import (
     port_option,
     print_notes,
     rate_option,
+    service_command,
 )
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Number, option
@@ -32,9 +32,7 @@ if TYPE_CHECKING:
     from svcdoctor.cluster.probe import ProbeOutcome
 
 
-@click.command()
-@click.argument("service")
-@cluster_options(all_namespaces=False)
+@service_command
 @option(
     "--count",
     type=Number(1, 10_000, integer=True),

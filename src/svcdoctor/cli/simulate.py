@@ -14,7 +14,14 @@ from click.core import ParameterSource
 
 from svcdoctor.cli._output import stdout_console
 from svcdoctor.cli._params import Duration, Number, OutputDir, OutputFile, option
-from svcdoctor.cli._report import html_option, plot_option, read_bundle, write_page, write_plot
+from svcdoctor.cli._report import (
+    html_option,
+    plot_option,
+    read_bundle,
+    write_page,
+    write_plot,
+    written_option,
+)
 from svcdoctor.cli._scenario_options import DAY
 from svcdoctor.cli._simulate import (
     build_params,
@@ -30,22 +37,20 @@ from svcdoctor.errors import CommandError
 @model_options
 @plot_option("the timeline of the first run")
 @html_option
-@option(
+@written_option(
     "--emit-evidence",
     "emit",
-    type=OutputDir(),
-    help="Also write the first run as an evidence bundle (the lab's formats) to this "
+    OutputDir(),
+    "Also write the first run as an evidence bundle (the lab's formats) to this "
     "directory (new or empty).",
-    default_text="not written",
 )
-@option(
+@written_option(
     "--emit-metrics",
     "metrics_out",
-    type=OutputFile(),
-    help="Also write the simulated history as OpenMetrics text with timestamps (for "
+    OutputFile(),
+    "Also write the simulated history as OpenMetrics text with timestamps (for "
     "`promtool tsdb create-blocks-from openmetrics`): request counters, kube-state-metrics, "
     "kube-proxy and node-exporter series in the exporters' names.",
-    default_text="not written",
 )
 @option(
     "--rollouts",

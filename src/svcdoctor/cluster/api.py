@@ -250,11 +250,9 @@ class ApiReader(ClusterReader):
             params["continue"] = meta["continue"]
 
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        res = _resource(resource)
+        path, named = _named("get", resource, namespace, name)
         try:
-            found = self._json(
-                res.path(namespace, name), verb="get", resource=resource, namespace=namespace
-            )
+            found = self._json(path, **named)
         except ApiStatus as exc:
             if exc.code == 404:
                 return None
@@ -271,6 +269,7 @@ class ApiReader(ClusterReader):
         on_gap: Callable[[WatchGap], None] | None = None,
     ) -> Iterator[WatchEvent]:
         res = _resource(resource)
+        path, named = _named("watch", resource, namespace)
         selectors = _selectors(labels, fields)
         known: dict[str, dict[str, Any]] = {}
         version = ""
@@ -313,14 +312,12 @@ class ApiReader(ClusterReader):
             }
             try:
                 response = self._send(
-                    res.path(namespace),
+                    path,
                     params,
-                    verb="watch",
-                    resource=resource,
-                    namespace=namespace,
                     stream=True,
                     read_timeout=chunk + self.timeout,
                     policy=_within(until),
+                    **named,
                 )
             except ApiStatus as exc:  # 410 as an HTTP status rather than an ERROR event
                 if exc.code != 410:
@@ -414,15 +411,8 @@ class ApiReader(ClusterReader):
         res = _resource(resource_name)
         params = {"dryRun": "All"} if dry_run else None
         body = {"apiVersion": res.api_version, "kind": res.kind, **obj}
-        created = self._json(
-            res.path(namespace),
-            params,
-            verb="create",
-            resource=resource_name,
-            namespace=namespace,
-            method="POST",
-            body=body,
-        )
+        path, named = _named("create", resource_name, namespace)
+        created = self._json(path, params, method="POST", body=body, **named)
         return created if isinstance(created, dict) else {}
 
     def delete(
@@ -434,7 +424,7 @@ class ApiReader(ClusterReader):
         grace_seconds: int | None = None,
     ) -> bool:
         """Delete one object (its dependents by ``propagation``); False when it is gone."""
-        res = _resource(resource_name)
+        path, named = _named("delete", resource_name, namespace, name)
         options: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
@@ -443,14 +433,7 @@ class ApiReader(ClusterReader):
         if grace_seconds is not None:
             options["gracePeriodSeconds"] = grace_seconds
         try:
-            self._send(
-                res.path(namespace, name),
-                verb="delete",
-                resource=resource_name,
-                namespace=namespace,
-                method="DELETE",
-                body=options,
-            )
+            self._send(path, method="DELETE", body=options, **named)
         except ApiStatus as exc:
             if exc.code == 404:
                 return False
@@ -463,17 +446,9 @@ class ApiReader(ClusterReader):
         """Delete every object of ``resource_name`` in ``namespace`` matching ``labels``."""
         if not labels:
             raise ValueError("delete_collection needs a label selector")
-        res = _resource(resource_name)
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
-        self._send(
-            res.path(namespace),
-            {"labelSelector": labels},
-            verb="deletecollection",
-            resource=resource_name,
-            namespace=namespace,
-            method="DELETE",
-            body=options,
-        )
+        path, named = _named("deletecollection", resource_name, namespace)
+        self._send(path, {"labelSelector": labels}, method="DELETE", body=options, **named)
 
     def patch(
         self,
@@ -486,16 +461,9 @@ class ApiReader(ClusterReader):
         """Patch one object (``patch_type``: strategic, merge or json); the result."""
         if patch_type not in PATCH_TYPES:
             raise ValueError(f"patch type {patch_type!r}: one of {', '.join(PATCH_TYPES)}")
-        res = _resource(resource_name)
-        patched = self._json(
-            res.path(namespace, name),
-            verb="patch",
-            resource=resource_name,
-            namespace=namespace,
-            method="PATCH",
-            body=patch,
-            content_type=PATCH_TYPES[patch_type],
-        )
+        kind = PATCH_TYPES[patch_type]
+        path, named = _named("patch", resource_name, namespace, name)
+        patched = self._json(path, method="PATCH", body=patch, content_type=kind, **named)
         return patched if isinstance(patched, dict) else {}
 
     def evict(self, namespace: str, name: str, uid: str | None = None) -> bool:
@@ -589,6 +557,15 @@ def _within(until: float | None) -> http_policy.Policy:
 
 def _clock(ts: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ts)) + "Z"
+
+
+def _named(
+    verb: str, resource: str, namespace: str | None, name: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The path of one object of ``resource`` (``name``) or of its collection, and the
+    words ``_send`` names the request by (for ``used`` and the one-line errors)."""
+    path = _resource(resource).path(namespace, name)
+    return path, {"verb": verb, "resource": resource, "namespace": namespace}
 
 
 def _selectors(labels: str | None, fields: str | None) -> dict[str, str]:

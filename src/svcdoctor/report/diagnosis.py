@@ -36,7 +36,7 @@ from svcdoctor.model.remedy import plan_data
 from svcdoctor.report.fixes import patch_text as fix_yaml
 from svcdoctor.report.fixes import step_text
 from svcdoctor.report.jsonout import paths_data
-from svcdoctor.report.text import path_lines
+from svcdoctor.report.text import path_lines, print_lines
 
 COMPARED = "the measured window is compared with"
 
@@ -408,17 +408,14 @@ def render_text(d: Diagnosis, console: Console) -> None:
             soft_wrap=True,
             highlight=False,
         )
-        for text in d.summary.incomplete:
-            console.print(f"  missing: {escape(text)}", soft_wrap=True, highlight=False)
-    for warning in d.summary.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
+        print_lines(console, "  missing: ", d.summary.incomplete)
+    print_lines(console, "[yellow]warning:[/] ", d.summary.warnings)
     _render_one(d, console, paths=True)
     table = d.summary.upstreams
     if table:
         console.print()
         console.print(f"[bold]Services in the evidence[/] ({len(table)} upstreams):")
-        for row in table:
-            console.print(f"  {escape(upstream_line(row))}", soft_wrap=True, highlight=False)
+        print_lines(console, "  ", (upstream_line(row) for row in table))
     for other in d.others:
         console.print()
         console.rule(escape(f"also: {other.service}"))
@@ -461,29 +458,23 @@ def _render_one(d: Diagnosis, console: Console, *, paths: bool = False) -> None:
             f"{a.score:.2f}[/]  {_NAMES[a.cause.value]}",
             soft_wrap=True,
         )
-        for line in a.evidence:
-            console.print(f"  • {escape(line)}", soft_wrap=True, highlight=False)
+        print_lines(console, "  • ", a.evidence)
         if a.verdict is not Verdict.UNLIKELY:
-            for fix in a.fixes:
-                console.print(
-                    f"  [green]fix:[/] {escape(step_text(fix))}", soft_wrap=True, highlight=False
-                )
+            print_lines(console, "  [green]fix:[/] ", (step_text(fix) for fix in a.fixes))
     if paths:
         _render_paths(d, console)
     _render_rollouts(d, console)
     if d.next_steps:
         console.print()
         console.print("[bold]Next:[/]")
-        for step in d.next_steps:
-            console.print(f"  - {escape(step)}", soft_wrap=True, highlight=False)
+        print_lines(console, "  - ", d.next_steps)
     console.print()
     console.print(
         "[dim]read: " + "; ".join(_source_text(src) for src in s.sources) + "[/]",
         soft_wrap=True,
         highlight=False,
     )
-    for problem in s.skipped_inputs:
-        console.print(f"[yellow]skipped:[/] {escape(problem)}", soft_wrap=True, highlight=False)
+    print_lines(console, "[yellow]skipped:[/] ", s.skipped_inputs)
 
 
 def _render_paths(d: Diagnosis, console: Console) -> None:
@@ -496,8 +487,7 @@ def _render_paths(d: Diagnosis, console: Console) -> None:
     console.print("[bold]Path[/] (edge → pod, from the manifests):")
     for w in shown:
         console.print(f"  {escape(str(w.workload))}", soft_wrap=True, highlight=False)
-        for line in path_lines(w, COMPARED):
-            console.print(f"    {escape(line)}", soft_wrap=True, highlight=False)
+        print_lines(console, "    ", path_lines(w, COMPARED))
 
 
 ROLLOUTS_SHOWN = 10

@@ -29,6 +29,7 @@ from svcdoctor.report.html import (
     diagnosis_page,
     split_fix,
 )
+from svcdoctor.report.text import print_lines
 
 _MARK = {
     StepStatus.FOUND: "[bold red]FOUND[/]",
@@ -72,8 +73,7 @@ def render_text(i: Investigation, console: Console) -> None:
     )
     if i.incomplete:
         console.print("[bold red]INCOMPLETE:[/] evidence is missing:", highlight=False)
-        for text in i.incomplete:
-            console.print(f"  missing: {escape(text)}", soft_wrap=True, highlight=False)
+        print_lines(console, "  missing: ", i.incomplete)
     for s in i.steps:
         console.print()
         console.print(
@@ -82,14 +82,9 @@ def render_text(i: Investigation, console: Console) -> None:
             soft_wrap=True,
             highlight=False,
         )
-        for line in s.checked:
-            console.print(f"   checked: {escape(line)}", soft_wrap=True, highlight=False)
-        for line in s.found:
-            console.print(f"   • {escape(line)}", soft_wrap=True, highlight=False)
-        for line in s.missing:
-            console.print(
-                f"   [yellow]not done:[/] {escape(line)}", soft_wrap=True, highlight=False
-            )
+        print_lines(console, "   checked: ", s.checked)
+        print_lines(console, "   • ", s.found)
+        print_lines(console, "   [yellow]not done:[/] ", s.missing)
         if s.would_decide:
             console.print(
                 f"   would decide: {escape(s.would_decide)}", soft_wrap=True, highlight=False
@@ -102,12 +97,9 @@ def render_text(i: Investigation, console: Console) -> None:
         console.print(
             "named by step " + ", ".join(str(int(x)) for x in i.decided_by), highlight=False
         )
-    for line in i.evidence:
-        console.print(f"  • {escape(line)}", soft_wrap=True, highlight=False)
-    for fix in i.fixes:
-        console.print(f"fix: {escape(step_text(fix))}", soft_wrap=True, highlight=False)
-    for n in i.notes:
-        console.print(f"note: {escape(n)}", soft_wrap=True, highlight=False)
+    print_lines(console, "  • ", i.evidence)
+    print_lines(console, "fix: ", (step_text(fix) for fix in i.fixes))
+    print_lines(console, "note: ", i.notes)
     if i.skipped:
         console.print()
         console.print("Skipped active steps (nothing was created in the cluster):")

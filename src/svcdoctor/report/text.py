@@ -9,7 +9,7 @@ several times slower than its JSON.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import groupby
 
 from rich.console import Console
@@ -83,6 +83,13 @@ def _where(f: Finding, live: bool) -> str:
     )
 
 
+def print_lines(console: Console, lead: str, lines: Iterable[str]) -> None:
+    """Each line as plain text (escaped) after the markup ``lead``: not wrapped (a command
+    stays copy-pasteable), not highlighted."""
+    for line in lines:
+        console.print(f"{lead}{escape(line)}", soft_wrap=True, highlight=False)
+
+
 def render_text(result: LintResult, console: Console, *, show_fixes: bool = True) -> None:
     """Print findings grouped by file and object, then a one-line summary."""
     if not console.is_terminal:
@@ -109,8 +116,7 @@ def render_text(result: LintResult, console: Console, *, show_fixes: bool = True
             fix = fix_text(f.fix) if show_fixes else None
             if fix:
                 console.print("    [green]fix:[/]")
-                for fix_line in fix.splitlines():
-                    console.print(f"      {escape(fix_line)}", soft_wrap=True, highlight=False)
+                print_lines(console, "      ", fix.splitlines())
         for text in path_lines(paths) if paths else ():
             console.print(f"  [blue]{escape(text)}[/]", soft_wrap=True, highlight=False)
         console.print()
