@@ -91,13 +91,15 @@ def _failures_by_pod(ctx: Context) -> dict[str, np.ndarray]:
     """The start times of the failed requests (not the retried attempts) per pod."""
     if not ctx.has_backend:
         return {}
-    rows = ctx.frame.filter(pl.col("failed") & (pl.col("role") == "request"))
-    out: dict[str, list[float]] = defaultdict(list)
-    for backend, ts in rows.select("backend", "ts").iter_rows():
-        pod = ctx.pod_of(backend) if backend else None
+    rows = ctx.frame.filter(
+        pl.col("failed") & (pl.col("role") == "request") & pl.col("backend").is_not_null()
+    )
+    out: dict[str, list[np.ndarray]] = defaultdict(list)
+    for (backend,), group in rows.group_by("backend"):  # each backend mapped to its pod once
+        pod = ctx.pod_of(str(backend)) if backend else None
         if pod is not None:
-            out[pod.name].append(ts)
-    return {pod: np.array(times) for pod, times in out.items()}
+            out[pod.name].append(group["ts"].to_numpy())
+    return {pod: np.sort(np.concatenate(times)) for pod, times in out.items()}
 
 
 def leg_text(leg: HopLeg) -> str:
