@@ -45,9 +45,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     ## What it does
     Flags containers behind a Service without a `readinessProbe`. Not flagged: pods behind
     Services whose ports are all metrics, profiling or probe ports (`metrics`,
-    `http-metrics`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port or target
-    name) unless a route sends to them: a controller behind a single `metrics` port is
-    scraped, not sent requests; nor Services whose only clients are admission webhooks
+    `http-metrics`, `metrics-https`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port
+    or target name) unless a route sends to them: a controller behind a single `metrics`
+    port is scraped, not sent requests; nor Services whose only clients are admission webhooks
     with `failurePolicy: Ignore` (the API server admits without them: no request fails).
     A leader-elected container (`--leader-elect`,
     `--enable-leader-election`, `--leader-election`, `LEADER_ELECT=true`) gets an info note

@@ -101,17 +101,17 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
     any other app keeps serving after SIGTERM cannot be seen in a manifest: the message
     says so rather than asserting that it stops. Containers that serve nothing (`sleep
-    infinity`, `tail -f /dev/null`, test clients) are not flagged, nor are pods behind
-    Services that carry no requests (every port a metrics, profiling or probe port:
-    `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`, `probes`, `healthz`…,
-    by port or target name, and no route sends to it: a scraper that misses one scrape is no
-    failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name no
-    container declares, or a number a stock image as shipped does not listen on), nor
-    behind Services whose only clients are admission webhooks with `failurePolicy: Ignore`
-    (the API server then admits without them), nor NFS and SMB servers (kernel mounts retry
-    by themselves): a delay fixes nothing there. When the grace period is also too short
-    for the longest request, the message and the fix say so (SVD102 then stays quiet).
-    Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
+    infinity`, `tail -f /dev/null`, test clients) are not flagged, nor are pods behind Services
+    that carry no requests (every port a metrics, profiling or probe port: `metrics`,
+    `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`,
+    `healthz`…, by port or target name, and no route sends to it: a scraper that misses one
+    scrape is no failed request), nor containers the Service cannot reach (SVD205: a
+    `targetPort` name no container declares, or a number a stock image as shipped does not
+    listen on), nor behind Services whose only clients are admission webhooks with
+    `failurePolicy: Ignore` (the API server then admits without them), nor NFS and SMB servers
+    (kernel mounts retry by themselves): a delay fixes nothing there. When the grace period is
+    also too short for the longest request, the message and the fix say so (SVD102 then stays
+    quiet). Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
     that ignores SIGTERM (SVD117: they do not stop at SIGTERM).
 
     ## Why it matters
