@@ -11,7 +11,7 @@ from typing import Any
 from svcdoctor.manifests.configs import COREDNS_HEALTH, ConfigDrains, LocalStores, store_of
 from svcdoctor.manifests.dockerfiles import match_images
 from svcdoctor.manifests.fields import Fields, text_of
-from svcdoctor.manifests.kustomize import kustomized, patched
+from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
 from svcdoctor.manifests.loader import WEBHOOK_KINDS, LoadResult
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
@@ -68,10 +68,14 @@ def build_inventory(loaded: LoadResult) -> Inventory:
             grants.append(found)
         else:
             resources.append(_resource(f))
-    built = loaded.kustomizations
+    kustomizations = loaded.kustomizations
+    workloads = patched(kustomizations, workloads)
+    services = unpatched(kustomizations, services)
+    resources = unpatched(kustomizations, resources)
+    built = build(kustomizations, [*workloads, *services, *autoscalers, *resources])
     images = {c.image: None for w in workloads for c in w.template.containers}
     return Inventory(
-        workloads=tuple(_instances_of_present_owners(kustomized(built, patched(built, workloads)))),
+        workloads=tuple(_instances_of_present_owners(kustomized(built, workloads))),
         services=tuple(kustomized(built, services)),
         autoscalers=tuple(kustomized(built, autoscalers)),
         resources=tuple(kustomized(built, resources)),
