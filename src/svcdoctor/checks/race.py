@@ -27,6 +27,7 @@ from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_family, stays_parent
+from svcdoctor.checks.signals import ignores_sigterm
 from svcdoctor.checks.state import data_store, local_state
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
@@ -112,7 +113,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     (kernel mounts retry by themselves): a delay fixes nothing there. When the grace period is
     also too short for the longest request, the message and the fix say so (SVD102 then stays
     quiet). Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
-    that ignores SIGTERM (SVD117: they do not stop at SIGTERM).
+    that ignores SIGTERM (SVD117: they do not stop at SIGTERM), nor those whose command in the
+    manifest does (SVD116: `node app.js`, `python app.py`, `npm start`).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -159,6 +161,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         hook = c.prestop
         if _delays(c) or unserved(inventory, w, c) or image_pid1(inventory, w, c):
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
+        if ignores_sigterm(w, c):
+            continue  # SVD116: nor as the manifest starts it
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself

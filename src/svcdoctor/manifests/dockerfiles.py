@@ -3,13 +3,16 @@
 A Dockerfile is looked for under the linted directories (for a file, the directory holding
 it) and, when a linted path is inside a git repository, under that repository's root
 (bounded: ``_MOST_ENTRIES`` directory entries over all roots, the linted ones first; no
-``.git``, ``vendor``, ``node_modules`` or hidden directories; no network). It is matched
-to a container image only on a strong signal: the image's repository name (last path
-component, tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name
-of the Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
-``Dockerfile.yelb-ui``. Two candidates for one name match neither, nor does a Dockerfile
-whose final ``FROM`` has the image's own name (``nginx/Dockerfile`` ``FROM nginx`` is not
-what runs ``nginx:1.27``). The build context is taken to be the Dockerfile's directory.
+``.git``, ``vendor``, ``node_modules`` or hidden directories; no network). It is matched to
+a container image only on a strong signal: the image's repository name (last path component,
+tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name of the
+Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
+``Dockerfile.yelb-ui``; failing that, the image's name ends in ``-`` and that name (a
+project prefix: ``microservice-kubernetes-demo-apache`` built from ``apache/``,
+docker-build.sh in ewolff/microservice-kubernetes). Two candidates for one name match
+neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
+(``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). The build context is
+taken to be the Dockerfile's directory.
 """
 
 from __future__ import annotations
@@ -254,7 +257,10 @@ def match_images(dockerfiles: Iterable[Path], images: Iterable[str]) -> dict[str
     out: dict[str, ImageFacts] = {}
     read: dict[Path, ImageFacts | None] = {}
     for image in images:
-        candidates = by_name.get(image_name(image), [])
+        name = image_name(image)
+        candidates = by_name.get(name) or [
+            p for key, paths in by_name.items() if key and name.endswith("-" + key) for p in paths
+        ]
         if len(set(candidates)) != 1:
             continue  # none, or ambiguous
         path = candidates[0]
