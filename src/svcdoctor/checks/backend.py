@@ -323,7 +323,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a
     ReadWriteOnce claim attaches to one node only, and a path that says data (`/run/…/data`)
     is no scratch; a writable emptyDir mounted at a data path such as `/data` or
-    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`; a writable hostPath at any path
+    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's (Prometheus,
+    vmagent: every replica scrapes the same targets); a writable hostPath at any path
     but the node's system, runtime and scratch directories (a share at `/smbshare`); a
     single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a cache),
     whose data a second replica would split; a server that reaches its node's daemon
@@ -413,7 +414,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         )
     single = f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how})"
     containers = serving_containers(inventory, w)
-    state = next((why for c in containers if (why := local_state(w, c))), None)
+    state = next((why for c in containers if (why := local_state(w, c, alike=True))), None)
     if state is not None:
         kept = "keeps local state"
         advice = (
