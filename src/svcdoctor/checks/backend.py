@@ -31,7 +31,7 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
-from svcdoctor.model.inventory import related
+from svcdoctor.model.inventory import related, selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
 
@@ -500,8 +500,10 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     ## What it does
     For each Service port, checks that the `targetPort` (default: `port`) exists on the
     selected containers. A named `targetPort` must match a container port name (an error
-    otherwise). A numeric one reaches the container whether or not `containerPort` declares
-    it (apps listen on ports set in args or config files), so it is not reported: the files
+    otherwise), counting the containers an OpenKruise SidecarSet in the inputs injects into
+    the pods its selector matches. A numeric one reaches the container whether or not
+    `containerPort` declares it (apps listen on ports set in args or config files), so it is
+    not reported: the files
     cannot tell which ports the app binds. Except where they can: a container that runs an
     official image as shipped (`nginx` or `httpd`, no command, args or ports of its own, no
     file mounted over their configuration) listens on that image's port (80), and a
@@ -555,7 +557,10 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                     yield hit
                 continue
             missing = [
-                w for w in workloads if not any(serves(c, p.target) for c in w.template.containers)
+                w
+                for w in workloads
+                if not any(serves(c, p.target) for c in w.template.containers)
+                and p.target not in _injected_ports(inventory, w)
             ]
             if not missing:
                 continue
@@ -584,6 +589,17 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 fix=fix,
                 line=p.line,
             )
+
+
+def _injected_ports(inventory: Inventory, workload: Workload) -> set[str]:
+    """The port names the containers that OpenKruise SidecarSets in the inputs inject into
+    the workload's pods declare (the SidecarSet's selector matches its pod labels)."""
+    return {
+        port
+        for r in inventory.resources
+        if r.ref.kind == "SidecarSet" and selector_matches(r.selector, workload.template.labels)
+        for port in r.ports
+    }
 
 
 def _stock_mismatch(

@@ -501,6 +501,13 @@ def _resource(f: Fields) -> Resource:
         listed = spec.get("endpoints")
         items = listed if isinstance(listed, list) else []
         scrapes = tuple(text_of(e.get("port")) for e in items if isinstance(e, YMap))
+    ports: tuple[str, ...] = ()
+    if f.raw.kind == "SidecarSet" and isinstance(spec, YMap):
+        # OpenKruise injects its containers into the pods its selector matches:
+        # https://openkruise.io/docs/user-manuals/sidecarset
+        chosen = spec.get("selector")
+        selector = _plain_labels(chosen.get("matchLabels")) if isinstance(chosen, YMap) else {}
+        ports = _port_names(spec.get("containers"))
     webhooks = _webhooks(body.get("webhooks")) if f.raw.kind in WEBHOOK_KINDS else ()
     if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
         host = text_of(spec.get("service"))  # the SMI apex Service it splits
@@ -516,6 +523,19 @@ def _resource(f: Fields) -> Resource:
         webhooks=webhooks,
         selector=selector,
         scrapes=tuple(s for s in scrapes if s),
+        ports=ports,
+    )
+
+
+def _port_names(containers: object) -> tuple[str, ...]:
+    """The names of the ports a list of containers declares."""
+    items = containers if isinstance(containers, list) else []
+    return tuple(
+        name
+        for c in items
+        if isinstance(c, YMap) and isinstance(ports := c.get("ports"), list)
+        for p in ports
+        if isinstance(p, YMap) and (name := text_of(p.get("name")))
     )
 
 
