@@ -503,11 +503,12 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     otherwise), counting the containers an OpenKruise SidecarSet in the inputs injects into
     the pods its selector matches. A numeric one reaches the container whether or not
     `containerPort` declares it (apps listen on ports set in args or config files), so it is
-    not reported: the files
-    cannot tell which ports the app binds. Except where they can: a container that runs an
-    official image as shipped (`nginx` or `httpd`, no command, args or ports of its own, no
-    file mounted over their configuration) listens on that image's port (80), and a
-    numeric `targetPort` other than that reaches nothing (a warning).
+    not reported: the files cannot tell which ports the app binds. Except where they can: a
+    container that runs an official image as shipped (`nginx` or `httpd`, no command, args
+    or ports of its own, no file mounted over their configuration) listens on that image's
+    port (80), and a numeric `targetPort` other than that reaches nothing (a warning).
+    Services that carry no requests (metrics-only, as for SVD101) are not checked: a missed
+    scrape is no failed request.
 
     ## Why it matters
     A named `targetPort` that no container defines leaves the endpoint without that port, so
@@ -545,7 +546,7 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     del settings
     for svc in inventory.services:
         workloads = _related_targets(inventory, svc)
-        if not workloads or endpoints_given(inventory, svc):
+        if not workloads or endpoints_given(inventory, svc) or not carries_requests(inventory, svc):
             continue
         for p in svc.ports:
             # a numeric targetPort reaches the pod whether or not it is declared: files
