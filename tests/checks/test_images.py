@@ -96,3 +96,17 @@ def test_an_image_name_ending_in_the_directory_matches_when_unambiguous(tmp_path
     (tmp_path / "demo-apache" / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
     both = [tmp_path / "apache/Dockerfile", tmp_path / "demo-apache/Dockerfile"]
     assert not match_images(both, ["ewolff/x-demo-apache:1"])
+
+
+def test_a_variant_tag_of_a_user_repository_names_its_directory(tmp_path: Path) -> None:
+    """nigelpoulton/TheK8sBook: ``nigelpoulton/k8sbook:shield-01`` is built from
+    ``web-app/shield/``; a bare tag or an official image names no directory."""
+    paths = []
+    for d in ("shield", "latest"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "Dockerfile").write_text("FROM node:current-slim\nCMD node app.js\n")
+        paths.append(tmp_path / d / "Dockerfile")
+    image = "nigelpoulton/k8sbook:shield-01"
+    assert match_images(paths, [image])[image].dockerfile.endswith("shield/Dockerfile")
+    assert not match_images(paths, ["nigelpoulton/k8sbook:latest", "nginx:shield-1"])
+    assert not match_images(paths, ["nigelpoulton/k8sbook:1.0", "user/app:latest-alpine"])
