@@ -26,9 +26,9 @@ def _flagged(rule_id: str, monkeypatch: pytest.MonkeyPatch) -> set[str]:
 
 def test_svd101_is_quiet_where_pid1_ignores_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
     # its premise (the app stops at SIGTERM) is false there: SVD117 reports those instead
-    assert _flagged("SVD117", monkeypatch) == {"script", "node", "shellform", "flask"}
+    assert _flagged("SVD117", monkeypatch) == {"script", "node", "shellform", "flask", "prefixed"}
     svd101 = _flagged("SVD101", monkeypatch)
-    assert not svd101 & {"script", "node", "shellform"}
+    assert not svd101 & {"script", "node", "shellform", "prefixed"}
     assert {"exec", "handled", "tini", "unknown"} <= svd101
 
 
@@ -80,3 +80,33 @@ def test_a_dockerfile_from_the_image_itself_does_not_build_it(tmp_path: Path) ->
     found = find_dockerfiles([str(tmp_path)])
     assert match_images(found, ["nginx:1.27"]) == {}
     assert set(match_images(found, ["team/nginx:2"])) == {"team/nginx:2"}
+
+
+def test_an_image_name_ending_in_the_directory_matches_when_unambiguous(tmp_path: Path) -> None:
+    """``…/microservice-kubernetes-demo-apache`` is built from ``apache/`` (ewolff/
+    microservice-kubernetes docker-build.sh); two such directories match neither."""
+    for d in ("apache", "order"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
+    image = "ewolff/microservice-kubernetes-demo-apache:latest"
+    found = match_images([tmp_path / "apache/Dockerfile", tmp_path / "order/Dockerfile"], [image])
+    assert found[image].dockerfile.endswith("apache/Dockerfile")
+    assert not match_images([tmp_path / "order/Dockerfile"], ["demo-apache-x"])
+    (tmp_path / "demo-apache").mkdir()
+    (tmp_path / "demo-apache" / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
+    both = [tmp_path / "apache/Dockerfile", tmp_path / "demo-apache/Dockerfile"]
+    assert not match_images(both, ["ewolff/x-demo-apache:1"])
+
+
+def test_a_variant_tag_of_a_user_repository_names_its_directory(tmp_path: Path) -> None:
+    """nigelpoulton/TheK8sBook: ``nigelpoulton/k8sbook:shield-01`` is built from
+    ``web-app/shield/``; a bare tag or an official image names no directory."""
+    paths = []
+    for d in ("shield", "latest"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "Dockerfile").write_text("FROM node:current-slim\nCMD node app.js\n")
+        paths.append(tmp_path / d / "Dockerfile")
+    image = "nigelpoulton/k8sbook:shield-01"
+    assert match_images(paths, [image])[image].dockerfile.endswith("shield/Dockerfile")
+    assert not match_images(paths, ["nigelpoulton/k8sbook:latest", "nginx:shield-1"])
+    assert not match_images(paths, ["nigelpoulton/k8sbook:1.0", "user/app:latest-alpine"])

@@ -398,10 +398,13 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
 # probes (`healthz`, `probes`; https://kubernetes.io/docs/reference/using-api/health-checks/),
 # and a placeholder a StatefulSet's governing Service needs (`dummy`: the CSI sidecars'
 # examples, deploy/kubernetes/csi-snapshotter in kubernetes-csi/external-snapshotter).
+# The word may also lead, the scheme following: `metrics-http`/`metrics-https` (the
+# controller's metrics Service, config/operator/metrics-service.yaml in kedacore/http-add-on).
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
-    r"probes?|healthz?|livez|readyz|dummy|placeholder)$",
+    r"probes?|healthz?|livez|readyz|dummy|placeholder)$"
+    r"|^(metrics|profiling|pprof)[-_]",
     re.IGNORECASE,
 )
 # A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`

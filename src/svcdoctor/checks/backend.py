@@ -31,7 +31,7 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
-from svcdoctor.model.inventory import related
+from svcdoctor.model.inventory import related, selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
 
@@ -45,9 +45,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     ## What it does
     Flags containers behind a Service without a `readinessProbe`. Not flagged: pods behind
     Services whose ports are all metrics, profiling or probe ports (`metrics`,
-    `http-metrics`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port or target
-    name) unless a route sends to them: a controller behind a single `metrics` port is
-    scraped, not sent requests; nor Services whose only clients are admission webhooks
+    `http-metrics`, `metrics-https`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port
+    or target name) unless a route sends to them: a controller behind a single `metrics`
+    port is scraped, not sent requests; nor Services whose only clients are admission webhooks
     with `failurePolicy: Ignore` (the API server admits without them: no request fails).
     A leader-elected container (`--leader-elect`,
     `--enable-leader-election`, `--leader-election`, `LEADER_ELECT=true`) gets an info note
@@ -323,7 +323,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a
     ReadWriteOnce claim attaches to one node only, and a path that says data (`/run/…/data`)
     is no scratch; a writable emptyDir mounted at a data path such as `/data` or
-    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`; a writable hostPath at any path
+    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's (Prometheus,
+    vmagent: every replica scrapes the same targets); a writable hostPath at any path
     but the node's system, runtime and scratch directories (a share at `/smbshare`); a
     single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a cache),
     whose data a second replica would split; a server that reaches its node's daemon
@@ -413,7 +414,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         )
     single = f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how})"
     containers = serving_containers(inventory, w)
-    state = next((why for c in containers if (why := local_state(w, c))), None)
+    state = next((why for c in containers if (why := local_state(w, c, alike=True))), None)
     if state is not None:
         kept = "keeps local state"
         advice = (
@@ -499,12 +500,15 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     ## What it does
     For each Service port, checks that the `targetPort` (default: `port`) exists on the
     selected containers. A named `targetPort` must match a container port name (an error
-    otherwise). A numeric one reaches the container whether or not `containerPort` declares
-    it (apps listen on ports set in args or config files), so it is not reported: the files
-    cannot tell which ports the app binds. Except where they can: a container that runs an
-    official image as shipped (`nginx` or `httpd`, no command, args or ports of its own, no
-    file mounted over their configuration) listens on that image's port (80), and a
-    numeric `targetPort` other than that reaches nothing (a warning).
+    otherwise), counting the containers an OpenKruise SidecarSet in the inputs injects into
+    the pods its selector matches. A numeric one reaches the container whether or not
+    `containerPort` declares it (apps listen on ports set in args or config files), so it is
+    not reported: the files cannot tell which ports the app binds. Except where they can: a
+    container that runs an official image as shipped (`nginx` or `httpd`, no command, args
+    or ports of its own, no file mounted over their configuration) listens on that image's
+    port (80), and a numeric `targetPort` other than that reaches nothing (a warning).
+    Services that carry no requests (metrics-only, as for SVD101) are not checked: a missed
+    scrape is no failed request.
 
     ## Why it matters
     A named `targetPort` that no container defines leaves the endpoint without that port, so
@@ -542,7 +546,7 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     del settings
     for svc in inventory.services:
         workloads = _related_targets(inventory, svc)
-        if not workloads or endpoints_given(inventory, svc):
+        if not workloads or endpoints_given(inventory, svc) or not carries_requests(inventory, svc):
             continue
         for p in svc.ports:
             # a numeric targetPort reaches the pod whether or not it is declared: files
@@ -554,7 +558,10 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                     yield hit
                 continue
             missing = [
-                w for w in workloads if not any(serves(c, p.target) for c in w.template.containers)
+                w
+                for w in workloads
+                if not any(serves(c, p.target) for c in w.template.containers)
+                and p.target not in _injected_ports(inventory, w)
             ]
             if not missing:
                 continue
@@ -583,6 +590,17 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 fix=fix,
                 line=p.line,
             )
+
+
+def _injected_ports(inventory: Inventory, workload: Workload) -> set[str]:
+    """The port names the containers that OpenKruise SidecarSets in the inputs inject into
+    the workload's pods declare (the SidecarSet's selector matches its pod labels)."""
+    return {
+        port
+        for r in inventory.resources
+        if r.ref.kind == "SidecarSet" and selector_matches(r.selector, workload.template.labels)
+        for port in r.ports
+    }
 
 
 def _stock_mismatch(

@@ -118,6 +118,20 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         )
         for image in ("*teapot/skipper*", "*zalando/skipper*")
     ),
+    # The KEDA HTTP add-on's interceptor: released as ghcr.io/kedacore/http-add-on-interceptor
+    # (its Makefile), built from source as ko://github.com/kedacore/http-add-on/interceptor
+    # (config/interceptor/deployment.yaml).
+    *(
+        KnownDrain(
+            image,
+            5,
+            "https://github.com/kedacore/http-add-on/blob/main/interceptor/config/serving.go",
+            "is the KEDA HTTP add-on's interceptor, which fails readiness at SIGTERM and keeps "
+            "accepting for KEDA_HTTP_SHUTDOWN_DELAY, default 5 s, before it closes its proxy "
+            "listener and drains (interceptor/main.go)",
+        )
+        for image in ("*kedacore/http-add-on-interceptor*", "*kedacore/http-add-on/interceptor*")
+    ),
     KnownDrain(
         "*ingress-nginx/controller*",
         0,

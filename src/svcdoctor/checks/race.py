@@ -27,6 +27,7 @@ from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_family, stays_parent
+from svcdoctor.checks.signals import ignores_sigterm
 from svcdoctor.checks.state import data_store, local_state
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
@@ -95,24 +96,26 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     `--propagation-seconds`: then the sleep asked for is the difference. Apps the
     configuration does not name are looked up in svcdoctor's list of well-known apps that
     drain by themselves, read from their code (Knative webhooks and activator 45 s,
-    skipper 45 s, Istio's proxy 5 s, podinfo 3 s, Argo's rollouts-demo 10 s, ingress-nginx
-    with `--shutdown-grace-period`; see the configuration docs), and the drain a mounted
+    skipper 45 s, Istio's proxy 5 s, the KEDA HTTP add-on's interceptor 5 s, podinfo 3 s,
+    Argo's rollouts-demo 10 s, ingress-nginx with `--shutdown-grace-period`; see the
+    configuration docs), and the drain a mounted
     configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the
     Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
     any other app keeps serving after SIGTERM cannot be seen in a manifest: the message
     says so rather than asserting that it stops. Containers that serve nothing (`sleep
-    infinity`, `tail -f /dev/null`, test clients) are not flagged, nor are pods behind
-    Services that carry no requests (every port a metrics, profiling or probe port:
-    `metrics`, `http-metrics`, `prometheus`, `http-profiling`, `pprof`, `probes`, `healthz`…,
-    by port or target name, and no route sends to it: a scraper that misses one scrape is no
-    failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name no
-    container declares, or a number a stock image as shipped does not listen on), nor
-    behind Services whose only clients are admission webhooks with `failurePolicy: Ignore`
-    (the API server then admits without them), nor NFS and SMB servers (kernel mounts retry
-    by themselves): a delay fixes nothing there. When the grace period is also too short
-    for the longest request, the message and the fix say so (SVD102 then stays quiet).
-    Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
-    that ignores SIGTERM (SVD117: they do not stop at SIGTERM).
+    infinity`, `tail -f /dev/null`, test clients) are not flagged, nor are pods behind Services
+    that carry no requests (every port a metrics, profiling or probe port: `metrics`,
+    `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`,
+    `healthz`…, by port or target name, and no route sends to it: a scraper that misses one
+    scrape is no failed request), nor containers the Service cannot reach (SVD205: a
+    `targetPort` name no container declares, or a number a stock image as shipped does not
+    listen on), nor behind Services whose only clients are admission webhooks with
+    `failurePolicy: Ignore` (the API server then admits without them), nor NFS and SMB servers
+    (kernel mounts retry by themselves): a delay fixes nothing there. When the grace period is
+    also too short for the longest request, the message and the fix say so (SVD102 then stays
+    quiet). Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
+    that ignores SIGTERM (SVD117: they do not stop at SIGTERM), nor those whose command in the
+    manifest does (SVD116: `node app.js`, `python app.py`, `npm start`).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -159,6 +162,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         hook = c.prestop
         if _delays(c) or unserved(inventory, w, c) or image_pid1(inventory, w, c):
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
+        if ignores_sigterm(w, c):
+            continue  # SVD116: nor as the manifest starts it
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself

@@ -35,6 +35,7 @@ WORKLOAD_ALIASES = {
     "pod": "Pod",
     "po": "Pod",
     "rollout": "Rollout",
+    "cloneset": "CloneSet",
     "job": "Job",
     "cronjob": "CronJob",
     "*": "*",

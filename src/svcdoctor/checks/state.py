@@ -116,6 +116,14 @@ _ALERTMANAGER = re.compile(r"(^|/)(prom|prometheus)/alertmanager(:|@|$)")
 # would hold other images.
 _REGISTRY = re.compile(r"(^|/)((library/)?registry|distribution/distribution)(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
+# Pull scrapers: every replica scrapes the same targets and holds the same series, so the
+# scratch TSDB or buffer on an emptyDir is no state a second replica would split (Prometheus'
+# HA is "identical Prometheus servers":
+# https://prometheus.io/docs/introduction/faq/#can-prometheus-be-made-highly-available;
+# vmagent's: https://docs.victoriametrics.com/victoriametrics/vmagent/#high-availability).
+_SCRAPER = re.compile(
+    r"(^|/)(prom|prometheus)/prometheus(:|@|$)|(^|/)victoriametrics/vmagent(:|@|$)"
+)
 # A writable mount holds state when its path says data (`/data`, `/var/lib/grafana`,
 # `/badger`, `/exports`…) and neither its path nor its volume's name says scratch, sockets,
 # certificates, rendered config, logs or plugins (an emptyDir there is often only there
@@ -181,12 +189,13 @@ def _claim_scratch(mount: Mount) -> bool:
     )
 
 
-def local_state(workload: Workload, container: Container) -> str | None:
-    """Why the container keeps state of its own that a second replica would not share (a
-    known single-instance image, a writable claim mount (not scratch), a writable
-    emptyDir mount at a data path (``_DATA_PATH``), a writable hostPath mount at a data path
-    or any path not the node's system or scratch (``_SYSTEM_PATH``), a node's daemon reached through
-    a socket on a hostPath (``node_socket``), a single-replica StatefulSet with
+def local_state(workload: Workload, container: Container, *, alike: bool = False) -> str | None:
+    """Why the container keeps state of its own that a second replica would not share (a known
+    single-instance image, a writable claim mount (not scratch), a writable emptyDir mount
+    at a data path (``_DATA_PATH``; with ``alike``, not a pull scraper's, whose replicas
+    hold alike data: ``_SCRAPER``), a writable hostPath mount at a data path or any path not
+    the node's system or scratch (``_SYSTEM_PATH``), a node's daemon reached through a
+    socket on a hostPath (``node_socket``), a single-replica StatefulSet with
     volumeClaimTemplates not only mounted as a cache), or ``None`` for a server with no such
     sign."""
     image = container.image.split("@", 1)[0]
@@ -210,8 +219,11 @@ def local_state(workload: Workload, container: Container) -> str | None:
     volumes = workload.template.volumes
     if socket := node_socket(container, volumes):
         return socket
+    scraper = alike and bool(_SCRAPER.search(image))
     for m in container.mounts:
         source = volumes.get(m.volume)
+        if scraper and source == "emptyDir":
+            continue  # its replicas scrape alike: their series are the same
         if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
             return f"it writes to claim volume {m.volume!r} at {m.path}"
         if (

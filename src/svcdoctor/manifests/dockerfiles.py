@@ -3,13 +3,18 @@
 A Dockerfile is looked for under the linted directories (for a file, the directory holding
 it) and, when a linted path is inside a git repository, under that repository's root
 (bounded: ``_MOST_ENTRIES`` directory entries over all roots, the linted ones first; no
-``.git``, ``vendor``, ``node_modules`` or hidden directories; no network). It is matched
-to a container image only on a strong signal: the image's repository name (last path
-component, tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name
-of the Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
-``Dockerfile.yelb-ui``. Two candidates for one name match neither, nor does a Dockerfile
-whose final ``FROM`` has the image's own name (``nginx/Dockerfile`` ``FROM nginx`` is not
-what runs ``nginx:1.27``). The build context is taken to be the Dockerfile's directory.
+``.git``, ``vendor``, ``node_modules`` or hidden directories; no network). It is matched to
+a container image only on a strong signal: the image's repository name (last path component,
+tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name of the
+Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
+``Dockerfile.yelb-ui``; failing that, the image's name ends in ``-`` and that name (a
+project prefix: ``microservice-kubernetes-demo-apache`` built from ``apache/``,
+docker-build.sh in ewolff/microservice-kubernetes); failing that, an image of a user's
+repository whose tag is a word and a version names that word's directory
+(``nigelpoulton/k8sbook:shield-01`` built from ``web-app/shield/``). Two candidates for one
+name match neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
+(``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). The build context is
+taken to be the Dockerfile's directory.
 """
 
 from __future__ import annotations
@@ -244,6 +249,37 @@ def image_name(image: str) -> str:
     return last.split(":", 1)[0]
 
 
+# A tag that names a variant of the repository's image: a word, then a version or flavour
+# (``nigelpoulton/k8sbook:shield-01`` built from ``web-app/shield/``); a bare tag
+# (``latest``, ``edge``, ``1.0``) names no directory.
+_VARIANT_TAG = re.compile(r"^([a-z]{3,})[-_.]\w")
+# Words tags use for a release channel or a base flavour, not an app (``latest-alpine``,
+# ``stable-slim``: the tags and aliases of Docker's official images,
+# https://github.com/docker-library/official-images#tags-and-aliases)
+_CHANNELS = frozenset(
+    {"latest", "stable", "mainline", "edge", "lts", "current", "nightly", "release", "main"}
+    | {"master", "dev", "devel", "test", "canary", "beta", "alpha", "alpine", "slim", "debian"}
+    | {"ubuntu", "bookworm", "bullseye", "buster", "jammy", "noble", "focal", "windows"}
+)
+
+
+def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
+    """The Dockerfiles an image's name points at: the one named like it; else one whose
+    name the image's ends in after a ``-``; else, for an image of a user's or
+    organisation's repository (``user/name``), one named like its tag's leading word."""
+    name = image_name(image)
+    if found := by_name.get(name):
+        return found
+    if found := [p for k, paths in by_name.items() if k and name.endswith("-" + k) for p in paths]:
+        return found
+    ref = image.split("@", 1)[0].rsplit("/", 1)
+    tag = ref[-1].partition(":")[2]
+    variant = _VARIANT_TAG.match(tag) if len(ref) == 2 and tag else None
+    if variant is None or variant.group(1) in _CHANNELS:
+        return []
+    return by_name.get(variant.group(1), [])
+
+
 def match_images(dockerfiles: Iterable[Path], images: Iterable[str]) -> dict[str, ImageFacts]:
     """Container image → the facts of the one Dockerfile its name matches."""
     by_name: dict[str, list[Path]] = {}
@@ -254,7 +290,7 @@ def match_images(dockerfiles: Iterable[Path], images: Iterable[str]) -> dict[str
     out: dict[str, ImageFacts] = {}
     read: dict[Path, ImageFacts | None] = {}
     for image in images:
-        candidates = by_name.get(image_name(image), [])
+        candidates = _candidates(by_name, image)
         if len(set(candidates)) != 1:
             continue  # none, or ambiguous
         path = candidates[0]

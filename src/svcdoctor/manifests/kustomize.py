@@ -8,15 +8,22 @@ makes them. The loader reads each kustomization it meets; ``build_inventory`` ad
 labels to the Services and workloads of its build, as kustomize's label transformer does
 (https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/labels/,
 https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/commonlabels/).
-Its ``namespace`` is applied too (Services and pods meet in it). Nothing else of the
-kustomization (patches, name prefixes, generators) is applied.
+Its ``namespace`` is applied too (Services and pods meet in it). A kustomization that sets
+none leaves its namespace-less objects to the namespace they are applied into: when every
+object it builds that names a namespace names the same one, its namespace-less objects are
+placed there too (hashicorp/vault-k8s deploy/: a Service in ``vault``, its Deployment
+without a namespace). A namespace a kustomization replaces (kubebuilder's placeholder
+``system``) is replaced in the same tree's files it does not list too (a scaffold option
+left out of its kustomization), so both stay together. Strategic-merge patches are merged
+into the workload they name; a patch of any other kind is no object. Nothing else of the
+kustomization (name prefixes, generators) is applied.
 """
 
 from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import yaml
@@ -36,7 +43,8 @@ class KustomizeLabels:
 
     scope: tuple[str, ...]
     namespace: str
-    patches: tuple[str, ...]  # strategic-merge patch files
+    home: str  # the directory of the kustomization file
+    patches: tuple[str, ...]  # patch files
     metadata: dict[str, str]
     selectors: dict[str, str]
     templates: dict[str, str]
@@ -77,8 +85,6 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
     namespace = namespace if isinstance(namespace, str) else ""
     home = posixpath.dirname(posixpath.normpath(name.replace("\\", "/")))
     patches = tuple(posixpath.normpath(posixpath.join(home, item)) for item in _patch_files(body))
-    if not (metadata or selectors or templates or namespace or patches):
-        return None
     listed = [
         item
         for key in ("resources", "bases", "components")
@@ -87,14 +93,17 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
         if isinstance(item, str) and "://" not in item and not item.startswith("github.com/")
     ]
     scope = tuple(posixpath.normpath(posixpath.join(home, item)) for item in listed)
-    return KustomizeLabels(scope, namespace, patches, metadata, selectors, templates)
+    if not (scope or metadata or selectors or templates or namespace or patches):
+        return None
+    return KustomizeLabels(scope, namespace, home, patches, metadata, selectors, templates)
 
 
 def _patch_files(body: dict[object, object]) -> list[str]:
-    """The strategic-merge patch files (``patchesStrategicMerge``, ``patches`` with a
-    ``path``: https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/patches/)."""
+    """The patch files (``patchesStrategicMerge``, ``patches`` and ``patchesJson6902``
+    entries with a ``path``:
+    https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/patches/)."""
     files = [p for p in _list(body.get("patchesStrategicMerge")) if isinstance(p, str)]
-    for entry in _list(body.get("patches")):
+    for entry in [*_list(body.get("patches")), *_list(body.get("patchesJson6902"))]:
         if isinstance(entry, dict) and isinstance(path := entry.get("path"), str):
             files.append(path)
     return [f for f in files if f.endswith((".yaml", ".yml")) and "\n" not in f]
@@ -134,31 +143,108 @@ _CLUSTER_KINDS = frozenset({"Namespace", "GatewayClass", "IngressClass"})
 T = TypeVar("T", Workload, Service, Resource, Autoscaler)
 
 
-def kustomized(kustomizations: Sequence[KustomizeLabels], objects: list[T]) -> list[T]:
-    """The objects as the kustomizations among the inputs build them: in the namespace the
-    kustomization sets, and Services and workloads with the labels it adds. (Routes keep
-    their namespace: their parent and backend references are resolved when read.)"""
+@dataclass(frozen=True, slots=True)
+class Build:
+    """The kustomizations among the inputs and the namespaces they imply: ``implied`` maps a
+    kustomization that sets no namespace (by index) to the one namespace the objects it
+    builds name; ``renamed`` is (tree, namespace in the files, namespace set) for each
+    namespace a kustomization replaces (a placeholder's other files in that tree follow)."""
+
+    kustomizations: tuple[KustomizeLabels, ...] = ()
+    implied: dict[int, str] = field(default_factory=dict)
+    renamed: tuple[tuple[str, str, str], ...] = ()
+
+
+def _path(o: Workload | Service | Resource | Autoscaler) -> str | None:
+    return None if o.location is None else posixpath.normpath(o.location.file.replace("\\", "/"))
+
+
+def _namespaced(kind: str) -> bool:
+    return kind not in _CLUSTER_KINDS and not kind.startswith("Cluster")
+
+
+def build(
+    kustomizations: Sequence[KustomizeLabels],
+    objects: Iterable[Workload | Service | Resource | Autoscaler],
+) -> Build:
+    """What the kustomizations do to the namespaces of ``objects`` (all of the run's)."""
     if not kustomizations:
+        return Build()
+    named: dict[int, set[str]] = {}
+    renames: dict[tuple[str, str], set[str]] = {}
+    for o in objects:
+        path = _path(o)
+        if path is None or not o.ref.namespace or not _namespaced(o.ref.kind):
+            continue
+        found = [i for i, k in enumerate(kustomizations) if _covers(k.scope, path)]
+        set_to = {kustomizations[i].namespace for i in found} - {""}
+        if not set_to:
+            for i in found:
+                named.setdefault(i, set()).add(o.ref.namespace)
+        elif len(set_to) == 1 and o.ref.namespace not in set_to:
+            for i in found:
+                if kustomizations[i].namespace:
+                    tree = posixpath.dirname(kustomizations[i].home)
+                    renames.setdefault((tree, o.ref.namespace), set()).update(set_to)
+    implied = {i: next(iter(ns)) for i, ns in named.items() if len(ns) == 1}
+    renamed = tuple(
+        (tree, old, next(iter(new))) for (tree, old), new in renames.items() if len(new) == 1
+    )
+    return Build(tuple(kustomizations), implied, renamed)
+
+
+def kustomized(built: Build, objects: list[T]) -> list[T]:
+    """The objects as the kustomizations among the inputs build them: in the namespace the
+    kustomization sets (or implies), and Services and workloads with the labels it adds.
+    (Routes keep their namespace: their parent and backend references are resolved when
+    read.)"""
+    if not built.kustomizations:
         return objects
     out: list[T] = []
     for o in objects:
-        if o.location is None:
+        path = _path(o)
+        if path is None:
             out.append(o)
             continue
-        path = posixpath.normpath(o.location.file.replace("\\", "/"))
-        found = [k for k in kustomizations if _covers(k.scope, path)]
-        out.append(_built(o, found) if found else o)
+        found = [i for i, k in enumerate(built.kustomizations) if _covers(k.scope, path)]
+        placed = _placed(o, _namespace(built, o, path, found))
+        out.append(_built(placed, [built.kustomizations[i] for i in found]) if found else placed)
     return out
 
 
+def _placed(o: T, namespace: str) -> T:
+    if not namespace:
+        return o
+    o = replace(o, ref=replace(o.ref, namespace=namespace))
+    if isinstance(o, Autoscaler):
+        o = replace(o, target=replace(o.target, namespace=namespace))
+    return o
+
+
+def _namespace(
+    built: Build, o: Workload | Service | Resource | Autoscaler, path: str, found: list[int]
+) -> str:
+    """The namespace kustomize gives the object ("": it keeps its own): the one its
+    kustomizations set; else, namespace-less, the one the objects of its kustomizations
+    name; else, in a tree whose files a kustomization moves out of its namespace, the
+    namespace they move to."""
+    if not _namespaced(o.ref.kind):
+        return ""
+    set_to = {built.kustomizations[i].namespace for i in found} - {""}
+    if set_to:
+        return set_to.pop() if len(set_to) == 1 else ""
+    if not o.ref.namespace:
+        implied = {built.implied[i] for i in found if i in built.implied}
+        return implied.pop() if len(implied) == 1 else ""
+    moved = {
+        new
+        for tree, old, new in built.renamed
+        if old == o.ref.namespace and path.startswith(tree + "/")
+    }
+    return moved.pop() if len(moved) == 1 else ""
+
+
 def _built(o: T, found: list[KustomizeLabels]) -> T:
-    namespaces = {k.namespace for k in found if k.namespace}
-    kind = o.ref.kind
-    if len(namespaces) == 1 and kind not in _CLUSTER_KINDS and not kind.startswith("Cluster"):
-        namespace = namespaces.pop()
-        o = replace(o, ref=replace(o.ref, namespace=namespace))
-        if isinstance(o, Autoscaler):
-            o = replace(o, target=replace(o.target, namespace=namespace))
     if isinstance(o, Workload) and (added := _merged(k.templates for k in found)):
         o = replace(o, template=replace(o.template, labels=o.template.labels | added))
     elif isinstance(o, Service):
@@ -170,6 +256,15 @@ def _built(o: T, found: list[KustomizeLabels]) -> T:
         if labels := _merged(k.metadata for k in found):
             o = replace(o, labels=o.labels | labels)
     return o
+
+
+def unpatched(kustomizations: Sequence[KustomizeLabels], objects: list[T]) -> list[T]:
+    """The objects not read from a kustomization's patch files: a Service or another object
+    in a ``patches:`` or ``patchesStrategicMerge:`` file is a change to the object it names
+    (often partial: rabbitmq/cluster-operator's metrics_service_https_patch.yaml replaces a
+    Service's ports), not an object of its own (workload patches: ``patched``)."""
+    files = {p for k in kustomizations for p in k.patches}
+    return [o for o in objects if _path(o) not in files] if files else objects
 
 
 def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]) -> list[Workload]:

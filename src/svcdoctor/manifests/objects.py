@@ -11,7 +11,7 @@ from typing import Any
 from svcdoctor.manifests.configs import COREDNS_HEALTH, ConfigDrains, LocalStores, store_of
 from svcdoctor.manifests.dockerfiles import match_images
 from svcdoctor.manifests.fields import Fields, text_of
-from svcdoctor.manifests.kustomize import kustomized, patched
+from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
 from svcdoctor.manifests.loader import WEBHOOK_KINDS, LoadResult
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
@@ -68,10 +68,14 @@ def build_inventory(loaded: LoadResult) -> Inventory:
             grants.append(found)
         else:
             resources.append(_resource(f))
-    built = loaded.kustomizations
+    kustomizations = loaded.kustomizations
+    workloads = patched(kustomizations, workloads)
+    services = unpatched(kustomizations, services)
+    resources = unpatched(kustomizations, resources)
+    built = build(kustomizations, [*workloads, *services, *autoscalers, *resources])
     images = {c.image: None for w in workloads for c in w.template.containers}
     return Inventory(
-        workloads=tuple(_instances_of_present_owners(kustomized(built, patched(built, workloads)))),
+        workloads=tuple(_instances_of_present_owners(kustomized(built, workloads))),
         services=tuple(kustomized(built, services)),
         autoscalers=tuple(kustomized(built, autoscalers)),
         resources=tuple(kustomized(built, resources)),
@@ -497,6 +501,13 @@ def _resource(f: Fields) -> Resource:
         listed = spec.get("endpoints")
         items = listed if isinstance(listed, list) else []
         scrapes = tuple(text_of(e.get("port")) for e in items if isinstance(e, YMap))
+    ports: tuple[str, ...] = ()
+    if f.raw.kind == "SidecarSet" and isinstance(spec, YMap):
+        # OpenKruise injects its containers into the pods its selector matches:
+        # https://openkruise.io/docs/user-manuals/sidecarset
+        chosen = spec.get("selector")
+        selector = _plain_labels(chosen.get("matchLabels")) if isinstance(chosen, YMap) else {}
+        ports = _port_names(spec.get("containers"))
     webhooks = _webhooks(body.get("webhooks")) if f.raw.kind in WEBHOOK_KINDS else ()
     if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
         host = text_of(spec.get("service"))  # the SMI apex Service it splits
@@ -512,6 +523,19 @@ def _resource(f: Fields) -> Resource:
         webhooks=webhooks,
         selector=selector,
         scrapes=tuple(s for s in scrapes if s),
+        ports=ports,
+    )
+
+
+def _port_names(containers: object) -> tuple[str, ...]:
+    """The names of the ports a list of containers declares."""
+    items = containers if isinstance(containers, list) else []
+    return tuple(
+        name
+        for c in items
+        if isinstance(c, YMap) and isinstance(ports := c.get("ports"), list)
+        for p in ports
+        if isinstance(p, YMap) and (name := text_of(p.get("name")))
     )
 
 

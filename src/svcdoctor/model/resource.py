@@ -27,9 +27,11 @@ class Resource:
     pod_labels: tuple[dict[str, str], ...] = ()
     host: str = ""
     subsets: tuple[dict[str, str], ...] = ()
-    # a Prometheus ServiceMonitor: the Services it selects and the ports it scrapes
+    # a Prometheus ServiceMonitor: the Services it selects and the ports it scrapes; an
+    # OpenKruise SidecarSet: the pods it selects and the port names its containers add
     selector: dict[str, str] = field(default_factory=dict)
     scrapes: tuple[str, ...] = ()
+    ports: tuple[str, ...] = ()
     # an admission webhook configuration: (namespace, Service, failurePolicy) per webhook
     webhooks: tuple[tuple[str, str, str, int], ...] = ()  # namespace, Service, policy, port
 

@@ -17,6 +17,10 @@ SERVING_KINDS = frozenset(
         "ReplicationController",
         "Pod",
         "Rollout",
+        # OpenKruise's CloneSet (apps.kruise.io/v1alpha1): replicas, selector and a pod
+        # template as a Deployment's (https://openkruise.io/docs/user-manuals/cloneset);
+        # its Advanced StatefulSet is kind StatefulSet already
+        "CloneSet",
     }
 )
 # Kinds whose pods run to completion: noted, never Service-backed.
