@@ -7,8 +7,8 @@ it) and, when a linted path is inside a git repository, under that repository's 
 a container image only on a strong signal: the image's repository name (last path component,
 tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name of the
 Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
-``Dockerfile.yelb-ui``; failing that, the image's name ends in ``-`` and that name (a
-project prefix: ``microservice-kubernetes-demo-apache`` built from ``apache/``,
+``Dockerfile.yelb-ui``; failing that, the image's name is a project prefix, ``-`` and the
+directory's name (``microservice-kubernetes-demo-apache`` built from ``apache/``,
 docker-build.sh in ewolff/microservice-kubernetes); failing that, an image of a user's
 repository whose tag is a word and a version names that word's directory
 (``nigelpoulton/k8sbook:shield-01`` built from ``web-app/shield/``). Two candidates for one
