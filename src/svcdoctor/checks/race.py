@@ -539,7 +539,9 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged unless the
     last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
     never exec'd; busybox ash alone execs the last command after `&&`, `;` or a line
-    when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine).
+    when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine). A
+    fallback after `||` (`./server || echo failed`) keeps the shell waiting for the app in
+    every shell.
 
     ## Why it matters
     The shell is PID 1 and receives SIGTERM; PID 1 ignores signals it has no handler for, so
@@ -584,11 +586,20 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
         assert last is not None
         why = _why_parent(shell, family, script)
         piped = last.before in ("|", "|&") or last.after in ("|", "|&")
-        if piped:
+        fallback = last.before == "||"  # the shell waits for the app to decide whether to run it
+        if fallback and script.commands[-2].execs:
+            continue  # `exec ./server || echo failed`: the app replaced the shell
+        if fallback:
+            why = "the shell waits for the commands before '||' to know whether to run the fallback"
+        if piped or fallback:
+            lead = (
+                "# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), "
+                if piped
+                else "# exec'ing the fallback cannot help: exec the app and drop the fallback, "
+            )
             fix = Fix(
                 _argv_patch(w, c, text, text, ("tini", "-g", "--")),
-                lead="# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), "
-                "or run the shell under an init that signals the whole group:\n",
+                lead=lead + "or run the shell under an init that signals the whole group:\n",
             )
         else:
             fix = Fix(
