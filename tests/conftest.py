@@ -10,7 +10,11 @@ controller, before any worker starts."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,11 +82,22 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+@contextlib.contextmanager
+def deliberate_leftovers() -> Iterator[None]:
+    """Hold while a test keeps what a dead run left on purpose (to find and remove it
+    itself): the clean-up below, of any pytest session on this machine, waits for it."""
+    path = Path(tempfile.gettempdir()) / "svcdoctor-test-leftovers.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Remove what killed lab runs left on this machine, as ``lab clean`` would: once, in
     the controller (or the only process), before any test starts a lab."""
     if not hasattr(session.config, "workerinput"):
-        remove(leftovers())
+        with deliberate_leftovers():
+            remove(leftovers())
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

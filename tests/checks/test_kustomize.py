@@ -238,10 +238,11 @@ def test_a_patch_file_is_no_object(tmp_path: Path) -> None:
     assert ("SVD207", "op-metrics") not in _rules([str(tmp_path)])
 
 
-def test_a_placeholder_namespace_moves_in_unlisted_files_too(tmp_path: Path) -> None:
+def test_a_placeholder_namespace_stays_in_unlisted_files(tmp_path: Path) -> None:
     """kubebuilder's scaffold: config/manager sets the namespace over the placeholder
-    `system`; config/rbac's auth_proxy_service.yaml, not listed, keeps `system` in its file
-    and moves with it (judge36 class D3)."""
+    `system`; a file no kustomization lists (a scaffold option left out, never installed)
+    keeps `system` and is not linked to the manager (judge37 class B: moving it gave five
+    findings on webhook Services no one installs)."""
     base = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: op}}\n    spec:\n", 1)
     _write(
         tmp_path,
@@ -250,16 +251,16 @@ def test_a_placeholder_namespace_moves_in_unlisted_files_too(tmp_path: Path) -> 
             "config/manager/kustomization.yaml": (
                 "namespace: op-system\nresources: [manager.yaml]\n"
             ),
-            "config/rbac/extra_service.yaml": (
+            "config/webhook/service.yaml": (
                 "apiVersion: v1\nkind: Service\n"
-                "metadata: {name: op-api, namespace: system}\n"
+                "metadata: {name: op-webhook, namespace: system}\n"
                 "spec:\n  selector: {app: op}\n  ports: [{port: 443, targetPort: 9443}]\n"
             ),
-            "config/rbac/kustomization.yaml": "resources: []\n",
+            "config/webhook/kustomization.yaml": "resources: []\n",
         },
     )
     inventory = build_inventory(load([str(tmp_path)]))
-    assert {s.ref.namespace for s in inventory.services} == {"op-system"}
+    assert {s.ref.namespace for s in inventory.services} == {"system"}
     found = _rules([str(tmp_path)])
-    assert ("SVD207", "op-api") not in found
-    assert ("SVD204", "op-api") in found
+    assert not [rule for rule, name in found if name == "controller-manager"]  # not linked
+    assert ("SVD207", "op-webhook") not in found  # the placeholder's pods: moved, not absent

@@ -15,6 +15,7 @@ import pytest
 
 from svcdoctor.lab.cleanup import leftovers, pod_processes
 from svcdoctor.lab.kernel import available, namespaces_of_runs
+from tests.conftest import deliberate_leftovers
 
 pytestmark = pytest.mark.lab
 DATAPATH = "userspace" if available() else "kernel"
@@ -90,21 +91,21 @@ def test_an_interrupted_run_removes_everything(
 
 
 def test_a_killed_run_is_cleaned_by_lab_clean(tmp_path: Path) -> None:
-    with running(tmp_path / "bundle") as proc:
+    with deliberate_leftovers(), running(tmp_path / "bundle") as proc:
         pods = pods_of(proc.pid)
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
-    assert gone(pods)  # PDEATHSIG: the pods die with their lab
-    left = leftovers()
-    namespaces = 0 if DATAPATH == "userspace" else 3 + 4  # fabric, 2 nodes, 4 pods
-    assert len(left.namespaces) == namespaces
-    assert len(left.locks) == 1
-    done = subprocess.run(
-        [*SVCDOCTOR, "lab", "clean"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+        assert gone(pods)  # PDEATHSIG: the pods die with their lab
+        left = leftovers()
+        namespaces = 0 if DATAPATH == "userspace" else 3 + 4  # fabric, 2 nodes, 4 pods
+        assert len(left.namespaces) == namespaces
+        assert len(left.locks) == 1
+        done = subprocess.run(
+            [*SVCDOCTOR, "lab", "clean"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     expected = f"removed {namespaces} network namespaces, 0 pod processes and 1 stale lock files"
     assert done.stdout.strip() == expected
     assert not leftovers()

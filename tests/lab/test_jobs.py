@@ -207,22 +207,24 @@ def test_broken_userspace_node_resets_its_share() -> None:
 
 def test_cleanup_finds_the_job_processes_of_a_dead_lab(tmp_path: Path) -> None:
     from svcdoctor.lab.cleanup import leftovers, lock_dir, remove
+    from tests.conftest import deliberate_leftovers
 
-    folder = jobs.jobs_directory(lock_dir(), "svcd0fdead") / "probe-abcde"
-    folder.mkdir(parents=True)
-    script = folder / "agent.py"
-    script.write_text("import time\ntime.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-I", str(script)], cwd=folder)
-    try:
-        found = leftovers()
-        assert proc.pid in found.processes
-        assert folder.parent in found.folders
-        remove(found)
-        assert proc.wait(10) == -signal.SIGKILL
-        assert not folder.parent.exists()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with deliberate_leftovers():
+        folder = jobs.jobs_directory(lock_dir(), "svcd0fdead") / "probe-abcde"
+        folder.mkdir(parents=True)
+        script = folder / "agent.py"
+        script.write_text("import time\ntime.sleep(60)\n")
+        proc = subprocess.Popen([sys.executable, "-I", str(script)], cwd=folder)
+        try:
+            found = leftovers()
+            assert proc.pid in found.processes
+            assert folder.parent in found.folders
+            remove(found)
+            assert proc.wait(10) == -signal.SIGKILL
+            assert not folder.parent.exists()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
 
 
 # ---- the runner with a real store and real processes, without a server ----------------------

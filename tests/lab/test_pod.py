@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 from svcdoctor.lab.cleanup import leftovers, remove
+from tests.conftest import deliberate_leftovers
 
 pytestmark = pytest.mark.lab
 
@@ -174,18 +175,19 @@ def test_a_pod_dies_with_its_lab() -> None:
 
 def test_lab_clean_finds_an_orphaned_pod() -> None:
     """A pod process of a run whose parent is not its lab is a leftover, and is removed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "svcdoctor.lab.pod", "--name", "x", "--run", "svcd0d0e0f"],
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        proc.stdout.readline()
-        found = leftovers()
-        assert proc.pid in found.processes
-        remove(found)
-        assert proc.wait(5) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with deliberate_leftovers():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "svcdoctor.lab.pod", "--name", "x", "--run", "svcd0d0e0f"],
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None
+            proc.stdout.readline()
+            found = leftovers()
+            assert proc.pid in found.processes
+            remove(found)
+            assert proc.wait(5) == -signal.SIGKILL
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -55,6 +55,29 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "network/network.go",
         quiet=True,
     ),
+    # Knative Eventing's data plane: each server is a kncloudevents.HTTPEventReceiver, which
+    # at SIGTERM disables keep-alives and drains with knative.dev/pkg's handlers.Drainer
+    # until no request came for its QuietPeriod, unset there: DefaultDrainTimeout, 45 s.
+    # The in-memory channel's controller serves its webhook with knative.dev/pkg's webhook.
+    *(
+        KnownDrain(
+            f"*knative.dev/eventing/cmd/{command}*",
+            45,
+            "https://github.com/knative/eventing/blob/main/pkg/kncloudevents/event_receiver.go",
+            "is a Knative Eventing server, which drains with knative.dev/pkg's Drainer until "
+            "no request came for its quiet period, default network.DefaultDrainTimeout: 45 s, "
+            "knative/pkg network/handlers/drain.go",
+            quiet=True,
+        )
+        for command in (
+            "broker/ingress",
+            "broker/filter",
+            "in_memory/channel_dispatcher",
+            "in_memory/channel_controller",
+            "jobsink",
+            "requestreply",
+        )
+    ),
     KnownDrain(
         "*tektoncd/*/cmd/webhook*",
         45,

@@ -272,6 +272,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     TrafficSplit gets its traffic sent to the split's backends by the mesh; a Service that
     targets a distinctive port name a workload beside it declares has that workload's pods,
     labelled at run time by their operator (Longhorn's webhooks): none of these is flagged.
+    Nor is a Service in kubebuilder's placeholder namespace `system` whose pods a workload
+    of the inputs makes in another namespace (a scaffold option left out of the build keeps
+    the placeholder that kustomize replaced in its workload's files).
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload is in the Service's folder tree,
@@ -394,12 +397,21 @@ def _operator_selector(selector: dict[str, str]) -> bool:
     return False
 
 
+# kubebuilder's scaffold writes `namespace: system` in every config/ file and its
+# config/default kustomization replaces it (kubebuilder testdata/project-v4
+# config/default/kustomization.yaml, `namespace: project-system`); a scaffold option left
+# out of that build (its webhook Service, the metrics proxy) keeps the placeholder while
+# its workload was moved: still its pods.
+_SCAFFOLD_NAMESPACE = "system"
+
+
 def _pods_made(inventory: Inventory, svc: Service) -> bool:
     """Whether something in the inputs plausibly makes pods the selector matches."""
     selector = svc.selector or {}
     ns = svc.ref.namespace
     for w in inventory.workloads:
-        if same_namespace(w.ref.namespace, ns) and _may_carry(selector, w):
+        placeholder = ns == _SCAFFOLD_NAMESPACE  # kustomize moves its workload elsewhere
+        if (placeholder or same_namespace(w.ref.namespace, ns)) and _may_carry(selector, w):
             return True
     values = set(selector.values())
     for r in inventory.resources:

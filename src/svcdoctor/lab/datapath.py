@@ -55,8 +55,12 @@ class PodNet:
 
 
 class Datapath(Protocol):
-    name: str
-    errors: list[str]  # what went wrong in the datapath itself (a run with errors is invalid)
+    @property
+    def name(self) -> str: ...
+    @property
+    def errors(self) -> list[str]:
+        """What went wrong in the datapath itself (a run with errors is invalid)."""
+        ...
 
     async def start(self, nodes: int) -> None: ...
     async def add_pod(self, pod: str) -> PodNet: ...

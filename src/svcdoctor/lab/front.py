@@ -110,10 +110,39 @@ async def stop(process: subprocess.Popen[bytes] | None) -> None:
         await asyncio.to_thread(process.wait)
 
 
+async def until(done: Callable[[], bool], timeout: float, what: str) -> None:
+    """Wait until ``done()``; after ``timeout`` seconds, a LabError saying ``what`` did not
+    happen in time."""
+    end = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > end:
+            raise LabError(f"{what} within {timeout:g} s")
+        await asyncio.sleep(0.05)
+
+
 class FrontedDatapath:
-    """What a datapath behind a proxy passes to its inner datapath unchanged."""
+    """What a datapath behind a proxy passes to its inner datapath unchanged; its proxy
+    stops first when it closes (``stop_hop``), the pods' namespaces go whatever happened."""
 
     inner: Datapath
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def errors(self) -> list[str]:
+        """One list: the inner datapath's errors and the proxy's."""
+        return self.inner.errors
+
+    async def stop_hop(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        try:
+            await self.stop_hop()
+        finally:
+            await self.inner.close()
 
     async def listen_address(
         self, tag: str, ip: str, port: int

@@ -60,6 +60,7 @@ from svcdoctor.lab.front import (
     last_complaint,
     spawn,
     stop,
+    until,
     until_listening,
 )
 from svcdoctor.lab.kernel import SUBNET
@@ -356,13 +357,7 @@ class BalancerDatapath(FrontedDatapath):
     haproxy: Haproxy | None = None
     group: TargetGroup | None = None
     entries: list[LogEntry] = field(default_factory=list)  # its log, read at close
-    name: str = ""
-    errors: list[str] = field(default_factory=list)
     _stopped: bool = False  # haproxy stopped and its log read
-
-    def __post_init__(self) -> None:
-        self.name = self.inner.name
-        self.errors = self.inner.errors  # one list: the inner's errors and the LB's
 
     async def start(self, nodes: int) -> None:
         reason = available()
@@ -391,11 +386,11 @@ class BalancerDatapath(FrontedDatapath):
 
     async def settled(self, timeout: float = 60.0) -> None:
         """Wait until every change's leg has ended in the LB."""
-        end = time.monotonic() + timeout
-        while self.group is not None and not self.group.settled:
-            if time.monotonic() > end:
-                raise LabError(f"the load balancer did not apply the targets within {timeout:g} s")
-            await asyncio.sleep(0.05)
+        await until(
+            lambda: self.group is None or self.group.settled,
+            timeout,
+            "the load balancer did not apply the targets",
+        )
 
     def service_address(self, node: int) -> tuple[str, int]:
         assert self.haproxy is not None
@@ -418,12 +413,6 @@ class BalancerDatapath(FrontedDatapath):
             await self.haproxy.stop()
             self.entries = parse_log(_read(self.folder / LOG))
             self._stopped = True
-
-    async def close(self) -> None:
-        try:
-            await self.stop_hop()
-        finally:  # the pods' namespaces go whatever happened to haproxy
-            await self.inner.close()
 
     def logs(self) -> dict[str, Path]:
         """haproxy's log (request lines and state changes), when it wrote one."""

@@ -33,7 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from svcdoctor.lab.datapath import Backend, Datapath, LabError
-from svcdoctor.lab.front import FrontedDatapath, last_complaint, spawn, stop, until_listening
+from svcdoctor.lab.front import (
+    FrontedDatapath,
+    last_complaint,
+    spawn,
+    stop,
+    until,
+    until_listening,
+)
 from svcdoctor.lab.kernel import SUBNET
 from svcdoctor.lab.names import UPSTREAM
 
@@ -242,12 +249,6 @@ class IngressDatapath(FrontedDatapath):
     spec: IngressSpec
     folder: Path  # nginx's working directory (its logs are read from there)
     nginx: Nginx | None = None
-    name: str = ""
-    errors: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.name = self.inner.name
-        self.errors = self.inner.errors  # one list: the inner's errors and nginx's
 
     async def start(self, nodes: int) -> None:
         reason = available()
@@ -264,11 +265,11 @@ class IngressDatapath(FrontedDatapath):
 
     async def settled(self, timeout: float = 30.0) -> None:
         """Wait until nginx routes to what the slices last said."""
-        end = time.monotonic() + timeout
-        while self.nginx is not None and not self.nginx.settled:
-            if time.monotonic() > end:
-                raise LabError(f"nginx did not apply the endpoints within {timeout:g} s")
-            await asyncio.sleep(0.05)
+        await until(
+            lambda: self.nginx is None or self.nginx.settled,
+            timeout,
+            "nginx did not apply the endpoints",
+        )
         await asyncio.sleep(0.2)  # the reload: new workers take over
 
     def service_address(self, node: int) -> tuple[str, int]:
@@ -282,12 +283,6 @@ class IngressDatapath(FrontedDatapath):
         """Stop nginx (its logs stay in ``folder``); the pods and nodes run on."""
         if self.nginx is not None:
             await self.nginx.stop()
-
-    async def close(self) -> None:
-        try:
-            await self.stop_hop()
-        finally:  # the pods' namespaces go whatever happened to nginx
-            await self.inner.close()
 
     def logs(self) -> dict[str, Path]:
         """nginx's log files by name (those it wrote)."""

@@ -12,9 +12,9 @@ Its ``namespace`` is applied too (Services and pods meet in it). A kustomization
 none leaves its namespace-less objects to the namespace they are applied into: when every
 object it builds that names a namespace names the same one, its namespace-less objects are
 placed there too (hashicorp/vault-k8s deploy/: a Service in ``vault``, its Deployment
-without a namespace). A namespace a kustomization replaces (kubebuilder's placeholder
-``system``) is replaced in the same tree's files it does not list too (a scaffold option
-left out of its kustomization), so both stay together. Strategic-merge patches are merged
+without a namespace). Files no kustomization lists keep their own namespace (a scaffold
+option left out, such as kubebuilder's webhook Service in ``system``, is not installed, so
+it is not moved beside what is). Strategic-merge patches are merged
 into the workload they name; a patch of any other kind is no object. Nothing else of the
 kustomization (name prefixes, generators) is applied.
 """
@@ -43,7 +43,6 @@ class KustomizeLabels:
 
     scope: tuple[str, ...]
     namespace: str
-    home: str  # the directory of the kustomization file
     patches: tuple[str, ...]  # patch files
     metadata: dict[str, str]
     selectors: dict[str, str]
@@ -95,7 +94,7 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
     scope = tuple(posixpath.normpath(posixpath.join(home, item)) for item in listed)
     if not (scope or metadata or selectors or templates or namespace or patches):
         return None
-    return KustomizeLabels(scope, namespace, home, patches, metadata, selectors, templates)
+    return KustomizeLabels(scope, namespace, patches, metadata, selectors, templates)
 
 
 def _patch_files(body: dict[object, object]) -> list[str]:
@@ -147,12 +146,10 @@ T = TypeVar("T", Workload, Service, Resource, Autoscaler)
 class Build:
     """The kustomizations among the inputs and the namespaces they imply: ``implied`` maps a
     kustomization that sets no namespace (by index) to the one namespace the objects it
-    builds name; ``renamed`` is (tree, namespace in the files, namespace set) for each
-    namespace a kustomization replaces (a placeholder's other files in that tree follow)."""
+    builds name."""
 
     kustomizations: tuple[KustomizeLabels, ...] = ()
     implied: dict[int, str] = field(default_factory=dict)
-    renamed: tuple[tuple[str, str, str], ...] = ()
 
 
 def _path(o: Workload | Service | Resource | Autoscaler) -> str | None:
@@ -171,26 +168,16 @@ def build(
     if not kustomizations:
         return Build()
     named: dict[int, set[str]] = {}
-    renames: dict[tuple[str, str], set[str]] = {}
     for o in objects:
         path = _path(o)
         if path is None or not o.ref.namespace or not _namespaced(o.ref.kind):
             continue
         found = [i for i, k in enumerate(kustomizations) if _covers(k.scope, path)]
-        set_to = {kustomizations[i].namespace for i in found} - {""}
-        if not set_to:
+        if not {kustomizations[i].namespace for i in found} - {""}:
             for i in found:
                 named.setdefault(i, set()).add(o.ref.namespace)
-        elif len(set_to) == 1 and o.ref.namespace not in set_to:
-            for i in found:
-                if kustomizations[i].namespace:
-                    tree = posixpath.dirname(kustomizations[i].home)
-                    renames.setdefault((tree, o.ref.namespace), set()).update(set_to)
     implied = {i: next(iter(ns)) for i, ns in named.items() if len(ns) == 1}
-    renamed = tuple(
-        (tree, old, next(iter(new))) for (tree, old), new in renames.items() if len(new) == 1
-    )
-    return Build(tuple(kustomizations), implied, renamed)
+    return Build(tuple(kustomizations), implied)
 
 
 def kustomized(built: Build, objects: list[T]) -> list[T]:
@@ -207,7 +194,7 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
             out.append(o)
             continue
         found = [i for i, k in enumerate(built.kustomizations) if _covers(k.scope, path)]
-        placed = _placed(o, _namespace(built, o, path, found))
+        placed = _placed(o, _namespace(built, o, found))
         out.append(_built(placed, [built.kustomizations[i] for i in found]) if found else placed)
     return out
 
@@ -222,12 +209,11 @@ def _placed(o: T, namespace: str) -> T:
 
 
 def _namespace(
-    built: Build, o: Workload | Service | Resource | Autoscaler, path: str, found: list[int]
+    built: Build, o: Workload | Service | Resource | Autoscaler, found: list[int]
 ) -> str:
     """The namespace kustomize gives the object ("": it keeps its own): the one its
     kustomizations set; else, namespace-less, the one the objects of its kustomizations
-    name; else, in a tree whose files a kustomization moves out of its namespace, the
-    namespace they move to."""
+    name."""
     if not _namespaced(o.ref.kind):
         return ""
     set_to = {built.kustomizations[i].namespace for i in found} - {""}
@@ -236,12 +222,7 @@ def _namespace(
     if not o.ref.namespace:
         implied = {built.implied[i] for i in found if i in built.implied}
         return implied.pop() if len(implied) == 1 else ""
-    moved = {
-        new
-        for tree, old, new in built.renamed
-        if old == o.ref.namespace and path.startswith(tree + "/")
-    }
-    return moved.pop() if len(moved) == 1 else ""
+    return ""
 
 
 def _built(o: T, found: list[KustomizeLabels]) -> T:
