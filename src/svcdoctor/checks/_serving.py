@@ -92,12 +92,13 @@ class Script:
 
 
 def ash_execs_last(script: Script) -> bool:
-    """Whether busybox ash execs the last command of a ``-c`` list (after `&&`, `;` or a line,
-    nothing after it): ``evalstring(minusc, EV_EXIT)`` in https://git.busybox.net/busybox
-    shell/ash.c evaluates that command with EV_EXIT, and ``evalcommand`` then forks not."""
+    """Whether busybox ash execs the last command of a ``-c`` list (after `&&`, `||`, `;` or
+    a line, nothing after it): ``evalstring(minusc, EV_EXIT)`` in
+    https://git.busybox.net/busybox shell/ash.c evaluates that command with EV_EXIT (``evaltree``
+    passes it to the right side of NAND and NOR alike), and ``evalcommand`` then forks not."""
     last = script.last
     ends = script.trailing_newlines == 0 and not script.compound
-    return ends and last is not None and last.after == "" and last.before in ("&&", ";", "\n")
+    return ends and last is not None and last.after == "" and last.before in ("&&", "||", ";", "\n")
 
 
 def shell_script(argv: tuple[str, ...] | list[str]) -> tuple[str, str] | None:

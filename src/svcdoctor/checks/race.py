@@ -538,8 +538,8 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     images) never does. `sh` in an image of unknown family is treated as dash. Lists
     (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged unless the
     last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
-    never exec'd; busybox ash alone execs the last command after `&&`, `;` or a line
-    when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine). A
+    never exec'd; busybox ash alone execs the last command after `&&`, `||`, `;` or a
+    line when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine). A
     fallback after `||` (`./server || echo failed`) keeps the shell waiting for the app in
     every shell.
 
@@ -580,15 +580,17 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
         if not script.commands or any(cmd.program == "trap" for cmd in script.commands):
             continue
         family = shell_family(shell, c.image)
-        if not stays_parent(family, script):
-            continue
         last = script.last
         assert last is not None
+        # `./server || echo failed`: the shell waits for the app to know whether to run the
+        # fallback, in every shell (unless the app is exec'd: it replaced the shell)
+        fallback = last.before == "||" and last.program in _FALLBACKS
+        if fallback and script.commands[-2].execs:
+            continue
+        if not fallback and not stays_parent(family, script):
+            continue
         why = _why_parent(shell, family, script)
         piped = last.before in ("|", "|&") or last.after in ("|", "|&")
-        fallback = last.before == "||"  # the shell waits for the app to decide whether to run it
-        if fallback and script.commands[-2].execs:
-            continue  # `exec ./server || echo failed`: the app replaced the shell
         if fallback:
             why = "the shell waits for the commands before '||' to know whether to run the fallback"
         if piped or fallback:
@@ -614,6 +616,10 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
             container=c.name,
             line=c.line,
         )
+
+
+# Commands that only report or end a script: after `||`, a fallback, not the app
+_FALLBACKS = frozenset({"echo", "printf", "true", "false", "exit", ":", "sleep", "logger"})
 
 
 def _argv_patch(
