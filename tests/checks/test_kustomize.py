@@ -264,3 +264,35 @@ def test_a_placeholder_namespace_stays_in_unlisted_files(tmp_path: Path) -> None
     found = _rules([str(tmp_path)])
     assert not [rule for rule, name in found if name == "controller-manager"]  # not linked
     assert ("SVD207", "op-webhook") not in found  # the placeholder's pods: moved, not absent
+
+
+def test_a_patch_keeps_a_tcp_and_a_udp_port_of_one_number(tmp_path: Path) -> None:
+    """kustomize merges container ports by number and protocol (their list-map keys): a
+    patch declaring https TCP 8443 and quic UDP 8443 adds both (judge37 class F)."""
+    base = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: op}}\n    spec:\n", 1)
+    _write(
+        tmp_path,
+        {
+            "manager.yaml": base,
+            "ports.yaml": (
+                "apiVersion: apps/v1\nkind: Deployment\n"
+                "metadata: {name: controller-manager, namespace: system}\n"
+                "spec:\n  template:\n    spec:\n      containers:\n      - name: manager\n"
+                "        ports:\n"
+                "        - {containerPort: 8443, name: https, protocol: TCP}\n"
+                "        - {containerPort: 8443, name: quic, protocol: UDP}\n"
+            ),
+            "service.yaml": (
+                "apiVersion: v1\nkind: Service\n"
+                "metadata: {name: op, namespace: system}\n"
+                "spec:\n  selector: {app: op}\n  ports: [{port: 443, targetPort: https}]\n"
+            ),
+            "kustomization.yaml": (
+                "resources: [manager.yaml, service.yaml]\npatches:\n- path: ports.yaml\n"
+            ),
+        },
+    )
+    (manager,) = build_inventory(load([str(tmp_path)])).workloads
+    names = [p.name for c in manager.template.containers for p in c.ports]
+    assert {"https", "quic"} <= set(names)
+    assert ("SVD205", "op") not in _rules([str(tmp_path)])

@@ -116,6 +116,10 @@ _ALERTMANAGER = re.compile(r"(^|/)(prom|prometheus)/alertmanager(:|@|$)")
 # would hold other images.
 _REGISTRY = re.compile(r"(^|/)((library/)?registry|distribution/distribution)(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
+# Vault's image runs its dev server when given no command (CMD ["server", "-dev"] in
+# hashicorp/docker-vault's Dockerfile), whose storage is in memory: a second replica is
+# a second, empty Vault (https://developer.hashicorp.com/vault/docs/concepts/dev-server).
+_VAULT = re.compile(r"(^|/)(hashicorp/)?vault(:|@|$)")
 # Pull scrapers: every replica scrapes the same targets and holds the same series, so the
 # scratch TSDB or buffer on an emptyDir is no state a second replica would split (Prometheus'
 # HA is "identical Prometheus servers":
@@ -208,6 +212,8 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
         return "Keycloak in start-dev mode keeps an embedded database"
     if "rundex" in argv_of(container):
         return "Argo CD's Dex keeps its data in memory"
+    if _VAULT.search(image) and (not argv_of(container) or "-dev" in argv_of(container)):
+        return "Vault's dev server, the image's default command, keeps its storage in memory"
     if workload.template.config_state:
         return workload.template.config_state
     argv = argv_of(container)

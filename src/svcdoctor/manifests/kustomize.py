@@ -278,7 +278,9 @@ def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]
 
 def _merge(w: Workload, patch: Workload) -> Workload:
     """A strategic merge of what the model keeps: maps merged, containers by name, their
-    ports by number, env by name, mounts by path; a value the patch sets replaces."""
+    ports by number and protocol (the API's list-map keys, which kustomize merges by: a TCP
+    and a UDP port of one number are two ports), env by name, mounts by path; a value the
+    patch sets replaces."""
     t, p = w.template, patch.template
     names = {c.name: c for c in p.containers}
     containers = [
@@ -308,7 +310,7 @@ def _merge_container(c: Container, p: Container) -> Container:
         image=p.image or c.image,
         command=p.command or c.command,
         args=p.args or c.args,
-        ports=tuple({x.number: x for x in (*c.ports, *p.ports)}.values()),
+        ports=tuple({(x.number, x.protocol): x for x in (*c.ports, *p.ports)}.values()),
         readiness=p.readiness or c.readiness,
         liveness=p.liveness or c.liveness,
         startup=p.startup or c.startup,
