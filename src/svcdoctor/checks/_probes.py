@@ -68,10 +68,7 @@ _APP_PROTOCOL = {
     "grpc": Speaks.GRPC,
 }
 # Port-name words (Istio's protocol selection by port name, `<protocol>[-<suffix>]`:
-# https://istio.io/latest/docs/ops/configuration/traffic-management/protocol-selection/;
-# kubebuilder names its webhook port `webhook-server`, config/default/manager_webhook_patch.yaml
-# of its scaffold, and the API server calls admission webhooks over HTTPS only:
-# https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#contacting-the-webhook).
+# https://istio.io/latest/docs/ops/configuration/traffic-management/protocol-selection/).
 _NAME_WORDS = {
     "http": Speaks.HTTP,
     "http2": Speaks.HTTP,
@@ -79,7 +76,6 @@ _NAME_WORDS = {
     "web": Speaks.HTTP,
     "www": Speaks.HTTP,
     "https": Speaks.HTTPS,
-    "webhook": Speaks.HTTPS,
     "grpc": Speaks.GRPC,
     **dict.fromkeys(
         (
@@ -91,6 +87,12 @@ _NAME_WORDS = {
     ),
 }  # fmt: skip
 _WORD = re.compile(r"[-_.]")
+# kubebuilder's name for the admission webhook port (config/default/manager_webhook_patch.yaml
+# of its scaffold); the API server calls admission webhooks over HTTPS only
+# (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#contacting-the-webhook).
+# A port named only `webhook` may take Git webhooks in plain HTTP (Argo CD's
+# applicationset-controller, manifests/base/applicationset-controller in argoproj/argo-cd).
+_TLS_NAMES = frozenset({"webhook-server"})
 # Well-known ports that are not HTTP (IANA service names and port numbers,
 # https://www.iana.org/assignments/service-names-port-numbers): ldap, ldaps, ms-sql-s, mysql,
 # postgresql, amqp, redis, memcache, mongodb.
@@ -258,13 +260,15 @@ _SAYS = {
     Speaks.HTTP: "HTTP",
     Speaks.HTTPS: "HTTPS",
     Speaks.GRPC: "gRPC",
-    Speaks.OTHER: "not HTTP",
+    Speaks.OTHER: "a protocol other than HTTP",
 }
 
 
 def _name_word(name: str) -> Speaks | None:
     """What a port name says by its first word (``http-api``, ``tcp-ldap``), or its last one
     (``api-http``); ``grpc-web`` says nothing (gRPC-Web is neither gRPC nor a health URL)."""
+    if name.lower() in _TLS_NAMES:
+        return Speaks.HTTPS
     words = [w for w in _WORD.split(name.lower()) if w]
     if not words or words[:2] == ["grpc", "web"]:
         return None

@@ -95,7 +95,7 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     else a placeholder its comment names; and it speaks the port's protocol as far as the
     manifest tells: `httpGet` where the port is HTTP by its name (`http`, `web`, `http-*`),
     `appProtocol`, image (nginx, httpd) or Service port 80; `scheme: HTTPS` on TLS ports
-    (`https`, `webhook-*`, an admission webhook's Service, 443); `grpc` on gRPC ports; an
+    (`https`, `webhook-server`, an admission webhook's Service, 443); `grpc` on gRPC ports; an
     `exec` the image ships on databases that have one (`pg_isready`, `mysqladmin ping`);
     `tcpSocket` on other ports that are not HTTP (Redis, LDAP, MongoDB… by image or
     well-known number) and where nothing says which protocol the port speaks. A
