@@ -40,19 +40,22 @@ def _fix(service_ports: str, image: str = "example/app:1", ports: str = "[]") ->
 
 def test_an_undeclared_named_target_falls_back_to_the_first_declared_port() -> None:
     probe, note = _fix("[{port: 80, targetPort: missing}]", ports="[{containerPort: 9000}]")
-    assert probe is not None and probe["tcpSocket"] == {"port": 9000}
+    assert probe is not None
+    assert probe["tcpSocket"] == {"port": 9000}
     assert "its first declared port" in note
 
 
 def test_no_port_at_all_is_a_marked_placeholder() -> None:
     probe, note = _fix("[{port: 80, targetPort: missing}]")
-    assert probe is not None and probe["tcpSocket"] == {"port": 8080}
+    assert probe is not None
+    assert probe["tcpSocket"] == {"port": 8080}
     assert "a placeholder" in note
 
 
 def test_app_protocol_decides() -> None:
     probe, note = _fix("[{port: 7000, appProtocol: kubernetes.io/h2c}]")
-    assert probe is not None and probe["httpGet"]["port"] == 7000
+    assert probe is not None
+    assert probe["httpGet"]["port"] == 7000
     assert "appProtocol" in note
 
 
@@ -64,7 +67,8 @@ def test_mysql_gets_mysqladmin_ping() -> None:
 
 def test_a_well_known_database_port_is_not_http() -> None:
     probe, note = _fix("[{port: 27017}]", image="example/store:1")
-    assert probe is not None and probe["tcpSocket"] == {"port": 27017}
+    assert probe is not None
+    assert probe["tcpSocket"] == {"port": 27017}
     assert "MongoDB" in note
 
 
