@@ -481,6 +481,14 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
     (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy),
     so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving,
     and so does a port of the Service no webhook calls (it carries other traffic)."""
+    called = webhook_calls(inventory, service)
+    if not called or {policy for policy, _ in called} != {"Ignore"}:
+        return False
+    return {p.port for p in service.ports} <= {port for _, port in called}
+
+
+def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]]:
+    """``(failurePolicy, port)`` of each admission webhook that calls the Service."""
     cached = _WEBHOOKS[0] if _WEBHOOKS else None
     if cached is None or cached[0] is not inventory.resources:
         calls: dict[tuple[str, str], set[tuple[str, int]]] = {}
@@ -489,10 +497,7 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
                 key = (namespace or inventory.namespace, name)
                 calls.setdefault(key, set()).add((policy, port))
         _WEBHOOKS[:] = [(inventory.resources, calls)]
-    called = _WEBHOOKS[0][1].get((inventory.namespace_of(service.ref), service.ref.name))
-    if not called or {policy for policy, _ in called} != {"Ignore"}:
-        return False
-    return {p.port for p in service.ports} <= {port for _, port in called}
+    return _WEBHOOKS[0][1].get((inventory.namespace_of(service.ref), service.ref.name), set())
 
 
 # the Services admission webhooks call and their failure policies, for the last resources

@@ -5,6 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from svcdoctor.checks._probes import (
+    READYZ_NOTE,
+    Speaks,
+    probed_target,
+    service_target,
+    suggest,
+)
 from svcdoctor.checks._serving import (
     carries_requests,
     fewest_pods,
@@ -27,6 +34,7 @@ from svcdoctor.model import (
     Cause,
     Container,
     Inventory,
+    Probe,
     Service,
     Severity,
     Workload,
@@ -82,6 +90,18 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     ## Fix
     Add a readiness probe that exercises what a request needs (an HTTP endpoint that checks
     the app's own dependencies it cannot serve without), on the port the Service targets.
+    The printed probe goes to the Service's targetPort (a port name when the container
+    declares it, the number even when it declares none), else the container's first port,
+    else a placeholder its comment names; and it speaks the port's protocol as far as the
+    manifest tells: `httpGet` where the port is HTTP by its name (`http`, `web`, `http-*`),
+    `appProtocol`, image (nginx, httpd) or Service port 80; `scheme: HTTPS` on TLS ports
+    (`https`, `webhook-server`, an admission webhook's Service, 443); `grpc` on gRPC ports; an
+    `exec` the image ships on databases that have one (`pg_isready`, `mysqladmin ping`);
+    `tcpSocket` on other ports that are not HTTP (Redis, LDAP, MongoDB… by image or
+    well-known number) and where nothing says which protocol the port speaks. A
+    controller-runtime manager is probed on its `--health-probe-bind-address` port
+    (`/readyz`), and its webhook port by tcpSocket (its webhook server answers only its
+    webhook paths). Comment lines say which port and why.
 
     ## References
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
@@ -91,11 +111,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     for w, c in racing(inventory):
         if c.readiness is not None:
             continue
-        port: int | str = c.ports[0].number if c.ports else 8080
-        for svc in inventory.services_of(w):
-            for p in svc.ports:
-                if serves(c, p.target):
-                    port = p.target
+        target = service_target(inventory, w, c)
+        port = target.port
         if leader := leader_elected(c):
             yield Hit(
                 w,
@@ -113,20 +130,18 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
                 severity=Severity.INFO,
             )
             continue
-        probe = {
-            "httpGet": {"path": "/readyz", "port": port},
-            "periodSeconds": 5,
-            "failureThreshold": 2,
-        }
+        found = suggest(inventory, c, target)
+        if found.probe is None:
+            fix = note(found.note.lstrip("\n"))
+        else:
+            probe = {**found.probe, "periodSeconds": 5, "failureThreshold": 2}
+            fix = Fix(PodPatch(w.ref.kind, c.name, readiness=probe), note=found.note)
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has no "
             "readinessProbe: it gets traffic before it listens and keeps it when it stops "
             "serving",
-            fix=Fix(
-                PodPatch(w.ref.kind, c.name, readiness=probe),
-                note="\n# /readyz: an endpoint that fails when this pod cannot serve requests",
-            ),
+            fix=fix,
             container=c.name,
             line=c.line,
         )
@@ -209,7 +224,9 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     accepts connections for a process whose threads are all stuck) or an `exec` that always
     succeeds (`true`, `exit 0`, `echo …`). Not flagged: a tcpSocket probe on a port a known
     server opens only once it is ready (Contour's xDS port: it listens after building its
-    first configuration, and speaks mTLS gRPC, which no other probe can pass).
+    first configuration, and speaks mTLS gRPC, which no other probe can pass), nor on a port
+    that is not HTTP (Redis, LDAP, MongoDB… by image, port name or well-known number) whose
+    image ships no readiness command: no other probe checks more there.
 
     ## Why it matters
     "Bad" backends are usually alive and listening but not serving: an exhausted connection
@@ -230,7 +247,10 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
 
     ## Fix
     Probe through the same code path as a request: an `httpGet` (or `grpc` health check)
-    handled by the app's request workers.
+    handled by the app's request workers. The printed probe speaks the port's protocol
+    as SVD201's does: `exec pg_isready` on Postgres, `scheme: HTTPS` on TLS ports, `grpc`
+    on gRPC ports, and `httpGet` on a port of unknown protocol only as a suggestion its
+    comment qualifies ("if port … speaks HTTP").
 
     ## References
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
@@ -248,18 +268,41 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
             why = f"exec {' '.join(r.command)!r} always succeeds"
         else:
             continue
-        port = r.port if r.port is not None else (c.ports[0].number if c.ports else 8080)
+        fix = _deeper_probe(inventory, w, c, r)
+        if fix is None:
+            continue
         yield Hit(
             w,
             f"container {c.name!r}: readinessProbe {why}",
-            fix=Fix(
-                PodPatch(
-                    w.ref.kind, c.name, readiness={"httpGet": {"path": "/readyz", "port": port}}
-                )
-            ),
+            fix=fix,
             container=c.name,
             line=r.line,
         )
+
+
+def _deeper_probe(inventory: Inventory, w: Workload, c: Container, r: Probe) -> Fix | None:
+    """SVD203's fix: the probe ``suggest`` prints for the probed port (the Service's when
+    the probe names none); ``None`` when that is the tcpSocket probe already there (a port
+    that is not HTTP, with no readiness command its image ships)."""
+    if r.port is None:
+        target = service_target(inventory, w, c)
+    else:
+        target = probed_target(inventory, w, c, r.port)
+    found = suggest(inventory, c, target)
+    if found.probe is None:
+        return note(found.note.lstrip("\n"))
+    if r.handler != "tcpSocket" or "tcpSocket" not in found.probe:
+        return Fix(PodPatch(w.ref.kind, c.name, readiness=found.probe), note=found.note)
+    if found.speaks is Speaks.UNKNOWN:
+        probe = {"httpGet": {"path": "/readyz", "port": target.port}}
+        why = (
+            f"\n# port {target.port}: {target.where}\n# httpGet: if port {target.port} speaks "
+            f"HTTP (nothing here says so); if not, no other probe checks more\n{READYZ_NOTE}"
+        )
+        return Fix(PodPatch(w.ref.kind, c.name, readiness=probe), note=why)
+    if found.speaks is Speaks.HTTPS:
+        return note(found.note.lstrip("\n"))
+    return None
 
 
 # Servers that open a port only once they are ready, so that a connection accepted there is

@@ -1,0 +1,375 @@
+"""The readiness probe a fix prints (SVD201, SVD203): on the port the Service sends to, in
+that port's protocol.
+
+A pasted probe that never passes takes every pod out of its Service, so the probe follows
+the evidence: ``httpGet`` only where the port is HTTP by its name, ``appProtocol``, image or
+number; ``scheme: HTTPS`` on TLS (webhook, ``https``) ports; ``grpc`` on gRPC ports; an
+``exec`` a database image ships (``pg_isready``) or ``tcpSocket`` on ports that are not HTTP;
+``tcpSocket`` where nothing says which protocol the port speaks. Each fix says, in comment
+lines, which port it probes and why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from svcdoctor.checks._serving import argv_of, carries_requests, serves, uncalled, webhook_calls
+from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload
+
+READYZ_NOTE = "# /readyz: an endpoint that fails when this pod cannot serve requests"
+PLACEHOLDER_PORT = 8080
+
+
+class Speaks(StrEnum):
+    """What a port speaks, as far as the inputs tell."""
+
+    HTTP = "http"
+    HTTPS = "https"
+    GRPC = "grpc"
+    OTHER = "other"  # not HTTP: a database's, a cache's, LDAP's, raw TCP or TLS
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A port to probe: ``port`` as the probe names it (a number, or a name the container
+    declares), its ``number`` when known, ``where`` it comes from (comment text), the
+    Service ports that send to it."""
+
+    port: int | str
+    number: int | None
+    where: str
+    sent: tuple[tuple[Service, ServicePort], ...] = ()
+    udp: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """A readiness probe (``None``: no handler can check the port) and the comment lines
+    that say which port and why this handler; ``speaks`` the evidence's verdict."""
+
+    probe: dict[str, Any] | None
+    note: str
+    speaks: Speaks
+
+
+# Service appProtocol values (https://kubernetes.io/docs/concepts/services-networking/service/#application-protocol:
+# IANA service names, `kubernetes.io/h2c`, `kubernetes.io/ws`, `kubernetes.io/wss`).
+_APP_PROTOCOL = {
+    "http": Speaks.HTTP,
+    "kubernetes.io/h2c": Speaks.HTTP,
+    "h2c": Speaks.HTTP,
+    "kubernetes.io/ws": Speaks.HTTP,
+    "https": Speaks.HTTPS,
+    "kubernetes.io/wss": Speaks.HTTPS,
+    "grpc": Speaks.GRPC,
+}
+# Port-name words (Istio's protocol selection by port name, `<protocol>[-<suffix>]`:
+# https://istio.io/latest/docs/ops/configuration/traffic-management/protocol-selection/).
+_NAME_WORDS = {
+    "http": Speaks.HTTP,
+    "http2": Speaks.HTTP,
+    "h2c": Speaks.HTTP,
+    "web": Speaks.HTTP,
+    "www": Speaks.HTTP,
+    "https": Speaks.HTTPS,
+    "grpc": Speaks.GRPC,
+    **dict.fromkeys(
+        (
+            "tcp", "udp", "tls", "redis", "postgres", "postgresql", "pg", "mysql", "mongo",
+            "mongodb", "memcache", "memcached", "ldap", "ldaps", "amqp", "amqps", "mqtt",
+            "kafka", "zk", "zookeeper", "cql", "smtp", "dns", "nats",
+        ),
+        Speaks.OTHER,
+    ),
+}  # fmt: skip
+_WORD = re.compile(r"[-_.]")
+# kubebuilder's name for the admission webhook port (config/default/manager_webhook_patch.yaml
+# of its scaffold); the API server calls admission webhooks over HTTPS only
+# (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#contacting-the-webhook).
+# A port named only `webhook` may take Git webhooks in plain HTTP (Argo CD's
+# applicationset-controller, manifests/base/applicationset-controller in argoproj/argo-cd).
+_TLS_NAMES = frozenset({"webhook-server"})
+# Well-known ports that are not HTTP (IANA service names and port numbers,
+# https://www.iana.org/assignments/service-names-port-numbers): ldap, ldaps, ms-sql-s, mysql,
+# postgresql, amqp, redis, memcache, mongodb.
+_OTHER_PORTS = {
+    389: "LDAP",
+    636: "LDAPS",
+    1433: "SQL Server",
+    3306: "MySQL",
+    5432: "PostgreSQL",
+    5672: "AMQP",
+    6379: "Redis",
+    11211: "memcached",
+    27017: "MongoDB",
+}
+# Images that speak one protocol that is not HTTP on every port (their Docker Hub pages:
+# https://hub.docker.com/_/redis, _/postgres, _/mysql, _/mariadb, _/mongo, _/memcached,
+# https://hub.docker.com/r/valkey/valkey, bitnami/openldap, osixia/openldap), by the last
+# segment of the image name.
+_OTHER_IMAGES = {
+    "redis": "Redis",
+    "valkey": "Redis",
+    "keydb": "Redis",
+    "postgres": "PostgreSQL",
+    "postgresql": "PostgreSQL",
+    "postgis": "PostgreSQL",
+    "mysql": "MySQL",
+    "mariadb": "MySQL",
+    "mongo": "MongoDB",
+    "mongodb": "MongoDB",
+    "memcached": "memcached",
+    "openldap": "LDAP",
+}
+# Images that serve plain HTTP as shipped (nginx and httpd on 80: https://hub.docker.com/_/nginx,
+# https://hub.docker.com/_/httpd; kennethreitz/httpbin, mccutchen/go-httpbin,
+# hashicorp/http-echo and traefik/whoami are HTTP test servers).
+_HTTP_IMAGES = frozenset(
+    {"nginx", "nginx-unprivileged", "httpd", "httpbin", "go-httpbin", "http-echo", "whoami"}
+)
+# Readiness commands the images ship, by protocol: pg_isready exits 0 once the server accepts
+# connections, no credentials needed (https://www.postgresql.org/docs/current/app-pg-isready.html);
+# `mysqladmin ping` exits 0 while the server runs, "even in case of an error such as Access
+# denied" (https://dev.mysql.com/doc/refman/8.4/en/mysqladmin.html). Only for the images
+# named: MariaDB 11 images ship `mariadb-admin`, not `mysqladmin`.
+_EXEC = {
+    "postgres": ("pg_isready", "-h", "127.0.0.1", "-p"),
+    "postgresql": ("pg_isready", "-h", "127.0.0.1", "-p"),
+    "postgis": ("pg_isready", "-h", "127.0.0.1", "-p"),
+    "mysql": ("mysqladmin", "ping", "-h", "127.0.0.1", "-P"),
+}
+# knative.dev/pkg's webhook serves through handlers.Drainer, which answers the kubelet's
+# probes (User-Agent kube-probe/) on any path with 200 until it drains (webhook/webhook.go,
+# network/handlers/drain.go in knative/pkg); Tekton's webhooks are built on it.
+_KNATIVE_WEBHOOK = re.compile(r"(knative\.dev/[^:@]*/cmd/webhook|tektoncd/[^:@]*/cmd/webhook)")
+# A controller-runtime manager: kubebuilder's flags or its `/manager` binary
+# (https://book.kubebuilder.io/cronjob-tutorial/empty-main). It serves /readyz on its
+# --health-probe-bind-address port (kubebuilder's scaffold probes it there:
+# config/manager/manager.yaml); its webhook server answers only the webhook paths
+# (pkg/webhook/server.go in kubernetes-sigs/controller-runtime: GET /readyz there is a 404).
+_MANAGER_FLAG = re.compile(r"^--(health-probe-bind-address|metrics-bind-address|webhook-port)(=|$)")
+_HEALTH_FLAG = re.compile(r"^--health-probe-bind-address=(?:[^:]*:)?(\d+)$")
+
+
+def image_base(image: str) -> str:
+    """The image's last name segment, without tag or digest: ``bitnami/postgresql``."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0].lower()
+
+
+def service_target(inventory: Inventory, workload: Workload, container: Container) -> Target:
+    """The port the Services send to for this container: a Service port's target the
+    container declares (a plain-HTTP one first), else a numeric target no container of the
+    pod declares (it listens there undeclared), else its first declared port, else a
+    placeholder."""
+    services = inventory.services_of(workload)
+    callers = [s for s in services if carries_requests(inventory, s)] or list(services)
+    others = [o for o in workload.template.containers if o.name != container.name]
+    found: dict[int | str, Target] = {}
+    for s in callers:
+        for p in s.ports:
+            if uncalled(p):
+                continue
+            t = p.target
+            if serves(container, t):
+                extra = ""
+            elif isinstance(t, int) and not any(serves(o, t) for o in others):
+                extra = "; no container declares it"
+            else:
+                continue
+            if t in found:
+                old = found[t]
+                found[t] = Target(old.port, old.number, old.where, (*old.sent, (s, p)), old.udp)
+                continue
+            number = t if isinstance(t, int) else _number(container, t)
+            where = f"the port Service {s.ref.name} sends to (targetPort {t}{extra})"
+            found[t] = Target(t, number, where, ((s, p),), p.protocol.upper() == "UDP")
+    targets = [t for t in found.values() if not t.udp] or list(found.values())
+    if targets:
+        http = [t for t in targets if speaks(inventory, container, t)[0] is Speaks.HTTP]
+        return (http or targets)[0]
+    if container.ports:
+        first = container.ports[0]
+        return Target(
+            first.name or first.number,
+            first.number,
+            "its first declared port (no Service port targets one it declares)",
+            udp=first.protocol.upper() == "UDP",
+        )
+    return Target(
+        PLACEHOLDER_PORT,
+        None,
+        "a placeholder: no Service port reaches a port of this container and it declares "
+        "none; put the port the app listens on",
+    )
+
+
+def probed_target(
+    inventory: Inventory, workload: Workload, container: Container, port: int | str
+) -> Target:
+    """A port a probe already checks, with the Service ports that send to it."""
+    number = port if isinstance(port, int) else _number(container, port)
+    names = {p.name for p in container.ports if p.number == number and p.name}
+    sent = tuple(
+        (s, p)
+        for s in inventory.services_of(workload)
+        for p in s.ports
+        if p.target in (port, number) or p.target in names
+    )
+    return Target(port, number, "the port the readinessProbe checks now", sent)
+
+
+def speaks(inventory: Inventory, container: Container, target: Target) -> tuple[Speaks, str]:
+    """What the target port speaks and the evidence, in order: the Service's
+    ``appProtocol``, an image that speaks one protocol that is not HTTP, the port's names,
+    an admission webhook's Service or port 443 (TLS), an HTTP server image, a well-known
+    port number."""
+    for _, p in target.sent:
+        if p.app_protocol:
+            found = _APP_PROTOCOL.get(p.app_protocol.lower(), Speaks.OTHER)
+            return found, f"the Service port's appProtocol is {p.app_protocol}"
+    base = image_base(container.image)
+    if base in _OTHER_IMAGES:
+        return Speaks.OTHER, f"image {base} speaks {_OTHER_IMAGES[base]}, not HTTP"
+    names = [p.name for _, p in target.sent if p.name]
+    names += [t for _, p in target.sent if isinstance(t := p.target, str)]
+    names += [p.name for p in container.ports if p.name and p.number == target.number]
+    if isinstance(target.port, str):
+        names.append(target.port)
+    for name in names:
+        if (word := _name_word(name)) is not None:
+            return word, f"its name {name} says {_SAYS[word]}"
+    for s, p in target.sent:
+        if any(port == p.port for _, port in webhook_calls(inventory, s)):
+            return Speaks.HTTPS, f"Service {s.ref.name} is an admission webhook's (HTTPS)"
+        if p.port == 443:
+            return Speaks.HTTPS, f"Service {s.ref.name} exposes it as 443 (HTTPS)"
+    if base in _HTTP_IMAGES:
+        return Speaks.HTTP, f"image {base} serves HTTP"
+    if target.number in _OTHER_PORTS:
+        return Speaks.OTHER, f"{target.number} is {_OTHER_PORTS[target.number]}'s port, not HTTP"
+    if any(p.port == 80 for _, p in target.sent) or target.number == 80:
+        return Speaks.HTTP, "it is exposed as port 80 (HTTP)"
+    return Speaks.UNKNOWN, ""
+
+
+_SAYS = {
+    Speaks.HTTP: "HTTP",
+    Speaks.HTTPS: "HTTPS",
+    Speaks.GRPC: "gRPC",
+    Speaks.OTHER: "a protocol other than HTTP",
+}
+
+
+def _name_word(name: str) -> Speaks | None:
+    """What a port name says by its first word (``http-api``, ``tcp-ldap``), or its last one
+    (``api-http``); ``grpc-web`` says nothing (gRPC-Web is neither gRPC nor a health URL)."""
+    if name.lower() in _TLS_NAMES:
+        return Speaks.HTTPS
+    words = [w for w in _WORD.split(name.lower()) if w]
+    if not words or words[:2] == ["grpc", "web"]:
+        return None
+    first = _NAME_WORDS.get(words[0])
+    if first is not None:
+        return first
+    last = _NAME_WORDS.get(words[-1])
+    return last if last is not Speaks.OTHER else None
+
+
+def _number(container: Container, name: str) -> int | None:
+    return next((p.number for p in container.ports if p.name == name), None)
+
+
+def health_port(container: Container) -> int | None:
+    """The port a controller-runtime manager serves /readyz on (``--health-probe-bind-address``),
+    ``None`` when it sets none or disables it (``0``)."""
+    for word in argv_of(container):
+        if (m := _HEALTH_FLAG.match(word)) and int(m.group(1)):
+            return int(m.group(1))
+    return None
+
+
+def _manager(container: Container) -> bool:
+    argv = argv_of(container)
+    return any(_MANAGER_FLAG.match(w) for w in argv) or (
+        bool(argv) and argv[0].rsplit("/", 1)[-1] == "manager"
+    )
+
+
+def suggest(inventory: Inventory, container: Container, target: Target) -> Suggestion:
+    """The readiness probe to print for ``target`` and its comment lines (``# port …: why
+    this port``, ``# handler: why this handler``)."""
+    if (health := health_port(container)) is not None:
+        return Suggestion(
+            {"httpGet": {"path": "/readyz", "port": health}},
+            f"\n# port {health}: the manager's --health-probe-bind-address, where "
+            "controller-runtime serves /readyz (kubebuilder's scaffold probes it there)",
+            Speaks.HTTP,
+        )
+    head = f"\n# port {target.port}: {target.where}"
+    if target.udp:
+        return Suggestion(
+            None,
+            f"{head}\n# it is UDP, which no probe handler checks: an exec probe that sends "
+            "the app a request (e.g. `dig @127.0.0.1`) does",
+            Speaks.OTHER,
+        )
+    said, why = speaks(inventory, container, target)
+    port = target.port
+    if said is Speaks.HTTP:
+        return Suggestion(
+            {"httpGet": {"path": "/readyz", "port": port}},
+            f"{head}\n# httpGet: {why}\n{READYZ_NOTE}",
+            said,
+        )
+    if said is Speaks.HTTPS:
+        if _KNATIVE_WEBHOOK.search(container.image):
+            return Suggestion(
+                {"httpGet": {"path": "/readyz", "port": port, "scheme": "HTTPS"}},
+                f"{head}\n# httpGet, scheme HTTPS: {why}; knative.dev/pkg's webhook "
+                "answers the kubelet's probes on any path until it drains",
+                said,
+            )
+        if _manager(container):
+            return Suggestion(
+                {"tcpSocket": {"port": port}},
+                f"{head}\n# tcpSocket: {why}, but controller-runtime's webhook server answers "
+                "only its webhook paths;\n# for a deeper check start the manager with "
+                "--health-probe-bind-address=:8081 and probe httpGet /readyz on 8081",
+                said,
+            )
+        # "the kubelet sends an HTTPS request skipping the certificate verification":
+        # https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/#http-probes
+        return Suggestion(
+            {"httpGet": {"path": "/readyz", "port": port, "scheme": "HTTPS"}},
+            f"{head}\n# httpGet, scheme HTTPS: {why}; the kubelet does not verify the "
+            f"certificate\n{READYZ_NOTE}",
+            said,
+        )
+    if said is Speaks.GRPC and target.number is not None:
+        return Suggestion(
+            {"grpc": {"port": target.number}},
+            f"{head}\n# grpc: {why}; the server must serve the gRPC health protocol "
+            "(grpc.health.v1.Health), else tcpSocket",
+            said,
+        )
+    base = image_base(container.image)
+    if said is Speaks.OTHER and base in _EXEC and target.number is not None:
+        command = [*_EXEC[base], str(target.number)]
+        return Suggestion(
+            {"exec": {"command": command}},
+            f"{head}\n# exec {command[0]}: {why}; {command[0]} passes once the server "
+            "accepts connections",
+            said,
+        )
+    if said in (Speaks.OTHER, Speaks.GRPC):
+        return Suggestion({"tcpSocket": {"port": port}}, f"{head}\n# tcpSocket: {why}", said)
+    return Suggestion(
+        {"tcpSocket": {"port": port}},
+        f"{head}\n# tcpSocket: nothing here says port {port} speaks HTTP; if it does, an "
+        "httpGet to an endpoint that fails when\n# this pod cannot serve requests checks more",
+        said,
+    )

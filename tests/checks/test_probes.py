@@ -1,0 +1,83 @@
+"""The readiness probe SVD201/SVD203 print (checks/_probes.py): the port and the handler the
+rule fixtures do not pin."""
+
+from __future__ import annotations
+
+from svcdoctor.checks import Settings
+from svcdoctor.checks._probes import image_base
+from svcdoctor.model.patch import PodPatch
+from tests.conftest import lint_text
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: app}}
+spec:
+  replicas: 2
+  template:
+    metadata: {{labels: {{app: app}}}}
+    spec:
+      containers:
+        - name: app
+          image: {image}
+          ports: {ports}
+"""
+
+
+def _fix(service_ports: str, image: str = "example/app:1", ports: str = "[]") -> tuple[object, str]:
+    text = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: app}\nspec:\n"
+        f"  selector: {{app: app}}\n  ports: {service_ports}\n---"
+        + DEPLOYMENT.format(image=image, ports=ports)
+    )
+    result = lint_text(text, Settings(enabled=frozenset({"SVD201"})))
+    (finding,) = result.findings
+    assert finding.fix is not None
+    patch = finding.fix.patch
+    probe = dict(patch.readiness or {}) if isinstance(patch, PodPatch) else None
+    return probe, finding.fix.note
+
+
+def test_an_undeclared_named_target_falls_back_to_the_first_declared_port() -> None:
+    probe, note = _fix("[{port: 80, targetPort: missing}]", ports="[{containerPort: 9000}]")
+    assert probe is not None
+    assert probe["tcpSocket"] == {"port": 9000}
+    assert "its first declared port" in note
+
+
+def test_no_port_at_all_is_a_marked_placeholder() -> None:
+    probe, note = _fix("[{port: 80, targetPort: missing}]")
+    assert probe is not None
+    assert probe["tcpSocket"] == {"port": 8080}
+    assert "a placeholder" in note
+
+
+def test_app_protocol_decides() -> None:
+    probe, note = _fix("[{port: 7000, appProtocol: kubernetes.io/h2c}]")
+    assert probe is not None
+    assert probe["httpGet"]["port"] == 7000
+    assert "appProtocol" in note
+
+
+def test_mysql_gets_mysqladmin_ping() -> None:
+    probe, _ = _fix("[{port: 3306}]", image="mysql:8.4")
+    assert probe is not None
+    assert probe["exec"]["command"] == ["mysqladmin", "ping", "-h", "127.0.0.1", "-P", "3306"]
+
+
+def test_a_well_known_database_port_is_not_http() -> None:
+    probe, note = _fix("[{port: 27017}]", image="example/store:1")
+    assert probe is not None
+    assert probe["tcpSocket"] == {"port": 27017}
+    assert "MongoDB" in note
+
+
+def test_udp_gets_no_probe_but_a_note() -> None:
+    probe, note = _fix("[{port: 53, protocol: UDP}]", image="example/dns:1")
+    assert probe is None
+    assert "UDP" in note
+
+
+def test_image_base() -> None:
+    assert image_base("docker.io/bitnami/postgresql:16@sha256:abc") == "postgresql"
+    assert image_base("registry:5000/team/redis") == "redis"
