@@ -69,6 +69,33 @@ def test_a_helm_template_is_a_finding_never_exit_2(
     assert "error   SVD002" in out
 
 
+# a Go template no Helm object or function is in, rendered by a script's envtpl (the
+# shape of bank-vaults/vault-operator deploy/dev/multi-dc/aws: a MetalLB address pool)
+GO_TEMPLATE = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: config
+  namespace: metallb-system
+spec:
+  address-pools:
+  - addresses:
+    - {{.METALLB_ADDRESS_RANGE}}
+"""
+
+
+def test_a_go_template_without_helm_is_a_note_not_helm_advice(tmp_path: Path) -> None:
+    code, out = _lint(tmp_path, GO_TEMPLATE)
+    assert code == 0, out
+    assert "info    SVD002" in out
+    assert "Go template '{{.METALLB_ADDRESS_RANGE}}'" in out
+    assert "helm template" not in out
+    # Helm's own objects or functions anywhere in the file make it a Helm template
+    code, out = _lint(tmp_path, GO_TEMPLATE + "  name: {{ .Release.Name }}\n")
+    assert code == 1, out
+    assert "error   SVD002" in out
+
+
 def test_unreadable_input_is_still_exit_2_even_with_exit_zero(tmp_path: Path) -> None:
     code, out = _lint(tmp_path, BROKEN, "--exit-zero")
     assert code == 2, out

@@ -462,6 +462,14 @@ _PLACEHOLDER = re.compile(
     r"\{\{(?:=|\s*(?:item|(?:args|inputs|outputs|workflow|steps|tasks|pod|node|retries)"
     r"(?:\.[\w-]+)+)\s*\}\})"
 )
+# What only Helm's templates use: its built-in objects and the functions it adds to Go's
+# (https://helm.sh/docs/chart_template_guide/builtin_objects/,
+# https://helm.sh/docs/chart_template_guide/function_list/); a Go template without any is
+# rendered by other tooling (envtpl, gomplate, envsubst-like scripts, Go's text/template).
+_HELM = re.compile(
+    r"\{\{-?\s*[^}]*(?:\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
+    r"\b(?:include|tpl|toYaml|nindent|required|lookup|define)\b)"
+)
 _KIND_WORD = re.compile(r"\bkind\b")
 _KIND_KEY = re.compile(r"""^[ \t]*["']?(?:kind|apiVersion)["']?[ \t]*:""", re.MULTILINE)
 _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
@@ -684,6 +692,17 @@ def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -
             )
         )
         return
+    if not _HELM.search(lines.text) and not _in_chart(name):
+        result.problems.append(
+            HELM_TEMPLATE.finding(
+                Location(name, line),
+                f"Go template '{shown}' (no Helm object or function in the file: rendered by "
+                "other tooling, such as envtpl, gomplate or a script), not a manifest: this "
+                "document is not checked; lint what your tooling renders: … | svcdoctor lint -",
+                severity=Severity.INFO,
+            )
+        )
+        return
     result.problems.append(
         _problem(
             HELM_TEMPLATE,
@@ -694,6 +713,12 @@ def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -
             "helm template RELEASE CHART | svcdoctor lint -",
         )
     )
+
+
+def _in_chart(name: str) -> bool:
+    """Whether the file is a chart's template (``templates/`` beside a ``Chart.yaml``)."""
+    path = Path(name)
+    return path.parent.name == "templates" and (path.parent.parent / "Chart.yaml").is_file()
 
 
 # ytt (Carvel) code is YAML comments starting with `#@` (https://carvel.dev/ytt/docs/latest/lang/):
