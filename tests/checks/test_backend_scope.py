@@ -162,3 +162,21 @@ def test_workloads_of_one_folder_are_applied_together(tmp_path: Path) -> None:
         DAEMONSET.format(name="proxy", labels="app: proxy", image="proxy:1"),
     )
     assert _findings(tmp_path, "SVD204") == []
+
+
+def test_an_autoscaler_scales_its_own_variant_not_a_sibling_folder_s(tmp_path: Path) -> None:
+    """ContainerSolutions/k8s-deployment-strategies canary/: istio/ holds an HPA (min 1) of
+    my-app-v1, native/ its own my-app-v1 of 2 replicas: the HPA scales istio's copy only."""
+    hpa = (
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\n"
+        "metadata: {name: my-app-v1}\nspec:\n  minReplicas: 1\n  maxReplicas: 4\n"
+        "  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: my-app-v1}\n"
+    )
+    for variant in ("istio", "native"):
+        _write(tmp_path / variant / "svc.yaml", SERVICE.format(name="my-app", selector="app: a"))
+        _write(
+            tmp_path / variant / "app.yaml",
+            DEPLOYMENT.format(name="my-app-v1", labels="app: a", image="example/app:1"),
+        )
+    _write(tmp_path / "istio" / "hpa.yaml", hpa)
+    assert _findings(tmp_path, "SVD204") == [("istio/svc.yaml", "warning")]

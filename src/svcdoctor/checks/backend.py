@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from pathlib import PurePath
 
 from svcdoctor.checks._probes import (
     READYZ_NOTE,
@@ -39,7 +40,7 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
-from svcdoctor.model.inventory import related, selector_matches
+from svcdoctor.model.inventory import file_distance, related, selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
 
@@ -516,13 +517,29 @@ def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]
 
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
     """The HorizontalPodAutoscaler of the workload, defined near it (an autoscaler of the
-    same name in an unrelated folder scales some other copy)."""
+    same name in an unrelated folder scales some other copy) and scaling the nearest of the
+    workloads it names: one in a sibling folder (``canary/istio/hpa.yaml`` beside
+    ``canary/native/``) scales its own folder's copy, not the other variant's."""
+
+    def scaled(hpa: Autoscaler, w: Workload) -> bool:
+        return (
+            (hpa.target.kind, hpa.target.name) == (w.ref.kind, w.ref.name)
+            and same_namespace(hpa.target.namespace, w.ref.namespace)
+            and (hpa.location is None or related(hpa.location.file, w.location.file))
+        )
+
     for hpa in inventory.autoscalers:
-        if (
-            (hpa.target.kind, hpa.target.name) == (workload.ref.kind, workload.ref.name)
-            and same_namespace(hpa.target.namespace, workload.ref.namespace)
-            and (hpa.location is None or related(hpa.location.file, workload.location.file))
-        ):
+        if not scaled(hpa, workload):
+            continue
+        if hpa.location is None:
+            return hpa
+        home = PurePath(hpa.location.file)
+        nearest = min(
+            file_distance(home, PurePath(w.location.file))
+            for w in inventory.workloads
+            if scaled(hpa, w)
+        )
+        if file_distance(home, PurePath(workload.location.file)) == nearest:
             return hpa
     return None
 
