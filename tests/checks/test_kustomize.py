@@ -296,3 +296,34 @@ def test_a_patch_keeps_a_tcp_and_a_udp_port_of_one_number(tmp_path: Path) -> Non
     names = [p.name for c in manager.template.containers for p in c.ports]
     assert {"https", "quic"} <= set(names)
     assert ("SVD205", "op") not in _rules([str(tmp_path)])
+
+
+def test_a_kustomization_builds_what_the_kustomizations_it_lists_build(tmp_path: Path) -> None:
+    """kustomize builds a listed directory's kustomization: config/manifests lists
+    config/default, which lists ../manager; a namespace config/manifests implies (its
+    samples') reaches the manager too, so the metrics Service of config/default selects it
+    (argoproj-labs/argocd-image-updater's layout, judge38 class G)."""
+    base = MANAGER.replace("namespace: system", "labels: {}").replace(
+        "    spec:\n", "    metadata: {labels: {app: op}}\n    spec:\n", 1
+    )
+    _write(
+        tmp_path,
+        {
+            "config/manager/manager.yaml": base,
+            "config/manager/kustomization.yaml": "resources: [manager.yaml]\n",
+            "config/default/metrics.yaml": (
+                "apiVersion: v1\nkind: Service\nmetadata: {name: op-metrics}\n"
+                "spec:\n  selector: {app: op}\n  ports: [{port: 8443, targetPort: 8443}]\n"
+            ),
+            "config/default/kustomization.yaml": "resources: [../manager, metrics.yaml]\n",
+            "config/samples/sample.yaml": (
+                "apiVersion: example.io/v1\nkind: Thing\nmetadata: {name: a, namespace: ops}\n"
+            ),
+            "config/samples/kustomization.yaml": "resources: [sample.yaml]\n",
+            "config/manifests/kustomization.yaml": "resources: [../default, ../samples]\n",
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert {w.ref.namespace for w in inventory.workloads} == {"ops"}
+    assert {s.ref.namespace for s in inventory.services} == {"ops"}
+    assert ("SVD207", "op-metrics") not in _rules([str(tmp_path)])

@@ -39,10 +39,12 @@ KUSTOMIZATION_NAMES = frozenset({"kustomization.yaml", "kustomization.yml"})
 class KustomizeLabels:
     """What one kustomization sets: the namespace, the labels it adds to object metadata,
     Service and workload selectors, and pod templates, and the strategic-merge patches it
-    applies; ``scope`` is the files and directories (with their trees) it builds."""
+    applies; ``scope`` is the files and directories (with their trees) it builds; ``home``
+    the directory of its file."""
 
     scope: tuple[str, ...]
     namespace: str
+    home: str
     patches: tuple[str, ...]  # patch files
     metadata: dict[str, str]
     selectors: dict[str, str]
@@ -94,7 +96,7 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
     scope = tuple(posixpath.normpath(posixpath.join(home, item)) for item in listed)
     if not (scope or metadata or selectors or templates or namespace or patches):
         return None
-    return KustomizeLabels(scope, namespace, patches, metadata, selectors, templates)
+    return KustomizeLabels(scope, namespace, home, patches, metadata, selectors, templates)
 
 
 def _patch_files(body: dict[object, object]) -> list[str]:
@@ -164,9 +166,12 @@ def build(
     kustomizations: Sequence[KustomizeLabels],
     objects: Iterable[Workload | Service | Resource | Autoscaler],
 ) -> Build:
-    """What the kustomizations do to the namespaces of ``objects`` (all of the run's)."""
+    """What the kustomizations do to the namespaces of ``objects`` (all of the run's); each
+    kustomization's scope takes in the scopes of the kustomizations it builds, as kustomize
+    builds a directory's kustomization (its namespace and labels reach their objects too)."""
     if not kustomizations:
         return Build()
+    kustomizations = _transitive(kustomizations)
     named: dict[int, set[str]] = {}
     for o in objects:
         path = _path(o)
@@ -178,6 +183,22 @@ def build(
                 named.setdefault(i, set()).add(o.ref.namespace)
     implied = {i: next(iter(ns)) for i, ns in named.items() if len(ns) == 1}
     return Build(tuple(kustomizations), implied)
+
+
+def _transitive(kustomizations: Sequence[KustomizeLabels]) -> list[KustomizeLabels]:
+    """The kustomizations with the scopes of those their scope names (by directory) added,
+    through any depth (``config/manifests`` → ``config/default`` → ``../manager``)."""
+    by_home = {k.home: k for k in kustomizations}
+
+    def reach(k: KustomizeLabels, seen: set[str]) -> set[str]:
+        scope = set(k.scope)
+        for entry in k.scope:
+            inner = by_home.get(entry)
+            if inner is not None and entry not in seen:
+                scope |= reach(inner, seen | {entry})
+        return scope
+
+    return [replace(k, scope=tuple(sorted(reach(k, {k.home})))) for k in kustomizations]
 
 
 def kustomized(built: Build, objects: list[T]) -> list[T]:
