@@ -70,7 +70,7 @@ def test_ambiguous_names_match_nothing(tmp_path: Path) -> None:
     (tmp_path / "node_modules" / "web" / "Dockerfile").write_text("FROM x\nCMD y\n")
     found = find_dockerfiles([str(tmp_path)])
     assert len(found) == 3  # node_modules is not searched
-    matched = match_images(found, ["example/web:1", "example/api:2", "other:1"])
+    matched = match_images(found, dict.fromkeys(["example/web:1", "example/api:2", "other:1"], ()))
     assert set(matched) == {"example/api:2"}
 
 
@@ -78,8 +78,8 @@ def test_a_dockerfile_from_the_image_itself_does_not_build_it(tmp_path: Path) ->
     (tmp_path / "nginx").mkdir()
     (tmp_path / "nginx" / "Dockerfile").write_text("FROM nginx:alpine\nCMD /start.sh\n")
     found = find_dockerfiles([str(tmp_path)])
-    assert match_images(found, ["nginx:1.27"]) == {}
-    assert set(match_images(found, ["team/nginx:2"])) == {"team/nginx:2"}
+    assert match_images(found, dict.fromkeys(["nginx:1.27"], ())) == {}
+    assert set(match_images(found, dict.fromkeys(["team/nginx:2"], ()))) == {"team/nginx:2"}
 
 
 def test_an_image_name_ending_in_the_directory_matches_when_unambiguous(tmp_path: Path) -> None:
@@ -89,13 +89,15 @@ def test_an_image_name_ending_in_the_directory_matches_when_unambiguous(tmp_path
         (tmp_path / d).mkdir()
         (tmp_path / d / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
     image = "ewolff/microservice-kubernetes-demo-apache:latest"
-    found = match_images([tmp_path / "apache/Dockerfile", tmp_path / "order/Dockerfile"], [image])
+    found = match_images(
+        [tmp_path / "apache/Dockerfile", tmp_path / "order/Dockerfile"], {image: ()}
+    )
     assert found[image].dockerfile.endswith("apache/Dockerfile")
-    assert not match_images([tmp_path / "order/Dockerfile"], ["demo-apache-x"])
+    assert not match_images([tmp_path / "order/Dockerfile"], dict.fromkeys(["demo-apache-x"], ()))
     (tmp_path / "demo-apache").mkdir()
     (tmp_path / "demo-apache" / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
     both = [tmp_path / "apache/Dockerfile", tmp_path / "demo-apache/Dockerfile"]
-    assert not match_images(both, ["ewolff/x-demo-apache:1"])
+    assert not match_images(both, dict.fromkeys(["ewolff/x-demo-apache:1"], ()))
 
 
 def test_a_variant_tag_of_a_user_repository_names_its_directory(tmp_path: Path) -> None:
@@ -107,6 +109,29 @@ def test_a_variant_tag_of_a_user_repository_names_its_directory(tmp_path: Path) 
         (tmp_path / d / "Dockerfile").write_text("FROM node:current-slim\nCMD node app.js\n")
         paths.append(tmp_path / d / "Dockerfile")
     image = "nigelpoulton/k8sbook:shield-01"
-    assert match_images(paths, [image])[image].dockerfile.endswith("shield/Dockerfile")
-    assert not match_images(paths, ["nigelpoulton/k8sbook:latest", "nginx:shield-1"])
-    assert not match_images(paths, ["nigelpoulton/k8sbook:1.0", "user/app:latest-alpine"])
+    assert match_images(paths, dict.fromkeys([image], ()))[image].dockerfile.endswith(
+        "shield/Dockerfile"
+    )
+    assert not match_images(
+        paths, dict.fromkeys(["nigelpoulton/k8sbook:latest", "nginx:shield-1"], ())
+    )
+    assert not match_images(
+        paths, dict.fromkeys(["nigelpoulton/k8sbook:1.0", "user/app:latest-alpine"], ())
+    )
+
+
+def test_the_dockerfile_of_the_manifests_app_folder_is_its_only_user_image_s(
+    tmp_path: Path,
+) -> None:
+    """learnk8s/knote-js: 03/Dockerfile builds learnk8s/knote-js, run by 03/kube/knote.yaml
+    beside the official mongo image; a second user image in the folder makes it ambiguous."""
+    (tmp_path / "03" / "kube").mkdir(parents=True)
+    dockerfile = tmp_path / "03" / "Dockerfile"
+    dockerfile.write_text('FROM node:18-slim\nCOPY . .\nCMD ["node", "index.js"]\n')
+    manifest = str(tmp_path / "03" / "kube" / "knote.yaml")
+    images = {"learnk8s/knote-js:1.0.0": [manifest], "mongo:6": [manifest]}
+    matched = match_images([dockerfile], images)
+    assert set(matched) == {"learnk8s/knote-js:1.0.0"}
+    assert not match_images([dockerfile], images | {"bitnami/redis:7": [manifest]})
+    elsewhere = {"learnk8s/knote-js:1.0.0": [str(tmp_path / "other" / "k.yaml")]}
+    assert not match_images([dockerfile], elsewhere)

@@ -23,7 +23,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -280,17 +280,48 @@ def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
     return by_name.get(variant.group(1), [])
 
 
-def match_images(dockerfiles: Iterable[Path], images: Iterable[str]) -> dict[str, ImageFacts]:
-    """Container image → the facts of the one Dockerfile its name matches."""
+def _user_image(image: str) -> bool:
+    """An image of a user's or organisation's repository (``learnk8s/knote-js``), not an
+    official one (``mongo``, ``library/redis``)."""
+    ref = image.split("@", 1)[0].rsplit(":", 1)[0]
+    return "/" in ref and not ref.split("/")[-2].endswith("library")
+
+
+def _app_folder(
+    dockerfiles: Sequence[Path], image: str, images: Mapping[str, Iterable[str]]
+) -> list[Path]:
+    """The Dockerfile of the app folder the image's manifests are in: the only Dockerfile
+    in their folder or its parent (``03/Dockerfile`` beside ``03/kube/knote.yaml``,
+    learnk8s/knote-js), when the image is the only user image those manifests' folders run."""
+    folders = {Path(f).parent for f in images.get(image, ())}
+    if not folders or not _user_image(image):
+        return []
+    near = {d for d in dockerfiles if d.name == "Dockerfile" for f in folders
+            if d.parent in (f, f.parent)}  # fmt: skip
+    others = {
+        other
+        for other, files in images.items()
+        if other != image and _user_image(other) and {Path(f).parent for f in files} & folders
+    }
+    return list(near) if len(near) == 1 and not others else []
+
+
+def match_images(
+    dockerfiles: Iterable[Path], images: Mapping[str, Iterable[str]]
+) -> dict[str, ImageFacts]:
+    """Container image → the facts of the one Dockerfile its name matches; failing that, the
+    one of its manifests' app folder (``_app_folder``). ``images``: each image with the files
+    of the manifests that run it."""
+    listed = list(dockerfiles)
     by_name: dict[str, list[Path]] = {}
-    for path in dockerfiles:
+    for path in listed:
         own = _dockerfile_name(path.name)
         name = own or path.parent.name
         by_name.setdefault(name, []).append(path)
     out: dict[str, ImageFacts] = {}
     read: dict[Path, ImageFacts | None] = {}
     for image in images:
-        candidates = _candidates(by_name, image)
+        candidates = _candidates(by_name, image) or _app_folder(listed, image, images)
         if len(set(candidates)) != 1:
             continue  # none, or ambiguous
         path = candidates[0]

@@ -73,7 +73,10 @@ def build_inventory(loaded: LoadResult) -> Inventory:
     services = unpatched(kustomizations, services)
     resources = unpatched(kustomizations, resources)
     built = build(kustomizations, [*workloads, *services, *autoscalers, *resources])
-    images = {c.image: None for w in workloads for c in w.template.containers}
+    images: dict[str, set[str]] = {}  # image → the files of the workloads that run it
+    for w in workloads:
+        for c in w.template.containers:
+            images.setdefault(c.image, set()).update([w.location.file] if w.location else [])
     return Inventory(
         workloads=tuple(_instances_of_present_owners(kustomized(built, workloads))),
         services=tuple(kustomized(built, services)),
