@@ -82,22 +82,21 @@ def test_a_dockerfile_from_the_image_itself_does_not_build_it(tmp_path: Path) ->
     assert set(match_images(found, dict.fromkeys(["team/nginx:2"], ()))) == {"team/nginx:2"}
 
 
-def test_an_image_name_ending_in_the_directory_matches_when_unambiguous(tmp_path: Path) -> None:
-    """``…/microservice-kubernetes-demo-apache`` is built from ``apache/`` (ewolff/
-    microservice-kubernetes docker-build.sh); two such directories match neither."""
-    for d in ("apache", "order"):
-        (tmp_path / d).mkdir()
-        (tmp_path / d / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
+def test_an_image_named_after_its_folder_and_the_parent_matches(tmp_path: Path) -> None:
+    """``…/microservice-kubernetes-demo-apache`` is built from
+    ``microservice-kubernetes-demo/apache/`` (ewolff/microservice-kubernetes
+    docker-build.sh); a third party's image whose name merely ends in a folder's name
+    (``kube-rbac-proxy`` and a ``proxy/`` of the repository's) is not built there."""
+    home = tmp_path / "microservice-kubernetes-demo"
+    for d in ("apache", "order", "proxy"):
+        (home / d).mkdir(parents=True)
+        (home / d / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
+    files = [home / d / "Dockerfile" for d in ("apache", "order", "proxy")]
     image = "ewolff/microservice-kubernetes-demo-apache:latest"
-    found = match_images(
-        [tmp_path / "apache/Dockerfile", tmp_path / "order/Dockerfile"], {image: ()}
-    )
+    found = match_images(files, {image: ()})
     assert found[image].dockerfile.endswith("apache/Dockerfile")
-    assert not match_images([tmp_path / "order/Dockerfile"], dict.fromkeys(["demo-apache-x"], ()))
-    (tmp_path / "demo-apache").mkdir()
-    (tmp_path / "demo-apache" / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
-    both = [tmp_path / "apache/Dockerfile", tmp_path / "demo-apache/Dockerfile"]
-    assert not match_images(both, dict.fromkeys(["ewolff/x-demo-apache:1"], ()))
+    assert not match_images(files, dict.fromkeys(["gcr.io/kubebuilder/kube-rbac-proxy:v0.13"], ()))
+    assert not match_images(files, dict.fromkeys(["demo-apache-x", "x-demo-apache"], ()))
 
 
 def test_a_variant_tag_of_a_user_repository_names_its_directory(tmp_path: Path) -> None:

@@ -327,3 +327,25 @@ def test_a_kustomization_builds_what_the_kustomizations_it_lists_build(tmp_path:
     assert {w.ref.namespace for w in inventory.workloads} == {"ops"}
     assert {s.ref.namespace for s in inventory.services} == {"ops"}
     assert ("SVD207", "op-metrics") not in _rules([str(tmp_path)])
+
+
+def test_the_outermost_kustomization_s_namespace_wins(tmp_path: Path) -> None:
+    """kustomize gives an object the namespace of the outermost kustomization that sets
+    one: overlays/prod's over config/default's; two overlays of one base are two builds,
+    so the base's objects keep their own namespace."""
+    app = MANAGER.replace("namespace: system", "labels: {}")
+    files = {
+        "config/manager/manager.yaml": app,
+        "config/manager/kustomization.yaml": "resources: [manager.yaml]\n",
+        "config/default/kustomization.yaml": "namespace: proj-system\nresources: [../manager]\n",
+        "overlays/prod/kustomization.yaml": "namespace: prod\nresources: [../../config/default]\n",
+    }
+    _write(tmp_path, files)
+    assert [w.ref.namespace for w in build_inventory(load([str(tmp_path)])).workloads] == ["prod"]
+    config = [str(tmp_path / "config")]
+    assert [w.ref.namespace for w in build_inventory(load(config)).workloads] == ["proj-system"]
+    _write(
+        tmp_path,
+        {"overlays/dev/kustomization.yaml": "namespace: dev\nresources: [../../config/default]\n"},
+    )
+    assert [w.ref.namespace for w in build_inventory(load([str(tmp_path)])).workloads] == [""]

@@ -27,7 +27,6 @@ from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_family, stays_parent
-from svcdoctor.checks.signals import ignores_sigterm
 from svcdoctor.checks.state import data_store, local_state
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
@@ -114,8 +113,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     (kernel mounts retry by themselves): a delay fixes nothing there. When the grace period is
     also too short for the longest request, the message and the fix say so (SVD102 then stays
     quiet). Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
-    that ignores SIGTERM (SVD117: they do not stop at SIGTERM), nor those whose command in the
-    manifest does (SVD116: `node app.js`, `python app.py`, `npm start`).
+    that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the manifest starts
+    (SVD116: `node app.js`) is still flagged: whether the app installs a handler is not in
+    the manifest, and an app that does stops at SIGTERM.
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -162,8 +162,6 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         hook = c.prestop
         if _delays(c) or unserved(inventory, w, c) or image_pid1(inventory, w, c):
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
-        if ignores_sigterm(w, c):
-            continue  # SVD116: nor as the manifest starts it
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
@@ -540,8 +538,9 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
     never exec'd; busybox ash alone execs the last command after `&&`, `||`, `;` or a
     line when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine). A
-    fallback after `||` (`./server || echo failed`) keeps the shell waiting for the app in
-    every shell.
+    fallback after `||` (`./server || tail -f /dev/null`) keeps the shell waiting for the app
+    in every shell; the app is after `||` only when a condition comes first (`test -f skip
+    || ./server`).
 
     ## Why it matters
     The shell is PID 1 and receives SIGTERM; PID 1 ignores signals it has no handler for, so
@@ -583,9 +582,11 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
         last = script.last
         assert last is not None
         # `./server || echo failed`: the shell waits for the app to know whether to run the
-        # fallback, in every shell (unless the app is exec'd: it replaced the shell)
-        fallback = last.before == "||" and last.program in _FALLBACKS
-        if fallback and script.commands[-2].execs:
+        # fallback, in every shell (unless the app is exec'd: it replaced the shell); the app
+        # is after `||` only when a condition comes first (`test -f skip || ./server`)
+        before = script.commands[-2] if len(script.commands) > 1 else None
+        fallback = last.before == "||" and before is not None and before.program not in _CONDITIONS
+        if fallback and before is not None and before.execs:
             continue
         if not fallback and not stays_parent(family, script):
             continue
@@ -618,8 +619,8 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
         )
 
 
-# Commands that only report or end a script: after `||`, a fallback, not the app
-_FALLBACKS = frozenset({"echo", "printf", "true", "false", "exit", ":", "sleep", "logger"})
+# Commands that test a condition: before `||`, the app is what follows them
+_CONDITIONS = frozenset({"test", "[", "[[", "grep", "command", "which", "type", "pgrep", "stat"})
 
 
 def _argv_patch(

@@ -11,7 +11,7 @@ from svcdoctor.checks._serving import parse_script, racing, shell_script
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.shells import shell_family, stays_parent
-from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
+from svcdoctor.model import Cause, Container, Inventory, Severity
 from svcdoctor.model.patch import note
 
 # Inits that forward signals to the app and reap children (https://github.com/krallin/tini,
@@ -139,22 +139,6 @@ _FIX = {
     "handles it (gunicorn, uvicorn); or an init in\n# the image (tini, dumb-init), or "
     "shareProcessNamespace: true",
 }
-# Said with the fix of every runtime whose PID 1 ignores SIGTERM: SVD101 is not given there
-_THEN_DELAY = (
-    "\n# once it stops at SIGTERM, also give it a preStop sleep (SVD101) so that it serves "
-    "while endpoints are removed"
-)
-# The runtimes under which the app does not stop at SIGTERM (yarn exits at once: it does)
-_IGNORED = frozenset({"node", "python", "npm"})
-
-
-def ignores_sigterm(w: Workload, c: Container) -> bool:
-    """Whether SVD116 finds the container's PID 1 ignoring SIGTERM (not yarn's, which
-    exits): then it does not stop serving at SIGTERM, and SVD101 is not given."""
-    found = None if w.template.share_process_namespace else pid1_runtime(c)
-    return found is not None and found.runtime in _IGNORED
-
-
 _RUN_DIRECTLY = (
     "# run what the start script runs directly (command: [node, server.js]) so that the app "
     "gets SIGTERM,\n# or make the script `exec` it; the app still needs its own handler "
@@ -235,13 +219,13 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
                 f"the kubelet SIGKILLs it when the grace period ({grace} s) ends, cutting the "
                 "requests and connections it still holds (exit 137)"
             )
-            fix = note(_FIX[found.runtime] + _THEN_DELAY)
+            fix = note(_FIX[found.runtime])
         elif found.runtime == "npm":
             what = (
                 "unless the start script execs the app, the app's own shutdown does not run and "
                 "it is killed with the container, cutting the requests it still holds"
             )
-            fix = note(_RUN_DIRECTLY + _THEN_DELAY)
+            fix = note(_RUN_DIRECTLY)
         else:
             what = (
                 "the app's own shutdown is cut short, it is killed with the container, cutting "

@@ -40,6 +40,7 @@ class Pod:
     net: PodNet | None = None
     process: asyncio.subprocess.Process | None = None
     ready: bool = False
+    ready_at: float | None = None  # when its readiness probe first passed
     terminating: bool = False
     created_at: float = 0.0
     deleted_at: float | None = None
@@ -271,6 +272,8 @@ class Cluster:
                 ok = False
             if ok != pod.ready and pod.exit is None:
                 pod.ready = ok
+                if ok and pod.ready_at is None:
+                    pod.ready_at = time.time()
                 if not ok:
                     self.event(EventKind.UNHEALTHY, pod.name, "Unhealthy", "Readiness probe failed")
                 self._publish(pod)

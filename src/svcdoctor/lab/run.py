@@ -225,7 +225,7 @@ def drain_problems(scenario: Scenario, cluster: Cluster, drain: Drain) -> list[s
     placed = sorted(n for n in drain.replacements if cluster.pods[n].node == drain.node)
     if placed:
         problems.append(f"{_some(placed)} were scheduled on the cordoned node-{drain.node}")
-    unready = sorted(n for n in drain.replacements if cluster.ready_count([n]) == 0)
+    unready = sorted(n for n in drain.replacements if cluster.pods[n].ready_at is None)
     if unready:
         problems.append(f"the replacements {_some(unready)} never became Ready")
     if drain.node not in cluster.proxy_stopped:

@@ -7,11 +7,13 @@ it) and, when a linted path is inside a git repository, under that repository's 
 a container image only on a strong signal: the image's repository name (last path component,
 tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name of the
 Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
-``Dockerfile.yelb-ui``; failing that, the image's name is a project prefix, ``-`` and the
-directory's name (``microservice-kubernetes-demo-apache`` built from ``apache/``,
-docker-build.sh in ewolff/microservice-kubernetes); failing that, an image of a user's
-repository whose tag is a word and a version names that word's directory
-(``nigelpoulton/k8sbook:shield-01`` built from ``web-app/shield/``). Two candidates for one
+``Dockerfile.yelb-ui``; failing that, the image's name is the names of the directory's
+parent and of the directory, joined by ``-`` (``microservice-kubernetes-demo-apache`` built
+from ``microservice-kubernetes-demo/apache/``, docker-build.sh in
+ewolff/microservice-kubernetes); failing that, an image of a user's repository whose tag is
+a word and a version names that word's directory (``nigelpoulton/k8sbook:shield-01`` built
+from ``web-app/shield/``); failing that, the only Dockerfile of the manifests' app folder
+(their folder or its parent) builds the only user image they run. Two candidates for one
 name match neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
 (``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). The build context is
 taken to be the Dockerfile's directory.
@@ -264,13 +266,21 @@ _CHANNELS = frozenset(
 
 
 def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
-    """The Dockerfiles an image's name points at: the one named like it; else one whose
-    name the image's ends in after a ``-``; else, for an image of a user's or
-    organisation's repository (``user/name``), one named like its tag's leading word."""
+    """The Dockerfiles an image's name points at: the one named like it; else one in a
+    directory ``D`` inside ``P`` for an image named ``P-D`` (the project's folder and the
+    image's, as a build script tags them: ``microservice-kubernetes-demo-apache`` from
+    ``microservice-kubernetes-demo/apache/``; a third party's ``kube-rbac-proxy`` is not a
+    ``proxy/`` of yours); else, for an image of a user's or organisation's repository
+    (``user/name``), one named like its tag's leading word."""
     name = image_name(image)
     if found := by_name.get(name):
         return found
-    if found := [p for k, paths in by_name.items() if k and name.endswith("-" + k) for p in paths]:
+    if found := [
+        p
+        for paths in by_name.values()
+        for p in paths
+        if p.name == "Dockerfile" and name == f"{p.parent.parent.name}-{p.parent.name}"
+    ]:
         return found
     ref = image.split("@", 1)[0].rsplit("/", 1)
     tag = ref[-1].partition(":")[2]
@@ -293,15 +303,19 @@ def _app_folder(
     """The Dockerfile of the app folder the image's manifests are in: the only Dockerfile
     in their folder or its parent (``03/Dockerfile`` beside ``03/kube/knote.yaml``,
     learnk8s/knote-js), when the image is the only user image those manifests' folders run."""
-    folders = {Path(f).parent for f in images.get(image, ())}
+
+    def folders_of(files: Iterable[str]) -> set[Path]:
+        return {Path(f).resolve().parent for f in files if f != "-"}
+
+    folders = folders_of(images.get(image, ()))
     if not folders or not _user_image(image):
         return []
     near = {d for d in dockerfiles if d.name == "Dockerfile" for f in folders
-            if d.parent in (f, f.parent)}  # fmt: skip
+            if d.resolve().parent in (f, f.parent)}  # fmt: skip
     others = {
         other
         for other, files in images.items()
-        if other != image and _user_image(other) and {Path(f).parent for f in files} & folders
+        if other != image and _user_image(other) and folders_of(files) & folders
     }
     return list(near) if len(near) == 1 and not others else []
 

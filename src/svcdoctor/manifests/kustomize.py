@@ -233,12 +233,18 @@ def _namespace(
     built: Build, o: Workload | Service | Resource | Autoscaler, found: list[int]
 ) -> str:
     """The namespace kustomize gives the object ("": it keeps its own): the one its
-    kustomizations set; else, namespace-less, the one the objects of its kustomizations
-    name."""
+    kustomizations set, the outermost's where one builds another (an overlay's over its
+    base's; two overlays of one base are two builds: neither); else, namespace-less, the one
+    the objects of its kustomizations name."""
     if not _namespaced(o.ref.kind):
         return ""
-    set_to = {built.kustomizations[i].namespace for i in found} - {""}
-    if set_to:
+    ks = built.kustomizations
+    setting = [i for i in found if ks[i].namespace]
+    outer = [
+        i for i in setting if not any(_covers(ks[j].scope, ks[i].home) for j in setting if j != i)
+    ]
+    set_to = {ks[i].namespace for i in outer}
+    if setting:
         return set_to.pop() if len(set_to) == 1 else ""
     if not o.ref.namespace:
         implied = {built.implied[i] for i in found if i in built.implied}
