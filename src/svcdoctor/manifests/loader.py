@@ -467,7 +467,7 @@ _PLACEHOLDER = re.compile(
 # https://helm.sh/docs/chart_template_guide/function_list/); a Go template without any is
 # rendered by other tooling (envtpl, gomplate, envsubst-like scripts, Go's text/template).
 _HELM = re.compile(
-    r"\{\{-?\s*[^}]*(?:\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
+    r"\{\{-?\s*[^}]{0,200}?(?:\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
     r"\b(?:include|tpl|toYaml|nindent|required|lookup|define)\b)"
 )
 _KIND_WORD = re.compile(r"\bkind\b")
