@@ -81,3 +81,19 @@ def test_udp_gets_no_probe_but_a_note() -> None:
 def test_image_base() -> None:
     assert image_base("docker.io/bitnami/postgresql:16@sha256:abc") == "postgresql"
     assert image_base("registry:5000/team/redis") == "redis"
+
+
+def test_the_health_probe_port_is_read_in_both_flag_forms() -> None:
+    """controller-runtime's --health-probe-bind-address, as Go's flag package takes it:
+    `--flag=:8081` or `--flag :8081`; `0` turns it off."""
+    from svcdoctor.checks._probes import health_port
+    from svcdoctor.model import Container
+
+    def with_args(*args: str) -> Container:
+        return Container(name="manager", image="example/manager:1", line=1, args=args)
+
+    assert health_port(with_args("--health-probe-bind-address=:8081")) == 8081
+    assert health_port(with_args("--health-probe-bind-address", "0.0.0.0:8082")) == 8082
+    assert health_port(with_args("--health-probe-bind-address=0")) is None
+    assert health_port(with_args("--health-probe-bind-address")) is None
+    assert health_port(with_args("--metrics-bind-address=:8080")) is None

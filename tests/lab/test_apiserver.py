@@ -235,6 +235,13 @@ def test_kubectl_get_table(kubectl: Path, lab: Running) -> None:
     nodes = ok(kubectl, lab, "get", "nodes").splitlines()
     assert nodes[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert nodes[1].split()[:3] == ["node-1", "Unknown", "<none>"]  # no Ready condition
+    from svcdoctor.lab.apiserver.tables import _node_cells
+
+    unknown = {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    assert _node_cells(unknown, 0.0)[0] == "NotReady"  # as kubectl's printNode
+    cordoned = {"spec": {"unschedulable": True}, "status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}  # fmt: skip
+    assert _node_cells(cordoned, 0.0)[0] == "Ready,SchedulingDisabled"
     events = ok(kubectl, lab, "get", "events", "-A").splitlines()
     assert events[0].split() == ["NAMESPACE", "NAME", "AGE"]
     assert events[1].split()[:2] == ["kube-system", "o.1"]

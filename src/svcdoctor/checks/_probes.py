@@ -152,7 +152,8 @@ _KNATIVE_WEBHOOK = re.compile(r"(knative\.dev/[^:@]*/cmd/webhook|tektoncd/[^:@]*
 # config/manager/manager.yaml); its webhook server answers only the webhook paths
 # (pkg/webhook/server.go in kubernetes-sigs/controller-runtime: GET /readyz there is a 404).
 _MANAGER_FLAG = re.compile(r"^--(health-probe-bind-address|metrics-bind-address|webhook-port)(=|$)")
-_HEALTH_FLAG = re.compile(r"^--health-probe-bind-address=(?:[^:]*:)?(\d+)$")
+_HEALTH_FLAG = re.compile(r"^--health-probe-bind-address(?:=|$)")
+_BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
 
 
 def image_base(image: str) -> str:
@@ -286,9 +287,15 @@ def _number(container: Container, name: str) -> int | None:
 def health_port(container: Container) -> int | None:
     """The port a controller-runtime manager serves /readyz on (``--health-probe-bind-address``),
     ``None`` when it sets none or disables it (``0``)."""
-    for word in argv_of(container):
-        if (m := _HEALTH_FLAG.match(word)) and int(m.group(1)):
-            return int(m.group(1))
+    argv = argv_of(container)
+    for i, word in enumerate(argv):
+        if not _HEALTH_FLAG.match(word):
+            continue
+        # `--flag=:8081` or `--flag :8081` (Go's flag package takes both)
+        after = argv[i + 1] if i + 1 < len(argv) else ""
+        value = word.partition("=")[2] if "=" in word else after
+        m = _BIND_PORT.match(value)
+        return int(m.group(1)) if m and int(m.group(1)) else None
     return None
 
 

@@ -248,7 +248,10 @@ def _node_cells(obj: Mapping[str, Any], now: float) -> list[Any]:
     (``printNode``: Ready or NotReady, ``,SchedulingDisabled`` when cordoned)."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     ready = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    state = {"True": "Ready", "False": "NotReady"}.get(str(ready.get("Ready")), "Unknown")
+    # a Ready condition not True is NotReady (Unknown too); none at all is Unknown
+    state = "Unknown" if "Ready" not in ready else "NotReady"
+    if ready.get("Ready") == "True":
+        state = "Ready"
     if spec.get("unschedulable"):
         state += ",SchedulingDisabled"
     labels = (obj.get("metadata") or {}).get("labels") or {}
