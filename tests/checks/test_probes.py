@@ -4,7 +4,7 @@ rule fixtures do not pin."""
 from __future__ import annotations
 
 from svcdoctor.checks import Settings
-from svcdoctor.checks._probes import image_base
+from svcdoctor.model.images import image_name
 from svcdoctor.model.patch import PodPatch
 from tests.conftest import lint_text
 
@@ -78,9 +78,9 @@ def test_udp_gets_no_probe_but_a_note() -> None:
     assert "UDP" in note
 
 
-def test_image_base() -> None:
-    assert image_base("docker.io/bitnami/postgresql:16@sha256:abc") == "postgresql"
-    assert image_base("registry:5000/team/redis") == "redis"
+def test_image_name_lowered() -> None:
+    assert image_name("docker.io/bitnami/postgresql:16@sha256:abc").lower() == "postgresql"
+    assert image_name("registry:5000/team/redis").lower() == "redis"
 
 
 def test_the_health_probe_port_is_read_in_both_flag_forms() -> None:

@@ -102,37 +102,6 @@ def test_alb_in_instance_mode_leaves_the_pod_leg_to_kube_proxy() -> None:
     assert texts(inv)[-1] == "AWS ALB (instance, 0 s) → kube-proxy (5 s) → pod"
 
 
-def test_nlb_ip_targets_read_the_namespace_readiness_gate_label() -> None:
-    inv = inventory(
-        """
-        apiVersion: v1
-        kind: Namespace
-        metadata: {name: shop, labels: {elbv2.k8s.aws/pod-readiness-gate-inject: enabled}}
-        """,
-        """
-        apiVersion: v1
-        kind: Service
-        metadata:
-          name: web-public
-          namespace: shop
-          annotations:
-            service.beta.kubernetes.io/aws-load-balancer-type: external
-            service.beta.kubernetes.io/aws-load-balancer-nlb-target-type: ip
-        spec:
-          type: LoadBalancer
-          selector: {app: web}
-          ports: [{port: 443, targetPort: 8080}]
-        """,
-    )
-    _paths, found = paths_of(inv)
-    nlb = [h for p in found for h in p.hops if h.implementation is Implementation.AWS_NLB]
-    assert nlb
-    assert nlb[0].readiness_gate is True
-    assert nlb[0].leg.seconds == 60
-    assert nlb[0].deregistration is not None
-    assert nlb[0].deregistration.seconds == 300
-
-
 NLB_SERVICE = """
 apiVersion: v1
 kind: Service
@@ -147,6 +116,24 @@ spec:
   selector: {app: web}
   ports: [{port: 443, targetPort: 8080}]
 """
+
+
+def test_nlb_ip_targets_read_the_namespace_readiness_gate_label() -> None:
+    inv = inventory(
+        """
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: shop, labels: {elbv2.k8s.aws/pod-readiness-gate-inject: enabled}}
+        """,
+        NLB_SERVICE,
+    )
+    _paths, found = paths_of(inv)
+    nlb = [h for p in found for h in p.hops if h.implementation is Implementation.AWS_NLB]
+    assert nlb
+    assert nlb[0].readiness_gate is True
+    assert nlb[0].leg.seconds == 60
+    assert nlb[0].deregistration is not None
+    assert nlb[0].deregistration.seconds == 300
 
 
 def binding(stack: str) -> str:
@@ -164,13 +151,14 @@ def binding(stack: str) -> str:
 def test_the_controller_s_binding_for_a_service_s_nlb_is_that_nlb_not_a_second_hop() -> None:
     """The AWS Load Balancer Controller makes a TargetGroupBinding for each Service NLB it
     manages (its stack labels name the Service): one load balancer, one hop."""
-    found = paths_of(inventory(NLB_SERVICE, binding("web-public")))[1]
-    lbs = [h.implementation for p in found for h in p.hops if h.kind is HopKind.LOAD_BALANCER]
-    assert lbs == [Implementation.AWS_NLB]
+
+    def balancers(stack: str) -> list[Implementation]:
+        found = paths_of(inventory(NLB_SERVICE, binding(stack)))[1]
+        return [h.implementation for p in found for h in p.hops if h.kind is HopKind.LOAD_BALANCER]
+
+    assert balancers("web-public") == [Implementation.AWS_NLB]
     # a binding made by hand (or for another Service) is a target group of its own
-    found = paths_of(inventory(NLB_SERVICE, binding("other")))[1]
-    lbs = [h.implementation for p in found for h in p.hops if h.kind is HopKind.LOAD_BALANCER]
-    assert sorted(lbs) == [Implementation.AWS_NLB, Implementation.AWS_TARGET_GROUP]
+    assert sorted(balancers("other")) == [Implementation.AWS_NLB, Implementation.AWS_TARGET_GROUP]
 
 
 def test_config_overrides_a_leg_and_says_so() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from svcdoctor.checks._serving import argv_of, carries_requests, serves, uncalled, webhook_calls
 from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload
+from svcdoctor.model.images import image_name
 
 READYZ_NOTE = "# /readyz: an endpoint that fails when this pod cannot serve requests"
 PLACEHOLDER_PORT = 8080
@@ -156,11 +157,6 @@ _HEALTH_FLAG = re.compile(r"^--health-probe-bind-address(?:=|$)")
 _BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
 
 
-def image_base(image: str) -> str:
-    """The image's last name segment, without tag or digest: ``bitnami/postgresql``."""
-    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0].lower()
-
-
 def service_target(inventory: Inventory, workload: Workload, container: Container) -> Target:
     """The port the Services send to for this container: a Service port's target the
     container declares (a plain-HTTP one first), else a numeric target no container of the
@@ -232,7 +228,7 @@ def speaks(inventory: Inventory, container: Container, target: Target) -> tuple[
         if p.app_protocol:
             found = _APP_PROTOCOL.get(p.app_protocol.lower(), Speaks.OTHER)
             return found, f"the Service port's appProtocol is {p.app_protocol}"
-    base = image_base(container.image)
+    base = image_name(container.image).lower()
     if base in _OTHER_IMAGES:
         return Speaks.OTHER, f"image {base} speaks {_OTHER_IMAGES[base]}, not HTTP"
     names = [p.name for _, p in target.sent if p.name]
@@ -363,7 +359,7 @@ def suggest(inventory: Inventory, container: Container, target: Target) -> Sugge
             "(grpc.health.v1.Health), else tcpSocket",
             said,
         )
-    base = image_base(container.image)
+    base = image_name(container.image).lower()
     if said is Speaks.OTHER and base in _EXEC and target.number is not None:
         command = [*_EXEC[base], str(target.number)]
         return Suggestion(

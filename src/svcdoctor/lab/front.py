@@ -7,6 +7,7 @@ datapath's."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import ctypes
@@ -120,9 +121,10 @@ async def until(done: Callable[[], bool], timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-class FrontedDatapath:
+class FrontedDatapath(abc.ABC):
     """What a datapath behind a proxy passes to its inner datapath unchanged; its proxy
-    stops first when it closes (``stop_hop``), the pods' namespaces go whatever happened."""
+    stops first when it closes (``stop_hop``, each proxy's own), the pods' namespaces go
+    whatever happened."""
 
     inner: Datapath
 
@@ -135,8 +137,9 @@ class FrontedDatapath:
         """One list: the inner datapath's errors and the proxy's."""
         return self.inner.errors
 
+    @abc.abstractmethod
     async def stop_hop(self) -> None:
-        raise NotImplementedError
+        """Stop the proxy (and read what it logged); the pods and nodes run on."""
 
     async def close(self) -> None:
         try:

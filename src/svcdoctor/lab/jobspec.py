@@ -15,6 +15,7 @@ from typing import Any
 
 from svcdoctor.lab.names import SERVICE, SERVICE_PORT
 from svcdoctor.lab.objects import CLUSTER_IP, stamp
+from svcdoctor.model.images import image_name
 
 MANAGED_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
@@ -70,12 +71,6 @@ class Launch:
 
 def random_suffix(n: int = 5) -> str:
     return "".join(secrets.choice(_NAME_CHARS) for _ in range(n))
-
-
-def image_name(image: str) -> str:
-    """The repository's last part, without tag or digest (``docker.io/library/python:3.12``
-    → ``python``)."""
-    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
 def check_pod_spec(spec: Obj, at: str = "spec") -> None:

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from svcdoctor.model.images import ContextFile, ImageFacts, flask_file
+from svcdoctor.model.images import ContextFile, ImageFacts, flask_file, image_name
 
 _MOST_ENTRIES = 5000  # directory entries looked at, over all roots
 _SKIP_DIRS = frozenset({".git", "vendor", "node_modules", "third_party", "__pycache__"})
@@ -242,13 +242,6 @@ def _repository(image: str) -> str:
     head, _, last = ref.rpartition("/")
     repo = f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
     return repo.removeprefix("docker.io/").removeprefix("library/")
-
-
-def image_name(image: str) -> str:
-    """The repository name of an image reference: ``reg:5000/a/b:1.0@sha256:…`` → ``b``."""
-    ref = image.split("@", 1)[0]
-    last = ref.rsplit("/", 1)[-1]
-    return last.split(":", 1)[0]
 
 
 # A tag that names a variant of the repository's image: a word, then a version or flavour

@@ -1,8 +1,14 @@
-"""What the repository's Dockerfile says an image runs (``manifests.dockerfiles`` reads it)."""
+"""What the repository's Dockerfile says an image runs (``manifests.dockerfiles`` reads it),
+and the name an image reference gives its repository."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+def image_name(image: str) -> str:
+    """The repository name of an image reference: ``reg:5000/a/b:1.0@sha256:…`` → ``b``."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)
