@@ -409,8 +409,8 @@ def _pods_made(inventory: Inventory, svc: Service) -> bool:
     """Whether something in the inputs plausibly makes pods the selector matches."""
     selector = svc.selector or {}
     ns = svc.ref.namespace
+    placeholder = ns == _SCAFFOLD_NAMESPACE  # kustomize moves its workload elsewhere
     for w in inventory.workloads:
-        placeholder = ns == _SCAFFOLD_NAMESPACE  # kustomize moves its workload elsewhere
         if (placeholder or same_namespace(w.ref.namespace, ns)) and _may_carry(selector, w):
             return True
     values = set(selector.values())

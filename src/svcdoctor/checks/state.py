@@ -208,15 +208,15 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
         return f"image {image} keeps its data in the one process or its local files"
     if _UNELECTED_CONTROLLER.search(image):
         return f"image {image} is a controller without leader election, its state in the process"
-    if _KEYCLOAK.search(image) and "start-dev" in argv_of(container):
+    argv = argv_of(container)
+    if _KEYCLOAK.search(image) and "start-dev" in argv:
         return "Keycloak in start-dev mode keeps an embedded database"
-    if "rundex" in argv_of(container):
+    if "rundex" in argv:
         return "Argo CD's Dex keeps its data in memory"
-    if _VAULT.search(image) and (not argv_of(container) or "-dev" in argv_of(container)):
+    if _VAULT.search(image) and (not argv or "-dev" in argv):
         return "Vault's dev server, the image's default command, keeps its storage in memory"
     if workload.template.config_state:
         return workload.template.config_state
-    argv = argv_of(container)
     if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
         return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
     storage = dict(container.env).get("REGISTRY_STORAGE", "filesystem")

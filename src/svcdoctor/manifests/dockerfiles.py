@@ -291,25 +291,20 @@ def _user_image(image: str) -> bool:
 
 
 def _app_folder(
-    dockerfiles: Sequence[Path], image: str, images: Mapping[str, Iterable[str]]
+    dockerfiles: Mapping[Path, Path], image: str, folders: Mapping[str, set[Path]]
 ) -> list[Path]:
     """The Dockerfile of the app folder the image's manifests are in: the only Dockerfile
     in their folder or its parent (``03/Dockerfile`` beside ``03/kube/knote.yaml``,
-    learnk8s/knote-js), when the image is the only user image those manifests' folders run."""
-
-    def folders_of(files: Iterable[str]) -> set[Path]:
-        return {Path(f).resolve().parent for f in files if f != "-"}
-
-    folders = folders_of(images.get(image, ()))
-    if not folders or not _user_image(image):
+    learnk8s/knote-js), when the image is the only user image those manifests' folders run.
+    ``dockerfiles``: each plain ``Dockerfile`` with its resolved folder; ``folders``: each
+    image's manifests' resolved folders."""
+    mine = folders.get(image, set())
+    if not mine or not _user_image(image):
         return []
-    near = {d for d in dockerfiles if d.name == "Dockerfile" for f in folders
-            if d.resolve().parent in (f, f.parent)}  # fmt: skip
-    others = {
-        other
-        for other, files in images.items()
-        if other != image and _user_image(other) and folders_of(files) & folders
-    }
+    near = {d for d, home in dockerfiles.items() for f in mine if home in (f, f.parent)}
+    others = any(
+        other != image and _user_image(other) and theirs & mine for other, theirs in folders.items()
+    )
     return list(near) if len(near) == 1 and not others else []
 
 
@@ -325,10 +320,19 @@ def match_images(
         own = _dockerfile_name(path.name)
         name = own or path.parent.name
         by_name.setdefault(name, []).append(path)
+    homes = {d: d.resolve().parent for d in listed if d.name == "Dockerfile"}
+    resolved: dict[str, Path] = {}  # each manifest file's folder, resolved once
+
+    def folder(file: str) -> Path:
+        if file not in resolved:
+            resolved[file] = Path(file).resolve().parent
+        return resolved[file]
+
+    folders = {image: {folder(f) for f in files if f != "-"} for image, files in images.items()}
     out: dict[str, ImageFacts] = {}
     read: dict[Path, ImageFacts | None] = {}
     for image in images:
-        candidates = _candidates(by_name, image) or _app_folder(listed, image, images)
+        candidates = _candidates(by_name, image) or _app_folder(homes, image, folders)
         if len(set(candidates)) != 1:
             continue  # none, or ambiguous
         path = candidates[0]

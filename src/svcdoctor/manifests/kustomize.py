@@ -120,6 +120,11 @@ def _pairs(value: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items() if not isinstance(v, dict | list)}
 
 
+def _covering(kustomizations: Sequence[KustomizeLabels], path: str) -> list[int]:
+    """The indices of the kustomizations that build the file ``path``."""
+    return [i for i, k in enumerate(kustomizations) if _covers(k.scope, path)]
+
+
 def _covers(scope: Sequence[str], path: str) -> bool:
     return any(path == s or path.startswith(s + "/") for s in scope)
 
@@ -177,7 +182,7 @@ def build(
         path = _path(o)
         if path is None or not o.ref.namespace or not _namespaced(o.ref.kind):
             continue
-        found = [i for i, k in enumerate(kustomizations) if _covers(k.scope, path)]
+        found = _covering(kustomizations, path)
         if not {kustomizations[i].namespace for i in found} - {""}:
             for i in found:
                 named.setdefault(i, set()).add(o.ref.namespace)
@@ -209,12 +214,15 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
     if not built.kustomizations:
         return objects
     out: list[T] = []
+    covering: dict[str, list[int]] = {}  # a file's objects share their kustomizations
     for o in objects:
         path = _path(o)
         if path is None:
             out.append(o)
             continue
-        found = [i for i, k in enumerate(built.kustomizations) if _covers(k.scope, path)]
+        if path not in covering:
+            covering[path] = _covering(built.kustomizations, path)
+        found = covering[path]
         placed = _placed(o, _namespace(built, o, found))
         out.append(_built(placed, [built.kustomizations[i] for i in found]) if found else placed)
     return out
