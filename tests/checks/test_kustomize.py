@@ -190,8 +190,10 @@ def test_a_namespace_less_workload_joins_the_namespace_its_kustomization_names(
 ) -> None:
     """hashicorp/vault-k8s deploy/: the Service names `vault`, the Deployment no namespace;
     applied together they meet (judge36 class D1)."""
-    _write(tmp_path, {"d/deployment.yaml": INJECTOR, "d/service.yaml": INJECTOR_SVC})
-    assert ("SVD207", "injector-svc") in _rules([str(tmp_path)])  # no kustomization
+    _write(tmp_path, {"d/deployment.yaml": INJECTOR, "e/service.yaml": INJECTOR_SVC})
+    assert ("SVD207", "injector-svc") in _rules([str(tmp_path)])  # two folders, no build
+    _write(tmp_path, {"d/service.yaml": INJECTOR_SVC})
+    (tmp_path / "e/service.yaml").unlink()
     (tmp_path / "d/kustomization.yaml").write_text("resources: [deployment.yaml, service.yaml]\n")
     found = _rules([str(tmp_path)])
     assert ("SVD207", "injector-svc") not in found
@@ -204,6 +206,23 @@ def test_a_namespace_less_workload_joins_the_namespace_its_kustomization_names(
     (tmp_path / "d/kustomization.yaml").write_text(
         "resources: [deployment.yaml, service.yaml, other.yaml]\n"
     )
+    assert ("SVD207", "injector-svc") in _rules([str(tmp_path)])
+
+
+def test_a_namespace_less_object_joins_the_one_namespace_its_folder_names(
+    tmp_path: Path,
+) -> None:
+    """redhat-developer-demos/istio-tutorial keycloak/: the Deployment names `tutorial`,
+    the Service none; `kubectl apply -n tutorial -f keycloak/` puts them together (judge39
+    class D). A folder naming two namespaces leaves it where it is."""
+    _write(tmp_path, {"d/deployment.yaml": INJECTOR, "d/service.yaml": INJECTOR_SVC})
+    found = _rules([str(tmp_path)])
+    assert ("SVD207", "injector-svc") not in found
+    assert ("SVD101", "injector") in found
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [w.ref.namespace for w in inventory.workloads] == ["vault"]
+    other = INJECTOR_SVC.replace("injector-svc", "other").replace("vault", "elsewhere")
+    (tmp_path / "d/other.yaml").write_text(other)
     assert ("SVD207", "injector-svc") in _rules([str(tmp_path)])
 
 
@@ -349,3 +368,24 @@ def test_the_outermost_kustomization_s_namespace_wins(tmp_path: Path) -> None:
         {"overlays/dev/kustomization.yaml": "namespace: dev\nresources: [../../config/default]\n"},
     )
     assert [w.ref.namespace for w in build_inventory(load([str(tmp_path)])).workloads] == [""]
+
+
+def test_a_namespace_less_twin_stays_an_alternative(tmp_path: Path) -> None:
+    """argoproj/argo-cd test/e2e/testdata/guestbook-with-namespace: the same Deployment and
+    Service written with a namespace and without one are two variants of one app, not one
+    apply: the namespace-less ones stay where they are."""
+    named_svc = INJECTOR_SVC
+    named_deployment = INJECTOR.replace("{name: injector}", "{name: injector, namespace: vault}")
+    bare_svc = INJECTOR_SVC.replace(", namespace: vault", "")
+    _write(
+        tmp_path,
+        {
+            "d/deployment-ns.yaml": named_deployment,
+            "d/service-ns.yaml": named_svc,
+            "d/deployment.yaml": INJECTOR,
+            "d/service.yaml": bare_svc,
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert sorted(w.ref.namespace for w in inventory.workloads) == ["", "vault"]
+    assert sorted(s.ref.namespace for s in inventory.services) == ["", "vault"]

@@ -60,8 +60,10 @@ def test_a_service_without_namespace_backs_a_deployment_in_default(tmp_path: Pat
 
 
 def test_the_namespace_of_objects_without_one_is_the_run_s(tmp_path: Path) -> None:
-    path = write(tmp_path / "app.yaml", deployment("web", "shop") + "---\n" + service("web"))
-    inventory = build_inventory(load([path]))
+    (tmp_path / "svc").mkdir()
+    write(tmp_path / "app.yaml", deployment("web", "shop"))
+    write(tmp_path / "svc" / "svc.yaml", service("web"))
+    inventory = build_inventory(load([str(tmp_path)]))
     (svc,) = inventory.services
     assert inventory.targeted(svc) == ()  # applied to default: not shop's
     in_shop = replace(inventory, namespace="shop")
