@@ -8,7 +8,8 @@ import pytest
 
 from svcdoctor.checks import Settings
 from svcdoctor.manifests.dockerfiles import (
-    find_dockerfiles,
+    Builds,
+    find_builds,
     image_name,
     match_images,
     read_dockerfile,
@@ -68,8 +69,8 @@ def test_ambiguous_names_match_nothing(tmp_path: Path) -> None:
         (tmp_path / d / "Dockerfile").write_text('FROM node\nCMD ["node", "x.js"]\n')
     (tmp_path / "node_modules" / "web").mkdir(parents=True)
     (tmp_path / "node_modules" / "web" / "Dockerfile").write_text("FROM x\nCMD y\n")
-    found = find_dockerfiles([str(tmp_path)])
-    assert len(found) == 3  # node_modules is not searched
+    found = find_builds([str(tmp_path)])
+    assert len(found.dockerfiles) == 3  # node_modules is not searched
     matched = match_images(found, dict.fromkeys(["example/web:1", "example/api:2", "other:1"], ()))
     assert set(matched) == {"example/api:2"}
 
@@ -77,7 +78,7 @@ def test_ambiguous_names_match_nothing(tmp_path: Path) -> None:
 def test_a_dockerfile_from_the_image_itself_does_not_build_it(tmp_path: Path) -> None:
     (tmp_path / "nginx").mkdir()
     (tmp_path / "nginx" / "Dockerfile").write_text("FROM nginx:alpine\nCMD /start.sh\n")
-    found = find_dockerfiles([str(tmp_path)])
+    found = find_builds([str(tmp_path)])
     assert match_images(found, dict.fromkeys(["nginx:1.27"], ())) == {}
     assert set(match_images(found, dict.fromkeys(["team/nginx:2"], ()))) == {"team/nginx:2"}
 
@@ -91,7 +92,7 @@ def test_an_image_named_after_its_folder_and_the_parent_matches(tmp_path: Path) 
     for d in ("apache", "order", "proxy"):
         (home / d).mkdir(parents=True)
         (home / d / "Dockerfile").write_text("FROM ubuntu:20.04\nCMD run\n")
-    files = [home / d / "Dockerfile" for d in ("apache", "order", "proxy")]
+    files = Builds(tuple(home / d / "Dockerfile" for d in ("apache", "order", "proxy")))
     image = "ewolff/microservice-kubernetes-demo-apache:latest"
     found = match_images(files, {image: ()})
     assert found[image].dockerfile.endswith("apache/Dockerfile")
@@ -108,14 +109,15 @@ def test_a_variant_tag_of_a_user_repository_names_its_directory(tmp_path: Path) 
         (tmp_path / d / "Dockerfile").write_text("FROM node:current-slim\nCMD node app.js\n")
         paths.append(tmp_path / d / "Dockerfile")
     image = "nigelpoulton/k8sbook:shield-01"
-    assert match_images(paths, dict.fromkeys([image], ()))[image].dockerfile.endswith(
-        "shield/Dockerfile"
+    assert match_images(Builds(tuple(paths)), dict.fromkeys([image], ()))[
+        image
+    ].dockerfile.endswith("shield/Dockerfile")
+    assert not match_images(
+        Builds(tuple(paths)), dict.fromkeys(["nigelpoulton/k8sbook:latest", "nginx:shield-1"], ())
     )
     assert not match_images(
-        paths, dict.fromkeys(["nigelpoulton/k8sbook:latest", "nginx:shield-1"], ())
-    )
-    assert not match_images(
-        paths, dict.fromkeys(["nigelpoulton/k8sbook:1.0", "user/app:latest-alpine"], ())
+        Builds(tuple(paths)),
+        dict.fromkeys(["nigelpoulton/k8sbook:1.0", "user/app:latest-alpine"], ()),
     )
 
 
@@ -129,8 +131,47 @@ def test_the_dockerfile_of_the_manifests_app_folder_is_its_only_user_image_s(
     dockerfile.write_text('FROM node:18-slim\nCOPY . .\nCMD ["node", "index.js"]\n')
     manifest = str(tmp_path / "03" / "kube" / "knote.yaml")
     images = {"learnk8s/knote-js:1.0.0": [manifest], "mongo:6": [manifest]}
-    matched = match_images([dockerfile], images)
+    matched = match_images(Builds((dockerfile,)), images)
     assert set(matched) == {"learnk8s/knote-js:1.0.0"}
-    assert not match_images([dockerfile], images | {"bitnami/redis:7": [manifest]})
+    assert not match_images(Builds((dockerfile,)), images | {"bitnami/redis:7": [manifest]})
     elsewhere = {"learnk8s/knote-js:1.0.0": [str(tmp_path / "other" / "k.yaml")]}
-    assert not match_images([dockerfile], elsewhere)
+    assert not match_images(Builds((dockerfile,)), elsewhere)
+
+
+SKAFFOLD = """\
+apiVersion: skaffold/v2beta19
+kind: Config
+build:
+  artifacts:
+  - context: src
+    image: python-hello-world
+  - image: hello-jib
+    jib: {project: backend}
+deploy:
+  kubectl: {manifests: [kubernetes-manifests/**]}
+profiles:
+- name: other
+  build:
+    artifacts:
+    - image: python-hello-world
+      context: elsewhere
+"""
+
+
+def test_a_skaffold_artifact_names_the_dockerfile_that_builds_its_image(tmp_path: Path) -> None:
+    """GoogleCloudPlatform/cloud-code-samples python/python-hello-world: skaffold.yaml builds
+    ``python-hello-world`` from ``src/``, a folder whose name the image does not carry;
+    a Jib artifact and a profile's alternative build name no Dockerfile."""
+    app = tmp_path / "python-hello-world"
+    (app / "src").mkdir(parents=True)
+    (app / "elsewhere").mkdir()
+    (app / "src" / "Dockerfile").write_text('FROM python:3.12-slim\nCMD ["python", "app.py"]\n')
+    (app / "elsewhere" / "Dockerfile").write_text("FROM python:3.12-slim\nCMD run\n")
+    (app / "skaffold.yaml").write_text(SKAFFOLD)
+    builds = find_builds([str(app)])
+    assert builds.artifacts == {"python-hello-world": (app / "src" / "Dockerfile",)}
+    matched = match_images(builds, dict.fromkeys(["python-hello-world", "hello-jib"], ()))
+    assert set(matched) == {"python-hello-world"}
+    assert matched["python-hello-world"].dockerfile.endswith("src/Dockerfile")
+    (app / "skaffold.yaml").write_text("build: [unclosed\n")
+    assert find_builds([str(app)]).artifacts == {}  # unreadable: none, no error

@@ -16,7 +16,10 @@ from ``web-app/shield/``); failing that, the only Dockerfile of the manifests' a
 (their folder or its parent) builds the only user image they run. Two candidates for one
 name match neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
 (``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). The build context is
-taken to be the Dockerfile's directory.
+taken to be the Dockerfile's directory. Before all of these, a ``skaffold.yaml`` among them
+says it: each artifact of its ``build`` that Docker builds names its image, its context and
+its Dockerfile (GoogleCloudPlatform/cloud-code-samples: ``python-hello-world`` built from
+``src/``; https://skaffold.dev/docs/references/yaml/, ``build.artifacts``).
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from svcdoctor.model.images import ContextFile, ImageFacts, flask_file, image_name
 
@@ -61,8 +66,57 @@ def _git_root(path: Path) -> Path | None:
     return None
 
 
-def find_dockerfiles(paths: Sequence[str]) -> list[Path]:
-    """Dockerfiles under the linted directories and their git repository's root."""
+@dataclass(frozen=True, slots=True)
+class Builds:
+    """What builds the images: the Dockerfiles found, and the Dockerfiles ``skaffold.yaml``
+    files build named images from (image name → Dockerfiles)."""
+
+    dockerfiles: tuple[Path, ...] = ()
+    artifacts: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
+
+
+_SKAFFOLD = frozenset({"skaffold.yaml", "skaffold.yml"})
+# Artifact builders other than Docker (https://skaffold.dev/docs/builders/): no Dockerfile
+_NOT_DOCKER = frozenset({"jib", "buildpacks", "bazel", "ko", "custom", "kaniko"})
+
+
+def find_builds(paths: Sequence[str]) -> Builds:
+    """Dockerfiles and skaffold artifacts under the linted directories and their git
+    repository's root."""
+    found, skaffolds = _walk(paths)
+    artifacts: dict[str, tuple[Path, ...]] = {}
+    for config in skaffolds:
+        for name, dockerfile in skaffold_artifacts(config):
+            artifacts[name] = (*artifacts.get(name, ()), dockerfile)
+    return Builds(tuple(found), artifacts)
+
+
+def skaffold_artifacts(config: Path) -> list[tuple[str, Path]]:
+    """(image name, Dockerfile) of each Docker-built artifact of a ``skaffold.yaml``'s
+    ``build`` (a profile's are alternatives: not read); an unreadable file gives none."""
+    try:
+        documents = list(yaml.safe_load_all(config.read_text(errors="replace")))
+    except (OSError, yaml.YAMLError):
+        return []
+    out: list[tuple[str, Path]] = []
+    for doc in documents:
+        build = doc.get("build") if isinstance(doc, dict) else None
+        listed = build.get("artifacts") if isinstance(build, dict) else None
+        for artifact in listed if isinstance(listed, list) else []:
+            if not isinstance(artifact, dict) or _NOT_DOCKER & artifact.keys():
+                continue
+            image, context = artifact.get("image"), artifact.get("context", ".")
+            docker = artifact.get("docker")
+            name = docker.get("dockerfile", "Dockerfile") if isinstance(docker, dict) else None
+            dockerfile = config.parent / str(context) / str(name or "Dockerfile")
+            if isinstance(image, str) and image and dockerfile.is_file():
+                out.append((image_name(image), dockerfile))
+    return out
+
+
+def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
+    """Dockerfiles and skaffold configs under the linted directories and their git
+    repository's root."""
     roots: list[Path] = []
     for p in paths:
         path = Path(p)
@@ -76,6 +130,7 @@ def find_dockerfiles(paths: Sequence[str]) -> list[Path]:
         if (git := _git_root(directory)) is not None:
             roots.append(git)
     found: dict[Path, None] = {}
+    skaffolds: list[Path] = []
     seen: set[Path] = set()
     budget = _MOST_ENTRIES
     stack = [r.resolve() for r in reversed(roots)]  # the linted paths first
@@ -95,7 +150,9 @@ def find_dockerfiles(paths: Sequence[str]) -> list[Path]:
                     stack.append(Path(entry.path))
             elif _dockerfile_name(entry.name) is not None:
                 found[Path(entry.path)] = None
-    return list(found)
+            elif entry.name in _SKAFFOLD:
+                skaffolds.append(Path(entry.path))
+    return list(found), skaffolds
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,13 +365,12 @@ def _app_folder(
     return list(near) if len(near) == 1 and not others else []
 
 
-def match_images(
-    dockerfiles: Iterable[Path], images: Mapping[str, Iterable[str]]
-) -> dict[str, ImageFacts]:
-    """Container image → the facts of the one Dockerfile its name matches; failing that, the
-    one of its manifests' app folder (``_app_folder``). ``images``: each image with the files
-    of the manifests that run it."""
-    listed = list(dockerfiles)
+def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[str, ImageFacts]:
+    """Container image → the facts of the one Dockerfile a skaffold artifact builds it from;
+    failing that, the one its name matches; failing that, the one of its manifests' app
+    folder (``_app_folder``). ``images``: each image with the files of the manifests that
+    run it."""
+    listed = list(builds.dockerfiles)
     by_name: dict[str, list[Path]] = {}
     for path in listed:
         own = _dockerfile_name(path.name)
@@ -332,7 +388,11 @@ def match_images(
     out: dict[str, ImageFacts] = {}
     read: dict[Path, ImageFacts | None] = {}
     for image in images:
-        candidates = _candidates(by_name, image) or _app_folder(homes, image, folders)
+        candidates = (
+            list(builds.artifacts.get(image_name(image), ()))
+            or _candidates(by_name, image)
+            or _app_folder(homes, image, folders)
+        )
         if len(set(candidates)) != 1:
             continue  # none, or ambiguous
         path = candidates[0]

@@ -20,7 +20,7 @@ import yaml
 from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
 from svcdoctor.manifests.configs import ConfigDrains, LocalStores, corefile_drain, local_store
-from svcdoctor.manifests.dockerfiles import find_dockerfiles
+from svcdoctor.manifests.dockerfiles import Builds, find_builds
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.yamlnodes import (
     InputTooComplex,
@@ -99,8 +99,8 @@ class LoadResult:
     # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
     local_stores: LocalStores = field(default_factory=dict)
     config_drains: ConfigDrains = field(default_factory=dict)
-    # Dockerfiles beside the manifests (``manifests.dockerfiles``)
-    dockerfiles: list[Path] = field(default_factory=list)
+    # Dockerfiles and skaffold artifacts beside the manifests (``manifests.dockerfiles``)
+    builds: Builds = field(default_factory=Builds)
 
 
 class Excludes:
@@ -271,7 +271,7 @@ def load(
     finally:
         if collecting:
             gc.enable()
-    result.dockerfiles = find_dockerfiles(paths)
+    result.builds = find_builds(paths)
     return result
 
 

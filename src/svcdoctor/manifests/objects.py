@@ -89,7 +89,7 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         files=loaded.files,
         objects=loaded.documents,
         skipped=loaded.skipped,
-        images=match_images(loaded.dockerfiles, images) if loaded.dockerfiles else {},
+        images=match_images(loaded.builds, images) if loaded.builds.dockerfiles else {},
     )
 
 
