@@ -223,10 +223,11 @@ class _Tracer:
             return None
         inv = self.inventory
         certain = inv.live is not None
-        target_ns = backend.namespace or inv.namespace_of(route.ref)
-        if route.gateway_route and target_ns != inv.namespace_of(route.ref):
+        own = inv.namespace_of(route.ref)
+        target_ns = backend.namespace or own
+        if route.gateway_route and target_ns != own:
             grants = [g for g in inv.grants if inv.namespace_of(g.ref) == target_ns]
-            if not any(g.allows(route.ref, "Service", backend.name) for g in grants):
+            if not any(g.allows(route.ref, own, "Service", backend.name) for g in grants):
                 reason = f"no ReferenceGrant in namespace {target_ns} allows it"
                 return Dangling(route, backend, reason, certain or bool(grants))
         if not found:

@@ -111,8 +111,9 @@ class ReferenceGrant:
     sources: tuple[tuple[str, str], ...] = ()
     targets: tuple[tuple[str, str], ...] = ()
 
-    def allows(self, route: ObjectRef, kind: str, name: str) -> bool:
-        """Whether a route in another namespace may name the object ``kind``/``name``."""
-        return any(k == route.kind and ns == route.namespace for k, ns in self.sources) and any(
+    def allows(self, route: ObjectRef, namespace: str, kind: str, name: str) -> bool:
+        """Whether a route in another namespace (``namespace``: the one it is in, as
+        ``route.namespace`` may be unset) may name the object ``kind``/``name``."""
+        return any(k == route.kind and ns == namespace for k, ns in self.sources) and any(
             k == kind and n in ("", name) for k, n in self.targets
         )
