@@ -35,7 +35,11 @@ lp = _load()
 # ±15 %; smaller counts move by whole findings and would make the bound meaningless. When a
 # fix moves one out of the band on purpose, update it here and say why in the commit.
 TODAY = {
-    "SVD101": 457,
+    # 2026-12-06: not on the only pod of a workload whose rollout removes it first (one
+    # replica, Recreate or maxUnavailable 1, one-replica StatefulSets) where that is
+    # deliberate (a data store, local state: 17), an info where SVD106 fires (13): judge38
+    # and judge41 judged the warning wrong, no endpoint takes over: 412 → 395
+    "SVD101": 395,
     "SVD204": 331,  # data stores left out (a second replica of a database is a second one)
     "SVD201": 277,
     # not where Local would drop traffic (one replica, pods not spread), nor where no

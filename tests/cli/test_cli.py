@@ -591,7 +591,10 @@ def test_the_pre_commit_hook_passes_a_commit_of_chart_templates_and_values(
 def test_namespace_flag_places_objects_without_one(tmp_path: Path) -> None:
     text = APP.replace("  name: api\n", "  name: api\n  namespace: shop\n")
     (tmp_path / "app.yaml").write_text(text)
-    default = rules_of(run("lint", "app.yaml", "--format", "json", cwd=tmp_path))
+    # not given: the Service joins the one namespace of its file's workload it selects
+    alone = rules_of(run("lint", "app.yaml", "--format", "json", cwd=tmp_path))
+    assert {"SVD101", "SVD201"} <= set(alone)
+    default = rules_of(run("lint", "app.yaml", "-n", "default", "--format", "json", cwd=tmp_path))
     assert "SVD101" not in default  # the Service goes to default, the Deployment to shop
     shop = rules_of(run("lint", "app.yaml", "-n", "shop", "--format", "json", cwd=tmp_path))
     assert {"SVD101", "SVD201"} <= set(shop)

@@ -115,7 +115,13 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     quiet). Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
     that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the manifest starts
     (SVD116: `node app.js`) is still flagged: whether the app installs a handler is not in
-    the manifest, and an app that does stops at SIGTERM.
+    the manifest, and an app that does stops at SIGTERM. The only pod of a workload whose
+    rollout removes it before a replacement is ready (one replica with `strategy: Recreate`
+    or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint takes
+    over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's
+    fix lets a replacement take over, the delay is due (fixed together, they leave no
+    race). It is not flagged where stopping first is deliberate (a data store, or pods
+    that keep local state, which SVD106 leaves alone too).
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -162,6 +168,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         hook = c.prestop
         if _delays(c) or unserved(inventory, w, c) or image_pid1(inventory, w, c):
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
+        alone = _only_pod_goes_first(inventory, w)
+        if alone and _stops_first_on_purpose(w):
+            continue  # no endpoint ever takes over: a delay shortens no gap
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
@@ -216,6 +225,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 f"; {plan.window_hop} keeps sending it new requests for up to "
                 f"{plan.window_seconds:g} s"
             )
+        if alone:
+            stops = (
+                "today each rollout stops its only pod before a replacement starts, so "
+                "requests fail meanwhile anyway (SVD106); once a replacement takes over "
+                f"(SVD106's fix), {stops}"
+            )
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
@@ -223,6 +238,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             fix=_prestop_fix(w, c, plan, grace_to, settings, hint),
             container=c.name,
             line=hook.line if hook else c.line,
+            severity=Severity.INFO if alone else None,
         )
 
 
@@ -740,7 +756,7 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 fix=_spec_fix({"strategy": rolling}),
             )
         elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
-            if w.strategy != "BlueGreen" and _effective(w.max_unavailable, 1, "25%") >= 1:
+            if _only_pod_goes_first(inventory, w):
                 hit = Hit(
                     w,
                     f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
@@ -757,10 +773,28 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
         elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
             surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
             yield Hit(w, gap.format(names=names), fix=_spec_fix({"updateStrategy": surge}))
-        # stopping first is deliberate when the pods keep local state: two pods must not hold
-        # (or attach) it at once, nor a second reach another node's daemon
-        if hit is not None and not any(local_state(w, c) for c in w.template.containers):
+        if hit is not None and not _stops_first_on_purpose(w):
             yield hit
+
+
+def _stops_first_on_purpose(w: Workload) -> bool:
+    """Whether stopping the pods before starting new ones is deliberate: a data store, or
+    pods that keep local state (two must not hold or attach it at once, nor a second reach
+    another node's daemon)."""
+    return data_store(w) or any(local_state(w, c) for c in w.template.containers)
+
+
+def _only_pod_goes_first(inventory: Inventory, w: Workload) -> bool:
+    """Whether a rollout removes the workload's only pod before its replacement is ready."""
+    if inventory.replicas(w) != 1:
+        return False
+    if w.strategy == "Recreate" or w.ref.kind == "StatefulSet":
+        return True
+    return (
+        w.ref.kind in ("Deployment", "Rollout")
+        and w.strategy != "BlueGreen"
+        and _effective(w.max_unavailable, 1, "25%") >= 1
+    )
 
 
 def _spec_fix(spec: dict[str, object]) -> Fix:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
@@ -34,16 +33,13 @@ def lint_paths(
     max_file_mb: float,
     *,
     exclude: tuple[str, ...] = (),
-    namespace: str = DEFAULT_NAMESPACE,
+    namespace: str | None = None,
 ) -> tuple[LintResult, LoadResult]:
     """Read the inputs and run the checks (the library entry point of ``lint``); also
     returns what reading found, for the notes."""
     stdin = sys.stdin.buffer if sys.stdin is not None else None  # None when fd 0 is closed
     loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb, exclude=exclude)
-    inventory = build_inventory(loaded)
-    if namespace != inventory.namespace:
-        inventory = replace(inventory, namespace=namespace)
-    return run_checks(inventory, settings), loaded
+    return run_checks(build_inventory(loaded, namespace), settings), loaded
 
 
 @click.command()
@@ -177,9 +173,11 @@ def _config(config_path: Path | None) -> Config:
         raise click.UsageError(str(exc)) from None
 
 
-def _namespace(flag: str | None, file: dict[str, Any]) -> str:
+def _namespace(flag: str | None, file: dict[str, Any]) -> str | None:
+    """The namespace the user gave objects without one (None: not given)."""
     if flag is None:
-        return str(file.get("namespace", DEFAULT_NAMESPACE))
+        given = file.get("namespace")
+        return None if given is None else str(given)
     try:
         return namespace(flag, "--namespace")
     except ConfigError as exc:

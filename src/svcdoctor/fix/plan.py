@@ -7,7 +7,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -69,7 +69,7 @@ def lint_inputs(
     *,
     stdin: BinaryIO | None,
     exclude: tuple[str, ...],
-    namespace: str,
+    namespace: str | None,
     skip: set[Path],
 ) -> tuple[LintResult, LoadResult]:
     """Read and check as ``lint`` does, from ``stdin`` (the bytes read already) and
@@ -77,10 +77,7 @@ def lint_inputs(
     loaded = load(paths, stdin=stdin, max_file_mb=max_file_mb, exclude=exclude)
     if skip:
         loaded.objects = [o for o in loaded.objects if Path(o.location.file).resolve() not in skip]
-    inventory = build_inventory(loaded)
-    if namespace != inventory.namespace:
-        inventory = replace(inventory, namespace=namespace)
-    return run_checks(inventory, settings), loaded
+    return run_checks(build_inventory(loaded, namespace), settings), loaded
 
 
 def make_plan(result: LintResult, loaded: LoadResult, rules: Iterable[str] | None = None) -> Plan:

@@ -180,10 +180,14 @@ def _namespaced(kind: str) -> bool:
 def build(
     kustomizations: Sequence[KustomizeLabels],
     objects: Iterable[Workload | Service | Resource | Autoscaler],
+    *,
+    by_folder: bool = True,
 ) -> Build:
     """What the kustomizations do to the namespaces of ``objects`` (all of the run's); each
     kustomization's scope takes in the scopes of the kustomizations it builds, as kustomize
-    builds a directory's kustomization (its namespace and labels reach their objects too)."""
+    builds a directory's kustomization (its namespace and labels reach their objects too).
+    ``by_folder``: whether namespace-less objects no kustomization builds may join their
+    folder's (not when the user said where they go)."""
     kustomizations = _transitive(kustomizations)
     named: dict[int, set[str]] = {}
     folders: dict[str, list[Workload | Service]] = {}
@@ -193,7 +197,7 @@ def build(
         if path is None or not _namespaced(o.ref.kind):
             continue
         found = _covering(kustomizations, path)
-        if not found and isinstance(o, Workload | Service):
+        if not found and by_folder and isinstance(o, Workload | Service):
             if o.ref.namespace:
                 folders.setdefault(posixpath.dirname(path), []).append(o)
             else:

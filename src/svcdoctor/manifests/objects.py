@@ -32,14 +32,17 @@ from svcdoctor.model import (
     Workload,
 )
 from svcdoctor.model.duration import SLEEP, parse_duration
+from svcdoctor.model.inventory import DEFAULT_NAMESPACE
 from svcdoctor.model.route import Front, ReferenceGrant, Route
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
 _SLEEP = re.compile(r"(?:^|[\s;&|(/])sleep\s+(\d+(?:\.\d+)?)([smh]?)(?=$|[\s;&|)])")
 
 
-def build_inventory(loaded: LoadResult) -> Inventory:
-    """Model objects for the checks, with every reading problem kept."""
+def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Inventory:
+    """Model objects for the checks, with every reading problem kept. ``namespace``: the one
+    the user gave objects without one (``lint -n``); when not given, a namespace-less
+    object may join its folder's (``manifests.kustomize``)."""
     problems = list(loaded.problems)
     workloads: list[Workload] = []
     services: list[Service] = []
@@ -72,7 +75,11 @@ def build_inventory(loaded: LoadResult) -> Inventory:
     workloads = patched(kustomizations, workloads)
     services = unpatched(kustomizations, services)
     resources = unpatched(kustomizations, resources)
-    built = build(kustomizations, [*workloads, *services, *autoscalers, *resources])
+    built = build(
+        kustomizations,
+        [*workloads, *services, *autoscalers, *resources],
+        by_folder=namespace is None,
+    )
     images: dict[str, set[str]] = {}  # image → the files of the workloads that run it
     for w in workloads:
         for c in w.template.containers:
@@ -90,6 +97,7 @@ def build_inventory(loaded: LoadResult) -> Inventory:
         objects=loaded.documents,
         skipped=loaded.skipped,
         images=match_images(loaded.builds, images) if loaded.builds.dockerfiles else {},
+        namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )
 
 
