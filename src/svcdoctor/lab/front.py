@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +32,28 @@ def _die_with_parent() -> None:
     """In the child before exec: SIGTERM (nginx's fast shutdown, haproxy's hard stop) when
     the lab exits."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def binary(name: str) -> str:
+    """The proxy's program: on PATH, else where Debian installs it (``/usr/sbin``, which a
+    user's PATH may lack)."""
+    return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+def missing(name: str, needed: str) -> str | None:
+    """``None`` when the proxy's program ``name`` can run here, else why not (``needed``:
+    what needs it)."""
+    if Path(binary(name)).is_file():
+        return None
+    return f"{needed} needs {name} (apt-get install {name})"
+
+
+def read_lines(path: Path) -> list[str]:
+    """A proxy's log, line by line (none when it wrote none)."""
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def free_port() -> int:
@@ -123,8 +146,9 @@ async def until(done: Callable[[], bool], timeout: float, what: str) -> None:
 
 class FrontedDatapath(abc.ABC):
     """What a datapath behind a proxy passes to its inner datapath unchanged; its proxy
-    stops first when it closes (``stop_hop``, each proxy's own), the pods' namespaces go
-    whatever happened."""
+    starts after the inner datapath (``start_hop``, each proxy's own, once ``unavailable``
+    said it can run here) and stops first when it closes (``stop_hop``), the pods'
+    namespaces go whatever happened."""
 
     inner: Datapath
 
@@ -136,6 +160,21 @@ class FrontedDatapath(abc.ABC):
     def errors(self) -> list[str]:
         """One list: the inner datapath's errors and the proxy's."""
         return self.inner.errors
+
+    @abc.abstractmethod
+    def unavailable(self) -> LabError | None:
+        """Why the proxy cannot run here (a usage problem), else ``None``."""
+
+    @abc.abstractmethod
+    async def start_hop(self) -> None:
+        """Start the proxy in front of the inner datapath (which runs)."""
+
+    async def start(self, nodes: int) -> None:
+        problem = self.unavailable()
+        if problem is not None:
+            raise problem
+        await self.inner.start(nodes)
+        await self.start_hop()
 
     @abc.abstractmethod
     async def stop_hop(self) -> None:

@@ -40,7 +40,6 @@ import bisect
 import os
 import random
 import re
-import shutil
 import socket
 import subprocess
 import time
@@ -57,7 +56,10 @@ from svcdoctor.lab.datapath import Backend, Datapath, LabError
 from svcdoctor.lab.front import (
     START_SECONDS,
     FrontedDatapath,
+    binary,
     last_complaint,
+    missing,
+    read_lines,
     spawn,
     stop,
     until,
@@ -103,13 +105,7 @@ class Transition:
 
 def available() -> str | None:
     """``None`` when haproxy can run here, else why not."""
-    if shutil.which("haproxy") or Path("/usr/sbin/haproxy").is_file():
-        return None
-    return "the load balancer needs haproxy (apt-get install haproxy)"
-
-
-def _binary() -> str:
-    return shutil.which("haproxy") or "/usr/sbin/haproxy"
+    return missing("haproxy", "the load balancer")
 
 
 def config(listen: tuple[str, int], folder: Path, user: bool = False) -> str:
@@ -160,7 +156,7 @@ class Haproxy:
         self.folder.chmod(0o755)
         path = self.folder / "haproxy.cfg"
         path.write_text(config(self.listen, self.folder, user=os.geteuid() == 0))
-        command = [_binary(), "-db", "-f", str(path)]
+        command = [binary("haproxy"), "-db", "-f", str(path)]
         self.process = spawn(command, self.folder, self.netns, LOG, "haproxy.stderr")
         await until_listening(self.process, probe, self.listen, "haproxy", self._why)
         end = time.monotonic() + START_SECONDS
@@ -359,11 +355,11 @@ class BalancerDatapath(FrontedDatapath):
     entries: list[LogEntry] = field(default_factory=list)  # its log, read at close
     _stopped: bool = False  # haproxy stopped and its log read
 
-    async def start(self, nodes: int) -> None:
+    def unavailable(self) -> LabError | None:
         reason = available()
-        if reason:
-            raise HaproxyUnavailable(reason)
-        await self.inner.start(nodes)
+        return HaproxyUnavailable(reason) if reason else None
+
+    async def start_hop(self) -> None:
         listen, netns = await self.listen_address("lb", LISTEN_IP, LISTEN_PORT)
         self.haproxy = Haproxy(self.folder, listen, netns)
         await self.haproxy.start(self.inner.client_socket(0))
@@ -411,7 +407,7 @@ class BalancerDatapath(FrontedDatapath):
             await self.group.close()
         if self.haproxy is not None and not self._stopped:
             await self.haproxy.stop()
-            self.entries = parse_log(_read(self.folder / LOG))
+            self.entries = parse_log(read_lines(self.folder / LOG))
             self._stopped = True
 
     def logs(self) -> dict[str, Path]:
@@ -541,10 +537,3 @@ def balancer_facts(
         expected_failures(transitions, stopped, sent),
         tuple(problems),
     )
-
-
-def _read(path: Path) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +34,10 @@ from typing import Any
 from svcdoctor.lab.datapath import Backend, Datapath, LabError
 from svcdoctor.lab.front import (
     FrontedDatapath,
+    binary,
     last_complaint,
+    missing,
+    read_lines,
     spawn,
     stop,
     until,
@@ -97,13 +99,7 @@ class IngressSpec:
 
 def available() -> str | None:
     """``None`` when nginx can run here, else why not."""
-    if shutil.which("nginx") or Path("/usr/sbin/nginx").is_file():
-        return None
-    return "the nginx ingress needs nginx (apt-get install nginx)"
-
-
-def _binary() -> str:
-    return shutil.which("nginx") or "/usr/sbin/nginx"
+    return missing("nginx", "the nginx ingress")
 
 
 def config(
@@ -196,7 +192,7 @@ class Nginx:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.folder.chmod(0o755)  # the workers (nobody) reach their temporary files
         self._write([])
-        command = [_binary(), "-p", f"{self.folder}/", "-c", str(self.folder / "nginx.conf")]
+        command = [binary("nginx"), "-p", f"{self.folder}/", "-c", str(self.folder / "nginx.conf")]
         command += ["-g", "daemon off;"]
         self.process = spawn(command, self.folder, self.netns, None, "nginx.stderr")
         await until_listening(self.process, probe, self.listen, "nginx", self._why)
@@ -250,11 +246,11 @@ class IngressDatapath(FrontedDatapath):
     folder: Path  # nginx's working directory (its logs are read from there)
     nginx: Nginx | None = None
 
-    async def start(self, nodes: int) -> None:
+    def unavailable(self) -> LabError | None:
         reason = available()
-        if reason:
-            raise NginxUnavailable(reason)
-        await self.inner.start(nodes)
+        return NginxUnavailable(reason) if reason else None
+
+    async def start_hop(self) -> None:
         listen, netns = await self.listen_address("ing", LISTEN_IP, LISTEN_PORT)
         self.nginx = Nginx(self.spec, self.folder, listen, netns, errors=self.errors)
         await self.nginx.start(self.inner.client_socket(0))
@@ -330,9 +326,10 @@ def ingress_facts(
     """nginx's logs in ``folder`` read back: every request the clients saw fail must be
     a 5xx nginx logged (else the failure was not the hop's), and nginx must have routed to
     the pods (a reload) and logged requests."""
-    access = _read(folder / ACCESS_LOG)
+    access = read_lines(folder / ACCESS_LOG)
     statuses = Counter(m.group(1) for ln in access if (m := _STATUS.match(ln)))
-    errors = Counter(m.group(1) for ln in _read(folder / ERROR_LOG) if (m := _ERROR.search(ln)))
+    logged = read_lines(folder / ERROR_LOG)
+    errors = Counter(m.group(1) for ln in logged if (m := _ERROR.search(ln)))
     problems = []
     if not reloads:
         problems.append("nginx never routed to the pods (no reload)")
@@ -350,10 +347,3 @@ def ingress_facts(
         clients_failed,
         tuple(problems),
     )
-
-
-def _read(path: Path) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []

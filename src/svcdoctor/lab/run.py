@@ -104,12 +104,7 @@ async def run(
     prefix = f"svcd{secrets.token_hex(3)}"
     dp = make_datapath(datapath, prefix, seed, scenario)
     break_nodes(scenario, dp)
-    cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed, prefix)
-    if isinstance(dp, IngressDatapath):
-        ingress = dp
-        cluster.on_change = lambda: ingress.watch(cluster.routable())
-    if isinstance(dp, BalancerDatapath):
-        cluster = balanced_cluster(dp, scenario, seed, prefix)
+    cluster = hop_cluster(dp, scenario, seed, prefix)
     load = EvictableLoad(scenario.load, dp, scenario.nodes, seed)
     started = time.time()
     with claim(prefix):
@@ -503,6 +498,18 @@ def _keep_ingress_logs(dp: IngressDatapath, out: Path) -> None:
     shutil.rmtree(dp.folder, ignore_errors=True)
     with contextlib.suppress(OSError):
         dp.folder.parent.rmdir()  # the run's jobs directory, when nothing else is in it
+
+
+def hop_cluster(dp: Datapath, scenario: Scenario, seed: int, prefix: str) -> Cluster:
+    """The cluster; behind a real hop it tells the hop each endpoint change (nginx's sync,
+    the load balancer's target group)."""
+    if isinstance(dp, BalancerDatapath):
+        return balanced_cluster(dp, scenario, seed, prefix)
+    cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed, prefix)
+    if isinstance(dp, IngressDatapath):
+        ingress = dp
+        cluster.on_change = lambda: ingress.watch(cluster.routable())
+    return cluster
 
 
 def balanced_cluster(dp: BalancerDatapath, scenario: Scenario, seed: int, prefix: str) -> Cluster:

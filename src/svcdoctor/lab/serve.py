@@ -62,13 +62,14 @@ from svcdoctor.lab.names import NAMESPACE
 from svcdoctor.lab.run import (
     EvictableLoad,
     ground_truth,
+    hop_cluster,
     make_datapath,
     request_row,
     start_pods,
     uninterruptible,
 )
 from svcdoctor.lab.scenarios import Scenario, break_nodes
-from svcdoctor.lab.serve_hops import ServedHop, also, hop_cluster
+from svcdoctor.lab.serve_hops import ServedHop, also
 from svcdoctor.report.lab import served_truth_to_dict
 
 MAX_SERVE_SECONDS = 3600.0  # a serve ends after an hour, whatever it was told

@@ -29,7 +29,7 @@ from svcdoctor.lab.hopstate import HopKind, HopView, Target
 from svcdoctor.lab.load import Load
 from svcdoctor.lab.logs import log_time
 from svcdoctor.lab.nginx import ACCESS_LOG, ERROR_LOG, IngressDatapath, ingress_facts
-from svcdoctor.lab.run import balanced_cluster, lb_truth
+from svcdoctor.lab.run import lb_truth
 from svcdoctor.lab.scenarios import Scenario
 from svcdoctor.model.truth import LabTruth
 
@@ -37,18 +37,6 @@ POLL = 0.25  # seconds between reads of haproxy's targets and nginx's logs
 KEEP_LINES = 50_000  # nginx log lines the controller pod's log keeps (older ones rotate)
 
 Hop = IngressDatapath | BalancerDatapath
-
-
-def hop_cluster(dp: Datapath, scenario: Scenario, seed: int, prefix: str) -> Cluster:
-    """The cluster; behind a real hop it tells the hop each endpoint change (nginx's sync,
-    the load balancer's target group), as ``lab run`` does."""
-    if isinstance(dp, BalancerDatapath):
-        return balanced_cluster(dp, scenario, seed, prefix)
-    cluster = Cluster(dp, scenario.nodes, scenario.propagation, seed, prefix)
-    if isinstance(dp, IngressDatapath):
-        ingress = dp
-        cluster.on_change = lambda: ingress.watch(cluster.routable())
-    return cluster
 
 
 def also(first: Callable[[], None] | None, then: Callable[[], None]) -> Callable[[], None]:
