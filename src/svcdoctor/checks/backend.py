@@ -369,7 +369,9 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     ReadWriteOnce claim attaches to one node only, and a path that says data (`/run/…/data`)
     is no scratch; a writable emptyDir mounted at a data path such as `/data` or
     `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's (Prometheus,
-    vmagent: every replica scrapes the same targets); a writable hostPath at any path
+    vmagent: every replica scrapes the same targets), nor an app's whose environment names
+    its data store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there); a
+    writable hostPath at any path
     but the node's system, runtime and scratch directories (a share at `/smbshare`); a
     single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a cache),
     whose data a second replica would split; a server that reaches its node's daemon

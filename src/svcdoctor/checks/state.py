@@ -159,6 +159,15 @@ _SOCKET = re.compile(
     r"(?i)(?:unix(?:-connect|-client)?:(?://)?(/[^\s,=]+))|(/[^\s,=:]+\.sock(?:et)?)\b"
 )
 _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
+# An app whose environment names a data store's address keeps its data there: an emptyDir
+# at `/data` beside it is scratch, which dies with the pod anyway (acme_fitness_demo's cart,
+# catalog, order and users mount one and name REDIS_HOST, CATALOG_DB_HOST, ORDER_DB_HOST,
+# USERS_DB_HOST; its docker-compose runs the same images with no volume).
+_STORE_ADDRESS = re.compile(
+    r"(?i)^(\w+_)?(db|database|redis|mongo(db)?|postgres(ql)?|pg|mysql|mariadb|cassandra|"
+    r"elasticsearch|memcached?|datastore|datasource)(_\w+)?_(host|hostname|url|uri|addr|address|"
+    r"server|dsn)$"
+)
 # A writable hostPath is the node's disk: any path a server writes there that is not the
 # node's own system, runtime or scratch directories (devices, kernel and runtime state,
 # kubelet and CSI plugin directories, logs, config) is data that stays on that node (a
@@ -197,7 +206,8 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     """Why the container keeps state of its own that a second replica would not share (a known
     single-instance image, a writable claim mount (not scratch), a writable emptyDir mount
     at a data path (``_DATA_PATH``; with ``alike``, not a pull scraper's, whose replicas
-    hold alike data: ``_SCRAPER``), a writable hostPath mount at a data path or any path not
+    hold alike data: ``_SCRAPER``; not an app's whose environment names a data store's
+    address: ``_STORE_ADDRESS``), a writable hostPath mount at a data path or any path not
     the node's system or scratch (``_SYSTEM_PATH``), a node's daemon reached through a
     socket on a hostPath (``node_socket``), a single-replica StatefulSet with
     volumeClaimTemplates not only mounted as a cache), or ``None`` for a server with no such
@@ -226,10 +236,11 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     if socket := node_socket(container, volumes):
         return socket
     scraper = alike and bool(_SCRAPER.search(image))
+    remote = any(_STORE_ADDRESS.match(name) for name, _ in container.env)
     for m in container.mounts:
         source = volumes.get(m.volume)
-        if scraper and source == "emptyDir":
-            continue  # its replicas scrape alike: their series are the same
+        if (scraper or remote) and source == "emptyDir":
+            continue  # its replicas scrape alike, or its data is in the store it names
         if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
             return f"it writes to claim volume {m.volume!r} at {m.path}"
         if (
