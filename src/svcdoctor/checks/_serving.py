@@ -482,9 +482,34 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
     so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving,
     and so does a port of the Service no webhook calls (it carries other traffic)."""
     called = webhook_calls(inventory, service)
-    if not called or {policy for policy, _ in called} != {"Ignore"}:
+    if not called:
+        backends = inventory.targeted(service)
+        return bool(backends) and all(_registers_ignored(w) for w in backends)
+    if {policy for policy, _ in called} != {"Ignore"}:
         return False
     return {p.port for p in service.ports} <= {port for _, port in called}
+
+
+# A server that registers its own admission webhook at start with `failurePolicy: Ignore`
+# unless told otherwise, so its webhook configuration is in no manifest: the VPA admission
+# controller (`--register-webhook` true and `--webhook-failure-policy-fail` false by
+# default: vertical-pod-autoscaler/pkg/admission-controller/config.go and docs/flags.md in
+# kubernetes/autoscaler).
+_SELF_REGISTERED = re.compile(r"(^|/)vpa-admission-controller(:|@|$)")
+_NOT_IGNORED = frozenset(
+    {"--webhook-failure-policy-fail", "--webhook-failure-policy-fail=true"}
+    | {"--register-webhook=false"}
+)
+
+
+def _registers_ignored(w: Workload) -> bool:
+    """Whether every container of the workload that serves is one of ``_SELF_REGISTERED``
+    left at its `Ignore` policy."""
+    serving = [c for c in w.template.containers if not serves_nothing(c)]
+    return bool(serving) and all(
+        _SELF_REGISTERED.search(c.image.split("@", 1)[0]) and not _NOT_IGNORED & set(argv_of(c))
+        for c in serving
+    )
 
 
 def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]]:

@@ -109,7 +109,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     scrape is no failed request), nor containers the Service cannot reach (SVD205: a
     `targetPort` name no container declares, or a number a stock image as shipped does not
     listen on), nor behind Services whose only clients are admission webhooks with
-    `failurePolicy: Ignore` (the API server then admits without them), nor NFS and SMB servers
+    `failurePolicy: Ignore` (the API server then admits without them; the VPA admission
+    controller registers its own so by default), nor NFS and SMB servers
     (kernel mounts retry by themselves): a delay fixes nothing there. When the grace period is
     also too short for the longest request, the message and the fix say so (SVD102 then stays
     quiet). Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
