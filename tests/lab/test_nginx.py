@@ -188,7 +188,10 @@ def test_the_fix_leaves_nginx_nothing_to_retry(
 
 
 def worker(pid: int) -> bool:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"nginx: worker")
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"nginx: worker")
+    except OSError:  # gone meanwhile (a reload replaces the workers)
+        return False
 
 
 def uid(pid: int) -> int:
@@ -212,8 +215,12 @@ def test_ctrl_c_leaves_no_nginx_behind(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert len(ours) == 1, "nginx never started"
     time.sleep(1.0)  # nginx serves, the pods start
-    if os.geteuid() == 0:  # its workers serve as nobody
-        workers = [pid for pid, r in job_processes().items() if r in ours and worker(pid)]
+    if os.geteuid() == 0:  # its workers serve as nobody (forked a moment after the master)
+        workers: list[int] = []
+        end = time.monotonic() + 15
+        while not workers and time.monotonic() < end:
+            workers = [pid for pid, r in job_processes().items() if r in ours and worker(pid)]
+            time.sleep(0.1)
         assert workers
         assert all(uid(pid) == NOBODY for pid in workers)
     proc.send_signal(signal.SIGINT)

@@ -787,15 +787,10 @@ def _stops_first_on_purpose(w: Workload) -> bool:
 
 def _only_pod_goes_first(inventory: Inventory, w: Workload) -> bool:
     """Whether a rollout removes the workload's only pod before its replacement is ready."""
-    if inventory.replicas(w) != 1:
-        return False
-    if w.strategy == "Recreate" or w.ref.kind == "StatefulSet":
-        return True
-    return (
-        w.ref.kind in ("Deployment", "Rollout")
-        and w.strategy != "BlueGreen"
-        and _effective(w.max_unavailable, 1, "25%") >= 1
-    )
+    rolls = w.ref.kind in ("Deployment", "Rollout") and w.strategy != "BlueGreen"
+    unavailable = rolls and _effective(w.max_unavailable, 1, "25%") >= 1
+    first = w.strategy == "Recreate" or w.ref.kind == "StatefulSet" or unavailable
+    return first and inventory.replicas(w) == 1
 
 
 def _spec_fix(spec: dict[str, object]) -> Fix:

@@ -264,8 +264,17 @@ def _strategy(
         return None, None, None
     path = f"spec.{key}.rollingUpdate"
     rolling = f.mapping(strategy, "rollingUpdate", path)
-    kind_of = f.text(strategy, "type", f"spec.{key}.type") or "RollingUpdate"
-    return kind_of, *_bounds(f, rolling, f"{path}.")
+    legacy = f.raw.body.get("apiVersion") == "extensions/v1beta1"
+    kind_of = f.text(strategy, "type", f"spec.{key}.type") or (
+        "OnDelete" if legacy and kind == "DaemonSet" else "RollingUpdate"
+    )
+    unavailable, surge = _bounds(f, rolling, f"{path}.")
+    if legacy and kind == "Deployment" and kind_of == "RollingUpdate":
+        # extensions/v1beta1 defaulted both to 1, not 25 %, and a DaemonSet to OnDelete
+        # (kubernetes pkg/apis/extensions/v1beta1/defaults.go, SetDefaults_Deployment and
+        # SetDefaults_DaemonSet, until the API was removed in 1.16)
+        return kind_of, 1 if unavailable is None else unavailable, 1 if surge is None else surge
+    return kind_of, unavailable, surge
 
 
 def _bounds(f: Fields, node: YMap | None, prefix: str) -> tuple[int | str | None, int | str | None]:
