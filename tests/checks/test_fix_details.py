@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from svcdoctor.checks import Settings
-from svcdoctor.checks.race import _exec_last
+from svcdoctor.checks.shells import _exec_last
 from svcdoctor.manifests.objects import sleep_in
 from svcdoctor.model import Severity
 from svcdoctor.report.fixes import fix_text

@@ -154,7 +154,8 @@ def test_the_kubectl_plugin_lints_like_svcdoctor(tmp_path: Path, app: Path) -> N
 def test_lint_example_exits_1_because_it_has_warnings(tmp_path: Path) -> None:
     proc = run("lint", "--example", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
-    assert "warning SVD101 no-prestop-delay" in proc.stdout
+    assert "warning SVD105 shell-wrapped-entrypoint" in proc.stdout
+    assert "info    SVD101 no-prestop-delay" in proc.stdout  # fixed with SVD105's
     assert proc.stdout.rstrip().splitlines()[-1].startswith("1 file, 8 objects")
     assert proc.stderr == ""
 

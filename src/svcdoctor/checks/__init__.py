@@ -15,6 +15,7 @@ from svcdoctor.checks import (
     reuse,
     routes,
     selection,
+    shells,
     signals,
 )
 from svcdoctor.checks._serving import has_shell, racing
@@ -49,5 +50,6 @@ __all__ = [
     "rule",
     "run_checks",
     "selection",
+    "shells",
     "signals",
 ]

@@ -8,17 +8,14 @@ from dataclasses import replace
 from svcdoctor.checks._serving import (
     NO_SHELL_IMAGE,
     SHELLS,
-    Script,
     backed,
     carries_requests,
     container_drain,
     daemon_gap,
-    parse_script,
     racing,
     readiness_first,
     seconds,
     service_names,
-    shell_script,
     shutdown_facts,
     sleep_note,
     unserved,
@@ -26,7 +23,7 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
-from svcdoctor.checks.shells import shell_family, stays_parent
+from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.state import data_store, local_state
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
@@ -121,8 +118,10 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint takes
     over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's
     fix lets a replacement take over, the delay is due (fixed together, they leave no
-    race). It is not flagged where stopping first is deliberate (a data store, or pods
-    that keep local state, which SVD106 leaves alone too).
+    race); it is not flagged where stopping first is deliberate (a data store, or pods that
+    keep local state, which SVD106 leaves alone too). A container whose `sh -c` keeps
+    SIGTERM from the app (SVD105) is an `info` too: it serves until SIGKILLed, until
+    SVD105's fix execs it.
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -226,12 +225,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 f"; {plan.window_hop} keeps sending it new requests for up to "
                 f"{plan.window_seconds:g} s"
             )
-        if alone:
-            stops = (
-                "today each rollout stops its only pod before a replacement starts, so "
-                "requests fail meanwhile anyway (SVD106); once a replacement takes over "
-                f"(SVD106's fix), {stops}"
-            )
+        if today := _until_fixed(inventory, w, c, alone):
+            stops = today + stops
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
@@ -239,8 +234,24 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             fix=_prestop_fix(w, c, plan, grace_to, settings, hint),
             container=c.name,
             line=hook.line if hook else c.line,
-            severity=Severity.INFO if alone else None,
+            severity=Severity.INFO if today else None,
         )
+
+
+def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: bool) -> str:
+    """Why the container does not race today, until another rule's fix makes it (then
+    SVD101 is an info, fixed with that one), or ""."""
+    if shell_parent(c) is not None:
+        return (
+            "today its shell keeps SIGTERM from the app, which serves on until SIGKILLed "
+            "(SVD105); once the shell execs it (SVD105's fix), "
+        )
+    if alone:
+        return (
+            "today each rollout stops its only pod before a replacement starts, so requests "
+            "fail meanwhile anyway (SVD106); once a replacement takes over (SVD106's fix), "
+        )
+    return ""
 
 
 def _prestop_fix(
@@ -536,150 +547,6 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
             container=c.name,
             line=hook.line,
         )
-
-
-@rule("SVD105", "shell-wrapped-entrypoint", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)
-def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
-    """The app runs under `sh -c` and the shell stays its parent: SIGTERM never reaches it.
-
-    ## What it does
-    Flags Service-backed containers (metrics-only Services aside, as for SVD101) whose
-    `command`/`args` run a shell with `-c` and a script that neither `exec`s the app nor
-    traps signals, when that shell stays the app's parent.
-    That depends on the shell, checked against the real ones: bash replaces itself with a
-    lone simple command (`bash -c "/entrypoint.sh --port 8080"` is fine) unless it has a
-    redirection; busybox `ash` (`sh` in Alpine and busybox images) does too unless a newline
-    follows the command (a YAML `|` block adds one); `dash` (`sh` in Debian and Ubuntu
-    images) never does. `sh` in an image of unknown family is treated as dash. Lists
-    (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged unless the
-    last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
-    never exec'd; busybox ash alone execs the last command after `&&`, `||`, `;` or a
-    line when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine). A
-    fallback after `||` (`./server || tail -f /dev/null`) keeps the shell waiting for the app
-    in every shell; the app is after `||` only when a condition comes first (`test -f skip
-    || ./server`).
-
-    ## Why it matters
-    The shell is PID 1 and receives SIGTERM; PID 1 ignores signals it has no handler for, so
-    the app never hears about the shutdown, keeps its listeners open until the grace period
-    ends, and is then SIGKILLed with requests in flight (exit 137). Graceful shutdown code in
-    the app never runs.
-
-    ## Example
-    Bad:
-    ```yaml
-    command: ["sh", "-c", "./migrate && ./server --port 8080"]
-    ```
-    Good:
-    ```yaml
-    command: ["sh", "-c", "./migrate && exec ./server --port 8080"]
-    ```
-
-    ## Fix
-    Prefix the last command of the script with `exec`, or run the binary directly in
-    `command`, or use an init such as `tini` that forwards signals. A pipeline
-    (`./server | tee log`) cannot be exec'd: log to stdout, or run it under `tini -g`.
-
-    ## References
-    - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
-    - https://github.com/krallin/tini
-    - https://www.gnu.org/software/bash/manual/html_node/Invoking-Bash.html
-    """
-    del settings
-    for w, c in racing(inventory):
-        argv = [*c.command, *c.args]
-        found = shell_script(argv)
-        if found is None:
-            continue
-        shell, text = found
-        script = parse_script(text)
-        if not script.commands or any(cmd.program == "trap" for cmd in script.commands):
-            continue
-        family = shell_family(shell, c.image)
-        last = script.last
-        assert last is not None
-        # `./server || echo failed`: the shell waits for the app to know whether to run the
-        # fallback, in every shell (unless the app is exec'd: it replaced the shell); the app
-        # is after `||` only when a condition comes first (`test -f skip || ./server`)
-        before = script.commands[-2] if len(script.commands) > 1 else None
-        fallback = last.before == "||" and before is not None and before.program not in _CONDITIONS
-        if fallback and before is not None and before.execs:
-            continue
-        if not fallback and not stays_parent(family, script):
-            continue
-        why = _why_parent(shell, family, script)
-        piped = last.before in ("|", "|&") or last.after in ("|", "|&")
-        if fallback:
-            why = "the shell waits for the commands before '||' to know whether to run the fallback"
-        if piped or fallback:
-            lead = (
-                "# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), "
-                if piped
-                else "# exec'ing the fallback cannot help: exec the app and drop the fallback, "
-            )
-            fix = Fix(
-                _argv_patch(w, c, text, text, ("tini", "-g", "--")),
-                lead=lead + "or run the shell under an init that signals the whole group:\n",
-            )
-        else:
-            fix = Fix(
-                _argv_patch(w, c, text, _exec_last(text)),
-                lead="# make the shell replace itself with the app:\n",
-            )
-        yield Hit(
-            w,
-            f"container {c.name!r} starts its app through '{argv[0]} -c' and {why}: "
-            "SIGTERM goes to the shell, the app is SIGKILLed at the end of the grace period",
-            fix=fix,
-            container=c.name,
-            line=c.line,
-        )
-
-
-# Commands that test a condition: before `||`, the app is what follows them
-_CONDITIONS = frozenset({"test", "[", "[[", "grep", "command", "which", "type", "pgrep", "stat"})
-
-
-def _argv_patch(
-    w: Workload, c: Container, script: str, fixed: str, init: tuple[str, ...] = ()
-) -> PodPatch:
-    """The container's ``command``/``args`` as it has them, the script replaced."""
-    command = (*init, *(fixed if a == script else a for a in c.command))
-    args = tuple(fixed if a == script else a for a in c.args)
-    return PodPatch(w.ref.kind, c.name, command=command or None, args=args or None)
-
-
-def _exec_last(text: str) -> str:
-    """The script with ``exec`` put before its last command."""
-    last = parse_script(text).last
-    if last is None:
-        return text
-    return text[: last.start] + "exec " + text[last.start :]
-
-
-def _why_parent(shell: str, family: str | None, script: Script) -> str:
-    last = script.last
-    assert last is not None
-    if last.before in ("|", "|&") or last.after in ("|", "|&"):
-        return "the app runs in a pipeline, which no shell exec's"
-    if last.after == "&" or last.before == "&":
-        return "runs the app as a background job, which no shell exec's"
-    if not script.lone:
-        return "does not exec the last of its commands (dash and bash before 5.1 stay its parent)"
-    if family == "dash":
-        return f"{shell} here is dash, which stays the parent of the command it runs"
-    if family == "bash":
-        return (
-            "bash does not exec a command with a redirection"
-            if last.redirected
-            else "bash does not exec a command followed by blank lines"
-        )
-    if family == "ash":
-        return "busybox ash does not exec a command followed by a newline"
-    return (
-        f"{shell} in an image of unknown family may be dash (Debian, Ubuntu), which stays "
-        "the parent of the command (busybox ash and bash would exec it)"
-    )
 
 
 def _effective(value: int | str | None, replicas: int, default: int | str) -> int:

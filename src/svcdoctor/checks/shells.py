@@ -1,11 +1,18 @@
 """Which shell runs a script, and whether it stays the parent of the script's last command
-(SVD105's and SVD116's question, and the Dockerfile entrypoints' of ``checks.images``)."""
+(SVD105's and SVD116's question, and the Dockerfile entrypoints' of ``checks.images``);
+SVD105 itself (``shell_parent``, which SVD101 asks too)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-from svcdoctor.checks._serving import Script, ash_execs_last
+from svcdoctor.checks._serving import Script, ash_execs_last, parse_script, racing, shell_script
+from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.settings import Settings
+from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
+from svcdoctor.model.patch import Fix, FixAvailability, PodPatch
 
 # What /bin/sh is, by image family (checked against the real shells in
 # tests/checks/test_shell_exec.py): busybox ash on Alpine and busybox images, dash on Debian
@@ -63,3 +70,171 @@ def stays_parent(family: str | None, script: Script) -> bool:
     if family == "ash":
         return script.trailing_newlines > 0
     return True
+
+
+@rule("SVD105", "shell-wrapped-entrypoint", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)
+def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
+    """The app runs under `sh -c` and the shell stays its parent: SIGTERM never reaches it.
+
+    ## What it does
+    Flags Service-backed containers (metrics-only Services aside, as for SVD101) whose
+    `command`/`args` run a shell with `-c` and a script that neither `exec`s the app nor
+    traps signals, when that shell stays the app's parent.
+    That depends on the shell, checked against the real ones: bash replaces itself with a
+    lone simple command (`bash -c "/entrypoint.sh --port 8080"` is fine) unless it has a
+    redirection; busybox `ash` (`sh` in Alpine and busybox images) does too unless a newline
+    follows the command (a YAML `|` block adds one); `dash` (`sh` in Debian and Ubuntu
+    images) never does. `sh` in an image of unknown family is treated as dash. Lists
+    (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged unless the
+    last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
+    never exec'd; busybox ash alone execs the last command after `&&`, `||`, `;` or a
+    line when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine). A
+    fallback after `||` (`./server || tail -f /dev/null`) keeps the shell waiting for the app
+    in every shell; the app is after `||` only when a condition comes first (`test -f skip
+    || ./server`).
+
+    ## Why it matters
+    The shell is PID 1 and receives SIGTERM; PID 1 ignores signals it has no handler for, so
+    the app never hears about the shutdown, keeps its listeners open until the grace period
+    ends, and is then SIGKILLed with requests in flight (exit 137). Graceful shutdown code in
+    the app never runs.
+
+    ## Example
+    Bad:
+    ```yaml
+    command: ["sh", "-c", "./migrate && ./server --port 8080"]
+    ```
+    Good:
+    ```yaml
+    command: ["sh", "-c", "./migrate && exec ./server --port 8080"]
+    ```
+
+    ## Fix
+    Prefix the last command of the script with `exec`, or run the binary directly in
+    `command`, or use an init such as `tini` that forwards signals. A pipeline
+    (`./server | tee log`) cannot be exec'd: log to stdout, or run it under `tini -g`.
+
+    ## References
+    - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
+    - https://github.com/krallin/tini
+    - https://www.gnu.org/software/bash/manual/html_node/Invoking-Bash.html
+    """
+    del settings
+    for w, c in racing(inventory):
+        found = shell_parent(c)
+        if found is None:
+            continue
+        text, why, fallback = found.text, found.why, found.fallback
+        last = found.script.last
+        assert last is not None
+        piped = last.before in ("|", "|&") or last.after in ("|", "|&")
+        if piped or fallback:
+            lead = (
+                "# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), "
+                if piped
+                else "# exec'ing the fallback cannot help: exec the app and drop the fallback, "
+            )
+            fix = Fix(
+                _argv_patch(w, c, text, text, ("tini", "-g", "--")),
+                lead=lead + "or run the shell under an init that signals the whole group:\n",
+            )
+        else:
+            fix = Fix(
+                _argv_patch(w, c, text, _exec_last(text)),
+                lead="# make the shell replace itself with the app:\n",
+            )
+        yield Hit(
+            w,
+            f"container {c.name!r} starts its app through '{(*c.command, *c.args)[0]} -c' "
+            f"and {why}: "
+            "SIGTERM goes to the shell, the app is SIGKILLed at the end of the grace period",
+            fix=fix,
+            container=c.name,
+            line=c.line,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ShellParent:
+    """A container's ``SHELL -c`` script whose shell stays its app's parent, and why."""
+
+    shell: str
+    text: str
+    script: Script
+    why: str
+    fallback: bool  # the app runs before `||`: the shell waits to run the fallback
+
+
+def shell_parent(c: Container) -> ShellParent | None:
+    """How the container's shell keeps its app from hearing SIGTERM (SVD105), or ``None``:
+    no ``-c`` script, a ``trap``, or a shell that execs the app."""
+    found = shell_script([*c.command, *c.args])
+    if found is None:
+        return None
+    shell, text = found
+    script = parse_script(text)
+    if not script.commands or any(cmd.program == "trap" for cmd in script.commands):
+        return None
+    family = shell_family(shell, c.image)
+    last = script.last
+    assert last is not None
+    # `./server || echo failed`: the shell waits for the app to know whether to run the
+    # fallback, in every shell (unless the app is exec'd: it replaced the shell); the app
+    # is after `||` only when a condition comes first (`test -f skip || ./server`)
+    before = script.commands[-2] if len(script.commands) > 1 else None
+    fallback = last.before == "||" and before is not None and before.program not in _CONDITIONS
+    if fallback:
+        if before is not None and before.execs:
+            return None
+        why = "the shell waits for the commands before '||' to know whether to run the fallback"
+    elif stays_parent(family, script):
+        why = _why_parent(shell, family, script)
+    else:
+        return None
+    return ShellParent(shell, text, script, why, fallback)
+
+
+# Commands that test a condition: before `||`, the app is what follows them
+_CONDITIONS = frozenset({"test", "[", "[[", "grep", "command", "which", "type", "pgrep", "stat"})
+
+
+def _argv_patch(
+    w: Workload, c: Container, script: str, fixed: str, init: tuple[str, ...] = ()
+) -> PodPatch:
+    """The container's ``command``/``args`` as it has them, the script replaced."""
+    command = (*init, *(fixed if a == script else a for a in c.command))
+    args = tuple(fixed if a == script else a for a in c.args)
+    return PodPatch(w.ref.kind, c.name, command=command or None, args=args or None)
+
+
+def _exec_last(text: str) -> str:
+    """The script with ``exec`` put before its last command."""
+    last = parse_script(text).last
+    if last is None:
+        return text
+    return text[: last.start] + "exec " + text[last.start :]
+
+
+def _why_parent(shell: str, family: str | None, script: Script) -> str:
+    last = script.last
+    assert last is not None
+    if last.before in ("|", "|&") or last.after in ("|", "|&"):
+        return "the app runs in a pipeline, which no shell exec's"
+    if last.after == "&" or last.before == "&":
+        return "runs the app as a background job, which no shell exec's"
+    if not script.lone:
+        return "does not exec the last of its commands (dash and bash before 5.1 stay its parent)"
+    if family == "dash":
+        return f"{shell} here is dash, which stays the parent of the command it runs"
+    if family == "bash":
+        return (
+            "bash does not exec a command with a redirection"
+            if last.redirected
+            else "bash does not exec a command followed by blank lines"
+        )
+    if family == "ash":
+        return "busybox ash does not exec a command followed by a newline"
+    return (
+        f"{shell} in an image of unknown family may be dash (Debian, Ubuntu), which stays "
+        "the parent of the command (busybox ash and bash would exec it)"
+    )
