@@ -420,7 +420,11 @@ _GENERIC_PORT = frozenset({"http", "https"})
 
 def uncalled(port: ServicePort) -> bool:
     """Whether a Service port is a metrics, profiling or probe port (by its name, or by
-    the container port name it targets): scraped or probed, never sent requests."""
+    the container port name it targets): scraped or probed, never sent requests. A UDP port
+    is never one: scrapes and probes are HTTP or TCP (a statsd ingest port named
+    `statsd-metrics`: emissary deployments/statsd-sink)."""
+    if port.protocol == "UDP":
+        return False
     names = (port.name, port.target if isinstance(port.target, str) else None)
     return any(n and _SCRAPE_PORT.search(n) for n in names)
 
@@ -436,7 +440,8 @@ def scrape_only(service: Service) -> bool:
     named = bool(_SCRAPE_SERVICE.search(service.ref.name))
     labelled = service.labels.get("app.kubernetes.io/component") in _SCRAPE_COMPONENTS
     return (named or labelled) and all(
-        p.name is None or p.name in _GENERIC_PORT or uncalled(p) for p in service.ports
+        p.protocol != "UDP" and (p.name is None or p.name in _GENERIC_PORT or uncalled(p))
+        for p in service.ports
     )
 
 
