@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from svcdoctor.checks._serving import argv_of, carries_requests, serves, uncalled, webhook_calls
+from svcdoctor.checks._serving import (
+    argv_of,
+    carries_requests,
+    flag_port,
+    serves,
+    uncalled,
+    webhook_calls,
+)
 from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload
 from svcdoctor.model.images import image_name
 
@@ -154,7 +161,6 @@ _KNATIVE_WEBHOOK = re.compile(r"(knative\.dev/[^:@]*/cmd/webhook|tektoncd/[^:@]*
 # (pkg/webhook/server.go in kubernetes-sigs/controller-runtime: GET /readyz there is a 404).
 _MANAGER_FLAG = re.compile(r"^--(health-probe-bind-address|metrics-bind-address|webhook-port)(=|$)")
 _HEALTH_FLAG = re.compile(r"^--health-probe-bind-address(?:=|$)")
-_BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
 
 
 def service_target(inventory: Inventory, workload: Workload, container: Container) -> Target:
@@ -283,16 +289,7 @@ def _number(container: Container, name: str) -> int | None:
 def health_port(container: Container) -> int | None:
     """The port a controller-runtime manager serves /readyz on (``--health-probe-bind-address``),
     ``None`` when it sets none or disables it (``0``)."""
-    argv = argv_of(container)
-    for i, word in enumerate(argv):
-        if not _HEALTH_FLAG.match(word):
-            continue
-        # `--flag=:8081` or `--flag :8081` (Go's flag package takes both)
-        after = argv[i + 1] if i + 1 < len(argv) else ""
-        value = word.partition("=")[2] if "=" in word else after
-        m = _BIND_PORT.match(value)
-        return int(m.group(1)) if m and int(m.group(1)) else None
-    return None
+    return flag_port(argv_of(container), _HEALTH_FLAG)
 
 
 def _manager(container: Container) -> bool:

@@ -464,7 +464,8 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
     """Whether every port of the Service targets, by number, a container port whose name
     says metrics, profiling or probes (``_SCRAPE_PORT``) in each pod it selects: an unnamed
     Service port `29644` to the container port named `metrics` (deploy/csi-smb-controller.yaml
-    and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb)."""
+    and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb); or a
+    kube-rbac-proxy in front of the pod's metrics (``proxies_metrics``)."""
     workloads = inventory.targeted(service)
     if not workloads or not service.ports:
         return False
@@ -475,9 +476,46 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
             for c in w.template.containers
             for cp in c.ports
         )
+        or proxies_metrics(w, p.target)
         for p in service.ports
         for w in workloads
     )
+
+
+# kube-rbac-proxy guards a local endpoint (`--upstream=http://127.0.0.1:8080/`); in
+# kubebuilder's scaffold up to v3 it stands in front of the manager's metrics
+# (`--metrics-bind-address=127.0.0.1:8080`: config/default/manager_auth_proxy_patch.yaml,
+# https://book.kubebuilder.io/reference/metrics; kserve config/default).
+_RBAC_PROXY = re.compile(r"(^|/)kube-rbac-proxy(:|@|$)")
+_UPSTREAM = re.compile(r"^--upstream=https?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)(/|$)")
+_METRICS_FLAG = re.compile(r"^--metrics-(?:bind-)?addr(?:ess)?(?:=|$)")
+_BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
+
+
+def flag_port(argv: Sequence[str], flag: re.Pattern[str]) -> int | None:
+    """The port of a Go address flag (``--flag=:8081`` or ``--flag :8081``, as Go's flag
+    package takes both); ``None`` when unset or ``0`` (off)."""
+    for i, word in enumerate(argv):
+        if not flag.match(word):
+            continue
+        after = argv[i + 1] if i + 1 < len(argv) else ""
+        value = word.partition("=")[2] if "=" in word else after
+        m = _BIND_PORT.match(value)
+        return int(m.group(1)) if m and int(m.group(1)) else None
+    return None
+
+
+def proxies_metrics(w: Workload, target: int | str) -> bool:
+    """Whether the port a Service targets is a kube-rbac-proxy's whose upstream is the port
+    another container of the pod serves its metrics on (``--metrics-bind-address``)."""
+    containers = w.template.containers
+    proxies = [c for c in containers if serves(c, target) and _RBAC_PROXY.search(c.image)]
+    metrics = {flag_port(argv_of(c), _METRICS_FLAG) for c in containers} - {None}
+    for c in proxies:
+        upstream = [int(m.group(1)) for a in argv_of(c) if (m := _UPSTREAM.match(a))]
+        if upstream and upstream[0] in metrics:
+            return True
+    return False
 
 
 def ignored_webhook(inventory: Inventory, service: Service) -> bool:

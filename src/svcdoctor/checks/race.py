@@ -102,7 +102,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     infinity`, `tail -f /dev/null`, test clients) are not flagged, nor are pods behind Services
     that carry no requests (every port a metrics, profiling or probe port: `metrics`,
     `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`,
-    `healthz`…, by port or target name, and no route sends to it: a scraper that misses one
+    `healthz`…, by port or target name, or a kube-rbac-proxy port whose upstream is the
+    pod's `--metrics-bind-address`, and no route sends to it: a scraper that misses one
     scrape is no failed request), nor containers the Service cannot reach (SVD205: a
     `targetPort` name no container declares, or a number a stock image as shipped does not
     listen on), nor behind Services whose only clients are admission webhooks with
