@@ -348,10 +348,20 @@ def test_a_kustomization_builds_what_the_kustomizations_it_lists_build(tmp_path:
     assert ("SVD207", "op-metrics") not in _rules([str(tmp_path)])
 
 
+WEBHOOK_SVC = """\
+apiVersion: v1
+kind: Service
+metadata: {name: webhook-service, namespace: system}
+spec:
+  selector: {app: op}
+  ports: [{port: 443, targetPort: 9443}]
+"""
+
+
 def test_the_outermost_kustomization_s_namespace_wins(tmp_path: Path) -> None:
     """kustomize gives an object the namespace of the outermost kustomization that sets
-    one: overlays/prod's over config/default's; two overlays of one base are two builds,
-    so the base's objects keep their own namespace."""
+    one: overlays/prod's over config/default's; of two overlays of one base (two builds),
+    the one that builds the most, then by folder name."""
     app = MANAGER.replace("namespace: system", "labels: {}")
     files = {
         "config/manager/manager.yaml": app,
@@ -367,7 +377,20 @@ def test_the_outermost_kustomization_s_namespace_wins(tmp_path: Path) -> None:
         tmp_path,
         {"overlays/dev/kustomization.yaml": "namespace: dev\nresources: [../../config/default]\n"},
     )
-    assert [w.ref.namespace for w in build_inventory(load([str(tmp_path)])).workloads] == [""]
+    assert [w.ref.namespace for w in build_inventory(load([str(tmp_path)])).workloads] == ["prod"]
+    _write(
+        tmp_path,
+        {
+            "config/webhook/service.yaml": WEBHOOK_SVC,
+            "config/webhook/kustomization.yaml": "resources: [service.yaml]\n",
+            "overlays/dev/kustomization.yaml": (
+                "namespace: dev\nresources: [../../config/default, ../../config/webhook]\n"
+            ),
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [w.ref.namespace for w in inventory.workloads] == ["dev"]  # the fullest build
+    assert [s.ref.namespace for s in inventory.services] == ["dev"]
 
 
 def test_a_namespace_less_twin_stays_an_alternative(tmp_path: Path) -> None:

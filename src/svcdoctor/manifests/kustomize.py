@@ -263,7 +263,8 @@ def _namespace(
 ) -> str:
     """The namespace kustomize gives the object ("": it keeps its own): the one its
     kustomizations set, the outermost's where one builds another (an overlay's over its
-    base's; two overlays of one base are two builds: neither); else, namespace-less, the one
+    base's; of two overlays of one base, which are two builds, the one that builds the
+    most: kuberay's config/default-with-webhooks over config/default); else, namespace-less, the one
     the objects of its kustomizations name, or, where none builds it, the one of the
     folder's objects it meets (``_partners_namespace``)."""
     if not _namespaced(o.ref.kind):
@@ -277,9 +278,9 @@ def _namespace(
     outer = [
         i for i in setting if not any(_covers(ks[j].scope, ks[i].home) for j in setting if j != i)
     ]
-    set_to = {ks[i].namespace for i in outer}
-    if setting:
-        return set_to.pop() if len(set_to) == 1 else ""
+    if outer:  # two overlays of one base: the fullest build's (then by folder name), so
+        # the base's objects and what each overlay adds stay together in one namespace
+        return ks[max(outer, key=lambda i: (len(ks[i].scope), ks[i].home))].namespace
     if not o.ref.namespace:
         implied = {built.implied[i] for i in found if i in built.implied}
         return implied.pop() if len(implied) == 1 else ""
