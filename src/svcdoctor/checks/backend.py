@@ -25,6 +25,7 @@ from svcdoctor.checks._serving import (
     shutdown_facts,
     stock_port,
     unreached,
+    webhook_calls,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.selection import endpoints_given, same_namespace
@@ -489,7 +490,10 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             fix=note(advice),
             severity=Severity.INFO,
         )
-    leader = next((flag for c in containers if (flag := leader_elected(c))), None)
+    # a Service no webhook calls, to none of the webhook server's ports, reaches the
+    # manager's other servers, which only the leader runs
+    other = not _webhook_server(inventory, svc, containers)
+    leader = next((f for c in containers if (f := leader_elected(c, other_servers=other))), None)
     if leader is not None:
         return Hit(
             svc,
@@ -508,6 +512,15 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         f"{single}: one bad pod fails 100 % of requests and every rollout or eviction is an outage",
         fix=fix,
     )
+
+
+def _webhook_server(inventory: Inventory, svc: Service, containers: Sequence[Container]) -> bool:
+    """Whether the Service reaches a webhook server: a webhook calls it, or it targets a
+    container port named ``webhook*``."""
+    if webhook_calls(inventory, svc):
+        return True
+    ports = [cp for c in containers for cp in c.ports if (cp.name or "").startswith("webhook")]
+    return any(p.target in (cp.name, cp.number) for p in svc.ports for cp in ports)
 
 
 def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]:

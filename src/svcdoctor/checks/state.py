@@ -55,13 +55,18 @@ _EVERY_REPLICA_SERVES = re.compile(
 _FALSE = frozenset({"false", "0", "no", "off"})
 
 
-def leader_elected(container: Container) -> str | None:
+def leader_elected(container: Container, *, other_servers: bool = False) -> str | None:
     """The flag or variable that makes the container leader-elected (only the elected
     replica does the work, standbys wait for its lease), or ``None``; ``None`` too for a
-    controller-runtime manager, whose every replica serves its webhooks and metrics."""
+    controller-runtime manager, whose every replica serves its webhooks and metrics, unless
+    asked for its ``other_servers``: those run on the leader only (a Runnable the manager
+    runs waits for the lease unless it says otherwise: NeedLeaderElection,
+    pkg/manager/runnable_group.go in kubernetes-sigs/controller-runtime; banzaicloud/koperator's
+    alert server)."""
     argv = argv_of(container)
-    if any(_EVERY_REPLICA_SERVES.match(word) for word in argv) or any(
-        p.name and p.name.startswith("webhook") for p in container.ports
+    if not other_servers and (
+        any(_EVERY_REPLICA_SERVES.match(word) for word in argv)
+        or any(p.name and p.name.startswith("webhook") for p in container.ports)
     ):
         return None
     for i, word in enumerate(argv):
