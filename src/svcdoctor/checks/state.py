@@ -103,9 +103,15 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 # - Zalando's postgres-operator has no leader election (no leaderelection in its code) and
 #   ships with `replicas: 1`, `strategy: Recreate` (manifests/postgres-operator.yaml of
 #   zalando/postgres-operator): two replicas would be two operators on the same clusters
+# - Graphite's image keeps its whisper files in the container (/opt/graphite/storage:
+#   "Data volumes", README of graphite-project/docker-graphite-statsd; hopsoft/graphite-statsd
+#   is its predecessor)
+# - emojivoto's voting service counts the votes in the process (an in-memory poll:
+#   emojivoto-voting-svc/api in BuoyantIO/emojivoto)
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
-    r"[\w.-]*rsyslog[\w.-]*)(:|@|$)"
+    r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc)"
+    r"(:|@|$)"
 )
 _UNELECTED_CONTROLLER = re.compile(r"(^|/)(metallb/controller|zalando/postgres-operator)(:|@|$)")
 # Alertmanager keeps silences and its notification log in the process and its data
