@@ -3,11 +3,12 @@ ignores SIGTERM (``manifests.dockerfiles`` matched it to the container's image).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from svcdoctor.checks._serving import SHELLS, parse_script, racing, shell_script
+from svcdoctor.checks._serving import SHELLS, Script, parse_script, racing, shell_script
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.shells import shell_family, stays_parent
@@ -52,6 +53,22 @@ def _script_file(argv: list[str], facts: ImageFacts) -> ContextFile | None:
     return None
 
 
+_BLOCK_ENDS = frozenset({"fi", "done", "esac", "}", ")"})
+_BRANCH_ENDS = _BLOCK_ENDS | {"else", "elif"}
+
+
+def _branches_exec(script: Script) -> bool:
+    """Whether every branch of the block a script ends in execs its last command (`if …;
+    then exec a; else exec b; fi`): the shell is replaced whichever runs."""
+    commands = script.commands
+    ends = [
+        before
+        for before, closer in itertools.pairwise(commands)
+        if closer.words and closer.words[0] in _BRANCH_ENDS and before.program
+    ]
+    return bool(ends) and all(c.execs for c in ends)
+
+
 def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | None:
     """What the matched Dockerfile makes PID 1, when it ignores SIGTERM: a shell that stays
     the app's parent, or ``node``/``python`` running an app file that installs no handler."""
@@ -92,13 +109,17 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
             piped = last.before in ("|", "|&") or last.after in ("|", "|&", "&")
             shown = text[last.start :].split("\n", 1)[0].strip()
             if not last.execs or piped:
+                if last.words and last.words[0] in _BLOCK_ENDS:  # an if/case/loop ends it
+                    if _branches_exec(script):
+                        return None
+                    what, exec_it = f"commands end in a `{last.words[0]}` block", "the app"
+                else:
+                    what, exec_it = f"last command `{shown}` is", f"the last command (exec {shown})"
                 return ImagePid1(
-                    f"its image runs the script {name} ({where}), whose last command "
-                    f"`{shown}` is not exec'd: a shell running a script file "
-                    "forks it and stays PID 1",
+                    f"its image runs the script {name} ({where}), whose {what} not exec'd: "
+                    "a shell running a script file forks it and stays PID 1",
                     where,
-                    f"# in {name}: `exec` the last command (exec {shown}), or "
-                    "start the image under tini/dumb-init",
+                    f"# in {name}: `exec` {exec_it}, or start the image under tini/dumb-init",
                 )
             argv = _exec_words(list(last.words), image_cmd)
             continue

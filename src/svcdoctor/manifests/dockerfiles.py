@@ -16,7 +16,8 @@ from ``web-app/shield/``); failing that, the only Dockerfile of the manifests' a
 (their folder or its parent) builds the only user image they run. Two candidates for one
 name match neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
 (``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). The build context is
-taken to be the Dockerfile's directory. Before all of these, a ``skaffold.yaml`` among them
+taken to be the Dockerfile's directory, or the folder above it (up to three) where the files
+it copies are. Before all of these, a ``skaffold.yaml`` among them
 says it: each artifact of its ``build`` that Docker builds names its image, its context and
 its Dockerfile (GoogleCloudPlatform/cloud-code-samples: ``python-hello-world`` built from
 ``src/``; https://skaffold.dev/docs/references/yaml/, ``build.artifacts``).
@@ -219,6 +220,22 @@ def _context_path(image_path: str, copies: list[_Copy], context: Path) -> Path |
     return None
 
 
+_UP_CONTEXT = 3  # folders above a Dockerfile that may be its build context
+
+
+def _context(dockerfile: Path, copies: list[_Copy]) -> Path:
+    """The build context: the Dockerfile's folder, or the folder above it where the most of
+    the files it copies are (``docker build -f scheduler/Dockerfile.envoy .`` from the
+    repository's root: ``COPY scheduler/envoy/start-envoy.sh /``, SeldonIO/seldon-core)."""
+    named = [s for c in copies for s in c.sources if s not in (".", "./") and "*" not in s]
+    here = dockerfile.parent
+    if not named:
+        return here
+    folders = [here, *here.parents][: _UP_CONTEXT + 1]
+    found = [sum((folder / s).exists() for s in named) for folder in folders]
+    return folders[found.index(max(found))]  # the most of them, the nearest first
+
+
 def read_dockerfile(path: Path) -> ImageFacts | None:
     """The final stage's PID-1 command and the context files it names, or ``None``."""
     try:
@@ -261,7 +278,7 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
                 copies.append(_Copy(parts[:-1], dest))
     if not line:
         return None
-    context = path.parent
+    context = _context(path, copies)
     files: dict[str, ContextFile] = {}
     pending = [*entrypoint, *cmd]
     if "flask" in (w.rsplit("/", 1)[-1] for w in pending):  # ``flask run`` serves FLASK_APP
