@@ -160,7 +160,6 @@ _KNATIVE_WEBHOOK = re.compile(r"(knative\.dev/[^:@]*/cmd/webhook|tektoncd/[^:@]*
 # config/manager/manager.yaml); its webhook server answers only the webhook paths
 # (pkg/webhook/server.go in kubernetes-sigs/controller-runtime: GET /readyz there is a 404).
 _MANAGER_FLAG = re.compile(r"^--(health-probe-bind-address|metrics-bind-address|webhook-port)(=|$)")
-_HEALTH_FLAG = re.compile(r"^--health-probe-bind-address(?:=|$)")
 
 
 def service_target(inventory: Inventory, workload: Workload, container: Container) -> Target:
@@ -289,7 +288,7 @@ def _number(container: Container, name: str) -> int | None:
 def health_port(container: Container) -> int | None:
     """The port a controller-runtime manager serves /readyz on (``--health-probe-bind-address``),
     ``None`` when it sets none or disables it (``0``)."""
-    return flag_port(argv_of(container), _HEALTH_FLAG)
+    return flag_port(argv_of(container), "health-probe-bind-address")
 
 
 def _manager(container: Container) -> bool:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from svcdoctor.checks.settings import Drain, Settings
+from svcdoctor.checks.settings import Drain, Settings, flag_value
 from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload, remedy
 from svcdoctor.model.hops import Hop
 from svcdoctor.model.inventory import components
@@ -488,20 +488,17 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
 # https://book.kubebuilder.io/reference/metrics; kserve config/default).
 _RBAC_PROXY = re.compile(r"(^|/)kube-rbac-proxy(:|@|$)")
 _UPSTREAM = re.compile(r"^--upstream=https?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)(/|$)")
-_METRICS_FLAG = re.compile(r"^--metrics-(?:bind-)?addr(?:ess)?(?:=|$)")
+_METRICS_FLAGS = ("metrics-bind-address", "metrics-addr")  # kubebuilder's, then older ones
 _BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
 
 
-def flag_port(argv: Sequence[str], flag: re.Pattern[str]) -> int | None:
-    """The port of a Go address flag (``--flag=:8081`` or ``--flag :8081``, as Go's flag
-    package takes both); ``None`` when unset or ``0`` (off)."""
-    for i, word in enumerate(argv):
-        if not flag.match(word):
-            continue
-        after = argv[i + 1] if i + 1 < len(argv) else ""
-        value = word.partition("=")[2] if "=" in word else after
-        m = _BIND_PORT.match(value)
-        return int(m.group(1)) if m and int(m.group(1)) else None
+def flag_port(argv: Sequence[str], *flags: str) -> int | None:
+    """The port of the first of these Go address flags that is set (``--flag=:8081`` or
+    ``--flag :8081``); ``None`` when none is, or it is ``0`` (off)."""
+    for flag in flags:
+        if (value := flag_value(argv, flag)) is not None:
+            m = _BIND_PORT.match(value)
+            return int(m.group(1)) if m and int(m.group(1)) else None
     return None
 
 
@@ -510,7 +507,7 @@ def proxies_metrics(w: Workload, target: int | str) -> bool:
     another container of the pod serves its metrics on (``--metrics-bind-address``)."""
     containers = w.template.containers
     proxies = [c for c in containers if serves(c, target) and _RBAC_PROXY.search(c.image)]
-    metrics = {flag_port(argv_of(c), _METRICS_FLAG) for c in containers} - {None}
+    metrics = {flag_port(argv_of(c), *_METRICS_FLAGS) for c in containers} - {None}
     for c in proxies:
         upstream = [int(m.group(1)) for a in argv_of(c) if (m := _UPSTREAM.match(a))]
         if upstream and upstream[0] in metrics:

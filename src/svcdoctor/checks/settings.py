@@ -105,10 +105,10 @@ def known_drain(image: str, argv: Sequence[str] = ()) -> Drain | None:
     ``None`` when the image is none of them or its drain is 0 s."""
     known = known_app(image)
     if known is not None:
-        if known.off is not None and _flag_value(argv, known.off[0]) == known.off[1]:
+        if known.off is not None and flag_value(argv, known.off[0]) == known.off[1]:
             return None
         seconds = float(known.seconds)
-        if known.flag is not None and (value := _flag_value(argv, known.flag)) is not None:
+        if known.flag is not None and (value := flag_value(argv, known.flag)) is not None:
             try:
                 seconds = parse_duration(value)
             except DurationError:
@@ -123,7 +123,7 @@ def known_app(image: str) -> KnownDrain | None:
     return next((k for k in KNOWN_DRAINS if image_matches(image, k.image)), None)
 
 
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
     """The value of a Go-style flag in ``argv`` (``--f=v``, ``--f v``, one dash or two;
     the last one wins), or ``None``."""
     names = {"-" + flag.lstrip("-"), "--" + flag.lstrip("-")}
