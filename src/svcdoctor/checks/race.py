@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -111,7 +112,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     controller registers its own so by default), nor NFS and SMB servers
     (kernel mounts retry by themselves): a delay fixes nothing there. When the grace period is
     also too short for the longest request, the message and the fix say so (SVD102 then stays
-    quiet). Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
+    quiet). Nor are Cassandra and ScyllaDB members behind headless Services only (their
+    drivers find the ring's members and follow them, the Service only seeds them). Nor are
+    containers whose image's Dockerfile, in the same repository, starts a PID 1
     that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the manifest starts
     (SVD116: `node app.js`) is still flagged: whether the app installs a handler is not in
     the manifest, and an app that does stops at SIGTERM. The only pod of a workload whose
@@ -169,6 +172,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         hook = c.prestop
         if _delays(c) or unserved(inventory, w, c) or image_pid1(inventory, w, c):
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
+        if _ring_member(inventory, w, c):
+            continue  # its clients follow the ring's membership, not the Service
         alone = _only_pod_goes_first(inventory, w)
         if alone and _stops_first_on_purpose(w):
             continue  # no endpoint ever takes over: a delay shortens no gap
@@ -237,6 +242,21 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             line=hook.line if hook else c.line,
             severity=Severity.INFO if today else None,
         )
+
+
+# Stores whose drivers find the members themselves and follow their up/down events (the
+# DataStax drivers read system.peers and gossip events after the contact points:
+# https://docs.datastax.com/en/developer/java-driver/4.17/manual/core/load_balancing/ ,
+# ScyllaDB's drivers are their forks): a headless Service only seeds them.
+_RING_STORE = re.compile(r"(^|/)(cassandra|scylla|scylladb/scylla)(:|@|$)")
+
+
+def _ring_member(inventory: Inventory, w: Workload, c: Container) -> bool:
+    """Whether the container is a ring store's member reached only through headless
+    Services (peer discovery), which no client sends requests through."""
+    services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    image = c.image.split("@", 1)[0]
+    return bool(services) and all(s.headless for s in services) and bool(_RING_STORE.search(image))
 
 
 def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: bool) -> str:
