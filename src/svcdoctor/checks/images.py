@@ -3,15 +3,14 @@ ignores SIGTERM (``manifests.dockerfiles`` matched it to the container's image).
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from svcdoctor.checks._serving import SHELLS, Script, parse_script, racing, shell_script
+from svcdoctor.checks._serving import SHELLS, parse_script, racing, shell_script
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.shells import shell_family, stays_parent
+from svcdoctor.checks.shells import BLOCK_ENDS, branches_exec, shell_family, stays_parent
 from svcdoctor.checks.signals import pid1_runtime
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.images import ContextFile, ImageFacts, flask_file
@@ -51,22 +50,6 @@ def _script_file(argv: list[str], facts: ImageFacts) -> ContextFile | None:
     if shell and len(argv) > 1 and (second := facts.file(argv[1])) is not None:
         return second
     return None
-
-
-_BLOCK_ENDS = frozenset({"fi", "done", "esac", "}", ")"})
-_BRANCH_ENDS = _BLOCK_ENDS | {"else", "elif"}
-
-
-def _branches_exec(script: Script) -> bool:
-    """Whether every branch of the block a script ends in execs its last command (`if …;
-    then exec a; else exec b; fi`): the shell is replaced whichever runs."""
-    commands = script.commands
-    ends = [
-        before
-        for before, closer in itertools.pairwise(commands)
-        if closer.words and closer.words[0] in _BRANCH_ENDS and before.program
-    ]
-    return bool(ends) and all(c.execs for c in ends)
 
 
 def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | None:
@@ -109,8 +92,8 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
             piped = last.before in ("|", "|&") or last.after in ("|", "|&", "&")
             shown = text[last.start :].split("\n", 1)[0].strip()
             if not last.execs or piped:
-                if last.words and last.words[0] in _BLOCK_ENDS:  # an if/case/loop ends it
-                    if _branches_exec(script):
+                if last.words and last.words[0] in BLOCK_ENDS:  # an if/case/loop ends it
+                    if branches_exec(script):
                         return None
                     what, exec_it = f"commands end in a `{last.words[0]}` block", "the app"
                 else:

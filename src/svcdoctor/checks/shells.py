@@ -4,11 +4,19 @@ SVD105 itself (``shell_parent``, which SVD101 asks too)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from svcdoctor.checks._serving import Script, ash_execs_last, parse_script, racing, shell_script
+from svcdoctor.checks._serving import (
+    Script,
+    SimpleCommand,
+    ash_execs_last,
+    parse_script,
+    racing,
+    shell_script,
+)
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
@@ -48,6 +56,26 @@ def shell_family(shell: str, image: str) -> str | None:
     return None
 
 
+BLOCK_ENDS = frozenset({"fi", "done", "esac", "}", ")"})
+_BRANCH_ENDS = BLOCK_ENDS | {"else", "elif"}
+
+
+def branches_exec(script: Script) -> bool:
+    """Whether every branch of the block a script ends in execs its last command (`if …;
+    then exec a; else exec b; fi`): the shell is replaced whichever runs."""
+    ends = _branch_lasts(script)
+    return bool(ends) and all(c.execs for c in ends)
+
+
+def _branch_lasts(script: Script) -> list[SimpleCommand]:
+    """The last command of each branch of the script's blocks (before `else`, `fi`, …)."""
+    return [
+        before
+        for before, closer in itertools.pairwise(script.commands)
+        if closer.words and closer.words[0] in _BRANCH_ENDS and before.program
+    ]
+
+
 def stays_parent(family: str | None, script: Script) -> bool:
     """Whether the shell keeps running as the parent of the script's last command (so
     SIGTERM, sent to the shell as PID 1, never reaches the app).
@@ -62,6 +90,8 @@ def stays_parent(family: str | None, script: Script) -> bool:
     if last is None:
         return False
     if last.execs and last.before not in ("|", "|&") and last.after not in ("|", "|&", "&"):
+        return False
+    if last.words and last.words[0] in BLOCK_ENDS and branches_exec(script):
         return False
     if not script.lone:
         return not (family == "ash" and ash_execs_last(script))
@@ -208,11 +238,23 @@ def _argv_patch(
 
 
 def _exec_last(text: str) -> str:
-    """The script with ``exec`` put before its last command."""
-    last = parse_script(text).last
+    """The script with ``exec`` put before its last command (of each branch, where it ends
+    in an if/case block)."""
+    script = parse_script(text)
+    last = script.last
     if last is None:
         return text
-    return text[: last.start] + "exec " + text[last.start :]
+    if not (last.words and last.words[0] in BLOCK_ENDS):
+        return text[: last.start] + "exec " + text[last.start :]
+    for command in reversed(_branch_lasts(script)):
+        if not command.execs:  # after `then`/`else` of its line
+            lead = _LEADING_KEYWORDS.match(text, command.start)  # matches, maybe empty
+            at = lead.end() if lead else command.start
+            text = text[:at] + "exec " + text[at:]
+    return text
+
+
+_LEADING_KEYWORDS = re.compile(r"(?:(?:then|else|do|\{|\()\s+)*")
 
 
 def _why_parent(shell: str, family: str | None, script: Script) -> str:
