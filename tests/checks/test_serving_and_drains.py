@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from svcdoctor.checks import Settings
-from svcdoctor.checks._serving import serves_nothing, shell_script
+from svcdoctor.checks._scripts import shell_script
+from svcdoctor.checks._serving import serves_nothing
 from svcdoctor.checks.settings import drain_pattern, image_forms
 from svcdoctor.cli.config import ConfigError, read_config
 from svcdoctor.model import Container

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from svcdoctor.checks._serving import parse_script
+from svcdoctor.checks._scripts import parse_script
 from svcdoctor.checks.shells import shell_family, stays_parent
 
 SHELLS = {"bash": ["bash"], "dash": ["dash"], "ash": ["busybox", "ash"]}

@@ -30,7 +30,7 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import data_store, leader_elected, local_state
+from svcdoctor.checks.state import INLINE_DISKS, data_store, leader_elected, local_state
 from svcdoctor.model import (
     Autoscaler,
     Cause,
@@ -477,6 +477,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
                 "would write the same files, or not start on another node if the claim is "
                 "ReadWriteOnce"
             )
+        elif any(state.startswith(f"it writes to {disk} ") for disk in INLINE_DISKS):
+            second = "could not start on another node: the disk attaches read-write to one"
         elif state.startswith("it reaches its node's daemon"):
             kept = "is bound to its node"
             advice = (

@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 
+from svcdoctor.checks._scripts import SHELLS
 from svcdoctor.checks._serving import (
     NO_SHELL_IMAGE,
-    SHELLS,
     backed,
     carries_requests,
     container_drain,
@@ -104,7 +104,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     that carry no requests (every port a metrics, profiling or probe port: `metrics`,
     `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`,
     `healthz`…, by port or target name, or a kube-rbac-proxy port whose upstream is the
-    pod's `--metrics-bind-address`, and no route sends to it: a scraper that misses one
+    pod's `--metrics-bind-address`; or a headless Service of the members' own ports only,
+    `transport`, `peer`, `gossip`, `intra-node`…, peer discovery), and no route sends to
+    it: a scraper that misses one
     scrape is no failed request), nor containers the Service cannot reach (SVD205: a
     `targetPort` name no container declares, or a number a stock image as shipped does not
     listen on), nor behind Services whose only clients are admission webhooks with
@@ -123,9 +125,10 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's
     fix lets a replacement take over, the delay is due (fixed together, they leave no
     race); it is not flagged where stopping first is deliberate (a data store, or pods that
-    keep local state, which SVD106 leaves alone too). A container whose `sh -c` keeps
-    SIGTERM from the app (SVD105) is an `info` too: it serves until SIGKILLed, until
-    SVD105's fix execs it.
+    keep local state, which SVD106 leaves alone too). The same for the only pod of a kind
+    that never rolls (a ReplicaSet, ReplicationController or bare Pod: SVD204). A container
+    whose `sh -c` keeps SIGTERM from the app (SVD105) is an `info` too: it serves until
+    SIGKILLed, until SVD105's fix execs it.
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -174,7 +177,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
         if _ring_member(inventory, w, c):
             continue  # its clients follow the ring's membership, not the Service
-        alone = _only_pod_goes_first(inventory, w)
+        alone = _lone_pod(inventory, w)
         if alone and _stops_first_on_purpose(w):
             continue  # no endpoint ever takes over: a delay shortens no gap
         plan = race_plan(w, c, settings)
@@ -259,7 +262,7 @@ def _ring_member(inventory: Inventory, w: Workload, c: Container) -> bool:
     return bool(services) and all(s.headless for s in services) and bool(_RING_STORE.search(image))
 
 
-def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: bool) -> str:
+def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: str | None) -> str:
     """Why the container does not race today, until another rule's fix makes it (then
     SVD101 is an info, fixed with that one), or ""."""
     if shell_parent(c) is not None:
@@ -267,10 +270,16 @@ def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: bool) -
             "today its shell keeps SIGTERM from the app, which serves on until SIGKILLed "
             "(SVD105); once the shell execs it (SVD105's fix), "
         )
-    if alone:
+    if alone == "SVD106":
         return (
             "today each rollout stops its only pod before a replacement starts, so requests "
             "fail meanwhile anyway (SVD106); once a replacement takes over (SVD106's fix), "
+        )
+    if alone == "SVD204":
+        two = "a Deployment runs 2 of it" if w.ref.kind == "Pod" else "it runs 2"
+        return (
+            f"today no pod takes over from the only one of this {w.ref.kind}, so requests fail "
+            f"while it is replaced anyway (SVD204); once {two} (SVD204's fix), "
         )
     return ""
 
@@ -679,6 +688,21 @@ def _only_pod_goes_first(inventory: Inventory, w: Workload) -> bool:
     unavailable = rolls and _effective(w.max_unavailable, 1, "25%") >= 1
     first = w.strategy == "Recreate" or w.ref.kind == "StatefulSet" or unavailable
     return first and inventory.replicas(w) == 1
+
+
+# Kinds that never roll their pods: a deleted or evicted pod is replaced after it is gone
+_NO_ROLLOUT = frozenset({"ReplicaSet", "ReplicationController", "Pod"})
+
+
+def _lone_pod(inventory: Inventory, w: Workload) -> str | None:
+    """The rule that reports the outage when the workload's only pod goes with nothing to
+    take over from it (SVD106: a rollout stops it first; SVD204: a kind that never rolls),
+    or ``None``."""
+    if _only_pod_goes_first(inventory, w):
+        return "SVD106"
+    if w.ref.kind in _NO_ROLLOUT and inventory.replicas(w) == 1:
+        return "SVD204"
+    return None
 
 
 def _spec_fix(spec: dict[str, object]) -> Fix:

@@ -9,14 +9,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from svcdoctor.checks._serving import (
+from svcdoctor.checks._scripts import (
     Script,
     SimpleCommand,
     ash_execs_last,
     parse_script,
-    racing,
     shell_script,
 )
+from svcdoctor.checks._serving import racing
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload

@@ -170,6 +170,13 @@ _SOCKET = re.compile(
     r"(?i)(?:unix(?:-connect|-client)?:(?://)?(/[^\s,=]+))|(/[^\s,=:]+\.sock(?:et)?)\b"
 )
 _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
+# A cloud disk written inline in the pod attaches read-write to one node at a time, like a
+# ReadWriteOnce claim (https://kubernetes.io/docs/concepts/storage/volumes/#gcepersistentdisk:
+# "only one consumer can mount it read-write"; the same for awsElasticBlockStore, azureDisk
+# and cinder); TykTechnologies/tyk-kubernetes mounts a gcePersistentDisk in its gateway.
+INLINE_DISKS = frozenset(
+    {"gcePersistentDisk", "awsElasticBlockStore", "azureDisk", "cinder", "rbd", "iscsi"}
+)
 # An app whose environment names a data store's address keeps its data there: an emptyDir
 # at `/data` beside it is scratch, which dies with the pod anyway (acme_fitness_demo's cart,
 # catalog, order and users mount one and name REDIS_HOST, CATALOG_DB_HOST, ORDER_DB_HOST,
@@ -254,6 +261,8 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
             continue  # its replicas scrape alike, or its data is in the store it names
         if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
             return f"it writes to claim volume {m.volume!r} at {m.path}"
+        if source in INLINE_DISKS and not m.read_only:
+            return f"it writes to {source} volume {m.volume!r} at {m.path}"
         if (
             source in _LOCAL_VOLUMES
             and not m.read_only
