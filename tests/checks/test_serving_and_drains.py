@@ -365,6 +365,7 @@ def test_a_drain_too_short_is_reported_once() -> None:
         ("registry.k8s.io/ingress-nginx/controller:v1.15.1", ("--shutdown-grace-period", "7"), 7.0),
         ("registry.k8s.io/ingress-nginx/controller:v1", ("--shutdown-grace-period=x",), None),
         ("docker.io/istio/proxyv2:1.28.0", ("proxy", "router"), 5.0),
+        ("hjacobs/kube-ops-view:20.4.0", (), 10.0),
         ("traefik:v3.3", (), None),
         ("example/api:1", (), None),
     ],

@@ -156,6 +156,13 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         for image in ("*kedacore/http-add-on-interceptor*", "*kedacore/http-add-on/interceptor*")
     ),
     KnownDrain(
+        "*hjacobs/kube-ops-view*",
+        10,
+        "https://github.com/hjacobs/kube-ops-view/blob/master/kube_ops_view/main.py",
+        "fails /health at SIGTERM and keeps serving 10 s before it exits (exit_gracefully and "
+        "shutdown in kube_ops_view/main.py)",
+    ),
+    KnownDrain(
         "*ingress-nginx/controller*",
         0,
         "https://github.com/kubernetes/ingress-nginx/blob/main/internal/ingress/controller/nginx.go",

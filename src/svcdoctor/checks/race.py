@@ -94,8 +94,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     configuration does not name are looked up in svcdoctor's list of well-known apps that
     drain by themselves, read from their code (Knative webhooks, activator and Eventing
     servers 45 s, skipper 45 s, Istio's proxy 5 s, the KEDA HTTP add-on's interceptor 5 s,
-    podinfo 3 s, Argo's rollouts-demo 10 s, ingress-nginx with `--shutdown-grace-period`; see the
-    configuration docs), and the drain a mounted
+    podinfo 3 s, Argo's rollouts-demo 10 s, kube-ops-view 10 s, ingress-nginx with
+    `--shutdown-grace-period`; see the configuration docs), and the drain a mounted
     configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the
     Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
     any other app keeps serving after SIGTERM cannot be seen in a manifest: the message
