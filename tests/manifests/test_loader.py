@@ -420,6 +420,26 @@ def test_go_template_text_inside_a_quoted_string_is_an_ordinary_value() -> None:
     assert names(result.objects) == ["after"]
 
 
+def test_a_broken_document_with_only_quoted_templates_is_invalid_yaml() -> None:
+    """camilb/prometheus-kubernetes prometheus-k8s-rules.yaml: alert templates in quoted
+    strings, and an unescaped `"` elsewhere breaks the file: SVD001 at the break, not SVD002
+    (the templates are strings the parser read)."""
+    text = (
+        "apiVersion: monitoring.coreos.com/v1\n"
+        "kind: PrometheusRule\n"
+        "metadata: {name: k8s-rules}\n"
+        "spec:\n"
+        "  groups:\n"
+        "  - rules:\n"
+        "    - alert: CPUThrottlingHigh\n"
+        "      annotations:\n"
+        "        message: '{{ printf \"%0.0f\" $value }}% throttling in {{ $labels.namespace }}'\n"
+        '      expr: "sum(rate(x{container_name!="",}[5m])) > 25"\n'
+    )
+    problem = only_problem(load_text(text))
+    assert (problem.rule, problem.location.line) == ("SVD001", 10)
+
+
 def billion_laughs(levels: int = 9, width: int = 9, indent: str = "") -> str:
     lines = [f"{indent}l0: &l0 [{', '.join(['lol'] * width)}]"]
     for level in range(1, levels):

@@ -441,6 +441,8 @@ def _after_broken_document(
     if lines is not None:
         first, last = lines.document_around(line)
         template = lines.first_template(first, last)
+        if template is not None and _quoted_only(lines, first, last):
+            template = None  # a quoted `{{` is a string the parser read; it broke elsewhere
         if template is not None:
             if _KIND_KEY.search(lines.between(first, last)):
                 _template_problem(name, lines, template, result)
@@ -449,6 +451,20 @@ def _after_broken_document(
             return last
     result.problems.append(_yaml_problem(name, error))
     return None
+
+
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'')
+
+
+def _quoted_only(lines: _Lines, first: int, last: int) -> bool:
+    """Whether every ``{{`` of lines ``first``..``last`` is inside a quoted scalar on its
+    line (Prometheus' alert templates: `message: '{{ $labels.pod }} …'`): valid YAML, so
+    not what broke the document."""
+    return not any(
+        "{{" in _QUOTED.sub("", lines.between(n, n))
+        for n in range(first, last + 1)
+        if "{{" in lines.between(n, n)
+    )
 
 
 _KUBERNETES_WORDS = re.compile(r"\bapiVersion\b")
