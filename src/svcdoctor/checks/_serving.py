@@ -329,12 +329,13 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
     return {p.port for p in service.ports} <= {port for _, port in called}
 
 
-# A server that registers its own admission webhook at start with `failurePolicy: Ignore`
+# A server whose admission webhook is registered at run time with `failurePolicy: Ignore`
 # unless told otherwise, so its webhook configuration is in no manifest: the VPA admission
 # controller (`--register-webhook` true and `--webhook-failure-policy-fail` false by
 # default: vertical-pod-autoscaler/pkg/admission-controller/config.go and docs/flags.md in
-# kubernetes/autoscaler).
-_SELF_REGISTERED = re.compile(r"(^|/)vpa-admission-controller(:|@|$)")
+# kubernetes/autoscaler); Kubeflow Pipelines' cache server, whose cache-deployer applies
+# backend/src/cache/deployer/cache-webhook-config.v1.yaml.template (kubeflow/pipelines).
+_SELF_REGISTERED = re.compile(r"(^|/)(vpa-admission-controller|kfp-cache-server)(:|@|$)")
 _NOT_IGNORED = frozenset(
     {"--webhook-failure-policy-fail", "--webhook-failure-policy-fail=true"}
     | {"--register-webhook=false"}

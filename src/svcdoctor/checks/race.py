@@ -25,6 +25,7 @@ from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
+from svcdoctor.checks.signals import pid1_runtime
 from svcdoctor.checks.state import data_store, local_state
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
@@ -111,15 +112,16 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     `targetPort` name no container declares, or a number a stock image as shipped does not
     listen on), nor behind Services whose only clients are admission webhooks with
     `failurePolicy: Ignore` (the API server then admits without them; the VPA admission
-    controller registers its own so by default), nor NFS and SMB servers
+    controller and Kubeflow Pipelines' cache server register theirs so at run time), nor
+    NFS and SMB servers
     (kernel mounts retry by themselves): a delay fixes nothing there. When the grace period is
     also too short for the longest request, the message and the fix say so (SVD102 then stays
     quiet). Nor are Cassandra and ScyllaDB members behind headless Services only (their
     drivers find the ring's members and follow them, the Service only seeds them). Nor are
     containers whose image's Dockerfile, in the same repository, starts a PID 1
     that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the manifest starts
-    (SVD116: `node app.js`) is still flagged: whether the app installs a handler is not in
-    the manifest, and an app that does stops at SIGTERM. The only pod of a workload whose
+    (SVD116: `node app.js`) is flagged as an `info`: whether the app installs a handler is
+    not in the manifest, and an app that does stops at SIGTERM. The only pod of a workload whose
     rollout removes it before a replacement is ready (one replica with `strategy: Recreate`
     or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint takes
     over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's
@@ -269,6 +271,12 @@ def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: str | N
         return (
             "today its shell keeps SIGTERM from the app, which serves on until SIGKILLed "
             "(SVD105); once the shell execs it (SVD105's fix), "
+        )
+    found = None if w.template.share_process_namespace else pid1_runtime(c)
+    if found is not None and found.runtime in ("node", "python"):  # npm, yarn: it races
+        return (
+            f"as PID 1, {found.runtime} ignores SIGTERM unless the app installs a handler "
+            "(SVD116), and then it serves on until SIGKILLed; if it does, "
         )
     if alone == "SVD106":
         return (

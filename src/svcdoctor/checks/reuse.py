@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from svcdoctor.checks._serving import run_paths
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.state import local_state
 from svcdoctor.model import (
     Cause,
     Container,
@@ -266,7 +267,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     and a port Istio reads as plain TCP (named `tcp…`) is balanced per connection even with
     sidecars: both stay flagged. LoadBalancer and NodePort Services get their own message and
     fix (a headless Service is no option for outside clients). When every selected workload
-    runs one replica, it is info: the stickiness bites once the workload is scaled.
+    runs one replica, it is info: the stickiness bites once the workload is scaled; not
+    when that replica keeps local state (SVD204's note: a second would split the data).
 
     ## Why it matters
     kube-proxy balances connections, not requests, and so does a layer-4 cloud load
@@ -335,6 +337,10 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             continue  # the server bounds connection age already: clients rebalance
         counts = [inventory.replicas(w) for w in workloads]
         single = bool(counts) and all(n == 1 for n in counts)
+        if single and all(
+            any(local_state(w, c, alike=True) for c in w.template.containers) for w in workloads
+        ):
+            continue  # single by its state (SVD204's note): it is not scaled, no stickiness
         http_routed = not external and _l7_route(svc, workloads, paths)
         for p in svc.ports:
             label = _h2_label(p, workloads)
