@@ -176,3 +176,22 @@ def test_a_skaffold_artifact_names_the_dockerfile_that_builds_its_image(tmp_path
     assert matched["python-hello-world"].dockerfile.endswith("src/Dockerfile")
     (app / "skaffold.yaml").write_text("build: [unclosed\n")
     assert find_builds([str(app)]).artifacts == {}  # unreadable: none, no error
+
+
+def test_a_project_prefix_two_images_share_names_their_folders(tmp_path: Path) -> None:
+    """oracle-quickstart/oci-cloudnative: ``mushop-api`` and ``mushop-orders`` are built from
+    ``src/api/`` and ``src/orders/`` (two tags of one image count once); one image whose name
+    merely ends in a folder's name (``kube-rbac-proxy`` and a ``proxy/``) is not linked."""
+    for d in ("api", "orders", "proxy"):
+        (tmp_path / "src" / d).mkdir(parents=True)
+        (tmp_path / "src" / d / "Dockerfile").write_text('FROM node:20\nCMD ["node", "x.js"]\n')
+    builds = find_builds([str(tmp_path)])
+    images = ["reg.example/ateam/mushop-api:2.2.1", "reg.example/ateam/mushop-orders:2.2.2"]
+    found = match_images(builds, dict.fromkeys(images, ()))
+    assert {i: found[i].dockerfile.split("src/")[1] for i in found} == {
+        images[0]: "api/Dockerfile",
+        images[1]: "orders/Dockerfile",
+    }
+    tags = ["reg.example/ateam/mushop-api:1", "reg.example/ateam/mushop-api:2"]
+    assert not match_images(builds, dict.fromkeys(tags, ()))  # one image, two tags
+    assert not match_images(builds, dict.fromkeys(["gcr.io/kubebuilder/kube-rbac-proxy:1"], ()))

@@ -12,8 +12,10 @@ parent and of the directory, joined by ``-`` (``microservice-kubernetes-demo-apa
 from ``microservice-kubernetes-demo/apache/``, docker-build.sh in
 ewolff/microservice-kubernetes); failing that, an image of a user's repository whose tag is
 a word and a version names that word's directory (``nigelpoulton/k8sbook:shield-01`` built
-from ``web-app/shield/``); failing that, the only Dockerfile of the manifests' app folder
-(their folder or its parent) builds the only user image they run. Two candidates for one
+from ``web-app/shield/``); failing that, images named ``<project>-<folder>`` when two or more
+of the run follow that convention (``mushop-api`` from ``src/api/``); failing that, the only
+Dockerfile of the manifests' app folder (their folder or its parent) builds the only user
+image they run. Two candidates for one
 name match neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
 (``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). The build context is
 taken to be the Dockerfile's directory, or the folder above it (up to three) where the files
@@ -357,6 +359,28 @@ def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
     return by_name.get(variant.group(1), [])
 
 
+def _project_prefixed(
+    by_name: Mapping[str, list[Path]], images: Iterable[str]
+) -> dict[str, list[Path]]:
+    """Images named ``<project>-<folder>`` for a folder's Dockerfile, where two or more
+    images of the run share the project's prefix that way (oracle-quickstart/oci-cloudnative:
+    ``mushop-api``, ``mushop-carts``, … built from ``src/api/``, ``src/carts/``): a naming
+    convention, not one image whose name merely ends in a folder's (``kube-rbac-proxy``)."""
+    by_prefix: dict[str, dict[str, list[Path]]] = {}
+    for image in images:
+        name = image_name(image)
+        for i, char in enumerate(name):
+            if char == "-" and (found := by_name.get(name[i + 1 :])):
+                by_prefix.setdefault(name[:i], {})[image] = found
+    out: dict[str, list[Path]] = {}
+    for matched in by_prefix.values():
+        names = {image_name(image): tuple(paths) for image, paths in matched.items()}
+        if len(names) > 1 and len(set(names.values())) == len(names):  # tags of one: one
+            for image, paths in matched.items():
+                out.setdefault(image, paths)
+    return out
+
+
 def _user_image(image: str) -> bool:
     """An image of a user's or organisation's repository (``learnk8s/knote-js``), not an
     official one (``mongo``, ``library/redis``)."""
@@ -404,10 +428,12 @@ def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[st
     folders = {image: {folder(f) for f in files if f != "-"} for image, files in images.items()}
     out: dict[str, ImageFacts] = {}
     read: dict[Path, ImageFacts | None] = {}
+    prefixed = _project_prefixed(by_name, images)
     for image in images:
         candidates = (
             list(builds.artifacts.get(image_name(image), ()))
             or _candidates(by_name, image)
+            or prefixed.get(image, [])
             or _app_folder(homes, image, folders)
         )
         if len(set(candidates)) != 1:
