@@ -412,3 +412,21 @@ def test_a_namespace_less_twin_stays_an_alternative(tmp_path: Path) -> None:
     inventory = build_inventory(load([str(tmp_path)]))
     assert sorted(w.ref.namespace for w in inventory.workloads) == ["", "vault"]
     assert sorted(s.ref.namespace for s in inventory.services) == ["", "vault"]
+
+
+def test_an_autoscaler_goes_where_its_workload_went(tmp_path: Path) -> None:
+    """A namespace-less Deployment joins its Service's namespace; its namespace-less HPA beside
+    it goes along (review of the folder placement)."""
+    hpa = (
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: injector}\n"
+        "spec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: injector}\n"
+        "  minReplicas: 3\n  maxReplicas: 9\n"
+    )
+    one = INJECTOR.replace("replicas: 2", "replicas: 1")
+    _write(
+        tmp_path,
+        {"d/app.yaml": one, "d/svc.yaml": INJECTOR_SVC, "d/hpa.yaml": hpa},
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [a.ref.namespace for a in inventory.autoscalers] == ["vault"]
+    assert ("SVD204", "injector-svc") not in _rules([str(tmp_path)])

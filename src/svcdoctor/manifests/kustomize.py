@@ -12,12 +12,8 @@ Its ``namespace`` is applied too (Services and pods meet in it). A kustomization
 none leaves its namespace-less objects to the namespace they are applied into: when every
 object it builds that names a namespace names the same one, its namespace-less objects are
 placed there too (hashicorp/vault-k8s deploy/: a Service in ``vault``, its Deployment
-without a namespace). In a folder no kustomization builds, a namespace-less Service joins
-the one namespace of the folder's workloads it selects, and a namespace-less workload that of
-the folder's Services selecting it (``kubectl apply -n NS -f DIR`` puts them together;
-redhat-developer-demos/istio-tutorial keycloak/: a Deployment in ``tutorial``, its Service
-without a namespace); the folder's other namespace-less objects stay, as they may meet
-objects of other folders. Files no kustomization lists keep their own namespace (a scaffold
+without a namespace). A folder no kustomization builds places its namespace-less objects
+as ``manifests.folders`` says. Files no kustomization lists keep their own namespace (a scaffold
 option left out, such as kubebuilder's webhook Service in ``system``, is not installed, so
 it is not moved beside what is). Strategic-merge patches are merged
 into the workload they name; a patch of any other kind is no object. Nothing else of the
@@ -33,7 +29,8 @@ from typing import TypeVar
 
 import yaml
 
-from svcdoctor.model import Autoscaler, Container, Resource, Service, Workload, selector_matches
+from svcdoctor.manifests.folders import Folders, folder_namespace, gather
+from svcdoctor.model import Autoscaler, Container, Resource, Service, Workload
 
 # The file names kustomize reads in a directory, in its order (kustomize api/konfig
 # RecognizedKustomizationFileNames); ``Kustomization`` has no manifest suffix and is not read.
@@ -158,15 +155,12 @@ T = TypeVar("T", Workload, Service, Resource, Autoscaler)
 class Build:
     """The kustomizations among the inputs and the namespaces they imply: ``implied`` maps a
     kustomization that sets no namespace (by index) to the one namespace the objects it
-    builds name; ``folders`` a folder no kustomization builds to its Services and workloads
-    that name a namespace (a namespace-less twin of one of them, same kind and name, is an
-    alternative file, not a part of the same apply); ``unnamed`` the namespace-less Services
-    and workloads no kustomization builds."""
+    builds name; ``folders`` the objects no kustomization builds, for folder placement
+    (``manifests.folders``)."""
 
     kustomizations: tuple[KustomizeLabels, ...] = ()
     implied: dict[int, str] = field(default_factory=dict)
-    folders: dict[str, list[Workload | Service]] = field(default_factory=dict)
-    unnamed: tuple[Workload | Service, ...] = ()
+    folders: Folders = field(default_factory=Folders)
 
 
 def _path(o: Workload | Service | Resource | Autoscaler) -> str | None:
@@ -190,25 +184,19 @@ def build(
     folder's (not when the user said where they go)."""
     kustomizations = _transitive(kustomizations)
     named: dict[int, set[str]] = {}
-    folders: dict[str, list[Workload | Service]] = {}
-    unnamed: list[Workload | Service] = []
+    loose: list[tuple[Workload | Service | Resource | Autoscaler, str]] = []
     for o in objects:
         path = _path(o)
         if path is None or not _namespaced(o.ref.kind):
             continue
         found = _covering(kustomizations, path)
-        if not found and by_folder and isinstance(o, Workload | Service):
-            if o.ref.namespace:
-                folders.setdefault(posixpath.dirname(path), []).append(o)
-            else:
-                unnamed.append(o)
-        elif not o.ref.namespace:
-            continue
-        elif found and not {kustomizations[i].namespace for i in found} - {""}:
+        if not found:
+            loose.append((o, path))
+        elif o.ref.namespace and not {kustomizations[i].namespace for i in found} - {""}:
             for i in found:
                 named.setdefault(i, set()).add(o.ref.namespace)
     implied = {i: next(iter(ns)) for i, ns in named.items() if len(ns) == 1}
-    return Build(tuple(kustomizations), implied, folders, tuple(unnamed))
+    return Build(tuple(kustomizations), implied, gather(loose) if by_folder else Folders())
 
 
 def _transitive(kustomizations: Sequence[KustomizeLabels]) -> list[KustomizeLabels]:
@@ -232,7 +220,7 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
     kustomization sets (or implies), and Services and workloads with the labels it adds.
     (Routes keep their namespace: their parent and backend references are resolved when
     read.)"""
-    if not built.kustomizations and not built.folders:
+    if not built.kustomizations and not built.folders.named:
         return objects
     out: list[T] = []
     covering: dict[str, list[int]] = {}  # a file's objects share their kustomizations
@@ -266,13 +254,11 @@ def _namespace(
     base's; of two overlays of one base, which are two builds, the one that builds the
     most: kuberay's config/default-with-webhooks over config/default); else, namespace-less, the one
     the objects of its kustomizations name, or, where none builds it, the one of the
-    folder's objects it meets (``_partners_namespace``)."""
+    folder's objects it goes with (``manifests.folders``)."""
     if not _namespaced(o.ref.kind):
         return ""
     if not found:
-        path = _path(o)
-        named = built.folders.get(posixpath.dirname(path or "."), [])
-        return _partners_namespace(o, named, built.unnamed) if named else ""
+        return folder_namespace(built.folders, o, _path(o) or "")
     ks = built.kustomizations
     setting = [i for i in found if ks[i].namespace]
     outer = [
@@ -285,31 +271,6 @@ def _namespace(
         implied = {built.implied[i] for i in found if i in built.implied}
         return implied.pop() if len(implied) == 1 else ""
     return ""
-
-
-def _partners_namespace(
-    o: Workload | Service | Resource | Autoscaler,
-    named: list[Workload | Service],
-    unnamed: Sequence[Workload | Service],
-) -> str:
-    """The one namespace of the folder's named objects that a namespace-less Service selects
-    or a namespace-less workload is selected by ("" for none, two, a named twin, or a
-    namespace-less partner: it meets that one where it is)."""
-    if o.ref.namespace or any((n.ref.kind, n.ref.name) == (o.ref.kind, o.ref.name) for n in named):
-        return ""
-    if not isinstance(o, Workload | Service) or any(_meet(o, u) for u in unnamed):
-        return ""
-    found = {n.ref.namespace for n in named if _meet(o, n)}
-    return found.pop() if len(found) == 1 else ""
-
-
-def _meet(a: Workload | Service, b: Workload | Service) -> bool:
-    """Whether one of the two is a Service selecting the other's pods."""
-    if isinstance(a, Service) and isinstance(b, Workload):
-        return bool(a.selector) and selector_matches(a.selector or {}, b.template.labels)
-    if isinstance(a, Workload) and isinstance(b, Service):
-        return _meet(b, a)
-    return False
 
 
 def _built(o: T, found: list[KustomizeLabels]) -> T:
