@@ -178,20 +178,22 @@ def test_a_skaffold_artifact_names_the_dockerfile_that_builds_its_image(tmp_path
     assert find_builds([str(app)]).artifacts == {}  # unreadable: none, no error
 
 
-def test_a_project_prefix_two_images_share_names_their_folders(tmp_path: Path) -> None:
-    """oracle-quickstart/oci-cloudnative: ``mushop-api`` and ``mushop-orders`` are built from
-    ``src/api/`` and ``src/orders/`` (two tags of one image count once); one image whose name
-    merely ends in a folder's name (``kube-rbac-proxy`` and a ``proxy/``) is not linked."""
-    for d in ("api", "orders", "proxy"):
+def test_a_project_prefix_three_images_share_names_their_folders(tmp_path: Path) -> None:
+    """oracle-quickstart/oci-cloudnative: ``mushop-api``, ``mushop-carts`` and ``mushop-orders``
+    are built from ``src/api/``, ``src/carts/`` and ``src/orders/`` (two tags of one image count
+    once); two images of a family (cert-manager-controller, -webhook beside your controller/
+    and webhook/), or a family with a member of no folder, are not linked."""
+    for d in ("api", "carts", "orders", "controller", "webhook"):
         (tmp_path / "src" / d).mkdir(parents=True)
         (tmp_path / "src" / d / "Dockerfile").write_text('FROM node:20\nCMD ["node", "x.js"]\n')
     builds = find_builds([str(tmp_path)])
-    images = ["reg.example/ateam/mushop-api:2.2.1", "reg.example/ateam/mushop-orders:2.2.2"]
-    found = match_images(builds, dict.fromkeys(images, ()))
-    assert {i: found[i].dockerfile.split("src/")[1] for i in found} == {
+    images = [f"reg.example/ateam/mushop-{d}:2" for d in ("api", "carts", "orders")]
+    found = match_images(builds, dict.fromkeys([*images, "reg.example/ateam/mushop-api:1"], ()))
+    assert {i: found[i].dockerfile.split("src/")[1] for i in images} == {
         images[0]: "api/Dockerfile",
-        images[1]: "orders/Dockerfile",
+        images[1]: "carts/Dockerfile",
+        images[2]: "orders/Dockerfile",
     }
-    tags = ["reg.example/ateam/mushop-api:1", "reg.example/ateam/mushop-api:2"]
-    assert not match_images(builds, dict.fromkeys(tags, ()))  # one image, two tags
-    assert not match_images(builds, dict.fromkeys(["gcr.io/kubebuilder/kube-rbac-proxy:1"], ()))
+    assert not match_images(builds, dict.fromkeys([*images, "reg.example/ateam/mushop-x:1"], ()))
+    family = [f"quay.io/jetstack/cert-manager-{d}:v1" for d in ("controller", "webhook")]
+    assert not match_images(builds, dict.fromkeys(family, ()))

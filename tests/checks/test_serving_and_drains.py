@@ -9,7 +9,7 @@ import pytest
 
 from svcdoctor.checks import Settings
 from svcdoctor.checks._scripts import shell_script
-from svcdoctor.checks._serving import serves_nothing
+from svcdoctor.checks._serving import go_bool, serves_nothing
 from svcdoctor.checks.settings import drain_pattern, image_forms
 from svcdoctor.cli.config import ConfigError, read_config
 from svcdoctor.model import Container
@@ -392,3 +392,21 @@ def test_the_users_drains_win_over_the_known_ones() -> None:
     # untold, the known drain applies: a 2 s sleep covers the rest of the 5 s
     (message,) = [f.message for f in lint_text(text).findings if f.rule == "SVD101"]
     assert "keeps serving 3 s after SIGTERM (known drain" in message
+
+
+@pytest.mark.parametrize(
+    ("argv", "default", "expected"),
+    [
+        (["--webhook-failure-policy-fail"], False, True),
+        (["--webhook-failure-policy-fail=True"], False, True),
+        (["-webhook-failure-policy-fail=1"], False, True),
+        (["--webhook-failure-policy-fail=F"], True, False),
+        (["--webhook-failure-policy-fail=maybe"], False, False),  # not a bool: the default
+        (["--webhook-failure-policy-fail-x"], False, False),
+        (["--webhook-failure-policy-fail=false", "--webhook-failure-policy-fail"], False, True),
+    ],
+)
+def test_go_bool_flags_read_as_strconv_parse_bool(
+    argv: list[str], default: bool, expected: bool
+) -> None:
+    assert go_bool(argv, "webhook-failure-policy-fail", default) is expected

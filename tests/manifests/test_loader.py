@@ -438,6 +438,8 @@ def test_a_broken_document_with_only_quoted_templates_is_invalid_yaml() -> None:
     )
     problem = only_problem(load_text(text))
     assert (problem.rule, problem.location.line) == ("SVD001", 10)
+    helm = 'apiVersion: v1\nkind: Service\nmetadata:\n  name: "{{ template "web.fullname" . }}"\n'
+    assert only_problem(load_text(helm)).rule == "SVD002"  # its quotes pair inside the action
 
 
 def billion_laughs(levels: int = 9, width: int = 9, indent: str = "") -> str:

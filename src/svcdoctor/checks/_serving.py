@@ -287,7 +287,7 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
 # https://book.kubebuilder.io/reference/metrics; kserve config/default).
 _RBAC_PROXY = re.compile(r"(^|/)kube-rbac-proxy(:|@|$)")
 _UPSTREAM = re.compile(r"^--upstream=https?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)(/|$)")
-_METRICS_FLAGS = ("metrics-bind-address", "metrics-addr")  # kubebuilder's, then older ones
+METRICS_FLAGS = ("metrics-bind-address", "metrics-addr")  # kubebuilder's, then older ones
 _BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
 
 
@@ -306,7 +306,7 @@ def proxies_metrics(w: Workload, target: int | str) -> bool:
     another container of the pod serves its metrics on (``--metrics-bind-address``)."""
     containers = w.template.containers
     proxies = [c for c in containers if serves(c, target) and _RBAC_PROXY.search(c.image)]
-    metrics = {flag_port(argv_of(c), *_METRICS_FLAGS) for c in containers} - {None}
+    metrics = {flag_port(argv_of(c), *METRICS_FLAGS) for c in containers} - {None}
     for c in proxies:
         upstream = [int(m.group(1)) for a in argv_of(c) if (m := _UPSTREAM.match(a))]
         if upstream and upstream[0] in metrics:
@@ -336,20 +336,35 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
 # kubernetes/autoscaler); Kubeflow Pipelines' cache server, whose cache-deployer applies
 # backend/src/cache/deployer/cache-webhook-config.v1.yaml.template (kubeflow/pipelines).
 _SELF_REGISTERED = re.compile(r"(^|/)(vpa-admission-controller|kfp-cache-server)(:|@|$)")
-_NOT_IGNORED = frozenset(
-    {"--webhook-failure-policy-fail", "--webhook-failure-policy-fail=true"}
-    | {"--register-webhook=false"}
-)
 
 
 def _registers_ignored(w: Workload) -> bool:
     """Whether every container of the workload that serves is one of ``_SELF_REGISTERED``
-    left at its `Ignore` policy."""
+    left at its `Ignore` policy (VPA's flags unset or false)."""
     serving = [c for c in w.template.containers if not serves_nothing(c)]
     return bool(serving) and all(
-        _SELF_REGISTERED.search(c.image.split("@", 1)[0]) and not _NOT_IGNORED & set(argv_of(c))
+        _SELF_REGISTERED.search(c.image.split("@", 1)[0])
+        and not go_bool(argv_of(c), "webhook-failure-policy-fail", False)
+        and go_bool(argv_of(c), "register-webhook", True)
         for c in serving
     )
+
+
+_GO_TRUE = frozenset({"1", "t", "true"})  # strconv.ParseBool, case-folded
+_GO_FALSE = frozenset({"0", "f", "false"})
+
+
+def go_bool(argv: Sequence[str], flag: str, default: bool) -> bool:
+    """A Go boolean flag's value: ``--flag`` alone is true, ``--flag=false`` (any spelling
+    strconv.ParseBool takes) sets it; one dash or two, the last one wins."""
+    value = default
+    for arg in argv:
+        name, sep, given = arg.partition("=")
+        if name.lstrip("-") != flag or not name.startswith("-"):
+            continue
+        word = given.lower() if sep else "true"
+        value = True if word in _GO_TRUE else False if word in _GO_FALSE else value
+    return value
 
 
 def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]]:

@@ -14,8 +14,11 @@ from svcdoctor.checks._probes import (
     suggest,
 )
 from svcdoctor.checks._serving import (
+    METRICS_FLAGS,
+    argv_of,
     carries_requests,
     fewest_pods,
+    flag_port,
     racing,
     routed,
     serves,
@@ -493,10 +496,11 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             fix=note(advice),
             severity=Severity.INFO,
         )
-    # a Service no webhook calls, to none of the webhook server's ports, reaches the
+    # a webhook's or metrics Service reaches servers every replica runs; another reaches a
     # manager's other servers, which only the leader runs
-    other = not _webhook_server(inventory, svc, containers)
-    leader = next((f for c in containers if (f := leader_elected(c, other_servers=other))), None)
+    leader = None
+    if not _every_replica_server(inventory, svc, containers):
+        leader = next((f for c in containers if (f := leader_elected(c, other_servers=True))), None)
     if leader is not None:
         return Hit(
             svc,
@@ -517,13 +521,23 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     )
 
 
-def _webhook_server(inventory: Inventory, svc: Service, containers: Sequence[Container]) -> bool:
-    """Whether the Service reaches a webhook server: a webhook calls it, or it targets a
-    container port named ``webhook*``."""
+def _every_replica_server(
+    inventory: Inventory, svc: Service, containers: Sequence[Container]
+) -> bool:
+    """Whether the Service reaches a server a controller-runtime manager runs on every
+    replica: a webhook calls it, or it targets a container port named ``webhook*``, or the
+    metrics or health port its flags set."""
     if webhook_calls(inventory, svc):
         return True
     ports = [cp for c in containers for cp in c.ports if (cp.name or "").startswith("webhook")]
-    return any(p.target in (cp.name, cp.number) for p in svc.ports for cp in ports)
+    numbers = {cp.number for cp in ports} | {
+        port
+        for c in containers
+        for flags in (METRICS_FLAGS, ("health-probe-bind-address",))
+        if (port := flag_port(argv_of(c), *flags)) is not None
+    }
+    names = {cp.name for cp in ports}
+    return any(p.target in numbers or p.target in names for p in svc.ports)
 
 
 def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]:

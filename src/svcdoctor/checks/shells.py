@@ -4,9 +4,8 @@ SVD105 itself (``shell_parent``, which SVD101 asks too)."""
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from svcdoctor.checks._scripts import (
@@ -68,12 +67,30 @@ def branches_exec(script: Script) -> bool:
 
 
 def _branch_lasts(script: Script) -> list[SimpleCommand]:
-    """The last command of each branch of the script's blocks (before `else`, `fi`, …)."""
+    """The last command of each branch of the block the script ends in (before `else`,
+    `fi`, …, or a case branch's `;;`); an earlier block (a `for … done` that sources files)
+    is not one of its branches."""
+    commands = _final_block(script.commands)
+    closers = [c.words[0] in _BRANCH_ENDS if c.words else False for c in commands]
     return [
-        before
-        for before, closer in itertools.pairwise(script.commands)
-        if closer.words and closer.words[0] in _BRANCH_ENDS and before.program
+        c
+        for i, c in enumerate(commands)
+        if c.program and (c.after == ";;" or (i + 1 < len(commands) and closers[i + 1]))
     ]
+
+
+_OPENERS = frozenset({"if", "case", "for", "while", "until", "{", "("})
+
+
+def _final_block(commands: Sequence[SimpleCommand]) -> Sequence[SimpleCommand]:
+    """The commands from the opener of the block the script ends in to its end."""
+    depth = 0
+    for i in range(len(commands) - 1, -1, -1):
+        word = commands[i].words[0] if commands[i].words else ""
+        depth += (word in BLOCK_ENDS) - (word in _OPENERS)
+        if depth <= 0:
+            return commands[i:]
+    return commands
 
 
 def stays_parent(family: str | None, script: Script) -> bool:

@@ -253,6 +253,7 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     volumes = workload.template.volumes
     if socket := node_socket(container, volumes):
         return socket
+    read_only = workload.template.read_only_volumes
     scraper = alike and bool(_SCRAPER.search(image))
     remote = any(_STORE_ADDRESS.match(name) for name, _ in container.env)
     for m in container.mounts:
@@ -261,7 +262,7 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
             continue  # its replicas scrape alike, or its data is in the store it names
         if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
             return f"it writes to claim volume {m.volume!r} at {m.path}"
-        if source in INLINE_DISKS and not m.read_only:
+        if source in INLINE_DISKS and not m.read_only and m.volume not in read_only:
             return f"it writes to {source} volume {m.volume!r} at {m.path}"
         if (
             source in _LOCAL_VOLUMES

@@ -12,10 +12,10 @@ parent and of the directory, joined by ``-`` (``microservice-kubernetes-demo-apa
 from ``microservice-kubernetes-demo/apache/``, docker-build.sh in
 ewolff/microservice-kubernetes); failing that, an image of a user's repository whose tag is
 a word and a version names that word's directory (``nigelpoulton/k8sbook:shield-01`` built
-from ``web-app/shield/``); failing that, images named ``<project>-<folder>`` when two or more
-of the run follow that convention (``mushop-api`` from ``src/api/``); failing that, the only
-Dockerfile of the manifests' app folder (their folder or its parent) builds the only user
-image they run. Two candidates for one
+from ``web-app/shield/``); failing that, images named ``<project>-<folder>`` when three or
+more of the run, all of that prefix, follow that convention (``mushop-api`` from
+``src/api/``); failing that, the only Dockerfile of the manifests' app folder (their folder
+or its parent) builds the only user image they run. Two candidates for one
 name match neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
 (``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). The build context is
 taken to be the Dockerfile's directory, or the folder above it (up to three) where the files
@@ -77,10 +77,15 @@ class Builds:
     dockerfiles: tuple[Path, ...] = ()
     artifacts: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
 
+    @property
+    def any(self) -> bool:
+        return bool(self.dockerfiles or self.artifacts)
+
 
 _SKAFFOLD = frozenset({"skaffold.yaml", "skaffold.yml"})
-# Artifact builders other than Docker (https://skaffold.dev/docs/builders/): no Dockerfile
-_NOT_DOCKER = frozenset({"jib", "buildpacks", "bazel", "ko", "custom", "kaniko"})
+# Artifact builders that build no Dockerfile (https://skaffold.dev/docs/builders/); kaniko
+# builds one, named by its own `dockerfile` as docker's is
+_NOT_DOCKER = frozenset({"jib", "buildpacks", "bazel", "ko", "custom"})
 
 
 def find_builds(paths: Sequence[str]) -> Builds:
@@ -109,8 +114,8 @@ def skaffold_artifacts(config: Path) -> list[tuple[str, Path]]:
             if not isinstance(artifact, dict) or _NOT_DOCKER & artifact.keys():
                 continue
             image, context = artifact.get("image"), artifact.get("context", ".")
-            docker = artifact.get("docker")
-            name = docker.get("dockerfile", "Dockerfile") if isinstance(docker, dict) else None
+            builder = artifact.get("docker") or artifact.get("kaniko")
+            name = builder.get("dockerfile", "Dockerfile") if isinstance(builder, dict) else None
             dockerfile = config.parent / str(context) / str(name or "Dockerfile")
             if isinstance(image, str) and image and dockerfile.is_file():
                 out.append((image_name(image), dockerfile))
@@ -362,23 +367,34 @@ def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
 def _project_prefixed(
     by_name: Mapping[str, list[Path]], images: Iterable[str]
 ) -> dict[str, list[Path]]:
-    """Images named ``<project>-<folder>`` for a folder's Dockerfile, where two or more
-    images of the run share the project's prefix that way (oracle-quickstart/oci-cloudnative:
-    ``mushop-api``, ``mushop-carts``, … built from ``src/api/``, ``src/carts/``): a naming
-    convention, not one image whose name merely ends in a folder's (``kube-rbac-proxy``)."""
+    """Images named ``<project>-<folder>`` for a folder's Dockerfile, where three or more
+    images of the run, every one with that prefix, share it that way
+    (oracle-quickstart/oci-cloudnative: ``mushop-api``, ``mushop-carts``, … built from
+    ``src/api/``, ``src/carts/``): a naming convention, not one image whose name merely ends
+    in a folder's (``kube-rbac-proxy``)."""
     by_prefix: dict[str, dict[str, list[Path]]] = {}
+    named: dict[str, set[str]] = {}  # prefix → the image names that carry it
     for image in images:
         name = image_name(image)
         for i, char in enumerate(name):
-            if char == "-" and (found := by_name.get(name[i + 1 :])):
-                by_prefix.setdefault(name[:i], {})[image] = found
+            if char == "-":
+                named.setdefault(name[:i], set()).add(name)
+                if found := by_name.get(name[i + 1 :]):
+                    by_prefix.setdefault(name[:i], {})[image] = found
     out: dict[str, list[Path]] = {}
-    for matched in by_prefix.values():
+    for prefix, matched in by_prefix.items():
         names = {image_name(image): tuple(paths) for image, paths in matched.items()}
-        if len(names) > 1 and len(set(names.values())) == len(names):  # tags of one: one
+        convention = len(names) >= _CONVENTION and set(names) == named[prefix]
+        if convention and len(set(names.values())) == len(names):  # tags of one: one
             for image, paths in matched.items():
                 out.setdefault(image, paths)
     return out
+
+
+# Images that make a naming convention: each built from its own folder, every image of the
+# prefix among them (a third party's family, cert-manager-controller and -webhook beside
+# your controller/ and webhook/, has members without a folder: its cainjector)
+_CONVENTION = 3
 
 
 def _user_image(image: str) -> bool:

@@ -453,18 +453,20 @@ def _after_broken_document(
     return None
 
 
-_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'')
-
-
 def _quoted_only(lines: _Lines, first: int, last: int) -> bool:
-    """Whether every ``{{`` of lines ``first``..``last`` is inside a quoted scalar on its
-    line (Prometheus' alert templates: `message: '{{ $labels.pod }} …'`): valid YAML, so
-    not what broke the document."""
-    return not any(
-        "{{" in _QUOTED.sub("", lines.between(n, n))
-        for n in range(first, last + 1)
-        if "{{" in lines.between(n, n)
-    )
+    """Whether every ``{{`` of lines ``first``..``last`` is in a line that is valid YAML by
+    itself (a quoted scalar: Prometheus' alert templates, `message: '{{ $labels.pod }} …'`):
+    strings the parser read, so not what broke the document. Helm's `"{{ template "x" . }}"`
+    is not one."""
+    for n in range(first, last + 1):
+        text = lines.between(n, n)
+        if "{{" not in text:
+            continue
+        try:
+            yaml.safe_load(text.strip().removeprefix("- "))
+        except yaml.YAMLError:
+            return False
+    return True
 
 
 _KUBERNETES_WORDS = re.compile(r"\bapiVersion\b")

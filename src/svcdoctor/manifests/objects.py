@@ -96,7 +96,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         files=loaded.files,
         objects=loaded.documents,
         skipped=loaded.skipped,
-        images=match_images(loaded.builds, images) if loaded.builds.dockerfiles else {},
+        images=match_images(loaded.builds, images) if loaded.builds.any else {},
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )
 
@@ -295,6 +295,11 @@ def _pod_template(
     affinity = f.mapping(spec, "affinity", f"{path}.affinity")
     spread = bool(f.seq(spec, "topologySpreadConstraints", f"{path}.topologySpreadConstraints"))
     spread = spread or bool(affinity and affinity.get("podAntiAffinity"))
+    volumes = [
+        (name, v)
+        for p, v in f.maps(spec, "volumes", f"{path}.volumes")
+        if (name := f.text(v, "name", f"{p}.name"))
+    ]
     return PodTemplate(
         labels=f.labels(meta, "labels", "metadata.labels"),
         annotations=f.labels(meta, "annotations", "metadata.annotations"),
@@ -309,11 +314,12 @@ def _pod_template(
             else None
         ),
         spread=spread,
-        volumes={
-            name: next((str(k) for k in v if k != "name"), "")
-            for p, v in f.maps(spec, "volumes", f"{path}.volumes")
-            if (name := f.text(v, "name", f"{p}.name"))
-        },
+        volumes={name: next((str(k) for k in v if k != "name"), "") for name, v in volumes},
+        read_only_volumes=frozenset(
+            name
+            for name, v in volumes
+            if any(isinstance(src, YMap) and src.get("readOnly") is True for src in v.values())
+        ),
         share_process_namespace=f.get(
             spec, "shareProcessNamespace", f"{path}.shareProcessNamespace", bool, "a boolean"
         )

@@ -114,6 +114,7 @@ class PodTemplate:
     spread: bool = False  # topologySpreadConstraints or pod anti-affinity present
     # ``volumes``: name -> source (``emptyDir``, ``hostPath``, ``persistentVolumeClaim``…)
     volumes: dict[str, str] = field(default_factory=dict)
+    read_only_volumes: frozenset[str] = frozenset()  # sources with `readOnly: true` (a disk)
     share_process_namespace: bool = False  # the pause container is PID 1, not the app
     # why the pods keep their data in themselves by a config they mount (Dex's in-memory
     # storage in a ConfigMap, ``manifests.configs``); "" when no config says so
