@@ -35,6 +35,7 @@ from svcdoctor.lab.kernel import available as kernel_missing
 from svcdoctor.lab.kernel import namespaces_of_runs
 from svcdoctor.lab.scenarios import FIXED_PLAN, LB_LEG, LB_PLAN, SCENARIOS, Scenario
 from svcdoctor.model.scenario import LoadBalancerSpec
+from tests.lab.procs import runs_started_by
 
 HAPROXY_MISSING = available()
 DATAPATH = "userspace" if kernel_missing() else "kernel"
@@ -212,7 +213,7 @@ def test_ctrl_c_leaves_no_haproxy_behind(tmp_path: Path) -> None:
     end = time.monotonic() + 60
     ours: set[str] = set()
     while not ours and time.monotonic() < end and proc.poll() is None:
-        ours = set(job_processes().values()) - others
+        ours = runs_started_by(proc.pid) - others  # this run's, not a neighbour test's
         time.sleep(0.1)
     assert len(ours) == 1, "haproxy never started"
     time.sleep(1.0)  # haproxy serves, the pods start

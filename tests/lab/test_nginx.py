@@ -29,6 +29,7 @@ from svcdoctor.lab.kernel import namespaces_of_runs
 from svcdoctor.lab.nginx import UPSTREAMINFO, IngressSpec, Nginx, available, config
 from svcdoctor.lab.pod import NOBODY
 from svcdoctor.lab.scenarios import SCENARIOS
+from tests.lab.procs import runs_started_by
 
 NGINX_MISSING = available()
 DATAPATH = "userspace" if kernel_missing() else "kernel"
@@ -187,21 +188,6 @@ def test_the_fix_leaves_nginx_nothing_to_retry(
     assert "[error]" not in (bundle / "ingress-nginx" / "error.log").read_text()
 
 
-def _descends(pid: int, ancestor: int) -> bool:
-    """Whether process ``pid`` is ``ancestor`` or one of its descendants (by /proc's ppid)."""
-    for _ in range(64):
-        if pid == ancestor:
-            return True
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
-        if pid <= 1:
-            return False
-    return False
-
-
 def _stderr(proc: subprocess.Popen[bytes]) -> str:
     """What an exited run wrote to stderr (nothing while it runs)."""
     if proc.poll() is None or proc.stderr is None:
@@ -234,7 +220,7 @@ def test_ctrl_c_leaves_no_nginx_behind(tmp_path: Path) -> None:
     ours: set[str] = set()
     while not ours and time.monotonic() < end and proc.poll() is None:
         # this run's: another test's lab may start a run meanwhile (the xdist groups)
-        ours = {r for pid, r in job_processes().items() if _descends(pid, proc.pid)} - others
+        ours = runs_started_by(proc.pid) - others
         time.sleep(0.1)
     assert len(ours) == 1, "nginx never started"
     time.sleep(1.0)  # nginx serves, the pods start
