@@ -114,10 +114,18 @@ _OTHER_PORTS = {
     6379: "Redis",
     11211: "memcached",
     27017: "MongoDB",
+    # the servers' own defaults: Kafka's listener (listeners=PLAINTEXT://:9092,
+    # https://kafka.apache.org/documentation/#brokerconfigs_listeners), ZooKeeper's
+    # clientPort (https://zookeeper.apache.org/doc/current/zookeeperAdmin.html), Cassandra's
+    # native transport (cassandra.yaml native_transport_port)
+    9092: "Kafka",
+    2181: "ZooKeeper",
+    9042: "Cassandra",
 }
 # Images that speak one protocol that is not HTTP on every port (their Docker Hub pages:
 # https://hub.docker.com/_/redis, _/postgres, _/mysql, _/mariadb, _/mongo, _/memcached,
-# https://hub.docker.com/r/valkey/valkey, bitnami/openldap, osixia/openldap), by the last
+# https://hub.docker.com/r/valkey/valkey, bitnami/openldap, osixia/openldap; Kafka's broker
+# images, https://hub.docker.com/r/apache/kafka, _/zookeeper, _/cassandra), by the last
 # segment of the image name.
 _OTHER_IMAGES = {
     "redis": "Redis",
@@ -132,6 +140,10 @@ _OTHER_IMAGES = {
     "mongodb": "MongoDB",
     "memcached": "memcached",
     "openldap": "LDAP",
+    "kafka": "Kafka",
+    "cp-kafka": "Kafka",
+    "zookeeper": "ZooKeeper",
+    "cassandra": "Cassandra",
 }
 # Images that serve plain HTTP as shipped (nginx and httpd on 80: https://hub.docker.com/_/nginx,
 # https://hub.docker.com/_/httpd; kennethreitz/httpbin, mccutchen/go-httpbin,

@@ -102,14 +102,15 @@ def stock_port(container: Container) -> int | None:
 # - https://github.com/sjiveson/nfs-server-alpine (itsthenetwork/nfs-server-alpine, used by
 #   deploy/example/nfs-provisioner/nfs-server.yaml in kubernetes-csi/csi-driver-nfs)
 # - Kubernetes' e2e NFS server, test/images/volume/nfs in kubernetes/kubernetes
-#   (k8s.gcr.io/volume-nfs, gcr.io/google_containers/volume-nfs)
+#   (k8s.gcr.io/volume-nfs, gcr.io/google_containers/volume-nfs); cpuguy83/nfs-server and
+#   erichough/nfs-server (their READMEs: kernel nfsd exporting the container's paths)
 # - Samba: https://github.com/dperson/samba, https://github.com/ServerContainers/samba, and
 #   andyzhangx/samba (deploy/example/smb-provisioner/smb-server.yaml in
 #   kubernetes-csi/csi-driver-smb)
 _KERNEL_MOUNTED = re.compile(
     r"(^|/)(sig-storage/nfs-provisioner|kubernetes_incubator/nfs-provisioner|"
     r"itsthenetwork/nfs-server-alpine|volume-nfs|dperson/samba|servercontainers/samba|"
-    r"andyzhangx/samba)(:|@|$)",
+    r"andyzhangx/samba|cpuguy83/nfs-server|erichough/nfs-server)(:|@|$)",
     re.IGNORECASE,
 )
 
@@ -334,8 +335,12 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
 # controller (`--register-webhook` true and `--webhook-failure-policy-fail` false by
 # default: vertical-pod-autoscaler/pkg/admission-controller/config.go and docs/flags.md in
 # kubernetes/autoscaler); Kubeflow Pipelines' cache server, whose cache-deployer applies
-# backend/src/cache/deployer/cache-webhook-config.v1.yaml.template (kubeflow/pipelines).
-_SELF_REGISTERED = re.compile(r"(^|/)(vpa-admission-controller|kfp-cache-server)(:|@|$)")
+# backend/src/cache/deployer/cache-webhook-config.v1.yaml.template (kubeflow/pipelines);
+# YuniKorn's admission controller (failurePolicy Ignore in pkg/admission/webhook_manager.go
+# of apache/yunikorn-k8shim).
+_SELF_REGISTERED = re.compile(
+    r"(^|/)(vpa-admission-controller|kfp-cache-server)(:|@|$)|(^|/)apache/yunikorn:admission"
+)
 
 
 def _registers_ignored(w: Workload) -> bool:

@@ -366,9 +366,11 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     An availability note (info, no replicas fix) instead of the warning when a second
     replica would not be a second backend: a backend with local state (a known
     single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
-    rsyslog sinks, Graphite, emojivoto's voting service, Keycloak `start-dev`, Vault's dev
-    server (its image's default), Argo CD's Dex, the Docker registry on its default
-    filesystem storage; a writable claim
+    rsyslog sinks, Graphite, emojivoto's voting service, confluent-local, NFS and SMB file
+    servers, a standalone Locust, Keycloak `start-dev`, Vault's dev server (its image's
+    default), Argo CD's Dex, the Docker registry on its default filesystem storage; a
+    controller without leader election: MetalLB's, Zalando's postgres-operator, YuniKorn's
+    scheduler; a writable claim
     (`persistentVolumeClaim`)
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a
     ReadWriteOnce claim attaches to one node only, and a path that says data (`/run/…/data`)

@@ -229,6 +229,11 @@ _OPERATOR_KEY_PREFIXES = (
 )
 _OPERATOR_PAIRS = frozenset(
     {("application", "spilo")}
+    # the role a high-availability app labels its current primary with at run time:
+    # Patroni's `role` label, master/replica (primary since 4.0: kubernetes.role_label in
+    # https://patroni.readthedocs.io/en/latest/yaml_configuration.html#kubernetes),
+    # zalando/patroni kubernetes/patroni_k8s.yaml's `patronidemo` Service
+    | {("role", r) for r in ("master", "primary", "replica", "leader", "standby")}
     # static pods of the control plane, made by the kubelet from /etc/kubernetes/manifests
     | {("component", c) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
     | {("component", "etcd"), ("tier", "control-plane")}
@@ -264,7 +269,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     template (LeaderWorkerSet, Knative Service, training jobs), and custom resources whose
     operator makes the pods (a resource named like a selector value, or labelled with the
     selector). Selectors on labels that operators put on their pods (`cnpg.io/*`,
-    `spilo-role`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a `managed-by` operator, …) are not
+    `spilo-role`, Patroni's `role: master`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a
+    `managed-by` operator, …) are not
     checked: the operator is not in the files. An Argo Rollout of a Deployment's template
     (`workloadRef`) makes pods with its selector's labels, and one with a canary step
     experiment (`steps[].experiment.templates[].metadata.labels`) pods with those labels;

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from svcdoctor.checks._serving import argv_of
+from svcdoctor.checks._serving import argv_of, kernel_mounted
 from svcdoctor.model import Container, Mount, Workload
 
 # Images of data stores and brokers: a second replica is a second, separate store (or needs
@@ -108,12 +108,22 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 #   is its predecessor)
 # - emojivoto's voting service counts the votes in the process (an in-memory poll:
 #   emojivoto-voting-svc/api in BuoyantIO/emojivoto)
+# - confluent-local is a one-node Kafka for development, its log on the container's disk
+#   (https://hub.docker.com/r/confluentinc/confluent-local)
+# - an NFS or SMB server exports its own files (``kernel_mounted``): a second one serves others
+# - YuniKorn's scheduler runs without leader election (apache/yunikorn-k8shim
+#   deployments/scheduler: one replica; no leaderelection in pkg/): two would be two schedulers
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
-    r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc)"
-    r"(:|@|$)"
+    r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
+    r"confluentinc/confluent-local)(:|@|$)"
 )
-_UNELECTED_CONTROLLER = re.compile(r"(^|/)(metallb/controller|zalando/postgres-operator)(:|@|$)")
+_UNELECTED_CONTROLLER = re.compile(
+    r"(^|/)(metallb/controller|zalando/postgres-operator)(:|@|$)|(^|/)apache/yunikorn:scheduler"
+)
+# Locust without --master or --worker is one standalone load test: a second one doubles the
+# load and keeps statistics of its own (https://docs.locust.io/en/stable/running-distributed.html)
+_LOCUST = re.compile(r"(^|/)locustio/locust(:|@|$)")
 # Alertmanager keeps silences and its notification log in the process and its data
 # directory; replicas share them only as a cluster (`--cluster.peer`), and Prometheus must
 # send every alert to each, not through one Service address:
@@ -236,7 +246,11 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
         return f"image {image} keeps its data in the one process or its local files"
     if _UNELECTED_CONTROLLER.search(image):
         return f"image {image} is a controller without leader election, its state in the process"
+    if kernel_mounted(container):
+        return f"image {image} is a file server exporting its own files"
     argv = argv_of(container)
+    if _LOCUST.search(image) and not {"--master", "--worker"} & set(argv):
+        return "a standalone Locust runs the whole load test in the one process"
     if _KEYCLOAK.search(image) and "start-dev" in argv:
         return "Keycloak in start-dev mode keeps an embedded database"
     if "rundex" in argv:

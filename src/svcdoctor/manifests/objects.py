@@ -436,10 +436,21 @@ def sleep_in(command: Sequence[str]) -> float | None:
         script = " ".join(words[words.index("-c") + 1 :])
     else:
         script = shlex.join(words)
+    plain = script.replace("'", " ").replace('"', " ")
+    first_sleep = _SLEEP.search(plain)
+    kill = _KILLS_PID1.search(plain)
+    if kill and (first_sleep is None or kill.start() < first_sleep.start()):
+        return None  # it stops the app first: what it waits for after is the app's exit
     total = 0.0
-    for number, unit in _SLEEP.findall(script.replace("'", " ").replace('"', " ")):
+    for number, unit in _SLEEP.findall(plain):
         total += parse_duration(number + (unit or "s"), SLEEP)
     return total if total else None
+
+
+# A hook that signals PID 1 (`kill -s TERM 1; while kill -0 1; do sleep 1; done`: Yolean's
+# kubernetes-kafka zookeeper and kafka preStop) stops the app at once; its loop only waits
+# for the exit. `kill -0` tests, it does not signal.
+_KILLS_PID1 = re.compile(r"(?:^|[\s;&|(])kill\s+(?!-0\b)(?:-s\s+\w+\s+|-\w+\s+)?1(?=$|[\s;&|)])")
 
 
 def _service(f: Fields) -> Service:
