@@ -366,6 +366,8 @@ def test_a_drain_too_short_is_reported_once() -> None:
         ("registry.k8s.io/ingress-nginx/controller:v1", ("--shutdown-grace-period=x",), None),
         ("docker.io/istio/proxyv2:1.28.0", ("proxy", "router"), 5.0),
         ("hjacobs/kube-ops-view:20.4.0", (), 10.0),
+        ("us-docker.pkg.dev/agones-images/release/agones-extensions:1.57.0", (), None),
+        ("agones-allocator:1.57.0", ("--readiness-shutdown-duration=18s",), 18.0),
         ("traefik:v3.3", (), None),
         ("example/api:1", (), None),
     ],
@@ -410,3 +412,17 @@ def test_go_bool_flags_read_as_strconv_parse_bool(
     argv: list[str], default: bool, expected: bool
 ) -> None:
     assert go_bool(argv, "webhook-failure-policy-fail", default) is expected
+
+
+def test_a_known_drain_set_by_an_environment_variable() -> None:
+    """Agones' extensions and allocator read READINESS_SHUTDOWN_DURATION (viper.BindEnv in
+    cmd/extensions/main.go of googleforgames/agones); a flag wins over it."""
+    image = "us-docker.pkg.dev/agones-images/release/agones-extensions:1.57.0"
+    env = {"READINESS_SHUTDOWN_DURATION": "18s"}
+    drain = Settings().drain_of("Deployment", "agones-extensions", image, (), env=env)
+    assert drain is not None
+    assert drain.seconds == 18.0
+    flag = ("--readiness-shutdown-duration=3s",)
+    drain = Settings().drain_of("Deployment", "agones-extensions", image, flag, env=env)
+    assert drain is not None
+    assert drain.seconds == 3.0

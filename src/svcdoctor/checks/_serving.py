@@ -489,7 +489,12 @@ def container_drain(settings: Settings, workload: Workload, container: Container
     """How long the container's app keeps serving after SIGTERM (``Settings.drain_of``)."""
     argv = (*container.command, *container.args)
     return settings.drain_of(
-        workload.ref.kind, workload.ref.name, container.image, argv, container.config_drain
+        workload.ref.kind,
+        workload.ref.name,
+        container.image,
+        argv,
+        container.config_drain,
+        dict(container.env),
     )
 
 

@@ -35,6 +35,7 @@ class KnownDrain:
     flag: str | None = None
     off: tuple[str, str] | None = None
     quiet: bool = False
+    env: str | None = None  # an environment variable that sets the seconds, as ``flag``
 
 
 KNOWN_DRAINS: tuple[KnownDrain, ...] = (
@@ -161,6 +162,19 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "https://github.com/hjacobs/kube-ops-view/blob/master/kube_ops_view/main.py",
         "fails /health at SIGTERM and keeps serving 10 s before it exits (exit_gracefully and "
         "shutdown in kube_ops_view/main.py)",
+    ),
+    *(
+        KnownDrain(
+            image,
+            0,
+            "https://github.com/googleforgames/agones/blob/main/cmd/extensions/main.go",
+            "fails its readiness at SIGTERM and keeps serving --readiness-shutdown-duration "
+            "(READINESS_SHUTDOWN_DURATION), default 0, before it closes (cmd/extensions and "
+            "cmd/allocator main.go)",
+            flag="--readiness-shutdown-duration",
+            env="READINESS_SHUTDOWN_DURATION",
+        )
+        for image in ("*agones-extensions*", "*agones-allocator*")
     ),
     KnownDrain(
         "*ingress-nginx/controller*",

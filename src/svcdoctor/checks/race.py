@@ -96,7 +96,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     drain by themselves, read from their code (Knative webhooks, activator and Eventing
     servers 45 s, skipper 45 s, Istio's proxy 5 s, the KEDA HTTP add-on's interceptor 5 s,
     podinfo 3 s, Argo's rollouts-demo 10 s, kube-ops-view 10 s, ingress-nginx with
-    `--shutdown-grace-period`; see the configuration docs), and the drain a mounted
+    `--shutdown-grace-period`, Agones' extensions and allocator with
+    `READINESS_SHUTDOWN_DURATION`; see the configuration docs), and the drain a mounted
     configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the
     Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
     any other app keeps serving after SIGTERM cannot be seen in a manifest: the message

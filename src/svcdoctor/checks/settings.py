@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -99,16 +99,21 @@ class Drain:
     quiet: bool = False
 
 
-def known_drain(image: str, argv: Sequence[str] = ()) -> Drain | None:
+def known_drain(
+    image: str, argv: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> Drain | None:
     """The drain of a well-known app (``checks.drains.KNOWN_DRAINS``) with the container's
-    arguments applied (a flag that sets the seconds, one that turns the drain off);
-    ``None`` when the image is none of them or its drain is 0 s."""
+    arguments and environment applied (a flag or variable that sets the seconds, a flag
+    that turns the drain off); ``None`` when the image is none of them or its drain is 0 s."""
     known = known_app(image)
     if known is not None:
         if known.off is not None and flag_value(argv, known.off[0]) == known.off[1]:
             return None
         seconds = float(known.seconds)
-        if known.flag is not None and (value := flag_value(argv, known.flag)) is not None:
+        value = flag_value(argv, known.flag) if known.flag is not None else None
+        if value is None and known.env is not None:
+            value = (env or {}).get(known.env)
+        if value is not None:
             try:
                 seconds = parse_duration(value)
             except DurationError:
@@ -200,6 +205,7 @@ class Settings:
         image: str,
         argv: Sequence[str] = (),
         config: tuple[float, str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Drain | None:
         """How long this container's app keeps serving after SIGTERM: the ``drains`` entry
         that matches it, else what its mounted configuration sets (``config``:
@@ -210,5 +216,5 @@ class Settings:
         if pattern is None and config is not None:
             return Drain(config[1], config[0], config[2])
         if pattern is None:
-            return known_drain(image, argv)
+            return known_drain(image, argv, env)
         return Drain(pattern, self.drain_seconds.get(pattern))

@@ -226,7 +226,8 @@ def remedy_patches(
         sleep = c.prestop.sleep_seconds if c.prestop else None
         # lint's `drains`: the seconds an app keeps serving after SIGTERM shorten its preStop;
         # an untold drain is not trusted here, the failures measured say it is too short
-        drain = s.checks.drain_of(w.ref.kind, w.ref.name, c.image, (*c.command, *c.args))
+        argv = (*c.command, *c.args)
+        drain = s.checks.drain_of(w.ref.kind, w.ref.name, c.image, argv, env=dict(c.env))
         drained = drain.seconds if drain and drain.seconds is not None else 0.0
         plan = remedy.plan_shutdown(
             replace(
