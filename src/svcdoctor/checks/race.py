@@ -228,8 +228,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             hint = _drains_hint(w, c)
         else:
             stops = (
-                "unless its app keeps serving after SIGTERM by itself, which the manifest "
-                "does not show, it stops serving while nodes still route to it"
+                "unless its app keeps serving after SIGTERM by itself or ignores it, which "
+                "the manifest does not show, it stops serving while nodes still route to it"
             )
             hint = _drains_hint(w, c)
         if plan.window_hop:
