@@ -430,3 +430,29 @@ def test_an_autoscaler_goes_where_its_workload_went(tmp_path: Path) -> None:
     inventory = build_inventory(load([str(tmp_path)]))
     assert [a.ref.namespace for a in inventory.autoscalers] == ["vault"]
     assert ("SVD204", "injector-svc") not in _rules([str(tmp_path)])
+
+
+def test_a_kustomization_moves_its_webhooks_services_with_them(tmp_path: Path) -> None:
+    """kustomize's namespace transformer sets `webhooks/clientConfig/service/namespace` too
+    (intel/intel-device-plugins-for-kubernetes deployments/*_admissionwebhook: the Ignore
+    webhook still calls its Service once both moved to the overlay's namespace)."""
+    webhook = (
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\n"
+        "metadata: {name: hook}\nwebhooks:\n- name: hook.example.com\n"
+        "  failurePolicy: Ignore\n  sideEffects: None\n  admissionReviewVersions: [v1]\n"
+        "  clientConfig: {service: {name: injector-svc, namespace: vault, port: 443}}\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "base/app.yaml": INJECTOR,
+            "base/svc.yaml": INJECTOR_SVC,
+            "base/hook.yaml": webhook,
+            "base/kustomization.yaml": "resources: [app.yaml, svc.yaml, hook.yaml]\n",
+            "overlay/kustomization.yaml": "namespace: demo-system\nresources: [../base]\n",
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    (hook,) = [r for r in inventory.resources if r.webhooks]
+    assert [ns for ns, *_ in hook.webhooks] == ["demo-system"]
+    assert not [r for r, _ in _rules([str(tmp_path)]) if r in ("SVD101", "SVD204")]

@@ -232,7 +232,7 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
         if path not in covering:
             covering[path] = _covering(built.kustomizations, path)
         found = covering[path]
-        placed = _placed(o, _namespace(built, o, found))
+        placed = _webhooks_moved(built, _placed(o, _namespace(built, o, found)), found)
         out.append(_built(placed, [built.kustomizations[i] for i in found]) if found else placed)
     return out
 
@@ -259,18 +259,38 @@ def _namespace(
         return ""
     if not found:
         return folder_namespace(built.folders, o, _path(o) or "")
-    ks = built.kustomizations
-    setting = [i for i in found if ks[i].namespace]
-    outer = [
-        i for i in setting if not any(_covers(ks[j].scope, ks[i].home) for j in setting if j != i)
-    ]
-    if outer:  # two overlays of one base: the fullest build's (then by folder name), so
-        # the base's objects and what each overlay adds stay together in one namespace
-        return ks[max(outer, key=lambda i: (len(ks[i].scope), ks[i].home))].namespace
+    if set_to := _set_by(built.kustomizations, found):
+        return set_to
     if not o.ref.namespace:
         implied = {built.implied[i] for i in found if i in built.implied}
         return implied.pop() if len(implied) == 1 else ""
     return ""
+
+
+def _set_by(ks: Sequence[KustomizeLabels], found: list[int]) -> str:
+    """The namespace the kustomizations ``found`` set ("" for none): the outermost's; of two
+    overlays of one base, the fullest build's (then by folder name), so the base's objects
+    and what each overlay adds stay together in one namespace."""
+    setting = [i for i in found if ks[i].namespace]
+    outer = [
+        i for i in setting if not any(_covers(ks[j].scope, ks[i].home) for j in setting if j != i)
+    ]
+    return ks[max(outer, key=lambda i: (len(ks[i].scope), ks[i].home))].namespace if outer else ""
+
+
+def _webhooks_moved(built: Build, o: T, found: list[int]) -> T:
+    """A webhook configuration with its Services' namespaces set to the one its
+    kustomizations set: kustomize's namespace transformer writes
+    `webhooks/clientConfig/service/namespace` where present (its built-in field specs,
+    api/konfig/builtinpluginconsts in kubernetes-sigs/kustomize)."""
+    if not isinstance(o, Resource) or not o.webhooks or not found:
+        return o
+    if not (set_to := _set_by(built.kustomizations, found)):
+        return o
+    moved = tuple(
+        (set_to if ns else ns, name, policy, port) for ns, name, policy, port in o.webhooks
+    )
+    return replace(o, webhooks=moved)
 
 
 def _built(o: T, found: list[KustomizeLabels]) -> T:
