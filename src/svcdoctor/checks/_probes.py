@@ -125,7 +125,8 @@ _OTHER_PORTS = {
 # Images that speak one protocol that is not HTTP on every port (their Docker Hub pages:
 # https://hub.docker.com/_/redis, _/postgres, _/mysql, _/mariadb, _/mongo, _/memcached,
 # https://hub.docker.com/r/valkey/valkey, bitnami/openldap, osixia/openldap; Kafka's broker
-# images, https://hub.docker.com/r/apache/kafka, _/zookeeper, _/cassandra), by the last
+# images, https://hub.docker.com/r/apache/kafka, _/cassandra; not ZooKeeper's, whose AdminServer
+# serves HTTP on 8080), by the last
 # segment of the image name.
 _OTHER_IMAGES = {
     "redis": "Redis",
@@ -142,7 +143,6 @@ _OTHER_IMAGES = {
     "openldap": "LDAP",
     "kafka": "Kafka",
     "cp-kafka": "Kafka",
-    "zookeeper": "ZooKeeper",
     "cassandra": "Cassandra",
 }
 # Images that serve plain HTTP as shipped (nginx and httpd on 80: https://hub.docker.com/_/nginx,

@@ -229,11 +229,6 @@ _OPERATOR_KEY_PREFIXES = (
 )
 _OPERATOR_PAIRS = frozenset(
     {("application", "spilo")}
-    # the role a high-availability app labels its current primary with at run time:
-    # Patroni's `role` label, master/replica (primary since 4.0: kubernetes.role_label in
-    # https://patroni.readthedocs.io/en/latest/yaml_configuration.html#kubernetes),
-    # zalando/patroni kubernetes/patroni_k8s.yaml's `patronidemo` Service
-    | {("role", r) for r in ("master", "primary", "replica", "leader", "standby")}
     # static pods of the control plane, made by the kubelet from /etc/kubernetes/manifests
     | {("component", c) for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")}
     | {("component", "etcd"), ("tier", "control-plane")}
@@ -269,7 +264,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     template (LeaderWorkerSet, Knative Service, training jobs), and custom resources whose
     operator makes the pods (a resource named like a selector value, or labelled with the
     selector). Selectors on labels that operators put on their pods (`cnpg.io/*`,
-    `spilo-role`, Patroni's `role: master`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a
+    `spilo-role`, Patroni's `role` beside its `cluster-name`, `strimzi.io/*`,
+    `*.k8s.elastic.co/*`, a
     `managed-by` operator, …) are not
     checked: the operator is not in the files. An Argo Rollout of a Deployment's template
     (`workloadRef`) makes pods with its selector's labels, and one with a canary step
@@ -389,8 +385,19 @@ def _parts(folder: str) -> tuple[str, ...]:
     return PurePath(folder).parts
 
 
+# The role Patroni labels its current primary with at run time, beside its own labels
+# (`role` master/replica, primary since 4.0; `application`, `cluster-name`: kubernetes.*_label
+# in https://patroni.readthedocs.io/en/latest/yaml_configuration.html#kubernetes;
+# zalando/patroni kubernetes/patroni_k8s.yaml's `patronidemo` Service). Alone, `role` is an
+# app's own label (the guestbook's `role: leader`).
+_PATRONI_ROLES = frozenset({"master", "primary", "replica", "standby_leader"})
+
+
 def _operator_selector(selector: dict[str, str]) -> bool:
     """The selector names labels that an operator (not in the files) puts on its pods."""
+    patroni = "cluster-name" in selector and "application" in selector
+    if patroni and selector.get("role") in _PATRONI_ROLES:
+        return True
     for key, value in selector.items():
         if (key, value) in _OPERATOR_PAIRS:
             return True

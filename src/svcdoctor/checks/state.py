@@ -124,6 +124,19 @@ _UNELECTED_CONTROLLER = re.compile(
 # Locust without --master or --worker is one standalone load test: a second one doubles the
 # load and keeps statistics of its own (https://docs.locust.io/en/stable/running-distributed.html)
 _LOCUST = re.compile(r"(^|/)locustio/locust(:|@|$)")
+_LOCUST_MODES = ("--master", "--worker")
+_LOCUST_MODE_ENV = ("LOCUST_MODE_MASTER", "LOCUST_MODE_WORKER")  # the flags' variables
+
+
+def _locust_distributed(argv: list[str], env: dict[str, str]) -> bool:
+    """Whether Locust runs as a master or a worker (a flag, in a ``sh -c`` script too, or
+    its environment variable)."""
+    words = " ".join(argv).split()
+    return any(m in words for m in _LOCUST_MODES) or any(
+        env.get(name, "").lower() in ("true", "1") for name in _LOCUST_MODE_ENV
+    )
+
+
 # Alertmanager keeps silences and its notification log in the process and its data
 # directory; replicas share them only as a cluster (`--cluster.peer`), and Prometheus must
 # send every alert to each, not through one Service address:
@@ -249,7 +262,7 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     if kernel_mounted(container):
         return f"image {image} is a file server exporting its own files"
     argv = argv_of(container)
-    if _LOCUST.search(image) and not {"--master", "--worker"} & set(argv):
+    if _LOCUST.search(image) and not _locust_distributed(argv, dict(container.env)):
         return "a standalone Locust runs the whole load test in the one process"
     if _KEYCLOAK.search(image) and "start-dev" in argv:
         return "Keycloak in start-dev mode keeps an embedded database"

@@ -437,9 +437,9 @@ def sleep_in(command: Sequence[str]) -> float | None:
     else:
         script = shlex.join(words)
     plain = script.replace("'", " ").replace('"', " ")
-    first_sleep = _SLEEP.search(plain)
+    waits = [m for m in _SLEEP.finditer(plain) if float(m.group(1))]
     kill = _KILLS_PID1.search(plain)
-    if kill and (first_sleep is None or kill.start() < first_sleep.start()):
+    if kill and (not waits or kill.start() < waits[0].start()):
         return None  # it stops the app first: what it waits for after is the app's exit
     total = 0.0
     for number, unit in _SLEEP.findall(plain):
@@ -449,8 +449,12 @@ def sleep_in(command: Sequence[str]) -> float | None:
 
 # A hook that signals PID 1 (`kill -s TERM 1; while kill -0 1; do sleep 1; done`: Yolean's
 # kubernetes-kafka zookeeper and kafka preStop) stops the app at once; its loop only waits
-# for the exit. `kill -0` tests, it does not signal.
-_KILLS_PID1 = re.compile(r"(?:^|[\s;&|(])kill\s+(?!-0\b)(?:-s\s+\w+\s+|-\w+\s+)?1(?=$|[\s;&|)])")
+# for the exit. Only a stop signal counts (none given is TERM); `kill -0` tests, and HUP or
+# USR1 usually ask for a reload.
+_KILLS_PID1 = re.compile(
+    r"(?:^|[\s;&|(])kill\s+(?:-s\s+(?:SIG)?(?:TERM|KILL|INT|QUIT)\s+"
+    r"|-(?:SIG)?(?:TERM|KILL|INT|QUIT|9|15|2|3)\s+)?(?:--\s+)?1(?=$|[\s;&|)])"
+)
 
 
 def _service(f: Fields) -> Service:
