@@ -185,6 +185,16 @@ spec:
 """
 
 
+def _assert_injector_meets_its_service_in_vault(root: Path) -> None:
+    """The namespace-less injector Deployment is placed in `vault` beside its Service: the
+    Service selects it (no SVD207) and its serving checks run (SVD101)."""
+    found = _rules([str(root)])
+    assert ("SVD207", "injector-svc") not in found
+    assert ("SVD101", "injector") in found
+    inventory = build_inventory(load([str(root)]))
+    assert [w.ref.namespace for w in inventory.workloads] == ["vault"]
+
+
 def test_a_namespace_less_workload_joins_the_namespace_its_kustomization_names(
     tmp_path: Path,
 ) -> None:
@@ -195,11 +205,7 @@ def test_a_namespace_less_workload_joins_the_namespace_its_kustomization_names(
     _write(tmp_path, {"d/service.yaml": INJECTOR_SVC})
     (tmp_path / "e/service.yaml").unlink()
     (tmp_path / "d/kustomization.yaml").write_text("resources: [deployment.yaml, service.yaml]\n")
-    found = _rules([str(tmp_path)])
-    assert ("SVD207", "injector-svc") not in found
-    assert ("SVD101", "injector") in found
-    inventory = build_inventory(load([str(tmp_path)]))
-    assert [w.ref.namespace for w in inventory.workloads] == ["vault"]
+    _assert_injector_meets_its_service_in_vault(tmp_path)
     # two namespaces named in one kustomization: where the workload goes is not known
     other = INJECTOR_SVC.replace("injector-svc", "other").replace("vault", "elsewhere")
     (tmp_path / "d/other.yaml").write_text(other)
@@ -216,11 +222,7 @@ def test_a_namespace_less_object_joins_the_one_namespace_its_folder_names(
     the Service none; `kubectl apply -n tutorial -f keycloak/` puts them together (judge39
     class D). A folder naming two namespaces leaves it where it is."""
     _write(tmp_path, {"d/deployment.yaml": INJECTOR, "d/service.yaml": INJECTOR_SVC})
-    found = _rules([str(tmp_path)])
-    assert ("SVD207", "injector-svc") not in found
-    assert ("SVD101", "injector") in found
-    inventory = build_inventory(load([str(tmp_path)]))
-    assert [w.ref.namespace for w in inventory.workloads] == ["vault"]
+    _assert_injector_meets_its_service_in_vault(tmp_path)
     other = INJECTOR_SVC.replace("injector-svc", "other").replace("vault", "elsewhere")
     (tmp_path / "d/other.yaml").write_text(other)
     assert ("SVD207", "injector-svc") in _rules([str(tmp_path)])
