@@ -197,3 +197,82 @@ def test_a_project_prefix_three_images_share_names_their_folders(tmp_path: Path)
     assert not match_images(builds, dict.fromkeys([*images, "reg.example/ateam/mushop-x:1"], ()))
     family = [f"quay.io/jetstack/cert-manager-{d}:v1" for d in ("controller", "webhook")]
     assert not match_images(builds, dict.fromkeys(family, ()))
+
+
+BUILD_SCRIPT = """\
+#!/bin/bash
+registry=$1
+docker buildx build --platform ${PLATFORMS} -t "${registry}shop-base" \\
+  ../utilities/shop.dockerbase/ --push
+docker build -t "${registry}shop-web" \\
+  ../services/shop.web/
+docker build -t "$IMAGE" ../services/shop.web/
+"""
+
+
+def test_a_build_script_names_images_and_a_base_image_s_command_is_inherited(
+    tmp_path: Path,
+) -> None:
+    """DescartesResearch/TeaStore: tools/build_docker.sh builds ``${registry}teastore-base``
+    and each service from folders whose names the images do not carry; a service's
+    Dockerfile has no CMD of its own and runs the base's (built here too). A tag that is only
+    a variable names nothing."""
+    base = tmp_path / "utilities" / "shop.dockerbase"
+    web = tmp_path / "services" / "shop.web"
+    for folder in (base, web, tmp_path / "tools"):
+        folder.mkdir(parents=True)
+    (base / "Dockerfile").write_text("FROM tomcat:10\nCMD java -version; catalina.sh run\n")
+    (web / "Dockerfile").write_text("FROM acme/shop-base:latest\nCOPY web.war /webapps/\n")
+    (tmp_path / "tools" / "build_docker.sh").write_text(BUILD_SCRIPT)
+    builds = find_builds([str(tmp_path)])
+    assert {
+        k: [p.relative_to(tmp_path).as_posix() for p in v] for k, v in builds.artifacts.items()
+    } == {
+        "shop-base": ["tools/../utilities/shop.dockerbase/Dockerfile"],
+        "shop-web": ["tools/../services/shop.web/Dockerfile"],
+    }
+    found = match_images(builds, dict.fromkeys(["acme/shop-web:1"], ()))
+    assert found["acme/shop-web:1"].dockerfile.endswith("shop.dockerbase/Dockerfile")
+    assert found["acme/shop-web:1"].cmd[-1].startswith("java -version")
+
+
+@pytest.mark.parametrize(
+    ("folder", "image", "linked"),
+    [
+        ("sa-logic", "rinormaloku/sentiment-analysis-logic", True),  # initials
+        ("sa-webapp", "rinormaloku/sentiment-analysis-web-app", True),
+        ("tools.descartes.teastore.webui", "descartesresearch/teastore-webui", True),  # last words
+        ("sa-logic", "rinormaloku/logic", False),
+        ("webui", "descartesresearch/teastore-webui", False),
+        ("xy-logic", "rinormaloku/sentiment-analysis-logic", False),
+    ],
+)
+def test_a_folder_spelling_the_image_s_name_otherwise_builds_it(
+    tmp_path: Path, folder: str, image: str, linked: bool
+) -> None:
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "Dockerfile").write_text('FROM python:3.12\nCMD ["python3", "a.py"]\n')
+    assert bool(match_images(find_builds([str(tmp_path)]), {image: ()})) is linked
+
+
+def test_a_dockerfile_named_for_a_word_of_the_image_in_its_app_folder(tmp_path: Path) -> None:
+    """smallstep/autocert examples/hello-mtls/node: ``Dockerfile.server`` and
+    ``Dockerfile.client`` beside the manifests of ``hello-mtls-server-node`` and
+    ``hello-mtls-client-node``; ``ADD server.js /src`` copies into the directory made before."""
+    node = tmp_path / "node"
+    node.mkdir()
+    for role in ("server", "client"):
+        (node / f"Dockerfile.{role}").write_text(
+            f"FROM node:lts-alpine\nRUN mkdir /src\nADD {role}.js /src\n"
+            f'CMD ["node", "/src/{role}.js"]\n'
+        )
+        (node / f"{role}.js").write_text("require('http')\n")
+    manifests = {
+        f"hello-mtls-{r}-node:latest": [str(node / f"{r}.yaml")] for r in ("server", "client")
+    }
+    found = match_images(find_builds([str(tmp_path)]), manifests)
+    assert {i: f.dockerfile.rsplit("/", 1)[-1] for i, f in found.items()} == {
+        "hello-mtls-server-node:latest": "Dockerfile.server",
+        "hello-mtls-client-node:latest": "Dockerfile.client",
+    }
+    assert found["hello-mtls-server-node:latest"].files[0].path.endswith("node/server.js")

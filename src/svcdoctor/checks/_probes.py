@@ -144,6 +144,9 @@ _OTHER_IMAGES = {
     "kafka": "Kafka",
     "cp-kafka": "Kafka",
     "cassandra": "Cassandra",
+    # DynamoDB Local answers every unsigned request with 400 MissingAuthenticationToken: no
+    # path an httpGet probe could pass (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/DynamoDBLocal.UsageNotes.html)
+    "dynamodb-local": "the DynamoDB API (signed requests only)",
 }
 # Images that serve plain HTTP as shipped (nginx and httpd on 80: https://hub.docker.com/_/nginx,
 # https://hub.docker.com/_/httpd; kennethreitz/httpbin, mccutchen/go-httpbin,
@@ -259,7 +262,7 @@ def speaks(inventory: Inventory, container: Container, target: Target) -> tuple[
     for s, p in target.sent:
         if any(port == p.port for _, port in webhook_calls(inventory, s)):
             return Speaks.HTTPS, f"Service {s.ref.name} is an admission webhook's (HTTPS)"
-        if p.port == 443:
+        if p.port == 443 and target.number in (None, 443, 8443):  # not TLS ended before
             return Speaks.HTTPS, f"Service {s.ref.name} exposes it as 443 (HTTPS)"
     if base in _HTTP_IMAGES:
         return Speaks.HTTP, f"image {base} serves HTTP"

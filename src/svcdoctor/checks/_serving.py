@@ -10,7 +10,7 @@ from svcdoctor.checks._scripts import SHELLS, SimpleCommand, parse_script, shell
 from svcdoctor.checks.settings import Drain, Settings, flag_value
 from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload, remedy
 from svcdoctor.model.hops import Hop
-from svcdoctor.model.inventory import components
+from svcdoctor.model.inventory import components, related
 from svcdoctor.model.path import Paths, trace_paths
 from svcdoctor.model.route import Route
 
@@ -476,6 +476,31 @@ def fewest_pods(
     return found
 
 
+def related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]:
+    """The targeted workloads defined near the Service: same folder, a folder above or
+    below it, or a sibling folder (a kustomize base beside its overlay). A look-alike in an
+    unrelated part of a repository (docs next to test fixtures) is not its backend."""
+    return tuple(w for w in inventory.targeted(svc) if related(svc.location.file, w.location.file))
+
+
+def only_backend(inventory: Inventory, workload: Workload) -> bool:
+    """Whether the workload is the only backend of every Service carrying requests to it: no
+    other workload's pods (a second Deployment, more bare Pods) would take over while its
+    own are replaced. Its variants in other folders are alternatives, not other backends."""
+    for svc in inventory.services_of(workload):
+        if not carries_requests(inventory, svc):
+            continue
+        others = [
+            w
+            for w in related_targets(inventory, svc)
+            if w is not workload and serving_containers(inventory, w)
+        ]
+        for group in components([workload, *others], inventory.namespace):
+            if workload not in group and any(inventory.replicas(w) != 0 for w in group):
+                return False
+    return True
+
+
 def service_names(inventory: Inventory, workload: Workload) -> str:
     return ", ".join(dict.fromkeys(s.ref.name for s in inventory.services_of(workload)))
 
@@ -495,6 +520,7 @@ def container_drain(settings: Settings, workload: Workload, container: Container
         argv,
         container.config_drain,
         dict(container.env),
+        container.probe_headers,
     )
 
 

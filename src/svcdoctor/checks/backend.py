@@ -20,6 +20,7 @@ from svcdoctor.checks._serving import (
     fewest_pods,
     flag_port,
     racing,
+    related_targets,
     routed,
     serves,
     serves_nothing,
@@ -33,7 +34,13 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import INLINE_DISKS, data_store, leader_elected, local_state
+from svcdoctor.checks.state import (
+    INLINE_DISKS,
+    data_store,
+    leader_elected,
+    local_state,
+    waits_for_lease,
+)
 from svcdoctor.model import (
     Autoscaler,
     Cause,
@@ -66,7 +73,10 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     `--enable-leader-election`, `--leader-election`, `LEADER_ELECT=true`) gets an info note
     instead: when only the elected leader serves the port, the probe to add is one that
     passes on the leader only. A controller-runtime manager (`--health-probe-bind-address`,
-    `--metrics-bind-address`) is not taken as one: every replica serves its webhooks.
+    `--metrics-bind-address`) is not taken as one: every replica serves its webhooks. Under
+    LINBIT's k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) a standby does not run the
+    app at all, so a `startupProbe` already keeps it out: not flagged. A container with a
+    `startupProbe` is told only the half that applies: it keeps traffic when it stops serving.
 
     ## Why it matters
     Without a readiness probe a container is Ready as soon as it starts: new pods get traffic
@@ -118,7 +128,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             continue
         target = service_target(inventory, w, c)
         port = target.port
-        if leader := leader_elected(c):
+        if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
+            continue  # a standby's app does not run: its startupProbe keeps it out
+        if leader:
             yield Hit(
                 w,
                 f"container {c.name!r} behind Service {service_names(inventory, w)} is "
@@ -144,8 +156,13 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has no "
-            "readinessProbe: it gets traffic before it listens and keeps it when it stops "
-            "serving",
+            + (
+                "readinessProbe: once its startupProbe passes, it keeps getting traffic when "
+                "it stops serving"
+                if c.startup is not None
+                else "readinessProbe: it gets traffic before it listens and keeps it when it "
+                "stops serving"
+            ),
             fix=fix,
             container=c.name,
             line=c.line,
@@ -230,8 +247,9 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     succeeds (`true`, `exit 0`, `echo …`). Not flagged: a tcpSocket probe on a port a known
     server opens only once it is ready (Contour's xDS port: it listens after building its
     first configuration, and speaks mTLS gRPC, which no other probe can pass), nor on a port
-    that is not HTTP (Redis, LDAP, MongoDB… by image, port name or well-known number) whose
-    image ships no readiness command: no other probe checks more there.
+    that is not HTTP (Redis, LDAP, MongoDB… by image, port name or well-known number; DynamoDB
+    Local, which answers unsigned requests with 400 only) whose image ships no readiness
+    command: no other probe checks more there.
 
     ## Why it matters
     "Bad" backends are usually alive and listening but not serving: an exhausted connection
@@ -367,10 +385,11 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     replica would not be a second backend: a backend with local state (a known
     single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
     rsyslog sinks, Graphite, emojivoto's voting service, confluent-local, NFS and SMB file
-    servers, a standalone Locust, Keycloak `start-dev`, Vault's dev server (its image's
-    default), Argo CD's Dex, the Docker registry on its default filesystem storage; a
-    controller without leader election: MetalLB's, Zalando's postgres-operator, YuniKorn's
-    scheduler; a writable claim
+    servers, a standalone Locust, Keycloak `start-dev`, Vault's and Consul's dev servers
+    (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
+    storage, Grafana on its default SQLite database, Seq, step-ca, the MailDev, MailHog and
+    Mailpit mail catchers; a controller without leader election: MetalLB's, Zalando's
+    postgres-operator, YuniKorn's scheduler, Scylla Manager; a writable claim
     (`persistentVolumeClaim`)
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a
     ReadWriteOnce claim attaches to one node only, and a path that says data (`/run/…/data`)
@@ -430,9 +449,7 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
             continue  # a route's controller balances over a headless Service's pods too
         if endpoints_given(inventory, svc):
             continue
-        workloads = [
-            w for w in _related_targets(inventory, svc) if serving_containers(inventory, w)
-        ]
+        workloads = [w for w in related_targets(inventory, svc) if serving_containers(inventory, w)]
         if not workloads or any(data_store(w) for w in workloads):
             continue  # a second replica of a database is a second database
         # alternatives (one component's variants in other folders) do not add up: the
@@ -542,13 +559,6 @@ def _every_replica_server(
     return any(p.target in numbers or p.target in names for p in svc.ports)
 
 
-def _related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]:
-    """The targeted workloads defined near the Service: same folder, a folder above or
-    below it, or a sibling folder (a kustomize base beside its overlay). A look-alike in an
-    unrelated part of a repository (docs next to test fixtures) is not its backend."""
-    return tuple(w for w in inventory.targeted(svc) if related(svc.location.file, w.location.file))
-
-
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
     """The HorizontalPodAutoscaler of the workload, defined near it (an autoscaler of the
     same name in an unrelated folder scales some other copy) and scaling the nearest of the
@@ -640,7 +650,7 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     """
     del settings
     for svc in inventory.services:
-        workloads = _related_targets(inventory, svc)
+        workloads = related_targets(inventory, svc)
         if not workloads or endpoints_given(inventory, svc) or not carries_requests(inventory, svc):
             continue
         for p in svc.ports:

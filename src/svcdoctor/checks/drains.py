@@ -36,6 +36,7 @@ class KnownDrain:
     off: tuple[str, str] | None = None
     quiet: bool = False
     env: str | None = None  # an environment variable that sets the seconds, as ``flag``
+    since: tuple[int, ...] = ()  # the first version that drains (an older image tag does not)
 
 
 KNOWN_DRAINS: tuple[KnownDrain, ...] = (
@@ -46,6 +47,7 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "fails its readiness probe, then sleeps 3 s before shutting its servers down, since "
         "2.0.0 and unless --level=debug",
         off=("--level", "debug"),
+        since=(2, 0, 0),
     ),
     KnownDrain(
         "*knative.dev/*/cmd/webhook*",
@@ -184,3 +186,22 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         flag="--shutdown-grace-period",
     ),
 )
+
+
+# A server built on knative.dev/pkg's Drainer tells kubelet probes by their User-Agent or the
+# K-Kubelet-Probe header (``network.KubeletProbeHeaderName``, IsKubeletProbe in knative/pkg
+# network/network.go), which its manifests add to their probes (Knative's and Tekton's
+# webhooks, sigstore's policy-controller): a probe sending it names the Drainer, which keeps
+# serving after SIGTERM until no request came for its quiet period, by default
+# network.DefaultDrainTimeout, 45 s, whatever the image is called.
+PROBE_HEADER_DRAINS: dict[str, KnownDrain] = {
+    "k-kubelet-probe": KnownDrain(
+        "K-Kubelet-Probe probe header",
+        45,
+        "https://github.com/knative/pkg/blob/main/network/handlers/drain.go",
+        "sends knative.dev/pkg's K-Kubelet-Probe header in its probes: a server on that "
+        "library's Drainer, which drains until no request came for its quiet period, default "
+        "network.DefaultDrainTimeout: 45 s",
+        quiet=True,
+    )
+}

@@ -147,11 +147,13 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     repository, under its root (at most 5000 directory entries; `.git`, `vendor`,
     `node_modules` and hidden directories skipped). A Dockerfile builds a container's image
     when a `skaffold.yaml` there builds the image from it (`build.artifacts[]`: `image`,
-    `context`, `docker.dockerfile`), or when the image's repository name
+    `context`, `docker.dockerfile`) or a shell script or Makefile does (`docker build -t
+    NAME DIR`, `docker buildx build`, `podman build`), or when the image's repository name
     (`mreferre/yelb-ui:0.7` → `yelb-ui`) equals the Dockerfile's directory name or its
     `NAME` (a few weaker signals after that: `manifests/dockerfiles.py`); two candidates
     match neither, nor does a Dockerfile whose final `FROM` is the image itself
-    (`nginx/Dockerfile` `FROM nginx`). Without a
+    (`nginx/Dockerfile` `FROM nginx`). A Dockerfile with no `CMD` or `ENTRYPOINT` of its
+    own runs its base image's, when that base is built in the repository too. Without a
     `command` in the manifest, the final stage's `ENTRYPOINT` and `CMD` (or the
     manifest's `args`) are PID 1. Flags Service-backed containers (as SVD101) whose PID 1
     is a shell that stays the app's parent: a shell-form `CMD` whose shell keeps the last

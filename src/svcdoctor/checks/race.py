@@ -13,6 +13,7 @@ from svcdoctor.checks._serving import (
     carries_requests,
     container_drain,
     daemon_gap,
+    only_backend,
     racing,
     readiness_first,
     seconds,
@@ -26,7 +27,7 @@ from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
-from svcdoctor.checks.state import data_store, local_state
+from svcdoctor.checks.state import data_store, leader_elected, local_state
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
     Fix,
@@ -95,9 +96,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     configuration does not name are looked up in svcdoctor's list of well-known apps that
     drain by themselves, read from their code (Knative webhooks, activator and Eventing
     servers 45 s, skipper 45 s, Istio's proxy 5 s, the KEDA HTTP add-on's interceptor 5 s,
-    podinfo 3 s, Argo's rollouts-demo 10 s, kube-ops-view 10 s, ingress-nginx with
-    `--shutdown-grace-period`, Agones' extensions and allocator with
-    `READINESS_SHUTDOWN_DURATION`; see the configuration docs), and the drain a mounted
+    podinfo 3 s from 2.0.0, Argo's rollouts-demo 10 s, kube-ops-view 10 s, ingress-nginx
+    with `--shutdown-grace-period`, Agones' extensions and allocator with
+    `READINESS_SHUTDOWN_DURATION`, and any server whose probes send knative.dev/pkg's
+    `K-Kubelet-Probe` header, built on that library's Drainer, 45 s; see the configuration
+    docs), and the drain a mounted
     configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the
     Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
     any other app keeps serving after SIGTERM cannot be seen in a manifest: the message
@@ -127,9 +130,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint takes
     over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's
     fix lets a replacement take over, the delay is due (fixed together, they leave no
-    race); it is not flagged where stopping first is deliberate (a data store, or pods that
-    keep local state, which SVD106 leaves alone too). The same for the only pod of a kind
-    that never rolls (a ReplicaSet, ReplicationController or bare Pod: SVD204). A container
+    race); it is not flagged where stopping first is deliberate (a data store, pods that
+    keep local state or a leader-elected server, which SVD106 leaves alone too). The same
+    for the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare
+    Pod: SVD204). Only where no other workload's pods serve behind the same Service: with
+    them, the race is there today (a warning). A container
     whose `sh -c` keeps SIGTERM from the app (SVD105) is an `info` too: it serves until
     SIGKILLed, until SVD105's fix execs it.
 
@@ -606,7 +611,10 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first), unless
     the pods keep local state, as for SVD204 (a claim that attaches to one node, a
     single-instance server, a node's daemon reached through a hostPath socket), where a
-    second pod would split the state or reach another node's daemon. A
+    second pod would split the state or reach another node's daemon, or the server is
+    leader-elected (a surge pod would stand by, or, under k8s-await-election, wait for the
+    lease the old pod holds), or another workload's pods behind the same Service keep
+    serving meanwhile (a canary beside its stable track, bare Pods beside a Deployment). A
     DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
     it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with
     `externalTrafficPolicy: Local`, where a node's traffic only reaches the node's own pod,
@@ -680,15 +688,18 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
         elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
             surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
             yield Hit(w, gap.format(names=names), fix=_spec_fix({"updateStrategy": surge}))
-        if hit is not None and not _stops_first_on_purpose(w):
+        if hit is not None and not _stops_first_on_purpose(w) and only_backend(inventory, w):
             yield hit
 
 
 def _stops_first_on_purpose(w: Workload) -> bool:
-    """Whether stopping the pods before starting new ones is deliberate: a data store, or
-    pods that keep local state (two must not hold or attach it at once, nor a second reach
-    another node's daemon)."""
-    return data_store(w) or any(local_state(w, c) for c in w.template.containers)
+    """Whether stopping the pods before starting new ones is deliberate: a data store, pods
+    that keep local state (two must not hold or attach it at once, nor a second reach
+    another node's daemon), or a leader-elected server (a new pod serves only once the old
+    one's lease is gone: surging adds a standby, or waits for a lease that is never freed)."""
+    return data_store(w) or any(
+        local_state(w, c) or leader_elected(c) for c in w.template.containers
+    )
 
 
 def _only_pod_goes_first(inventory: Inventory, w: Workload) -> bool:
@@ -707,6 +718,8 @@ def _lone_pod(inventory: Inventory, w: Workload) -> str | None:
     """The rule that reports the outage when the workload's only pod goes with nothing to
     take over from it (SVD106: a rollout stops it first; SVD204: a kind that never rolls),
     or ``None``."""
+    if not only_backend(inventory, w):
+        return None
     if _only_pod_goes_first(inventory, w):
         return "SVD106"
     if w.ref.kind in _NO_ROLLOUT and inventory.replicas(w) == 1:

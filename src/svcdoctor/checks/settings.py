@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from svcdoctor.checks.drains import KNOWN_DRAINS, KnownDrain
+from svcdoctor.checks.drains import KNOWN_DRAINS, PROBE_HEADER_DRAINS, KnownDrain
 from svcdoctor.model import Severity
 from svcdoctor.model.duration import DurationError, parse_duration
 from svcdoctor.model.path import Paths, PathSettings
@@ -100,15 +100,23 @@ class Drain:
 
 
 def known_drain(
-    image: str, argv: Sequence[str] = (), env: Mapping[str, str] | None = None
+    image: str,
+    argv: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    headers: Collection[str] = (),
 ) -> Drain | None:
     """The drain of a well-known app (``checks.drains.KNOWN_DRAINS``) with the container's
     arguments and environment applied (a flag or variable that sets the seconds, a flag
-    that turns the drain off); ``None`` when the image is none of them or its drain is 0 s."""
-    known = known_app(image)
+    that turns the drain off), else the one a header its probes send names
+    (``PROBE_HEADER_DRAINS``); ``None`` when none is known or its drain is 0 s."""
+    known = known_app(image) or next(
+        (PROBE_HEADER_DRAINS[h] for h in sorted(headers) if h in PROBE_HEADER_DRAINS), None
+    )
     if known is not None:
         if known.off is not None and flag_value(argv, known.off[0]) == known.off[1]:
             return None
+        if (version := tag_version(image)) is not None and version < known.since:
+            return None  # a release from before the app drained
         seconds = float(known.seconds)
         value = flag_value(argv, known.flag) if known.flag is not None else None
         if value is None and known.env is not None:
@@ -121,6 +129,17 @@ def known_drain(
         found = Drain(known.image, seconds, known.source, known.quiet)
         return found if 0 < seconds < math.inf else None
     return None
+
+
+_VERSION_TAG = re.compile(r"v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:$|[-+_])")
+
+
+def tag_version(image: str) -> tuple[int, ...] | None:
+    """The version an image's tag names (``podinfo:0.0.1`` → (0, 0, 1), ``v2.1`` → (2, 1)),
+    or ``None`` for a tag that names none (``latest``, a digest only)."""
+    tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+    m = _VERSION_TAG.match(tag)
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
 
 
 def known_app(image: str) -> KnownDrain | None:
@@ -206,15 +225,16 @@ class Settings:
         argv: Sequence[str] = (),
         config: tuple[float, str, str] | None = None,
         env: Mapping[str, str] | None = None,
+        headers: Collection[str] = (),
     ) -> Drain | None:
         """How long this container's app keeps serving after SIGTERM: the ``drains`` entry
         that matches it, else what its mounted configuration sets (``config``:
         ``Container.config_drain``), else svcdoctor's list of known drains
-        (``known_drain``, read with the container's ``argv``: command and args), else
-        ``None``."""
+        (``known_drain``, read with the container's ``argv``: command and args, and the
+        ``headers`` its probes send), else ``None``."""
         pattern = self.drains_itself(kind, name, image)
         if pattern is None and config is not None:
             return Drain(config[1], config[0], config[2])
         if pattern is None:
-            return known_drain(image, argv, env)
+            return known_drain(image, argv, env, headers)
         return Drain(pattern, self.drain_seconds.get(pattern))

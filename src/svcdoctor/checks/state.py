@@ -25,12 +25,26 @@ _STORE_TOOL = re.compile(
 )
 
 
+# Data stores whose image's last name says nothing (``mcr.microsoft.com/mssql/server``):
+# https://learn.microsoft.com/sql/linux/quickstart-install-connect-docker,
+# https://hub.docker.com/r/microsoft/azure-sql-edge, the OracleDatabase images of
+# https://github.com/oracle/docker-images and gvenzl/oracle-xe|free on Docker Hub,
+# https://hub.docker.com/r/ibmcom/db2 (icr.io/db2_community/db2)
+_DATA_STORE_REPO = re.compile(
+    r"(^|/)(mssql(/rhel)?/server|azure-sql-edge|oracle/database|gvenzl/oracle-(xe|free)|"
+    r"(ibmcom|db2_community)/db2)(:|@|$)"
+)
+
+
 def data_store(workload: Workload) -> bool:
     """Whether the workload runs a data store or broker, by its containers' image names
     (not the tools around one: exporters, UIs, operators, proxies)."""
     for c in workload.template.containers:
-        name = c.image.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0].lower()
+        image = c.image.split("@", 1)[0].lower()
+        name = image.rsplit("/", 1)[-1].split(":", 1)[0]
         if _DATA_STORE.search(name) and not _STORE_TOOL.search(name):
+            return True
+        if _DATA_STORE_REPO.search(image):
             return True
     return False
 
@@ -44,7 +58,13 @@ _LEADER_FLAG = re.compile(
     r"^--?(leader-elect|enable-leader-election|leader-election|leader-elect-enabled)"
     r"(=(?P<value>\S*))?$"
 )
-_LEADER_ENV = frozenset({"LEADER_ELECT", "LEADER_ELECTION", "ENABLE_LEADER_ELECTION"})
+_LEADER_ENV = frozenset(
+    {"LEADER_ELECT", "LEADER_ELECTION", "ENABLE_LEADER_ELECTION", "K8S_AWAIT_ELECTION_ENABLED"}
+)
+# LINBIT's k8s-await-election wraps the app: it starts the app's process only once it holds
+# the lease, so a standby listens on nothing (K8S_AWAIT_ELECTION_ENABLED, README of
+# https://github.com/LINBIT/k8s-await-election; piraeus-operator's LINSTOR controller)
+_AWAIT_ELECTION = "K8S_AWAIT_ELECTION_ENABLED"
 # A controller-runtime manager (kubebuilder's flags) serves webhooks and metrics on every
 # replica: its webhook server does not need leader election (NeedLeaderElection false,
 # pkg/webhook/server.go in kubernetes-sigs/controller-runtime), only its controllers do.
@@ -53,6 +73,12 @@ _EVERY_REPLICA_SERVES = re.compile(
     r"^--(health-probe-bind-address|metrics-bind-address|webhook-port|webhook-bind-address)(=|$)"
 )
 _FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def waits_for_lease(container: Container) -> bool:
+    """Whether the app's process starts only once elected (``_AWAIT_ELECTION``): a standby
+    serves nothing, so a startupProbe keeps it out of the Service."""
+    return dict(container.env).get(_AWAIT_ELECTION, "false").lower() not in _FALSE
 
 
 def leader_elected(container: Container, *, other_servers: bool = False) -> str | None:
@@ -111,15 +137,30 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 # - confluent-local is a one-node Kafka for development, its log on the container's disk
 #   (https://hub.docker.com/r/confluentinc/confluent-local)
 # - an NFS or SMB server exports its own files (``kernel_mounted``): a second one serves others
+# - Seq keeps the events it ingests in its own storage under /data, one node ("Seq stores
+#   its data in /data": https://docs.datalust.co/docs/getting-started-with-docker)
+# - MailDev, MailHog and Mailpit, the SMTP catchers of development setups, keep the mails
+#   they catch in the process or a local file (MailDev's in-memory list and temp directory:
+#   https://github.com/maildev/maildev#readme; MailHog's default `-storage memory`:
+#   https://github.com/mailhog/MailHog/blob/master/docs/CONFIG.md; Mailpit's database, a
+#   temporary file unless MP_DATABASE is set: https://mailpit.axllent.org/docs/configuration/)
+# - step-ca keeps issued certificates, revocations and used one-time tokens in its BadgerDB
+#   on local disk unless configured for MySQL/PostgreSQL ("db" in ca.json:
+#   https://smallstep.com/docs/step-ca/configuration/#databases)
 # - YuniKorn's scheduler runs without leader election (apache/yunikorn-k8shim
 #   deployments/scheduler: one replica; no leaderelection in pkg/): two would be two schedulers
+# - Scylla Manager loads every task into its own scheduler at start, with no leader election
+#   (pkg/cmd/scylla-manager/server.go of scylladb/scylla-manager; "a single, shared
+#   Deployment" in scylla-operator's docs): two would run each repair and backup twice
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
-    r"confluentinc/confluent-local)(:|@|$)"
+    r"confluentinc/confluent-local|datalust/seq|(maildev|djfarrelly)/maildev|mailhog/mailhog|"
+    r"axllent/mailpit|smallstep/step-ca)(:|@|$)"
 )
 _UNELECTED_CONTROLLER = re.compile(
-    r"(^|/)(metallb/controller|zalando/postgres-operator)(:|@|$)|(^|/)apache/yunikorn:scheduler"
+    r"(^|/)(metallb/controller|zalando/postgres-operator|scylladb/scylla-manager)(:|@|$)|"
+    r"(^|/)apache/yunikorn:scheduler"
 )
 # Locust without --master or --worker is one standalone load test: a second one doubles the
 # load and keeps statistics of its own (https://docs.locust.io/en/stable/running-distributed.html)
@@ -149,11 +190,21 @@ _ALERTMANAGER = re.compile(r"(^|/)(prom|prometheus)/alertmanager(:|@|$)")
 # it: https://distribution.github.io/distribution/about/configuration/): a second replica
 # would hold other images.
 _REGISTRY = re.compile(r"(^|/)((library/)?registry|distribution/distribution)(:|@|$)")
+# Grafana keeps users, dashboards and sessions in SQLite (/var/lib/grafana/grafana.db) unless
+# its [database] says mysql or postgres (GF_DATABASE_TYPE / GF_DATABASE_URL); high
+# availability needs that shared database first:
+# https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#database,
+# https://grafana.com/docs/grafana/latest/setup-grafana/set-up-for-high-availability/
+_GRAFANA = re.compile(r"(^|/)grafana/grafana(-oss|-enterprise)?(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # Vault's image runs its dev server when given no command (CMD ["server", "-dev"] in
 # hashicorp/docker-vault's Dockerfile), whose storage is in memory: a second replica is
 # a second, empty Vault (https://developer.hashicorp.com/vault/docs/concepts/dev-server).
 _VAULT = re.compile(r"(^|/)(hashicorp/)?vault(:|@|$)")
+# Consul's image runs a dev agent when given no command (CMD ["agent", "-dev", "-client",
+# "0.0.0.0"] in hashicorp/docker-consul's Dockerfile): "a single-node development server
+# that stores everything in RAM" (https://developer.hashicorp.com/consul/commands/agent#_dev)
+_CONSUL = re.compile(r"(^|/)(hashicorp/)?consul(:|@|$)")
 # Pull scrapers: every replica scrapes the same targets and holds the same series, so the
 # scratch TSDB or buffer on an emptyDir is no state a second replica would split (Prometheus'
 # HA is "identical Prometheus servers":
@@ -270,11 +321,18 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
         return "Argo CD's Dex keeps its data in memory"
     if _VAULT.search(image) and (not argv or "-dev" in argv):
         return "Vault's dev server, the image's default command, keeps its storage in memory"
+    if _CONSUL.search(image) and (not argv or "-dev" in argv):
+        return "Consul's dev agent, the image's default command, keeps its catalog in memory"
     if workload.template.config_state:
         return workload.template.config_state
     if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
         return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
-    storage = dict(container.env).get("REGISTRY_STORAGE", "filesystem")
+    env = dict(container.env)
+    if _GRAFANA.search(image) and not (
+        env.get("GF_DATABASE_TYPE", "sqlite3") != "sqlite3" or env.get("GF_DATABASE_URL")
+    ):
+        return "Grafana keeps its users and dashboards in a SQLite file (no shared database set)"
+    storage = env.get("REGISTRY_STORAGE", "filesystem")
     if _REGISTRY.search(image) and storage == "filesystem":
         return "the registry stores pushed images on its own filesystem (/var/lib/registry)"
     volumes = workload.template.volumes

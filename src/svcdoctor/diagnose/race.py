@@ -227,7 +227,9 @@ def remedy_patches(
         # lint's `drains`: the seconds an app keeps serving after SIGTERM shorten its preStop;
         # an untold drain is not trusted here, the failures measured say it is too short
         argv = (*c.command, *c.args)
-        drain = s.checks.drain_of(w.ref.kind, w.ref.name, c.image, argv, env=dict(c.env))
+        drain = s.checks.drain_of(
+            w.ref.kind, w.ref.name, c.image, argv, env=dict(c.env), headers=c.probe_headers
+        )
         drained = drain.seconds if drain and drain.seconds is not None else 0.0
         plan = remedy.plan_shutdown(
             replace(

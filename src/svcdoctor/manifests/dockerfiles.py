@@ -22,7 +22,14 @@ taken to be the Dockerfile's directory, or the folder above it (up to three) whe
 it copies are. Before all of these, a ``skaffold.yaml`` among them
 says it: each artifact of its ``build`` that Docker builds names its image, its context and
 its Dockerfile (GoogleCloudPlatform/cloud-code-samples: ``python-hello-world`` built from
-``src/``; https://skaffold.dev/docs/references/yaml/, ``build.artifacts``).
+``src/``; https://skaffold.dev/docs/references/yaml/, ``build.artifacts``), and so does a
+build command of a shell script or Makefile (``docker build -t NAME DIR``). Two more
+spellings of a folder name match: its last words are the image's
+(``tools.descartes.teastore.webui`` for ``teastore-webui``), or its first word is the
+initials of the image's first words (``sa-logic`` for ``sentiment-analysis-logic``); and in
+an app folder, ``Dockerfile.server`` builds the image with ``server`` among its words. A
+Dockerfile with no ``CMD`` or ``ENTRYPOINT`` runs what its base image runs, when that base
+is built here too.
 """
 
 from __future__ import annotations
@@ -89,14 +96,74 @@ _NOT_DOCKER = frozenset({"jib", "buildpacks", "bazel", "ko", "custom"})
 
 
 def find_builds(paths: Sequence[str]) -> Builds:
-    """Dockerfiles and skaffold artifacts under the linted directories and their git
-    repository's root."""
-    found, skaffolds = _walk(paths)
+    """Dockerfiles, and the images skaffold artifacts and build scripts build, under the
+    linted directories and their git repository's root."""
+    found, configs = _walk(paths)
     artifacts: dict[str, tuple[Path, ...]] = {}
-    for config in skaffolds:
-        for name, dockerfile in skaffold_artifacts(config):
-            artifacts[name] = (*artifacts.get(name, ()), dockerfile)
+    for config in configs:
+        read = skaffold_artifacts if config.name in _SKAFFOLD else script_builds
+        for name, dockerfile in read(config):
+            if dockerfile not in artifacts.get(name, ()):
+                artifacts[name] = (*artifacts.get(name, ()), dockerfile)
     return Builds(tuple(found), artifacts)
+
+
+# Shell scripts and Makefiles that build images: ``docker build``, ``docker buildx build``
+# or ``podman build`` with ``-t``/``--tag`` and a context directory, ``-f``/``--file`` for
+# another Dockerfile (https://docs.docker.com/reference/cli/docker/buildx/build/); paths are
+# read from the script's folder, where such scripts are run (DescartesResearch/TeaStore
+# tools/build_docker.sh: ``-t "${registry}teastore-db" ../utilities/...database/``)
+_BUILD_SCRIPT = re.compile(r"(\.sh|^Makefile|^makefile|\.mk)$")
+_BUILD = re.compile(r"\b(?:docker|podman)\s+(?:buildx\s+)?build\s+(?P<rest>.*)")
+_VARIABLE = re.compile(r"\$(\{[^}]*\}|\([^)]*\)|\w+)")
+_TAKES_VALUE = frozenset({"--platform", "--build-arg", "--target", "--label", "--cache-from"})
+
+
+def script_builds(script: Path) -> list[tuple[str, Path]]:
+    """(image name, Dockerfile) of each build command of a script or Makefile whose tag and
+    Dockerfile are known (a tag that is only a variable names nothing)."""
+    try:
+        if script.stat().st_size > _MOST_BYTES:
+            return []
+        text = script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out: list[tuple[str, Path]] = []
+    for line in text.replace("\\\n", " ").splitlines():
+        if (m := _BUILD.search(line)) is None:
+            continue
+        try:
+            words = shlex.split(m.group("rest").split(";")[0].split("&&")[0], comments=True)
+        except ValueError:
+            continue
+        tags, file, context = [], None, None
+        i = 0
+        while i < len(words):
+            word = words[i]
+            value = words[i + 1] if i + 1 < len(words) else ""
+            if word in ("-t", "--tag", "-f", "--file") or word in _TAKES_VALUE:
+                if word in ("-t", "--tag"):
+                    tags.append(value)
+                elif word in ("-f", "--file"):
+                    file = value
+                i += 2
+                continue
+            if word.startswith(("-t=", "--tag=")):
+                tags.append(word.partition("=")[2])
+            elif word.startswith(("-f=", "--file=")):
+                file = word.partition("=")[2]
+            elif not word.startswith("-"):
+                context = word
+            i += 1
+        if context is None or "$" in context:
+            continue
+        folder = script.parent / context
+        dockerfile = script.parent / file if file and "$" not in file else folder / "Dockerfile"
+        names = {image_name(_VARIABLE.sub("", t)) for t in tags}
+        for name in sorted(n for n in names if n and "$" not in n):
+            if dockerfile.is_file():
+                out.append((name, dockerfile))
+    return out
 
 
 def skaffold_artifacts(config: Path) -> list[tuple[str, Path]]:
@@ -123,8 +190,8 @@ def skaffold_artifacts(config: Path) -> list[tuple[str, Path]]:
 
 
 def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
-    """Dockerfiles and skaffold configs under the linted directories and their git
-    repository's root."""
+    """Dockerfiles, and skaffold configs and build scripts, under the linted directories and
+    their git repository's root."""
     roots: list[Path] = []
     for p in paths:
         path = Path(p)
@@ -138,7 +205,7 @@ def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
         if (git := _git_root(directory)) is not None:
             roots.append(git)
     found: dict[Path, None] = {}
-    skaffolds: list[Path] = []
+    configs: list[Path] = []
     seen: set[Path] = set()
     budget = _MOST_ENTRIES
     stack = [r.resolve() for r in reversed(roots)]  # the linted paths first
@@ -158,9 +225,9 @@ def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
                     stack.append(Path(entry.path))
             elif _dockerfile_name(entry.name) is not None:
                 found[Path(entry.path)] = None
-            elif entry.name in _SKAFFOLD:
-                skaffolds.append(Path(entry.path))
-    return list(found), skaffolds
+            elif entry.name in _SKAFFOLD or _BUILD_SCRIPT.search(entry.name):
+                configs.append(Path(entry.path))
+    return list(found), configs
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,10 +286,10 @@ def _context_path(image_path: str, copies: list[_Copy], context: Path) -> Path |
                     candidate = src / os.path.relpath(image_path, base)
                     if candidate.is_file():
                         return candidate
-            elif copy.dest.endswith("/") or len(copy.sources) > 1:
-                if image_path == _absolute(Path(source).name, copy.dest):
-                    return src
-            elif image_path == os.path.normpath(copy.dest):
+            elif image_path in (
+                _absolute(Path(source).name, copy.dest),  # into a directory (made before)
+                os.path.normpath(copy.dest) if len(copy.sources) == 1 else None,
+            ):
                 return src
     return None
 
@@ -356,12 +423,37 @@ def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
         if p.name == "Dockerfile" and name == f"{p.parent.parent.name}-{p.parent.name}"
     ]:
         return found
+    if found := [
+        p
+        for paths in by_name.values()
+        for p in paths
+        if p.name == "Dockerfile" and _spelt_otherwise(p.parent.name, name)
+    ]:
+        return found
     ref = image.split("@", 1)[0].rsplit("/", 1)
     tag = ref[-1].partition(":")[2]
     variant = _VARIANT_TAG.match(tag) if len(ref) == 2 and tag else None
     if variant is None or variant.group(1) in _CHANNELS:
         return []
     return by_name.get(variant.group(1), [])
+
+
+def _spelt_otherwise(folder: str, name: str) -> bool:
+    """Whether a folder is named for the image in another spelling: its last words are the
+    image's words (``tools.descartes.teastore.webui`` for ``teastore-webui``, TeaStore), or
+    its first word is the initials of the image's first words (``sa-logic`` for
+    ``sentiment-analysis-logic``, rinormaloku/k8s-mastery)."""
+    f = [w for w in _WORDS.split(folder.lower()) if w]
+    n = [w for w in _WORDS.split(name.lower()) if w]
+    if len(n) >= 2 and len(f) > len(n) and f[-len(n) :] == n:
+        return True
+    rest = "".join(f[1:])
+    return len(f) >= 2 and any(
+        f[0] == "".join(w[0] for w in n[:k]) and rest == "".join(n[k:]) for k in range(2, len(n))
+    )
+
+
+_WORDS = re.compile(r"[._-]")
 
 
 def _project_prefixed(
@@ -409,31 +501,39 @@ def _app_folder(
 ) -> list[Path]:
     """The Dockerfile of the app folder the image's manifests are in: the only Dockerfile
     in their folder or its parent (``03/Dockerfile`` beside ``03/kube/knote.yaml``,
-    learnk8s/knote-js), when the image is the only user image those manifests' folders run.
-    ``dockerfiles``: each plain ``Dockerfile`` with its resolved folder; ``folders``: each
-    image's manifests' resolved folders."""
+    learnk8s/knote-js), when the image is the only user image those manifests' folders run;
+    else the one there whose own name is a word of the image's (``Dockerfile.server`` for
+    ``hello-mtls-server-node``, smallstep/autocert's examples). ``dockerfiles``: each
+    Dockerfile with its resolved folder; ``folders``: each image's manifests' resolved
+    folders."""
     mine = folders.get(image, set())
-    if not mine or not _user_image(image):
-        return []
     near = {d for d, home in dockerfiles.items() for f in mine if home in (f, f.parent)}
     others = any(
         other != image and _user_image(other) and theirs & mine for other, theirs in folders.items()
     )
-    return list(near) if len(near) == 1 and not others else []
+    plain = [d for d in near if d.name == "Dockerfile"]
+    if len(plain) == 1 and len(near) == 1 and not others and _user_image(image):
+        return plain
+    # ``Dockerfile.server`` beside ``Dockerfile.client`` builds the image named ``…-server-…``
+    words = set(_WORDS.split(image_name(image).lower()))
+    named = [d for d in near if (own := _dockerfile_name(d.name)) and own.lower() in words]
+    return named if len(named) == 1 else []
 
 
 def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[str, ImageFacts]:
-    """Container image → the facts of the one Dockerfile a skaffold artifact builds it from;
-    failing that, the one its name matches; failing that, the one of its manifests' app
-    folder (``_app_folder``). ``images``: each image with the files of the manifests that
-    run it."""
+    """Container image → the facts of the one Dockerfile a skaffold artifact or a build
+    script builds it from; failing that, the one its name matches; failing that, the one of
+    its manifests' app folder (``_app_folder``). A Dockerfile that starts nothing (no
+    ``CMD`` or ``ENTRYPOINT``) runs what its base image does, when that base is built here
+    too (TeaStore's services ``FROM descartesresearch/teastore-base``). ``images``: each image
+    with the files of the manifests that run it."""
     listed = list(builds.dockerfiles)
     by_name: dict[str, list[Path]] = {}
     for path in listed:
         own = _dockerfile_name(path.name)
         name = own or path.parent.name
         by_name.setdefault(name, []).append(path)
-    homes = {d: d.resolve().parent for d in listed if d.name == "Dockerfile"}
+    homes = {d: d.resolve().parent for d in listed}
     resolved: dict[str, Path] = {}  # each manifest file's folder, resolved once
 
     def folder(file: str) -> Path:
@@ -442,23 +542,47 @@ def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[st
         return resolved[file]
 
     folders = {image: {folder(f) for f in files if f != "-"} for image, files in images.items()}
-    out: dict[str, ImageFacts] = {}
     read: dict[Path, ImageFacts | None] = {}
     prefixed = _project_prefixed(by_name, images)
-    for image in images:
+
+    def built(image: str, depth: int = 0) -> ImageFacts | None:
         candidates = (
             list(builds.artifacts.get(image_name(image), ()))
             or _candidates(by_name, image)
             or prefixed.get(image, [])
-            or _app_folder(homes, image, folders)
+            or (_app_folder(homes, image, folders) if depth == 0 else [])
         )
         if len(set(candidates)) != 1:
-            continue  # none, or ambiguous
+            return None  # none, or ambiguous
         path = candidates[0]
         if path not in read:
             read[path] = read_dockerfile(path)
         facts = read[path]
+        base = facts.base if facts is not None else _final_base(path)
         # ``nginx/Dockerfile`` FROM nginx does not build the ``nginx:1.27`` a manifest runs
-        if facts is not None and _repository(facts.base) != _repository(image):
-            out[image] = facts
-    return out
+        if _repository(base) == _repository(image):
+            return None
+        if facts is None and base and depth < _MOST_BASES:
+            return built(base, depth + 1)  # it runs what its base, built here, runs
+        return facts
+
+    return {image: facts for image in images if (facts := built(image)) is not None}
+
+
+_MOST_BASES = 3  # base images followed through Dockerfiles that start nothing of their own
+
+
+def _final_base(path: Path) -> str:
+    """The final stage's ``FROM`` image of a Dockerfile, ``""`` when unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    stages = [
+        [w for w in arguments.split() if not w.startswith("--")]
+        for _, instruction, arguments in _instructions(text)
+        if instruction == "FROM"
+    ]
+    names = {words[2].lower() for words in stages if len(words) == 3 and words[1].upper() == "AS"}
+    base = stages[-1][0] if stages and stages[-1] else ""
+    return "" if base.lower() in names else base  # an earlier stage is not an image built here

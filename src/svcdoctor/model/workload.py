@@ -63,6 +63,14 @@ class Probe:
     command: tuple[str, ...] = ()
     port: int | str | None = None
 
+    @property
+    def header_names(self) -> tuple[str, ...]:
+        """The names of an ``httpGet`` probe's ``httpHeaders``, lower-case (the target's
+        ``name=value`` items after scheme, host, port and path)."""
+        if self.handler != "httpGet":
+            return ()
+        return tuple(h.partition("=")[0].lower() for h in self.target[5:])
+
 
 @dataclass(frozen=True, slots=True)
 class PreStop:
@@ -101,6 +109,12 @@ class Container:
     # the seconds its app keeps serving after SIGTERM as its mounted configuration sets them,
     # what says so and the source (``manifests.configs``: CoreDNS's health lameduck)
     config_drain: tuple[float, str, str] | None = None
+
+    @property
+    def probe_headers(self) -> frozenset[str]:
+        """The header names its probes send (``Probe.header_names``)."""
+        probes = (self.readiness, self.liveness, self.startup)
+        return frozenset(h for p in probes if p is not None for h in p.header_names)
 
 
 @dataclass(frozen=True, slots=True)
