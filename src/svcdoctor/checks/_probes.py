@@ -313,7 +313,16 @@ def _manager(container: Container) -> bool:
     )
 
 
-def suggest(inventory: Inventory, container: Container, target: Target) -> Suggestion:
+# smallstep's autocert injects a certificate for mutual TLS into pods annotated with the name
+# to issue it for (https://github.com/smallstep/autocert#readme: "mutual TLS (mTLS)"): a
+# server that requires its clients' certificates refuses the kubelet's HTTPS probe, which
+# presents none
+_MUTUAL_TLS = "autocert.step.sm/name"
+
+
+def suggest(
+    inventory: Inventory, workload: Workload, container: Container, target: Target
+) -> Suggestion:
     """The readiness probe to print for ``target`` and its comment lines (``# port …: why
     this port``, ``# handler: why this handler``)."""
     if (health := health_port(container)) is not None:
@@ -332,6 +341,14 @@ def suggest(inventory: Inventory, container: Container, target: Target) -> Sugge
             Speaks.OTHER,
         )
     said, why = speaks(inventory, container, target)
+    if said is Speaks.HTTPS and _MUTUAL_TLS in workload.template.annotations:
+        said, why = (
+            Speaks.OTHER,
+            (
+                f"{why}, with autocert's certificate for mutual TLS ({_MUTUAL_TLS}):\n# the "
+                "kubelet's HTTPS probe presents no client certificate, which such a server refuses"
+            ),
+        )
     port = target.port
     if said is Speaks.HTTP:
         return Suggestion(

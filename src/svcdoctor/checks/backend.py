@@ -77,6 +77,10 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     LINBIT's k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) a standby does not run the
     app at all, so a `startupProbe` already keeps it out: not flagged. A container with a
     `startupProbe` is told only the half that applies: it keeps traffic when it stops serving.
+    The probe printed checks the port the Service sends to, in the protocol the manifests
+    say it speaks (a port 443 in front of another target port says nothing: TLS may end
+    before the pod); a pod with autocert's mutual-TLS certificate (`autocert.step.sm/name`)
+    gets a tcpSocket probe, since the kubelet presents no client certificate.
 
     ## Why it matters
     Without a readiness probe a container is Ready as soon as it starts: new pods get traffic
@@ -147,7 +151,7 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
                 severity=Severity.INFO,
             )
             continue
-        found = suggest(inventory, c, target)
+        found = suggest(inventory, w, c, target)
         if found.probe is None:
             fix = note(found.note.lstrip("\n"))
         else:
@@ -311,7 +315,7 @@ def _deeper_probe(inventory: Inventory, w: Workload, c: Container, r: Probe) -> 
         target = service_target(inventory, w, c)
     else:
         target = probed_target(inventory, w, c, r.port)
-    found = suggest(inventory, c, target)
+    found = suggest(inventory, w, c, target)
     if found.probe is None:
         return note(found.note.lstrip("\n"))
     if r.handler != "tcpSocket" or "tcpSocket" not in found.probe:
