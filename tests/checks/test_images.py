@@ -228,8 +228,8 @@ def test_a_build_script_names_images_and_a_base_image_s_command_is_inherited(
     assert {
         k: [p.relative_to(tmp_path).as_posix() for p in v] for k, v in builds.artifacts.items()
     } == {
-        "shop-base": ["tools/../utilities/shop.dockerbase/Dockerfile"],
-        "shop-web": ["tools/../services/shop.web/Dockerfile"],
+        "shop-base": ["utilities/shop.dockerbase/Dockerfile"],
+        "shop-web": ["services/shop.web/Dockerfile"],
     }
     found = match_images(builds, dict.fromkeys(["acme/shop-web:1"], ()))
     assert found["acme/shop-web:1"].dockerfile.endswith("shop.dockerbase/Dockerfile")
@@ -276,3 +276,30 @@ def test_a_dockerfile_named_for_a_word_of_the_image_in_its_app_folder(tmp_path: 
         "hello-mtls-client-node:latest": "Dockerfile.client",
     }
     assert found["hello-mtls-server-node:latest"].files[0].path.endswith("node/server.js")
+
+
+def test_build_scripts_follow_cd_and_skip_comments_and_unknown_dockerfiles(tmp_path: Path) -> None:
+    """A ``cd`` before the build moves its context (for the rest of a script, for one recipe
+    line of a Makefile); a commented-out build, a ``-f`` a variable names and a ``cd`` to a
+    variable's folder say nothing; one Dockerfile reached by two paths is one candidate."""
+    for folder in ("svc", "api", "web", "scripts"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "Dockerfile").write_text('FROM node:20\nCMD ["node", "root.js"]\n')
+    for folder in ("svc", "api", "web"):
+        (tmp_path / folder / "Dockerfile").write_text('FROM node:20\nCMD ["node", "x.js"]\n')
+    (tmp_path / "build.sh").write_text(
+        "cd svc && docker build -t myorg/orders:1.0 .\n"
+        "# docker build -t myorg/api legacy-api\n"
+        'docker build -f "$DOCKERFILE" -t myorg/shop .\n'
+        "cd $WORK\ndocker build -t myorg/lost .\n"
+    )
+    (tmp_path / "Makefile").write_text(
+        "build:\n\tcd api && docker build -t myorg/api:$(TAG) .\n\tdocker build -t myorg/web web\n"
+    )
+    (tmp_path / "scripts" / "build.sh").write_text("docker build -t myorg/web ../web\n")
+    artifacts = find_builds([str(tmp_path)]).artifacts
+    assert {k: [p.relative_to(tmp_path).as_posix() for p in v] for k, v in artifacts.items()} == {
+        "orders": ["svc/Dockerfile"],
+        "api": ["api/Dockerfile"],
+        "web": ["web/Dockerfile"],
+    }

@@ -121,6 +121,9 @@ _OTHER_PORTS = {
     9092: "Kafka",
     2181: "ZooKeeper",
     9042: "Cassandra",
+    # Squid's proxy port answers a plain GET for a path with an error page (4xx): it proxies
+    # absolute URLs only (http_port 3128, squid.conf.documented)
+    3128: "Squid's forward proxy",
 }
 # Images that speak one protocol that is not HTTP on every port (their Docker Hub pages:
 # https://hub.docker.com/_/redis, _/postgres, _/mysql, _/mariadb, _/mongo, _/memcached,
@@ -147,6 +150,9 @@ _OTHER_IMAGES = {
     # DynamoDB Local answers every unsigned request with 400 MissingAuthenticationToken: no
     # path an httpGet probe could pass (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/DynamoDBLocal.UsageNotes.html)
     "dynamodb-local": "the DynamoDB API (signed requests only)",
+    # Squid (ubuntu/squid, sameersbn/squid) proxies absolute URLs; a GET for a path gets an
+    # error page (squid.conf.documented, http_port)
+    "squid": "a forward proxy's absolute-URL requests",
 }
 # Images that serve plain HTTP as shipped (nginx and httpd on 80: https://hub.docker.com/_/nginx,
 # https://hub.docker.com/_/httpd; kennethreitz/httpbin, mccutchen/go-httpbin,

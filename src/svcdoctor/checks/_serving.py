@@ -236,6 +236,29 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
         and not scrapes_named_ports(inventory, service)
         and not monitored_only(inventory, service)
         and not ignored_webhook(inventory, service)
+        and not metrics_servers_only(inventory, service)
+    )
+
+
+# Servers whose one HTTP port serves only their own metrics and health, and admission
+# webhooks when a webhook configuration calls them: the prometheus-operator's
+# `--web.listen-address` (:8080, named `http` in its bundle; cmd/operator/main.go in
+# prometheus-operator/prometheus-operator)
+_METRICS_SERVER = re.compile(r"(^|/)(prometheus-operator|coreos)/prometheus-operator(:|@|$)")
+
+
+def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
+    """Whether the Service selects only ``_METRICS_SERVER`` containers and no admission
+    webhook calls it: it is scraped, not sent requests."""
+    backends = inventory.targeted(service)
+    return (
+        bool(backends)
+        and all(
+            _METRICS_SERVER.search(c.image.split("@", 1)[0])
+            for w in backends
+            for c in serving_containers(inventory, w)
+        )
+        and not webhook_calls(inventory, service)
     )
 
 

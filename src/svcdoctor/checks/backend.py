@@ -383,7 +383,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     route or a TargetGroupBinding sends requests to them, Services whose only clients are
     admission webhooks with `failurePolicy: Ignore` (unreachable, the webhook is skipped and
     the request admitted: no request fails; with `Fail`, the default, it is flagged), data
-    stores, and workloads whose containers serve nothing.
+    stores and brokers (by image: PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ…),
+    and workloads whose containers serve nothing.
 
     An availability note (info, no replicas fix) instead of the warning when a second
     replica would not be a second backend: a backend with local state (a known
@@ -391,9 +392,11 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     rsyslog sinks, Graphite, emojivoto's voting service, confluent-local, NFS and SMB file
     servers, a standalone Locust, Keycloak `start-dev`, Vault's and Consul's dev servers
     (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
-    storage, Grafana on its default SQLite database, Seq, step-ca, the MailDev, MailHog and
-    Mailpit mail catchers; a controller without leader election: MetalLB's, Zalando's
-    postgres-operator, YuniKorn's scheduler, Scylla Manager; a writable claim
+    storage, zot, Grafana on its default SQLite database, Apicurio Registry on its default
+    in-memory storage, Seq, step-ca, heketi, the MailDev, MailHog and Mailpit mail
+    catchers; a controller without leader election: MetalLB's, Zalando's postgres-operator,
+    YuniKorn's scheduler, Scylla Manager, flyte-binary, or any with `--leader-elect=false`;
+    a writable claim
     (`persistentVolumeClaim`)
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a
     ReadWriteOnce claim attaches to one node only, and a path that says data (`/run/…/data`)

@@ -27,7 +27,7 @@ from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
-from svcdoctor.checks.state import data_store, leader_elected, local_state
+from svcdoctor.checks.state import data_store, local_state, waits_for_lease
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
     Fix,
@@ -88,7 +88,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
 
     ## What it does
     Flags containers behind a Service that have no preStop delay: no
-    `lifecycle.preStop.sleep`, no `exec` hook that sleeps, and no `httpGet` hook. Apps
+    `lifecycle.preStop.sleep`, no `exec` hook that sleeps (`sleep $DRAIN_SECONDS` counts
+    the value the container's `env` gives the variable), and no `httpGet` hook. Apps
     listed under `drains` in the configuration (they keep serving for a while after
     SIGTERM by themselves) are not flagged, unless the configuration gives their seconds
     (`drains = {"deployment/payments-*" = 3}`) and those are shorter than
@@ -109,7 +110,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     that carry no requests (every port a metrics, profiling or probe port: `metrics`,
     `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`,
     `healthz`…, by port or target name, or a kube-rbac-proxy port whose upstream is the
-    pod's `--metrics-bind-address`; or a headless Service of the members' own ports only,
+    pod's `--metrics-bind-address`, or the prometheus-operator's own port, which no webhook
+    calls; or a headless Service of the members' own ports only,
     `transport`, `peer`, `gossip`, `intra-node`…, peer discovery), and no route sends to
     it: a scraper that misses one
     scrape is no failed request), nor containers the Service cannot reach (SVD205: a
@@ -695,10 +697,10 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
 def _stops_first_on_purpose(w: Workload) -> bool:
     """Whether stopping the pods before starting new ones is deliberate: a data store, pods
     that keep local state (two must not hold or attach it at once, nor a second reach
-    another node's daemon), or a leader-elected server (a new pod serves only once the old
-    one's lease is gone: surging adds a standby, or waits for a lease that is never freed)."""
+    another node's daemon), or an app k8s-await-election starts once elected (a surge pod
+    would wait for the lease the old one holds, and the old one is not deleted before)."""
     return data_store(w) or any(
-        local_state(w, c) or leader_elected(c) for c in w.template.containers
+        local_state(w, c) or waits_for_lease(c) for c in w.template.containers
     )
 
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from svcdoctor.checks._serving import run_paths
+from svcdoctor.checks._serving import (
+    carries_requests,
+    related_targets,
+    run_paths,
+    serving_containers,
+)
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import local_state
+from svcdoctor.checks.state import local_state, scrapes
 from svcdoctor.model import (
     Cause,
     Container,
@@ -228,6 +233,21 @@ def _l7_route(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> bo
     )
 
 
+# Knative's activator is reached by the ingress gateway's Envoys (net-kourier, net-istio),
+# which the networking layer gives the activator's endpoints, balanced per request (the
+# activator's endpoints in the "Serverless" mode: knative/serving docs/scaling/SYSTEM.md)
+_KNATIVE_ACTIVATOR = re.compile(r"knative\.dev/serving/cmd/activator")
+# An xDS port (Envoy's config API): each Envoy keeps one long-lived config stream to one
+# control-plane replica by design, which serves them all the same configuration
+# (https://www.envoyproxy.io/docs/envoy/latest/api-docs/xds_protocol)
+_XDS = re.compile(r"(^|[-_])xds($|[-_])", re.IGNORECASE)
+
+
+def _xds(port: ServicePort) -> bool:
+    """Whether a Service port is an xDS control-plane port, by its or its target's name."""
+    return any(_XDS.search(n) for n in (port.name or "", str(port.target or "")))
+
+
 @rule("SVD301", "grpc-behind-clusterip", Cause.REUSE, Severity.WARNING)
 def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """A gRPC/HTTP2 port behind a Service that balances connections: one backend per client.
@@ -256,6 +276,9 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       the ClusterIP);
     - a port named `grpc` that clients speak another protocol to: CockroachDB's 26257 (SQL
       drivers speak pgwire to it);
+    - an xDS port (named `…xds…`: Envoy proxies keep one config stream to one control-plane
+      replica by design) and Knative's activator (the ingress gateway's Envoys reach its
+      pods, balancing each request);
     - servers that already bound connection age (a `--…max…connection-age` flag such as
       istiod's `--keepaliveMaxServerConnectionAge 30m`, or such an env value);
     - a port only *named* `http2` (Istio's name for a gateway's HTTP port, mostly reached over
@@ -335,6 +358,10 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
         )
         if STICKY_RULE not in plan.rules:
             continue  # the server bounds connection age already: clients rebalance
+        if any(
+            _KNATIVE_ACTIVATOR.search(c.image) for w in workloads for c in w.template.containers
+        ):
+            continue  # its clients are the ingress gateway's Envoys, given its pods (EDS)
         counts = [inventory.replicas(w) for w in workloads]
         single = bool(counts) and all(n == 1 for n in counts)
         if single and all(
@@ -344,7 +371,7 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
         http_routed = not external and _l7_route(svc, workloads, paths)
         for p in svc.ports:
             label = _h2_label(p, workloads)
-            if label is None or _other_protocol(p, workloads):
+            if label is None or _other_protocol(p, workloads) or _xds(p):
                 continue
             if label.lower().startswith("http2") and (external or _envoy(workloads)):
                 # Istio's naming for an HTTP port of a gateway: its clients (browsers, load
@@ -463,7 +490,11 @@ def session_affinity_clientip(inventory: Inventory, settings: Settings) -> Itera
     """`sessionAffinity: ClientIP` pins each client to one backend.
 
     ## What it does
-    Flags Services with `sessionAffinity: ClientIP`.
+    Flags Services with `sessionAffinity: ClientIP`. Not flagged where the affinity pins
+    nothing or is what the backends need: a Service that carries no requests (metrics
+    scraped per pod), and backends whose replicas keep data of their own (local state, as
+    for SVD204: two Prometheus servers' series, a registry's images; a single instance of
+    such a server too), where the affinity keeps a client's reads consistent.
 
     ## Why it matters
     Like connection reuse, affinity turns "one bad backend fails 1/N of requests" into "one
@@ -493,10 +524,22 @@ def session_affinity_clientip(inventory: Inventory, settings: Settings) -> Itera
     """
     del settings
     for svc in inventory.services:
-        if svc.session_affinity == "ClientIP":
+        if svc.session_affinity == "ClientIP" and not _affinity_moot(inventory, svc):
             yield Hit(
                 svc,
                 f"Service {svc.ref.name} pins each client IP to one backend "
                 "(sessionAffinity: ClientIP): a bad pod fails its clients completely",
                 fix=Fix(ObjectPatch({"spec": {"sessionAffinity": "None"}})),
             )
+
+
+def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
+    """Whether a Service's client-IP affinity pins nothing (no requests but scrapes) or keeps
+    clients on the replica holding their data (local state, or a scraper's series:
+    Prometheus' HA pairs answer queries each from its own scrapes)."""
+    if not carries_requests(inventory, svc):
+        return True
+    workloads = [w for w in related_targets(inventory, svc) if serving_containers(inventory, w)]
+    return any(
+        local_state(w, c) or scrapes(c) for w in workloads for c in serving_containers(inventory, w)
+    )

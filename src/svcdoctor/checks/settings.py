@@ -115,7 +115,7 @@ def known_drain(
     if known is not None:
         if known.off is not None and flag_value(argv, known.off[0]) == known.off[1]:
             return None
-        if (version := tag_version(image)) is not None and version < known.since:
+        if (version := tag_version(image)) is not None and _padded(version) < _padded(known.since):
             return None  # a release from before the app drained
         seconds = float(known.seconds)
         value = flag_value(argv, known.flag) if known.flag is not None else None
@@ -140,6 +140,11 @@ def tag_version(image: str) -> tuple[int, ...] | None:
     tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
     m = _VERSION_TAG.match(tag)
     return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def _padded(version: tuple[int, ...]) -> tuple[int, ...]:
+    """A version with its missing parts as 0 (``2.0`` is ``2.0.0``)."""
+    return (*version, *(0,) * (3 - len(version)))
 
 
 def known_app(image: str) -> KnownDrain | None:

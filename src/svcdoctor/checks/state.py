@@ -8,13 +8,15 @@ import re
 from svcdoctor.checks._serving import argv_of, kernel_mounted
 from svcdoctor.model import Container, Mount, Workload
 
-# Images of data stores and brokers: a second replica is a second, separate store (or needs
+# Images of data stores and brokers (a directory server's database: OpenLDAP; message
+# brokers: ActiveMQ, Artemis): a second replica is a second, separate store (or needs
 # the store's own clustering), and stopping the old pod first is deliberate (one writer of
 # a ReadWriteOnce volume). Replica and rollout advice does not apply to them.
 _DATA_STORE = re.compile(
     r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
     r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
-    r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio)"
+    r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
+    r"activemq|artemis)"
     r"(?:$|[_.-])"
 )
 
@@ -79,6 +81,20 @@ def waits_for_lease(container: Container) -> bool:
     """Whether the app's process starts only once elected (``_AWAIT_ELECTION``): a standby
     serves nothing, so a startupProbe keeps it out of the Service."""
     return dict(container.env).get(_AWAIT_ELECTION, "false").lower() not in _FALSE
+
+
+def _election_off(container: Container) -> str | None:
+    """The flag that turns a controller's leader election off (``--leader-elect=false``),
+    or ``None``: then every replica would reconcile on its own."""
+    argv = argv_of(container)
+    for i, word in enumerate(argv):
+        if m := _LEADER_FLAG.match(word):
+            value = m.group("value")
+            if value is None and i + 1 < len(argv) and argv[i + 1].lower() in _FALSE:
+                return f"{word} {argv[i + 1]}"
+            if value is not None and value.lower() in _FALSE:
+                return word
+    return None
 
 
 def leader_elected(container: Container, *, other_servers: bool = False) -> str | None:
@@ -147,19 +163,27 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 # - step-ca keeps issued certificates, revocations and used one-time tokens in its BadgerDB
 #   on local disk unless configured for MySQL/PostgreSQL ("db" in ca.json:
 #   https://smallstep.com/docs/step-ca/configuration/#databases)
+# - heketi keeps its volume database in one BoltDB file (heketi.db; a second heketi opens it
+#   read-only: "db_readonly", https://github.com/heketi/heketi/blob/master/apps/glusterfs/app.go)
+# - zot stores the images pushed to it on its own filesystem unless its config names S3
+#   (https://zotregistry.dev/latest/articles/storage/)
 # - YuniKorn's scheduler runs without leader election (apache/yunikorn-k8shim
 #   deployments/scheduler: one replica; no leaderelection in pkg/): two would be two schedulers
 # - Scylla Manager loads every task into its own scheduler at start, with no leader election
 #   (pkg/cmd/scylla-manager/server.go of scylladb/scylla-manager; "a single, shared
 #   Deployment" in scylla-operator's docs): two would run each repair and backup twice
+# - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
+#   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
+#   of flyteorg/flyte): two would execute every workflow twice
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
     r"confluentinc/confluent-local|datalust/seq|(maildev|djfarrelly)/maildev|mailhog/mailhog|"
-    r"axllent/mailpit|smallstep/step-ca)(:|@|$)"
+    r"axllent/mailpit|smallstep/step-ca|heketi/heketi|project-zot/zot[\w-]*)(:|@|$)"
 )
 _UNELECTED_CONTROLLER = re.compile(
-    r"(^|/)(metallb/controller|zalando/postgres-operator|scylladb/scylla-manager)(:|@|$)|"
+    r"(^|/)(metallb/controller|zalando/postgres-operator|scylladb/scylla-manager|"
+    r"(flyteorg/)?flyte-binary[\w-]*)(:|@|$)|"
     r"(^|/)apache/yunikorn:scheduler"
 )
 # Locust without --master or --worker is one standalone load test: a second one doubles the
@@ -196,6 +220,10 @@ _REGISTRY = re.compile(r"(^|/)((library/)?registry|distribution/distribution)(:|
 # https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#database,
 # https://grafana.com/docs/grafana/latest/setup-grafana/set-up-for-high-availability/
 _GRAFANA = re.compile(r"(^|/)grafana/grafana(-oss|-enterprise)?(:|@|$)")
+# Apicurio Registry keeps its data in memory by default ("In-memory (default)": storage
+# options of https://www.apicur.io/registry/docs/apicurio-registry/3.2.x/getting-started/assembly-deploying-registry-operator.html;
+# APICURIO_STORAGE_KIND selects sql or kafkasql); 2.x shipped it as apicurio-registry-mem
+_APICURIO = re.compile(r"(^|/)apicurio/apicurio-registry(?P<mem>-mem)?(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # Vault's image runs its dev server when given no command (CMD ["server", "-dev"] in
 # hashicorp/docker-vault's Dockerfile), whose storage is in memory: a second replica is
@@ -213,6 +241,23 @@ _CONSUL = re.compile(r"(^|/)(hashicorp/)?consul(:|@|$)")
 _SCRAPER = re.compile(
     r"(^|/)(prom|prometheus)/prometheus(:|@|$)|(^|/)victoriametrics/vmagent(:|@|$)"
 )
+# ...unless it receives remote writes: then each replica holds the samples sent to it
+# (https://prometheus.io/docs/prometheus/latest/querying/api/#remote-write-receiver; the
+# flag before 2.33: https://prometheus.io/docs/prometheus/2.32/feature_flags/)
+_RECEIVES_WRITES = re.compile(
+    r"^--(web\.enable-remote-write-receiver|enable-feature=.*remote-write)"
+)
+
+
+def scrapes(container: Container) -> bool:
+    """Whether the container is a pull scraper (``_SCRAPER``) that receives no remote writes:
+    its replicas hold alike series, not data of their own."""
+    argv = argv_of(container)
+    return bool(_SCRAPER.search(container.image)) and not any(
+        _RECEIVES_WRITES.match(w) for w in argv
+    )
+
+
 # A writable mount holds state when its path says data (`/data`, `/var/lib/grafana`,
 # `/badger`, `/exports`…) and neither its path nor its volume's name says scratch, sockets,
 # certificates, rendered config, logs or plugins (an emptyDir there is often only there
@@ -223,15 +268,19 @@ _DATA_WORD = (
     r"(^|[/_-])(data|db|database|storage|store|state|badger|wal|tsdb|registry|uploads?|"
     r"spool|queue|persist\w*|exports?)($|[/_-])"
 )
-_DATA_PATH = re.compile(_DATA_WORD + r"|^/var/(lib/)?\w|^/var/?$", re.IGNORECASE)
+# /prometheus: the Prometheus image's TSDB (`--storage.tsdb.path=/prometheus`, its Dockerfile)
+_DATA_PATH = re.compile(_DATA_WORD + r"|^/var/(lib/)?\w|^/var/?$|^/prometheus/?$", re.IGNORECASE)
 _DATA_NAMED = re.compile(_DATA_WORD, re.IGNORECASE)
 # The kubelet's own directory (`--root-dir`, /var/lib/kubelet by default:
 # https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/) holds the
 # node's pod volumes and plugin sockets, mounted by node agents (a CSI plugin's
 # `mountpoint-dir`), not data of the pod.
+# Squid's cache_dir, /var/spool/squid by default (squid.conf.documented, `cache_dir`), is a
+# cache: a second proxy fills its own.
 _SCRATCH = re.compile(
     r"(^|[/_.-])(tmp|temp|cache|run|lock|shm|sockets?|certs?|tls|ssl|secrets?|etc|conf(ig)?|"
-    r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio|kubelet)($|[/_-])",
+    r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio|kubelet|squid)"
+    r"($|[/_-])",
     re.IGNORECASE,
 )
 # A server that answers through a Unix socket on a hostPath volume reaches the daemon of the
@@ -294,6 +343,21 @@ def _claim_scratch(mount: Mount) -> bool:
     )
 
 
+def _grafana_on_sqlite(container: Container) -> bool:
+    """Whether Grafana is seen to run on its default SQLite database: no ``GF_DATABASE_*``
+    variable (literal or from a Secret), no ``envFrom``, no configuration mounted over
+    /etc/grafana (its grafana.ini may name another database)."""
+    env = dict(container.env)
+    named = {*env, *container.env_refs}
+    return (
+        env.get("GF_DATABASE_TYPE", "sqlite3") == "sqlite3"
+        and not any(n.startswith("GF_DATABASE_") and n != "GF_DATABASE_TYPE" for n in named)
+        and "GF_DATABASE_TYPE" not in container.env_refs
+        and not container.env_from
+        and not any(m.path.startswith("/etc/grafana") for m in container.mounts)
+    )
+
+
 def local_state(workload: Workload, container: Container, *, alike: bool = False) -> str | None:
     """Why the container keeps state of its own that a second replica would not share (a known
     single-instance image, a writable claim mount (not scratch), a writable emptyDir mount
@@ -310,6 +374,8 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
         return f"image {image} keeps its data in the one process or its local files"
     if _UNELECTED_CONTROLLER.search(image):
         return f"image {image} is a controller without leader election, its state in the process"
+    if off := _election_off(container):
+        return f"it runs with leader election off ({off}): a second replica is a second controller"
     if kernel_mounted(container):
         return f"image {image} is a file server exporting its own files"
     argv = argv_of(container)
@@ -328,9 +394,15 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
         return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
     env = dict(container.env)
-    if _GRAFANA.search(image) and not (
-        env.get("GF_DATABASE_TYPE", "sqlite3") != "sqlite3" or env.get("GF_DATABASE_URL")
+    if (apicurio := _APICURIO.search(image)) and (
+        apicurio.group("mem")
+        or (
+            not any(n.startswith("APICURIO_") for n in (*env, *container.env_refs))
+            and not container.env_from
+        )
     ):
+        return "Apicurio Registry keeps its data in memory (its default storage)"
+    if _GRAFANA.search(image) and _grafana_on_sqlite(container):
         return "Grafana keeps its users and dashboards in a SQLite file (no shared database set)"
     storage = env.get("REGISTRY_STORAGE", "filesystem")
     if _REGISTRY.search(image) and storage == "filesystem":
@@ -339,7 +411,7 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     if socket := node_socket(container, volumes):
         return socket
     read_only = workload.template.read_only_volumes
-    scraper = alike and bool(_SCRAPER.search(image))
+    scraper = alike and scrapes(container)
     remote = any(_STORE_ADDRESS.match(name) for name, _ in container.env)
     for m in container.mounts:
         source = volumes.get(m.volume)

@@ -111,17 +111,20 @@ def find_builds(paths: Sequence[str]) -> Builds:
 # Shell scripts and Makefiles that build images: ``docker build``, ``docker buildx build``
 # or ``podman build`` with ``-t``/``--tag`` and a context directory, ``-f``/``--file`` for
 # another Dockerfile (https://docs.docker.com/reference/cli/docker/buildx/build/); paths are
-# read from the script's folder, where such scripts are run (DescartesResearch/TeaStore
-# tools/build_docker.sh: ``-t "${registry}teastore-db" ../utilities/...database/``)
+# read from the script's folder, where such scripts are run, or the folder a ``cd`` before
+# it moved to (DescartesResearch/TeaStore tools/build_docker.sh: ``-t
+# "${registry}teastore-db" ../utilities/...database/``)
 _BUILD_SCRIPT = re.compile(r"(\.sh|^Makefile|^makefile|\.mk)$")
-_BUILD = re.compile(r"\b(?:docker|podman)\s+(?:buildx\s+)?build\s+(?P<rest>.*)")
+_BUILD = re.compile(r"^(?:docker|podman)\s+(?:buildx\s+)?build\s+(?P<rest>.*)")
+_COMMANDS = re.compile(r"\s*(?:&&|\|\||;)\s*")
 _VARIABLE = re.compile(r"\$(\{[^}]*\}|\([^)]*\)|\w+)")
 _TAKES_VALUE = frozenset({"--platform", "--build-arg", "--target", "--label", "--cache-from"})
 
 
 def script_builds(script: Path) -> list[tuple[str, Path]]:
-    """(image name, Dockerfile) of each build command of a script or Makefile whose tag and
-    Dockerfile are known (a tag that is only a variable names nothing)."""
+    """(image name, Dockerfile) of each build command of a script or Makefile whose tag,
+    context and Dockerfile are known: a tag that is only a variable names nothing, and after
+    a ``cd`` to a place a variable names, nothing is known of the paths."""
     try:
         if script.stat().st_size > _MOST_BYTES:
             return []
@@ -129,41 +132,56 @@ def script_builds(script: Path) -> list[tuple[str, Path]]:
     except OSError:
         return []
     out: list[tuple[str, Path]] = []
+    here: Path | None = script.parent
+    makefile = not script.name.endswith(".sh")  # its every recipe line is a shell of its own
     for line in text.replace("\\\n", " ").splitlines():
-        if (m := _BUILD.search(line)) is None:
-            continue
-        try:
-            words = shlex.split(m.group("rest").split(";")[0].split("&&")[0], comments=True)
-        except ValueError:
-            continue
-        tags, file, context = [], None, None
-        i = 0
-        while i < len(words):
-            word = words[i]
-            value = words[i + 1] if i + 1 < len(words) else ""
-            if word in ("-t", "--tag", "-f", "--file") or word in _TAKES_VALUE:
-                if word in ("-t", "--tag"):
-                    tags.append(value)
-                elif word in ("-f", "--file"):
-                    file = value
-                i += 2
-                continue
-            if word.startswith(("-t=", "--tag=")):
-                tags.append(word.partition("=")[2])
-            elif word.startswith(("-f=", "--file=")):
-                file = word.partition("=")[2]
-            elif not word.startswith("-"):
-                context = word
-            i += 1
-        if context is None or "$" in context:
-            continue
-        folder = script.parent / context
-        dockerfile = script.parent / file if file and "$" not in file else folder / "Dockerfile"
-        names = {image_name(_VARIABLE.sub("", t)) for t in tags}
-        for name in sorted(n for n in names if n and "$" not in n):
-            if dockerfile.is_file():
-                out.append((name, dockerfile))
+        if line.lstrip().startswith("#"):
+            continue  # a comment
+        here = script.parent if makefile else here
+        for command in _COMMANDS.split(line.strip().lstrip("@-+").strip()):
+            words = command.split()
+            if words and words[0] in ("cd", "pushd", "popd"):
+                target = words[1] if len(words) > 1 and words[0] != "popd" else "$"
+                here = (
+                    here / target.strip("\"'") if here is not None and "$" not in target else None
+                )
+            elif here is not None and (m := _BUILD.match(command)) is not None:
+                out.extend(_built(here, m.group("rest")))
     return out
+
+
+def _built(here: Path, arguments: str) -> list[tuple[str, Path]]:
+    """(image name, Dockerfile) of one build command's arguments, read from folder ``here``."""
+    try:
+        words = shlex.split(arguments, comments=True)
+    except ValueError:
+        return []
+    tags, file, context = [], None, None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        value = words[i + 1] if i + 1 < len(words) else ""
+        if word in ("-t", "--tag", "-f", "--file") or word in _TAKES_VALUE:
+            if word in ("-t", "--tag"):
+                tags.append(value)
+            elif word in ("-f", "--file"):
+                file = value
+            i += 2
+            continue
+        if word.startswith(("-t=", "--tag=")):
+            tags.append(word.partition("=")[2])
+        elif word.startswith(("-f=", "--file=")):
+            file = word.partition("=")[2]
+        elif not word.startswith("-"):
+            context = word
+        i += 1
+    if context is None or "$" in context or (file is not None and "$" in file):
+        return []  # a place a variable names: not known here
+    dockerfile = Path(os.path.normpath(here / file if file else here / context / "Dockerfile"))
+    if not dockerfile.is_file():
+        return []
+    names = {image_name(_VARIABLE.sub("", t)) for t in tags}
+    return [(name, dockerfile) for name in sorted(n for n in names if n and "$" not in n)]
 
 
 def skaffold_artifacts(config: Path) -> list[tuple[str, Path]]:
@@ -512,11 +530,19 @@ def _app_folder(
         other != image and _user_image(other) and theirs & mine for other, theirs in folders.items()
     )
     plain = [d for d in near if d.name == "Dockerfile"]
-    if len(plain) == 1 and len(near) == 1 and not others and _user_image(image):
+    if len(plain) == 1 and not others and _user_image(image):
         return plain
     # ``Dockerfile.server`` beside ``Dockerfile.client`` builds the image named ``…-server-…``
+    # when the image is yours: of a user's repository, or named for the folder too
+    # (``hello-mtls-server-node`` in ``node/``), not a third party's (``mongo-express``)
     words = set(_WORDS.split(image_name(image).lower()))
-    named = [d for d in near if (own := _dockerfile_name(d.name)) and own.lower() in words]
+    named = [
+        d
+        for d in near
+        if (own := _dockerfile_name(d.name))
+        and own.lower() in words
+        and (_user_image(image) or dockerfiles[d].name.lower() in words)
+    ]
     return named if len(named) == 1 else []
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -314,7 +314,9 @@ def _pod_template(
             else None
         ),
         spread=spread,
-        volumes={name: next((str(k) for k in v if k != "name"), "") for name, v in volumes},
+        # a volume that names no source is an emptyDir (the API server's default:
+        # pkg/apis/core/v1/defaults.go SetDefaults_Volume in kubernetes/kubernetes)
+        volumes={name: next((str(k) for k in v if k != "name"), "emptyDir") for name, v in volumes},
         read_only_volumes=frozenset(
             name
             for name, v in volumes
@@ -342,6 +344,11 @@ def _container(f: Fields, c: YMap, path: str) -> Container:
             )
     named = {p.name: p.number for p in ports if p.name}
     lifecycle = f.mapping(c, "lifecycle", f"{path}.lifecycle")
+    env = tuple(
+        (name, text_of(e.get("value")))
+        for e_path, e in f.maps(c, "env", f"{path}.env")
+        if (name := f.text(e, "name", f"{e_path}.name")) and e.get("value") is not None
+    )
     return Container(
         name=f.text(c, "name", f"{path}.name") or "<unnamed>",
         line=c.line,
@@ -356,12 +363,15 @@ def _container(f: Fields, c: YMap, path: str) -> Container:
             f,
             f.mapping(lifecycle, "preStop", f"{path}.lifecycle.preStop"),
             f"{path}.lifecycle.preStop",
+            dict(env),
         ),
-        env=tuple(
-            (name, text_of(e.get("value")))
+        env=env,
+        env_refs=frozenset(
+            name
             for e_path, e in f.maps(c, "env", f"{path}.env")
-            if (name := f.text(e, "name", f"{e_path}.name")) and e.get("value") is not None
+            if (name := f.text(e, "name", f"{e_path}.name")) and e.get("valueFrom") is not None
         ),
+        env_from=bool(c.get("envFrom")),
         mounts=tuple(
             Mount(
                 f.text(m, "name", f"{m_path}.name") or "",
@@ -412,7 +422,9 @@ def _probe(f: Fields, c: YMap, key: str, path: str, named: dict[str, int]) -> Pr
     return None
 
 
-def _prestop(f: Fields, hook: YMap | None, path: str) -> PreStop | None:
+def _prestop(
+    f: Fields, hook: YMap | None, path: str, env: Mapping[str, str] | None = None
+) -> PreStop | None:
     if hook is None:
         return None
     if (h := f.mapping(hook, "sleep", f"{path}.sleep")) is not None:
@@ -420,18 +432,29 @@ def _prestop(f: Fields, hook: YMap | None, path: str) -> PreStop | None:
         return PreStop("sleep", hook.line, float(seconds) if seconds is not None else None)
     if (h := f.mapping(hook, "exec", f"{path}.exec")) is not None:
         command = f.strings(h, "command", f"{path}.exec.command")
-        return PreStop("exec", hook.line, sleep_in(command), command)
+        return PreStop("exec", hook.line, sleep_in(command, env or {}), command)
     for handler in ("httpGet", "tcpSocket"):
         if handler in hook:
             return PreStop(handler, hook.line)
     return None
 
 
-def sleep_in(command: Sequence[str]) -> float | None:
-    """Seconds a preStop command sleeps (``sleep 5``, ``sh -c "sleep 5 && …"``), if any."""
+# A variable in a hook's command: the shell's `$NAME`/`${NAME}`, or Kubernetes' `$(NAME)`
+# (https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/)
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|\((\w+)\)|(\w+))")
+
+
+def sleep_in(command: Sequence[str], env: Mapping[str, str] | None = None) -> float | None:
+    """Seconds a preStop command sleeps (``sleep 5``, ``sh -c "sleep 5 && …"``), if any; a
+    variable the container's ``env`` sets is read as its value (Kourier's gateway: ``sleep
+    $DRAIN_TIME_SECONDS`` with ``DRAIN_TIME_SECONDS: "15"``)."""
     if not command:
         return None
-    words = list(command)
+    known = env or {}
+    words = [
+        _VARIABLE.sub(lambda m: known.get(m.group(1) or m.group(2) or m.group(3), m.group(0)), w)
+        for w in command
+    ]
     if words[0].rsplit("/", 1)[-1] in _SHELLS and "-c" in words[1:]:
         script = " ".join(words[words.index("-c") + 1 :])
     else:

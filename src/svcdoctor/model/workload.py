@@ -105,6 +105,10 @@ class Container:
     prestop: PreStop | None = None
     # ``env`` entries with a literal ``value`` (``valueFrom`` ones are not known from files)
     env: tuple[tuple[str, str], ...] = ()
+    # the names of ``env`` entries set from elsewhere (``valueFrom``), and whether ``envFrom``
+    # brings in variables: what the files do not say
+    env_refs: frozenset[str] = frozenset()
+    env_from: bool = False
     mounts: tuple[Mount, ...] = ()
     # the seconds its app keeps serving after SIGTERM as its mounted configuration sets them,
     # what says so and the source (``manifests.configs``: CoreDNS's health lameduck)
