@@ -36,6 +36,7 @@ from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import (
     INLINE_DISKS,
+    SPLIT_CAVEAT,
     data_store,
     leader_elected,
     local_state,
@@ -438,7 +439,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     Run at least two replicas (spread across nodes) and add a PodDisruptionBudget. When a
     HorizontalPodAutoscaler scales the workload, set its `minReplicas` to 2 or more: it
     overrides `spec.replicas`. For a backend with local state, move the state to a store
-    the replicas share (or use the backend's own clustering) first; for a leader-elected
+    the replicas share (or use the backend's own clustering) first (the printed fix says
+    so: state kept in memory or on the container's own disk is not in the manifests); for a leader-elected
     server, a second replica is a standby that takes over when the leader's lease expires.
 
     ## References
@@ -479,7 +481,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         fix = Fix(
             ObjectPatch({"spec": {"minReplicas": 2}}),
             note=f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
-            "PodDisruptionBudget with minAvailable: 1",
+            f"PodDisruptionBudget with minAvailable: 1\n{SPLIT_CAVEAT}",
         )
     elif w.ref.kind == "Pod":
         how = "a bare Pod"
@@ -488,7 +490,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         how = "replicas unset, the API default is 1" if w.replicas is None else "1 replica"
         fix = Fix(
             ObjectPatch({"spec": {"replicas": 2}}),
-            note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1",
+            note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1\n{SPLIT_CAVEAT}",
         )
     single = f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how})"
     containers = serving_containers(inventory, w)

@@ -27,7 +27,7 @@ from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
-from svcdoctor.checks.state import data_store, local_state, waits_for_lease
+from svcdoctor.checks.state import SPLIT_CAVEAT, data_store, local_state, waits_for_lease
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
     Fix,
@@ -678,14 +678,14 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                     w,
                     f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
                     f"{names} is removed before its replacement is ready",
-                    fix=_spec_fix({"replicas": 2, "strategy": rolling}),
+                    fix=_spec_fix({"replicas": 2, "strategy": rolling}, SPLIT_CAVEAT),
                 )
         elif replicas == 1 and w.ref.kind == "StatefulSet":
             hit = Hit(
                 w,
                 f"a 1-replica StatefulSet deletes its pod before recreating it: Service {names} "
                 "has no endpoint during each rollout",
-                fix=_spec_fix({"replicas": 2}),
+                fix=_spec_fix({"replicas": 2}, SPLIT_CAVEAT),
             )
         elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
             surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
@@ -729,5 +729,5 @@ def _lone_pod(inventory: Inventory, w: Workload) -> str | None:
     return None
 
 
-def _spec_fix(spec: dict[str, object]) -> Fix:
-    return Fix(ObjectPatch({"spec": spec}))
+def _spec_fix(spec: dict[str, object], caveat: str = "") -> Fix:
+    return Fix(ObjectPatch({"spec": spec}), note=f"\n{caveat}" if caveat else "")

@@ -38,6 +38,15 @@ _DATA_STORE_REPO = re.compile(
 )
 
 
+# What a second replica cannot fix, said wherever one is proposed: the manifests show no
+# state kept in the process or on the container's own disk (an in-memory cache, an embedded
+# database), and the servers lint does not know may keep some.
+SPLIT_CAVEAT = (
+    "# unless the server keeps data of its own (in memory or on its disk, which the manifests "
+    "do not show):\n# then a second replica would split it; share that state first"
+)
+
+
 def data_store(workload: Workload) -> bool:
     """Whether the workload runs a data store or broker, by its containers' image names
     (not the tools around one: exporters, UIs, operators, proxies)."""
