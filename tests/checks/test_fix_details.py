@@ -145,3 +145,22 @@ def test_severity_override_and_disable() -> None:
     rules = {f.rule: f.severity for f in tuned.findings}
     assert rules["SVD101"] is Severity.ERROR
     assert "SVD201" not in rules
+
+
+@pytest.mark.parametrize(
+    ("command", "seconds"),
+    [
+        (["sh", "-c", "sleep $DRAIN"], 15.0),  # the shell expands it from the env
+        (["/bin/sh", "-c", "curl -X POST localhost:9901/drain; sleep ${DRAIN}"], 15.0),
+        (["sleep", "$DRAIN"], None),  # no shell: sleep gets the text
+        (["sleep", "$(DRAIN)"], None),  # Kubernetes expands $(…) in command/args, not hooks
+        (["sh", "-c", "sleep $(DRAIN)"], None),  # a command substitution
+        (["sh", "-c", "sleep '$DRAIN'"], None),  # single-quoted: no expansion
+        (["sh", "-c", "DRAIN=2; sleep $DRAIN"], 2.0),  # the script's own value
+        (["sh", "-c", "sleep $UNSET"], None),
+    ],
+)
+def test_sleep_in_reads_the_variables_the_shell_expands(
+    command: list[str], seconds: float | None
+) -> None:
+    assert sleep_in(command, {"DRAIN": "15"}) == seconds

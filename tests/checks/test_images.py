@@ -303,3 +303,25 @@ def test_build_scripts_follow_cd_and_skip_comments_and_unknown_dockerfiles(tmp_p
         "api": ["api/Dockerfile"],
         "web": ["web/Dockerfile"],
     }
+
+
+def test_build_scripts_read_prefixed_commands_own_folder_and_pushd(tmp_path: Path) -> None:
+    """``DOCKER_BUILDKIT=1 docker build``, ``sudo``, ``then docker build`` are builds;
+    ``cd "$(dirname "$0")"`` is the script's folder; ``popd`` returns where ``pushd`` left."""
+    for folder in ("a", "b", "c", "d"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "Dockerfile").write_text('FROM node:20\nCMD ["node", "x.js"]\n')
+    (tmp_path / "build.sh").write_text(
+        'cd "$(dirname "$0")"\n'
+        "DOCKER_BUILDKIT=1 docker build -t myorg/alpha a\n"
+        "if true; then sudo docker build -t myorg/beta b; fi\n"
+        "pushd c && docker build -t myorg/gamma . && popd\n"
+        "docker build -t myorg/delta d\n"
+    )
+    artifacts = find_builds([str(tmp_path)]).artifacts
+    assert {k: [p.relative_to(tmp_path).as_posix() for p in v] for k, v in artifacts.items()} == {
+        "alpha": ["a/Dockerfile"],
+        "beta": ["b/Dockerfile"],
+        "gamma": ["c/Dockerfile"],
+        "delta": ["d/Dockerfile"],
+    }

@@ -440,8 +440,9 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     HorizontalPodAutoscaler scales the workload, set its `minReplicas` to 2 or more: it
     overrides `spec.replicas`. For a backend with local state, move the state to a store
     the replicas share (or use the backend's own clustering) first (the printed fix says
-    so: state kept in memory or on the container's own disk is not in the manifests); for a leader-elected
-    server, a second replica is a standby that takes over when the leader's lease expires.
+    so: state kept in memory or on the container's own disk is not in the manifests); for
+    a leader-elected server, a second replica is a standby that takes over when the
+    leader's lease expires.
 
     ## References
     - https://kubernetes.io/docs/concepts/workloads/pods/disruptions/

@@ -133,7 +133,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's
     fix lets a replacement take over, the delay is due (fixed together, they leave no
     race); it is not flagged where stopping first is deliberate (a data store, pods that
-    keep local state or a leader-elected server, which SVD106 leaves alone too). The same
+    keep local state, or an app k8s-await-election starts once elected, which SVD106 leaves
+    alone too). The same
     for the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare
     Pod: SVD204). Only where no other workload's pods serve behind the same Service: with
     them, the race is there today (a warning). A container
@@ -613,10 +614,10 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first), unless
     the pods keep local state, as for SVD204 (a claim that attaches to one node, a
     single-instance server, a node's daemon reached through a hostPath socket), where a
-    second pod would split the state or reach another node's daemon, or the server is
-    leader-elected (a surge pod would stand by, or, under k8s-await-election, wait for the
-    lease the old pod holds), or another workload's pods behind the same Service keep
-    serving meanwhile (a canary beside its stable track, bare Pods beside a Deployment). A
+    second pod would split the state or reach another node's daemon, or the app runs under
+    k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`: a surge pod would wait for the lease
+    the old pod holds), or another workload's pods behind the same Service keep serving
+    meanwhile (a canary beside its stable track, bare Pods beside a Deployment). A
     DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
     it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with
     `externalTrafficPolicy: Local`, where a node's traffic only reaches the node's own pod,
@@ -700,7 +701,7 @@ def _stops_first_on_purpose(w: Workload) -> bool:
     another node's daemon), or an app k8s-await-election starts once elected (a surge pod
     would wait for the lease the old one holds, and the old one is not deleted before)."""
     return data_store(w) or any(
-        local_state(w, c) or waits_for_lease(c) for c in w.template.containers
+        local_state(w, c, alike=True) or waits_for_lease(c) for c in w.template.containers
     )
 
 

@@ -13,7 +13,7 @@ from svcdoctor.checks._serving import (
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import local_state, scrapes
+from svcdoctor.checks.state import local_state, queried_scraper
 from svcdoctor.model import (
     Cause,
     Container,
@@ -540,6 +540,10 @@ def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
     if not carries_requests(inventory, svc):
         return True
     workloads = [w for w in related_targets(inventory, svc) if serving_containers(inventory, w)]
+    # an emptyDir at a data path is no evidence here: replicas may hold alike copies (a site)
     return any(
-        local_state(w, c) or scrapes(c) for w in workloads for c in serving_containers(inventory, w)
+        ((why := local_state(w, c, alike=True)) is not None and "emptyDir" not in why)
+        or queried_scraper(c)
+        for w in workloads
+        for c in serving_containers(inventory, w)
     )

@@ -9,14 +9,15 @@ from svcdoctor.checks._serving import argv_of, kernel_mounted
 from svcdoctor.model import Container, Mount, Workload
 
 # Images of data stores and brokers (a directory server's database: OpenLDAP; message
-# brokers: ActiveMQ, Artemis): a second replica is a second, separate store (or needs
-# the store's own clustering), and stopping the old pod first is deliberate (one writer of
-# a ReadWriteOnce volume). Replica and rollout advice does not apply to them.
+# brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis): a second replica is a
+# second, separate store (or needs the store's own clustering), and stopping the old pod
+# first is deliberate (one writer of a ReadWriteOnce volume). Replica and rollout advice does
+# not apply to them.
 _DATA_STORE = re.compile(
     r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
     r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
     r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
-    r"activemq|artemis)"
+    r"activemq)"
     r"(?:$|[_.-])"
 )
 
@@ -258,6 +259,15 @@ _RECEIVES_WRITES = re.compile(
 )
 
 
+_PROMETHEUS = re.compile(r"(^|/)(prom|prometheus)/prometheus(:|@|$)")
+
+
+def queried_scraper(container: Container) -> bool:
+    """Whether the container is a Prometheus server (not a forwarder such as vmagent):
+    clients query the series its own scrapes gathered, which differ between replicas."""
+    return bool(_PROMETHEUS.search(container.image))
+
+
 def scrapes(container: Container) -> bool:
     """Whether the container is a pull scraper (``_SCRAPER``) that receives no remote writes:
     its replicas hold alike series, not data of their own."""
@@ -284,8 +294,9 @@ _DATA_NAMED = re.compile(_DATA_WORD, re.IGNORECASE)
 # https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/) holds the
 # node's pod volumes and plugin sockets, mounted by node agents (a CSI plugin's
 # `mountpoint-dir`), not data of the pod.
-# Squid's cache_dir, /var/spool/squid by default (squid.conf.documented, `cache_dir`), is a
-# cache: a second proxy fills its own.
+# Squid's cache_dir, conventionally /var/spool/squid (squid.conf.documented's example
+# `cache_dir ufs /var/spool/squid 100 16 256`; without one it caches in memory), is a cache:
+# a second proxy fills its own.
 _SCRATCH = re.compile(
     r"(^|[/_.-])(tmp|temp|cache|run|lock|shm|sockets?|certs?|tls|ssl|secrets?|etc|conf(ig)?|"
     r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio|kubelet|squid)"
@@ -353,18 +364,27 @@ def _claim_scratch(mount: Mount) -> bool:
 
 
 def _grafana_on_sqlite(container: Container) -> bool:
-    """Whether Grafana is seen to run on its default SQLite database: no ``GF_DATABASE_*``
-    variable (literal or from a Secret), no ``envFrom``, no configuration mounted over
-    /etc/grafana (its grafana.ini may name another database)."""
+    """Whether Grafana is seen to run on its default SQLite database: no variable naming
+    another database (literal or from a Secret), no ``envFrom``, no grafana.ini mounted
+    (it may name another database); provisioning mounts under /etc/grafana do not count."""
     env = dict(container.env)
     named = {*env, *container.env_refs}
     return (
         env.get("GF_DATABASE_TYPE", "sqlite3") == "sqlite3"
-        and not any(n.startswith("GF_DATABASE_") and n != "GF_DATABASE_TYPE" for n in named)
+        and not (_GRAFANA_DATABASE & (named - {"GF_DATABASE_TYPE"}))
         and "GF_DATABASE_TYPE" not in container.env_refs
         and not container.env_from
-        and not any(m.path.startswith("/etc/grafana") for m in container.mounts)
+        and not any(m.path.rstrip("/") in _GRAFANA_INI for m in container.mounts)
     )
+
+
+# The settings that point Grafana at another database ([database] type, url, host, name,
+# user, password: https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#database;
+# GF_DATABASE_WAL or _PATH tune SQLite), and where its grafana.ini is mounted
+_GRAFANA_DATABASE = frozenset(
+    f"GF_DATABASE_{k}" for k in ("TYPE", "URL", "HOST", "NAME", "USER", "PASSWORD")
+)
+_GRAFANA_INI = frozenset({"/etc/grafana", "/etc/grafana/grafana.ini"})
 
 
 def local_state(workload: Workload, container: Container, *, alike: bool = False) -> str | None:
@@ -405,10 +425,7 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     env = dict(container.env)
     if (apicurio := _APICURIO.search(image)) and (
         apicurio.group("mem")
-        or (
-            not any(n.startswith("APICURIO_") for n in (*env, *container.env_refs))
-            and not container.env_from
-        )
+        or ("APICURIO_STORAGE_KIND" not in {*env, *container.env_refs} and not container.env_from)
     ):
         return "Apicurio Registry keeps its data in memory (its default storage)"
     if _GRAFANA.search(image) and _grafana_on_sqlite(container):

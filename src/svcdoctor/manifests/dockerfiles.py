@@ -14,8 +14,9 @@ ewolff/microservice-kubernetes); failing that, an image of a user's repository w
 a word and a version names that word's directory (``nigelpoulton/k8sbook:shield-01`` built
 from ``web-app/shield/``); failing that, images named ``<project>-<folder>`` when three or
 more of the run, all of that prefix, follow that convention (``mushop-api`` from
-``src/api/``); failing that, the only Dockerfile of the manifests' app folder (their folder
-or its parent) builds the only user image they run. Two candidates for one
+``src/api/``); failing that, in the manifests' app folder (their folder or its parent), the
+``Dockerfile.NAME`` whose ``NAME`` is a word of the image's, else the only plain
+Dockerfile, for the only user image they run. Two candidates for one
 name match neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
 (``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). The build context is
 taken to be the Dockerfile's directory, or the folder above it (up to three) where the files
@@ -115,7 +116,16 @@ def find_builds(paths: Sequence[str]) -> Builds:
 # it moved to (DescartesResearch/TeaStore tools/build_docker.sh: ``-t
 # "${registry}teastore-db" ../utilities/...database/``)
 _BUILD_SCRIPT = re.compile(r"(\.sh|^Makefile|^makefile|\.mk)$")
-_BUILD = re.compile(r"^(?:docker|podman)\s+(?:buildx\s+)?build\s+(?P<rest>.*)")
+# the build command, after any `VAR=value` words, `sudo`/`time`/`exec`, or the keyword that
+# opens a branch or loop body (`then docker build …`)
+_BUILD = re.compile(
+    r"^(?:(?:\w+=\S*|sudo|time|exec|then|do|else)\s+)*(?:docker|podman)\s+(?:buildx\s+)?"
+    r"build\s+(?P<rest>.*)"
+)
+# `cd "$(dirname "$0")"` and its spellings move to the script's own folder
+_OWN_FOLDER = re.compile(
+    r"""^["']?\$\(dirname\s+["']?\$(0|\{0\}|BASH_SOURCE)|^["']?\$\{BASH_SOURCE%/\*\}"""
+)
 _COMMANDS = re.compile(r"\s*(?:&&|\|\||;)\s*")
 _VARIABLE = re.compile(r"\$(\{[^}]*\}|\([^)]*\)|\w+)")
 _TAKES_VALUE = frozenset({"--platform", "--build-arg", "--target", "--label", "--cache-from"})
@@ -133,21 +143,33 @@ def script_builds(script: Path) -> list[tuple[str, Path]]:
         return []
     out: list[tuple[str, Path]] = []
     here: Path | None = script.parent
+    pushed: list[Path | None] = []  # pushd's stack
     makefile = not script.name.endswith(".sh")  # its every recipe line is a shell of its own
     for line in text.replace("\\\n", " ").splitlines():
         if line.lstrip().startswith("#"):
             continue  # a comment
-        here = script.parent if makefile else here
+        if makefile:
+            here, pushed = script.parent, []
         for command in _COMMANDS.split(line.strip().lstrip("@-+").strip()):
-            words = command.split()
-            if words and words[0] in ("cd", "pushd", "popd"):
-                target = words[1] if len(words) > 1 and words[0] != "popd" else "$"
-                here = (
-                    here / target.strip("\"'") if here is not None and "$" not in target else None
-                )
+            words = command.split(maxsplit=1)
+            if words and words[0] == "popd":
+                here = pushed.pop() if pushed else None
+            elif words and words[0] in ("cd", "pushd"):
+                if words[0] == "pushd":
+                    pushed.append(here)
+                here = _moved(here, script.parent, words[1] if len(words) > 1 else "$HOME")
             elif here is not None and (m := _BUILD.match(command)) is not None:
                 out.extend(_built(here, m.group("rest")))
     return out
+
+
+def _moved(here: Path | None, own: Path, target: str) -> Path | None:
+    """Where a ``cd TARGET`` from ``here`` goes: the script's own folder for ``cd
+    "$(dirname "$0")"``, ``None`` (unknown) for a place another variable names."""
+    if _OWN_FOLDER.match(target):
+        return own
+    target = target.strip().strip("\"'")
+    return None if here is None or "$" in target or not target else here / target
 
 
 def _built(here: Path, arguments: str) -> list[tuple[str, Path]]:
@@ -517,21 +539,18 @@ def _user_image(image: str) -> bool:
 def _app_folder(
     dockerfiles: Mapping[Path, Path], image: str, folders: Mapping[str, set[Path]]
 ) -> list[Path]:
-    """The Dockerfile of the app folder the image's manifests are in: the only Dockerfile
-    in their folder or its parent (``03/Dockerfile`` beside ``03/kube/knote.yaml``,
-    learnk8s/knote-js), when the image is the only user image those manifests' folders run;
-    else the one there whose own name is a word of the image's (``Dockerfile.server`` for
-    ``hello-mtls-server-node``, smallstep/autocert's examples). ``dockerfiles``: each
-    Dockerfile with its resolved folder; ``folders``: each image's manifests' resolved
-    folders."""
+    """The Dockerfile of the app folder the image's manifests are in (their folder or its
+    parent): the one there whose own name is a word of the image's (``Dockerfile.server``
+    for ``hello-mtls-server-node``, smallstep/autocert's examples); else the only plain
+    ``Dockerfile`` there (``03/Dockerfile`` beside ``03/kube/knote.yaml``,
+    learnk8s/knote-js), when the image is the only user image those manifests' folders run.
+    ``dockerfiles``: each Dockerfile with its resolved folder; ``folders``: each image's
+    manifests' resolved folders."""
     mine = folders.get(image, set())
     near = {d for d, home in dockerfiles.items() for f in mine if home in (f, f.parent)}
     others = any(
         other != image and _user_image(other) and theirs & mine for other, theirs in folders.items()
     )
-    plain = [d for d in near if d.name == "Dockerfile"]
-    if len(plain) == 1 and not others and _user_image(image):
-        return plain
     # ``Dockerfile.server`` beside ``Dockerfile.client`` builds the image named ``…-server-…``
     # when the image is yours: of a user's repository, or named for the folder too
     # (``hello-mtls-server-node`` in ``node/``), not a third party's (``mongo-express``)
@@ -543,7 +562,10 @@ def _app_folder(
         and own.lower() in words
         and (_user_image(image) or dockerfiles[d].name.lower() in words)
     ]
-    return named if len(named) == 1 else []
+    if named:
+        return named if len(named) == 1 else []
+    plain = [d for d in near if d.name == "Dockerfile"]  # a Dockerfile.dev beside it aside
+    return plain if len(plain) == 1 and not others and _user_image(image) else []
 
 
 def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[str, ImageFacts]:

@@ -439,24 +439,34 @@ def _prestop(
     return None
 
 
-# A variable in a hook's command: the shell's `$NAME`/`${NAME}`, or Kubernetes' `$(NAME)`
-# (https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/)
-_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|\((\w+)\)|(\w+))")
+# A shell variable in a hook's `sh -c` script (`$NAME`, `${NAME}`), which the shell expands
+# from the container's environment; outside single quotes, and not one the script sets
+# itself. Kubernetes expands `$(NAME)` in command and args only, not in lifecycle hooks
+# (kubernetes/kubernetes#129502), and without a shell nothing expands `$NAME`.
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def _expanded(script: str, env: Mapping[str, str]) -> str:
+    """A ``-c`` script with the variables the container's literal ``env`` sets, or the script
+    itself, replaced by their values, as the shell would (single-quoted text stays)."""
+    values = {**env, **dict(re.findall(r"(?:^|[\s;&|(])(\w+)=([^\s;&|]*)", script))}
+    parts = script.split("'")
+    for i in range(0, len(parts), 2):  # the even parts are outside single quotes
+        parts[i] = _VARIABLE.sub(
+            lambda m: values.get(m.group(1) or m.group(2), m.group(0)), parts[i]
+        )
+    return "'".join(parts)
 
 
 def sleep_in(command: Sequence[str], env: Mapping[str, str] | None = None) -> float | None:
-    """Seconds a preStop command sleeps (``sleep 5``, ``sh -c "sleep 5 && …"``), if any; a
-    variable the container's ``env`` sets is read as its value (Kourier's gateway: ``sleep
-    $DRAIN_TIME_SECONDS`` with ``DRAIN_TIME_SECONDS: "15"``)."""
+    """Seconds a preStop command sleeps (``sleep 5``, ``sh -c "sleep 5 && …"``), if any; in
+    a ``sh -c`` script, a variable the container's ``env`` sets is read as its value
+    (Kourier's gateway: ``sleep $DRAIN_TIME_SECONDS`` with ``DRAIN_TIME_SECONDS: "15"``)."""
     if not command:
         return None
-    known = env or {}
-    words = [
-        _VARIABLE.sub(lambda m: known.get(m.group(1) or m.group(2) or m.group(3), m.group(0)), w)
-        for w in command
-    ]
+    words = list(command)
     if words[0].rsplit("/", 1)[-1] in _SHELLS and "-c" in words[1:]:
-        script = " ".join(words[words.index("-c") + 1 :])
+        script = _expanded(" ".join(words[words.index("-c") + 1 :]), env or {})
     else:
         script = shlex.join(words)
     plain = script.replace("'", " ").replace('"', " ")
