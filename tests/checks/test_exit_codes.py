@@ -84,12 +84,16 @@ spec:
 """
 
 
-def test_a_go_template_without_helm_is_a_note_not_helm_advice(tmp_path: Path) -> None:
+def test_a_template_without_helm_is_a_note_not_helm_advice(tmp_path: Path) -> None:
     code, out = _lint(tmp_path, GO_TEMPLATE)
     assert code == 0, out
     assert "info    SVD002" in out
-    assert "Go template '{{.METALLB_ADDRESS_RANGE}}'" in out
+    assert "template placeholder '{{.METALLB_ADDRESS_RANGE}}'" in out
     assert "helm template" not in out
+    # Mustache's triple braces are quoted whole (zalando-incubator/es-operator's {{{IMAGE}}})
+    code, out = _lint(tmp_path, GO_TEMPLATE.replace("{{.METALLB_ADDRESS_RANGE}}", "{{{IMAGE}}}"))
+    assert code == 0, out
+    assert "template placeholder '{{{IMAGE}}}'" in out
     # Helm's own objects or functions anywhere in the file make it a Helm template
     code, out = _lint(tmp_path, GO_TEMPLATE + "  name: {{ .Release.Name }}\n")
     assert code == 1, out

@@ -396,7 +396,8 @@ def go_bool(argv: Sequence[str], flag: str, default: bool) -> bool:
 
 
 def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]]:
-    """``(failurePolicy, port)`` of each admission webhook that calls the Service."""
+    """``(failurePolicy, port)`` of each admission webhook that calls the Service (a Service
+    without a namespace: in whichever namespace the webhook names)."""
     cached = _WEBHOOKS[0] if _WEBHOOKS else None
     if cached is None or cached[0] is not inventory.resources:
         calls: dict[tuple[str, str], set[tuple[str, int]]] = {}
@@ -405,7 +406,15 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
                 key = (namespace or inventory.namespace, name)
                 calls.setdefault(key, set()).add((policy, port))
         _WEBHOOKS[:] = [(inventory.resources, calls)]
-    return _WEBHOOKS[0][1].get((inventory.namespace_of(service.ref), service.ref.name), set())
+    calls = _WEBHOOKS[0][1]
+    found = calls.get((inventory.namespace_of(service.ref), service.ref.name), set())
+    if not found and not service.ref.namespace:
+        # a namespace-less Service goes into the namespace it is applied to: the one its
+        # webhook configuration names (devtron's guard, webhook in devtroncd)
+        found = {
+            c for (_, name), called in calls.items() if name == service.ref.name for c in called
+        }
+    return found
 
 
 # the Services admission webhooks call and their failure policies, for the last resources

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import PurePath
 
 from svcdoctor.checks._probes import (
@@ -40,6 +41,7 @@ from svcdoctor.checks.state import (
     data_store,
     leader_elected,
     local_state,
+    unknown_election,
     waits_for_lease,
 )
 from svcdoctor.model import (
@@ -135,6 +137,10 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         port = target.port
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
             continue  # a standby's app does not run: its startupProbe keeps it out
+        if leader and any(
+            _every_replica_server(inventory, s, (c,)) for s in inventory.services_of(w)
+        ):
+            leader = None  # a webhook's server: every replica serves it (juicefs-csi-driver)
         if leader:
             yield Hit(
                 w,
@@ -254,7 +260,9 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     first configuration, and speaks mTLS gRPC, which no other probe can pass), nor on a port
     that is not HTTP (Redis, LDAP, MongoDB… by image, port name or well-known number; DynamoDB
     Local, which answers unsigned requests with 400 only) whose image ships no readiness
-    command: no other probe checks more there.
+    command: no other probe checks more there. On a port whose protocol nothing in the
+    manifests names it is an info: the httpGet it proposes fits only if the port speaks
+    HTTP (and SVD201 proposes that tcpSocket probe there).
 
     ## Why it matters
     "Bad" backends are usually alive and listening but not serving: an exhausted connection
@@ -296,40 +304,47 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
             why = f"exec {' '.join(r.command)!r} always succeeds"
         else:
             continue
-        fix = _deeper_probe(inventory, w, c, r)
-        if fix is None:
+        deeper = _deeper_probe(inventory, w, c, r)
+        if deeper is None:
             continue
+        fix, unsure = deeper
         yield Hit(
             w,
-            f"container {c.name!r}: readinessProbe {why}",
+            f"container {c.name!r}: readinessProbe {why}"
+            + ("; nothing here says what the port speaks" if unsure else ""),
             fix=fix,
             container=c.name,
             line=r.line,
+            # SVD201 proposes this very tcpSocket probe where nothing says the protocol
+            severity=Severity.INFO if unsure else None,
         )
 
 
-def _deeper_probe(inventory: Inventory, w: Workload, c: Container, r: Probe) -> Fix | None:
+def _deeper_probe(
+    inventory: Inventory, w: Workload, c: Container, r: Probe
+) -> tuple[Fix, bool] | None:
     """SVD203's fix: the probe ``suggest`` prints for the probed port (the Service's when
-    the probe names none); ``None`` when that is the tcpSocket probe already there (a port
-    that is not HTTP, with no readiness command its image ships)."""
+    the probe names none), and whether the port's protocol is unknown (an httpGet only if
+    it speaks HTTP); ``None`` when that is the tcpSocket probe already there (a port that
+    is not HTTP, with no readiness command its image ships)."""
     if r.port is None:
         target = service_target(inventory, w, c)
     else:
         target = probed_target(inventory, w, c, r.port)
     found = suggest(inventory, w, c, target)
     if found.probe is None:
-        return note(found.note.lstrip("\n"))
+        return note(found.note.lstrip("\n")), False
     if r.handler != "tcpSocket" or "tcpSocket" not in found.probe:
-        return Fix(PodPatch(w.ref.kind, c.name, readiness=found.probe), note=found.note)
+        return Fix(PodPatch(w.ref.kind, c.name, readiness=found.probe), note=found.note), False
     if found.speaks is Speaks.UNKNOWN:
         probe = {"httpGet": {"path": "/readyz", "port": target.port}}
         why = (
             f"\n# port {target.port}: {target.where}\n# httpGet: if port {target.port} speaks "
             f"HTTP (nothing here says so); if not, no other probe checks more\n{READYZ_NOTE}"
         )
-        return Fix(PodPatch(w.ref.kind, c.name, readiness=probe), note=why)
+        return Fix(PodPatch(w.ref.kind, c.name, readiness=probe), note=why), True
     if found.speaks is Speaks.HTTPS:
-        return note(found.note.lstrip("\n"))
+        return note(found.note.lstrip("\n")), False
     return None
 
 
@@ -543,11 +558,19 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             ),
             severity=Severity.INFO,
         )
+    if fix.patch is not None and any(unknown_election(c) for c in containers):
+        fix = replace(fix, note=f"{fix.note}\n{_ELECT_FIRST}")
     return Hit(
         svc,
         f"{single}: one bad pod fails 100 % of requests and every rollout or eviction is an outage",
         fix=fix,
     )
+
+
+_ELECT_FIRST = (
+    "# and if this controller runs without leader election (no --leader-elect here), turn "
+    "it on first:\n# two replicas would both reconcile every object"
+)
 
 
 def _every_replica_server(

@@ -131,8 +131,9 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         flag="--termination-delay",
     ),
     # Skipper's images: registry.opensource.zalan.do/teapot/skipper (its deploy docs,
-    # https://github.com/zalando/skipper/tree/master/docs/kubernetes/deploy) and
-    # ghcr.io/zalando/skipper.
+    # https://github.com/zalando/skipper/tree/master/docs/kubernetes/deploy),
+    # ghcr.io/zalando/skipper, and Zalando's other teams' copies of it on their registry
+    # (registry.opensource.zalan.do/pathfinder/skipper: kube-ingress-aws-controller's deploy/).
     *(
         KnownDrain(
             image,
@@ -142,7 +143,11 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
             "45 s, after SIGTERM before shutting its server down (skipper.go)",
             flag="-wait-for-healthcheck-interval",
         )
-        for image in ("*teapot/skipper*", "*zalando/skipper*")
+        for image in (
+            "*teapot/skipper*",
+            "*zalando/skipper*",
+            "registry.opensource.zalan.do/*/skipper*",
+        )
     ),
     # The KEDA HTTP add-on's interceptor: released as ghcr.io/kedacore/http-add-on-interceptor
     # (its Makefile), built from source as ko://github.com/kedacore/http-add-on/interceptor

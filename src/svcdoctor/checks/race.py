@@ -106,7 +106,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
     any other app keeps serving after SIGTERM cannot be seen in a manifest: the message
     says so rather than asserting that it stops. Containers that serve nothing (`sleep
-    infinity`, `tail -f /dev/null`, test clients) are not flagged, nor are pods behind Services
+    infinity`, `tail -f /dev/null`, test clients, a chart's `helm.sh/hook` Pods) are not
+    flagged, nor are pods behind Services
     that carry no requests (every port a metrics, profiling or probe port: `metrics`,
     `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`,
     `healthz`…, by port or target name, or a kube-rbac-proxy port whose upstream is the

@@ -31,6 +31,10 @@ _BASH_IMAGES = re.compile(
     r"(^|/)(centos|fedora|rockylinux|almalinux|ubi\d*(-\w+)?|amazonlinux|oraclelinux|"
     r"amazoncorretto|photon|archlinux)(:|@|$)|(^|/)(redhat|rhel\d*|opensuse|fedora)/"
 )
+# MinIO's images and their mirrors (not Bitnami's, on Debian): Red Hat's UBI since 2021
+# (Dockerfile.release in minio/minio: FROM registry.access.redhat.com/ubi9/ubi-micro, bash
+# as /bin/sh), Alpine before; both exec a lone command as bash does
+_MINIO = re.compile(r"(^|/)minio(:|@|$)")
 _DASH_IMAGES = re.compile(
     r"debian|ubuntu|bookworm|bullseye|buster|trixie|jammy|focal|noble|-slim\b|(^|/)bitnami/"
     r"|^(docker\.io/)?(library/)?(python|node|golang|nginx|redis|postgres|mysql|mariadb|ruby|"
@@ -52,6 +56,8 @@ def shell_family(shell: str, image: str) -> str | None:
         return "bash"
     if _DASH_IMAGES.search(image):
         return "dash"
+    if _MINIO.search(image):
+        return "bash"
     return None
 
 
@@ -131,7 +137,8 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     lone simple command (`bash -c "/entrypoint.sh --port 8080"` is fine) unless it has a
     redirection; busybox `ash` (`sh` in Alpine and busybox images) does too unless a newline
     follows the command (a YAML `|` block adds one); `dash` (`sh` in Debian and Ubuntu
-    images) never does. `sh` in an image of unknown family is treated as dash. Lists
+    images) never does; in MinIO's (UBI) it is bash. `sh` in an image of unknown family is
+    treated as dash. Lists
     (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged unless the
     last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
     never exec'd; busybox ash alone execs the last command after `&&`, `||`, `;` or a

@@ -52,6 +52,8 @@ def data_store(workload: Workload) -> bool:
     """Whether the workload runs a data store or broker, by its containers' image names
     (not the tools around one: exporters, UIs, operators, proxies)."""
     for c in workload.template.containers:
+        if "$" in c.image:
+            continue  # a placeholder (`${KNATIVE_KAFKA_RECEIVER_IMAGE}`) names no image yet
         image = c.image.split("@", 1)[0].lower()
         name = image.rsplit("/", 1)[-1].split(":", 1)[0]
         if _DATA_STORE.search(name) and not _STORE_TOOL.search(name):
@@ -91,6 +93,27 @@ def waits_for_lease(container: Container) -> bool:
     """Whether the app's process starts only once elected (``_AWAIT_ELECTION``): a standby
     serves nothing, so a startupProbe keeps it out of the Service."""
     return dict(container.env).get(_AWAIT_ELECTION, "false").lower() not in _FALSE
+
+
+# A controller by its image's name or a controller-runtime manager's flags: whether it elects
+# a leader is in its code when no flag says (kubebuilder's scaffold defaults --leader-elect
+# to false: https://book.kubebuilder.io/cronjob-tutorial/empty-main)
+_CONTROLLER_IMAGE = re.compile(r"(^|[/_-])(operator|controller|manager)($|[-_:@])")
+
+
+def unknown_election(container: Container) -> bool:
+    """Whether the container looks like a controller whose leader election nothing in the
+    manifest turns on or off: a second replica may be a second reconciler."""
+    name = container.image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    argv = argv_of(container)
+    controller = bool(_CONTROLLER_IMAGE.search(name.lower())) or any(
+        _EVERY_REPLICA_SERVES.match(w) for w in argv
+    )
+    return (
+        controller
+        and leader_elected(container, other_servers=True) is None
+        and _election_off(container) is None
+    )
 
 
 def _election_off(container: Container) -> str | None:
@@ -351,7 +374,13 @@ _SYSTEM_PATH = re.compile(
 # An explicit data word beats a scratch word: SPIRE's server keeps its sqlite datastore on
 # the claim `spire-data` at /run/spire/data (k8s/quickstart/server-statefulset.yaml in
 # spiffe/spire-tutorials).
-_CLAIM_SCRATCH = re.compile(r"(^|[/_.-])(tmp|temp|cache|run|lock|shm)($|[/_-])", re.IGNORECASE)
+# (and credentials a setup job wrote once for every server to read: a keystore claim that
+# seven Deployments mount at .../resources/security, IBM/GameOn-Java-Microservices-on-Kubernetes)
+_CLAIM_SCRATCH = re.compile(
+    r"(^|[/_.-])(tmp|temp|cache|run|lock|shm|certs?|tls|ssl|secrets?|security|keystores?|"
+    r"truststores?)($|[/_-])",
+    re.IGNORECASE,
+)
 
 
 def _claim_scratch(mount: Mount) -> bool:

@@ -523,6 +523,7 @@ class _Lines:
         if start < 0:
             return "{{ … }}"
         end = text.find("}}", start)
+        end += 1 if end >= 0 and text[end + 2 : end + 3] == "}" else 0  # Mustache's {{{x}}}
         shown = text[start : end + 2] if end >= 0 else text[start:].rstrip()
         return shown if len(shown) <= limit else shown[: limit - 4] + " …}}"
 
@@ -714,9 +715,10 @@ def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -
         result.problems.append(
             HELM_TEMPLATE.finding(
                 Location(name, line),
-                f"Go template '{shown}' (no Helm object or function in the file: rendered by "
-                "other tooling, such as envtpl, gomplate or a script), not a manifest: this "
-                "document is not checked; lint what your tooling renders: … | svcdoctor lint -",
+                f"template placeholder '{shown}' (no Helm object or function in the file: "
+                "filled by other tooling, such as a Mustache or Go template renderer or a "
+                "script), not a manifest: this document is not checked; lint what your "
+                "tooling renders: … | svcdoctor lint -",
                 severity=Severity.INFO,
             )
         )

@@ -23,6 +23,7 @@ SERVING_KINDS = frozenset(
         "CloneSet",
     }
 )
+HELM_HOOK = "helm.sh/hook"  # a chart's hook: a Pod or Job Helm runs once at a release step
 # Kinds whose pods run to completion: noted, never Service-backed.
 BATCH_KINDS = frozenset({"Job", "CronJob"})
 WORKLOAD_KINDS = SERVING_KINDS | BATCH_KINDS
@@ -167,4 +168,7 @@ class Workload:
 
     @property
     def serving(self) -> bool:
-        return self.ref.kind in SERVING_KINDS
+        """Whether its pods can back a Service: a long-running kind, and not a Helm hook (a
+        chart's `helm.sh/hook: test` Pod carries the selector labels of what it tests, and
+        runs once: https://helm.sh/docs/topics/chart_tests/)."""
+        return self.ref.kind in SERVING_KINDS and HELM_HOOK not in self.annotations
