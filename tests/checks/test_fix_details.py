@@ -158,6 +158,8 @@ def test_severity_override_and_disable() -> None:
         (["sh", "-c", "sleep '$DRAIN'"], None),  # single-quoted: no expansion
         (["sh", "-c", "DRAIN=2; sleep $DRAIN"], 2.0),  # the script's own value
         (["sh", "-c", "sleep $UNSET"], None),
+        (["sh", "-c", 'echo "don\'t"; sleep $DRAIN'], 15.0),  # an apostrophe quotes nothing
+        (["sh", "-c", "sleep \\$DRAIN"], None),  # escaped
     ],
 )
 def test_sleep_in_reads_the_variables_the_shell_expands(

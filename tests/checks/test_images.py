@@ -312,10 +312,12 @@ def test_build_scripts_read_prefixed_commands_own_folder_and_pushd(tmp_path: Pat
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "Dockerfile").write_text('FROM node:20\nCMD ["node", "x.js"]\n')
     (tmp_path / "build.sh").write_text(
+        'cd "$(dirname "$0")/.."\n'
+        "cd -  # back\n"
         'cd "$(dirname "$0")"\n'
         "DOCKER_BUILDKIT=1 docker build -t myorg/alpha a\n"
         "if true; then sudo docker build -t myorg/beta b; fi\n"
-        "pushd c && docker build -t myorg/gamma . && popd\n"
+        "pushd c > /dev/null && docker build -t myorg/gamma . && popd\n"
         "docker build -t myorg/delta d\n"
     )
     artifacts = find_builds([str(tmp_path)]).artifacts

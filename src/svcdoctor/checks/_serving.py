@@ -178,12 +178,13 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
 # and a placeholder a StatefulSet's governing Service needs (`dummy`: the CSI sidecars'
 # examples, deploy/kubernetes/csi-snapshotter in kubernetes-csi/external-snapshotter).
 # The word may also lead, the scheme following: `metrics-http`/`metrics-https` (the
-# controller's metrics Service, config/operator/metrics-service.yaml in kedacore/http-add-on).
+# controller's metrics Service, config/operator/metrics-service.yaml in kedacore/http-add-on;
+# vsphere-csi-driver's `prometheus-sync` and `prometheus-csi`).
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
     r"probes?|healthz?|livez|readyz|dummy|placeholder)$"
-    r"|^(metrics|profiling|pprof)[-_]",
+    r"|^(metrics|profiling|pprof|prometheus)[-_]",
     re.IGNORECASE,
 )
 # A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`
@@ -396,29 +397,35 @@ def go_bool(argv: Sequence[str], flag: str, default: bool) -> bool:
 
 
 def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]]:
-    """``(failurePolicy, port)`` of each admission webhook that calls the Service (a Service
-    without a namespace: in whichever namespace the webhook names)."""
+    """``(failurePolicy, port)`` of each admission webhook that calls the Service. A Service
+    without a namespace goes into the namespace it is applied to: it also answers a webhook
+    of its folder that names it in a namespace where no Service of that name is declared
+    (devtron's guard, its webhook in devtroncd)."""
     cached = _WEBHOOKS[0] if _WEBHOOKS else None
     if cached is None or cached[0] is not inventory.resources:
-        calls: dict[tuple[str, str], set[tuple[str, int]]] = {}
+        calls: dict[tuple[str, str], set[tuple[str, int, str]]] = {}
         for r in inventory.resources:
             for namespace, name, policy, port in r.webhooks:
                 key = (namespace or inventory.namespace, name)
-                calls.setdefault(key, set()).add((policy, port))
+                calls.setdefault(key, set()).add((policy, port, r.location.file))
         _WEBHOOKS[:] = [(inventory.resources, calls)]
     calls = _WEBHOOKS[0][1]
-    found = calls.get((inventory.namespace_of(service.ref), service.ref.name), set())
-    if not found and not service.ref.namespace:
-        # a namespace-less Service goes into the namespace it is applied to: the one its
-        # webhook configuration names (devtron's guard, webhook in devtroncd)
-        found = {
-            c for (_, name), called in calls.items() if name == service.ref.name for c in called
-        }
-    return found
+    here = (inventory.namespace_of(service.ref), service.ref.name)
+    found = {(policy, port) for policy, port, _ in calls.get(here, set())}
+    if found or service.ref.namespace:
+        return found
+    declared = {(inventory.namespace_of(s.ref), s.ref.name) for s in inventory.services}
+    return {
+        (policy, port)
+        for key, called in calls.items()
+        if key[1] == service.ref.name and key not in declared
+        for policy, port, file in called
+        if related(service.location.file, file)
+    }
 
 
 # the Services admission webhooks call and their failure policies, for the last resources
-_WEBHOOKS: list[tuple[tuple[Resource, ...], dict[tuple[str, str], set[tuple[str, int]]]]] = []
+_WEBHOOKS: list[tuple[tuple[Resource, ...], dict[tuple[str, str], set[tuple[str, int, str]]]]] = []
 
 
 def monitored_only(inventory: Inventory, service: Service) -> bool:

@@ -137,9 +137,7 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         port = target.port
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
             continue  # a standby's app does not run: its startupProbe keeps it out
-        if leader and any(
-            _every_replica_server(inventory, s, (c,)) for s in inventory.services_of(w)
-        ):
+        if leader and any(_every_replica_server(inventory, s, (c,)) for s, _ in target.sent):
             leader = None  # a webhook's server: every replica serves it (juicefs-csi-driver)
         if leader:
             yield Hit(
@@ -399,7 +397,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     route or a TargetGroupBinding sends requests to them, Services whose only clients are
     admission webhooks with `failurePolicy: Ignore` (unreachable, the webhook is skipped and
     the request admitted: no request fails; with `Fail`, the default, it is flagged), data
-    stores and brokers (by image: PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ…),
+    stores and brokers (by image: PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ,
+    IBM MQ…),
     and workloads whose containers serve nothing.
 
     An availability note (info, no replicas fix) instead of the warning when a second
@@ -409,9 +408,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     servers, a standalone Locust, Keycloak `start-dev`, Vault's and Consul's dev servers
     (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
     storage, zot, Grafana on its default SQLite database, Apicurio Registry on its default
-    in-memory storage, Seq, step-ca, heketi, the MailDev, MailHog and Mailpit mail
-    catchers; a controller without leader election: MetalLB's, Zalando's postgres-operator,
-    YuniKorn's scheduler, Scylla Manager, flyte-binary, or any with `--leader-elect=false`;
+    in-memory storage, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow
+    aggregator, the MailDev, MailHog and Mailpit mail catchers; a controller without
+    leader election: MetalLB's, Zalando's postgres-operator, YuniKorn's scheduler, Scylla
+    Manager, flyte-binary, Antrea's controllers, or any with `--leader-elect=false`;
     a writable claim
     (`persistentVolumeClaim`)
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a

@@ -33,8 +33,8 @@ _BASH_IMAGES = re.compile(
 )
 # MinIO's images and their mirrors (not Bitnami's, on Debian): Red Hat's UBI since 2021
 # (Dockerfile.release in minio/minio: FROM registry.access.redhat.com/ubi9/ubi-micro, bash
-# as /bin/sh), Alpine before; both exec a lone command as bash does
-_MINIO = re.compile(r"(^|/)minio(:|@|$)")
+# as /bin/sh), Alpine (busybox ash) for the releases of 2019 and 2020
+_MINIO = re.compile(r"(^|/)minio(:(?P<tag>[^@]*))?(@|$)")
 _DASH_IMAGES = re.compile(
     r"debian|ubuntu|bookworm|bullseye|buster|trixie|jammy|focal|noble|-slim\b|(^|/)bitnami/"
     r"|^(docker\.io/)?(library/)?(python|node|golang|nginx|redis|postgres|mysql|mariadb|ruby|"
@@ -56,8 +56,10 @@ def shell_family(shell: str, image: str) -> str | None:
         return "bash"
     if _DASH_IMAGES.search(image):
         return "dash"
-    if _MINIO.search(image):
-        return "bash"
+    if m := _MINIO.search(image):
+        return (
+            "ash" if (m.group("tag") or "").startswith(("RELEASE.2019", "RELEASE.2020")) else "bash"
+        )
     return None
 
 
@@ -164,8 +166,9 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     ```
 
     ## Fix
-    Prefix the last command of the script with `exec`, or run the binary directly in
-    `command`, or use an init such as `tini` that forwards signals. A pipeline
+    Prefix the last command of the script with `exec` (after its `VAR=value` prefixes:
+    `ID=1 exec app`), or run the binary directly in `command`, or use an init such as
+    `tini` that forwards signals. A pipeline
     (`./server | tee log`) cannot be exec'd: log to stdout, or run it under `tini -g`.
 
     ## References
@@ -269,7 +272,8 @@ def _exec_last(text: str) -> str:
     if last is None:
         return text
     if not (last.words and last.words[0] in BLOCK_ENDS):
-        return text[: last.start] + "exec " + text[last.start :]
+        at = _after_assignments(text, last.start)  # `VAR=x exec app`: exec takes no VAR=x
+        return text[:at] + "exec " + text[at:]
     for command in reversed(_branch_lasts(script)):
         if not command.execs:  # after `then`/`else` of its line
             lead = _LEADING_KEYWORDS.match(text, command.start)  # matches, maybe empty
@@ -279,6 +283,33 @@ def _exec_last(text: str) -> str:
 
 
 _LEADING_KEYWORDS = re.compile(r"(?:(?:then|else|do|\{|\()\s+)*")
+_ASSIGNED = re.compile(r"[A-Za-z_]\w*=")
+
+
+def _after_assignments(text: str, start: int) -> int:
+    """Where a simple command's words start after its ``VAR=value`` prefixes (a value may
+    hold quotes and ``$(…)``/``$((…))``): ``exec`` goes there, as ``exec VAR=x app`` would
+    run a program named ``VAR=x`` (ZooKeeper's ``ZOO_MY_ID=$((…)) /docker-entrypoint.sh``)."""
+    i = start
+    while m := _ASSIGNED.match(text, i):
+        i, depth, quote = m.end(), 0, ""
+        while i < len(text):
+            ch = text[i]
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif text.startswith("$(", i):
+                depth += 1
+                i += 1
+            elif ch == ")" and depth:
+                depth -= 1
+            elif ch in " \t\n;&|" and not depth:
+                break
+            i += 1
+        while i < len(text) and text[i] in " \t":
+            i += 1
+    return i
 
 
 def _why_parent(shell: str, family: str | None, script: Script) -> str:

@@ -28,14 +28,16 @@ _STORE_TOOL = re.compile(
 )
 
 
-# Data stores whose image's last name says nothing (``mcr.microsoft.com/mssql/server``):
+# Data stores and brokers whose image's last name says nothing (``mcr.microsoft.com/mssql/server``;
+# IBM MQ's queue manager, ibmcom/mq and icr.io/ibm-messaging/mq:
+# https://github.com/ibm-messaging/mq-container):
 # https://learn.microsoft.com/sql/linux/quickstart-install-connect-docker,
 # https://hub.docker.com/r/microsoft/azure-sql-edge, the OracleDatabase images of
 # https://github.com/oracle/docker-images and gvenzl/oracle-xe|free on Docker Hub,
 # https://hub.docker.com/r/ibmcom/db2 (icr.io/db2_community/db2)
 _DATA_STORE_REPO = re.compile(
     r"(^|/)(mssql(/rhel)?/server|azure-sql-edge|oracle/database|gvenzl/oracle-(xe|free)|"
-    r"(ibmcom|db2_community)/db2)(:|@|$)"
+    r"(ibmcom|db2_community)/db2|(ibmcom|ibm-messaging)/mq)(:|@|$)"
 )
 
 
@@ -52,10 +54,10 @@ def data_store(workload: Workload) -> bool:
     """Whether the workload runs a data store or broker, by its containers' image names
     (not the tools around one: exporters, UIs, operators, proxies)."""
     for c in workload.template.containers:
-        if "$" in c.image:
-            continue  # a placeholder (`${KNATIVE_KAFKA_RECEIVER_IMAGE}`) names no image yet
         image = c.image.split("@", 1)[0].lower()
         name = image.rsplit("/", 1)[-1].split(":", 1)[0]
+        if "$" in name:
+            continue  # a placeholder (`${KNATIVE_KAFKA_RECEIVER_IMAGE}`) names no image yet
         if _DATA_STORE.search(name) and not _STORE_TOOL.search(name):
             return True
         if _DATA_STORE_REPO.search(image):
@@ -95,10 +97,11 @@ def waits_for_lease(container: Container) -> bool:
     return dict(container.env).get(_AWAIT_ELECTION, "false").lower() not in _FALSE
 
 
-# A controller by its image's name or a controller-runtime manager's flags: whether it elects
-# a leader is in its code when no flag says (kubebuilder's scaffold defaults --leader-elect
-# to false: https://book.kubebuilder.io/cronjob-tutorial/empty-main)
-_CONTROLLER_IMAGE = re.compile(r"(^|[/_-])(operator|controller|manager)($|[-_:@])")
+# An operator by its image's name (`cockroach-operator`), or a controller-runtime manager by
+# its flags: whether it elects a leader is in its code when no flag says (kubebuilder's
+# scaffold defaults --leader-elect to false: https://book.kubebuilder.io/cronjob-tutorial/empty-main).
+# Not a bare `controller` (ingress-nginx's elects with --election-id, every replica serves).
+_CONTROLLER_IMAGE = re.compile(r"(^|[_-])operator$")
 
 
 def unknown_election(container: Container) -> bool:
@@ -205,6 +208,12 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 # - Scylla Manager loads every task into its own scheduler at start, with no leader election
 #   (pkg/cmd/scylla-manager/server.go of scylladb/scylla-manager; "a single, shared
 #   Deployment" in scylla-operator's docs): two would run each repair and backup twice
+# - Antrea's controller and its multi-cluster controller support a single replica, without
+#   leader election (docs/design/architecture.md and multicluster/ of antrea-io/antrea:
+#   "only a single replica"), and its flow aggregator in Aggregate mode correlates flows in
+#   memory (its chart refuses more than one replica there)
+# - Apache Beam's Flink/Spark job servers stage artifacts on their own disk (--artifacts-dir)
+#   and hold the jobs they submitted (https://beam.apache.org/documentation/runners/flink/)
 # - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
 #   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
 #   of flyteorg/flyte): two would execute every workflow twice
@@ -216,7 +225,8 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
 )
 _UNELECTED_CONTROLLER = re.compile(
     r"(^|/)(metallb/controller|zalando/postgres-operator|scylladb/scylla-manager|"
-    r"(flyteorg/)?flyte-binary[\w-]*)(:|@|$)|"
+    r"(flyteorg/)?flyte-binary[\w-]*|antrea/antrea-controller[\w-]*|antrea/antrea-mc-controller|"
+    r"antrea/flow-aggregator|apache(beam)?/(beam_)?(flink|spark)[\w.-]*_job_server)(:|@|$)|"
     r"(^|/)apache/yunikorn:scheduler"
 )
 # Locust without --master or --worker is one standalone load test: a second one doubles the
@@ -411,7 +421,9 @@ def _grafana_on_sqlite(container: Container) -> bool:
 # user, password: https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#database;
 # GF_DATABASE_WAL or _PATH tune SQLite), and where its grafana.ini is mounted
 _GRAFANA_DATABASE = frozenset(
-    f"GF_DATABASE_{k}" for k in ("TYPE", "URL", "HOST", "NAME", "USER", "PASSWORD")
+    f"GF_DATABASE_{k}{file}"
+    for k in ("TYPE", "URL", "HOST", "NAME", "USER", "PASSWORD")
+    for file in ("", "__FILE")  # a setting read from a file (Grafana's __FILE suffix)
 )
 _GRAFANA_INI = frozenset({"/etc/grafana", "/etc/grafana/grafana.ini"})
 

@@ -122,9 +122,10 @@ _BUILD = re.compile(
     r"^(?:(?:\w+=\S*|sudo|time|exec|then|do|else)\s+)*(?:docker|podman)\s+(?:buildx\s+)?"
     r"build\s+(?P<rest>.*)"
 )
-# `cd "$(dirname "$0")"` and its spellings move to the script's own folder
+# `cd "$(dirname "$0")"` and its spellings move to the script's own folder (what follows,
+# `/..`, from there); read after the shell's quote removal
 _OWN_FOLDER = re.compile(
-    r"""^["']?\$\(dirname\s+["']?\$(0|\{0\}|BASH_SOURCE)|^["']?\$\{BASH_SOURCE%/\*\}"""
+    r"^\$\(dirname\s+\$(?:0|\{0\}|\{?BASH_SOURCE(?:\[0\])?\}?)\)|^\$\{BASH_SOURCE(?:\[0\])?%/\*\}"
 )
 _COMMANDS = re.compile(r"\s*(?:&&|\|\||;)\s*")
 _VARIABLE = re.compile(r"\$(\{[^}]*\}|\([^)]*\)|\w+)")
@@ -157,19 +158,25 @@ def script_builds(script: Path) -> list[tuple[str, Path]]:
             elif words and words[0] in ("cd", "pushd"):
                 if words[0] == "pushd":
                     pushed.append(here)
-                here = _moved(here, script.parent, words[1] if len(words) > 1 else "$HOME")
+                here = _moved(here, script.parent, command)
             elif here is not None and (m := _BUILD.match(command)) is not None:
                 out.extend(_built(here, m.group("rest")))
     return out
 
 
-def _moved(here: Path | None, own: Path, target: str) -> Path | None:
-    """Where a ``cd TARGET`` from ``here`` goes: the script's own folder for ``cd
-    "$(dirname "$0")"``, ``None`` (unknown) for a place another variable names."""
-    if _OWN_FOLDER.match(target):
-        return own
-    target = target.strip().strip("\"'")
-    return None if here is None or "$" in target or not target else here / target
+def _moved(here: Path | None, own: Path, command: str) -> Path | None:
+    """Where a ``cd``/``pushd`` command goes from ``here``: its first argument (a redirection
+    or comment after it aside), from the script's own folder for ``cd "$(dirname "$0")"``;
+    ``None`` (unknown) for a place another variable names, or none given (home)."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        return None
+    target = words[1] if len(words) > 1 else "$HOME"
+    if m := _OWN_FOLDER.match(target):
+        rest = target[m.end() :].lstrip("/")
+        return Path(os.path.normpath(own / rest)) if rest else own
+    return None if here is None or "$" in target or target == "-" else here / target
 
 
 def _built(here: Path, arguments: str) -> list[tuple[str, Path]]:

@@ -448,14 +448,33 @@ _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 def _expanded(script: str, env: Mapping[str, str]) -> str:
     """A ``-c`` script with the variables the container's literal ``env`` sets, or the script
-    itself, replaced by their values, as the shell would (single-quoted text stays)."""
+    itself, replaced by their values, as the shell would: not in single quotes (an
+    apostrophe in double quotes or a comment opens none), not after a backslash."""
     values = {**env, **dict(re.findall(r"(?:^|[\s;&|(])(\w+)=([^\s;&|]*)", script))}
-    parts = script.split("'")
-    for i in range(0, len(parts), 2):  # the even parts are outside single quotes
-        parts[i] = _VARIABLE.sub(
-            lambda m: values.get(m.group(1) or m.group(2), m.group(0)), parts[i]
-        )
-    return "'".join(parts)
+    out: list[str] = []
+    single = double = False
+    i = 0
+    while i < len(script):
+        ch = script[i]
+        if ch == "\\" and not single:
+            out.append(script[i : i + 2])
+            i += 2
+            continue
+        if ch == "#" and not (single or double) and (i == 0 or script[i - 1] in " \t\n;&|"):
+            end = script.find("\n", i)
+            end = len(script) if end < 0 else end
+            out.append(script[i:end])  # a comment, as written
+            i = end
+            continue
+        if ch == "$" and not single and (m := _VARIABLE.match(script, i)):
+            out.append(values.get(m.group(1) or m.group(2), m.group(0)))
+            i = m.end()
+            continue
+        single = not single if ch == "'" and not double else single
+        double = not double if ch == '"' and not single else double
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def sleep_in(command: Sequence[str], env: Mapping[str, str] | None = None) -> float | None:

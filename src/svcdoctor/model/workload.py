@@ -168,7 +168,9 @@ class Workload:
 
     @property
     def serving(self) -> bool:
-        """Whether its pods can back a Service: a long-running kind, and not a Helm hook (a
-        chart's `helm.sh/hook: test` Pod carries the selector labels of what it tests, and
-        runs once: https://helm.sh/docs/topics/chart_tests/)."""
-        return self.ref.kind in SERVING_KINDS and HELM_HOOK not in self.annotations
+        """Whether its pods can back a Service: a long-running kind, and not a Helm hook's
+        Pod (a chart's `helm.sh/hook: test` Pod carries the selector labels of what it
+        tests, and runs once: https://helm.sh/docs/topics/chart_tests/)."""
+        return self.ref.kind in SERVING_KINDS and not (
+            self.ref.kind == "Pod" and HELM_HOOK in self.annotations
+        )
