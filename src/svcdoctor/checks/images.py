@@ -85,6 +85,17 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
             continue
         if (file := _script_file(argv, facts)) is not None:
             name, text = file.path, file.text
+            if (interpreter := _shebang(text)) is not None:
+                if interpreter not in ("node", "python") or _HANDLES.search(text):
+                    return None  # another language, or it handles SIGTERM
+                return ImagePid1(
+                    f"its image runs {name} as PID 1 ({where}), a {interpreter} script (its #! "
+                    f"line) that installs no SIGTERM handler ({interpreter.capitalize()} "
+                    "installs none by default and the kernel gives PID 1 no default action)",
+                    where,
+                    f"# in {name}: handle SIGTERM (stop accepting, finish in-flight requests, "
+                    "exit), or start the image under tini/dumb-init",
+                )
             script = parse_script(text)
             if not script.commands or any(x.program == "trap" for x in script.commands):
                 return None
@@ -131,6 +142,21 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
     )
 
 
+_SHEBANG = re.compile(r"#!\s*(?:\S*/)?(?:env\s+(?:-\S+\s+)*)?(?P<program>[\w.-]+)")
+
+
+def _shebang(text: str) -> str | None:
+    """The interpreter a script's ``#!`` line names when it is no shell: ``python`` (any
+    ``python3.x``), ``node``, or another program's name; ``None`` for a shell or no line."""
+    m = _SHEBANG.match(text)
+    if m is None:
+        return None
+    program = m.group("program")
+    if program in SHELLS or program == "busybox":
+        return None
+    return "python" if program.startswith("python") else program
+
+
 def _exec_words(words: list[str], image_cmd: list[str]) -> list[str]:
     """The argv an ``exec`` runs: ``exec "$@"`` runs the image's CMD (or the args)."""
     words = words[1:] if words[:1] == ["exec"] else words
@@ -159,8 +185,8 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     is a shell that stays the app's parent: a shell-form `CMD` whose shell keeps the last
     command (as SVD105 decides), or a script of the build context whose last command is
     not `exec`'d (a shell running a script file forks every command); or `node`/`python`
-    running an app file of the build context (or `flask run` serving `FLASK_APP`'s) that
-    installs no SIGTERM handler (no
+    running an app file of the build context (or `flask run` serving `FLASK_APP`'s, or a
+    script whose `#!` line names them) that installs no SIGTERM handler (no
     `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's `run_app`, terminus, http-terminator or
     lightship in it). Not flagged: an init in front (`tini`, `dumb-init`),
     `shareProcessNamespace: true`, a `trap` in the script, an app file not in the context.

@@ -282,7 +282,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     come from files that were not given (when no workload is in the Service's folder tree,
     the inputs are partial). It is a `warning` when a workload beside the Service (same
     folder) nearly matches: every selector label but one, and that one is a near-typo or
-    the same value under another key.
+    the same value under another key, or when a workload beside it matches the selector
+    but sits in another namespace.
 
     ## Why it matters
     A Service whose selector matches no pod has no endpoints and refuses every connection;
@@ -340,7 +341,31 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
         miss = next(
             ((w, m) for w in near if (m := _near_miss(svc.selector, w.template.labels))), None
         )
-        if miss is not None:
+        elsewhere = next(
+            (
+                w
+                for w in inventory.workloads
+                if w.serving
+                and folder(w.location.file) == home
+                and not same_namespace(w.ref.namespace, svc.ref.namespace)
+                and selector_matches(svc.selector, w.template.labels)
+            ),
+            None,
+        )
+        if miss is None and elsewhere is not None:
+            where = inventory.namespace_of(elsewhere.ref)
+            yield Hit(
+                svc,
+                f"selector {selector} matches {elsewhere.ref} beside it, but that is in namespace "
+                f"{where} and the Service in {inventory.namespace_of(svc.ref)}: a Service only "
+                "selects pods of its own namespace",
+                fix=note(
+                    f"# put the Service and {elsewhere.ref} in one namespace, or, if the "
+                    "Service is for another workload, lint it with that one"
+                ),
+                severity=Severity.WARNING,
+            )
+        elif miss is not None:
             w, (key, value) = miss
             wrong = f"{key}={svc.selector[key]}"
             fixed = dict(value if k == key else (k, v) for k, v in svc.selector.items())
