@@ -155,3 +155,14 @@ def test_a_ytt_template_is_svd002_never_exit_2_and_nulls_link_nothing(
     assert "Service hasher" in out  # read, and its null selector matches nothing
     assert "SVD207" in out
     assert "SVD101" not in out
+
+
+def test_a_folder_of_hidden_manifests_says_where_they_are(tmp_path: Path) -> None:
+    """TwiN/gatus keeps its example in `.examples/`, which the walk skips: the input error
+    names that folder rather than claiming there is nothing."""
+    (tmp_path / ".examples").mkdir()
+    (tmp_path / ".examples" / "app.yaml").write_text("apiVersion: v1\nkind: Service\n")
+    done = CliRunner().invoke(cli, ["lint", str(tmp_path), "--exit-zero"])
+    assert done.exit_code == 2, done.output
+    assert "outside hidden folders (such as" in done.output, done.output
+    assert ".examples/" in done.output

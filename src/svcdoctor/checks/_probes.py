@@ -54,6 +54,19 @@ class Target:
     udp: bool = False
 
 
+# UDP ports that only receive: metrics, logs and flow records sent one way (StatsD 8125,
+# syslog 514, NetFlow 2055, IPFIX 4739, sFlow 6343, collectd 25826, CloudWatch's CSM 31000:
+# their protocols define no reply)
+_ONE_WAY_NAME = re.compile(r"statsd|syslog|netflow|ipfix|sflow|collectd|csm", re.IGNORECASE)
+_ONE_WAY_PORTS = frozenset({8125, 514, 2055, 4739, 6343, 25826, 31000})
+
+
+def one_way(target: Target) -> bool:
+    """Whether the UDP port only receives (``_ONE_WAY_NAME``/``_ONE_WAY_PORTS``)."""
+    names = [p.name or "" for _, p in target.sent] + [str(target.port)]
+    return any(_ONE_WAY_NAME.search(n) for n in names) or target.number in _ONE_WAY_PORTS
+
+
 @dataclass(frozen=True, slots=True)
 class Suggestion:
     """A readiness probe (``None``: no handler can check the port) and the comment lines

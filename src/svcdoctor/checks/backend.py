@@ -10,6 +10,7 @@ from pathlib import PurePath
 from svcdoctor.checks._probes import (
     READYZ_NOTE,
     Speaks,
+    one_way,
     probed_target,
     service_target,
     suggest,
@@ -80,6 +81,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     LINBIT's k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) a standby does not run the
     app at all, so a `startupProbe` already keeps it out: not flagged. A container with a
     `startupProbe` is told only the half that applies: it keeps traffic when it stops serving.
+    A UDP sink that declares no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd by
+    port name or number) is not flagged: nothing answers its datagrams, and no probe handler
+    can ask it anything (a DNS server answers: it gets the exec-probe note).
     The probe printed checks the port the Service sends to, in the protocol the manifests
     say it speaks (a port 443 in front of another target port says nothing: TLS may end
     before the pod); a pod with autocert's mutual-TLS certificate (`autocert.step.sm/name`)
@@ -135,6 +139,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             continue
         target = service_target(inventory, w, c)
         port = target.port
+        if target.udp and one_way(target) and not any(p.protocol == "TCP" for p in c.ports):
+            continue  # a UDP sink (StatsD): nothing answers, no probe can ask it anything
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
             continue  # a standby's app does not run: its startupProbe keeps it out
         if leader and any(_every_replica_server(inventory, s, (c,)) for s, _ in target.sent):
@@ -408,10 +414,11 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     servers, a standalone Locust, Keycloak `start-dev`, Vault's and Consul's dev servers
     (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
     storage, zot, Grafana on its default SQLite database, Apicurio Registry on its default
-    in-memory storage, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow
+    in-memory storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow
     aggregator, the MailDev, MailHog and Mailpit mail catchers; a controller without
     leader election: MetalLB's, Zalando's postgres-operator, YuniKorn's scheduler, Scylla
-    Manager, flyte-binary, Antrea's controllers, or any with `--leader-elect=false`;
+    Manager, flyte-binary, Antrea's controllers, Google Managed Prometheus' operator,
+    kube-arangodb's in `--mode.single`, or any with `--leader-elect=false`;
     a writable claim
     (`persistentVolumeClaim`)
     at any path but scratch (`/tmp`, caches): one volume for every replica, which a

@@ -81,14 +81,19 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
             "requestreply",
         )
     ),
-    KnownDrain(
-        "*tektoncd/*/cmd/webhook*",
-        45,
-        "https://github.com/tektoncd/pipeline/blob/main/cmd/webhook/main.go",
-        "is Tekton's webhook, built on knative.dev/pkg's webhook, which drains before "
-        "Shutdown until no request came for its GracePeriod, default "
-        "network.DefaultDrainTimeout: 45 s, knative/pkg network/network.go",
-        quiet=True,
+    # Tekton's webhooks, the operator's under cmd/<platform>/webhook
+    # (tektoncd/operator cmd/kubernetes/webhook, cmd/openshift/webhook)
+    *(
+        KnownDrain(
+            image,
+            45,
+            "https://github.com/tektoncd/pipeline/blob/main/cmd/webhook/main.go",
+            "is Tekton's webhook, built on knative.dev/pkg's webhook, which drains before "
+            "Shutdown until no request came for its GracePeriod, default "
+            "network.DefaultDrainTimeout: 45 s, knative/pkg network/network.go",
+            quiet=True,
+        )
+        for image in ("*tektoncd/*/cmd/webhook*", "*tektoncd/operator/cmd/*/webhook*")
     ),
     KnownDrain(
         "*openpolicyagent/gatekeeper*",

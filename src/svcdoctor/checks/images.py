@@ -25,8 +25,10 @@ _INITS = frozenset({"tini", "tini-static", "dumb-init", "catatonit"})
 # (HANDLED_SIGNALS in uvicorn/server.py), gunicorn (https://docs.gunicorn.org/en/stable/
 # signals.html), aiohttp's web.run_app (GracefulExit on SIGTERM, aiohttp/web.py), and Node's
 # @godaddy/terminus, http-terminator and lightship (their READMEs).
+# (Quart's app.run serves with Hypercorn, which stops on SIGTERM: quart/app.py in pallets/quart)
 _HANDLES = re.compile(
     r"SIGTERM|uvicorn\.run|gunicorn|run_app\(|@godaddy/terminus|http-terminator|lightship"
+    r"|\bQuart\("
 )
 
 
@@ -187,8 +189,8 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     not `exec`'d (a shell running a script file forks every command); or `node`/`python`
     running an app file of the build context (or `flask run` serving `FLASK_APP`'s, or a
     script whose `#!` line names them) that installs no SIGTERM handler (no
-    `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's `run_app`, terminus, http-terminator or
-    lightship in it). Not flagged: an init in front (`tini`, `dumb-init`),
+    `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's `run_app`, Quart, terminus,
+    http-terminator or lightship in it). Not flagged: an init in front (`tini`, `dumb-init`),
     `shareProcessNamespace: true`, a `trap` in the script, an app file not in the context.
     SVD101 does not fire for such a container: it does not stop at SIGTERM.
 

@@ -203,6 +203,8 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 #   read-only: "db_readonly", https://github.com/heketi/heketi/blob/master/apps/glusterfs/app.go)
 # - zot stores the images pushed to it on its own filesystem unless its config names S3
 #   (https://zotregistry.dev/latest/articles/storage/)
+# - Gatus keeps its status history in memory unless its config sets another storage
+#   ("If storage.type is memory (default)": README of TwiN/gatus); a second one alerts twice
 # - YuniKorn's scheduler runs without leader election (apache/yunikorn-k8shim
 #   deployments/scheduler: one replica; no leaderelection in pkg/): two would be two schedulers
 # - Scylla Manager loads every task into its own scheduler at start, with no leader election
@@ -214,6 +216,8 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 #   memory (its chart refuses more than one replica there)
 # - Apache Beam's Flink/Spark job servers stage artifacts on their own disk (--artifacts-dir)
 #   and hold the jobs they submitted (https://beam.apache.org/documentation/runners/flink/)
+# - Google Managed Prometheus' operator has no leader election (none in cmd/operator of
+#   GoogleCloudPlatform/prometheus-engine) and writes its own webhook certificate
 # - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
 #   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
 #   of flyteorg/flyte): two would execute every workflow twice
@@ -221,12 +225,15 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
     r"confluentinc/confluent-local|datalust/seq|(maildev|djfarrelly)/maildev|mailhog/mailhog|"
-    r"axllent/mailpit|smallstep/step-ca|heketi/heketi|project-zot/zot[\w-]*)(:|@|$)"
+    r"axllent/mailpit|smallstep/step-ca|heketi/heketi|twinproduction/gatus|project-zot/zot[\w-]*)(:|@|$)"
 )
+# kube-arangodb's operator with --mode.single: "There should be only one replica of Operator,
+# otherwise Operator can take unexpected actions" (cmd/cmd.go of arangodb/kube-arangodb)
+_ARANGO_OPERATOR = re.compile(r"(^|/)arangodb/kube-arangodb(:|@|$)")
 _UNELECTED_CONTROLLER = re.compile(
     r"(^|/)(metallb/controller|zalando/postgres-operator|scylladb/scylla-manager|"
     r"(flyteorg/)?flyte-binary[\w-]*|antrea/antrea-controller[\w-]*|antrea/antrea-mc-controller|"
-    r"antrea/flow-aggregator|apache(beam)?/(beam_)?(flink|spark)[\w.-]*_job_server)(:|@|$)|"
+    r"antrea/flow-aggregator|prometheus-engine/operator|apache(beam)?/(beam_)?(flink|spark)[\w.-]*_job_server)(:|@|$)|"
     r"(^|/)apache/yunikorn:scheduler"
 )
 # Locust without --master or --worker is one standalone load test: a second one doubles the
@@ -444,6 +451,8 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
         return f"image {image} keeps its data in the one process or its local files"
     if _UNELECTED_CONTROLLER.search(image):
         return f"image {image} is a controller without leader election, its state in the process"
+    if _ARANGO_OPERATOR.search(image) and "--mode.single" in argv_of(container):
+        return "kube-arangodb's operator in --mode.single must run once (a second one acts too)"
     if off := _election_off(container):
         return f"it runs with leader election off ({off}): a second replica is a second controller"
     if kernel_mounted(container):

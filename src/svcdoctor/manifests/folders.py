@@ -15,9 +15,11 @@ guestbook-with-namespace/).
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from svcdoctor.model import Autoscaler, Resource, Service, Workload, selector_matches
 
@@ -111,3 +113,18 @@ def _meet(a: Workload | Service, b: Workload | Service) -> bool:
     if isinstance(a, Workload) and isinstance(b, Service):
         return _meet(b, a)
     return False
+
+
+_MOST_HIDDEN = 2000  # directory entries looked at for manifests in hidden folders
+
+
+def hidden_manifests(path: Path) -> str | None:
+    """A hidden folder under ``path`` holding a manifest (``.examples``: the walk skips it)."""
+    budget = _MOST_HIDDEN
+    for here, dirs, files in os.walk(path):
+        budget -= len(dirs) + len(files)
+        hidden = next((p for p in Path(here).relative_to(path).parts if p[0] == "."), None)
+        if budget < 0 or (hidden and any(f.endswith((".yaml", ".yml", ".json")) for f in files)):
+            return str(path / hidden) if budget >= 0 and hidden else None
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+    return None

@@ -21,6 +21,7 @@ from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPU
 from svcdoctor.checks.registry import Rule
 from svcdoctor.manifests.configs import ConfigDrains, LocalStores, corefile_drain, local_store
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
+from svcdoctor.manifests.folders import hidden_manifests
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.yamlnodes import (
     InputTooComplex,
@@ -177,11 +178,10 @@ def iter_files(
             found = sorted(_walk(path, excludes, result, helm_templates=helm_templates))
             now = (result.excluded, len(result.helm_templates), len(result.problems))
             if not found and skipped == now:
-                result.problems.append(
-                    _problem(
-                        UNREADABLE_INPUT, raw, 1, "directory has no *.yaml, *.yml or *.json files"
-                    )
-                )
+                hidden = hidden_manifests(path)
+                why = f" outside hidden folders (such as {hidden}/, skipped): name it to lint it"
+                message = "directory has no *.yaml, *.yml or *.json files" + (why if hidden else "")
+                result.problems.append(_problem(UNREADABLE_INPUT, raw, 1, message))
             yield from found
         elif path.exists():
             chart = None if helm_templates else helm_chart_of(path.parent)
