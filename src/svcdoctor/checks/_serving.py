@@ -228,17 +228,30 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
     """Whether clients send requests through the Service: a route sends to it, or one of its
     ports is not a metrics, profiling or probe port (by its name, or because a
     ServiceMonitor scrapes it). The one answer every serving rule asks (SVD101-106,
-    SVD201-204): a Service only scraped or probed has no request to fail."""
-    if routed(inventory, service):
-        return True
-    return (
-        not scrape_only(service)
-        and not peers_only(service)
-        and not scrapes_named_ports(inventory, service)
-        and not monitored_only(inventory, service)
-        and not ignored_webhook(inventory, service)
-        and not metrics_servers_only(inventory, service)
-    )
+    SVD201-204): a Service only scraped or probed has no request to fail. Answered once
+    per Service of an inventory (every serving rule asks, for each of its workloads)."""
+    if not _CARRIES or _CARRIES[0][0] is not inventory:
+        _CARRIES[:] = [(inventory, {})]
+    known = _CARRIES[0][1]
+    hit = known.get(id(service))
+    if hit is None or hit[0] is not service:
+        hit = known[id(service)] = (
+            service,
+            routed(inventory, service)
+            or (
+                not scrape_only(service)
+                and not peers_only(service)
+                and not scrapes_named_ports(inventory, service)
+                and not monitored_only(inventory, service)
+                and not ignored_webhook(inventory, service)
+                and not metrics_servers_only(inventory, service)
+            ),
+        )
+    return hit[1]
+
+
+# the answers of ``carries_requests`` for the last inventory, by Service (kept with it)
+_CARRIES: list[tuple[Inventory, dict[int, tuple[Service, bool]]]] = []
 
 
 # Servers whose one HTTP port serves only their own metrics and health, and admission
@@ -402,19 +415,19 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
     of its folder that names it in a namespace where no Service of that name is declared
     (devtron's guard, its webhook in devtroncd)."""
     cached = _WEBHOOKS[0] if _WEBHOOKS else None
-    if cached is None or cached[0] is not inventory.resources:
+    if cached is None or cached[0] is not inventory:
         calls: dict[tuple[str, str], set[tuple[str, int, str]]] = {}
         for r in inventory.resources:
             for namespace, name, policy, port in r.webhooks:
                 key = (namespace or inventory.namespace, name)
                 calls.setdefault(key, set()).add((policy, port, r.location.file))
-        _WEBHOOKS[:] = [(inventory.resources, calls)]
-    calls = _WEBHOOKS[0][1]
+        names = frozenset((inventory.namespace_of(s.ref), s.ref.name) for s in inventory.services)
+        _WEBHOOKS[:] = [(inventory, calls, names)]
+    _, calls, declared = _WEBHOOKS[0]
     here = (inventory.namespace_of(service.ref), service.ref.name)
     found = {(policy, port) for policy, port, _ in calls.get(here, set())}
     if found or service.ref.namespace:
         return found
-    declared = {(inventory.namespace_of(s.ref), s.ref.name) for s in inventory.services}
     return {
         (policy, port)
         for key, called in calls.items()
@@ -424,8 +437,11 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
     }
 
 
-# the Services admission webhooks call and their failure policies, for the last resources
-_WEBHOOKS: list[tuple[tuple[Resource, ...], dict[tuple[str, str], set[tuple[str, int, str]]]]] = []
+# the Services admission webhooks call and their failure policies, and the Services declared,
+# for the last inventory
+_WEBHOOKS: list[
+    tuple[Inventory, dict[tuple[str, str], set[tuple[str, int, str]]], frozenset[tuple[str, str]]]
+] = []
 
 
 def monitored_only(inventory: Inventory, service: Service) -> bool:
