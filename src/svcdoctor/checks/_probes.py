@@ -212,7 +212,7 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
             t = p.target
             if serves(container, t):
                 extra = ""
-            elif isinstance(t, int) and not any(serves(o, t) for o in others):
+            elif isinstance(t, int) and not any(serves(o, t) or _named_for(p, o) for o in others):
                 extra = "; no container declares it"
             else:
                 continue
@@ -241,6 +241,14 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
         "a placeholder: no Service port reaches a port of this container and it declares "
         "none; put the port the app listens on",
     )
+
+
+def _named_for(port: ServicePort, other: Container) -> bool:
+    """Whether a Service port is named for another container of the pod, by its name or its
+    image's (`polaris-pushgateway` beside Prometheus: polarismesh/polaris), when no
+    container declares the port."""
+    name = (port.name or "").lower()
+    return bool(name) and (name == other.name.lower() or image_name(other.image).lower() in name)
 
 
 def probed_target(
