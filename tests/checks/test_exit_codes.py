@@ -166,3 +166,10 @@ def test_a_folder_of_hidden_manifests_says_where_they_are(tmp_path: Path) -> Non
     assert done.exit_code == 2, done.output
     assert "outside hidden folders (such as" in done.output, done.output
     assert ".examples/" in done.output
+    # a tool's folder (.vscode, .github) holds no manifests: nothing to name
+    (tmp_path / ".examples" / "app.yaml").unlink()
+    (tmp_path / ".vscode").mkdir()
+    (tmp_path / ".vscode" / "settings.json").write_text("{}\n")
+    done = CliRunner().invoke(cli, ["lint", str(tmp_path)])
+    assert done.exit_code == 2, done.output
+    assert "hidden folders" not in done.output, done.output

@@ -327,3 +327,26 @@ def test_build_scripts_read_prefixed_commands_own_folder_and_pushd(tmp_path: Pat
         "gamma": ["c/Dockerfile"],
         "delta": ["d/Dockerfile"],
     }
+
+
+@pytest.mark.parametrize(
+    ("line", "interpreter"),
+    [
+        ("#!/usr/bin/env python3", "python"),
+        ("#!/usr/bin/python3.11 -u", "python"),
+        ("#!/usr/bin/env -S python3 -u", "python"),
+        ("#!/usr/bin/env node", "node"),
+        ("#!/usr/bin/env perl", "perl"),
+        ("#!/bin/bash", None),
+        ("#!/usr/bin/env -S LC_ALL=C bash", None),  # env's assignments are no program
+        ("#!/usr/bin/with-contenv bash", None),  # s6-overlay's wrapper runs bash
+        ("#! /bin/sh", None),
+        ("echo no shebang", None),
+    ],
+)
+def test_a_shebang_names_the_interpreter_unless_it_is_a_shell(
+    line: str, interpreter: str | None
+) -> None:
+    from svcdoctor.checks.images import _shebang
+
+    assert _shebang(line + "\nrest\n") == interpreter

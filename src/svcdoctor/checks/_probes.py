@@ -212,7 +212,11 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
             t = p.target
             if serves(container, t):
                 extra = ""
-            elif isinstance(t, int) and not any(serves(o, t) or _named_for(p, o) for o in others):
+            elif (
+                isinstance(t, int)
+                and not any(serves(o, t) for o in others)
+                and (_named_for(p, container) or not any(_named_for(p, o) for o in others))
+            ):
                 extra = "; no container declares it"
             else:
                 continue
@@ -244,11 +248,13 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
 
 
 def _named_for(port: ServicePort, other: Container) -> bool:
-    """Whether a Service port is named for another container of the pod, by its name or its
-    image's (`polaris-pushgateway` beside Prometheus: polarismesh/polaris), when no
-    container declares the port."""
+    """Whether a Service port is named for a container of the pod: its name, or its image's
+    name as a word of it (`polaris-pushgateway` beside Prometheus: polarismesh/polaris)."""
     name = (port.name or "").lower()
-    return bool(name) and (name == other.name.lower() or image_name(other.image).lower() in name)
+    words = set(re.split(r"[-_]", name)) - {""}
+    image = image_name(other.image).lower()
+    names = {other.name.lower(), image} - {""}
+    return bool(words) and bool(names & (words | {name}))
 
 
 def probed_target(

@@ -81,9 +81,10 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     LINBIT's k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) a standby does not run the
     app at all, so a `startupProbe` already keeps it out: not flagged. A container with a
     `startupProbe` is told only the half that applies: it keeps traffic when it stops serving.
-    A UDP sink that declares no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd by
-    port name or number) is not flagged: nothing answers its datagrams, and no probe handler
-    can ask it anything (a DNS server answers: it gets the exec-probe note).
+    A UDP sink that declares no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd,
+    CloudWatch's CSM by port name or number) is not flagged: nothing answers its datagrams,
+    and no probe handler can ask it anything (a DNS server answers: it gets the exec-probe
+    note).
     The probe printed checks the port the Service sends to, in the protocol the manifests
     say it speaks (a port 443 in front of another target port says nothing: TLS may end
     before the pod); a pod with autocert's mutual-TLS certificate (`autocert.step.sm/name`)

@@ -87,9 +87,12 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
             continue
         if (file := _script_file(argv, facts)) is not None:
             name, text = file.path, file.text
-            if (interpreter := _shebang(text)) is not None:
+            by_kernel = facts.file(argv[0]) is file  # run as a file, not as `sh script`
+            if by_kernel and (interpreter := _shebang(text)) is not None:
                 if interpreter not in ("node", "python") or _HANDLES.search(text):
                     return None  # another language, or it handles SIGTERM
+                if _HANDS_OVER.search(text):
+                    return None  # it execs another program (os.execvp): that is PID 1 then
                 return ImagePid1(
                     f"its image runs {name} as PID 1 ({where}), a {interpreter} script (its #! "
                     f"line) that installs no SIGTERM handler ({interpreter.capitalize()} "
@@ -144,18 +147,22 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
     )
 
 
-_SHEBANG = re.compile(r"#!\s*(?:\S*/)?(?:env\s+(?:-\S+\s+)*)?(?P<program>[\w.-]+)")
+# A Python script that replaces itself with another program (os.execvp and its kin)
+_HANDS_OVER = re.compile(r"\bos\.exec[lv]p?e?\(")
 
 
 def _shebang(text: str) -> str | None:
     """The interpreter a script's ``#!`` line names when it is no shell: ``python`` (any
-    ``python3.x``), ``node``, or another program's name; ``None`` for a shell or no line."""
-    m = _SHEBANG.match(text)
-    if m is None:
+    ``python3.x``), ``node``, or another program's name; ``None`` for a shell, for a wrapper
+    that runs one (``env -S LC_ALL=C bash``, s6-overlay's ``with-contenv bash``), or no
+    line."""
+    if not text.startswith("#!"):
         return None
-    program = m.group("program")
-    if program in SHELLS or program == "busybox":
+    words = text[2:].split("\n", 1)[0].split()
+    programs = [w.rsplit("/", 1)[-1] for w in words if "=" not in w and not w.startswith("-")]
+    if not programs or any(p in SHELLS or p == "busybox" for p in programs):
         return None
+    program = next((p for p in programs if p not in ("env", "with-contenv")), programs[-1])
     return "python" if program.startswith("python") else program
 
 

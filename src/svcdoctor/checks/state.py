@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from svcdoctor.checks._serving import argv_of, kernel_mounted
+from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted
 from svcdoctor.model import Container, Mount, Workload
 
 # Images of data stores and brokers (a directory server's database: OpenLDAP; message
@@ -216,8 +216,9 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 #   memory (its chart refuses more than one replica there)
 # - Apache Beam's Flink/Spark job servers stage artifacts on their own disk (--artifacts-dir)
 #   and hold the jobs they submitted (https://beam.apache.org/documentation/runners/flink/)
-# - Google Managed Prometheus' operator has no leader election (none in cmd/operator of
-#   GoogleCloudPlatform/prometheus-engine) and writes its own webhook certificate
+# - Google Managed Prometheus' operator has no leader election (manager.Options without it in
+#   pkg/operator/operator.go of GoogleCloudPlatform/prometheus-engine) and writes its own
+#   webhook certificate
 # - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
 #   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
 #   of flyteorg/flyte): two would execute every workflow twice
@@ -225,7 +226,7 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
     r"confluentinc/confluent-local|datalust/seq|(maildev|djfarrelly)/maildev|mailhog/mailhog|"
-    r"axllent/mailpit|smallstep/step-ca|heketi/heketi|twinproduction/gatus|project-zot/zot[\w-]*)(:|@|$)"
+    r"axllent/mailpit|smallstep/step-ca|heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*)(:|@|$)"
 )
 # kube-arangodb's operator with --mode.single: "There should be only one replica of Operator,
 # otherwise Operator can take unexpected actions" (cmd/cmd.go of arangodb/kube-arangodb)
@@ -451,7 +452,7 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
         return f"image {image} keeps its data in the one process or its local files"
     if _UNELECTED_CONTROLLER.search(image):
         return f"image {image} is a controller without leader election, its state in the process"
-    if _ARANGO_OPERATOR.search(image) and "--mode.single" in argv_of(container):
+    if _ARANGO_OPERATOR.search(image) and go_bool(argv_of(container), "mode.single", False):
         return "kube-arangodb's operator in --mode.single must run once (a second one acts too)"
     if off := _election_off(container):
         return f"it runs with leader election off ({off}): a second replica is a second controller"

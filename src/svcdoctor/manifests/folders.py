@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,12 +120,32 @@ _MOST_HIDDEN = 2000  # directory entries looked at for manifests in hidden folde
 
 
 def hidden_manifests(path: Path) -> str | None:
-    """A hidden folder under ``path`` holding a manifest (``.examples``: the walk skips it)."""
+    """A hidden folder under ``path`` holding a manifest (a file with top-level ``apiVersion``
+    and ``kind``: ``.examples``, which the walk skips), not a tool's (``.github``)."""
     budget = _MOST_HIDDEN
     for here, dirs, files in os.walk(path):
         budget -= len(dirs) + len(files)
+        if budget < 0:
+            return None
         hidden = next((p for p in Path(here).relative_to(path).parts if p[0] == "."), None)
-        if budget < 0 or (hidden and any(f.endswith((".yaml", ".yml", ".json")) for f in files)):
-            return str(path / hidden) if budget >= 0 and hidden else None
-        dirs[:] = sorted(d for d in dirs if d != ".git")
+        if hidden and any(_manifest(Path(here) / f) for f in files):
+            return str(path / hidden)
+        dirs[:] = sorted(d for d in dirs if d not in _TOOL_FOLDERS)
     return None
+
+
+# folders of tools, not of manifests (version control, editors, CI)
+_TOOL_FOLDERS = frozenset({".git", ".github", ".vscode", ".idea", ".devcontainer", ".circleci"})
+_TOP_LEVEL = re.compile(r"^apiVersion:|^kind:", re.MULTILINE)
+
+
+def _manifest(file: Path) -> bool:
+    """Whether a YAML file's first 4 KiB hold top-level ``apiVersion`` and ``kind``."""
+    if not file.name.endswith((".yaml", ".yml")):
+        return False
+    try:
+        with file.open(encoding="utf-8", errors="replace") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return len({m.group(0) for m in _TOP_LEVEL.finditer(head)}) == 2
