@@ -245,6 +245,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 and not monitored_only(inventory, service)
                 and not ignored_webhook(inventory, service)
                 and not metrics_servers_only(inventory, service)
+                and not scaffold_leftover(inventory, service)
             ),
         )
     return hit[1]
@@ -252,6 +253,25 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
 
 # the answers of ``carries_requests`` for the last inventory, by Service (kept with it)
 _CARRIES: list[tuple[Inventory, dict[int, tuple[Service, bool]]]] = []
+
+
+# kubebuilder v1's scaffold made a `controller-manager-service` on 443 for a webhook server
+# (config/manager/manager.yaml of its v1 project layout, kubernetes-sigs/kubebuilder release-1):
+# where no webhook configuration calls it and the manager declares no port, it is a leftover
+# nothing listens behind (kubernetes-sigs/application, bitpoke/wordpress-operator)
+_SCAFFOLD_SERVICE = re.compile(r"(^|-)controller-manager-service$")
+
+
+def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
+    """Whether the Service is kubebuilder v1's leftover webhook Service (``_SCAFFOLD_SERVICE``):
+    no webhook calls it, and no container behind it declares a port."""
+    backends = inventory.targeted(service)
+    return (
+        bool(_SCAFFOLD_SERVICE.search(service.ref.name))
+        and bool(backends)
+        and not any(c.ports for w in backends for c in w.template.containers)
+        and not webhook_calls(inventory, service)
+    )
 
 
 # Servers whose one HTTP port serves only their own metrics and health, and admission
@@ -502,8 +522,15 @@ def routed(inventory: Inventory, service: Service) -> bool:
 
 
 def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:
-    """Every (workload, serving container) pair behind some Service."""
-    return [(w, c) for w in inventory.workloads for c in serving_containers(inventory, w)]
+    """Every (workload, serving container) pair behind some Service; not a workload scaled
+    to zero (no pod runs: k8gb's test app kept unhealthy on purpose), unless an autoscaler
+    raises it."""
+    return [
+        (w, c)
+        for w in inventory.workloads
+        if inventory.replicas(w) != 0
+        for c in serving_containers(inventory, w)
+    ]
 
 
 def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:

@@ -112,7 +112,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`,
     `healthz`…, by port or target name, or a kube-rbac-proxy port whose upstream is the
     pod's `--metrics-bind-address`, or the prometheus-operator's own port, which no webhook
-    calls; or a headless Service of the members' own ports only,
+    calls, or kubebuilder v1's leftover `controller-manager-service` that no webhook calls
+    and no container declares a port behind; or a headless Service of the members' own ports only,
     `transport`, `peer`, `gossip`, `intra-node`…, peer discovery), and no route sends to
     it: a scraper that misses one
     scrape is no failed request), nor containers the Service cannot reach (SVD205: a

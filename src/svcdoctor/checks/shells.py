@@ -19,7 +19,7 @@ from svcdoctor.checks._serving import racing
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
-from svcdoctor.model.patch import Fix, FixAvailability, PodPatch
+from svcdoctor.model.patch import Fix, FixAvailability, PodPatch, note
 
 # What /bin/sh is, by image family (checked against the real shells in
 # tests/checks/test_shell_exec.py): busybox ash on Alpine and busybox images, dash on Debian
@@ -185,7 +185,15 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
         last = found.script.last
         assert last is not None
         piped = last.before in ("|", "|&") or last.after in ("|", "|&")
-        if piped or fallback:
+        if last.words and last.words[0] in _BUILTINS:
+            # `server & … wait "$pid"`: a builtin cannot be exec'd (dash: "exec: wait: not
+            # found", exit 127): exec the server instead of backgrounding it, or forward TERM
+            fix = note(
+                f"# '{last.words[0]}' is a shell builtin and cannot be exec'd: start the server "
+                "in the foreground with exec (no '&'),\n# or forward the signal before waiting: "
+                "trap 'kill -TERM \"$pid\"' TERM"
+            )
+        elif piped or fallback:
             lead = (
                 "# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), "
                 if piped
@@ -283,6 +291,9 @@ def _exec_last(text: str) -> str:
 
 
 _LEADING_KEYWORDS = re.compile(r"(?:(?:then|else|do|\{|\()\s+)*")
+# POSIX special and regular builtins a script may end with, which `exec` cannot run
+# (https://pubs.opengroup.org/onlinepubs/9799919799/utilities/V3_chap02.html#tag_19_14)
+_BUILTINS = frozenset({"wait", "read", "true", "false", ":", "cd", "set", "eval", "trap", "fg"})
 _ASSIGNED = re.compile(r"[A-Za-z_]\w*=")
 
 
