@@ -199,6 +199,11 @@ def test_a_project_prefix_three_images_share_names_their_folders(tmp_path: Path)
     assert not match_images(builds, dict.fromkeys(family, ()))
 
 
+def _built_from(builds: Builds, root: Path) -> dict[str, list[str]]:
+    """The images build scripts name, each with its Dockerfiles relative to ``root``."""
+    return {k: [p.relative_to(root).as_posix() for p in v] for k, v in builds.artifacts.items()}
+
+
 BUILD_SCRIPT = """\
 #!/bin/bash
 registry=$1
@@ -225,9 +230,7 @@ def test_a_build_script_names_images_and_a_base_image_s_command_is_inherited(
     (web / "Dockerfile").write_text("FROM acme/shop-base:latest\nCOPY web.war /webapps/\n")
     (tmp_path / "tools" / "build_docker.sh").write_text(BUILD_SCRIPT)
     builds = find_builds([str(tmp_path)])
-    assert {
-        k: [p.relative_to(tmp_path).as_posix() for p in v] for k, v in builds.artifacts.items()
-    } == {
+    assert _built_from(builds, tmp_path) == {
         "shop-base": ["utilities/shop.dockerbase/Dockerfile"],
         "shop-web": ["services/shop.web/Dockerfile"],
     }
@@ -297,8 +300,7 @@ def test_build_scripts_follow_cd_and_skip_comments_and_unknown_dockerfiles(tmp_p
         "build:\n\tcd api && docker build -t myorg/api:$(TAG) .\n\tdocker build -t myorg/web web\n"
     )
     (tmp_path / "scripts" / "build.sh").write_text("docker build -t myorg/web ../web\n")
-    artifacts = find_builds([str(tmp_path)]).artifacts
-    assert {k: [p.relative_to(tmp_path).as_posix() for p in v] for k, v in artifacts.items()} == {
+    assert _built_from(find_builds([str(tmp_path)]), tmp_path) == {
         "orders": ["svc/Dockerfile"],
         "api": ["api/Dockerfile"],
         "web": ["web/Dockerfile"],
@@ -320,8 +322,7 @@ def test_build_scripts_read_prefixed_commands_own_folder_and_pushd(tmp_path: Pat
         "pushd c > /dev/null && docker build -t myorg/gamma . && popd\n"
         "docker build -t myorg/delta d\n"
     )
-    artifacts = find_builds([str(tmp_path)]).artifacts
-    assert {k: [p.relative_to(tmp_path).as_posix() for p in v] for k, v in artifacts.items()} == {
+    assert _built_from(find_builds([str(tmp_path)]), tmp_path) == {
         "alpha": ["a/Dockerfile"],
         "beta": ["b/Dockerfile"],
         "gamma": ["c/Dockerfile"],

@@ -565,6 +565,11 @@ def related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]:
     return tuple(w for w in inventory.targeted(svc) if related(svc.location.file, w.location.file))
 
 
+def serving_targets(inventory: Inventory, svc: Service) -> list[Workload]:
+    """The Service's ``related_targets`` whose pods serve something (``serving_containers``)."""
+    return [w for w in related_targets(inventory, svc) if serving_containers(inventory, w)]
+
+
 def only_backend(inventory: Inventory, workload: Workload) -> bool:
     """Whether the workload is the only backend of every Service carrying requests to it: no
     other workload's pods (a second Deployment, more bare Pods) would take over while its
@@ -572,11 +577,7 @@ def only_backend(inventory: Inventory, workload: Workload) -> bool:
     for svc in inventory.services_of(workload):
         if not carries_requests(inventory, svc):
             continue
-        others = [
-            w
-            for w in related_targets(inventory, svc)
-            if w is not workload and serving_containers(inventory, w)
-        ]
+        others = [w for w in serving_targets(inventory, svc) if w is not workload]
         for group in components([workload, *others], inventory.namespace):
             if workload not in group and any(inventory.replicas(w) != 0 for w in group):
                 return False

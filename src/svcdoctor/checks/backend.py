@@ -28,6 +28,7 @@ from svcdoctor.checks._serving import (
     serves_nothing,
     service_names,
     serving_containers,
+    serving_targets,
     shutdown_facts,
     stock_port,
     unreached,
@@ -482,7 +483,7 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
             continue  # a route's controller balances over a headless Service's pods too
         if endpoints_given(inventory, svc):
             continue
-        workloads = [w for w in related_targets(inventory, svc) if serving_containers(inventory, w)]
+        workloads = serving_targets(inventory, svc)
         if not workloads or any(data_store(w) for w in workloads):
             continue  # a second replica of a database is a second database
         # alternatives (one component's variants in other folders) do not add up: the

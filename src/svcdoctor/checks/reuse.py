@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from svcdoctor.checks._serving import (
     carries_requests,
-    related_targets,
     run_paths,
     serving_containers,
+    serving_targets,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -539,11 +539,9 @@ def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
     Prometheus' HA pairs answer queries each from its own scrapes)."""
     if not carries_requests(inventory, svc):
         return True
-    workloads = [w for w in related_targets(inventory, svc) if serving_containers(inventory, w)]
-    # an emptyDir at a data path is no evidence here: replicas may hold alike copies (a site)
+    workloads = serving_targets(inventory, svc)
     return any(
-        ((why := local_state(w, c, alike=True)) is not None and "emptyDir" not in why)
-        or queried_scraper(c)
+        local_state(w, c, alike=True, emptydirs=False) is not None or queried_scraper(c)
         for w in workloads
         for c in serving_containers(inventory, w)
     )

@@ -436,7 +436,9 @@ _GRAFANA_DATABASE = frozenset(
 _GRAFANA_INI = frozenset({"/etc/grafana", "/etc/grafana/grafana.ini"})
 
 
-def local_state(workload: Workload, container: Container, *, alike: bool = False) -> str | None:
+def local_state(
+    workload: Workload, container: Container, *, alike: bool = False, emptydirs: bool = True
+) -> str | None:
     """Why the container keeps state of its own that a second replica would not share (a known
     single-instance image, a writable claim mount (not scratch), a writable emptyDir mount
     at a data path (``_DATA_PATH``; with ``alike``, not a pull scraper's, whose replicas
@@ -445,7 +447,8 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     the node's system or scratch (``_SYSTEM_PATH``), a node's daemon reached through a
     socket on a hostPath (``node_socket``), a single-replica StatefulSet with
     volumeClaimTemplates not only mounted as a cache), or ``None`` for a server with no such
-    sign."""
+    sign. Without ``emptydirs`` an emptyDir is no sign at all (replicas may hold alike
+    copies in theirs: a site's files)."""
     image = container.image.split("@", 1)[0]
     in_memory = "zipkin" not in image or dict(container.env).get("STORAGE_TYPE", "mem") == "mem"
     if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
@@ -492,7 +495,7 @@ def local_state(workload: Workload, container: Container, *, alike: bool = False
     remote = any(_STORE_ADDRESS.match(name) for name, _ in container.env)
     for m in container.mounts:
         source = volumes.get(m.volume)
-        if (scraper or remote) and source == "emptyDir":
+        if (scraper or remote or not emptydirs) and source == "emptyDir":
             continue  # its replicas scrape alike, or its data is in the store it names
         if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
             return f"it writes to claim volume {m.volume!r} at {m.path}"

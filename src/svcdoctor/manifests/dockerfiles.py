@@ -463,19 +463,10 @@ def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
     name = image_name(image)
     if found := by_name.get(name):
         return found
-    if found := [
-        p
-        for paths in by_name.values()
-        for p in paths
-        if p.name == "Dockerfile" and name == f"{p.parent.parent.name}-{p.parent.name}"
-    ]:
+    plain = [p for paths in by_name.values() for p in paths if p.name == "Dockerfile"]
+    if found := [p for p in plain if name == f"{p.parent.parent.name}-{p.parent.name}"]:
         return found
-    if found := [
-        p
-        for paths in by_name.values()
-        for p in paths
-        if p.name == "Dockerfile" and _spelt_otherwise(p.parent.name, name)
-    ]:
+    if found := [p for p in plain if _spelt_otherwise(p.parent.name, name)]:
         return found
     ref = image.split("@", 1)[0].rsplit("/", 1)
     tag = ref[-1].partition(":")[2]
