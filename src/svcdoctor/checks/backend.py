@@ -410,8 +410,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     and workloads whose containers serve nothing.
 
     An availability note (info, no replicas fix) instead of the warning when a second
-    replica would not be a second backend: a backend with local state (a known
-    single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
+    replica would not be a second backend: a workload its author pins to one replica
+    in a comment beside `replicas:` ("DO NOT INCREASE REPLICA COUNT", "Do not scale up",
+    "singleton"; a comment that only explains the number pins nothing); a backend with
+    local state (a known single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
     rsyslog sinks, Graphite, emojivoto's voting service, confluent-local, NFS and SMB file
     servers, a standalone Locust, Keycloak `start-dev`, Vault's and Consul's dev servers
     (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
@@ -528,7 +530,15 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             "backend's own clustering), then run 2 replicas"
         )
         second = "would hold data of its own"
-        if state.startswith("it writes to claim"):
+        if w.pinned:
+            kept = "its author pins to one replica"
+            advice = (
+                "# an availability note, not a fix: the comment beside replicas says it must run "
+                "once; make the\n# server safe to run twice (shared state, leader election) "
+                "before you raise replicas"
+            )
+            second = "is what that comment rules out"
+        elif state.startswith("it writes to claim"):
             second = (
                 "would write the same files, or not start on another node if the claim is "
                 "ReadWriteOnce"

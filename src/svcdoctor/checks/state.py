@@ -439,16 +439,19 @@ _GRAFANA_INI = frozenset({"/etc/grafana", "/etc/grafana/grafana.ini"})
 def local_state(
     workload: Workload, container: Container, *, alike: bool = False, emptydirs: bool = True
 ) -> str | None:
-    """Why the container keeps state of its own that a second replica would not share (a known
-    single-instance image, a writable claim mount (not scratch), a writable emptyDir mount
-    at a data path (``_DATA_PATH``; with ``alike``, not a pull scraper's, whose replicas
-    hold alike data: ``_SCRAPER``; not an app's whose environment names a data store's
-    address: ``_STORE_ADDRESS``), a writable hostPath mount at a data path or any path not
-    the node's system or scratch (``_SYSTEM_PATH``), a node's daemon reached through a
-    socket on a hostPath (``node_socket``), a single-replica StatefulSet with
-    volumeClaimTemplates not only mounted as a cache), or ``None`` for a server with no such
-    sign. Without ``emptydirs`` an emptyDir is no sign at all (replicas may hold alike
-    copies in theirs: a site's files)."""
+    """Why the container keeps state of its own that a second replica would not share (its
+    manifest's comment beside ``replicas:`` pinning it to one, a known single-instance image,
+    a writable claim mount (not scratch), a writable emptyDir mount at a data path
+    (``_DATA_PATH``; with ``alike``, not a pull scraper's, whose replicas hold alike data:
+    ``_SCRAPER``; not an app's whose environment names a data store's address:
+    ``_STORE_ADDRESS``), a writable hostPath mount at a data path or any path not the
+    node's system or scratch (``_SYSTEM_PATH``), a node's daemon reached through a socket
+    on a hostPath (``node_socket``), a single-replica StatefulSet with volumeClaimTemplates
+    not only mounted as a cache), or ``None`` for a server with no such sign. Without
+    ``emptydirs`` an emptyDir is no sign at all (replicas may hold alike copies in theirs:
+    a site's files)."""
+    if workload.pinned:
+        return f"its manifest says beside replicas: {workload.pinned!r}"
     image = container.image.split("@", 1)[0]
     in_memory = "zipkin" not in image or dict(container.env).get("STORAGE_TYPE", "mem") == "mem"
     if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:

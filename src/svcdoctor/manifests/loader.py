@@ -19,6 +19,7 @@ import yaml
 
 from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
+from svcdoctor.manifests.comments import pinned_replicas
 from svcdoctor.manifests.configs import ConfigDrains, LocalStores, corefile_drain, local_store
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
 from svcdoctor.manifests.folders import hidden_manifests
@@ -100,6 +101,8 @@ class LoadResult:
     # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
     local_stores: LocalStores = field(default_factory=dict)
     config_drains: ConfigDrains = field(default_factory=dict)
+    # file → line of a ``replicas:`` its comment pins to one (``manifests.comments``) → comment
+    replica_pins: dict[str, dict[int, str]] = field(default_factory=dict)
     # Dockerfiles and skaffold artifacts beside the manifests (``manifests.dockerfiles``)
     builds: Builds = field(default_factory=Builds)
 
@@ -371,6 +374,8 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     scan = _Scan(aliases=_may_alias(text), templates=templated)
     lines = _Lines(text) if templated else None
     ytt = _Lines(text) if "#@" in text and _YTT_CODE.search(text) else None
+    if pins := pinned_replicas(text):
+        result.replica_pins[display] = pins
     part, offset = text, 0  # after a templated document that breaks the YAML: the rest
     while True:
         try:

@@ -55,6 +55,8 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         f = Fields(raw, problems)
         if raw.kind in WORKLOAD_KINDS:
             read = _with_config_state(_workload(f), raw.body, loaded.local_stores)
+            if pins := loaded.replica_pins.get(raw.location.file):
+                read = _with_pin(read, raw.body, pins)
             workloads.append(_with_config_drain(read, raw.body, loaded.config_drains))
             if raw.kind == "Rollout":
                 resources.extend(_rollout_experiments(f))
@@ -116,6 +118,13 @@ def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload
     ]
     why = store_of(w.ref.namespace, mounted, stores)
     return replace(w, template=replace(w.template, config_state=why)) if why else w
+
+
+def _with_pin(w: Workload, body: YMap, pins: dict[int, str]) -> Workload:
+    """The workload, with the comment beside its ``replicas:`` that pins it to one."""
+    spec = body.get("spec")
+    line = spec.line_of("replicas") if isinstance(spec, YMap) and "replicas" in spec else None
+    return replace(w, pinned=pins[line]) if line in pins else w
 
 
 def _with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload:

@@ -165,6 +165,7 @@ class Workload:
     owner: ObjectRef | None = None  # the controller in metadata.ownerReferences, if any
     min_ready_seconds: int | None = None
     claim_templates: tuple[str, ...] = ()  # a StatefulSet's volumeClaimTemplates names
+    pinned: str = ""  # the comment beside ``replicas:`` that says it must run once
 
     @property
     def serving(self) -> bool:
