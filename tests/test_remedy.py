@@ -113,18 +113,22 @@ def test_a_sleep_already_longer_than_the_window_is_not_raised() -> None:
 
 
 def http(path: str, port: int | str = 8080, line: int = 1) -> Probe:
-    return Probe("httpGet", ("httpGet", path, str(port)), line, port=port)
+    return Probe("httpGet", ("httpGet", "HTTP", "", str(port), path), line, port=port)
 
 
 def test_same_probes_split_liveness_to_the_listener() -> None:
-    split = plan_probes(http("/healthz"), http("/healthz", line=9))
+    assert plan_probes(http("/healthz"), http("/healthz", line=9)).change is ProbeChange.NONE
+    split = plan_probes(http("/readyz"), http("/readyz", line=9))
     assert split.change is ProbeChange.LIVENESS_TCP
     assert split.liveness == {"tcpSocket": {"port": 8080}, "httpGet": None}
     assert plan_probes(http("/readyz"), http("/livez")).change is ProbeChange.NONE
     assert plan_probes(None, http("/livez")).change is ProbeChange.NONE
     tcp = Probe("tcpSocket", ("tcpSocket", "80"), 1, port=80)
-    assert plan_probes(tcp, tcp).change is ProbeChange.MANUAL  # nothing cheaper than a connect
-    plan = plan_shutdown(ShutdownFacts(readiness=http("/h"), liveness=http("/h")))
+    assert plan_probes(tcp, tcp).change is ProbeChange.NONE  # a connect twice restarts nothing
+    curl = ("curl", "-f", "http://localhost:8080/readyz")
+    fetch = Probe("exec", ("exec", *curl), 1, command=curl)
+    assert plan_probes(fetch, fetch).change is ProbeChange.MANUAL  # no port for liveness
+    plan = plan_shutdown(ShutdownFacts(readiness=http("/api"), liveness=http("/api")))
     assert plan.rules == ("SVD101", "SVD202")
     assert plan.probes.change is ProbeChange.LIVENESS_TCP
 
@@ -355,8 +359,8 @@ def test_applying_a_fix_clears_its_rule_for_a_draining_app(
 def _probe(handler: str, target: str, port: int | str) -> dict[str, Any]:
     if handler == "httpGet":
         return {"httpGet": {"path": target, "port": port}}
-    if handler == "grpc":
-        return {"grpc": {"port": 8080}}
+    if handler == "grpc":  # a named service's status may be its dependencies'
+        return {"grpc": {"port": 8080, "service": "api"} if target == "/readyz" else {"port": 8080}}
     if handler == "tcpSocket":
         return {"tcpSocket": {"port": port}}
     return {"exec": {"command": ["cat", target]}}
@@ -399,13 +403,15 @@ def test_applying_the_probe_split_clears_svd202(
         "readinessProbe": readiness, "livenessProbe": liveness
     })  # fmt: skip
     (found,) = [f for f in lint_text(dumps(docs)).findings if f.rule == "SVD202"] or [None]
-    assert (found is not None) == (check_of(readiness) == check_of(liveness))
+    # a check that may reach past the process: the readiness endpoint, a named gRPC service
+    deep = readiness.get("httpGet", {}).get("path") == "/readyz" or "service" in readiness.get(
+        "grpc", {}
+    )
+    assert (found is not None) == (check_of(readiness) == check_of(liveness) and deep)
     if found is None:
         return
     assert found.fix is not None
-    if (fix_text(found.fix) or "").startswith(
-        "#"
-    ):  # tcpSocket or exec: the app needs its own endpoint
+    if (fix_text(found.fix) or "").startswith("#"):  # exec: the app needs its own endpoint
         assert set(readiness) & {"tcpSocket", "exec"}
         return
     assert found.object is not None

@@ -39,9 +39,9 @@ LONE = [
     "exec APP 30",
     "exec APP 30\n",
 ]
-# Lists, pipelines, background jobs, compound commands: flagged in every shell unless the
-# last command is exec'd. bash 5.1+ and busybox ash exec the last command of some of them;
-# those are version-dependent (dash and bash 5.0 do not), so flagging them is deliberate.
+# Lists, pipelines, background jobs, compound commands: flagged in dash unless the last
+# command is exec'd. bash 5.1+ and busybox ash exec the last command of some of them (bash's
+# model must match a bash >= 5.1 exactly; older ones exec none: ``OLD_BASH``).
 COMPOUND = [
     "true; APP 30",
     "true && APP 30",
@@ -59,6 +59,17 @@ COMPOUND = [
     "cd / && exec APP 30",
     "set -e\necho start >&2\nexec APP 30\n",
 ]
+
+
+def _bash_at_least_5_1() -> bool:
+    out = subprocess.run(
+        ["bash", "-c", "echo ${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    major, minor = map(int, out.stdout.split())
+    return (major, minor) >= (5, 1)
 
 
 def _installed(shell: str) -> bool:
@@ -112,7 +123,7 @@ def test_rule_matches_the_real_shell(shell: str, script: str, app: Path) -> None
     flagged = stays_parent(shell, parse_script(script))
     if not flagged:
         assert real == "exec", f"{shell} -c {script!r}: rule says exec'd, the shell stays"
-    elif script in LONE:
+    elif script in LONE or (shell == "bash" and _bash_at_least_5_1()):
         assert real == "parent", f"{shell} -c {script!r}: rule flags it, the shell execs"
     # A flagged compound script may be exec'd by this shell version (see COMPOUND).
 
@@ -122,6 +133,9 @@ def test_dash_keeps_even_a_lone_command_and_explicit_exec_always_works() -> None
     for family in ("bash", "dash", "ash", None):
         assert not stays_parent(family, parse_script("./migrate && exec ./server"))
         assert stays_parent(family, parse_script("./server | tee log"))
+    assert not stays_parent("bash", parse_script("cd /data && ./server"))
+    assert stays_parent("bash<5.1", parse_script("cd /data && ./server"))
+    assert not stays_parent("bash<5.1", parse_script("./server"))
 
 
 @pytest.mark.parametrize(
@@ -144,6 +158,12 @@ def test_dash_keeps_even_a_lone_command_and_explicit_exec_always_works() -> None
         ("sh", "quay.io/centos/centos:stream9", "bash"),
         ("sh", "amazonlinux:2023", "bash"),
         ("sh", "example/app:1", None),
+        ("bash", "zookeeper:3.8.4", "bash"),
+        ("bash", "python:3.8-buster", "bash<5.1"),
+        ("bash", "centos:7", "bash<5.1"),
+        ("sh", "registry.access.redhat.com/ubi8/ubi-minimal:8.9", "bash<5.1"),
+        ("sh", "amazonlinux:2", "bash<5.1"),
+        ("bash", "ubuntu:focal", "bash<5.1"),
         ("zsh", "example/app:1", None),
     ],
 )

@@ -542,6 +542,8 @@ def test_json_laid_out_as_kubectl_writes_it_is_fixed_in_place(tmp_path: Path, in
             '"type": "Recreate"',
             '"seconds": 2',
             '"grpc": {',
+            '"port": 5050,',
+            '"service": "hipstershop.CheckoutService"',
         ]
     )
     assert not {r for r, _, _ in findings(path)} & FIXABLE

@@ -79,6 +79,24 @@ def ash_execs_last(script: Script) -> bool:
     return ends and last is not None and last.after == "" and last.before in ("&&", "||", ";", "\n")
 
 
+def bash_execs_last(script: Script) -> bool:
+    """Whether bash 5.1 or later execs the last command of a ``-c`` list (after `&&`, `||`,
+    `;` or a line; not in a block, a subshell or a pipeline; no redirection; at most one
+    newline after it), as ``can_optimize_connection`` in builtins/evalstring.c does since
+    bash 5.1 (CHANGES: "bash attempts to optimize the number of times it forks when
+    executing commands in subshells and from `bash -c'")."""
+    last = script.last
+    return (
+        last is not None
+        and bool(last.words)
+        and last.words[0] not in _CLOSERS | {")"}
+        and not last.redirected
+        and last.before in ("&&", "||", ";", "\n")
+        and last.after in ("", ";", "\n")
+        and script.trailing_newlines <= 1
+    )
+
+
 def shell_script(argv: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
     """``(shell, script)`` when ``argv`` is ``SHELL [options] -c SCRIPT [arg0 args…]``
     (``-c`` may be clustered, ``-ec``, ``-lc``); arguments after the script are ``$0``,

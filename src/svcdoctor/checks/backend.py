@@ -192,26 +192,34 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
 
     ## What it does
     Flags containers whose readiness and liveness probes use the same handler and target
-    (path, port — named ports resolved — scheme, host, headers, command). Timing fields
-    (`periodSeconds`, `failureThreshold`, …) are ignored: probes that differ only in timing
-    are still the same check.
+    (path, port — named ports resolved — scheme, host, headers, command) when that check may
+    reach past the process: a readiness endpoint (`/readyz`), an aggregate health that
+    includes the app's dependencies by default (Spring Boot's `/actuator/health`, Quarkus'
+    `/q/health`), a path naming a dependency (`/health/db`), any other endpoint of the app
+    (`/v1/policies`), or a gRPC check of a named service. Timing fields (`periodSeconds`,
+    `failureThreshold`, …) are ignored: probes that differ only in timing are still the same
+    check. Not flagged: the same cheap check twice, which restarts nothing a dependency
+    fails: the health conventions whose handlers answer by themselves (`/healthz`,
+    `/health`, `/livez`, `/ping`, `/status`), the root page and static files, `tcpSocket`,
+    a gRPC server's overall status, and commands (unless they fetch such a URL).
 
     ## Why it matters
     The two probes answer different questions. Readiness: "should this pod get traffic now?";
     liveness: "is this process beyond repair?". When they are the same check, either
     readiness is too shallow to see what breaks requests, or liveness is deep enough that a
-    shared dependency's hiccup restarts every replica at once.
+    shared dependency's hiccup restarts every replica at once; the second is what a deep
+    check makes likely.
 
     ## Example
     Bad:
     ```yaml
-    readinessProbe: {httpGet: {path: /healthz, port: http}}
-    livenessProbe: {httpGet: {path: /healthz, port: 8080}, failureThreshold: 5}
+    readinessProbe: {httpGet: {path: /actuator/health, port: http}}
+    livenessProbe: {httpGet: {path: /actuator/health, port: 8080}, failureThreshold: 5}
     ```
     Good:
     ```yaml
-    readinessProbe: {httpGet: {path: /readyz, port: http}}
-    livenessProbe: {httpGet: {path: /livez, port: http}, failureThreshold: 5}
+    readinessProbe: {httpGet: {path: /actuator/health/readiness, port: http}}
+    livenessProbe: {httpGet: {path: /actuator/health/liveness, port: http}, failureThreshold: 5}
     ```
 
     ## Fix
@@ -220,12 +228,13 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     dependency every replica shares failing takes pods out of the Service instead of
     restarting them all. Better still, when the app can serve them, point readiness at an
     endpoint that checks what requests need and liveness at a cheap "the process is not
-    wedged" one. A `tcpSocket` or `exec` pair needs such an endpoint: there is nothing
-    cheaper to give liveness.
+    wedged" one (Spring Boot's `/actuator/health/liveness` and `/readiness` groups). An
+    `exec` pair needs such an endpoint: there is no port to give liveness.
 
     ## References
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
     - https://srcco.de/posts/kubernetes-liveness-probes-are-dangerous.html
+    - https://docs.spring.io/spring-boot/reference/actuator/endpoints.html#actuator.endpoints.kubernetes-probes
     """
     for w, c in racing(inventory):
         split = plan_shutdown(shutdown_facts(w, c, settings)).probes
@@ -244,10 +253,14 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
                 "# give readiness a check of what requests need (an endpoint of the app's) "
                 "and liveness a cheaper one"
             )
+        of = f" of {r.target[4]!r}" if r.handler == "httpGet" else ""
+        of = f" of service {r.target[2]!r}" if r.handler == "grpc" else of
         yield Hit(
             w,
             f"container {c.name!r}: readinessProbe and livenessProbe are the same "
-            f"{r.handler} check; readiness cannot see more than liveness does",
+            f"{r.handler} check{of}, which may check more than the process: "
+            "when what it checks fails in every replica at once (a dependency), liveness "
+            "restarts them all where readiness would only take them out",
             fix=fix,
             container=c.name,
             line=r.line,
@@ -409,35 +422,32 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     IBM MQ…),
     and workloads whose containers serve nothing.
 
-    An availability note (info, no replicas fix) instead of the warning when a second
-    replica would not be a second backend: a workload its author pins to one replica
-    in a comment beside `replicas:` ("DO NOT INCREASE REPLICA COUNT", "Do not scale up",
-    "singleton"; a comment that only explains the number pins nothing); a backend with
-    local state (a known single-instance image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or
-    rsyslog sinks, Graphite, emojivoto's voting service, confluent-local, NFS and SMB file
-    servers, a standalone Locust, Keycloak `start-dev`, Vault's and Consul's dev servers
-    (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
-    storage, zot, Grafana on its default SQLite database, Apicurio Registry on its default
-    in-memory storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow
-    aggregator, the MailDev, MailHog and Mailpit mail catchers; a controller without
-    leader election: MetalLB's, Zalando's postgres-operator, YuniKorn's scheduler, Scylla
-    Manager, flyte-binary, Antrea's controllers, Google Managed Prometheus' operator,
-    kube-arangodb's in `--mode.single`, or any with `--leader-elect=false`;
-    a writable claim
-    (`persistentVolumeClaim`)
-    at any path but scratch (`/tmp`, caches): one volume for every replica, which a
-    ReadWriteOnce claim attaches to one node only, and a path that says data (`/run/…/data`)
-    is no scratch; a writable emptyDir mounted at a data path such as `/data` or
-    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's (Prometheus,
-    vmagent: every replica scrapes the same targets), nor an app's whose environment names
-    its data store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there); a
-    writable hostPath at any path
-    but the node's system, runtime and scratch directories (a share at `/smbshare`); a
-    single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a cache),
-    whose data a second replica would split; a server that reaches its node's daemon
-    through a Unix socket on a hostPath (a `socat` bridge to a CSI driver's `csi.sock`,
-    the Docker socket), whose second replica would serve another node's daemon; and a
-    leader-elected server, whose second replica would only stand by.
+    An availability note (info, no replicas fix) instead of the warning when a second replica
+    would not be a second backend: a workload its author pins to one replica in a comment beside
+    `replicas:` ("DO NOT INCREASE REPLICA COUNT", "Do not scale up", "singleton"; a comment that
+    only explains the number pins nothing); a backend with local state (a known single-instance
+    image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or rsyslog sinks,
+    Graphite, emojivoto's voting service, confluent-local, NFS and SMB file servers, a
+    standalone Locust, Keycloak `start-dev`, Vault's and Consul's dev servers (their images'
+    defaults), Argo CD's Dex, the Docker registry on its default filesystem storage, zot,
+    Grafana on its default SQLite database, Apicurio Registry on its default in-memory storage,
+    Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator, the
+    MailDev, MailHog and Mailpit mail catchers; a controller without leader election: MetalLB's,
+    Zalando's postgres-operator, YuniKorn's scheduler, Scylla Manager, flyte-binary, Antrea's
+    controllers, Google Managed Prometheus' operator, kube-arangodb's in `--mode.single`, or any
+    with `--leader-elect=false`; a writable claim (`persistentVolumeClaim`) at any path but
+    scratch (`/tmp`, caches): one volume for every replica, which a ReadWriteOnce claim attaches
+    to one node only, and a path that says data (`/run/…/data`) is no scratch; a writable
+    emptyDir mounted at a data path such as `/data` or `/var/lib/…`, not the kubelet's
+    `/var/lib/kubelet`, nor a pull scraper's (Prometheus, vmagent: every replica scrapes the
+    same targets), nor an app's whose environment names its data store's address (`REDIS_HOST`,
+    `ORDER_DB_HOST`: it is scratch there); a writable hostPath at any path but the node's
+    system, runtime and scratch directories (a share at `/smbshare`); a single-replica
+    StatefulSet with `volumeClaimTemplates` not only mounted as a cache), whose data a second
+    replica would split; a server that reaches its node's daemon through a Unix socket on a
+    hostPath (a `socat` bridge to a CSI driver's `csi.sock`, the Docker socket), whose second
+    replica would serve another node's daemon; and a leader-elected server, whose second replica
+    would only stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node

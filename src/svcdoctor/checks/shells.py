@@ -12,6 +12,7 @@ from svcdoctor.checks._scripts import (
     Script,
     SimpleCommand,
     ash_execs_last,
+    bash_execs_last,
     parse_script,
     shell_script,
 )
@@ -43,17 +44,33 @@ _DASH_IMAGES = re.compile(
 )
 
 
+# Bases that ship bash before 5.1 (which execs no command of a list): Debian 10 (5.0) and
+# older, Ubuntu 20.04 (5.0) and older, the Red Hat family 7 (4.2) and 8 (4.4), Amazon Linux 2
+# (4.2). Any other bash is taken as 5.1 or later (Debian 11, Ubuntu 22.04, RHEL 9, Alpine
+# 3.13 and later: the bases of images built since 2021).
+_OLD_BASH_IMAGES = re.compile(
+    r"buster|stretch|jessie|bionic|xenial|focal|(^|[/:_-])(centos|ubi|rhel|el|rockylinux|"
+    r"almalinux|oraclelinux)[:-]?[78]($|[^0-9])|amazonlinux:2($|[^0-9])",
+    re.IGNORECASE,
+)
+OLD_BASH = "bash<5.1"
+
+
 def shell_family(shell: str, image: str) -> str | None:
     """``bash``, ``dash`` or ``ash``: the shell that runs a ``-c`` script, from the command's
-    interpreter and, for ``sh``, the image family; ``None`` when unknown."""
-    if shell in ("bash", "dash", "ash"):
+    interpreter and, for ``sh``, the image family (``OLD_BASH``: bash before 5.1, by the
+    image's base); ``None`` when unknown."""
+    if shell in ("dash", "ash"):
         return shell
+    bash = OLD_BASH if _OLD_BASH_IMAGES.search(image) else "bash"
+    if shell == "bash":
+        return bash
     if shell != "sh":
         return None  # zsh, ksh: not checked against the real shell
     if _ASH_IMAGES.search(image):
         return "ash"
     if _BASH_IMAGES.search(image):
-        return "bash"
+        return bash
     if _DASH_IMAGES.search(image):
         return "dash"
     if m := _MINIO.search(image):
@@ -108,9 +125,10 @@ def stays_parent(family: str | None, script: Script) -> bool:
     An explicit ``exec`` replaces the shell in every shell. A lone simple command is exec'd
     by bash unless it has a redirection or is followed by more than one newline, and by
     busybox ash unless anything (a newline included) follows it; dash never does; ash also
-    execs the last of some lists (``ash_execs_last``). Other lists, pipelines, background
-    jobs and compound commands count as kept: bash >= 5.1 execs the last command of some
-    lists, dash and older bash do not. Unknown shells count as dash."""
+    execs the last of some lists (``ash_execs_last``), and so does bash from 5.1
+    (``bash_execs_last``). Other lists, pipelines, background jobs and compound commands
+    count as kept: dash and older bash exec no command of a list. Unknown shells count as
+    dash."""
     last = script.last
     if last is None:
         return False
@@ -119,8 +137,11 @@ def stays_parent(family: str | None, script: Script) -> bool:
     if last.words and last.words[0] in BLOCK_ENDS and branches_exec(script):
         return False
     if not script.lone:
-        return not (family == "ash" and ash_execs_last(script))
-    if family == "bash":
+        return not (
+            (family == "ash" and ash_execs_last(script))
+            or (family == "bash" and bash_execs_last(script))
+        )
+    if family in ("bash", OLD_BASH):
         return last.redirected or script.trailing_newlines > 1
     if family == "ash":
         return script.trailing_newlines > 0
@@ -142,9 +163,13 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     images) never does; in MinIO's (UBI) it is bash. `sh` in an image of unknown family is
     treated as dash. Lists
     (`;`, `&&`, `||`, several lines), pipelines and background jobs are flagged unless the
-    last command is `exec`'d: dash and bash before 5.1 keep the shell, and a pipeline is
-    never exec'd; busybox ash alone execs the last command after `&&`, `||`, `;` or a
-    line when nothing follows it (`sh -c "apk add socat && socat …"` in Alpine is fine). A
+    last command is `exec`'d: dash and bash before 5.1 keep the shell (bash's version is
+    told by the image's base: Debian 10, Ubuntu 20.04, the Red Hat family 7 and 8 and
+    Amazon Linux 2 ship older ones), and a pipeline is never exec'd; busybox ash execs the
+    last command after `&&`, `||`, `;` or a line when nothing follows it (`sh -c "apk add
+    socat && socat …"` in Alpine is fine), and bash 5.1 or later does too unless it has a
+    redirection or blank lines follow it (`bash -c "cd /data && zkServer.sh
+    start-foreground"` is fine). A
     fallback after `||` (`./server || tail -f /dev/null`) keeps the shell waiting for the app
     in every shell; the app is after `||` only when a condition comes first (`test -f skip
     || ./server`).
@@ -331,10 +356,14 @@ def _why_parent(shell: str, family: str | None, script: Script) -> str:
     if last.after == "&" or last.before == "&":
         return "runs the app as a background job, which no shell exec's"
     if not script.lone:
+        if family == OLD_BASH:
+            return "its bash is older than 5.1 (by the image's base) and execs no command of a list"
+        if family == "bash" and last.redirected:
+            return "bash does not exec the last command of a list when it has a redirection"
         return "does not exec the last of its commands (dash and bash before 5.1 stay its parent)"
     if family == "dash":
         return f"{shell} here is dash, which stays the parent of the command it runs"
-    if family == "bash":
+    if family in ("bash", OLD_BASH):
         return (
             "bash does not exec a command with a redirection"
             if last.redirected

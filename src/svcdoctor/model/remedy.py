@@ -220,13 +220,16 @@ def planned_hook(plan: ShutdownPlan) -> PreStopHook:
 
 def plan_probes(readiness: Probe | None, liveness: Probe | None) -> ProbeSplit:
     """Split readiness from liveness when they are the same check (same handler and target,
-    timing aside): readiness keeps the check that decides whether the pod gets traffic, and
-    liveness checks only that the port listens (``tcpSocket``), so a dependency every
-    replica shares failing takes pods out of the Service instead of restarting them all.
-    A ``tcpSocket`` pair (nothing cheaper for liveness) or an ``exec`` pair (no port) is
-    left to the app: readiness needs an endpoint of its own."""
+    timing aside) and that check may reach past the process (``Probe.may_check_dependencies``:
+    a readiness endpoint, an aggregate health, an app's endpoint): readiness keeps the check
+    that decides whether the pod gets traffic, and liveness checks only that the port
+    listens (``tcpSocket``), so a dependency every replica shares failing takes pods out of
+    the Service instead of restarting them all. An ``exec`` pair (no port) is left to the
+    app: readiness needs an endpoint of its own."""
     if readiness is None or liveness is None or readiness.target != liveness.target:
         return NO_SPLIT
+    if not readiness.may_check_dependencies:
+        return NO_SPLIT  # the same cheap check twice: no dependency to restart every replica
     if readiness.handler in ("httpGet", "grpc") and readiness.port is not None:
         body: dict[str, object] = {"tcpSocket": {"port": readiness.port}, readiness.handler: None}
         return ProbeSplit(ProbeChange.LIVENESS_TCP, body, readiness.port)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from svcdoctor.model.finding import Location, ObjectRef
@@ -41,6 +42,26 @@ def shutdown_timeline(prestop: float, grace: float) -> tuple[float, float]:
     return hook, hook + max(grace - math.floor(hook), MIN_SHUTDOWN_WINDOW)
 
 
+# A check of more than the process: a readiness endpoint, an aggregate that includes the
+# app's dependencies by default (Spring Boot's /actuator/health with its DataSource and Redis
+# indicators: https://docs.spring.io/spring-boot/reference/actuator/endpoints.html#actuator.endpoints.health.auto-configured-health-indicators;
+# Quarkus' /q/health, liveness and readiness together: https://quarkus.io/guides/smallrye-health),
+# or a path that names what it checks.
+_DEEP_PATH = re.compile(
+    r"ready|readiness|^/actuator/health/?$|^/q/health/?$|\b(db|database|deps|dependencies|"
+    r"deep|full|upstreams?)\b",
+    re.IGNORECASE,
+)
+# What checks only that the server answers: the health conventions whose handlers answer
+# 200 by themselves (Go's /healthz, /livez, /ping), the root page, static files.
+_PROCESS_PATH = re.compile(
+    r"^/*(?:[^?#]*/)?(healthz?|livez?|liveness|alive|ping|heartbeat|hc|health-?check|status|"
+    r"up|metrics|version|index\.html?|[^/?#]*\.(?:html?|txt|css|js|png|ico|svg))?/*(?:[?#].*)?$",
+    re.IGNORECASE,
+)
+_URL_PATH = re.compile(r"https?://[^/\s'\"]+(/[^\s'\"]*)?")
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerPort:
     number: int
@@ -71,6 +92,23 @@ class Probe:
         if self.handler != "httpGet":
             return ()
         return tuple(h.partition("=")[0].lower() for h in self.target[5:])
+
+    @property
+    def may_check_dependencies(self) -> bool:
+        """Whether the probe may check more than its own process (what a replica shares with
+        the others): an HTTP path, or a URL an ``exec`` fetches, that is no plain health
+        convention (``_PROCESS_PATH``) or names readiness or a dependency (``_DEEP_PATH``); a
+        gRPC check of a named service. A ``tcpSocket`` check, a gRPC server's overall status
+        and any other command check the server alone, as far as the manifest shows."""
+        if self.handler == "grpc":
+            return bool(self.target[2:] and self.target[2])
+        if self.handler == "httpGet":
+            path = self.target[4]
+        elif self.handler == "exec" and (url := _URL_PATH.search(" ".join(self.command))):
+            path = url.group(1) or "/"
+        else:
+            return False
+        return bool(_DEEP_PATH.search(path)) or not _PROCESS_PATH.match(path)
 
 
 @dataclass(frozen=True, slots=True)
