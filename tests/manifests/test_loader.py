@@ -705,6 +705,35 @@ def test_wrong_field_types_are_svd004_naming_path_and_line_without_crashing() ->
     assert (result.workloads, result.services) == (1, 1)
 
 
+def test_template_values_in_valid_yaml_are_no_wrong_types() -> None:
+    """A kustomize overlay that a chart is made from holds Helm actions in quoted or plain
+    values (open-feature-operator's config/overlays/helm): the tool fills them in, they are
+    no wrong types, and a templated targetPort names no missing port."""
+    text = (
+        "apiVersion: apps/v1\n"
+        "kind: Deployment\n"
+        "metadata: {name: manager}\n"
+        "spec:\n"
+        "  replicas: 0{{ .Values.replicas }}\n"
+        "  template:\n"
+        "    metadata: {labels: {app: m}}\n"
+        "    spec:\n"
+        "      containers:\n"
+        "      - name: manager\n"
+        "        image: example/manager:1\n"
+        '        ports: [{containerPort: "{{ .Values.port }}"}]\n'
+        "---\n"
+        "apiVersion: v1\n"
+        "kind: Service\n"
+        "metadata: {name: m}\n"
+        "spec:\n"
+        "  selector: {app: m}\n"
+        '  ports: [{port: 80, targetPort: "{{ .Values.portName }}"}]\n'
+    )
+    rules = {f.rule for f in lint_text(text).findings}
+    assert not rules & {"SVD004", "SVD205"}, rules
+
+
 def test_booleans_are_not_integers() -> None:
     text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  replicas: true\n"
     (problem,) = [f for f in lint_text(text).findings if f.rule == "SVD004"]

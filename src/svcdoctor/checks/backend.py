@@ -191,17 +191,17 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     """Readiness and liveness probes check the same thing.
 
     ## What it does
-    Flags containers whose readiness and liveness probes use the same handler and target
-    (path, port — named ports resolved — scheme, host, headers, command) when that check may
-    reach past the process: a readiness endpoint (`/readyz`), an aggregate health that
-    includes the app's dependencies by default (Spring Boot's `/actuator/health`, Quarkus'
-    `/q/health`), a path naming a dependency (`/health/db`), any other endpoint of the app
-    (`/v1/policies`), or a gRPC check of a named service. Timing fields (`periodSeconds`,
-    `failureThreshold`, …) are ignored: probes that differ only in timing are still the same
-    check. Not flagged: the same cheap check twice, which restarts nothing a dependency
-    fails: the health conventions whose handlers answer by themselves (`/healthz`,
-    `/health`, `/livez`, `/ping`, `/status`), the root page and static files, `tcpSocket`,
-    a gRPC server's overall status, and commands (unless they fetch such a URL).
+    Flags containers whose readiness and liveness probes use the same handler and target (path,
+    port — named ports resolved — scheme, host, headers, command) when that check may reach past
+    the process: a readiness endpoint (`/readyz`), an aggregate health that includes the app's
+    dependencies by default (Spring Boot's `/actuator/health`, Quarkus' `/q/health`), a path
+    naming a dependency (`/health/db`), any other endpoint of the app (`/v1/policies`), or a
+    gRPC check of a named service. Timing fields (`periodSeconds`, `failureThreshold`, …) are
+    ignored: probes that differ only in timing are still the same check. Not flagged: the same
+    cheap check twice, which restarts nothing a dependency fails: the health conventions whose
+    handlers answer by themselves (`/healthz`, `/health`, `/livez`, `/ping`, `/status`), the
+    root page and static files, `tcpSocket`, a gRPC server's overall status, and commands
+    (unless they fetch such a URL).
 
     ## Why it matters
     The two probes answer different questions. Readiness: "should this pod get traffic now?";
@@ -478,7 +478,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     the replicas share (or use the backend's own clustering) first (the printed fix says
     so: state kept in memory or on the container's own disk is not in the manifests); for
     a leader-elected server, a second replica is a standby that takes over when the
-    leader's lease expires.
+    leader's lease expires; a controller whose manifest sets no leader election flag
+    (`*-operator`, kubebuilder's `/manager`) is told to turn it on first.
 
     ## References
     - https://kubernetes.io/docs/concepts/workloads/pods/disruptions/
@@ -543,9 +544,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         if w.pinned:
             kept = "its author pins to one replica"
             advice = (
-                "# an availability note, not a fix: the comment beside replicas says it must run "
-                "once; make the\n# server safe to run twice (shared state, leader election) "
-                "before you raise replicas"
+                "# an availability note, not a fix: the comment beside replicas says it runs once;"
+                "\n# make it safe to run twice (shared state, leader election) before raising it"
             )
             second = "is what that comment rules out"
         elif state.startswith("it writes to claim"):
@@ -724,6 +724,8 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 if hit := _stock_mismatch(svc, p.port, p.target, p.line, workloads):
                     yield hit
                 continue
+            if "{{" in p.target:
+                continue  # a name a template fills in (`{{ .Values.port }}`)
             missing = [
                 w
                 for w in workloads

@@ -27,7 +27,13 @@ from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
-from svcdoctor.checks.state import SPLIT_CAVEAT, data_store, local_state, waits_for_lease
+from svcdoctor.checks.state import (
+    SPLIT_CAVEAT,
+    attached_state,
+    data_store,
+    local_state,
+    waits_for_lease,
+)
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import (
     Fix,
@@ -136,7 +142,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     fix lets a replacement take over, the delay is due (fixed together, they leave no
     race); it is not flagged where stopping first is deliberate (a data store, pods that
     keep local state, or an app k8s-await-election starts once elected, which SVD106 leaves
-    alone too). The same
+    alone too), nor where such a single pod writing to a claim or a disk rolls with a surge
+    (a PostgreSQL Deployment on a ReadWriteOnce claim: its surge pod cannot hold the same
+    volume at once, so it never takes over). The same
     for the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare
     Pod: SVD204). Only where no other workload's pods serve behind the same Service: with
     them, the race is there today (a warning). A container
@@ -191,8 +199,10 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         if _ring_member(inventory, w, c):
             continue  # its clients follow the ring's membership, not the Service
         alone = _lone_pod(inventory, w)
-        if alone and _stops_first_on_purpose(w):
-            continue  # no endpoint ever takes over: a delay shortens no gap
+        if (alone or _surge_cannot_start(inventory, w)) and _stops_first_on_purpose(w):
+            # no endpoint ever takes over: the stateful pod goes first, or its surge pod
+            # cannot hold the same volume (a ReadWriteOnce claim, a data directory) at once
+            continue
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
@@ -705,6 +715,12 @@ def _stops_first_on_purpose(w: Workload) -> bool:
     return data_store(w) or any(
         local_state(w, c, alike=True) or waits_for_lease(c) for c in w.template.containers
     )
+
+
+def _surge_cannot_start(inventory: Inventory, w: Workload) -> bool:
+    """Whether the workload's only pod writes to a volume a surge pod could not hold with it
+    (``attached_state``), so no replacement serves before it is gone."""
+    return only_backend(inventory, w) and inventory.replicas(w) == 1 and attached_state(w)
 
 
 def _only_pod_goes_first(inventory: Inventory, w: Workload) -> bool:

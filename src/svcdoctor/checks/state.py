@@ -102,6 +102,9 @@ def waits_for_lease(container: Container) -> bool:
 # scaffold defaults --leader-elect to false: https://book.kubebuilder.io/cronjob-tutorial/empty-main).
 # Not a bare `controller` (ingress-nginx's elects with --election-id, every replica serves).
 _CONTROLLER_IMAGE = re.compile(r"(^|[_-])operator$")
+# controller-runtime's flags before v0.7 (`--metrics-addr`, `--enable-leader-election`) and
+# kubebuilder's `/manager` binary: a manager, whatever its image is called (HNC's hnc-manager)
+_OLD_MANAGER_FLAG = re.compile(r"^--(metrics-addr|webhook-server-port|enable-leader-election)(=|$)")
 
 
 def unknown_election(container: Container) -> bool:
@@ -109,8 +112,10 @@ def unknown_election(container: Container) -> bool:
     manifest turns on or off: a second replica may be a second reconciler."""
     name = container.image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
     argv = argv_of(container)
-    controller = bool(_CONTROLLER_IMAGE.search(name.lower())) or any(
-        _EVERY_REPLICA_SERVES.match(w) for w in argv
+    controller = (
+        bool(_CONTROLLER_IMAGE.search(name.lower()))
+        or (bool(argv) and argv[0].rsplit("/", 1)[-1] == "manager")
+        or any(_EVERY_REPLICA_SERVES.match(w) or _OLD_MANAGER_FLAG.match(w) for w in argv)
     )
     return (
         controller
@@ -522,6 +527,25 @@ def local_state(
     if claims and (workload.replicas or 1) == 1:
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claims[0]!r})"
     return None
+
+
+def attached_state(workload: Workload) -> bool:
+    """Whether the pods write to a claim (not scratch; not one the inputs declare
+    ReadOnlyMany or ReadWriteMany) or a cloud disk: one volume that a second pod cannot hold
+    at once (a ReadWriteOnce claim attaches to one node; two servers on one data directory
+    corrupt it), so a surge pod cannot take over from the old one."""
+    t = workload.template
+    volumes, held = t.volumes, t.read_only_volumes | t.shared_volumes
+    return any(
+        not m.read_only
+        and m.volume not in held
+        and (
+            (volumes.get(m.volume) == "persistentVolumeClaim" and not _claim_scratch(m))
+            or volumes.get(m.volume) in INLINE_DISKS
+        )
+        for c in workload.template.containers
+        for m in c.mounts
+    )
 
 
 def node_socket(container: Container, volumes: dict[str, str]) -> str | None:

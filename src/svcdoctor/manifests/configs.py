@@ -95,3 +95,28 @@ def store_of(namespace: str, mounted: Iterable[str], stores: LocalStores) -> str
         if name in names and (ns == namespace or {ns, namespace} <= {"", "default"}):
             return why
     return ""
+
+
+# A claim several nodes' pods can hold at once (https://kubernetes.io/docs/concepts/storage/
+# persistent-volumes/#access-modes): a surge pod starts beside the old one.
+_SHARED_MODES = frozenset({"ReadOnlyMany", "ReadWriteMany"})
+SharedClaims = set[tuple[str, str]]  # PersistentVolumeClaims (namespace, name) so shared
+
+
+def read_config(
+    kind: str, root: yaml.Node, stores: LocalStores, drains: ConfigDrains, shared: SharedClaims
+) -> None:
+    """Note what a ConfigMap or PersistentVolumeClaim tells of the pods that mount it."""
+    if kind == "ConfigMap":
+        if store := local_store(root):
+            stores[store[0]] = store[1]
+        if drain := corefile_drain(root):
+            drains[drain[0]] = drain[1]
+    elif kind == "PersistentVolumeClaim":
+        keys = mapping_keys(root)
+        meta, spec = mapping_keys(keys.get("metadata") or root), keys.get("spec")
+        modes = (
+            mapping_keys(spec).get("accessModes") if isinstance(spec, yaml.MappingNode) else None
+        )
+        if isinstance(modes, yaml.SequenceNode) and {_text(m) for m in modes.value} & _SHARED_MODES:
+            shared.add((_text(meta.get("namespace")), _text(meta.get("name"))))

@@ -28,6 +28,8 @@ class Fields:
         )
 
     def _bad(self, parent: YMap, key: str, path: str, want: str, got: Any) -> None:
+        if isinstance(got, str) and templated(got):
+            return  # a value a template tool fills in (a Helm overlay's `{{ .Values.x }}`)
         shown = (
             repr(got)
             if not isinstance(got, dict | list)
@@ -99,6 +101,11 @@ class Fields:
 
     def strings(self, parent: YMap | None, key: str, path: str) -> tuple[str, ...]:
         return tuple(text_of(v) for v in self.seq(parent, key, path))
+
+
+def templated(value: str) -> bool:
+    """Whether a value holds a template action a tool fills in before it is applied."""
+    return "{{" in value and "}}" in value
 
 
 def text_of(value: Any) -> str:

@@ -20,7 +20,7 @@ import yaml
 from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
 from svcdoctor.manifests.comments import pinned_replicas
-from svcdoctor.manifests.configs import ConfigDrains, LocalStores, corefile_drain, local_store
+from svcdoctor.manifests.configs import ConfigDrains, LocalStores, SharedClaims, read_config
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
 from svcdoctor.manifests.folders import hidden_manifests
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
@@ -101,6 +101,7 @@ class LoadResult:
     # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
     local_stores: LocalStores = field(default_factory=dict)
     config_drains: ConfigDrains = field(default_factory=dict)
+    claims: SharedClaims = field(default_factory=set)  # ReadOnlyMany or ReadWriteMany ones
     # file → line of a ``replicas:`` its comment pins to one (``manifests.comments``) → comment
     replica_pins: dict[str, dict[int, str]] = field(default_factory=dict)
     # Dockerfiles and skaffold artifacts beside the manifests (``manifests.dockerfiles``)
@@ -599,10 +600,7 @@ def _split_document(
             objects.append(RawObject(body, Location(name, body.line)))
         else:
             scan(root)
-            if kind == "ConfigMap" and (store := local_store(root)):
-                result.local_stores[store[0]] = store[1]
-            if kind == "ConfigMap" and (drain := corefile_drain(root)):
-                result.config_drains[drain[0]] = drain[1]
+            read_config(kind, root, result.local_stores, result.config_drains, result.claims)
         return
     items = keys.get("items")
     if isinstance(items, yaml.SequenceNode):

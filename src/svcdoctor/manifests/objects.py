@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from svcdoctor.manifests.configs import COREDNS_HEALTH, ConfigDrains, LocalStores, store_of
+from svcdoctor.manifests.configs import (
+    COREDNS_HEALTH,
+    ConfigDrains,
+    LocalStores,
+    SharedClaims,
+    store_of,
+)
 from svcdoctor.manifests.dockerfiles import match_images
 from svcdoctor.manifests.fields import Fields, text_of
 from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
@@ -55,6 +61,8 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         f = Fields(raw, problems)
         if raw.kind in WORKLOAD_KINDS:
             read = _with_config_state(_workload(f), raw.body, loaded.local_stores)
+            if loaded.claims and "persistentVolumeClaim" in read.template.volumes.values():
+                read = _with_shared_claims(read, raw.body, loaded.claims)
             if pins := loaded.replica_pins.get(raw.location.file):
                 read = _with_pin(read, raw.body, pins)
             workloads.append(_with_config_drain(read, raw.body, loaded.config_drains))
@@ -107,17 +115,32 @@ def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload
     """The workload, with why its pods keep local state if a ConfigMap they mount says so."""
     if not stores or "configMap" not in w.template.volumes.values():
         return w
+    mounted = [name for _, name in _mounted(body, "configMap", "name")]
+    why = store_of(w.ref.namespace, mounted, stores)
+    return replace(w, template=replace(w.template, config_state=why)) if why else w
+
+
+def _with_shared_claims(w: Workload, body: YMap, shared: SharedClaims) -> Workload:
+    """The workload, with the claim volumes whose claim pods of several nodes can hold."""
+    names = {
+        name
+        for name, claim in _mounted(body, "persistentVolumeClaim", "claimName")
+        if (w.ref.namespace, claim) in shared or ("", claim) in shared
+    }
+    return replace(w, template=replace(w.template, shared_volumes=frozenset(names)))
+
+
+def _mounted(body: YMap, source: str, key: str) -> list[tuple[str, str]]:
+    """(volume name, the source's ``key``) of the pod template's volumes of ``source``."""
     spec = body.get("spec")
     template = spec.get("template") if isinstance(spec, YMap) else None
     pod = template.get("spec") if isinstance(template, YMap) else None
     volumes = pod.get("volumes") if isinstance(pod, YMap) else None
-    mounted = [
-        text_of(source.get("name"))
+    return [
+        (text_of(v.get("name")), text_of(found.get(key)))
         for v in (volumes if isinstance(volumes, list) else [])
-        if isinstance(v, YMap) and isinstance(source := v.get("configMap"), YMap)
+        if isinstance(v, YMap) and isinstance(found := v.get(source), YMap)
     ]
-    why = store_of(w.ref.namespace, mounted, stores)
-    return replace(w, template=replace(w.template, config_state=why)) if why else w
 
 
 def _with_pin(w: Workload, body: YMap, pins: dict[int, str]) -> Workload:
@@ -132,15 +155,7 @@ def _with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workloa
     (``manifests.configs.corefile_drain``)."""
     if not drains or not any("coredns" in c.image for c in w.template.containers):
         return w
-    spec = body.get("spec")
-    template = spec.get("template") if isinstance(spec, YMap) else None
-    pod = template.get("spec") if isinstance(template, YMap) else None
-    volumes = pod.get("volumes") if isinstance(pod, YMap) else None
-    maps = {
-        text_of(v.get("name")): text_of(source.get("name"))
-        for v in (volumes if isinstance(volumes, list) else [])
-        if isinstance(v, YMap) and isinstance(source := v.get("configMap"), YMap)
-    }
+    maps = dict(_mounted(body, "configMap", "name"))
     containers = []
     for c in w.template.containers:
         mounted = [maps[m.volume] for m in c.mounts if m.volume in maps]

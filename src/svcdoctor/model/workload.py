@@ -172,6 +172,8 @@ class PodTemplate:
     # ``volumes``: name -> source (``emptyDir``, ``hostPath``, ``persistentVolumeClaim``…)
     volumes: dict[str, str] = field(default_factory=dict)
     read_only_volumes: frozenset[str] = frozenset()  # sources with `readOnly: true` (a disk)
+    # claim volumes whose PersistentVolumeClaim in the inputs pods of several nodes can hold
+    shared_volumes: frozenset[str] = frozenset()
     share_process_namespace: bool = False  # the pause container is PID 1, not the app
     # why the pods keep their data in themselves by a config they mount (Dex's in-memory
     # storage in a ConfigMap, ``manifests.configs``); "" when no config says so
