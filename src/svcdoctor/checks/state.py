@@ -446,7 +446,8 @@ def local_state(
 ) -> str | None:
     """Why the container keeps state of its own that a second replica would not share (its
     manifest's comment beside ``replicas:`` pinning it to one, a known single-instance image,
-    a writable claim mount (not scratch), a writable emptyDir mount at a data path
+    a writable claim mount (not scratch, nor one the inputs declare ReadOnlyMany or
+    ReadWriteMany: every replica mounts it), a writable emptyDir mount at a data path
     (``_DATA_PATH``; with ``alike``, not a pull scraper's, whose replicas hold alike data:
     ``_SCRAPER``; not an app's whose environment names a data store's address:
     ``_STORE_ADDRESS``), a writable hostPath mount at a data path or any path not the
@@ -505,6 +506,8 @@ def local_state(
         source = volumes.get(m.volume)
         if (scraper or remote or not emptydirs) and source == "emptyDir":
             continue  # its replicas scrape alike, or its data is in the store it names
+        if m.volume in workload.template.shared_volumes:
+            continue  # a ReadOnlyMany or ReadWriteMany claim: every replica mounts it
         if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
             return f"it writes to claim volume {m.volume!r} at {m.path}"
         if source in INLINE_DISKS and not m.read_only and m.volume not in read_only:

@@ -59,6 +59,8 @@ _PROCESS_PATH = re.compile(
     r"up|metrics|version|index\.html?|[^/?#]*\.(?:html?|txt|css|js|png|ico|svg))?/*(?:[?#].*)?$",
     re.IGNORECASE,
 )
+# a query that asks the handler for its health (go-demo-7's `/demo/hello?health=true`)
+_HEALTH_QUERY = re.compile(r"[?&](healthz?|ping|alive|liveness)\b", re.IGNORECASE)
 _URL_PATH = re.compile(r"https?://[^/\s'\"]+(/[^\s'\"]*)?")
 
 
@@ -108,7 +110,9 @@ class Probe:
             path = url.group(1) or "/"
         else:
             return False
-        return bool(_DEEP_PATH.search(path)) or not _PROCESS_PATH.match(path)
+        if _DEEP_PATH.search(path):
+            return True
+        return not (_PROCESS_PATH.match(path) or _HEALTH_QUERY.search(path))
 
 
 @dataclass(frozen=True, slots=True)
