@@ -178,6 +178,25 @@ def test_a_skaffold_artifact_names_the_dockerfile_that_builds_its_image(tmp_path
     assert find_builds([str(app)]).artifacts == {}  # unreadable: none, no error
 
 
+def test_a_dapr_multi_app_run_file_names_the_folder_of_each_image(tmp_path: Path) -> None:
+    """dapr/quickstarts: a Multi-App Run template's ``appDirPath`` is the folder of the app
+    its ``containerImage`` names, whatever the folder is called; an app with no Dockerfile
+    there, or no image, names none."""
+    (tmp_path / "node").mkdir()
+    (tmp_path / "python").mkdir()
+    (tmp_path / "node" / "Dockerfile").write_text('FROM node:20\nCMD ["node", "app.js"]\n')
+    (tmp_path / "dapr.yaml").write_text(
+        "version: 1\napps:\n"
+        "  - {appDirPath: ./node/, appID: nodeapp, containerImage: ghcr.io/x/hello-k8s-node:1}\n"
+        "  - {appDirPath: ./python/, appID: pyapp, containerImage: ghcr.io/x/hello-k8s-py:1}\n"
+        "  - {appDirPath: ./node/, appID: noimage}\n"
+    )
+    builds = find_builds([str(tmp_path)])
+    assert builds.artifacts == {"hello-k8s-node": (tmp_path / "node" / "Dockerfile",)}
+    (tmp_path / "dapr.yaml").write_text("apps: [unclosed\n")
+    assert find_builds([str(tmp_path)]).artifacts == {}  # unreadable: none, no error
+
+
 def test_a_project_prefix_three_images_share_names_their_folders(tmp_path: Path) -> None:
     """oracle-quickstart/oci-cloudnative: ``mushop-api``, ``mushop-carts`` and ``mushop-orders``
     are built from ``src/api/``, ``src/carts/`` and ``src/orders/`` (two tags of one image count

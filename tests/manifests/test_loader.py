@@ -734,6 +734,18 @@ def test_template_values_in_valid_yaml_are_no_wrong_types() -> None:
     assert not rules & {"SVD004", "SVD205"}, rules
 
 
+def test_placeholders_in_a_kind_no_check_reads_are_no_problem() -> None:
+    """jetstack/kube-oidc-proxy's secrets.yaml: a Secret whose values the README says to fill
+    in (`tls.crt: {{ SERVING_TLS_CERT }}`) breaks the YAML, but no check reads Secrets:
+    nothing is lost, no SVD002; the same placeholder in a Deployment is still one."""
+    secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: tls}\ndata:\n  tls.crt: {{ CERT }}\n"
+    result = lint_text(secret)
+    assert [f.rule for f in result.findings] == []
+    assert result.objects == 1
+    deployment = secret.replace("kind: Secret", "kind: Deployment").replace("v1", "apps/v1")
+    assert [f.rule for f in lint_text(deployment).findings] == ["SVD002"]
+
+
 def test_booleans_are_not_integers() -> None:
     text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  replicas: true\n"
     (problem,) = [f for f in lint_text(text).findings if f.rule == "SVD004"]

@@ -196,6 +196,22 @@ _KNATIVE_WEBHOOK = re.compile(r"(knative\.dev/[^:@]*/cmd/webhook|tektoncd/[^:@]*
 _MANAGER_FLAG = re.compile(r"^--(health-probe-bind-address|metrics-bind-address|webhook-port)(=|$)")
 
 
+def no_readiness(workload: Workload, container: Container) -> str:
+    """What a container without a readinessProbe gets wrong: traffic before it listens
+    (unless its startupProbe, or Dapr's sidecar, holds the pod back) and after it stops
+    serving. Dapr's injected sidecar is ready only once the app's port answers: its probe is
+    daprd's /v1.0/healthz, which waits until "the app channel is initialized"
+    (https://docs.dapr.io/operations/resiliency/health-checks/sidecar-health/)."""
+    annotations = workload.template.annotations
+    if container.startup is not None:
+        held = "once its startupProbe passes, it"
+    elif annotations.get("dapr.io/enabled") == "true" and annotations.get("dapr.io/app-port"):
+        held = "Dapr's sidecar keeps the pod unready until its app port answers, but it"
+    else:
+        held = "it gets traffic before it listens and"
+    return f"readinessProbe: {held} keeps getting traffic when it stops serving"
+
+
 def service_target(inventory: Inventory, workload: Workload, container: Container) -> Target:
     """The port the Services send to for this container: a Service port's target the
     container declares (a plain-HTTP one first), else a numeric target no container of the

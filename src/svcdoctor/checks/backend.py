@@ -10,6 +10,7 @@ from pathlib import PurePath
 from svcdoctor.checks._probes import (
     READYZ_NOTE,
     Speaks,
+    no_readiness,
     one_way,
     probed_target,
     service_target,
@@ -173,13 +174,7 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has no "
-            + (
-                "readinessProbe: once its startupProbe passes, it keeps getting traffic when "
-                "it stops serving"
-                if c.startup is not None
-                else "readinessProbe: it gets traffic before it listens and keeps it when it "
-                "stops serving"
-            ),
+            + no_readiness(w, c),
             fix=fix,
             container=c.name,
             line=c.line,

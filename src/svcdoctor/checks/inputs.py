@@ -67,8 +67,10 @@ HELM_TEMPLATE = input_rule(
     A ytt (Carvel) template is an error too: a document that a `#@ def` function, a
     `#@ if` or a `#@ for` makes, or whose `name`/`namespace` is a `#@` expression (null
     as YAML), is not checked; the file's documents with literal names are. A Service
-    selector value that is null (a template's) selects no pod. Like every finding it
-    exits by `--fail-on` (never 2); `--exit-zero` gives 0.
+    selector value that is null (a template's) selects no pod. A document of a kind no
+    check reads (a Secret whose values a README says to fill in) loses nothing and is not
+    reported; a template action in a valid value (`replicas: "{{ .Values.n }}"`) is read
+    as unset. Like every finding it exits by `--fail-on` (never 2); `--exit-zero` gives 0.
 
     ## Why it matters
     Linting the template source would check neither what your chart renders nor what reaches

@@ -29,7 +29,6 @@ from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
 from svcdoctor.checks.state import (
     SPLIT_CAVEAT,
-    attached_state,
     data_store,
     local_state,
     waits_for_lease,
@@ -142,9 +141,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     fix lets a replacement take over, the delay is due (fixed together, they leave no
     race); it is not flagged where stopping first is deliberate (a data store, pods that
     keep local state, or an app k8s-await-election starts once elected, which SVD106 leaves
-    alone too), nor where such a single pod writing to a claim or a disk rolls with a surge
-    (a PostgreSQL Deployment on a ReadWriteOnce claim: its surge pod cannot hold the same
-    volume at once, so it never takes over). The same
+    alone too), nor where such a single pod rolls with a surge: a surge pod of a data store
+    or of a server with local state cannot hold the same volume at once (a PostgreSQL
+    Deployment on a ReadWriteOnce claim) or starts empty (a MongoDB without a volume, an
+    in-memory Jaeger): no replacement that holds the data takes over, and persisting the
+    data is the owner's fix, not a delay. The same
     for the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare
     Pod: SVD204). Only where no other workload's pods serve behind the same Service: with
     them, the race is there today (a warning). A container
@@ -199,9 +200,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         if _ring_member(inventory, w, c):
             continue  # its clients follow the ring's membership, not the Service
         alone = _lone_pod(inventory, w)
-        if (alone or _surge_cannot_start(inventory, w)) and _stops_first_on_purpose(w):
-            # no endpoint ever takes over: the stateful pod goes first, or its surge pod
-            # cannot hold the same volume (a ReadWriteOnce claim, a data directory) at once
+        if _single(inventory, w) and _stops_first_on_purpose(w):
+            # no endpoint that holds its data ever takes over: the stateful pod goes first,
+            # or its surge pod cannot hold the same volume at once, or starts empty
             continue
         plan = race_plan(w, c, settings)
         if "SVD101" not in plan.rules:
@@ -717,10 +718,9 @@ def _stops_first_on_purpose(w: Workload) -> bool:
     )
 
 
-def _surge_cannot_start(inventory: Inventory, w: Workload) -> bool:
-    """Whether the workload's only pod writes to a volume a surge pod could not hold with it
-    (``attached_state``), so no replacement serves before it is gone."""
-    return only_backend(inventory, w) and inventory.replicas(w) == 1 and attached_state(w)
+def _single(inventory: Inventory, w: Workload) -> bool:
+    """Whether the workload's one pod is the only backend of its Services."""
+    return only_backend(inventory, w) and inventory.replicas(w) == 1
 
 
 def _only_pod_goes_first(inventory: Inventory, w: Workload) -> bool:

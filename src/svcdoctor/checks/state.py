@@ -532,25 +532,6 @@ def local_state(
     return None
 
 
-def attached_state(workload: Workload) -> bool:
-    """Whether the pods write to a claim (not scratch; not one the inputs declare
-    ReadOnlyMany or ReadWriteMany) or a cloud disk: one volume that a second pod cannot hold
-    at once (a ReadWriteOnce claim attaches to one node; two servers on one data directory
-    corrupt it), so a surge pod cannot take over from the old one."""
-    t = workload.template
-    volumes, held = t.volumes, t.read_only_volumes | t.shared_volumes
-    return any(
-        not m.read_only
-        and m.volume not in held
-        and (
-            (volumes.get(m.volume) == "persistentVolumeClaim" and not _claim_scratch(m))
-            or volumes.get(m.volume) in INLINE_DISKS
-        )
-        for c in workload.template.containers
-        for m in c.mounts
-    )
-
-
 def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
     """Why the container answers for its node's daemon: it names a Unix socket (``_SOCKET``)
     inside one of its hostPath mounts, or mounts a ``*.sock`` hostPath itself; ``None``

@@ -103,6 +103,11 @@ _SHARED_MODES = frozenset({"ReadOnlyMany", "ReadWriteMany"})
 SharedClaims = set[tuple[str, str]]  # PersistentVolumeClaims (namespace, name) so shared
 
 
+def reads(kind: str) -> bool:
+    """Whether ``read_config`` reads objects of this kind."""
+    return kind in ("ConfigMap", "PersistentVolumeClaim")
+
+
 def read_config(
     kind: str, root: yaml.Node, stores: LocalStores, drains: ConfigDrains, shared: SharedClaims
 ) -> None:

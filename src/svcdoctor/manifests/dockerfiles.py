@@ -24,7 +24,8 @@ it copies are. Before all of these, a ``skaffold.yaml`` among them
 says it: each artifact of its ``build`` that Docker builds names its image, its context and
 its Dockerfile (GoogleCloudPlatform/cloud-code-samples: ``python-hello-world`` built from
 ``src/``; https://skaffold.dev/docs/references/yaml/, ``build.artifacts``), and so does a
-build command of a shell script or Makefile (``docker build -t NAME DIR``). Two more
+build command of a shell script or Makefile (``docker build -t NAME DIR``) and a Dapr
+Multi-App Run ``dapr.yaml`` (an app's ``containerImage`` built in its ``appDirPath``). Two more
 spellings of a folder name match: its last words are the image's
 (``tools.descartes.teastore.webui`` for ``teastore-webui``), or its first word is the
 initials of the image's first words (``sa-logic`` for ``sentiment-analysis-logic``); and in
@@ -102,7 +103,13 @@ def find_builds(paths: Sequence[str]) -> Builds:
     found, configs = _walk(paths)
     artifacts: dict[str, tuple[Path, ...]] = {}
     for config in configs:
-        read = skaffold_artifacts if config.name in _SKAFFOLD else script_builds
+        read = (
+            skaffold_artifacts
+            if config.name in _SKAFFOLD
+            else dapr_apps
+            if config.name in _DAPR_RUN
+            else script_builds
+        )
         for name, dockerfile in read(config):
             if dockerfile not in artifacts.get(name, ()):
                 artifacts[name] = (*artifacts.get(name, ()), dockerfile)
@@ -236,6 +243,31 @@ def skaffold_artifacts(config: Path) -> list[tuple[str, Path]]:
     return out
 
 
+# Dapr's Multi-App Run template: `apps[].appDirPath` is the folder of the app whose image
+# `containerImage` names (https://docs.dapr.io/developing-applications/local-development/
+# multi-app-dapr-run/multi-app-template/); its Dockerfile is the folder's
+_DAPR_RUN = frozenset({"dapr.yaml", "dapr.yml"})
+
+
+def dapr_apps(config: Path) -> list[tuple[str, Path]]:
+    """(image name, Dockerfile) of each app of a Dapr Multi-App Run template with a
+    ``containerImage`` and a Dockerfile in its ``appDirPath``."""
+    try:
+        doc = yaml.safe_load(config.read_text(errors="replace"))
+    except (OSError, yaml.YAMLError):
+        return []
+    apps = doc.get("apps") if isinstance(doc, dict) else None
+    out: list[tuple[str, Path]] = []
+    for app in apps if isinstance(apps, list) else []:
+        if not isinstance(app, dict):
+            continue
+        image, folder = app.get("containerImage"), app.get("appDirPath")
+        dockerfile = config.parent / str(folder) / "Dockerfile"
+        if isinstance(image, str) and image and isinstance(folder, str) and dockerfile.is_file():
+            out.append((image_name(image), dockerfile))
+    return out
+
+
 def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
     """Dockerfiles, and skaffold configs and build scripts, under the linted directories and
     their git repository's root."""
@@ -272,7 +304,7 @@ def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
                     stack.append(Path(entry.path))
             elif _dockerfile_name(entry.name) is not None:
                 found[Path(entry.path)] = None
-            elif entry.name in _SKAFFOLD or _BUILD_SCRIPT.search(entry.name):
+            elif entry.name in _SKAFFOLD | _DAPR_RUN or _BUILD_SCRIPT.search(entry.name):
                 configs.append(Path(entry.path))
     return list(found), configs
 

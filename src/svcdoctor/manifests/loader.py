@@ -20,7 +20,7 @@ import yaml
 from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
 from svcdoctor.manifests.comments import pinned_replicas
-from svcdoctor.manifests.configs import ConfigDrains, LocalStores, SharedClaims, read_config
+from svcdoctor.manifests.configs import ConfigDrains, LocalStores, SharedClaims, read_config, reads
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
 from svcdoctor.manifests.folders import hidden_manifests
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
@@ -31,6 +31,7 @@ from svcdoctor.manifests.yamlnodes import (
     YMap,
     check_document,
     compose_documents,
+    kind_of,
     mapping_keys,
     to_python,
 )
@@ -395,6 +396,9 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
                 # file's other documents are still read
                 del objects[mark[0] :]
                 result.documents, result.skipped = mark[1:]
+                if (kind := kind_of(root)) and not (consulted(*kind) or reads(kind[0])):
+                    result.documents += 1  # no check reads it (a Secret to fill in by hand)
+                    continue
                 if lines is None:
                     result.problems.append(
                         _problem(

@@ -149,6 +149,15 @@ def mapping_keys(node: yaml.Node) -> dict[str, yaml.Node]:
     return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.tag == _STR}
 
 
+def kind_of(node: yaml.Node | None) -> tuple[str, str] | None:
+    """A document's ``kind`` and ``apiVersion`` when both are plain scalars, else ``None``."""
+    keys = mapping_keys(node) if node is not None else {}
+    kind, api = keys.get("kind"), keys.get("apiVersion")
+    if isinstance(kind, yaml.ScalarNode) and isinstance(api, yaml.ScalarNode) and kind.value:
+        return kind.value, api.value
+    return None
+
+
 class _Converter:
     """Converts one document; shares aliased nodes and counts their expanded size."""
 
