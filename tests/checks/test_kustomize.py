@@ -458,3 +458,67 @@ def test_a_kustomization_moves_its_webhooks_services_with_them(tmp_path: Path) -
     (hook,) = [r for r in inventory.resources if r.webhooks]
     assert [ns for ns, *_ in hook.webhooks] == ["demo-system"]
     assert not [r for r, _ in _rules([str(tmp_path)]) if r in ("SVD101", "SVD204")]
+
+
+def test_a_file_its_folder_s_kustomization_does_not_list_is_not_built(tmp_path: Path) -> None:
+    """Kong's config/rbac: the kustomization there leaves auth_proxy_service.yaml out (a
+    commented line), so the base that builds ../rbac does not move it into its namespace:
+    it stays beside the manager it selects, in `system`."""
+    _write(
+        tmp_path,
+        {
+            "base/kustomization.yaml": "namespace: kong\nresources: [../rbac]\n",
+            "rbac/kustomization.yaml": "resources:\n- role.yaml\n# - auth_proxy_service.yaml\n",
+            "rbac/role.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n"
+            "metadata: {name: r, namespace: system}\nrules: []\n",
+            "rbac/auth_proxy_service.yaml": METRICS.replace("kueue-system", "system")
+            .replace("visibility-server", "metrics")
+            .replace("8082", "8443"),
+            "manager/manager.yaml": MANAGER.replace(
+                "    spec:\n",
+                "    metadata: {labels: {control-plane: controller-manager}}\n    spec:\n",
+            ),
+        },
+    )
+    assert ("SVD207", "metrics") not in _rules([str(tmp_path)])
+
+
+def test_a_fragment_no_kustomization_lists_is_no_workload(tmp_path: Path) -> None:
+    """Kong's variants/postgres/kong-ingress-postgres.yaml: a Deployment of the base's name
+    whose container names no image is a patch no build shown applies, not a variant with
+    one replica and no probes for a Service beside it to be backed by."""
+    base = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: gw, namespace: gw}\nspec:\n"
+        "  replicas: 2\n  template:\n    metadata: {labels: {app: gw}}\n    spec:\n"
+        "      containers:\n      - name: proxy\n        image: example/gw:1\n"
+        "        ports: [{name: admin, containerPort: 8001}]\n"
+        "        readinessProbe: {httpGet: {path: /status, port: 8001}}\n"
+        "        lifecycle: {preStop: {sleep: {seconds: 5}}}\n"
+    )
+    fragment = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: gw, namespace: gw}\nspec:\n"
+        "  template:\n    spec:\n      containers:\n      - name: proxy\n"
+        "        env: [{name: DATABASE, value: postgres}]\n"
+    )
+    admin = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: gw-admin, namespace: gw}\n"
+        "spec:\n  selector: {app: gw}\n  ports: [{port: 80, targetPort: 8001}]\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "base/kustomization.yaml": "resources: [gw.yaml]\n",
+            "base/gw.yaml": base,
+            "variants/postgres/kustomization.yaml": "resources: [../../base]\n",
+            "variants/postgres/gw-db.yaml": fragment,
+            "variants/enterprise/kustomization.yaml": "resources: [../postgres, admin.yaml]\n",
+            "variants/enterprise/admin.yaml": admin,
+            # a listed patch of the same Deployment, merged into each of its name
+            "variants/debug/kustomization.yaml": "resources: [../../base]\n"
+            "patchesStrategicMerge: [debug.yaml]\n",
+            "variants/debug/debug.yaml": fragment.replace(
+                "  template:\n", "  template:\n    metadata: {labels: {app: gw}}\n"
+            ).replace("DATABASE", "LOG_LEVEL"),
+        },
+    )
+    assert _rules([str(tmp_path)]) == []

@@ -476,17 +476,18 @@ def test_sigterm_mid_run_lets_in_flight_requests_end(copy: Path, servers: Server
         ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
+        bufsize=0,  # unbuffered: readline() reads no further than its line, and
+        env=ENV,  # communicate() (which reads the pipe itself) gets every row after it
     )
     try:
         assert proc.stdout is not None
-        first = [proc.stdout.readline() for _ in range(50)]  # direct rows: it is running
+        first = [proc.stdout.readline().decode() for _ in range(50)]  # direct rows: it runs
         assert all(first)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(0.6)  # let service requests pile up against the hanging server
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=10)
+        raw_out, raw_err = proc.communicate(timeout=10)
+        out, err = raw_out.decode(), raw_err.decode()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -15,8 +15,10 @@ placed there too (hashicorp/vault-k8s deploy/: a Service in ``vault``, its Deplo
 without a namespace). A folder no kustomization builds places its namespace-less objects
 as ``manifests.folders`` says. Files no kustomization lists keep their own namespace (a scaffold
 option left out, such as kubebuilder's webhook Service in ``system``, is not installed, so
-it is not moved beside what is). Strategic-merge patches are merged
-into the workload they name; a patch of any other kind is no object. Nothing else of the
+it is not moved beside what is), nor is a file in a directory whose own kustomization
+does not list it. Strategic-merge patches are merged into the workload they name; a
+patch of any other kind is no object, and a fragment no kustomization lists (no image)
+beside the workload it patches is none either. Nothing else of the
 kustomization (name prefixes, generators) is applied.
 """
 
@@ -200,15 +202,20 @@ def build(
 
 
 def _transitive(kustomizations: Sequence[KustomizeLabels]) -> list[KustomizeLabels]:
-    """The kustomizations with the scopes of those their scope names (by directory) added,
-    through any depth (``config/manifests`` → ``config/default`` → ``../manager``)."""
+    """The kustomizations with the scopes of those their scope names (by directory) in place
+    of that directory, through any depth (``config/manifests`` → ``config/default`` →
+    ``../manager``): kustomize builds a directory by its kustomization, so a file there that
+    the kustomization does not list (kubebuilder's commented-out auth_proxy_service.yaml) is
+    not built."""
     by_home = {k.home: k for k in kustomizations}
 
     def reach(k: KustomizeLabels, seen: set[str]) -> set[str]:
-        scope = set(k.scope)
+        scope: set[str] = set()
         for entry in k.scope:
             inner = by_home.get(entry)
-            if inner is not None and entry not in seen:
+            if inner is None:
+                scope.add(entry)
+            elif entry not in seen:
                 scope |= reach(inner, seen | {entry})
         return scope
 
@@ -320,17 +327,18 @@ def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]
     """The workloads with the strategic-merge patches of the kustomizations merged into the
     workload each names (same kind and name): a kubebuilder base's manager gets the
     webhook port, the probes or the sidecar its ``manager_*_patch.yaml`` adds. A patch
-    whose target is not among the inputs stays as read."""
+    whose target is not among the inputs stays as read; a fragment no kustomization lists
+    is left out (``_without_fragments``)."""
     files = {p for k in kustomizations for p in k.patches}
     if not files:
-        return workloads
+        return _without_fragments(workloads)
 
     def from_patch(w: Workload) -> bool:
         where = w.location
         return where is not None and posixpath.normpath(where.file.replace("\\", "/")) in files
 
     patches = [w for w in workloads if from_patch(w)]
-    out = [w for w in workloads if not from_patch(w)]
+    out = _without_fragments([w for w in workloads if not from_patch(w)])
     for patch in patches:
         hits = [
             i
@@ -342,6 +350,19 @@ def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]
         if not hits:
             out.append(patch)
     return out
+
+
+def _without_fragments(workloads: list[Workload]) -> list[Workload]:
+    """The workloads but the patch fragments that no kustomization lists: a workload none of
+    whose containers names an image (the API requires one) beside a complete one of its kind
+    and name is a change to it in a build the inputs do not show (Kong's
+    variants/postgres/kong-ingress-postgres.yaml), not pods of its own."""
+
+    def fragment(w: Workload) -> bool:
+        return bool(w.template.containers) and not any(c.image for c in w.template.containers)
+
+    whole = {(w.ref.kind, w.ref.name) for w in workloads if not fragment(w)}
+    return [w for w in workloads if not (fragment(w) and (w.ref.kind, w.ref.name) in whole)]
 
 
 def _merge(w: Workload, patch: Workload) -> Workload:
