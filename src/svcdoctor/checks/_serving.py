@@ -138,10 +138,31 @@ def unserved(inventory: Inventory, workload: Workload, container: Container) -> 
     return bool(targets) and all(unreached((container,), t) for t in targets)
 
 
+# Kong's ingress controller serves admission only when told where: `--admission-webhook-
+# listen` (CONTROLLER_ADMISSION_WEBHOOK_LISTEN) is "off" by default (internal/cmd/rootcmd/
+# config/cli.go in Kong/kubernetes-ingress-controller; its dev-only component turns it on)
+_KONG_CONTROLLER = re.compile(r"(^|/)kong/kubernetes-ingress-controller(:|@|$)")
+
+
+def _admission_off(container: Container, target: int | str) -> bool:
+    """Whether ``target`` is the webhook port of a Kong ingress controller left at "off"."""
+    if not _KONG_CONTROLLER.search(container.image):
+        return False
+    listen = dict(container.env).get("CONTROLLER_ADMISSION_WEBHOOK_LISTEN", "off")
+    for word in argv_of(container):
+        if word.startswith("--admission-webhook-listen="):
+            listen = word.partition("=")[2]
+    webhook = {p.number for p in container.ports if p.name == "webhook"} | {"webhook"}
+    return listen == "off" and target in webhook
+
+
 def unreached(containers: Sequence[Container], target: int | str) -> bool:
     """Whether a Service port's target reaches no listener of these containers: a port name
-    none declares (the endpoint gets no such port), or a number none declares while the one
-    that would take it runs a stock image listening elsewhere (``stock_port``)."""
+    none declares (the endpoint gets no such port), a number none declares while the one
+    that would take it runs a stock image listening elsewhere (``stock_port``), or a port
+    its server leaves off by default (``_admission_off``)."""
+    if containers and all(_admission_off(c, target) for c in containers):
+        return True
     if any(serves(c, target) for c in containers):
         return False
     if isinstance(target, str):
@@ -394,10 +415,12 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
 # kubernetes/autoscaler); Kubeflow Pipelines' cache server, whose cache-deployer applies
 # backend/src/cache/deployer/cache-webhook-config.v1.yaml.template (kubeflow/pipelines);
 # YuniKorn's admission controller (failurePolicy Ignore in pkg/admission/webhook_manager.go
-# of apache/yunikorn-k8shim).
+# of apache/yunikorn-k8shim); numaflow's image run as `webhook-service` (failurePolicy
+# Ignore in pkg/webhook/webhook.go of numaproj/numaflow).
 _SELF_REGISTERED = re.compile(
     r"(^|/)(vpa-admission-controller|kfp-cache-server)(:|@|$)|(^|/)apache/yunikorn:admission"
 )
+_NUMAFLOW = re.compile(r"(^|/)numaproj/numaflow(:|@|$)")
 
 
 def _registers_ignored(w: Workload) -> bool:
@@ -405,7 +428,10 @@ def _registers_ignored(w: Workload) -> bool:
     left at its `Ignore` policy (VPA's flags unset or false)."""
     serving = [c for c in w.template.containers if not serves_nothing(c)]
     return bool(serving) and all(
-        _SELF_REGISTERED.search(c.image.split("@", 1)[0])
+        (
+            _SELF_REGISTERED.search(c.image.split("@", 1)[0])
+            or (_NUMAFLOW.search(c.image) and "webhook-service" in argv_of(c))
+        )
         and not go_bool(argv_of(c), "webhook-failure-policy-fail", False)
         and go_bool(argv_of(c), "register-webhook", True)
         for c in serving

@@ -775,9 +775,10 @@ def _stock_mismatch(
     found: list[tuple[Workload, Container, int]] = []
     for w in workloads:
         containers = [c for c in w.template.containers if not serves_nothing(c)]
-        if not containers or not unreached(containers, target):
-            return None
-        found.append((w, containers[0], stock_port(containers[0]) or 0))
+        listen = stock_port(containers[0]) if containers else None
+        if listen is None or not unreached(containers, target):
+            return None  # not a stock image: a port it leaves off carries nothing
+        found.append((w, containers[0], listen))
     if not found or len({p for _, _, p in found}) != 1:
         return None  # one fix for every workload, or none
     w, c, listen = found[0]

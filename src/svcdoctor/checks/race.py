@@ -92,65 +92,61 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """A Service-backed container stops serving as soon as it is told to stop.
 
     ## What it does
-    Flags containers behind a Service that have no preStop delay: no
-    `lifecycle.preStop.sleep`, no `exec` hook that sleeps (`sleep $DRAIN_SECONDS` counts
-    the value the container's `env` gives the variable), and no `httpGet` hook. Apps
-    listed under `drains` in the configuration (they keep serving for a while after
-    SIGTERM by themselves) are not flagged, unless the configuration gives their seconds
-    (`drains = {"deployment/payments-*" = 3}`) and those are shorter than
-    `--propagation-seconds`: then the sleep asked for is the difference. Apps the
-    configuration does not name are looked up in svcdoctor's list of well-known apps that
-    drain by themselves, read from their code (Knative webhooks, activator and Eventing
-    servers 45 s, skipper 45 s, Istio's proxy 5 s, the KEDA HTTP add-on's interceptor 5 s,
-    podinfo 3 s from 2.0.0, Argo's rollouts-demo 10 s, kube-ops-view 10 s, ingress-nginx
-    with `--shutdown-grace-period`, Agones' extensions and allocator with
+    Flags containers behind a Service that have no preStop delay: no `lifecycle.preStop.sleep`,
+    no `exec` hook that sleeps (`sleep $DRAIN_SECONDS` counts the value the container's `env`
+    gives the variable), and no `httpGet` hook. Apps listed under `drains` in the configuration
+    (they keep serving for a while after SIGTERM by themselves) are not flagged, unless the
+    configuration gives their seconds (`drains = {"deployment/payments-*" = 3}`) and those are
+    shorter than `--propagation-seconds`: then the sleep asked for is the difference. Apps the
+    configuration does not name are looked up in svcdoctor's list of well-known apps that drain
+    by themselves, read from their code (Knative webhooks, activator and Eventing servers 45 s,
+    skipper 45 s, Istio's proxy 5 s, the KEDA HTTP add-on's interceptor 5 s, podinfo 3 s from
+    2.0.0, Argo's rollouts-demo 10 s, kube-ops-view 10 s, ingress-nginx with
+    `--shutdown-grace-period`, Agones' extensions and allocator with
     `READINESS_SHUTDOWN_DURATION`, and any server whose probes send knative.dev/pkg's
     `K-Kubelet-Probe` header, built on that library's Drainer, 45 s; see the configuration
-    docs), and the drain a mounted
-    configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the
-    Corefile ConfigMap its container mounts: https://coredns.io/plugins/health/). Whether
-    any other app keeps serving after SIGTERM cannot be seen in a manifest: the message
-    says so rather than asserting that it stops. Containers that serve nothing (`sleep
-    infinity`, `tail -f /dev/null`, test clients, a chart's `helm.sh/hook` Pods) are not
-    flagged, nor are pods behind Services
-    that carry no requests (every port a metrics, profiling or probe port: `metrics`,
-    `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`,
-    `healthz`…, by port or target name, or a kube-rbac-proxy port whose upstream is the
-    pod's `--metrics-bind-address`, or the prometheus-operator's own port, which no webhook
-    calls, or kubebuilder v1's leftover `controller-manager-service` that no webhook calls
-    and no container declares a port behind; or a headless Service of the members' own ports only,
-    `transport`, `peer`, `gossip`, `intra-node`…, peer discovery), and no route sends to
-    it: a scraper that misses one
-    scrape is no failed request), nor containers the Service cannot reach (SVD205: a
-    `targetPort` name no container declares, or a number a stock image as shipped does not
-    listen on), nor behind Services whose only clients are admission webhooks with
-    `failurePolicy: Ignore` (the API server then admits without them; the VPA admission
-    controller and Kubeflow Pipelines' cache server register theirs so at run time), nor
-    NFS and SMB servers
-    (kernel mounts retry by themselves): a delay fixes nothing there. When the grace period is
-    also too short for the longest request, the message and the fix say so (SVD102 then stays
-    quiet). Nor are Cassandra and ScyllaDB members behind headless Services only (their
-    drivers find the ring's members and follow them, the Service only seeds them). Nor are
-    containers whose image's Dockerfile, in the same repository, starts a PID 1
-    that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the manifest starts
-    (SVD116: `node app.js`) is flagged as an `info`: whether the app installs a handler is
-    not in the manifest, and an app that does stops at SIGTERM. The only pod of a workload whose
-    rollout removes it before a replacement is ready (one replica with `strategy: Recreate`
-    or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint takes
-    over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's
-    fix lets a replacement take over, the delay is due (fixed together, they leave no
-    race); it is not flagged where stopping first is deliberate (a data store, pods that
-    keep local state, or an app k8s-await-election starts once elected, which SVD106 leaves
-    alone too), nor where such a single pod rolls with a surge: a surge pod of a data store
-    or of a server with local state cannot hold the same volume at once (a PostgreSQL
-    Deployment on a ReadWriteOnce claim) or starts empty (a MongoDB without a volume, an
-    in-memory Jaeger): no replacement that holds the data takes over, and persisting the
-    data is the owner's fix, not a delay. The same
-    for the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare
-    Pod: SVD204). Only where no other workload's pods serve behind the same Service: with
-    them, the race is there today (a warning). A container
-    whose `sh -c` keeps SIGTERM from the app (SVD105) is an `info` too: it serves until
-    SIGKILLed, until SVD105's fix execs it.
+    docs), and the drain a mounted configuration in the same files sets (CoreDNS's `health {
+    lameduck 5s }` in the Corefile ConfigMap its container mounts:
+    https://coredns.io/plugins/health/). Whether any other app keeps serving after SIGTERM
+    cannot be seen in a manifest: the message says so rather than asserting that it stops.
+    Containers that serve nothing (`sleep infinity`, `tail -f /dev/null`, test clients, a
+    chart's `helm.sh/hook` Pods) are not flagged, nor are pods behind Services that carry no
+    requests (every port a metrics, profiling or probe port: `metrics`, `http-metrics`,
+    `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port or
+    target name, or a kube-rbac-proxy port whose upstream is the pod's `--metrics-bind-address`,
+    or the prometheus-operator's own port, which no webhook calls, or kubebuilder v1's leftover
+    `controller-manager-service` that no webhook calls and no container declares a port behind;
+    or a headless Service of the members' own ports only, `transport`, `peer`, `gossip`,
+    `intra-node`…, peer discovery), and no route sends to it: a scraper that misses one scrape
+    is no failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name
+    no container declares, or a number a stock image as shipped does not listen on, or a port
+    its server leaves off by default: Kong's ingress controller's admission port without
+    `--admission-webhook-listen`), nor behind Services whose only clients are admission webhooks
+    with `failurePolicy: Ignore` (the API server then admits without them; the VPA admission
+    controller, Kubeflow Pipelines' cache server and numaflow's webhook register theirs so at
+    run time), nor NFS and SMB servers (kernel mounts retry by themselves): a delay fixes
+    nothing there. When the grace period is also too short for the longest request, the message
+    and the fix say so (SVD102 then stays quiet). Nor are Cassandra and ScyllaDB members behind
+    headless Services only (their drivers find the ring's members and follow them, the Service
+    only seeds them). Nor are containers whose image's Dockerfile, in the same repository,
+    starts a PID 1 that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the
+    manifest starts (SVD116: `node app.js`) is flagged as an `info`: whether the app installs a
+    handler is not in the manifest, and an app that does stops at SIGTERM. The only pod of a
+    workload whose rollout removes it before a replacement is ready (one replica with `strategy:
+    Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint
+    takes over while it stops, so today a delay only moves the outage SVD106 reports; once
+    SVD106's fix lets a replacement take over, the delay is due (fixed together, they leave no
+    race); it is not flagged where stopping first is deliberate (a data store, pods that keep
+    local state, or an app k8s-await-election starts once elected, which SVD106 leaves alone
+    too), nor where such a single pod rolls with a surge: a surge pod of a data store or of a
+    server with local state cannot hold the same volume at once (a PostgreSQL Deployment on a
+    ReadWriteOnce claim) or starts empty (a MongoDB without a volume, an in-memory Jaeger): no
+    replacement that holds the data takes over, and persisting the data is the owner's fix, not
+    a delay. The same for the only pod of a kind that never rolls (a ReplicaSet,
+    ReplicationController or bare Pod: SVD204). Only where no other workload's pods serve behind
+    the same Service: with them, the race is there today (a warning). A container whose `sh -c`
+    keeps SIGTERM from the app (SVD105) is an `info` too: it serves until SIGKILLed, until
+    SVD105's fix execs it.
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
