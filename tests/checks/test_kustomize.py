@@ -522,3 +522,28 @@ def test_a_fragment_no_kustomization_lists_is_no_workload(tmp_path: Path) -> Non
         },
     )
     assert _rules([str(tmp_path)]) == []
+
+
+def test_an_outer_kustomization_s_label_overrides_an_inner_one(tmp_path: Path) -> None:
+    """kernel-module-management: config/webhook-server sets app.kubernetes.io/component on
+    its Deployment, config/default (which builds it) sets another value on everything;
+    kustomize applies the outer one last, so Service and pods meet."""
+    deployment = MANAGER.replace("controller-manager", "webhook").replace(
+        "    spec:\n", "    metadata: {labels: {control-plane: webhook-server}}\n    spec:\n"
+    )
+    service = WEBHOOK.replace("spec:\n", "spec:\n  selector: {control-plane: webhook-server}\n")
+    component = "- includeSelectors: true\n  pairs: {app.kubernetes.io/component: %s}\n"
+    _write(
+        tmp_path,
+        {
+            "default/kustomization.yaml": "namespace: op-system\nresources: [../deploy]\n"
+            "labels:\n" + component % "op",
+            "deploy/kustomization.yaml": "resources: [../webhook, ../webhook-server]\n",
+            "webhook/kustomization.yaml": "resources: [service.yaml]\n",
+            "webhook/service.yaml": service,
+            "webhook-server/kustomization.yaml": "resources: [deployment.yaml]\nlabels:\n"
+            + component % "webhook-server",
+            "webhook-server/deployment.yaml": deployment,
+        },
+    )
+    assert ("SVD207", "webhook-service") not in _rules([str(tmp_path)])

@@ -355,7 +355,9 @@ def health_port(container: Container) -> int | None:
     return flag_port(argv_of(container), "health-probe-bind-address")
 
 
-def _manager(container: Container) -> bool:
+def manager(container: Container) -> bool:
+    """Whether the container runs a controller-runtime manager (its flags, or kubebuilder's
+    `/manager`)."""
     argv = argv_of(container)
     return any(_MANAGER_FLAG.match(w) for w in argv) or (
         bool(argv) and argv[0].rsplit("/", 1)[-1] == "manager"
@@ -413,12 +415,22 @@ def suggest(
                 "answers the kubelet's probes on any path until it drains",
                 said,
             )
-        if _manager(container):
+        if manager(container):
             return Suggestion(
                 {"tcpSocket": {"port": port}},
                 f"{head}\n# tcpSocket: {why}, but controller-runtime's webhook server answers "
                 "only its webhook paths;\n# for a deeper check start the manager with "
                 "--health-probe-bind-address=:8081 and probe httpGet /readyz on 8081",
+                said,
+            )
+        if any(webhook_calls(inventory, svc) for svc, _ in target.sent) or "webhook" in str(
+            target.port
+        ):
+            return Suggestion(
+                {"tcpSocket": {"port": port}},
+                f"{head}\n# tcpSocket: {why}, and an admission webhook's server answers its "
+                "webhook paths only:\n# a probe path it does not serve would keep every pod "
+                "unready (with failurePolicy Fail, blocking what it admits)",
                 said,
             )
         # "the kubelet sends an HTTPS request skipping the certificate verification":

@@ -415,12 +415,13 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
 # kubernetes/autoscaler); Kubeflow Pipelines' cache server, whose cache-deployer applies
 # backend/src/cache/deployer/cache-webhook-config.v1.yaml.template (kubeflow/pipelines);
 # YuniKorn's admission controller (failurePolicy Ignore in pkg/admission/webhook_manager.go
-# of apache/yunikorn-k8shim); numaflow's image run as `webhook-service` (failurePolicy
-# Ignore in pkg/webhook/webhook.go of numaproj/numaflow).
+# of apache/yunikorn-k8shim); numaflow's and Argo Events' images run as `webhook-service`
+# (failurePolicy Ignore in pkg/webhook/webhook.go of numaproj/numaflow and of
+# argoproj/argo-events).
 _SELF_REGISTERED = re.compile(
     r"(^|/)(vpa-admission-controller|kfp-cache-server)(:|@|$)|(^|/)apache/yunikorn:admission"
 )
-_NUMAFLOW = re.compile(r"(^|/)numaproj/numaflow(:|@|$)")
+_WEBHOOK_SERVICE = re.compile(r"(^|/)(numaproj/numaflow|argoproj/argo-events)(:|@|$)")
 
 
 def _registers_ignored(w: Workload) -> bool:
@@ -430,7 +431,7 @@ def _registers_ignored(w: Workload) -> bool:
     return bool(serving) and all(
         (
             _SELF_REGISTERED.search(c.image.split("@", 1)[0])
-            or (_NUMAFLOW.search(c.image) and "webhook-service" in argv_of(c))
+            or (_WEBHOOK_SERVICE.search(c.image) and "webhook-service" in argv_of(c))
         )
         and not go_bool(argv_of(c), "webhook-failure-policy-fail", False)
         and go_bool(argv_of(c), "register-webhook", True)

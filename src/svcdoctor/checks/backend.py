@@ -10,6 +10,7 @@ from pathlib import PurePath
 from svcdoctor.checks._probes import (
     READYZ_NOTE,
     Speaks,
+    manager,
     no_readiness,
     one_way,
     probed_target,
@@ -129,8 +130,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     `tcpSocket` on other ports that are not HTTP (Redis, LDAP, MongoDB… by image or
     well-known number) and where nothing says which protocol the port speaks. A
     controller-runtime manager is probed on its `--health-probe-bind-address` port
-    (`/readyz`), and its webhook port by tcpSocket (its webhook server answers only its
-    webhook paths). Comment lines say which port and why.
+    (`/readyz`), and any admission webhook's port by tcpSocket (its server answers only its
+    webhook paths: a path it lacks would keep every pod unready). Comment lines say why.
 
     ## References
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
@@ -357,9 +358,9 @@ def _deeper_probe(
             f"HTTP (nothing here says so); if not, no other probe checks more\n{READYZ_NOTE}"
         )
         return Fix(PodPatch(w.ref.kind, c.name, readiness=probe), note=why), True
-    if found.speaks is Speaks.HTTPS:
+    if found.speaks is Speaks.HTTPS and manager(c):  # its health port checks more
         return note(found.note.lstrip("\n")), False
-    return None
+    return None  # a webhook's server answers nothing else than its webhook paths
 
 
 # Servers that open a port only once they are ready, so that a connection accepted there is

@@ -104,6 +104,15 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         flag="--shutdown-delay",
     ),
     KnownDrain(
+        "*postfinance/kubenurse*",
+        5,
+        "https://github.com/postfinance/kubenurse/blob/master/internal/kubenurse/server.go",
+        "fails its readiness at SIGTERM and sleeps KUBENURSE_SHUTDOWN_DURATION, default 5 s, "
+        "before shutting its servers down ('the updated endpoints ... might not have "
+        "propagated everywhere')",
+        env="KUBENURSE_SHUTDOWN_DURATION",
+    ),
+    KnownDrain(
         "*zalando/postgres-operator-ui*",
         10,
         "https://github.com/zalando/postgres-operator/blob/master/ui/operator_ui/main.py",

@@ -101,7 +101,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     configuration does not name are looked up in svcdoctor's list of well-known apps that drain
     by themselves, read from their code (Knative webhooks, activator and Eventing servers 45 s,
     skipper 45 s, Istio's proxy 5 s, the KEDA HTTP add-on's interceptor 5 s, podinfo 3 s from
-    2.0.0, Argo's rollouts-demo 10 s, kube-ops-view 10 s, ingress-nginx with
+    2.0.0, Argo's rollouts-demo 10 s, kube-ops-view 10 s, kubenurse 5 s, ingress-nginx with
     `--shutdown-grace-period`, Agones' extensions and allocator with
     `READINESS_SHUTDOWN_DURATION`, and any server whose probes send knative.dev/pkg's
     `K-Kubelet-Probe` header, built on that library's Drainer, 45 s; see the configuration
@@ -123,20 +123,20 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     its server leaves off by default: Kong's ingress controller's admission port without
     `--admission-webhook-listen`), nor behind Services whose only clients are admission webhooks
     with `failurePolicy: Ignore` (the API server then admits without them; the VPA admission
-    controller, Kubeflow Pipelines' cache server and numaflow's webhook register theirs so at
-    run time), nor NFS and SMB servers (kernel mounts retry by themselves): a delay fixes
-    nothing there. When the grace period is also too short for the longest request, the message
-    and the fix say so (SVD102 then stays quiet). Nor are Cassandra and ScyllaDB members behind
-    headless Services only (their drivers find the ring's members and follow them, the Service
-    only seeds them). Nor are containers whose image's Dockerfile, in the same repository,
-    starts a PID 1 that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the
-    manifest starts (SVD116: `node app.js`) is flagged as an `info`: whether the app installs a
-    handler is not in the manifest, and an app that does stops at SIGTERM. The only pod of a
-    workload whose rollout removes it before a replacement is ready (one replica with `strategy:
-    Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint
-    takes over while it stops, so today a delay only moves the outage SVD106 reports; once
-    SVD106's fix lets a replacement take over, the delay is due (fixed together, they leave no
-    race); it is not flagged where stopping first is deliberate (a data store, pods that keep
+    controller, Kubeflow Pipelines' cache server, numaflow's and Argo Events' webhooks register
+    theirs so at run time), nor NFS and SMB servers (kernel mounts retry by themselves): a delay
+    fixes nothing there. When the grace period is also too short for the longest request, the
+    message and the fix say so (SVD102 then stays quiet). Nor are Cassandra and ScyllaDB members
+    behind headless Services only (their drivers find the ring's members and follow them, the
+    Service only seeds them). Nor are containers whose image's Dockerfile, in the same
+    repository, starts a PID 1 that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID
+    1 the manifest starts (SVD116: `node app.js`) is flagged as an `info`: whether the app
+    installs a handler is not in the manifest, and an app that does stops at SIGTERM. The only
+    pod of a workload whose rollout removes it before a replacement is ready (one replica with
+    `strategy: Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no
+    endpoint takes over while it stops, so today a delay only moves the outage SVD106 reports;
+    once SVD106's fix lets a replacement take over, the delay is due (fixed together, they leave
+    no race); it is not flagged where stopping first is deliberate (a data store, pods that keep
     local state, or an app k8s-await-election starts once elected, which SVD106 leaves alone
     too), nor where such a single pod rolls with a surge: a surge pod of a data store or of a
     server with local state cannot hold the same volume at once (a PostgreSQL Deployment on a

@@ -133,17 +133,23 @@ def _covers(scope: Sequence[str], path: str) -> bool:
     return any(path == s or path.startswith(s + "/") for s in scope)
 
 
-def _merged(found: Iterable[dict[str, str]]) -> dict[str, str]:
-    """Labels of every kustomization that builds an object; a key two of them set to
-    different values (two overlays of one base) is left out: which one applies depends on
-    the build."""
-    merged: dict[str, str] = {}
+def _merged(found: Sequence[KustomizeLabels], pick: str) -> dict[str, str]:
+    """The labels (``pick``: ``templates``, ``selectors`` or ``metadata``) of every
+    kustomization that builds an object, inner ones first: one that builds another (its
+    scope holds all of the other's) overrides what that one set, as kustomize applies the
+    outer kustomization's transformers last; a key two others set to different values (two
+    overlays of one base) is left out: which one applies depends on the build."""
+    merged: dict[str, tuple[str, KustomizeLabels]] = {}
     clash: set[str] = set()
-    for pairs in found:
-        for key, value in pairs.items():
-            if merged.setdefault(key, value) != value:
+    for k in sorted(found, key=lambda k: len(k.scope)):
+        for key, value in getattr(k, pick).items():
+            before = merged.get(key)
+            if before is None or before[0] == value or set(before[1].scope) < set(k.scope):
+                merged[key] = (value, k)
+                clash.discard(key)
+            else:
                 clash.add(key)
-    return {k: v for k, v in merged.items() if k not in clash}
+    return {k: v for k, (v, _) in merged.items() if k not in clash}
 
 
 # Kinds that have no namespace, which kustomize's namespace transformer leaves alone
@@ -301,15 +307,15 @@ def _webhooks_moved(built: Build, o: T, found: list[int]) -> T:
 
 
 def _built(o: T, found: list[KustomizeLabels]) -> T:
-    if isinstance(o, Workload) and (added := _merged(k.templates for k in found)):
+    if isinstance(o, Workload) and (added := _merged(found, "templates")):
         o = replace(o, template=replace(o.template, labels=o.template.labels | added))
     elif isinstance(o, Service):
-        selectors = _merged(k.selectors for k in found)
+        selectors = _merged(found, "selectors")
         if selectors:  # created on a Service without one, as kustomize does: its
             # commonLabels field specs (api/internal/konfig/builtinpluginconsts/
             # commonlabels.go) have `spec/selector` with `create: true` for v1 Service
             o = replace(o, selector=(o.selector or {}) | selectors)
-        if labels := _merged(k.metadata for k in found):
+        if labels := _merged(found, "metadata"):
             o = replace(o, labels=o.labels | labels)
     return o
 
