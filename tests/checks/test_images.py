@@ -370,3 +370,31 @@ def test_a_shebang_names_the_interpreter_unless_it_is_a_shell(
     from svcdoctor.checks.images import _shebang
 
     assert _shebang(line + "\nrest\n") == interpreter
+
+
+def test_a_udp_server_built_from_scratch_gets_no_readiness_finding(tmp_path: Path) -> None:
+    """kube-vip's UDP echo demo: no probe handler checks UDP, and an image built FROM
+    scratch has no program an exec probe could run: nothing to propose. From alpine, an
+    exec probe (`dig`, `nc -u`) can run: still flagged."""
+    (tmp_path / "udp-echo").mkdir()
+    dockerfile = tmp_path / "udp-echo" / "Dockerfile"
+    dockerfile.write_text(
+        "FROM golang:1.22-alpine AS build\nRUN go build -o /echo .\n"
+        'FROM scratch\nCOPY --from=build /echo /echo\nENTRYPOINT ["/echo"]\n'
+    )
+    (tmp_path / "deploy.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: udp-echo}\nspec:\n"
+        "  replicas: 2\n  template:\n    metadata: {labels: {app: udp-echo}}\n    spec:\n"
+        "      containers:\n      - name: echo\n        image: example/udp-echo:1\n"
+        "        ports: [{containerPort: 5353, protocol: UDP}]\n"
+        "        lifecycle: {preStop: {sleep: {seconds: 5}}}\n---\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {name: udp-echo}\nspec:\n"
+        "  selector: {app: udp-echo}\n  ports: [{port: 5353, protocol: UDP}]\n"
+    )
+
+    def rules() -> set[str]:
+        return {f.rule for f in lint_paths([str(tmp_path)]).findings}
+
+    assert "SVD201" not in rules()
+    dockerfile.write_text(dockerfile.read_text().replace("FROM scratch", "FROM alpine:3.20"))
+    assert "SVD201" in rules()

@@ -61,6 +61,13 @@ _ONE_WAY_NAME = re.compile(r"statsd|syslog|netflow|ipfix|sflow|collectd|csm", re
 _ONE_WAY_PORTS = frozenset({8125, 514, 2055, 4739, 6343, 25826, 31000})
 
 
+def bare_image(inventory: Inventory, container: Container) -> bool:
+    """Whether the container's image is built here ``FROM scratch``: no program but the
+    app's, so no exec probe can run in it."""
+    facts = inventory.images.get(container.image)
+    return facts is not None and facts.base == "scratch"
+
+
 def one_way(target: Target) -> bool:
     """Whether the UDP port only receives (``_ONE_WAY_NAME``/``_ONE_WAY_PORTS``)."""
     names = [p.name or "" for _, p in target.sent] + [str(target.port)]

@@ -10,6 +10,7 @@ from pathlib import PurePath
 from svcdoctor.checks._probes import (
     READYZ_NOTE,
     Speaks,
+    bare_image,
     manager,
     no_readiness,
     one_way,
@@ -87,7 +88,7 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     A UDP sink that declares no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd,
     CloudWatch's CSM by port name or number) is not flagged: nothing answers its datagrams,
     and no probe handler can ask it anything (a DNS server answers: it gets the exec-probe
-    note).
+    note, unless its image is built here FROM scratch: no program for an exec probe).
     The probe printed checks the port the Service sends to, in the protocol the manifests
     say it speaks (a port 443 in front of another target port says nothing: TLS may end
     before the pod); a pod with autocert's mutual-TLS certificate (`autocert.step.sm/name`)
@@ -143,8 +144,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             continue
         target = service_target(inventory, w, c)
         port = target.port
-        if target.udp and one_way(target) and not any(p.protocol == "TCP" for p in c.ports):
-            continue  # a UDP sink (StatsD): nothing answers, no probe can ask it anything
+        udp_only = target.udp and not any(p.protocol == "TCP" for p in c.ports)
+        if udp_only and (one_way(target) or bare_image(inventory, c)):
+            continue  # a UDP sink (StatsD), or no program an exec probe could run (scratch)
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
             continue  # a standby's app does not run: its startupProbe keeps it out
         if leader and any(_every_replica_server(inventory, s, (c,)) for s, _ in target.sent):
