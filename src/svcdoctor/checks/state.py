@@ -7,6 +7,7 @@ import re
 
 from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted
 from svcdoctor.model import Container, Mount, Workload
+from svcdoctor.model.images import without_host
 
 # Images of data stores and brokers (a directory server's database: OpenLDAP; message
 # brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis): a second replica is a
@@ -494,7 +495,7 @@ def local_state(
     if _GRAFANA.search(image) and _grafana_on_sqlite(container):
         return "Grafana keeps its users and dashboards in a SQLite file (no shared database set)"
     storage = env.get("REGISTRY_STORAGE", "filesystem")
-    if _REGISTRY.search(image) and storage == "filesystem":
+    if _REGISTRY.search(without_host(image)) and storage == "filesystem":
         return "the registry stores pushed images on its own filesystem (/var/lib/registry)"
     volumes = workload.template.volumes
     if socket := node_socket(container, volumes):

@@ -11,6 +11,14 @@ def image_name(image: str) -> str:
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
+def without_host(image: str) -> str:
+    """The reference without its registry host, which Docker tells by a first component
+    with a `.` or `:` or named `localhost` (``registry:5000/capk-manager:dev`` →
+    ``capk-manager:dev``; ``registry:2`` is the image)."""
+    first, slash, rest = image.partition("/")
+    return rest if slash and ("." in first or ":" in first or first == "localhost") else image
+
+
 @dataclass(frozen=True, slots=True)
 class ContextFile:
     """A file of the build context the image runs, named by a word of its command."""
