@@ -547,3 +547,45 @@ def test_an_outer_kustomization_s_label_overrides_an_inner_one(tmp_path: Path) -
         },
     )
     assert ("SVD207", "webhook-service") not in _rules([str(tmp_path)])
+
+
+def test_a_component_s_namespace_reaches_what_its_includer_builds(tmp_path: Path) -> None:
+    """opendatahub-operator: a Component (kind: Component) sets the namespace of what the
+    kustomization that includes it builds: the Service and Deployment meet there."""
+    deployment = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: op}}\n    spec:\n")
+    service = WEBHOOK.replace("namespace: system", "namespace: other").replace(
+        "spec:\n", "spec:\n  selector: {app: op}\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "app/kustomization.yaml": "resources: [d.yaml, s.yaml]\ncomponents: [../common]\n",
+            "app/d.yaml": deployment,
+            "app/s.yaml": service,
+            "common/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\n"
+            "kind: Component\nnamespace: op-system\n",
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert {o.ref.namespace for o in (*inventory.services, *inventory.workloads)} == {"op-system"}
+    assert ("SVD207", "webhook-service") not in _rules([str(tmp_path)])
+
+
+def test_a_file_its_folder_s_kustomization_leaves_out_is_not_installed(tmp_path: Path) -> None:
+    """node-healthcheck-operator's config/default: `#- metrics_service.yaml` leaves the
+    Service out of the build; it is not installed, so it selects nothing of no one."""
+    deployment = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: op}}\n    spec:\n")
+    service = WEBHOOK.replace("spec:\n", "spec:\n  selector: {app: op}\n")
+    _write(
+        tmp_path,
+        {
+            "default/kustomization.yaml": "namespace: op-system\nresources:\n- ../manager\n"
+            "#- metrics_service.yaml\n",
+            "default/metrics_service.yaml": service,
+            "manager/kustomization.yaml": "resources: [manager.yaml]\n",
+            "manager/manager.yaml": deployment,
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert inventory.services == ()
+    assert [w.ref.namespace for w in inventory.workloads] == ["op-system"]

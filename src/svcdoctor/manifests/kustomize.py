@@ -18,7 +18,9 @@ option left out, such as kubebuilder's webhook Service in ``system``, is not ins
 it is not moved beside what is), nor is a file in a directory whose own kustomization
 does not list it. Strategic-merge patches are merged into the workload they name; a
 patch of any other kind is no object, and a fragment no kustomization lists (no image)
-beside the workload it patches is none either. Nothing else of the
+beside the workload it patches is none either. Objects of a file its folder's kustomization
+leaves out (a commented-out option) are not installed: they are left out. A Component's
+namespace and labels reach what each kustomization including it builds. Nothing else of the
 kustomization (name prefixes, generators) is applied.
 """
 
@@ -53,6 +55,7 @@ class KustomizeLabels:
     metadata: dict[str, str]
     selectors: dict[str, str]
     templates: dict[str, str]
+    components: tuple[str, ...] = ()  # the Components it includes (their directories)
 
 
 def is_kustomization(name: str) -> bool:
@@ -100,7 +103,14 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
     scope = tuple(posixpath.normpath(posixpath.join(home, item)) for item in listed)
     if not (scope or metadata or selectors or templates or namespace or patches):
         return None
-    return KustomizeLabels(scope, namespace, home, patches, metadata, selectors, templates)
+    components = tuple(
+        posixpath.normpath(posixpath.join(home, item))
+        for item in _list(body.get("components"))
+        if isinstance(item, str)
+    )
+    return KustomizeLabels(
+        scope, namespace, home, patches, metadata, selectors, templates, components
+    )
 
 
 def _patch_files(body: dict[object, object]) -> list[str]:
@@ -225,7 +235,19 @@ def _transitive(kustomizations: Sequence[KustomizeLabels]) -> list[KustomizeLabe
                 scope |= reach(inner, seen | {entry})
         return scope
 
-    return [replace(k, scope=tuple(sorted(reach(k, {k.home})))) for k in kustomizations]
+    built = [replace(k, scope=tuple(sorted(reach(k, {k.home})))) for k in kustomizations]
+    # a Component (kind: Component) transforms what each kustomization including it builds
+    # (https://kubectl.docs.kubernetes.io/guides/config_management/components/)
+    including: dict[str, set[str]] = {}
+    for k in built:
+        for home in k.components:
+            including.setdefault(home, set()).update(k.scope)
+    return [
+        replace(k, scope=tuple(sorted({*k.scope, *including[k.home]})))
+        if k.home in including
+        else k
+        for k in built
+    ]
 
 
 def kustomized(built: Build, objects: list[T]) -> list[T]:
@@ -237,6 +259,7 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
         return objects
     out: list[T] = []
     covering: dict[str, list[int]] = {}  # a file's objects share their kustomizations
+    homes = {k.home for k in built.kustomizations}
     for o in objects:
         path = _path(o)
         if path is None:
@@ -245,6 +268,8 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
         if path not in covering:
             covering[path] = _covering(built.kustomizations, path)
         found = covering[path]
+        if not found and posixpath.dirname(path) in homes:
+            continue  # its folder's kustomization leaves it out (a commented-out option)
         placed = _webhooks_moved(built, _placed(o, _namespace(built, o, found)), found)
         out.append(_built(placed, [built.kustomizations[i] for i in found]) if found else placed)
     return out
