@@ -59,6 +59,10 @@ _PROCESS_PATH = re.compile(
     r"up|metrics|version|index\.html?|[^/?#]*\.(?:html?|txt|css|js|png|ico|svg))?/*(?:[?#].*)?$",
     re.IGNORECASE,
 )
+# kubebuilder's scaffold: the manager's --health-probe-bind-address=:8081 serves /healthz
+# and /readyz with controller-runtime's healthz.Ping, an in-process check (cmd/main.go's
+# mgr.AddReadyzCheck("readyz", healthz.Ping))
+_MANAGER_PINGS = frozenset({("8081", "/readyz"), ("8081", "/healthz")})
 # a query that asks the handler for its health (go-demo-7's `/demo/hello?health=true`)
 _HEALTH_QUERY = re.compile(r"[?&](healthz?|ping|alive|liveness)\b", re.IGNORECASE)
 _URL_PATH = re.compile(r"https?://[^/\s'\"]+(/[^\s'\"]*)?")
@@ -104,6 +108,8 @@ class Probe:
         and any other command check the server alone, as far as the manifest shows."""
         if self.handler == "grpc":
             return bool(self.target[2:] and self.target[2])
+        if self.handler == "httpGet" and self.target[3:5] in _MANAGER_PINGS:
+            return False
         if self.handler == "httpGet":
             path = self.target[4]
         elif self.handler == "exec" and (url := _URL_PATH.search(" ".join(self.command))):
