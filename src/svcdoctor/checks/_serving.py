@@ -31,8 +31,24 @@ NO_SHELL_IMAGE = re.compile(
 )
 
 
+# Kubernetes expands `$(VAR)` in command and args from the container's env and leaves an
+# undefined one as written; `$$` is a literal `$` (https://kubernetes.io/docs/tasks/inject-
+# data-application/define-interdependent-environment-variables/)
+_DEPENDENT = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
 def argv_of(container: Container) -> list[str]:
-    return [*container.command, *container.args]
+    """The container's command and args as Kubernetes runs them: `$(VAR)` expanded from the
+    env's literal values (one a ConfigMap or Secret gives stays as written)."""
+    argv = [*container.command, *container.args]
+    if not container.env or not any("$(" in word for word in argv):
+        return argv
+    env = dict(container.env)
+
+    def value(m: re.Match[str]) -> str:
+        return "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0))
+
+    return [_DEPENDENT.sub(value, word) for word in argv]
 
 
 def serves_nothing(container: Container) -> bool:
@@ -205,7 +221,7 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
 _SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
     r"probes?|healthz?|livez|readyz|dummy|placeholder)$"
-    r"|^(metrics|profiling|pprof|prometheus)[-_]",
+    r"|^(metrics|profiling|pprof|prometheus)([-_]|port$)",  # `metricsport`: the ACK controllers'
     re.IGNORECASE,
 )
 # A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`
