@@ -335,10 +335,12 @@ def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
 
 # Ports named for a cluster's own members (Elasticsearch's `transport` 9300, Cassandra's
 # `intra-node` 7000, Redis Cluster's bus `cluster`, etcd's `peer`, Consul's `serf-lan`,
-# Raft): behind a headless Service they are how members find each other, not where
-# clients send requests (pires/kubernetes-elasticsearch-cluster es-discovery-svc.yaml).
+# Raft, Alertmanager's `mesh` 9094 in prometheus-operator's StatefulSets): behind a headless
+# Service they are how members find each other, not where clients send requests
+# (pires/kubernetes-elasticsearch-cluster es-discovery-svc.yaml).
 _PEER_PORT = re.compile(
-    r"(^|[-_])(transport|intra-?node|peers?|gossip|cluster|raft|serf(-lan|-wan)?|discovery)$",
+    r"(^|[-_])(transport|intra-?node|peers?|gossip|cluster|raft|serf(-lan|-wan)?|discovery|"
+    r"mesh)$|^(mesh|gossip|cluster)[-_](tcp|udp)$",
     re.IGNORECASE,
 )
 
