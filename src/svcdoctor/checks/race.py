@@ -139,14 +139,14 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     no race); it is not flagged where stopping first is deliberate (a data store, pods that keep
     local state, or an app k8s-await-election starts once elected, which SVD106 leaves alone
     too), nor where such a single pod rolls with a surge: a surge pod of a data store or of a
-    server with local state cannot hold the same volume at once (a PostgreSQL Deployment on a
-    ReadWriteOnce claim) or starts empty (a MongoDB without a volume, an in-memory Jaeger): no
-    replacement that holds the data takes over, and persisting the data is the owner's fix, not
-    a delay. The same for the only pod of a kind that never rolls (a ReplicaSet,
-    ReplicationController or bare Pod: SVD204). Only where no other workload's pods serve behind
-    the same Service: with them, the race is there today (a warning). A container whose `sh -c`
-    keeps SIGTERM from the app (SVD105) is an `info` too: it serves until SIGKILLed, until
-    SVD105's fix execs it.
+    server keeping data of its own (not a controller's role, which the surge pod takes over)
+    cannot hold the same volume at once (a PostgreSQL Deployment on a ReadWriteOnce claim) or
+    starts empty (a MongoDB without a volume, an in-memory Jaeger): no replacement that holds
+    the data takes over, and persisting the data is the owner's fix, not a delay. The same for
+    the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare Pod:
+    SVD204). Only where no other workload's pods serve behind the same Service: with them, the
+    race is there today (a warning). A container whose `sh -c` keeps SIGTERM from the app
+    (SVD105) is an `info` too: it serves until SIGKILLed, until SVD105's fix execs it.
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -196,7 +196,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         if _ring_member(inventory, w, c):
             continue  # its clients follow the ring's membership, not the Service
         alone = _lone_pod(inventory, w)
-        if _single(inventory, w) and _stops_first_on_purpose(w):
+        if (alone and _stops_first_on_purpose(w)) or (_single(inventory, w) and _keeps_data(w)):
             # no endpoint that holds its data ever takes over: the stateful pod goes first,
             # or its surge pod cannot hold the same volume at once, or starts empty
             continue
@@ -711,6 +711,14 @@ def _stops_first_on_purpose(w: Workload) -> bool:
     would wait for the lease the old one holds, and the old one is not deleted before)."""
     return data_store(w) or any(
         local_state(w, c, alike=True) or waits_for_lease(c) for c in w.template.containers
+    )
+
+
+def _keeps_data(w: Workload) -> bool:
+    """Whether the pods hold data a surge pod would not have: a data store, or local state
+    that is data (not a controller's role: a surge pod takes that over)."""
+    return data_store(w) or any(
+        local_state(w, c, alike=True, data_only=True) for c in w.template.containers
     )
 
 

@@ -443,7 +443,12 @@ _GRAFANA_INI = frozenset({"/etc/grafana", "/etc/grafana/grafana.ini"})
 
 
 def local_state(
-    workload: Workload, container: Container, *, alike: bool = False, emptydirs: bool = True
+    workload: Workload,
+    container: Container,
+    *,
+    alike: bool = False,
+    emptydirs: bool = True,
+    data_only: bool = False,
 ) -> str | None:
     """Why the container keeps state of its own that a second replica would not share (its
     manifest's comment beside ``replicas:`` pinning it to one, a known single-instance image,
@@ -456,19 +461,16 @@ def local_state(
     on a hostPath (``node_socket``), a single-replica StatefulSet with volumeClaimTemplates
     not only mounted as a cache), or ``None`` for a server with no such sign. Without
     ``emptydirs`` an emptyDir is no sign at all (replicas may hold alike copies in theirs:
-    a site's files)."""
+    a site's files). With ``data_only``, only data counts: not a controller's role (no
+    leader election) nor its node's daemon, which a second pod takes over."""
     if workload.pinned:
         return f"its manifest says beside replicas: {workload.pinned!r}"
     image = container.image.split("@", 1)[0]
     in_memory = "zipkin" not in image or dict(container.env).get("STORAGE_TYPE", "mem") == "mem"
     if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
         return f"image {image} keeps its data in the one process or its local files"
-    if _UNELECTED_CONTROLLER.search(image):
-        return f"image {image} is a controller without leader election, its state in the process"
-    if _ARANGO_OPERATOR.search(image) and go_bool(argv_of(container), "mode.single", False):
-        return "kube-arangodb's operator in --mode.single must run once (a second one acts too)"
-    if off := _election_off(container):
-        return f"it runs with leader election off ({off}): a second replica is a second controller"
+    if not data_only and (role := _sole_controller(container)):
+        return role
     if kernel_mounted(container):
         return f"image {image} is a file server exporting its own files"
     argv = argv_of(container)
@@ -498,7 +500,7 @@ def local_state(
     if _REGISTRY.search(without_host(image)) and storage == "filesystem":
         return "the registry stores pushed images on its own filesystem (/var/lib/registry)"
     volumes = workload.template.volumes
-    if socket := node_socket(container, volumes):
+    if not data_only and (socket := node_socket(container, volumes)):
         return socket
     read_only = workload.template.read_only_volumes
     scraper = alike and scrapes(container)
@@ -530,6 +532,19 @@ def local_state(
     claims = [c for c in workload.claim_templates if c not in scratch]
     if claims and (workload.replicas or 1) == 1:
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claims[0]!r})"
+    return None
+
+
+def _sole_controller(container: Container) -> str | None:
+    """Why the container is a controller that must run once (no leader election), or
+    ``None``: its role is in the process, which a second replica would duplicate."""
+    image = container.image.split("@", 1)[0]
+    if _UNELECTED_CONTROLLER.search(image):
+        return f"image {image} is a controller without leader election, its state in the process"
+    if _ARANGO_OPERATOR.search(image) and go_bool(argv_of(container), "mode.single", False):
+        return "kube-arangodb's operator in --mode.single must run once (a second one acts too)"
+    if off := _election_off(container):
+        return f"it runs with leader election off ({off}): a second replica is a second controller"
     return None
 
 
