@@ -497,7 +497,8 @@ def local_state(
     if _GRAFANA.search(image) and _grafana_on_sqlite(container):
         return "Grafana keeps its users and dashboards in a SQLite file (no shared database set)"
     storage = env.get("REGISTRY_STORAGE", "filesystem")
-    if _REGISTRY.search(without_host(image)) and storage == "filesystem":
+    shared = any(m.volume in workload.template.shared_volumes for m in container.mounts)
+    if _REGISTRY.search(without_host(image)) and storage == "filesystem" and not shared:
         return "the registry stores pushed images on its own filesystem (/var/lib/registry)"
     volumes = workload.template.volumes
     if not data_only and (socket := node_socket(container, volumes)):
