@@ -580,9 +580,9 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             "port, a second replica is a standby that takes over when the leader's lease "
             "expires, not a second backend",
             fix=note(
-                "# replicas: 2 gives a standby (failover after the lease: 15 s by default for "
-                "Kubernetes' own\n# components, --leader-elect-lease-duration), not load "
-                "balancing"
+                "# if only the leader serves it, replicas: 2 is a standby (failover after the "
+                "lease, 15 s by\n# default), not a second backend; if every replica serves it, "
+                "it is the fix"
             ),
             severity=Severity.INFO,
         )
