@@ -58,6 +58,8 @@ COMPOUND = [
     "true; exec APP 30",
     "cd / && exec APP 30",
     "set -e\necho start >&2\nexec APP 30\n",
+    "if true; then true && if true; then true; fi; exec APP 30; fi",
+    "if true; then if false; then true; fi; APP 30; fi",
 ]
 
 

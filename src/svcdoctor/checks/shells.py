@@ -94,14 +94,18 @@ def branches_exec(script: Script) -> bool:
 def _branch_lasts(script: Script) -> list[SimpleCommand]:
     """The last command of each branch of the block the script ends in (before `else`,
     `fi`, …, or a case branch's `;;`); an earlier block (a `for … done` that sources files)
-    is not one of its branches."""
+    is not one of its branches, nor is a block nested in one (`if …; then init && if …;
+    then setup; fi; exec app; fi` ends its branch in `exec app`)."""
     commands = _final_block(script.commands)
-    closers = [c.words[0] in _BRANCH_ENDS if c.words else False for c in commands]
-    return [
-        c
-        for i, c in enumerate(commands)
-        if c.program and (c.after == ";;" or (i + 1 < len(commands) and closers[i + 1]))
-    ]
+    words = [c.words[0] if c.words else "" for c in commands]
+    lasts, depth = [], 0
+    for i, c in enumerate(commands):
+        depth -= words[i] in BLOCK_ENDS
+        ends = c.after == ";;" or (i + 1 < len(commands) and words[i + 1] in _BRANCH_ENDS)
+        if c.program and ends and depth == 1:  # not the branch of a block nested in it
+            lasts.append(c)
+        depth += words[i] in _OPENERS
+    return lasts
 
 
 _OPENERS = frozenset({"if", "case", "for", "while", "until", "{", "("})
