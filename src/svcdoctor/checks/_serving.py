@@ -164,10 +164,9 @@ def _admission_off(container: Container, target: int | str) -> bool:
     """Whether ``target`` is the webhook port of a Kong ingress controller left at "off"."""
     if not _KONG_CONTROLLER.search(container.image):
         return False
-    listen = dict(container.env).get("CONTROLLER_ADMISSION_WEBHOOK_LISTEN", "off")
-    for word in argv_of(container):
-        if word.startswith("--admission-webhook-listen="):
-            listen = word.partition("=")[2]
+    listen = flag_value(argv_of(container), "admission-webhook-listen") or dict(container.env).get(
+        "CONTROLLER_ADMISSION_WEBHOOK_LISTEN", "off"
+    )
     webhook = {p.number for p in container.ports if p.name == "webhook"} | {"webhook"}
     return listen == "off" and target in webhook
 

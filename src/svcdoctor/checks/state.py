@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from svcdoctor.checks._probes import manager
 from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted
 from svcdoctor.model import Container, Mount, Workload
 from svcdoctor.model.images import without_host
@@ -103,8 +104,8 @@ def waits_for_lease(container: Container) -> bool:
 # scaffold defaults --leader-elect to false: https://book.kubebuilder.io/cronjob-tutorial/empty-main).
 # Not a bare `controller` (ingress-nginx's elects with --election-id, every replica serves).
 _CONTROLLER_IMAGE = re.compile(r"(^|[_-])operator$")
-# controller-runtime's flags before v0.7 (`--metrics-addr`, `--enable-leader-election`) and
-# kubebuilder's `/manager` binary: a manager, whatever its image is called (HNC's hnc-manager)
+# controller-runtime's flags before v0.7 (`--metrics-addr`, `--enable-leader-election`): a
+# manager, whatever its image is called, as kubebuilder's `/manager` is (HNC's hnc-manager)
 _OLD_MANAGER_FLAG = re.compile(r"^--(metrics-addr|webhook-server-port|enable-leader-election)(=|$)")
 
 
@@ -115,7 +116,7 @@ def unknown_election(container: Container) -> bool:
     argv = argv_of(container)
     controller = (
         bool(_CONTROLLER_IMAGE.search(name.lower()))
-        or (bool(argv) and argv[0].rsplit("/", 1)[-1] == "manager")
+        or manager(container)
         or any(_EVERY_REPLICA_SERVES.match(w) or _OLD_MANAGER_FLAG.match(w) for w in argv)
     )
     return (
