@@ -310,16 +310,26 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
     )
 
 
-# Servers whose one HTTP port serves only their own metrics and health, and admission
-# webhooks when a webhook configuration calls them: the prometheus-operator's
-# `--web.listen-address` (:8080, named `http` in its bundle; cmd/operator/main.go in
-# prometheus-operator/prometheus-operator)
-_METRICS_SERVER = re.compile(r"(^|/)(prometheus-operator|coreos)/prometheus-operator(:|@|$)")
+# Servers no client sends requests that can fail: the prometheus-operator's one HTTP port
+# serves only its metrics and health, and admission webhooks when a webhook configuration
+# calls them (`--web.listen-address` :8080, named `http` in its bundle; cmd/operator/main.go
+# in prometheus-operator/prometheus-operator); Prometheus exporters (`*-exporter`,
+# `*_exporter`: node_exporter, blackbox_exporter, redis_exporter…), cAdvisor and
+# kube-state-metrics serve `/metrics` to scrapers, whatever their port's name (not the
+# statsd_exporter, whose UDP port apps send their metrics to)
+# (https://prometheus.io/docs/instrumenting/exporters/; https://github.com/google/cadvisor;
+# https://github.com/kubernetes/kube-state-metrics); and an ingress controller's default
+# backend answers 404 to the requests no Ingress rule matches
+# (https://kubernetes.github.io/ingress-nginx/user-guide/default-backend/)
+_METRICS_SERVER = re.compile(
+    r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
+    r"kube-state-metrics|defaultbackend(-(amd|arm)64)?)(:|@|$)"
+)
 
 
 def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
     """Whether the Service selects only ``_METRICS_SERVER`` containers and no admission
-    webhook calls it: it is scraped, not sent requests."""
+    webhook calls it: it is scraped (or answers only 404s), not sent requests."""
     backends = inventory.targeted(service)
     return (
         bool(backends)
