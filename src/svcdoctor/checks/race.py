@@ -30,6 +30,7 @@ from svcdoctor.checks.signals import pid1_runtime
 from svcdoctor.checks.state import (
     SPLIT_CAVEAT,
     data_store,
+    keeps_data,
     local_state,
     waits_for_lease,
 )
@@ -196,7 +197,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         if _ring_member(inventory, w, c):
             continue  # its clients follow the ring's membership, not the Service
         alone = _lone_pod(inventory, w)
-        if (alone and _stops_first_on_purpose(w)) or (_single(inventory, w) and _keeps_data(w)):
+        if (alone and _stops_first_on_purpose(w)) or lone_keeper(inventory, w):
             # no endpoint that holds its data ever takes over: the stateful pod goes first,
             # or its surge pod cannot hold the same volume at once, or starts empty
             continue
@@ -658,7 +659,11 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
 
     ## Fix
     Use `RollingUpdate` with `maxUnavailable: 0` and `maxSurge: 1`, and run at least two
-    replicas (with a PodDisruptionBudget) for anything behind a Service.
+    replicas (with a PodDisruptionBudget) for anything behind a Service. Pods that cannot
+    share a node (`hostNetwork` with ports, a `hostPort`, a required pod anti-affinity on
+    `kubernetes.io/hostname` against their own labels) cannot surge without a spare node:
+    for them the fix is two replicas with `maxUnavailable: 1` and `maxSurge: 0`, one
+    replaced while the other serves.
 
     ## References
     - https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#strategy
@@ -673,14 +678,18 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
             continue
         names = ", ".join(dict.fromkeys(s.ref.name for s in services))  # alternatives: once
         replicas = inventory.replicas(w)
-        rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+        rolling, apart = _rolling(w)
         hit: Hit | None = None
         if w.strategy == "Recreate":
+            more = bool(apart) and replicas == 1  # one pod that cannot surge: a second one
             hit = Hit(
                 w,
                 f"strategy Recreate stops every pod before starting new ones: Service {names} "
                 "has no ready endpoint during each rollout",
-                fix=_spec_fix({"strategy": rolling}),
+                fix=_spec_fix(
+                    {"replicas": 2, "strategy": rolling} if more else {"strategy": rolling},
+                    "\n".join(filter(None, (apart, SPLIT_CAVEAT if more else ""))),
+                ),
             )
         elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
             if _only_pod_goes_first(inventory, w):
@@ -688,7 +697,10 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                     w,
                     f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
                     f"{names} is removed before its replacement is ready",
-                    fix=_spec_fix({"replicas": 2, "strategy": rolling}, SPLIT_CAVEAT),
+                    fix=_spec_fix(
+                        {"replicas": 2, "strategy": rolling},
+                        "\n".join(filter(None, (apart, SPLIT_CAVEAT))),
+                    ),
                 )
         elif replicas == 1 and w.ref.kind == "StatefulSet":
             hit = Hit(
@@ -704,6 +716,19 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
             yield hit
 
 
+def _rolling(w: Workload) -> tuple[dict[str, object], str]:
+    """The rolling update that keeps a pod serving, and why it is not a surge (a note; ""
+    for a surge): pods that cannot share a node (``PodTemplate.apart``) would wait for a
+    spare one, so one is replaced at a time while another serves."""
+    if not w.template.apart:
+        return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}, ""
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}, (
+        f"# its pods cannot share a node ({w.template.apart}): a surge pod would wait "
+        "for a spare node,\n# so one pod is replaced at a time while another serves; that "
+        "takes 2 nodes they may run on"
+    )
+
+
 def _stops_first_on_purpose(w: Workload) -> bool:
     """Whether stopping the pods before starting new ones is deliberate: a data store, pods
     that keep local state (two must not hold or attach it at once, nor a second reach
@@ -714,25 +739,25 @@ def _stops_first_on_purpose(w: Workload) -> bool:
     )
 
 
-def _keeps_data(w: Workload) -> bool:
-    """Whether the pods hold data a surge pod would not have: a data store, or local state
-    that is data (not a controller's role: a surge pod takes that over)."""
-    return data_store(w) or any(
-        local_state(w, c, alike=True, data_only=True) for c in w.template.containers
-    )
-
-
-def _single(inventory: Inventory, w: Workload) -> bool:
-    """Whether the workload's one pod is the only backend of its Services."""
-    return only_backend(inventory, w) and inventory.replicas(w) == 1
+def lone_keeper(inventory: Inventory, w: Workload) -> bool:
+    """Whether the workload's one pod is the only backend of its Services and holds data
+    (``keeps_data``): no pod that holds that data ever takes over from it, nor stands
+    beside it for a probe to route to."""
+    return only_backend(inventory, w) and inventory.replicas(w) == 1 and keeps_data(w)
 
 
 def _only_pod_goes_first(inventory: Inventory, w: Workload) -> bool:
     """Whether a rollout removes the workload's only pod before its replacement is ready."""
+    return stops_first(w) and inventory.replicas(w) == 1
+
+
+def stops_first(w: Workload) -> bool:
+    """Whether a rollout of one pod of the workload removes it before its replacement is
+    ready: ``Recreate``, a StatefulSet, or a rolling update whose ``maxUnavailable`` is a
+    pod or more of one (the default 25 % rounds down to none)."""
     rolls = w.ref.kind in ("Deployment", "Rollout") and w.strategy != "BlueGreen"
     unavailable = rolls and _effective(w.max_unavailable, 1, "25%") >= 1
-    first = w.strategy == "Recreate" or w.ref.kind == "StatefulSet" or unavailable
-    return first and inventory.replicas(w) == 1
+    return w.strategy == "Recreate" or w.ref.kind == "StatefulSet" or unavailable
 
 
 # Kinds that never roll their pods: a deleted or evicted pod is replaced after it is gone

@@ -571,3 +571,11 @@ def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
                     f"(hostPath volume {m.volume!r})"
                 )
     return None
+
+
+def keeps_data(w: Workload) -> bool:
+    """Whether the pods hold data a surge pod would not have: a data store, or local state
+    that is data (not a controller's role: a surge pod takes that over)."""
+    return data_store(w) or any(
+        local_state(w, c, alike=True, data_only=True) for c in w.template.containers
+    )

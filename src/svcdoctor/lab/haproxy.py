@@ -96,7 +96,8 @@ class TargetState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """haproxy acknowledged a target's new state at ``at`` (Unix seconds)."""
+    """haproxy took a target's new state at ``at`` (Unix seconds: when its first command was
+    written; haproxy acknowledged it)."""
 
     at: float
     pod: str
@@ -169,13 +170,17 @@ class Haproxy:
         found = last_complaint(self.folder / "haproxy.stderr", ("[ALERT]",))
         return found or f"exit {self.process.returncode if self.process else '?'}"
 
-    async def command(self, text: str) -> str:
-        """One runtime-API command (non-interactive: haproxy answers and closes)."""
+    async def command(self, text: str) -> tuple[str, float]:
+        """One runtime-API command (non-interactive: haproxy answers and closes): the answer,
+        and when the command went into the socket (Unix s; haproxy applies it then, while
+        a busy event loop may read the answer much later)."""
         reader, writer = await asyncio.open_unix_connection(str(self.folder / SOCKET))
         try:
             writer.write(f"{text}\n".encode())
+            written = time.time()
             await writer.drain()
-            return (await asyncio.wait_for(reader.read(), 5.0)).decode(errors="replace").strip()
+            answer = await asyncio.wait_for(reader.read(), 5.0)
+            return answer.decode(errors="replace").strip(), written
         finally:
             writer.close()
 
@@ -258,13 +263,17 @@ class TargetGroup:
                     if state is TargetState.DRAIN and self.state.get(pod) is TargetState.MAINT:
                         return  # the deregistration delay ended first: already cut
                     commands = [f"set server {BACKEND}/{pod} state {state.value}"]
+                applied = []
                 for text in commands:
-                    answer = await self.haproxy.command(text.format(server=f"{BACKEND}/{pod}"))
+                    answer, written = await self.haproxy.command(
+                        text.format(server=f"{BACKEND}/{pod}")
+                    )
                     if answer not in _ACCEPTED:
                         self.errors.append(f"haproxy refused {text!r}: {answer}")
                         return
+                    applied.append(written)
                 self.state[pod] = state
-                self.transitions.append(Transition(time.time(), pod, state))
+                self.transitions.append(Transition(applied[0], pod, state))
                 if state is TargetState.READY:
                     self.gated.add(pod)
             except (OSError, TimeoutError) as exc:

@@ -90,7 +90,7 @@ async def read_targets(dp: BalancerDatapath) -> tuple[Target, ...]:
     the backend, management guide 9.3), in name order."""
     assert dp.haproxy is not None
     assert dp.group is not None
-    answer = await dp.haproxy.command("show stat -1 4 -1")
+    answer, _ = await dp.haproxy.command("show stat -1 4 -1")
     rows = csv.DictReader(answer.removeprefix("# ").splitlines())
     enabled = {t.pod for t in dp.group.transitions if t.state is TargetState.READY}
     out = []

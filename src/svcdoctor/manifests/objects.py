@@ -324,8 +324,9 @@ def _pod_template(
         for p, v in f.maps(spec, "volumes", f"{path}.volumes")
         if (name := f.text(v, "name", f"{p}.name"))
     ]
+    labels = f.labels(meta, "labels", "metadata.labels")
     return PodTemplate(
-        labels=f.labels(meta, "labels", "metadata.labels"),
+        labels=labels,
         annotations=f.labels(meta, "annotations", "metadata.annotations"),
         containers=tuple(containers),
         line=spec.line if spec else line,
@@ -350,7 +351,65 @@ def _pod_template(
             spec, "shareProcessNamespace", f"{path}.shareProcessNamespace", bool, "a boolean"
         )
         is True,
+        apart=_apart(spec, affinity, labels, containers),
     )
+
+
+_HOSTNAME = "kubernetes.io/hostname"
+
+
+def _apart(
+    spec: YMap | None, affinity: YMap | None, labels: dict[str, str], containers: list[Container]
+) -> str:
+    """Why two of the template's pods cannot run on one node ("" when they can): the node's
+    own ports (``hostNetwork`` with container ports, or a ``hostPort``: the scheduler's
+    NodePorts filter), or a required pod anti-affinity on the node's hostname against the
+    template's own labels."""
+    if spec and spec.get("hostNetwork") is True and any(c.ports for c in containers):
+        return "hostNetwork: they serve on the node's own ports"
+    if any(p.host for c in containers for p in c.ports):
+        return "a hostPort: they bind the node's port"
+    anti = affinity.get("podAntiAffinity") if affinity else None
+    terms = (
+        anti.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(anti, dict)
+        else None
+    )
+    for term in terms if isinstance(terms, list) else ():
+        if (
+            isinstance(term, dict)
+            and term.get("topologyKey") == _HOSTNAME
+            and _selects(term.get("labelSelector"), labels)
+        ):
+            return f"a required pod anti-affinity on {_HOSTNAME} keeps them on distinct nodes"
+    return ""
+
+
+def _selects(selector: object, labels: Mapping[str, str]) -> bool:
+    """Whether a LabelSelector (``matchLabels`` and ``matchExpressions``) selects these
+    labels; an empty or missing one selects nothing here (it is not the template's own)."""
+    if not isinstance(selector, dict) or not selector:
+        return False
+    match = selector.get("matchLabels") or {}
+    if not isinstance(match, dict) or any(labels.get(k) != text_of(v) for k, v in match.items()):
+        return False
+    for e in selector.get("matchExpressions") or ():
+        if not isinstance(e, dict):
+            return False
+        key, op, values = (
+            e.get("key"),
+            e.get("operator"),
+            [text_of(v) for v in e.get("values") or ()],
+        )
+        have = labels.get(str(key))
+        if not (
+            (op == "In" and have in values)
+            or (op == "NotIn" and have not in values)
+            or (op == "Exists" and have is not None)
+            or (op == "DoesNotExist" and have is None)
+        ):
+            return False
+    return True
 
 
 def _container(f: Fields, c: YMap, path: str) -> Container:

@@ -1,0 +1,302 @@
+"""How many pods back a Service (``SVD204``): one is an outage at every restart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import PurePath
+
+from svcdoctor.checks._serving import (
+    METRICS_FLAGS,
+    argv_of,
+    carries_requests,
+    fewest_pods,
+    flag_port,
+    routed,
+    serving_containers,
+    serving_targets,
+    webhook_calls,
+)
+from svcdoctor.checks.race import stops_first
+from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.selection import endpoints_given, same_namespace
+from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.state import (
+    INLINE_DISKS,
+    SPLIT_CAVEAT,
+    data_store,
+    leader_elected,
+    local_state,
+    unknown_election,
+)
+from svcdoctor.model import Autoscaler, Cause, Container, Inventory, Service, Severity, Workload
+from svcdoctor.model.inventory import file_distance, related
+from svcdoctor.model.patch import Fix, ObjectPatch, note
+
+
+@rule("SVD204", "single-replica-service", Cause.BACKEND, Severity.WARNING)
+def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
+    """The Service is backed by exactly one pod.
+
+    ## What it does
+    Flags Services whose backing workloads add up to one replica (an unset `replicas` counts
+    as the API default of 1; a HorizontalPodAutoscaler in the inputs supplies its
+    `minReplicas`, and the fix then raises that). Variants of one workload (the same name)
+    in different folders are alternatives, not applied together: their pods do not add up,
+    and the variant with the fewest pods counts (a one-replica Deployment beside a
+    DaemonSet variant is flagged). A Service whose own file holds workloads, none of which
+    it selects, is not backed by a workload of another file that a Service of that file
+    selects (a folder of complete examples). Not flagged: headless Services (`clusterIP: None`:
+    clients use the set of pods, e.g. gossip or memberlist peers), Services whose ports are
+    all metrics, profiling or probe ports (scraped per pod), unless an Ingress, a Gateway API
+    route or a TargetGroupBinding sends requests to them, Services whose only clients are
+    admission webhooks with `failurePolicy: Ignore` (unreachable, the webhook is skipped and
+    the request admitted: no request fails; with `Fail`, the default, it is flagged), data
+    stores and brokers (by image: PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ,
+    IBM MQ…),
+    and workloads whose containers serve nothing.
+
+    An availability note (info, no replicas fix) instead of the warning when a second replica
+    would not be a second backend: a workload its author pins to one replica in a comment beside
+    `replicas:` ("DO NOT INCREASE REPLICA COUNT", "Do not scale up", "singleton"; a comment that
+    only explains the number pins nothing); a backend with local state (a known single-instance
+    image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or rsyslog sinks,
+    Graphite, emojivoto's voting service, confluent-local, NFS and SMB file servers, a
+    standalone Locust, Keycloak `start-dev`, Vault's and Consul's dev servers (their images'
+    defaults), Argo CD's Dex, the Docker registry on its default filesystem storage, zot,
+    Grafana on its default SQLite database, Apicurio Registry on its default in-memory storage,
+    Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator, the
+    MailDev, MailHog and Mailpit mail catchers; a controller without leader election: MetalLB's,
+    Zalando's postgres-operator, YuniKorn's scheduler, Scylla Manager, flyte-binary, Antrea's
+    controllers, Google Managed Prometheus' operator, kube-arangodb's in `--mode.single`, or any
+    with `--leader-elect=false`; a writable claim (`persistentVolumeClaim`) at any path but
+    scratch (`/tmp`, caches): one volume for every replica, which a ReadWriteOnce claim attaches
+    to one node only, and a path that says data (`/run/…/data`) is no scratch; a writable
+    emptyDir mounted at a data path such as `/data` or `/var/lib/…`, not the kubelet's
+    `/var/lib/kubelet`, nor a pull scraper's (Prometheus, vmagent: every replica scrapes the
+    same targets), nor an app's whose environment names its data store's address (`REDIS_HOST`,
+    `ORDER_DB_HOST`: it is scratch there); a writable hostPath at any path but the node's
+    system, runtime and scratch directories (a share at `/smbshare`); a single-replica
+    StatefulSet with `volumeClaimTemplates` not only mounted as a cache), whose data a second
+    replica would split; a server that reaches its node's daemon through a Unix socket on a
+    hostPath (a `socat` bridge to a CSI driver's `csi.sock`, the Docker socket), whose second
+    replica would serve another node's daemon; and a leader-elected server, whose second replica
+    would only stand by.
+
+    ## Why it matters
+    With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node
+    drain or rollout is an outage: there is nothing for the Service to balance to.
+
+    ## Example
+    Bad:
+    ```yaml
+    kind: Deployment
+    spec:
+      replicas: 1
+    ```
+    Good:
+    ```yaml
+    kind: Deployment
+    spec:
+      replicas: 2
+    ---
+    kind: PodDisruptionBudget
+    spec:
+      minAvailable: 1
+    ```
+
+    ## Fix
+    Run at least two replicas (spread across nodes) and add a PodDisruptionBudget. When a
+    HorizontalPodAutoscaler scales the workload, set its `minReplicas` to 2 or more: it
+    overrides `spec.replicas`. For a backend with local state, move the state to a store
+    the replicas share (or use the backend's own clustering) first (the printed fix says
+    so: state kept in memory or on the container's own disk is not in the manifests); for
+    a leader-elected server, a second replica is a standby that takes over when the
+    leader's lease expires; a controller whose manifest sets no leader election flag
+    (`*-operator`, kubebuilder's `/manager`) is told to turn it on first.
+
+    ## References
+    - https://kubernetes.io/docs/concepts/workloads/pods/disruptions/
+    - https://kubernetes.io/docs/tasks/run-application/configure-pdb/
+    - https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/
+    - https://www.jaegertracing.io/docs/1.62/getting-started/#all-in-one
+    - https://www.keycloak.org/server/configuration#_starting_keycloak_in_development_mode
+    - https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/
+    - https://kubernetes.io/docs/concepts/architecture/leases/#leader-election
+    """
+    del settings
+    for svc in inventory.services:
+        if (svc.headless and not routed(inventory, svc)) or not carries_requests(inventory, svc):
+            continue  # a route's controller balances over a headless Service's pods too
+        if endpoints_given(inventory, svc):
+            continue
+        workloads = serving_targets(inventory, svc)
+        if not workloads or any(data_store(w) for w in workloads):
+            continue  # a second replica of a database is a second database
+        # alternatives (one component's variants in other folders) do not add up: the
+        # fewest pods any of them runs is what the Service may get
+        chosen = fewest_pods(
+            inventory, workloads, lambda w: _replicas(w, _autoscaler_of(inventory, w))
+        )
+        if any(c is None for _, c in chosen) or sum(c or 0 for _, c in chosen) != 1:
+            continue
+        w = next(w for w, c in chosen if c)
+        yield _single(inventory, svc, w)
+
+
+def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
+    """SVD204's hit: the fix to 2 replicas, or a note for a backend with local state or a
+    leader-elected one (a second replica would split the data, or only stand by)."""
+    hpa = _autoscaler_of(inventory, w)
+    if hpa is not None:
+        how = f"{hpa.ref} keeps minReplicas {hpa.min_replicas}"
+        fix = Fix(
+            ObjectPatch({"spec": {"minReplicas": 2}}),
+            note=f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
+            f"PodDisruptionBudget with minAvailable: 1\n{SPLIT_CAVEAT}",
+        )
+    elif w.ref.kind == "Pod":
+        how = "a bare Pod"
+        fix = note("# a bare Pod cannot be replicated: run it as a Deployment with replicas: 2")
+    else:
+        how = "replicas unset, the API default is 1" if w.replicas is None else "1 replica"
+        fix = Fix(
+            ObjectPatch({"spec": {"replicas": 2}}),
+            note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1\n{SPLIT_CAVEAT}",
+        )
+    single = f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how})"
+    containers = serving_containers(inventory, w)
+    state = next((why for c in containers if (why := local_state(w, c, alike=True))), None)
+    if state is not None:
+        kept = "keeps local state"
+        advice = (
+            "# an availability note, not a fix: more replicas would split the data. For "
+            "availability, move the\n# state to a store the replicas share (or use the "
+            "backend's own clustering), then run 2 replicas"
+        )
+        second = "would hold data of its own"
+        if w.pinned:
+            kept = "its author pins to one replica"
+            advice = (
+                "# an availability note, not a fix: the comment beside replicas says it runs once;"
+                "\n# make it safe to run twice (shared state, leader election) before raising it"
+            )
+            second = "is what that comment rules out"
+        elif state.startswith("it writes to claim"):
+            second = (
+                "would write the same files, or not start on another node if the claim is "
+                "ReadWriteOnce"
+            )
+        elif any(state.startswith(f"it writes to {disk} ") for disk in INLINE_DISKS):
+            second = "could not start on another node: the disk attaches read-write to one"
+        elif state.startswith("it reaches its node's daemon"):
+            kept = "is bound to its node"
+            advice = (
+                "# an availability note, not a fix: a replica serves the daemon of the node it "
+                "runs on, so the\n# Service is as available as that node's daemon"
+            )
+            second = "would reach the daemon of the node it lands on, not a copy of this one"
+        return Hit(
+            svc,
+            f"{single} that {kept} ({state}): while it restarts or moves the "
+            f"Service has no backend, and a second replica {second}",
+            fix=note(advice),
+            severity=Severity.INFO,
+        )
+    # a webhook's or metrics Service reaches servers every replica runs; another reaches a
+    # manager's other servers, which only the leader runs
+    leader = None
+    if not every_replica_server(inventory, svc, containers):
+        leader = next((f for c in containers if (f := leader_elected(c, other_servers=True))), None)
+    if leader is not None:
+        return Hit(
+            svc,
+            f"{single} of a leader-elected server ({leader}): if only the leader serves this "
+            "port, a second replica is a standby that takes over when the leader's lease "
+            "expires, not a second backend",
+            fix=note(
+                "# if only the leader serves it, replicas: 2 is a standby (failover after the "
+                "lease, 15 s by\n# default), not a second backend; if every replica serves it, "
+                "it is the fix"
+            ),
+            severity=Severity.INFO,
+        )
+    if fix.patch is not None and any(unknown_election(c) for c in containers):
+        fix = replace(fix, note=f"{fix.note}\n{_ELECT_FIRST}")
+    if fix.patch is not None and w.template.apart:
+        fix = replace(
+            fix,
+            note=f"{fix.note}\n# its pods cannot share a node ({w.template.apart}): the "
+            "second replica takes a second node",
+        )
+    # a rollout that surges keeps the pod until its replacement is ready (else SVD106)
+    outages = "rollout or eviction" if stops_first(w) else "eviction or node drain"
+    return Hit(
+        svc,
+        f"{single}: one bad pod fails 100 % of requests and every {outages} is an outage",
+        fix=fix,
+    )
+
+
+_ELECT_FIRST = (
+    "# and if this controller runs without leader election (no --leader-elect here), turn "
+    "it on first:\n# two replicas would both reconcile every object"
+)
+
+
+def every_replica_server(
+    inventory: Inventory, svc: Service, containers: Sequence[Container]
+) -> bool:
+    """Whether the Service reaches a server a controller-runtime manager runs on every
+    replica: a webhook calls it, or it targets a container port named ``webhook*``, or the
+    metrics or health port its flags set."""
+    if webhook_calls(inventory, svc):
+        return True
+    ports = [cp for c in containers for cp in c.ports if (cp.name or "").startswith("webhook")]
+    numbers = {cp.number for cp in ports} | {
+        port
+        for c in containers
+        for flags in (METRICS_FLAGS, ("health-probe-bind-address",))
+        if (port := flag_port(argv_of(c), *flags)) is not None
+    }
+    names = {cp.name for cp in ports}
+    return any(p.target in numbers or p.target in names for p in svc.ports)
+
+
+def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
+    """The HorizontalPodAutoscaler of the workload, defined near it (an autoscaler of the
+    same name in an unrelated folder scales some other copy) and scaling the nearest of the
+    workloads it names: one in a sibling folder (``canary/istio/hpa.yaml`` beside
+    ``canary/native/``) scales its own folder's copy, not the other variant's."""
+
+    def scaled(hpa: Autoscaler, w: Workload) -> bool:
+        return (
+            (hpa.target.kind, hpa.target.name) == (w.ref.kind, w.ref.name)
+            and same_namespace(hpa.target.namespace, w.ref.namespace)
+            and (hpa.location is None or related(hpa.location.file, w.location.file))
+        )
+
+    for hpa in inventory.autoscalers:
+        if not scaled(hpa, workload):
+            continue
+        if hpa.location is None:
+            return hpa
+        home = PurePath(hpa.location.file)
+        nearest = min(
+            file_distance(home, PurePath(w.location.file))
+            for w in inventory.workloads
+            if scaled(hpa, w)
+        )
+        if file_distance(home, PurePath(workload.location.file)) == nearest:
+            return hpa
+    return None
+
+
+def _replicas(workload: Workload, hpa: Autoscaler | None) -> int | None:
+    """Pods the workload keeps: its autoscaler's minimum, else ``spec.replicas`` (API
+    default 1); ``None`` when unknown (a DaemonSet: one per node)."""
+    if hpa is not None:
+        return hpa.min_replicas
+    if workload.ref.kind == "DaemonSet":
+        return None
+    return 1 if workload.ref.kind == "Pod" or workload.replicas is None else workload.replicas
