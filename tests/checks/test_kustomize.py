@@ -589,3 +589,41 @@ def test_a_file_its_folder_s_kustomization_leaves_out_is_not_installed(tmp_path:
     inventory = build_inventory(load([str(tmp_path)]))
     assert inventory.services == ()
     assert [w.ref.namespace for w in inventory.workloads] == ["op-system"]
+
+
+def test_a_service_patch_merges_into_its_service(tmp_path: Path) -> None:
+    """cluster-api-provider-digitalocean's config/default: an overlay's strategic-merge
+    patch sets the webhook Service's selector to the manager's labels (judge88 W1: SVD207
+    said it selected nothing, and the manager's own findings were missed)."""
+    manager = MANAGER.replace(
+        "    spec:\n",
+        "    metadata: {labels: {control-plane: do-controller-manager}}\n    spec:\n",
+        1,
+    )
+    _write(
+        tmp_path,
+        {
+            "manager/manager.yaml": manager,
+            "manager/kustomization.yaml": "resources: [manager.yaml]\n",
+            "webhook/service.yaml": WEBHOOK.replace(
+                "spec:\n", "spec:\n  selector: {control-plane: controller-manager}\n"
+            ),
+            "webhook/kustomization.yaml": "resources: [service.yaml]\n",
+            "default/webhook_service_patch.yaml": (
+                "apiVersion: v1\nkind: Service\n"
+                "metadata: {name: webhook-service, namespace: system}\n"
+                "spec:\n  selector: {control-plane: do-controller-manager}\n"
+            ),
+            "default/kustomization.yaml": (
+                "namespace: do-system\nresources: [../manager, ../webhook]\n"
+                "patchesStrategicMerge: [webhook_service_patch.yaml]\n"
+            ),
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    (service,) = inventory.services
+    assert service.selector == {"control-plane": "do-controller-manager"}
+    assert [p.port for p in service.ports] == [443]
+    rules = _rules([str(tmp_path)])
+    assert ("SVD207", "webhook-service") not in rules
+    assert ("SVD101", "controller-manager") in rules

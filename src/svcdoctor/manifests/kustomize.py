@@ -16,8 +16,8 @@ without a namespace). A folder no kustomization builds places its namespace-less
 as ``manifests.folders`` says. Files no kustomization lists keep their own namespace (a scaffold
 option left out, such as kubebuilder's webhook Service in ``system``, is not installed, so
 it is not moved beside what is), nor is a file in a directory whose own kustomization
-does not list it. Strategic-merge patches are merged into the workload they name; a
-patch of any other kind is no object, and a fragment no kustomization lists (no image)
+does not list it. Strategic-merge patches are merged into the workload or Service they
+name; a patch of any other kind is no object, and a fragment no kustomization lists (no image)
 beside the workload it patches is none either. Objects of a file its folder's kustomization
 leaves out (a commented-out option) are not installed: they are left out. A Component's
 namespace and labels reach what each kustomization including it builds. Nothing else of the
@@ -346,35 +346,31 @@ def _built(o: T, found: list[KustomizeLabels]) -> T:
 
 
 def unpatched(kustomizations: Sequence[KustomizeLabels], objects: list[T]) -> list[T]:
-    """The objects not read from a kustomization's patch files: a Service or another object
-    in a ``patches:`` or ``patchesStrategicMerge:`` file is a change to the object it names
-    (often partial: rabbitmq/cluster-operator's metrics_service_https_patch.yaml replaces a
-    Service's ports), not an object of its own (workload patches: ``patched``)."""
+    """The objects not read from a kustomization's patch files: an object in a ``patches:``
+    or ``patchesStrategicMerge:`` file is a change to the object it names, not an object of
+    its own (workloads and Services: ``patched``)."""
     files = {p for k in kustomizations for p in k.patches}
     return [o for o in objects if _path(o) not in files] if files else objects
 
 
-def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]) -> list[Workload]:
-    """The workloads with the strategic-merge patches of the kustomizations merged into the
-    workload each names (same kind and name): a kubebuilder base's manager gets the
-    webhook port, the probes or the sidecar its ``manager_*_patch.yaml`` adds. A patch
-    whose target is not among the inputs stays as read; a fragment no kustomization lists
-    is left out (``_without_fragments``)."""
+P = TypeVar("P", Workload, Service)
+
+
+def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list[P]:
+    """The workloads or Services with the strategic-merge patches of the kustomizations
+    merged into the object each names (same kind and name): a kubebuilder base's manager
+    gets the webhook port, the probes or the sidecar its ``manager_*_patch.yaml`` adds, its
+    webhook Service the selector an overlay's ``webhook_service_patch.yaml`` sets. A patch
+    whose target is not among the inputs stays as read; a workload fragment no
+    kustomization lists is left out (``_without_fragments``)."""
     files = {p for k in kustomizations for p in k.patches}
-    if not files:
-        return _without_fragments(workloads)
-
-    def from_patch(w: Workload) -> bool:
-        where = w.location
-        return where is not None and posixpath.normpath(where.file.replace("\\", "/")) in files
-
-    patches = [w for w in workloads if from_patch(w)]
-    out = _without_fragments([w for w in workloads if not from_patch(w)])
-    for patch in patches:
+    whole = [o for o in objects if _path(o) not in files]
+    out = _without_fragments(whole)
+    for patch in (o for o in objects if _path(o) in files):
         hits = [
             i
-            for i, w in enumerate(out)
-            if (w.ref.kind, w.ref.name) == (patch.ref.kind, patch.ref.name)
+            for i, o in enumerate(out)
+            if (o.ref.kind, o.ref.name) == (patch.ref.kind, patch.ref.name)
         ]
         for i in hits:
             out[i] = _merge(out[i], patch)
@@ -383,24 +379,30 @@ def patched(kustomizations: Sequence[KustomizeLabels], workloads: list[Workload]
     return out
 
 
-def _without_fragments(workloads: list[Workload]) -> list[Workload]:
+def _without_fragments(workloads: list[P]) -> list[P]:
     """The workloads but the patch fragments that no kustomization lists: a workload none of
     whose containers names an image (the API requires one) beside a complete one of its kind
     and name is a change to it in a build the inputs do not show (Kong's
     variants/postgres/kong-ingress-postgres.yaml), not pods of its own."""
 
-    def fragment(w: Workload) -> bool:
+    def fragment(w: Workload | Service) -> bool:
+        if isinstance(w, Service):
+            return False
         return bool(w.template.containers) and not any(c.image for c in w.template.containers)
 
     whole = {(w.ref.kind, w.ref.name) for w in workloads if not fragment(w)}
     return [w for w in workloads if not (fragment(w) and (w.ref.kind, w.ref.name) in whole)]
 
 
-def _merge(w: Workload, patch: Workload) -> Workload:
+def _merge(w: P, patch: P) -> P:
     """A strategic merge of what the model keeps: maps merged, containers by name, their
     ports by number and protocol (the API's list-map keys, which kustomize merges by: a TCP
     and a UDP port of one number are two ports), env by name, mounts by path; a value the
-    patch sets replaces."""
+    patch sets replaces. A Service's selector is merged, its ports by port and protocol."""
+    if isinstance(w, Service):
+        assert isinstance(patch, Service)
+        return _merge_service(w, patch)
+    assert isinstance(patch, Workload)
     t, p = w.template, patch.template
     names = {c.name: c for c in p.containers}
     containers = [
@@ -437,4 +439,19 @@ def _merge_container(c: Container, p: Container) -> Container:
         prestop=p.prestop or c.prestop,
         env=tuple(dict((*c.env, *p.env)).items()),
         mounts=tuple({m.path: m for m in (*c.mounts, *p.mounts)}.values()),
+    )
+
+
+def _merge_service(s: Service, patch: Service) -> Service:
+    """A Service with a strategic-merge patch merged: what the patch leaves at the model's
+    defaults (no selector, no ports, ClusterIP) is taken as not set."""
+    ports = {(x.port, x.protocol): x for x in (*s.ports, *patch.ports)}
+    return replace(
+        s,
+        selector=s.selector if patch.selector is None else (s.selector or {}) | patch.selector,
+        ports=tuple(ports.values()),
+        type=s.type if patch.type == "ClusterIP" else patch.type,
+        headless=s.headless or patch.headless,
+        annotations=s.annotations | patch.annotations,
+        labels=s.labels | patch.labels,
     )

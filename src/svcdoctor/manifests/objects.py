@@ -83,7 +83,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
             resources.append(_resource(f))
     kustomizations = loaded.kustomizations
     workloads = patched(kustomizations, workloads)
-    services = unpatched(kustomizations, services)
+    services = patched(kustomizations, services)
     resources = unpatched(kustomizations, resources)
     built = build(
         kustomizations,
