@@ -627,3 +627,35 @@ def test_a_service_patch_merges_into_its_service(tmp_path: Path) -> None:
     rules = _rules([str(tmp_path)])
     assert ("SVD207", "webhook-service") not in rules
     assert ("SVD101", "controller-manager") in rules
+
+
+def test_a_part_its_kustomization_comments_out_is_not_installed(tmp_path: Path) -> None:
+    """kubebuilder's config/default lists its webhook as `#- ../webhook` until the user
+    enables it (cluster-api-provider-kubemark: judge88 U2): the webhook Service is not
+    installed, so it neither selects nothing (SVD207) nor puts the manager behind it. An
+    overlay that does include it installs it."""
+    manager = MANAGER.replace(
+        "    spec:\n", "    metadata: {labels: {control-plane: controller-manager}}\n    spec:\n", 1
+    )
+    _write(
+        tmp_path,
+        {
+            "manager/manager.yaml": manager,
+            "manager/kustomization.yaml": "resources: [manager.yaml]\n",
+            "webhook/service.yaml": WEBHOOK.replace(
+                "spec:\n", "spec:\n  selector: {control-plane: webhook-manager}\n"
+            ),
+            "webhook/kustomization.yaml": "resources: [service.yaml]\n",
+            "default/kustomization.yaml": (
+                "namespace: km-system\nresources:\n- ../manager\n"
+                "# [WEBHOOK] To enable webhook, uncomment all the sections with [WEBHOOK] prefix\n"
+                "#- ../webhook\n"
+            ),
+        },
+    )
+    assert build_inventory(load([str(tmp_path)])).services == ()
+    assert ("SVD207", "webhook-service") not in _rules([str(tmp_path)])
+    _write(tmp_path, {"with-webhook/kustomization.yaml": "resources: [../manager, ../webhook]\n"})
+    assert [s.ref.name for s in build_inventory(load([str(tmp_path)])).services] == [
+        "webhook-service"
+    ]

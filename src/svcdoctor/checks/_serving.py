@@ -233,15 +233,23 @@ _SCRAPE_COMPONENTS = frozenset({"metrics", "exporter"})
 _GENERIC_PORT = frozenset({"http", "https"})
 
 
+# A control plane's xDS port (`grpc-xds`, `xds`, `ads`): its clients are Envoy proxies that
+# hold a stream, keep serving their last configuration when it breaks, and reconnect
+# ("the client ... continues to use the last configuration": the xDS protocol's
+# https://www.envoyproxy.io/docs/envoy/latest/api-docs/xds_protocol; istiod's grpc-xds 15010)
+_XDS_PORT = re.compile(r"(^|[-_])(xds|ads)([-_]|$)", re.IGNORECASE)
+
+
 def uncalled(port: ServicePort) -> bool:
     """Whether a Service port is a metrics, profiling or probe port (by its name, or by
-    the container port name it targets): scraped or probed, never sent requests. A UDP port
+    the container port name it targets): scraped or probed, never sent requests; or an xDS
+    port, whose proxies keep their configuration while the stream is down. A UDP port
     is never one: scrapes and probes are HTTP or TCP (a statsd ingest port named
     `statsd-metrics`: emissary deployments/statsd-sink)."""
     if port.protocol == "UDP":
         return False
     names = (port.name, port.target if isinstance(port.target, str) else None)
-    return any(n and _SCRAPE_PORT.search(n) for n in names)
+    return any(n and (_SCRAPE_PORT.search(n) or _XDS_PORT.search(n)) for n in names)
 
 
 def scrape_only(service: Service) -> bool:

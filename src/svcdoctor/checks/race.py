@@ -118,8 +118,10 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     or the prometheus-operator's own port, which no webhook calls, or kubebuilder v1's leftover
     `controller-manager-service` that no webhook calls and no container declares a port behind;
     or a headless Service of the members' own ports only, `transport`, `peer`, `gossip`,
-    `intra-node`…, peer discovery), and no route sends to it: a scraper that misses one scrape
-    is no failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name
+    `intra-node`…, peer discovery; or an xDS port, `grpc-xds`, whose Envoys keep their last
+    configuration while the stream is down; or an exporter's, cAdvisor's, kube-state-metrics'
+    or an ingress default backend's), and no route sends to it: a scraper that misses one
+    scrape is no failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name
     no container declares, or a number a stock image as shipped does not listen on, or a port
     its server leaves off by default: Kong's ingress controller's admission port without
     `--admission-webhook-listen`), nor behind Services whose only clients are admission webhooks

@@ -19,7 +19,9 @@ it is not moved beside what is), nor is a file in a directory whose own kustomiz
 does not list it. Strategic-merge patches are merged into the workload or Service they
 name; a patch of any other kind is no object, and a fragment no kustomization lists (no image)
 beside the workload it patches is none either. Objects of a file its folder's kustomization
-leaves out (a commented-out option) are not installed: they are left out. A Component's
+leaves out (a commented-out option) are not installed: they are left out, and so are the
+objects only a kustomization builds that another lists in a comment (kubebuilder's
+``#- ../webhook`` in config/default) and nothing else includes. A Component's
 namespace and labels reach what each kustomization including it builds. Nothing else of the
 kustomization (name prefixes, generators) is applied.
 """
@@ -27,6 +29,7 @@ kustomization (name prefixes, generators) is applied.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -56,6 +59,8 @@ class KustomizeLabels:
     selectors: dict[str, str]
     templates: dict[str, str]
     components: tuple[str, ...] = ()  # the Components it includes (their directories)
+    # what it lists only in a comment (`#- ../webhook`: kubebuilder's optional parts)
+    disabled: tuple[str, ...] = ()
 
 
 def is_kustomization(name: str) -> bool:
@@ -108,9 +113,19 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
         for item in _list(body.get("components"))
         if isinstance(item, str)
     )
-    return KustomizeLabels(
-        scope, namespace, home, patches, metadata, selectors, templates, components
+    disabled = tuple(
+        posixpath.normpath(posixpath.join(home, m.group(1)))
+        for m in _COMMENTED_ENTRY.finditer(text)
     )
+    return KustomizeLabels(
+        scope, namespace, home, patches, metadata, selectors, templates, components, disabled
+    )
+
+
+# A list entry commented out (`#- ../webhook`, `# - ../certmanager`): kubebuilder's
+# config/default leaves its optional parts so, to uncomment when wanted
+# (https://book.kubebuilder.io/cronjob-tutorial/running-webhook)
+_COMMENTED_ENTRY = re.compile(r"^[ \t]*#+[ \t]*-[ \t]*([\w.][\w./-]*)[ \t]*$", re.MULTILINE)
 
 
 def _patch_files(body: dict[object, object]) -> list[str]:
@@ -260,6 +275,7 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
     out: list[T] = []
     covering: dict[str, list[int]] = {}  # a file's objects share their kustomizations
     homes = {k.home for k in built.kustomizations}
+    disabled = {d for k in built.kustomizations for d in k.disabled} & homes
     for o in objects:
         path = _path(o)
         if path is None:
@@ -270,6 +286,8 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
         found = covering[path]
         if not found and posixpath.dirname(path) in homes:
             continue  # its folder's kustomization leaves it out (a commented-out option)
+        if found and all(built.kustomizations[i].home in disabled for i in found):
+            continue  # only a kustomization another one comments out builds it
         placed = _webhooks_moved(built, _placed(o, _namespace(built, o, found)), found)
         out.append(_built(placed, [built.kustomizations[i] for i in found]) if found else placed)
     return out
