@@ -69,7 +69,11 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     passes on the leader only. A controller-runtime manager (`--health-probe-bind-address`,
     `--metrics-bind-address`) is not taken as one: every replica serves its webhooks. Under
     LINBIT's k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) a standby does not run the
-    app at all, so a `startupProbe` already keeps it out: not flagged. A container with a
+    app at all, so a `startupProbe` already keeps it out: not flagged. operator-sdk's
+    leader-for-life election (its pre-1.0 scaffold: `POD_NAME` from the downward API and
+    `OPERATOR_NAME`) runs before any server starts, webhooks included: the info note says
+    a standby serves nothing, and that with a probe a rolling update waits forever for the
+    old pod's lease (use `strategy: Recreate`). A container with a
     `startupProbe` is told only the half that applies: it keeps traffic when it stops serving.
     Nor the one pod of a data store or of a server with local data (as for SVD204) that is
     its Services' only backend: no other pod holds that data, so a probe has nowhere to
@@ -140,19 +144,33 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             continue  # no other pod to send to: a probe cannot route around it
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
             continue  # a standby's app does not run: its startupProbe keeps it out
-        if leader and any(every_replica_server(inventory, s, (c,)) for s, _ in target.sent):
+        waits = waits_for_lease(c)  # serves nothing until elected: webhooks neither
+        if (
+            leader
+            and not waits
+            and any(every_replica_server(inventory, s, (c,)) for s, _ in target.sent)
+        ):
             leader = None  # a webhook's server: every replica serves it (juicefs-csi-driver)
         if leader:
             yield Hit(
                 w,
                 f"container {c.name!r} behind Service {service_names(inventory, w)} is "
-                f"leader-elected ({leader}) and has no readinessProbe: if only the elected "
-                f"leader serves port {port}, the Service also sends requests to the standby "
-                "replicas, which do not answer them",
+                f"leader-elected ({leader}) and has no readinessProbe: "
+                + (
+                    f"a standby serves nothing on port {port} until elected, yet the Service "
+                    "sends requests to it"
+                    if waits
+                    else f"if only the elected leader serves port {port}, the Service also "
+                    "sends requests to the standby replicas, which do not answer them"
+                ),
                 fix=note(
-                    "# a readinessProbe that passes on the leader only keeps the standbys out; "
-                    "if every replica serves\n# this port, it is the usual missing probe: add "
-                    "one that checks what requests need"
+                    f"# a readinessProbe on port {port} keeps the standbys out; with it a rolling "
+                    "update's new pod waits for\n# the old pod's lease and is never ready: use "
+                    "strategy Recreate"
+                    if waits
+                    else "# a readinessProbe that passes on the leader only keeps the standbys "
+                    "out; if every replica serves\n# this port, it is the usual missing probe: "
+                    "add one that checks what requests need"
                 ),
                 container=c.name,
                 line=c.line,

@@ -119,11 +119,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     `controller-manager-service` that no webhook calls and no container declares a port behind;
     or a headless Service of the members' own ports only, `transport`, `peer`, `gossip`,
     `intra-node`…, peer discovery; or an xDS port, `grpc-xds`, whose Envoys keep their last
-    configuration while the stream is down; or an exporter's, cAdvisor's, kube-state-metrics'
-    or an ingress default backend's), and no route sends to it: a scraper that misses one
-    scrape is no failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name
-    no container declares, or a number a stock image as shipped does not listen on, or a port
-    its server leaves off by default: Kong's ingress controller's admission port without
+    configuration while the stream is down; or an exporter's, cAdvisor's, kube-state-metrics' or
+    an ingress default backend's), and no route sends to it: a scraper that misses one scrape is
+    no failed request), nor containers the Service cannot reach (SVD205: a `targetPort` name no
+    container declares, or a number a stock image as shipped does not listen on, or a port its
+    server leaves off by default: Kong's ingress controller's admission port without
     `--admission-webhook-listen`), nor behind Services whose only clients are admission webhooks
     with `failurePolicy: Ignore` (the API server then admits without them; the VPA admission
     controller, Kubeflow Pipelines' cache server, numaflow's and Argo Events' webhooks register
@@ -627,8 +627,9 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     the pods keep local state, as for SVD204 (a claim that attaches to one node, a
     single-instance server, a node's daemon reached through a hostPath socket), where a
     second pod would split the state or reach another node's daemon, or the app runs under
-    k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`: a surge pod would wait for the lease
-    the old pod holds), or another workload's pods behind the same Service keep serving
+    k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) or operator-sdk's leader-for-life
+    election (`POD_NAME` and `OPERATOR_NAME`; a surge pod would wait for the lease the old
+    pod holds), or another workload's pods behind the same Service keep serving
     meanwhile (a canary beside its stable track, bare Pods beside a Deployment). A
     DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
     it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with

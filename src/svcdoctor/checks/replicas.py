@@ -28,6 +28,7 @@ from svcdoctor.checks.state import (
     leader_elected,
     local_state,
     unknown_election,
+    waits_for_lease,
 )
 from svcdoctor.model import Autoscaler, Cause, Container, Inventory, Service, Severity, Workload
 from svcdoctor.model.inventory import file_distance, related
@@ -206,8 +207,20 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     # a webhook's or metrics Service reaches servers every replica runs; another reaches a
     # manager's other servers, which only the leader runs
     leader = None
-    if not every_replica_server(inventory, svc, containers):
+    waits = any(waits_for_lease(c) for c in containers)  # not even webhooks on standbys
+    if waits or not every_replica_server(inventory, svc, containers):
         leader = next((f for c in containers if (f := leader_elected(c, other_servers=True))), None)
+    if leader is not None and waits:
+        return Hit(
+            svc,
+            f"{single} of a leader-elected server ({leader}): a standby serves nothing until "
+            "the leader is gone, so a second replica is a standby, not a second backend",
+            fix=note(
+                "# an availability note, not a fix: replicas: 2 adds a standby that takes over "
+                "once the leader is gone,\n# not a second backend"
+            ),
+            severity=Severity.INFO,
+        )
     if leader is not None:
         return Hit(
             svc,

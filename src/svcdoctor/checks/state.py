@@ -93,10 +93,30 @@ _EVERY_REPLICA_SERVES = re.compile(
 _FALSE = frozenset({"false", "0", "no", "off"})
 
 
+# operator-sdk before 1.0 scaffolded leader-for-life election: its main.go calls
+# operator-lib's leader.Become before it starts the manager (webhooks and all), which reads
+# POD_NAME from the downward API, beside the OPERATOR_NAME its deploy/operator.yaml sets; a
+# standby blocks there, serving nothing, until the leader's pod is gone
+# (https://pkg.go.dev/github.com/operator-framework/operator-lib/leader;
+# https://sdk.operatorframework.io/docs/building-operators/golang/advanced-topics/#leader-election)
+_LEADER_FOR_LIFE = ("POD_NAME", "OPERATOR_NAME")
+
+
 def waits_for_lease(container: Container) -> bool:
-    """Whether the app's process starts only once elected (``_AWAIT_ELECTION``): a standby
-    serves nothing, so a startupProbe keeps it out of the Service."""
-    return dict(container.env).get(_AWAIT_ELECTION, "false").lower() not in _FALSE
+    """Whether the app serves only once elected (``_AWAIT_ELECTION``, ``leader_for_life``):
+    a standby serves nothing, so a startupProbe keeps it out of the Service."""
+    return dict(container.env).get(
+        _AWAIT_ELECTION, "false"
+    ).lower() not in _FALSE or leader_for_life(container)
+
+
+def leader_for_life(container: Container) -> bool:
+    """Whether the container has operator-sdk's leader-for-life signature: POD_NAME from the
+    downward API and OPERATOR_NAME (``_LEADER_FOR_LIFE``), no leader election flag."""
+    pod, operator = _LEADER_FOR_LIFE
+    named = {name for name, _ in container.env} | container.env_refs
+    flagged = any(_LEADER_FLAG.match(w) for w in argv_of(container))
+    return pod in container.env_refs and operator in named and not flagged
 
 
 # An operator by its image's name (`cockroach-operator`), or a controller-runtime manager by
@@ -148,6 +168,8 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
     runs waits for the lease unless it says otherwise: NeedLeaderElection,
     pkg/manager/runnable_group.go in kubernetes-sigs/controller-runtime; banzaicloud/koperator's
     alert server)."""
+    if leader_for_life(container):  # elected before any server starts
+        return "leader-for-life: operator-sdk's POD_NAME and OPERATOR_NAME"
     argv = argv_of(container)
     if not other_servers and (
         any(_EVERY_REPLICA_SERVES.match(word) for word in argv)
