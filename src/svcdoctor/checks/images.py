@@ -134,6 +134,15 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
         if runtime is None or runtime.runtime not in ("node", "python") or runtime.shell:
             return None
         shown, runtime_name = runtime.shown, runtime.runtime
+        if runtime_name == "python" and _module(argv) in _STDLIB_SERVERS:
+            return ImagePid1(
+                f"its image runs {shown!r} as PID 1 ({where}): the standard library's server "
+                "installs no SIGTERM handler (Python installs none by default and the kernel "
+                "gives PID 1 no default action)",
+                where,
+                "# start the image under tini/dumb-init, or serve the files with a server that "
+                "stops at SIGTERM",
+            )
         source = facts.file(next((a for a in argv[1:] if not a.startswith("-")), ""))
     if source is None or _HANDLES.search(source.text):
         return None  # the app file is not in the build context, or it handles SIGTERM
@@ -145,6 +154,22 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
         f"# in {source.path}: handle SIGTERM (stop accepting, finish in-flight requests, "
         "exit), or start the image under tini/dumb-init",
     )
+
+
+# The standard library's servers run with `python -m`: they catch KeyboardInterrupt and
+# install no signal handler (Lib/http/server.py's test(); Python 2's SimpleHTTPServer and
+# CGIHTTPServer: https://docs.python.org/3/library/http.server.html,
+# https://docs.python.org/2/library/simplehttpserver.html)
+_STDLIB_SERVERS = frozenset(
+    {"http.server", "SimpleHTTPServer", "CGIHTTPServer", "xmlrpc.server", "SimpleXMLRPCServer"}
+)
+
+
+def _module(argv: list[str]) -> str | None:
+    """The module of `python -m MODULE …`, or ``None``."""
+    if "-m" in argv[:-1]:
+        return argv[argv.index("-m") + 1]
+    return None
 
 
 # A Python script that replaces itself with another program (os.execvp and its kin)
@@ -177,29 +202,29 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     """The image's Dockerfile, in the same repository, starts a PID 1 that ignores SIGTERM.
 
     ## What it does
-    Lint looks for Dockerfiles (`Dockerfile`, `Dockerfile.NAME`, `NAME.Dockerfile`) under
-    the linted directories (a linted file's own directory included) and, inside a git
-    repository, under its root (at most 5000 directory entries; `.git`, `vendor`,
-    `node_modules` and hidden directories skipped). A Dockerfile builds a container's image
-    when a `skaffold.yaml` there builds the image from it (`build.artifacts[]`: `image`,
-    `context`, `docker.dockerfile`) or a shell script or Makefile does (`docker build -t
-    NAME DIR`, `docker buildx build`, `podman build`), or when the image's repository name
-    (`mreferre/yelb-ui:0.7` → `yelb-ui`) equals the Dockerfile's directory name or its
-    `NAME` (a few weaker signals after that: `manifests/dockerfiles.py`); two candidates
-    match neither, nor does a Dockerfile whose final `FROM` is the image itself
-    (`nginx/Dockerfile` `FROM nginx`). A Dockerfile with no `CMD` or `ENTRYPOINT` of its
-    own runs its base image's, when that base is built in the repository too. Without a
-    `command` in the manifest, the final stage's `ENTRYPOINT` and `CMD` (or the
-    manifest's `args`) are PID 1. Flags Service-backed containers (as SVD101) whose PID 1
-    is a shell that stays the app's parent: a shell-form `CMD` whose shell keeps the last
-    command (as SVD105 decides), or a script of the build context whose last command is
-    not `exec`'d (a shell running a script file forks every command); or `node`/`python`
-    running an app file of the build context (or `flask run` serving `FLASK_APP`'s, or a
-    script whose `#!` line names them) that installs no SIGTERM handler (no
-    `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's `run_app`, Quart, terminus,
-    http-terminator or lightship in it). Not flagged: an init in front (`tini`, `dumb-init`),
-    `shareProcessNamespace: true`, a `trap` in the script, an app file not in the context.
-    SVD101 does not fire for such a container: it does not stop at SIGTERM.
+    Lint looks for Dockerfiles (`Dockerfile`, `Dockerfile.NAME`, `NAME.Dockerfile`) under the
+    linted directories (a linted file's own directory included) and, inside a git repository,
+    under its root (at most 5000 directory entries; `.git`, `vendor`, `node_modules` and hidden
+    directories skipped). A Dockerfile builds a container's image when a `skaffold.yaml` there
+    builds the image from it (`build.artifacts[]`: `image`, `context`, `docker.dockerfile`) or a
+    shell script or Makefile does (`docker build -t NAME DIR`, `docker buildx build`, `podman
+    build`), or when the image's repository name (`mreferre/yelb-ui:0.7` → `yelb-ui`) equals the
+    Dockerfile's directory name or its `NAME` (a few weaker signals after that:
+    `manifests/dockerfiles.py`); two candidates match neither, nor does a Dockerfile whose final
+    `FROM` is the image itself (`nginx/Dockerfile` `FROM nginx`). A Dockerfile with no `CMD` or
+    `ENTRYPOINT` of its own runs its base image's, when that base is built in the repository
+    too. Without a `command` in the manifest, the final stage's `ENTRYPOINT` and `CMD` (or the
+    manifest's `args`) are PID 1. Flags Service-backed containers (as SVD101) whose PID 1 is a
+    shell that stays the app's parent: a shell-form `CMD` whose shell keeps the last command (as
+    SVD105 decides), or a script of the build context whose last command is not `exec`'d (a
+    shell running a script file forks every command); or `node`/`python` running an app file of
+    the build context (or `flask run` serving `FLASK_APP`'s, or a script whose `#!` line names
+    them) that installs no SIGTERM handler (no `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's
+    `run_app`, Quart, terminus, http-terminator or lightship in it), or `python -m` running a
+    server of the standard library (`http.server`, `SimpleHTTPServer`), which installs none. Not
+    flagged: an init in front (`tini`, `dumb-init`), `shareProcessNamespace: true`, a `trap` in
+    the script, an app file not in the context. SVD101 does not fire for such a container: it
+    does not stop at SIGTERM.
 
     ## Why it matters
     The kernel delivers a signal to a PID namespace's init only if it installed a handler;
