@@ -9,6 +9,7 @@ from dataclasses import replace
 from svcdoctor.checks._scripts import SHELLS
 from svcdoctor.checks._serving import (
     NO_SHELL_IMAGE,
+    argv_of,
     backed,
     carries_requests,
     container_drain,
@@ -130,26 +131,27 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     theirs so at run time), nor NFS and SMB servers (kernel mounts retry by themselves): a delay
     fixes nothing there. When the grace period is also too short for the longest request, the
     message and the fix say so (SVD102 then stays quiet). Nor are Cassandra and ScyllaDB members
-    behind headless Services only (their drivers find the ring's members and follow them, the
-    Service only seeds them). Nor are containers whose image's Dockerfile, in the same
-    repository, starts a PID 1 that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID
-    1 the manifest starts (SVD116: `node app.js`) is flagged as an `info`: whether the app
-    installs a handler is not in the manifest, and an app that does stops at SIGTERM. The only
-    pod of a workload whose rollout removes it before a replacement is ready (one replica with
-    `strategy: Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no
-    endpoint takes over while it stops, so today a delay only moves the outage SVD106 reports;
-    once SVD106's fix lets a replacement take over, the delay is due (fixed together, they leave
-    no race); it is not flagged where stopping first is deliberate (a data store, pods that keep
-    local state, or an app k8s-await-election starts once elected, which SVD106 leaves alone
-    too), nor where such a single pod rolls with a surge: a surge pod of a data store or of a
-    server keeping data of its own (not a controller's role, which the surge pod takes over)
-    cannot hold the same volume at once (a PostgreSQL Deployment on a ReadWriteOnce claim) or
-    starts empty (a MongoDB without a volume, an in-memory Jaeger): no replacement that holds
-    the data takes over, and persisting the data is the owner's fix, not a delay. The same for
-    the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare Pod:
-    SVD204). Only where no other workload's pods serve behind the same Service: with them, the
-    race is there today (a warning). A container whose `sh -c` keeps SIGTERM from the app
-    (SVD105) is an `info` too: it serves until SIGKILLed, until SVD105's fix execs it.
+    and MongoDB replica set members (`--replSet`) behind headless Services only (their drivers
+    find the members and follow them, the Service only seeds them). Nor are containers whose
+    image's Dockerfile, in the same repository, starts a PID 1 that ignores SIGTERM (SVD117:
+    they do not stop at SIGTERM). A PID 1 the manifest starts (SVD116: `node app.js`) is flagged
+    as an `info`: whether the app installs a handler is not in the manifest, and an app that
+    does stops at SIGTERM. The only pod of a workload whose rollout removes it before a
+    replacement is ready (one replica with `strategy: Recreate` or `maxUnavailable: 1`, or a
+    one-replica StatefulSet) is an `info`: no endpoint takes over while it stops, so today a
+    delay only moves the outage SVD106 reports; once SVD106's fix lets a replacement take over,
+    the delay is due (fixed together, they leave no race); it is not flagged where stopping
+    first is deliberate (a data store, pods that keep local state, or an app k8s-await-election
+    starts once elected, which SVD106 leaves alone too), nor where such a single pod rolls with
+    a surge: a surge pod of a data store or of a server keeping data of its own (not a
+    controller's role, which the surge pod takes over) cannot hold the same volume at once (a
+    PostgreSQL Deployment on a ReadWriteOnce claim) or starts empty (a MongoDB without a volume,
+    an in-memory Jaeger): no replacement that holds the data takes over, and persisting the data
+    is the owner's fix, not a delay. The same for the only pod of a kind that never rolls (a
+    ReplicaSet, ReplicationController or bare Pod: SVD204). Only where no other workload's pods
+    serve behind the same Service: with them, the race is there today (a warning). A container
+    whose `sh -c` keeps SIGTERM from the app (SVD105) is an `info` too: it serves until
+    SIGKILLed, until SVD105's fix execs it.
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the
@@ -275,14 +277,27 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
 # https://docs.datastax.com/en/developer/java-driver/4.17/manual/core/load_balancing/ ,
 # ScyllaDB's drivers are their forks): a headless Service only seeds them.
 _RING_STORE = re.compile(r"(^|/)(cassandra|scylla|scylladb/scylla)(:|@|$)")
+# ...and a MongoDB replica set's members (`mongod --replSet`): its drivers discover the set
+# from the seed list and monitor each member, sending writes to the primary they find
+# (the drivers' Server Discovery and Monitoring specification:
+# https://github.com/mongodb/specifications/blob/master/source/server-discovery-and-monitoring/server-discovery-and-monitoring.md)
+_MONGO = re.compile(r"(^|/)(mongo|mongodb/mongodb-(community|enterprise)-server)(:|@|$)")
 
 
 def _ring_member(inventory: Inventory, w: Workload, c: Container) -> bool:
-    """Whether the container is a ring store's member reached only through headless
-    Services (peer discovery), which no client sends requests through."""
+    """Whether the container is a ring store's or a MongoDB replica set's member reached
+    only through headless Services (peer discovery), which no client sends requests
+    through."""
     services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
     image = c.image.split("@", 1)[0]
-    return bool(services) and all(s.headless for s in services) and bool(_RING_STORE.search(image))
+    replica_set = bool(_MONGO.search(image)) and any(
+        a == "--replSet" or a.startswith("--replSet=") for a in " ".join(argv_of(c)).split()
+    )
+    return (
+        bool(services)
+        and all(s.headless for s in services)
+        and (bool(_RING_STORE.search(image)) or replica_set)
+    )
 
 
 def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: str | None) -> str:
