@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import PurePath
 
@@ -273,7 +274,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     the apex Service of an SMI
     TrafficSplit gets its traffic sent to the split's backends by the mesh; a Service that
     targets a distinctive port name a workload beside it declares has that workload's pods,
-    labelled at run time by their operator (Longhorn's webhooks): none of these is flagged.
+    labelled at run time by their operator (Longhorn's webhooks); a selector whose labels
+    but one match a workload's pods, that one naming a role a pod takes at run time and
+    labels itself with (`boskos-leader: "true"`, `role: primary`): none of these is flagged.
     Nor is a Service in kubebuilder's placeholder namespace `system` whose pods a workload
     of the inputs makes in another namespace (a scaffold option left out of the build keeps
     the placeholder that kustomize replaced in its workload's files).
@@ -327,6 +330,7 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
             or _pods_made(inventory, svc)
             or _split_apex(inventory, svc)
             or _port_declared(inventory, svc)
+            or _runtime_role(inventory, svc)
         ):
             continue
         selector = ", ".join(f"{k}={v}" for k, v in svc.selector.items())
@@ -416,6 +420,32 @@ def _parts(folder: str) -> tuple[str, ...]:
 # zalando/patroni kubernetes/patroni_k8s.yaml's `patronidemo` Service). Alone, `role` is an
 # app's own label (the guestbook's `role: leader`).
 _PATRONI_ROLES = frozenset({"master", "primary", "replica", "standby_leader"})
+
+
+# A role a pod takes at run time and labels itself with: the elected leader (boskos labels
+# its leader `boskos-leader: "true"` for its Service: cmd/boskos/boskos.go's
+# --leader-label-key of kubernetes-sigs/boskos), a primary or master (Redis and database
+# failover sidecars relabel the pod they promote)
+_ROLE_KEY = re.compile(r"(^|[-_./])(leader|is-leader|role|primary|master|active)$", re.IGNORECASE)
+_ROLE_VALUE = frozenset({"true", "yes", "leader", "master", "primary", "active"})
+
+
+def _runtime_role(inventory: Inventory, svc: Service) -> bool:
+    """Whether the Service selects a workload's pods but for one label naming a role the
+    pods take at run time (``_ROLE_KEY`` set to ``_ROLE_VALUE``): the elected one labels
+    itself, so the Service reaches it then."""
+    assert svc.selector is not None
+    roles = [k for k, v in svc.selector.items() if _ROLE_KEY.search(k) and v.lower() in _ROLE_VALUE]
+    for key in roles:
+        rest = {k: v for k, v in svc.selector.items() if k != key}
+        if rest and any(
+            key not in w.template.labels
+            and same_namespace(w.ref.namespace, svc.ref.namespace)
+            and selector_matches(rest, w.template.labels)
+            for w in inventory.workloads
+        ):
+            return True
+    return False
 
 
 def _operator_selector(selector: dict[str, str]) -> bool:
