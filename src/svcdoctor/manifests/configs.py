@@ -6,7 +6,8 @@ process, and ``sqlite3`` in a file of the pod; "two or more instances would have
 inconsistent data" (https://dexidp.io/docs/configuration/storage/ lists memory and SQLite3
 as not for production or high availability; Argo CD's Dex:
 https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/). Only
-ConfigMaps whose data holds both ``issuer`` and ``storage`` are parsed.
+ConfigMaps whose data holds both ``issuer`` and ``storage`` are parsed. So is a SPIRE
+server.conf whose ``DataStore "sql"`` is sqlite3: the pod keeps its CA and registrations.
 """
 
 from __future__ import annotations
@@ -34,14 +35,26 @@ def _config_data(root: yaml.Node) -> tuple[tuple[str, str], list[tuple[str, str]
 
 
 def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
-    """The ConfigMap's (namespace, name) and why a Dex reading it keeps local state."""
+    """The ConfigMap's (namespace, name) and why a Dex or a SPIRE server reading it keeps
+    local state."""
     if (found := _config_data(root)) is None:
         return None
     ref, items = found
     for _, text in items:
         if "issuer" in text and "storage" in text and (why := _dex_storage(text)):
             return ref, why
+        if _SPIRE_SQLITE.search(text):
+            return ref, "SPIRE's server.conf keeps its datastore in SQLite in the pod"
     return None
+
+
+# A SPIRE server's DataStore "sql" plugin on sqlite3 keeps registrations and its CA state in
+# the pod's own file; servers of one trust domain share one MySQL or PostgreSQL datastore
+# (https://spiffe.io/docs/latest/deploying/spire_server/#plugin-types,
+# https://spiffe.io/docs/latest/architecture/scaling_spire/)
+_SPIRE_SQLITE = re.compile(
+    r'DataStore\s+"sql"\s*\{[^{}]*plugin_data\s*\{[^{}]*database_type\s*=\s*"sqlite3"'
+)
 
 
 def _text(node: yaml.Node | None) -> str:

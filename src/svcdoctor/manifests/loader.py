@@ -396,8 +396,9 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
                 # file's other documents are still read
                 del objects[mark[0] :]
                 result.documents, result.skipped = mark[1:]
-                if (kind := kind_of(root)) and not (consulted(*kind) or reads(kind[0])):
-                    result.documents += 1  # no check reads it (a Secret to fill in by hand)
+                kind = kind_of(root)
+                if kind and (kind[0] == "Namespace" or not (consulted(*kind) or reads(kind[0]))):
+                    result.documents += 1  # no check reads it (a Secret; a Namespace: labels)
                     continue
                 if lines is None:
                     result.problems.append(
@@ -441,8 +442,7 @@ def _after_broken_document(
 
     A templated document is SVD002 and the documents after it are read. A file that names
     no ``apiVersion`` or ``kind`` anywhere is no manifest (a JSON-with-comments config, a
-    JSON Lines data file): it is skipped, not an input error. Otherwise: SVD001.
-    """
+    JSON Lines data file): it is skipped, not an input error. Otherwise: SVD001."""
     mark = error.problem_mark if isinstance(error, yaml.MarkedYAMLError) else None
     line = (mark.line + 1) if mark else 1
     if not _KUBERNETES_WORDS.search(text) or not _KIND_WORD.search(text):
