@@ -218,8 +218,8 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
 # vsphere-csi-driver's `prometheus-sync` and `prometheus-csi`).
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
-    r"(^|[-_])(metrics|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
-    r"probes?|healthz?|livez|readyz|dummy|placeholder)$"
+    r"(^|[-_])(metrics?|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
+    r"probes?|healthz?|livez|readyz|dummy|placeholder)([-_]port)?$"  # crane's `health-metric-port`
     r"|^(metrics|profiling|pprof|prometheus)([-_]|port$)",  # `metricsport`: the ACK controllers'
     re.IGNORECASE,
 )
@@ -328,10 +328,12 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
 # (https://prometheus.io/docs/instrumenting/exporters/; https://github.com/google/cadvisor;
 # https://github.com/kubernetes/kube-state-metrics); and an ingress controller's default
 # backend answers 404 to the requests no Ingress rule matches
-# (https://kubernetes.github.io/ingress-nginx/user-guide/default-backend/)
+# (https://kubernetes.github.io/ingress-nginx/user-guide/default-backend/); and Locust, a
+# load generator, serves its web UI to the person running the test and its port to its own
+# workers, which reconnect (https://docs.locust.io/en/stable/running-distributed.html)
 _METRICS_SERVER = re.compile(
     r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
-    r"kube-state-metrics|defaultbackend(-(amd|arm)64)?)(:|@|$)"
+    r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|locustio/locust)(:|@|$)"
 )
 
 
