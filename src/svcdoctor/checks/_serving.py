@@ -308,12 +308,15 @@ _SCAFFOLD_SERVICE = re.compile(r"(^|-)controller-manager-service$")
 
 def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
     """Whether the Service is kubebuilder v1's leftover webhook Service (``_SCAFFOLD_SERVICE``):
-    no webhook calls it, and no container behind it declares a port."""
+    no webhook calls it, and no container behind it declares a port it targets (its
+    443; the manager's webhook server, when on, makes a Service of its own for its port:
+    multi-tenancy's VirtualCluster manager declares 9876)."""
     backends = inventory.targeted(service)
+    containers = [c for w in backends for c in w.template.containers]
     return (
         bool(_SCAFFOLD_SERVICE.search(service.ref.name))
         and bool(backends)
-        and not any(c.ports for w in backends for c in w.template.containers)
+        and not any(serves(c, p.target) for c in containers for p in service.ports)
         and not webhook_calls(inventory, service)
     )
 
