@@ -117,7 +117,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port or
     target name, or a kube-rbac-proxy port whose upstream is the pod's `--metrics-bind-address`,
     or the prometheus-operator's own port, which no webhook calls, or kubebuilder v1's leftover
-    `controller-manager-service` that no webhook calls and no container declares the port of; or
+    `controller-manager-service` that no webhook calls and whose port no container declares; or
     a headless Service of the members' own ports only, `transport`, `peer`, `gossip`,
     `intra-node`…, peer discovery; or an xDS port, `grpc-xds`, whose Envoys keep their last
     configuration while the stream is down; or an exporter's, cAdvisor's, kube-state-metrics',
