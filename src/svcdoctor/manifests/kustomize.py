@@ -1,29 +1,30 @@
 """The labels and namespace a ``kustomization.yaml`` among the inputs gives the objects it
 builds.
 
-A kustomize base often leaves the label that ties a Service to its pods to the
-kustomization (``commonLabels``, or ``labels`` with ``includeSelectors: true``): linted as
-files, the Service's selector and the pod template do not meet, though ``kustomize build``
-makes them. The loader reads each kustomization it meets; ``build_inventory`` adds its
-labels to the Services and workloads of its build, as kustomize's label transformer does
+A kustomize base often leaves the label that ties a Service to its pods to the kustomization
+(``commonLabels``, or ``labels`` with ``includeSelectors: true``): linted as files, the
+Service's selector and the pod template do not meet, though ``kustomize build`` makes them.
+The loader reads each kustomization it meets; ``build_inventory`` adds its labels to the
+Services and workloads of its build, as kustomize's label transformer does
 (https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/labels/,
-https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/commonlabels/).
-Its ``namespace`` is applied too (Services and pods meet in it). A kustomization that sets
-none leaves its namespace-less objects to the namespace they are applied into: when every
-object it builds that names a namespace names the same one, its namespace-less objects are
-placed there too (hashicorp/vault-k8s deploy/: a Service in ``vault``, its Deployment
-without a namespace). A folder no kustomization builds places its namespace-less objects
-as ``manifests.folders`` says. Files no kustomization lists keep their own namespace (a scaffold
-option left out, such as kubebuilder's webhook Service in ``system``, is not installed, so
-it is not moved beside what is), nor is a file in a directory whose own kustomization
-does not list it. Strategic-merge patches are merged into the workload or Service they
-name (not a test or development overlay's: a variant); a patch of any other kind is no object, and a fragment no kustomization lists (no image)
-beside the workload it patches is none either. Objects of a file its folder's kustomization
-leaves out (a commented-out option) are not installed: they are left out, and so are the
-objects only a kustomization builds that another lists in a comment (kubebuilder's
-``#- ../webhook`` in config/default) and nothing else includes. A Component's
-namespace and labels reach what each kustomization including it builds. Nothing else of the
-kustomization (name prefixes, generators) is applied.
+https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/commonlabels/). Its
+``namespace`` is applied too (Services and pods meet in it). A kustomization that sets none
+leaves its namespace-less objects to the namespace they are applied into: when every object
+it builds that names a namespace names the same one, its namespace-less objects are placed
+there too (hashicorp/vault-k8s deploy/: a Service in ``vault``, its Deployment without a
+namespace). A folder no kustomization builds places its namespace-less objects as
+``manifests.folders`` says. Files no kustomization lists keep their own namespace (a
+scaffold option left out, such as kubebuilder's webhook Service in ``system``, is not
+installed, so it is not moved beside what is), nor is a file in a directory whose own
+kustomization does not list it. Strategic-merge patches are merged into the workload or
+Service they name (not a test or development overlay's: a variant); a patch of any other
+kind is no object, and a fragment no kustomization lists (no image) beside the workload it
+patches is none either. Objects of a file its folder's kustomization leaves out (a
+commented-out option) are not installed: they are left out, and so are the objects only a
+kustomization builds that another lists in a comment (kubebuilder's ``#- ../webhook`` in
+config/default) and nothing else includes. A Component's namespace and labels reach what
+each kustomization including it builds. Nothing else of the kustomization (name prefixes,
+generators) is applied.
 """
 
 from __future__ import annotations
