@@ -761,3 +761,16 @@ def test_a_namespace_its_tooling_names_is_no_template_problem(tmp_path: Path) ->
     result = load([str(tmp_path)])
     assert result.problems == []
     assert result.documents == 1
+
+
+def test_an_escaped_template_value_is_no_invalid_field(tmp_path: Path) -> None:
+    """conduit-operator's config/: kustomize sources a Makefile turns into Helm templates
+    escape their actions (`\\{\\{- include "op.selectorLabels" . \\}\\}`): a value a tool
+    fills in, not a selector of the wrong type (judge94 X1)."""
+    (tmp_path / "service.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: op-webhook}\nspec:\n"
+        "  ports: [{port: 443, targetPort: 9443}]\n"
+        '  selector:\n    \\{\\{- include "op.selectorLabels" . \\}\\}\n'
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert inventory.problems == ()

@@ -104,8 +104,10 @@ class Fields:
 
 
 def templated(value: str) -> bool:
-    """Whether a value holds a template action a tool fills in before it is applied."""
-    return "{{" in value and "}}" in value
+    """Whether a value holds a template action a tool fills in before it is applied (also
+    escaped, ``\\{\\{ … \\}\\}``: a kustomize source a build turns into Helm templates)."""
+    plain = value.replace("\\{", "{").replace("\\}", "}")
+    return "{{" in plain and "}}" in plain
 
 
 def text_of(value: Any) -> str:
