@@ -1,5 +1,6 @@
-"""Shared facts for the serving checks: which containers serve, which Services carry
-requests, and fix snippets (how a shell runs a script: ``checks._scripts``)."""
+"""Shared facts for the serving checks: which containers serve and which Services carry
+requests (how a shell runs a script: ``checks._scripts``; shutdown facts and fix snippets:
+``checks._shutdown``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,9 @@ import re
 from collections.abc import Callable, Sequence
 
 from svcdoctor.checks._scripts import SHELLS, SimpleCommand, parse_script, shell_script
-from svcdoctor.checks.settings import Drain, Settings, flag_value
-from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload, remedy
-from svcdoctor.model.hops import Hop
+from svcdoctor.checks.settings import flag_value
+from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload
 from svcdoctor.model.inventory import components, related
-from svcdoctor.model.path import Paths, trace_paths
 from svcdoctor.model.route import Route
 
 # Programs that never listen: a container running only these serves nothing (a pod kept
@@ -202,9 +201,22 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     called = [
         p for s in services if not scrape_only(s) for p in s.ports if not uncalled(p)
     ] or ports
-    wanted = [p.target for p in called]
-    matched = tuple(c for c in containers if any(serves(c, t) for t in wanted))
+    servers = {_server(workload.template.containers, p.target) for p in called}
+    matched = tuple(c for c in containers if c.name in servers)
     return matched or (containers[0],)
+
+
+def _server(containers: Sequence[Container], target: int | str) -> str | None:
+    """The container that gets a Service port's traffic: a name resolves to the number of
+    the first container declaring it (the endpoint controller's FindPort,
+    pkg/api/v1/pod/util.go in kubernetes/kubernetes), and one container of the pod binds a
+    number: the first that declares it (a sidecar that copies the app's containerPort,
+    git-sync's in box/kube-applier, does not listen on it)."""
+    number = target
+    if isinstance(target, str):
+        named = (p.number for c in containers for p in c.ports if p.name == target)
+        number = next(named, None) or target
+    return next((c.name for c in containers if serves(c, number)), None)
 
 
 # Ports no client sends requests to: a scraper's (Prometheus' conventions: `metrics`,
@@ -226,7 +238,7 @@ _SCRAPE_PORT = re.compile(
 # A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`
 # with its one `https` port: config/default/metrics_service.yaml of its scaffold,
 # https://book.kubebuilder.io/reference/metrics) whose ports have no name of their own.
-_SCRAPE_SERVICE = re.compile(r"[-_](metrics|monitoring|exporter)([-_](service|svc))?$")
+_SCRAPE_SERVICE = re.compile(r"(^|[-_])(metrics|monitoring|exporter)([-_](service|svc))?$")
 # ... or labelled as one (`app.kubernetes.io/component: exporter`, kube-prometheus'
 # node-exporter: https://github.com/prometheus-operator/kube-prometheus manifests)
 _SCRAPE_COMPONENTS = frozenset({"metrics", "exporter"})
@@ -382,8 +394,9 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
     """Whether every port of the Service targets, by number, a container port whose name
     says metrics, profiling or probes (``_SCRAPE_PORT``) in each pod it selects: an unnamed
     Service port `29644` to the container port named `metrics` (deploy/csi-smb-controller.yaml
-    and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb); or a
-    kube-rbac-proxy in front of the pod's metrics (``proxies_metrics``)."""
+    and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb); or the port
+    a controller-runtime manager's ``--metrics-bind-address`` sets; or a kube-rbac-proxy in
+    front of the pod's metrics (``proxies_metrics``)."""
     workloads = inventory.targeted(service)
     if not workloads or not service.ports:
         return False
@@ -395,6 +408,7 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
             for cp in c.ports
         )
         or proxies_metrics(w, p.target)
+        or any(p.target == flag_port(argv_of(c), *METRICS_FLAGS) for c in w.template.containers)
         for p in service.ports
         for w in workloads
     )
@@ -653,142 +667,3 @@ def only_backend(inventory: Inventory, workload: Workload) -> bool:
 
 def service_names(inventory: Inventory, workload: Workload) -> str:
     return ", ".join(dict.fromkeys(s.ref.name for s in inventory.services_of(workload)))
-
-
-def seconds(value: float) -> int:
-    """Whole seconds, rounded up (the API takes integers)."""
-    return remedy.seconds(value)
-
-
-def container_drain(settings: Settings, workload: Workload, container: Container) -> Drain | None:
-    """How long the container's app keeps serving after SIGTERM (``Settings.drain_of``)."""
-    argv = (*container.command, *container.args)
-    return settings.drain_of(
-        workload.ref.kind,
-        workload.ref.name,
-        container.image,
-        argv,
-        container.config_drain,
-        dict(container.env),
-        container.probe_headers,
-    )
-
-
-def has_shell(container: Container) -> bool | None:
-    """``False`` for images known to ship no shell, else unknown."""
-    return False if NO_SHELL_IMAGE.search(container.image) else None
-
-
-def shutdown_facts(
-    workload: Workload,
-    container: Container,
-    settings: Settings,
-    current_prestop: float | None = None,
-    window: float | None = None,
-    *,
-    drain: bool = True,
-    shell: bool | None = None,
-    longest_request: float | None = None,
-) -> remedy.ShutdownFacts:
-    """What the remedy model knows of a serving container under lint's assumptions:
-    ``window`` the race window to cover (``--propagation-seconds`` by default), the app's
-    own drain from ``drains`` (unless ``drain`` is false), its probes, ``shell`` when the
-    caller knows the image has a shell or not, ``longest_request``
-    (``--max-request-seconds``)."""
-    found = container_drain(settings, workload, container)
-    hop_window, window_hop, sidecar_drain = _path_facts(workload, settings, window)
-    return remedy.ShutdownFacts(
-        window_seconds=settings.propagation_seconds if window is None else window,
-        source=remedy.WindowSource.ASSUMED,
-        longest_request_seconds=(
-            settings.max_request_seconds if longest_request is None else longest_request
-        ),
-        margin_seconds=settings.margin_seconds,
-        drain_seconds=found.seconds if found is not None and drain else 0.0,
-        kube_version=settings.kube_version,
-        current_prestop_seconds=current_prestop,
-        current_grace_seconds=workload.template.effective_grace_seconds,
-        has_shell=has_shell(container) if shell is None else shell,
-        readiness=container.readiness,
-        liveness=container.liveness,
-        hop_window_seconds=hop_window,
-        window_hop=window_hop,
-        sidecar_drain_seconds=sidecar_drain,
-    )
-
-
-def _path_facts(
-    workload: Workload, settings: Settings, window: float | None
-) -> tuple[float | None, str, float | None]:
-    """From the run's paths: the leg of the slowest hop in front of the workload when it is
-    slower than the cluster's propagation (and the window is lint's assumption), the hop's
-    name, and how long the pod's own proxy drains (a native sidecar outlives the app)."""
-    paths = settings.paths
-    if paths is None:
-        return None, "", None
-    hop = paths.slower_than(workload, settings.propagation_seconds) if window is None else None
-    hop_window, name = (hop.leg.seconds, hop.name) if hop else (None, "")
-    sidecar = paths.sidecar(workload)
-    drain = sidecar.drain.seconds if sidecar and sidecar.drain and not sidecar.native else None
-    return hop_window, name, drain
-
-
-def run_paths(inventory: Inventory, settings: Settings) -> Paths:
-    """The run's paths: traced once by ``run_checks``, or here for a rule run alone."""
-    return settings.paths or trace_paths(inventory, settings.path_settings)
-
-
-def readiness_first(hop: Hop | None, sleep: int | None = None) -> str:
-    """``problem.md``'s complementary tactic, as comment lines: readiness flipped to failing
-    first, by the app's own shutdown endpoint called from a preStop ``httpGet`` (the kubelet
-    waits for the answer before SIGTERM: no shell needed). For a load balancer that
-    health-checks its targets (``hop``) it stops sending once its check fails (interval x
-    unhealthy threshold), sooner than deregistration when the check is tight (Google's KB on
-    NEG 502s: tighter health checks); to kube-proxy a terminating pod is not ready already."""
-    if hop is None:
-        wait = f"{sleep} s" if sleep else "the propagation time"
-        return (
-            "\n# or, with no sleep in the image: a preStop httpGet to an endpoint of the app "
-            f"that fails its readiness, waits {wait}, then answers (SIGTERM waits for it)"
-        )
-    return (
-        f"# {hop.label} health-checks its targets: a preStop httpGet to the app's own shutdown "
-        "endpoint (it fails\n# that check, then answers after the sleep) takes the pod out "
-        "after the check's interval x unhealthy\n# threshold, sooner than deregistration when "
-        "the check is tight; kube-proxy gains nothing (a terminating\n# pod is not ready to it "
-        "already)\n"
-    )
-
-
-def sleep_note(settings: Settings) -> str:
-    if settings.native_sleep() is None:
-        return (
-            "\n# lifecycle.preStop.sleep needs Kubernetes >= 1.30 (GA in 1.34); on older "
-            "clusters use\n#   exec: {command: [sh, -c, 'sleep N']}  (pass --kubernetes-version)"
-        )
-    return ""
-
-
-def daemon_gap(w: Workload, services: list[Service]) -> str | None:
-    """How a DaemonSet's rolling update leaves a Service without its pods: all nodes at
-    once (``maxUnavailable: 100%``), or, when the Service keeps a node's external traffic on
-    the node's own pod (``externalTrafficPolicy: Local``), each node while its one pod is
-    replaced (``maxSurge`` 0, the default, deletes before it creates; a pod with a hostPort
-    cannot surge: two cannot bind one node's port, so it is not flagged)."""
-    if w.strategy != "RollingUpdate":  # OnDelete: nothing rolls by itself
-        return None
-    if w.max_unavailable == "100%":
-        return "maxUnavailable 100% replaces every pod of Service {names} at once"
-    local = any(
-        s.type in ("NodePort", "LoadBalancer") and s.external_traffic_policy == "Local"
-        for s in services
-    )
-    hostport = any(p.host for c in w.template.containers for p in c.ports)
-    if local and w.max_surge in (None, 0, "0", "0%") and not hostport:
-        return (
-            "Service {names} keeps each node's external traffic on the node's own pod "
-            "(externalTrafficPolicy Local), and maxSurge 0 deletes that pod before its "
-            "replacement is ready: every rollout drops each node's traffic in turn, unless "
-            "the pod's preStop outlasts the load balancer's health check"
-        )
-    return None

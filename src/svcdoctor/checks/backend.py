@@ -23,9 +23,11 @@ from svcdoctor.checks._serving import (
     serves,
     serves_nothing,
     service_names,
-    shutdown_facts,
     stock_port,
     unreached,
+)
+from svcdoctor.checks._shutdown import (
+    shutdown_facts,
 )
 from svcdoctor.checks.race import lone_keeper
 from svcdoctor.checks.registry import Hit, rule

@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 
 from svcdoctor.checks._serving import (
     racing,
-    seconds,
     serves,
     service_names,
+)
+from svcdoctor.checks._shutdown import (
+    seconds,
     shutdown_facts,
 )
 from svcdoctor.checks.registry import Hit, rule

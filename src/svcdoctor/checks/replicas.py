@@ -230,7 +230,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             fix=note(
                 "# if only the leader serves it, replicas: 2 is a standby (failover after the "
                 "lease, 15 s by\n# default), not a second backend; if every replica serves it, "
-                "it is the fix"
+                f"it is the fix\n{SPLIT_CAVEAT}"
             ),
             severity=Severity.INFO,
         )

@@ -7,9 +7,11 @@ from collections.abc import Iterator
 
 from svcdoctor.checks._serving import (
     carries_requests,
-    run_paths,
     serving_containers,
     serving_targets,
+)
+from svcdoctor.checks._shutdown import (
+    run_paths,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
