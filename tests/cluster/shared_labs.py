@@ -25,7 +25,7 @@ LOAD = "app.kubernetes.io/component=load"
 @dataclass(frozen=True)
 class RaceWatched:
     """``lab serve --scenario race --rollout-at 8``: ``investigate`` (read-only) from the
-    start, and ``scan`` then ``collect --watch 30s`` beside it, as test_live_lab's and
+    start, and ``collect --watch 30s`` and ``scan`` beside it, as test_live_lab's and
     test_investigate's race tests each ran them; then the kubectl plugin's investigate and
     what kubectl lists (``kubectl`` None: kubectl is not installed, with ``why``)."""
 
@@ -63,19 +63,25 @@ def race_watched(tmp: Path) -> RaceWatched:
         command = [*SVCDOCTOR, "investigate", "--kubeconfig", str(kubeconfig), "api", "--out",
                    str(investigated), "--watch-rollout", "30s", "--client-logs", LOAD,
                    "-o", "json"]  # fmt: skip
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        collecting = [*SVCDOCTOR, "collect", "--kubeconfig", str(kubeconfig), "api",
+                      "--out", str(collected), "--watch", "30s", "--client-logs", LOAD,
+                      "-o", "json"]  # fmt: skip
+        # both watch from the start: a scan slowed by a loaded machine must not make
+        # collect begin after the rollout's first deletions (the rollout is at 8 s)
+        procs = [
+            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for argv in (command, collecting)
+        ]
         try:
             before = scan(kubeconfig)
-            collect = svcdoctor(
-                "collect", "--kubeconfig", str(kubeconfig), "api", "--out", str(collected),
-                "--watch", "30s", "--client-logs", LOAD, "-o", "json",
-            )  # fmt: skip
-            out, err = proc.communicate(timeout=240)
+            (out, err), (c_out, c_err) = (p.communicate(timeout=240) for p in procs)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        investigate = subprocess.CompletedProcess(command, proc.returncode, out, err)
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        investigate = subprocess.CompletedProcess(command, procs[0].returncode, out, err)
+        collect = subprocess.CompletedProcess(collecting, procs[1].returncode, c_out, c_err)
         if kubectl is not None:
             plugin = subprocess.run(  # kubectl takes no flag before a plugin's name
                 [str(kubectl), "svcdoctor", "investigate", "api", "--kubeconfig",
