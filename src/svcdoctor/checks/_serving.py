@@ -625,6 +625,32 @@ def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
     ]
 
 
+# Spring Cloud apps that register with a service registry (Eureka, Consul, Nacos) are found
+# through it: their callers (a gateway routing by service id, Feign and LoadBalancer
+# clients) take instances from the registry, which neither the endpoint removal nor a
+# readiness probe changes (https://docs.spring.io/spring-cloud-netflix/reference/spring-cloud-netflix.html,
+# https://docs.spring.io/spring-cloud-consul/reference/discovery.html; JHipster's manifests
+# set these variables)
+_REGISTRY_CLIENT = re.compile(
+    r"^(EUREKA_CLIENT_SERVICE_?URL_\w+|SPRING_CLOUD_CONSUL_HOST|SPRING_CLOUD_NACOS_DISCOVERY_SERVER_?ADDR)$"
+)
+_REGISTRY_OFF = ("EUREKA_CLIENT_ENABLED", "SPRING_CLOUD_CONSUL_DISCOVERY_ENABLED")
+
+
+def registry_found(inventory: Inventory, workload: Workload, container: Container) -> bool:
+    """Whether the container registers with a service registry (``_REGISTRY_CLIENT``, not
+    turned off) and every Service in front of it is a ClusterIP one no route sends to: its
+    clients find its pods in the registry, not through the Service."""
+    env = dict(container.env)
+    names = {*env, *container.env_refs}
+    if not any(_REGISTRY_CLIENT.match(n) for n in names):
+        return False
+    if any(env.get(off, "").lower() == "false" for off in _REGISTRY_OFF):
+        return False
+    services = inventory.services_of(workload)
+    return all(s.type == "ClusterIP" and not routed(inventory, s) for s in services)
+
+
 def fewest_pods(
     inventory: Inventory, workloads: Sequence[Workload], count: Callable[[Workload], int | None]
 ) -> list[tuple[Workload, int | None]]:

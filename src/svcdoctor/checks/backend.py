@@ -19,6 +19,7 @@ from svcdoctor.checks._probes import (
 from svcdoctor.checks._serving import (
     carries_requests,
     racing,
+    registry_found,
     related_targets,
     serves,
     serves_nothing,
@@ -79,7 +80,10 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     `startupProbe` is told only the half that applies: it keeps traffic when it stops serving.
     Nor the one pod of a data store or of a server with local data (as for SVD204) that is
     its Services' only backend: no other pod holds that data, so a probe has nowhere to
-    send requests instead (it turns a refused connection into no endpoint).
+    send requests instead (it turns a refused connection into no endpoint). Nor a Spring
+    Cloud app that registers with Eureka, Consul or Nacos behind ClusterIP Services only
+    (`EUREKA_CLIENT_SERVICE_URL_*`, `SPRING_CLOUD_CONSUL_HOST`): its callers take its pods
+    from the registry, which readiness does not gate (nor, for SVD101, endpoint removal).
     A UDP sink that declares no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd,
     CloudWatch's CSM by port name or number) is not flagged: nothing answers its datagrams,
     and no probe handler can ask it anything (a DNS server answers: it gets the exec-probe
@@ -144,6 +148,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             continue  # a UDP sink (StatsD), or no program an exec probe could run (scratch)
         if lone_keeper(inventory, w):
             continue  # no other pod to send to: a probe cannot route around it
+        if registry_found(inventory, w, c):
+            continue  # its callers take its pods from a registry, which readiness does not gate
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
             continue  # a standby's app does not run: its startupProbe keeps it out
         waits = waits_for_lease(c)  # serves nothing until elected: webhooks neither
