@@ -651,6 +651,15 @@ def registry_found(inventory: Inventory, workload: Workload, container: Containe
     return all(s.type == "ClusterIP" and not routed(inventory, s) for s in services)
 
 
+def not_ready_published(inventory: Inventory, workload: Workload) -> bool:
+    """Whether every Service that carries requests to the workload publishes not-ready
+    addresses (``publishNotReadyAddresses``): its endpoints are the pods, ready or not,
+    until they are deleted, so neither readiness nor a terminating pod's endpoint removal
+    changes where its clients go (peer discovery: Consul's, etcd's, ZooKeeper's)."""
+    services = [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
+    return bool(services) and all(s.publish_not_ready for s in services)
+
+
 def fewest_pods(
     inventory: Inventory, workloads: Sequence[Workload], count: Callable[[Workload], int | None]
 ) -> list[tuple[Workload, int | None]]:

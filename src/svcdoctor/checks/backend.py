@@ -18,6 +18,7 @@ from svcdoctor.checks._probes import (
 )
 from svcdoctor.checks._serving import (
     carries_requests,
+    not_ready_published,
     racing,
     registry_found,
     related_targets,
@@ -84,6 +85,10 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     Cloud app that registers with Eureka, Consul or Nacos behind ClusterIP Services only
     (`EUREKA_CLIENT_SERVICE_URL_*`, `SPRING_CLOUD_CONSUL_HOST`): its callers take its pods
     from the registry, which readiness does not gate (nor, for SVD101, endpoint removal).
+    Nor pods whose every Service publishes not-ready addresses (`publishNotReadyAddresses:
+    true`, peer discovery): its endpoints are every pod, ready or not, terminating too,
+    until it is deleted (ShouldPodBeInEndpoints, pkg/controller/util/endpoint in
+    kubernetes/kubernetes).
     A UDP sink that declares no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd,
     CloudWatch's CSM by port name or number) is not flagged: nothing answers its datagrams,
     and no probe handler can ask it anything (a DNS server answers: it gets the exec-probe
@@ -148,8 +153,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             continue  # a UDP sink (StatsD), or no program an exec probe could run (scratch)
         if lone_keeper(inventory, w):
             continue  # no other pod to send to: a probe cannot route around it
-        if registry_found(inventory, w, c):
-            continue  # its callers take its pods from a registry, which readiness does not gate
+        if registry_found(inventory, w, c) or not_ready_published(inventory, w):
+            continue  # its callers take its pods from a registry, or all pods: no gate
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
             continue  # a standby's app does not run: its startupProbe keeps it out
         waits = waits_for_lease(c)  # serves nothing until elected: webhooks neither

@@ -363,8 +363,7 @@ def _apart(
 ) -> str:
     """Why two of the template's pods cannot run on one node ("" when they can): the node's
     own ports (``hostNetwork`` with container ports, or a ``hostPort``: the scheduler's
-    NodePorts filter), or a required pod anti-affinity on the node's hostname against the
-    template's own labels."""
+    NodePorts filter), or a required pod anti-affinity on the hostname against its labels."""
     if spec and spec.get("hostNetwork") is True and any(c.ports for c in containers):
         return "hostNetwork: they serve on the node's own ports"
     if any(p.host for c in containers for p in c.ports):
@@ -623,6 +622,10 @@ def _service(f: Fields) -> Service:
         annotations=_annotations(f),
         traffic_distribution=f.text(spec, "trafficDistribution", "spec.trafficDistribution"),
         labels=f.labels(f.mapping(f.raw.body, "metadata", "metadata"), "labels", "metadata.labels"),
+        publish_not_ready=f.get(
+            spec, "publishNotReadyAddresses", "spec.publishNotReadyAddresses", bool, "a boolean"
+        )
+        is True,
     )
 
 

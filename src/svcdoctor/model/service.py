@@ -32,6 +32,8 @@ class Service:
     annotations: dict[str, str] = field(default_factory=dict)
     traffic_distribution: str | None = None  # spec.trafficDistribution (PreferClose, ...)
     labels: dict[str, str] = field(default_factory=dict)  # its own (what monitors select)
+    # publishNotReadyAddresses: its endpoints are every pod, ready or not, terminating or not
+    publish_not_ready: bool = False
 
 
 @dataclass(frozen=True, slots=True)
