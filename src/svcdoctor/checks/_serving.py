@@ -155,8 +155,9 @@ def unserved(inventory: Inventory, workload: Workload, container: Container) -> 
 
 # Kong's ingress controller serves admission only when told where: `--admission-webhook-
 # listen` (CONTROLLER_ADMISSION_WEBHOOK_LISTEN) is "off" by default (internal/cmd/rootcmd/
-# config/cli.go in Kong/kubernetes-ingress-controller; its dev-only component turns it on)
-_KONG_CONTROLLER = re.compile(r"(^|/)kong/kubernetes-ingress-controller(:|@|$)")
+# config/cli.go in Kong/kubernetes-ingress-controller; its dev-only component turns it on;
+# so in 0.x, published as bintray's kong-ingress-controller)
+_KONG_CONTROLLER = re.compile(r"(^|/)kong(/kubernetes)?-ingress-controller(:|@|$)")
 
 
 def _admission_off(container: Container, target: int | str) -> bool:
@@ -345,10 +346,13 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
 # backend answers 404 to the requests no Ingress rule matches
 # (https://kubernetes.github.io/ingress-nginx/user-guide/default-backend/); and Locust, a
 # load generator, serves its web UI to the person running the test and its port to its own
-# workers, which reconnect (https://docs.locust.io/en/stable/running-distributed.html)
+# workers, which reconnect (https://docs.locust.io/en/stable/running-distributed.html); and
+# observatorium's thanos-receive-controller and up prober, which serve only their /metrics
+# (cmd/ of observatorium/thanos-receive-controller and observatorium/up)
 _METRICS_SERVER = re.compile(
     r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
-    r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|locustio/locust)(:|@|$)"
+    r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|locustio/locust|"
+    r"observatorium/(thanos-receive-controller|up))(:|@|$)"
 )
 
 
@@ -374,7 +378,8 @@ def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
 # (pires/kubernetes-elasticsearch-cluster es-discovery-svc.yaml).
 _PEER_PORT = re.compile(
     r"(^|[-_])(transport|intra-?node|peers?|gossip|cluster|raft|serf(-lan|-wan)?|discovery|"
-    r"mesh)$|^(mesh|gossip|cluster)[-_](tcp|udp)$",
+    r"mesh|memberlist)$|^(mesh|gossip|cluster)[-_](tcp|udp)$"
+    r"|^(gossip|memberlist)[-_]ring$",  # Loki's and Mimir's memberlist ring (`gossip-ring`)
     re.IGNORECASE,
 )
 
@@ -658,6 +663,31 @@ def not_ready_published(inventory: Inventory, workload: Workload) -> bool:
     changes where its clients go (peer discovery: Consul's, etcd's, ZooKeeper's)."""
     services = [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
     return bool(services) and all(s.publish_not_ready for s in services)
+
+
+# Stores whose drivers find the members themselves and follow their up/down events (the
+# DataStax drivers read system.peers and gossip events after the contact points:
+# https://docs.datastax.com/en/developer/java-driver/4.17/manual/core/load_balancing/ ,
+# ScyllaDB's drivers are their forks): a headless Service only seeds them.
+_RING_STORE = re.compile(r"(^|/)(cassandra|scylla|scylladb/scylla)(:|@|$)")
+# ...and a MongoDB replica set's members (`mongod --replSet`): its drivers discover the set
+# from the seed list and monitor each member, sending writes to the primary they find
+# (the drivers' Server Discovery and Monitoring specification:
+# https://github.com/mongodb/specifications/blob/master/source/server-discovery-and-monitoring/server-discovery-and-monitoring.md)
+_MONGO = re.compile(r"(^|/)(mongo|mongodb/mongodb-(community|enterprise)-server)(:|@|$)")
+
+
+def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
+    """Whether the container's clients find its pods themselves, not through the Service's
+    endpoint removal: a registry's (``registry_found``), every pod's where its Services
+    publish not-ready addresses, or a ring store's or a MongoDB replica set's members
+    behind headless Services only."""
+    services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    image, argv = c.image.split("@", 1)[0], " ".join(argv_of(c)).split()
+    replica_set = _MONGO.search(image) and any(a.split("=")[0] == "--replSet" for a in argv)
+    members = bool(_RING_STORE.search(image) or replica_set) and bool(services)
+    headless = members and all(s.headless for s in services)
+    return headless or registry_found(inventory, w, c) or not_ready_published(inventory, w)
 
 
 def fewest_pods(

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 
 from svcdoctor.checks._scripts import SHELLS
 from svcdoctor.checks._serving import (
     NO_SHELL_IMAGE,
-    argv_of,
     backed,
     carries_requests,
-    not_ready_published,
+    found_by_clients,
     only_backend,
     racing,
-    registry_found,
     service_names,
     unserved,
 )
@@ -33,10 +30,12 @@ from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
 from svcdoctor.checks.state import (
+    ELECT_FIRST,
     SPLIT_CAVEAT,
     data_store,
     keeps_data,
     local_state,
+    unknown_election,
     waits_for_lease,
 )
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
@@ -204,7 +203,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
         hook = c.prestop
         if _delays(c) or unserved(inventory, w, c) or image_pid1(inventory, w, c):
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
-        if _found_by_clients(inventory, w, c) or not_ready_published(inventory, w):
+        if found_by_clients(inventory, w, c):
             continue  # its clients follow a registry or all pods, not the Service's removal
         alone = _lone_pod(inventory, w)
         if (alone and _stops_first_on_purpose(w)) or lone_keeper(inventory, w):
@@ -276,29 +275,6 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             line=hook.line if hook else c.line,
             severity=Severity.INFO if today else None,
         )
-
-
-# Stores whose drivers find the members themselves and follow their up/down events (the
-# DataStax drivers read system.peers and gossip events after the contact points:
-# https://docs.datastax.com/en/developer/java-driver/4.17/manual/core/load_balancing/ ,
-# ScyllaDB's drivers are their forks): a headless Service only seeds them.
-_RING_STORE = re.compile(r"(^|/)(cassandra|scylla|scylladb/scylla)(:|@|$)")
-# ...and a MongoDB replica set's members (`mongod --replSet`): its drivers discover the set
-# from the seed list and monitor each member, sending writes to the primary they find
-# (the drivers' Server Discovery and Monitoring specification:
-# https://github.com/mongodb/specifications/blob/master/source/server-discovery-and-monitoring/server-discovery-and-monitoring.md)
-_MONGO = re.compile(r"(^|/)(mongo|mongodb/mongodb-(community|enterprise)-server)(:|@|$)")
-
-
-def _found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
-    """Whether the container's clients find its pods themselves: a registry's (``registry_found``),
-    or a ring store's or a MongoDB replica set's members behind headless Services only."""
-    services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
-    image, argv = c.image.split("@", 1)[0], " ".join(argv_of(c)).split()
-    replica_set = _MONGO.search(image) and any(a.split("=")[0] == "--replSet" for a in argv)
-    members = bool(_RING_STORE.search(image) or replica_set) and bool(services)
-    headless = members and all(s.headless for s in services)
-    return headless or registry_found(inventory, w, c)
 
 
 def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: str | None) -> str:
@@ -707,7 +683,8 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 "has no ready endpoint during each rollout",
                 fix=_spec_fix(
                     {"replicas": 2, "strategy": rolling} if more else {"strategy": rolling},
-                    "\n".join(filter(None, (apart, SPLIT_CAVEAT if more else ""))),
+                    apart,
+                    *(_second_replica(w) if more else ()),
                 ),
             )
         elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
@@ -716,17 +693,14 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                     w,
                     f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
                     f"{names} is removed before its replacement is ready",
-                    fix=_spec_fix(
-                        {"replicas": 2, "strategy": rolling},
-                        "\n".join(filter(None, (apart, SPLIT_CAVEAT))),
-                    ),
+                    fix=_spec_fix({"replicas": 2, "strategy": rolling}, apart, *_second_replica(w)),
                 )
         elif replicas == 1 and w.ref.kind == "StatefulSet":
             hit = Hit(
                 w,
                 f"a 1-replica StatefulSet deletes its pod before recreating it: Service {names} "
                 "has no endpoint during each rollout",
-                fix=_spec_fix({"replicas": 2}, SPLIT_CAVEAT),
+                fix=_spec_fix({"replicas": 2}, *_second_replica(w)),
             )
         elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
             surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
@@ -796,5 +770,13 @@ def _lone_pod(inventory: Inventory, w: Workload) -> str | None:
     return None
 
 
-def _spec_fix(spec: dict[str, object], caveat: str = "") -> Fix:
+def _second_replica(w: Workload) -> tuple[str, str]:
+    """The notes of a fix that adds a replica: the data it may split, and ``ELECT_FIRST``
+    for a controller whose leader election the manifest does not show."""
+    unknown = any(unknown_election(c) for c in w.template.containers)
+    return SPLIT_CAVEAT, ELECT_FIRST if unknown else ""
+
+
+def _spec_fix(spec: dict[str, object], *notes: str) -> Fix:
+    caveat = "\n".join(n for n in notes if n)
     return Fix(ObjectPatch({"spec": spec}), note=f"\n{caveat}" if caveat else "")

@@ -22,6 +22,7 @@ from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import (
+    ELECT_FIRST,
     INLINE_DISKS,
     SPLIT_CAVEAT,
     data_store,
@@ -67,7 +68,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
     storage, zot, Grafana on its default SQLite database, Apicurio Registry on its default
     in-memory storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow
-    aggregator, the MailDev, MailHog and Mailpit mail catchers; a controller without leader
+    aggregator, the MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE
+    server whose server.conf keeps its datastore in SQLite; a controller without leader
     election: MetalLB's, Zalando's postgres-operator, YuniKorn's scheduler, Scylla Manager,
     flyte-binary, Antrea's controllers, Google Managed Prometheus' operator, kube-arangodb's in
     `--mode.single`, or any with `--leader-elect=false`; a writable claim
@@ -76,7 +78,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     (`/run/…/data`) is no scratch; a writable emptyDir mounted at a data path such as `/data` or
     `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's (Prometheus,
     vmagent: every replica scrapes the same targets), nor an app's whose environment names its
-    data store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there); a writable
+    data store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there), nor a stateless
+    component's of Loki, Mimir, Tempo or Cortex (`-target=distributor`, `querier`…); a writable
     hostPath at any path but the node's system, runtime and scratch directories (a share at
     `/smbshare`); a single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a
     cache), whose data a second replica would split; a server that reaches its node's daemon
@@ -235,7 +238,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             severity=Severity.INFO,
         )
     if fix.patch is not None and any(unknown_election(c) for c in containers):
-        fix = replace(fix, note=f"{fix.note}\n{_ELECT_FIRST}")
+        fix = replace(fix, note=f"{fix.note}\n{ELECT_FIRST}")
     if fix.patch is not None and w.template.apart:
         fix = replace(
             fix,
@@ -249,12 +252,6 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         f"{single}: one bad pod fails 100 % of requests and every {outages} is an outage",
         fix=fix,
     )
-
-
-_ELECT_FIRST = (
-    "# and if this controller runs without leader election (no --leader-elect here), turn "
-    "it on first:\n# two replicas would both reconcile every object"
-)
 
 
 def every_replica_server(

@@ -46,6 +46,11 @@ _DATA_STORE_REPO = re.compile(
 # What a second replica cannot fix, said wherever one is proposed: the manifests show no
 # state kept in the process or on the container's own disk (an in-memory cache, an embedded
 # database), and the servers lint does not know may keep some.
+# a replicas fix's note where a controller's leader election is not in the manifest
+ELECT_FIRST = (
+    "# and if this controller runs without leader election (no --leader-elect here), turn "
+    "it on first:\n# two replicas would both reconcile every object"
+)
 SPLIT_CAVEAT = (
     "# unless the server keeps data of its own (in memory or on its disk, which the manifests "
     "do not show):\n# then a second replica would split it; share that state first"
@@ -248,6 +253,10 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 # - Google Managed Prometheus' operator has no leader election (manager.Options without it in
 #   pkg/operator/operator.go of GoogleCloudPlatform/prometheus-engine) and writes its own
 #   webhook certificate
+# - a Jenkins controller keeps its jobs, builds and configuration in JENKINS_HOME on its own
+#   disk, one controller to a home; it scales by agents, not by controller replicas
+#   (https://www.jenkins.io/doc/book/scaling/architecting-for-scale/; KubeSphere's ks-jenkins
+#   is its build)
 # - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
 #   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
 #   of flyteorg/flyte): two would execute every workflow twice
@@ -255,7 +264,8 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
     r"confluentinc/confluent-local|datalust/seq|(maildev|djfarrelly)/maildev|mailhog/mailhog|"
-    r"axllent/mailpit|smallstep/step-ca|heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*)(:|@|$)"
+    r"axllent/mailpit|smallstep/step-ca|heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|"
+    r"jenkins(ci)?/(jenkins|blueocean)|[\w-]*/ks-jenkins)(:|@|$)"
 )
 # kube-arangodb's operator with --mode.single: "There should be only one replica of Operator,
 # otherwise Operator can take unexpected actions" (cmd/cmd.go of arangodb/kube-arangodb)
@@ -465,6 +475,23 @@ _GRAFANA_DATABASE = frozenset(
 _GRAFANA_INI = frozenset({"/etc/grafana", "/etc/grafana/grafana.ini"})
 
 
+# Grafana's Loki, Mimir and Tempo, and Cortex, run as microservices by `-target=`: the
+# distributors, queriers, query frontends and schedulers keep nothing of their own (the
+# ingesters' WAL and the object store hold the data; an emptyDir there is scratch or cache:
+# https://grafana.com/docs/loki/latest/get-started/components/)
+_LGTM = re.compile(r"(^|/)(grafana/(loki|mimir|tempo)|cortexproject/cortex)(:|@|$)")
+_STATELESS_TARGETS = frozenset(
+    {"distributor", "querier", "query-frontend", "query-scheduler", "gateway"}
+)
+
+
+def _stateless_target(image: str, argv: list[str]) -> bool:
+    """Whether the container is a stateless component of Loki, Mimir, Tempo or Cortex
+    (``_STATELESS_TARGETS`` by its ``-target=`` flag)."""
+    targets = [a.split("=", 1)[1] for a in argv if a.startswith(("-target=", "--target="))]
+    return bool(_LGTM.search(image)) and bool(targets) and targets[-1] in _STATELESS_TARGETS
+
+
 def local_state(
     workload: Workload,
     container: Container,
@@ -528,7 +555,9 @@ def local_state(
         return socket
     read_only = workload.template.read_only_volumes
     scraper = alike and scrapes(container)
-    remote = any(_STORE_ADDRESS.match(name) for name, _ in container.env)
+    remote = any(_STORE_ADDRESS.match(name) for name, _ in container.env) or _stateless_target(
+        image, argv
+    )
     for m in container.mounts:
         source = volumes.get(m.volume)
         if (scraper or remote or not emptydirs) and source == "emptyDir":
