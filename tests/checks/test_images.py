@@ -427,3 +427,45 @@ def test_a_standard_library_server_as_pid1_ignores_sigterm(
     rules = {f.rule for f in lint_paths([str(tmp_path)]).findings}
     assert ("SVD117" in rules) is ignores
     assert ("SVD101" in rules) is not ignores
+
+
+def test_a_base_built_here_names_the_shell_and_flask_debug_exits_at_sigterm(
+    tmp_path: Path,
+) -> None:
+    """delinkcious' api-gateway (judge100 W1): `ENTRYPOINT FLASK_DEBUG=1 python run.py` on a
+    base a build script makes from python:alpine. busybox ash execs the lone command, so
+    python is PID 1, and Flask's debug reloader exits at SIGTERM: the app stops at SIGTERM
+    (SVD101), it does not ignore it (SVD117). Without FLASK_DEBUG it ignores it."""
+    base = tmp_path / "shared" / "flask-base"
+    base.mkdir(parents=True)
+    (base / "Dockerfile").write_text("FROM python:alpine\nRUN pip install flask\n")
+    (base / "build.sh").write_text(
+        "IMAGE=example/shop-flask-base:0.1\ndocker build . -t $IMAGE\ndocker push $IMAGE\n"
+    )
+    (tmp_path / "gateway").mkdir()
+    dockerfile = tmp_path / "gateway" / "Dockerfile"
+    dockerfile.write_text(
+        "FROM example/shop-flask-base:0.1\nCOPY . /app\nWORKDIR /app\n"
+        "ENTRYPOINT FLASK_DEBUG=1 python run.py\n"
+    )
+    (tmp_path / "gateway" / "run.py").write_text(
+        "from api import app\n\nif __name__ == '__main__':\n    app.run(host='0.0.0.0')\n"
+    )
+    (tmp_path / "deploy.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: gateway}\nspec:\n"
+        "  replicas: 2\n  template:\n    metadata: {labels: {app: gateway}}\n    spec:\n"
+        "      containers:\n      - name: gateway\n        image: example/gateway:0.5\n"
+        "        ports: [{containerPort: 5000}]\n"
+        "        readinessProbe: {httpGet: {path: /, port: 5000}}\n---\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {name: gateway}\nspec:\n"
+        "  selector: {app: gateway}\n  ports: [{port: 80, targetPort: 5000}]\n"
+    )
+
+    def rules() -> set[str]:
+        return {f.rule for f in lint_paths([str(tmp_path)]).findings}
+
+    found = rules()
+    assert "SVD101" in found
+    assert "SVD117" not in found
+    dockerfile.write_text(dockerfile.read_text().replace("FLASK_DEBUG=1 ", ""))
+    assert "SVD117" in rules()

@@ -12,7 +12,7 @@ SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh", "mksh"})
 _WRAPPERS = frozenset({"tini", "dumb-init", "busybox", "nohup", "exec", "command", "catatonit"})
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "while", "until", "do", "!", "{", "time"})
 _CLOSERS = frozenset({"fi", "done", "}", "esac", "for", "case", "in", ";;", "function"})
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _POSITIONAL = re.compile(r"\$(?:[@*1-9]|\{[@*1-9#])")
 
 
@@ -31,7 +31,7 @@ class SimpleCommand:
         """The program it runs (path stripped), looking past keywords, ``VAR=x``, ``exec``
         and init wrappers; ``None`` for loop/case headers and closers."""
         words = list(self.words)
-        while words and (words[0] in _KEYWORDS or _ASSIGNMENT.match(words[0])):
+        while words and (words[0] in _KEYWORDS or ASSIGNMENT.match(words[0])):
             words.pop(0)
         while words and words[0].rsplit("/", 1)[-1] in _WRAPPERS:
             words.pop(0)
@@ -43,7 +43,7 @@ class SimpleCommand:
 
     @property
     def execs(self) -> bool:
-        words = [w for w in self.words if not _ASSIGNMENT.match(w)]
+        words = [w for w in self.words if not ASSIGNMENT.match(w)]
         while words and words[0] in _KEYWORDS:
             words.pop(0)
         return bool(words) and words[0] == "exec" and len(words) > 1

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from svcdoctor.checks._scripts import SHELLS, parse_script, shell_script
+from svcdoctor.checks._scripts import ASSIGNMENT, SHELLS, parse_script, shell_script
 from svcdoctor.checks._serving import racing
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -28,8 +28,13 @@ _INITS = frozenset({"tini", "tini-static", "dumb-init", "catatonit"})
 # (Quart's app.run serves with Hypercorn, which stops on SIGTERM: quart/app.py in pallets/quart)
 _HANDLES = re.compile(
     r"SIGTERM|uvicorn\.run|gunicorn|run_app\(|@godaddy/terminus|http-terminator|lightship"
-    r"|\bQuart\("
+    r"|\bQuart\(|\.run\([^)]*\b(debug|use_reloader)\s*=\s*True"
 )
+# Flask's app.run in debug mode (debug=True, or FLASK_DEBUG=1 in its environment) serves
+# under Werkzeug's reloader, which exits at SIGTERM (run_with_reloader's
+# signal.signal(SIGTERM, …) in werkzeug/_reloader.py; Flask.run reads FLASK_DEBUG)
+_FLASK_RUN = re.compile(r"\bapp\.run\(")
+_DEBUG_ON = frozenset({"FLASK_DEBUG=1", "FLASK_DEBUG=true", "FLASK_DEBUG=True"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,7 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
     image_cmd = list(c.args or facts.cmd)
     argv = [*facts.entrypoint, *image_cmd]
     where = f"{facts.dockerfile}:{facts.line}"
+    debug = False  # FLASK_DEBUG=1 set on the command
     for _ in range(3):  # a shell -c, then a script it runs, then what that execs
         if argv and argv[0].rsplit("/", 1)[-1] in _INITS:
             return None
@@ -78,11 +84,13 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
             if stays_parent(family, script):
                 return ImagePid1(
                     f"its image runs `{text.strip()}` under the shell form's '{shell} -c' "
-                    f"({where}), and the shell stays the parent of {last.words[0]!r}",
+                    f"({where}), and the shell stays the parent of "
+                    f"{last.program or last.words[0]!r}",
                     where,
                     f"# in {facts.dockerfile}: the exec form (CMD [...]) makes the app PID 1, or "
                     "`exec` the last command (a pipeline cannot be exec'd: log to stdout)",
                 )
+            debug = debug or bool(_DEBUG_ON & set(last.words))
             argv = _exec_words(list(last.words), image_cmd)
             continue
         if (file := _script_file(argv, facts)) is not None:
@@ -146,6 +154,8 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
         source = facts.file(next((a for a in argv[1:] if not a.startswith("-")), ""))
     if source is None or _HANDLES.search(source.text):
         return None  # the app file is not in the build context, or it handles SIGTERM
+    if debug and _FLASK_RUN.search(source.text):
+        return None  # Werkzeug's reloader exits at SIGTERM
     return ImagePid1(
         f"its image runs {shown!r} as PID 1 ({where}), and {source.path} installs no "
         f"SIGTERM handler ({runtime_name.capitalize()} installs none by default and the "
@@ -192,8 +202,11 @@ def _shebang(text: str) -> str | None:
 
 
 def _exec_words(words: list[str], image_cmd: list[str]) -> list[str]:
-    """The argv an ``exec`` runs: ``exec "$@"`` runs the image's CMD (or the args)."""
+    """The argv an ``exec`` runs (past ``VAR=x`` assignments): ``exec "$@"`` runs the
+    image's CMD (or the args)."""
     words = words[1:] if words[:1] == ["exec"] else words
+    while words and ASSIGNMENT.match(words[0]):
+        words = words[1:]
     return image_cmd if words in (["$@"], ["${@}"]) else words
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from svcdoctor.checks._scripts import parse_script, shell_script
+from svcdoctor.checks._scripts import ASSIGNMENT, parse_script, shell_script
 from svcdoctor.checks._serving import racing
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -32,7 +32,6 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 _HANDLING_MODULES = frozenset({"gunicorn", "uvicorn", "celery", "vllm"})
 _PYTHON_OPTION_WITH_VALUE = frozenset({"-X", "-W", "-Q"})
 _NODE_INLINE = frozenset({"-e", "--eval", "-p", "--print", "-i", "--interactive"})
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +88,7 @@ def _unwrapped(argv: list[str]) -> list[str]:
     """The argv after ``exec``, ``env VAR=x``, ``gosu user`` and the like (they exec what
     follows); ``[]`` when an init (tini, dumb-init) is in front."""
     words = list(argv)
-    while words and _ASSIGNMENT.match(words[0]):
+    while words and ASSIGNMENT.match(words[0]):
         words = words[1:]
     while words:
         name = words[0].rsplit("/", 1)[-1]
@@ -97,7 +96,7 @@ def _unwrapped(argv: list[str]) -> list[str]:
             return []
         if name in _EXECS:
             words = words[1:]
-            while words and (words[0].startswith("-") or _ASSIGNMENT.match(words[0])):
+            while words and (words[0].startswith("-") or ASSIGNMENT.match(words[0])):
                 words = words[1:]
         elif name in _EXECS_AS_USER:
             words = words[2:]

@@ -41,7 +41,7 @@ import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -136,13 +136,16 @@ _OWN_FOLDER = re.compile(
 )
 _COMMANDS = re.compile(r"\s*(?:&&|\|\||;)\s*")
 _VARIABLE = re.compile(r"\$(\{[^}]*\}|\([^)]*\)|\w+)")
+# `IMAGE=g1g1/app:0.1` in a script, `IMAGE ?= app` or `IMAGE := app` in a Makefile: one word
+_SETS = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)\s*[?:]?=\s*['\"]?([^\s'\"$]+)['\"]?$")
 _TAKES_VALUE = frozenset({"--platform", "--build-arg", "--target", "--label", "--cache-from"})
 
 
 def script_builds(script: Path) -> list[tuple[str, Path]]:
     """(image name, Dockerfile) of each build command of a script or Makefile whose tag,
-    context and Dockerfile are known: a tag that is only a variable names nothing, and after
-    a ``cd`` to a place a variable names, nothing is known of the paths."""
+    context and Dockerfile are known (a variable the script sets to one word before counts
+    as that word): a tag that is only another variable names nothing, and after a ``cd`` to
+    a place such a variable names, nothing is known of the paths."""
     try:
         if script.stat().st_size > _MOST_BYTES:
             return []
@@ -153,12 +156,19 @@ def script_builds(script: Path) -> list[tuple[str, Path]]:
     here: Path | None = script.parent
     pushed: list[Path | None] = []  # pushd's stack
     makefile = not script.name.endswith(".sh")  # its every recipe line is a shell of its own
+    known: dict[str, str] = {}  # variables set to one literal word
     for line in text.replace("\\\n", " ").splitlines():
         if line.lstrip().startswith("#"):
             continue  # a comment
         if makefile:
             here, pushed = script.parent, []
-        for command in _COMMANDS.split(line.strip().lstrip("@-+").strip()):
+        for given in _COMMANDS.split(line.strip().lstrip("@-+").strip()):
+            if m := _SETS.match(given):
+                known[m.group(1)] = m.group(2)
+                continue
+            command = _VARIABLE.sub(
+                lambda v: known.get(v.group(1).strip("{}()"), v.group(0)), given
+            )
             words = command.split(maxsplit=1)
             if words and words[0] == "popd":
                 here = pushed.pop() if pushed else None
@@ -623,7 +633,8 @@ def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[st
     read: dict[Path, ImageFacts | None] = {}
     prefixed = _project_prefixed(by_name, images)
 
-    def built(image: str, depth: int = 0) -> ImageFacts | None:
+    def dockerfile(image: str, depth: int) -> tuple[ImageFacts | None, str] | None:
+        """The facts and the FROM of the one Dockerfile that builds ``image``, or ``None``."""
         candidates = (
             list(builds.artifacts.get(image_name(image), ()))
             or _candidates(by_name, image)
@@ -638,10 +649,22 @@ def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[st
         facts = read[path]
         base = facts.base if facts is not None else _final_base(path)
         # ``nginx/Dockerfile`` FROM nginx does not build the ``nginx:1.27`` a manifest runs
-        if _repository(base) == _repository(image):
+        return None if _repository(base) == _repository(image) else (facts, base)
+
+    def root(base: str, depth: int) -> str:
+        """The image a base built here starts FROM, through such bases (its OS: which
+        shell ``sh`` is)."""
+        found = dockerfile(base, depth) if depth < _MOST_BASES else None
+        return root(found[1], depth + 1) if found and found[1] else base
+
+    def built(image: str, depth: int = 0) -> ImageFacts | None:
+        if (found := dockerfile(image, depth)) is None:
             return None
+        facts, base = found
         if facts is None and base and depth < _MOST_BASES:
             return built(base, depth + 1)  # it runs what its base, built here, runs
+        if facts is not None and base and (under := root(base, depth + 1)) != base:
+            facts = replace(facts, base=under)  # its base is built here too
         return facts
 
     return {image: facts for image in images if (facts := built(image)) is not None}
