@@ -247,9 +247,9 @@ _GENERIC_PORT = frozenset({"http", "https"})
 
 
 # A control plane's xDS port (`grpc-xds`, `xds`, `ads`): its clients are Envoy proxies that
-# hold a stream, keep serving their last configuration when it breaks, and reconnect
-# ("the client ... continues to use the last configuration": the xDS protocol's
-# https://www.envoyproxy.io/docs/envoy/latest/api-docs/xds_protocol; istiod's grpc-xds 15010)
+# hold a stream, keep serving the configuration they last received while it is down, and
+# reconnect (the xDS protocol: https://www.envoyproxy.io/docs/envoy/latest/api-docs/xds_protocol;
+# istiod's grpc-xds 15010)
 _XDS_PORT = re.compile(r"(^|[-_])(xds|ads)([-_]|$)", re.IGNORECASE)
 
 
@@ -334,7 +334,7 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
     )
 
 
-# Servers no client sends requests that can fail: the prometheus-operator's one HTTP port
+# Servers that get no request that can fail: the prometheus-operator's one HTTP port
 # serves only its metrics and health, and admission webhooks when a webhook configuration
 # calls them (`--web.listen-address` :8080, named `http` in its bundle; cmd/operator/main.go
 # in prometheus-operator/prometheus-operator); Prometheus exporters (`*-exporter`,
