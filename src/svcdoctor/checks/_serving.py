@@ -321,15 +321,17 @@ _SCAFFOLD_SERVICE = re.compile(r"(^|-)controller-manager-service$")
 
 def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
     """Whether the Service is kubebuilder v1's leftover webhook Service (``_SCAFFOLD_SERVICE``):
-    no webhook calls it, and no container behind it declares a port it targets (its
-    443; the manager's webhook server, when on, makes a Service of its own for its port:
-    multi-tenancy's VirtualCluster manager declares 9876)."""
+    no webhook calls it, and no container behind it declares a port, or it is the
+    scaffold's own port 443 to 443, which none declares (the manager's webhook server, when
+    on, makes a Service of its own for its port: multi-tenancy's VirtualCluster manager
+    declares 9876). A Service of another port (kubeeye's 80 to 8888) is the app's."""
     backends = inventory.targeted(service)
     containers = [c for w in backends for c in w.template.containers]
+    scaffold = [(p.port, p.target) for p in service.ports] == [(443, 443)]
     return (
         bool(_SCAFFOLD_SERVICE.search(service.ref.name))
         and bool(backends)
-        and not any(serves(c, p.target) for c in containers for p in service.ports)
+        and not any(c.ports if not scaffold else serves(c, 443) for c in containers)
         and not webhook_calls(inventory, service)
     )
 
