@@ -228,10 +228,12 @@ def _server(containers: Sequence[Container], target: int | str) -> str | None:
 # examples, deploy/kubernetes/csi-snapshotter in kubernetes-csi/external-snapshotter).
 # The word may also lead, the scheme following: `metrics-http`/`metrics-https` (the
 # controller's metrics Service, config/operator/metrics-service.yaml in kedacore/http-add-on;
-# vsphere-csi-driver's `prometheus-sync` and `prometheus-csi`).
+# vsphere-csi-driver's `prometheus-sync` and `prometheus-csi`). Apache Dubbo's QoS port
+# (`qos`, `dubbo-qos`: 22222) takes operators' commands, not requests
+# (https://dubbo.apache.org/en/overview/mannual/java-sdk/reference-manual/qos/overview/).
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
-    r"(^|[-_])(metrics?|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|"
+    r"(^|[-_])(metrics?|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|qos|"
     r"probes?|healthz?|livez|readyz|dummy|placeholder)([-_]port)?$"  # crane's `health-metric-port`
     r"|^(metrics|profiling|pprof|prometheus)([-_]|port$)",  # `metricsport`: the ACK controllers'
     re.IGNORECASE,
@@ -253,14 +255,23 @@ _GENERIC_PORT = frozenset({"http", "https"})
 _XDS_PORT = re.compile(r"(^|[-_])(xds|ads)([-_]|$)", re.IGNORECASE)
 
 
+# The Istio sidecar's own ports: 15020 (merged Prometheus telemetry), 15021 (health
+# checks), 15090 (Envoy's Prometheus telemetry): scraped or probed, whatever the Service
+# calls them (https://istio.io/latest/docs/ops/deployment/application-requirements/#ports-used-by-istio)
+_ISTIO_AGENT_PORTS = frozenset({15020, 15021, 15090})
+
+
 def uncalled(port: ServicePort) -> bool:
     """Whether a Service port is a metrics, profiling or probe port (by its name, or by
-    the container port name it targets): scraped or probed, never sent requests; or an xDS
+    the container port name it targets; or the Istio sidecar's telemetry and health ports):
+    scraped or probed, never sent requests; or an xDS
     port, whose proxies keep their configuration while the stream is down. A UDP port
     is never one: scrapes and probes are HTTP or TCP (a statsd ingest port named
     `statsd-metrics`: emissary deployments/statsd-sink)."""
     if port.protocol == "UDP":
         return False
+    if port.target in _ISTIO_AGENT_PORTS:
+        return True
     names = (port.name, port.target if isinstance(port.target, str) else None)
     return any(n and (_SCRAPE_PORT.search(n) or _XDS_PORT.search(n)) for n in names)
 
@@ -637,24 +648,30 @@ def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
 # clients) take instances from the registry, which neither the endpoint removal nor a
 # readiness probe changes (https://docs.spring.io/spring-cloud-netflix/reference/spring-cloud-netflix.html,
 # https://docs.spring.io/spring-cloud-consul/reference/discovery.html; JHipster's manifests
-# set these variables)
+# set these variables); so are Apache Dubbo's providers, whose consumers dial the addresses
+# the registry lists (https://dubbo.apache.org/en/overview/what/core-features/service-discovery/)
 _REGISTRY_CLIENT = re.compile(
-    r"^(EUREKA_CLIENT_SERVICE_?URL_\w+|SPRING_CLOUD_CONSUL_HOST|SPRING_CLOUD_NACOS_DISCOVERY_SERVER_?ADDR)$"
+    r"^(EUREKA_CLIENT_SERVICE_?URL_\w+|SPRING_CLOUD_CONSUL_HOST|SPRING_CLOUD_NACOS_DISCOVERY_SERVER_?ADDR"
+    r"|DUBBO_REGISTRY_ADDRESS)$"
 )
+_DUBBO_REGISTRY = re.compile(r"-D?dubbo\.registry\.address=")  # a JVM option or an argument
 _REGISTRY_OFF = ("EUREKA_CLIENT_ENABLED", "SPRING_CLOUD_CONSUL_DISCOVERY_ENABLED")
 
 
 def registry_found(inventory: Inventory, workload: Workload, container: Container) -> bool:
     """Whether the container registers with a service registry (``_REGISTRY_CLIENT``, not
-    turned off) and every Service in front of it is a ClusterIP one no route sends to: its
-    clients find its pods in the registry, not through the Service."""
+    turned off) and every Service in front of it that carries requests is a ClusterIP one no
+    route sends to: its clients find its pods in the registry, not through the Service."""
     env = dict(container.env)
     names = {*env, *container.env_refs}
-    if not any(_REGISTRY_CLIENT.match(n) for n in names):
+    given = (*env.values(), *argv_of(container))
+    if not any(_REGISTRY_CLIENT.match(n) for n in names) and not any(
+        _DUBBO_REGISTRY.search(v) for v in given
+    ):
         return False
     if any(env.get(off, "").lower() == "false" for off in _REGISTRY_OFF):
         return False
-    services = inventory.services_of(workload)
+    services = [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
     return all(s.type == "ClusterIP" and not routed(inventory, s) for s in services)
 
 

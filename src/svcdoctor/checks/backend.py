@@ -53,7 +53,7 @@ from svcdoctor.model.inventory import selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
 
-_ALWAYS_TRUE = re.compile(r"^\s*(true|:|exit\s+0|echo\b.*|/bin/true|/usr/bin/true)\s*;?\s*$")
+_ALWAYS_TRUE = re.compile(r"^\s*(true|:|exit\s+0|echo\b[^|&;]*|/bin/true|/usr/bin/true)\s*;?\s*$")
 
 
 @rule("SVD201", "no-readiness-probe", Cause.BACKEND, Severity.WARNING)
@@ -82,8 +82,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     Nor the one pod of a data store or of a server with local data (as for SVD204) that is
     its Services' only backend: no other pod holds that data, so a probe has nowhere to
     send requests instead (it turns a refused connection into no endpoint). Nor a Spring
-    Cloud app that registers with Eureka, Consul or Nacos behind ClusterIP Services only
-    (`EUREKA_CLIENT_SERVICE_URL_*`, `SPRING_CLOUD_CONSUL_HOST`): its callers take its pods
+    Cloud app that registers with Eureka, Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`,
+    `SPRING_CLOUD_CONSUL_HOST`), or an Apache Dubbo provider (`DUBBO_REGISTRY_ADDRESS`,
+    `-Ddubbo.registry.address`), behind ClusterIP Services only: its callers take its pods
     from the registry, which readiness does not gate (nor, for SVD101, endpoint removal).
     Nor pods whose every Service publishes not-ready addresses (`publishNotReadyAddresses:
     true`, peer discovery): its endpoints are every pod, ready or not, terminating too,

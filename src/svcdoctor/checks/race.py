@@ -136,7 +136,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     short for the longest request, the message and the fix say so (SVD102 then stays quiet). Nor
     are Cassandra and ScyllaDB members and MongoDB replica set members (`--replSet`) behind
     headless Services only (their drivers find the members and follow them, the Service only
-    seeds them), nor Spring Cloud apps found through Eureka, Consul or Nacos (as for SVD201),
+    seeds them), nor apps found through a service registry (as for SVD201),
     nor pods whose Services publish not-ready addresses (as for SVD201). Nor are containers
     whose image's Dockerfile, in the same repository, starts a PID 1 that ignores SIGTERM
     (SVD117: they do not stop at SIGTERM). A PID 1 the manifest starts (SVD116: `node app.js`)

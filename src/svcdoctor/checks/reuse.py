@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from svcdoctor.checks._serving import (
     carries_requests,
+    registry_found,
     serving_containers,
     serving_targets,
 )
@@ -281,6 +282,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     - an xDS port (named `…xds…`: Envoy proxies keep one config stream to one control-plane
       replica by design) and Knative's activator (the ingress gateway's Envoys reach its
       pods, balancing each request);
+    - providers found through a service registry (Apache Dubbo's, as for SVD201): their
+      consumers dial the pods the registry lists, not the Service;
     - servers that already bound connection age (a `--…max…connection-age` flag such as
       istiod's `--keepaliveMaxServerConnectionAge 30m`, or such an env value);
     - a port only *named* `http2` (Istio's name for a gateway's HTTP port, mostly reached over
@@ -364,6 +367,12 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             _KNATIVE_ACTIVATOR.search(c.image) for w in workloads for c in w.template.containers
         ):
             continue  # its clients are the ingress gateway's Envoys, given its pods (EDS)
+        if workloads and all(
+            registry_found(inventory, w, c)
+            for w in workloads
+            for c in serving_containers(inventory, w)
+        ):
+            continue  # its clients dial the pods a registry lists (Dubbo), not the Service
         counts = [inventory.replicas(w) for w in workloads]
         single = bool(counts) and all(n == 1 for n in counts)
         if single and all(

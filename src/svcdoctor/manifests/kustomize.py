@@ -373,10 +373,10 @@ def unpatched(kustomizations: Sequence[KustomizeLabels], objects: list[T]) -> li
 
 
 P = TypeVar("P", Workload, Service)
-# An overlay for tests or a developer's cluster (config/test, overlays/dev, e2e/): its
+# An overlay for tests or a developer's cluster (config/test, overlays/dev, e2e/, kind/): its
 # patches (one replica to save a kind cluster's resources: 3scale-ops/marin3r config/test)
 # make a variant of the install, not the install
-_TEST_HOME = re.compile(r"(^|/)(tests?|testing|e2e|debug|dev|development|local)(/|$)")
+_TEST_HOME = re.compile(r"(^|/)(tests?|testing|e2e|debug|dev|development|local|kind)(/|$)")
 
 
 def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list[P]:
