@@ -233,11 +233,12 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     shell running a script file forks every command); or `node`/`python` running an app file of
     the build context (or `flask run` serving `FLASK_APP`'s, or a script whose `#!` line names
     them) that installs no SIGTERM handler (no `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's
-    `run_app`, Quart, terminus, http-terminator or lightship in it), or `python -m` running a
-    server of the standard library (`http.server`, `SimpleHTTPServer`), which installs none. Not
-    flagged: an init in front (`tini`, `dumb-init`), `shareProcessNamespace: true`, a `trap` in
-    the script, an app file not in the context. SVD101 does not fire for such a container: it
-    does not stop at SIGTERM.
+    `run_app`, Quart, terminus, http-terminator or lightship in it; nor Flask's `app.run` in
+    debug mode, `debug=True` or `FLASK_DEBUG=1` on the command: Werkzeug's reloader exits at
+    SIGTERM), or `python -m` running a server of the standard library (`http.server`,
+    `SimpleHTTPServer`), which installs none. Not flagged: an init in front (`tini`,
+    `dumb-init`), `shareProcessNamespace: true`, a `trap` in the script, an app file not in the
+    context. SVD101 does not fire for such a container: it does not stop at SIGTERM.
 
     ## Why it matters
     The kernel delivers a signal to a PID namespace's init only if it installed a handler;
