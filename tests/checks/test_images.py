@@ -400,6 +400,19 @@ def test_a_udp_server_built_from_scratch_gets_no_readiness_finding(tmp_path: Pat
     assert "SVD201" in rules()
 
 
+def _served(name: str, image: str, port: int) -> str:
+    """Two replicas of ``image``, ready when ``/`` answers, behind Service ``name`` on 80."""
+    return (
+        f"apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n"
+        f"  replicas: 2\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n"
+        f"      containers:\n      - name: {name}\n        image: {image}\n"
+        f"        ports: [{{containerPort: {port}}}]\n"
+        f"        readinessProbe: {{httpGet: {{path: /, port: {port}}}}}\n---\n"
+        f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec:\n"
+        f"  selector: {{app: {name}}}\n  ports: [{{port: 80, targetPort: {port}}}]\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("cmd", "ignores"),
     [
@@ -415,15 +428,7 @@ def test_a_standard_library_server_as_pid1_ignores_sigterm(
     SIGTERM handler (judge89 W2): SVD117, not SVD101."""
     (tmp_path / "web-ui").mkdir()
     (tmp_path / "web-ui" / "Dockerfile").write_text(f"FROM python:2.7\nWORKDIR /app\n{cmd}\n")
-    (tmp_path / "deploy.yaml").write_text(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web-ui}\nspec:\n"
-        "  replicas: 2\n  template:\n    metadata: {labels: {app: web-ui}}\n    spec:\n"
-        "      containers:\n      - name: web-ui\n        image: example/web-ui:1\n"
-        "        ports: [{containerPort: 8080}]\n"
-        "        readinessProbe: {httpGet: {path: /, port: 8080}}\n---\n"
-        "apiVersion: v1\nkind: Service\nmetadata: {name: web-ui}\nspec:\n"
-        "  selector: {app: web-ui}\n  ports: [{port: 80, targetPort: 8080}]\n"
-    )
+    (tmp_path / "deploy.yaml").write_text(_served("web-ui", "example/web-ui:1", 8080))
     rules = {f.rule for f in lint_paths([str(tmp_path)]).findings}
     assert ("SVD117" in rules) is ignores
     assert ("SVD101" in rules) is not ignores
@@ -451,15 +456,7 @@ def test_a_base_built_here_names_the_shell_and_flask_debug_exits_at_sigterm(
     (tmp_path / "gateway" / "run.py").write_text(
         "from api import app\n\nif __name__ == '__main__':\n    app.run(host='0.0.0.0')\n"
     )
-    (tmp_path / "deploy.yaml").write_text(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: gateway}\nspec:\n"
-        "  replicas: 2\n  template:\n    metadata: {labels: {app: gateway}}\n    spec:\n"
-        "      containers:\n      - name: gateway\n        image: example/gateway:0.5\n"
-        "        ports: [{containerPort: 5000}]\n"
-        "        readinessProbe: {httpGet: {path: /, port: 5000}}\n---\n"
-        "apiVersion: v1\nkind: Service\nmetadata: {name: gateway}\nspec:\n"
-        "  selector: {app: gateway}\n  ports: [{port: 80, targetPort: 5000}]\n"
-    )
+    (tmp_path / "deploy.yaml").write_text(_served("gateway", "example/gateway:0.5", 5000))
 
     def rules() -> set[str]:
         return {f.rule for f in lint_paths([str(tmp_path)]).findings}

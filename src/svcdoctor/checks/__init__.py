@@ -19,12 +19,8 @@ from svcdoctor.checks import (
     shells,
     signals,
 )
-from svcdoctor.checks._serving import (
-    racing,
-)
-from svcdoctor.checks._shutdown import (
-    has_shell,
-)
+from svcdoctor.checks._serving import racing
+from svcdoctor.checks._shutdown import has_shell
 from svcdoctor.checks.race import prestop_hook
 from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule
 from svcdoctor.checks.run import LintResult, run_checks

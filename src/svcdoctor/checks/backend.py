@@ -28,27 +28,14 @@ from svcdoctor.checks._serving import (
     stock_port,
     unreached,
 )
-from svcdoctor.checks._shutdown import (
-    shutdown_facts,
-)
+from svcdoctor.checks._shutdown import shutdown_facts
 from svcdoctor.checks.race import lone_keeper
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.replicas import every_replica_server
 from svcdoctor.checks.selection import endpoints_given
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import (
-    leader_elected,
-    waits_for_lease,
-)
-from svcdoctor.model import (
-    Cause,
-    Container,
-    Inventory,
-    Probe,
-    Service,
-    Severity,
-    Workload,
-)
+from svcdoctor.checks.state import leader_elected, waits_for_lease
+from svcdoctor.model import Cause, Container, Inventory, Probe, Service, Severity, Workload
 from svcdoctor.model.inventory import selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown

@@ -39,14 +39,7 @@ from svcdoctor.checks.state import (
     waits_for_lease,
 )
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
-from svcdoctor.model.patch import (
-    Fix,
-    FixAvailability,
-    Handler,
-    ObjectPatch,
-    PodPatch,
-    PreStopHook,
-)
+from svcdoctor.model.patch import Fix, FixAvailability, Handler, ObjectPatch, PodPatch, PreStopHook
 from svcdoctor.model.remedy import (
     HookKind,
     ShutdownPlan,

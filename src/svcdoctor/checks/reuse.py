@@ -11,21 +11,11 @@ from svcdoctor.checks._serving import (
     serving_containers,
     serving_targets,
 )
-from svcdoctor.checks._shutdown import (
-    run_paths,
-)
+from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import local_state, queried_scraper
-from svcdoctor.model import (
-    Cause,
-    Container,
-    Inventory,
-    Service,
-    ServicePort,
-    Severity,
-    Workload,
-)
+from svcdoctor.model import Cause, Container, Inventory, Service, ServicePort, Severity, Workload
 from svcdoctor.model.hops import HopKind
 from svcdoctor.model.patch import Fix, ObjectPatch
 from svcdoctor.model.path import Paths

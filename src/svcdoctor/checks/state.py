@@ -555,13 +555,12 @@ def local_state(
         return socket
     read_only = workload.template.read_only_volumes
     scraper = alike and scrapes(container)
-    remote = any(_STORE_ADDRESS.match(name) for name, _ in container.env) or _stateless_target(
-        image, argv
-    )
+    elsewhere = any(_STORE_ADDRESS.match(name) for name, _ in container.env)
+    elsewhere = elsewhere or _stateless_target(image, argv)  # in the store it names, or Loki's
     for m in container.mounts:
         source = volumes.get(m.volume)
-        if (scraper or remote or not emptydirs) and source == "emptyDir":
-            continue  # its replicas scrape alike, or its data is in the store it names
+        if (scraper or elsewhere or not emptydirs) and source == "emptyDir":
+            continue  # its replicas scrape alike, or its data is elsewhere (a store, ingesters)
         if m.volume in workload.template.shared_volumes:
             continue  # a ReadOnlyMany or ReadWriteMany claim: every replica mounts it
         if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):
