@@ -21,14 +21,16 @@ spec:
         - name: app
           image: {image}
           ports: {ports}
-"""
+{extra}"""
 
 
-def _fix(service_ports: str, image: str = "example/app:1", ports: str = "[]") -> tuple[object, str]:
+def _fix(
+    service_ports: str, image: str = "example/app:1", ports: str = "[]", extra: str = ""
+) -> tuple[object, str]:
     text = (
         "apiVersion: v1\nkind: Service\nmetadata: {name: app}\nspec:\n"
         f"  selector: {{app: app}}\n  ports: {service_ports}\n---"
-        + DEPLOYMENT.format(image=image, ports=ports)
+        + DEPLOYMENT.format(image=image, ports=ports, extra=extra)
     )
     result = lint_text(text, Settings(enabled=frozenset({"SVD201"})))
     (finding,) = result.findings
@@ -52,11 +54,65 @@ def test_no_port_at_all_is_a_marked_placeholder() -> None:
     assert "a placeholder" in note
 
 
-def test_app_protocol_decides() -> None:
+def test_http_with_no_known_path_gets_tcpsocket() -> None:
+    """A path the server may lack keeps every pod unready: judged rounds found gRPC servers
+    on ports named `http`, TLS apiservers and static nginx where `/readyz` was pasted."""
     probe, note = _fix("[{port: 7000, appProtocol: kubernetes.io/h2c}]")
-    assert probe is not None
-    assert probe["httpGet"]["port"] == 7000
+    assert probe == {"tcpSocket": {"port": 7000}, "periodSeconds": 5, "failureThreshold": 2}
     assert "appProtocol" in note
+    assert "nothing here names a path it serves" in note
+
+
+LIVENESS = """          livenessProbe:
+            httpGet: {{path: {path}, port: {port}{scheme}}}
+"""
+
+
+def test_the_liveness_path_on_the_port_is_reused() -> None:
+    extra = LIVENESS.format(path="/healthz", port="http", scheme="")
+    probe, note = _fix(
+        "[{port: 80, targetPort: http}]", ports="[{name: http, containerPort: 8080}]", extra=extra
+    )
+    assert probe is not None
+    assert probe["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert "livenessProbe already GETs this path" in note
+    assert "SVD202" not in note
+
+
+def test_a_deep_liveness_path_is_reused_and_says_svd202_follows() -> None:
+    extra = LIVENESS.format(path="/actuator/health", port=8080, scheme="")
+    probe, note = _fix(
+        "[{port: 80, targetPort: 8080, name: http}]", ports="[{containerPort: 8080}]", extra=extra
+    )
+    assert probe is not None
+    assert probe["httpGet"] == {"path": "/actuator/health", "port": 8080}
+    assert "SVD202" in note
+
+
+def test_a_liveness_path_on_another_port_or_scheme_is_not_reused() -> None:
+    for extra in (
+        LIVENESS.format(path="/healthz", port=9090, scheme=""),
+        LIVENESS.format(path="/healthz", port=8080, scheme=", scheme: HTTPS"),
+    ):
+        probe, _ = _fix(
+            "[{port: 80, targetPort: 8080, name: http}]",
+            ports="[{containerPort: 8080}]",
+            extra=extra,
+        )
+        assert probe is not None
+        assert "tcpSocket" in probe
+
+
+def test_dns_over_udp_and_tcp_to_one_port_is_probed_over_tcp() -> None:
+    """CoreDNS beside an operator (couchbase-operator's example): `dns` UDP 53 and `dns-tcp`
+    TCP 53 both to 5353; the TCP one can be probed."""
+    probe, _ = _fix(
+        "[{name: dns, port: 53, targetPort: 5353, protocol: UDP},"
+        " {name: dns-tcp, port: 53, targetPort: 5353, protocol: TCP}]",
+        image="example/dns:1",
+    )
+    assert probe is not None
+    assert probe["tcpSocket"] == {"port": 5353}
 
 
 def test_mysql_gets_mysqladmin_ping() -> None:

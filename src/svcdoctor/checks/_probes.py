@@ -24,10 +24,9 @@ from svcdoctor.checks._serving import (
     uncalled,
     webhook_calls,
 )
-from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload
+from svcdoctor.model import Container, Inventory, Probe, Service, ServicePort, Workload
 from svcdoctor.model.images import image_name
 
-READYZ_NOTE = "# /readyz: an endpoint that fails when this pod cannot serve requests"
 PLACEHOLDER_PORT = 8080
 
 
@@ -245,7 +244,8 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
                 continue
             if t in found:
                 old = found[t]
-                found[t] = Target(old.port, old.number, old.where, (*old.sent, (s, p)), old.udp)
+                udp = old.udp and p.protocol.upper() == "UDP"  # DNS: UDP and TCP to one port
+                found[t] = Target(old.port, old.number, old.where, (*old.sent, (s, p)), udp)
                 continue
             number = t if isinstance(t, int) else _number(container, t)
             where = f"the port Service {s.ref.name} sends to (targetPort {t}{extra})"
@@ -356,6 +356,30 @@ def _number(container: Container, name: str) -> int | None:
     return next((p.number for p in container.ports if p.name == name), None)
 
 
+_DEEPER = (
+    "if the app has an endpoint that fails when\n# this pod cannot serve requests (e.g. "
+    "/readyz), an httpGet to it checks more"
+)
+
+
+def known_path(container: Container, target: Target, scheme: str) -> tuple[str, Probe] | None:
+    """The container's own livenessProbe or startupProbe (its kind and the probe) that GETs a
+    path on the target port in ``scheme``: the inputs' only evidence of a path it serves."""
+    ports = {target.port, target.number} - {None}
+    ports |= {p.name for p in container.ports if p.number == target.number and p.name}
+    for kind, probe in (("livenessProbe", container.liveness), ("startupProbe", container.startup)):
+        if (
+            probe is not None
+            and probe.handler == "httpGet"
+            and probe.port in ports
+            and probe.target[1] == scheme
+            and not probe.target[2]  # no host: the kubelet GETs the pod's IP
+            and len(probe.target) == 5  # no httpHeaders the app may require
+        ):
+            return kind, probe
+    return None
+
+
 def health_port(container: Container) -> int | None:
     """The port a controller-runtime manager serves /readyz on (``--health-probe-bind-address``),
     ``None`` when it sets none or disables it (``0``)."""
@@ -408,10 +432,31 @@ def suggest(
             ),
         )
     port = target.port
+    if said in (Speaks.HTTP, Speaks.HTTPS) and not (
+        said is Speaks.HTTPS and _KNATIVE_WEBHOOK.search(container.image)
+    ):
+        scheme = "HTTPS" if said is Speaks.HTTPS else "HTTP"
+        if (known := known_path(container, target, scheme)) is not None:
+            kind, probe = known
+            get: dict[str, Any] = {"path": probe.target[4], "port": port}
+            if said is Speaks.HTTPS:
+                get["scheme"] = "HTTPS"
+            same = kind == "livenessProbe" and probe.may_check_dependencies
+            return Suggestion(
+                {"httpGet": get},
+                f"{head}\n# httpGet {probe.target[4]}: {why}; its {kind} already GETs this path"
+                + (
+                    "\n# (liveness is then the same deep check: SVD202 moves it to tcpSocket)"
+                    if same
+                    else ""
+                ),
+                said,
+            )
     if said is Speaks.HTTP:
         return Suggestion(
-            {"httpGet": {"path": "/readyz", "port": port}},
-            f"{head}\n# httpGet: {why}\n{READYZ_NOTE}",
+            {"tcpSocket": {"port": port}},
+            f"{head}\n# tcpSocket: {why}, but nothing here names a path it serves\n# (a path it "
+            f"lacks keeps every pod unready); {_DEEPER}",
             said,
         )
     if said is Speaks.HTTPS:
@@ -440,12 +485,11 @@ def suggest(
                 "unready (with failurePolicy Fail, blocking what it admits)",
                 said,
             )
-        # "the kubelet sends an HTTPS request skipping the certificate verification":
-        # https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/#http-probes
         return Suggestion(
-            {"httpGet": {"path": "/readyz", "port": port, "scheme": "HTTPS"}},
-            f"{head}\n# httpGet, scheme HTTPS: {why}; the kubelet does not verify the "
-            f"certificate\n{READYZ_NOTE}",
+            {"tcpSocket": {"port": port}},
+            f"{head}\n# tcpSocket: {why}, but nothing here names a path it serves\n# (a path it "
+            f"lacks keeps every pod unready); {_DEEPER}\n# (scheme HTTPS: the kubelet does "
+            "not verify the certificate)",
             said,
         )
     if said is Speaks.GRPC and target.number is not None:

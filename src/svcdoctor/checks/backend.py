@@ -6,7 +6,6 @@ import re
 from collections.abc import Iterator, Sequence
 
 from svcdoctor.checks._probes import (
-    READYZ_NOTE,
     Speaks,
     bare_image,
     manager,
@@ -105,7 +104,7 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
       - name: api
         ports: [{containerPort: 8080}]
         readinessProbe:
-          httpGet: {path: /readyz, port: 8080}
+          tcpSocket: {port: 8080}
           periodSeconds: 5
           failureThreshold: 2
     ```
@@ -116,15 +115,21 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     The printed probe goes to the Service's targetPort (a port name when the container
     declares it, the number even when it declares none), else the container's first port,
     else a placeholder its comment names; and it speaks the port's protocol as far as the
-    manifest tells: `httpGet` where the port is HTTP by its name (`http`, `web`, `http-*`),
-    `appProtocol`, image (nginx, httpd) or Service port 80; `scheme: HTTPS` on TLS ports
-    (`https`, `webhook-server`, an admission webhook's Service, 443); `grpc` on gRPC ports; an
-    `exec` the image ships on databases that have one (`pg_isready`, `mysqladmin ping`);
-    `tcpSocket` on other ports that are not HTTP (Redis, LDAP, MongoDB… by image or
-    well-known number) and where nothing says which protocol the port speaks. A
-    controller-runtime manager is probed on its `--health-probe-bind-address` port
-    (`/readyz`), and any admission webhook's port by tcpSocket (its server answers only its
-    webhook paths: a path it lacks would keep every pod unready). Comment lines say why.
+    manifest tells. A pasted probe that never passes takes every pod out of the Service, so
+    an `httpGet` goes only to a path the inputs show the server answers: the path the
+    container's own liveness or startup probe GETs on that port in that scheme, on a port
+    that is HTTP or HTTPS by its name (`http`, `web`, `https`, `webhook-server`),
+    `appProtocol`, image (nginx, httpd), an admission webhook's Service or Service port 80
+    or 443. An HTTP port with no such path gets `tcpSocket` and a comment that an endpoint
+    of the app's which fails when the pod cannot serve checks more, if it has one (judged
+    rounds found `/readyz` pasted onto gRPC servers behind ports named `http`, TLS API
+    servers and static nginx). `grpc` on gRPC ports; an `exec` the image ships on databases
+    that have one (`pg_isready`, `mysqladmin ping`); `tcpSocket` on other ports that are not
+    HTTP (Redis, LDAP, MongoDB… by image or well-known number) and where nothing says which
+    protocol the port speaks. A controller-runtime manager is probed on its
+    `--health-probe-bind-address` port (`/readyz`, which controller-runtime serves), and any
+    admission webhook's port by tcpSocket (its server answers only its webhook paths).
+    Comment lines say why.
 
     ## References
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
@@ -288,9 +293,11 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     first configuration, and speaks mTLS gRPC, which no other probe can pass), nor on a port
     that is not HTTP (Redis, LDAP, MongoDB… by image, port name or well-known number; DynamoDB
     Local, which answers unsigned requests with 400 only) whose image ships no readiness
-    command: no other probe checks more there. On a port whose protocol nothing in the
-    manifests names it is an info: the httpGet it proposes fits only if the port speaks
-    HTTP (and SVD201 proposes that tcpSocket probe there).
+    command: no other probe checks more there. Nor a tcpSocket probe where nothing in the
+    inputs names a path the server answers (its liveness or startup probe's `httpGet` on
+    that port): an invented path it lacks would keep every pod unready, and SVD201
+    proposes that very tcpSocket probe there. Nor the one pod of a data store that is its
+    Services' only backend (as for SVD201): a deeper probe has no other pod to send to.
 
     ## Why it matters
     "Bad" backends are usually alive and listening but not serving: an exhausted connection
@@ -302,19 +309,23 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     ```yaml
     readinessProbe:
       tcpSocket: {port: 8080}
+    livenessProbe:
+      httpGet: {path: /healthz, port: 8080}
     ```
     Good:
     ```yaml
     readinessProbe:
-      httpGet: {path: /readyz, port: 8080}
+      httpGet: {path: /healthz, port: 8080}
+    livenessProbe:
+      httpGet: {path: /healthz, port: 8080}
     ```
 
     ## Fix
     Probe through the same code path as a request: an `httpGet` (or `grpc` health check)
     handled by the app's request workers. The printed probe speaks the port's protocol
-    as SVD201's does: `exec pg_isready` on Postgres, `scheme: HTTPS` on TLS ports, `grpc`
-    on gRPC ports, and `httpGet` on a port of unknown protocol only as a suggestion its
-    comment qualifies ("if port … speaks HTTP").
+    as SVD201's does: `exec pg_isready` on Postgres, `grpc` on gRPC ports, `httpGet` (with
+    `scheme: HTTPS` on TLS ports) to the path the container's liveness or startup probe
+    already GETs there.
 
     ## References
     - https://kubernetes.io/docs/concepts/configuration/liveness-readiness-startup-probes/
@@ -324,8 +335,8 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     del settings
     for w, c in racing(inventory):
         r = c.readiness
-        if r is None or _listens_when_ready(c, r.port):
-            continue
+        if r is None or _listens_when_ready(c, r.port) or lone_keeper(inventory, w):
+            continue  # a lone keeper: no other pod a deeper probe could send traffic to
         if r.handler == "tcpSocket":
             why = "is tcpSocket only: a process that accepts connections but serves nothing passes"
         elif r.handler == "exec" and _always_succeeds(r.command):
@@ -335,45 +346,32 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
         deeper = _deeper_probe(inventory, w, c, r)
         if deeper is None:
             continue
-        fix, unsure = deeper
         yield Hit(
             w,
-            f"container {c.name!r}: readinessProbe {why}"
-            + ("; nothing here says what the port speaks" if unsure else ""),
-            fix=fix,
+            f"container {c.name!r}: readinessProbe {why}",
+            fix=deeper,
             container=c.name,
             line=r.line,
-            # SVD201 proposes this very tcpSocket probe where nothing says the protocol
-            severity=Severity.INFO if unsure else None,
         )
 
 
-def _deeper_probe(
-    inventory: Inventory, w: Workload, c: Container, r: Probe
-) -> tuple[Fix, bool] | None:
+def _deeper_probe(inventory: Inventory, w: Workload, c: Container, r: Probe) -> Fix | None:
     """SVD203's fix: the probe ``suggest`` prints for the probed port (the Service's when
-    the probe names none), and whether the port's protocol is unknown (an httpGet only if
-    it speaks HTTP); ``None`` when that is the tcpSocket probe already there (a port that
-    is not HTTP, with no readiness command its image ships)."""
+    the probe names none); ``None`` when that is the tcpSocket probe already there (no path
+    the server answers is named, the port is not HTTP and its image ships no readiness
+    command, or an admission webhook's server answers its webhook paths only)."""
     if r.port is None:
         target = service_target(inventory, w, c)
     else:
         target = probed_target(inventory, w, c, r.port)
     found = suggest(inventory, w, c, target)
     if found.probe is None:
-        return note(found.note.lstrip("\n")), False
+        return note(found.note.lstrip("\n"))
     if r.handler != "tcpSocket" or "tcpSocket" not in found.probe:
-        return Fix(PodPatch(w.ref.kind, c.name, readiness=found.probe), note=found.note), False
-    if found.speaks is Speaks.UNKNOWN:
-        probe = {"httpGet": {"path": "/readyz", "port": target.port}}
-        why = (
-            f"\n# port {target.port}: {target.where}\n# httpGet: if port {target.port} speaks "
-            f"HTTP (nothing here says so); if not, no other probe checks more\n{READYZ_NOTE}"
-        )
-        return Fix(PodPatch(w.ref.kind, c.name, readiness=probe), note=why), True
+        return Fix(PodPatch(w.ref.kind, c.name, readiness=found.probe), note=found.note)
     if found.speaks is Speaks.HTTPS and manager(c):  # its health port checks more
-        return note(found.note.lstrip("\n")), False
-    return None  # a webhook's server answers nothing else than its webhook paths
+        return note(found.note.lstrip("\n"))
+    return None
 
 
 # Servers that open a port only once they are ready, so that a connection accepted there is
