@@ -54,7 +54,9 @@ TODAY = {
     "SVD401": 0,
     # 2026-12-06: not where the one replica keeps local state (Argo CD's Dex, Jaeger, Loki,
     # emojivoto's voting: SVD204's note, never scaled): 72 → 57
-    "SVD301": 57,
+    # 2026-12-08 (judge71/98): nor a ClusterIP port no address dials in a folder that dials
+    # other Services' ports (kube-thanos' StoreAPI, Istio's samples reached by proxies): 57 -> 44
+    "SVD301": 44,
     # 2026-12-06: only where the shared check may reach past the process (a readiness
     # endpoint, an aggregate health, an app's endpoint): judge69/70 judged 5 of 7 on static
     # handlers wrong; the corpus' pairs are gRPC overall status (microservices-demo: 27),

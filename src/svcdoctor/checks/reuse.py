@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import PurePath
 
 from svcdoctor.checks._serving import (
     carries_requests,
@@ -274,6 +275,12 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       pods, balancing each request);
     - providers found through a service registry (Apache Dubbo's, as for SVD201): their
       consumers dial the pods the registry lists, not the Service;
+    - a ClusterIP port no address in the inputs dials (`NAME:PORT`, `NAME.NS.svc:PORT` in an
+      env value, an argument or a config) while they dial other Services' ports: the inputs
+      wire their clients by address, and this port has none here (a Thanos query's StoreAPI
+      that only its frontend's HTTP port is dialed beside, a Dubbo provider's port that
+      consumers reach through the registry). Where the inputs dial no Service at all, the
+      clients are elsewhere and it stays flagged;
     - servers that already bound connection age (a `--…max…connection-age` flag such as
       istiod's `--keepaliveMaxServerConnectionAge 30m`, or such an env value);
     - a port only *named* `http2` (Istio's name for a gateway's HTTP port, mostly reached over
@@ -374,6 +381,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             label = _h2_label(p, workloads)
             if label is None or _other_protocol(p, workloads) or _xds(p):
                 continue
+            if not external and _undialed(inventory, svc, p):
+                continue  # the inputs wire their clients by address, and none dials this one
             if label.lower().startswith("http2") and (external or _envoy(workloads)):
                 # Istio's naming for an HTTP port of a gateway: its clients (browsers, load
                 # balancers, apps) mostly speak HTTP/1.1 to it, rarely cleartext HTTP/2
@@ -545,4 +554,18 @@ def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
         local_state(w, c, alike=True, emptydirs=False) is not None or queried_scraper(c)
         for w in workloads
         for c in serving_containers(inventory, w)
+    )
+
+
+def _undialed(inventory: Inventory, svc: Service, port: ServicePort) -> bool:
+    """Whether no file of the inputs dials the Service's port while a file in its folder
+    dials a port of their Services (that folder wires its clients: ``Inventory.dialed``)."""
+    address = (svc.ref.name, port.port)
+    if svc.location is None or any(address in found for found in inventory.dialed.values()):
+        return False
+    folder = PurePath(svc.location.file).parent
+    ports = {(s.ref.name, p.port) for s in inventory.services for p in s.ports}
+    return any(
+        folder in PurePath(file).parents and not ports.isdisjoint(found)
+        for file, found in inventory.dialed.items()
     )

@@ -138,3 +138,17 @@ def read_config(
         )
         if isinstance(modes, yaml.SequenceNode) and {_text(m) for m in modes.value} & _SHARED_MODES:
             shared.add((_text(meta.get("namespace")), _text(meta.get("name"))))
+
+
+# A host and port a client dials, anywhere in a file's text (an env value, an argument, a
+# URL in a ConfigMap): `cart:7070`, `http://cart.shop.svc.cluster.local:7070/`,
+# `dns:///cart:7070`. YAML keys are followed by a space, so `port: 7070` is no address.
+_ADDRESS = re.compile(
+    r"(?<![\w.@-])([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)(?:\.[-a-z0-9.]+)?:(\d{2,5})\b"
+)
+Dialed = set[tuple[str, int]]  # (the host's first DNS label, port)
+
+
+def dialed(text: str) -> Dialed:
+    """The (host's first DNS label, port) pairs of the addresses in a file's text."""
+    return {(host, int(port)) for host, port in _ADDRESS.findall(text)} if ":" in text else set()

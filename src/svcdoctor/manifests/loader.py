@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import codecs
 import gc
-import itertools
 import json
 import os
 import re
@@ -20,10 +19,19 @@ import yaml
 from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
 from svcdoctor.manifests.comments import pinned_replicas
-from svcdoctor.manifests.configs import ConfigDrains, LocalStores, SharedClaims, read_config, reads
+from svcdoctor.manifests.configs import (
+    ConfigDrains,
+    Dialed,
+    LocalStores,
+    SharedClaims,
+    dialed,
+    read_config,
+    reads,
+)
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
 from svcdoctor.manifests.folders import hidden_manifests
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
+from svcdoctor.manifests.textlines import TextLines
 from svcdoctor.manifests.yamlnodes import (
     InputTooComplex,
     TemplateSyntax,
@@ -107,6 +115,7 @@ class LoadResult:
     replica_pins: dict[str, dict[int, str]] = field(default_factory=dict)
     # Dockerfiles and skaffold artifacts beside the manifests (``manifests.dockerfiles``)
     builds: Builds = field(default_factory=Builds)
+    dialed: dict[str, Dialed] = field(default_factory=dict)  # file → ``configs.dialed``
 
 
 class Excludes:
@@ -374,10 +383,12 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     templated = "{{" in text
     # Documents that are not converted are checked only if they may hold an alias or {{ }}.
     scan = _Scan(aliases=_may_alias(text), templates=templated)
-    lines = _Lines(text) if templated else None
-    ytt = _Lines(text) if "#@" in text and _YTT_CODE.search(text) else None
+    lines = TextLines(text) if templated else None
+    ytt = TextLines(text) if "#@" in text and _YTT_CODE.search(text) else None
     if pins := pinned_replicas(text):
         result.replica_pins[display] = pins
+    if addresses := dialed(text):
+        result.dialed[display] = addresses
     part, offset = text, 0  # after a templated document that breaks the YAML: the rest
     while True:
         try:
@@ -435,7 +446,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
 
 
 def _after_broken_document(
-    name: str, text: str, lines: _Lines | None, error: yaml.YAMLError, result: LoadResult
+    name: str, text: str, lines: TextLines | None, error: yaml.YAMLError, result: LoadResult
 ) -> int | None:
     """Account for the document the parser stopped in; the line it ends on if reading may
     go on after it, else ``None``.
@@ -463,7 +474,7 @@ def _after_broken_document(
     return None
 
 
-def _quoted_only(lines: _Lines, first: int, last: int) -> bool:
+def _quoted_only(lines: TextLines, first: int, last: int) -> bool:
     """Whether every ``{{`` of lines ``first``..``last`` is in a line that is valid YAML by
     itself (a quoted scalar: Prometheus' alert templates, `message: '{{ $labels.pod }} …'`):
     strings the parser read, so not what broke the document. Helm's `"{{ template "x" . }}"`
@@ -500,63 +511,6 @@ _HELM = re.compile(
 )
 _KIND_WORD = re.compile(r"\bkind\b")
 _KIND_KEY = re.compile(r"""^[ \t]*["']?(?:kind|apiVersion)["']?[ \t]*:""", re.MULTILINE)
-_DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
-
-
-class _Lines:
-    """Line access to a templated file's text (built only for files holding ``{{``)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        lengths = (len(line) + 1 for line in text.split("\n")[:-1])
-        self.starts = list(itertools.accumulate(lengths, initial=0))
-
-    def _offset(self, line: int) -> int:
-        """Offset where 1-based ``line`` starts (the end of the text past the last line)."""
-        return self.starts[line - 1] if 1 <= line <= len(self.starts) else len(self.text)
-
-    def between(self, first: int, last: int) -> str:
-        return self.text[self._offset(first) : self._offset(last + 1)]
-
-    def after(self, line: int) -> str:
-        return self.text[self._offset(line + 1) :]
-
-    def first_template(self, first: int, last: int) -> int | None:
-        """The line of the first ``{{`` in lines ``first``..``last``."""
-        at = self.text.find("{{", self._offset(first), self._offset(last + 1))
-        return None if at < 0 else bisect.bisect_right(self.starts, at)
-
-    def template_at(self, line: int, limit: int = 40) -> str:
-        """The first ``{{ … }}`` on ``line``, shortened to ``limit`` characters."""
-        text = self.between(line, line)
-        start = text.find("{{")
-        if start < 0:
-            return "{{ … }}"
-        end = text.find("}}", start)
-        end += 1 if end >= 0 and text[end + 2 : end + 3] == "}" else 0  # Mustache's {{{x}}}
-        shown = text[start : end + 2] if end >= 0 else text[start:].rstrip()
-        return shown if len(shown) <= limit else shown[: limit - 4] + " …}}"
-
-    def document_around(self, line: int) -> tuple[int, int]:
-        """The lines of the document holding ``line``: from after the ``---`` before it to
-        the line before the next ``---``. An error reported on a ``---`` line belongs to the
-        document that line ends."""
-        count = len(self.starts)
-        line = min(max(line, 1), count)
-        if self._is_start(line) and line > 1:
-            line -= 1
-        first = line
-        while first > 1 and not self._is_start(first):
-            first -= 1
-        last = line
-        while last < count and not self._is_start(last + 1):
-            last += 1
-        return first, last
-
-    def _is_start(self, line: int) -> bool:
-        return bool(_DOCUMENT_START.fullmatch(self.between(line, line).rstrip("\r\n")))
-
-
 # An anchor (``&a``) and an alias (``*a``) where YAML allows them (a shell ``a && b`` is no
 # anchor): at the start of the text or after a space or flow indicator. The ``&``/``*``
 # comes first and the lookbehind after it, so the regex engine scans for that character
@@ -702,7 +656,7 @@ def _yaml_problem(name: str, exc: yaml.YAMLError) -> Finding:
     return _problem(INVALID_YAML, name, 1, str(exc).splitlines()[0])
 
 
-def _template_problem(name: str, lines: _Lines, line: int, result: LoadResult) -> None:
+def _template_problem(name: str, lines: TextLines, line: int, result: LoadResult) -> None:
     """SVD002 for the templated document whose first ``{{`` is on ``line``: a Helm/Go
     template (an error: render it first), or a controller's run-time placeholder (a note:
     quote it)."""
@@ -759,7 +713,7 @@ _YTT_CODE = re.compile(
 )
 
 
-def _ytt_document(name: str, lines: _Lines, root: yaml.Node, result: LoadResult) -> bool:
+def _ytt_document(name: str, lines: TextLines, root: yaml.Node, result: LoadResult) -> bool:
     """SVD002 for a document a ytt template makes (see ``_YTT_CODE``); ``False`` for the
     file's other documents, which are read (ytt code alone, no object, is skipped as they are)."""
     if not isinstance(root, yaml.MappingNode) or "kind" not in mapping_keys(root):
@@ -768,7 +722,7 @@ def _ytt_document(name: str, lines: _Lines, root: yaml.Node, result: LoadResult)
     found = _YTT_CODE.search(lines.between(first, last))
     if found is None:
         return False
-    line = bisect.bisect_right(lines.starts, lines._offset(first) + found.start())
+    line = bisect.bisect_right(lines.starts, lines.offset(first) + found.start())
     shown = lines.between(line, line).strip()
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
     result.documents += 1

@@ -107,6 +107,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         objects=loaded.documents,
         skipped=loaded.skipped,
         images=match_images(loaded.builds, images) if loaded.builds.any else {},
+        dialed={file: frozenset(found) for file, found in loaded.dialed.items()},
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )
 
@@ -582,9 +583,8 @@ def sleep_in(command: Sequence[str], env: Mapping[str, str] | None = None) -> fl
 
 
 # A hook that signals PID 1 (`kill -s TERM 1; while kill -0 1; do sleep 1; done`: Yolean's
-# kubernetes-kafka zookeeper and kafka preStop) stops the app at once; its loop only waits
-# for the exit. Only a stop signal counts (none given is TERM); `kill -0` tests, and HUP or
-# USR1 usually ask for a reload.
+# kubernetes-kafka zookeeper and kafka preStop) stops the app at once; its loop only waits for
+# the exit. Only a stop signal counts (none is TERM); `kill -0` tests, HUP/USR1 ask a reload.
 _KILLS_PID1 = re.compile(
     r"(?:^|[\s;&|(])kill\s+(?:-s\s+(?:SIG)?(?:TERM|KILL|INT|QUIT)\s+"
     r"|-(?:SIG)?(?:TERM|KILL|INT|QUIT|9|15|2|3)\s+)?(?:--\s+)?1(?=$|[\s;&|)])"

@@ -49,6 +49,8 @@ class Inventory:
     namespace: str = DEFAULT_NAMESPACE
     # Container image → the repository's Dockerfile that builds it (``manifests.dockerfiles``)
     images: dict[str, ImageFacts] = field(default_factory=dict)
+    # File → the (host's first DNS label, port) of the addresses it names: who dials what
+    dialed: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
     _targets: dict[int, tuple[Workload, ...]] = field(default_factory=dict, compare=False)
     _backing: dict[int, tuple[Service, ...]] = field(default_factory=dict, compare=False)
 

@@ -1,0 +1,64 @@
+"""Line access to a file's text: where each line starts, a document's lines around a line,
+the first template on a line (the loader's messages about templated and broken files)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+
+_DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
+
+
+class TextLines:
+    """Line access to a templated file's text (built only for files holding ``{{``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        lengths = (len(line) + 1 for line in text.split("\n")[:-1])
+        self.starts = list(itertools.accumulate(lengths, initial=0))
+
+    def offset(self, line: int) -> int:
+        """Offset where 1-based ``line`` starts (the end of the text past the last line)."""
+        return self.starts[line - 1] if 1 <= line <= len(self.starts) else len(self.text)
+
+    def between(self, first: int, last: int) -> str:
+        return self.text[self.offset(first) : self.offset(last + 1)]
+
+    def after(self, line: int) -> str:
+        return self.text[self.offset(line + 1) :]
+
+    def first_template(self, first: int, last: int) -> int | None:
+        """The line of the first ``{{`` in lines ``first``..``last``."""
+        at = self.text.find("{{", self.offset(first), self.offset(last + 1))
+        return None if at < 0 else bisect.bisect_right(self.starts, at)
+
+    def template_at(self, line: int, limit: int = 40) -> str:
+        """The first ``{{ … }}`` on ``line``, shortened to ``limit`` characters."""
+        text = self.between(line, line)
+        start = text.find("{{")
+        if start < 0:
+            return "{{ … }}"
+        end = text.find("}}", start)
+        end += 1 if end >= 0 and text[end + 2 : end + 3] == "}" else 0  # Mustache's {{{x}}}
+        shown = text[start : end + 2] if end >= 0 else text[start:].rstrip()
+        return shown if len(shown) <= limit else shown[: limit - 4] + " …}}"
+
+    def document_around(self, line: int) -> tuple[int, int]:
+        """The lines of the document holding ``line``: from after the ``---`` before it to
+        the line before the next ``---``. An error reported on a ``---`` line belongs to the
+        document that line ends."""
+        count = len(self.starts)
+        line = min(max(line, 1), count)
+        if self._is_start(line) and line > 1:
+            line -= 1
+        first = line
+        while first > 1 and not self._is_start(first):
+            first -= 1
+        last = line
+        while last < count and not self._is_start(last + 1):
+            last += 1
+        return first, last
+
+    def _is_start(self, line: int) -> bool:
+        return bool(_DOCUMENT_START.fullmatch(self.between(line, line).rstrip("\r\n")))

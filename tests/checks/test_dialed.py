@@ -1,0 +1,80 @@
+"""SVD301 and the addresses the inputs dial (``Inventory.dialed``): a folder that wires its
+clients by address but names no gRPC port's address has no client of that port."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from svcdoctor.checks import Settings
+from svcdoctor.manifests.configs import dialed
+from tests.conftest import lint_paths
+
+QUERY = """
+apiVersion: v1
+kind: Service
+metadata: {name: thanos-query, namespace: monitoring}
+spec:
+  selector: {app: thanos-query}
+  ports: [{name: http, port: 9090}, {name: grpc, port: 10901}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: thanos-query, namespace: monitoring}
+spec:
+  replicas: 2
+  template:
+    metadata: {labels: {app: thanos-query}}
+    spec:
+      containers:
+        - name: query
+          image: quay.io/thanos/thanos:v0.36.1
+          ports: [{name: http, containerPort: 9090}, {name: grpc, containerPort: 10901}]
+"""
+FRONTEND = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: thanos-query-frontend, namespace: monitoring}}
+spec:
+  template:
+    metadata: {{labels: {{app: thanos-query-frontend}}}}
+    spec:
+      containers:
+        - name: frontend
+          image: quay.io/thanos/thanos:v0.36.1
+          args: [query-frontend, "--query-frontend.downstream-url=http://{address}"]
+"""
+
+
+def _svd301(tmp_path: Path, files: dict[str, str]) -> list[int]:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    result = lint_paths([str(tmp_path)], Settings(enabled=frozenset({"SVD301"})))
+    return [f.location.line for f in result.findings]
+
+
+def test_addresses_are_host_and_port_pairs() -> None:
+    text = (
+        'value: "cart:7070"\nargs: [--addr=cart.shop.svc.cluster.local:7071]\n'
+        "url: dns:///cart:7072\nport: 7073\nimage: ghcr.io/x/cart:20240101\nuser@host:22\n"
+    )
+    assert dialed(text) == {("cart", 7070), ("cart", 7071), ("cart", 7072)}
+
+
+def test_an_undialed_grpc_port_in_a_wired_folder_is_not_flagged(tmp_path: Path) -> None:
+    """kube-thanos: the frontend dials the query's HTTP port; nothing here dials 10901."""
+    front = FRONTEND.format(address="thanos-query.monitoring.svc.cluster.local:9090")
+    assert _svd301(tmp_path, {"query.yaml": QUERY, "frontend.yaml": front}) == []
+
+
+def test_a_dialed_grpc_port_is_flagged(tmp_path: Path) -> None:
+    front = FRONTEND.format(address="thanos-query.monitoring.svc.cluster.local:10901")
+    assert len(_svd301(tmp_path, {"query.yaml": QUERY, "frontend.yaml": front})) == 1
+
+
+def test_a_folder_that_dials_nothing_keeps_the_finding(tmp_path: Path) -> None:
+    """The clients are elsewhere (another repository): nothing says they do not stick. An
+    address in another folder (another example) wires nothing here."""
+    front = FRONTEND.format(address="thanos-query.monitoring.svc.cluster.local:9090")
+    files = {"query/query.yaml": QUERY, "other/frontend.yaml": front}
+    assert len(_svd301(tmp_path, files)) == 1
