@@ -314,6 +314,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 and not ignored_webhook(inventory, service)
                 and not metrics_servers_only(inventory, service)
                 and not scaffold_leftover(inventory, service)
+                and not pods_dialed_instead(inventory, service)
             ),
         )
     return hit[1]
@@ -406,6 +407,32 @@ def peers_only(service: Service) -> bool:
         and bool(names)
         and all(ns and any(_PEER_PORT.search(n) for n in ns) for ns in names)
     )
+
+
+def pods_dialed_instead(inventory: Inventory, service: Service) -> bool:
+    """Whether the inputs dial the pods of the StatefulSets behind the Service by their own
+    names (`etcd-0.etcd:2379`, m3db-operator's etcd clients; vanus' controllers) and never
+    the Service by its name: each client picks its pod, no request crosses the Service."""
+    workloads = inventory.targeted(service)
+    if not workloads or any(w.ref.kind != "StatefulSet" for w in workloads):
+        return False
+    hosts = _dialed_hosts(inventory)
+    if service.ref.name in hosts:
+        return False
+    return all(
+        any(re.fullmatch(rf"{re.escape(w.ref.name)}-\d+", h) for h in hosts) for w in workloads
+    )
+
+
+def _dialed_hosts(inventory: Inventory) -> frozenset[str]:
+    """The hosts (first DNS labels) the inputs dial, computed once per inventory."""
+    if not _HOSTS or _HOSTS[0][0] is not inventory:
+        hosts = frozenset(host for found in inventory.dialed.values() for host, _ in found)
+        _HOSTS[:] = [(inventory, hosts)]
+    return _HOSTS[0][1]
+
+
+_HOSTS: list[tuple[Inventory, frozenset[str]]] = []
 
 
 def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:

@@ -130,7 +130,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     are Cassandra and ScyllaDB members and MongoDB replica set members (`--replSet`) behind
     headless Services only (their drivers find the members and follow them, the Service only
     seeds them), nor apps found through a service registry (as for SVD201),
-    nor pods whose Services publish not-ready addresses (as for SVD201). Nor are containers
+    nor pods whose Services publish not-ready addresses (as for SVD201), nor a StatefulSet's
+    pods that the inputs dial by their own names (`etcd-0.etcd:2379` in a ConfigMap or an
+    argument) while no address names its Services: each client picks its pod. Nor are containers
     whose image's Dockerfile, in the same repository, starts a PID 1 that ignores SIGTERM
     (SVD117: they do not stop at SIGTERM). A PID 1 the manifest starts (SVD116: `node app.js`)
     is flagged as an `info`: whether the app installs a handler is not in the manifest, and an
