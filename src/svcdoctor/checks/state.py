@@ -134,6 +134,13 @@ _CONTROLLER_IMAGE = re.compile(r"(^|[_-])operator$")
 _OLD_MANAGER_FLAG = re.compile(r"^--(metrics-addr|webhook-server-port|enable-leader-election)(=|$)")
 
 
+# kubebuilder's scaffold: the manager's container name, its webhook port's name and
+# controller-runtime's default webhook certificate directory (config/manager/manager.yaml,
+# config/default/manager_webhook_patch.yaml; webhook.Options.CertDir)
+_SCAFFOLD_PORT = "webhook-server"
+_WEBHOOK_CERTS = "/tmp/k8s-webhook-server/serving-certs"
+
+
 def unknown_election(container: Container) -> bool:
     """Whether the container looks like a controller whose leader election nothing in the
     manifest turns on or off: a second replica may be a second reconciler."""
@@ -143,6 +150,9 @@ def unknown_election(container: Container) -> bool:
         bool(_CONTROLLER_IMAGE.search(name.lower()))
         or manager(container)
         or any(_EVERY_REPLICA_SERVES.match(w) or _OLD_MANAGER_FLAG.match(w) for w in argv)
+        or container.name == "manager"
+        or any(p.name == _SCAFFOLD_PORT for p in container.ports)
+        or any(m.path.rstrip("/") == _WEBHOOK_CERTS for m in container.mounts)
     )
     return (
         controller
