@@ -153,3 +153,16 @@ def test_the_health_probe_port_is_read_in_both_flag_forms() -> None:
     assert health_port(with_args("--health-probe-bind-address=0")) is None
     assert health_port(with_args("--health-probe-bind-address")) is None
     assert health_port(with_args("--metrics-bind-address=:8080")) is None
+
+
+def test_a_declared_port_comes_before_an_undeclared_target() -> None:
+    """heptio/gimbal's Prometheus: the Service sends to 9090 (named `prometheus`, a metrics
+    name) and to a leftover 9093 nothing declares; the probe goes to 9090 (judge108)."""
+    probe, note = _fix(
+        "[{name: prometheus, port: 9090}, {name: alertmanager, port: 9093}]",
+        image="prom/prometheus:v2.2.1",
+        ports="[{containerPort: 9090}]",
+    )
+    assert probe is not None
+    assert probe["tcpSocket"] == {"port": 9090}
+    assert "no container declares it" not in note

@@ -221,17 +221,23 @@ def no_readiness(workload: Workload, container: Container) -> str:
 def service_target(inventory: Inventory, workload: Workload, container: Container) -> Target:
     """The port the Services send to for this container: a Service port's target the
     container declares (a plain-HTTP one first), else a numeric target no container of the
-    pod declares (it listens there undeclared), else its first declared port, else a
+    pod declares (it may listen there undeclared), else its first declared port, else a
     placeholder."""
     services = inventory.services_of(workload)
     callers = [s for s in services if carries_requests(inventory, s)] or list(services)
     others = [o for o in workload.template.containers if o.name != container.name]
     found: dict[int | str, Target] = {}
+    scraped: set[int | str] = set()  # targets only metrics or probe ports send to
     for s in callers:
         for p in s.ports:
-            if uncalled(p):
-                continue
             t = p.target
+            if uncalled(p):
+                if serves(container, t) and t not in found:
+                    scraped.add(t)
+                else:
+                    continue
+            else:
+                scraped.discard(t)
             if serves(container, t):
                 extra = ""
             elif (
@@ -251,6 +257,12 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
             where = f"the port Service {s.ref.name} sends to (targetPort {t}{extra})"
             found[t] = Target(t, number, where, ((s, p),), p.protocol.upper() == "UDP")
     targets = [t for t in found.values() if not t.udp] or list(found.values())
+    # a port it declares before one it may listen on undeclared (a leftover Service port:
+    # heptio/gimbal's Prometheus behind 9093 and its own 9090 named `prometheus`; judge108),
+    # a port requests reach before one only named for metrics or probes
+    declared = [t for t in targets if serves(container, t.port)]
+    called = [t for t in targets if t.port not in scraped]
+    targets = [t for t in declared if t in called] or declared or called
     if targets:
         http = [t for t in targets if speaks(inventory, container, t)[0] is Speaks.HTTP]
         return (http or targets)[0]

@@ -34,6 +34,7 @@ from svcdoctor.checks.state import (
     SPLIT_CAVEAT,
     data_store,
     keeps_data,
+    leader_elected,
     local_state,
     unknown_election,
     waits_for_lease,
@@ -616,8 +617,11 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     second pod would split the state or reach another node's daemon, or the app runs under
     k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) or operator-sdk's leader-for-life
     election (`POD_NAME` and `OPERATOR_NAME`; a surge pod would wait for the lease the old
-    pod holds), or another workload's pods behind the same Service keep serving
-    meanwhile (a canary beside its stable track, bare Pods beside a Deployment). A
+    pod holds), or a leader-elected app (`--leader-elect`…) that chose `strategy: Recreate`
+    and has a readiness probe (if only the leader serves, a surge pod never gets ready while
+    the old pod holds the lease: the rollout would stall), or another workload's pods behind
+    the same Service keep serving meanwhile (a canary beside its stable track, bare Pods
+    beside a Deployment). A
     DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
     it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with
     `externalTrafficPolicy: Local`, where a node's traffic only reaches the node's own pod,
@@ -721,9 +725,15 @@ def _stops_first_on_purpose(w: Workload) -> bool:
     """Whether stopping the pods before starting new ones is deliberate: a data store, pods
     that keep local state (two must not hold or attach it at once, nor a second reach
     another node's daemon), or an app that serves once elected (``waits_for_lease``: a
-    surge pod would wait for the lease the old one holds, never deleted before)."""
+    surge pod would wait for the lease the old one holds, never deleted before), or a
+    leader-elected app that chose ``Recreate`` and is probed for readiness: if only the
+    leader serves, a surge pod is never ready while the old one holds the lease, and the
+    rollout stalls (cloudnative-pg's plugin-barman-cloud; judge107)."""
     return data_store(w) or any(
-        local_state(w, c, alike=True) or waits_for_lease(c) for c in w.template.containers
+        local_state(w, c, alike=True)
+        or waits_for_lease(c)
+        or (w.strategy == "Recreate" and c.readiness is not None and leader_elected(c) is not None)
+        for c in w.template.containers
     )
 
 
