@@ -69,7 +69,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     storage, zot, Grafana on its default SQLite database, Apicurio Registry on its default
     in-memory storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow
     aggregator, the MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE
-    server whose server.conf keeps its datastore in SQLite; a controller without leader
+    server whose server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps
+    its traces in memory; a controller without leader
     election: MetalLB's, Zalando's postgres-operator, YuniKorn's scheduler, Scylla Manager,
     flyte-binary, Antrea's controllers, Google Managed Prometheus' operator, kube-arangodb's in
     `--mode.single`, or any with `--leader-elect=false`; a writable claim

@@ -7,7 +7,8 @@ inconsistent data" (https://dexidp.io/docs/configuration/storage/ lists memory a
 as not for production or high availability; Argo CD's Dex:
 https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/). Only
 ConfigMaps whose data holds both ``issuer`` and ``storage`` are parsed. So is a SPIRE
-server.conf whose ``DataStore "sql"`` is sqlite3: the pod keeps its CA and registrations.
+server.conf whose ``DataStore "sql"`` is sqlite3: the pod keeps its CA and registrations;
+and a Jaeger v2 config whose ``jaeger_storage`` backend is ``memory``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,26 @@ def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
             return ref, why
         if _SPIRE_SQLITE.search(text):
             return ref, "SPIRE's server.conf keeps its datastore in SQLite in the pod"
+        if "jaeger_storage" in text and (why := _jaeger_memory(text)):
+            return ref, why
+    return None
+
+
+def _jaeger_memory(text: str) -> str | None:
+    """Why a Jaeger v2 config keeps its traces in the process: a ``jaeger_storage`` backend
+    of type ``memory``, "data will be lost once the process exits", and each replica would
+    hold its own traces (https://www.jaegertracing.io/docs/2.20/storage/memory/)."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    extensions = config.get("extensions") if isinstance(config, dict) else None
+    storage = extensions.get("jaeger_storage") if isinstance(extensions, dict) else None
+    backends = storage.get("backends") if isinstance(storage, dict) else None
+    if isinstance(backends, dict) and any(
+        isinstance(b, dict) and "memory" in b for b in backends.values()
+    ):
+        return "Jaeger's jaeger_storage keeps its traces in memory"
     return None
 
 
