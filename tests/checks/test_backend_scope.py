@@ -105,6 +105,16 @@ def test_partial_inputs_are_decided_per_folder_tree(tmp_path: Path) -> None:
     assert all("has no endpoints" not in m for m in messages.values())
 
 
+def test_a_templated_document_beside_it_may_be_its_workload(tmp_path: Path) -> None:
+    """opsgy/loki-rule-operator: deploy/deployment.yaml holds `{{ $TAG }}`, which lint does
+    not read (SVD002); the Service beside it selects that workload's pods (judge108)."""
+    _write(tmp_path / "svc.yaml", SERVICE.format(name="op", selector="app: op"))
+    templated = DEPLOYMENT.format(name="op", labels="app: op", image="op:1")
+    _write(tmp_path / "deployment.yaml", templated.replace("app: op", "app: op, v: {{ $TAG }}"))
+    _write(tmp_path / "other" / "svc.yaml", SERVICE.format(name="web", selector="app: web"))
+    assert dict(_findings(tmp_path, "SVD207")) == {"other/svc.yaml": "info"}
+
+
 def test_a_near_miss_beside_the_service_is_a_warning(tmp_path: Path) -> None:
     _write(tmp_path / "svc.yaml", SERVICE.format(name="checkout", selector="app: chekout"))
     _write(

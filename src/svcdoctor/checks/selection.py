@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import PurePath
 
 from svcdoctor.checks._serving import serves
+from svcdoctor.checks.inputs import HELM_TEMPLATE
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
@@ -281,6 +282,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     of the inputs makes in another namespace (a scaffold option left out of the build keeps
     the placeholder that kustomize replaced in its workload's files).
 
+    Nor is a Service whose folder holds a templated document lint could not read (SVD002):
+    its workload may be that document.
+
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload is in the Service's folder tree,
     the inputs are partial). It is a `warning` when a workload beside the Service (same
@@ -381,6 +385,11 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
                 fix=Fix(ObjectPatch({"spec": {"selector": fixed}})),
                 severity=Severity.WARNING,
             )
+        elif any(
+            p.rule == HELM_TEMPLATE.id and _in_tree(p.location.file, home)
+            for p in inventory.problems
+        ):
+            continue  # a templated document beside it was not read (SVD002): its workload?
         elif any(
             _in_tree(w.location.file, home) and same_namespace(w.ref.namespace, svc.ref.namespace)
             for w in inventory.workloads
