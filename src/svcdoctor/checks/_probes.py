@@ -263,6 +263,9 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
     declared = [t for t in targets if serves(container, t.port)]
     called = [t for t in targets if t.port not in scraped]
     targets = [t for t in declared if t in called] or declared or called
+    # an aggregated API server's --secure-port (metrics adapters beside a side HTTP port)
+    secure = flag_port(argv_of(container), "secure-port")
+    targets = [t for t in targets if t.number == secure] or targets
     if targets:
         http = [t for t in targets if speaks(inventory, container, t)[0] is Speaks.HTTP]
         return (http or targets)[0]
@@ -427,6 +430,14 @@ def suggest(
             Speaks.HTTP,
         )
     head = f"\n# port {target.port}: {target.where}"
+    if target.number is not None and target.number == flag_port(argv_of(container), "secure-port"):
+        return Suggestion(
+            {"httpGet": {"path": "/readyz", "port": target.port, "scheme": "HTTPS"}},
+            f"{head}\n# httpGet /readyz, scheme HTTPS: it is the --secure-port of a server built "
+            "on the Kubernetes API server\n# library, which serves /readyz there (as "
+            "metrics-server's and prometheus-adapter's manifests probe it)",
+            Speaks.HTTPS,
+        )
     if target.udp:
         return Suggestion(
             None,

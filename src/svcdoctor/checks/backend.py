@@ -127,8 +127,10 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     that have one (`pg_isready`, `mysqladmin ping`); `tcpSocket` on other ports that are not
     HTTP (Redis, LDAP, MongoDB… by image or well-known number) and where nothing says which
     protocol the port speaks. A controller-runtime manager is probed on its
-    `--health-probe-bind-address` port (`/readyz`, which controller-runtime serves), and any
-    admission webhook's port by tcpSocket (its server answers only its webhook paths).
+    `--health-probe-bind-address` port (`/readyz`, which controller-runtime serves), a server
+    built on the Kubernetes API server library on its `--secure-port` (`/readyz` over HTTPS,
+    as metrics-server's and prometheus-adapter's manifests probe it), and any admission
+    webhook's port by tcpSocket (its server answers only its webhook paths).
     Comment lines say why.
 
     ## References
