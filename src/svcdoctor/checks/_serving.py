@@ -315,6 +315,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 and not metrics_servers_only(inventory, service)
                 and not scaffold_leftover(inventory, service)
                 and not pods_dialed_instead(inventory, service)
+                and not webhooks_off(inventory, service)
             ),
         )
     return hit[1]
@@ -421,6 +422,28 @@ def pods_dialed_instead(inventory: Inventory, service: Service) -> bool:
         return False
     return all(
         any(re.fullmatch(rf"{re.escape(w.ref.name)}-\d+", h) for h in hosts) for w in workloads
+    )
+
+
+def webhooks_off(inventory: Inventory, service: Service) -> bool:
+    """Whether every port of the Service targets the webhook port (9443, or a port named
+    for webhooks) of managers started with ``ENABLE_WEBHOOKS=false``: kubebuilder's scaffold
+    then sets up no webhook (cmd/main.go, https://book.kubebuilder.io/cronjob-tutorial/main-revisited),
+    and controller-runtime starts its webhook server only for one (kubeslice's
+    worker-operator; judge111): nothing listens behind the Service."""
+    workloads = inventory.targeted(service)
+    off = [
+        [c for c in w.template.containers if dict(c.env).get("ENABLE_WEBHOOKS") == "false"]
+        for w in workloads
+    ]
+    if not workloads or not all(off) or not service.ports:
+        return False
+    ports = [p for cs in off for c in cs for p in c.ports]
+    named = {p.name for p in ports if p.name and "webhook" in p.name}
+    numbers = {p.number for p in ports if p.name in named} | {9443}
+    return all(
+        p.target in numbers or p.target in named or "webhook" in (p.name or "")
+        for p in service.ports
     )
 
 
