@@ -34,6 +34,18 @@ def has_shell(container: Container) -> bool | None:
     return False if NO_SHELL_IMAGE.search(container.image) else None
 
 
+def image_shell(inventory: Inventory, container: Container) -> tuple[bool | None, str]:
+    """``has_shell``, also ``False`` for an image a Dockerfile of the inputs builds on a base
+    with no shell (``FROM gcr.io/distroless/static``, ``scratch``), with that base ("" when
+    the image's own name says it)."""
+    if has_shell(container) is False:
+        return False, ""
+    facts = inventory.images.get(container.image)
+    if facts is not None and facts.base and NO_SHELL_IMAGE.search(facts.base):
+        return False, facts.base
+    return None, ""
+
+
 def shutdown_facts(
     workload: Workload,
     container: Container,

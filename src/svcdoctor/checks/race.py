@@ -7,7 +7,6 @@ from dataclasses import replace
 
 from svcdoctor.checks._scripts import SHELLS
 from svcdoctor.checks._serving import (
-    NO_SHELL_IMAGE,
     backed,
     carries_requests,
     found_by_clients,
@@ -19,6 +18,7 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks._shutdown import (
     container_drain,
     daemon_gap,
+    image_shell,
     readiness_first,
     seconds,
     shutdown_facts,
@@ -208,7 +208,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             # no endpoint that holds its data ever takes over: the stateful pod goes first,
             # or its surge pod cannot hold the same volume at once, or starts empty
             continue
-        plan = race_plan(w, c, settings)
+        shell = image_shell(inventory, c)[0]
+        plan = race_plan(w, c, settings, shell=shell)
         if "SVD101" not in plan.rules:
             continue  # no delay needed: the app drains long enough by itself
         drain = container_drain(settings, w, c)
@@ -268,7 +269,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
             f"{stops}{also}",
-            fix=_prestop_fix(w, c, plan, grace_to, settings, hint),
+            fix=_prestop_fix(w, c, plan, grace_to, settings, hint, shell),
             container=c.name,
             line=hook.line if hook else c.line,
             severity=Severity.INFO if today else None,
@@ -310,10 +311,11 @@ def _prestop_fix(
     grace: int | None,
     settings: Settings,
     hint: str,
+    shell: bool | None = None,
 ) -> Fix:
     """The patch adding the plan's preStop (and grace), or the manual step when the cluster
-    has no native sleep and the image no shell."""
-    hook = prestop_hook(c, plan)
+    has no native sleep and the image no shell (``shell``: whether it has one)."""
+    hook = prestop_hook(c, plan, shell=shell)
     if hook is None:
         return Fix(
             PodPatch(
@@ -508,9 +510,13 @@ def short_sleep(w: Workload, c: Container, settings: Settings, rule_id: str) -> 
     )
 
 
-def prestop_hook(c: Container, plan: ShutdownPlan) -> PreStopHook | None:
+def prestop_hook(
+    c: Container, plan: ShutdownPlan, *, shell: bool | None = None
+) -> PreStopHook | None:
     """The plan's preStop for a container, in the handler it already has (a patch must not
-    add a second handler beside it); ``None`` when the plan has no hook."""
+    add a second handler beside it), unless that is an ``exec`` in an image with no shell
+    (``shell`` false: its command cannot run anyway, SVD104); ``None`` when the plan has no
+    hook."""
     planned = planned_hook(plan)
     if planned.handler is Handler.NONE:
         return None
@@ -520,7 +526,7 @@ def prestop_hook(c: Container, plan: ShutdownPlan) -> PreStopHook | None:
         return planned
     if hook.handler == "sleep":
         return PreStopHook(Handler.SLEEP, n)
-    if hook.handler == "exec" and hook.command:
+    if hook.handler == "exec" and hook.command and shell is not False:
         # keep its command: its sleep set, or a sleep first so the command still runs
         return PreStopHook(Handler.EDIT if hook.sleep_seconds else Handler.SHELL, n, hook.command)
     return replace(planned, replaces=hook.handler)
@@ -571,7 +577,8 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
         if not (hook and hook.handler == "exec" and hook.command):
             continue
         program = hook.command[0].rsplit("/", 1)[-1]
-        if program not in SHELLS | {"sleep"} or not NO_SHELL_IMAGE.search(c.image):
+        shell, base = image_shell(inventory, c)
+        if program not in SHELLS | {"sleep"} or shell is not False:
             continue
         plan = race_plan(w, c, settings, current_prestop=hook.sleep_seconds, shell=False)
         sleep = plan.prestop_seconds or hook.sleep_seconds or settings.propagation_seconds
@@ -590,8 +597,9 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
             )
         yield Hit(
             w,
-            f"preStop of container {c.name!r} runs {program!r}, but image {c.image!r} has no "
-            f"shell: the hook fails (FailedPreStopHook) and the pod gets no delay",
+            f"preStop of container {c.name!r} runs {program!r}, but image {c.image!r}"
+            + (f" (built here FROM {base})" if base else "")
+            + " has no shell: the hook fails (FailedPreStopHook) and the pod gets no delay",
             fix=fix,
             container=c.name,
             line=hook.line,
