@@ -539,7 +539,8 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
     ## What it does
     Flags `exec` preStop hooks whose command starts with a shell or `sleep` when the image
     ships no shell: distroless (except `:debug`), `scratch`, Chainguard images other than
-    `-dev`, and a few known static Kubernetes images.
+    `-dev`, a few known static Kubernetes images, and an image a Dockerfile of the
+    repository builds from such a base.
 
     ## Why it matters
     The hook fails at once (`FailedPreStopHook` event), the kubelet goes straight to SIGTERM,
