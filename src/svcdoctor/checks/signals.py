@@ -106,7 +106,9 @@ def _unwrapped(argv: list[str]) -> list[str]:
 
 
 def _python(argv: list[str], shown: str) -> Pid1 | None:
-    """Python running a script or a module (``-m``); not a module that handles SIGTERM."""
+    """Python running a script or a module (``-m``); not a module that handles SIGTERM, nor
+    Django's ``manage.py runserver`` under its autoreloader, whose ``run_with_reloader``
+    exits at SIGTERM (django/utils/autoreload.py, since Django 2.2)."""
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
         option = argv[i]
@@ -116,6 +118,9 @@ def _python(argv: list[str], shown: str) -> Pid1 | None:
         if option == "-c":
             return None  # inline code: nothing to tell
         i += 2 if option in _PYTHON_OPTION_WITH_VALUE else 1
+    script = argv[i : i + 2]
+    if script[:1] and script[0].endswith("manage.py") and script[1:] == ["runserver"]:
+        return None if "--noreload" not in argv else Pid1("python", shown)  # its reloader exits
     return Pid1("python", shown) if i < len(argv) else None
 
 
@@ -154,7 +159,8 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
     Flags Service-backed containers (metrics-only Services aside, as for SVD101) whose
     `command`/`args`, as written in the manifest, make PID 1 one of: `node app.js`,
     `python app.py` or `python -m module` (not `gunicorn`, `uvicorn`, `celery` or `vllm`,
-    which handle SIGTERM), `npm start`/`npm run …` in an image whose `sh` is not busybox ash,
+    which handle SIGTERM, nor Django's `manage.py runserver` without `--noreload`, whose
+    autoreloader exits at SIGTERM), `npm start`/`npm run …` in an image whose `sh` is not busybox ash,
     `yarn start`/`yarn run …`. Looked through: `exec`, `env VAR=x`, `gosu`, and a shell
     `-c` script's last command; when the shell stays the app's parent (SVD105), the
     runtime is told too, since it becomes PID 1 as soon as the shell execs it (SVD105's

@@ -30,7 +30,8 @@ _STORE_TOOL = re.compile(
 )
 
 
-# Data stores and brokers whose image's last name says nothing (``mcr.microsoft.com/mssql/server``;
+# Data stores and brokers whose image's last name says nothing (``mcr.microsoft.com/mssql/server``,
+# and before it ``microsoft/mssql-server-linux``;
 # IBM MQ's queue manager, ibmcom/mq and icr.io/ibm-messaging/mq:
 # https://github.com/ibm-messaging/mq-container):
 # https://learn.microsoft.com/sql/linux/quickstart-install-connect-docker,
@@ -38,7 +39,8 @@ _STORE_TOOL = re.compile(
 # https://github.com/oracle/docker-images and gvenzl/oracle-xe|free on Docker Hub,
 # https://hub.docker.com/r/ibmcom/db2 (icr.io/db2_community/db2)
 _DATA_STORE_REPO = re.compile(
-    r"(^|/)(mssql(/rhel)?/server|azure-sql-edge|oracle/database|gvenzl/oracle-(xe|free)|"
+    r"(^|/)(mssql(/rhel)?/server|mssql-server-linux|azure-sql-edge|oracle/database|"
+    r"gvenzl/oracle-(xe|free)|"
     r"(ibmcom|db2_community)/db2|(ibmcom|ibm-messaging)/mq)(:|@|$)"
 )
 
