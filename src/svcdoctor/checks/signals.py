@@ -157,17 +157,16 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
 
     ## What it does
     Flags Service-backed containers (metrics-only Services aside, as for SVD101) whose
-    `command`/`args`, as written in the manifest, make PID 1 one of: `node app.js`,
-    `python app.py` or `python -m module` (not `gunicorn`, `uvicorn`, `celery` or `vllm`,
-    which handle SIGTERM, nor Django's `manage.py runserver` without `--noreload`, whose
-    autoreloader exits at SIGTERM), `npm start`/`npm run …` in an image whose `sh` is not busybox ash,
-    `yarn start`/`yarn run …`. Looked through: `exec`, `env VAR=x`, `gosu`, and a shell
-    `-c` script's last command; when the shell stays the app's parent (SVD105), the
-    runtime is told too, since it becomes PID 1 as soon as the shell execs it (SVD105's
-    fix). Not flagged: an init in front (`tini`, `dumb-init`), `shareProcessNamespace:
-    true` (the pause container is PID 1), a command the manifest does not show (the
-    image's `CMD` is unknown). Severity info: the manifest cannot show whether the app
-    installs a handler itself.
+    `command`/`args`, as written in the manifest, make PID 1 one of: `node app.js`, `python
+    app.py` or `python -m module` (not `gunicorn`, `uvicorn`, `celery` or `vllm`, which handle
+    SIGTERM, nor Django's `manage.py runserver` without `--noreload`, whose autoreloader exits
+    at SIGTERM), `npm start`/`npm run …` in an image whose `sh` is not busybox ash, `yarn
+    start`/`yarn run …`. Looked through: `exec`, `env VAR=x`, `gosu`, and a shell `-c` script's
+    last command; when the shell stays the app's parent (SVD105), the runtime is told too, since
+    it becomes PID 1 as soon as the shell execs it (SVD105's fix). Not flagged: an init in front
+    (`tini`, `dumb-init`), `shareProcessNamespace: true` (the pause container is PID 1), a
+    command the manifest does not show (the image's `CMD` is unknown). Severity info: the
+    manifest cannot show whether the app installs a handler itself.
 
     ## Why it matters
     The kernel delivers a signal to a namespace's PID 1 only if PID 1 installed a handler
