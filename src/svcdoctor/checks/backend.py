@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from svcdoctor.checks._clients import not_ready_published, registry_found
 from svcdoctor.checks._probes import (
     Speaks,
     bare_image,
@@ -17,9 +18,7 @@ from svcdoctor.checks._probes import (
 )
 from svcdoctor.checks._serving import (
     carries_requests,
-    not_ready_published,
     racing,
-    registry_found,
     related_targets,
     serves,
     serves_nothing,

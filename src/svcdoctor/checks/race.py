@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._scripts import SHELLS
 from svcdoctor.checks._serving import (
     backed,
     carries_requests,
-    found_by_clients,
     only_backend,
     racing,
     service_names,

@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterator
 from pathlib import PurePath
 
+from svcdoctor.checks._clients import registry_found
 from svcdoctor.checks._serving import (
     carries_requests,
-    registry_found,
     serving_containers,
     serving_targets,
 )

@@ -1,0 +1,76 @@
+"""How clients find a workload's pods other than through its Service's endpoints: a
+service registry, endpoints that publish not-ready pods, a ring store's or a replica set's
+own member discovery. Neither the endpoint removal nor a readiness probe changes where
+such clients go (SVD101, SVD201, SVD301 leave them alone)."""
+
+from __future__ import annotations
+
+import re
+
+from svcdoctor.checks._serving import argv_of, carries_requests, routed
+from svcdoctor.model import Container, Inventory, Workload
+
+# Spring Cloud apps that register with a service registry (Eureka, Consul, Nacos) are found
+# through it: their callers (a gateway routing by service id, Feign and LoadBalancer
+# clients) take instances from the registry, which neither the endpoint removal nor a
+# readiness probe changes (https://docs.spring.io/spring-cloud-netflix/reference/spring-cloud-netflix.html,
+# https://docs.spring.io/spring-cloud-consul/reference/discovery.html; JHipster's manifests
+# set these variables); so are Apache Dubbo's providers, whose consumers dial the addresses
+# the registry lists (https://dubbo.apache.org/en/overview/what/core-features/service-discovery/)
+_REGISTRY_CLIENT = re.compile(
+    r"^(EUREKA_CLIENT_SERVICE_?URL_\w+|SPRING_CLOUD_CONSUL_HOST|SPRING_CLOUD_NACOS_DISCOVERY_SERVER_?ADDR"
+    r"|DUBBO_REGISTRY_ADDRESS)$"
+)
+_DUBBO_REGISTRY = re.compile(r"-D?dubbo\.registry\.address=")  # a JVM option or an argument
+_REGISTRY_OFF = ("EUREKA_CLIENT_ENABLED", "SPRING_CLOUD_CONSUL_DISCOVERY_ENABLED")
+
+
+def registry_found(inventory: Inventory, workload: Workload, container: Container) -> bool:
+    """Whether the container registers with a service registry (``_REGISTRY_CLIENT``, not
+    turned off) and every Service in front of it that carries requests is a ClusterIP one no
+    route sends to: its clients find its pods in the registry, not through the Service."""
+    env = dict(container.env)
+    names = {*env, *container.env_refs}
+    given = (*env.values(), *argv_of(container))
+    if not any(_REGISTRY_CLIENT.match(n) for n in names) and not any(
+        _DUBBO_REGISTRY.search(v) for v in given
+    ):
+        return False
+    if any(env.get(off, "").lower() == "false" for off in _REGISTRY_OFF):
+        return False
+    services = [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
+    return all(s.type == "ClusterIP" and not routed(inventory, s) for s in services)
+
+
+def not_ready_published(inventory: Inventory, workload: Workload) -> bool:
+    """Whether every Service that carries requests to the workload publishes not-ready
+    addresses (``publishNotReadyAddresses``): its endpoints are the pods, ready or not,
+    until they are deleted, so neither readiness nor a terminating pod's endpoint removal
+    changes where its clients go (peer discovery: Consul's, etcd's, ZooKeeper's)."""
+    services = [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
+    return bool(services) and all(s.publish_not_ready for s in services)
+
+
+# Stores whose drivers find the members themselves and follow their up/down events (the
+# DataStax drivers read system.peers and gossip events after the contact points:
+# https://docs.datastax.com/en/developer/java-driver/4.17/manual/core/load_balancing/ ,
+# ScyllaDB's drivers are their forks): a headless Service only seeds them.
+_RING_STORE = re.compile(r"(^|/)(cassandra|scylla|scylladb/scylla)(:|@|$)")
+# ...and a MongoDB replica set's members (`mongod --replSet`): its drivers discover the set
+# from the seed list and monitor each member, sending writes to the primary they find
+# (the drivers' Server Discovery and Monitoring specification:
+# https://github.com/mongodb/specifications/blob/master/source/server-discovery-and-monitoring/server-discovery-and-monitoring.md)
+_MONGO = re.compile(r"(^|/)(mongo|mongodb/mongodb-(community|enterprise)-server)(:|@|$)")
+
+
+def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
+    """Whether the container's clients find its pods themselves, not through the Service's
+    endpoint removal: a registry's (``registry_found``), every pod's where its Services
+    publish not-ready addresses, or a ring store's or a MongoDB replica set's members
+    behind headless Services only."""
+    services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    image, argv = c.image.split("@", 1)[0], " ".join(argv_of(c)).split()
+    replica_set = _MONGO.search(image) and any(a.split("=")[0] == "--replSet" for a in argv)
+    members = bool(_RING_STORE.search(image) or replica_set) and bool(services)
+    headless = members and all(s.headless for s in services)
+    return headless or registry_found(inventory, w, c) or not_ready_published(inventory, w)
