@@ -78,15 +78,16 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     node only, and a path that says data (`/run/…/data`) is no scratch; a writable emptyDir
     mounted at a data path such as `/data` or `/var/lib/…`, not the kubelet's
     `/var/lib/kubelet`, nor a pull scraper's (Prometheus, vmagent: every replica scrapes the
-    same targets), nor an app's whose environment names its data store's address (`REDIS_HOST`,
-    `ORDER_DB_HOST`: it is scratch there), nor a stateless component's of Loki, Mimir, Tempo or
-    Cortex (`-target=distributor`, `querier`…); a writable hostPath at any path but the node's
-    system, runtime and scratch directories (a share at `/smbshare`); a single-replica
-    StatefulSet with `volumeClaimTemplates` not only mounted as a cache), whose data a second
-    replica would split; a server that reaches its node's daemon through a Unix socket on a
-    hostPath (a `socat` bridge to a CSI driver's `csi.sock`, the Docker socket), whose second
-    replica would serve another node's daemon; and a leader-elected server, whose second replica
-    would only stand by.
+    same targets), nor a git-sync sidecar's checkout (cloned again at every start), nor an app's
+    whose environment names its data store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is
+    scratch there), nor a stateless component's of Loki, Mimir, Tempo or Cortex
+    (`-target=distributor`, `querier`…); a writable hostPath at any path but the node's system,
+    runtime and scratch directories (a share at `/smbshare`); a single-replica StatefulSet with
+    `volumeClaimTemplates` not only mounted as a cache), whose data a second replica would
+    split; a server that reaches its node's daemon through a Unix socket on a hostPath (a
+    `socat` bridge to a CSI driver's `csi.sock`, the Docker socket), whose second replica would
+    serve another node's daemon; and a leader-elected server, whose second replica would only
+    stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node

@@ -412,6 +412,9 @@ _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
 INLINE_DISKS = frozenset(
     {"gcePersistentDisk", "awsElasticBlockStore", "azureDisk", "cinder", "rbd", "iscsi"}
 )
+# git-sync pulls a git repository into a volume it shares with the app, again at every start
+# (https://github.com/kubernetes/git-sync): its emptyDir is a copy every replica has alike
+_GIT_SYNC = re.compile(r"(^|/)git-sync(:|@|$)")
 # An app whose environment names a data store's address keeps its data there: an emptyDir
 # at `/data` beside it is scratch, which dies with the pod anyway (acme_fitness_demo's cart,
 # catalog, order and users mount one and name REDIS_HOST, CATALOG_DB_HOST, ORDER_DB_HOST,
@@ -566,12 +569,19 @@ def local_state(
     if not data_only and (socket := node_socket(container, volumes)):
         return socket
     read_only = workload.template.read_only_volumes
+    synced = {  # a git-sync sidecar's checkout: cloned again at every start, alike everywhere
+        m.volume
+        for c in workload.template.containers
+        if _GIT_SYNC.search(c.image)
+        for m in c.mounts
+        if volumes.get(m.volume) == "emptyDir"
+    }
     scraper = alike and scrapes(container)
     elsewhere = any(_STORE_ADDRESS.match(name) for name, _ in container.env)
     elsewhere = elsewhere or _stateless_target(image, argv)  # in the store it names, or Loki's
     for m in container.mounts:
         source = volumes.get(m.volume)
-        if (scraper or elsewhere or not emptydirs) and source == "emptyDir":
+        if (scraper or elsewhere or not emptydirs or m.volume in synced) and source == "emptyDir":
             continue  # its replicas scrape alike, or its data is elsewhere (a store, ingesters)
         if m.volume in workload.template.shared_volumes:
             continue  # a ReadOnlyMany or ReadWriteMany claim: every replica mounts it

@@ -3,6 +3,7 @@ SVD004 problem naming the object, the field and the line, never a crash."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
 from svcdoctor.checks.inputs import INVALID_FIELD
@@ -50,6 +51,9 @@ class Fields:
         if kind is int and isinstance(value, bool):
             self._bad(parent, key, path, want, value)
             return None
+        default = variable_default(value) if kind is int and isinstance(value, str) else None
+        if default is not None and default.isdigit():
+            return int(default)  # type: ignore[return-value]  # kind is int
         if isinstance(value, kind):
             return value
         self._bad(parent, key, path, want, value)
@@ -90,6 +94,7 @@ class Fields:
         if value is None or (isinstance(value, int) and not isinstance(value, bool)):
             return value
         if isinstance(value, str):
+            value = variable_default(value) or value
             return int(value) if value.isdigit() else value
         assert parent is not None
         self._bad(parent, key, path, "an integer or a string", value)
@@ -105,9 +110,22 @@ class Fields:
 
 def templated(value: str) -> bool:
     """Whether a value holds a template action a tool fills in before it is applied (also
-    escaped, ``\\{\\{ … \\}\\}``: a kustomize source a build turns into Helm templates)."""
+    escaped, ``\\{\\{ … \\}\\}``: a kustomize source a build turns into Helm templates), or
+    a variable ``envsubst`` or ``clusterctl`` fills in (``${VAR}``, ``${VAR:=default}``)."""
     plain = value.replace("\\{", "{").replace("\\}", "}")
-    return "{{" in plain and "}}" in plain
+    return ("{{" in plain and "}}" in plain) or bool(_VARIABLE.search(value))
+
+
+# A variable Cluster API's clusterctl (and envsubst, drone/envsubst's syntax) fills in before
+# the manifests are applied, with its default: `${VAR}`, `${VAR:=default}`, `${VAR:-default}`
+# (https://cluster-api.sigs.k8s.io/clusterctl/provider-contract#components-yaml)
+_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=]([^{}]*))?\}")
+
+
+def variable_default(value: str) -> str | None:
+    """What a value that is only such a variable defaults to (``${PORT:=8081}``: ``8081``)."""
+    found = _VARIABLE.fullmatch(value.strip())
+    return (found.group(1) or None) if found else None
 
 
 def text_of(value: Any) -> str:
