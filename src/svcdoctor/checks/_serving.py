@@ -267,9 +267,11 @@ def uncalled(port: ServicePort) -> bool:
     scraped or probed, never sent requests; or an xDS
     port, whose proxies keep their configuration while the stream is down. A UDP port
     is never one: scrapes and probes are HTTP or TCP (a statsd ingest port named
-    `statsd-metrics`: emissary deployments/statsd-sink)."""
+    `statsd-metrics`: emissary deployments/statsd-sink), except DHCP's server port 67,
+    whose clients broadcast, which no Service address receives (RFC 2131 4.1; sidero's
+    `dhcp` Service; judge118)."""
     if port.protocol == "UDP":
-        return False
+        return port.port == 67
     if port.target in _ISTIO_AGENT_PORTS:
         return True
     names = (port.name, port.target if isinstance(port.target, str) else None)
