@@ -419,7 +419,7 @@ def pods_dialed_instead(inventory: Inventory, service: Service) -> bool:
     workloads = inventory.targeted(service)
     if not workloads or any(w.ref.kind != "StatefulSet" for w in workloads):
         return False
-    hosts = _dialed_hosts(inventory)
+    hosts = inventory.dialed.hosts
     if service.ref.name in hosts:
         return False
     return all(
@@ -447,17 +447,6 @@ def webhooks_off(inventory: Inventory, service: Service) -> bool:
         p.target in numbers or p.target in named or "webhook" in (p.name or "")
         for p in service.ports
     )
-
-
-def _dialed_hosts(inventory: Inventory) -> frozenset[str]:
-    """The hosts (first DNS labels) the inputs dial, computed once per inventory."""
-    if not _HOSTS or _HOSTS[0][0] is not inventory:
-        hosts = frozenset(host for found in inventory.dialed.values() for host, _ in found)
-        _HOSTS[:] = [(inventory, hosts)]
-    return _HOSTS[0][1]
-
-
-_HOSTS: list[tuple[Inventory, frozenset[str]]] = []
 
 
 def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:

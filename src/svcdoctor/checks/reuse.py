@@ -560,12 +560,8 @@ def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
 def _undialed(inventory: Inventory, svc: Service, port: ServicePort) -> bool:
     """Whether no file of the inputs dials the Service's port while a file in its folder
     dials a port of their Services (that folder wires its clients: ``Inventory.dialed``)."""
-    address = (svc.ref.name, port.port)
-    if svc.location is None or any(address in found for found in inventory.dialed.values()):
+    dialed = inventory.dialed
+    if svc.location is None or (svc.ref.name, port.port) in dialed.addresses:
         return False
-    folder = PurePath(svc.location.file).parent
-    ports = {(s.ref.name, p.port) for s in inventory.services for p in s.ports}
-    return any(
-        folder in PurePath(file).parents and not ports.isdisjoint(found)
-        for file, found in inventory.dialed.items()
-    )
+    near = dialed.under.get(PurePath(svc.location.file).parent, frozenset())
+    return any((s.ref.name, p.port) in near for s in inventory.services for p in s.ports)

@@ -163,13 +163,25 @@ def read_config(
 
 # A host and port a client dials, anywhere in a file's text (an env value, an argument, a
 # URL in a ConfigMap): `cart:7070`, `http://cart.shop.svc.cluster.local:7070/`,
-# `dns:///cart:7070`. YAML keys are followed by a space, so `port: 7070` is no address.
-_ADDRESS = re.compile(
-    r"(?<![\w.@-])([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)(?:\.[-a-z0-9.]+)?:(\d{2,5})\b"
-)
+# `dns:///cart:7070`. YAML keys are followed by a space, so `port: 7070` is no address. The
+# port is found first (a colon and digits are rare in manifests), then the host before it.
+_PORT = re.compile(r":(\d{2,5})\b")
+_HOST = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
+_NOT_BEFORE = frozenset("_@ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # a word or a user goes on there
 Dialed = set[tuple[str, int]]  # (the host's first DNS label, port)
 
 
 def dialed(text: str) -> Dialed:
     """The (host's first DNS label, port) pairs of the addresses in a file's text."""
-    return {(host, int(port)) for host, port in _ADDRESS.findall(text)} if ":" in text else set()
+    found: Dialed = set()
+    for m in _PORT.finditer(text):
+        start = m.start()
+        while start > 0 and text[start - 1] in _HOST_CHARS:
+            start -= 1
+        if start > 0 and text[start - 1] in _NOT_BEFORE:
+            continue
+        label = text[start : m.start()].split(".", 1)[0]
+        if label and _HOST.fullmatch(label):
+            found.add((label, int(m.group(1))))
+    return found

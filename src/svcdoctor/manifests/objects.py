@@ -38,7 +38,7 @@ from svcdoctor.model import (
     Workload,
 )
 from svcdoctor.model.duration import SLEEP, parse_duration
-from svcdoctor.model.inventory import DEFAULT_NAMESPACE
+from svcdoctor.model.inventory import DEFAULT_NAMESPACE, Dialing
 from svcdoctor.model.route import Front, ReferenceGrant, Route
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
@@ -107,7 +107,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         objects=loaded.documents,
         skipped=loaded.skipped,
         images=match_images(loaded.builds, images) if loaded.builds.any else {},
-        dialed={file: frozenset(found) for file, found in loaded.dialed.items()},
+        dialed=Dialing.of(loaded.dialed),
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )
 

@@ -23,6 +23,32 @@ def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
+Address = tuple[str, int]  # a host's first DNS label, a port
+
+
+@dataclass(frozen=True, slots=True)
+class Dialing:
+    """The addresses the input files dial (``cart:7070``, ``etcd-0.etcd:2379``): all of
+    them, their hosts, and those of the files under each folder."""
+
+    addresses: frozenset[Address] = frozenset()
+    hosts: frozenset[str] = frozenset()
+    under: dict[PurePath, frozenset[Address]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, by_file: dict[str, set[Address]]) -> Dialing:
+        under: dict[PurePath, set[Address]] = {}
+        for file, found in by_file.items():
+            for folder in PurePath(file).parents:
+                under.setdefault(folder, set()).update(found)
+        addresses = frozenset(a for found in by_file.values() for a in found)
+        return cls(
+            addresses,
+            frozenset(host for host, _ in addresses),
+            {folder: frozenset(found) for folder, found in under.items()},
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Inventory:
     """The model objects of one lint run, plus the problems met while reading them."""
@@ -49,8 +75,8 @@ class Inventory:
     namespace: str = DEFAULT_NAMESPACE
     # Container image → the repository's Dockerfile that builds it (``manifests.dockerfiles``)
     images: dict[str, ImageFacts] = field(default_factory=dict)
-    # File → the (host's first DNS label, port) of the addresses it names: who dials what
-    dialed: dict[str, frozenset[tuple[str, int]]] = field(default_factory=dict)
+    # What the input files dial: who calls which Service, or which pod by its own name
+    dialed: Dialing = field(default_factory=Dialing)
     _targets: dict[int, tuple[Workload, ...]] = field(default_factory=dict, compare=False)
     _backing: dict[int, tuple[Service, ...]] = field(default_factory=dict, compare=False)
 
