@@ -230,11 +230,14 @@ def _server(containers: Sequence[Container], target: int | str) -> str | None:
 # controller's metrics Service, config/operator/metrics-service.yaml in kedacore/http-add-on;
 # vsphere-csi-driver's `prometheus-sync` and `prometheus-csi`). Apache Dubbo's QoS port
 # (`qos`, `dubbo-qos`: 22222) takes operators' commands, not requests
-# (https://dubbo.apache.org/en/overview/mannual/java-sdk/reference-manual/qos/overview/).
+# (https://dubbo.apache.org/en/overview/mannual/java-sdk/reference-manual/qos/overview/), and
+# a Cluster API provider's `diagnostics` port serves metrics and pprof
+# (https://cluster-api.sigs.k8s.io/tasks/diagnostics).
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics?|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|qos|"
-    r"probes?|healthz?|livez|readyz|dummy|placeholder)([-_]port)?$"  # crane's `health-metric-port`
+    r"diagnostics|probes?|healthz?|livez|readyz|dummy|placeholder)"
+    r"([-_](port|service))?$"  # crane's `health-metric-port`, `https-metrics-service`
     r"|^(metrics|profiling|pprof|prometheus)([-_]|port$)",  # `metricsport`: the ACK controllers'
     re.IGNORECASE,
 )
@@ -479,7 +482,9 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
 # https://book.kubebuilder.io/reference/metrics; kserve config/default).
 _RBAC_PROXY = re.compile(r"(^|/)kube-rbac-proxy(:|@|$)")
 _UPSTREAM = re.compile(r"^--upstream=https?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)(/|$)")
-METRICS_FLAGS = ("metrics-bind-address", "metrics-addr")  # kubebuilder's, then older ones
+# kubebuilder's, older ones, and Cluster API providers' (metrics and pprof on one port:
+# https://cluster-api.sigs.k8s.io/tasks/diagnostics)
+METRICS_FLAGS = ("metrics-bind-address", "metrics-addr", "diagnostics-address")
 _BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
 
 

@@ -47,42 +47,40 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
 
     ## What it does
     Flags containers behind a Service without a `readinessProbe`. Not flagged: pods behind
-    Services whose ports are all metrics, profiling or probe ports (`metrics`,
-    `http-metrics`, `metrics-https`, `http-profiling`, `pprof`, `probes`, `healthz`…, by port
-    or target name) unless a route sends to them: a controller behind a single `metrics`
-    port is scraped, not sent requests; nor Services whose only clients are admission webhooks
-    with `failurePolicy: Ignore` (the API server admits without them: no request fails).
-    A leader-elected container (`--leader-elect`,
-    `--enable-leader-election`, `--leader-election`, `LEADER_ELECT=true`) gets an info note
-    instead: when only the elected leader serves the port, the probe to add is one that
-    passes on the leader only. A controller-runtime manager (`--health-probe-bind-address`,
-    `--metrics-bind-address`) is not taken as one: every replica serves its webhooks. Under
-    LINBIT's k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) a standby does not run the
-    app at all, so a `startupProbe` already keeps it out: not flagged. operator-sdk's
-    leader-for-life election (its pre-1.0 scaffold: `POD_NAME` from the downward API and
-    `OPERATOR_NAME`) runs before any server starts, webhooks included: the info note says
-    a standby serves nothing, and that with a probe a rolling update waits forever for the
-    old pod's lease (use `strategy: Recreate`). A container with a
-    `startupProbe` is told only the half that applies: it keeps traffic when it stops serving.
-    Nor the one pod of a data store or of a server with local data (as for SVD204) that is
-    its Services' only backend: no other pod holds that data, so a probe has nowhere to
-    send requests instead (it turns a refused connection into no endpoint). Nor a Spring
-    Cloud app that registers with Eureka, Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`,
-    `SPRING_CLOUD_CONSUL_HOST`), or an Apache Dubbo provider (`DUBBO_REGISTRY_ADDRESS`,
-    `-Ddubbo.registry.address`), behind ClusterIP Services only: its callers take its pods
-    from the registry, which readiness does not gate (nor, for SVD101, endpoint removal).
-    Nor pods whose every Service publishes not-ready addresses (`publishNotReadyAddresses:
-    true`, peer discovery): its endpoints are every pod, ready or not, terminating too,
-    until it is deleted (ShouldPodBeInEndpoints, pkg/controller/util/endpoint in
-    kubernetes/kubernetes).
-    A UDP sink that declares no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd,
-    CloudWatch's CSM by port name or number) is not flagged: nothing answers its datagrams,
-    and no probe handler can ask it anything (a DNS server answers: it gets the exec-probe
-    note, unless its image is built here FROM scratch: no program for an exec probe).
-    The probe printed checks the port the Service sends to, in the protocol the manifests
-    say it speaks (a port 443 in front of another target port says nothing: TLS may end
-    before the pod); a pod with autocert's mutual-TLS certificate (`autocert.step.sm/name`)
-    gets a tcpSocket probe, since the kubelet presents no client certificate.
+    Services whose ports are all metrics, profiling or probe ports (`metrics`, `http-metrics`,
+    `metrics-https`, `http-profiling`, `pprof`, `diagnostics`, `probes`, `healthz`…, by port or
+    target name) unless a route sends to them: a controller behind a single `metrics` port is
+    scraped, not sent requests; nor Services whose only clients are admission webhooks with
+    `failurePolicy: Ignore` (the API server admits without them: no request fails). A
+    leader-elected container (`--leader-elect`, `--enable-leader-election`, `--leader-election`,
+    `LEADER_ELECT=true`) gets an info note instead: when only the elected leader serves the
+    port, the probe to add is one that passes on the leader only. A controller-runtime manager
+    (`--health-probe-bind-address`, `--metrics-bind-address`) is not taken as one: every replica
+    serves its webhooks. Under LINBIT's k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) a
+    standby does not run the app at all, so a `startupProbe` already keeps it out: not flagged.
+    operator-sdk's leader-for-life election (its pre-1.0 scaffold: `POD_NAME` from the downward
+    API and `OPERATOR_NAME`) runs before any server starts, webhooks included: the info note
+    says a standby serves nothing, and that with a probe a rolling update waits forever for the
+    old pod's lease (use `strategy: Recreate`). A container with a `startupProbe` is told only
+    the half that applies: it keeps traffic when it stops serving. Nor the one pod of a data
+    store or of a server with local data (as for SVD204) that is its Services' only backend: no
+    other pod holds that data, so a probe has nowhere to send requests instead (it turns a
+    refused connection into no endpoint). Nor a Spring Cloud app that registers with Eureka,
+    Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`, `SPRING_CLOUD_CONSUL_HOST`), or an Apache
+    Dubbo provider (`DUBBO_REGISTRY_ADDRESS`, `-Ddubbo.registry.address`), behind ClusterIP
+    Services only: its callers take its pods from the registry, which readiness does not gate
+    (nor, for SVD101, endpoint removal). Nor pods whose every Service publishes not-ready
+    addresses (`publishNotReadyAddresses: true`, peer discovery): its endpoints are every pod,
+    ready or not, terminating too, until it is deleted (ShouldPodBeInEndpoints,
+    pkg/controller/util/endpoint in kubernetes/kubernetes). A UDP sink that declares no TCP port
+    (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port name or number) is
+    not flagged: nothing answers its datagrams, and no probe handler can ask it anything (a DNS
+    server answers: it gets the exec-probe note, unless its image is built here FROM scratch: no
+    program for an exec probe). The probe printed checks the port the Service sends to, in the
+    protocol the manifests say it speaks (a port 443 in front of another target port says
+    nothing: TLS may end before the pod); a pod with autocert's mutual-TLS certificate
+    (`autocert.step.sm/name`) gets a tcpSocket probe, since the kubelet presents no client
+    certificate.
 
     ## Why it matters
     Without a readiness probe a container is Ready as soon as it starts: new pods get traffic
