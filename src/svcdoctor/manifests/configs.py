@@ -20,6 +20,7 @@ import yaml
 
 from svcdoctor.manifests.yamlnodes import mapping_keys
 from svcdoctor.model.duration import go_duration
+from svcdoctor.model.inventory import Address
 
 # ConfigMap (namespace, name) -> why a server that mounts it keeps local state
 LocalStores = dict[tuple[str, str], str]
@@ -169,7 +170,7 @@ _PORT = re.compile(r":(\d{2,5})\b")
 _HOST = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
 _NOT_BEFORE = frozenset("_@ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # a word or a user goes on there
-Dialed = set[tuple[str, int]]  # (the host's first DNS label, port)
+Dialed = set[Address]  # (the host's first DNS label, port)
 
 
 def dialed(text: str) -> Dialed:
