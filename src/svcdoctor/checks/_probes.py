@@ -227,17 +227,11 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
     callers = [s for s in services if carries_requests(inventory, s)] or list(services)
     others = [o for o in workload.template.containers if o.name != container.name]
     found: dict[int | str, Target] = {}
-    scraped: set[int | str] = set()  # targets only metrics or probe ports send to
     for s in callers:
         for p in s.ports:
             t = p.target
-            if uncalled(p):
-                if serves(container, t) and t not in found:
-                    scraped.add(t)
-                else:
-                    continue
-            else:
-                scraped.discard(t)
+            if uncalled(p) and (t in found or not serves(container, t)):
+                continue  # a metrics or probe port: only a port the container declares
             if serves(container, t):
                 extra = ""
             elif (
@@ -261,7 +255,7 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
     # heptio/gimbal's Prometheus behind 9093 and its own 9090 named `prometheus`; judge108),
     # a port requests reach before one only named for metrics or probes
     declared = [t for t in targets if serves(container, t.port)]
-    called = [t for t in targets if t.port not in scraped]
+    called = [t for t in targets if not all(uncalled(p) for _, p in t.sent)]
     targets = [t for t in declared if t in called] or declared or called
     # an aggregated API server's --secure-port (metrics adapters beside a side HTTP port)
     secure = flag_port(argv_of(container), "secure-port")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 import yaml
 
@@ -56,11 +57,8 @@ def _jaeger_memory(text: str) -> str | None:
     """Why a Jaeger v2 config keeps its traces in the process: a ``jaeger_storage`` backend
     of type ``memory``, "data will be lost once the process exits", and each replica would
     hold its own traces (https://www.jaegertracing.io/docs/2.20/storage/memory/)."""
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return None
-    extensions = config.get("extensions") if isinstance(config, dict) else None
+    config = _parsed(text)
+    extensions = config.get("extensions") if config is not None else None
     storage = extensions.get("jaeger_storage") if isinstance(extensions, dict) else None
     backends = storage.get("backends") if isinstance(storage, dict) else None
     if isinstance(backends, dict) and any(
@@ -83,13 +81,21 @@ def _text(node: yaml.Node | None) -> str:
     return node.value if isinstance(node, yaml.ScalarNode) else ""
 
 
-def _dex_storage(text: str) -> str | None:
+def _parsed(text: str) -> dict[str, Any] | None:
+    """A config's text as a mapping, or ``None`` (not YAML, or no mapping)."""
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError:
         return None
-    storage = config.get("storage") if isinstance(config, dict) else None
-    if not (isinstance(storage, dict) and "issuer" in config):
+    return config if isinstance(config, dict) else None
+
+
+def _dex_storage(text: str) -> str | None:
+    config = _parsed(text)
+    if config is None or "issuer" not in config:
+        return None
+    storage = config.get("storage")
+    if not isinstance(storage, dict):
         return None
     kind = storage.get("type")
     if kind == "memory":
