@@ -272,7 +272,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     checked: the operator is not in the files. An Argo Rollout of a Deployment's template
     (`workloadRef`) makes pods with its selector's labels, and one with a canary step
     experiment (`steps[].experiment.templates[].metadata.labels`) pods with those labels;
-    the apex Service of an SMI
+    an OLM ClusterServiceVersion's
+    `install.spec.deployments` make pods in whatever namespace the bundle is installed
+    into; the apex Service of an SMI
     TrafficSplit gets its traffic sent to the split's backends by the mesh; a Service that
     targets a distinctive port name a workload beside it declares has that workload's pods,
     labelled at run time by their operator (Longhorn's webhooks); a selector whose labels
@@ -480,6 +482,11 @@ def _operator_selector(selector: dict[str, str]) -> bool:
 # out of that build (its webhook Service, the metrics proxy) keeps the placeholder while
 # its workload was moved: still its pods.
 _SCAFFOLD_NAMESPACE = "system"
+# OLM installs a bundle's ClusterServiceVersion and its Services in the namespace the operator
+# is installed into and creates the CSV's `install.spec.deployments` there; the bundle's
+# `metadata.namespace` is a placeholder (operator-sdk's `placeholder`):
+# https://olm.operatorframework.io/docs/tasks/creating-operator-manifests/
+_OLM_BUNDLE = "ClusterServiceVersion"
 
 
 def _pods_made(inventory: Inventory, svc: Service) -> bool:
@@ -492,7 +499,7 @@ def _pods_made(inventory: Inventory, svc: Service) -> bool:
             return True
     values = set(selector.values())
     for r in inventory.resources:
-        if not same_namespace(r.ref.namespace, ns):
+        if not (same_namespace(r.ref.namespace, ns) or r.ref.kind == _OLM_BUNDLE):
             continue
         if any(selector_matches(selector, labels) for labels in r.pod_labels):
             return True
