@@ -212,9 +212,10 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     ignored: probes that differ only in timing are still the same check. Not flagged: the same
     cheap check twice, which restarts nothing a dependency fails: the health conventions whose
     handlers answer by themselves (`/healthz`, `/health`, `/livez`, `/ping`, `/status`, `/ok`,
-    `/hello`), the root page and static files, kubebuilder's manager health port (8081
-    `/readyz`, `/healthz`: controller-runtime's in-process Ping), `tcpSocket`, a gRPC server's
-    overall status, and commands (unless they fetch such a URL).
+    `/hello`, Hazelcast's `/hazelcast/health/node-state`), the root page and static files,
+    kubebuilder's manager health port (8081 `/readyz`, `/healthz`: controller-runtime's
+    in-process Ping), `tcpSocket`, a gRPC server's overall status, and commands (unless they
+    fetch such a URL).
 
     ## Why it matters
     The two probes answer different questions. Readiness: "should this pod get traffic now?";

@@ -53,10 +53,12 @@ _DEEP_PATH = re.compile(
     re.IGNORECASE,
 )
 # What checks only that the server answers: the health conventions whose handlers answer
-# 200 by themselves (Go's /healthz, /livez, /ping; /ok; a demo's /hello), the root page,
-# static files.
+# 200 by themselves (Go's /healthz, /livez, /ping; /ok; a demo's /hello; Hazelcast's
+# /hazelcast/health/node-state, this member's own lifecycle state:
+# https://docs.hazelcast.com/hazelcast/5.5/maintain-cluster/rest-api#health-check), the root
+# page, static files.
 _PROCESS_PATH = re.compile(
-    r"^/*(?:[^?#]*/)?(healthz?|livez?|liveness|alive|ping|heartbeat|hc|health-?check|status|ok|hello|"
+    r"^/*(?:[^?#]*/)?(healthz?|livez?|liveness|alive|ping|heartbeat|hc|health-?check|status|ok|hello|node-state|"
     r"up|metrics|version|index\.html?|[^/?#]*\.(?:html?|txt|css|js|png|ico|svg))?/*(?:[?#].*)?$",
     re.IGNORECASE,
 )
