@@ -65,6 +65,27 @@ def test_final_stage_entrypoint_cmd_and_shell(tmp_path: Path) -> None:
     assert facts.file("bin/run.sh") is not None
 
 
+def test_the_final_stage_reads_the_app_its_builder_stage_copied_in(tmp_path: Path) -> None:
+    """arconsis/aws-microservices-terraform-warmup: the runtime stage takes the app with
+    `COPY --from=builder`; its `node index.js` is found in the context (judge124)."""
+    (tmp_path / "Dockerfile").write_text(
+        "FROM node:20-alpine AS builder\nWORKDIR /usr/src/app\nCOPY package*.json ./\n"
+        "RUN npm ci\nCOPY src ./\n"
+        "FROM nginx:1.27 AS web\nCOPY conf/ /etc/nginx/\n"
+        "FROM node:20-alpine\nWORKDIR /usr/src/app\nCOPY --from=builder /usr/src/app ./\n"
+        "COPY --from=nginx:1.27 /etc/nginx/nginx.conf /etc/\n"
+        'CMD ["node", "index.js"]\n'
+    )
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/index.js").write_text("require('http').createServer().listen(3000)\n")
+    facts = read_dockerfile(tmp_path / "Dockerfile")
+    assert facts is not None
+    assert facts.cmd == ("node", "index.js")
+    found = facts.file("index.js")
+    assert found is not None
+    assert "listen(3000)" in found.text
+
+
 def test_ambiguous_names_match_nothing(tmp_path: Path) -> None:
     for d in ("a/web", "b/web", "api"):
         (tmp_path / d).mkdir(parents=True)

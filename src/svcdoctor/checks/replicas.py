@@ -15,6 +15,7 @@ from svcdoctor.checks._serving import (
     routed,
     serving_containers,
     serving_targets,
+    unreached,
     webhook_calls,
 )
 from svcdoctor.checks.race import stops_first
@@ -56,7 +57,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     the request admitted: no request fails; with `Fail`, the default, it is flagged), data
     stores and brokers (by image: PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ,
     IBM MQ…),
-    and workloads whose containers serve nothing.
+    workloads whose containers serve nothing, and Services none of whose ports reaches a
+    listener of the pods (SVD205: every request fails, whatever the replicas).
 
     An availability note (info, no replicas fix) instead of the warning when a second replica
     would not be a second backend: a workload its author pins to one replica in a comment beside
@@ -139,6 +141,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
         workloads = serving_targets(inventory, svc)
         if not workloads or any(data_store(w) for w in workloads):
             continue  # a second replica of a database is a second database
+        if svc.ports and all(
+            unreached(w.template.containers, p.target) for p in svc.ports for w in workloads
+        ):
+            continue  # no port reaches a listener (SVD205): a second pod fails alike
         # alternatives (one component's variants in other folders) do not add up: the
         # fewest pods any of them runs is what the Service may get
         chosen = fewest_pods(

@@ -360,6 +360,22 @@ def _argv(arguments: str, shell: tuple[str, ...]) -> tuple[str, ...]:
     return (*shell, arguments)
 
 
+def _carried(earlier: list[_Copy], sources: tuple[str, ...], dest: str) -> list[_Copy]:
+    """The context copies of an earlier stage that ``COPY --from=STAGE SOURCES DEST`` carries
+    into this one: those a source folder holds, moved under ``DEST`` (a multi-stage build's
+    `COPY --from=builder /usr/src/app ./` of the app its builder stage copied in)."""
+    out: list[_Copy] = []
+    for source in sources:
+        folder = _absolute(source, "/")
+        for copy in earlier:
+            inner = os.path.relpath(copy.dest, folder)
+            if inner == ".." or inner.startswith("../"):
+                continue
+            moved = os.path.normpath(os.path.join(dest, inner))
+            out.append(_Copy(copy.sources, moved + ("/" if copy.dest.endswith("/") else "")))
+    return out
+
+
 def _absolute(path: str, workdir: str) -> str:
     return os.path.normpath(path if path.startswith("/") else f"{workdir}/{path}")
 
@@ -410,11 +426,16 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
     copies: list[_Copy] = []
+    stages: dict[str, list[_Copy]] = {}  # an earlier stage's copies, by its name and index
     for number, instruction, arguments in _instructions(text):
         if instruction == "FROM":  # a new stage: only the final one is the image
             words = [w for w in arguments.split() if not w.startswith("--")]
             base = words[0] if words else ""
-            workdir, entrypoint, cmd, copies, line, flask_app = "/", (), (), [], 0, ""
+            if words[1:2] and words[1].upper() == "AS" and len(words) > 2:
+                stages[words[2].lower()] = stages[str(len(stages))] = copies = []
+            else:
+                stages[str(len(stages))] = copies = []
+            workdir, entrypoint, cmd, line, flask_app = "/", (), (), 0, ""
             shell = ("/bin/sh", "-c")
         elif instruction == "ENV" and (env := _FLASK_APP.search(arguments)):
             flask_app = env.group(1)
@@ -427,18 +448,22 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
         elif instruction == "CMD":
             cmd = _argv(arguments, shell)
             line = line if entrypoint else number  # the ENTRYPOINT's line when there is one
-        elif instruction in ("COPY", "ADD") and "--from" not in arguments:
+        elif instruction in ("COPY", "ADD"):
             parts = _argv(arguments, ())
             if len(parts) == 1:
                 try:
                     parts = tuple(shlex.split(parts[0]))
                 except ValueError:
                     continue
+            stage = next((w[7:].lower() for w in parts if w.startswith("--from=")), None)
             parts = tuple(w for w in parts if not w.startswith("--"))
             if len(parts) >= 2:
                 into = parts[-1].endswith("/") or parts[-1] in (".", "..")  # a directory
                 dest = _absolute(parts[-1], workdir) + ("/" if into else "")
-                copies.append(_Copy(parts[:-1], dest))
+                if stage is None:
+                    copies.append(_Copy(parts[:-1], dest))
+                else:  # what an earlier stage copied from the context, copied on
+                    copies.extend(_carried(stages.get(stage, []), parts[:-1], dest))
     if not line:
         return None
     context = _context(path, copies)

@@ -386,17 +386,26 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
     webhook Service the selector an overlay's ``webhook_service_patch.yaml`` sets. A patch
     whose target is not among the inputs stays as read; a workload fragment no
     kustomization lists is left out (``_without_fragments``); a test or development
-    overlay's patches (``_TEST_HOME``) are no object and change none."""
+    overlay's patches (``_TEST_HOME``) are no object and change none. A patch changes the
+    objects its kustomization builds: of two trees with a `controller-manager` each (two
+    providers' config/ linted together), each gets its own tree's patch; only where none of
+    its build is among the inputs does it change any object of its kind and name."""
     files = {p for k in kustomizations for p in k.patches}
     whole = [o for o in objects if _path(o) not in files]
     out = _without_fragments(whole)
-    merged = {p for k in kustomizations if not _TEST_HOME.search(k.home) for p in k.patches}
-    for patch in (o for o in objects if _path(o) in merged):
-        hits = [
+    scopes: dict[str, list[str]] = {}  # patch file → what the kustomizations listing it build
+    for k in _transitive(kustomizations):
+        if not _TEST_HOME.search(k.home):
+            for p in k.patches:
+                scopes.setdefault(p, []).extend(k.scope)
+    for patch in (o for o in objects if _path(o) in scopes):
+        named = [
             i
             for i, o in enumerate(out)
             if (o.ref.kind, o.ref.name) == (patch.ref.kind, patch.ref.name)
         ]
+        scope = scopes[_path(patch) or ""]
+        hits = [i for i in named if _covers(scope, _path(out[i]) or "")] or named
         for i in hits:
             out[i] = _merge(out[i], patch)
         if not hits:
