@@ -516,14 +516,15 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
     Ignore`: when it does not answer, the API server admits the request without it
     (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy),
     so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving,
-    and so does a port of the Service no webhook calls (it carries other traffic)."""
+    and so does a port of the Service no webhook calls (it carries other traffic), unless
+    it is only scraped (``uncalled``: KEDA's webhook Service with its metrics port)."""
     called = webhook_calls(inventory, service)
     if not called:
         backends = inventory.targeted(service)
         return bool(backends) and all(_registers_ignored(w) for w in backends)
     if {policy for policy, _ in called} != {"Ignore"}:
         return False
-    return {p.port for p in service.ports} <= {port for _, port in called}
+    return {p.port for p in service.ports if not uncalled(p)} <= {port for _, port in called}
 
 
 # A server whose admission webhook is registered at run time with `failurePolicy: Ignore`

@@ -15,6 +15,7 @@ from svcdoctor.checks._serving import (
     routed,
     serving_containers,
     serving_targets,
+    uncalled,
     unreached,
     webhook_calls,
 )
@@ -42,21 +43,20 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     """The Service is backed by exactly one pod.
 
     ## What it does
-    Flags Services whose backing workloads add up to one replica (an unset `replicas` counts
-    as the API default of 1; a HorizontalPodAutoscaler in the inputs supplies its
-    `minReplicas`, and the fix then raises that). Variants of one workload (the same name)
-    in different folders are alternatives, not applied together: their pods do not add up,
-    and the variant with the fewest pods counts (a one-replica Deployment beside a
-    DaemonSet variant is flagged). A Service whose own file holds workloads, none of which
-    it selects, is not backed by a workload of another file that a Service of that file
+    Flags Services whose backing workloads add up to one replica (an unset `replicas` counts as
+    the API default of 1; a HorizontalPodAutoscaler in the inputs supplies its `minReplicas`, a
+    KEDA ScaledObject its `minReplicaCount`, and the fix then raises that). Variants of one
+    workload (the same name) in different folders are alternatives, not applied together: their
+    pods do not add up, and the variant with the fewest pods counts (a one-replica Deployment
+    beside a DaemonSet variant is flagged). A Service whose own file holds workloads, none of
+    which it selects, is not backed by a workload of another file that a Service of that file
     selects (a folder of complete examples). Not flagged: headless Services (`clusterIP: None`:
-    clients use the set of pods, e.g. gossip or memberlist peers), Services whose ports are
-    all metrics, profiling or probe ports (scraped per pod), unless an Ingress, a Gateway API
-    route or a TargetGroupBinding sends requests to them, Services whose only clients are
-    admission webhooks with `failurePolicy: Ignore` (unreachable, the webhook is skipped and
-    the request admitted: no request fails; with `Fail`, the default, it is flagged), data
-    stores and brokers (by image: PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ,
-    IBM MQ…),
+    clients use the set of pods, e.g. gossip or memberlist peers), Services whose ports are all
+    metrics, profiling or probe ports (scraped per pod), unless an Ingress, a Gateway API route
+    or a TargetGroupBinding sends requests to them, Services whose only clients are admission
+    webhooks with `failurePolicy: Ignore` (unreachable, the webhook is skipped and the request
+    admitted: no request fails; with `Fail`, the default, it is flagged), data stores and
+    brokers (by image: PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ, IBM MQ…),
     workloads whose containers serve nothing, and Services none of whose ports reaches a
     listener of the pods (SVD205: every request fails, whatever the replicas).
 
@@ -161,9 +161,9 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     leader-elected one (a second replica would split the data, or only stand by)."""
     hpa = _autoscaler_of(inventory, w)
     if hpa is not None:
-        how = f"{hpa.ref} keeps minReplicas {hpa.min_replicas}"
+        how = f"{hpa.ref} keeps {hpa.min_field} {hpa.min_replicas}"
         fix = Fix(
-            ObjectPatch({"spec": {"minReplicas": 2}}),
+            ObjectPatch({"spec": {hpa.min_field: 2}}),
             note=f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
             f"PodDisruptionBudget with minAvailable: 1\n{SPLIT_CAVEAT}",
         )
@@ -266,8 +266,10 @@ def every_replica_server(
     inventory: Inventory, svc: Service, containers: Sequence[Container]
 ) -> bool:
     """Whether the Service reaches a server a controller-runtime manager runs on every
-    replica: a webhook calls it, or it targets a container port named ``webhook*``, or the
-    metrics or health port its flags set."""
+    replica: a webhook calls it, or every port that carries requests (all of them, when
+    all are scraped) targets a container port named ``webhook*``, or the metrics or health
+    port its flags set. KEDA's operator serves its metrics on every replica but its
+    metrics-service gRPC port on the leader only: a Service of both reaches the leader's."""
     if webhook_calls(inventory, svc):
         return True
     ports = [cp for c in containers for cp in c.ports if (cp.name or "").startswith("webhook")]
@@ -278,7 +280,8 @@ def every_replica_server(
         if (port := flag_port(argv_of(c), *flags)) is not None
     }
     names = {cp.name for cp in ports}
-    return any(p.target in numbers or p.target in names for p in svc.ports)
+    called = [p for p in svc.ports if not uncalled(p)] or svc.ports
+    return all(p.target in numbers or p.target in names for p in called)
 
 
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:

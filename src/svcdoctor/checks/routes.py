@@ -320,14 +320,19 @@ def _zone_fix(
         "labelSelector": {"matchLabels": dict(svc.selector or w.template.labels)},
     }
     more = wanted - replicas + (inventory.replicas(w) or 0)
-    autoscaled = any(
-        a.target.kind == w.ref.kind and a.target.name == w.ref.name for a in inventory.autoscalers
+    autoscaler = next(
+        (
+            a
+            for a in inventory.autoscalers
+            if a.target.kind == w.ref.kind and a.target.name == w.ref.name
+        ),
+        None,
     )
-    key = "minReplicas" if autoscaled else "replicas"
+    key = "replicas" if autoscaler is None else autoscaler.min_field
     where = (
-        f"the first document on the HorizontalPodAutoscaler of {w.ref}, the second on it"
-        if autoscaled
-        else f"both on {w.ref}"
+        f"both on {w.ref}"
+        if autoscaler is None
+        else f"the first document on {autoscaler.ref} (it scales {w.ref}), the second on it"
     )
     return Fix(
         PodPatch(w.ref.kind, spread=(constraint,)),

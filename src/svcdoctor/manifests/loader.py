@@ -44,13 +44,14 @@ from svcdoctor.manifests.yamlnodes import (
     to_python,
 )
 from svcdoctor.model import WORKLOAD_KINDS, Finding, Location, Severity
+from svcdoctor.model.service import AUTOSCALER_KINDS
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 DEFAULT_MAX_FILE_MB = 32.0
 STDIN = "-"
 # Kinds the checks read; other objects are counted but never converted, except custom
 # resources (see ``consulted``).
-RELEVANT_KINDS = WORKLOAD_KINDS | {"Service", "HorizontalPodAutoscaler"}
+RELEVANT_KINDS = WORKLOAD_KINDS | AUTOSCALER_KINDS | {"Service"}
 # Kinds that tell the path in front of the pods (``manifests.routes``, ``model.path``).
 PATH_KINDS = frozenset(
     {"Namespace", "Ingress", "IngressClass", "Gateway", "GatewayClass", "ReferenceGrant"}

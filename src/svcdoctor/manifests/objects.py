@@ -18,12 +18,12 @@ from svcdoctor.manifests.configs import (
 from svcdoctor.manifests.dockerfiles import match_images
 from svcdoctor.manifests.fields import Fields, text_of
 from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
-from svcdoctor.manifests.loader import WEBHOOK_KINDS, LoadResult
+from svcdoctor.manifests.loader import LoadResult
+from svcdoctor.manifests.resources import autoscaler, resource, rollout_experiments
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
 from svcdoctor.model import (
     WORKLOAD_KINDS,
-    Autoscaler,
     Container,
     ContainerPort,
     Inventory,
@@ -40,6 +40,7 @@ from svcdoctor.model import (
 from svcdoctor.model.duration import SLEEP, parse_duration
 from svcdoctor.model.inventory import DEFAULT_NAMESPACE, Dialing
 from svcdoctor.model.route import Front, ReferenceGrant, Route
+from svcdoctor.model.service import AUTOSCALER_KINDS, Autoscaler
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
 _SLEEP = re.compile(r"(?:^|[\s;&|(/])sleep\s+(\d+(?:\.\d+)?)([smh]?)(?=$|[\s;&|)])")
@@ -67,11 +68,11 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
                 read = _with_pin(read, raw.body, pins)
             workloads.append(_with_config_drain(read, raw.body, loaded.config_drains))
             if raw.kind == "Rollout":
-                resources.extend(_rollout_experiments(f))
+                resources.extend(rollout_experiments(f))
         elif raw.kind == "Service":
             services.append(_service(f))
-        elif raw.kind == "HorizontalPodAutoscaler":
-            if hpa := _autoscaler(f):
+        elif raw.kind in AUTOSCALER_KINDS:
+            if hpa := autoscaler(f):
                 autoscalers.append(hpa)
         elif isinstance(found := route_object(f), Route):
             routes.append(found)
@@ -80,7 +81,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         elif isinstance(found, ReferenceGrant):
             grants.append(found)
         else:
-            resources.append(_resource(f))
+            resources.append(resource(f))
     kustomizations = loaded.kustomizations
     workloads = patched(kustomizations, workloads)
     services = patched(kustomizations, services)
@@ -637,164 +638,3 @@ _NULL_SELECTED = "<null>"
 
 def _selected(value: Any) -> str:
     return _NULL_SELECTED if value is None else text_of(value)
-
-
-def _autoscaler(f: Fields) -> Autoscaler | None:
-    spec = f.mapping(f.raw.body, "spec", "spec")
-    target = f.mapping(spec, "scaleTargetRef", "spec.scaleTargetRef")
-    if target is None:
-        return None
-    return Autoscaler(
-        ref=f.ref,
-        target=ObjectRef(
-            f.text(target, "kind", "spec.scaleTargetRef.kind") or "",
-            f.ref.namespace,
-            f.text(target, "name", "spec.scaleTargetRef.name") or "",
-        ),
-        min_replicas=f.integer(spec, "minReplicas", "spec.minReplicas") or 1,
-        location=f.raw.location,
-    )
-
-
-_POD_SEARCH_DEPTH = 8
-
-
-def _resource(f: Fields) -> Resource:
-    """What another object says about pods; read leniently (a custom resource's fields are
-    not ours to validate)."""
-    body = f.raw.body
-    meta = body.get("metadata")
-    spec = body.get("spec")
-    host = ""
-    subsets: tuple[dict[str, str], ...] = ()
-    if f.raw.kind == "DestinationRule" and isinstance(spec, YMap):
-        host = text_of(spec.get("host"))
-        listed = spec.get("subsets")
-        items = listed if isinstance(listed, list) else []
-        subsets = tuple(_plain_labels(s.get("labels")) for s in items if isinstance(s, YMap))
-    selector: dict[str, str] = {}
-    scrapes: tuple[str, ...] = ()
-    if f.raw.kind == "ServiceMonitor" and isinstance(spec, YMap):
-        chosen = spec.get("selector")
-        selector = _plain_labels(chosen.get("matchLabels")) if isinstance(chosen, YMap) else {}
-        listed = spec.get("endpoints")
-        items = listed if isinstance(listed, list) else []
-        scrapes = tuple(text_of(e.get("port")) for e in items if isinstance(e, YMap))
-    ports: tuple[str, ...] = ()
-    if f.raw.kind == "SidecarSet" and isinstance(spec, YMap):
-        # OpenKruise injects its containers into the pods its selector matches:
-        # https://openkruise.io/docs/user-manuals/sidecarset
-        chosen = spec.get("selector")
-        selector = _plain_labels(chosen.get("matchLabels")) if isinstance(chosen, YMap) else {}
-        ports = _port_names(spec.get("containers"))
-    webhooks = _webhooks(body.get("webhooks")) if f.raw.kind in WEBHOOK_KINDS else ()
-    if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
-        host = text_of(spec.get("service"))  # the SMI apex Service it splits
-    return Resource(
-        ref=f.ref,
-        location=f.raw.location,
-        api_version=text_of(body.get("apiVersion")),
-        labels=_plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {},
-        annotations=_plain_labels(meta.get("annotations")) if isinstance(meta, YMap) else {},
-        pod_labels=tuple(_pod_labels(spec, _POD_SEARCH_DEPTH)),
-        host=host,
-        subsets=subsets,
-        webhooks=webhooks,
-        selector=selector,
-        scrapes=tuple(s for s in scrapes if s),
-        ports=ports,
-    )
-
-
-def _port_names(containers: object) -> tuple[str, ...]:
-    """The names of the ports a list of containers declares."""
-    items = containers if isinstance(containers, list) else []
-    return tuple(
-        name
-        for c in items
-        if isinstance(c, YMap) and isinstance(ports := c.get("ports"), list)
-        for p in ports
-        if isinstance(p, YMap) and (name := text_of(p.get("name")))
-    )
-
-
-def _rollout_experiments(f: Fields) -> list[Resource]:
-    """The Experiments a Rollout's canary steps create, as the resources that make their
-    pods: each ``steps[].experiment.templates[]`` runs pods of the Rollout's template
-    (``specRef``) labelled with its ``metadata.labels`` ("Metadata sets labels and
-    annotations to use for the RS created from the template": RolloutExperimentTemplate in
-    https://github.com/argoproj/argo-rollouts/blob/master/pkg/apis/rollouts/v1alpha1/types.go)."""
-    spec = f.raw.body.get("spec")
-    strategy = spec.get("strategy") if isinstance(spec, YMap) else None
-    canary = strategy.get("canary") if isinstance(strategy, YMap) else None
-    steps = canary.get("steps") if isinstance(canary, YMap) else None
-    found = []
-    for step in steps if isinstance(steps, list) else []:
-        experiment = step.get("experiment") if isinstance(step, YMap) else None
-        templates = experiment.get("templates") if isinstance(experiment, YMap) else None
-        for t in templates if isinstance(templates, list) else []:
-            meta = t.get("metadata") if isinstance(t, YMap) else None
-            labels = _plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {}
-            if labels:
-                name = f"{f.ref.name}-{text_of(t.get('name'))}"
-                found.append(
-                    Resource(
-                        ref=ObjectRef("Experiment", f.ref.namespace, name),
-                        location=f.raw.location,
-                        api_version="argoproj.io/v1alpha1",
-                        pod_labels=(labels,),
-                    )
-                )
-    return found
-
-
-def _webhooks(listed: Any) -> tuple[tuple[str, str, str, int], ...]:
-    """(namespace, Service, failurePolicy, port) of each webhook that calls a Service; the
-    policy defaults to Fail and the port to 443 in admissionregistration.k8s.io/v1
-    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy)."""
-    found = []
-    for hook in listed if isinstance(listed, list) else []:
-        config = hook.get("clientConfig") if isinstance(hook, YMap) else None
-        service = config.get("service") if isinstance(config, YMap) else None
-        if isinstance(hook, YMap) and isinstance(service, YMap):
-            policy = text_of(hook.get("failurePolicy")) or "Fail"
-            port = service.get("port")
-            found.append(
-                (
-                    text_of(service.get("namespace")),
-                    text_of(service.get("name")),
-                    policy,
-                    port if isinstance(port, int) and not isinstance(port, bool) else 443,
-                )
-            )
-    return tuple(found)
-
-
-def _plain_labels(value: Any) -> dict[str, str]:
-    if not isinstance(value, YMap):
-        return {}
-    return {text_of(k): text_of(v) for k, v in value.items() if not isinstance(v, dict | list)}
-
-
-def _pod_labels(node: Any, depth: int) -> list[dict[str, str]]:
-    """Labels of the pod templates (``metadata`` beside a ``spec`` with ``containers``) and
-    ``podMetadata`` found under a custom resource's spec."""
-    found: list[dict[str, str]] = []
-    if depth <= 0:
-        return found
-    if isinstance(node, list):
-        for item in node:
-            found.extend(_pod_labels(item, depth - 1))
-        return found
-    if not isinstance(node, YMap):
-        return found
-    meta, spec = node.get("metadata"), node.get("spec")
-    if isinstance(meta, YMap) and isinstance(spec, YMap) and "containers" in spec:
-        found.append(_plain_labels(meta.get("labels")))
-    pod_meta = node.get("podMetadata")
-    if isinstance(pod_meta, YMap):
-        found.append(_plain_labels(pod_meta.get("labels")))
-    for key, value in node.items():
-        if key != "metadata" and isinstance(value, YMap | list):
-            found.extend(_pod_labels(value, depth - 1))
-    return found

@@ -36,11 +36,22 @@ class Service:
     publish_not_ready: bool = False
 
 
+# KEDA's ScaledObject: https://keda.sh/docs/2.16/reference/scaledobject-spec/
+SCALED_OBJECT = "ScaledObject"
+AUTOSCALER_KINDS = frozenset({"HorizontalPodAutoscaler", SCALED_OBJECT})
+
+
 @dataclass(frozen=True, slots=True)
 class Autoscaler:
-    """A HorizontalPodAutoscaler: it owns the replica count of its target."""
+    """A HorizontalPodAutoscaler, or a KEDA ScaledObject (which makes one): it owns the
+    replica count of its target."""
 
     ref: ObjectRef
     target: ObjectRef
     min_replicas: int = 1
     location: Location | None = None  # where it was read (None: made in code)
+
+    @property
+    def min_field(self) -> str:
+        """The field that sets its minimum (KEDA's ``minReplicaCount``)."""
+        return "minReplicaCount" if self.ref.kind == SCALED_OBJECT else "minReplicas"

@@ -1,0 +1,177 @@
+"""Objects of other kinds that the Service checks consult, read from raw objects: autoscalers
+(their minimum owns the replica count), and custom resources, webhook configurations and
+Argo Rollouts' experiments (``model.resource``). Read leniently: their fields are not ours
+to validate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from svcdoctor.manifests.fields import Fields, text_of
+from svcdoctor.manifests.loader import WEBHOOK_KINDS
+from svcdoctor.manifests.yamlnodes import YMap
+from svcdoctor.model import ObjectRef, Resource
+from svcdoctor.model.service import SCALED_OBJECT, Autoscaler
+
+
+def autoscaler(f: Fields) -> Autoscaler | None:
+    """An autoscaler's target and minimum; a KEDA ScaledObject's target kind defaults to
+    Deployment, its minimum to 0 (https://keda.sh/docs/2.16/reference/scaledobject-spec/)."""
+    spec, keda = f.mapping(f.raw.body, "spec", "spec"), f.raw.kind == SCALED_OBJECT
+    target = f.mapping(spec, "scaleTargetRef", "spec.scaleTargetRef")
+    if target is None:
+        return None
+    field = "minReplicaCount" if keda else "minReplicas"
+    least = f.integer(spec, field, f"spec.{field}")
+    kind = f.text(target, "kind", "spec.scaleTargetRef.kind") or ("Deployment" if keda else "")
+    name = f.text(target, "name", "spec.scaleTargetRef.name") or ""
+    return Autoscaler(
+        ref=f.ref,
+        target=ObjectRef(kind, f.ref.namespace, name),
+        min_replicas=(0 if keda else 1) if least is None else least,
+        location=f.raw.location,
+    )
+
+
+_POD_SEARCH_DEPTH = 8
+
+
+def resource(f: Fields) -> Resource:
+    """What another object says about pods; read leniently (a custom resource's fields are
+    not ours to validate)."""
+    body = f.raw.body
+    meta = body.get("metadata")
+    spec = body.get("spec")
+    host = ""
+    subsets: tuple[dict[str, str], ...] = ()
+    if f.raw.kind == "DestinationRule" and isinstance(spec, YMap):
+        host = text_of(spec.get("host"))
+        listed = spec.get("subsets")
+        items = listed if isinstance(listed, list) else []
+        subsets = tuple(_plain_labels(s.get("labels")) for s in items if isinstance(s, YMap))
+    selector: dict[str, str] = {}
+    scrapes: tuple[str, ...] = ()
+    if f.raw.kind == "ServiceMonitor" and isinstance(spec, YMap):
+        chosen = spec.get("selector")
+        selector = _plain_labels(chosen.get("matchLabels")) if isinstance(chosen, YMap) else {}
+        listed = spec.get("endpoints")
+        items = listed if isinstance(listed, list) else []
+        scrapes = tuple(text_of(e.get("port")) for e in items if isinstance(e, YMap))
+    ports: tuple[str, ...] = ()
+    if f.raw.kind == "SidecarSet" and isinstance(spec, YMap):
+        # OpenKruise injects its containers into the pods its selector matches:
+        # https://openkruise.io/docs/user-manuals/sidecarset
+        chosen = spec.get("selector")
+        selector = _plain_labels(chosen.get("matchLabels")) if isinstance(chosen, YMap) else {}
+        ports = _port_names(spec.get("containers"))
+    webhooks = _webhooks(body.get("webhooks")) if f.raw.kind in WEBHOOK_KINDS else ()
+    if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
+        host = text_of(spec.get("service"))  # the SMI apex Service it splits
+    return Resource(
+        ref=f.ref,
+        location=f.raw.location,
+        api_version=text_of(body.get("apiVersion")),
+        labels=_plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {},
+        annotations=_plain_labels(meta.get("annotations")) if isinstance(meta, YMap) else {},
+        pod_labels=tuple(_pod_labels(spec, _POD_SEARCH_DEPTH)),
+        host=host,
+        subsets=subsets,
+        webhooks=webhooks,
+        selector=selector,
+        scrapes=tuple(s for s in scrapes if s),
+        ports=ports,
+    )
+
+
+def _port_names(containers: object) -> tuple[str, ...]:
+    """The names of the ports a list of containers declares."""
+    items = containers if isinstance(containers, list) else []
+    return tuple(
+        name
+        for c in items
+        if isinstance(c, YMap) and isinstance(ports := c.get("ports"), list)
+        for p in ports
+        if isinstance(p, YMap) and (name := text_of(p.get("name")))
+    )
+
+
+def rollout_experiments(f: Fields) -> list[Resource]:
+    """The Experiments a Rollout's canary steps create, as the resources that make their
+    pods: each ``steps[].experiment.templates[]`` runs pods of the Rollout's template
+    (``specRef``) labelled with its ``metadata.labels`` ("Metadata sets labels and
+    annotations to use for the RS created from the template": RolloutExperimentTemplate in
+    https://github.com/argoproj/argo-rollouts/blob/master/pkg/apis/rollouts/v1alpha1/types.go)."""
+    spec = f.raw.body.get("spec")
+    strategy = spec.get("strategy") if isinstance(spec, YMap) else None
+    canary = strategy.get("canary") if isinstance(strategy, YMap) else None
+    steps = canary.get("steps") if isinstance(canary, YMap) else None
+    found = []
+    for step in steps if isinstance(steps, list) else []:
+        experiment = step.get("experiment") if isinstance(step, YMap) else None
+        templates = experiment.get("templates") if isinstance(experiment, YMap) else None
+        for t in templates if isinstance(templates, list) else []:
+            meta = t.get("metadata") if isinstance(t, YMap) else None
+            labels = _plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {}
+            if labels:
+                name = f"{f.ref.name}-{text_of(t.get('name'))}"
+                found.append(
+                    Resource(
+                        ref=ObjectRef("Experiment", f.ref.namespace, name),
+                        location=f.raw.location,
+                        api_version="argoproj.io/v1alpha1",
+                        pod_labels=(labels,),
+                    )
+                )
+    return found
+
+
+def _webhooks(listed: Any) -> tuple[tuple[str, str, str, int], ...]:
+    """(namespace, Service, failurePolicy, port) of each webhook that calls a Service; the
+    policy defaults to Fail and the port to 443 in admissionregistration.k8s.io/v1
+    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy)."""
+    found = []
+    for hook in listed if isinstance(listed, list) else []:
+        config = hook.get("clientConfig") if isinstance(hook, YMap) else None
+        service = config.get("service") if isinstance(config, YMap) else None
+        if isinstance(hook, YMap) and isinstance(service, YMap):
+            policy = text_of(hook.get("failurePolicy")) or "Fail"
+            port = service.get("port")
+            found.append(
+                (
+                    text_of(service.get("namespace")),
+                    text_of(service.get("name")),
+                    policy,
+                    port if isinstance(port, int) and not isinstance(port, bool) else 443,
+                )
+            )
+    return tuple(found)
+
+
+def _plain_labels(value: Any) -> dict[str, str]:
+    if not isinstance(value, YMap):
+        return {}
+    return {text_of(k): text_of(v) for k, v in value.items() if not isinstance(v, dict | list)}
+
+
+def _pod_labels(node: Any, depth: int) -> list[dict[str, str]]:
+    """Labels of the pod templates (``metadata`` beside a ``spec`` with ``containers``) and
+    ``podMetadata`` found under a custom resource's spec."""
+    found: list[dict[str, str]] = []
+    if depth <= 0:
+        return found
+    if isinstance(node, list):
+        for item in node:
+            found.extend(_pod_labels(item, depth - 1))
+        return found
+    if not isinstance(node, YMap):
+        return found
+    meta, spec = node.get("metadata"), node.get("spec")
+    if isinstance(meta, YMap) and isinstance(spec, YMap) and "containers" in spec:
+        found.append(_plain_labels(meta.get("labels")))
+    pod_meta = node.get("podMetadata")
+    if isinstance(pod_meta, YMap):
+        found.append(_plain_labels(pod_meta.get("labels")))
+    for key, value in node.items():
+        if key != "metadata" and isinstance(value, YMap | list):
+            found.extend(_pod_labels(value, depth - 1))
+    return found
