@@ -86,6 +86,18 @@ def test_the_final_stage_reads_the_app_its_builder_stage_copied_in(tmp_path: Pat
     assert "listen(3000)" in found.text
 
 
+def test_a_copy_source_with_a_leading_slash_is_a_context_path(tmp_path: Path) -> None:
+    """aliyun/alibabacloud-microservice-demo: `COPY /start.sh /app` copies the context's
+    start.sh (Docker reads sources relative to the context), the script SVD117 reads (judge125)."""
+    (tmp_path / "Dockerfile").write_text(
+        'FROM eclipse-temurin:8-jre\nWORKDIR /app\nCOPY /start.sh /app\nCMD ["/app/start.sh"]\n'
+    )
+    (tmp_path / "start.sh").write_text("#!/bin/bash\njava -jar /app/web.jar\n")
+    facts = read_dockerfile(tmp_path / "Dockerfile")
+    assert facts is not None
+    assert facts.file("/app/start.sh") is not None
+
+
 def test_ambiguous_names_match_nothing(tmp_path: Path) -> None:
     for d in ("a/web", "b/web", "api"):
         (tmp_path / d).mkdir(parents=True)

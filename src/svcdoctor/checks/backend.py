@@ -27,9 +27,9 @@ from svcdoctor.checks._serving import (
     unreached,
 )
 from svcdoctor.checks._shutdown import shutdown_facts
-from svcdoctor.checks.race import lone_keeper
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.replicas import every_replica_server
+from svcdoctor.checks.rollout import lone_keeper
 from svcdoctor.checks.selection import endpoints_given
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import leader_elected, waits_for_lease

@@ -9,15 +9,12 @@ from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._scripts import SHELLS
 from svcdoctor.checks._serving import (
     backed,
-    carries_requests,
-    only_backend,
     racing,
     service_names,
     unserved,
 )
 from svcdoctor.checks._shutdown import (
     container_drain,
-    daemon_gap,
     image_shell,
     readiness_first,
     seconds,
@@ -26,21 +23,12 @@ from svcdoctor.checks._shutdown import (
 )
 from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.rollout import lone_keeper, lone_pod, stops_first_on_purpose
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
-from svcdoctor.checks.state import (
-    ELECT_FIRST,
-    SPLIT_CAVEAT,
-    data_store,
-    keeps_data,
-    leader_elected,
-    local_state,
-    unknown_election,
-    waits_for_lease,
-)
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
-from svcdoctor.model.patch import Fix, FixAvailability, Handler, ObjectPatch, PodPatch, PreStopHook
+from svcdoctor.model.patch import Fix, FixAvailability, Handler, PodPatch, PreStopHook
 from svcdoctor.model.remedy import (
     HookKind,
     ShutdownPlan,
@@ -203,8 +191,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
         if found_by_clients(inventory, w, c):
             continue  # its clients follow a registry or all pods, not the Service's removal
-        alone = _lone_pod(inventory, w)
-        if (alone and _stops_first_on_purpose(w)) or lone_keeper(inventory, w):
+        alone = lone_pod(inventory, w)
+        if (alone and stops_first_on_purpose(w)) or lone_keeper(inventory, w):
             # no endpoint that holds its data ever takes over: the stateful pod goes first,
             # or its surge pod cannot hold the same volume at once, or starts empty
             continue
@@ -605,194 +593,3 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
             container=c.name,
             line=hook.line,
         )
-
-
-def _effective(value: int | str | None, replicas: int, default: int | str) -> int:
-    value = default if value is None else value
-    if isinstance(value, int):
-        return value
-    percent = float(value.rstrip("%") or 0) if value.rstrip("%").replace(".", "").isdigit() else 0
-    return int(percent * replicas / 100)  # maxUnavailable rounds down
-
-
-@rule("SVD106", "rollout-drops-capacity", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)
-def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
-    """Every rollout takes all serving pods of a Service away at once.
-
-    ## What it does
-    Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate`, and
-    workloads with one replica whose update removes it before its replacement is ready
-    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first), unless
-    the pods keep local state, as for SVD204 (a claim that attaches to one node, a
-    single-instance server, a node's daemon reached through a hostPath socket), where a
-    second pod would split the state or reach another node's daemon, or the app runs under
-    k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) or operator-sdk's leader-for-life
-    election (`POD_NAME` and `OPERATOR_NAME`; a surge pod would wait for the lease the old
-    pod holds), or a leader-elected app (`--leader-elect`…) that chose `strategy: Recreate`
-    and has a readiness probe (if only the leader serves, a surge pod never gets ready while
-    the old pod holds the lease: the rollout would stall), or another workload's pods behind
-    the same Service keep serving meanwhile (a canary beside its stable track, bare Pods
-    beside a Deployment). A
-    DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
-    it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with
-    `externalTrafficPolicy: Local`, where a node's traffic only reaches the node's own pod,
-    with `maxSurge: 0` (the default: the pod is deleted before its replacement runs)
-    unless the pod uses a `hostPort` (two pods cannot bind one node's port, so it cannot
-    surge). `OnDelete` DaemonSets are not flagged. Only Services that carry requests count
-    (not metrics-only ones, as for SVD101).
-
-    ## Why it matters
-    During the gap no endpoint is ready: every request fails, not a few. With one replica and
-    `maxUnavailable: 1` every deploy is a short outage that looks "intermittent" on a
-    dashboard aggregated over minutes.
-
-    ## Example
-    Bad:
-    ```yaml
-    replicas: 1
-    strategy:
-      type: RollingUpdate
-      rollingUpdate: {maxUnavailable: 1, maxSurge: 0}
-    ```
-    Good:
-    ```yaml
-    replicas: 2
-    strategy:
-      type: RollingUpdate
-      rollingUpdate: {maxUnavailable: 0, maxSurge: 1}
-    ```
-
-    ## Fix
-    Use `RollingUpdate` with `maxUnavailable: 0` and `maxSurge: 1`, and run at least two
-    replicas (with a PodDisruptionBudget) for anything behind a Service. Pods that cannot
-    share a node (`hostNetwork` with ports, a `hostPort`, a required pod anti-affinity on
-    `kubernetes.io/hostname` against their own labels) cannot surge without a spare node:
-    for them the fix is two replicas with `maxUnavailable: 1` and `maxSurge: 0`, one
-    replaced while the other serves.
-
-    ## References
-    - https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#strategy
-    - https://kubernetes.io/docs/concepts/workloads/controllers/statefulset/#rolling-updates
-    - https://kubernetes.io/docs/tasks/manage-daemon/update-daemon-set/
-    - https://github.com/kubernetes/enhancements/tree/master/keps/sig-apps/1591-daemonset-surge
-    """
-    del settings
-    for w in inventory.workloads:
-        services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
-        if not services or data_store(w):  # stop-then-start is deliberate for a store
-            continue
-        names = ", ".join(dict.fromkeys(s.ref.name for s in services))  # alternatives: once
-        replicas = inventory.replicas(w)
-        rolling, apart = _rolling(w)
-        hit: Hit | None = None
-        if w.strategy == "Recreate":
-            more = bool(apart) and replicas == 1  # one pod that cannot surge: a second one
-            hit = Hit(
-                w,
-                f"strategy Recreate stops every pod before starting new ones: Service {names} "
-                "has no ready endpoint during each rollout",
-                fix=_spec_fix(
-                    {"replicas": 2, "strategy": rolling} if more else {"strategy": rolling},
-                    apart,
-                    *(_second_replica(w) if more else ()),
-                ),
-            )
-        elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
-            if _only_pod_goes_first(inventory, w):
-                hit = Hit(
-                    w,
-                    f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
-                    f"{names} is removed before its replacement is ready",
-                    fix=_spec_fix({"replicas": 2, "strategy": rolling}, apart, *_second_replica(w)),
-                )
-        elif replicas == 1 and w.ref.kind == "StatefulSet":
-            hit = Hit(
-                w,
-                f"a 1-replica StatefulSet deletes its pod before recreating it: Service {names} "
-                "has no endpoint during each rollout",
-                fix=_spec_fix({"replicas": 2}, *_second_replica(w)),
-            )
-        elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
-            surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
-            yield Hit(w, gap.format(names=names), fix=_spec_fix({"updateStrategy": surge}))
-        if hit is not None and not _stops_first_on_purpose(w) and only_backend(inventory, w):
-            yield hit
-
-
-def _rolling(w: Workload) -> tuple[dict[str, object], str]:
-    """The rolling update that keeps a pod serving, and why it is not a surge (a note; ""
-    for a surge): pods that cannot share a node (``PodTemplate.apart``) would wait for a
-    spare one, so one is replaced at a time while another serves."""
-    if not w.template.apart:
-        return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}, ""
-    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}, (
-        f"# its pods cannot share a node ({w.template.apart}): a surge pod would wait "
-        "for a spare node,\n# so one pod is replaced at a time while another serves; that "
-        "takes 2 nodes they may run on"
-    )
-
-
-def _stops_first_on_purpose(w: Workload) -> bool:
-    """Whether stopping the pods before starting new ones is deliberate: a data store, pods
-    that keep local state (two must not hold or attach it at once, nor a second reach
-    another node's daemon), or an app that serves once elected (``waits_for_lease``: a
-    surge pod would wait for the lease the old one holds, never deleted before), or a
-    leader-elected app that chose ``Recreate`` and is probed for readiness: if only the
-    leader serves, a surge pod is never ready while the old one holds the lease, and the
-    rollout stalls (cloudnative-pg's plugin-barman-cloud; judge107)."""
-    return data_store(w) or any(
-        local_state(w, c, alike=True)
-        or waits_for_lease(c)
-        or (w.strategy == "Recreate" and c.readiness is not None and leader_elected(c) is not None)
-        for c in w.template.containers
-    )
-
-
-def lone_keeper(inventory: Inventory, w: Workload) -> bool:
-    """Whether the workload's one pod is the only backend of its Services and holds data
-    (``keeps_data``): no pod that holds that data ever takes over from it, nor stands
-    beside it for a probe to route to."""
-    return only_backend(inventory, w) and inventory.replicas(w) == 1 and keeps_data(w)
-
-
-def _only_pod_goes_first(inventory: Inventory, w: Workload) -> bool:
-    """Whether a rollout removes the workload's only pod before its replacement is ready."""
-    return stops_first(w) and inventory.replicas(w) == 1
-
-
-def stops_first(w: Workload) -> bool:
-    """Whether a rollout of one pod of the workload removes it before its replacement is
-    ready: ``Recreate``, a StatefulSet, or a rolling update whose ``maxUnavailable`` is a
-    pod or more of one (the default 25 % rounds down to none)."""
-    rolls = w.ref.kind in ("Deployment", "Rollout") and w.strategy != "BlueGreen"
-    unavailable = rolls and _effective(w.max_unavailable, 1, "25%") >= 1
-    return w.strategy == "Recreate" or w.ref.kind == "StatefulSet" or unavailable
-
-
-# Kinds that never roll their pods: a deleted or evicted pod is replaced after it is gone
-_NO_ROLLOUT = frozenset({"ReplicaSet", "ReplicationController", "Pod"})
-
-
-def _lone_pod(inventory: Inventory, w: Workload) -> str | None:
-    """The rule that reports the outage when the workload's only pod goes with nothing to
-    take over from it (SVD106: a rollout stops it first; SVD204: a kind that never rolls),
-    or ``None``."""
-    if not only_backend(inventory, w):
-        return None
-    if _only_pod_goes_first(inventory, w):
-        return "SVD106"
-    if w.ref.kind in _NO_ROLLOUT and inventory.replicas(w) == 1:
-        return "SVD204"
-    return None
-
-
-def _second_replica(w: Workload) -> tuple[str, str]:
-    """The notes of a fix that adds a replica: the data it may split, and ``ELECT_FIRST``
-    for a controller whose leader election the manifest does not show."""
-    unknown = any(unknown_election(c) for c in w.template.containers)
-    return SPLIT_CAVEAT, ELECT_FIRST if unknown else ""
-
-
-def _spec_fix(spec: dict[str, object], *notes: str) -> Fix:
-    caveat = "\n".join(n for n in notes if n)
-    return Fix(ObjectPatch({"spec": spec}), note=f"\n{caveat}" if caveat else "")

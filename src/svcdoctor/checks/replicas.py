@@ -19,17 +19,19 @@ from svcdoctor.checks._serving import (
     unreached,
     webhook_calls,
 )
-from svcdoctor.checks.race import stops_first
 from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.rollout import stops_first
 from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import (
     ELECT_FIRST,
+    HISTORY_CAVEAT,
     INLINE_DISKS,
     SPLIT_CAVEAT,
     data_store,
     leader_elected,
     local_state,
+    queried_scraper,
     unknown_election,
     waits_for_lease,
 )
@@ -68,28 +70,28 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     Graphite, emojivoto's voting service, confluent-local, NFS and SMB file servers, a
     standalone Locust behind a route, Keycloak `start-dev`, Vault's and Consul's dev servers
     (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
-    storage, zot, Grafana on its default SQLite database, Apicurio Registry on its default
-    in-memory storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow
-    aggregator, the MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE
-    server whose server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its
-    traces in memory; a controller without leader election: MetalLB's, Zalando's
-    postgres-operator, YuniKorn's scheduler, Scylla Manager, flyte-binary, Antrea's controllers,
-    Google Managed Prometheus' operator, kube-arangodb's in `--mode.single`, or any with
-    `--leader-elect=false`; a writable claim (`persistentVolumeClaim`) at any path but scratch
-    (`/tmp`, caches): one volume for every replica, which a ReadWriteOnce claim attaches to one
-    node only, and a path that says data (`/run/…/data`) is no scratch; a writable emptyDir
-    mounted at a data path such as `/data` or `/var/lib/…`, not the kubelet's
-    `/var/lib/kubelet`, nor a pull scraper's (Prometheus, vmagent: every replica scrapes the
-    same targets), nor a git-sync sidecar's checkout (cloned again at every start), nor an app's
-    whose environment names its data store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is
-    scratch there), nor a stateless component's of Loki, Mimir, Tempo or Cortex
-    (`-target=distributor`, `querier`…); a writable hostPath at any path but the node's system,
-    runtime and scratch directories (a share at `/smbshare`); a single-replica StatefulSet with
-    `volumeClaimTemplates` not only mounted as a cache), whose data a second replica would
-    split; a server that reaches its node's daemon through a Unix socket on a hostPath (a
-    `socat` bridge to a CSI driver's `csi.sock`, the Docker socket), whose second replica would
-    serve another node's daemon; and a leader-elected server, whose second replica would only
-    stand by.
+    storage, zot, Grafana on its default SQLite database, Loki on its image's local-config.yaml,
+    Nacos in standalone mode, Apicurio Registry on its default in-memory storage, Gatus, Seq,
+    step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator, the MailDev, MailHog
+    and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose server.conf keeps its
+    datastore in SQLite, a Jaeger v2 whose config keeps its traces in memory; a controller
+    without leader election: MetalLB's, Zalando's postgres-operator, YuniKorn's scheduler,
+    Scylla Manager, flyte-binary, Antrea's controllers, Google Managed Prometheus' operator,
+    kube-arangodb's in `--mode.single`, or any with `--leader-elect=false`; a writable claim
+    (`persistentVolumeClaim`) at any path but scratch (`/tmp`, caches): one volume for every
+    replica, which a ReadWriteOnce claim attaches to one node only, and a path that says data
+    (`/run/…/data`) is no scratch; a writable emptyDir mounted at a data path such as `/data` or
+    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's (Prometheus,
+    vmagent: every replica scrapes the same targets), nor a git-sync sidecar's checkout (cloned
+    again at every start), nor an app's whose environment names its data store's address
+    (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there), nor a stateless component's of Loki,
+    Mimir, Tempo or Cortex (`-target=distributor`, `querier`…); a writable hostPath at any path
+    but the node's system, runtime and scratch directories (a share at `/smbshare`); a
+    single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a cache), whose
+    data a second replica would split; a server that reaches its node's daemon through a Unix
+    socket on a hostPath (a `socat` bridge to a CSI driver's `csi.sock`, the Docker socket),
+    whose second replica would serve another node's daemon; and a leader-elected server, whose
+    second replica would only stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node
@@ -160,12 +162,14 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     """SVD204's hit: the fix to 2 replicas, or a note for a backend with local state or a
     leader-elected one (a second replica would split the data, or only stand by)."""
     hpa = _autoscaler_of(inventory, w)
+    queried = any(queried_scraper(c) for c in w.template.containers)
+    caveat = HISTORY_CAVEAT if queried else SPLIT_CAVEAT
     if hpa is not None:
         how = f"{hpa.ref} keeps {hpa.min_field} {hpa.min_replicas}"
         fix = Fix(
             ObjectPatch({"spec": {hpa.min_field: 2}}),
             note=f"\n# on {hpa.ref} (it overrides spec.replicas of {w.ref}), plus a "
-            f"PodDisruptionBudget with minAvailable: 1\n{SPLIT_CAVEAT}",
+            f"PodDisruptionBudget with minAvailable: 1\n{caveat}",
         )
     elif w.ref.kind == "Pod":
         how = "a bare Pod"
@@ -174,7 +178,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         how = "replicas unset, the API default is 1" if w.replicas is None else "1 replica"
         fix = Fix(
             ObjectPatch({"spec": {"replicas": 2}}),
-            note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1\n{SPLIT_CAVEAT}",
+            note=f"\n# on {w.ref}, plus a PodDisruptionBudget with minAvailable: 1\n{caveat}",
         )
     single = f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how})"
     containers = serving_containers(inventory, w)

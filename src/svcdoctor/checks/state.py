@@ -4,6 +4,7 @@ process or its own volumes, a node's daemon reached through its socket), leader 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from svcdoctor.checks._probes import manager
 from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted
@@ -354,6 +355,15 @@ _RECEIVES_WRITES = re.compile(
 _PROMETHEUS = re.compile(r"(^|/)(prom|prometheus)/prometheus(:|@|$)")
 
 
+# ...but each keeps a history of its own (a new one starts empty), which queries through
+# one Service alternate between
+HISTORY_CAVEAT = (
+    "# two Prometheus servers scrape alike, but each keeps its own history (a new one starts "
+    "empty):\n# for queries over more than the recent past, merge them (Thanos Query, Promxy) "
+    "rather than one Service"
+)
+
+
 def queried_scraper(container: Container) -> bool:
     """Whether the container is a Prometheus server (not a forwarder such as vmagent):
     clients query the series its own scrapes gathered, which differ between replicas."""
@@ -500,6 +510,32 @@ _STATELESS_TARGETS = frozenset(
 )
 
 
+# Loki's image runs the whole of Loki in one process on its own local-config.yaml (CMD
+# ["-config.file=/etc/loki/local-config.yaml"] in cmd/loki/Dockerfile of grafana/loki), which
+# keeps chunks and index on the container's filesystem with an in-memory ring and a
+# replication factor of 1 (cmd/loki/loki-local-config.yaml): a second one is a second store
+_LOKI = re.compile(r"(^|/)grafana/loki(:|@|$)")
+_LOKI_LOCAL = "/etc/loki/local-config.yaml"
+# Nacos' server image with MODE=standalone (the default is cluster) is a one-node registry
+# and config center: its registered instances in memory, its config in embedded Derby unless
+# SPRING_DATASOURCE_PLATFORM is mysql (https://github.com/nacos-group/nacos-docker#common-property-configuration)
+_NACOS = re.compile(r"(^|/)nacos/nacos-server(:|@|$)")
+
+
+def _stock_local(image: str, argv: list[str], env: Mapping[str, str]) -> str | None:
+    """Why a server on its image's own single-instance configuration keeps local state
+    (``_LOKI``, ``_NACOS``), or ``None``."""
+    if _LOKI.search(image):
+        configs = [
+            a.split("=", 1)[1] for a in argv if a.startswith(("-config.file=", "--config.file="))
+        ]
+        if not configs or configs[-1] == _LOKI_LOCAL:
+            return "Loki on its image's local-config.yaml keeps chunks and index on its own disk"
+    if _NACOS.search(image) and env.get("MODE") == "standalone":
+        return "Nacos in standalone mode keeps its registry and config in itself"
+    return None
+
+
 def _stateless_target(image: str, argv: list[str]) -> bool:
     """Whether the container is a stateless component of Loki, Mimir, Tempo or Cortex
     (``_STATELESS_TARGETS`` by its ``-target=`` flag)."""
@@ -554,6 +590,8 @@ def local_state(
     if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
         return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
     env = dict(container.env)
+    if stock := _stock_local(image, argv, env):
+        return stock
     if (apicurio := _APICURIO.search(image)) and (
         apicurio.group("mem")
         or ("APICURIO_STORAGE_KIND" not in {*env, *container.env_refs} and not container.env_from)

@@ -460,8 +460,8 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
             if len(parts) >= 2:
                 into = parts[-1].endswith("/") or parts[-1] in (".", "..")  # a directory
                 dest = _absolute(parts[-1], workdir) + ("/" if into else "")
-                if stage is None:
-                    copies.append(_Copy(parts[:-1], dest))
+                if stage is None:  # a context path: `COPY /start.sh /app` is start.sh
+                    copies.append(_Copy(tuple(p.lstrip("/") or "." for p in parts[:-1]), dest))
                 else:  # what an earlier stage copied from the context, copied on
                     copies.extend(_carried(stages.get(stage, []), parts[:-1], dest))
     if not line:

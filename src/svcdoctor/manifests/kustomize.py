@@ -386,18 +386,24 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
     webhook Service the selector an overlay's ``webhook_service_patch.yaml`` sets. A patch
     whose target is not among the inputs stays as read; a workload fragment no
     kustomization lists is left out (``_without_fragments``); a test or development
-    overlay's patches (``_TEST_HOME``) are no object and change none. A patch changes the
-    objects its kustomization builds: of two trees with a `controller-manager` each (two
-    providers' config/ linted together), each gets its own tree's patch; only where none of
-    its build is among the inputs does it change any object of its kind and name."""
+    overlay's patches (``_TEST_HOME``) are no object and change none of what another
+    kustomization of the inputs builds (the install), only what is built there alone
+    (kube-tarian/tarian's dev/config, its one build). A patch changes the objects its
+    kustomization builds: of two trees with a `controller-manager` each (two providers'
+    config/ linted together), each gets its own tree's patch; only where none of its build
+    is among the inputs does it change any object of its kind and name."""
     files = {p for k in kustomizations for p in k.patches}
     whole = [o for o in objects if _path(o) not in files]
     out = _without_fragments(whole)
     scopes: dict[str, list[str]] = {}  # patch file → what the kustomizations listing it build
+    variants: set[str] = set()  # the patch files of test or development overlays
+    installed: list[str] = []  # what the other kustomizations build
     for k in _transitive(kustomizations):
-        if not _TEST_HOME.search(k.home):
-            for p in k.patches:
-                scopes.setdefault(p, []).extend(k.scope)
+        variant = bool(_TEST_HOME.search(k.home))
+        installed.extend(() if variant else k.scope)
+        for p in k.patches:
+            scopes.setdefault(p, []).extend(k.scope)
+            variants.update([p] if variant else [])
     for patch in (o for o in objects if _path(o) in scopes):
         named = [
             i
@@ -406,9 +412,12 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
         ]
         scope = scopes[_path(patch) or ""]
         hits = [i for i in named if _covers(scope, _path(out[i]) or "")] or named
+        variant = _path(patch) in variants  # no object of its own either way
+        if variant:
+            hits = [i for i in hits if not _covers(installed, _path(out[i]) or "")]
         for i in hits:
             out[i] = _merge(out[i], patch)
-        if not hits:
+        if not hits and not variant:
             out.append(patch)
     return out
 
