@@ -202,11 +202,12 @@ _KNATIVE_WEBHOOK = re.compile(r"(knative\.dev/[^:@]*/cmd/webhook|tektoncd/[^:@]*
 _MANAGER_FLAG = re.compile(r"^--(health-probe-bind-address|metrics-bind-address|webhook-port)(=|$)")
 
 
-def no_readiness(workload: Workload, container: Container) -> str:
-    """What a container without a readinessProbe gets wrong: traffic before it listens
-    (unless its startupProbe, or Dapr's sidecar, holds the pod back) and after it stops
-    serving. Dapr's injected sidecar is ready only once the app's port answers: its probe is
-    daprd's /v1.0/healthz, which waits until "the app channel is initialized"
+def no_readiness(workload: Workload, container: Container, today: str = "") -> str:
+    """What a container without a readinessProbe gets wrong: traffic before it listens (unless its
+    startupProbe, or Dapr's sidecar, holds the pod back) and after it stops serving;
+    ``today``, why that loses nothing yet (``rollout.until_replicated``). Dapr's injected
+    sidecar is ready only once the app's port answers: its probe is daprd's /v1.0/healthz,
+    which waits until "the app channel is initialized"
     (https://docs.dapr.io/operations/resiliency/health-checks/sidecar-health/)."""
     annotations = workload.template.annotations
     if container.startup is not None:
@@ -215,7 +216,7 @@ def no_readiness(workload: Workload, container: Container) -> str:
         held = "Dapr's sidecar keeps the pod unready until its app port answers, but it"
     else:
         held = "it gets traffic before it listens and"
-    return f"readinessProbe: {held} keeps getting traffic when it stops serving"
+    return f"readinessProbe: {today}{held} keeps getting traffic when it stops serving"
 
 
 def service_target(inventory: Inventory, workload: Workload, container: Container) -> Target:

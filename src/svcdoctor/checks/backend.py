@@ -25,20 +25,30 @@ from svcdoctor.checks._serving import (
     service_names,
     stock_port,
     unreached,
+    webhook_calls,
 )
 from svcdoctor.checks._shutdown import shutdown_facts
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.replicas import every_replica_server
-from svcdoctor.checks.rollout import lone_keeper
+from svcdoctor.checks.rollout import lone_keeper, lone_pod, until_replicated
 from svcdoctor.checks.selection import endpoints_given
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import leader_elected, waits_for_lease
+from svcdoctor.checks.state import leader_elected, leader_for_life, waits_for_lease
 from svcdoctor.model import Cause, Container, Inventory, Probe, Service, Severity, Workload
 from svcdoctor.model.inventory import selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
 
 _ALWAYS_TRUE = re.compile(r"^\s*(true|:|exit\s+0|echo\b[^|&;]*|/bin/true|/usr/bin/true)\s*;?\s*$")
+
+
+# Recreate stops every pod: a Fail-policy webhook they serve then rejects what it admits,
+# the webhook server's own new pods too when it intercepts pods
+_RECREATE_FAIL = (
+    ";\n# but a webhook with failurePolicy Fail calls it: while no pod serves, the API "
+    "server rejects what it\n# admits (the new pods too, if it intercepts pods): exclude "
+    "the operator's namespace from it first"
+)
 
 
 @rule("SVD201", "no-readiness-probe", Cause.BACKEND, Severity.WARNING)
@@ -61,17 +71,22 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     operator-sdk's leader-for-life election (its pre-1.0 scaffold: `POD_NAME` from the downward
     API and `OPERATOR_NAME`) runs before any server starts, webhooks included: the info note
     says a standby serves nothing, and that with a probe a rolling update waits forever for the
-    old pod's lease (use `strategy: Recreate`). A container with a `startupProbe` is told only
-    the half that applies: it keeps traffic when it stops serving. Nor the one pod of a data
-    store or of a server with local data (as for SVD204) that is its Services' only backend: no
-    other pod holds that data, so a probe has nowhere to send requests instead (it turns a
-    refused connection into no endpoint). Nor a Spring Cloud app that registers with Eureka,
-    Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`, `SPRING_CLOUD_CONSUL_HOST`), or an Apache
-    Dubbo provider (`DUBBO_REGISTRY_ADDRESS`, `-Ddubbo.registry.address`), behind ClusterIP
-    Services only: its callers take its pods from the registry, which readiness does not gate
-    (nor, for SVD101, endpoint removal). Nor pods whose every Service publishes not-ready
-    addresses (`publishNotReadyAddresses: true`, peer discovery): its endpoints are every pod,
-    ready or not, terminating too, until it is deleted (ShouldPodBeInEndpoints,
+    old pod's lease (use `strategy: Recreate`; where a `Fail` webhook calls it, exclude the
+    operator's namespace from that webhook first, or no new pod is admitted while none serves);
+    as the env alone shows it, it says the container may be leader-elected (a manager with those
+    variables may elect by lease). A container with a `startupProbe` is told only the half that
+    applies: it keeps traffic when it stops serving. The only pod of a Service that no other pod
+    takes over from (a bare Pod: SVD204; one a rollout stops first: SVD106) gets an info: until
+    that rule's fix adds a pod, a probe turns a refused connection into no endpoint. Nor the one
+    pod of a data store or of a server with local data (as for SVD204) that is its Services'
+    only backend: no other pod holds that data, so a probe has nowhere to send requests instead
+    (it turns a refused connection into no endpoint). Nor a Spring Cloud app that registers with
+    Eureka, Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`, `SPRING_CLOUD_CONSUL_HOST`), or an
+    Apache Dubbo provider (`DUBBO_REGISTRY_ADDRESS`, `-Ddubbo.registry.address`), behind
+    ClusterIP Services only: its callers take its pods from the registry, which readiness does
+    not gate (nor, for SVD101, endpoint removal). Nor pods whose every Service publishes
+    not-ready addresses (`publishNotReadyAddresses: true`, peer discovery): its endpoints are
+    every pod, ready or not, terminating too, until it is deleted (ShouldPodBeInEndpoints,
     pkg/controller/util/endpoint in kubernetes/kubernetes). A UDP sink that declares no TCP port
     (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port name or number) is
     not flagged: nothing answers its datagrams, and no probe handler can ask it anything (a DNS
@@ -157,10 +172,14 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         ):
             leader = None  # a webhook's server: every replica serves it (juicefs-csi-driver)
         if leader:
+            # operator-sdk's leader-for-life is read from its env alone: its code may use a lease
+            elected = "may be leader-elected" if leader_for_life(c) else "is leader-elected"
+            calls = [p for s, _ in target.sent for p, _ in webhook_calls(inventory, s)]
+            failing = "Fail" in calls
             yield Hit(
                 w,
-                f"container {c.name!r} behind Service {service_names(inventory, w)} is "
-                f"leader-elected ({leader}) and has no readinessProbe: "
+                f"container {c.name!r} behind Service {service_names(inventory, w)} "
+                f"{elected} ({leader}) and has no readinessProbe: "
                 + (
                     f"a standby serves nothing on port {port} until elected, yet the Service "
                     "sends requests to it"
@@ -171,7 +190,7 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
                 fix=note(
                     f"# a readinessProbe on port {port} keeps the standbys out; with it a rolling "
                     "update's new pod waits for\n# the old pod's lease and is never ready: use "
-                    "strategy Recreate"
+                    "strategy Recreate" + (_RECREATE_FAIL if failing else "")
                     if waits
                     else "# a readinessProbe that passes on the leader only keeps the standbys "
                     "out; if every replica serves\n# this port, it is the usual missing probe: "
@@ -188,13 +207,15 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         else:
             probe = {**found.probe, "periodSeconds": 5, "failureThreshold": 2}
             fix = Fix(PodPatch(w.ref.kind, c.name, readiness=probe), note=found.note)
+        alone = lone_pod(inventory, w)  # its only pod goes with none to take over
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has no "
-            + no_readiness(w, c),
+            + no_readiness(w, c, until_replicated(w, alone)),
             fix=fix,
             container=c.name,
             line=c.line,
+            severity=Severity.INFO if alone else None,
         )
 
 
@@ -289,15 +310,15 @@ def shallow_readiness_probe(inventory: Inventory, settings: Settings) -> Iterato
     Flags Service-backed containers whose readiness probe is `tcpSocket` only (the kernel
     accepts connections for a process whose threads are all stuck) or an `exec` that always
     succeeds (`true`, `exit 0`, `echo …`). Not flagged: a tcpSocket probe on a port a known
-    server opens only once it is ready (Contour's xDS port: it listens after building its
-    first configuration, and speaks mTLS gRPC, which no other probe can pass), nor on a port
-    that is not HTTP (Redis, LDAP, MongoDB… by image, port name or well-known number; DynamoDB
-    Local, which answers unsigned requests with 400 only) whose image ships no readiness
-    command: no other probe checks more there. Nor a tcpSocket probe where nothing in the
-    inputs names a path the server answers (its liveness or startup probe's `httpGet` on
-    that port): an invented path it lacks would keep every pod unready, and SVD201
-    proposes that very tcpSocket probe there. Nor the one pod of a data store that is its
-    Services' only backend (as for SVD201): a deeper probe has no other pod to send to.
+    server opens only once it is ready (Contour's xDS port: it listens after building its first
+    configuration, and speaks mTLS gRPC, which no other probe can pass), nor on a port that is
+    not HTTP (Redis, LDAP, MongoDB… by image, port name or well-known number; DynamoDB Local,
+    which answers unsigned requests with 400 only) whose image ships no readiness command: no
+    other probe checks more there. Nor a tcpSocket probe where nothing in the inputs names a
+    path the server answers (its liveness or startup probe's `httpGet` on that port): an
+    invented path it lacks would keep every pod unready, and SVD201 proposes that very tcpSocket
+    probe there. Nor the one pod of a data store that is its Services' only backend (as for
+    SVD201): a deeper probe has no other pod to send to.
 
     ## Why it matters
     "Bad" backends are usually alive and listening but not serving: an exhausted connection

@@ -23,7 +23,12 @@ from svcdoctor.checks._shutdown import (
 )
 from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.rollout import lone_keeper, lone_pod, stops_first_on_purpose
+from svcdoctor.checks.rollout import (
+    lone_keeper,
+    lone_pod,
+    stops_first_on_purpose,
+    until_replicated,
+)
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
@@ -278,18 +283,7 @@ def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: str | N
             f"as PID 1, {found.runtime} ignores SIGTERM unless the app installs a handler "
             "(SVD116), and then it serves on until SIGKILLed; if it does, "
         )
-    if alone == "SVD106":
-        return (
-            "today each rollout stops its only pod before a replacement starts, so requests "
-            "fail meanwhile anyway (SVD106); once a replacement takes over (SVD106's fix), "
-        )
-    if alone == "SVD204":
-        two = "a Deployment runs 2 of it" if w.ref.kind == "Pod" else "it runs 2"
-        return (
-            f"today no pod takes over from the only one of this {w.ref.kind}, so requests fail "
-            f"while it is replaced anyway (SVD204); once {two} (SVD204's fix), "
-        )
-    return ""
+    return until_replicated(w, alone)
 
 
 def _prestop_fix(

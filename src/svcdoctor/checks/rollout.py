@@ -211,6 +211,24 @@ def lone_pod(inventory: Inventory, w: Workload) -> str | None:
     return None
 
 
+def until_replicated(w: Workload, alone: str | None) -> str:
+    """How a finding about the only pod's shutdown or start begins while another rule's
+    outage (``lone_pod``: SVD106, SVD204) hides it: requests fail anyway until that rule's
+    fix adds a pod that takes over; "" when none does."""
+    if alone == "SVD106":
+        return (
+            "today each rollout stops its only pod before a replacement starts, so requests "
+            "fail meanwhile anyway (SVD106); once a replacement takes over (SVD106's fix), "
+        )
+    if alone == "SVD204":
+        two = "a Deployment runs 2 of it" if w.ref.kind == "Pod" else "it runs 2"
+        return (
+            f"today no pod takes over from the only one of this {w.ref.kind}, so requests fail "
+            f"while it is replaced anyway (SVD204); once {two} (SVD204's fix), "
+        )
+    return ""
+
+
 def _second_replica(w: Workload) -> tuple[str, str]:
     """The notes of a fix that adds a replica: the data it may split, and ``ELECT_FIRST``
     for a controller whose leader election the manifest does not show."""
