@@ -105,6 +105,27 @@ def test_partial_inputs_are_decided_per_folder_tree(tmp_path: Path) -> None:
     assert all("has no endpoints" not in m for m in messages.values())
 
 
+def test_a_workload_beside_it_in_the_namespace_it_names_is_no_partial_input(
+    tmp_path: Path,
+) -> None:
+    """NVIDIA/gpu-operator's config/rbac Service and config/manager Deployment, both in
+    `system`: the inputs hold its namespace's workload, with other labels (judge107)."""
+    named = "metadata: {name: api, namespace: system}"
+    _write(
+        tmp_path / "rbac" / "svc.yaml",
+        SERVICE.format(name="api", selector="app: api").replace("metadata: {name: api}", named),
+    )
+    _write(
+        tmp_path / "manager" / "manager.yaml",
+        DEPLOYMENT.format(name="op", labels="app: op", image="op:1").replace(
+            "metadata: {name: op}", "metadata: {name: op, namespace: system}"
+        ),
+    )
+    result = lint_paths([str(tmp_path)], Settings(enabled=frozenset({"SVD207"})))
+    (finding,) = result.findings
+    assert "partial inputs" not in finding.message
+
+
 def test_a_templated_document_beside_it_may_be_its_workload(tmp_path: Path) -> None:
     """opsgy/loki-rule-operator: deploy/deployment.yaml holds `{{ $TAG }}`, which lint does
     not read (SVD002); the Service beside it selects that workload's pods (judge108)."""

@@ -23,7 +23,7 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
-from svcdoctor.model.inventory import folder_parts
+from svcdoctor.model.inventory import folder_parts, related
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
 
@@ -288,11 +288,11 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     its workload may be that document.
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
-    come from files that were not given (when no workload is in the Service's folder tree,
-    the inputs are partial). It is a `warning` when a workload beside the Service (same
-    folder) nearly matches: every selector label but one, and that one is a near-typo or
-    the same value under another key, or when a workload beside it matches the selector
-    but sits in another namespace.
+    come from files that were not given (when no workload of its namespace is in the Service's
+    folder tree, or beside it in the namespace it names, the inputs are partial). It is a
+    `warning` when a workload beside the Service (same folder) nearly matches: every selector
+    label but one, and that one is a near-typo or the same value under another key, or when a
+    workload beside it matches the selector but sits in another namespace.
 
     ## Why it matters
     A Service whose selector matches no pod has no endpoints and refuses every connection;
@@ -392,8 +392,12 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
             for p in inventory.problems
         ):
             continue  # a templated document beside it was not read (SVD002): its workload?
-        elif any(
-            _in_tree(w.location.file, home) and same_namespace(w.ref.namespace, svc.ref.namespace)
+        elif any(  # its folder's workloads, or a folder's beside it in the namespace it names
+            same_namespace(w.ref.namespace, svc.ref.namespace)
+            and (
+                _in_tree(w.location.file, home)
+                or (svc.ref.namespace and related(svc.location.file, w.location.file))
+            )
             for w in inventory.workloads
         ):
             yield Hit(
