@@ -75,9 +75,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator, the MailDev, MailHog
     and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose server.conf keeps its
     datastore in SQLite, a Jaeger v2 whose config keeps its traces in memory; a controller
-    without leader election: MetalLB's, Zalando's postgres-operator, YuniKorn's scheduler,
-    Scylla Manager, flyte-binary, Antrea's controllers, Google Managed Prometheus' operator,
-    kube-arangodb's in `--mode.single`, or any with `--leader-elect=false`; a writable claim
+    without leader election: MetalLB's (not with `--webhook-mode=onlywebhook`: its webhook
+    alone), Zalando's postgres-operator, YuniKorn's scheduler, Scylla Manager, flyte-binary,
+    Antrea's controllers, Google Managed Prometheus' operator, kube-arangodb's in
+    `--mode.single`, or any with `--leader-elect=false`; a writable claim
     (`persistentVolumeClaim`) at any path but scratch (`/tmp`, caches): one volume for every
     replica, which a ReadWriteOnce claim attaches to one node only, and a path that says data
     (`/run/…/data`) is no scratch; a writable emptyDir mounted at a data path such as `/data` or

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from svcdoctor.checks._probes import manager
 from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted
+from svcdoctor.checks.settings import flag_value
 from svcdoctor.model import Container, Mount, Workload
 from svcdoctor.model.images import without_host
 
@@ -283,6 +284,9 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
 # kube-arangodb's operator with --mode.single: "There should be only one replica of Operator,
 # otherwise Operator can take unexpected actions" (cmd/cmd.go of arangodb/kube-arangodb)
 _ARANGO_OPERATOR = re.compile(r"(^|/)arangodb/kube-arangodb(:|@|$)")
+# ...but MetalLB's controller with --webhook-mode=onlywebhook runs its admission webhook
+# alone, no allocator (the metallb-operator's webhook-server Deployment; controller/main.go)
+_WEBHOOK_ONLY = "onlywebhook"
 _UNELECTED_CONTROLLER = re.compile(
     r"(^|/)(metallb/controller|zalando/postgres-operator|scylladb/scylla-manager|"
     r"(flyteorg/)?flyte-binary[\w-]*|antrea/antrea-controller[\w-]*|antrea/antrea-mc-controller|"
@@ -651,7 +655,8 @@ def _sole_controller(container: Container) -> str | None:
     """Why the container is a controller that must run once (no leader election), or
     ``None``: its role is in the process, which a second replica would duplicate."""
     image = container.image.split("@", 1)[0]
-    if _UNELECTED_CONTROLLER.search(image):
+    only_webhook = flag_value(argv_of(container), "webhook-mode") == _WEBHOOK_ONLY
+    if _UNELECTED_CONTROLLER.search(image) and not only_webhook:
         return f"image {image} is a controller without leader election, its state in the process"
     if _ARANGO_OPERATOR.search(image) and go_bool(argv_of(container), "mode.single", False):
         return "kube-arangodb's operator in --mode.single must run once (a second one acts too)"
