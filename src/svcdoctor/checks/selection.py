@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from pathlib import PurePath
 
-from svcdoctor.checks._serving import serves
+from svcdoctor.checks._serving import carries_requests, serves
 from svcdoctor.checks.inputs import HELM_TEMPLATE
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -71,8 +71,10 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
     apps (different container images), among the workloads applied together with the
     Service (same file or same folder). Not flagged: copies of one workload (alternative
     files of the same app, the same app in a sibling folder), workloads of the same images
-    (a canary beside the stable one), and version splits (a `version`/`track` label that
-    differs, or an Istio DestinationRule with subsets for the Service's host).
+    (a canary beside the stable one), version splits (a `version`/`track` label that
+    differs, or an Istio DestinationRule with subsets for the Service's host), and Services
+    that carry no requests (metrics, probe or placeholder ports only, as for SVD101: a
+    StatefulSet's `dummy` governing Service).
 
     ## Why it matters
     The Service balances over all of them as one backend set: a different app with a common
@@ -119,6 +121,8 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
         workloads = list(apps.values())
         if len(workloads) < 2 or _split_by_design(inventory, svc, workloads):
             continue
+        if not carries_requests(inventory, svc):
+            continue  # scraped, probed or a placeholder: no request lands on the wrong app
         assert svc.selector is not None
         first = next(
             (
