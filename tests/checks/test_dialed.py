@@ -78,3 +78,31 @@ def test_a_folder_that_dials_nothing_keeps_the_finding(tmp_path: Path) -> None:
     front = FRONTEND.format(address="thanos-query.monitoring.svc.cluster.local:9090")
     files = {"query/query.yaml": QUERY, "other/frontend.yaml": front}
     assert len(_svd301(tmp_path, files)) == 1
+
+
+def test_a_statefulset_pod_s_name_is_dialed_without_a_port() -> None:
+    """mongo-express' `ME_CONFIG_MONGODB_SERVER: db-0.db-headless` names one pod, no port
+    (judge128); a version (`redis-7.2`) is no pod name."""
+    text = "ME_CONFIG_MONGODB_SERVER: db-0.db-headless\nimage: redis-7.2\nurl: kafka-0.kafka:9092"
+    assert dialed(text) == {("db-0", 0), ("kafka-0", 9092)}
+
+
+def test_clients_of_one_pod_by_name_send_nothing_through_its_headless_service(
+    tmp_path: Path,
+) -> None:
+    """The StatefulSet's pods are dialed one by one, the Service never: no finding on them."""
+    (tmp_path / "db.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: db-headless}\n"
+        "spec: {clusterIP: None, selector: {app: db}, ports: [{port: 27017}]}\n---\n"
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\n"
+        "spec:\n  serviceName: db-headless\n  replicas: 3\n  template:\n"
+        "    metadata: {labels: {app: db}}\n"
+        "    spec: {containers: [{name: mongo, image: mongo:6.0,"
+        " ports: [{containerPort: 27017}]}]}\n"
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: ui}\n"
+        "spec:\n  template:\n    metadata: {labels: {app: ui}}\n"
+        "    spec: {containers: [{name: ui, image: mongo-express:1.0.0,"
+        " env: [{name: ME_CONFIG_MONGODB_SERVER, value: db-0.db-headless}]}]}\n"
+    )
+    result = lint_paths([str(tmp_path)], Settings())
+    assert [f.rule for f in result.findings if f.object and f.object.name == "db"] == []

@@ -177,10 +177,14 @@ _HOST = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
 _NOT_BEFORE = frozenset("_@ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # a word or a user goes on there
 Dialed = set[Address]  # (the host's first DNS label, port)
+# A StatefulSet pod's own DNS name, dialed without a port (mongo-express'
+# `ME_CONFIG_MONGODB_SERVER: db-0.db-headless`): its port is unknown (0)
+_POD_HOST = re.compile(r"(?<![-\w.])([a-z0-9](?:[-a-z0-9]*[a-z0-9])?-\d+)\.[a-z][-a-z0-9]*\b")
 
 
 def dialed(text: str) -> Dialed:
-    """The (host's first DNS label, port) pairs of the addresses in a file's text."""
+    """The (host's first DNS label, port) pairs of the addresses in a file's text; a
+    StatefulSet pod's name without a port (``_POD_HOST``) with port 0."""
     found: Dialed = set()
     for m in _PORT.finditer(text):
         start = m.start()
@@ -191,4 +195,6 @@ def dialed(text: str) -> Dialed:
         label = text[start : m.start()].split(".", 1)[0]
         if label and _HOST.fullmatch(label):
             found.add((label, int(m.group(1))))
+    known = {host for host, _ in found}
+    found.update((pod, 0) for pod in _POD_HOST.findall(text) if pod not in known)
     return found
