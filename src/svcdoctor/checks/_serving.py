@@ -200,10 +200,17 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     # scraped, not called: when other ports are targeted too, only the containers behind
     # those serve requests
     called = [
-        p for s in services if not scrape_only(s) for p in s.ports if not uncalled(p)
+        p
+        for s in services
+        if not scrape_only(s)
+        for p in s.ports
+        if not uncalled(p) and not proxies_metrics(workload, p.target)
     ] or ports
     servers = {_server(workload.template.containers, p.target) for p in called}
     matched = tuple(c for c in containers if c.name in servers)
+    if None in servers:  # a port no container declares: the app's (multus' webhook on 443)
+        app = next((c for c in containers if not _RBAC_PROXY.search(c.image)), containers[0])
+        matched = (*matched, app) if app not in matched else matched
     return matched or (containers[0],)
 
 
@@ -500,8 +507,14 @@ _RBAC_PROXY = re.compile(r"(^|/)kube-rbac-proxy(:|@|$)")
 _UPSTREAM = re.compile(r"^--upstream=https?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)(/|$)")
 # kubebuilder's, older ones, and Cluster API providers' (metrics and pprof on one port:
 # https://cluster-api.sigs.k8s.io/tasks/diagnostics)
-METRICS_FLAGS = ("metrics-bind-address", "metrics-addr", "diagnostics-address")
+METRICS_FLAGS = (
+    "metrics-bind-address",
+    "metrics-addr",
+    "diagnostics-address",
+    "metrics-listen-address",  # multus-admission-controller's
+)
 _BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
+_METRICS_VARIABLE = re.compile(r"METRICS\w*(PORT|ADDR|ADDRESS)$")
 
 
 def flag_port(argv: Sequence[str], *flags: str) -> int | None:
@@ -516,10 +529,17 @@ def flag_port(argv: Sequence[str], *flags: str) -> int | None:
 
 def proxies_metrics(w: Workload, target: int | str) -> bool:
     """Whether the port a Service targets is a kube-rbac-proxy's whose upstream is the port
-    another container of the pod serves its metrics on (``--metrics-bind-address``)."""
+    another container of the pod serves its metrics on (``--metrics-bind-address``, or a
+    ``*METRICS*PORT`` variable: cluster-machine-approver's METRICS_PORT)."""
     containers = w.template.containers
     proxies = [c for c in containers if serves(c, target) and _RBAC_PROXY.search(c.image)]
     metrics = {flag_port(argv_of(c), *METRICS_FLAGS) for c in containers} - {None}
+    metrics |= {
+        int(m.group(1))
+        for c in containers
+        for name, value in c.env
+        if _METRICS_VARIABLE.search(name) and (m := _BIND_PORT.match(value))
+    }
     for c in proxies:
         upstream = [int(m.group(1)) for a in argv_of(c) if (m := _UPSTREAM.match(a))]
         if upstream and upstream[0] in metrics:
