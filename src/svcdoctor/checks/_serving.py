@@ -572,9 +572,13 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
 # YuniKorn's admission controller (failurePolicy Ignore in pkg/admission/webhook_manager.go
 # of apache/yunikorn-k8shim); numaflow's and Argo Events' images run as `webhook-service`
 # (failurePolicy Ignore in pkg/webhook/webhook.go of numaproj/numaflow and of
-# argoproj/argo-events).
+# argoproj/argo-events); OpenShift's cluster-autoscaler-operator and cluster-baremetal-operator
+# (failurePolicy Ignore in pkg/operator/webhookconfig.go of openshift/cluster-autoscaler-operator
+# and provisioning/webhook.go of openshift/cluster-baremetal-operator; the release payload
+# names its images by tag: registry.ci.openshift.org/openshift:cluster-baremetal-operator).
 _SELF_REGISTERED = re.compile(
-    r"(^|/)(vpa-admission-controller|kfp-cache-server)(:|@|$)|(^|/)apache/yunikorn:admission"
+    r"(^|/)(vpa-admission-controller|kfp-cache-server|(origin-)?cluster-(autoscaler|baremetal)-operator)"
+    r"(:|@|$)|(^|/)apache/yunikorn:admission|(^|/)openshift:cluster-(autoscaler|baremetal)-operator$"
 )
 _WEBHOOK_SERVICE = re.compile(r"(^|/)(numaproj/numaflow|argoproj/argo-events)(:|@|$)")
 

@@ -120,7 +120,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     controller's admission port without `--admission-webhook-listen`), nor behind Services whose
     only clients are admission webhooks with `failurePolicy: Ignore` (the API server then admits
     without them; the VPA admission controller, Kubeflow Pipelines' cache server, numaflow's and
-    Argo Events' webhooks register theirs so at run time), nor NFS and SMB servers (kernel
+    Argo Events' webhooks, OpenShift's cluster-autoscaler-operator and
+    cluster-baremetal-operator register theirs so at run time), nor NFS and SMB servers (kernel
     mounts retry by themselves): a delay fixes nothing there. When the grace period is also too
     short for the longest request, the message and the fix say so (SVD102 then stays quiet). Nor
     are Cassandra and ScyllaDB members and MongoDB replica set members (`--replSet`) behind
