@@ -161,12 +161,23 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
         yield _single(inventory, svc, w)
 
 
+# An SSH server proves itself with its host key: replicas that each generate one at start
+# answer one address with different keys, and clients refuse the change (RFC 4251 4.1)
+_SSH = 22
+_HOST_KEY_CAVEAT = (
+    "\n# an SSH server shows its host key: mount the same one into every replica (a Secret) "
+    "first,\n# or clients see the host identification change from one connection to the next"
+)
+
+
 def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     """SVD204's hit: the fix to 2 replicas, or a note for a backend with local state or a
     leader-elected one (a second replica would split the data, or only stand by)."""
     hpa = _autoscaler_of(inventory, w)
     queried = any(queried_scraper(c) for c in w.template.containers)
     caveat = HISTORY_CAVEAT if queried else SPLIT_CAVEAT
+    if any(p.port == _SSH or p.name == "ssh" for p in svc.ports):
+        caveat += _HOST_KEY_CAVEAT
     if hpa is not None:
         how = f"{hpa.ref} keeps {hpa.min_field} {hpa.min_replicas}"
         fix = Fix(

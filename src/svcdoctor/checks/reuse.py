@@ -15,7 +15,7 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import local_state, queried_scraper
+from svcdoctor.checks.state import local_state, node_socket, queried_scraper
 from svcdoctor.model import Cause, Container, Inventory, Service, ServicePort, Severity, Workload
 from svcdoctor.model.hops import HopKind
 from svcdoctor.model.patch import Fix, ObjectPatch
@@ -275,6 +275,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       pods, balancing each request);
     - providers found through a service registry (Apache Dubbo's, as for SVD201): their
       consumers dial the pods the registry lists, not the Service;
+    - DaemonSet pods that each answer for their own node (a node's socket or device on a
+      hostPath volume: a GPU's /dev/nvidiactl): they are no pool to balance;
     - a ClusterIP port no address in the inputs dials (`NAME:PORT`, `NAME.NS.svc:PORT` in an
       env value, an argument or a config) while they dial other Services' ports: the inputs
       wire their clients by address, and this port has none here (a Thanos query's StoreAPI
@@ -370,6 +372,12 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             for c in serving_containers(inventory, w)
         ):
             continue  # its clients dial the pods a registry lists (Dubbo), not the Service
+        if workloads and all(
+            w.ref.kind == "DaemonSet"
+            and any(node_socket(c, w.template.volumes) for c in w.template.containers)
+            for w in workloads
+        ):
+            continue  # each pod answers for its own node: no pool to balance (keda-gpu-scaler)
         counts = [inventory.replicas(w) for w in workloads]
         single = bool(counts) and all(n == 1 for n in counts)
         if single and all(

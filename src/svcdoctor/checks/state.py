@@ -667,8 +667,9 @@ def _sole_controller(container: Container) -> str | None:
 
 def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
     """Why the container answers for its node's daemon: it names a Unix socket (``_SOCKET``)
-    inside one of its hostPath mounts, or mounts a ``*.sock`` hostPath itself; ``None``
-    otherwise. Each replica would reach the daemon, and the data, of the node it runs on."""
+    inside one of its hostPath mounts, or mounts a ``*.sock`` hostPath itself, or a device
+    of the node (``_DEVICE``); ``None`` otherwise. Each replica would reach the daemon, and
+    the data, of the node it runs on."""
     hostpaths = [m for m in container.mounts if volumes.get(m.volume) == "hostPath"]
     if not hostpaths:
         return None
@@ -685,7 +686,14 @@ def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
                     f"it reaches its node's daemon through the socket {path} "
                     f"(hostPath volume {m.volume!r})"
                 )
+    device = next((m for m in hostpaths if _DEVICE.match(m.path)), None)
+    if device is not None:
+        return f"it reads its node's device {device.path} (hostPath volume {device.volume!r})"
     return None
+
+
+# A node's device (`/dev/nvidiactl`, a GPU's; not the pseudo-devices every container has)
+_DEVICE = re.compile(r"^/dev/(?!(null|zero|u?random|shm|pts|fuse)(/|$))\w")
 
 
 def keeps_data(w: Workload) -> bool:
