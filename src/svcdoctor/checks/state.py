@@ -218,8 +218,10 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 # - syslog-ng and rsyslog sinks write what they receive to local files:
 #   https://syslog-ng.github.io/admin-guide/070_Destinations/030_File/README
 #   https://www.rsyslog.com/doc/configuration/modules/omfile.html
-# - Keycloak's `start-dev` uses an embedded H2 file database ("development mode"):
-#   https://www.keycloak.org/server/configuration#_starting_keycloak_in_development_mode
+# - Keycloak's `start-dev` uses an embedded H2 file database ("development mode"), and
+#   with another KC_DB still a local cache, no cluster (`cache=local` in development mode):
+#   https://www.keycloak.org/server/configuration#_starting_keycloak_in_development_mode,
+#   https://www.keycloak.org/server/caching
 # - Argo CD's Dex (`argocd-dex rundex`) "uses an in-memory database, and two or more
 #   instances would have inconsistent data":
 #   https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/
@@ -332,6 +334,7 @@ _GRAFANA = re.compile(r"(^|/)grafana/grafana(-oss|-enterprise)?(:|@|$)")
 # APICURIO_STORAGE_KIND selects sql or kafkasql); 2.x shipped it as apicurio-registry-mem
 _APICURIO = re.compile(r"(^|/)apicurio/apicurio-registry(?P<mem>-mem)?(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
+_KEYCLOAK_DEV_DBS = frozenset({"dev-file", "dev-mem"})
 # Vault's image runs its dev server when given no command (CMD ["server", "-dev"] in
 # hashicorp/docker-vault's Dockerfile), whose storage is in memory: a second replica is
 # a second, empty Vault (https://developer.hashicorp.com/vault/docs/concepts/dev-server).
@@ -582,7 +585,9 @@ def local_state(
     if _LOCUST.search(image) and not _locust_distributed(argv, dict(container.env)):
         return "a standalone Locust runs the whole load test in the one process"
     if _KEYCLOAK.search(image) and "start-dev" in argv:
-        return "Keycloak in start-dev mode keeps an embedded database"
+        if dict(container.env).get("KC_DB", "dev-file") in _KEYCLOAK_DEV_DBS:
+            return "Keycloak in start-dev mode keeps an embedded database"
+        return "Keycloak in start-dev mode keeps sessions in its local cache (no clustering)"
     if "rundex" in argv:
         return "Argo CD's Dex keeps its data in memory"
     if _VAULT.search(image) and (not argv or "-dev" in argv):
