@@ -199,12 +199,13 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     # a metrics sidecar (an exporter, or kube-rbac-proxy behind a `*-metrics` Service) is
     # scraped, not called: when other ports are targeted too, only the containers behind
     # those serve requests
+    proxied = any(_RBAC_PROXY.search(c.image) for c in workload.template.containers)
     called = [
         p
         for s in services
         if not scrape_only(s)
         for p in s.ports
-        if not uncalled(p) and not proxies_metrics(workload, p.target)
+        if not uncalled(p) and not (proxied and proxies_metrics(workload, p.target))
     ] or ports
     servers = {_server(workload.template.containers, p.target) for p in called}
     matched = tuple(c for c in containers if c.name in servers)

@@ -178,13 +178,15 @@ _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
 _NOT_BEFORE = frozenset("_@ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # a word or a user goes on there
 Dialed = set[Address]  # (the host's first DNS label, port)
 # A StatefulSet pod's own DNS name, dialed without a port (mongo-express'
-# `ME_CONFIG_MONGODB_SERVER: db-0.db-headless`): its port is unknown (0)
-_POD_HOST = re.compile(r"(?<![-\w.])([a-z0-9](?:[-a-z0-9]*[a-z0-9])?-\d+)\.[a-z][-a-z0-9]*\b")
+# `ME_CONFIG_MONGODB_SERVER: db-0.db-headless`): its port is unknown (0). Found as the port
+# is: its `-N.` and a letter first (rare), then the name before it.
+_POD_TAIL = re.compile(r"-\d+\.[a-z]")
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 def dialed(text: str) -> Dialed:
     """The (host's first DNS label, port) pairs of the addresses in a file's text; a
-    StatefulSet pod's name without a port (``_POD_HOST``) with port 0."""
+    StatefulSet pod's name without a port (``_POD_TAIL``) with port 0."""
     found: Dialed = set()
     for m in _PORT.finditer(text):
         start = m.start()
@@ -196,5 +198,13 @@ def dialed(text: str) -> Dialed:
         if label and _HOST.fullmatch(label):
             found.add((label, int(m.group(1))))
     known = {host for host, _ in found}
-    found.update((pod, 0) for pod in _POD_HOST.findall(text) if pod not in known)
+    for m in _POD_TAIL.finditer(text):
+        start = m.start()
+        while start > 0 and text[start - 1] in _LABEL_CHARS:
+            start -= 1
+        if start > 0 and (text[start - 1] in _NOT_BEFORE or text[start - 1] in "._"):
+            continue
+        pod = text[start : m.end() - 2]
+        if pod not in known and _HOST.fullmatch(pod):
+            found.add((pod, 0))
     return found
