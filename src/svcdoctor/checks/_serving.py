@@ -215,6 +215,15 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     return matched or (containers[0],)
 
 
+def behind_proxies(workload: Workload, containers: Sequence[Container]) -> tuple[Container, ...]:
+    """The containers whose data the serving ones answer with: themselves, or, where they are
+    all kube-rbac-proxy sidecars, the pod's other containers (their upstreams on loopback:
+    rukpak's bundle server)."""
+    if containers and all(_RBAC_PROXY.search(c.image) for c in containers):
+        return tuple(c for c in workload.template.containers if c not in containers)
+    return tuple(containers)
+
+
 def _server(containers: Sequence[Container], target: int | str) -> str | None:
     """The container that gets a Service port's traffic: a name resolves to the number of
     the first container declaring it (the endpoint controller's FindPort,

@@ -10,6 +10,7 @@ from svcdoctor.checks._clients import registry_served
 from svcdoctor.checks._serving import (
     METRICS_FLAGS,
     argv_of,
+    behind_proxies,
     carries_requests,
     fewest_pods,
     flag_port,
@@ -72,29 +73,30 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     standalone Locust behind a route, Keycloak `start-dev`, Vault's and Consul's dev servers
     (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
     storage, zot, Grafana on its default SQLite database, Loki on its image's local-config.yaml,
-    Nacos in standalone mode, the Eureka server its clients' `EUREKA_CLIENT_SERVICEURL_*` names,
-    Apicurio Registry on its default in-memory storage, Gatus, Seq, step-ca, heketi, Apache
-    Beam's job servers, Antrea's flow aggregator, the MailDev, MailHog and Mailpit mail
-    catchers, a Jenkins controller; a SPIRE server whose server.conf keeps its datastore in
-    SQLite, a Jaeger v2 whose config keeps its traces in memory; a controller without leader
-    election: MetalLB's (not with `--webhook-mode=onlywebhook`: its webhook alone), Zalando's
-    postgres-operator, YuniKorn's scheduler, Scylla Manager, flyte-binary, Antrea's controllers,
-    Google Managed Prometheus' operator, kube-arangodb's in `--mode.single`, or any with
-    `--leader-elect=false`; a writable claim (`persistentVolumeClaim`) at any path but scratch
-    (`/tmp`, caches): one volume for every replica, which a ReadWriteOnce claim attaches to one
-    node only, and a path that says data (`/run/…/data`) is no scratch; a writable emptyDir
-    mounted at a data path such as `/data` or `/var/lib/…`, not the kubelet's
-    `/var/lib/kubelet`, nor a pull scraper's (Prometheus, vmagent: every replica scrapes the
-    same targets), nor a git-sync sidecar's checkout (cloned again at every start), nor an app's
-    whose environment names its data store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is
-    scratch there), nor a stateless component's of Loki, Mimir, Tempo or Cortex
-    (`-target=distributor`, `querier`…); a writable hostPath at any path but the node's system,
-    runtime and scratch directories (a share at `/smbshare`); a single-replica StatefulSet with
-    `volumeClaimTemplates` not only mounted as a cache), whose data a second replica would
-    split; a server that reaches its node's daemon through a Unix socket on a hostPath (a
-    `socat` bridge to a CSI driver's `csi.sock`, the Docker socket), whose second replica would
-    serve another node's daemon; and a leader-elected server, whose second replica would only
-    stand by.
+    Nacos in standalone mode, a path its own flags call storage (`--provisioner-storage-dir`,
+    `--data-dir`) even under /var/cache, the Eureka server its clients'
+    `EUREKA_CLIENT_SERVICEURL_*` names, Apicurio Registry on its default in-memory storage,
+    Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator, the
+    MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose
+    server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in
+    memory; a controller without leader election: MetalLB's (not with
+    `--webhook-mode=onlywebhook`: its webhook alone), Zalando's postgres-operator, YuniKorn's
+    scheduler, Scylla Manager, flyte-binary, Antrea's controllers, Google Managed Prometheus'
+    operator, kube-arangodb's in `--mode.single`, or any with `--leader-elect=false`; a writable
+    claim (`persistentVolumeClaim`) at any path but scratch (`/tmp`, caches): one volume for
+    every replica, which a ReadWriteOnce claim attaches to one node only, and a path that says
+    data (`/run/…/data`) is no scratch; a writable emptyDir mounted at a data path such as
+    `/data` or `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's
+    (Prometheus, vmagent: every replica scrapes the same targets), nor a git-sync sidecar's
+    checkout (cloned again at every start), nor an app's whose environment names its data
+    store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there), nor a stateless
+    component's of Loki, Mimir, Tempo or Cortex (`-target=distributor`, `querier`…); a writable
+    hostPath at any path but the node's system, runtime and scratch directories (a share at
+    `/smbshare`); a single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a
+    cache), whose data a second replica would split; a server that reaches its node's daemon
+    through a Unix socket on a hostPath (a `socat` bridge to a CSI driver's `csi.sock`, the
+    Docker socket), whose second replica would serve another node's daemon; and a leader-elected
+    server, whose second replica would only stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node
@@ -196,7 +198,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         )
     single = f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how})"
     containers = serving_containers(inventory, w)
-    state = next((why for c in containers if (why := local_state(w, c, alike=True))), None)
+    holders = behind_proxies(w, containers)
+    state = next((why for c in holders if (why := local_state(w, c, alike=True))), None)
     if state is None and registry_served(inventory, svc):
         state = "the Eureka server its clients name keeps their registrations in memory"
     if state is not None:

@@ -512,7 +512,8 @@ def session_affinity_clientip(inventory: Inventory, settings: Settings) -> Itera
     nothing or is what the backends need: a Service that carries no requests (metrics
     scraped per pod), and backends whose replicas keep data of their own (local state, as
     for SVD204: two Prometheus servers' series, a registry's images; a single instance of
-    such a server too), where the affinity keeps a client's reads consistent.
+    such a server too; the prometheus-operator's Prometheus, Alertmanager and ThanosRuler pods,
+    by the labels it gives them), where the affinity keeps a client's reads consistent.
 
     ## Why it matters
     Like connection reuse, affinity turns "one bad backend fails 1/N of requests" into "one
@@ -551,12 +552,23 @@ def session_affinity_clientip(inventory: Inventory, settings: Settings) -> Itera
             )
 
 
+# The pods the prometheus-operator makes for its Prometheus, Alertmanager and ThanosRuler
+# resources carry `app.kubernetes.io/name: prometheus` (…) and `prometheus: NAME` (…); each
+# replica scrapes, or keeps silences and rule results, of its own
+# (pkg/prometheus/statefulset.go, pkg/alertmanager/statefulset.go in
+# prometheus-operator/prometheus-operator)
+_OPERATED = frozenset({"prometheus", "alertmanager", "thanos-ruler"})
+
+
 def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
     """Whether a Service's client-IP affinity pins nothing (no requests but scrapes) or keeps
     clients on the replica holding their data (local state, or a scraper's series:
     Prometheus' HA pairs answer queries each from its own scrapes)."""
     if not carries_requests(inventory, svc):
         return True
+    selector = svc.selector or {}
+    if selector.get("app.kubernetes.io/name") in _OPERATED or _OPERATED & selector.keys():
+        return True  # the prometheus-operator's servers: each replica holds its own data
     workloads = serving_targets(inventory, svc)
     return any(
         local_state(w, c, alike=True, emptydirs=False) is not None or queried_scraper(c)

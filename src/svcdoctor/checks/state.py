@@ -543,6 +543,18 @@ def _stock_local(image: str, argv: list[str], env: Mapping[str, str]) -> str | N
     return None
 
 
+# A flag that names where the server keeps what it stores (rukpak's
+# `--provisioner-storage-dir=/var/cache/bundles`, `--data-dir`, `--storage-path`)
+_STORAGE_FLAG = re.compile(r"^--?[\w.-]*(storage|data)[\w.-]*(dir|path|root|directory)=(/\S+)$")
+
+
+def _storage_flags(argv: list[str]) -> dict[str, str]:
+    """The paths the container's flags name as its storage, each with its flag."""
+    return {
+        m.group(3).rstrip("/"): a.split("=", 1)[0] for a in argv if (m := _STORAGE_FLAG.match(a))
+    }
+
+
 def _stateless_target(image: str, argv: list[str]) -> bool:
     """Whether the container is a stateless component of Loki, Mimir, Tempo or Cortex
     (``_STATELESS_TARGETS`` by its ``-target=`` flag)."""
@@ -624,6 +636,7 @@ def local_state(
         if volumes.get(m.volume) == "emptyDir"
     }
     scraper = alike and scrapes(container)
+    stores = _storage_flags(argv)  # a path its own flags call storage, even under /var/cache
     elsewhere = any(_STORE_ADDRESS.match(name) for name, _ in container.env)
     elsewhere = elsewhere or _stateless_target(image, argv)  # in the store it names, or Loki's
     for m in container.mounts:
@@ -636,6 +649,9 @@ def local_state(
             return f"it writes to claim volume {m.volume!r} at {m.path}"
         if source in INLINE_DISKS and not m.read_only and m.volume not in read_only:
             return f"it writes to {source} volume {m.volume!r} at {m.path}"
+        flag = stores.get(m.path.rstrip("/"))
+        if source in _LOCAL_VOLUMES and not m.read_only and flag:
+            return f"it keeps its storage ({flag}) on {source} volume {m.volume!r}"
         if (
             source in _LOCAL_VOLUMES
             and not m.read_only
