@@ -249,11 +249,12 @@ def _server(containers: Sequence[Container], target: int | str) -> str | None:
 # (`qos`, `dubbo-qos`: 22222) takes operators' commands, not requests
 # (https://dubbo.apache.org/en/overview/mannual/java-sdk/reference-manual/qos/overview/), and
 # a Cluster API provider's `diagnostics` port serves metrics and pprof
-# (https://cluster-api.sigs.k8s.io/tasks/diagnostics).
+# (https://cluster-api.sigs.k8s.io/tasks/diagnostics); cert-manager's older charts named
+# their metrics port `tcp-prometheus-servicemonitor`.
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 _SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics?|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|qos|"
-    r"diagnostics|probes?|healthz?|livez|readyz|dummy|placeholder)"
+    r"diagnostics|probes?|healthz?|livez|readyz|dummy|placeholder|servicemonitor)"
     r"([-_](port|service))?$"  # crane's `health-metric-port`, `https-metrics-service`
     r"|^(metrics|profiling|pprof|prometheus)([-_]|port$)",  # `metricsport`: the ACK controllers'
     re.IGNORECASE,

@@ -267,7 +267,9 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     - a Service that a gRPC-aware layer-7 hop sends to pod by pod: a GRPCRoute's gateway, or
       an Ingress with `nginx.ingress.kubernetes.io/backend-protocol: GRPC` (ingress-nginx
       balances each call over the endpoints, unless `service-upstream: "true"` sends it to
-      the ClusterIP);
+      the ClusterIP), or Kong's `konghq.com/protocols: grpc` on the Ingress or
+      `konghq.com/protocol: grpc` on the Service (unless
+      `ingress.kubernetes.io/service-upstream: "true"`);
     - a port named `grpc` that clients speak another protocol to: CockroachDB's 26257 (SQL
       drivers speak pgwire to it);
     - an xDS port (named `…xds…`: Envoy proxies keep one config stream to one control-plane

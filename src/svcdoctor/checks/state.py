@@ -121,11 +121,17 @@ def waits_for_lease(container: Container) -> bool:
 
 def leader_for_life(container: Container) -> bool:
     """Whether the container has operator-sdk's leader-for-life signature: POD_NAME from the
-    downward API and OPERATOR_NAME (``_LEADER_FOR_LIFE``), no leader election flag."""
+    downward API and OPERATOR_NAME (``_LEADER_FOR_LIFE``), no leader election flag, and no
+    sign of a controller-runtime manager (kubebuilder's `/manager`, its flags, its webhook
+    certificate directory), which keeps the two variables from an older scaffold but elects,
+    if at all, by lease (datashim; judge134)."""
     pod, operator = _LEADER_FOR_LIFE
     named = {name for name, _ in container.env} | container.env_refs
     flagged = any(_LEADER_FLAG.match(w) for w in argv_of(container))
-    return pod in container.env_refs and operator in named and not flagged
+    runtime = manager(container) or any(
+        m.path.rstrip("/") == _WEBHOOK_CERTS for m in container.mounts
+    )
+    return pod in container.env_refs and operator in named and not flagged and not runtime
 
 
 # An operator by its image's name (`cockroach-operator`), or a controller-runtime manager by

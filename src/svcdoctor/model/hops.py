@@ -180,6 +180,13 @@ AGIC_DRAINING_TIMEOUT = "appgw.ingress.kubernetes.io/connection-draining-timeout
 AGIC_DRAINING_SECONDS = 30.0
 NGINX_BACKEND_PROTOCOL = "nginx.ingress.kubernetes.io/backend-protocol"
 NGINX_SERVICE_UPSTREAM = "nginx.ingress.kubernetes.io/service-upstream"
+# Kong's Ingress controller: the protocols a route accepts (an Ingress' `konghq.com/protocols`)
+# and the one it speaks to the pods (a Service's `konghq.com/protocol`); it sends to the pods'
+# endpoints unless `ingress.kubernetes.io/service-upstream` sends to the ClusterIP
+# (https://docs.konghq.com/kubernetes-ingress-controller/latest/reference/annotations/)
+KONG_PROTOCOLS = "konghq.com/protocols"
+KONG_PROTOCOL = "konghq.com/protocol"
+KONG_SERVICE_UPSTREAM = "ingress.kubernetes.io/service-upstream"
 ISTIO_INJECT = "sidecar.istio.io/inject"
 ISTIO_NS_LABEL = "istio-injection"
 ISTIO_REV = "istio.io/rev"

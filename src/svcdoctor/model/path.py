@@ -34,6 +34,9 @@ from svcdoctor.model.hops import (
     GKE_NEG,
     GKE_NEG_NOTE,
     GKE_PREFIXES,
+    KONG_PROTOCOL,
+    KONG_PROTOCOLS,
+    KONG_SERVICE_UPSTREAM,
     LOCAL_HEALTH_CHECK_SECONDS,
     LOCAL_NOTE,
     LOCAL_SOURCE,
@@ -284,7 +287,10 @@ class _Tracer:
         grpc = route.kind is RouteKind.GRPC_ROUTE
         if route.kind is RouteKind.INGRESS:
             protocol = route.annotations.get(NGINX_BACKEND_PROTOCOL, "")
-            grpc = protocol.upper() in ("GRPC", "GRPCS")
+            kong = route.annotations.get(KONG_PROTOCOLS, "").split(",")
+            kong.append(svc.annotations.get(KONG_PROTOCOL, ""))
+            spoken = {protocol.upper(), *(p.strip().upper() for p in kong)}
+            grpc = bool(spoken & {"GRPC", "GRPCS"})
         if implementation is Implementation.AWS_ALB:
             a, r = svc.annotations, route.annotations
             ip = (a.get(ALB_TARGET_TYPE) or r.get(ALB_TARGET_TYPE)) == "ip"
@@ -315,8 +321,13 @@ class _Tracer:
             else ()
         )
         hop = Hop(implementation, settings.leg(implementation), route.ref, grpc=grpc, notes=notes)
-        if route.annotations.get(NGINX_SERVICE_UPSTREAM) == "true":
-            return (hop, datapath)  # ingress-nginx sends to the ClusterIP: kube-proxy picks
+        upstream = {
+            route.annotations.get(NGINX_SERVICE_UPSTREAM),
+            route.annotations.get(KONG_SERVICE_UPSTREAM),
+            svc.annotations.get(KONG_SERVICE_UPSTREAM),  # Kong reads it on the Service
+        }
+        if "true" in upstream:
+            return (hop, datapath)  # the controller sends to the ClusterIP: kube-proxy picks
         return (hop,)
 
     def _implementation(self, route: Route) -> Implementation:
