@@ -208,14 +208,24 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             probe = {**found.probe, "periodSeconds": 5, "failureThreshold": 2}
             fix = Fix(PodPatch(w.ref.kind, c.name, readiness=probe), note=found.note)
         alone = lone_pod(inventory, w)  # its only pod goes with none to take over
+        gate = next(
+            (o.name for o in w.template.containers if o is not c and o.readiness is not None),
+            None,
+        )
+        missing = (
+            no_readiness(w, c, until_replicated(w, alone))
+            if gate is None
+            else "readinessProbe of its own: the pod is ready when the probe of container "
+            f"{gate!r} passes, so it gets traffic before it listens only if it starts slower, "
+            "and keeps getting it when it alone stops serving"
+        )
         yield Hit(
             w,
-            f"container {c.name!r} behind Service {service_names(inventory, w)} has no "
-            + no_readiness(w, c, until_replicated(w, alone)),
+            f"container {c.name!r} behind Service {service_names(inventory, w)} has no " + missing,
             fix=fix,
             container=c.name,
             line=c.line,
-            severity=Severity.INFO if alone else None,
+            severity=Severity.INFO if alone or gate else None,
         )
 
 
