@@ -77,25 +77,27 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     variables may elect by lease). A container with a `startupProbe` is told only the half that
     applies: it keeps traffic when it stops serving. The only pod of a Service that no other pod
     takes over from (a bare Pod: SVD204; one a rollout stops first: SVD106) gets an info: until
-    that rule's fix adds a pod, a probe turns a refused connection into no endpoint. Nor the one
-    pod of a data store or of a server with local data (as for SVD204) that is its Services'
-    only backend: no other pod holds that data, so a probe has nowhere to send requests instead
-    (it turns a refused connection into no endpoint). Nor a Spring Cloud app that registers with
-    Eureka, Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`, `SPRING_CLOUD_CONSUL_HOST`), or an
-    Apache Dubbo provider (`DUBBO_REGISTRY_ADDRESS`, `-Ddubbo.registry.address`), behind
-    ClusterIP or NodePort Services only (a NodePort lets a person try it): its callers take its
-    pods from the registry, which readiness does not gate (nor, for SVD101, endpoint removal).
-    Nor pods whose every Service publishes not-ready addresses (`publishNotReadyAddresses:
-    true`, peer discovery): its endpoints are every pod, ready or not, terminating too, until it
-    is deleted (ShouldPodBeInEndpoints, pkg/controller/util/endpoint in kubernetes/kubernetes).
-    A UDP sink that declares no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd,
-    CloudWatch's CSM by port name or number) is not flagged: nothing answers its datagrams, and
-    no probe handler can ask it anything (a DNS server answers: it gets the exec-probe note,
-    unless its image is built here FROM scratch: no program for an exec probe). The probe
-    printed checks the port the Service sends to, in the protocol the manifests say it speaks (a
-    port 443 in front of another target port says nothing: TLS may end before the pod); a pod
-    with autocert's mutual-TLS certificate (`autocert.step.sm/name`) gets a tcpSocket probe,
-    since the kubelet presents no client certificate.
+    that rule's fix adds a pod, a probe turns a refused connection into no endpoint. So does a
+    container beside one whose readiness probe gates the pod (a second proxy): it says so. Nor
+    the one pod of a data store or of a server with local data (as for SVD204) that is its
+    Services' only backend: no other pod holds that data, so a probe has nowhere to send
+    requests instead (it turns a refused connection into no endpoint). Nor a Spring Cloud app
+    that registers with Eureka, Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`,
+    `SPRING_CLOUD_CONSUL_HOST`), or an Apache Dubbo provider (`DUBBO_REGISTRY_ADDRESS`,
+    `-Ddubbo.registry.address`), behind ClusterIP or NodePort Services only (a NodePort lets a
+    person try it): its callers take its pods from the registry, which readiness does not gate
+    (nor, for SVD101, endpoint removal). Nor pods whose every Service publishes not-ready
+    addresses (`publishNotReadyAddresses: true`, peer discovery): its endpoints are every pod,
+    ready or not, terminating too, until it is deleted (ShouldPodBeInEndpoints,
+    pkg/controller/util/endpoint in kubernetes/kubernetes). A UDP sink that declares no TCP port
+    (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port name or number) is
+    not flagged: nothing answers its datagrams, and no probe handler can ask it anything (a DNS
+    server answers: it gets the exec-probe note, unless its image is built here FROM scratch: no
+    program for an exec probe). The probe printed checks the port the Service sends to, in the
+    protocol the manifests say it speaks (a port 443 in front of another target port says
+    nothing: TLS may end before the pod); a pod with autocert's mutual-TLS certificate
+    (`autocert.step.sm/name`) gets a tcpSocket probe, since the kubelet presents no client
+    certificate.
 
     ## Why it matters
     Without a readiness probe a container is Ready as soon as it starts: new pods get traffic
