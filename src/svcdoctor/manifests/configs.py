@@ -38,8 +38,8 @@ def _config_data(root: yaml.Node) -> tuple[tuple[str, str], list[tuple[str, str]
 
 
 def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
-    """The ConfigMap's (namespace, name) and why a Dex or a SPIRE server reading it keeps
-    local state."""
+    """The ConfigMap's (namespace, name) and why a Dex, a SPIRE server, a Jaeger v2 or a
+    Vault server reading it keeps local state."""
     if (found := _config_data(root)) is None:
         return None
     ref, items = found
@@ -50,6 +50,8 @@ def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
             return ref, "SPIRE's server.conf keeps its datastore in SQLite in the pod"
         if "jaeger_storage" in text and (why := _jaeger_memory(text)):
             return ref, why
+        if vault := _VAULT_LOCAL.search(text):
+            return ref, f"Vault's config keeps its storage {vault.group(1)!r} in the pod"
     return None
 
 
@@ -75,6 +77,13 @@ def _jaeger_memory(text: str) -> str | None:
 _SPIRE_SQLITE = re.compile(
     r'DataStore\s+"sql"\s*\{[^{}]*plugin_data\s*\{[^{}]*database_type\s*=\s*"sqlite3"'
 )
+
+
+# A Vault server's config (HCL) whose storage (`backend` before Vault 0.10) is in memory or
+# on the pod's own disk: a second server is a second, separate Vault; replicas share one
+# only through raft or an external backend (https://developer.hashicorp.com/vault/docs/configuration/storage/in-memory,
+# https://developer.hashicorp.com/vault/docs/configuration/storage/filesystem)
+_VAULT_LOCAL = re.compile(r'(?m)^\s*(?:storage|backend)\s+"(inmem|file)"\s*\{')
 
 
 def _text(node: yaml.Node | None) -> str:
