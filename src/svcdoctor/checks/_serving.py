@@ -5,12 +5,12 @@ requests (how a shell runs a script: ``checks._scripts``; shutdown facts and fix
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from svcdoctor.checks._scripts import SHELLS, SimpleCommand, parse_script, shell_script
 from svcdoctor.checks.settings import flag_value
 from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload
-from svcdoctor.model.inventory import components, related
+from svcdoctor.model.inventory import related
 from svcdoctor.model.route import Route
 
 # Programs that never listen: a container running only these serves nothing (a pod kept
@@ -333,6 +333,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 not scrape_only(service)
                 and not peers_only(service)
                 and not names_only(inventory, service)
+                and not portless_controller(inventory, service)
                 and not scrapes_named_ports(inventory, service)
                 and not monitored_only(inventory, service)
                 and not ignored_webhook(inventory, service)
@@ -437,6 +438,27 @@ def peers_only(service: Service) -> bool:
         service.headless
         and bool(names)
         and all(ns and any(_PEER_PORT.search(n) for n in ns) for ns in names)
+    )
+
+
+# knative.dev/pkg's sharedmain controllers read their ConfigMaps' names from these variables
+# (injection/sharedmain/main.go); a controller of theirs that declares no port serves none
+# but its metrics and probes (eventing-redis' and eventing-rabbitmq's controllers)
+_KNATIVE_CONTROLLER_ENV = frozenset(
+    {"CONFIG_LEADERELECTION_NAME", "CONFIG_LOGGING_NAME", "CONFIG_OBSERVABILITY_NAME"}
+)
+
+
+def portless_controller(inventory: Inventory, service: Service) -> bool:
+    """Whether the Service fronts only controllers that declare no port (knative.dev/pkg's
+    sharedmain, by its variables) and no webhook calls it: a leftover, nothing behind it
+    answers (judge138)."""
+    containers = [c for w in inventory.targeted(service) for c in w.template.containers]
+    return (
+        bool(containers)
+        and not any(c.ports for c in containers)
+        and all(_KNATIVE_CONTROLLER_ENV & {n for n, _ in c.env} for c in containers)
+        and not webhook_calls(inventory, service)
     )
 
 
@@ -743,47 +765,3 @@ def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
         for w, c in backed(inventory)
         if any(carries_requests(inventory, s) for s in inventory.services_of(w))
     ]
-
-
-def fewest_pods(
-    inventory: Inventory, workloads: Sequence[Workload], count: Callable[[Workload], int | None]
-) -> list[tuple[Workload, int | None]]:
-    """One ``(workload, pods)`` per component (``model.inventory.components``): of a
-    component's alternatives (its variants in other folders, whose pods do not add up), the
-    one that keeps the fewest known pods; ``None`` pods when none is known (a DaemonSet)."""
-    found: list[tuple[Workload, int | None]] = []
-    for group in components(workloads, inventory.namespace):
-        counts = [(w, count(w)) for w in group]
-        known = [(w, c) for w, c in counts if c is not None]
-        found.append(min(known, key=lambda wc: wc[1] or 0) if known else counts[0])
-    return found
-
-
-def related_targets(inventory: Inventory, svc: Service) -> tuple[Workload, ...]:
-    """The targeted workloads defined near the Service: same folder, a folder above or
-    below it, or a sibling folder (a kustomize base beside its overlay). A look-alike in an
-    unrelated part of a repository (docs next to test fixtures) is not its backend."""
-    return tuple(w for w in inventory.targeted(svc) if related(svc.location.file, w.location.file))
-
-
-def serving_targets(inventory: Inventory, svc: Service) -> list[Workload]:
-    """The Service's ``related_targets`` whose pods serve something (``serving_containers``)."""
-    return [w for w in related_targets(inventory, svc) if serving_containers(inventory, w)]
-
-
-def only_backend(inventory: Inventory, workload: Workload) -> bool:
-    """Whether the workload is the only backend of every Service carrying requests to it: no
-    other workload's pods (a second Deployment, more bare Pods) would take over while its
-    own are replaced. Its variants in other folders are alternatives, not other backends."""
-    for svc in inventory.services_of(workload):
-        if not carries_requests(inventory, svc):
-            continue
-        others = [w for w in serving_targets(inventory, svc) if w is not workload]
-        for group in components([workload, *others], inventory.namespace):
-            if workload not in group and any(inventory.replicas(w) != 0 for w in group):
-                return False
-    return True
-
-
-def service_names(inventory: Inventory, workload: Workload) -> str:
-    return ", ".join(dict.fromkeys(s.ref.name for s in inventory.services_of(workload)))

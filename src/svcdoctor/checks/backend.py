@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from svcdoctor.checks._backends import related_targets, service_names
 from svcdoctor.checks._clients import not_ready_published, registry_found
 from svcdoctor.checks._probes import (
     Speaks,
@@ -19,10 +20,8 @@ from svcdoctor.checks._probes import (
 from svcdoctor.checks._serving import (
     carries_requests,
     racing,
-    related_targets,
     serves,
     serves_nothing,
-    service_names,
     stock_port,
     unreached,
     webhook_calls,

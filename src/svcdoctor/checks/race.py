@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+from svcdoctor.checks._backends import service_names
 from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._scripts import SHELLS
-from svcdoctor.checks._serving import (
-    backed,
-    carries_requests,
-    racing,
-    service_names,
-    unserved,
-)
+from svcdoctor.checks._serving import backed, carries_requests, racing, unserved
 from svcdoctor.checks._shutdown import (
     container_drain,
     image_shell,
@@ -111,7 +106,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     the port of the pod's `--metrics-bind-address`, or a kube-rbac-proxy port whose upstream is
     it, or the prometheus-operator's own port, which no webhook calls, or kubebuilder v1's
     leftover `controller-manager-service` (or a Service with its `controller-tools.k8s.io`
-    selector) that no webhook calls and whose port no container declares; or a headless Service
+    selector) that no webhook calls and whose port no container declares, or one in front of
+    knative.dev/pkg controllers that declare no port and no webhook calls; or a headless Service
     of the members' own ports only, `transport`, `peer`, `gossip`, `intra-node`…, peer
     discovery; or a headless Service without ports (or only ports its pods do not declare) that
     nothing in the inputs dials, which only names its pods in DNS; or an xDS port, `grpc-xds`,

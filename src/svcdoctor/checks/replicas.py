@@ -6,17 +6,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import PurePath
 
+from svcdoctor.checks._backends import fewest_pods, serving_targets
 from svcdoctor.checks._clients import registry_served
 from svcdoctor.checks._serving import (
     METRICS_FLAGS,
     argv_of,
     behind_proxies,
     carries_requests,
-    fewest_pods,
     flag_port,
     routed,
     serving_containers,
-    serving_targets,
     uncalled,
     unreached,
     webhook_calls,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from svcdoctor.checks._serving import carries_requests, only_backend
+from svcdoctor.checks._backends import only_backend
+from svcdoctor.checks._serving import carries_requests
 from svcdoctor.checks._shutdown import daemon_gap
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings

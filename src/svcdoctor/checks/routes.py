@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from svcdoctor.checks._serving import fewest_pods, serving_containers
+from svcdoctor.checks._backends import fewest_pods
+from svcdoctor.checks._serving import serving_containers
 from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
