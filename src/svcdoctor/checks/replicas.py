@@ -72,11 +72,11 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     standalone Locust behind a route, Keycloak `start-dev`, Vault's and Consul's dev servers
     (their images' defaults), Argo CD's Dex, the Docker registry on its default filesystem
     storage, zot, Grafana on its default SQLite database, Loki on its image's local-config.yaml,
-    Nacos in standalone mode, a path its own flags call storage (`--provisioner-storage-dir`,
-    `--data-dir`) even under /var/cache, the Eureka server its clients'
-    `EUREKA_CLIENT_SERVICEURL_*` names, Apicurio Registry on its default in-memory storage,
-    Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator, the
-    MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose
+    Tempo run whole on a volume of its own, Nacos in standalone mode, a path its own flags call
+    storage (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, the Eureka server
+    its clients' `EUREKA_CLIENT_SERVICEURL_*` names, Apicurio Registry on its default in-memory
+    storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator,
+    the MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose
     server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in
     memory, a Vault server whose config keeps its storage in memory or on its disk; a controller
     without leader election: MetalLB's (not with `--webhook-mode=onlywebhook`: its webhook

@@ -189,7 +189,10 @@ def _split_by_design(inventory: Inventory, svc: Service, workloads: list[Workloa
 
 
 def same_namespace(a: str, b: str) -> bool:
-    return a == b or {a, b} == {"", "default"}
+    """Whether two objects' namespaces are one: equal, unset beside `default`, or a variable
+    the tool that applies the files fills in (`${NAMESPACE}`: OpenShift operators' assets,
+    envsubst), which may be either."""
+    return a == b or {a, b} == {"", "default"} or "${" in a or "${" in b
 
 
 # Labels a controller adds to the pods it makes: value -> whether the workload makes it.
@@ -288,8 +291,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     of the inputs makes in another namespace (a scaffold option left out of the build keeps
     the placeholder that kustomize replaced in its workload's files).
 
-    Nor is a Service whose folder holds a templated document lint could not read (SVD002):
-    its workload may be that document.
+    Nor is a Service whose folder holds a templated document lint could not read (SVD002): its
+    workload may be that document. Nor a Service whose selector, or whose workload's namespace,
+    is a variable the tool that applies the files fills in (`${APP_LABEL}`, `${NAMESPACE}`).
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload of its namespace is in the Service's
@@ -333,6 +337,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     del settings
     for svc in inventory.services:
         if not svc.selector or inventory.targeted(svc) or svc.type == "ExternalName":
+            continue
+        if any("${" in v for v in svc.selector.values()):  # filled in when applied
             continue
         if (
             _operator_selector(svc.selector)

@@ -4,7 +4,7 @@ process or its own volumes, a node's daemon reached through its socket), leader 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from svcdoctor.checks._probes import manager
 from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted
@@ -561,6 +561,29 @@ def _storage_flags(argv: list[str]) -> dict[str, str]:
     }
 
 
+_TEMPO = re.compile(r"(^|/)grafana/tempo(:|@|$)")
+
+
+def _whole_tempo(
+    image: str, argv: list[str], volumes: Mapping[str, str], mounts: Sequence[Mount]
+) -> str | None:
+    """Why a Tempo run whole (no `-target`, or `all`: its monolithic mode) keeps its traces:
+    the blocks and WAL it writes to a volume of its own, wherever mounted (`/tmp/tempo` in
+    its examples: https://grafana.com/docs/tempo/latest/setup/deployment/#monolithic-mode)."""
+    targets = [a.split("=", 1)[1] for a in argv if a.startswith(("-target=", "--target="))]
+    if not _TEMPO.search(image) or (targets and targets[-1] != "all"):
+        return None
+    for m in mounts:
+        local = volumes.get(m.volume) in _LOCAL_VOLUMES and not m.read_only
+        if local and not _CONFIG_MOUNT.search(m.path):
+            return f"Tempo run whole keeps its traces on volume {m.volume!r} at {m.path}"
+    return None
+
+
+# A mount that holds configuration or certificates, not data
+_CONFIG_MOUNT = re.compile(r"(^|/)(etc|conf(ig)?|certs?|tls|secrets?)($|/)", re.IGNORECASE)
+
+
 def _stateless_target(image: str, argv: list[str]) -> bool:
     """Whether the container is a stateless component of Loki, Mimir, Tempo or Cortex
     (``_STATELESS_TARGETS`` by its ``-target=`` flag)."""
@@ -619,6 +642,8 @@ def local_state(
     env = dict(container.env)
     if stock := _stock_local(image, argv, env):
         return stock
+    if whole := _whole_tempo(image, argv, workload.template.volumes, container.mounts):
+        return whole
     if (apicurio := _APICURIO.search(image)) and (
         apicurio.group("mem")
         or ("APICURIO_STORAGE_KIND" not in {*env, *container.env_refs} and not container.env_from)
