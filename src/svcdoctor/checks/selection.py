@@ -267,29 +267,26 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     """No workload in the inputs makes pods that the Service's selector matches.
 
     ## What it does
-    Looks for a maker of pods matching each Service's selector: every workload of the
-    inputs (Jobs and CronJobs too, with the labels their controllers add: `job-name`,
-    `controller-uid`, `statefulset.kubernetes.io/pod-name`, …), custom kinds with a pod
-    template (LeaderWorkerSet, Knative Service, training jobs), and custom resources whose
+    Looks for a maker of pods matching each Service's selector: every workload of the inputs
+    (Jobs and CronJobs too, with the labels their controllers add: `job-name`, `controller-uid`,
+    `statefulset.kubernetes.io/pod-name`, …), custom kinds with a pod template (LeaderWorkerSet,
+    Knative Service, training jobs, OpenShift's DeploymentConfig), and custom resources whose
     operator makes the pods (a resource named like a selector value, or labelled with the
-    selector). Selectors on labels that operators put on their pods (`cnpg.io/*`,
-    `spilo-role`, Patroni's `role` beside its `cluster-name`, `strimzi.io/*`,
-    `*.k8s.elastic.co/*`, a
-    `managed-by` operator, …) are not
-    checked: the operator is not in the files. An Argo Rollout of a Deployment's template
-    (`workloadRef`) makes pods with its selector's labels, and one with a canary step
-    experiment (`steps[].experiment.templates[].metadata.labels`) pods with those labels;
-    an OLM ClusterServiceVersion's
-    `install.spec.deployments` make pods in whatever namespace the bundle is installed
-    into; the apex Service of an SMI
-    TrafficSplit gets its traffic sent to the split's backends by the mesh; a Service that
-    targets a distinctive port name a workload beside it declares has that workload's pods,
-    labelled at run time by their operator (Longhorn's webhooks); a selector whose labels
-    but one match a workload's pods, that one naming a role a pod takes at run time and
-    labels itself with (`boskos-leader: "true"`, `role: primary`): none of these is flagged.
-    Nor is a Service in kubebuilder's placeholder namespace `system` whose pods a workload
-    of the inputs makes in another namespace (a scaffold option left out of the build keeps
-    the placeholder that kustomize replaced in its workload's files).
+    selector). Selectors on labels that operators put on their pods (`cnpg.io/*`, `spilo-role`,
+    Patroni's `role` beside its `cluster-name`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a
+    `managed-by` operator, …) are not checked: the operator is not in the files. An Argo Rollout
+    of a Deployment's template (`workloadRef`) makes pods with its selector's labels, and one
+    with a canary step experiment (`steps[].experiment.templates[].metadata.labels`) pods with
+    those labels; an OLM ClusterServiceVersion's `install.spec.deployments` make pods in
+    whatever namespace the bundle is installed into; the apex Service of an SMI TrafficSplit
+    gets its traffic sent to the split's backends by the mesh; a Service that targets a
+    distinctive port name a workload beside it declares has that workload's pods, labelled at
+    run time by their operator (Longhorn's webhooks); a selector whose labels but one match a
+    workload's pods, that one naming a role a pod takes at run time and labels itself with
+    (`boskos-leader: "true"`, `role: primary`): none of these is flagged. Nor is a Service in
+    kubebuilder's placeholder namespace `system` whose pods a workload of the inputs makes in
+    another namespace (a scaffold option left out of the build keeps the placeholder that
+    kustomize replaced in its workload's files).
 
     Nor is a Service whose folder holds a templated document lint could not read (SVD002): its
     workload may be that document. Nor a Service whose selector, or whose workload's namespace,

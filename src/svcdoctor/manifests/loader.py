@@ -61,6 +61,9 @@ PATH_KINDS = frozenset(
 _BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "autoscaling", "extensions"})
 # Endpoints given by hand (or dumped with kubectl): the Service's backends without pods.
 _ENDPOINT_KINDS = frozenset({"Endpoints", "EndpointSlice"})
+# OpenShift's DeploymentConfig makes pods from its `spec.template` (read as a custom kind's
+# pod template): https://docs.openshift.com/container-platform/4.14/applications/deployments/what-deployments-are.html
+_DEPLOYMENT_CONFIG = "DeploymentConfig"
 # Admission webhooks: the API server is the client of the Services they name.
 WEBHOOK_KINDS = frozenset({"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"})
 
@@ -72,6 +75,8 @@ def consulted(kind: str, api_version: str) -> bool:
     if kind in RELEVANT_KINDS or kind in _ENDPOINT_KINDS or kind in PATH_KINDS:
         return True
     if kind in WEBHOOK_KINDS:  # what they call (``checks._serving.carries_requests``)
+        return True
+    if kind == _DEPLOYMENT_CONFIG:  # OpenShift's, `v1` before apps.openshift.io/v1
         return True
     group = api_version.rpartition("/")[0]
     return not (group in _BUILTIN_GROUPS or group.endswith(".k8s.io"))
