@@ -746,6 +746,18 @@ def test_placeholders_in_a_kind_no_check_reads_are_no_problem() -> None:
     assert [f.rule for f in lint_text(deployment).findings] == ["SVD002"]
 
 
+def test_percent_placeholders_a_sed_step_fills_in_are_read() -> None:
+    """netobserv/flowlogs-pipeline: `image: %IMAGE_TAG_BASE%:%VERSION%`, filled in by sed
+    before apply, is no YAML error; the object is read and checked (judge141)."""
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n      - name: a\n        image: %IMAGE%:%VERSION%\n"
+    )
+    result = lint_text(text)
+    assert [f.rule for f in result.findings if f.rule.startswith("SVD00")] == []
+    assert result.objects == 1
+
+
 def test_booleans_are_not_integers() -> None:
     text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  replicas: true\n"
     (problem,) = [f for f in lint_text(text).findings if f.rule == "SVD004"]

@@ -280,6 +280,10 @@ _XDS_PORT = re.compile(r"(^|[-_])(xds|ads)([-_]|$)", re.IGNORECASE)
 # checks), 15090 (Envoy's Prometheus telemetry): scraped or probed, whatever the Service
 # calls them (https://istio.io/latest/docs/ops/deployment/application-requirements/#ports-used-by-istio)
 _ISTIO_AGENT_PORTS = frozenset({15020, 15021, 15090})
+# kube-scheduler's and kube-controller-manager's secure ports serve their health and metrics
+# only (https://kubernetes.io/docs/reference/networking/ports-and-protocols/); a scheduler
+# of one's own built on kube-scheduler keeps 10259 (kubenexus-scheduler; judge142)
+_CONTROL_PLANE_PORTS = frozenset({10257, 10259})
 
 
 def uncalled(port: ServicePort) -> bool:
@@ -293,7 +297,7 @@ def uncalled(port: ServicePort) -> bool:
     `dhcp` Service; judge118)."""
     if port.protocol == "UDP":
         return port.port == 67
-    if port.target in _ISTIO_AGENT_PORTS:
+    if port.target in _ISTIO_AGENT_PORTS or port.target in _CONTROL_PLANE_PORTS:
         return True
     names = (port.name, port.target if isinstance(port.target, str) else None)
     return any(n and (_SCRAPE_PORT.search(n) or _XDS_PORT.search(n)) for n in names)

@@ -103,23 +103,24 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     flagged, nor are pods behind Services that carry no requests (every port a metrics,
     profiling or probe port: `metrics`, `http-metrics`, `metrics-https`, `prometheus`,
     `http-profiling`, `pprof`, `diagnostics`, `probes`, `healthz`…, by port or target name, or
-    the port of the pod's `--metrics-bind-address`, or a kube-rbac-proxy port whose upstream is
-    it, or the prometheus-operator's own port, which no webhook calls, or kubebuilder v1's
-    leftover `controller-manager-service` (or a Service with its `controller-tools.k8s.io`
-    selector) that no webhook calls and whose port no container declares, or one in front of
-    knative.dev/pkg controllers that declare no port and no webhook calls; or a headless Service
-    of the members' own ports only, `transport`, `peer`, `gossip`, `intra-node`…, peer
-    discovery; or a headless Service without ports (or only ports its pods do not declare) that
-    nothing in the inputs dials, which only names its pods in DNS; or an xDS port, `grpc-xds`,
-    whose Envoys keep their last configuration while the stream is down; or an exporter's,
-    cAdvisor's, kube-state-metrics', an ingress default backend's or Locust's), and no route
-    sends to it: a scraper that misses one scrape is no failed request), nor containers the
-    Service cannot reach (SVD205: a `targetPort` name no container declares, or a number a stock
-    image as shipped does not listen on, or a port its server leaves off by default: Kong's
-    ingress controller's admission port without `--admission-webhook-listen`), nor behind
-    Services whose only clients are admission webhooks with `failurePolicy: Ignore` (the API
-    server then admits without them; the VPA admission controller, Kubeflow Pipelines' cache
-    server, numaflow's and Argo Events' webhooks, OpenShift's cluster-autoscaler-operator and
+    kube-scheduler's and kube-controller-manager's secure ports 10259 and 10257, or the port of
+    the pod's `--metrics-bind-address`, or a kube-rbac-proxy port whose upstream is it, or the
+    prometheus-operator's own port, which no webhook calls, or kubebuilder v1's leftover
+    `controller-manager-service` (or a Service with its `controller-tools.k8s.io` selector) that
+    no webhook calls and whose port no container declares, or one in front of knative.dev/pkg
+    controllers that declare no port and no webhook calls; or a headless Service of the members'
+    own ports only, `transport`, `peer`, `gossip`, `intra-node`…, peer discovery; or a headless
+    Service without ports (or only ports its pods do not declare) that nothing in the inputs
+    dials, which only names its pods in DNS; or an xDS port, `grpc-xds`, whose Envoys keep their
+    last configuration while the stream is down; or an exporter's, cAdvisor's,
+    kube-state-metrics', an ingress default backend's or Locust's), and no route sends to it: a
+    scraper that misses one scrape is no failed request), nor containers the Service cannot
+    reach (SVD205: a `targetPort` name no container declares, or a number a stock image as
+    shipped does not listen on, or a port its server leaves off by default: Kong's ingress
+    controller's admission port without `--admission-webhook-listen`), nor behind Services whose
+    only clients are admission webhooks with `failurePolicy: Ignore` (the API server then admits
+    without them; the VPA admission controller, Kubeflow Pipelines' cache server, numaflow's and
+    Argo Events' webhooks, OpenShift's cluster-autoscaler-operator and
     cluster-baremetal-operator register theirs so at run time), nor NFS and SMB servers (kernel
     mounts retry by themselves): a delay fixes nothing there. When the grace period is also too
     short for the longest request, the message and the fix say so (SVD102 then stays quiet). Nor

@@ -191,8 +191,8 @@ def _split_by_design(inventory: Inventory, svc: Service, workloads: list[Workloa
 def same_namespace(a: str, b: str) -> bool:
     """Whether two objects' namespaces are one: equal, unset beside `default`, or a variable
     the tool that applies the files fills in (`${NAMESPACE}`: OpenShift operators' assets,
-    envsubst), which may be either."""
-    return a == b or {a, b} == {"", "default"} or "${" in a or "${" in b
+    envsubst; `{{.NameSpace}}`: a Go template's), which may be either."""
+    return a == b or {a, b} == {"", "default"} or any(v in a + b for v in ("${", "{{"))
 
 
 # Labels a controller adds to the pods it makes: value -> whether the workload makes it.
@@ -295,9 +295,10 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload of its namespace is in the Service's
     folder tree, or beside it in the namespace it names, the inputs are partial). It is a
-    `warning` when a workload beside the Service (same folder) nearly matches: every selector
-    label but one, and that one is a near-typo or the same value under another key, or when a
-    workload beside it matches the selector but sits in another namespace.
+    `warning` when a workload beside the Service (same folder), which no other Service selects,
+    nearly matches: every selector label but one, and that one is a near-typo or the same value
+    under another key, or when a workload beside it matches the selector but sits in another
+    namespace.
 
     ## Why it matters
     A Service whose selector matches no pod has no endpoints and refuses every connection;
@@ -335,7 +336,7 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     for svc in inventory.services:
         if not svc.selector or inventory.targeted(svc) or svc.type == "ExternalName":
             continue
-        if any("${" in v for v in svc.selector.values()):  # filled in when applied
+        if any("${" in v or "{{" in v for v in svc.selector.values()):  # filled in at apply
             continue
         if (
             _operator_selector(svc.selector)
@@ -355,8 +356,14 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
             and same_namespace(w.ref.namespace, svc.ref.namespace)
             and folder(w.location.file) == home
         ]
-        miss = next(
-            ((w, m) for w in near if (m := _near_miss(svc.selector, w.template.labels))), None
+        miss = next(  # not a workload another Service reaches: that one is its Service
+            (
+                (w, m)
+                for w in near
+                if not inventory.services_of(w)
+                and (m := _near_miss(svc.selector, w.template.labels))
+            ),
+            None,
         )
         elsewhere = next(
             (

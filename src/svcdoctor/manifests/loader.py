@@ -382,8 +382,17 @@ def _decode(name: str, data: bytes, result: LoadResult) -> str | None:
         return None
 
 
+# A `%NAME%` placeholder a sed or make step fills in before apply (netobserv/flowlogs-pipeline's
+# `image: %IMAGE_TAG_BASE%:%VERSION%`): where one starts a plain scalar, which YAML forbids,
+# the file's tokens are read as `_NAME_`, the same length, so lines and columns stay
+_PERCENT_TOKEN = re.compile(r"%([A-Z][A-Z0-9_]*)%")
+_PERCENT_START = re.compile(r"(?m)(?::|^\s*-)[ \t]+%[A-Z][A-Z0-9_]*%")
+
+
 def _load_text(name: str, text: str, result: LoadResult) -> None:
     display = "stdin" if name == STDIN else name
+    if _PERCENT_START.search(text):
+        text = _PERCENT_TOKEN.sub(lambda m: f"_{m.group(1)}_", text)
     objects: list[RawObject] = []
     counts = (result.documents, result.skipped)
     templated = "{{" in text
