@@ -386,12 +386,20 @@ def _decode(name: str, data: bytes, result: LoadResult) -> str | None:
 # `image: %IMAGE_TAG_BASE%:%VERSION%`): where one starts a plain scalar, which YAML forbids,
 # the file's tokens are read as `_NAME_`, the same length, so lines and columns stay
 _PERCENT_TOKEN = re.compile(r"%([A-Z][A-Z0-9_]*)%")
-_PERCENT_START = re.compile(r"(?m)(?::|^\s*-)[ \t]+%[A-Z][A-Z0-9_]*%")
+
+
+def _starts_with_percent(text: str) -> bool:
+    """Whether a `%NAME%` token starts a plain scalar (after `key: ` or `- `)."""
+    for m in _PERCENT_TOKEN.finditer(text):
+        before = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+        if before[-1:] in (" ", "\t") and (before.rstrip().endswith(":") or before.strip() == "-"):
+            return True
+    return False
 
 
 def _load_text(name: str, text: str, result: LoadResult) -> None:
     display = "stdin" if name == STDIN else name
-    if _PERCENT_START.search(text):
+    if "%" in text and _starts_with_percent(text):
         text = _PERCENT_TOKEN.sub(lambda m: f"_{m.group(1)}_", text)
     objects: list[RawObject] = []
     counts = (result.documents, result.skipped)
