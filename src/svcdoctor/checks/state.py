@@ -128,9 +128,7 @@ def leader_for_life(container: Container) -> bool:
     pod, operator = _LEADER_FOR_LIFE
     named = {name for name, _ in container.env} | container.env_refs
     flagged = any(_LEADER_FLAG.match(w) for w in argv_of(container))
-    runtime = manager(container) or any(
-        m.path.rstrip("/") == _WEBHOOK_CERTS for m in container.mounts
-    )
+    runtime = _controller_runtime(container)
     return pod in container.env_refs and operator in named and not flagged and not runtime
 
 
@@ -151,6 +149,12 @@ _SCAFFOLD_PORT = "webhook-server"
 _WEBHOOK_CERTS = "/tmp/k8s-webhook-server/serving-certs"
 
 
+def _controller_runtime(container: Container) -> bool:
+    """Whether the container runs a controller-runtime manager: its flags or kubebuilder's
+    `/manager` (``manager``), or controller-runtime's webhook certificate directory."""
+    return manager(container) or any(m.path.rstrip("/") == _WEBHOOK_CERTS for m in container.mounts)
+
+
 def unknown_election(container: Container) -> bool:
     """Whether the container looks like a controller whose leader election nothing in the
     manifest turns on or off: a second replica may be a second reconciler."""
@@ -158,11 +162,10 @@ def unknown_election(container: Container) -> bool:
     argv = argv_of(container)
     controller = (
         bool(_CONTROLLER_IMAGE.search(name.lower()))
-        or manager(container)
+        or _controller_runtime(container)
         or any(_EVERY_REPLICA_SERVES.match(w) or _OLD_MANAGER_FLAG.match(w) for w in argv)
         or container.name == "manager"
         or any(p.name == _SCAFFOLD_PORT for p in container.ports)
-        or any(m.path.rstrip("/") == _WEBHOOK_CERTS for m in container.mounts)
     )
     return (
         controller
@@ -538,12 +541,8 @@ _NACOS = re.compile(r"(^|/)nacos/nacos-server(:|@|$)")
 def _stock_local(image: str, argv: list[str], env: Mapping[str, str]) -> str | None:
     """Why a server on its image's own single-instance configuration keeps local state
     (``_LOKI``, ``_NACOS``), or ``None``."""
-    if _LOKI.search(image):
-        configs = [
-            a.split("=", 1)[1] for a in argv if a.startswith(("-config.file=", "--config.file="))
-        ]
-        if not configs or configs[-1] == _LOKI_LOCAL:
-            return "Loki on its image's local-config.yaml keeps chunks and index on its own disk"
+    if _LOKI.search(image) and flag_value(argv, "config.file") in (None, _LOKI_LOCAL):
+        return "Loki on its image's local-config.yaml keeps chunks and index on its own disk"
     if _NACOS.search(image) and env.get("MODE") == "standalone":
         return "Nacos in standalone mode keeps its registry and config in itself"
     return None
@@ -570,8 +569,7 @@ def _whole_tempo(
     """Why a Tempo run whole (no `-target`, or `all`: its monolithic mode) keeps its traces:
     the blocks and WAL it writes to a volume of its own, wherever mounted (`/tmp/tempo` in
     its examples: https://grafana.com/docs/tempo/latest/setup/deployment/#monolithic-mode)."""
-    targets = [a.split("=", 1)[1] for a in argv if a.startswith(("-target=", "--target="))]
-    if not _TEMPO.search(image) or (targets and targets[-1] != "all"):
+    if not _TEMPO.search(image) or flag_value(argv, "target") not in (None, "all"):
         return None
     for m in mounts:
         local = volumes.get(m.volume) in _LOCAL_VOLUMES and not m.read_only
@@ -587,8 +585,7 @@ _CONFIG_MOUNT = re.compile(r"(^|/)(etc|conf(ig)?|certs?|tls|secrets?)($|/)", re.
 def _stateless_target(image: str, argv: list[str]) -> bool:
     """Whether the container is a stateless component of Loki, Mimir, Tempo or Cortex
     (``_STATELESS_TARGETS`` by its ``-target=`` flag)."""
-    targets = [a.split("=", 1)[1] for a in argv if a.startswith(("-target=", "--target="))]
-    return bool(_LGTM.search(image)) and bool(targets) and targets[-1] in _STATELESS_TARGETS
+    return bool(_LGTM.search(image)) and flag_value(argv, "target") in _STATELESS_TARGETS
 
 
 def local_state(

@@ -198,22 +198,25 @@ def dialed(text: str) -> Dialed:
     StatefulSet pod's name without a port (``_POD_TAIL``) with port 0."""
     found: Dialed = set()
     for m in _PORT.finditer(text):
-        start = m.start()
-        while start > 0 and text[start - 1] in _HOST_CHARS:
-            start -= 1
-        if start > 0 and text[start - 1] in _NOT_BEFORE:
-            continue
-        label = text[start : m.start()].split(".", 1)[0]
+        host = _name_before(text, m.start(), _HOST_CHARS)
+        label = host.split(".", 1)[0] if host else ""
         if label and _HOST.fullmatch(label):
             found.add((label, int(m.group(1))))
     known = {host for host, _ in found}
     for m in _POD_TAIL.finditer(text):
-        start = m.start()
-        while start > 0 and text[start - 1] in _LABEL_CHARS:
-            start -= 1
-        if start > 0 and (text[start - 1] in _NOT_BEFORE or text[start - 1] in "._"):
-            continue
-        pod = text[start : m.end() - 2]
-        if pod not in known and _HOST.fullmatch(pod):
+        head = _name_before(text, m.start(), _LABEL_CHARS, also="._")
+        pod = "" if head is None else head + text[m.start() : m.end() - 2]
+        if pod and pod not in known and _HOST.fullmatch(pod):
             found.add((pod, 0))
     return found
+
+
+def _name_before(text: str, end: int, chars: frozenset[str], also: str = "") -> str | None:
+    """The run of ``chars`` that ends at ``end``, or ``None`` where a word or a user goes on
+    before it (``_NOT_BEFORE``, or ``also``)."""
+    start = end
+    while start > 0 and text[start - 1] in chars:
+        start -= 1
+    if start > 0 and (text[start - 1] in _NOT_BEFORE or text[start - 1] in also):
+        return None
+    return text[start:end]
