@@ -20,7 +20,7 @@ from svcdoctor.checks import (
     shells,
     signals,
 )
-from svcdoctor.checks._serving import racing
+from svcdoctor.checks._carrying import racing
 from svcdoctor.checks._shutdown import has_shell
 from svcdoctor.checks.race import prestop_hook
 from svcdoctor.checks.registry import DOC_SECTIONS, RULES, Hit, Rule, all_rules, lookup, rule

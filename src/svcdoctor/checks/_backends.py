@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from svcdoctor.checks._serving import carries_requests, serving_containers
+from svcdoctor.checks._carrying import carries_requests
+from svcdoctor.checks._serving import serving_containers
 from svcdoctor.model import Inventory, Service, Workload
 from svcdoctor.model.inventory import components, related
 

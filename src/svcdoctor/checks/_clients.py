@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from svcdoctor.checks._serving import argv_of, carries_requests, routed
+from svcdoctor.checks._carrying import carries_requests, routed
+from svcdoctor.checks._serving import argv_of
 from svcdoctor.model import Container, Inventory, Service, Workload
 
 # Spring Cloud apps that register with a service registry (Eureka, Consul, Nacos) are found
@@ -53,20 +54,18 @@ def registry_served(inventory: Inventory, service: Service) -> bool:
     ``EUREKA_CLIENT_SERVICEURL_*`` URL): its registry lives in the one process, filled by
     the clients' registrations; replicas share it only as peers that each list the others
     (https://docs.spring.io/spring-cloud-netflix/reference/spring-cloud-netflix.html#spring-cloud-eureka-server-peer-awareness)."""
-    if not _EUREKA_HOSTS or _EUREKA_HOSTS[0][0] is not inventory:
-        hosts = frozenset(
-            m.group(1).split(".", 1)[0]
-            for w in inventory.workloads
-            for c in w.template.containers
-            for name, value in c.env
-            if _EUREKA_URL.match(name) and (m := _URL_HOST.match(value))
-        )
-        _EUREKA_HOSTS[:] = [(inventory, hosts)]
-    return service.ref.name in _EUREKA_HOSTS[0][1]
+    return service.ref.name in inventory.derived(_eureka_hosts)
 
 
-# the hosts ``registry_served`` found in the last inventory's registry URLs (kept with it)
-_EUREKA_HOSTS: list[tuple[Inventory, frozenset[str]]] = []
+def _eureka_hosts(inventory: Inventory) -> frozenset[str]:
+    """The hosts of the registry URLs the clients name (first DNS label)."""
+    return frozenset(
+        m.group(1).split(".", 1)[0]
+        for w in inventory.workloads
+        for c in w.template.containers
+        for name, value in c.env
+        if _EUREKA_URL.match(name) and (m := _URL_HOST.match(value))
+    )
 
 
 def not_ready_published(inventory: Inventory, workload: Workload) -> bool:

@@ -16,14 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from svcdoctor.checks._serving import (
-    argv_of,
-    carries_requests,
-    flag_port,
-    serves,
-    uncalled,
-    webhook_calls,
-)
+from svcdoctor.checks._carrying import carries_requests, webhook_calls
+from svcdoctor.checks._serving import argv_of, flag_port, serves, uncalled
 from svcdoctor.model import Container, Inventory, Probe, Service, ServicePort, Workload
 from svcdoctor.model.images import image_name
 

@@ -1,6 +1,6 @@
-"""Shared facts for the serving checks: which containers serve and which Services carry
-requests (how a shell runs a script: ``checks._scripts``; shutdown facts and fix snippets:
-``checks._shutdown``)."""
+"""Shared facts for the serving checks: which containers serve, and which Service ports are
+only scraped or probed (which Services carry requests: ``checks._carrying``; how a shell
+runs a script: ``checks._scripts``; shutdown facts and fix snippets: ``checks._shutdown``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from collections.abc import Sequence
 
 from svcdoctor.checks._scripts import SHELLS, SimpleCommand, parse_script, shell_script
 from svcdoctor.checks.settings import flag_value
-from svcdoctor.model import Container, Inventory, Resource, Service, ServicePort, Workload
-from svcdoctor.model.inventory import related
-from svcdoctor.model.route import Route
+from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload
 
 # Programs that never listen: a container running only these serves nothing (a pod kept
 # alive for `kubectl exec`, a test client, a loop writing files).
@@ -48,6 +46,23 @@ def argv_of(container: Container) -> list[str]:
         return "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0))
 
     return [_DEPENDENT.sub(value, word) for word in argv]
+
+
+_GO_TRUE = frozenset({"1", "t", "true"})  # strconv.ParseBool, case-folded
+_GO_FALSE = frozenset({"0", "f", "false"})
+
+
+def go_bool(argv: Sequence[str], flag: str, default: bool) -> bool:
+    """A Go boolean flag's value: ``--flag`` alone is true, ``--flag=false`` (any spelling
+    strconv.ParseBool takes) sets it; one dash or two, the last one wins."""
+    value = default
+    for arg in argv:
+        name, sep, given = arg.partition("=")
+        if name.lstrip("-") != flag or not name.startswith("-"):
+            continue
+        word = given.lower() if sep else "true"
+        value = True if word in _GO_TRUE else False if word in _GO_FALSE else value
+    return value
 
 
 def serves_nothing(container: Container) -> bool:
@@ -134,23 +149,6 @@ def kernel_mounted(container: Container) -> bool:
     """Whether the container is an NFS or SMB file server of ``_KERNEL_MOUNTED``, whose
     clients are kernel mounts that retry on their own connection."""
     return bool(_KERNEL_MOUNTED.search(container.image))
-
-
-def unserved(inventory: Inventory, workload: Workload, container: Container) -> bool:
-    """Whether the Services that carry requests to the workload reach no listener of the
-    container: every port they target is ``unreached`` (SVD205 reports it), so its
-    shutdown loses no request of theirs; or the container is a file server whose clients
-    are kernel mounts (``kernel_mounted``), which retry by themselves."""
-    if kernel_mounted(container):
-        return True
-    targets = [
-        p.target
-        for s in inventory.services_of(workload)
-        if carries_requests(inventory, s)
-        for p in s.ports
-        if not uncalled(p)
-    ]
-    return bool(targets) and all(unreached((container,), t) for t in targets)
 
 
 # Kong's ingress controller serves admission only when told where: `--admission-webhook-
@@ -252,7 +250,7 @@ def _server(containers: Sequence[Container], target: int | str) -> str | None:
 # (https://cluster-api.sigs.k8s.io/tasks/diagnostics); cert-manager's older charts named
 # their metrics port `tcp-prometheus-servicemonitor`.
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
-_SCRAPE_PORT = re.compile(
+SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics?|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|qos|"
     r"diagnostics|probes?|healthz?|livez|readyz|dummy|placeholder|servicemonitor)"
     r"([-_](port|service))?$"  # crane's `health-metric-port`, `https-metrics-service`
@@ -300,7 +298,7 @@ def uncalled(port: ServicePort) -> bool:
     if port.target in _ISTIO_AGENT_PORTS or port.target in _CONTROL_PLANE_PORTS:
         return True
     names = (port.name, port.target if isinstance(port.target, str) else None)
-    return any(n and (_SCRAPE_PORT.search(n) or _XDS_PORT.search(n)) for n in names)
+    return any(n and (SCRAPE_PORT.search(n) or _XDS_PORT.search(n)) for n in names)
 
 
 def scrape_only(service: Service) -> bool:
@@ -316,227 +314,6 @@ def scrape_only(service: Service) -> bool:
     return (named or labelled) and all(
         p.protocol != "UDP" and (p.name is None or p.name in _GENERIC_PORT or uncalled(p))
         for p in service.ports
-    )
-
-
-def carries_requests(inventory: Inventory, service: Service) -> bool:
-    """Whether clients send requests through the Service: a route sends to it, or one of its
-    ports is not a metrics, profiling or probe port (by its name, or because a
-    ServiceMonitor scrapes it). The one answer every serving rule asks (SVD101-106,
-    SVD201-204): a Service only scraped or probed has no request to fail. Answered once
-    per Service of an inventory (every serving rule asks, for each of its workloads)."""
-    if not _CARRIES or _CARRIES[0][0] is not inventory:
-        _CARRIES[:] = [(inventory, {})]
-    known = _CARRIES[0][1]
-    hit = known.get(id(service))
-    if hit is None or hit[0] is not service:
-        hit = known[id(service)] = (
-            service,
-            routed(inventory, service)
-            or (
-                not scrape_only(service)
-                and not peers_only(service)
-                and not names_only(inventory, service)
-                and not portless_controller(inventory, service)
-                and not scrapes_named_ports(inventory, service)
-                and not monitored_only(inventory, service)
-                and not ignored_webhook(inventory, service)
-                and not metrics_servers_only(inventory, service)
-                and not scaffold_leftover(inventory, service)
-                and not pods_dialed_instead(inventory, service)
-                and not webhooks_off(inventory, service)
-            ),
-        )
-    return hit[1]
-
-
-# the answers of ``carries_requests`` for the last inventory, by Service (kept with it)
-_CARRIES: list[tuple[Inventory, dict[int, tuple[Service, bool]]]] = []
-
-
-# kubebuilder v1's scaffold made a `controller-manager-service` on 443 for a webhook server
-# (config/manager/manager.yaml of its v1 project layout, kubernetes-sigs/kubebuilder release-1):
-# where no webhook configuration calls it and the manager declares no port, it is a leftover
-# nothing listens behind (kubernetes-sigs/application, bitpoke/wordpress-operator)
-_SCAFFOLD_SERVICE = re.compile(r"(^|-)controller-manager-service$")
-# ...or one whose selector has that scaffold's label, under a name its namePrefix made
-# (kubic-project/dex-operator's `-service`)
-_SCAFFOLD_LABEL = "controller-tools.k8s.io"
-
-
-def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
-    """Whether the Service is kubebuilder v1's leftover webhook Service (``_SCAFFOLD_SERVICE``,
-    ``_SCAFFOLD_LABEL``): no webhook calls it, and no container behind it declares a port, or
-    it is the scaffold's own port 443 to 443, which none declares (the manager's webhook
-    server, when on, makes a Service of its own for its port: multi-tenancy's VirtualCluster
-    manager declares 9876). A Service of another port (kubeeye's 80 to 8888) is the app's."""
-    backends = inventory.targeted(service)
-    containers = [c for w in backends for c in w.template.containers]
-    scaffold = [(p.port, p.target) for p in service.ports] == [(443, 443)]
-    scaffolded = _SCAFFOLD_SERVICE.search(service.ref.name) or _SCAFFOLD_LABEL in (
-        service.selector or {}
-    )
-    return (
-        bool(scaffolded)
-        and bool(backends)
-        and not any(c.ports if not scaffold else serves(c, 443) for c in containers)
-        and not webhook_calls(inventory, service)
-    )
-
-
-# Servers that get no request that can fail: the prometheus-operator's one HTTP port
-# serves only its metrics and health, and admission webhooks when a webhook configuration
-# calls them (`--web.listen-address` :8080, named `http` in its bundle; cmd/operator/main.go
-# in prometheus-operator/prometheus-operator); Prometheus exporters (`*-exporter`,
-# `*_exporter`: node_exporter, blackbox_exporter, redis_exporter…), cAdvisor and
-# kube-state-metrics serve `/metrics` to scrapers, whatever their port's name (not the
-# statsd_exporter, whose UDP port apps send their metrics to)
-# (https://prometheus.io/docs/instrumenting/exporters/; https://github.com/google/cadvisor;
-# https://github.com/kubernetes/kube-state-metrics); and an ingress controller's default
-# backend answers 404 to the requests no Ingress rule matches
-# (https://kubernetes.github.io/ingress-nginx/user-guide/default-backend/); and Locust, a
-# load generator, serves its web UI to the person running the test and its port to its own
-# workers, which reconnect (https://docs.locust.io/en/stable/running-distributed.html); and
-# observatorium's thanos-receive-controller and up prober, which serve only their /metrics
-# (cmd/ of observatorium/thanos-receive-controller and observatorium/up)
-_METRICS_SERVER = re.compile(
-    r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
-    r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|locustio/locust|"
-    r"observatorium/(thanos-receive-controller|up))(:|@|$)"
-)
-
-
-def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
-    """Whether the Service selects only ``_METRICS_SERVER`` containers and no admission
-    webhook calls it: it is scraped (or answers only 404s), not sent requests."""
-    backends = inventory.targeted(service)
-    return (
-        bool(backends)
-        and all(
-            _METRICS_SERVER.search(c.image.split("@", 1)[0])
-            for w in backends
-            for c in serving_containers(inventory, w)
-        )
-        and not webhook_calls(inventory, service)
-    )
-
-
-# Ports named for a cluster's own members (Elasticsearch's `transport` 9300, Cassandra's
-# `intra-node` 7000, Redis Cluster's bus `cluster`, etcd's `peer`, Consul's `serf-lan`,
-# Raft, Alertmanager's `mesh` 9094 in prometheus-operator's StatefulSets): behind a headless
-# Service they are how members find each other, not where clients send requests
-# (pires/kubernetes-elasticsearch-cluster es-discovery-svc.yaml).
-_PEER_PORT = re.compile(
-    r"(^|[-_])(transport|intra-?node|peers?|gossip|cluster|raft|serf(-lan|-wan)?|discovery|"
-    r"mesh|memberlist)$|^(mesh|gossip|cluster)[-_](tcp|udp)$"
-    r"|^(gossip|memberlist)[-_]ring$",  # Loki's and Mimir's memberlist ring (`gossip-ring`)
-    re.IGNORECASE,
-)
-
-
-def peers_only(service: Service) -> bool:
-    """Whether the Service is headless and every port is a members' port (``_PEER_PORT``,
-    by name or target name): peer discovery, which no client sends requests through."""
-    names = [[n for n in (p.name, p.target) if isinstance(n, str)] for p in service.ports]
-    return (
-        service.headless
-        and bool(names)
-        and all(ns and any(_PEER_PORT.search(n) for n in ns) for ns in names)
-    )
-
-
-# knative.dev/pkg's sharedmain controllers read their ConfigMaps' names from these variables
-# (injection/sharedmain/main.go); a controller of theirs that declares no port serves none
-# but its metrics and probes (eventing-redis' and eventing-rabbitmq's controllers)
-_KNATIVE_CONTROLLER_ENV = frozenset(
-    {"CONFIG_LEADERELECTION_NAME", "CONFIG_LOGGING_NAME", "CONFIG_OBSERVABILITY_NAME"}
-)
-
-
-def portless_controller(inventory: Inventory, service: Service) -> bool:
-    """Whether the Service fronts only controllers that declare no port (knative.dev/pkg's
-    sharedmain, by its variables) and no webhook calls it: a leftover, nothing behind it
-    answers (judge138)."""
-    containers = [c for w in inventory.targeted(service) for c in w.template.containers]
-    return (
-        bool(containers)
-        and not any(c.ports for c in containers)
-        and all(_KNATIVE_CONTROLLER_ENV & {n for n, _ in c.env} for c in containers)
-        and not webhook_calls(inventory, service)
-    )
-
-
-def names_only(inventory: Inventory, service: Service) -> bool:
-    """Whether the Service is headless, nothing in the inputs dials it by name, and it has no
-    ports, or none its pods declare (a placeholder port: kubernetes-vault's peer discovery):
-    it gives its pods DNS names (a StatefulSet's `serviceName`, a pod's `subdomain`:
-    https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/#pod-hostname-and-subdomain-field),
-    and no client sends requests through it (mysql-ndb-operator's operator, vanus' store;
-    judge109, judge128, judge135)."""
-    if not service.headless or service.ref.name in inventory.dialed.hosts:
-        return False
-    containers = [c for w in inventory.targeted(service) for c in w.template.containers]
-    return not service.ports or (bool(containers) and not any(c.ports for c in containers))
-
-
-def pods_dialed_instead(inventory: Inventory, service: Service) -> bool:
-    """Whether the inputs dial the pods of the StatefulSets behind the Service by their own
-    names (`etcd-0.etcd:2379`, m3db-operator's etcd clients; vanus' controllers) and never
-    the Service by its name: each client picks its pod, no request crosses the Service."""
-    workloads = inventory.targeted(service)
-    if not workloads or any(w.ref.kind != "StatefulSet" for w in workloads):
-        return False
-    hosts = inventory.dialed.hosts
-    if service.ref.name in hosts:
-        return False
-    return all(
-        any(re.fullmatch(rf"{re.escape(w.ref.name)}-\d+", h) for h in hosts) for w in workloads
-    )
-
-
-def webhooks_off(inventory: Inventory, service: Service) -> bool:
-    """Whether every port of the Service targets the webhook port (9443, or a port named
-    for webhooks) of managers started with ``ENABLE_WEBHOOKS=false``: kubebuilder's scaffold
-    then sets up no webhook (cmd/main.go, https://book.kubebuilder.io/cronjob-tutorial/main-revisited),
-    and controller-runtime starts its webhook server only for one (kubeslice's
-    worker-operator; judge111): nothing listens behind the Service."""
-    workloads = inventory.targeted(service)
-    off = [
-        [c for c in w.template.containers if dict(c.env).get("ENABLE_WEBHOOKS") == "false"]
-        for w in workloads
-    ]
-    if not workloads or not all(off) or not service.ports:
-        return False
-    ports = [p for cs in off for c in cs for p in c.ports]
-    named = {p.name for p in ports if p.name and "webhook" in p.name}
-    numbers = {p.number for p in ports if p.name in named} | {9443}
-    return all(
-        p.target in numbers or p.target in named or "webhook" in (p.name or "")
-        for p in service.ports
-    )
-
-
-def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
-    """Whether every port of the Service targets, by number, a container port whose name
-    says metrics, profiling or probes (``_SCRAPE_PORT``) in each pod it selects: an unnamed
-    Service port `29644` to the container port named `metrics` (deploy/csi-smb-controller.yaml
-    and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb); or the port
-    a controller-runtime manager's ``--metrics-bind-address`` sets; or a kube-rbac-proxy in
-    front of the pod's metrics (``proxies_metrics``)."""
-    workloads = inventory.targeted(service)
-    if not workloads or not service.ports:
-        return False
-    return all(
-        uncalled(p)
-        or any(
-            cp.number == p.target and cp.name and _SCRAPE_PORT.search(cp.name)
-            for c in w.template.containers
-            for cp in c.ports
-        )
-        or proxies_metrics(w, p.target)
-        or any(p.target == flag_port(argv_of(c), *METRICS_FLAGS) for c in w.template.containers)
-        for p in service.ports
-        for w in workloads
     )
 
 
@@ -588,166 +365,6 @@ def proxies_metrics(w: Workload, target: int | str) -> bool:
     return False
 
 
-def ignored_webhook(inventory: Inventory, service: Service) -> bool:
-    """Whether the Service's clients are admission webhooks that all have `failurePolicy:
-    Ignore`: when it does not answer, the API server admits the request without it
-    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy),
-    so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving,
-    and so does a port of the Service no webhook calls (it carries other traffic), unless
-    it is only scraped (``uncalled``: KEDA's webhook Service with its metrics port)."""
-    called = webhook_calls(inventory, service)
-    if not called:
-        backends = inventory.targeted(service)
-        return bool(backends) and all(_registers_ignored(w) for w in backends)
-    if {policy for policy, _ in called} != {"Ignore"}:
-        return False
-    return {p.port for p in service.ports if not uncalled(p)} <= {port for _, port in called}
-
-
-# A server whose admission webhook is registered at run time with `failurePolicy: Ignore`
-# unless told otherwise, so its webhook configuration is in no manifest: the VPA admission
-# controller (`--register-webhook` true and `--webhook-failure-policy-fail` false by
-# default: vertical-pod-autoscaler/pkg/admission-controller/config.go and docs/flags.md in
-# kubernetes/autoscaler); Kubeflow Pipelines' cache server, whose cache-deployer applies
-# backend/src/cache/deployer/cache-webhook-config.v1.yaml.template (kubeflow/pipelines);
-# YuniKorn's admission controller (failurePolicy Ignore in pkg/admission/webhook_manager.go
-# of apache/yunikorn-k8shim); numaflow's and Argo Events' images run as `webhook-service`
-# (failurePolicy Ignore in pkg/webhook/webhook.go of numaproj/numaflow and of
-# argoproj/argo-events); OpenShift's cluster-autoscaler-operator and cluster-baremetal-operator
-# (failurePolicy Ignore in pkg/operator/webhookconfig.go of openshift/cluster-autoscaler-operator
-# and provisioning/webhook.go of openshift/cluster-baremetal-operator; the release payload
-# names its images by tag: registry.ci.openshift.org/openshift:cluster-baremetal-operator).
-_SELF_REGISTERED = re.compile(
-    r"(^|/)(vpa-admission-controller|kfp-cache-server|(origin-)?cluster-(autoscaler|baremetal)-operator)"
-    r"(:|@|$)|(^|/)apache/yunikorn:admission|(^|/)openshift:cluster-(autoscaler|baremetal)-operator$"
-)
-_WEBHOOK_SERVICE = re.compile(r"(^|/)(numaproj/numaflow|argoproj/argo-events)(:|@|$)")
-
-
-def _registers_ignored(w: Workload) -> bool:
-    """Whether every container of the workload that serves is one of ``_SELF_REGISTERED``
-    left at its `Ignore` policy (VPA's flags unset or false)."""
-    serving = [c for c in w.template.containers if not serves_nothing(c)]
-    return bool(serving) and all(
-        (
-            _SELF_REGISTERED.search(c.image.split("@", 1)[0])
-            or (_WEBHOOK_SERVICE.search(c.image) and "webhook-service" in argv_of(c))
-        )
-        and not go_bool(argv_of(c), "webhook-failure-policy-fail", False)
-        and go_bool(argv_of(c), "register-webhook", True)
-        for c in serving
-    )
-
-
-_GO_TRUE = frozenset({"1", "t", "true"})  # strconv.ParseBool, case-folded
-_GO_FALSE = frozenset({"0", "f", "false"})
-
-
-def go_bool(argv: Sequence[str], flag: str, default: bool) -> bool:
-    """A Go boolean flag's value: ``--flag`` alone is true, ``--flag=false`` (any spelling
-    strconv.ParseBool takes) sets it; one dash or two, the last one wins."""
-    value = default
-    for arg in argv:
-        name, sep, given = arg.partition("=")
-        if name.lstrip("-") != flag or not name.startswith("-"):
-            continue
-        word = given.lower() if sep else "true"
-        value = True if word in _GO_TRUE else False if word in _GO_FALSE else value
-    return value
-
-
-def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]]:
-    """``(failurePolicy, port)`` of each admission webhook that calls the Service. A Service
-    without a namespace goes into the namespace it is applied to: it also answers a webhook
-    of its folder that names it in a namespace where no Service of that name is declared
-    (devtron's guard, its webhook in devtroncd)."""
-    cached = _WEBHOOKS[0] if _WEBHOOKS else None
-    if cached is None or cached[0] is not inventory:
-        calls: dict[tuple[str, str], set[tuple[str, int, str]]] = {}
-        for r in inventory.resources:
-            for namespace, name, policy, port in r.webhooks:
-                key = (namespace or inventory.namespace, name)
-                calls.setdefault(key, set()).add((policy, port, r.location.file))
-        names = frozenset((inventory.namespace_of(s.ref), s.ref.name) for s in inventory.services)
-        _WEBHOOKS[:] = [(inventory, calls, names)]
-    _, calls, declared = _WEBHOOKS[0]
-    here = (inventory.namespace_of(service.ref), service.ref.name)
-    found = {(policy, port) for policy, port, _ in calls.get(here, set())}
-    if found or service.ref.namespace:
-        return found
-    return {
-        (policy, port)
-        for key, called in calls.items()
-        if key[1] == service.ref.name and key not in declared
-        for policy, port, file in called
-        if related(service.location.file, file)
-    }
-
-
-# the Services admission webhooks call and their failure policies, and the Services declared,
-# for the last inventory
-_WEBHOOKS: list[
-    tuple[Inventory, dict[tuple[str, str], set[tuple[str, int, str]]], frozenset[tuple[str, str]]]
-] = []
-
-
-def monitored_only(inventory: Inventory, service: Service) -> bool:
-    """Whether Prometheus ServiceMonitors in the inputs select the Service and scrape every
-    one of its named ports (the prometheus-operator's own Service names its metrics port
-    `http`: example/rbac/prometheus-operator in prometheus-operator/prometheus-operator;
-    https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor)."""
-    monitors = _monitors(inventory)
-    if not monitors:
-        return False
-    scraped = {
-        port
-        for r in monitors
-        if inventory.same_namespace(r.ref, service.ref)
-        and all(service.labels.get(k) == v for k, v in r.selector.items())
-        for port in r.scrapes
-    }
-    names = [p.name for p in service.ports]
-    return bool(scraped) and bool(names) and all(n in scraped for n in names)
-
-
-_MONITORS: list[tuple[tuple[Resource, ...], tuple[Resource, ...]]] = []
-
-
-def _monitors(inventory: Inventory) -> tuple[Resource, ...]:
-    """The ServiceMonitors with a selector, kept for the last inventory's resources: the
-    rules ask once per Service, and scanning every resource each time was most of lint's
-    time on the corpus."""
-    cached = _MONITORS[0] if _MONITORS else None
-    if cached is None or cached[0] is not inventory.resources:
-        found = tuple(
-            r for r in inventory.resources if r.ref.kind == "ServiceMonitor" and r.selector
-        )
-        _MONITORS[:] = [(inventory.resources, found)]
-    return _MONITORS[0][1]
-
-
-_ROUTED: list[tuple[tuple[Route, ...], str, frozenset[tuple[str, str]]]] = []
-
-
-def routed(inventory: Inventory, service: Service) -> bool:
-    """Whether a route (an Ingress, a Gateway API route, a TargetGroupBinding) sends to the
-    Service: its clients send requests, however its ports are named and even when it is
-    headless (the controller balances over its endpoints). The set of routed Services is
-    kept for the last inventory's routes: the rules ask once per Service."""
-    if not inventory.routes:
-        return False
-    cached = _ROUTED[0] if _ROUTED else None
-    if cached is None or cached[0] is not inventory.routes or cached[1] != inventory.namespace:
-        names = frozenset(
-            (b.namespace or inventory.namespace_of(r.ref), b.name)
-            for r in inventory.routes
-            for b in r.backends
-            if b.kind == "Service"
-        )
-        _ROUTED[:] = [(inventory.routes, inventory.namespace, names)]
-    return (inventory.namespace_of(service.ref), service.ref.name) in _ROUTED[0][2]
-
-
 def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:
     """Every (workload, serving container) pair behind some Service; not a workload scaled
     to zero (no pod runs: k8gb's test app kept unhealthy on purpose), unless an autoscaler
@@ -757,15 +374,4 @@ def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:
         for w in inventory.workloads
         if inventory.replicas(w) != 0
         for c in serving_containers(inventory, w)
-    ]
-
-
-def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
-    """Serving containers behind a Service that carries requests (``carries_requests``): not
-    only metrics-only Services no route sends to (a scraper that misses one scrape during a
-    rollout is no failed request)."""
-    return [
-        (w, c)
-        for w, c in backed(inventory)
-        if any(carries_requests(inventory, s) for s in inventory.services_of(w))
     ]

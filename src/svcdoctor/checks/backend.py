@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from svcdoctor.checks._backends import related_targets, service_names
+from svcdoctor.checks._carrying import carries_requests, racing, webhook_calls
 from svcdoctor.checks._clients import not_ready_published, registry_found
 from svcdoctor.checks._probes import (
     Speaks,
@@ -17,15 +18,7 @@ from svcdoctor.checks._probes import (
     service_target,
     suggest,
 )
-from svcdoctor.checks._serving import (
-    carries_requests,
-    racing,
-    serves,
-    serves_nothing,
-    stock_port,
-    unreached,
-    webhook_calls,
-)
+from svcdoctor.checks._serving import serves, serves_nothing, stock_port, unreached
 from svcdoctor.checks._shutdown import shutdown_facts
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.replicas import every_replica_server

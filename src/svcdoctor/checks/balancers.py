@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from svcdoctor.checks._serving import racing
+from svcdoctor.checks._carrying import racing
 from svcdoctor.checks._shutdown import readiness_first, run_paths, seconds, shutdown_facts
 from svcdoctor.checks.race import race_plan, short_sleep
 from svcdoctor.checks.registry import Hit, Subject, rule

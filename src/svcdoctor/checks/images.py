@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from svcdoctor.checks._carrying import racing
 from svcdoctor.checks._scripts import ASSIGNMENT, SHELLS, parse_script, shell_script
-from svcdoctor.checks._serving import racing
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.shells import BLOCK_ENDS, branches_exec, shell_family, stays_parent

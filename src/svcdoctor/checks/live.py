@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from svcdoctor.checks._backends import service_names
-from svcdoctor.checks._serving import racing, serves
+from svcdoctor.checks._carrying import racing
+from svcdoctor.checks._serving import serves
 from svcdoctor.checks._shutdown import seconds, shutdown_facts
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings

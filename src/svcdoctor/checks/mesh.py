@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from svcdoctor.checks._backends import service_names
-from svcdoctor.checks._serving import racing
+from svcdoctor.checks._carrying import racing
 from svcdoctor.checks._shutdown import run_paths, seconds, shutdown_facts
 from svcdoctor.checks.race import race_plan
 from svcdoctor.checks.registry import Hit, rule

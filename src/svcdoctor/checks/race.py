@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from svcdoctor.checks._backends import service_names
+from svcdoctor.checks._carrying import carries_requests, racing, unserved
 from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._scripts import SHELLS
-from svcdoctor.checks._serving import backed, carries_requests, racing, unserved
+from svcdoctor.checks._serving import backed
 from svcdoctor.checks._shutdown import (
     container_drain,
     image_shell,

@@ -7,18 +7,16 @@ from dataclasses import replace
 from pathlib import PurePath
 
 from svcdoctor.checks._backends import fewest_pods, serving_targets
+from svcdoctor.checks._carrying import carries_requests, routed, webhook_calls
 from svcdoctor.checks._clients import registry_served
 from svcdoctor.checks._serving import (
     METRICS_FLAGS,
     argv_of,
     behind_proxies,
-    carries_requests,
     flag_port,
-    routed,
     serving_containers,
     uncalled,
     unreached,
-    webhook_calls,
 )
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import stops_first

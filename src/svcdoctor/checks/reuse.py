@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from pathlib import PurePath
 
 from svcdoctor.checks._backends import serving_targets
+from svcdoctor.checks._carrying import carries_requests
 from svcdoctor.checks._clients import registry_found
-from svcdoctor.checks._serving import carries_requests, serving_containers
+from svcdoctor.checks._serving import serving_containers
 from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings

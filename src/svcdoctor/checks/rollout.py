@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from svcdoctor.checks._backends import only_backend
-from svcdoctor.checks._serving import carries_requests
+from svcdoctor.checks._carrying import carries_requests
 from svcdoctor.checks._shutdown import daemon_gap
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings

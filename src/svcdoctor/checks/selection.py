@@ -10,14 +10,14 @@ import re
 from collections.abc import Iterator
 from pathlib import PurePath
 
-from svcdoctor.checks._serving import carries_requests, serves
+from svcdoctor.checks._carrying import carries_requests
+from svcdoctor.checks._serving import serves
 from svcdoctor.checks.inputs import HELM_TEMPLATE
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
     Cause,
     Inventory,
-    Resource,
     Service,
     Severity,
     Workload,
@@ -32,20 +32,14 @@ def endpoints_given(inventory: Inventory, svc: Service) -> bool:
     ``kubectl get`` dumps): they, not a label match, say what backs it."""
     return any(
         same_namespace(namespace, svc.ref.namespace)
-        for namespace in endpoint_owners(inventory.resources).get(svc.ref.name, ())
+        for namespace in inventory.derived(endpoint_owners).get(svc.ref.name, ())
     )
 
 
-_OWNERS: list[tuple[tuple[Resource, ...], dict[str, tuple[str, ...]]]] = []
-
-
-def endpoint_owners(resources: tuple[Resource, ...]) -> dict[str, tuple[str, ...]]:
-    """Service name → namespaces of the Endpoints/EndpointSlices given for it (kept for
-    the last inventory's resources: the rule asks once per Service)."""
-    if _OWNERS and _OWNERS[0][0] is resources:
-        return _OWNERS[0][1]
+def endpoint_owners(inventory: Inventory) -> dict[str, tuple[str, ...]]:
+    """Service name → namespaces of the Endpoints/EndpointSlices given for it."""
     owners: dict[str, tuple[str, ...]] = {}
-    for r in resources:
+    for r in inventory.resources:
         if r.ref.kind == "Endpoints":
             name = r.ref.name
         elif r.ref.kind == "EndpointSlice":
@@ -53,7 +47,6 @@ def endpoint_owners(resources: tuple[Resource, ...]) -> dict[str, tuple[str, ...
         else:
             continue
         owners[name] = (*owners.get(name, ()), r.ref.namespace)
-    _OWNERS[:] = [(resources, owners)]
     return owners
 
 

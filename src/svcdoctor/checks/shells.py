@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from svcdoctor.checks._carrying import racing
 from svcdoctor.checks._scripts import (
     Script,
     SimpleCommand,
@@ -16,7 +17,6 @@ from svcdoctor.checks._scripts import (
     parse_script,
     shell_script,
 )
-from svcdoctor.checks._serving import racing
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import TypeVar, cast
 
 from svcdoctor.model.finding import Finding, ObjectRef
 from svcdoctor.model.images import ImageFacts
@@ -16,6 +17,7 @@ from svcdoctor.model.service import Autoscaler, Service
 from svcdoctor.model.workload import Workload
 
 DEFAULT_NAMESPACE = "default"
+T = TypeVar("T")
 
 
 def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -79,12 +81,16 @@ class Inventory:
     dialed: Dialing = field(default_factory=Dialing)
     _targets: dict[int, tuple[Workload, ...]] = field(default_factory=dict, compare=False)
     _backing: dict[int, tuple[Service, ...]] = field(default_factory=dict, compare=False)
+    _derived: dict[Callable[[Inventory], object], object] = field(
+        default_factory=dict, compare=False
+    )
 
     def __post_init__(self) -> None:
         # computed here, never taken from the caller: ``dataclasses.replace`` passes the
         # original's caches, which belong to the original's objects
         object.__setattr__(self, "_targets", {})
         object.__setattr__(self, "_backing", {})
+        object.__setattr__(self, "_derived", {})
         # serving workloads by (namespace, label, value), in input order: a Service's
         # candidates are those carrying one pair of its selector, not every workload
         by_label: dict[tuple[str, str, str], list[Workload]] = {}
@@ -116,6 +122,13 @@ class Inventory:
         for svc in self.services:
             for w in self._targets[id(svc)]:
                 self._backing[id(w)] = (*self._backing.get(id(w), ()), svc)
+
+    def derived(self, derive: Callable[[Inventory], T]) -> T:
+        """``derive(self)``, computed once per inventory: an index the rules consult for
+        each Service or workload (the ServiceMonitors, the Services routes send to)."""
+        if derive not in self._derived:
+            self._derived[derive] = derive(self)
+        return cast(T, self._derived[derive])
 
     def namespace_of(self, ref: ObjectRef) -> str:
         """The namespace the object is (or will be) in: its own, else the run's."""
