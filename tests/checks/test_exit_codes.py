@@ -209,3 +209,54 @@ def test_clusterctl_variables_are_filled_in_not_invalid(tmp_path: Path) -> None:
     assert "SVD004" not in out
     assert "SVD205" in out
     assert "targetPort https" in out or "'https'" in out, out
+
+
+REMOVED_API = """\
+apiVersion: extensions/v1beta1
+kind: Deployment
+metadata: {name: client}
+spec:
+  replicas: 1
+  template:
+    metadata: {labels: {app: client}}
+    spec:
+      containers:
+        - {name: app, image: example/client:1, ports: [{containerPort: 8080}]}
+---
+apiVersion: apps/v1beta2
+kind: StatefulSet
+metadata: {name: store}
+spec:
+  serviceName: store
+  template:
+    metadata: {labels: {app: store}}
+    spec:
+      containers: [{name: db, image: example/store:1}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: client}
+spec:
+  selector: {app: client}
+  ports: [{port: 80, targetPort: 8080}]
+"""
+
+
+def test_a_removed_api_version_is_svd006_and_nothing_else_is_guessed(tmp_path: Path) -> None:
+    """apache/incubator-seata-k8s example/client (judge143): Deployments of
+    extensions/v1beta1, which Kubernetes stopped serving in 1.16. One SVD006 each, naming the
+    version to port to; no rollout, shutdown or probe finding of an object that cannot
+    exist; the Service that selects its pods is no SVD207; a finding, never exit 2."""
+    code, out = _lint(tmp_path, REMOVED_API, "--exit-zero")
+    assert code == 0, out
+    assert out.count("SVD006") == 2, out
+    assert "Deployment client is extensions/v1beta1" in out
+    assert "StatefulSet store is apps/v1beta2" in out
+    assert "stopped serving in 1.16" in out
+    assert "port it to apps/v1" in out
+    rules = {
+        line.split()[1]
+        for line in out.splitlines()
+        if line.strip().startswith(("error", "warning", "info"))
+    }
+    assert rules == {"SVD006"}, out

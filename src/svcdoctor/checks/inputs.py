@@ -174,6 +174,60 @@ INVALID_FIELD = input_rule(
     """,
 )
 
+REMOVED_API = input_rule(
+    "SVD006",
+    "removed-api-version",
+    Severity.ERROR,
+    """
+    A workload is written in an API version no supported Kubernetes serves.
+
+    ## What it does
+    Flags Deployments, DaemonSets, ReplicaSets and StatefulSets of `extensions/v1beta1`,
+    `apps/v1beta1` or `apps/v1beta2` (removed in Kubernetes 1.16) and CronJobs of
+    `batch/v1beta1` or `batch/v2alpha1` (removed in 1.25). `kubectl apply` refuses them
+    ("no matches for kind"), so their rollout, shutdown and probe risks are not checked:
+    the defaults they would get are those of the version you port them to (`extensions/v1beta1`
+    rolled a Deployment with `maxUnavailable: 1`, `apps/v1` with 25 %). Their pods' labels
+    still count for the Services that select them (no SVD207). Like every finding it exits by
+    `--fail-on` (never 2).
+
+    ## Why it matters
+    A manifest the cluster rejects deploys nothing; a rollout analysis of it would describe
+    an object that cannot exist.
+
+    ## Example
+    Bad:
+    ```yaml
+    apiVersion: extensions/v1beta1
+    kind: Deployment
+    metadata: {name: api}
+    spec:
+      template:
+        metadata: {labels: {app: api}}
+    ```
+    Good:
+    ```yaml
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: api}
+    spec:
+      selector: {matchLabels: {app: api}}   # required in apps/v1
+      template:
+        metadata: {labels: {app: api}}
+    ```
+
+    ## Fix
+    Change `apiVersion` to `apps/v1` (`batch/v1` for a CronJob), add `spec.selector` where
+    it is missing, and lint again. `kubectl convert` writes the old version's defaults out
+    (`maxUnavailable: 1`, `maxSurge: 1`; a DaemonSet's `OnDelete`): check them.
+
+    ## References
+    - https://kubernetes.io/docs/reference/using-api/deprecation-guide/#v1-16
+    - https://kubernetes.io/docs/reference/using-api/deprecation-guide/#v1-25
+    - https://kubernetes.io/blog/2019/07/18/api-deprecations-in-1-16/
+    """,
+)
+
 INVALID_SUPPRESSION = input_rule(
     "SVD005",
     "invalid-suppression",

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from svcdoctor.checks.inputs import REMOVED_API
 from svcdoctor.manifests.configs import (
     COREDNS_HEALTH,
     ConfigDrains,
@@ -26,6 +27,7 @@ from svcdoctor.model import (
     WORKLOAD_KINDS,
     Container,
     ContainerPort,
+    Finding,
     Inventory,
     Mount,
     ObjectRef,
@@ -60,7 +62,10 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
     grants: list[ReferenceGrant] = []
     for raw in loaded.objects:
         f = Fields(raw, problems)
-        if raw.kind in WORKLOAD_KINDS:
+        if gone := _removed_in(raw.kind, raw.body.get("apiVersion")):
+            problems.append(_removed(f, gone))
+            resources.append(resource(f))  # its pods' labels still tell who selects them
+        elif raw.kind in WORKLOAD_KINDS:
             read = _with_config_state(_workload(f), raw.body, loaded.local_stores)
             if loaded.claims and "persistentVolumeClaim" in read.template.volumes.values():
                 read = _with_shared_claims(read, raw.body, loaded.claims)
@@ -110,6 +115,40 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         images=match_images(loaded.builds, images) if loaded.builds.any else {},
         dialed=Dialing.of(loaded.dialed),
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
+    )
+
+
+# Workload API versions no supported Kubernetes serves, and the release that removed them
+# (https://kubernetes.io/docs/reference/using-api/deprecation-guide/)
+_REMOVED_APIS = {
+    **{
+        (version, kind): "1.16"
+        for version, kinds in (
+            ("extensions/v1beta1", ("Deployment", "DaemonSet", "ReplicaSet")),
+            ("apps/v1beta1", ("Deployment", "StatefulSet")),
+            ("apps/v1beta2", ("Deployment", "DaemonSet", "ReplicaSet", "StatefulSet")),
+        )
+        for kind in kinds
+    },
+    ("batch/v1beta1", "CronJob"): "1.25",
+    ("batch/v2alpha1", "CronJob"): "1.21",
+}
+_PORTED = {"CronJob": "batch/v1"}
+
+
+def _removed_in(kind: str, api_version: object) -> str | None:
+    """The Kubernetes release that stopped serving this workload's API version, if one did."""
+    return _REMOVED_APIS.get((str(api_version), kind))
+
+
+def _removed(f: Fields, release: str) -> Finding:
+    """SVD006 for a workload of a removed API version."""
+    version = text_of(f.raw.body.get("apiVersion"))
+    return REMOVED_API.finding(
+        f.raw.location,
+        f"{f.ref} is {version}, which Kubernetes stopped serving in {release}: `kubectl "
+        "apply` rejects it, so its rollout, shutdown and probes were not checked; port it "
+        f"to {_PORTED.get(f.raw.kind, 'apps/v1')} and lint again",
     )
 
 
@@ -290,17 +329,8 @@ def _strategy(
         return None, None, None
     path = f"spec.{key}.rollingUpdate"
     rolling = f.mapping(strategy, "rollingUpdate", path)
-    legacy = f.raw.body.get("apiVersion") == "extensions/v1beta1"
-    kind_of = f.text(strategy, "type", f"spec.{key}.type") or (
-        "OnDelete" if legacy and kind == "DaemonSet" else "RollingUpdate"
-    )
-    unavailable, surge = _bounds(f, rolling, f"{path}.")
-    if legacy and kind == "Deployment" and kind_of == "RollingUpdate":
-        # extensions/v1beta1 defaulted both to 1, not 25 %, and a DaemonSet to OnDelete
-        # (kubernetes pkg/apis/extensions/v1beta1/defaults.go, SetDefaults_Deployment and
-        # SetDefaults_DaemonSet, until the API was removed in 1.16)
-        return kind_of, 1 if unavailable is None else unavailable, 1 if surge is None else surge
-    return kind_of, unavailable, surge
+    kind_of = f.text(strategy, "type", f"spec.{key}.type") or "RollingUpdate"
+    return kind_of, *_bounds(f, rolling, f"{path}.")
 
 
 def _bounds(f: Fields, node: YMap | None, prefix: str) -> tuple[int | str | None, int | str | None]:
