@@ -197,16 +197,21 @@ spec:
         - name: mgr
           image: example.com/mgr:v1
           ports: [{name: http, containerPort: "${MY_PROVIDER_API_PORT:=8081}"}]
+          env: [{name: HOST, value: "${CONTROL_PLANE_ENDPOINT_HOST:=""}"}]
 """
 
 
 def test_clusterctl_variables_are_filled_in_not_invalid(tmp_path: Path) -> None:
     """Cluster API providers' components (siderolabs/sidero; judge118): clusterctl fills in
     `${VAR:=default}` before anything is applied. No SVD004 (which exits 2); a variable with
-    a default is read as the default: the Service's target `https` is no port of the pod."""
+    a default is read as the default: the Service's target `https` is no port of the pod.
+    A quoted default that opens a quoted scalar (`"${HOST:=""}"`, which clusterctl fills
+    before YAML sees it: rancher-sandbox/cluster-api-provider-elemental; judge144) is no
+    SVD001."""
     code, out = _lint(tmp_path, CLUSTERCTL, "--exit-zero")
     assert code == 0, out
     assert "SVD004" not in out
+    assert "SVD001" not in out
     assert "SVD205" in out
     assert "targetPort https" in out or "'https'" in out, out
 

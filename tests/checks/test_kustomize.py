@@ -740,3 +740,31 @@ def test_a_development_overlay_that_is_the_only_build_patches_its_objects(
     )
     (workload,) = build_inventory(load([str(tmp_path)])).workloads
     assert workload.replicas == 3
+
+
+def test_a_webhook_naming_the_prefixed_service_calls_the_base_one(tmp_path: Path) -> None:
+    """labring/sealos' account controller (judge145): config/default sets `namePrefix:
+    account-`, and its Ignore webhook names `account-webhook-service`, the Service's name
+    once built. It is that Service's only caller: no request fails (no SVD101, SVD204)."""
+    ignored = (
+        "apiVersion: admissionregistration.k8s.io/v1\n"
+        "kind: ValidatingWebhookConfiguration\n"
+        "metadata: {name: validating}\n"
+        "webhooks:\n"
+        "- name: v.example.org\n"
+        "  failurePolicy: Ignore\n"
+        "  clientConfig: {service: {name: acct-webhook-service, namespace: system}}\n"
+    )
+    files = {
+        "manager/manager.yaml": MANAGER,
+        "webhook/service.yaml": WEBHOOK,
+        "webhook/manifests.yaml": ignored,
+        "default/visibility.yaml": METRICS,
+        "default/kustomization.yaml": DEFAULT + "namePrefix: acct-\n",
+    }
+    _write(tmp_path, files)
+    found = _rules([str(tmp_path)])
+    assert ("SVD204", "webhook-service") not in found
+    # without the prefix, the webhook calls a Service no file declares
+    (tmp_path / "default/kustomization.yaml").write_text(DEFAULT)
+    assert ("SVD204", "webhook-service") in _rules([str(tmp_path)])

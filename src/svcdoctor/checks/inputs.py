@@ -184,11 +184,11 @@ REMOVED_API = input_rule(
     ## What it does
     Flags Deployments, DaemonSets, ReplicaSets and StatefulSets of `extensions/v1beta1`,
     `apps/v1beta1` or `apps/v1beta2` (removed in Kubernetes 1.16) and CronJobs of
-    `batch/v1beta1` or `batch/v2alpha1` (removed in 1.25). `kubectl apply` refuses them
-    ("no matches for kind"), so their rollout, shutdown and probe risks are not checked:
-    the defaults they would get are those of the version you port them to (`extensions/v1beta1`
-    rolled a Deployment with `maxUnavailable: 1`, `apps/v1` with 25 %). Their pods' labels
-    still count for the Services that select them (no SVD207). Like every finding it exits by
+    `batch/v1beta1` (removed in 1.25) or `batch/v2alpha1` (1.21). `kubectl apply` refuses them
+    ("no matches for kind"), so their rollout, shutdown and probe risks are not checked: the
+    defaults they would get are those of the version you port them to (`extensions/v1beta1`
+    rolled a Deployment with `maxUnavailable: 1`, `apps/v1` with 25 %). Their pods' labels still
+    count for the Services that select them (no SVD207). Like every finding it exits by
     `--fail-on` (never 2).
 
     ## Why it matters

@@ -23,8 +23,9 @@ patches is none either. Objects of a file its folder's kustomization leaves out 
 commented-out option) are not installed: they are left out, and so are the objects only a
 kustomization builds that another lists in a comment (kubebuilder's ``#- ../webhook`` in
 config/default) and nothing else includes. A Component's namespace and labels reach what
-each kustomization including it builds. Nothing else of the kustomization (name prefixes,
-generators) is applied.
+each kustomization including it builds. A webhook that names a Service with its build's
+``namePrefix``/``nameSuffix`` calls the Service of the base name. Nothing else of the
+kustomization (other name references, generators) is applied.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class KustomizeLabels:
     components: tuple[str, ...] = ()  # the Components it includes (their directories)
     # what it lists only in a comment (`#- ../webhook`: kubebuilder's optional parts)
     disabled: tuple[str, ...] = ()
+    affixes: tuple[str, str] = ("", "")  # namePrefix, nameSuffix
 
 
 def is_kustomization(name: str) -> bool:
@@ -107,7 +109,8 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
         if isinstance(item, str) and "://" not in item and not item.startswith("github.com/")
     ]
     scope = tuple(posixpath.normpath(posixpath.join(home, item)) for item in listed)
-    if not (scope or metadata or selectors or templates or namespace or patches):
+    affixes = (_text(body.get("namePrefix")), _text(body.get("nameSuffix")))
+    if not (scope or metadata or selectors or templates or namespace or patches or any(affixes)):
         return None
     components = tuple(
         posixpath.normpath(posixpath.join(home, item))
@@ -119,7 +122,16 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
         for m in _COMMENTED_ENTRY.finditer(text)
     )
     return KustomizeLabels(
-        scope, namespace, home, patches, metadata, selectors, templates, components, disabled
+        scope,
+        namespace,
+        home,
+        patches,
+        metadata,
+        selectors,
+        templates,
+        components,
+        disabled,
+        affixes,
     )
 
 
@@ -138,6 +150,10 @@ def _patch_files(body: dict[object, object]) -> list[str]:
         if isinstance(entry, dict) and isinstance(path := entry.get("path"), str):
             files.append(path)
     return [f for f in files if f.endswith((".yaml", ".yml")) and "\n" not in f]
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _list(value: object) -> list[object]:
@@ -339,15 +355,28 @@ def _webhooks_moved(built: Build, o: T, found: list[int]) -> T:
     """A webhook configuration with its Services' namespaces set to the one its
     kustomizations set: kustomize's namespace transformer writes
     `webhooks/clientConfig/service/namespace` where present (its built-in field specs,
-    api/konfig/builtinpluginconsts in kubernetes-sigs/kustomize)."""
+    api/konfig/builtinpluginconsts in kubernetes-sigs/kustomize); and a Service named as
+    its build's ``namePrefix``/``nameSuffix`` make it named as written in the base (Services
+    keep their base names here; kustomize renames both, labring/sealos' account controller)."""
     if not isinstance(o, Resource) or not o.webhooks or not found:
         return o
-    if not (set_to := _set_by(built.kustomizations, found)):
+    set_to = _set_by(built.kustomizations, found)
+    affixes = {built.kustomizations[i].affixes for i in found} - {("", "")}
+    if not set_to and not affixes:
         return o
     moved = tuple(
-        (set_to if ns else ns, name, policy, port) for ns, name, policy, port in o.webhooks
+        (set_to if ns and set_to else ns, _base_name(name, affixes), policy, port)
+        for ns, name, policy, port in o.webhooks
     )
     return replace(o, webhooks=moved)
+
+
+def _base_name(name: str, affixes: set[tuple[str, str]]) -> str:
+    """The name without the prefix and suffix a kustomization adds, when it has them."""
+    for prefix, suffix in affixes:
+        if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix + suffix):
+            return name[len(prefix) : len(name) - len(suffix)]
+    return name
 
 
 def _built(o: T, found: list[KustomizeLabels]) -> T:

@@ -397,10 +397,18 @@ def _starts_with_percent(text: str) -> bool:
     return False
 
 
+# clusterctl's (drone/envsubst) variable with a quoted default that opens a quoted scalar
+# (`value: "${HOST:=""}"`: rancher-sandbox/cluster-api-provider-elemental's templates) is
+# filled before the YAML is parsed; its quotes are read as spaces, the same length
+_QUOTED_DEFAULT = re.compile(r"(?<=[\"'])\$\{[A-Za-z_][A-Za-z0-9_]*:?[=-][^}\n]*[\"'][^}\n]*\}")
+
+
 def _load_text(name: str, text: str, result: LoadResult) -> None:
     display = "stdin" if name == STDIN else name
     if "%" in text and _starts_with_percent(text):
         text = _PERCENT_TOKEN.sub(lambda m: f"_{m.group(1)}_", text)
+    if "${" in text:
+        text = _QUOTED_DEFAULT.sub(lambda m: re.sub("[\"']", " ", m.group()), text)
     objects: list[RawObject] = []
     counts = (result.documents, result.skipped)
     templated = "{{" in text
