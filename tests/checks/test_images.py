@@ -65,6 +65,20 @@ def test_final_stage_entrypoint_cmd_and_shell(tmp_path: Path) -> None:
     assert facts.file("bin/run.sh") is not None
 
 
+def test_a_file_copied_to_the_root_without_a_workdir_is_found(tmp_path: Path) -> None:
+    """dzolotov/demo-servicemesh services/cart (judge146): no WORKDIR, `COPY app.py .` and
+    `CMD ["python", "app.py"]`: the app is /app.py (not POSIX's //app.py), and read."""
+    (tmp_path / "Dockerfile").write_text(
+        'FROM python:3.11-slim\nRUN pip install flask\nCOPY app.py .\nCMD ["python", "app.py"]\n'
+    )
+    (tmp_path / "app.py").write_text("app.run(host='0.0.0.0')\n")
+    facts = read_dockerfile(tmp_path / "Dockerfile")
+    assert facts is not None
+    found = facts.file("app.py")
+    assert found is not None
+    assert "app.run" in found.text
+
+
 def test_the_final_stage_reads_the_app_its_builder_stage_copied_in(tmp_path: Path) -> None:
     """arconsis/aws-microservices-terraform-warmup: the runtime stage takes the app with
     `COPY --from=builder`; its `node index.js` is found in the context (judge124)."""

@@ -5,6 +5,7 @@ such clients go (SVD101, SVD201, SVD301 leave them alone)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from svcdoctor.checks._carrying import carries_requests, routed
@@ -87,16 +88,24 @@ _RING_STORE = re.compile(r"(^|/)(cassandra|scylla|scylladb/scylla)(:|@|$)")
 # (the drivers' Server Discovery and Monitoring specification:
 # https://github.com/mongodb/specifications/blob/master/source/server-discovery-and-monitoring/server-discovery-and-monitoring.md)
 _MONGO = re.compile(r"(^|/)(mongo|mongodb/mongodb-(community|enterprise)-server)(:|@|$)")
+# ...and a Redis Cluster's nodes (`redis-server --cluster-enabled yes`): its clients take the
+# slot map from any node (CLUSTER SHARDS) and send each key to the node that owns its slot,
+# at the address that node announces; the Service, headless or not, only seeds them
+# (https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#client-and-server-roles-in-the-redis-cluster-protocol)
+_CLUSTER_ENABLED = ("--cluster-enabled", "yes")
 
 
 def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
     """Whether the container's clients find its pods themselves, not through the Service's
     endpoint removal: a registry's (``registry_found``), every pod's where its Services
-    publish not-ready addresses, or a ring store's or a MongoDB replica set's members
-    behind headless Services only."""
+    publish not-ready addresses, a Redis Cluster's nodes, or a ring store's or a MongoDB
+    replica set's members behind headless Services only."""
     services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
     image, argv = c.image.split("@", 1)[0], " ".join(argv_of(c)).split()
     replica_set = _MONGO.search(image) and any(a.split("=")[0] == "--replSet" for a in argv)
     members = bool(_RING_STORE.search(image) or replica_set) and bool(services)
     headless = members and all(s.headless for s in services)
-    return headless or registry_found(inventory, w, c) or not_ready_published(inventory, w)
+    cluster = _CLUSTER_ENABLED in itertools.pairwise(argv)
+    return (
+        headless or cluster or registry_found(inventory, w, c) or not_ready_published(inventory, w)
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -42,11 +43,24 @@ from svcdoctor.model.remedy import (
     planned_hook,
 )
 
+# A preStop command that starts the app's own drain: NATS' lame duck mode keeps the server's
+# clients while it moves them to the other servers, then exits; the NATS chart's preStop
+# (https://docs.nats.io/running-a-nats-service/nats_admin/lame_duck_mode)
+_DRAIN_HOOK = re.compile(r"(^|/)nats-server\s.*(-sl|--signal)[= ]ldm\b")
+
 
 def _delays(c: Container) -> bool:
-    """Whether the container's preStop hook waits (a sleep, or an httpGet the app answers)."""
+    """Whether the container's preStop hook waits (a sleep, an httpGet the app answers, or a
+    command that starts the app's own drain: ``_DRAIN_HOOK``)."""
     hook = c.prestop
-    return bool(hook and (hook.handler in ("sleep", "httpGet") or hook.sleep_seconds))
+    return bool(
+        hook
+        and (
+            hook.handler in ("sleep", "httpGet")
+            or hook.sleep_seconds
+            or _DRAIN_HOOK.search(" ".join(hook.command))
+        )
+    )
 
 
 def race_plan(
@@ -83,19 +97,21 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     ## What it does
     Flags containers behind a Service that have no preStop delay: no `lifecycle.preStop.sleep`,
     no `exec` hook that sleeps (`sleep $DRAIN_SECONDS` counts the value the container's `env`
-    gives the variable), and no `httpGet` hook. Apps listed under `drains` in the configuration
-    (they keep serving for a while after SIGTERM by themselves) are not flagged, unless the
-    configuration gives their seconds (`drains = {"deployment/payments-*" = 3}`) and those are
-    shorter than `--propagation-seconds`: then the sleep asked for is the difference. Apps the
-    configuration does not name are looked up in svcdoctor's list of well-known apps that drain
-    by themselves, read from their code (Knative webhooks, activator and Eventing servers 45 s,
-    skipper 45 s, Istio's proxy 5 s, the KEDA HTTP add-on's interceptor 5 s, podinfo 3 s from
-    2.0.0, Argo's rollouts-demo 10 s, kube-ops-view 10 s, kubenurse 5 s, ingress-nginx with
-    `--shutdown-grace-period`, Agones' extensions and allocator with
-    `READINESS_SHUTDOWN_DURATION`, and any server whose probes send knative.dev/pkg's
-    `K-Kubelet-Probe` header, built on that library's Drainer, 45 s; see the configuration
-    docs), and the drain a mounted configuration in the same files sets (CoreDNS's `health {
-    lameduck 5s }` in the Corefile ConfigMap its container mounts:
+    gives the variable), no `httpGet` hook, and no hook that starts the app's own drain (NATS'
+    lame duck mode: `nats-server --signal ldm=PIDFILE`, as the NATS chart's preStop runs it:
+    https://docs.nats.io/running-a-nats-service/nats_admin/lame_duck_mode). Apps listed under
+    `drains` in the configuration (they keep serving for a while after SIGTERM by themselves)
+    are not flagged, unless the configuration gives their seconds (`drains =
+    {"deployment/payments-*" = 3}`) and those are shorter than `--propagation-seconds`: then the
+    sleep asked for is the difference. Apps the configuration does not name are looked up in
+    svcdoctor's list of well-known apps that drain by themselves, read from their code (Knative
+    webhooks, activator and Eventing servers 45 s, skipper 45 s, Istio's proxy 5 s, the KEDA
+    HTTP add-on's interceptor 5 s, podinfo 3 s from 2.0.0, Argo's rollouts-demo 10 s,
+    kube-ops-view 10 s, kubenurse 5 s, ingress-nginx with `--shutdown-grace-period`, Agones'
+    extensions and allocator with `READINESS_SHUTDOWN_DURATION`, and any server whose probes
+    send knative.dev/pkg's `K-Kubelet-Probe` header, built on that library's Drainer, 45 s; see
+    the configuration docs), and the drain a mounted configuration in the same files sets
+    (CoreDNS's `health { lameduck 5s }` in the Corefile ConfigMap its container mounts:
     https://coredns.io/plugins/health/). Whether any other app keeps serving after SIGTERM
     cannot be seen in a manifest: the message says so rather than asserting that it stops.
     Behind headless Services only, no node routes: the message says the clients that resolved
@@ -127,31 +143,32 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     short for the longest request, the message and the fix say so (SVD102 then stays quiet). Nor
     are Cassandra and ScyllaDB members and MongoDB replica set members (`--replSet`) behind
     headless Services only (their drivers find the members and follow them, the Service only
-    seeds them), nor apps found through a service registry (as for SVD201), nor pods whose
-    Services publish not-ready addresses (as for SVD201), nor a StatefulSet's pods that the
-    inputs dial by their own names (`etcd-0.etcd:2379` in a ConfigMap or an argument) while no
-    address names its Services: each client picks its pod; nor a kubebuilder manager's webhook
-    port (9443, or named for webhooks) when it runs with `ENABLE_WEBHOOKS=false`: its scaffold
-    then sets up no webhook, so no server listens. Nor are containers whose image's Dockerfile,
-    in the same repository, starts a PID 1 that ignores SIGTERM (SVD117: they do not stop at
-    SIGTERM). A PID 1 the manifest starts (SVD116: `node app.js`) is flagged as an `info`:
-    whether the app installs a handler is not in the manifest, and an app that does stops at
-    SIGTERM. The only pod of a workload whose rollout removes it before a replacement is ready
-    (one replica with `strategy: Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet)
-    is an `info`: no endpoint takes over while it stops, so today a delay only moves the outage
-    SVD106 reports; once SVD106's fix lets a replacement take over, the delay is due (fixed
-    together, they leave no race); it is not flagged where stopping first is deliberate (a data
-    store, pods that keep local state, or an app k8s-await-election starts once elected, which
-    SVD106 leaves alone too), nor where such a single pod rolls with a surge: a surge pod of a
-    data store or of a server keeping data of its own (not a controller's role, which the surge
-    pod takes over) cannot hold the same volume at once (a PostgreSQL Deployment on a
-    ReadWriteOnce claim) or starts empty (a MongoDB without a volume, an in-memory Jaeger): no
-    replacement that holds the data takes over, and persisting the data is the owner's fix, not
-    a delay. The same for the only pod of a kind that never rolls (a ReplicaSet,
-    ReplicationController or bare Pod: SVD204). Only where no other workload's pods serve behind
-    the same Service: with them, the race is there today (a warning). A container whose `sh -c`
-    keeps SIGTERM from the app (SVD105) is an `info` too: it serves until SIGKILLed, until
-    SVD105's fix execs it.
+    seeds them), nor Redis Cluster nodes (`--cluster-enabled yes`) behind any Service (clients
+    send each key to the node that owns its slot, at its announced address), nor apps found
+    through a service registry (as for SVD201), nor pods whose Services publish not-ready
+    addresses (as for SVD201), nor a StatefulSet's pods that the inputs dial by their own names
+    (`etcd-0.etcd:2379` in a ConfigMap or an argument) while no address names its Services: each
+    client picks its pod; nor a kubebuilder manager's webhook port (9443, or named for webhooks)
+    when it runs with `ENABLE_WEBHOOKS=false`: its scaffold then sets up no webhook, so no
+    server listens. Nor are containers whose image's Dockerfile, in the same repository, starts
+    a PID 1 that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the manifest
+    starts (SVD116: `node app.js`) is flagged as an `info`: whether the app installs a handler
+    is not in the manifest, and an app that does stops at SIGTERM. The only pod of a workload
+    whose rollout removes it before a replacement is ready (one replica with `strategy:
+    Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint
+    takes over while it stops, so today a delay only moves the outage SVD106 reports; once
+    SVD106's fix lets a replacement take over, the delay is due (fixed together, they leave no
+    race); it is not flagged where stopping first is deliberate (a data store, pods that keep
+    local state, or an app k8s-await-election starts once elected, which SVD106 leaves alone
+    too), nor where such a single pod rolls with a surge: a surge pod of a data store or of a
+    server keeping data of its own (not a controller's role, which the surge pod takes over)
+    cannot hold the same volume at once (a PostgreSQL Deployment on a ReadWriteOnce claim) or
+    starts empty (a MongoDB without a volume, an in-memory Jaeger): no replacement that holds
+    the data takes over, and persisting the data is the owner's fix, not a delay. The same for
+    the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare Pod:
+    SVD204). Only where no other workload's pods serve behind the same Service: with them, the
+    race is there today (a warning). A container whose `sh -c` keeps SIGTERM from the app
+    (SVD105) is an `info` too: it serves until SIGKILLed, until SVD105's fix execs it.
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the

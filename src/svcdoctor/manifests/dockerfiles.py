@@ -377,7 +377,9 @@ def _carried(earlier: list[_Copy], sources: tuple[str, ...], dest: str) -> list[
 
 
 def _absolute(path: str, workdir: str) -> str:
-    return os.path.normpath(path if path.startswith("/") else f"{workdir}/{path}")
+    """The image path ``path`` names from ``workdir`` (``/app.py``, never POSIX's ``//app.py``
+    that ``normpath`` keeps: ``COPY app.py .`` with no ``WORKDIR``)."""
+    return "/" + os.path.normpath(os.path.join(workdir, path)).lstrip("/")
 
 
 def _context_path(image_path: str, copies: list[_Copy], context: Path) -> Path | None:
