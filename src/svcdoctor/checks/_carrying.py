@@ -266,7 +266,8 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
 # unless told otherwise, so its webhook configuration is in no manifest: the VPA admission
 # controller (`--register-webhook` true and `--webhook-failure-policy-fail` false by
 # default: vertical-pod-autoscaler/pkg/admission-controller/config.go and docs/flags.md in
-# kubernetes/autoscaler); Kubeflow Pipelines' cache server, whose cache-deployer applies
+# kubernetes/autoscaler); Kubeflow Pipelines' cache server (`kfp-cache-server`, before it
+# `gcr.io/ml-pipeline/cache-server`, as kfp-tekton still runs it), whose cache-deployer applies
 # backend/src/cache/deployer/cache-webhook-config.v1.yaml.template (kubeflow/pipelines);
 # YuniKorn's admission controller (failurePolicy Ignore in pkg/admission/webhook_manager.go
 # of apache/yunikorn-k8shim); numaflow's and Argo Events' images run as `webhook-service`
@@ -276,7 +277,8 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
 # and provisioning/webhook.go of openshift/cluster-baremetal-operator; the release payload
 # names its images by tag: registry.ci.openshift.org/openshift:cluster-baremetal-operator).
 _SELF_REGISTERED = re.compile(
-    r"(^|/)(vpa-admission-controller|kfp-cache-server|(origin-)?cluster-(autoscaler|baremetal)-operator)"
+    r"(^|/)(vpa-admission-controller|kfp-cache-server|ml-pipeline/cache-server"
+    r"|(origin-)?cluster-(autoscaler|baremetal)-operator)"
     r"(:|@|$)|(^|/)apache/yunikorn:admission|(^|/)openshift:cluster-(autoscaler|baremetal)-operator$"
 )
 _WEBHOOK_SERVICE = re.compile(r"(^|/)(numaproj/numaflow|argoproj/argo-events)(:|@|$)")

@@ -50,12 +50,22 @@ _EUREKA_URL = re.compile(r"^EUREKA_CLIENT_SERVICE_?URL_\w+$")
 _URL_HOST = re.compile(r"^\w+://([^/:@,\s]+)")
 
 
-def registry_served(inventory: Inventory, service: Service) -> bool:
-    """Whether the Service is the Eureka server its clients name (the host of an
-    ``EUREKA_CLIENT_SERVICEURL_*`` URL): its registry lives in the one process, filled by
-    the clients' registrations; replicas share it only as peers that each list the others
-    (https://docs.spring.io/spring-cloud-netflix/reference/spring-cloud-netflix.html#spring-cloud-eureka-server-peer-awareness)."""
-    return service.ref.name in inventory.derived(_eureka_hosts)
+def registry_served(inventory: Inventory, service: Service) -> str | None:
+    """Why the Service is a Eureka server, if it is: the one its clients name (the host of an
+    ``EUREKA_CLIENT_SERVICEURL_*`` URL), or one on Eureka's port 8761 (the port Spring Cloud's
+    docs give a standalone server, and its clients' default URL): its registry lives in the
+    one process, filled by the clients' registrations; replicas share it only as peers that
+    each list the others
+    (https://docs.spring.io/spring-cloud-netflix/reference/spring-cloud-netflix.html#spring-cloud-eureka-server-peer-awareness;
+    a standalone server in distributed-systems-energy-efficiency, judge146)."""
+    if service.ref.name in inventory.derived(_eureka_hosts):
+        return "the Eureka server its clients name keeps their registrations in memory"
+    if any(_EUREKA_PORT in (p.port, p.target) for p in service.ports):
+        return "a Eureka server, on its port 8761, keeps its clients' registrations in memory"
+    return None
+
+
+_EUREKA_PORT = 8761
 
 
 def _eureka_hosts(inventory: Inventory) -> frozenset[str]:

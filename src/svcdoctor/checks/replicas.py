@@ -72,7 +72,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     storage, zot, Grafana on its default SQLite database, Loki on its image's local-config.yaml,
     Tempo run whole on a volume of its own, Nacos in standalone mode, a path its own flags call
     storage (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, the Eureka server
-    its clients' `EUREKA_CLIENT_SERVICEURL_*` names, Apicurio Registry on its default in-memory
+    its clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, Seata's server
+    in file store mode (its default, `STORE_MODE`), Apicurio Registry on its default in-memory
     storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator,
     the MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose
     server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in
@@ -198,8 +199,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     containers = serving_containers(inventory, w)
     holders = behind_proxies(w, containers)
     state = next((why for c in holders if (why := local_state(w, c, alike=True))), None)
-    if state is None and registry_served(inventory, svc):
-        state = "the Eureka server its clients name keeps their registrations in memory"
+    if state is None:
+        state = registry_served(inventory, svc)
     if state is not None:
         kept = "keeps local state"
         advice = (

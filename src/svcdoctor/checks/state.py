@@ -536,15 +536,25 @@ _LOKI_LOCAL = "/etc/loki/local-config.yaml"
 # and config center: its registered instances in memory, its config in embedded Derby unless
 # SPRING_DATASOURCE_PLATFORM is mysql (https://github.com/nacos-group/nacos-docker#common-property-configuration)
 _NACOS = re.compile(r"(^|/)nacos/nacos-server(:|@|$)")
+# Seata's server keeps its global transaction sessions in files under its own sessionStore
+# in `file` store mode, the image's default (STORE_MODE: db, redis and raft share or
+# replicate them: https://seata.apache.org/docs/ops/deploy-by-docker/)
+_SEATA = re.compile(r"(^|/)(seataio|apache)/seata-server(:|@|$)")
 
 
-def _stock_local(image: str, argv: list[str], env: Mapping[str, str]) -> str | None:
+def _stock_local(
+    image: str, argv: list[str], env: Mapping[str, str], configured: bool
+) -> str | None:
     """Why a server on its image's own single-instance configuration keeps local state
-    (``_LOKI``, ``_NACOS``), or ``None``."""
+    (``_LOKI``, ``_NACOS``, ``_SEATA``: not when a mounted config may set another store:
+    ``configured``), or ``None``."""
     if _LOKI.search(image) and flag_value(argv, "config.file") in (None, _LOKI_LOCAL):
         return "Loki on its image's local-config.yaml keeps chunks and index on its own disk"
     if _NACOS.search(image) and env.get("MODE") == "standalone":
         return "Nacos in standalone mode keeps its registry and config in itself"
+    mode = env.get("STORE_MODE") or env.get("SEATA_STORE_MODE")
+    if _SEATA.search(image) and (mode == "file" or (mode is None and not configured)):
+        return "Seata's server in file store mode keeps its global transactions on its own disk"
     return None
 
 
@@ -637,7 +647,8 @@ def local_state(
     if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
         return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
     env = dict(container.env)
-    if stock := _stock_local(image, argv, env):
+    configured = "configMap" in workload.template.volumes.values() or container.env_from
+    if stock := _stock_local(image, argv, env, configured):
         return stock
     if whole := _whole_tempo(image, argv, workload.template.volumes, container.mounts):
         return whole
