@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import PurePath
@@ -46,20 +47,22 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     ## What it does
     Flags Services whose backing workloads add up to one replica (an unset `replicas` counts as
     the API default of 1; a HorizontalPodAutoscaler in the inputs supplies its `minReplicas`, a
-    KEDA ScaledObject its `minReplicaCount`, and the fix then raises that). Variants of one
-    workload (the same name) in different folders are alternatives, not applied together: their
-    pods do not add up, and the variant with the fewest pods counts (a one-replica Deployment
-    beside a DaemonSet variant is flagged). A Service whose own file holds workloads, none of
-    which it selects, is not backed by a workload of another file that a Service of that file
-    selects (a folder of complete examples). Not flagged: headless Services (`clusterIP: None`:
-    clients use the set of pods, e.g. gossip or memberlist peers), Services whose ports are all
-    metrics, profiling or probe ports (scraped per pod), unless an Ingress, a Gateway API route
-    or a TargetGroupBinding sends requests to them, Services whose only clients are admission
-    webhooks with `failurePolicy: Ignore` (unreachable, the webhook is skipped and the request
-    admitted: no request fails; with `Fail`, the default, it is flagged), data stores and
-    brokers (by image: PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ, IBM MQ…),
-    workloads whose containers serve nothing, and Services none of whose ports reaches a
-    listener of the pods (SVD205: every request fails, whatever the replicas).
+    KEDA ScaledObject its `minReplicaCount`, and the fix then raises that; another project's
+    autoscaler of the workload's name, such as llm-d's `VariantAutoscaling`, owns a count the
+    files do not show: not flagged). Variants of one workload (the same name) in different
+    folders are alternatives, not applied together: their pods do not add up, and the variant
+    with the fewest pods counts (a one-replica Deployment beside a DaemonSet variant is
+    flagged). A Service whose own file holds workloads, none of which it selects, is not backed
+    by a workload of another file that a Service of that file selects (a folder of complete
+    examples). Not flagged: headless Services (`clusterIP: None`: clients use the set of pods,
+    e.g. gossip or memberlist peers), Services whose ports are all metrics, profiling or probe
+    ports (scraped per pod), unless an Ingress, a Gateway API route or a TargetGroupBinding
+    sends requests to them, Services whose only clients are admission webhooks with
+    `failurePolicy: Ignore` (unreachable, the webhook is skipped and the request admitted: no
+    request fails; with `Fail`, the default, it is flagged), data stores and brokers (by image:
+    PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ, IBM MQ…), workloads whose
+    containers serve nothing, and Services none of whose ports reaches a listener of the pods
+    (SVD205: every request fails, whatever the replicas).
 
     An availability note (info, no replicas fix) instead of the warning when a second replica
     would not be a second backend: a workload its author pins to one replica in a comment beside
@@ -154,7 +157,13 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
         # alternatives (one component's variants in other folders) do not add up: the
         # fewest pods any of them runs is what the Service may get
         chosen = fewest_pods(
-            inventory, workloads, lambda w: _replicas(w, _autoscaler_of(inventory, w))
+            inventory,
+            workloads,
+            lambda w: (
+                None
+                if _custom_autoscaled(inventory, w)
+                else _replicas(w, _autoscaler_of(inventory, w))
+            ),
         )
         if any(c is None for _, c in chosen) or sum(c or 0 for _, c in chosen) != 1:
             continue
@@ -333,6 +342,27 @@ def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | Non
         if file_distance(home, PurePath(workload.location.file)) == nearest:
             return hpa
     return None
+
+
+# Another project's autoscaler resource named after its workload owns the replica count as an
+# HPA does, with a minimum the files do not show (llm-d's VariantAutoscaling drives an HPA
+# that may scale to zero: workload-variant-autoscaler, judge148); a VerticalPodAutoscaler
+# sets resources, not replicas
+_CUSTOM_AUTOSCALER = re.compile(r"Autoscal(er|ing)$")
+_NOT_REPLICAS = frozenset({"VerticalPodAutoscaler"})
+
+
+def _custom_autoscaled(inventory: Inventory, workload: Workload) -> bool:
+    """Whether a custom autoscaler (``_CUSTOM_AUTOSCALER``) of the workload's name sits
+    beside it: its replica count is that autoscaler's."""
+    return any(
+        _CUSTOM_AUTOSCALER.search(r.ref.kind)
+        and r.ref.kind not in _NOT_REPLICAS
+        and r.ref.name == workload.ref.name
+        and inventory.same_namespace(r.ref, workload.ref)
+        and related(r.location.file, workload.location.file)
+        for r in inventory.resources
+    )
 
 
 def _replicas(workload: Workload, hpa: Autoscaler | None) -> int | None:
