@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from svcdoctor.checks._backends import service_names
 from svcdoctor.checks._carrying import racing
 from svcdoctor.checks._shutdown import run_paths, seconds, shutdown_facts
-from svcdoctor.checks.race import race_plan
+from svcdoctor.checks.race import no_delay_helps, race_plan
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
@@ -61,8 +61,13 @@ _NATIVE = {
 
 
 def _by_workload(inventory: Inventory) -> dict[int, tuple[Workload, list[Container]]]:
+    """The serving containers of each workload that may outlive the proxy: not one without
+    a preStop that no delay would help (SVD101 adds none: a lone Redis stops at SIGTERM;
+    demo-servicemesh, judge146)."""
     out: dict[int, tuple[Workload, list[Container]]] = {}
     for w, c in racing(inventory):
+        if c.prestop is None and no_delay_helps(inventory, w, c):
+            continue
         out.setdefault(id(w), (w, []))[1].append(c)
     return out
 
@@ -131,8 +136,10 @@ def sidecar_stops_before_app(inventory: Inventory, settings: Settings) -> Iterat
     must cover the preStop and the app's drain; Linkerd's
     `config.alpha.linkerd.io/proxy-wait-before-exit-seconds` (default 0). Pods that ask
     for a native sidecar (`sidecar.istio.io/nativeSidecar: "true"`,
-    `config.linkerd.io/proxy-enable-native-sidecar: "true"`) are not flagged; a setting
-    that cannot be read is SVD114's.
+    `config.linkerd.io/proxy-enable-native-sidecar: "true"`) are not flagged, nor a
+    container without a preStop that SVD101 asks none of (a lone Redis: no delay would
+    help, so it stops at SIGTERM while the proxy still drains); a setting that cannot be
+    read is SVD114's.
 
     ## Why it matters
     A regular sidecar gets SIGTERM at the same moment as the app, while the app's preStop

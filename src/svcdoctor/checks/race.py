@@ -63,6 +63,19 @@ def _delays(c: Container) -> bool:
     )
 
 
+def no_delay_helps(inventory: Inventory, w: Workload, c: Container) -> bool:
+    """Whether a preStop delay would lose no fewer requests: the Services reach no listener
+    of the container, its clients find its pods themselves (``found_by_clients``), or no
+    endpoint that holds its data ever takes over (the stateful lone pod goes first, or its
+    surge pod cannot hold the same volume at once, or starts empty)."""
+    return (
+        unserved(inventory, w, c)
+        or found_by_clients(inventory, w, c)
+        or (lone_pod(inventory, w) and stops_first_on_purpose(w))
+        or lone_keeper(inventory, w)
+    )
+
+
 def race_plan(
     w: Workload,
     c: Container,
@@ -213,15 +226,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """
     for w, c in racing(inventory):
         hook = c.prestop
-        if _delays(c) or unserved(inventory, w, c) or image_pid1(inventory, w, c):
+        if _delays(c) or image_pid1(inventory, w, c) or no_delay_helps(inventory, w, c):
             continue  # SVD117: its PID 1 ignores SIGTERM, it does not stop at it
-        if found_by_clients(inventory, w, c):
-            continue  # its clients follow a registry or all pods, not the Service's removal
         alone = lone_pod(inventory, w)
-        if (alone and stops_first_on_purpose(w)) or lone_keeper(inventory, w):
-            # no endpoint that holds its data ever takes over: the stateful pod goes first,
-            # or its surge pod cannot hold the same volume at once, or starts empty
-            continue
         shell = image_shell(inventory, c)[0]
         plan = race_plan(w, c, settings, shell=shell)
         if "SVD101" not in plan.rules:
