@@ -106,3 +106,53 @@ def test_clients_of_one_pod_by_name_send_nothing_through_its_headless_service(
     )
     result = lint_paths([str(tmp_path)], Settings())
     assert [f.rule for f in result.findings if f.object and f.object.name == "db"] == []
+
+
+MESHED = """
+apiVersion: v1
+kind: Service
+metadata: {name: cart}
+spec:
+  selector: {app: cart}
+  ports: [{name: grpc, port: 7070}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: cart}
+spec:
+  replicas: 2
+  template:
+    metadata:
+      labels: {app: cart}
+      annotations: {proxy.istio.io/config: '{"holdApplicationUntilProxyStarts": true}'}
+    spec:
+      containers: [{name: server, image: example/cart:1, ports: [{containerPort: 7070}]}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: frontend}
+spec:
+  replicas: 2
+  template:
+    metadata:
+      labels: {app: frontend}
+      annotations: {proxy.istio.io/config: '{"holdApplicationUntilProxyStarts": true}'}
+    spec:
+      containers: [{name: web, image: example/frontend:1}]
+"""
+
+
+def test_istio_settings_on_every_pod_beside_it_mean_an_injected_namespace(
+    tmp_path: Path,
+) -> None:
+    """przemyslawsroka/multicloud-microservices-demo (judge151): every pod, server and
+    clients, carries proxy.istio.io/config; a deploy step labels the namespace. The clients'
+    sidecars balance each gRPC request: no SVD301. Settings on the server alone stay an info."""
+    assert _svd301(tmp_path / "all", {"all.yaml": MESHED}) == []
+    head, _, tail = MESHED.rpartition("      annotations: {proxy.istio.io/config: ")
+    tail = tail.split("\n", 1)[1]  # the client's settings removed
+    alone = tmp_path / "alone"
+    (alone / "all.yaml").parent.mkdir(parents=True)
+    (alone / "all.yaml").write_text(head + tail)
+    result = lint_paths([str(alone)], Settings(enabled=frozenset({"SVD301"})))
+    assert [f.severity.value for f in result.findings] == ["info"]

@@ -3,7 +3,11 @@ rule fixtures do not pin."""
 
 from __future__ import annotations
 
+import io
+
 from svcdoctor.checks import Settings
+from svcdoctor.checks._probes import Target, service_target
+from svcdoctor.manifests import build_inventory, load
 from svcdoctor.model.images import image_name
 from svcdoctor.model.patch import PodPatch
 from tests.conftest import lint_text
@@ -40,18 +44,44 @@ def _fix(
     return probe, finding.fix.note
 
 
+def _target(service_ports: str, ports: str = "[]") -> Target:
+    text = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: app}\nspec:\n"
+        f"  selector: {{app: app}}\n  ports: {service_ports}\n---"
+        + DEPLOYMENT.format(image="example/app:1", ports=ports, extra="")
+    )
+    inventory = build_inventory(load(["-"], stdin=io.BytesIO(text.encode())))
+    (workload,) = inventory.workloads
+    return service_target(inventory, workload, workload.template.containers[0])
+
+
 def test_an_undeclared_named_target_falls_back_to_the_first_declared_port() -> None:
-    probe, note = _fix("[{port: 80, targetPort: missing}]", ports="[{containerPort: 9000}]")
-    assert probe is not None
-    assert probe["tcpSocket"] == {"port": 9000}
-    assert "its first declared port" in note
+    target = _target("[{port: 80, targetPort: missing}]", ports="[{containerPort: 9000}]")
+    assert target.port == 9000
+    assert "its first declared port" in target.where
 
 
 def test_no_port_at_all_is_a_marked_placeholder() -> None:
-    probe, note = _fix("[{port: 80, targetPort: missing}]")
-    assert probe is not None
-    assert probe["tcpSocket"] == {"port": 8080}
-    assert "a placeholder" in note
+    target = _target("[{port: 80, targetPort: missing}]")
+    assert target.number is None
+    assert "a placeholder" in target.where
+
+
+def test_no_probe_is_asked_where_no_service_port_reaches_the_container() -> None:
+    """grafana/rollout-operator's test apps (judge150): stock nginx on 80 behind a targetPort
+    8080, or a target name the pod does not declare; SVD205 says what to fix, and a probe of
+    that port would never pass: no SVD201."""
+    for service, image in (
+        ("[{port: 80, targetPort: missing}]", "example/app:1"),
+        ("[{port: 80, targetPort: 8080}]", "nginx:1.27"),
+    ):
+        text = (
+            "apiVersion: v1\nkind: Service\nmetadata: {name: app}\nspec:\n"
+            f"  selector: {{app: app}}\n  ports: {service}\n---"
+            + DEPLOYMENT.format(image=image, ports="[]", extra="")
+        )
+        result = lint_text(text, Settings(enabled=frozenset({"SVD201", "SVD205"})))
+        assert [f.rule for f in result.findings] == ["SVD205"], service
 
 
 def test_http_with_no_known_path_gets_tcpsocket() -> None:

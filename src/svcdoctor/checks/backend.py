@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from svcdoctor.checks._backends import related_targets, service_names
-from svcdoctor.checks._carrying import carries_requests, racing, webhook_calls
+from svcdoctor.checks._carrying import carries_requests, racing, unserved, webhook_calls
 from svcdoctor.checks._clients import not_ready_published, registry_found
 from svcdoctor.checks._probes import (
     Speaks,
@@ -81,10 +81,12 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     (nor, for SVD101, endpoint removal). Nor pods whose every Service publishes not-ready
     addresses (`publishNotReadyAddresses: true`, peer discovery): its endpoints are every pod,
     ready or not, terminating too, until it is deleted (ShouldPodBeInEndpoints,
-    pkg/controller/util/endpoint in kubernetes/kubernetes). A UDP sink that declares no TCP port
-    (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port name or number) is
-    not flagged: nothing answers its datagrams, and no probe handler can ask it anything (a DNS
-    server answers: it gets the exec-probe note, unless its image is built here FROM scratch: no
+    pkg/controller/util/endpoint in kubernetes/kubernetes). Nor a container no port of its
+    Services reaches (SVD205: a stock nginx on 80 behind a targetPort 8080), where no probe of
+    that port would ever pass. A UDP sink that declares no TCP port (StatsD, syslog,
+    NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port name or number) is not flagged:
+    nothing answers its datagrams, and no probe handler can ask it anything (a DNS server
+    answers: it gets the exec-probe note, unless its image is built here FROM scratch: no
     program for an exec probe). The probe printed checks the port the Service sends to, in the
     protocol the manifests say it speaks (a port 443 in front of another target port says
     nothing: TLS may end before the pod); a pod with autocert's mutual-TLS certificate
@@ -147,6 +149,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     for w, c in racing(inventory):
         if c.readiness is not None:
             continue
+        if unserved(inventory, w, c):
+            continue  # no port the Services send to reaches a listener (SVD205): no probe passes
         target = service_target(inventory, w, c)
         port = target.port
         udp_only = target.udp and not any(p.protocol == "TCP" for p in c.ports)

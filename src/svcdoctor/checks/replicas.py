@@ -49,9 +49,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     the API default of 1; a HorizontalPodAutoscaler in the inputs supplies its `minReplicas`, a
     KEDA ScaledObject its `minReplicaCount`, and the fix then raises that; another project's
     autoscaler of the workload's name, such as llm-d's `VariantAutoscaling`, owns a count the
-    files do not show: not flagged). Variants of one workload (the same name) in different
-    folders are alternatives, not applied together: their pods do not add up, and the variant
-    with the fewest pods counts (a one-replica Deployment beside a DaemonSet variant is
+    files do not show: not flagged; an Argo Rollout's `canaryService` or `previewService` is not
+    flagged beside its stable Service, which is). Variants of one workload (the same name) in
+    different folders are alternatives, not applied together: their pods do not add up, and the
+    variant with the fewest pods counts (a one-replica Deployment beside a DaemonSet variant is
     flagged). A Service whose own file holds workloads, none of which it selects, is not backed
     by a workload of another file that a Service of that file selects (a folder of complete
     examples). Not flagged: headless Services (`clusterIP: None`: clients use the set of pods,
@@ -153,6 +154,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
         workloads = serving_targets(inventory, svc)
         if not workloads or any(data_store(w) for w in workloads):
             continue  # a second replica of a database is a second database
+        if any(svc.ref.name in w.preview_services for w in workloads):
+            continue  # a Rollout's canary Service: its stable one is reported
         if svc.ports and all(
             unreached(w.template.containers, p.target) for p in svc.ports for w in workloads
         ):

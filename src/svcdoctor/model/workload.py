@@ -222,6 +222,9 @@ class Workload:
     min_ready_seconds: int | None = None
     claim_templates: tuple[str, ...] = ()  # a StatefulSet's volumeClaimTemplates names
     pinned: str = ""  # the comment beside ``replicas:`` that says it must run once
+    # an Argo Rollout's canaryService/previewService, beside a stableService/activeService:
+    # the Services of the new pods while it rolls, copies of the stable one
+    preview_services: tuple[str, ...] = ()
 
     @property
     def serving(self) -> bool:
