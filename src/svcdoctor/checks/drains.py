@@ -95,6 +95,24 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         )
         for image in ("*tektoncd/*/cmd/webhook*", "*tektoncd/operator/cmd/*/webhook*")
     ),
+    # parapet's server (moonrhythm/parapet server.go) keeps its listener open for
+    # WaitBeforeShutdown after SIGTERM ("wait for service to de-registered"), then shuts down
+    # gracefully; the ingress controller and the edge proxy set it from WAIT_BEFORE_SHUTDOWN,
+    # default 30 s (not the edge control plane, `:controlplane-*`, a plain net/http server)
+    *(
+        KnownDrain(
+            image,
+            30,
+            f"https://github.com/moonrhythm/parapet-ingress-controller/blob/master/cmd/{cmd}/main.go",
+            "is parapet's server, which keeps listening for WAIT_BEFORE_SHUTDOWN, default 30 s, "
+            "after SIGTERM before it shuts down gracefully (moonrhythm/parapet server.go)",
+            env="WAIT_BEFORE_SHUTDOWN",
+        )
+        for image, cmd in (
+            ("*parapet-ingress-controller:v*", "parapet-ingress-controller"),
+            ("*parapet-ingress-controller:edge*", "edge-proxy"),
+        )
+    ),
     KnownDrain(
         "*openpolicyagent/gatekeeper*",
         10,

@@ -120,11 +120,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     svcdoctor's list of well-known apps that drain by themselves, read from their code (Knative
     webhooks, activator and Eventing servers 45 s, skipper 45 s, Istio's proxy 5 s, the KEDA
     HTTP add-on's interceptor 5 s, podinfo 3 s from 2.0.0, Argo's rollouts-demo 10 s,
-    kube-ops-view 10 s, kubenurse 5 s, ingress-nginx with `--shutdown-grace-period`, Agones'
-    extensions and allocator with `READINESS_SHUTDOWN_DURATION`, and any server whose probes
-    send knative.dev/pkg's `K-Kubelet-Probe` header, built on that library's Drainer, 45 s; see
-    the configuration docs), and the drain a mounted configuration in the same files sets
-    (CoreDNS's `health { lameduck 5s }` in the Corefile ConfigMap its container mounts:
+    kube-ops-view 10 s, kubenurse 5 s, parapet's ingress controller and edge proxy 30 s,
+    ingress-nginx with `--shutdown-grace-period`, Agones' extensions and allocator with
+    `READINESS_SHUTDOWN_DURATION`, and any server whose probes send knative.dev/pkg's
+    `K-Kubelet-Probe` header, built on that library's Drainer, 45 s; see the configuration
+    docs), and the drain a mounted configuration in the same files sets (CoreDNS's `health {
+    lameduck 5s }` in the Corefile ConfigMap its container mounts:
     https://coredns.io/plugins/health/). Whether any other app keeps serving after SIGTERM
     cannot be seen in a manifest: the message says so rather than asserting that it stops.
     Behind headless Services only, no node routes: the message says the clients that resolved
