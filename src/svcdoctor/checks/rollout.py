@@ -38,26 +38,27 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     """Every rollout takes all serving pods of a Service away at once.
 
     ## What it does
-    Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate`, and
-    workloads with one replica whose update removes it before its replacement is ready
-    (`maxUnavailable` of 1 or more, or a StatefulSet, which always deletes first), unless
-    the pods keep local state, as for SVD204 (a claim that attaches to one node, a
-    single-instance server, a node's daemon reached through a hostPath socket), where a
-    second pod would split the state or reach another node's daemon, or the app runs under
-    k8s-await-election (`K8S_AWAIT_ELECTION_ENABLED`) or operator-sdk's leader-for-life
-    election (`POD_NAME` and `OPERATOR_NAME`; a surge pod would wait for the lease the old
-    pod holds), or a leader-elected app (`--leader-elect`…) that chose `strategy: Recreate`
-    and has a readiness probe (if only the leader serves, a surge pod never gets ready while
-    the old pod holds the lease: the rollout would stall), or another workload's pods behind
-    the same Service keep serving meanwhile (a canary beside its stable track, bare Pods
-    beside a Deployment). A
-    DaemonSet's rolling update replaces one node at a time, which other nodes' pods cover;
-    it is flagged with `maxUnavailable: 100%` (every pod at once), and behind a Service with
-    `externalTrafficPolicy: Local`, where a node's traffic only reaches the node's own pod,
-    with `maxSurge: 0` (the default: the pod is deleted before its replacement runs)
-    unless the pod uses a `hostPort` (two pods cannot bind one node's port, so it cannot
-    surge). `OnDelete` DaemonSets are not flagged. Only Services that carry requests count
-    (not metrics-only ones, as for SVD101).
+    Flags Service-backed Deployments and Argo Rollouts with `strategy: Recreate`, and workloads
+    with one replica whose update removes it before its replacement is ready (`maxUnavailable`
+    of 1 or more, or a StatefulSet, which always deletes first), unless the pods keep local
+    state, as for SVD204 (a claim that attaches to one node, a single-instance server, a node's
+    daemon reached through a hostPath socket), where a second pod would split the state or reach
+    another node's daemon, or the app runs under k8s-await-election
+    (`K8S_AWAIT_ELECTION_ENABLED`) or operator-sdk's leader-for-life election (`POD_NAME` and
+    `OPERATOR_NAME`; a surge pod would wait for the lease the old pod holds), or a
+    leader-elected app (`--leader-elect`…) that chose `strategy: Recreate` and has a readiness
+    probe (if only the leader serves, a surge pod never gets ready while the old pod holds the
+    lease: the rollout would stall), or another workload's pods behind the same Service keep
+    serving meanwhile (a canary beside its stable track, bare Pods beside a Deployment). A
+    controller with no leader election in sight (`*-operator`, kubebuilder's `/manager`) whose
+    strategy writes out `maxSurge: 0` is told so as an info: never running two pods is what a
+    controller that must not run twice needs. A DaemonSet's rolling update replaces one node at
+    a time, which other nodes' pods cover; it is flagged with `maxUnavailable: 100%` (every pod
+    at once), and behind a Service with `externalTrafficPolicy: Local`, where a node's traffic
+    only reaches the node's own pod, with `maxSurge: 0` (the default: the pod is deleted before
+    its replacement runs) unless the pod uses a `hostPort` (two pods cannot bind one node's
+    port, so it cannot surge). `OnDelete` DaemonSets are not flagged. Only Services that carry
+    requests count (not metrics-only ones, as for SVD101).
 
     ## Why it matters
     During the gap no endpoint is ready: every request fails, not a few. With one replica and
@@ -124,7 +125,17 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 if one
                 else _spec_fix({"replicas": 2, "strategy": rolling}, apart, *_second_replica(w))
             )
-            if _only_pod_goes_first(inventory, w):
+            if _only_pod_goes_first(inventory, w) and _one_at_most(w):
+                hit = Hit(
+                    w,
+                    f"1 replica with maxUnavailable {w.max_unavailable} and maxSurge 0 written "
+                    f"out: the only pod of Service {names} is removed before its replacement "
+                    "is ready, as a controller that must never run twice needs (no leader "
+                    "election here); if it may, the fix closes the gap",
+                    fix=fix,
+                    severity=Severity.INFO,
+                )
+            elif _only_pod_goes_first(inventory, w):
                 hit = Hit(
                     w,
                     f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
@@ -143,6 +154,14 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
             yield Hit(w, gap.format(names=names), fix=_spec_fix({"updateStrategy": surge}))
         if hit is not None and not stops_first_on_purpose(w) and only_backend(inventory, w):
             yield hit
+
+
+def _one_at_most(w: Workload) -> bool:
+    """Whether the strategy is written never to run two pods (``maxSurge: 0`` given, not
+    defaulted) for a controller whose manifest turns no leader election on: a deliberate
+    single instance (grafana/rollout-operator, which elects no leader and whose policy checks
+    require maxSurge 0; judge150)."""
+    return w.max_surge in (0, "0%") and any(unknown_election(c) for c in w.template.containers)
 
 
 def _rolling(w: Workload) -> tuple[dict[str, object], str]:
