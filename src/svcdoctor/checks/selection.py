@@ -228,6 +228,11 @@ _OPERATOR_KEY_PREFIXES = (
     "apps.kubernetes.io/pod-index",
     "rabbitmq.com/",
     "vitess.io/",
+    # Cluster API providers label the pods that run a cluster's machines: the KubeVirt
+    # provider's control-plane load balancer selects the virt-launcher pods by
+    # cluster.x-k8s.io/cluster-name and cluster.x-k8s.io/role (cluster-api-provider-kubevirt
+    # pkg/loadbalancer)
+    "cluster.x-k8s.io/",
 )
 _OPERATOR_PAIRS = frozenset(
     {("application", "spilo")}
