@@ -76,7 +76,18 @@ def test_a_folder_that_dials_nothing_keeps_the_finding(tmp_path: Path) -> None:
     """The clients are elsewhere (another repository): nothing says they do not stick. An
     address in another folder (another example) wires nothing here."""
     front = FRONTEND.format(address="thanos-query.monitoring.svc.cluster.local:9090")
-    files = {"query/query.yaml": QUERY, "other/frontend.yaml": front}
+    files = {"thanos/query/query.yaml": QUERY, "other/frontend/frontend.yaml": front}
+    assert len(_svd301(tmp_path, files)) == 1
+
+
+def test_an_app_that_dials_another_port_of_the_service_wires_its_clients(tmp_path: Path) -> None:
+    """podinfo deploy/webapp: the frontend, in a folder beside the backend's, dials its
+    HTTP port and never its gRPC port (judge157)."""
+    front = FRONTEND.format(address="thanos-query.monitoring.svc.cluster.local:9090")
+    files = {"app/query/query.yaml": QUERY, "app/frontend/frontend.yaml": front}
+    assert _svd301(tmp_path, files) == []
+    front = FRONTEND.format(address="thanos-query.monitoring.svc.cluster.local:10901")
+    files = {"app/query/query.yaml": QUERY, "app/frontend/frontend.yaml": front}
     assert len(_svd301(tmp_path, files)) == 1
 
 

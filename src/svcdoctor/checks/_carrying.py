@@ -15,6 +15,7 @@ from svcdoctor.checks._serving import (
     go_bool,
     kernel_mounted,
     proxies_metrics,
+    runs_locust,
     scrape_only,
     serves,
     serves_nothing,
@@ -107,11 +108,14 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
 # (cmd/ of observatorium/thanos-receive-controller and observatorium/up); and cert-manager's
 # controller and CA injector, which reconcile and serve only their metrics (9402) and health
 # (cert-manager's webhook is the one that serves requests; the v0.12 bundle left the metrics
-# port unnamed: https://cert-manager.io/docs/devops-tips/prometheus-metrics/; judge156)
+# port unnamed: https://cert-manager.io/docs/devops-tips/prometheus-metrics/; judge156), and
+# Jetstack's version-checker, an exporter of the images' versions whose one port is its
+# controller-runtime metrics server (cmd/app/app.go of jetstack/version-checker; judge155)
 _METRICS_SERVER = re.compile(
     r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
-    r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|locustio/locust|"
-    r"observatorium/(thanos-receive-controller|up)|jetstack/cert-manager-(controller|cainjector))"
+    r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|"
+    r"observatorium/(thanos-receive-controller|up)|"
+    r"jetstack/(cert-manager-(controller|cainjector)|version-checker))"
     r"(:|@|$)"
 )
 
@@ -123,7 +127,7 @@ def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
     return (
         bool(backends)
         and all(
-            _METRICS_SERVER.search(c.image.split("@", 1)[0])
+            _METRICS_SERVER.search(c.image.split("@", 1)[0]) or runs_locust(c)
             for w in backends
             for c in serving_containers(inventory, w)
         )

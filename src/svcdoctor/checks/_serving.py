@@ -48,6 +48,18 @@ def argv_of(container: Container) -> list[str]:
     return [_DEPENDENT.sub(value, word) for word in argv]
 
 
+# Locust, the load generator: its image, an image named for it, or a command that runs it
+# (bank-of-anthos builds its own, `command: [locust, --autostart]`; judge157)
+_LOCUST_IMAGE = re.compile(r"(^|/)locustio/locust(:|@|$)|(^|[/_-])locust([_-][\w.-]*)?(:|@|$)")
+
+
+def runs_locust(container: Container) -> bool:
+    """Whether the container runs Locust (``_LOCUST_IMAGE``, or ``locust`` as PID 1)."""
+    argv = argv_of(container)
+    first = argv[0].rsplit("/", 1)[-1] if argv else ""
+    return bool(_LOCUST_IMAGE.search(container.image.split("@", 1)[0])) or first == "locust"
+
+
 _GO_TRUE = frozenset({"1", "t", "true"})  # strconv.ParseBool, case-folded
 _GO_FALSE = frozenset({"0", "f", "false"})
 

@@ -292,7 +292,9 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     - DaemonSet pods that each answer for their own node (a node's socket or device on a
       hostPath volume: a GPU's /dev/nvidiactl): they are no pool to balance;
     - a ClusterIP port no address in the inputs dials (`NAME:PORT`, `NAME.NS.svc:PORT` in an
-      env value, an argument or a config) while they dial other Services' ports: the inputs
+      env value, an argument or a config) while they dial other Services' ports from its
+      folder, or another port of it from its app's folder (the one above: podinfo's
+      frontend dials its backend's HTTP port, never its gRPC port): the inputs
       wire their clients by address, and this port has none here (a Thanos query's StoreAPI
       that only its frontend's HTTP port is dialed beside, a Dubbo provider's port that
       consumers reach through the registry). Where the inputs dial no Service at all, the
@@ -595,9 +597,15 @@ def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
 
 def _undialed(inventory: Inventory, svc: Service, port: ServicePort) -> bool:
     """Whether no file of the inputs dials the Service's port while a file in its folder
-    dials a port of their Services (that folder wires its clients: ``Inventory.dialed``)."""
+    dials a port of their Services, or a file in its app's folder (the one above) dials
+    another port of it (the inputs wire its clients: ``Inventory.dialed``; podinfo's
+    deploy/webapp/frontend dials its backend's HTTP 9898, never its gRPC 9999; judge157)."""
     dialed = inventory.dialed
     if svc.location is None or (svc.ref.name, port.port) in dialed.addresses:
         return False
-    near = dialed.under.get(PurePath(svc.location.file).parent, frozenset())
+    home = PurePath(svc.location.file).parent
+    app = dialed.under.get(home.parent, frozenset())
+    if any((svc.ref.name, p.port) in app for p in svc.ports):
+        return True
+    near = dialed.under.get(home, frozenset())
     return any((s.ref.name, p.port) in near for s in inventory.services for p in s.ports)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from svcdoctor.checks._probes import manager
-from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted
+from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted, runs_locust
 from svcdoctor.checks.settings import flag_value
 from svcdoctor.model import Container, Mount, Workload
 from svcdoctor.model.images import without_host
@@ -285,12 +285,16 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 # - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
 #   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
 #   of flyteorg/flyte): two would execute every workflow twice
+# - Flagger's load tester keeps the commands it runs and its manual gates in the process (the
+#   runningTasks of pkg/loadtester/runner.go, the sync.Map of pkg/loadtester/gate.go in
+#   fluxcd/flagger): a second replica would run each command again and open gates of its own
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
     r"confluentinc/confluent-local|datalust/seq|(maildev|djfarrelly)/maildev|mailhog/mailhog|"
     r"axllent/mailpit|smallstep/step-ca|heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|"
-    r"jenkins(ci)?/(jenkins|blueocean)|[\w-]*/ks-jenkins)(:|@|$)"
+    r"jenkins(ci)?/(jenkins|blueocean)|[\w-]*/ks-jenkins|"
+    r"(fluxcd|weaveworks)/flagger-loadtester)(:|@|$)"
 )
 # kube-arangodb's operator with --mode.single: "There should be only one replica of Operator,
 # otherwise Operator can take unexpected actions" (cmd/cmd.go of arangodb/kube-arangodb)
@@ -306,7 +310,6 @@ _UNELECTED_CONTROLLER = re.compile(
 )
 # Locust without --master or --worker is one standalone load test: a second one doubles the
 # load and keeps statistics of its own (https://docs.locust.io/en/stable/running-distributed.html)
-_LOCUST = re.compile(r"(^|/)locustio/locust(:|@|$)")
 _LOCUST_MODES = ("--master", "--worker")
 _LOCUST_MODE_ENV = ("LOCUST_MODE_MASTER", "LOCUST_MODE_WORKER")  # the flags' variables
 
@@ -630,7 +633,7 @@ def local_state(
     if kernel_mounted(container):
         return f"image {image} is a file server exporting its own files"
     argv = argv_of(container)
-    if _LOCUST.search(image) and not _locust_distributed(argv, dict(container.env)):
+    if runs_locust(container) and not _locust_distributed(argv, dict(container.env)):
         return "a standalone Locust runs the whole load test in the one process"
     if _KEYCLOAK.search(image) and "start-dev" in argv:
         if dict(container.env).get("KC_DB", "dev-file") in _KEYCLOAK_DEV_DBS:
