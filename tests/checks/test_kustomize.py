@@ -773,3 +773,32 @@ def test_a_webhook_naming_the_prefixed_service_calls_the_base_one(tmp_path: Path
     # without the prefix, the webhook calls a Service no file declares
     (tmp_path / "default/kustomization.yaml").write_text(DEFAULT)
     assert ("SVD204", "webhook-service") in _rules([str(tmp_path)])
+
+
+def test_the_replicas_field_scales_what_its_overlays_build(tmp_path: Path) -> None:
+    """kustomize's `replicas:` field (digitalocean/kubernetes-sample-apps microservices-demo:
+    staging and prod run 2 of each service, dev the base's 1; judge158): a development
+    overlay's count is a variant's; of the install's overlays, the smallest counts."""
+    manager = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: hook}}\n    spec:\n", 1)
+    service = WEBHOOK.replace("spec:\n", "spec:\n  selector: {app: hook}\n")
+    overlay = "resources: [../base]\nreplicas:\n- {name: controller-manager, count: %d}\n"
+    _write(
+        tmp_path,
+        {
+            "base/manager.yaml": manager,
+            "base/service.yaml": service,
+            "base/kustomization.yaml": "resources: [manager.yaml, service.yaml]\n",
+            "dev/kustomization.yaml": "resources: [../base]\n",
+            "staging/kustomization.yaml": overlay % 3,
+            "prod/kustomization.yaml": overlay % 2,
+        },
+    )
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.replicas == 2
+    assert ("SVD204", "webhook-service") not in _rules([str(tmp_path)])
+    (tmp_path / "dev/kustomization.yaml").write_text(overlay % 1)
+    (tmp_path / "staging/kustomization.yaml").write_text("resources: [../base]\n")
+    (tmp_path / "prod/kustomization.yaml").write_text("resources: [../base]\n")
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.replicas == 1  # dev's count is its own; the install runs the base's
+    assert ("SVD204", "webhook-service") in _rules([str(tmp_path)])
