@@ -141,6 +141,12 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
             f"skipped {_plural(n, 'file')} holding no Kubernetes object "
             "(values files, dashboards, data)"
         )
+    if loaded.vendored:
+        shown = ", ".join(loaded.vendored[:2]) + (" …" if len(loaded.vendored) > 2 else "")
+        out.append(
+            f"skipped {_plural(len(loaded.vendored), 'folder')} of vendored dependencies "
+            f"({shown}): other projects' files; name one to lint it"
+        )
     if loaded.excluded:
         out.append(f"left out {_plural(loaded.excluded, 'path')} matching exclude patterns")
     return out

@@ -111,6 +111,8 @@ class LoadResult:
     excluded: int = 0
     # Helm chart directory → manifest files of its ``templates/`` that were not read
     helm_templates: dict[str, int] = field(default_factory=dict)
+    # Directories of other projects' files not entered (``_vendored``)
+    vendored: list[str] = field(default_factory=list)
     # The labels the kustomizations among the files add to the objects they build
     kustomizations: list[KustomizeLabels] = field(default_factory=list)
     # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
@@ -233,6 +235,8 @@ def _walk(
                 result.excluded += 1
             elif d == "templates" and "Chart.yaml" in files and not helm_templates:
                 _skip_templates(os.path.join(top, d), os.path.normpath(top), result)
+            elif _vendored(top, d, files):
+                result.vendored.append(_shown(Path(top, d)))
             else:
                 kept.append(d)
         dirs[:] = kept
@@ -242,6 +246,17 @@ def _walk(
                     result.excluded += 1
                 else:
                     yield os.path.join(top, name)
+
+
+def _vendored(top: str, name: str, files: list[str]) -> bool:
+    """Whether the directory ``name`` in ``top`` holds copies of other projects: npm's
+    ``node_modules``, or Go's ``vendor`` beside a ``go.mod`` or holding its ``modules.txt``
+    (https://go.dev/ref/mod#vendoring; csi-driver-nfs vendors Kubernetes' e2e manifests)."""
+    if name == "node_modules":
+        return True
+    return name == "vendor" and (
+        "go.mod" in files or os.path.isfile(os.path.join(top, name, "modules.txt"))
+    )
 
 
 def _shown(path: Path) -> str:
