@@ -802,3 +802,38 @@ def test_the_replicas_field_scales_what_its_overlays_build(tmp_path: Path) -> No
     (workload,) = build_inventory(load([str(tmp_path)])).workloads
     assert workload.replicas == 1  # dev's count is its own; the install runs the base's
     assert ("SVD204", "webhook-service") in _rules([str(tmp_path)])
+
+
+def test_a_patch_names_its_object_as_its_build_prefixes_it(tmp_path: Path) -> None:
+    """gatekeeper's cmd/build/helmify patches config/default's objects by their prefixed
+    names (`namePrefix: gatekeeper-`) and deletes ports with `$patch: delete` (judge160): it
+    changes that build's manager, not a release bundle's `gatekeeper-controller-manager`
+    beside it, whose named webhook port stays."""
+    named = MANAGER.replace("name: controller-manager", "name: gatekeeper-controller-manager")
+    deletion = named.replace(
+        "ports: [{containerPort: 9443, name: webhook-server}]",
+        "ports: [{containerPort: 9443, $patch: delete}]",
+    )
+    _write(
+        tmp_path,
+        {
+            "config/manager/manager.yaml": MANAGER,
+            "config/default/kustomization.yaml": (
+                "namePrefix: gatekeeper-\nresources: [../manager]\n"
+            ),
+            "helmify/delete-ports.yaml": deletion,
+            "helmify/kustomization.yaml": (
+                "resources: [../config/default]\npatchesStrategicMerge: [delete-ports.yaml]\n"
+            ),
+            "deploy/gatekeeper.yaml": named,
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    ports = {
+        w.location.file.split("/")[-1]: [(p.name, p.number) for p in w.template.containers[0].ports]
+        for w in inventory.workloads
+    }
+    assert ports == {
+        "manager.yaml": [("webhook-server", 9443)],
+        "gatekeeper.yaml": [("webhook-server", 9443)],
+    }

@@ -758,6 +758,22 @@ def test_percent_placeholders_a_sed_step_fills_in_are_read() -> None:
     assert result.objects == 1
 
 
+def test_constant_tokens_a_build_step_replaces_are_no_wrong_types() -> None:
+    """gatekeeper's helmify input (cmd/build/helmify/kustomize-for-helm.yaml): a chart
+    generator replaces `HELMSUBST_…` tokens, a value or a mapping's one key, where no such
+    word is valid (judge160: 7 SVD004); a lower-case word stays a wrong type."""
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n"
+        "  replicas: HELMSUBST_DEPLOYMENT_REPLICAS\n  template:\n    spec:\n"
+        "      topologySpreadConstraints:\n        HELMSUBST_SPREAD: ''\n"
+        "      containers:\n      - name: a\n        image: a:1\n"
+        "        ports: [{containerPort: HELMSUBST_PORT}]\n"
+    )
+    assert [f.rule for f in lint_text(text).findings if f.rule == "SVD004"] == []
+    wrong = text.replace("HELMSUBST_DEPLOYMENT_REPLICAS", "replicas_two")
+    assert [f.rule for f in lint_text(wrong).findings if f.rule == "SVD004"] == ["SVD004"]
+
+
 def test_booleans_are_not_integers() -> None:
     text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec:\n  replicas: true\n"
     (problem,) = [f for f in lint_text(text).findings if f.rule == "SVD004"]

@@ -455,8 +455,10 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
     kustomization of the inputs builds (the install), only what is built there alone
     (kube-tarian/tarian's dev/config, its one build). A patch changes the objects its
     kustomization builds: of two trees with a `controller-manager` each (two providers'
-    config/ linted together), each gets its own tree's patch; only where none of its build
-    is among the inputs does it change any object of its kind and name."""
+    config/ linted together), each gets its own tree's patch, named as its build names it
+    (with a ``namePrefix``: gatekeeper's helmify patches of config/default's
+    ``gatekeeper-`` objects; judge160); only where none of its build is among the inputs
+    does it change any object of its kind and name."""
     files = {p for k in kustomizations for p in k.patches}
     whole = [o for o in objects if _path(o) not in files]
     out = _without_fragments(whole)
@@ -469,6 +471,7 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
         for p in k.patches:
             scopes.setdefault(p, []).extend(k.scope)
             variants.update([p] if variant else [])
+    affixes = {k.affixes for k in kustomizations}
     for patch in (o for o in objects if _path(o) in scopes):
         named = [
             i
@@ -476,7 +479,13 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
             if (o.ref.kind, o.ref.name) == (patch.ref.kind, patch.ref.name)
         ]
         scope = scopes[_path(patch) or ""]
-        hits = [i for i in named if _covers(scope, _path(out[i]) or "")] or named
+        hits = [
+            i
+            for i, o in enumerate(out)
+            if o.ref.kind == patch.ref.kind
+            and _covers(scope, _path(o) or "")
+            and patch.ref.name in {f"{pre}{o.ref.name}{suf}" for pre, suf in affixes}
+        ] or named
         variant = _path(patch) in variants  # no object of its own either way
         if variant:
             hits = [i for i in hits if not _covers(installed, _path(out[i]) or "")]

@@ -467,7 +467,7 @@ def _container(f: Fields, c: YMap, path: str) -> Container:
     ports = []
     for p_path, p in f.maps(c, "ports", f"{path}.ports"):
         number = f.integer(p, "containerPort", f"{p_path}.containerPort")
-        if number is not None:
+        if number is not None and p.get("$patch") != "delete":  # a patch's deletion
             ports.append(
                 ContainerPort(
                     number,
