@@ -8,7 +8,8 @@ as not for production or high availability; Argo CD's Dex:
 https://argo-cd.readthedocs.io/en/stable/operator-manual/high_availability/). Only
 ConfigMaps whose data holds both ``issuer`` and ``storage`` are parsed. So is a SPIRE
 server.conf whose ``DataStore "sql"`` is sqlite3: the pod keeps its CA and registrations;
-and a Jaeger v2 config whose ``jaeger_storage`` backend is ``memory``.
+a Jaeger v2 config whose ``jaeger_storage`` backend is ``memory``; a Loki config on the
+``filesystem`` object store and a Tempo config on the ``local`` backend.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def _config_data(root: yaml.Node) -> tuple[tuple[str, str], list[tuple[str, str]
 
 
 def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
-    """The ConfigMap's (namespace, name) and why a Dex, a SPIRE server, a Jaeger v2 or a
-    Vault server reading it keeps local state."""
+    """The ConfigMap's (namespace, name) and why a Dex, a SPIRE server, a Jaeger v2, a
+    Vault, a Loki or a Tempo server reading it keeps local state."""
     if (found := _config_data(root)) is None:
         return None
     ref, items = found
@@ -52,6 +53,31 @@ def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
             return ref, why
         if vault := _VAULT_LOCAL.search(text):
             return ref, f"Vault's config keeps its storage {vault.group(1)!r} in the pod"
+        if ("schema_config" in text or "trace" in text) and (why := _grafana_local(text)):
+            return ref, why
+    return None
+
+
+def _grafana_local(text: str) -> str | None:
+    """Why a Loki or Tempo config keeps its data on the pod's own disk: Loki's
+    ``object_store: filesystem`` ("can only be used in single binary mode, with one
+    replica": https://grafana.com/docs/loki/latest/configure/storage/#filesystem-storage),
+    Tempo's ``storage.trace.backend: local``
+    (https://grafana.com/docs/tempo/latest/configuration/#storage); ardanlabs/service's
+    dev Loki and Tempo (judge160)."""
+    config = _parsed(text)
+    if config is None:
+        return None
+    schema = config.get("schema_config")
+    periods = schema.get("configs") if isinstance(schema, dict) else None
+    if isinstance(periods, list) and any(
+        isinstance(p, dict) and p.get("object_store") == "filesystem" for p in periods
+    ):
+        return "Loki's schema_config keeps its chunks on the pod's filesystem"
+    storage = config.get("storage")
+    trace = storage.get("trace") if isinstance(storage, dict) else None
+    if isinstance(trace, dict) and trace.get("backend") == "local":
+        return "Tempo's storage.trace.backend local keeps its traces on the pod's disk"
     return None
 
 
