@@ -16,7 +16,7 @@ import pytest
 
 from svcdoctor.checks import Settings, run_checks
 from svcdoctor.manifests import build_inventory, load
-from svcdoctor.manifests.loader import Excludes
+from svcdoctor.manifests.paths import Excludes
 from tests.conftest import lint_paths
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -255,6 +255,19 @@ def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
     assert sorted(s.ref.name for s in build_inventory(result).services) == ["api", "ours"]
     assert result.vendored == [str(tmp_path / "vendor"), str(tmp_path / "web" / "node_modules")]
     assert len(load([str(tmp_path / "vendor")]).objects) == 1
+
+
+def test_kuttl_assertion_files_are_skipped_and_counted(tmp_path: Path) -> None:
+    """jaeger-operator's tests/e2e: `03-assert.yaml` lists the fields a step compares (a
+    Service without its clusterIP: None), `00-install.yaml` is applied (judge159)."""
+    step = tmp_path / "tests" / "e2e" / "collector"
+    write(step / "00-install.yaml", service("install"))
+    write(step / "03-assert.yaml", service("collector-headless"))
+    write(step / "04-errors.yaml", service("gone"))
+    result = load([str(tmp_path)])
+    assert [s.ref.name for s in build_inventory(result).services] == ["install"]
+    assert result.assertions == 2
+    assert len(load([str(step / "03-assert.yaml")]).objects) == 1  # named: read
 
 
 def test_helm_templates_named_one_by_one_are_skipped_too(

@@ -147,6 +147,11 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
             f"skipped {_plural(len(loaded.vendored), 'folder')} of vendored dependencies "
             f"({shown}): other projects' files; name one to lint it"
         )
+    if loaded.assertions:
+        out.append(
+            f"skipped {_plural(loaded.assertions, 'test assertion file')} (kuttl's "
+            "NN-assert.yaml, NN-errors.yaml): fields a test compares, not objects it applies"
+        )
     if loaded.excluded:
         out.append(f"left out {_plural(loaded.excluded, 'path')} matching exclude patterns")
     return out

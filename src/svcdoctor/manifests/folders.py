@@ -15,12 +15,9 @@ guestbook-with-namespace/).
 
 from __future__ import annotations
 
-import os
 import posixpath
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from svcdoctor.model import Autoscaler, Resource, Service, Workload, selector_matches
 
@@ -114,38 +111,3 @@ def _meet(a: Workload | Service, b: Workload | Service) -> bool:
     if isinstance(a, Workload) and isinstance(b, Service):
         return _meet(b, a)
     return False
-
-
-_MOST_HIDDEN = 2000  # directory entries looked at for manifests in hidden folders
-
-
-def hidden_manifests(path: Path) -> str | None:
-    """A hidden folder under ``path`` holding a manifest (a file with top-level ``apiVersion``
-    and ``kind``: ``.examples``, which the walk skips), not a tool's (``.github``)."""
-    budget = _MOST_HIDDEN
-    for here, dirs, files in os.walk(path):
-        budget -= len(dirs) + len(files)
-        if budget < 0:
-            return None
-        hidden = next((p for p in Path(here).relative_to(path).parts if p[0] == "."), None)
-        if hidden and any(_manifest(Path(here) / f) for f in files):
-            return str(path / hidden)
-        dirs[:] = sorted(d for d in dirs if d not in _TOOL_FOLDERS)
-    return None
-
-
-# folders of tools, not of manifests (version control, editors, CI)
-_TOOL_FOLDERS = frozenset({".git", ".github", ".vscode", ".idea", ".devcontainer", ".circleci"})
-_TOP_LEVEL = re.compile(r"^apiVersion:|^kind:", re.MULTILINE)
-
-
-def _manifest(file: Path) -> bool:
-    """Whether a YAML file's first 4 KiB hold top-level ``apiVersion`` and ``kind``."""
-    if not file.name.endswith((".yaml", ".yml")):
-        return False
-    try:
-        with file.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return False
-    return len({m.group(0) for m in _TOP_LEVEL.finditer(head)}) == 2

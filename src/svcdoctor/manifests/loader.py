@@ -10,7 +10,6 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,8 +28,14 @@ from svcdoctor.manifests.configs import (
     reads,
 )
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
-from svcdoctor.manifests.folders import hidden_manifests
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
+from svcdoctor.manifests.paths import (
+    Excludes,
+    assertion,
+    helm_chart_of,
+    hidden_manifests,
+    vendored,
+)
 from svcdoctor.manifests.textlines import TextLines
 from svcdoctor.manifests.yamlnodes import (
     InputTooComplex,
@@ -111,8 +116,9 @@ class LoadResult:
     excluded: int = 0
     # Helm chart directory → manifest files of its ``templates/`` that were not read
     helm_templates: dict[str, int] = field(default_factory=dict)
-    # Directories of other projects' files not entered (``_vendored``)
+    # Directories of other projects' files not entered (``paths.vendored``)
     vendored: list[str] = field(default_factory=list)
+    assertions: int = 0  # test steps' assertion files not read (``paths.assertion``)
     # The labels the kustomizations among the files add to the objects they build
     kustomizations: list[KustomizeLabels] = field(default_factory=list)
     # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
@@ -124,53 +130,6 @@ class LoadResult:
     # Dockerfiles and skaffold artifacts beside the manifests (``manifests.dockerfiles``)
     builds: Builds = field(default_factory=Builds)
     dialed: dict[str, Dialed] = field(default_factory=dict)  # file → ``configs.dialed``
-
-
-class Excludes:
-    """``--exclude`` patterns, gitignore-like: a pattern without ``/`` matches any path
-    component (``node_modules``, ``*.json``); one with ``/`` matches a path relative to the
-    directory given (``charts/*/ci``), at any depth if it starts with ``**/``; a trailing
-    ``/`` is ignored. ``*`` may cross ``/``."""
-
-    def __init__(self, patterns: Iterable[str] = ()) -> None:
-        self.names: list[str] = []
-        self.paths: list[str] = []
-        for raw in patterns:
-            pattern = raw.strip().removeprefix("./").strip("/")
-            anywhere = pattern.startswith("**/")
-            while pattern.startswith("**/"):
-                pattern = pattern[3:]
-            if not pattern:
-                continue
-            if "/" not in pattern:
-                self.names.append(pattern)
-            else:
-                self.paths.append(pattern)
-                if anywhere:
-                    self.paths.append(f"*/{pattern}")
-
-    def __bool__(self) -> bool:
-        return bool(self.names or self.paths)
-
-    def match(self, relative: str) -> bool:
-        """Whether a path (relative to the directory given, ``/``- or os-separated) or one
-        of the directories above it is excluded."""
-        if not self:
-            return False
-        parts = [p for p in relative.replace(os.sep, "/").split("/") if p not in ("", ".")]
-        if any(fnmatchcase(part, n) for part in parts for n in self.names):
-            return True
-        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
-        return any(fnmatchcase(prefix, p) for p in self.paths for prefix in prefixes)
-
-
-def helm_chart_of(directory: Path) -> Path | None:
-    """The Helm chart whose ``templates/`` holds ``directory`` (a folder named
-    ``templates`` beside a ``Chart.yaml``), if any."""
-    for folder in (directory, *directory.absolute().parents):
-        if folder.name == "templates" and (folder.parent / "Chart.yaml").is_file():
-            return folder.parent
-    return None
 
 
 def iter_files(
@@ -235,7 +194,7 @@ def _walk(
                 result.excluded += 1
             elif d == "templates" and "Chart.yaml" in files and not helm_templates:
                 _skip_templates(os.path.join(top, d), os.path.normpath(top), result)
-            elif _vendored(top, d, files):
+            elif vendored(top, d, files):
                 result.vendored.append(_shown(Path(top, d)))
             else:
                 kept.append(d)
@@ -244,19 +203,10 @@ def _walk(
             if name.endswith(MANIFEST_SUFFIXES):
                 if excludes and excludes.match(os.path.join(relative, name)):
                     result.excluded += 1
+                elif assertion(name):
+                    result.assertions += 1
                 else:
                     yield os.path.join(top, name)
-
-
-def _vendored(top: str, name: str, files: list[str]) -> bool:
-    """Whether the directory ``name`` in ``top`` holds copies of other projects: npm's
-    ``node_modules``, or Go's ``vendor`` beside a ``go.mod`` or holding its ``modules.txt``
-    (https://go.dev/ref/mod#vendoring; csi-driver-nfs vendors Kubernetes' e2e manifests)."""
-    if name == "node_modules":
-        return True
-    return name == "vendor" and (
-        "go.mod" in files or os.path.isfile(os.path.join(top, name, "modules.txt"))
-    )
 
 
 def _shown(path: Path) -> str:
