@@ -198,7 +198,9 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     Prefix the last command of the script with `exec` (after its `VAR=value` prefixes:
     `ID=1 exec app`), or run the binary directly in `command`, or use an init such as
     `tini` that forwards signals. A pipeline
-    (`./server | tee log`) cannot be exec'd: log to stdout, or run it under `tini -g`.
+    (`./server | tee log`) cannot be exec'd: log to stdout, or run it under `tini -g`; nor
+    can a loop (`while true; do … | nc -l -p 8080; done`): exec would end it after one
+    pass, so run it under `tini -g`.
 
     ## References
     - https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination
@@ -214,6 +216,7 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
         last = found.script.last
         assert last is not None
         piped = last.before in ("|", "|&") or last.after in ("|", "|&")
+        looped = bool(last.words) and last.words[0] == "done"  # exec would end the loop
         if last.words and last.words[0] in _BUILTINS:
             # `server & … wait "$pid"`: a builtin cannot be exec'd (dash: "exec: wait: not
             # found", exit 127): exec the server instead of backgrounding it, or forward TERM
@@ -222,15 +225,17 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
                 "in the foreground with exec (no '&'),\n# or forward the signal before waiting: "
                 "trap 'kill -TERM \"$pid\"' TERM"
             )
-        elif piped or fallback:
+        elif piped or fallback or looped:
             lead = (
-                "# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), "
+                "# a loop cannot be exec'd (exec would end it after one pass): "
+                if looped
+                else "# a pipeline cannot be exec'd: let the app log to stdout (drop the pipe), or "
                 if piped
-                else "# exec'ing the fallback cannot help: exec the app and drop the fallback, "
+                else "# exec'ing the fallback cannot help: exec the app and drop the fallback, or "
             )
             fix = Fix(
                 _argv_patch(w, c, text, text, ("tini", "-g", "--")),
-                lead=lead + "or run the shell under an init that signals the whole group:\n",
+                lead=lead + "run the shell under an init that signals the whole group:\n",
             )
         else:
             fix = Fix(
