@@ -770,6 +770,8 @@ def test_constant_tokens_a_build_step_replaces_are_no_wrong_types() -> None:
         "        ports: [{containerPort: HELMSUBST_PORT}]\n"
     )
     assert [f.rule for f in lint_text(text).findings if f.rule == "SVD004"] == []
+    docs = text.replace("HELMSUBST_PORT", "<service-port>")  # a docs template's blank
+    assert [f.rule for f in lint_text(docs).findings if f.rule == "SVD004"] == []
     wrong = text.replace("HELMSUBST_DEPLOYMENT_REPLICAS", "replicas_two")
     assert [f.rule for f in lint_text(wrong).findings if f.rule == "SVD004"] == ["SVD004"]
 

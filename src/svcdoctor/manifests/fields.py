@@ -126,11 +126,13 @@ def templated(value: str) -> bool:
 _VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=]([^{}]*))?\}")
 
 
-# A token a build step replaces by text (a sed, a chart generator): a value, or the one key of
-# a mapping, spelled as a constant where no such word is valid (gatekeeper's helmify input
-# cmd/build/helmify/kustomize-for-helm.yaml: `replicas: HELMSUBST_DEPLOYMENT_REPLICAS`,
-# `topologySpreadConstraints: {HELMSUBST_…: ""}`; judge160)
-_TOKEN = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+# A token a build step or the reader replaces by text (a sed, a chart generator, a docs
+# template): a value, or the one key of a mapping, spelled as a constant where no such word is
+# valid (gatekeeper's helmify input cmd/build/helmify/kustomize-for-helm.yaml:
+# `replicas: HELMSUBST_DEPLOYMENT_REPLICAS`, `topologySpreadConstraints: {HELMSUBST_…: ""}`;
+# judge160), or a value in angle brackets (aws-load-balancer-controller's
+# docs/examples/cognito-ingress-template.yaml: `number: <service-port>`; judge162)
+_TOKEN = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|<[^<>\n]+>")
 
 
 def variable_default(value: str) -> str | None:
