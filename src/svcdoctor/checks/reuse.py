@@ -225,11 +225,16 @@ def _l7_hop(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> tupl
     return "", False
 
 
-def _grpc_routed(inventory: Inventory, svc: Service) -> bool:
-    """Whether a GRPCRoute sends to the Service and its annotations do not send the
-    controller to the ClusterIP: with no pods in the inputs (a controller's test input:
-    Kong's grpcroute-example; judge161), the route's gateway is the client the inputs show,
-    and it balances each call over the endpoints."""
+_GRPC_ROUTES = frozenset({RouteKind.GRPC_ROUTE})
+_HTTP_ROUTES = frozenset({RouteKind.GRPC_ROUTE, RouteKind.HTTP_ROUTE, RouteKind.INGRESS})
+
+
+def _routed_by(inventory: Inventory, svc: Service, kinds: frozenset[RouteKind]) -> bool:
+    """Whether a route of ``kinds`` sends to the Service and its annotations do not send
+    the controller to the ClusterIP: with no pods in the inputs for the path model to
+    follow (a controller's test input: Kong's grpcroute-example, judge161; Istio's
+    ingress gateway behind a GKE Ingress, judge163), the route's proxy is the client the
+    inputs show, and it balances each request over the endpoints."""
     if KONG_SERVICE_UPSTREAM in svc.annotations or NGINX_SERVICE_UPSTREAM in svc.annotations:
         return False
     ns = inventory.namespace_of(svc.ref)
@@ -238,18 +243,19 @@ def _grpc_routed(inventory: Inventory, svc: Service) -> bool:
         and b.name == svc.ref.name
         and (b.namespace or inventory.namespace_of(r.ref)) == ns
         for r in inventory.routes
-        if r.kind is RouteKind.GRPC_ROUTE
+        if r.kind in kinds
         for b in r.backends
     )
 
 
 def _l7_route(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> bool:
-    """Whether an Ingress or a Gateway API route's proxy sends to the Service and picks a
-    pod for each request (layer 7), whatever protocol it speaks to the pods."""
+    """Whether an Ingress or a Gateway API route's proxy, or a layer-7 cloud load balancer
+    (GKE's through NEGs: gke-networking-recipes' istio-ingressgateway; judge163), sends to
+    the Service and picks a pod for each request, whatever protocol it speaks to the pods."""
     return any(
         path.service == svc.ref
         and path.senders[-1].per_request
-        and path.senders[-1].kind in (HopKind.INGRESS, HopKind.GATEWAY)
+        and path.senders[-1].kind in (HopKind.INGRESS, HopKind.GATEWAY, HopKind.LOAD_BALANCER)
         for w in workloads
         for path in paths.of(w)
         if path.senders
@@ -323,8 +329,11 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       istiod's `--keepaliveMaxServerConnectionAge 30m`, or such an env value);
     - a port only *named* `http2` (Istio's name for a gateway's HTTP port, mostly reached over
       HTTP/1.1) on a LoadBalancer/NodePort Service or in front of Envoy gateway pods, or
-      that an Ingress or a Gateway API route sends to: its proxy picks a pod for each
-      request, whatever it speaks to the pods (no `appProtocol` says HTTP/2 there).
+      that an Ingress or a Gateway API route sends to: its proxy (or GKE's load balancer
+      through NEGs) picks a pod for each request, whatever it speaks to the pods (no
+      `appProtocol` says HTTP/2 there);
+    - a port GKE's load balancer reaches through NEGs speaking HTTP/2 (`app-protocols`
+      naming `HTTP2` on the Service): it balances each request over the pods.
 
     A mesh never helps a LoadBalancer or NodePort Service (outside clients have no proxy),
     and a port Istio reads as plain TCP (named `tcp…`) is balanced per connection even with
@@ -386,7 +395,7 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
         l7, meshed_path = _l7_hop(svc, workloads, paths)
         if l7 and not meshed_path and not external:
             continue  # a gRPC route's controller balances each request over the pods
-        if not workloads and not external and _grpc_routed(inventory, svc):
+        if not workloads and not external and _routed_by(inventory, svc, _GRPC_ROUTES):
             continue  # no pods here for the path model to follow; the route is its client
         if meshed_path and not certain:
             mesh, certain = f"{l7} (injected)", True
@@ -424,7 +433,10 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             any(local_state(w, c, alike=True) for c in w.template.containers) for w in workloads
         ):
             continue  # single by its state (SVD204's note): it is not scaled, no stickiness
-        http_routed = not external and _l7_route(svc, workloads, paths)
+        http_routed = not external and (
+            _l7_route(svc, workloads, paths)
+            or (not workloads and _routed_by(inventory, svc, _HTTP_ROUTES))
+        )
         for p in svc.ports:
             label = _h2_label(p, workloads)
             if label is None or _other_protocol(p, workloads) or _xds(p):

@@ -171,6 +171,8 @@ NLB_TARGET_TYPE = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
 NLB_TG_ATTRIBUTES = "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
 ALB_GATE_LABEL = "elbv2.k8s.aws/pod-readiness-gate-inject"  # on the Namespace: enabled
 GKE_NEG = "cloud.google.com/neg"
+# the protocol Google's load balancer speaks to each port's pods (HTTP, HTTPS, HTTP2)
+GKE_APP_PROTOCOLS = ("cloud.google.com/app-protocols", "networking.gke.io/app-protocols")
 NEG_READY_GATE = "cloud.google.com/load-balancer-neg-ready"
 # AGIC connection draining: off by default; its timeout 30 s by default (learn.microsoft.com
 # application-gateway/ingress-controller-annotations). Off, the gateway cuts the requests in
