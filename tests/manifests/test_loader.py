@@ -761,7 +761,11 @@ def test_templated_documents_no_check_reads_are_no_problem() -> None:
         "  - selector:\n      matchLabels: {os: linux}\n"
         '    {{addURIAndSha "https://x/{{ .TagName }}/a.tar.gz" .TagName }}\n'
     )
-    for text in (queue, plugin):
+    role = (  # apisix-ingress-controller's e2e RBAC, broken YAML (judge164)
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n"
+        "  name: {{ .Namespace }}-manager-role\nrules: []\n"
+    )
+    for text in (queue, plugin, role):
         result = lint_text(text)
         assert [f.rule for f in result.findings] == []
         assert result.objects == 1

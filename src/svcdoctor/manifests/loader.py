@@ -414,8 +414,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
                 result.documents, result.skipped = mark[1:]
                 kind = kind_of(root)
                 if kind and (
-                    kind[0] == "Namespace"
-                    or not (consulted(*kind) or reads(kind[0]))
+                    not _read(*kind)
                     or (lines is not None and root is not None and _podless(*kind, lines, root))
                 ):
                     result.documents += 1  # no check reads it (a Secret; a Namespace: labels)
@@ -475,9 +474,9 @@ def _after_broken_document(
             template = None  # a quoted `{{` is a string the parser read; it broke elsewhere
         if template is not None:
             document = lines.between(first, last)
-            version = _API_VERSION.search(document)
-            if version and version.group(1).rpartition("/")[0] in _TOOL_GROUPS:
-                result.documents += 1  # a tool's own file (a krew Plugin), nothing read
+            version, kind = _API_VERSION.search(document), _KIND_LINE.search(document)
+            if version and kind and not _read(kind.group(1), version.group(1)):
+                result.documents += 1  # no check reads it (a ClusterRole, a krew Plugin)
             elif _KIND_KEY.search(document):
                 _template_problem(name, lines, template, result)
             else:  # a templated document that is no Kubernetes object (no kind/apiVersion)
@@ -523,7 +522,17 @@ _HELM = re.compile(
     r"\b(?:include|tpl|toYaml|nindent|required|lookup|define)\b)"
 )
 _KIND_WORD = re.compile(r"\bkind\b")
-_API_VERSION = re.compile(r"^apiVersion:[ \t]*[\"']?([\w./-]+)", re.MULTILINE)
+_API_VERSION = re.compile(r"^apiVersion:[ \t]*[\"']?([\w./-]+)[\"']?[ \t]*$", re.MULTILINE)
+_KIND_LINE = re.compile(r"^kind:[ \t]*[\"']?(\w+)[\"']?[ \t]*$", re.MULTILINE)
+
+
+def _read(kind: str, api_version: str) -> bool:
+    """Whether a check reads objects of the kind (a templated one is then SVD002); not
+    a Namespace's (its labels only), nor a Secret's or a ClusterRole's (apisix's templated
+    e2e RBAC; judge164)."""
+    return kind != "Namespace" and (consulted(kind, api_version) or reads(kind))
+
+
 _KIND_KEY = re.compile(r"""^[ \t]*["']?(?:kind|apiVersion)["']?[ \t]*:""", re.MULTILINE)
 # An anchor (``&a``) and an alias (``*a``) where YAML allows them (a shell ``a && b`` is no
 # anchor): at the start of the text or after a space or flow indicator. The ``&``/``*``
