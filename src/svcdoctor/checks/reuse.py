@@ -248,6 +248,18 @@ def _routed_by(inventory: Inventory, svc: Service, kinds: frozenset[RouteKind]) 
     )
 
 
+def _proxied(inventory: Inventory, svc: Service) -> bool:
+    """Whether a layer-7 proxy's own route object (Contour's HTTPProxy or ExtensionService,
+    NGINX's VirtualServer, Traefik's IngressRoute, APISIX's ApisixRoute) of its namespace
+    sends to the Service's pods, balancing each request (``Resource.upstreams``)."""
+    ns = inventory.namespace_of(svc.ref)
+    return any(
+        svc.ref.name in r.upstreams and inventory.namespace_of(r.ref) == ns
+        for r in inventory.resources
+        if r.upstreams
+    )
+
+
 def _l7_route(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> bool:
     """Whether an Ingress or a Gateway API route's proxy, or a layer-7 cloud load balancer
     (GKE's through NEGs: gke-networking-recipes' istio-ingressgateway; judge163), sends to
@@ -302,7 +314,10 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       `istio-injection: enabled` or `istio.io/rev`, annotation `linkerd.io/inject: enabled`)
       counts when the Namespace is in the inputs;
     - a Service that a gRPC-aware layer-7 hop sends to pod by pod: a GRPCRoute's gateway
-      (also when the inputs hold no pods of the Service, a controller's test input), or
+      (also when the inputs hold no pods of the Service, a controller's test input), a
+      proxy's own route object (Contour's HTTPProxy or ExtensionService, NGINX's
+      VirtualServer, Traefik's IngressRoute, APISIX's ApisixRoute, unless set to send to
+      the ClusterIP), or
       an Ingress with `nginx.ingress.kubernetes.io/backend-protocol: GRPC` (ingress-nginx
       balances each call over the endpoints, unless `service-upstream: "true"` sends it to
       the ClusterIP), or Kong's `konghq.com/protocols: grpc` on the Ingress or
@@ -397,6 +412,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             continue  # a gRPC route's controller balances each request over the pods
         if not workloads and not external and _routed_by(inventory, svc, _GRPC_ROUTES):
             continue  # no pods here for the path model to follow; the route is its client
+        if not external and _proxied(inventory, svc):
+            continue  # a layer-7 proxy's own route object sends to its pods (Contour, NGINX)
         if meshed_path and not certain:
             mesh, certain = f"{l7} (injected)", True
         if mesh and not certain and _settings_everywhere(inventory, workloads):

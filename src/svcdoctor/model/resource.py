@@ -34,6 +34,9 @@ class Resource:
     ports: tuple[str, ...] = ()
     # an admission webhook configuration: (namespace, Service, failurePolicy) per webhook
     webhooks: tuple[tuple[str, str, str, int], ...] = ()  # namespace, Service, policy, port
+    # a layer-7 proxy's own route object (Contour's HTTPProxy, NGINX's VirtualServer…): the
+    # Services of its namespace it sends to pod by pod, balancing each request
+    upstreams: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:
