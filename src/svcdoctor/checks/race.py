@@ -363,7 +363,8 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     SIGTERM, warning when the delay before SIGTERM is unknown (an `httpGet` hook) or the
     app is a declared draining one. A container with no preStop delay that is not a
     declared draining app is left to SVD101, whose message and fix cover the grace period
-    too.
+    too. An `exec` sleep its image cannot run (SVD104) counts as the sleep SVD104's fix
+    makes run, and the message says it fails today.
 
     ## Why it matters
     The grace period counts from the deletion, preStop included. When it runs out the kubelet
@@ -437,6 +438,8 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
                 f"{seconds(settings.max_request_seconds)} s (--max-request-seconds): the kubelet "
                 f"SIGKILLs container {c.name!r} mid-request (exit 137)",
             )
+        if _hook_fails(inventory, c):  # no delay today; SVD104's fix makes the sleep run
+            what = f"once its preStop runs (today it fails: SVD104), {what}"
         yield Hit(
             w,
             f"{given}terminationGracePeriodSeconds {grace}: {what}; set {needed}",
@@ -552,6 +555,17 @@ def prestop_hook(
     return replace(planned, replaces=hook.handler)
 
 
+def _hook_fails(inventory: Inventory, c: Container) -> bool:
+    """Whether the container's `exec` preStop runs a shell or `sleep` its image lacks
+    (SVD104): the hook fails at once, and delays nothing (DeathStarBench's distroless
+    daprApps run `/bin/sleep 30`; judge166)."""
+    hook = c.prestop
+    if not (hook and hook.handler == "exec" and hook.command):
+        return False
+    program = hook.command[0].rsplit("/", 1)[-1]
+    return program in SHELLS | {"sleep"} and image_shell(inventory, c)[0] is False
+
+
 @rule("SVD104", "prestop-needs-shell", Cause.RACE, Severity.ERROR, fix=FixAvailability.SAFE)
 def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """An `exec` preStop runs `sh` or `sleep` in an image that has neither.
@@ -595,12 +609,10 @@ def prestop_needs_shell(inventory: Inventory, settings: Settings) -> Iterator[Hi
     """
     for w, c in backed(inventory):
         hook = c.prestop
-        if not (hook and hook.handler == "exec" and hook.command):
+        if not (hook and hook.command and _hook_fails(inventory, c)):
             continue
         program = hook.command[0].rsplit("/", 1)[-1]
-        shell, base = image_shell(inventory, c)
-        if program not in SHELLS | {"sleep"} or shell is not False:
-            continue
+        base = image_shell(inventory, c)[1]
         plan = race_plan(w, c, settings, current_prestop=hook.sleep_seconds, shell=False)
         sleep = plan.prestop_seconds or hook.sleep_seconds or settings.propagation_seconds
         if hook_kind(settings.kube_version, has_shell=False) is HookKind.IMPOSSIBLE:
