@@ -837,3 +837,35 @@ def test_a_patch_names_its_object_as_its_build_prefixes_it(tmp_path: Path) -> No
         "manager.yaml": [("webhook-server", 9443)],
         "gatekeeper.yaml": [("webhook-server", 9443)],
     }
+
+
+def test_a_label_two_overlays_set_differently_is_left_out_of_selectors_too(
+    tmp_path: Path,
+) -> None:
+    """kernel-module-management: default and default-hub both build the webhook server and
+    label it app.kubernetes.io/component kmm and kmm-hub over its own webhook-server; each
+    builds a webhook Service of its own. Each build's Service meets its pods, so the label
+    that differs by build is no reason for SVD207 (judge167)."""
+    labels = "labels:\n- includeSelectors: true\n  pairs: {app.kubernetes.io/component: %s}\n"
+    manager = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: hook}}\n    spec:\n", 1)
+    service = WEBHOOK.replace("spec:\n", "spec:\n  selector: {app: hook}\n")
+    hub_service = service.replace("name: webhook-service", "name: hub-webhook-service")
+    _write(
+        tmp_path,
+        {
+            "server/manager.yaml": manager,
+            "server/kustomization.yaml": "resources: [manager.yaml]\n" + labels % "server",
+            "webhook/service.yaml": service,
+            "webhook/kustomization.yaml": "resources: [service.yaml]\n",
+            "webhook-hub/service.yaml": hub_service,
+            "webhook-hub/kustomization.yaml": "resources: [service.yaml]\n",
+            "default/kustomization.yaml": "resources: [../server, ../webhook]\n" + labels % "kmm",
+            "hub/kustomization.yaml": (
+                "resources: [../server, ../webhook-hub]\n" + labels % "kmm-hub"
+            ),
+        },
+    )
+    found = _rules([str(tmp_path)])
+    assert ("SVD207", "webhook-service") not in found
+    assert ("SVD207", "hub-webhook-service") not in found
+    assert ("SVD204", "webhook-service") in found

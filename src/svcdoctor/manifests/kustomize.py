@@ -194,6 +194,16 @@ def _merged(found: Sequence[KustomizeLabels], pick: str) -> dict[str, str]:
     scope holds all of the other's) overrides what that one set, as kustomize applies the
     outer kustomization's transformers last; a key two others set to different values (two
     overlays of one base) is left out: which one applies depends on the build."""
+    merged, clash = _label_merge(found, pick)
+    return {k: v for k, v in merged.items() if k not in clash}
+
+
+def _clashing(found: Sequence[KustomizeLabels], pick: str) -> set[str]:
+    """The keys ``_merged`` leaves out: two overlays of one base set them differently."""
+    return _label_merge(found, pick)[1]
+
+
+def _label_merge(found: Sequence[KustomizeLabels], pick: str) -> tuple[dict[str, str], set[str]]:
     merged: dict[str, tuple[str, KustomizeLabels]] = {}
     clash: set[str] = set()
     for k in sorted(found, key=lambda k: len(k.scope)):
@@ -204,7 +214,7 @@ def _merged(found: Sequence[KustomizeLabels], pick: str) -> dict[str, str]:
                 clash.discard(key)
             else:
                 clash.add(key)
-    return {k: v for k, (v, _) in merged.items() if k not in clash}
+    return {k: v for k, (v, _) in merged.items()}, clash
 
 
 # Kinds that have no namespace, which kustomize's namespace transformer leaves alone
@@ -224,6 +234,11 @@ class Build:
     kustomizations: tuple[KustomizeLabels, ...] = ()
     implied: dict[int, str] = field(default_factory=dict)
     folders: Folders = field(default_factory=Folders)
+    # pod labels two overlays of one base set differently (``_merged`` leaves them out of
+    # the pods): left out of the selectors the kustomizations add too, so each build's
+    # Service still meets its pods (kernel-module-management's default and default-hub
+    # set app.kubernetes.io/component kmm and kmm-hub; judge167)
+    ambiguous: frozenset[str] = frozenset()
 
 
 def _path(o: Workload | Service | Resource | Autoscaler) -> str | None:
@@ -248,18 +263,22 @@ def build(
     kustomizations = _transitive(kustomizations)
     named: dict[int, set[str]] = {}
     loose: list[tuple[Workload | Service | Resource | Autoscaler, str]] = []
+    ambiguous: set[str] = set()
     for o in objects:
         path = _path(o)
         if path is None or not _namespaced(o.ref.kind):
             continue
         found = _covering(kustomizations, path)
+        if isinstance(o, Workload) and len(found) > 1:
+            ambiguous |= _clashing([kustomizations[i] for i in found], "templates")
         if not found:
             loose.append((o, path))
         elif o.ref.namespace and not {kustomizations[i].namespace for i in found} - {""}:
             for i in found:
                 named.setdefault(i, set()).add(o.ref.namespace)
     implied = {i: next(iter(ns)) for i, ns in named.items() if len(ns) == 1}
-    return Build(tuple(kustomizations), implied, gather(loose) if by_folder else Folders())
+    folders = gather(loose) if by_folder else Folders()
+    return Build(tuple(kustomizations), implied, folders, frozenset(ambiguous))
 
 
 def _transitive(kustomizations: Sequence[KustomizeLabels]) -> list[KustomizeLabels]:
@@ -319,7 +338,8 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
         if found and all(built.kustomizations[i].home in disabled for i in found):
             continue  # only a kustomization another one comments out builds it
         placed = _webhooks_moved(built, _placed(o, _namespace(built, o, found)), found)
-        out.append(_built(placed, [built.kustomizations[i] for i in found]) if found else placed)
+        found_ks = [built.kustomizations[i] for i in found]
+        out.append(_built(placed, found_ks, built.ambiguous) if found else placed)
     return out
 
 
@@ -397,13 +417,13 @@ def _base_name(name: str, affixes: set[tuple[str, str]]) -> str:
 _SCALED_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"})
 
 
-def _built(o: T, found: list[KustomizeLabels]) -> T:
+def _built(o: T, found: list[KustomizeLabels], ambiguous: frozenset[str]) -> T:
     if isinstance(o, Workload) and (added := _merged(found, "templates")):
         o = replace(o, template=replace(o.template, labels=o.template.labels | added))
     if isinstance(o, Workload) and o.ref.kind in _SCALED_KINDS:
         o = replace(o, replicas=_count(o.ref.name, found, o.replicas))
     elif isinstance(o, Service):
-        selectors = _merged(found, "selectors")
+        selectors = {k: v for k, v in _merged(found, "selectors").items() if k not in ambiguous}
         if selectors:  # created on a Service without one, as kustomize does: its
             # commonLabels field specs (api/internal/konfig/builtinpluginconsts/
             # commonlabels.go) have `spec/selector` with `create: true` for v1 Service
