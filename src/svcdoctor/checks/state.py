@@ -342,6 +342,21 @@ _GRAFANA = re.compile(r"(^|/)grafana/grafana(-oss|-enterprise)?(:|@|$)")
 # APICURIO_STORAGE_KIND selects sql or kafkasql); 2.x shipped it as apicurio-registry-mem
 _APICURIO = re.compile(r"(^|/)apicurio/apicurio-registry(?P<mem>-mem)?(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
+# The legacy WildFly-based image (jboss/keycloak) uses its embedded H2 database unless
+# DB_VENDOR or a database address says another ("If DB_VENDOR value is not specified …
+# H2 will be used": https://hub.docker.com/r/jboss/keycloak; istio-tutorial; judge167)
+_JBOSS_KEYCLOAK = re.compile(r"(^|/)jboss/keycloak(:|@|$)")
+_KEYCLOAK_DB = re.compile(r"^(DB_ADDR|(POSTGRES|MYSQL|MARIADB|ORACLE|MSSQL)_ADDR)$")
+
+
+def _on_h2(container: Container) -> bool:
+    """Whether a jboss/keycloak container keeps H2: no other DB_VENDOR, no database address."""
+    env = dict(container.env)
+    if env.get("DB_VENDOR", "h2").lower() != "h2" or container.env_from:
+        return False
+    return not any(_KEYCLOAK_DB.match(n) for n in {*env, *container.env_refs})
+
+
 _KEYCLOAK_DEV_DBS = frozenset({"dev-file", "dev-mem"})
 # Vault's image runs its dev server when given no command (CMD ["server", "-dev"] in
 # hashicorp/docker-vault's Dockerfile), whose storage is in memory: a second replica is
@@ -638,6 +653,8 @@ def local_state(
     argv = argv_of(container)
     if runs_locust(container) and not _locust_distributed(argv, dict(container.env)):
         return "a standalone Locust runs the whole load test in the one process"
+    if _JBOSS_KEYCLOAK.search(image) and _on_h2(container):
+        return "the legacy Keycloak image keeps its realms in its embedded H2 database"
     if _KEYCLOAK.search(image) and "start-dev" in argv:
         if dict(container.env).get("KC_DB", "dev-file") in _KEYCLOAK_DEV_DBS:
             return "Keycloak in start-dev mode keeps an embedded database"
