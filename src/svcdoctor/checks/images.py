@@ -139,9 +139,16 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
         source = facts.file(flask_file(facts.flask_app))
     else:
         runtime = pid1_runtime(replace(c, command=tuple(argv), args=(), image=facts.base))
-        if runtime is None or runtime.runtime not in ("node", "python") or runtime.shell:
+        if runtime is None or runtime.runtime not in ("node", "python", "php") or runtime.shell:
             return None
         shown, runtime_name = runtime.shown, runtime.runtime
+        if runtime_name == "php":  # no script of the app's changes it (judge171)
+            return ImagePid1(
+                f"its image runs {shown!r} as PID 1 ({where}): PHP's built-in server handles "
+                "SIGINT only and the kernel gives PID 1 no default action",
+                where,
+                "# start the image under tini/dumb-init, or serve with php-fpm behind a web server",
+            )
         if runtime_name == "python" and _module(argv) in _STDLIB_SERVERS:
             return ImagePid1(
                 f"its image runs {shown!r} as PID 1 ({where}): the standard library's server "

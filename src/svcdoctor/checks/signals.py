@@ -23,6 +23,7 @@ _INITS = frozenset({"tini", "tini-static", "dumb-init", "catatonit"})
 _EXECS = frozenset({"env", "exec", "nice", "chpst", "setpriv"})
 _EXECS_AS_USER = frozenset({"gosu", "su-exec"})
 _NODE = re.compile(r"^(node|nodejs)$")
+_PHP = re.compile(r"^php(\d+(\.\d+)?)?$")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 # Servers run with `python -m` that install their own SIGTERM handler: gunicorn (TERM is a
 # graceful shutdown, https://docs.gunicorn.org/en/stable/signals.html), uvicorn (handles
@@ -77,6 +78,8 @@ def _runtime(argv: list[str], image: str) -> Pid1 | None:
         return Pid1("node", shown) if runs_file and not inline else None
     if _PYTHON.match(program):
         return _python(argv, shown)
+    if _PHP.match(program) and "-S" in argv[1:]:
+        return Pid1("php", shown)
     if program in ("npm", "yarn") and len(argv) > 1 and argv[1] in ("start", "run", "run-script"):
         if program == "npm" and shell_family("sh", image) == "ash":
             return None  # npm passes SIGTERM to `sh -c`, and busybox ash execs the app
@@ -133,6 +136,8 @@ _WHY = {
     "of unknown family, which stays the app's parent and does not pass it on",
     "yarn": "yarn passes SIGTERM on but exits without waiting for the app, and the container "
     "ends with it",
+    # sapi/cli/php_cli_server.c installs a handler for SIGINT only (judge171)
+    "php": "PHP's built-in server handles SIGINT only and the kernel gives PID 1 no default action",
 }
 _FIX = {
     "node": "# unless the app already handles it: process.on('SIGTERM', ...) that closes the "
@@ -143,6 +148,9 @@ _FIX = {
     "stops accepting and exits\n# when in-flight requests are done, or a server that "
     "handles it (gunicorn, uvicorn); or an init in\n# the image (tini, dumb-init), or "
     "shareProcessNamespace: true",
+    "php": "# php -S is a development server that stops only at SIGINT: start it under an init "
+    "in the image\n# (tini, dumb-init) or set shareProcessNamespace: true, or serve with "
+    "php-fpm behind a web server",
 }
 _RUN_DIRECTLY = (
     "# run what the start script runs directly (command: [node, server.js]) so that the app "
@@ -161,7 +169,8 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
     app.py` or `python -m module` (not `gunicorn`, `uvicorn`, `celery` or `vllm`, which handle
     SIGTERM, nor Django's `manage.py runserver` without `--noreload`, whose autoreloader exits
     at SIGTERM), `npm start`/`npm run …` in an image whose `sh` is not busybox ash, `yarn
-    start`/`yarn run …`. Looked through: `exec`, `env VAR=x`, `gosu`, and a shell `-c` script's
+    start`/`yarn run …`, PHP's built-in server (`php -S`, which handles SIGINT only). Looked
+    through: `exec`, `env VAR=x`, `gosu`, and a shell `-c` script's
     last command; when the shell stays the app's parent (SVD105), the runtime is told too, since
     it becomes PID 1 as soon as the shell execs it (SVD105's fix). Not flagged: an init in front
     (`tini`, `dumb-init`), `shareProcessNamespace: true` (the pause container is PID 1), a
@@ -218,9 +227,10 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
         if found is None:
             continue
         grace = w.template.effective_grace_seconds
-        if found.runtime in ("node", "python"):
+        if found.runtime in ("node", "python", "php"):
+            unless = "" if found.runtime == "php" else "unless the app installs a handler, "
             what = (
-                f"unless the app installs a handler, SIGTERM is ignored: it keeps serving until "
+                f"{unless}SIGTERM is ignored: it keeps serving until "
                 f"the kubelet SIGKILLs it when the grace period ({grace} s) ends, cutting the "
                 "requests and connections it still holds (exit 137)"
             )
