@@ -253,10 +253,13 @@ def _proxied(inventory: Inventory, svc: Service) -> bool:
     NGINX's VirtualServer, Traefik's IngressRoute, APISIX's ApisixRoute) of its namespace
     sends to the Service's pods, balancing each request (``Resource.upstreams``)."""
     ns = inventory.namespace_of(svc.ref)
-    return any(
-        svc.ref.name in r.upstreams and inventory.namespace_of(r.ref) == ns
-        for r in inventory.resources
-        if r.upstreams
+    return (ns, svc.ref.name) in inventory.derived(_upstreams)
+
+
+def _upstreams(inventory: Inventory) -> frozenset[tuple[str, str]]:
+    """The (namespace, name) of each Service a proxy's route object sends to."""
+    return frozenset(
+        (inventory.namespace_of(r.ref), name) for r in inventory.resources for name in r.upstreams
     )
 
 

@@ -24,6 +24,7 @@ from svcdoctor.manifests.yamlnodes import mapping_keys
 from svcdoctor.model.duration import go_duration
 from svcdoctor.model.inventory import Address
 
+_SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, when PyYAML has it
 # ConfigMap (namespace, name) -> why a server that mounts it keeps local state
 LocalStores = dict[tuple[str, str], str]
 
@@ -53,9 +54,13 @@ def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
             return ref, why
         if vault := _VAULT_LOCAL.search(text):
             return ref, f"Vault's config keeps its storage {vault.group(1)!r} in the pod"
-        if ("schema_config" in text or "trace" in text) and (why := _grafana_local(text)):
+        if _GRAFANA_LOCAL.search(text) and (why := _grafana_local(text)):
             return ref, why
     return None
+
+
+# what a Loki or Tempo config keeping its data on its disk must say, before it is parsed
+_GRAFANA_LOCAL = re.compile(r"object_store:\s*filesystem\b|backend:\s*local\b")
 
 
 def _grafana_local(text: str) -> str | None:
@@ -119,7 +124,7 @@ def _text(node: yaml.Node | None) -> str:
 def _parsed(text: str) -> dict[str, Any] | None:
     """A config's text as a mapping, or ``None`` (not YAML, or no mapping)."""
     try:
-        config = yaml.safe_load(text)
+        config = yaml.load(text, Loader=_SAFE)
     except yaml.YAMLError:
         return None
     return config if isinstance(config, dict) else None
