@@ -25,6 +25,7 @@ from svcdoctor.checks._serving import (
 )
 from svcdoctor.model import Container, Inventory, Resource, Service, Workload
 from svcdoctor.model.inventory import related
+from svcdoctor.model.route import RouteKind
 
 
 def carries_requests(inventory: Inventory, service: Service) -> bool:
@@ -377,18 +378,26 @@ def routed(inventory: Inventory, service: Service) -> bool:
     """Whether a route (an Ingress, a Gateway API route, a TargetGroupBinding) sends to the
     Service: its clients send requests, however its ports are named and even when it is
     headless (the controller balances over its endpoints)."""
-    names = inventory.derived(_routed) if inventory.routes else frozenset()
-    return (inventory.namespace_of(service.ref), service.ref.name) in names
+    return bool(route_kinds(inventory, service))
 
 
-def _routed(inventory: Inventory) -> frozenset[tuple[str, str]]:
-    """The (namespace, name) of each Service a route sends to."""
-    return frozenset(
-        (b.namespace or inventory.namespace_of(r.ref), b.name)
-        for r in inventory.routes
-        for b in r.backends
-        if b.kind == "Service"
-    )
+def route_kinds(inventory: Inventory, service: Service) -> frozenset[RouteKind]:
+    """The kinds of the routes that send to the Service (none: no route does)."""
+    if not inventory.routes:
+        return frozenset()
+    key = (inventory.namespace_of(service.ref), service.ref.name)
+    return inventory.derived(_routed).get(key, frozenset())
+
+
+def _routed(inventory: Inventory) -> dict[tuple[str, str], frozenset[RouteKind]]:
+    """The kinds of route that send to each Service, by (namespace, name)."""
+    kinds: dict[tuple[str, str], set[RouteKind]] = {}
+    for r in inventory.routes:
+        for b in r.backends:
+            if b.kind == "Service":
+                key = (b.namespace or inventory.namespace_of(r.ref), b.name)
+                kinds.setdefault(key, set()).add(r.kind)
+    return {key: frozenset(found) for key, found in kinds.items()}
 
 
 def unserved(inventory: Inventory, workload: Workload, container: Container) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import PurePath
 
 from svcdoctor.checks._backends import serving_targets
-from svcdoctor.checks._carrying import carries_requests
+from svcdoctor.checks._carrying import carries_requests, route_kinds
 from svcdoctor.checks._clients import registry_found
 from svcdoctor.checks._serving import serving_containers
 from svcdoctor.checks._shutdown import run_paths
@@ -237,15 +237,7 @@ def _routed_by(inventory: Inventory, svc: Service, kinds: frozenset[RouteKind]) 
     inputs show, and it balances each request over the endpoints."""
     if KONG_SERVICE_UPSTREAM in svc.annotations or NGINX_SERVICE_UPSTREAM in svc.annotations:
         return False
-    ns = inventory.namespace_of(svc.ref)
-    return any(
-        b.kind == "Service"
-        and b.name == svc.ref.name
-        and (b.namespace or inventory.namespace_of(r.ref)) == ns
-        for r in inventory.routes
-        if r.kind in kinds
-        for b in r.backends
-    )
+    return bool(route_kinds(inventory, svc) & kinds)
 
 
 def _proxied(inventory: Inventory, svc: Service) -> bool:
