@@ -638,7 +638,8 @@ def local_state(
     if workload.pinned:
         return f"its manifest says beside replicas: {workload.pinned!r}"
     image = container.image.split("@", 1)[0]
-    in_memory = "zipkin" not in image or dict(container.env).get("STORAGE_TYPE", "mem") == "mem"
+    env = dict(container.env)
+    in_memory = "zipkin" not in image or env.get("STORAGE_TYPE", "mem") == "mem"
     if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
         return f"image {image} keeps its data in the one process or its local files"
     if not data_only and (role := _sole_controller(container)):
@@ -646,12 +647,12 @@ def local_state(
     if kernel_mounted(container):
         return f"image {image} is a file server exporting its own files"
     argv = argv_of(container)
-    if runs_locust(container) and not _locust_distributed(argv, dict(container.env)):
+    if runs_locust(container) and not _locust_distributed(argv, env):
         return "a standalone Locust runs the whole load test in the one process"
     if _JBOSS_KEYCLOAK.search(image) and _on_h2(container):
         return "the legacy Keycloak image keeps its realms in its embedded H2 database"
     if _KEYCLOAK.search(image) and "start-dev" in argv:
-        if dict(container.env).get("KC_DB", "dev-file") in _KEYCLOAK_DEV_DBS:
+        if env.get("KC_DB", "dev-file") in _KEYCLOAK_DEV_DBS:
             return "Keycloak in start-dev mode keeps an embedded database"
         return "Keycloak in start-dev mode keeps sessions in its local cache (no clustering)"
     if "rundex" in argv:
@@ -664,7 +665,6 @@ def local_state(
         return workload.template.config_state
     if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):
         return "Alertmanager without --cluster.peer keeps silences and notifications in itself"
-    env = dict(container.env)
     configured = "configMap" in workload.template.volumes.values() or container.env_from
     if stock := _stock_local(image, argv, env, configured):
         return stock

@@ -83,6 +83,11 @@ def consulted(kind: str, api_version: str) -> bool:
         return True
     if kind == _DEPLOYMENT_CONFIG:  # OpenShift's, `v1` before apps.openshift.io/v1
         return True
+    return _custom(api_version)
+
+
+def _custom(api_version: str) -> bool:
+    """Whether the API version is a custom resource's (not Kubernetes' own, not a tool's)."""
     group = api_version.rpartition("/")[0]
     return not (group in _BUILTIN_GROUPS or group in _TOOL_GROUPS or group.endswith(".k8s.io"))
 
@@ -691,8 +696,7 @@ def _podless(kind: str, api_version: str, lines: TextLines, root: yaml.Node) -> 
     """Whether a templated document is a custom resource whose text names no pod, selector,
     port or backend (kueue's templated LocalQueue; judge163): nothing a check reads is
     lost, as for a Secret."""
-    group = api_version.rpartition("/")[0]
-    if group in _BUILTIN_GROUPS or group.endswith(".k8s.io") or kind in PATH_KINDS:
+    if not _custom(api_version) or kind in PATH_KINDS:
         return False
     text = lines.between(root.start_mark.line + 1, root.end_mark.line + 1)
     return not _POD_KEYS.search(text)

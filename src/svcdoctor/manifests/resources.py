@@ -67,12 +67,13 @@ def resource(f: Fields) -> Resource:
     webhooks = _webhooks(body.get("webhooks")) if f.raw.kind in WEBHOOK_KINDS else ()
     if f.raw.kind == "TrafficSplit" and isinstance(spec, YMap):
         host = text_of(spec.get("service"))  # the SMI apex Service it splits
-    group = text_of(body.get("apiVersion")).rpartition("/")[0]
+    api_version = text_of(body.get("apiVersion"))
+    group = api_version.rpartition("/")[0]  # Resource.group, before there is a Resource
     upstreams = _upstreams(spec, *_PROXY_ROUTES[group]) if group in _PROXY_ROUTES else ()
     return Resource(
         ref=f.ref,
         location=f.raw.location,
-        api_version=text_of(body.get("apiVersion")),
+        api_version=api_version,
         labels=_plain_labels(meta.get("labels")) if isinstance(meta, YMap) else {},
         annotations=_plain_labels(meta.get("annotations")) if isinstance(meta, YMap) else {},
         pod_labels=tuple(_pod_labels(spec, _POD_SEARCH_DEPTH)),
