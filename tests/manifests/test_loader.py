@@ -750,7 +750,8 @@ def test_templated_documents_no_check_reads_are_no_problem() -> None:
     """kueue's test/performance templates: a LocalQueue with `name: {{.Name}}` names no
     pod, selector, port or backend; a krew Plugin (`.krew.yaml`, a release bot's template,
     broken YAML) is a tool's file, never applied (judge158, judge163); a templated custom
-    resource with a pod template is still SVD002."""
+    resource with a pod template is still SVD002, also where the template breaks the YAML
+    (a `{{- if }}` line: the same verdict on both paths)."""
     queue = (
         "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata:\n"
         "  name: {{.Name}}\nspec:\n  clusterQueue: {{.ClusterQueue}}\n"
@@ -765,7 +766,8 @@ def test_templated_documents_no_check_reads_are_no_problem() -> None:
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n"
         "  name: {{ .Namespace }}-manager-role\nrules: []\n"
     )
-    for text in (queue, plugin, role):
+    broken = "{{- if .Values.queue }}\n" + queue + "{{- end }}\n"
+    for text in (queue, plugin, role, broken):
         result = lint_text(text)
         assert [f.rule for f in result.findings] == []
         assert result.objects == 1
@@ -774,6 +776,7 @@ def test_templated_documents_no_check_reads_are_no_problem() -> None:
         "  template:\n    spec:\n      containers: [{name: a, image: {{.Image}}}]\n",
     )
     assert [f.rule for f in lint_text(job).findings] == ["SVD002"]
+    assert [f.rule for f in lint_text("{{- if .X }}\n" + job).findings] == ["SVD002"]
 
 
 def test_percent_placeholders_a_sed_step_fills_in_are_read() -> None:

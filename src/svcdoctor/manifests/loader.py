@@ -418,10 +418,9 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
                 del objects[mark[0] :]
                 result.documents, result.skipped = mark[1:]
                 kind = kind_of(root)
-                if kind and (
-                    not _read(*kind)
-                    or (lines is not None and root is not None and _podless(*kind, lines, root))
-                ):
+                span = (root.start_mark.line + 1, root.end_mark.line + 1) if root else (0, 0)
+                document = lines.between(*span) if lines is not None else ""
+                if kind and (not _read(*kind) or (document and _podless(*kind, document))):
                     result.documents += 1  # no check reads it (a Secret; a Namespace: labels)
                     continue
                 if lines is None:
@@ -431,9 +430,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
                         )
                     )
                     continue
-                assert root is not None
-                first, last = root.start_mark.line + 1, root.end_mark.line + 1
-                line = lines.first_template(first, last) or exc.line
+                line = lines.first_template(*span) or exc.line
                 _template_problem(display, lines, line, result)
             except InputTooComplex as exc:
                 result.problems.append(_problem(UNREADABLE_INPUT, display, exc.line, exc.reason))
@@ -480,7 +477,8 @@ def _after_broken_document(
         if template is not None:
             document = lines.between(first, last)
             version, kind = _API_VERSION.search(document), _KIND_LINE.search(document)
-            if version and kind and not _read(kind.group(1), version.group(1)):
+            read = (kind.group(1), version.group(1)) if version and kind else None
+            if read and (not _read(*read) or _podless(*read, document)):
                 result.documents += 1  # no check reads it (a ClusterRole, a krew Plugin)
             elif _KIND_KEY.search(document):
                 _template_problem(name, lines, template, result)
@@ -692,14 +690,11 @@ _POD_KEYS = re.compile(
 )
 
 
-def _podless(kind: str, api_version: str, lines: TextLines, root: yaml.Node) -> bool:
+def _podless(kind: str, api_version: str, document: str) -> bool:
     """Whether a templated document is a custom resource whose text names no pod, selector,
     port or backend (kueue's templated LocalQueue; judge163): nothing a check reads is
     lost, as for a Secret."""
-    if not _custom(api_version) or kind in PATH_KINDS:
-        return False
-    text = lines.between(root.start_mark.line + 1, root.end_mark.line + 1)
-    return not _POD_KEYS.search(text)
+    return _custom(api_version) and kind not in PATH_KINDS and not _POD_KEYS.search(document)
 
 
 def _template_problem(name: str, lines: TextLines, line: int, result: LoadResult) -> None:
