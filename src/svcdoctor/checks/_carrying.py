@@ -5,6 +5,7 @@ scraped, probed, named in DNS or called by ``Ignore`` webhooks has no request to
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from svcdoctor.checks._serving import (
     METRICS_FLAGS,
@@ -333,6 +334,28 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
         for policy, port, file in called
         if related(service.location.file, file)
     }
+
+
+def every_replica_server(
+    inventory: Inventory, svc: Service, containers: Sequence[Container]
+) -> bool:
+    """Whether the Service reaches a server a controller-runtime manager runs on every
+    replica: a webhook calls it, or every port that carries requests (all of them, when
+    all are scraped) targets a container port named ``webhook*``, or the metrics or health
+    port its flags set. KEDA's operator serves its metrics on every replica but its
+    metrics-service gRPC port on the leader only: a Service of both reaches the leader's."""
+    if webhook_calls(inventory, svc):
+        return True
+    ports = [cp for c in containers for cp in c.ports if (cp.name or "").startswith("webhook")]
+    numbers = {cp.number for cp in ports} | {
+        port
+        for c in containers
+        for flags in (METRICS_FLAGS, ("health-probe-bind-address",))
+        if (port := flag_port(argv_of(c), *flags)) is not None
+    }
+    names = {cp.name for cp in ports}
+    called = [p for p in svc.ports if not uncalled(p)] or svc.ports
+    return all(p.target in numbers or p.target in names for p in called)
 
 
 def _webhook_index(

@@ -6,7 +6,13 @@ import re
 from collections.abc import Iterator, Sequence
 
 from svcdoctor.checks._backends import related_targets, service_names
-from svcdoctor.checks._carrying import carries_requests, racing, unserved, webhook_calls
+from svcdoctor.checks._carrying import (
+    carries_requests,
+    every_replica_server,
+    racing,
+    unserved,
+    webhook_calls,
+)
 from svcdoctor.checks._clients import not_ready_published, registry_found
 from svcdoctor.checks._probes import (
     Speaks,
@@ -21,7 +27,6 @@ from svcdoctor.checks._probes import (
 from svcdoctor.checks._serving import serves, serves_nothing, stock_port, unreached
 from svcdoctor.checks._shutdown import shutdown_facts
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.replicas import every_replica_server
 from svcdoctor.checks.rollout import lone_keeper, lone_pod, until_replicated
 from svcdoctor.checks.selection import endpoints_given
 from svcdoctor.checks.settings import Settings

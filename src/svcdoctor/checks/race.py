@@ -7,7 +7,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from svcdoctor.checks._backends import service_names
-from svcdoctor.checks._carrying import carries_requests, racing, unserved
+from svcdoctor.checks._carrying import (
+    carries_requests,
+    every_replica_server,
+    racing,
+    unserved,
+)
 from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._scripts import SHELLS
 from svcdoctor.checks._serving import backed
@@ -30,6 +35,7 @@ from svcdoctor.checks.rollout import (
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
+from svcdoctor.checks.state import leader_elected, waits_for_lease
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import Fix, FixAvailability, Handler, PodPatch, PreStopHook
 from svcdoctor.model.remedy import (
@@ -287,6 +293,14 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             )
         if today := _until_fixed(inventory, w, c, alone):
             stops = today + stops
+        if leader := _leader_only(inventory, w, c):
+            stops += (
+                f"; but if only the elected leader serves this port ({leader}), a new pod "
+                "serves it only once the lease passes to it (after the old pod exits and, "
+                "unless it releases the lease, the lease's duration: 15 s by default): the "
+                "sleep covers the endpoint removal, not that gap (release the lease on "
+                "shutdown, or serve the port on every replica)"
+            )
         yield Hit(
             w,
             f"container {c.name!r} behind Service {service_names(inventory, w)} has {what}: "
@@ -294,8 +308,20 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             fix=_prestop_fix(w, c, plan, grace_to, settings, hint, shell),
             container=c.name,
             line=hook.line if hook else c.line,
-            severity=Severity.INFO if today else None,
+            severity=Severity.INFO if today or leader else None,
         )
+
+
+def _leader_only(inventory: Inventory, w: Workload, c: Container) -> str | None:
+    """What makes the container leader-elected, when the Services that carry its requests
+    reach a server only the leader runs (KEDA's metrics-service gRPC port, judge176), as
+    SVD204 tells them; else ``None``."""
+    services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    if not services or (
+        not waits_for_lease(c) and any(every_replica_server(inventory, s, [c]) for s in services)
+    ):
+        return None
+    return leader_elected(c, other_servers=True)
 
 
 def _still_sent(inventory: Inventory, w: Workload) -> str:

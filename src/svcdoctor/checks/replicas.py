@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import PurePath
 
 from svcdoctor.checks._backends import fewest_pods, serving_targets
-from svcdoctor.checks._carrying import carries_requests, routed, webhook_calls
+from svcdoctor.checks._carrying import carries_requests, every_replica_server, routed
 from svcdoctor.checks._clients import registry_served
 from svcdoctor.checks._serving import (
-    METRICS_FLAGS,
-    argv_of,
     behind_proxies,
-    flag_port,
     serving_containers,
-    uncalled,
     unreached,
 )
 from svcdoctor.checks.registry import Hit, rule
@@ -38,7 +34,6 @@ from svcdoctor.checks.state import (
 from svcdoctor.model import (
     Autoscaler,
     Cause,
-    Container,
     Inventory,
     Resource,
     Service,
@@ -331,28 +326,6 @@ def operator_asset(w: Workload) -> bool:
     parts = PurePath(w.location.file).parts
     placeholder = any("${" in c.image for c in w.template.containers)
     return "bindata" in parts or ("assets" in parts and placeholder)
-
-
-def every_replica_server(
-    inventory: Inventory, svc: Service, containers: Sequence[Container]
-) -> bool:
-    """Whether the Service reaches a server a controller-runtime manager runs on every
-    replica: a webhook calls it, or every port that carries requests (all of them, when
-    all are scraped) targets a container port named ``webhook*``, or the metrics or health
-    port its flags set. KEDA's operator serves its metrics on every replica but its
-    metrics-service gRPC port on the leader only: a Service of both reaches the leader's."""
-    if webhook_calls(inventory, svc):
-        return True
-    ports = [cp for c in containers for cp in c.ports if (cp.name or "").startswith("webhook")]
-    numbers = {cp.number for cp in ports} | {
-        port
-        for c in containers
-        for flags in (METRICS_FLAGS, ("health-probe-bind-address",))
-        if (port := flag_port(argv_of(c), *flags)) is not None
-    }
-    names = {cp.name for cp in ports}
-    called = [p for p in svc.ports if not uncalled(p)] or svc.ports
-    return all(p.target in numbers or p.target in names for p in called)
 
 
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
