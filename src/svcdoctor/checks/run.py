@@ -83,18 +83,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
             if finding.object and r.id in suppressions.get(where, ()):
                 suppressed += 1
                 continue
-            if override := settings.severities.get(r.id):
-                finding = replace(finding, severity=override)
-            elif finding.severity is not Severity.INFO and _END_TO_END.search(
-                finding.location.file
-            ):
-                finding = replace(
-                    finding,
-                    severity=Severity.INFO,
-                    message=f"{finding.message} (a note: an end-to-end test's manifest, "
-                    "deployed for one test run)",
-                )
-            findings.append(finding)
+            findings.append(_severity(finding, settings.severities.get(r.id)))
     findings.sort(key=lambda f: f.sort_key)
     return LintResult(
         findings=tuple(findings),
@@ -105,6 +94,21 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
         workloads=len(inventory.workloads),
         services=len(inventory.services),
         paths=workload_paths(inventory, paths, settings.propagation_seconds),
+    )
+
+
+def _severity(finding: Finding, override: Severity | None) -> Finding:
+    """The finding at the severity the configuration sets for its rule, or a note where it
+    is on an end-to-end test's manifest."""
+    if override is not None:
+        return replace(finding, severity=override)
+    if finding.severity is Severity.INFO or not _END_TO_END.search(finding.location.file):
+        return finding
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message} (a note: an end-to-end test's manifest, deployed for one "
+        "test run)",
     )
 
 
