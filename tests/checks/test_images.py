@@ -540,3 +540,67 @@ def test_an_image_built_from_distroless_here_has_no_shell_for_a_prestop(tmp_path
     assert fix.patch.prestop is not None
     assert fix.patch.prestop.handler is Handler.SLEEP
     assert fix.patch.prestop.replaces == "exec"
+
+
+VOTING = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: NAME}
+spec:
+  replicas: 1
+  template:
+    metadata: {labels: {app: NAME}}
+    spec:
+      containers:
+      - name: NAME
+        image: dockersamples/examplevotingapp_NAME
+        ports: [{containerPort: 80}]
+        readinessProbe: {tcpSocket: {port: 80}}
+        lifecycle: {preStop: {sleep: {seconds: 5}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: NAME}
+spec:
+  selector: {app: NAME}
+  ports: [{port: 80}]
+"""
+
+
+def test_a_socket_io_server_keeps_its_sessions_in_its_process(tmp_path: Path) -> None:
+    """example-voting-app (judge180): ``examplevotingapp_result`` is built from ``result/``
+    (the ``_`` spelling of a project prefix); its server.js serves Socket.IO, whose clients
+    poll the process that opened their session: SVD204 is a note that asks for sticky
+    sessions first, not ``replicas: 2``. A sticky Service, or an adapter that shares the
+    sessions, gets the replicas fix."""
+    for name in ("result", "vote", "worker"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "Dockerfile").write_text(
+            'FROM node:20\nWORKDIR /app\nCOPY . .\nCMD ["node", "server.js"]\n'
+        )
+        (tmp_path / name / "server.js").write_text("require('http').createServer().listen(80)\n")
+    server = "var io = require('socket.io')(server);\nio.on('connection', () => {});\n"
+    (tmp_path / "result" / "server.js").write_text(server)
+    manifests = tmp_path / "k8s"
+    manifests.mkdir()
+    for name in ("result", "vote", "worker"):
+        (manifests / f"{name}.yaml").write_text(VOTING.replace("NAME", name))
+
+    def single() -> dict[str, tuple[str, bool]]:
+        found = lint_paths([str(tmp_path)], Settings(enabled=frozenset({"SVD204"}))).findings
+        return {
+            f.object.name: (f.severity.value, f.fix.patch is not None) for f in found if f.object
+        }
+
+    assert single() == {
+        "result": ("info", False),
+        "vote": ("warning", True),
+        "worker": ("warning", True),
+    }
+    sticky = VOTING.replace("NAME", "result") + "  sessionAffinity: ClientIP\n"
+    (manifests / "result.yaml").write_text(sticky)
+    assert single()["result"] == ("warning", True)
+    (manifests / "result.yaml").write_text(VOTING.replace("NAME", "result"))
+    adapter = "const { createAdapter } = require('@socket.io/redis-adapter');\n"
+    (tmp_path / "result" / "server.js").write_text(adapter + server)
+    assert single()["result"] == ("warning", True)

@@ -295,3 +295,21 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
             container=c.name,
             line=c.line,
         )
+
+
+# Socket.IO keeps each session in the server process that opened it: its clients start with
+# HTTP long-polling, and a request that reaches another replica fails ("Session ID
+# unknown") unless the load balancer is sticky or an adapter shares the sessions
+# (https://socket.io/docs/v4/using-multiple-nodes/; example-voting-app's result, judge180)
+_SOCKET_IO = re.compile(r"""require\(\s*['"]socket\.io['"]\s*\)|from\s+['"]socket\.io['"]""")
+_SOCKET_IO_SHARED = re.compile(r"socket\.io-redis|@socket\.io/\w+-adapter|createAdapter\(")
+
+
+def socket_io_sessions(inventory: Inventory, c: Container) -> str | None:
+    """Why the container's app keeps Socket.IO sessions in its process (an app file of its
+    image's build context serves Socket.IO with no adapter), or ``None``."""
+    facts = inventory.images.get(c.image)
+    for f in facts.files if facts is not None else ():
+        if _SOCKET_IO.search(f.text) and not _SOCKET_IO_SHARED.search(f.text):
+            return f"{f.path} serves Socket.IO, whose sessions live in the process that opened them"
+    return None

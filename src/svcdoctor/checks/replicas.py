@@ -15,6 +15,7 @@ from svcdoctor.checks._serving import (
     serving_containers,
     unreached,
 )
+from svcdoctor.checks.images import socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import stops_first
 from svcdoctor.checks.selection import endpoints_given, same_namespace
@@ -80,8 +81,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     storage, zot, Grafana on its default SQLite database, Loki on its image's local-config.yaml,
     Tempo run whole on a volume of its own, Nacos in standalone mode, a path its own flags call
     storage (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, the Eureka server
-    its clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, Seata's server
-    in file store mode (its default, `STORE_MODE`), Apicurio Registry on its default in-memory
+    its clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, a Socket.IO
+    server (an app file of its image's build context, no adapter, no `sessionAffinity: ClientIP`
+    on the Service: its clients poll the process that opened their session), Seata's server in
+    file store mode (its default, `STORE_MODE`), Apicurio Registry on its default in-memory
     storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator,
     the MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose
     server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in
@@ -220,6 +223,10 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     state = next((why for c in holders if (why := local_state(w, c, alike=True))), None)
     if state is None:
         state = registry_served(inventory, svc)
+    sessions = None
+    if state is None and svc.session_affinity != "ClientIP":
+        sessions = next((why for c in holders if (why := socket_io_sessions(inventory, c))), None)
+        state = sessions
     if state is not None:
         kept = "keeps local state"
         advice = (
@@ -242,6 +249,14 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             )
         elif any(state.startswith(f"it writes to {disk} ") for disk in INLINE_DISKS):
             second = "could not start on another node: the disk attaches read-write to one"
+        elif sessions:
+            kept = "keeps sessions in its process"
+            advice = (
+                "# an availability note: before a second replica, make the Service sticky "
+                "(sessionAffinity: ClientIP)\n# or share the sessions (a Socket.IO adapter), "
+                "or a session's requests reach a pod that did not open it"
+            )
+            second = "would get requests of sessions the other opened, and fail them"
         elif state.startswith("it reaches its node's daemon"):
             kept = "is bound to its node"
             advice = (

@@ -11,6 +11,7 @@ from svcdoctor.checks._carrying import carries_requests, route_kinds
 from svcdoctor.checks._clients import registry_found
 from svcdoctor.checks._serving import serving_containers
 from svcdoctor.checks._shutdown import run_paths
+from svcdoctor.checks.images import socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import local_state, node_socket, queried_scraper
@@ -577,7 +578,9 @@ def session_affinity_clientip(inventory: Inventory, settings: Settings) -> Itera
     scraped per pod), and backends whose replicas keep data of their own (local state, as
     for SVD204: two Prometheus servers' series, a registry's images; a single instance of
     such a server too; the prometheus-operator's Prometheus, Alertmanager and ThanosRuler pods,
-    by the labels it gives them), where the affinity keeps a client's reads consistent.
+    by the labels it gives them), where the affinity keeps a client's reads consistent; and
+    Socket.IO servers (an app file of the image's build context, no adapter), whose clients
+    poll the pod that opened their session.
 
     ## Why it matters
     Like connection reuse, affinity turns "one bad backend fails 1/N of requests" into "one
@@ -635,7 +638,9 @@ def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
         return True  # the prometheus-operator's servers: each replica holds its own data
     workloads = serving_targets(inventory, svc)
     return any(
-        local_state(w, c, alike=True, emptydirs=False) is not None or queried_scraper(c)
+        local_state(w, c, alike=True, emptydirs=False) is not None
+        or queried_scraper(c)
+        or socket_io_sessions(inventory, c) is not None
         for w in workloads
         for c in serving_containers(inventory, w)
     )

@@ -566,17 +566,18 @@ _WORDS = re.compile(r"[._-]")
 def _project_prefixed(
     by_name: Mapping[str, list[Path]], images: Iterable[str]
 ) -> dict[str, list[Path]]:
-    """Images named ``<project>-<folder>`` for a folder's Dockerfile, where three or more
-    images of the run, every one with that prefix, share it that way
+    """Images named ``<project>-<folder>`` (or ``_``) for a folder's Dockerfile, where three
+    or more images of the run, every one with that prefix, share it that way
     (oracle-quickstart/oci-cloudnative: ``mushop-api``, ``mushop-carts``, … built from
-    ``src/api/``, ``src/carts/``): a naming convention, not one image whose name merely ends
+    ``src/api/``, ``src/carts/``; example-voting-app's ``examplevotingapp_result`` from
+    ``result/``): a naming convention, not one image whose name merely ends
     in a folder's (``kube-rbac-proxy``)."""
     by_prefix: dict[str, dict[str, list[Path]]] = {}
     named: dict[str, set[str]] = {}  # prefix → the image names that carry it
     for image in images:
         name = image_name(image)
         for i, char in enumerate(name):
-            if char == "-":
+            if char in "-_":
                 named.setdefault(name[:i], set()).add(name)
                 if found := by_name.get(name[i + 1 :]):
                     by_prefix.setdefault(name[:i], {})[image] = found
