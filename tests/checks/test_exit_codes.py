@@ -295,13 +295,13 @@ def test_an_end_to_end_tests_findings_are_notes(tmp_path: Path) -> None:
     test deploys them for one run, no rollout drains them; their findings are info notes
     that fail no CI job, the same manifest elsewhere warns, and a severity the
     configuration sets wins."""
-    fixtures = tmp_path / "tests" / "e2e" / "fixtures"
+    fixtures = tmp_path / "tests" / "e2e-openshift-ossm" / "fixtures"
     fixtures.mkdir(parents=True)
     (fixtures / "webtest.yaml").write_text(WEBTEST)
     (tmp_path / "deploy").mkdir()
     (tmp_path / "deploy" / "webtest.yaml").write_text(WEBTEST)
     result = lint_paths([str(tmp_path)])
-    e2e = [f for f in result.findings if "/e2e/" in f.location.file]
+    e2e = [f for f in result.findings if "/e2e-" in f.location.file]
     deploy = [f for f in result.findings if "/deploy/" in f.location.file]
     assert {f.rule for f in e2e} == {f.rule for f in deploy} == {"SVD101", "SVD201", "SVD204"}
     assert {f.severity for f in e2e} == {Severity.INFO}

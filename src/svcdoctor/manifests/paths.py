@@ -72,12 +72,14 @@ def vendored(top: str, name: str, files: list[str]) -> bool:
 # that no object of its `NN-errors.yaml` exists: partial objects holding only the fields a
 # test compares, never applied (https://kuttl.dev/docs/testing/asserts-errors.html;
 # jaeger-operator's tests/e2e: a collector Service without clusterIP, which the operator
-# makes headless; judge159)
-_ASSERTION = re.compile(r"^\d+-(.*-)?(assert|errors)\.ya?ml$")
+# makes headless; judge159); chainsaw's steps name theirs so too, or `NN-assert-WHAT.yaml`
+# (https://kyverno.github.io/chainsaw/latest/operations/assert/; tempo-operator's
+# tests/e2e-openshift-upgrade, judge183)
+_ASSERTION = re.compile(r"^\d+-(.*-)?(assert|errors)(-.*)?\.ya?ml$")
 
 
 def assertion(name: str) -> bool:
-    """Whether a file name is a kuttl test step's assertion (``_ASSERTION``)."""
+    """Whether a file name is a kuttl or chainsaw test step's assertion (``_ASSERTION``)."""
     return bool(_ASSERTION.match(name))
 
 
