@@ -604,3 +604,34 @@ def test_a_socket_io_server_keeps_its_sessions_in_its_process(tmp_path: Path) ->
     adapter = "const { createAdapter } = require('@socket.io/redis-adapter');\n"
     (tmp_path / "result" / "server.js").write_text(adapter + server)
     assert single()["result"] == ("warning", True)
+
+
+def test_a_probe_path_whose_handler_returns_a_constant_is_no_deep_check(tmp_path: Path) -> None:
+    """bank-of-anthos' frontend (judge179): gunicorn serves "frontend:create_app()", whose
+    `/ready` is `return 'ok', 200` after its docstring: the same cheap check twice, no
+    SVD202; a handler that asks a dependency is still one."""
+    app = tmp_path / "src" / "frontend"
+    app.mkdir(parents=True)
+    (app / "Dockerfile").write_text(
+        "FROM python:3.12-slim\nWORKDIR /app\nCOPY . .\n"
+        'CMD gunicorn -b :$PORT "frontend:create_app()"\n'
+    )
+    handler = "    @app.route('/ready', methods=['GET'])\n    def readiness():\n"
+    constant = (
+        handler + '        """\n        Readiness probe\n        """\n        return "ok", 200\n'
+    )
+    deep = handler + "        db.ping()\n        return 'ok', 200\n"
+    manifest = tmp_path / "frontend.yaml"
+    manifest.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: frontend}\nspec:\n"
+        "  replicas: 2\n  template:\n    metadata: {labels: {app: frontend}}\n    spec:\n"
+        "      containers:\n      - name: front\n        image: example/frontend:v1\n"
+        "        readinessProbe: {httpGet: {path: /ready, port: 8080}}\n"
+        "        livenessProbe: {httpGet: {path: /ready, port: 8080}}\n---\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {name: frontend}\nspec:\n"
+        "  selector: {app: frontend}\n  ports: [{port: 80, targetPort: 8080}]\n"
+    )
+    only = Settings(enabled=frozenset({"SVD202"}))
+    for body, flagged in ((constant, 0), (deep, 1)):
+        (app / "frontend.py").write_text(f"def create_app():\n{body}    return app\n")
+        assert len(lint_paths([str(tmp_path)], only).findings) == flagged

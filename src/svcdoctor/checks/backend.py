@@ -26,6 +26,7 @@ from svcdoctor.checks._probes import (
 )
 from svcdoctor.checks._serving import serves, serves_nothing, stock_port, unreached
 from svcdoctor.checks._shutdown import shutdown_facts
+from svcdoctor.checks.images import constant_route
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import lone_keeper, lone_pod, until_replicated
 from svcdoctor.checks.selection import endpoints_given
@@ -253,7 +254,9 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     cheap check twice, which restarts nothing a dependency fails: the health conventions whose
     handlers answer by themselves (`/healthz`, `/health`, `/livez`, `/ping`, `/status`, `/ok`,
     `/hello`, Hazelcast's `/hazelcast/health/node-state`; CloudNativePG's operator's
-    `/readyz`), the root page and static files,
+    `/readyz`), a path whose handler in the app file of the image's build context (as SVD117
+    finds it) only returns a constant (a Flask or FastAPI route whose body is `return 'ok',
+    200`, an Express route that sends a literal), the root page and static files,
     kubebuilder's manager health port (8081 `/readyz`, `/healthz`: controller-runtime's
     in-process Ping), `tcpSocket`, a gRPC server's overall status, and commands (unless they
     fetch such a URL).
@@ -298,6 +301,8 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
         if split.change is ProbeChange.NONE or c.readiness is None:
             continue
         r = c.readiness
+        if r.handler == "httpGet" and constant_route(inventory, c, r.target[4]):
+            continue  # the app's own handler of the path answers by itself
         if split.liveness is not None:
             fix = Fix(
                 PodPatch(w.ref.kind, c.name, liveness=split.liveness),

@@ -313,3 +313,44 @@ def socket_io_sessions(inventory: Inventory, c: Container) -> str | None:
         if _SOCKET_IO.search(f.text) and not _SOCKET_IO_SHARED.search(f.text):
             return f"{f.path} serves Socket.IO, whose sessions live in the process that opened them"
     return None
+
+
+# A route of the app file whose handler only returns a constant answers by itself: a Flask
+# or FastAPI decorator and a body of one `return` of a literal, after its docstring
+# (bank-of-anthos' frontend `/ready`: `return 'ok', 200`; judge179), or an Express route
+# that sends one (`app.get('/ready', (req, res) => res.send('ok'))`)
+_PY_ROUTE = (
+    r"@\w+\.(?:route|get|api_route)\(\s*['\"]{path}['\"][^\n]*\n(?:[ \t]*@[^\n]*\n)*"
+    r"([ \t]*)(?:async[ \t]+)?def[ \t]+\w+\([^)]*\)[^\n]*:[ \t]*\n"
+)
+_JS_ROUTE = (
+    r"\.get\(\s*['\"`]{path}['\"`]\s*,\s*(?:async\s*)?(?:function\s*)?\(?\s*\w+\s*,\s*(\w+)\s*\)?"
+    r"\s*(?:=>)?\s*\{{?\s*\1(?:\.status\(\d+\))?\.(?:send|json|end|sendStatus)\("
+    r"\s*(?:(['\"`])[^'\"`\n]*\2|\{{[^{{}}()\n]*\}}|\d+)?\s*\)"
+)
+_CONSTANT = re.compile(
+    r"""return\s+(?:(['"])[^'"\n]*\1|\{[^{}()\n]*\}|\d+|None|True)(?:\s*,\s*\d{3})?\s*"""
+)
+_DOCSTRING = re.compile(r'^\s*(?:"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\')\s*')
+
+
+def constant_route(inventory: Inventory, c: Container, path: str) -> str | None:
+    """The app file of the container's image (its build context) whose handler of ``path``
+    only returns a constant, or ``None``."""
+    facts = inventory.images.get(c.image)
+    for f in facts.files if facts is not None else ():
+        if path not in f.text:
+            continue
+        if re.search(_JS_ROUTE.format(path=re.escape(path)), f.text):
+            return f.path
+        for m in re.finditer(_PY_ROUTE.format(path=re.escape(path)), f.text):
+            body = []
+            for line in f.text[m.end() :].split("\n"):
+                if line.strip() and len(line) - len(line.lstrip()) <= len(m.group(1)):
+                    break
+                body.append(line)
+            code = [x.strip() for x in _DOCSTRING.sub("", "\n".join(body)).split("\n")]
+            code = [x for x in code if x and not x.startswith("#")]
+            if len(code) == 1 and _CONSTANT.fullmatch(code[0]):
+                return f.path
+    return None

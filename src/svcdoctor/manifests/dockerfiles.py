@@ -54,6 +54,12 @@ _MOST_BYTES = 256 * 1024  # a context file larger than this is not read
 _UP = 12  # parent directories looked through for a repository's ``.git``
 _FLASK_APP = re.compile(r"(?:^|\s)FLASK_APP[= ]\s*\"?([\w.:/-]+)")
 _SCRIPT_WORD = re.compile(r"[\w./-]+\.(?:sh|js|mjs|cjs|py)\b")
+# A Python server's application, `MODULE:CALLABLE` (gunicorn's "frontend:create_app()",
+# uvicorn's main:app): the module's file (https://docs.gunicorn.org/en/stable/run.html)
+_APP_SERVERS = frozenset({"gunicorn", "uvicorn", "hypercorn", "waitress-serve", "daphne"})
+_APP_SPEC = re.compile(
+    r"""(?:^|\s)["']?([A-Za-z_][\w.]*):[A-Za-z_]\w*(?:\([^)\s]*\))?["']?(?=\s|$)"""
+)
 
 
 def _dockerfile_name(name: str) -> str | None:
@@ -473,6 +479,10 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
     pending = [*entrypoint, *cmd]
     if "flask" in (w.rsplit("/", 1)[-1] for w in pending):  # ``flask run`` serves FLASK_APP
         pending.append(flask_file(flask_app))
+    words = [w.rsplit("/", 1)[-1] for part in pending for w in part.split()]
+    if _APP_SERVERS.intersection(words):
+        text = " ".join(pending)
+        pending.extend(m.replace(".", "/") + ".py" for m in _APP_SPEC.findall(text))
     while pending:
         word = pending.pop(0)
         if word in files or word.startswith("-"):
