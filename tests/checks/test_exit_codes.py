@@ -290,23 +290,25 @@ spec: {selector: {app: webtest}, ports: [{port: 8080}]}
 """
 
 
-def test_an_end_to_end_tests_findings_are_notes(tmp_path: Path) -> None:
-    """cloudnative-pg's tests/e2e/fixtures and external-dns' e2e/ (judge176, judge178): a
-    test deploys them for one run, no rollout drains them; their findings are info notes
-    that fail no CI job, the same manifest elsewhere warns, and a severity the
-    configuration sets wins."""
-    fixtures = tmp_path / "tests" / "e2e-openshift-ossm" / "fixtures"
-    fixtures.mkdir(parents=True)
-    (fixtures / "webtest.yaml").write_text(WEBTEST)
-    (tmp_path / "deploy").mkdir()
-    (tmp_path / "deploy" / "webtest.yaml").write_text(WEBTEST)
+def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
+    """cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/, tempo-operator's
+    tests/e2e-openshift-ossm, Reloader's test/loadtest (judge176, 178, 183, 186) and Go's
+    testdata: a test deploys them for one run, if at all, and no rollout drains them; their
+    findings are info notes that fail no CI job. The same manifest in a deploy folder or in a
+    test environment's overlay (overlays/test) warns, and a severity the configuration sets
+    wins."""
+    tests = ("tests/e2e-openshift-ossm/fixtures", "pkg/testdata", "test/integration/deep")
+    for n, folder in enumerate((*tests, "deploy", "overlays/test")):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "webtest.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))
     result = lint_paths([str(tmp_path)])
-    e2e = [f for f in result.findings if "/e2e-" in f.location.file]
-    deploy = [f for f in result.findings if "/deploy/" in f.location.file]
-    assert {f.rule for f in e2e} == {f.rule for f in deploy} == {"SVD101", "SVD201", "SVD204"}
-    assert {f.severity for f in e2e} == {Severity.INFO}
-    assert all(f.message.endswith("deployed for one test run)") for f in e2e)
-    assert Severity.WARNING in {f.severity for f in deploy}
+    for folder in (*tests, "deploy", "overlays/test"):
+        found = [f for f in result.findings if f"/{folder}/" in f.location.file]
+        assert {f.rule for f in found} == {"SVD101", "SVD201", "SVD204"}, folder
+        notes = folder in tests
+        assert ({f.severity for f in found} == {Severity.INFO}) is notes, folder
+        assert all(f.message.endswith("deployed for a test run if at all)") is notes for f in found)
+    fixtures = tmp_path / tests[0]
     assert CliRunner().invoke(cli, ["lint", str(fixtures)]).exit_code == 0
     strict = lint_paths([str(fixtures)], Settings(severities={"SVD201": Severity.ERROR}))
     assert {f.rule: f.severity for f in strict.findings}["SVD201"] is Severity.ERROR

@@ -127,10 +127,11 @@ def test_numeric_target_ports_are_not_errors(summary: Any) -> None:
     # differing hostPort declared; if that starts firing on the corpus, look at each).
     assert ind.exposure > 100
     assert ind.by_severity.get("error", 0) == 0, ind.examples
-    # One warning, on strong evidence: linkerd2's test/integration/deep/endpoints/testdata/
+    # One finding, on strong evidence: linkerd2's test/integration/deep/endpoints/testdata/
     # nginx.yaml targets 8080 on a stock nginx:alpine (no command, ports or config mounted),
-    # which listens on 80 only (looked at: a real mismatch)
-    assert ind.by_severity.get("warning", 0) == 1, ind.examples
+    # which listens on 80 only (looked at: a real mismatch); a note, in a test's testdata
+    assert ind.by_severity.get("warning", 0) == 0, ind.examples
+    assert ind.by_severity.get("info", 0) == 1, ind.examples
     assert all("linkerd2/test/integration/deep" in e for e in ind.examples), ind.examples
 
 

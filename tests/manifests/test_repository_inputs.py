@@ -244,16 +244,23 @@ def test_helm_chart_templates_are_skipped_and_counted(tmp_path: Path) -> None:
 
 def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
     """Go's vendor/ beside go.mod (csi-driver-nfs vendors k8s.io/kubernetes' e2e manifests;
-    judge159) and node_modules/ are other projects' files; a vendor/ of the project's own
-    (no go.mod, no modules.txt) is read, and so is a vendored folder named as an input."""
+    judge159), node_modules/ and jsonnet-bundler's vendor_jsonnet/ beside a jsonnetfile.json
+    (sealed-secrets, judge185) are other projects' files; a vendor/ of the project's own (no
+    go.mod, no modules.txt) is read, and so is a vendored folder named as an input."""
     write(tmp_path / "go.mod", "module example.com/driver\n")
     write(tmp_path / "vendor" / "k8s.io" / "e2e" / "svc.yaml", service("e2e"))
     write(tmp_path / "web" / "node_modules" / "pkg" / "svc.yaml", service("pkg"))
+    write(tmp_path / "jsonnet" / "jsonnetfile.json", '{"version": 1, "dependencies": []}\n')
+    write(tmp_path / "jsonnet" / "vendor_jsonnet" / "lib" / "golden.yaml", service("golden"))
     write(tmp_path / "deploy" / "vendor" / "svc.yaml", service("ours"))
     write(tmp_path / "deploy" / "svc.yaml", service("api"))
     result = load([str(tmp_path)])
     assert sorted(s.ref.name for s in build_inventory(result).services) == ["api", "ours"]
-    assert result.vendored == [str(tmp_path / "vendor"), str(tmp_path / "web" / "node_modules")]
+    assert sorted(result.vendored) == [
+        str(tmp_path / "jsonnet" / "vendor_jsonnet"),
+        str(tmp_path / "vendor"),
+        str(tmp_path / "web" / "node_modules"),
+    ]
     assert len(load([str(tmp_path / "vendor")]).objects) == 1
 
 

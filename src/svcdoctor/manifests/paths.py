@@ -59,13 +59,21 @@ def helm_chart_of(directory: Path) -> Path | None:
 
 def vendored(top: str, name: str, files: list[str]) -> bool:
     """Whether the directory ``name`` in ``top`` holds copies of other projects: npm's
-    ``node_modules``, or Go's ``vendor`` beside a ``go.mod`` or holding its ``modules.txt``
-    (https://go.dev/ref/mod#vendoring; csi-driver-nfs vendors Kubernetes' e2e manifests)."""
+    ``node_modules``, Go's ``vendor`` beside a ``go.mod`` or holding its ``modules.txt``
+    (https://go.dev/ref/mod#vendoring; csi-driver-nfs vendors Kubernetes' e2e manifests), or
+    jsonnet-bundler's ``vendor`` (``vendor_jsonnet``...: ``jb --jsonnetpkg-home``) beside a
+    ``jsonnetfile.json`` (https://github.com/jsonnet-bundler/jsonnet-bundler; sealed-secrets'
+    vendor_jsonnet/kube-libsonnet/tests/golden, judge185)."""
     if name == "node_modules":
+        return True
+    if "jsonnetfile.json" in files and _VENDOR.fullmatch(name):
         return True
     return name == "vendor" and (
         "go.mod" in files or os.path.isfile(os.path.join(top, name, "modules.txt"))
     )
+
+
+_VENDOR = re.compile(r"vendor(?:[-_]\w+)?")
 
 
 # kuttl compares the cluster with a step's `NN-assert.yaml` (`NN-*-assert.yaml`) and checks
