@@ -266,7 +266,8 @@ SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics?|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|qos|"
     r"diagnostics|probes?|healthz?|livez|readyz|dummy|placeholder|servicemonitor)"
     r"([-_](port|service))?$"  # crane's `health-metric-port`, `https-metrics-service`
-    r"|^(metrics|profiling|pprof|prometheus)([-_]|port$)",  # `metricsport`: the ACK controllers'
+    r"|^(metrics|profiling|pprof|prometheus)([-_]|port$)"  # `metricsport`: the ACK controllers'
+    r"|metrics(https?)?$",  # MetalLB's `metricshttps`, `frrmetricshttps` (judge189)
     re.IGNORECASE,
 )
 # A Service named for metrics (`*-metrics`, kubebuilder's `controller-manager-metrics-service`
