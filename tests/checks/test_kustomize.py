@@ -216,6 +216,24 @@ def test_a_namespace_less_workload_joins_the_namespace_its_kustomization_names(
     assert ("SVD207", "injector-svc") not in _rules([str(tmp_path)])
 
 
+def test_a_custom_resource_s_namespace_places_no_workload(tmp_path: Path) -> None:
+    """grafana-operator's hack/kind: a namespace-less Deployment and Service, and a custom
+    resource put in `grafana-crds` on purpose (a cross-namespace test): the Deployment is
+    applied where kubectl puts it, not in the custom resource's namespace (judge192)."""
+    route = (
+        "apiVersion: grafana.integreatly.org/v1beta1\nkind: GrafanaNotificationPolicyRoute\n"
+        "metadata: {name: r, namespace: grafana-crds}\nspec: {}\n"
+    )
+    service = INJECTOR_SVC.replace(", namespace: vault", "")
+    _write(tmp_path, {"d/deployment.yaml": INJECTOR, "d/service.yaml": service, "d/r.yaml": route})
+    (tmp_path / "d/kustomization.yaml").write_text(
+        "resources: [deployment.yaml, service.yaml, r.yaml]\n"
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [w.ref.namespace for w in inventory.workloads] == [""]
+    assert [s.ref.namespace for s in inventory.services] == [""]
+
+
 def test_a_namespace_less_object_joins_the_one_namespace_its_folder_names(
     tmp_path: Path,
 ) -> None:
@@ -325,9 +343,9 @@ def test_a_patch_keeps_a_tcp_and_a_udp_port_of_one_number(tmp_path: Path) -> Non
 
 def test_a_kustomization_builds_what_the_kustomizations_it_lists_build(tmp_path: Path) -> None:
     """kustomize builds a listed directory's kustomization: config/manifests lists
-    config/default, which lists ../manager; a namespace config/manifests implies (its
-    samples') reaches the manager too, so the metrics Service of config/default selects it
-    (argoproj-labs/argocd-image-updater's layout, judge38 class G)."""
+    config/default, which lists ../manager, so the metrics Service of config/default selects
+    it (argoproj-labs/argocd-image-updater's layout, judge38 class G); the namespace its
+    samples' custom resource names places neither (grafana-operator's; judge192)."""
     base = MANAGER.replace("namespace: system", "labels: {}").replace(
         "    spec:\n", "    metadata: {labels: {app: op}}\n    spec:\n", 1
     )
@@ -349,8 +367,8 @@ def test_a_kustomization_builds_what_the_kustomizations_it_lists_build(tmp_path:
         },
     )
     inventory = build_inventory(load([str(tmp_path)]))
-    assert {w.ref.namespace for w in inventory.workloads} == {"ops"}
-    assert {s.ref.namespace for s in inventory.services} == {"ops"}
+    assert {w.ref.namespace for w in inventory.workloads} == {""}
+    assert {s.ref.namespace for s in inventory.services} == {""}
     assert ("SVD207", "op-metrics") not in _rules([str(tmp_path)])
 
 

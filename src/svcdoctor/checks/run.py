@@ -22,6 +22,8 @@ SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
 # folder: one named like `e2e` (`test-e2e`, `e2e-long-running`), `testdata` (Go's
 # convention), `tests`, `fixtures` or `loadtest`, or `integration`/`performance` in `test/`.
 # Not `test/` alone: a test environment's overlay (`overlays/test`) is deployed and rolled.
+# So are a throwaway local cluster's, `kind/` inside `hack/` (kubebuilder's and operator-sdk's
+# scripts folder: grafana-operator's hack/kind, judge192).
 # What the checks find there is true of the objects but puts no user's traffic at risk: a
 # note, unless the configuration sets the rule's severity.
 _TEST_FOLDER = re.compile(
@@ -110,23 +112,25 @@ def _severity(finding: Finding, override: Severity | None) -> Finding:
     is on a test's manifest."""
     if override is not None:
         return replace(finding, severity=override)
-    folder = None if finding.severity is Severity.INFO else _test_folder(finding.location.file)
-    if folder is None:
+    held = None if finding.severity is Severity.INFO else _test_folder(finding.location.file)
+    if held is None:
         return finding
     return replace(
         finding,
         severity=Severity.INFO,
-        message=f"{finding.message} (a note: {folder}/ holds a test's manifests, deployed for "
-        "a test run if at all)",
+        message=f"{finding.message} (a note: {held}, deployed for a test run if at all)",
     )
 
 
 def _test_folder(file: str) -> str | None:
-    """The folder of the path that says it holds a test's manifests (``_TEST_FOLDER``)."""
+    """What the path's folder says it holds, when a test's manifests (``_TEST_FOLDER``) or a
+    local cluster's: ``"e2e/ holds a test's manifests"``; else ``None``."""
     parts = file.replace("\\", "/").split("/")[:-1]
     for i, part in enumerate(parts):
         if _TEST_FOLDER.fullmatch(part) or (part in _IN_TEST and "test" in parts[:i]):
-            return part
+            return f"{part}/ holds a test's manifests"
+        if part == "kind" and "hack" in parts[:i]:
+            return "hack/kind/ holds a local kind cluster's manifests"
     return None
 
 

@@ -9,8 +9,9 @@ Services and workloads of its build, as kustomize's label transformer does
 (https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/labels/,
 https://kubectl.docs.kubernetes.io/references/kustomize/kustomization/commonlabels/). Its
 ``namespace`` is applied too (Services and pods meet in it). A kustomization that sets none
-leaves its namespace-less objects to the namespace they are applied into: when every object
-it builds that names a namespace names the same one, its namespace-less objects are placed
+leaves its namespace-less objects to the namespace they are applied into: when every workload
+and Service it builds that names a namespace names the same one (a custom resource may be
+put in another on purpose), its namespace-less objects are placed
 there too (hashicorp/vault-k8s deploy/: a Service in ``vault``, its Deployment without a
 namespace). A folder no kustomization builds places its namespace-less objects as
 ``manifests.folders`` says. Files no kustomization lists keep their own namespace (a
@@ -273,7 +274,11 @@ def build(
             ambiguous |= _clashing([kustomizations[i] for i in found], "templates")
         if not found:
             loose.append((o, path))
-        elif o.ref.namespace and not {kustomizations[i].namespace for i in found} - {""}:
+        elif (
+            isinstance(o, Workload | Service)
+            and o.ref.namespace
+            and not {kustomizations[i].namespace for i in found} - {""}
+        ):  # not a custom resource put elsewhere on purpose (grafana-operator's; judge192)
             for i in found:
                 named.setdefault(i, set()).add(o.ref.namespace)
     implied = {i: next(iter(ns)) for i, ns in named.items() if len(ns) == 1}
