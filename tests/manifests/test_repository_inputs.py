@@ -234,11 +234,14 @@ def chart(root: Path) -> None:
 
 
 def test_helm_chart_templates_are_skipped_and_counted(tmp_path: Path) -> None:
+    """A chart's templates/, and its files/ that it renders with tpl (kserve's
+    charts/*/files/*-patch.yaml; judge193)."""
     chart(tmp_path)
+    write(tmp_path / "charts" / "podinfo" / "files" / "patch.yaml", CHART_TEMPLATE)
     write(tmp_path / "deploy" / "svc.yaml", service("api"))
     result = load([str(tmp_path)])
     assert result.problems == []
-    assert result.helm_templates == {str(tmp_path / "charts" / "podinfo"): 2}
+    assert result.helm_templates == {str(tmp_path / "charts" / "podinfo"): 3}
     assert result.files == 3  # Chart.yaml, values.yaml, svc.yaml
 
 

@@ -30,6 +30,7 @@ from svcdoctor.manifests.configs import (
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.paths import (
+    CHART_TEMPLATES,
     Excludes,
     assertion,
     helm_chart_of,
@@ -206,7 +207,7 @@ def _walk(
                 continue
             if excludes and excludes.match(os.path.join(relative, d)):
                 result.excluded += 1
-            elif d == "templates" and "Chart.yaml" in files and not helm_templates:
+            elif d in CHART_TEMPLATES and "Chart.yaml" in files and not helm_templates:
                 _skip_templates(os.path.join(top, d), os.path.normpath(top), result)
             elif vendored(top, d, files):
                 result.vendored.append(_shown(Path(top, d)))
@@ -444,6 +445,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
             if _json_fallback(display, text, objects, result):
                 break
             result.documents, result.skipped = read
+        lines = lines or TextLines(text)  # where the broken document ends
         resume = _after_broken_document(display, text, lines, error, result)
         if resume is None or resume <= offset:
             break
@@ -474,6 +476,7 @@ def _after_broken_document(
         template = lines.first_template(first, last)
         if template is not None and _quoted_only(lines, first, last):
             template = None  # a quoted `{{` is a string the parser read; it broke elsewhere
+        template = template or lines.first_placeholder(first, last)
         if template is not None:
             document = lines.between(first, last)
             version, kind = _API_VERSION.search(document), _KIND_LINE.search(document)

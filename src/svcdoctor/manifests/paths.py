@@ -48,11 +48,16 @@ class Excludes:
         return any(fnmatchcase(prefix, p) for p in self.paths for prefix in prefixes)
 
 
+# A Helm chart's folders of Go templates: ``templates/``, and ``files/``, which charts render
+# with `tpl (.Files.Get ...)` (kserve's charts/*/files/*-patch.yaml; judge193)
+CHART_TEMPLATES = frozenset({"templates", "files"})
+
+
 def helm_chart_of(directory: Path) -> Path | None:
-    """The Helm chart whose ``templates/`` holds ``directory`` (a folder named
-    ``templates`` beside a ``Chart.yaml``), if any."""
+    """The Helm chart whose ``templates/`` or ``files/`` holds ``directory`` (such a folder
+    beside a ``Chart.yaml``), if any."""
     for folder in (directory, *directory.absolute().parents):
-        if folder.name == "templates" and (folder.parent / "Chart.yaml").is_file():
+        if folder.name in CHART_TEMPLATES and (folder.parent / "Chart.yaml").is_file():
             return folder.parent
     return None
 

@@ -8,6 +8,9 @@ import itertools
 import re
 
 _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
+# A documentation placeholder in single braces glued to a value, `image: {username}/app:1`
+# (kserve's docs/samples; judge193): never YAML, a flow mapping cannot go on into text
+_GLUED_BRACES = re.compile(r"(?<=[:\s])\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])")
 
 
 class TextLines:
@@ -33,10 +36,22 @@ class TextLines:
         at = self.text.find("{{", self.offset(first), self.offset(last + 1))
         return None if at < 0 else bisect.bisect_right(self.starts, at)
 
+    def first_placeholder(self, first: int, last: int) -> int | None:
+        """The line of the first ``{x}`` glued to a value in lines ``first``..``last``."""
+        found = _GLUED_BRACES.search(self.between(first, last))
+        return (
+            None
+            if found is None
+            else first + self.between(first, last).count("\n", 0, found.start())
+        )
+
     def template_at(self, line: int, limit: int = 40) -> str:
-        """The first ``{{ … }}`` on ``line``, shortened to ``limit`` characters."""
+        """The first ``{{ … }}`` on ``line`` (else a glued ``{x}``), shortened to ``limit``
+        characters."""
         text = self.between(line, line)
         start = text.find("{{")
+        if start < 0 and (glued := _GLUED_BRACES.search(text)):
+            return glued.group(0)
         if start < 0:
             return "{{ … }}"
         end = text.find("}}", start)
