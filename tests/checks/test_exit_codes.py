@@ -317,3 +317,20 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
     assert CliRunner().invoke(cli, ["lint", str(fixtures)]).exit_code == 0
     strict = lint_paths([str(fixtures)], Settings(severities={"SVD201": Severity.ERROR}))
     assert {f.rule: f.severity for f in strict.findings}["SVD201"] is Severity.ERROR
+
+
+def test_a_tests_broken_fixture_is_a_note_and_exits_by_fail_on(tmp_path: Path) -> None:
+    """argo-workflows' test/e2e/smoke/basic-invalid.yaml is invalid on purpose (its CLI test
+    expects the error; judge193): in a test's folder SVD001 is a note and the run exits by
+    --fail-on; the same file elsewhere is an input error (exit 2), and so is a missing input."""
+    broken = "apiVersion: v1\nkind: Pod\nmetadata: {name: a\nspec: [\n"
+    (tmp_path / "test" / "e2e" / "smoke").mkdir(parents=True)
+    (tmp_path / "test" / "e2e" / "smoke" / "basic-invalid.yaml").write_text(broken)
+    run = CliRunner().invoke(cli, ["lint", str(tmp_path)])
+    assert run.exit_code == 0, run.output
+    assert "info    SVD001" in run.output
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "pod.yaml").write_text(broken)
+    assert CliRunner().invoke(cli, ["lint", str(tmp_path)]).exit_code == 2
+    missing = str(tmp_path / "test" / "e2e" / "missing.yaml")
+    assert CliRunner().invoke(cli, ["lint", missing]).exit_code == 2
