@@ -60,8 +60,9 @@ TODAY = {
     # 2026-12-06: only where the shared check may reach past the process (a readiness
     # endpoint, an aggregate health, an app's endpoint): judge69/70 judged 5 of 7 on static
     # handlers wrong; the corpus' pairs are gRPC overall status (microservices-demo: 27),
-    # /healthz, /, /status and tcpSocket; kourier's /ready stays: 70 → 1
-    "SVD202": 1,
+    # /healthz, /, /status and tcpSocket; kourier's /ready stays: 70 → 1; 2026-12-07: Envoy's
+    # admin /ready reports its own state (kserve's kourier, judge193): 1 → 0
+    "SVD202": 0,
     # issue 30: not for Services that carry no requests (metrics-only), nor Recreate where
     # the pods keep local state (Jaeger); DaemonSets behind Local added; nor a
     # one-replica StatefulSet keeping data in its claim templates (kube-thanos' store,

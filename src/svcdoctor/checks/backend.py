@@ -233,10 +233,25 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         )
 
 
-# Servers whose readiness endpoint answers by itself, whatever it is called: CloudNativePG's
-# operator serves /readyz with a handler that writes "OK"
-# (internal/cmd/manager/controller/controller.go of cloudnative-pg/cloudnative-pg; judge169)
-_SELF_READY = re.compile(r"(^|/)cloudnative-pg/cloudnative-pg(:|@|$)")
+# Servers whose probe path answers by itself, whatever it is called (None: every path):
+# CloudNativePG's operator serves /readyz with a handler that writes "OK"
+# (internal/cmd/manager/controller/controller.go of cloudnative-pg/cloudnative-pg; judge169);
+# Envoy's admin /ready reports its own state, LIVE once started
+# (https://www.envoyproxy.io/docs/envoy/latest/operations/admin#get--ready; Knative's Kourier
+# gateway probes it; judge193); httpbin's endpoints echo the request (go-httpbin,
+# kennethreitz/httpbin: argo-workflows' quick-start; judge193)
+_SELF_ANSWERING = (
+    (re.compile(r"(^|/)cloudnative-pg/cloudnative-pg(:|@|$)"), None),
+    (re.compile(r"(^|/)envoyproxy/envoy(-distroless)?(:|@|$)"), "/ready"),
+    (re.compile(r"(^|/)(mccutchen/go-httpbin|kennethreitz/httpbin)(:|@|$)"), None),
+)
+
+
+def _self_answering(c: Container) -> bool:
+    """Whether the container's readiness path answers by itself (``_SELF_ANSWERING``)."""
+    image, probe = c.image.split("@", 1)[0], c.readiness
+    path = probe.target[4] if probe is not None and probe.handler == "httpGet" else None
+    return any(m.search(image) and p in (None, path) for m, p in _SELF_ANSWERING)
 
 
 @rule("SVD202", "readiness-equals-liveness", Cause.BACKEND, Severity.INFO, fix=FixAvailability.SAFE)
@@ -251,15 +266,16 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     naming a dependency (`/health/db`), any other endpoint of the app (`/v1/policies`), or a
     gRPC check of a named service. Timing fields (`periodSeconds`, `failureThreshold`, …) are
     ignored: probes that differ only in timing are still the same check. Not flagged: the same
-    cheap check twice, which restarts nothing a dependency fails: the health conventions whose
-    handlers answer by themselves (`/healthz`, `/health`, `/livez`, `/ping`, `/status`, `/ok`,
-    `/hello`, Hazelcast's `/hazelcast/health/node-state`; CloudNativePG's operator's
-    `/readyz`), a path whose handler in the app file of the image's build context (as SVD117
-    finds it) only returns a constant (a Flask or FastAPI route whose body is `return 'ok',
-    200`, an Express route that sends a literal), the root page and static files,
-    kubebuilder's manager health port (8081 `/readyz`, `/healthz`: controller-runtime's
-    in-process Ping), `tcpSocket`, a gRPC server's overall status, and commands (unless they
-    fetch such a URL).
+    cheap check twice, which restarts nothing a dependency fails: the health conventions
+    whose handlers answer by themselves (`/healthz`, `/health`, `/livez`, `/ping`,
+    `/status`, `/ok`, `/hello`, Hazelcast's `/hazelcast/health/node-state`; CloudNativePG's
+    operator's `/readyz`, Envoy's admin `/ready`, any path of httpbin, an echo server), a
+    path whose handler in the app file of the image's build context (as SVD117 finds it)
+    only returns a constant (a Flask or FastAPI route whose body is `return 'ok', 200`, an
+    Express route that sends a literal), the root page and static files, kubebuilder's
+    manager health port (8081 `/readyz`, `/healthz`: controller-runtime's in-process Ping),
+    `tcpSocket`, a gRPC server's overall status, and commands (unless they fetch such a
+    URL).
 
     ## Why it matters
     The two probes answer different questions. Readiness: "should this pod get traffic now?";
@@ -295,7 +311,7 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     - https://docs.spring.io/spring-boot/reference/actuator/endpoints.html#actuator.endpoints.kubernetes-probes
     """
     for w, c in racing(inventory):
-        if _SELF_READY.search(c.image.split("@", 1)[0]):
+        if _self_answering(c):
             continue  # its readiness handler checks nothing past the process
         split = plan_shutdown(shutdown_facts(w, c, settings)).probes
         if split.change is ProbeChange.NONE or c.readiness is None:
