@@ -636,3 +636,46 @@ def test_a_probe_path_whose_handler_returns_a_constant_is_no_deep_check(tmp_path
     for body, flagged in ((constant, 0), (deep, 1)):
         (app / "frontend.py").write_text(f"def create_app():\n{body}    return app\n")
         assert len(lint_paths([str(tmp_path)], only).findings) == flagged
+
+
+def test_a_spring_app_with_an_embedded_database_keeps_local_state(tmp_path: Path) -> None:
+    """ewolff/microservice-kubernetes' order (judge196): its pom.xml adds hsqldb at runtime
+    and nothing sets a datasource URL, so Spring Boot runs the database in memory in each
+    pod: SVD204 is a note, not replicas: 2. A test-scoped dependency, a URL in
+    application.properties or SPRING_DATASOURCE_URL on the container: a warning with the fix."""
+    app = tmp_path / "order"
+    (app / "src" / "main" / "resources").mkdir(parents=True)
+    (app / "Dockerfile").write_text(
+        "FROM eclipse-temurin:21\nCOPY target/order.jar .\nCMD java -jar order.jar\n"
+    )
+    runtime = "<dependency><artifactId>hsqldb</artifactId><scope>runtime</scope></dependency>"
+    properties = app / "src" / "main" / "resources" / "application.properties"
+    properties.write_text("server.port=8080\n")
+    manifest = tmp_path / "order.yaml"
+    manifest.write_text(
+        VOTING.replace("dockersamples/examplevotingapp_NAME", "example/order:1").replace(
+            "NAME", "order"
+        )
+    )
+    only = Settings(enabled=frozenset({"SVD204"}))
+
+    def severity() -> str:
+        return next(f.severity.value for f in lint_paths([str(tmp_path)], only).findings)
+
+    (app / "pom.xml").write_text(f"<project><dependencies>{runtime}</dependencies></project>")
+    assert severity() == "info"
+    test_scope = runtime.replace("runtime</scope>", "test</scope>")
+    (app / "pom.xml").write_text(f"<project><dependencies>{test_scope}</dependencies></project>")
+    assert severity() == "warning"
+    (app / "pom.xml").write_text(f"<project><dependencies>{runtime}</dependencies></project>")
+    properties.write_text("spring.datasource.url=jdbc:postgresql://db/orders\n")
+    assert severity() == "warning"
+    properties.write_text("server.port=8080\n")
+    manifest.write_text(
+        manifest.read_text().replace(
+            "        lifecycle:",
+            "        env: [{name: SPRING_DATASOURCE_URL, value: 'jdbc:postgresql://db/o'}]\n"
+            "        lifecycle:",
+        )
+    )
+    assert severity() == "warning"

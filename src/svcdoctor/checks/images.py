@@ -381,3 +381,25 @@ def constant_route(inventory: Inventory, c: Container, path: str) -> str | None:
             if len(code) == 1 and _CONSTANT.fullmatch(code[0]):
                 return f.path
     return None
+
+
+# What points a Spring Boot app at a datasource of its own choosing, past its build's defaults
+_SPRING_DATASOURCE = re.compile(
+    r"SPRING_DATASOURCE_URL|SPRING_PROFILES_ACTIVE|spring\.(datasource\.url|profiles\.active)"
+)
+
+
+def embedded_database(inventory: Inventory, c: Container) -> str | None:
+    """Why the container's app keeps its data in an in-memory database of its own process
+    (``ImageFacts.embedded_database``), unless its environment or arguments set a datasource
+    or a profile (which may set one); or ``None``."""
+    facts = inventory.images.get(c.image)
+    if facts is None or not facts.embedded_database:
+        return None
+    said = " ".join([*(f"{k}={v}" for k, v in c.env), *c.env_refs, *c.command, *c.args])
+    if _SPRING_DATASOURCE.search(said):
+        return None
+    return (
+        f"its build adds the embedded database {facts.embedded_database}, which Spring Boot "
+        "runs in memory in each process when no datasource URL is set"
+    )

@@ -15,7 +15,7 @@ from svcdoctor.checks._serving import (
     serving_containers,
     unreached,
 )
-from svcdoctor.checks.images import socket_io_sessions
+from svcdoctor.checks.images import embedded_database, socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import stops_first
 from svcdoctor.checks.selection import endpoints_given, same_namespace
@@ -83,10 +83,12 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     storage (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, the Eureka server
     its clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, a Socket.IO
     server (an app file of its image's build context, no adapter, no `sessionAffinity: ClientIP`
-    on the Service: its clients poll the process that opened their session), Seata's server in
-    file store mode (its default, `STORE_MODE`), Apicurio Registry on its default in-memory
-    storage, Gatus, Seq, step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator,
-    the MailDev, MailHog and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose
+    on the Service: its clients poll the process that opened their session), a Spring Boot app
+    whose build file (`pom.xml`, `build.gradle`) adds H2, HSQLDB or Derby and nothing sets a
+    datasource URL (an in-memory database in each pod), Seata's server in file store mode (its
+    default, `STORE_MODE`), Apicurio Registry on its default in-memory storage, Gatus, Seq,
+    step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator, the MailDev, MailHog
+    and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose
     server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in
     memory, a Vault server whose config keeps its storage in memory or on its disk; a controller
     without leader election: MetalLB's (not with `--webhook-mode=onlywebhook`: its webhook
@@ -223,6 +225,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     state = next((why for c in holders if (why := local_state(w, c, alike=True))), None)
     if state is None:
         state = registry_served(inventory, svc)
+    if state is None:
+        state = next((why for c in holders if (why := embedded_database(inventory, c))), None)
     sessions = None
     if state is None and svc.session_affinity != "ClientIP":
         sessions = next((why for c in holders if (why := socket_io_sessions(inventory, c))), None)

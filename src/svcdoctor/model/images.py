@@ -40,6 +40,7 @@ class ImageFacts:
     cmd: tuple[str, ...] = ()
     files: tuple[ContextFile, ...] = ()
     flask_app: str = ""  # the final stage's ENV FLASK_APP (what ``flask run`` serves)
+    embedded_database: str = ""  # an in-memory database its build file adds: "h2 (pom.xml)"
 
     def file(self, word: str) -> ContextFile | None:
         """The context file a command word names (``./startup.sh``, ``app.js``)."""
