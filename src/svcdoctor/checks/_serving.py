@@ -148,11 +148,12 @@ def stock_port(container: Container) -> int | None:
 #   erichough/nfs-server (their READMEs: kernel nfsd exporting the container's paths)
 # - Samba: https://github.com/dperson/samba, https://github.com/ServerContainers/samba, and
 #   andyzhangx/samba (deploy/example/smb-provisioner/smb-server.yaml in
-#   kubernetes-csi/csi-driver-smb)
+#   kubernetes-csi/csi-driver-smb), chanow/samba (dperson's, longhorn's deploy/backupstores
+#   cifs-backupstore.yaml; judge195)
 _KERNEL_MOUNTED = re.compile(
     r"(^|/)(sig-storage/nfs-provisioner|kubernetes_incubator/nfs-provisioner|"
     r"itsthenetwork/nfs-server-alpine|volume-nfs|dperson/samba|servercontainers/samba|"
-    r"andyzhangx/samba|cpuguy83/nfs-server|erichough/nfs-server)(:|@|$)",
+    r"andyzhangx/samba|chanow/samba|cpuguy83/nfs-server|erichough/nfs-server)(:|@|$)",
     re.IGNORECASE,
 )
 

@@ -66,7 +66,7 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     sends requests to them, Services whose only clients are admission webhooks with
     `failurePolicy: Ignore` (unreachable, the webhook is skipped and the request admitted: no
     request fails; with `Fail`, the default, it is flagged), data stores and brokers (by image:
-    PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ, IBM MQ…), workloads whose
+    PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ, IBM MQ, Azurite…), workloads whose
     containers serve nothing, and Services none of whose ports reaches a listener of the pods
     (SVD205: every request fails, whatever the replicas).
 

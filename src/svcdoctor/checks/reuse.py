@@ -14,7 +14,7 @@ from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.images import socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import local_state, node_socket, queried_scraper
+from svcdoctor.checks.state import data_store, local_state, node_socket, queried_scraper
 from svcdoctor.model import Cause, Container, Inventory, Service, ServicePort, Severity, Workload
 from svcdoctor.model.hops import KONG_SERVICE_UPSTREAM, NGINX_SERVICE_UPSTREAM, HopKind
 from svcdoctor.model.patch import Fix, ObjectPatch
@@ -575,7 +575,8 @@ def session_affinity_clientip(inventory: Inventory, settings: Settings) -> Itera
     ## What it does
     Flags Services with `sessionAffinity: ClientIP`. Not flagged where the affinity pins
     nothing or is what the backends need: a Service that carries no requests (metrics
-    scraped per pod), and backends whose replicas keep data of their own (local state, as
+    scraped per pod), and backends whose replicas keep data of their own (a data store or
+    broker by its image, as SVD204 tells them; local state, as
     for SVD204: two Prometheus servers' series, a registry's images; a single instance of
     such a server too; the prometheus-operator's Prometheus, Alertmanager and ThanosRuler pods,
     by the labels it gives them), where the affinity keeps a client's reads consistent; and
@@ -637,6 +638,8 @@ def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
     if selector.get("app.kubernetes.io/name") in _OPERATED or _OPERATED & selector.keys():
         return True  # the prometheus-operator's servers: each replica holds its own data
     workloads = serving_targets(inventory, svc)
+    if any(data_store(w) for w in workloads):
+        return True  # a single store's, or replicas' each holding its own (longhorn's minio)
     return any(
         local_state(w, c, alike=True, emptydirs=False) is not None
         or queried_scraper(c)

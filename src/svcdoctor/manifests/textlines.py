@@ -8,9 +8,10 @@ import itertools
 import re
 
 _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
-# A documentation placeholder in single braces glued to a value, `image: {username}/app:1`
-# (kserve's docs/samples; judge193): never YAML, a flow mapping cannot go on into text
-_GLUED_BRACES = re.compile(r"(?<=[:\s])\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])")
+# A placeholder a script replaces that is never YAML: single braces glued to a value,
+# `image: {username}/app:1` (kserve's docs/samples; judge193: a flow mapping cannot go on
+# into text), or `@NAME@` (autoconf's and sed's: longhorn's dev/scale-test; judge195)
+_GLUED_BRACES = re.compile(r"(?<=[:\s])(?:\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])|@[A-Za-z_][\w-]*@)")
 
 
 class TextLines:
@@ -37,7 +38,8 @@ class TextLines:
         return None if at < 0 else bisect.bisect_right(self.starts, at)
 
     def first_placeholder(self, first: int, last: int) -> int | None:
-        """The line of the first ``{x}`` glued to a value in lines ``first``..``last``."""
+        """The line of the first ``{x}`` glued to a value, or ``@X@``, in lines
+        ``first``..``last``."""
         found = _GLUED_BRACES.search(self.between(first, last))
         return (
             None
