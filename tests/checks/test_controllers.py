@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from svcdoctor.checks._serving import scrape_only, stock_port, uncalled
+from svcdoctor.checks.election import leader_elected
 from svcdoctor.checks.signals import pid1_runtime
-from svcdoctor.checks.state import leader_elected, local_state
+from svcdoctor.checks.state import local_state
 from svcdoctor.model import (
     Container,
     ContainerPort,

@@ -26,12 +26,12 @@ from svcdoctor.checks._probes import (
 )
 from svcdoctor.checks._serving import serves, serves_nothing, stock_port, unreached
 from svcdoctor.checks._shutdown import shutdown_facts
+from svcdoctor.checks.election import leader_elected, leader_for_life, waits_for_lease
 from svcdoctor.checks.images import constant_route
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import lone_keeper, lone_pod, until_replicated
 from svcdoctor.checks.selection import endpoints_given
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import leader_elected, leader_for_life, waits_for_lease
 from svcdoctor.model import Cause, Container, Inventory, Probe, Service, Severity, Workload
 from svcdoctor.model.inventory import selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note

@@ -24,6 +24,7 @@ from svcdoctor.checks._shutdown import (
     shutdown_facts,
     sleep_note,
 )
+from svcdoctor.checks.election import leader_elected, waits_for_lease
 from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import (
@@ -35,7 +36,6 @@ from svcdoctor.checks.rollout import (
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
 from svcdoctor.checks.signals import pid1_runtime
-from svcdoctor.checks.state import leader_elected, waits_for_lease
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import Fix, FixAvailability, Handler, PodPatch, PreStopHook
 from svcdoctor.model.remedy import (

@@ -15,22 +15,20 @@ from svcdoctor.checks._serving import (
     serving_containers,
     unreached,
 )
+from svcdoctor.checks.election import ELECT_FIRST, leader_elected, unknown_election, waits_for_lease
 from svcdoctor.checks.images import embedded_database, socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import stops_first
 from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import (
-    ELECT_FIRST,
     HISTORY_CAVEAT,
     INLINE_DISKS,
     SPLIT_CAVEAT,
     data_store,
-    leader_elected,
     local_state,
     queried_scraper,
-    unknown_election,
-    waits_for_lease,
+    sidecar_store,
 )
 from svcdoctor.model import (
     Autoscaler,
@@ -85,8 +83,9 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     server (an app file of its image's build context, no adapter, no `sessionAffinity: ClientIP`
     on the Service: its clients poll the process that opened their session), a Spring Boot app
     whose build file (`pom.xml`, `build.gradle`) adds H2, HSQLDB or Derby and nothing sets a
-    datasource URL (an in-memory database in each pod), Seata's server in file store mode (its
-    default, `STORE_MODE`), Apicurio Registry on its default in-memory storage, Gatus, Seq,
+    datasource URL (an in-memory database in each pod), a port-less data store beside the server
+    in its pod (Envoy's rate limit service and its redis), Seata's server in file store mode
+    (its default, `STORE_MODE`), Apicurio Registry on its default in-memory storage, Gatus, Seq,
     step-ca, heketi, Apache Beam's job servers, Antrea's flow aggregator, the MailDev, MailHog
     and Mailpit mail catchers, a Jenkins controller; a SPIRE server whose
     server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in
@@ -227,6 +226,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         state = registry_served(inventory, svc)
     if state is None:
         state = next((why for c in holders if (why := embedded_database(inventory, c))), None)
+    if state is None:
+        state = sidecar_store(w)
     sessions = None
     if state is None and svc.session_affinity != "ClientIP":
         sessions = next((why for c in holders if (why := socket_io_sessions(inventory, c))), None)
