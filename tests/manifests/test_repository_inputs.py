@@ -270,15 +270,25 @@ def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
 def test_kuttl_assertion_files_are_skipped_and_counted(tmp_path: Path) -> None:
     """jaeger-operator's tests/e2e: `03-assert.yaml` lists the fields a step compares (a
     Service without its clusterIP: None), `00-install.yaml` is applied (judge159); chainsaw's
-    `02-assert-install-tempostack.yaml` is one too (tempo-operator, judge183)."""
+    `02-assert-install-tempostack.yaml` is one too (tempo-operator, judge183), and so is any
+    file a chainsaw Test names in an `assert` operation (redis-operator, judge199)."""
     step = tmp_path / "tests" / "e2e" / "collector"
     write(step / "00-install.yaml", service("install"))
     write(step / "03-assert.yaml", service("collector-headless"))
     write(step / "04-errors.yaml", service("gone"))
     write(step / "02-assert-install-tempostack.yaml", service("tempo"))
+    chainsaw = tmp_path / "tests" / "e2e-chainsaw" / "redis-cluster"  # redis-operator's, judge199
+    write(chainsaw / "cluster.yaml", service("cluster"))
+    write(chainsaw / "ready-svc.yaml", service("ready"))
+    write(
+        chainsaw / "chainsaw-test.yaml",
+        "apiVersion: chainsaw.kyverno.io/v1alpha1\nkind: Test\nmetadata: {name: t}\nspec:\n"
+        "  steps:\n  - try:\n    - apply: {file: cluster.yaml}\n"
+        "    - assert: {file: ready-svc.yaml}\n",
+    )
     result = load([str(tmp_path)])
-    assert [s.ref.name for s in build_inventory(result).services] == ["install"]
-    assert result.assertions == 3
+    assert sorted(s.ref.name for s in build_inventory(result).services) == ["cluster", "install"]
+    assert result.assertions == 4
     assert len(load([str(step / "03-assert.yaml")]).objects) == 1  # named: read
 
 

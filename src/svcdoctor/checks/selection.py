@@ -286,24 +286,25 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     (Jobs and CronJobs too, with the labels their controllers add: `job-name`, `controller-uid`,
     `statefulset.kubernetes.io/pod-name`, …), custom kinds with a pod template (LeaderWorkerSet,
     Knative Service, training jobs, OpenShift's DeploymentConfig), and custom resources whose
-    operator makes the pods (a resource named like a selector value, or labelled with the
-    selector). Selectors on labels that operators put on their pods (`cnpg.io/*`, `spilo-role`,
-    Patroni's `role` beside its `cluster-name`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a
-    `managed-by` operator, …) are not checked: the operator is not in the files. An Argo Rollout
-    of a Deployment's template (`workloadRef`) makes pods with its selector's labels, and one
-    with a canary step experiment (`steps[].experiment.templates[].metadata.labels`) pods with
-    those labels; an OLM ClusterServiceVersion's `install.spec.deployments` make pods in
-    whatever namespace the bundle is installed into; the apex Service of an SMI TrafficSplit
-    gets its traffic sent to the split's backends by the mesh; a Service that targets a
-    distinctive port name a workload beside it declares has that workload's pods, labelled at
-    run time by their operator (Longhorn's webhooks); a selector whose labels but one match a
-    workload's pods, that one naming a role a pod takes at run time and labels itself with
-    (`boskos-leader: "true"`, `role: primary`, any key set to `leader`): none of these is
-    flagged. Nor are Services of several namespaces beside a workload that names none and
-    that they select: it is applied to each (`kubectl apply -n …`). Nor is a Service in
-    kubebuilder's placeholder namespace `system` whose pods a workload of the inputs makes in
-    another namespace (a scaffold option left out of the build keeps the placeholder that
-    kustomize replaced in its workload's files).
+    operator makes the pods (a resource named like a selector value, or like its start before a
+    `-`, `redis-cluster` for `redis-cluster-leader`, or labelled with the selector). Selectors
+    on labels that operators put on their pods (`cnpg.io/*`, `spilo-role`, Patroni's `role`
+    beside its `cluster-name`, `strimzi.io/*`, `*.k8s.elastic.co/*`, a `managed-by` operator, …)
+    are not checked: the operator is not in the files. An Argo Rollout of a Deployment's
+    template (`workloadRef`) makes pods with its selector's labels, and one with a canary step
+    experiment (`steps[].experiment.templates[].metadata.labels`) pods with those labels; an OLM
+    ClusterServiceVersion's `install.spec.deployments` make pods in whatever namespace the
+    bundle is installed into; the apex Service of an SMI TrafficSplit gets its traffic sent to
+    the split's backends by the mesh; a Service that targets a distinctive port name a workload
+    beside it declares has that workload's pods, labelled at run time by their operator
+    (Longhorn's webhooks); a selector whose labels but one match a workload's pods, that one
+    naming a role a pod takes at run time and labels itself with (`boskos-leader: "true"`,
+    `role: primary`, any key set to `leader`): none of these is flagged. Nor are Services of
+    several namespaces beside a workload that names none and that they select: it is applied to
+    each (`kubectl apply -n …`). Nor is a Service in kubebuilder's placeholder namespace
+    `system` whose pods a workload of the inputs makes in another namespace (a scaffold option
+    left out of the build keeps the placeholder that kustomize replaced in its workload's
+    files).
 
     Nor is a Service whose folder holds a templated document lint could not read (SVD002): its
     workload may be that document. Nor a Service whose selector, or whose workload's namespace,
@@ -548,9 +549,15 @@ def _pods_made(inventory: Inventory, svc: Service) -> bool:
             return True
         if r.ref.kind in _CONFIG_KINDS:
             continue
-        if r.ref.name in values or selector_matches(selector, r.labels):
+        if _named_for(r.ref.name, values) or selector_matches(selector, r.labels):
             return True  # an operator's resource: it makes the pods
     return False
+
+
+def _named_for(name: str, values: set[str]) -> bool:
+    """Whether a selector value is the resource's name, or its name and a suffix (the
+    redis-operator labels a RedisCluster's pods `app: <name>-leader`; judge199)."""
+    return any(v == name or v.startswith(f"{name}-") for v in values)
 
 
 # Container port names too common to tie a Service to one workload.

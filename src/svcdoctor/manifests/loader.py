@@ -33,6 +33,7 @@ from svcdoctor.manifests.paths import (
     CHART_TEMPLATES,
     Excludes,
     assertion,
+    chainsaw_assertions,
     helm_chart_of,
     hidden_manifests,
     vendored,
@@ -214,11 +215,12 @@ def _walk(
             else:
                 kept.append(d)
         dirs[:] = kept
+        asserted = chainsaw_assertions(top, files)
         for name in files:
             if name.endswith(MANIFEST_SUFFIXES):
                 if excludes and excludes.match(os.path.join(relative, name)):
                     result.excluded += 1
-                elif assertion(name):
+                elif assertion(name, asserted):
                     result.assertions += 1
                 else:
                     yield os.path.join(top, name)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 
 class Excludes:
@@ -91,9 +94,45 @@ _VENDOR = re.compile(r"vendor(?:[-_]\w+)?")
 _ASSERTION = re.compile(r"^\d+-(.*-)?(assert|errors)(-.*)?\.ya?ml$")
 
 
-def assertion(name: str) -> bool:
-    """Whether a file name is a kuttl or chainsaw test step's assertion (``_ASSERTION``)."""
-    return bool(_ASSERTION.match(name))
+def assertion(name: str, asserted: frozenset[str] = frozenset()) -> bool:
+    """Whether a file is a kuttl or chainsaw test step's assertion: by its name
+    (``_ASSERTION``), or named by its folder's chainsaw test (``asserted``)."""
+    return bool(_ASSERTION.match(name)) or name in asserted
+
+
+_CHAINSAW_TESTS = ("chainsaw-test.yaml", "chainsaw-test.yml")
+_CHAINSAW_BLOCKS = ("try", "catch", "finally", "cleanup")
+
+
+def chainsaw_assertions(top: str, files: list[str]) -> frozenset[str]:
+    """The files of ``top`` its chainsaw Test names in `assert` and `error` operations
+    (`ready-svc.yaml`: the objects an operator should have made, never applied;
+    https://kyverno.github.io/chainsaw/latest/reference/apis/chainsaw.v1alpha1/;
+    OT-CONTAINER-KIT/redis-operator's tests/e2e-chainsaw, judge199)."""
+    found: set[str] = set()
+    for test in (f for f in _CHAINSAW_TESTS if f in files):
+        for op in _chainsaw_operations(os.path.join(top, test)):
+            for kind in ("assert", "error"):
+                target = op.get(kind)
+                if isinstance(target, dict) and isinstance(target.get("file"), str):
+                    found.add(os.path.normpath(target["file"]))
+    return frozenset(found)
+
+
+def _chainsaw_operations(path: str) -> Iterator[dict[str, Any]]:
+    """The operations of a chainsaw Test file's steps (none when it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            documents = list(yaml.safe_load_all(handle))
+    except (OSError, yaml.YAMLError):
+        return
+    for doc in documents:
+        spec = doc.get("spec") if isinstance(doc, dict) else None
+        steps = spec.get("steps") if isinstance(spec, dict) else None
+        for step in steps if isinstance(steps, list) else ():
+            blocks = [step.get(b) for b in _CHAINSAW_BLOCKS] if isinstance(step, dict) else []
+            for block in (b for b in blocks if isinstance(b, list)):
+                yield from (op for op in block if isinstance(op, dict))
 
 
 _MOST_HIDDEN = 2000  # directory entries looked at for manifests in hidden folders
