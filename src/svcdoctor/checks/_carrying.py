@@ -16,6 +16,7 @@ from svcdoctor.checks._serving import (
     go_bool,
     kernel_mounted,
     proxies_metrics,
+    queried_scraper,
     runs_locust,
     scrape_only,
     serves,
@@ -42,6 +43,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
         hit = known[id(service)] = (
             service,
             routed(inventory, service)
+            or queried(inventory, service)
             or (
                 not scrape_only(service)
                 and not peers_only(service)
@@ -57,6 +59,15 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
             ),
         )
     return hit[1]
+
+
+def queried(inventory: Inventory, service: Service) -> bool:
+    """Whether the Service's pods run a Prometheus server: its clients (Grafana, rules,
+    users) query it on the port it serves, even one named `prometheus` or `metrics` that
+    would say scrapes elsewhere (CrunchyData's crunchy-prometheus; judge197)."""
+    return any(
+        queried_scraper(c) for w in inventory.targeted(service) for c in w.template.containers
+    )
 
 
 def _carrying(inventory: Inventory) -> dict[int, tuple[Service, bool]]:

@@ -389,3 +389,12 @@ def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:
         if inventory.replicas(w) != 0
         for c in serving_containers(inventory, w)
     ]
+
+
+_PROMETHEUS = re.compile(r"(^|/)(prom|prometheus)/prometheus(:|@|$)")
+
+
+def queried_scraper(container: Container) -> bool:
+    """Whether the container is a Prometheus server (not a forwarder such as vmagent):
+    clients query the series its own scrapes gathered, which differ between replicas."""
+    return bool(_PROMETHEUS.search(container.image))

@@ -12,6 +12,7 @@ from svcdoctor.checks._carrying import carries_requests, every_replica_server, r
 from svcdoctor.checks._clients import registry_served
 from svcdoctor.checks._serving import (
     behind_proxies,
+    queried_scraper,
     serving_containers,
     unreached,
 )
@@ -27,7 +28,6 @@ from svcdoctor.checks.state import (
     SPLIT_CAVEAT,
     data_store,
     local_state,
-    queried_scraper,
     sidecar_store,
 )
 from svcdoctor.model import (

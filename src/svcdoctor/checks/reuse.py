@@ -9,12 +9,12 @@ from pathlib import PurePath
 from svcdoctor.checks._backends import serving_targets
 from svcdoctor.checks._carrying import carries_requests, route_kinds
 from svcdoctor.checks._clients import registry_found
-from svcdoctor.checks._serving import serving_containers
+from svcdoctor.checks._serving import queried_scraper, serving_containers
 from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.images import socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import data_store, local_state, node_socket, queried_scraper
+from svcdoctor.checks.state import data_store, local_state, node_socket
 from svcdoctor.model import Cause, Container, Inventory, Service, ServicePort, Severity, Workload
 from svcdoctor.model.hops import KONG_SERVICE_UPSTREAM, NGINX_SERVICE_UPSTREAM, HopKind
 from svcdoctor.model.patch import Fix, ObjectPatch

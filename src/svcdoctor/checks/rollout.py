@@ -7,17 +7,12 @@ from collections.abc import Iterator
 
 from svcdoctor.checks._backends import only_backend
 from svcdoctor.checks._carrying import carries_requests
+from svcdoctor.checks._serving import queried_scraper
 from svcdoctor.checks._shutdown import daemon_gap
 from svcdoctor.checks.election import ELECT_FIRST, leader_elected, unknown_election, waits_for_lease
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import (
-    SPLIT_CAVEAT,
-    data_store,
-    keeps_data,
-    local_state,
-    queried_scraper,
-)
+from svcdoctor.checks.state import SPLIT_CAVEAT, data_store, keeps_data, local_state
 from svcdoctor.model import Cause, Inventory, Severity, Workload
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch
 

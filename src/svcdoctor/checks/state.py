@@ -253,7 +253,6 @@ _RECEIVES_WRITES = re.compile(
 )
 
 
-_PROMETHEUS = re.compile(r"(^|/)(prom|prometheus)/prometheus(:|@|$)")
 # A database URL naming SQLite (`sqlite3:db/db.sqlite3`, `file:app.db`, `sqlite::memory:`):
 # the data is in the pod (BuoyantIO/booksapp's authors and books; judge169)
 _SQLITE_URL = re.compile(r"(?i)^(sqlite3?:[\w./:-]+|file:[\w./-]+\.(db|sqlite3?)\b)")
@@ -266,12 +265,6 @@ HISTORY_CAVEAT = (
     "empty):\n# for queries over more than the recent past, merge them (Thanos Query, Promxy) "
     "rather than one Service"
 )
-
-
-def queried_scraper(container: Container) -> bool:
-    """Whether the container is a Prometheus server (not a forwarder such as vmagent):
-    clients query the series its own scrapes gathered, which differ between replicas."""
-    return bool(_PROMETHEUS.search(container.image))
 
 
 def scrapes(container: Container) -> bool:
