@@ -302,12 +302,14 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "pkg/testdata",
         "test/integration/deep",
         "hack/kind/resources",
+        "test/kustomize/rollout",
+        "systemtest/src/test/resources",
     )
-    for n, folder in enumerate((*tests, "deploy", "overlays/test")):
+    for n, folder in enumerate((*tests, "deploy", "overlays/test", "clusters/test")):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "webtest.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))
     result = lint_paths([str(tmp_path)])
-    for folder in (*tests, "deploy", "overlays/test"):
+    for folder in (*tests, "deploy", "overlays/test", "clusters/test"):
         found = [f for f in result.findings if f"/{folder}/" in f.location.file]
         assert {f.rule for f in found} == {"SVD101", "SVD201", "SVD204"}, folder
         notes = folder in tests

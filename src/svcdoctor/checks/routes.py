@@ -47,6 +47,8 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
     a cross-namespace reference is an error only when ReferenceGrants of the target
     namespace are defined near the route and none allows it (otherwise an info: "no
     ReferenceGrant in the input allows it"). The finding points at the line of the backend.
+    Not flagged: the port `use-annotation` of an Ingress of the AWS Load Balancer Controller
+    (class `alb`), whose backends its `alb.ingress.kubernetes.io/actions.*` annotation names.
 
     ## Why it matters
     The route itself is accepted, so nothing fails loudly: Gateway API implementations

