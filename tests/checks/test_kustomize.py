@@ -891,3 +891,30 @@ def test_a_label_two_overlays_set_differently_is_left_out_of_selectors_too(
     assert ("SVD207", "webhook-service") not in found
     assert ("SVD207", "hub-webhook-service") not in found
     assert ("SVD204", "webhook-service") in found
+
+
+def test_a_patch_that_sets_a_selector_key_to_null_deletes_it(tmp_path: Path) -> None:
+    """opentelemetry-operator's config/webhook: a strategic-merge patch's `control-plane:
+    null` removes the key, so the patched Service selects the webhook pods (judge202)."""
+    base = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: webhook-service}\nspec:\n"
+        "  selector: {app: op, control-plane: controller-manager}\n"
+        "  ports: [{port: 443, targetPort: 9443}]\n"
+    )
+    patch = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: webhook-service}\nspec:\n"
+        "  selector: {control-plane: null, component: webhook}\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "config/webhook/service.yaml": base,
+            "config/webhook/kustomization.yaml": "resources: [service.yaml]\n",
+            "config/overlay/patch.yaml": patch,
+            "config/overlay/kustomization.yaml": (
+                "resources: [../webhook]\npatches: [{path: patch.yaml}]\n"
+            ),
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [s.selector for s in inventory.services] == [{"app": "op", "component": "webhook"}]

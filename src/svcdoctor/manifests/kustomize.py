@@ -42,6 +42,7 @@ import yaml
 
 from svcdoctor.manifests.folders import Folders, folder_namespace, gather
 from svcdoctor.model import Autoscaler, Container, Resource, Service, Workload
+from svcdoctor.model.service import NULL_SELECTED
 
 # The file names kustomize reads in a directory, in its order (kustomize api/konfig
 # RecognizedKustomizationFileNames); ``Kustomization`` has no manifest suffix and is not read.
@@ -586,11 +587,17 @@ def _merge_container(c: Container, p: Container) -> Container:
 
 def _merge_service(s: Service, patch: Service) -> Service:
     """A Service with a strategic-merge patch merged: what the patch leaves at the model's
-    defaults (no selector, no ports, ClusterIP) is taken as not set."""
+    defaults (no selector, no ports, ClusterIP) is taken as not set; a selector key it sets
+    to null is deleted
+    (https://github.com/kubernetes/community/blob/master/contributors/devel/sig-api-machinery/strategic-merge-patch.md)."""
     ports = {(x.port, x.protocol): x for x in (*s.ports, *patch.ports)}
+    selector = s.selector
+    if patch.selector is not None:  # a key set to null is deleted (otel-operator's; judge202)
+        merged = (s.selector or {}) | patch.selector
+        selector = {k: v for k, v in merged.items() if v != NULL_SELECTED}
     return replace(
         s,
-        selector=s.selector if patch.selector is None else (s.selector or {}) | patch.selector,
+        selector=selector,
         ports=tuple(ports.values()),
         type=s.type if patch.type == "ClusterIP" else patch.type,
         headless=s.headless or patch.headless,

@@ -42,7 +42,7 @@ from svcdoctor.model import (
 from svcdoctor.model.duration import SLEEP, parse_duration
 from svcdoctor.model.inventory import DEFAULT_NAMESPACE, Dialing
 from svcdoctor.model.route import Front, ReferenceGrant, Route
-from svcdoctor.model.service import AUTOSCALER_KINDS, Autoscaler
+from svcdoctor.model.service import AUTOSCALER_KINDS, NULL_SELECTED, Autoscaler
 
 _SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh", "ksh"})
 _SLEEP = re.compile(r"(?:^|[\s;&|(/])sleep\s+(\d+(?:\.\d+)?)([smh]?)(?=$|[\s;&|)])")
@@ -680,11 +680,5 @@ def _service(f: Fields) -> Service:
     )
 
 
-# What a Service selector's null value (a template's, such as ytt's `app: #@ x`) selects: no
-# label value can hold `<` (https://kubernetes.io/docs/concepts/overview/working-with-objects/
-# labels/#syntax-and-character-set), so it matches no pod, not even one whose label is null too.
-_NULL_SELECTED = "<null>"
-
-
 def _selected(value: Any) -> str:
-    return _NULL_SELECTED if value is None else text_of(value)
+    return NULL_SELECTED if value is None else text_of(value)

@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 
 from svcdoctor.model.finding import Location, ObjectRef
 
+# What a Service selector's null value (a template's, such as ytt's `app: #@ x`) selects: no
+# label value can hold `<` (https://kubernetes.io/docs/concepts/overview/working-with-objects/
+# labels/#syntax-and-character-set), so it matches no pod, not even one whose label is null too.
+# In a strategic-merge patch, a null deletes the key (kustomize's ``_merge_service``).
+NULL_SELECTED = "<null>"
+
 
 @dataclass(frozen=True, slots=True)
 class ServicePort:
