@@ -91,7 +91,15 @@ SOCKET = Mount("s", "/csi")
         (container(image="openzipkin/zipkin-slim:3"), {}, True),
         (container(image="openzipkin/zipkin:3", env=(("STORAGE_TYPE", "cassandra3"),)), {}, False),
         (container("start-dev", image="quay.io/keycloak/keycloak:26.0"), {}, True),
-        (container("start", image="quay.io/keycloak/keycloak:26.0"), {}, False),
+        # `start` with no KC_DB runs the default dev-file H2 (keycloak/keycloak#14811; judge200)
+        (container("start", image="quay.io/keycloak/keycloak:26.0"), {}, True),
+        (
+            container(
+                "start", image="quay.io/keycloak/keycloak:26.0", env=(("KC_DB", "postgres"),)
+            ),
+            {},
+            False,
+        ),
         (container(image="balabit/syslog-ng:4.8"), {}, True),
         (container("/shared/argocd-dex", "rundex", image="ghcr.io/dexidp/dex:v2"), {}, True),
         (container(mounts=(Mount("data", "/data"),)), {"data": "emptyDir"}, True),

@@ -234,8 +234,9 @@ _KEYCLOAK_CONF = "/opt/keycloak/conf"
 
 def _default_keycloak_db(container: Container, argv: list[str]) -> bool:
     """Whether nothing sets Keycloak's database, whose default is `dev-file`, an H2 file in
-    the container (https://www.keycloak.org/server/all-config#category-database; the NGINX
-    ingress controller's OIDC example; judge200): no KC_DB, no --db, no config mounted."""
+    the container, even in production mode (https://www.keycloak.org/server/all-config#category-database,
+    keycloak/keycloak#14811; the NGINX ingress controller's OIDC example; judge200): no
+    KC_DB, no --db, no config mounted."""
     named = {n for n, _ in container.env} | container.env_refs
     mounted = any(m.path.startswith(_KEYCLOAK_CONF) for m in container.mounts)
     flagged = any(a == "--db" or a.startswith("--db=") for a in argv)
