@@ -314,8 +314,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     come from files that were not given (when no workload of its namespace is in the Service's
     folder tree, or beside it in the namespace it names, the inputs are partial). It is a
     `warning` when a workload beside the Service (same folder), which no other Service selects,
-    nearly matches: every selector label but one, and that one is a near-typo or the same value
-    under another key, or when a workload beside it matches the selector but sits in another
+    nearly matches: every selector label but one, and that one is a near-typo, a `-` suffix
+    longer or shorter (`resourcelist` for `resourcelist-apiextension`) or the same value under
+    another key, or when a workload beside it matches the selector but sits in another
     namespace.
 
     ## Why it matters
@@ -622,13 +623,19 @@ def _near_miss(
     selector: dict[str, str], labels: dict[str, str]
 ) -> tuple[str, tuple[str, str]] | None:
     """The one selector pair a pod template misses, and its label that was evidently meant
-    (the same key with a near-typo value, or the same value under another key)."""
+    (the same key with a near-typo value or one a `-` suffix longer or shorter: HNC's
+    `resourcelist` for `resourcelist-apiextension`, judge204; or the same value under another
+    key)."""
     missed = [(k, v) for k, v in selector.items() if labels.get(k) != v]
     if len(missed) != 1:
         return None
     key, value = missed[0]
     have = labels.get(key)
-    if have is not None and difflib.SequenceMatcher(None, have, value).ratio() >= 0.75:
+    if have is not None and (
+        difflib.SequenceMatcher(None, have, value).ratio() >= 0.75
+        or have.startswith(f"{value}-")
+        or value.startswith(f"{have}-")
+    ):
         return key, (key, have)
     for other, v in labels.items():
         if v == value and other not in selector:
