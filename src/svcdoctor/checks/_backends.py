@@ -52,5 +52,9 @@ def only_backend(inventory: Inventory, workload: Workload) -> bool:
 
 
 def service_names(inventory: Inventory, workload: Workload) -> str:
-    """The names of the Services that select the workload, each once."""
-    return ", ".join(dict.fromkeys(s.ref.name for s in inventory.services_of(workload)))
+    """The names of the Services that select the workload and carry requests (all of them
+    when none does), each once: not a scrape-only metrics Service beside its webhook's
+    (kube-green's controller-manager-metrics-service; judge208)."""
+    services = inventory.services_of(workload)
+    carrying = [s for s in services if carries_requests(inventory, s)] or services
+    return ", ".join(dict.fromkeys(s.ref.name for s in carrying))

@@ -10,8 +10,13 @@ import re
 _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
 # A placeholder a script replaces that is never YAML: single braces glued to a value,
 # `image: {username}/app:1` (kserve's docs/samples; judge193: a flow mapping cannot go on
-# into text), or `@NAME@` (autoconf's and sed's: longhorn's dev/scale-test; judge195)
-_GLUED_BRACES = re.compile(r"(?<=[:\s])(?:\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])|@[A-Za-z_][\w-]*@)")
+# into text), `@NAME@` (autoconf's and sed's: longhorn's dev/scale-test; judge195), or a
+# printf verb as the whole value, `name: %s` (Go's fmt.Sprintf: topolvm's e2e testdata;
+# judge206)
+_GLUED_BRACES = re.compile(
+    r"(?<=[:\s])(?:\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])|@[A-Za-z_][\w-]*@"
+    r"|%[-+# 0-9.]*[sdvqfgxX](?=\s|$))"
+)
 
 
 class TextLines:
@@ -38,7 +43,7 @@ class TextLines:
         return None if at < 0 else bisect.bisect_right(self.starts, at)
 
     def first_placeholder(self, first: int, last: int) -> int | None:
-        """The line of the first ``{x}`` glued to a value, or ``@X@``, in lines
+        """The line of the first ``{x}`` glued to a value, ``@X@`` or printf verb, in lines
         ``first``..``last``."""
         found = _GLUED_BRACES.search(self.between(first, last))
         return (
