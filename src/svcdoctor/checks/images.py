@@ -62,14 +62,22 @@ def _script_file(argv: list[str], facts: ImageFacts) -> ContextFile | None:
 
 # Published images whose PID 1 ignores SIGTERM, read from their own Dockerfiles: the image
 # pattern, what PID 1 runs, and the source (wavefronthq/proxy: `CMD ["/bin/bash", run.sh]`,
-# whose last command starts java without exec; spring-petclinic-cloud, judge182)
+# whose last command starts java without exec; spring-petclinic-cloud, judge182. Sock Shop's
+# Java services: ENTRYPOINT msd-java's java.sh, `java $JAVA_OPTS $*` without exec under
+# Alpine's sh; argocd-example-apps, judge207)
+_SOCK_SHOP_JAVA = (
+    "/bin/sh, running msd-java's java.sh, which starts java without exec",
+    "https://github.com/microservices-demo/msd-java/blob/master/java.sh, the services' "
+    "docker/*/Dockerfile",
+)
 _KNOWN_PID1 = (
     (
         "*wavefronthq/proxy*",
-        "bash running run.sh, which starts java without exec",
+        "bash, running run.sh, which starts java without exec",
         "https://github.com/wavefrontHQ/wavefront-proxy/blob/master/docker/Dockerfile, "
         "docker/run.sh",
     ),
+    *((f"*weaveworksdemos/{name}:*", *_SOCK_SHOP_JAVA) for name in ("carts", "orders", "shipping")),
 )
 
 
@@ -82,7 +90,7 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
     for glob, runs, origin in _KNOWN_PID1:
         if image_matches(c.image, glob):
             return ImagePid1(
-                f"its image runs {runs} as PID 1 ({origin})",
+                f"its image's PID 1 is {runs} ({origin})",
                 origin,
                 "# give the container a command that execs the server as PID 1 (or under "
                 "tini/dumb-init),\n# or let it serve until SIGKILLed: a preStop sleep then "
@@ -271,8 +279,9 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     `SimpleHTTPServer`), which installs none. Not flagged: an init in front (`tini`,
     `dumb-init`), `shareProcessNamespace: true`, a `trap` in the script, an app file not in the
     context. Published images whose own Dockerfile starts such a PID 1 are flagged without
-    one in the repository: `wavefronthq/proxy` (bash running a script that starts java without
-    `exec`). SVD101 does not fire for such a container: it does not stop at SIGTERM.
+    one in the repository: `wavefronthq/proxy` and Sock Shop's Java services
+    (`weaveworksdemos/carts`, `orders`, `shipping`): a shell running a script that starts java
+    without `exec`. SVD101 does not fire for such a container: it does not stop at SIGTERM.
 
     ## Why it matters
     The kernel delivers a signal to a PID namespace's init only if it installed a handler;
