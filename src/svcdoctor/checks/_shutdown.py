@@ -131,7 +131,8 @@ def sleep_note(settings: Settings) -> str:
     if settings.native_sleep() is None:
         return (
             "\n# lifecycle.preStop.sleep needs Kubernetes >= 1.30 (GA in 1.34); on older "
-            "clusters use\n#   exec: {command: [sh, -c, 'sleep N']}  (pass --kubernetes-version)"
+            "clusters, if the image\n# has a shell (not distroless): exec: {command: [sh, -c, "
+            "'sleep N']}  (pass --kubernetes-version)"
         )
     return ""
 
