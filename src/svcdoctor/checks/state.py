@@ -116,6 +116,9 @@ def _store(c: Container, *, tools: bool = False) -> bool:
 # - emojivoto's voting service counts the votes in the process (an in-memory poll:
 #   emojivoto-voting-svc/api in BuoyantIO/emojivoto); aks-store-demo's product-service its
 #   catalogue, edited by the admin UI (src/product-service/src/app.rs; judge181)
+# - Prometheus' Pushgateway keeps what is pushed to it in memory unless --persistence.file
+#   names a file (https://github.com/prometheus/pushgateway#persistence; the VPA's e2e
+#   Prometheus, judge209): a second one holds the other half of the pushes
 # - confluent-local is a one-node Kafka for development, its log on the container's disk
 #   (https://hub.docker.com/r/confluentinc/confluent-local)
 # - an NFS or SMB server exports its own files (``kernel_mounted``): a second one serves others
@@ -160,6 +163,7 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
     r"azure-samples/aks-store-demo/product-service|confluentinc/confluent-local|datalust/seq|"
+    r"prom/pushgateway|"
     r"(maildev|djfarrelly)/maildev|mailhog/mailhog|axllent/mailpit|smallstep/step-ca|"
     r"heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
     r"blueocean)|[\w-]*/ks-jenkins|[\w.-]+/jenkins)(:|@|$)"
