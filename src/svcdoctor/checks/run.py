@@ -95,6 +95,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
         *inventory.routes,
     ]
     suppressions, problems = _suppressions(subjects)
+    local = _local_only(inventory)
     findings = [  # a test's broken fixture is a note (argo-workflows' basic-invalid.yaml)
         f if f.rule == UNREADABLE_INPUT.id else _severity(f, None) for f in inventory.problems
     ] + problems
@@ -105,7 +106,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
             if finding.object and r.id in suppressions.get(where, ()):
                 suppressed += 1
                 continue
-            findings.append(_severity(finding, settings.severities.get(r.id)))
+            findings.append(_severity(finding, settings.severities.get(r.id), local))
     findings.sort(key=lambda f: f.sort_key)
     return LintResult(
         findings=tuple(findings),
@@ -119,32 +120,52 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
     )
 
 
-def _severity(finding: Finding, override: Severity | None) -> Finding:
+def _severity(
+    finding: Finding, override: Severity | None, local: frozenset[ObjectRef] = frozenset()
+) -> Finding:
     """The finding at the severity the configuration sets for its rule, or a note where it
-    is on a test's manifest."""
+    is on a test's manifest or on objects only a local cluster runs (``local``)."""
     if override is not None:
         return replace(finding, severity=override)
     held = None if finding.severity is Severity.INFO else _test_folder(finding.location.file)
+    if held is None and finding.severity is not Severity.INFO and finding.object in local:
+        held = "its images are only on the nodes of a local cluster (imagePullPolicy: Never)"
     if held is None:
         return finding
     return replace(
         finding,
         severity=Severity.INFO,
-        message=f"{finding.message} (a note: {held}, deployed for a test run if at all)",
+        message=f"{finding.message} (a note: {held})",
     )
+
+
+def _local_only(inventory: Inventory) -> frozenset[ObjectRef]:
+    """The workloads all of whose containers pull no image (`imagePullPolicy: Never`: a kind
+    or minikube cluster the image was loaded onto; haproxytech/kubernetes-ingress'
+    documentation examples, judge205), and the Services whose every backend is one."""
+    local = {
+        w.ref
+        for w in inventory.workloads
+        if w.template.containers and all(c.local_image for c in w.template.containers)
+    }
+    for s in inventory.services:
+        targets = inventory.targeted(s)
+        if targets and all(w.ref in local for w in targets):
+            local.add(s.ref)
+    return frozenset(local)
 
 
 def _test_folder(file: str) -> str | None:
     """What the path's folder says it holds, when a test's manifests (``_TEST_FOLDER``) or a
-    local cluster's: ``"e2e/ holds a test's manifests"``; else ``None``."""
+    local cluster's (``"e2e/ holds a test's manifests, …"``); else ``None``."""
     parts = file.replace("\\", "/").split("/")[:-1]
     for i, part in enumerate(parts):
         above = parts[i - 1].lower() if i else ""
         test = part == "test" and (above == "src" or above not in _ENVIRONMENTS)
         if _TEST_FOLDER.fullmatch(part) or test or (part in _IN_TEST and "test" in parts[:i]):
-            return f"{part}/ holds a test's manifests"
+            return f"{part}/ holds a test's manifests, for a test run if at all"
         if part == "kind" and "hack" in parts[:i]:
-            return "hack/kind/ holds a local kind cluster's manifests"
+            return "hack/kind/ holds a local kind cluster's manifests, for a test run if at all"
     return None
 
 

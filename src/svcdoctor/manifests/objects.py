@@ -506,6 +506,7 @@ def _container(f: Fields, c: YMap, path: str) -> Container:
             if (name := f.text(e, "name", f"{e_path}.name")) and e.get("valueFrom") is not None
         ),
         env_from=bool(c.get("envFrom")),
+        local_image=f.text(c, "imagePullPolicy", f"{path}.imagePullPolicy") == "Never",
         mounts=tuple(
             Mount(
                 f.text(m, "name", f"{m_path}.name") or "",

@@ -162,6 +162,7 @@ class Container:
     env_refs: frozenset[str] = frozenset()
     env_from: bool = False
     mounts: tuple[Mount, ...] = ()
+    local_image: bool = False  # imagePullPolicy Never: only on nodes it was loaded onto
     # the seconds its app keeps serving after SIGTERM as its mounted configuration sets them,
     # what says so and the source (``manifests.configs``: CoreDNS's health lameduck)
     config_drain: tuple[float, str, str] | None = None
