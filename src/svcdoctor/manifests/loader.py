@@ -522,12 +522,12 @@ _PLACEHOLDER = re.compile(
     r"(?:\.[\w-]+)+)\s*\}\})"
 )
 # What only Helm's templates use: its built-in objects and the functions it adds to Go's
-# (https://helm.sh/docs/chart_template_guide/builtin_objects/,
-# https://helm.sh/docs/chart_template_guide/function_list/); a Go template without any is
-# rendered by other tooling (envtpl, gomplate, envsubst-like scripts, Go's text/template).
+# (https://helm.sh/docs/chart_template_guide/builtin_objects/, function_list/); a Go template
+# without any is rendered by other tooling (envtpl, gomplate, scripts, Go's text/template
+# with Sprig's `nindent`: scylla-operator's assets, judge214).
 _HELM = re.compile(
     r"\{\{-?\s*[^}]{0,200}?(?:\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
-    r"\b(?:include|tpl|toYaml|nindent|required|lookup|define)\b)"
+    r"\b(?:include|tpl|toYaml|required|lookup)\b)"
 )
 _KIND_WORD = re.compile(r"\bkind\b")
 _API_VERSION = re.compile(r"^apiVersion:[ \t]*[\"']?([\w./-]+)[\"']?[ \t]*$", re.MULTILINE)
