@@ -310,6 +310,7 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "hack/kind/resources",
         "test/kustomize/rollout",
         "systemtest/src/test/resources",
+        "pkg/ingress2gateway/utils/test_files",
     )
     for n, folder in enumerate((*tests, "deploy", "overlays/test", "clusters/test")):
         (tmp_path / folder).mkdir(parents=True)

@@ -477,7 +477,8 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
     webhook Service the selector an overlay's ``webhook_service_patch.yaml`` sets. A patch
     whose target is not among the inputs stays as read; a workload fragment no
     kustomization lists is left out (``_without_fragments``); a test or development
-    overlay's patches (``_TEST_HOME``) are no object and change none of what another
+    overlay's patches (``_TEST_HOME``), and an optional Component's
+    (``_optional_components``), are no object and change none of what another
     kustomization of the inputs builds (the install), only what is built there alone
     (kube-tarian/tarian's dev/config, its one build). A patch changes the objects its
     kustomization builds: of two trees with a `controller-manager` each (two providers'
@@ -491,8 +492,9 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
     scopes: dict[str, list[str]] = {}  # patch file → what the kustomizations listing it build
     variants: set[str] = set()  # the patch files of test or development overlays
     installed: list[str] = []  # what the other kustomizations build
+    optional = _optional_components(kustomizations)
     for k in _transitive(kustomizations):
-        variant = bool(_TEST_HOME.search(k.home))
+        variant = bool(_TEST_HOME.search(k.home)) or k.home in optional
         installed.extend(() if variant else k.scope)
         for p in k.patches:
             scopes.setdefault(p, []).extend(k.scope)
@@ -520,6 +522,24 @@ def patched(kustomizations: Sequence[KustomizeLabels], objects: list[P]) -> list
         if not hits and not variant:
             out.append(patch)
     return out
+
+
+def _optional_components(kustomizations: Sequence[KustomizeLabels]) -> set[str]:
+    """The Components some builds include and another build of the same base leaves out:
+    their patches make a variant, as a test overlay's do (tektoncd/results' logs-file, a
+    claim only overlays/logs-local-db adds; judge219)."""
+    homes = {k.home for k in kustomizations}
+    components = {c for k in kustomizations for c in k.components if c in homes}
+    optional = set()
+    for c in components:
+        with_it = [k for k in kustomizations if c in k.components]
+        bases = {entry for k in with_it for entry in k.scope}
+        if any(
+            c not in k.components and k.home != c and not with_it.count(k) and set(k.scope) & bases
+            for k in kustomizations
+        ):
+            optional.add(c)
+    return optional
 
 
 def _without_fragments(workloads: list[P]) -> list[P]:
