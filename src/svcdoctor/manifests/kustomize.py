@@ -529,15 +529,11 @@ def _optional_components(kustomizations: Sequence[KustomizeLabels]) -> set[str]:
     their patches make a variant, as a test overlay's do (tektoncd/results' logs-file, a
     claim only overlays/logs-local-db adds; judge219)."""
     homes = {k.home for k in kustomizations}
-    components = {c for k in kustomizations for c in k.components if c in homes}
     optional = set()
-    for c in components:
-        with_it = [k for k in kustomizations if c in k.components]
-        bases = {entry for k in with_it for entry in k.scope}
-        if any(
-            c not in k.components and k.home != c and not with_it.count(k) and set(k.scope) & bases
-            for k in kustomizations
-        ):
+    for c in {c for k in kustomizations for c in k.components if c in homes}:
+        built = {entry for k in kustomizations if c in k.components for entry in k.scope}
+        others = (k for k in kustomizations if c not in k.components and k.home != c)
+        if any(built & set(k.scope) for k in others):
             optional.add(c)
     return optional
 
