@@ -1,5 +1,7 @@
 """Image checks (``SVD117``): the repository's Dockerfile shows that the image's PID 1
-ignores SIGTERM (``manifests.dockerfiles`` matched it to the container's image)."""
+ignores SIGTERM (``manifests.dockerfiles`` matched it to the container's image); and what
+the image's build context shows other rules: Socket.IO sessions, a constant health handler,
+an embedded database (SVD204, SVD302, SVD202)."""
 
 from __future__ import annotations
 
