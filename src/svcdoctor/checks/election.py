@@ -4,10 +4,12 @@ servers only the elected replica runs, and controllers whose election nothing sh
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from svcdoctor.checks._carrying import every_replica_server
 from svcdoctor.checks._probes import manager
 from svcdoctor.checks._serving import argv_of
-from svcdoctor.model import Container
+from svcdoctor.model import Container, Inventory, Service
 
 # a replicas fix's note where a controller's leader election is not in the manifest
 ELECT_FIRST = (
@@ -158,3 +160,16 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
         if name in _LEADER_ENV and value.lower() not in _FALSE:
             return f"{name}={value}"
     return None
+
+
+def leader_served(
+    inventory: Inventory, service: Service, containers: Sequence[Container]
+) -> str | None:
+    """What makes the Service's servers leader-elected, when it reaches a server only the
+    elected leader runs: one that waits for the lease, or a manager's other server that no
+    replica-wide webhook or metrics port explains (KEDA's metrics-service gRPC port;
+    judge176); else ``None``."""
+    waits = any(waits_for_lease(c) for c in containers)  # not even webhooks on standbys
+    if not waits and every_replica_server(inventory, service, containers):
+        return None
+    return next((f for c in containers if (f := leader_elected(c, other_servers=True))), None)

@@ -9,7 +9,6 @@ from dataclasses import replace
 from svcdoctor.checks._backends import service_names
 from svcdoctor.checks._carrying import (
     carries_requests,
-    every_replica_server,
     racing,
     unserved,
 )
@@ -24,7 +23,7 @@ from svcdoctor.checks._shutdown import (
     shutdown_facts,
     sleep_note,
 )
-from svcdoctor.checks.election import leader_elected, waits_for_lease
+from svcdoctor.checks.election import leader_served
 from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import (
@@ -327,11 +326,8 @@ def _leader_only(inventory: Inventory, w: Workload, c: Container) -> str | None:
     reach a server only the leader runs (KEDA's metrics-service gRPC port, judge176), as
     SVD204 tells them; else ``None``."""
     services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
-    if not services or (
-        not waits_for_lease(c) and any(every_replica_server(inventory, s, [c]) for s in services)
-    ):
-        return None
-    return leader_elected(c, other_servers=True)
+    leaders = [leader_served(inventory, s, [c]) for s in services]
+    return leaders[0] if leaders and all(leaders) else None
 
 
 def _still_sent(inventory: Inventory, w: Workload) -> str:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import PurePath
 
 from svcdoctor.checks._backends import fewest_pods, serving_targets
-from svcdoctor.checks._carrying import carries_requests, every_replica_server, routed
+from svcdoctor.checks._carrying import carries_requests, routed
 from svcdoctor.checks._clients import registry_served
 from svcdoctor.checks._serving import (
     behind_proxies,
@@ -16,7 +16,7 @@ from svcdoctor.checks._serving import (
     serving_containers,
     unreached,
 )
-from svcdoctor.checks.election import ELECT_FIRST, leader_elected, unknown_election, waits_for_lease
+from svcdoctor.checks.election import ELECT_FIRST, leader_served, unknown_election, waits_for_lease
 from svcdoctor.checks.images import embedded_database, socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import stops_first
@@ -279,10 +279,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         )
     # a webhook's or metrics Service reaches servers every replica runs; another reaches a
     # manager's other servers, which only the leader runs
-    leader = None
+    leader = leader_served(inventory, svc, containers)
     waits = any(waits_for_lease(c) for c in containers)  # not even webhooks on standbys
-    if waits or not every_replica_server(inventory, svc, containers):
-        leader = next((f for c in containers if (f := leader_elected(c, other_servers=True))), None)
     if leader is not None and waits:
         return Hit(
             svc,

@@ -452,7 +452,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
         if resume is None or resume <= offset:
             break
         # parse the documents after the broken one, at their own line numbers
-        part, offset = "\n" * resume + lines.after(resume) if lines else "", resume
+        part, offset = "\n" * resume + lines.after(resume), resume
         if not part.strip():
             break
     # Objects of documents before a parse error are still checked.
@@ -460,7 +460,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
 
 
 def _after_broken_document(
-    name: str, text: str, lines: TextLines | None, error: yaml.YAMLError, result: LoadResult
+    name: str, text: str, lines: TextLines, error: yaml.YAMLError, result: LoadResult
 ) -> int | None:
     """Account for the document the parser stopped in; the line it ends on if reading may
     go on after it, else ``None``.
@@ -473,23 +473,22 @@ def _after_broken_document(
     if not _KUBERNETES_WORDS.search(text) or not _KIND_WORD.search(text):
         result.skipped += 1
         return None
-    if lines is not None:
-        first, last = lines.document_around(line)
-        template = lines.first_template(first, last)
-        if template is not None and _quoted_only(lines, first, last):
-            template = None  # a quoted `{{` is a string the parser read; it broke elsewhere
-        template = template or lines.first_placeholder(first, last)
-        if template is not None:
-            document = lines.between(first, last)
-            version, kind = _API_VERSION.search(document), _KIND_LINE.search(document)
-            read = (kind.group(1), version.group(1)) if version and kind else None
-            if read and (not _read(*read) or _podless(*read, document)):
-                result.documents += 1  # no check reads it (a ClusterRole, a krew Plugin)
-            elif _KIND_KEY.search(document):
-                _template_problem(name, lines, template, result)
-            else:  # a templated document that is no Kubernetes object (no kind/apiVersion)
-                result.skipped += 1
-            return last
+    first, last = lines.document_around(line)
+    template = lines.first_template(first, last)
+    if template is not None and _quoted_only(lines, first, last):
+        template = None  # a quoted `{{` is a string the parser read; it broke elsewhere
+    template = template or lines.first_placeholder(first, last)
+    if template is not None:
+        document = lines.between(first, last)
+        version, kind = _API_VERSION.search(document), _KIND_LINE.search(document)
+        read = (kind.group(1), version.group(1)) if version and kind else None
+        if read and (not _read(*read) or _podless(*read, document)):
+            result.documents += 1  # no check reads it (a ClusterRole, a krew Plugin)
+        elif _KIND_KEY.search(document):
+            _template_problem(name, lines, template, result)
+        else:  # a templated document that is no Kubernetes object (no kind/apiVersion)
+            result.skipped += 1
+        return last
     result.problems.append(_yaml_problem(name, error))
     return None
 

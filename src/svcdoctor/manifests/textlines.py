@@ -13,7 +13,7 @@ _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
 # into text), `@NAME@` (autoconf's and sed's: longhorn's dev/scale-test; judge195), or a
 # printf verb as the whole value, `name: %s` (Go's fmt.Sprintf: topolvm's e2e testdata;
 # judge206)
-_GLUED_BRACES = re.compile(
+_SCRIPT_PLACEHOLDER = re.compile(
     r"(?<=[:\s])(?:\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])|@[A-Za-z_][\w-]*@"
     r"|%[-+# 0-9.]*[sdvqfgxX](?=\s|$))"
 )
@@ -45,7 +45,7 @@ class TextLines:
     def first_placeholder(self, first: int, last: int) -> int | None:
         """The line of the first ``{x}`` glued to a value, ``@X@`` or printf verb, in lines
         ``first``..``last``."""
-        found = _GLUED_BRACES.search(self.between(first, last))
+        found = _SCRIPT_PLACEHOLDER.search(self.between(first, last))
         return (
             None
             if found is None
@@ -57,7 +57,7 @@ class TextLines:
         characters."""
         text = self.between(line, line)
         start = text.find("{{")
-        if start < 0 and (glued := _GLUED_BRACES.search(text)):
+        if start < 0 and (glued := _SCRIPT_PLACEHOLDER.search(text)):
             return glued.group(0)
         if start < 0:
             return "{{ … }}"
