@@ -94,7 +94,10 @@ def test_race_scan_then_collect_a_rollout_then_diagnose(race_watched: RaceWatche
     assert report["primary_cause"] == "race"
     window = report["causes"][0]["details"]["window_seconds"]
     assert truth["race_window_seconds"] > 0
-    assert truth["race_window_seconds"] <= window <= truth["race_window_seconds"] + 3
+    # the window is the lag by which 95 % of the excess failures happened: when the last
+    # node's rules go while few requests are in flight, it can end a bin or two before the
+    # lab's true window (1.25 s against 1.436 s in one CI run); the plan's margin covers that
+    assert truth["race_window_seconds"] - 0.5 <= window <= truth["race_window_seconds"] + 3
 
 
 def test_bad_backend_collect_names_the_bad_pod(bad_backend: BadBackend) -> None:

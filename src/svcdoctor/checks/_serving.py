@@ -182,12 +182,19 @@ def _admission_off(container: Container, target: int | str) -> bool:
     return listen == "off" and target in webhook
 
 
+def _left_off(containers: Sequence[Container], target: int | str) -> bool:
+    """Whether ``target`` is a port its server leaves off by default (``_admission_off``)
+    and no other container of the pod serves it (Kong's controller beside its proxy)."""
+    off = [c for c in containers if _admission_off(c, target)]
+    return bool(off) and not any(serves(c, target) for c in containers if c not in off)
+
+
 def unreached(containers: Sequence[Container], target: int | str) -> bool:
     """Whether a Service port's target reaches no listener of these containers: a port name
     none declares (the endpoint gets no such port), a number none declares while the one
     that would take it runs a stock image listening elsewhere (``stock_port``), or a port
-    its server leaves off by default (``_admission_off``)."""
-    if containers and all(_admission_off(c, target) for c in containers):
+    its server leaves off by default (``_left_off``)."""
+    if _left_off(containers, target):
         return True
     if any(serves(c, target) for c in containers):
         return False
@@ -206,7 +213,10 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     containers = [c for c in workload.template.containers if not serves_nothing(c)]
     if not services or not containers:
         return ()
-    ports = [p for s in services for p in s.ports]
+    pod = workload.template.containers
+    ports = [p for s in services for p in s.ports if not _left_off(pod, p.target)]
+    if not ports:
+        return ()
     # a metrics sidecar (an exporter, or kube-rbac-proxy behind a `*-metrics` Service) is
     # scraped, not called: when other ports are targeted too, only the containers behind
     # those serve requests
@@ -216,7 +226,7 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
         for s in services
         if not scrape_only(s)
         for p in s.ports
-        if not uncalled(p) and not (proxied and proxies_metrics(workload, p.target))
+        if p in ports and not uncalled(p) and not (proxied and proxies_metrics(workload, p.target))
     ] or ports
     servers = {_server(workload.template.containers, p.target) for p in called}
     matched = tuple(c for c in containers if c.name in servers)

@@ -135,6 +135,14 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
             f"{_plural(len(charts), 'Helm chart')} ({shown}): Go templates, not manifests; "
             f"lint the rendered chart: helm template RELEASE {charts[0]} | svcdoctor lint -"
         )
+    if loaded.go_templates:
+        count = sum(len(files) for files in loaded.go_templates.values())
+        packages = sorted(loaded.go_templates)
+        shown = ", ".join(packages[:2]) + (" …" if len(packages) > 2 else "")
+        out.append(
+            f"skipped {_plural(count, 'template')} that Go code embeds "
+            f"(//go:embed in {shown}) and fills in at run time: not manifests"
+        )
     if loaded.empty_files and loaded.documents and not empty:
         n = loaded.empty_files
         out.append(

@@ -330,7 +330,8 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
     out: list[T] = []
     covering: dict[str, list[int]] = {}  # a file's objects share their kustomizations
     homes = {k.home for k in built.kustomizations}
-    disabled = {d for k in built.kustomizations for d in k.disabled} & homes
+    commented = {d for k in built.kustomizations for d in k.disabled}
+    disabled = commented & homes
     for o in objects:
         path = _path(o)
         if path is None:
@@ -339,7 +340,7 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
         if path not in covering:
             covering[path] = _covering(built.kustomizations, path)
         found = covering[path]
-        if not found and posixpath.dirname(path) in homes:
+        if not found and path in commented:
             continue  # its folder's kustomization leaves it out (a commented-out option)
         if found and all(built.kustomizations[i].home in disabled for i in found):
             continue  # only a kustomization another one comments out builds it

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import codecs
 import gc
 import json
@@ -15,7 +14,7 @@ from typing import BinaryIO
 
 import yaml
 
-from svcdoctor.checks.inputs import HELM_TEMPLATE, INVALID_YAML, UNREADABLE_INPUT
+from svcdoctor.checks.inputs import INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
 from svcdoctor.manifests.comments import pinned_replicas
 from svcdoctor.manifests.configs import (
@@ -38,6 +37,12 @@ from svcdoctor.manifests.paths import (
     hidden_manifests,
     vendored,
 )
+from svcdoctor.manifests.templates import (
+    YTT_CODE,
+    go_embedded,
+    template_finding,
+    ytt_finding,
+)
 from svcdoctor.manifests.textlines import TextLines
 from svcdoctor.manifests.yamlnodes import (
     InputTooComplex,
@@ -50,7 +55,7 @@ from svcdoctor.manifests.yamlnodes import (
     mapping_keys,
     to_python,
 )
-from svcdoctor.model import WORKLOAD_KINDS, Finding, Location, Severity
+from svcdoctor.model import WORKLOAD_KINDS, Finding, Location
 from svcdoctor.model.service import AUTOSCALER_KINDS
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -132,6 +137,8 @@ class LoadResult:
     excluded: int = 0
     # Helm chart directory → manifest files of its ``templates/`` that were not read
     helm_templates: dict[str, int] = field(default_factory=dict)
+    # Go package folder → templates it embeds and renders itself (``templates.go_embedded``)
+    go_templates: dict[str, set[str]] = field(default_factory=dict)
     # Directories of other projects' files not entered (``paths.vendored``)
     vendored: list[str] = field(default_factory=list)
     assertions: int = 0  # test steps' assertion files not read (``paths.assertion``)
@@ -397,7 +404,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     # Documents that are not converted are checked only if they may hold an alias or {{ }}.
     scan = _Scan(aliases=_may_alias(text), templates=templated)
     lines = TextLines(text) if templated else None
-    ytt = TextLines(text) if "#@" in text and _YTT_CODE.search(text) else None
+    ytt = TextLines(text) if "#@" in text and YTT_CODE.search(text) else None
     if pins := pinned_replicas(text):
         result.replica_pins[display] = pins
     if addresses := dialed(text):
@@ -411,7 +418,9 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
             return
         for root in roots:
             mark = (len(objects), result.documents, result.skipped)
-            if ytt is not None and root is not None and _ytt_document(display, ytt, root, result):
+            if ytt is not None and root is not None and (f := ytt_finding(display, ytt, root)):
+                result.documents += 1
+                result.problems.append(f)
                 continue
             try:
                 _split_document(display, root, objects, result, scan)
@@ -510,24 +519,6 @@ def _quoted_only(lines: TextLines, first: int, last: int) -> bool:
 
 
 _KUBERNETES_WORDS = re.compile(r"\bapiVersion\b")
-# Argo Workflows' and Rollouts' run-time placeholders: `{{args.x}}`, `{{workflow.name}}`,
-# `{{inputs.parameters.x}}`, `{{item}}`, expression tags `{{=…}}`
-# (https://argo-workflows.readthedocs.io/en/latest/variables/,
-# https://argo-rollouts.readthedocs.io/en/stable/features/analysis/#analysis-template-arguments).
-# A Go template action starts with `.`, `$`, `-`, a keyword or a function and its arguments:
-# `args.x` is no valid action, so these are never Helm.
-_PLACEHOLDER = re.compile(
-    r"\{\{(?:=|\s*(?:item|(?:args|inputs|outputs|workflow|steps|tasks|pod|node|retries)"
-    r"(?:\.[\w-]+)+)\s*\}\})"
-)
-# What only Helm's templates use: its built-in objects and the functions it adds to Go's
-# (https://helm.sh/docs/chart_template_guide/builtin_objects/, function_list/); a Go template
-# without any is rendered by other tooling (envtpl, gomplate, scripts, Go's text/template
-# with Sprig's `nindent`: scylla-operator's assets, judge214).
-_HELM = re.compile(
-    r"\{\{-?\s*[^}]{0,200}?(?:\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
-    r"\b(?:include|tpl|toYaml|required|lookup)\b)"
-)
 _KIND_WORD = re.compile(r"\bkind\b")
 _API_VERSION = re.compile(r"^apiVersion:[ \t]*[\"']?([\w./-]+)[\"']?[ \t]*$", re.MULTILINE)
 _KIND_LINE = re.compile(r"^kind:[ \t]*[\"']?(\w+)[\"']?[ \t]*$", re.MULTILINE)
@@ -702,85 +693,12 @@ def _podless(kind: str, api_version: str, document: str) -> bool:
 
 
 def _template_problem(name: str, lines: TextLines, line: int, result: LoadResult) -> None:
-    """SVD002 for the templated document whose first ``{{`` is on ``line``: a Helm/Go
-    template (an error: render it first), or a controller's run-time placeholder (a note:
-    quote it)."""
-    shown = lines.template_at(line)
-    if _PLACEHOLDER.match(shown):
-        result.problems.append(
-            HELM_TEMPLATE.finding(
-                Location(name, line),
-                f"'{shown}' is a placeholder a controller fills at run time (Argo Workflows "
-                "or Rollouts), not a Helm template; unquoted, it breaks the YAML, so this "
-                f'document is not checked: quote it ("{shown}") as their docs do',
-                severity=Severity.INFO,
-            )
-        )
-        return
-    if not _HELM.search(lines.text) and not _in_chart(name):
-        result.problems.append(
-            HELM_TEMPLATE.finding(
-                Location(name, line),
-                f"template placeholder '{shown}' (no Helm object or function in the file: "
-                "filled by other tooling, such as a Mustache or Go template renderer or a "
-                "script), not a manifest: this document is not checked; lint what your "
-                "tooling renders: … | svcdoctor lint -",
-                severity=Severity.INFO,
-            )
-        )
-        return
-    result.problems.append(
-        _problem(
-            HELM_TEMPLATE,
-            name,
-            line,
-            f"Helm/Go template '{shown}', not a manifest: this document is "
-            "not checked; lint the rendered output: "
-            "helm template RELEASE CHART | svcdoctor lint -",
-        )
-    )
-
-
-def _in_chart(name: str) -> bool:
-    """Whether the file is a chart's template (``templates/`` beside a ``Chart.yaml``)."""
-    path = Path(name)
-    return path.parent.name == "templates" and (path.parent.parent / "Chart.yaml").is_file()
-
-
-# ytt (Carvel) code is YAML comments starting with `#@` (https://carvel.dev/ytt/docs/latest/lang/):
-# a document a function (`#@ def`, https://carvel.dev/ytt/docs/latest/lang-ref-def/) or a
-# condition or loop makes, or whose name or namespace is a ytt expression (`name: #@ x`, null
-# once the comment is dropped), is no manifest as written. Documents of the same file whose
-# names are literal are read as they are (a value set by `#@` reads as null).
-_YTT_CODE = re.compile(
-    r"^[ \t]*#@[ \t]*(?:def|if|for)\b|^[ \t]*(?:-[ \t]+)?(?:name|namespace)[ \t]*:[ \t]*#@",
-    re.MULTILINE,
-)
-
-
-def _ytt_document(name: str, lines: TextLines, root: yaml.Node, result: LoadResult) -> bool:
-    """SVD002 for a document a ytt template makes (see ``_YTT_CODE``); ``False`` for the
-    file's other documents, which are read (ytt code alone, no object, is skipped as they are)."""
-    if not isinstance(root, yaml.MappingNode) or "kind" not in mapping_keys(root):
-        return False
-    first, last = lines.document_around(root.start_mark.line + 1)
-    found = _YTT_CODE.search(lines.between(first, last))
-    if found is None:
-        return False
-    line = bisect.bisect_right(lines.starts, lines.offset(first) + found.start())
-    shown = lines.between(line, line).strip()
-    shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    result.documents += 1
-    result.problems.append(
-        _problem(
-            HELM_TEMPLATE,
-            name,
-            line,
-            f"ytt template '{shown}', not a manifest: this document is not checked; lint "
-            "the rendered output: ytt -f DIR | svcdoctor lint -",
-        )
-    )
-    return True
+    """SVD002 for the templated document whose first ``{{`` is on ``line``, unless a Go
+    program beside it embeds the file: then it is counted, not checked."""
+    if (package := go_embedded(name)) is not None:
+        result.go_templates.setdefault(package, set()).add(name)
+    else:
+        result.problems.append(template_finding(name, lines, line))
 
 
 def _problem(rule: Rule, file: str, line: int, message: str) -> Finding:

@@ -1,0 +1,154 @@
+"""Documents that are templates, not manifests (SVD002): Helm's, a controller's run-time
+placeholders, other tooling's Go or Mustache templates, ytt's, and the templates a Go program
+embeds (``//go:embed``) and renders itself, which are no input of anyone's pipeline."""
+
+from __future__ import annotations
+
+import bisect
+import fnmatch
+import functools
+import os
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+
+from svcdoctor.checks.inputs import HELM_TEMPLATE
+from svcdoctor.manifests.textlines import TextLines
+from svcdoctor.manifests.yamlnodes import mapping_keys
+from svcdoctor.model import Finding, Location, Severity
+
+# Argo Workflows' and Rollouts' run-time placeholders: `{{args.x}}`, `{{workflow.name}}`,
+# `{{inputs.parameters.x}}`, `{{item}}`, expression tags `{{=…}}`
+# (https://argo-workflows.readthedocs.io/en/latest/variables/,
+# https://argo-rollouts.readthedocs.io/en/stable/features/analysis/#analysis-template-arguments).
+# A Go template action starts with `.`, `$`, `-`, a keyword or a function and its arguments:
+# `args.x` is no valid action, so these are never Helm.
+PLACEHOLDER = re.compile(
+    r"\{\{(?:=|\s*(?:item|(?:args|inputs|outputs|workflow|steps|tasks|pod|node|retries)"
+    r"(?:\.[\w-]+)+)\s*\}\})"
+)
+# What only Helm's templates use: its built-in objects and the functions it adds to Go's
+# (https://helm.sh/docs/chart_template_guide/builtin_objects/, function_list/); a Go template
+# without any is rendered by other tooling (envtpl, gomplate, scripts, Go's text/template
+# with Sprig's `nindent`: scylla-operator's assets, judge214).
+HELM = re.compile(
+    r"\{\{-?\s*[^}]{0,200}?(?:\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
+    r"\b(?:include|tpl|toYaml|required|lookup)\b)"
+)
+
+
+def template_finding(name: str, lines: TextLines, line: int) -> Finding:
+    """SVD002 for the templated document whose first ``{{`` is on ``line``: a Helm/Go
+    template (an error: render it first), or a controller's run-time placeholder or other
+    tooling's template (a note)."""
+    shown = lines.template_at(line)
+    where = Location(name, line)
+    if PLACEHOLDER.match(shown):
+        return HELM_TEMPLATE.finding(
+            where,
+            f"'{shown}' is a placeholder a controller fills at run time (Argo Workflows "
+            "or Rollouts), not a Helm template; unquoted, it breaks the YAML, so this "
+            f'document is not checked: quote it ("{shown}") as their docs do',
+            severity=Severity.INFO,
+        )
+    if not HELM.search(lines.text) and not _in_chart(name):
+        return HELM_TEMPLATE.finding(
+            where,
+            f"template placeholder '{shown}' (no Helm object or function in the file: "
+            "filled by other tooling, such as a Mustache or Go template renderer or a "
+            "script), not a manifest: this document is not checked; lint what your "
+            "tooling renders: … | svcdoctor lint -",
+            severity=Severity.INFO,
+        )
+    return HELM_TEMPLATE.finding(
+        where,
+        f"Helm/Go template '{shown}', not a manifest: this document is "
+        "not checked; lint the rendered output: "
+        "helm template RELEASE CHART | svcdoctor lint -",
+    )
+
+
+def _in_chart(name: str) -> bool:
+    """Whether the file is a chart's template (``templates/`` beside a ``Chart.yaml``)."""
+    path = Path(name)
+    return path.parent.name == "templates" and (path.parent.parent / "Chart.yaml").is_file()
+
+
+# A Go source's embed directive: `//go:embed a.yaml templates/*.yaml "b c.yaml"`
+# (https://pkg.go.dev/embed#hdr-Directives); the files it names are in its package's folder
+# or below, so they are found from the templates' folder and the two above it
+_GO_EMBED = re.compile(r"^[ \t]*//go:embed[ \t]+(.+)$", re.MULTILINE)
+_EMBED_LEVELS = 3
+_GO_SOURCE_BYTES = 1 << 20
+
+
+def go_embedded(name: str) -> str | None:
+    """The Go package folder that embeds the file (``//go:embed``), when one does: its
+    templates are what the program fills in at run time (rook's Multus validation pods,
+    ``pkg/daemon/multus/templates.go``; judge222), no input of anyone's pipeline."""
+    path = Path(os.path.abspath(name))
+    for folder in list(path.parents)[:_EMBED_LEVELS]:
+        relative = path.relative_to(folder).as_posix()
+        if any(_embeds(pattern, relative) for pattern in _embed_patterns(str(folder))):
+            return str(folder)
+    return None
+
+
+def _embeds(pattern: str, relative: str) -> bool:
+    """Whether an embed pattern names the file: itself, a glob over it, or a folder above."""
+    return fnmatch.fnmatchcase(relative, pattern) or relative.startswith(pattern.rstrip("/") + "/")
+
+
+@functools.lru_cache(maxsize=256)
+def _embed_patterns(folder: str) -> tuple[str, ...]:
+    """The patterns of the ``//go:embed`` directives of the Go sources in ``folder``."""
+    try:
+        sources = [e for e in os.scandir(folder) if e.name.endswith(".go") and e.is_file()]
+    except OSError:
+        return ()
+    patterns: list[str] = []
+    for entry in sources:
+        try:
+            with open(entry.path, encoding="utf-8", errors="replace") as f:
+                text = f.read(_GO_SOURCE_BYTES)
+        except OSError:
+            continue
+        for m in _GO_EMBED.finditer(text):
+            try:
+                words = shlex.split(m.group(1).replace("`", '"'))
+            except ValueError:
+                words = m.group(1).split()
+            patterns += [w.removeprefix("all:") for w in words]
+    return tuple(patterns)
+
+
+# ytt (Carvel) code is YAML comments starting with `#@` (https://carvel.dev/ytt/docs/latest/lang/):
+# a document a function (`#@ def`, https://carvel.dev/ytt/docs/latest/lang-ref-def/) or a
+# condition or loop makes, or whose name or namespace is a ytt expression (`name: #@ x`, null
+# once the comment is dropped), is no manifest as written. Documents of the same file whose
+# names are literal are read as they are (a value set by `#@` reads as null).
+YTT_CODE = re.compile(
+    r"^[ \t]*#@[ \t]*(?:def|if|for)\b|^[ \t]*(?:-[ \t]+)?(?:name|namespace)[ \t]*:[ \t]*#@",
+    re.MULTILINE,
+)
+
+
+def ytt_finding(name: str, lines: TextLines, root: yaml.Node) -> Finding | None:
+    """SVD002 for a document a ytt template makes (see ``YTT_CODE``); ``None`` for the
+    file's other documents, which are read (ytt code alone, no object, is skipped as they are)."""
+    if not isinstance(root, yaml.MappingNode) or "kind" not in mapping_keys(root):
+        return None
+    first, last = lines.document_around(root.start_mark.line + 1)
+    found = YTT_CODE.search(lines.between(first, last))
+    if found is None:
+        return None
+    line = bisect.bisect_right(lines.starts, lines.offset(first) + found.start())
+    shown = lines.between(line, line).strip()
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return HELM_TEMPLATE.finding(
+        Location(name, line),
+        f"ytt template '{shown}', not a manifest: this document is not checked; lint "
+        "the rendered output: ytt -f DIR | svcdoctor lint -",
+    )
