@@ -61,6 +61,26 @@ def test_addresses_are_host_and_port_pairs() -> None:
     assert dialed(text) == {("cart", 7070), ("cart", 7071), ("cart", 7072)}
 
 
+def test_a_comment_line_dials_nothing() -> None:
+    """clickhouse-operator's `# DNS would be like zookeeper-0.zookeepers.etc` (judge221),
+    argo-cd's commented `#otlp.address: otel-collector:4317`: prose, not a client."""
+    text = "# DNS would be like zookeeper-0.zookeepers.etc\n  #otlp.address: otel:4317\n"
+    assert dialed(text) == set()
+
+
+def test_an_env_value_dials_what_kubernetes_expands_it_to(tmp_path: Path) -> None:
+    """The OpenTelemetry demo: `http://$(OTEL_COLLECTOR_NAME):4317`, the name set in an
+    env entry before it: the frontend dials the query's gRPC port, so it is flagged; where it
+    dials the HTTP port only, it is not."""
+    front = FRONTEND.format(address="$(QUERY_HOST):10901").replace(
+        "          args:",
+        "          env:\n            - {name: QUERY_HOST, value: thanos-query}\n          args:",
+    )
+    assert len(_svd301(tmp_path, {"query.yaml": QUERY, "frontend.yaml": front})) == 1
+    http = front.replace(":10901", ":9090")
+    assert _svd301(tmp_path, {"query.yaml": QUERY, "frontend.yaml": http}) == []
+
+
 def test_an_undialed_grpc_port_in_a_wired_folder_is_not_flagged(tmp_path: Path) -> None:
     """kube-thanos: the frontend dials the query's HTTP port; nothing here dials 10901."""
     front = FRONTEND.format(address="thanos-query.monitoring.svc.cluster.local:9090")

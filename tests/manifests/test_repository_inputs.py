@@ -252,9 +252,10 @@ GO_TEMPLATE = (
 )
 
 
-def test_templates_a_go_program_embeds_are_skipped_and_counted(tmp_path: Path) -> None:
+def test_templates_go_code_embeds_or_reads_are_skipped_and_counted(tmp_path: Path) -> None:
     """rook's pkg/daemon/multus: `//go:embed nginx-pod.yaml` (indented in a var block) and
-    the Go code fills it in at run time (judge222): no input of anyone's pipeline, so no
+    the Go code fills it in at run time (judge222); Volcano's benchmark reads its
+    cases/vcjob-template.yaml by name (judge225): no input of anyone's pipeline, so no
     SVD002 per file but a count the CLI notes. Without the Go file it is SVD002; a plain
     manifest a Go program embeds is read like any other."""
     pkg = tmp_path / "pkg" / "multus"
@@ -267,9 +268,17 @@ def test_templates_a_go_program_embeds_are_skipped_and_counted(tmp_path: Path) -
         'package multus\n\nimport _ "embed"\n\nvar (\n\t//go:embed nginx-pod.yaml plain.yaml\n'
         "\tpodTemplate string\n\t//go:embed `sub`\n\tsub embed.FS\n)\n",
     )
+    bench = tmp_path / "benchmark" / "gang"
+    write(bench / "cases" / "vcjob-template.yaml", GO_TEMPLATE)
+    write(
+        bench / "gang_test.go",
+        'package gang\n\nfunc build(dir string) {\n\tpath := filepath.Join(dir, "cases", '
+        '"vcjob-template.yaml")\n}\n',
+    )
     result = load([str(tmp_path)])
     assert result.go_templates == {
-        str(pkg): {str(pkg / "nginx-pod.yaml"), str(pkg / "sub" / "client.yaml")}
+        str(pkg): {str(pkg / "nginx-pod.yaml"), str(pkg / "sub" / "client.yaml")},
+        str(bench): {str(bench / "cases" / "vcjob-template.yaml")},
     }
     assert [(p.rule, Path(p.location.file).name) for p in result.problems] == [
         ("SVD002", "other.yaml")

@@ -28,7 +28,7 @@ _DATA_STORE = re.compile(
 
 
 _STORE_TOOL = re.compile(
-    r"(?:^|[_.-])(?:exporter|ui|commander|operator|proxy|admin|dashboard|client|cli|console|"
+    r"(?:^|[_.-])(?:exporters?|ui|commander|operator|proxy|admin|dashboards?|clients?|cli|console|"
     r"browser|web|gui|manager|insight|backup|express|migrat\w*)(?:$|[_.-])"
 )
 

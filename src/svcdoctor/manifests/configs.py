@@ -224,9 +224,17 @@ _POD_TAIL = re.compile(r"-\d+\.[a-z]")
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
+# A line that is all comment, of YAML or of a script in it: prose, not an address dialed
+# (clickhouse-operator's `# DNS would be like zookeeper-0.zookeepers.etc`; judge221)
+_COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
+
+
 def dialed(text: str) -> Dialed:
-    """The (host's first DNS label, port) pairs of the addresses in a file's text; a
-    StatefulSet pod's name without a port (``_POD_TAIL``) with port 0."""
+    """The (host's first DNS label, port) pairs of the addresses in a file's text, its
+    comment lines left out; a StatefulSet pod's name without a port (``_POD_TAIL``) with
+    port 0."""
+    if "#" in text:
+        text = _COMMENT_LINE.sub("", text)
     found: Dialed = set()
     for m in _PORT.finditer(text):
         host = _name_before(text, m.start(), _HOST_CHARS)

@@ -39,7 +39,7 @@ from svcdoctor.manifests.paths import (
 )
 from svcdoctor.manifests.templates import (
     YTT_CODE,
-    go_embedded,
+    go_rendered,
     template_finding,
     ytt_finding,
 )
@@ -137,7 +137,7 @@ class LoadResult:
     excluded: int = 0
     # Helm chart directory → manifest files of its ``templates/`` that were not read
     helm_templates: dict[str, int] = field(default_factory=dict)
-    # Go package folder → templates it embeds and renders itself (``templates.go_embedded``)
+    # Go package folder → templates its code embeds or reads and fills in (``go_rendered``)
     go_templates: dict[str, set[str]] = field(default_factory=dict)
     # Directories of other projects' files not entered (``paths.vendored``)
     vendored: list[str] = field(default_factory=list)
@@ -693,9 +693,9 @@ def _podless(kind: str, api_version: str, document: str) -> bool:
 
 
 def _template_problem(name: str, lines: TextLines, line: int, result: LoadResult) -> None:
-    """SVD002 for the templated document whose first ``{{`` is on ``line``, unless a Go
-    program beside it embeds the file: then it is counted, not checked."""
-    if (package := go_embedded(name)) is not None:
+    """SVD002 for the templated document whose first ``{{`` is on ``line``, unless Go code
+    beside it embeds or reads the file: then it is counted, not checked."""
+    if (package := go_rendered(name)) is not None:
         result.go_templates.setdefault(package, set()).add(name)
     else:
         result.problems.append(template_finding(name, lines, line))

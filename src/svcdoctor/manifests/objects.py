@@ -12,8 +12,10 @@ from svcdoctor.checks.inputs import REMOVED_API
 from svcdoctor.manifests.configs import (
     COREDNS_HEALTH,
     ConfigDrains,
+    Dialed,
     LocalStores,
     SharedClaims,
+    dialed,
     store_of,
 )
 from svcdoctor.manifests.dockerfiles import match_images
@@ -113,9 +115,34 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         objects=loaded.documents,
         skipped=loaded.skipped,
         images=match_images(loaded.builds, images) if loaded.builds.any else {},
-        dialed=Dialing.of(loaded.dialed),
+        dialed=Dialing.of(_env_dialed(workloads, loaded.dialed)),
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )
+
+
+# A dependent environment variable, `$(NAME)`, which Kubernetes expands from the container's
+# other variables (https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/)
+_DEPENDENT = re.compile(r"\$\((\w+)\)")
+
+
+def _env_dialed(workloads: Sequence[Workload], by_file: Mapping[str, Dialed]) -> dict[str, Dialed]:
+    """The addresses each file dials: those of its text, and those its containers' env
+    values, command and args dial once Kubernetes expands their ``$(NAME)`` (the
+    OpenTelemetry demo's ``http://$(OTEL_COLLECTOR_NAME):4317``)."""
+    out = {file: set(found) for file, found in by_file.items()}
+    for w in workloads:
+        for c in w.template.containers if w.location is not None else ():
+            values = dict(c.env)
+            for value in (*values.values(), *c.command, *c.args):
+                if "$(" in value:
+                    found = dialed(_expand(value, values))
+                    out.setdefault(w.location.file, set()).update(found)
+    return out
+
+
+def _expand(value: str, env: Mapping[str, str]) -> str:
+    """``value`` with its ``$(NAME)`` replaced by the env's value (unset: nothing)."""
+    return _DEPENDENT.sub(lambda m: env.get(m.group(1), ""), value)
 
 
 # Workload API versions no supported Kubernetes serves, and the release that removed them

@@ -1,6 +1,7 @@
 """Documents that are templates, not manifests (SVD002): Helm's, a controller's run-time
-placeholders, other tooling's Go or Mustache templates, ytt's, and the templates a Go program
-embeds (``//go:embed``) and renders itself, which are no input of anyone's pipeline."""
+placeholders, other tooling's Go or Mustache templates, ytt's, and the templates Go code
+beside them embeds (``//go:embed``) or reads and fills in itself, which are no input of
+anyone's pipeline."""
 
 from __future__ import annotations
 
@@ -77,21 +78,25 @@ def _in_chart(name: str) -> bool:
 
 
 # A Go source's embed directive: `//go:embed a.yaml templates/*.yaml "b c.yaml"`
-# (https://pkg.go.dev/embed#hdr-Directives); the files it names are in its package's folder
-# or below, so they are found from the templates' folder and the two above it
+# (https://pkg.go.dev/embed#hdr-Directives), and a string naming a file it reads
+# (`filepath.Join(dir, "cases", "pod-template.yaml")`); the files are in the package's folder
+# or below, so they are looked for from the templates' folder and the two above it
 _GO_EMBED = re.compile(r"^[ \t]*//go:embed[ \t]+(.+)$", re.MULTILINE)
-_EMBED_LEVELS = 3
+_GO_FILE_NAME = re.compile(r"[\"`]([^\"`\s]*?([\w.-]+\.(?:ya?ml|json)))[\"`]")
+_GO_LEVELS = 3
 _GO_SOURCE_BYTES = 1 << 20
 
 
-def go_embedded(name: str) -> str | None:
-    """The Go package folder that embeds the file (``//go:embed``), when one does: its
-    templates are what the program fills in at run time (rook's Multus validation pods,
-    ``pkg/daemon/multus/templates.go``; judge222), no input of anyone's pipeline."""
+def go_rendered(name: str) -> str | None:
+    """The Go package folder whose code embeds (``//go:embed``) or reads the file by name,
+    when one does: a template the program fills in at run time, no input of anyone's
+    pipeline (rook's Multus validation pods, ``pkg/daemon/multus/templates.go``, judge222;
+    Volcano's benchmark pods, read by ``gang_test.go``, judge225)."""
     path = Path(os.path.abspath(name))
-    for folder in list(path.parents)[:_EMBED_LEVELS]:
+    for folder in list(path.parents)[:_GO_LEVELS]:
         relative = path.relative_to(folder).as_posix()
-        if any(_embeds(pattern, relative) for pattern in _embed_patterns(str(folder))):
+        patterns, names = _go_references(str(folder))
+        if path.name in names or any(_embeds(p, relative) for p in patterns):
             return str(folder)
     return None
 
@@ -102,13 +107,15 @@ def _embeds(pattern: str, relative: str) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _embed_patterns(folder: str) -> tuple[str, ...]:
-    """The patterns of the ``//go:embed`` directives of the Go sources in ``folder``."""
+def _go_references(folder: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The ``//go:embed`` patterns of the Go sources in ``folder``, and the names of the
+    YAML and JSON files their strings name."""
     try:
         sources = [e for e in os.scandir(folder) if e.name.endswith(".go") and e.is_file()]
     except OSError:
-        return ()
+        return (), frozenset()
     patterns: list[str] = []
+    names: set[str] = set()
     for entry in sources:
         try:
             with open(entry.path, encoding="utf-8", errors="replace") as f:
@@ -121,7 +128,8 @@ def _embed_patterns(folder: str) -> tuple[str, ...]:
             except ValueError:
                 words = m.group(1).split()
             patterns += [w.removeprefix("all:") for w in words]
-    return tuple(patterns)
+        names.update(m.group(2) for m in _GO_FILE_NAME.finditer(text))
+    return tuple(patterns), frozenset(names)
 
 
 # ytt (Carvel) code is YAML comments starting with `#@` (https://carvel.dev/ytt/docs/latest/lang/):
