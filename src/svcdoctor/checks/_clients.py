@@ -105,11 +105,18 @@ _MONGO = re.compile(r"(^|/)(mongo|mongodb/mongodb-(community|enterprise)-server)
 _CLUSTER_ENABLED = ("--cluster-enabled", "yes")
 
 
+# Calico's Typha: Felix lists the calico-typha Service's EndpointSlices itself, skips the
+# endpoints that are not ready and dials a pod's address, trying the next one when a dial
+# fails (typha/pkg/discovery/discovery.go in projectcalico/calico); Typha sheds its
+# connections one by one over its shutdown timeout (typha/pkg/syncserver/sync_server.go)
+_SELF_DISCOVERED = re.compile(r"(^|/)typha(:|$)")
+
+
 def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
     """Whether the container's clients find its pods themselves, not through the Service's
     endpoint removal: a registry's (``registry_found``), every pod's where its Services
-    publish not-ready addresses, a Redis Cluster's nodes, or a ring store's or a MongoDB
-    replica set's members behind headless Services only."""
+    publish not-ready addresses, a Redis Cluster's nodes, Calico's Typha (``_SELF_DISCOVERED``),
+    or a ring store's or a MongoDB replica set's members behind headless Services only."""
     services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
     image, argv = c.image.split("@", 1)[0], " ".join(argv_of(c)).split()
     replica_set = _MONGO.search(image) and any(a.split("=")[0] == "--replSet" for a in argv)
@@ -117,5 +124,10 @@ def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
     headless = members and all(s.headless for s in services)
     cluster = _CLUSTER_ENABLED in itertools.pairwise(argv)
     return (
-        headless or cluster or registry_found(inventory, w, c) or not_ready_published(inventory, w)
+        headless
+        or cluster
+        or bool(_SELF_DISCOVERED.search(image))
+        or ("component", "typha") in itertools.pairwise(argv)  # calico/calico's one image
+        or registry_found(inventory, w, c)
+        or not_ready_published(inventory, w)
     )

@@ -162,7 +162,7 @@ def _test_folder(file: str) -> str | None:
     parts = file.replace("\\", "/").split("/")[:-1]
     for i, part in enumerate(parts):
         above = parts[i - 1].lower() if i else ""
-        test = part == "test" and (above == "src" or above not in _ENVIRONMENTS)
+        test = part in ("test", "testing") and (above == "src" or above not in _ENVIRONMENTS)
         if _TEST_FOLDER.fullmatch(part) or test or (part in _IN_TEST and "test" in parts[:i]):
             return f"{part}/ holds a test's manifests, for a test run if at all"
         if part == "kind" and "hack" in parts[:i]:
