@@ -194,7 +194,7 @@ def test_a_declared_port_comes_before_an_undeclared_target() -> None:
         ports="[{containerPort: 9090}]",
     )
     assert probe is not None
-    assert probe["tcpSocket"] == {"port": 9090}
+    assert probe["httpGet"] == {"path": "/-/ready", "port": 9090}  # Prometheus' own
     assert "no container declares it" not in note
 
 

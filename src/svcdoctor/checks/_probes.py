@@ -173,6 +173,21 @@ _OTHER_IMAGES = {
 _HTTP_IMAGES = frozenset(
     {"nginx", "nginx-unprivileged", "httpd", "httpbin", "go-httpbin", "http-echo", "whoami"}
 )
+# The readiness endpoints HTTP servers ship, by the last segment of the image name:
+# Prometheus' and Alertmanager's /-/ready ("returns 200 when ready to serve traffic":
+# https://prometheus.io/docs/prometheus/latest/management_api/,
+# https://prometheus.io/docs/alerting/latest/management_api/); Grafana's /api/health
+# (https://grafana.com/docs/grafana/latest/developers/http_api/other/); Loki's, Tempo's and
+# Mimir's /ready (https://grafana.com/docs/loki/latest/reference/loki-http-api/), each with
+# the HTTP port it listens on by default (a port of unknown protocol is taken for it there)
+_READY_PATHS = {
+    "prometheus": ("/-/ready", 9090),
+    "alertmanager": ("/-/ready", 9093),
+    "grafana": ("/api/health", 3000),
+    "loki": ("/ready", 3100),
+    "tempo": ("/ready", 3200),
+    "mimir": ("/ready", 8080),
+}
 # Readiness commands the images ship, by protocol: pg_isready exits 0 once the server accepts
 # connections, no credentials needed (https://www.postgresql.org/docs/current/app-pg-isready.html);
 # `mysqladmin ping` exits 0 while the server runs, "even in case of an error such as Access
@@ -450,13 +465,23 @@ def suggest(
         scheme = "HTTPS" if said is Speaks.HTTPS else "HTTP"
         if (known := known_path(container, target, scheme)) is not None:
             kind, probe = known
-            get: dict[str, Any] = {"path": probe.target[4], "port": port}
+            path = probe.target[4]
+            get: dict[str, Any] = {"path": path, "port": port}
             if said is Speaks.HTTPS:
                 get["scheme"] = "HTTPS"
+            if path == "/livez":  # the Kubernetes API server library's: /readyz is beside it
+                get["path"] = "/readyz"
+                return Suggestion(
+                    {"httpGet": get},
+                    f"{head}\n# httpGet /readyz: {why}; its {kind} GETs /livez, as servers "
+                    "built on the Kubernetes\n# API server library do, which serve /readyz "
+                    "beside it (failing once shutdown starts)",
+                    said,
+                )
             same = kind == "livenessProbe" and probe.may_check_dependencies
             return Suggestion(
                 {"httpGet": get},
-                f"{head}\n# httpGet {probe.target[4]}: {why}; its {kind} already GETs this path"
+                f"{head}\n# httpGet {path}: {why}; its {kind} already GETs this path"
                 + (
                     "\n# (liveness is then the same deep check: SVD202 moves it to tcpSocket)"
                     if same
@@ -464,6 +489,14 @@ def suggest(
                 ),
                 said,
             )
+    ready, default = _READY_PATHS.get(image_name(container.image).lower(), ("", None))
+    if ready and (said is Speaks.HTTP or (said is Speaks.UNKNOWN and target.number == default)):
+        return Suggestion(
+            {"httpGet": {"path": ready, "port": port}},
+            f"{head}\n# httpGet {ready}: {image_name(container.image)} serves HTTP on port "
+            f"{port} and answers 200 there once it is ready to serve",
+            Speaks.HTTP,
+        )
     if said is Speaks.HTTP:
         return Suggestion(
             {"tcpSocket": {"port": port}},
