@@ -283,6 +283,13 @@ def test_templates_go_code_embeds_or_reads_are_skipped_and_counted(tmp_path: Pat
     assert [(p.rule, Path(p.location.file).name) for p in result.problems] == [
         ("SVD002", "other.yaml")
     ]
+    # in a Go module, a Go template no code nearby names is its programs' (ECK's config/e2e,
+    # rendered by test/e2e/cmd/run; judge226); Ansible's `{{ namespace }}` is no Go action
+    write(tmp_path / "go.mod", "module example.com/op\n")
+    ansible = write(tmp_path / "deploy" / "install.yaml", deployment("{{ namespace }}"))
+    result = load([str(tmp_path)])
+    assert result.go_templates[str(tmp_path)] == {str(pkg / "other.yaml")}
+    assert [p.location.file for p in result.problems] == [ansible]
     assert [Path(o.location.file).name for o in result.objects] == ["plain.yaml"]
 
 

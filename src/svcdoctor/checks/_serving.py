@@ -204,6 +204,21 @@ def unreached(containers: Sequence[Container], target: int | str) -> bool:
     return port is not None and port != target
 
 
+def refused(inventory: Inventory, workload: Workload, svc: Service, port: ServicePort) -> bool:
+    """Whether the workload's pods refuse a Service port another workload it selects serves:
+    they declare ports, but not its target (ECK's registry proxy, on 80 under the registry's
+    label, beside the registry on 5000: its pods are selected by mistake; judge226)."""
+    pod = workload.template.containers
+    if not any(c.ports for c in pod) or any(serves(c, port.target) for c in pod):
+        return False
+    return any(
+        serves(c, port.target)
+        for other in inventory.targeted(svc)
+        if other.ref != workload.ref
+        for c in other.template.containers
+    )
+
+
 def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Container, ...]:
     """Containers behind the workload's Services: those exposing a targeted port, else the
     first container (the app, by convention, when ports are not declared). Containers that
@@ -214,7 +229,12 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
     if not services or not containers:
         return ()
     pod = workload.template.containers
-    ports = [p for s in services for p in s.ports if not _left_off(pod, p.target)]
+    ports = [
+        p
+        for s in services
+        for p in s.ports
+        if not _left_off(pod, p.target) and not refused(inventory, workload, s, p)
+    ]
     if not ports:
         return ()
     # a metrics sidecar (an exporter, or kube-rbac-proxy behind a `*-metrics` Service) is

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import PurePath
 
 from svcdoctor.checks._carrying import carries_requests
-from svcdoctor.checks._serving import serves
+from svcdoctor.checks._serving import refused, serves
 from svcdoctor.checks.inputs import HELM_TEMPLATE
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -112,8 +112,9 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
         for w in together.values():
             apps.setdefault(_images(w), w)
         workloads = list(apps.values())
-        if len(workloads) < 2 or _split_by_design(inventory, svc, workloads):
-            continue
+        refusing = [w for w in workloads if all(refused(inventory, w, svc, p) for p in svc.ports)]
+        if len(workloads) < 2 or (not refusing and _split_by_design(inventory, svc, workloads)):
+            continue  # a version split, unless a version refuses the Service's connections
         if not carries_requests(inventory, svc):
             continue  # scraped, probed or a placeholder: no request lands on the wrong app
         assert svc.selector is not None
@@ -136,9 +137,15 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
         shown = ", ".join(
             f"{w.ref} ({', '.join(sorted(_images(w))) or 'no image'})" for w in workloads
         )
+        targets = ", ".join(str(p.target) for p in svc.ports)
+        refuse = "".join(
+            f"; {w.ref} declares no port {targets}: its pods refuse the connections sent to them"
+            for w in refusing
+        )
         yield Hit(
             svc,
-            f"Service {svc.ref.name} selects pods of {len(workloads)} different apps: {shown}",
+            f"Service {svc.ref.name} selects pods of {len(workloads)} different apps: {shown}"
+            + refuse,
             fix=Fix(
                 ObjectPatch({"spec": {"selector": fix_selector}}),
                 note=f"\n# (a label on the pod template of {first.ref} only; add it there if "

@@ -140,8 +140,8 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
         packages = sorted(loaded.go_templates)
         shown = ", ".join(packages[:2]) + (" …" if len(packages) > 2 else "")
         out.append(
-            f"skipped {_plural(count, 'template')} that Go code embeds or reads ({shown}) "
-            "and fills in at run time: not manifests"
+            f"skipped {_plural(count, 'Go template')} of Go code ({shown}): a program "
+            "fills them in at run time, not manifests"
         )
     if loaded.empty_files and loaded.documents and not empty:
         n = loaded.empty_files

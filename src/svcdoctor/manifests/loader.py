@@ -39,6 +39,7 @@ from svcdoctor.manifests.paths import (
 )
 from svcdoctor.manifests.templates import (
     YTT_CODE,
+    forget_go_sources,
     go_rendered,
     template_finding,
     ytt_finding,
@@ -263,6 +264,7 @@ def load(
     charts (Go templates: lint ``helm template`` output) unless ``helm_templates``.
     """
     result = LoadResult()
+    forget_go_sources()  # the files may have changed since the last load in this process
     limit = int(max_file_mb * 1024 * 1024)
     collecting = gc.isenabled()
     gc.disable()  # the node graphs are large and acyclic: collection passes are pure cost
@@ -695,7 +697,7 @@ def _podless(kind: str, api_version: str, document: str) -> bool:
 def _template_problem(name: str, lines: TextLines, line: int, result: LoadResult) -> None:
     """SVD002 for the templated document whose first ``{{`` is on ``line``, unless Go code
     beside it embeds or reads the file: then it is counted, not checked."""
-    if (package := go_rendered(name)) is not None:
+    if (package := go_rendered(name, lines.text)) is not None:
         result.go_templates.setdefault(package, set()).add(name)
     else:
         result.problems.append(template_finding(name, lines, line))

@@ -87,18 +87,41 @@ _GO_LEVELS = 3
 _GO_SOURCE_BYTES = 1 << 20
 
 
-def go_rendered(name: str) -> str | None:
+def go_rendered(name: str, text: str) -> str | None:
     """The Go package folder whose code embeds (``//go:embed``) or reads the file by name,
-    when one does: a template the program fills in at run time, no input of anyone's
+    or else the Go module the file is in when its placeholders are Go template actions and
+    no Helm's: a template the module's programs fill in at run time, no input of anyone's
     pipeline (rook's Multus validation pods, ``pkg/daemon/multus/templates.go``, judge222;
-    Volcano's benchmark pods, read by ``gang_test.go``, judge225)."""
+    Volcano's benchmark pods, read by ``gang_test.go``, judge225; ECK's config/e2e jobs,
+    read by test/e2e/cmd/run, judge226)."""
     path = Path(os.path.abspath(name))
-    for folder in list(path.parents)[:_GO_LEVELS]:
+    parents = list(path.parents)
+    for folder in parents[:_GO_LEVELS]:
         relative = path.relative_to(folder).as_posix()
         patterns, names = _go_references(str(folder))
         if path.name in names or any(_embeds(p, relative) for p in patterns):
             return str(folder)
-    return None
+    if not _GO_ACTION.search(text) or HELM.search(text) or PLACEHOLDER.search(text):
+        return None
+    return next((str(f) for f in parents[:_MODULE_LEVELS] if _go_module(str(f))), None)
+
+
+def forget_go_sources() -> None:
+    """Clear what was read of Go sources and modules (cached within one load)."""
+    _go_references.cache_clear()
+    _go_module.cache_clear()
+
+
+# A Go template action (https://pkg.go.dev/text/template#hdr-Actions): a field or variable, or
+# a keyword; a Mustache or Jinja `{{ name }}` (Ansible's) is none
+_GO_ACTION = re.compile(r"\{\{-?\s*(?:\.|\$|(?:range|if|with|template|block)\b)")
+_MODULE_LEVELS = 8
+
+
+@functools.lru_cache(maxsize=256)
+def _go_module(folder: str) -> bool:
+    """Whether ``folder`` is a Go module's root (holds a ``go.mod``)."""
+    return os.path.isfile(os.path.join(folder, "go.mod"))
 
 
 def _embeds(pattern: str, relative: str) -> bool:
