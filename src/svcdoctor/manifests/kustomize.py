@@ -42,6 +42,7 @@ import yaml
 
 from svcdoctor.manifests.folders import Folders, folder_namespace, gather
 from svcdoctor.model import Autoscaler, Container, PodTemplate, Resource, Service, Workload
+from svcdoctor.model.images import split_image
 from svcdoctor.model.service import NULL_SELECTED
 
 # The file names kustomize reads in a directory, in its order (kustomize api/konfig
@@ -88,15 +89,6 @@ class ImageChange:
             return f"{name}@{self.digest}"
         tag = self.tag or tag
         return name + (f":{tag}" if tag else "") + (f"@{digest}" if digest and not self.tag else "")
-
-
-def split_image(image: str) -> tuple[str, str, str]:
-    """An image reference's name, tag and digest (a registry's port is no tag)."""
-    rest, _, digest = image.partition("@")
-    name, colon, tag = rest.rpartition(":")
-    if not colon or "/" in tag:
-        return rest, "", digest
-    return name, tag, digest
 
 
 def is_kustomization(name: str) -> bool:

@@ -11,6 +11,16 @@ def image_name(image: str) -> str:
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
+def split_image(image: str) -> tuple[str, str, str]:
+    """An image reference's name, tag and digest (``reg:5000/a:1@sha256:…`` → ``reg:5000/a``,
+    ``1``, ``sha256:…``; a registry's port is no tag)."""
+    rest, _, digest = image.partition("@")
+    name, colon, tag = rest.rpartition(":")
+    if not colon or "/" in tag:
+        return rest, "", digest
+    return name, tag, digest
+
+
 def without_host(image: str) -> str:
     """The reference without its registry host, which Docker tells by a first component
     with a `.` or `:` or named `localhost` (``registry:5000/capk-manager:dev`` →
