@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from svcdoctor.checks._scripts import SHELLS, SimpleCommand, parse_script, shell_script
 from svcdoctor.checks.settings import flag_value
 from svcdoctor.model import Container, Inventory, Service, ServicePort, Workload
+from svcdoctor.model.images import image_name
 
 # Programs that never listen: a container running only these serves nothing (a pod kept
 # alive for `kubectl exec`, a test client, a loop writing files).
@@ -248,12 +249,22 @@ def serving_containers(inventory: Inventory, workload: Workload) -> tuple[Contai
         for p in s.ports
         if p in ports and not uncalled(p) and not (proxied and proxies_metrics(workload, p.target))
     ] or ports
-    servers = {_server(workload.template.containers, p.target) for p in called}
+    servers = {
+        _server(workload.template.containers, p.target) or _named_for(containers, p) for p in called
+    }
     matched = tuple(c for c in containers if c.name in servers)
     if None in servers:  # a port no container declares: the app's (multus' webhook on 443)
         app = next((c for c in containers if not _RBAC_PROXY.search(c.image)), containers[0])
         matched = (*matched, app) if app not in matched else matched
     return matched or (containers[0],)
+
+
+def _named_for(containers: Sequence[Container], port: ServicePort) -> str | None:
+    """The container a Service port no container declares is named for: the container's
+    name or its image's (opencost's `opencost-ui` port beside its `opencost` one; judge229)."""
+    name = port.name.lower() if port.name else ""
+    named = (c.name for c in containers if name in (c.name.lower(), image_name(c.image).lower()))
+    return next(named, None) if name else None
 
 
 def behind_proxies(workload: Workload, containers: Sequence[Container]) -> tuple[Container, ...]:
