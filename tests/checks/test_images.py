@@ -679,3 +679,58 @@ def test_a_spring_app_with_an_embedded_database_keeps_local_state(tmp_path: Path
         )
     )
     assert severity() == "warning"
+
+
+EMBEDDER = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: embed-docs}
+spec:
+  replicas: 2
+  template:
+    metadata: {labels: {app: embedder}}
+    spec:
+      containers:
+        - name: embed-docs
+          image: <DOCKER_REPO>/embed-docs:1.0
+          command: ["python", "/app/endpoint.py"]
+          ports: [{containerPort: 5001}]
+          readinessProbe: {httpGet: {path: /, port: 5001}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: embed-docs}
+spec:
+  selector: {app: embedder}
+  ports: [{port: 5001}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("run", "rules"),
+    [
+        ("app.run('0.0.0.0', port=5001, debug=True)\n", {"SVD101"}),
+        ("app.run('0.0.0.0', port=5001)\n", {"SVD101", "SVD116"}),
+    ],
+)
+def test_the_app_file_a_manifest_command_runs_is_read_for_a_handler(
+    tmp_path: Path, run: str, rules: set[str]
+) -> None:
+    """kubernetes-engine-samples' docs-embedder: the manifest's command runs
+    /app/endpoint.py, not the image's CMD; its Flask app runs with debug=True, whose Werkzeug
+    reloader exits at SIGTERM (judge231): no SVD116, and SVD101 is the warning it is for an
+    app that stops at SIGTERM. Without debug, python as PID 1 ignores SIGTERM (SVD116)."""
+    (tmp_path / "docker" / "embed-docs").mkdir(parents=True)
+    (tmp_path / "docker" / "embed-docs" / "Dockerfile").write_text(
+        'FROM python:3.12-slim\nWORKDIR /app\nCOPY . .\nENTRYPOINT ["python"]\n'
+        'CMD ["/app/embedding-job.py"]\n'
+    )
+    (tmp_path / "docker" / "embed-docs" / "endpoint.py").write_text(
+        "from flask import Flask\napp = Flask(__name__)\n" + run
+    )
+    (tmp_path / "manifests").mkdir()
+    (tmp_path / "manifests" / "embedder.yaml").write_text(EMBEDDER)
+    findings = lint_paths([str(tmp_path)]).findings
+    assert {f.rule for f in findings if f.object and f.object.name == "embed-docs"} == rules
+    svd101 = next(f for f in findings if f.rule == "SVD101")
+    assert (svd101.severity.value == "warning") is ("SVD116" not in rules)

@@ -293,6 +293,21 @@ def test_templates_go_code_embeds_or_reads_are_skipped_and_counted(tmp_path: Pat
     assert [Path(o.location.file).name for o in result.objects] == ["plain.yaml"]
 
 
+def test_a_hash_brace_placeholder_is_a_template_note_not_a_null(tmp_path: Path) -> None:
+    """litmus' cluster manifests hold `namespace: #{INFRA_NAMESPACE}` and `image:
+    #{LITMUS_CHAOS_EXPORTER}`, which its server replaces as strings (judge232): YAML reads
+    them as comments, so the objects would be read with null fields and paired with others.
+    Each such document is an SVD002 note; the file's other documents are read."""
+    templated = deployment("exporter").replace("image: example/exporter:1", "image: #{IMAGE}")
+    path = write(tmp_path / "cluster.yaml", templated + "---\n" + service("web"))
+    result = load([path])
+    assert [(p.rule, p.severity.value, p.location.line) for p in result.problems] == [
+        ("SVD002", "info", 15)  # the image line
+    ]
+    assert "'#{IMAGE}'" in result.problems[0].message
+    assert [o.kind for o in result.objects] == ["Service"]
+
+
 def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
     """Go's vendor/ beside go.mod (csi-driver-nfs vendors k8s.io/kubernetes' e2e manifests;
     judge159), node_modules/ and jsonnet-bundler's vendor_jsonnet/ beside a jsonnetfile.json

@@ -387,6 +387,10 @@ METRICS_FLAGS = (
     "metrics-listen-address",  # multus-admission-controller's
 )
 _BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
+# The Prometheus Operator serves only its metrics and health on its web port (its
+# --web.listen-address, --listen-address before v0.48; :8080 by default), which
+# kube-prometheus puts behind kube-rbac-proxy (manifests/prometheusOperator-deployment.yaml)
+_PROMETHEUS_OPERATOR = re.compile(r"(^|/)prometheus-operator(:|@|$)")
 _METRICS_VARIABLE = re.compile(r"METRICS\w*(PORT|ADDR|ADDRESS)$")
 
 
@@ -402,11 +406,17 @@ def flag_port(argv: Sequence[str], *flags: str) -> int | None:
 
 def proxies_metrics(w: Workload, target: int | str) -> bool:
     """Whether the port a Service targets is a kube-rbac-proxy's whose upstream is the port
-    another container of the pod serves its metrics on (``--metrics-bind-address``, or a
-    ``*METRICS*PORT`` variable: cluster-machine-approver's METRICS_PORT)."""
+    another container of the pod serves its metrics on (``--metrics-bind-address``, a
+    ``*METRICS*PORT`` variable: cluster-machine-approver's METRICS_PORT; the Prometheus
+    Operator's web port)."""
     containers = w.template.containers
     proxies = [c for c in containers if serves(c, target) and _RBAC_PROXY.search(c.image)]
     metrics = {flag_port(argv_of(c), *METRICS_FLAGS) for c in containers} - {None}
+    metrics |= {
+        flag_port(argv_of(c), "web.listen-address", "listen-address") or 8080
+        for c in containers
+        if _PROMETHEUS_OPERATOR.search(c.image)
+    }
     metrics |= {
         int(m.group(1))
         for c in containers

@@ -14,24 +14,13 @@ from svcdoctor.checks._scripts import ASSIGNMENT, SHELLS, parse_script, shell_sc
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, image_matches
 from svcdoctor.checks.shells import BLOCK_ENDS, branches_exec, shell_family, stays_parent
-from svcdoctor.checks.signals import pid1_runtime
+from svcdoctor.checks.signals import HANDLES, pid1_runtime
 from svcdoctor.model import Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.images import ContextFile, ImageFacts, flask_file
 from svcdoctor.model.patch import note
 
 # Inits that forward signals (https://github.com/krallin/tini, https://github.com/Yelp/dumb-init)
 _INITS = frozenset({"tini", "tini-static", "dumb-init", "catatonit"})
-# What installs a SIGTERM handler in the app file: the signal's name in Node
-# (process.on('SIGTERM', …): https://nodejs.org/api/process.html#signal-events) or Python
-# (signal.signal(signal.SIGTERM, …)), or a server that installs one: uvicorn.run
-# (HANDLED_SIGNALS in uvicorn/server.py), gunicorn (https://docs.gunicorn.org/en/stable/
-# signals.html), aiohttp's web.run_app (GracefulExit on SIGTERM, aiohttp/web.py), and Node's
-# @godaddy/terminus, http-terminator and lightship (their READMEs).
-# (Quart's app.run serves with Hypercorn, which stops on SIGTERM: quart/app.py in pallets/quart)
-_HANDLES = re.compile(
-    r"SIGTERM|uvicorn\.run|gunicorn|run_app\(|@godaddy/terminus|http-terminator|lightship"
-    r"|\bQuart\(|\.run\([^)]*\b(debug|use_reloader)\s*=\s*True"
-)
 # Flask's app.run in debug mode (debug=True, or FLASK_DEBUG=1 in its environment) serves
 # under Werkzeug's reloader, which exits at SIGTERM (run_with_reloader's
 # signal.signal(SIGTERM, …) in werkzeug/_reloader.py; Flask.run reads FLASK_DEBUG)
@@ -132,7 +121,7 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
             name, text = file.path, file.text
             by_kernel = facts.file(argv[0]) is file  # run as a file, not as `sh script`
             if by_kernel and (interpreter := _shebang(text)) is not None:
-                if interpreter not in ("node", "python") or _HANDLES.search(text):
+                if interpreter not in ("node", "python") or HANDLES.search(text):
                     return None  # another language, or it handles SIGTERM
                 if _HANDS_OVER.search(text):
                     return None  # it execs another program (os.execvp): that is PID 1 then
@@ -194,7 +183,7 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
                 "stops at SIGTERM",
             )
         source = facts.file(next((a for a in argv[1:] if not a.startswith("-")), ""))
-    if source is None or _HANDLES.search(source.text):
+    if source is None or HANDLES.search(source.text):
         return None  # the app file is not in the build context, or it handles SIGTERM
     if debug and _FLASK_RUN.search(source.text):
         return None  # Werkzeug's reloader exits at SIGTERM

@@ -34,7 +34,7 @@ from svcdoctor.checks.rollout import (
 )
 from svcdoctor.checks.settings import Settings, known_app
 from svcdoctor.checks.shells import shell_parent
-from svcdoctor.checks.signals import pid1_runtime
+from svcdoctor.checks.signals import unhandled_pid1
 from svcdoctor.model import MIN_SHUTDOWN_WINDOW, Cause, Container, Inventory, Severity, Workload
 from svcdoctor.model.patch import Fix, FixAvailability, Handler, PodPatch, PreStopHook
 from svcdoctor.model.remedy import (
@@ -347,7 +347,7 @@ def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: str | N
             "today its shell keeps SIGTERM from the app, which serves on until SIGKILLed "
             "(SVD105); once the shell execs it (SVD105's fix), "
         )
-    found = None if w.template.share_process_namespace else pid1_runtime(c)
+    found = None if w.template.share_process_namespace else unhandled_pid1(inventory, c)
     if found is not None and found.runtime in ("node", "python"):  # npm, yarn: it races
         return (
             f"as PID 1, {found.runtime} ignores SIGTERM unless the app installs a handler "

@@ -423,8 +423,9 @@ def _context(dockerfile: Path, copies: list[_Copy]) -> Path:
     return folders[found.index(max(found))]  # the most of them, the nearest first
 
 
-def read_dockerfile(path: Path) -> ImageFacts | None:
-    """The final stage's PID-1 command and the context files it names, or ``None``."""
+def read_dockerfile(path: Path, run: Sequence[str] = ()) -> ImageFacts | None:
+    """The final stage's PID-1 command and the context files it names, or those ``run``
+    (the words of a manifest's command that replaces it) names, or ``None``."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -476,7 +477,7 @@ def read_dockerfile(path: Path) -> ImageFacts | None:
         return None
     context = _context(path, copies)
     files: dict[str, ContextFile] = {}
-    pending = [*entrypoint, *cmd]
+    pending = [*entrypoint, *cmd, *run]
     if "flask" in (w.rsplit("/", 1)[-1] for w in pending):  # ``flask run`` serves FLASK_APP
         pending.append(flask_file(flask_app))
     words = [w.rsplit("/", 1)[-1] for part in pending for w in part.split()]
@@ -693,13 +694,18 @@ def _app_folder(
     return plain if len(plain) == 1 and not others and _user_image(image) else []
 
 
-def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[str, ImageFacts]:
+def match_images(
+    builds: Builds,
+    images: Mapping[str, Iterable[str]],
+    run: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, ImageFacts]:
     """Container image → the facts of the one Dockerfile a skaffold artifact or a build
     script builds it from; failing that, the one its name matches; failing that, the one of
     its manifests' app folder (``_app_folder``). A Dockerfile that starts nothing (no
     ``CMD`` or ``ENTRYPOINT``) runs what its base image does, when that base is built here
     too (TeaStore's services ``FROM descartesresearch/teastore-base``). ``images``: each image
-    with the files of the manifests that run it."""
+    with the files of the manifests that run it; ``run``: the words of the commands those
+    manifests give it (their app files are read too: SVD116 looks for a SIGTERM handler)."""
     listed = list(builds.dockerfiles)
     by_name: dict[str, list[Path]] = {}
     for path in listed:
@@ -715,7 +721,7 @@ def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[st
         return resolved[file]
 
     folders = {image: {folder(f) for f in files if f != "-"} for image, files in images.items()}
-    read: dict[Path, ImageFacts | None] = {}
+    read: dict[tuple[Path, tuple[str, ...]], ImageFacts | None] = {}
     prefixed = _project_prefixed(by_name, images)
 
     def dockerfile(image: str, depth: int) -> tuple[ImageFacts | None, str] | None:
@@ -729,9 +735,10 @@ def match_images(builds: Builds, images: Mapping[str, Iterable[str]]) -> dict[st
         if len(set(candidates)) != 1:
             return None  # none, or ambiguous
         path = candidates[0]
-        if path not in read:
-            read[path] = read_dockerfile(path)
-        facts = read[path]
+        key = (path, tuple((run or {}).get(image, ())) if depth == 0 else ())
+        if key not in read:
+            read[key] = read_dockerfile(*key)
+        facts = read[key]
         base = facts.base if facts is not None else _final_base(path)
         # ``nginx/Dockerfile`` FROM nginx does not build the ``nginx:1.27`` a manifest runs
         return None if _repository(base) == _repository(image) else (facts, base)

@@ -38,11 +38,11 @@ from svcdoctor.manifests.paths import (
     vendored,
 )
 from svcdoctor.manifests.templates import (
-    YTT_CODE,
+    comment_template_finding,
+    commented_template,
     forget_go_sources,
     go_rendered,
     template_finding,
-    ytt_finding,
 )
 from svcdoctor.manifests.textlines import TextLines
 from svcdoctor.manifests.yamlnodes import (
@@ -406,7 +406,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     # Documents that are not converted are checked only if they may hold an alias or {{ }}.
     scan = _Scan(aliases=_may_alias(text), templates=templated)
     lines = TextLines(text) if templated else None
-    ytt = TextLines(text) if "#@" in text and YTT_CODE.search(text) else None
+    commented = TextLines(text) if commented_template(text) else None
     if pins := pinned_replicas(text):
         result.replica_pins[display] = pins
     if addresses := dialed(text):
@@ -420,7 +420,11 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
             return
         for root in roots:
             mark = (len(objects), result.documents, result.skipped)
-            if ytt is not None and root is not None and (f := ytt_finding(display, ytt, root)):
+            if (
+                commented is not None
+                and root is not None
+                and (f := comment_template_finding(display, commented, root))
+            ):
                 result.documents += 1
                 result.problems.append(f)
                 continue

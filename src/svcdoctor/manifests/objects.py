@@ -99,9 +99,12 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         by_folder=namespace is None,
     )
     images: dict[str, set[str]] = {}  # image → the files of the workloads that run it
+    run: dict[str, list[str]] = {}  # image → the words of the commands they give it
     for w in workloads:
         for c in w.template.containers:
             images.setdefault(c.image, set()).update([w.location.file] if w.location else [])
+            words = run.setdefault(c.image, [])
+            words += [a for a in (*c.command, *c.args) if a not in words and c.command]
     return Inventory(
         workloads=tuple(_instances_of_present_owners(kustomized(built, workloads))),
         services=tuple(kustomized(built, services)),
@@ -114,7 +117,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         files=loaded.files,
         objects=loaded.documents,
         skipped=loaded.skipped,
-        images=match_images(loaded.builds, images) if loaded.builds.any else {},
+        images=match_images(loaded.builds, images, run) if loaded.builds.any else {},
         dialed=Dialing.of(_env_dialed(workloads, loaded.dialed)),
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )

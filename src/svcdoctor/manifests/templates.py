@@ -166,16 +166,42 @@ YTT_CODE = re.compile(
 )
 
 
-def ytt_finding(name: str, lines: TextLines, root: yaml.Node) -> Finding | None:
-    """SVD002 for a document a ytt template makes (see ``YTT_CODE``); ``None`` for the
-    file's other documents, which are read (ytt code alone, no object, is skipped as they are)."""
+# A placeholder filled in by string replacement before the file is applied, `#{NAME}` (Octopus
+# Deploy's and Azure Pipelines' token replacement; litmus' server replaces
+# "#{INFRA_NAMESPACE}" in its manifests, chaos_infrastructure/infra_utils.go; judge232): YAML
+# reads it as a comment, so the value it stands for is null
+HASH_PLACEHOLDER = re.compile(r"(?:^|[:-])[ \t]+(#\{[\w.-]+\}#?)", re.MULTILINE)
+
+
+def commented_template(text: str) -> bool:
+    """Whether the text holds template code YAML reads as comments (ytt, ``#{NAME}``)."""
+    return bool(
+        ("#@" in text and YTT_CODE.search(text)) or ("#{" in text and HASH_PLACEHOLDER.search(text))
+    )
+
+
+def comment_template_finding(name: str, lines: TextLines, root: yaml.Node) -> Finding | None:
+    """SVD002 for a document a ytt template makes (``YTT_CODE``), or one with a ``#{NAME}``
+    placeholder (``HASH_PLACEHOLDER``: a note); ``None`` for the file's other documents, which
+    are read (ytt code alone, no object, is skipped as they are)."""
     if not isinstance(root, yaml.MappingNode) or "kind" not in mapping_keys(root):
         return None
     first, last = lines.document_around(root.start_mark.line + 1)
-    found = YTT_CODE.search(lines.between(first, last))
-    if found is None:
+    document = lines.between(first, last)
+    found = YTT_CODE.search(document)
+    hashed = None if found else HASH_PLACEHOLDER.search(document)
+    if found is None and hashed is None:
         return None
-    line = bisect.bisect_right(lines.starts, lines.offset(first) + found.start())
+    at = lines.offset(first) + (found.start() if found else hashed.start(1) if hashed else 0)
+    line = bisect.bisect_right(lines.starts, at)
+    if hashed is not None:
+        return HELM_TEMPLATE.finding(
+            Location(name, line),
+            f"placeholder '{hashed.group(1)}', filled in by string replacement before the "
+            "file is applied: YAML reads it as a comment (a null value), so this document is "
+            "not checked; lint what the replacement makes: … | svcdoctor lint -",
+            severity=Severity.INFO,
+        )
     shown = lines.between(line, line).strip()
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
     return HELM_TEMPLATE.finding(
