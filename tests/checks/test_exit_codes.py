@@ -346,6 +346,14 @@ def test_a_tests_broken_fixture_is_a_note_and_exits_by_fail_on(tmp_path: Path) -
     assert CliRunner().invoke(cli, ["lint", str(tmp_path)]).exit_code == 2
     missing = str(tmp_path / "test" / "e2e" / "missing.yaml")
     assert CliRunner().invoke(cli, ["lint", missing]).exit_code == 2
+    # named as a negative sample anywhere (kubeflow/pipelines' crd/samples/.../invalid.yaml;
+    # judge233): a note too
+    (tmp_path / "deploy" / "pod.yaml").unlink()
+    (tmp_path / "samples").mkdir()
+    (tmp_path / "samples" / "invalid.yaml").write_text(broken)
+    run = CliRunner().invoke(cli, ["lint", str(tmp_path / "samples")])
+    assert run.exit_code == 0, run.output
+    assert "its name says it is invalid on purpose" in run.output
 
 
 def test_workloads_of_images_only_a_local_cluster_holds_get_notes(tmp_path: Path) -> None:

@@ -188,6 +188,10 @@ _READY_PATHS = {
     "tempo": ("/ready", 3200),
     "mimir": ("/ready", 8080),
 }
+# gRPC servers that register no health service (grpc.health.v1): ML Metadata's, whose main()
+# registers its MetadataStoreService only (ml_metadata/metadata_store/
+# metadata_store_server_main.cc in google/ml-metadata; kubeflow/pipelines; judge233)
+_NO_GRPC_HEALTH = re.compile(r"(^|/)ml_metadata_store_server(:|@|$)")
 # Readiness commands the images ship, by protocol: pg_isready exits 0 once the server accepts
 # connections, no credentials needed (https://www.postgresql.org/docs/current/app-pg-isready.html);
 # `mysqladmin ping` exits 0 while the server runs, "even in case of an error such as Access
@@ -535,6 +539,14 @@ def suggest(
             f"{head}\n# tcpSocket: {why}, but nothing here names a path it serves\n# (a path it "
             f"lacks keeps every pod unready); {_DEEPER}\n# (scheme HTTPS: the kubelet does "
             "not verify the certificate)",
+            said,
+        )
+    if said is Speaks.GRPC and _NO_GRPC_HEALTH.search(container.image):
+        return Suggestion(
+            {"tcpSocket": {"port": port}},
+            f"{head}\n# tcpSocket: {why}, but its server registers no grpc.health.v1 service "
+            "(a grpc probe would keep\n# every pod unready) and its image ships no probe "
+            "command",
             said,
         )
     if said is Speaks.GRPC and target.number is not None:

@@ -61,14 +61,42 @@ _SOCK_SHOP_JAVA = (
     "https://github.com/microservices-demo/msd-java/blob/master/java.sh, the services' "
     "docker/*/Dockerfile",
 )
+_EXEC_FIX = (
+    "# give the container a command that execs the server as PID 1 (or under "
+    "tini/dumb-init),\n# or let it serve until SIGKILLed: a preStop sleep then "
+    "changes nothing"
+)
+_INIT_FIX = (
+    "# run the server under an init that forwards SIGTERM (tini, dumb-init), or set the pod's "
+    "shareProcessNamespace: true\n# (then SIGTERM's default action ends it); else a "
+    "preStop sleep changes nothing"
+)
+# ... and ML Metadata's gRPC server, PID 1 itself, which installs no signal handler: main()
+# builds the server and waits (ml_metadata/metadata_store/metadata_store_server_main.cc in
+# google/ml-metadata), and the kernel applies no default action to PID 1 (kubeflow/pipelines'
+# metadata-grpc-deployment runs /bin/metadata_store_server; judge233). ``binary``: the
+# manifest's command that runs the same PID 1 ("": only the image's own command does).
 _KNOWN_PID1 = (
     (
         "*wavefronthq/proxy*",
         "bash, running run.sh, which starts java without exec",
         "https://github.com/wavefrontHQ/wavefront-proxy/blob/master/docker/Dockerfile, "
         "docker/run.sh",
+        "",
+        _EXEC_FIX,
     ),
-    *((f"*weaveworksdemos/{name}:*", *_SOCK_SHOP_JAVA) for name in ("carts", "orders", "shipping")),
+    *(
+        (f"*weaveworksdemos/{name}:*", *_SOCK_SHOP_JAVA, "", _EXEC_FIX)
+        for name in ("carts", "orders", "shipping")
+    ),
+    (
+        "*ml_metadata_store_server*",
+        "metadata_store_server, ML Metadata's gRPC server, which installs no SIGTERM handler",
+        "https://github.com/google/ml-metadata/blob/master/ml_metadata/metadata_store/"
+        "metadata_store_server_main.cc",
+        "metadata_store_server",
+        _INIT_FIX,
+    ),
 )
 
 
@@ -76,17 +104,14 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
     """What the matched Dockerfile makes PID 1, when it ignores SIGTERM: a shell that stays
     the app's parent, or ``node``/``python`` running an app file that installs no handler;
     or a published image's known PID 1 (``_KNOWN_PID1``)."""
-    if c.command or w.template.share_process_namespace:
+    if w.template.share_process_namespace:
+        return None
+    command = c.command[0].rsplit("/", 1)[-1] if c.command else ""
+    for glob, runs, origin, binary, fix in _KNOWN_PID1:
+        if image_matches(c.image, glob) and command in ("", binary):
+            return ImagePid1(f"its image's PID 1 is {runs} ({origin})", origin, fix)
+    if c.command:
         return None  # the manifest's command replaces the image's
-    for glob, runs, origin in _KNOWN_PID1:
-        if image_matches(c.image, glob):
-            return ImagePid1(
-                f"its image's PID 1 is {runs} ({origin})",
-                origin,
-                "# give the container a command that execs the server as PID 1 (or under "
-                "tini/dumb-init),\n# or let it serve until SIGKILLed: a preStop sleep then "
-                "changes nothing",
-            )
     facts = inventory.images.get(c.image)
     if facts is None:
         return None  # no Dockerfile
@@ -272,7 +297,9 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     context. Published images whose own Dockerfile starts such a PID 1 are flagged without
     one in the repository: `wavefronthq/proxy` and Sock Shop's Java services
     (`weaveworksdemos/carts`, `orders`, `shipping`): a shell running a script that starts java
-    without `exec`. SVD101 does not fire for such a container: it does not stop at SIGTERM.
+    without `exec`; ML Metadata's `ml_metadata_store_server`, a gRPC server that is PID 1 and
+    installs no handler (also when the manifest's command names its binary). SVD101 does not
+    fire for such a container: it does not stop at SIGTERM.
 
     ## Why it matters
     The kernel delivers a signal to a PID namespace's init only if it installed a handler;
