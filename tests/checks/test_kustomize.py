@@ -668,6 +668,30 @@ def test_a_kustomization_s_images_name_the_containers_images(tmp_path: Path) -> 
     ]
 
 
+def test_a_base_s_service_meets_its_pods_beside_overlays_that_relabel_them(
+    tmp_path: Path,
+) -> None:
+    """kubernetes-engine-samples' whereami: two overlays of k8s/ set `app` differently, and
+    the one overlay of k8s-grpc/ sets it to whereami-grpc-backend on its Service and pods
+    alike (judge231): the base's Service still selects the base's pods (no SVD207), as each
+    build does."""
+    app = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: NAME}}\n    spec:\n", 1)
+    svc = WEBHOOK.replace("spec:\n", "spec:\n  selector: {app: NAME}\n")
+    files = {}
+    for base in ("k8s", "k8s-grpc"):
+        name = f"whereami-{base}"
+        files[f"{base}/app.yaml"] = (app + "---\n" + svc).replace("NAME", name)
+        files[f"{base}/kustomization.yaml"] = "resources: [app.yaml]\n"
+    for overlay, base in (("front", "k8s"), ("echo", "k8s"), ("grpc-backend", "k8s-grpc")):
+        files[f"{overlay}/kustomization.yaml"] = (
+            f"nameSuffix: -{overlay}\nlabels:\n- includeSelectors: true\n"
+            f"  includeTemplates: true\n  pairs: {{app: whereami-{overlay}}}\n"
+            f"resources: [../{base}]\n"
+        )
+    _write(tmp_path, files)
+    assert not [r for r in _rules([str(tmp_path)]) if r[0] == "SVD207"]
+
+
 def test_a_service_patch_merges_into_its_service(tmp_path: Path) -> None:
     """cluster-api-provider-digitalocean's config/default: an overlay's strategic-merge
     patch sets the webhook Service's selector to the manager's labels (judge88 W1: SVD207
@@ -736,6 +760,28 @@ def test_a_part_its_kustomization_comments_out_is_not_installed(tmp_path: Path) 
     assert [s.ref.name for s in build_inventory(load([str(tmp_path)])).services] == [
         "webhook-service"
     ]
+
+
+def test_an_overlay_that_scales_a_workload_to_zero_is_a_build_without_it(tmp_path: Path) -> None:
+    """kubeflow/pipelines' openshift overlay patches ml-pipeline-visualizationserver to
+    `replicas: 0` (judge233): that build runs none; the others run it as written, one pod,
+    which SVD204 reports."""
+    manager = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: vis}}\n    spec:\n", 1)
+    service = WEBHOOK.replace("spec:\n", "spec:\n  selector: {app: vis}\n")
+    patch = (
+        "apiVersion: apps/v1\nkind: Deployment\n"
+        "metadata: {name: controller-manager, namespace: system}\nspec:\n  replicas: 0\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "base/manager.yaml": manager + "---\n" + service,
+            "base/kustomization.yaml": "resources: [manager.yaml]\n",
+            "openshift/kustomization.yaml": "resources: [../base]\npatches: [{path: off.yaml}]\n",
+            "openshift/off.yaml": patch,
+        },
+    )
+    assert ("SVD204", "webhook-service") in _rules([str(tmp_path)])
 
 
 def test_a_test_overlay_s_patch_does_not_change_the_install(tmp_path: Path) -> None:
