@@ -136,7 +136,8 @@ def test_a_dockerfile_from_the_image_itself_does_not_build_it(tmp_path: Path) ->
 def test_an_image_named_after_its_folder_and_the_parent_matches(tmp_path: Path) -> None:
     """``…/microservice-kubernetes-demo-apache`` is built from
     ``microservice-kubernetes-demo/apache/`` (ewolff/microservice-kubernetes
-    docker-build.sh); a third party's image whose name merely ends in a folder's name
+    docker-build.sh), or ``…demoorder`` (no separator); a third party's image whose name
+    merely ends in a folder's name
     (``kube-rbac-proxy`` and a ``proxy/`` of the repository's) is not built there."""
     home = tmp_path / "microservice-kubernetes-demo"
     for d in ("apache", "order", "proxy"):
@@ -148,6 +149,9 @@ def test_an_image_named_after_its_folder_and_the_parent_matches(tmp_path: Path) 
     assert found[image].dockerfile.endswith("apache/Dockerfile")
     assert not match_images(files, dict.fromkeys(["gcr.io/kubebuilder/kube-rbac-proxy:v0.13"], ()))
     assert not match_images(files, dict.fromkeys(["demo-apache-x", "x-demo-apache"], ()))
+    # without a separator: dapr/quickstarts' `$(DOCKER_IMAGE_PREFIX)$(1)` (judge235)
+    joined = "ghcr.io/dapr/samples/microservice-kubernetes-demoorder:1.0"
+    assert match_images(files, {joined: ()})[joined].dockerfile.endswith("order/Dockerfile")
 
 
 def test_a_variant_tag_of_a_user_repository_names_its_directory(tmp_path: Path) -> None:

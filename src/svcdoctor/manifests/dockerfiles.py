@@ -723,6 +723,12 @@ def match_images(
     folders = {image: {folder(f) for f in files if f != "-"} for image, files in images.items()}
     read: dict[tuple[Path, tuple[str, ...]], ImageFacts | None] = {}
     prefixed = _project_prefixed(by_name, images)
+    # `<parent><folder>` without a separator (``_candidates`` takes `<parent>-<folder>`):
+    # dapr/quickstarts' docker.mk builds `$(DOCKER_IMAGE_PREFIX)$(1)` from tutorials/
+    # secretstore/node/, secretstorenode (judge235)
+    by_folders: dict[str, list[Path]] = {}
+    for path in listed:
+        by_folders.setdefault(path.parent.parent.name + path.parent.name, []).append(path)
 
     def dockerfile(image: str, depth: int) -> tuple[ImageFacts | None, str] | None:
         """The facts and the FROM of the one Dockerfile that builds ``image``, or ``None``."""
@@ -730,6 +736,7 @@ def match_images(
             list(builds.artifacts.get(image_name(image), ()))
             or _candidates(by_name, image)
             or prefixed.get(image, [])
+            or by_folders.get(image_name(image), [])
             or (_app_folder(homes, image, folders) if depth == 0 else [])
         )
         if len(set(candidates)) != 1:
