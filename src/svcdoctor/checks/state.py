@@ -457,16 +457,26 @@ _NACOS = re.compile(r"(^|/)nacos/nacos-server(:|@|$)")
 _SEATA = re.compile(r"(^|/)(seataio|apache)/seata-server(:|@|$)")
 
 
+# Sock Shop's front-end keeps its express sessions in memory unless SESSION_REDIS is set
+# (server.js of microservices-demo/front-end: "Using local session manager"): the logged-in
+# customer and the cart id live in the one pod (KubeArmor's sock-shop example; judge233)
+_SOCK_SHOP_FRONT = re.compile(r"(^|/)weaveworksdemos/front-end(:|@|$)")
+
+
 def _stock_local(
     image: str, argv: list[str], env: Mapping[str, str], configured: bool
 ) -> str | None:
     """Why a server on its image's own single-instance configuration keeps local state
     (``_LOKI``, ``_NACOS``, ``_SEATA``: not when a mounted config may set another store:
-    ``configured``), or ``None``."""
+    ``configured``; Sock Shop's front-end without its Redis sessions), or ``None``."""
     if _LOKI.search(image) and flag_value(argv, "config.file") in (None, _LOKI_LOCAL):
         return "Loki on its image's local-config.yaml keeps chunks and index on its own disk"
     if _NACOS.search(image) and env.get("MODE") == "standalone":
         return "Nacos in standalone mode keeps its registry and config in itself"
+    if _SOCK_SHOP_FRONT.search(image) and "SESSION_REDIS" not in env:
+        return (
+            "Sock Shop's front-end keeps sessions (logins, carts) in memory without SESSION_REDIS"
+        )
     mode = env.get("STORE_MODE") or env.get("SEATA_STORE_MODE")
     if _SEATA.search(image) and (mode == "file" or (mode is None and not configured)):
         return "Seata's server in file store mode keeps its global transactions on its own disk"
