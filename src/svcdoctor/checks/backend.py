@@ -29,7 +29,12 @@ from svcdoctor.checks._shutdown import shutdown_facts
 from svcdoctor.checks.election import leader_elected, leader_for_life, waits_for_lease
 from svcdoctor.checks.images import constant_route
 from svcdoctor.checks.registry import Hit, rule
-from svcdoctor.checks.rollout import lone_keeper, lone_pod, until_replicated
+from svcdoctor.checks.rollout import (
+    lone_keeper,
+    lone_pod,
+    stops_first_on_purpose,
+    until_replicated,
+)
 from svcdoctor.checks.selection import endpoints_given
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Probe, Service, Severity, Workload
@@ -79,7 +84,10 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     container beside one whose readiness probe gates the pod (a second proxy): it says so. Nor
     the one pod of a data store or of a server with local data (as for SVD204) that is its
     Services' only backend: no other pod holds that data, so a probe has nowhere to send
-    requests instead (it turns a refused connection into no endpoint). Nor a Spring Cloud app
+    requests instead (it turns a refused connection into no endpoint); nor the one pod of a
+    controller that must run once and is replaced after it stops, on purpose (Zalando's
+    postgres-operator: no second pod would take over either). Nor another container's port
+    that a neighbour's readiness probe checks (the pod waits for it). Nor a Spring Cloud app
     that registers with Eureka, Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`,
     `SPRING_CLOUD_CONSUL_HOST`), or an Apache Dubbo provider (`DUBBO_REGISTRY_ADDRESS`,
     `-Ddubbo.registry.address`), behind ClusterIP or NodePort Services only (a NodePort lets a
@@ -162,8 +170,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
         udp_only = target.udp and not any(p.protocol == "TCP" for p in c.ports)
         if udp_only and (one_way(target) or bare_image(inventory, c)):
             continue  # a UDP sink (StatsD), or no program an exec probe could run (scratch)
-        if lone_keeper(inventory, w):
-            continue  # no other pod to send to: a probe cannot route around it
+        if lone_keeper(inventory, w) or (lone_pod(inventory, w) and stops_first_on_purpose(w)):
+            continue  # no other pod to send to, now or after a fix: no probe routes around it
         if registry_found(inventory, w, c) or not_ready_published(inventory, w):
             continue  # its callers take its pods from a registry, or all pods: no gate
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:

@@ -191,7 +191,7 @@ _ARANGO_OPERATOR = re.compile(r"(^|/)arangodb/kube-arangodb(:|@|$)")
 # alone, no allocator (the metallb-operator's webhook-server Deployment; controller/main.go)
 _WEBHOOK_ONLY = "onlywebhook"
 _UNELECTED_CONTROLLER = re.compile(
-    r"(^|/)(metallb/controller|zalando/postgres-operator|scylladb/scylla-manager|"
+    r"(^|/)(metallb/controller|(zalando|acid|goharbor)/postgres-operator|scylladb/scylla-manager|"
     r"(flyteorg/)?flyte-binary[\w-]*|antrea/antrea-controller[\w-]*|antrea/antrea-mc-controller|"
     r"antrea/flow-aggregator|prometheus-engine/operator|apache(beam)?/(beam_)?(flink|spark)[\w.-]*_job_server)(:|@|$)|"
     r"(^|/)apache/yunikorn:scheduler"
