@@ -738,3 +738,32 @@ def test_the_app_file_a_manifest_command_runs_is_read_for_a_handler(
     assert {f.rule for f in findings if f.object and f.object.name == "embed-docs"} == rules
     svd101 = next(f for f in findings if f.rule == "SVD101")
     assert (svd101.severity.value == "warning") is ("SVD116" not in rules)
+
+
+def test_a_kustomization_s_image_rename_keeps_its_dockerfile(tmp_path: Path) -> None:
+    """seldon-core's scheduler/k8s/envoy runs `envoy:latest`, built from Dockerfile.envoy,
+    and its kustomization renames it seldonio/seldon-envoy (judge239): the Dockerfile's
+    facts reach the renamed image, whose shell-form CMD keeps bash PID 1 (SVD117)."""
+    (tmp_path / "envoy").mkdir()
+    (tmp_path / "envoy" / "start-envoy.sh").write_text(
+        '#!/bin/bash\nif [ -n "$X" ]; then\n  /usr/local/bin/envoy -c a.yaml\nelse\n'
+        "  /usr/local/bin/envoy -c b.yaml\nfi\n"
+    )
+    (tmp_path / "Dockerfile.envoy").write_text(
+        "FROM registry.access.redhat.com/ubi9/ubi-minimal\nCOPY envoy/start-envoy.sh /\n"
+        "CMD /start-envoy.sh\n"
+    )
+    k8s = tmp_path / "k8s"
+    k8s.mkdir()
+    (k8s / "envoy.yaml").write_text(
+        EMBEDDER.replace("embed-docs", "envoy")
+        .replace("<DOCKER_REPO>/envoy:1.0", "envoy:latest")
+        .replace('          command: ["python", "/app/endpoint.py"]\n', "")
+    )
+    (k8s / "kustomization.yaml").write_text(
+        "resources: [envoy.yaml]\nimages:\n- {name: envoy, newName: seldonio/seldon-envoy, "
+        "newTag: latest}\n"
+    )
+    rules = {f.rule for f in lint_paths([str(tmp_path)]).findings if f.container == "envoy"}
+    assert "SVD117" in rules
+    assert "SVD101" not in rules

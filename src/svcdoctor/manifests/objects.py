@@ -42,6 +42,7 @@ from svcdoctor.model import (
     Workload,
 )
 from svcdoctor.model.duration import SLEEP, parse_duration
+from svcdoctor.model.images import ImageFacts
 from svcdoctor.model.inventory import DEFAULT_NAMESPACE, Dialing
 from svcdoctor.model.route import Front, ReferenceGrant, Route
 from svcdoctor.model.service import AUTOSCALER_KINDS, NULL_SELECTED, Autoscaler
@@ -105,8 +106,10 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
             images.setdefault(c.image, set()).update([w.location.file] if w.location else [])
             words = run.setdefault(c.image, [])
             words += [a for a in (*c.command, *c.args) if a not in words and c.command]
+    built_workloads = kustomized(built, workloads)
+    facts = match_images(loaded.builds, images, run) if loaded.builds.any else {}
     return Inventory(
-        workloads=tuple(_instances_of_present_owners(kustomized(built, workloads))),
+        workloads=tuple(_instances_of_present_owners(built_workloads)),
         services=tuple(kustomized(built, services)),
         autoscalers=tuple(kustomized(built, autoscalers)),
         resources=tuple(kustomized(built, resources)),
@@ -117,10 +120,26 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         files=loaded.files,
         objects=loaded.documents,
         skipped=loaded.skipped,
-        images=match_images(loaded.builds, images, run) if loaded.builds.any else {},
+        images=_renamed(facts, workloads, built_workloads),
         dialed=Dialing.of(_env_dialed(workloads, loaded.dialed)),
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )
+
+
+def _renamed(
+    facts: dict[str, ImageFacts], written: Sequence[Workload], built: Sequence[Workload]
+) -> dict[str, ImageFacts]:
+    """The Dockerfile facts of each image, also under the name a kustomization's ``images:``
+    gives it: the manifest names the image the Dockerfile builds (seldon-core's
+    ``envoy:latest``, renamed seldonio/seldon-envoy; judge239)."""
+    was = {(w.location, c.name): c.image for w in written for c in w.template.containers}
+    out = dict(facts)
+    for w in built:
+        for c in w.template.containers:
+            image = was.get((w.location, c.name))
+            if image is not None and image != c.image and image in facts:
+                out.setdefault(c.image, facts[image])
+    return out
 
 
 # A dependent environment variable, `$(NAME)`, which Kubernetes expands from the container's
