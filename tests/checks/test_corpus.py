@@ -40,7 +40,9 @@ def at(result: LintResult, rule: str, suffix: str) -> dict[str, int]:
 
 def test_whole_corpus_is_read(linted: LintResult) -> None:
     assert linted.files > 4000
-    assert linted.objects > 8000
+    # 8,027 objects (SOURCES.md) less knative/serving's third_party/ copies of other
+    # projects' releases, skipped and said like vendor/ (judge240)
+    assert linted.objects > 7800
     assert linted.workloads > 1000
     assert linted.services > 800
 

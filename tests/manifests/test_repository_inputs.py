@@ -331,7 +331,8 @@ def test_a_hash_brace_placeholder_is_a_template_note_not_a_null(tmp_path: Path) 
 def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
     """Go's vendor/ beside go.mod (csi-driver-nfs vendors k8s.io/kubernetes' e2e manifests;
     judge159), node_modules/ and jsonnet-bundler's vendor_jsonnet/ beside a jsonnetfile.json
-    (sealed-secrets, judge185) are other projects' files; a vendor/ of the project's own (no
+    (sealed-secrets, judge185), third_party/ (Knative's copies of cert-manager and KEDA
+    releases; judge240) are other projects' files; a vendor/ of the project's own (no
     go.mod, no modules.txt) is read, and so is a vendored folder named as an input."""
     write(tmp_path / "go.mod", "module example.com/driver\n")
     write(tmp_path / "vendor" / "k8s.io" / "e2e" / "svc.yaml", service("e2e"))
@@ -340,10 +341,12 @@ def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
     write(tmp_path / "jsonnet" / "vendor_jsonnet" / "lib" / "golden.yaml", service("golden"))
     write(tmp_path / "deploy" / "vendor" / "svc.yaml", service("ours"))
     write(tmp_path / "deploy" / "svc.yaml", service("api"))
+    write(tmp_path / "third_party" / "cert-manager" / "svc.yaml", service("cert-manager"))
     result = load([str(tmp_path)])
     assert sorted(s.ref.name for s in build_inventory(result).services) == ["api", "ours"]
     assert sorted(result.vendored) == [
         str(tmp_path / "jsonnet" / "vendor_jsonnet"),
+        str(tmp_path / "third_party"),
         str(tmp_path / "vendor"),
         str(tmp_path / "web" / "node_modules"),
     ]

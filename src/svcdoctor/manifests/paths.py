@@ -71,8 +71,11 @@ def vendored(top: str, name: str, files: list[str]) -> bool:
     (https://go.dev/ref/mod#vendoring; csi-driver-nfs vendors Kubernetes' e2e manifests), or
     jsonnet-bundler's ``vendor`` (``vendor_jsonnet``...: ``jb --jsonnetpkg-home``) beside a
     ``jsonnetfile.json`` (https://github.com/jsonnet-bundler/jsonnet-bundler; sealed-secrets'
-    vendor_jsonnet/kube-libsonnet/tests/golden, judge185)."""
-    if name == "node_modules":
+    vendor_jsonnet/kube-libsonnet/tests/golden, judge185), or a ``third_party`` folder, the
+    copies of other projects' releases Go and Chromium-style repositories keep (Knative's
+    eventing-kafka-broker installs cert-manager and KEDA from third_party/ for its tests;
+    judge240)."""
+    if name in ("node_modules", "third_party", "third-party"):
         return True
     if "jsonnetfile.json" in files and _VENDOR.fullmatch(name):
         return True
