@@ -125,10 +125,10 @@ def _severity(
     )
 
 
-# A file named as a negative sample: `invalid.yaml`, `malformed-config.yaml`, `broken_input.yml`
+# A file named as a negative sample: `invalid.yaml`, `malformed-config.yaml`
 # (kubeflow/pipelines' crd/samples/scheduledworkflow/invalid.yaml, which its tests expect to
 # be rejected; judge233)
-_INVALID_NAME = re.compile(r"(?:^|[-_.])(?:invalid|broken|malformed)(?:[-_.]|$)", re.I)
+_INVALID_NAME = re.compile(r"(?:^|[-_.])(?:invalid|malformed)(?:[-_.]|$)", re.I)
 
 
 def _invalid_on_purpose(file: str) -> str | None:
