@@ -206,15 +206,22 @@ def portless_controller(inventory: Inventory, service: Service) -> bool:
 
 def names_only(inventory: Inventory, service: Service) -> bool:
     """Whether the Service is headless, nothing in the inputs dials it by name, and it has no
-    ports, or none its pods declare (a placeholder port: kubernetes-vault's peer discovery):
-    it gives its pods DNS names (a StatefulSet's `serviceName`, a pod's `subdomain`:
+    ports, or none its pods declare but metrics ports (a placeholder port: kubernetes-vault's
+    peer discovery; Vector's agent, which serves only its Prometheus exporter behind a
+    headless Service of the aggregator's ports, judge242): it gives its pods DNS names (a
+    StatefulSet's `serviceName`, a pod's `subdomain`:
     https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/#pod-hostname-and-subdomain-field),
     and no client sends requests through it (mysql-ndb-operator's operator, vanus' store;
     judge109, judge128, judge135)."""
     if not service.headless or service.ref.name in inventory.dialed.hosts:
         return False
     containers = [c for w in inventory.targeted(service) for c in w.template.containers]
-    return not service.ports or (bool(containers) and not any(c.ports for c in containers))
+    return not service.ports or (
+        bool(containers)
+        and all(
+            uncalled(p) or not any(serves(c, p.target) for c in containers) for p in service.ports
+        )
+    )
 
 
 def pods_dialed_instead(inventory: Inventory, service: Service) -> bool:

