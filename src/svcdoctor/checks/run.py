@@ -111,10 +111,10 @@ def _severity(
     if override is not None:
         return replace(finding, severity=override)
     file = finding.location.file
-    held = None if finding.severity is Severity.INFO else test_folder(file)
-    if held is None and broken and finding.severity is not Severity.INFO:
+    held = test_folder(file)  # said on a note too, as on the test's other findings
+    if held is None and broken:
         held = _invalid_on_purpose(file)
-    if held is None and finding.severity is not Severity.INFO and finding.object in local:
+    if held is None and finding.object in local:
         held = "its images are only on the nodes of a local cluster (imagePullPolicy: Never)"
     if held is None:
         return finding
