@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from svcdoctor.manifests.configs import local_store
+from svcdoctor.manifests.configs import _grafana_database, local_store
 
 
 def _store(key: str, config: str) -> str | None:
@@ -34,3 +34,20 @@ def _store(key: str, config: str) -> str | None:
 def test_loki_and_tempo_on_their_own_disk_keep_local_state(config: str, why: str | None) -> None:
     """ardanlabs/service's dev Loki and Tempo (judge160); on an object store, they share."""
     assert _store("config.yaml", config) == why
+
+
+@pytest.mark.parametrize(
+    ("ini", "other"),
+    [
+        ("[server]\nhttp_port = 3000\n", False),
+        ("[database]\n;type = mysql\n", False),
+        ("[database]\ntype = sqlite3\npath = grafana.db\n", False),
+        ("[database]\ntype = postgres\nhost = db:5432\n", True),
+        ("[database]\nurl = mysql://grafana:pw@db:3306/grafana\n", True),
+        ("[database]\nhost = db:5432\n[server]\ntype = x\n", True),
+    ],
+)
+def test_a_grafana_ini_names_another_database_or_leaves_sqlite(ini: str, other: bool) -> None:
+    """kamaji's config/observability mounts a grafana.ini without [database] (judge244): its
+    Grafana keeps SQLite in the pod; a [database] type, url or host names another."""
+    assert _grafana_database(ini) is other

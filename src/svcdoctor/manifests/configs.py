@@ -45,7 +45,9 @@ def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
     if (found := _config_data(root)) is None:
         return None
     ref, items = found
-    for _, text in items:
+    for key, text in items:
+        if key == "grafana.ini" and not _grafana_database(text):
+            return ref, GRAFANA_INI_SQLITE
         if "issuer" in text and "storage" in text and (why := _dex_storage(text)):
             return ref, why
         if _SPIRE_SQLITE.search(text):
@@ -57,6 +59,26 @@ def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
         if _GRAFANA_LOCAL.search(text) and (why := _grafana_local(text)):
             return ref, why
     return None
+
+
+# Grafana keeps users, dashboards and sessions in SQLite (/var/lib/grafana/grafana.db) unless
+# its [database] section names another (type, url or host:
+# https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#database): a
+# grafana.ini without one leaves it there (kamaji's config/observability; judge244), unless
+# the container's GF_DATABASE_* variables name one (``objects``: they win over the file)
+GRAFANA_INI_SQLITE = "Grafana's grafana.ini names no database: it keeps its data in SQLite"
+_INI_SECTION = re.compile(r"^\s*\[([^\]]+)\]", re.MULTILINE)
+_INI_DATABASE = re.compile(r"^\s*(type|url|host)\s*=\s*(\S+)", re.MULTILINE)
+
+
+def _grafana_database(ini: str) -> bool:
+    """Whether a grafana.ini's [database] section names a database other than SQLite."""
+    sections = _INI_SECTION.split(ini)
+    bodies = dict(zip(sections[1::2], sections[2::2], strict=False))
+    found = dict(_INI_DATABASE.findall(bodies.get("database", "")))
+    return found.get("type", "sqlite3") != "sqlite3" or bool(
+        found.get("url", "").split("://")[0] not in ("", "sqlite3") or found.get("host")
+    )
 
 
 # what a Loki or Tempo config keeping its data on its disk must say, before it is parsed

@@ -11,6 +11,7 @@ from typing import Any
 from svcdoctor.checks.inputs import REMOVED_API
 from svcdoctor.manifests.configs import (
     COREDNS_HEALTH,
+    GRAFANA_INI_SQLITE,
     ConfigDrains,
     Dialed,
     LocalStores,
@@ -207,6 +208,9 @@ def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload
         return w
     mounted = [name for _, name in _mounted(body, "configMap", "name")]
     why = store_of(w.ref.namespace, mounted, stores)
+    named = {n for c in w.template.containers for n in (*dict(c.env), *c.env_refs)}
+    if why == GRAFANA_INI_SQLITE and any(n.startswith("GF_DATABASE_") for n in named):
+        return w  # its environment names the database, which wins over the file
     return replace(w, template=replace(w.template, config_state=why)) if why else w
 
 
