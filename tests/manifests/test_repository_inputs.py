@@ -328,6 +328,21 @@ def test_a_hash_brace_placeholder_is_a_template_note_not_a_null(tmp_path: Path) 
     assert [o.kind for o in result.objects] == ["Service"]
 
 
+def test_a_brace_placeholder_name_is_a_template_note(tmp_path: Path) -> None:
+    """emissary's integration manifests, filled in by Python's str.format: `name:
+    {self.path.k8s}` is a one-key flow mapping to YAML (judge245). The document is an SVD002
+    note, not an object named "{'self.path.k8s': None}"; a real flow mapping elsewhere is
+    read as it is."""
+    text = deployment("web").replace("name: web\n", "name: {self.path.k8s}\n", 1)
+    path = write(tmp_path / "httpbin.yaml", text + "---\n" + service("api"))
+    result = load([path])
+    assert [(p.rule, p.severity.value, p.location.line) for p in result.problems] == [
+        ("SVD002", "info", 4)
+    ]
+    assert "'{self.path.k8s}'" in result.problems[0].message
+    assert [o.kind for o in result.objects] == ["Service"]
+
+
 def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
     """Go's vendor/ beside go.mod (csi-driver-nfs vendors k8s.io/kubernetes' e2e manifests;
     judge159), node_modules/ and jsonnet-bundler's vendor_jsonnet/ beside a jsonnetfile.json

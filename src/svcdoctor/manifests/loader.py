@@ -38,6 +38,8 @@ from svcdoctor.manifests.paths import (
     vendored,
 )
 from svcdoctor.manifests.templates import (
+    BRACE_NAME,
+    brace_name_finding,
     comment_template_finding,
     commented_template,
     forget_go_sources,
@@ -407,6 +409,7 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     scan = _Scan(aliases=_may_alias(text), templates=templated)
     lines = TextLines(text) if templated else None
     commented = TextLines(text) if commented_template(text) else None
+    braced = "{" in text and BRACE_NAME.search(text) is not None
     if pins := pinned_replicas(text):
         result.replica_pins[display] = pins
     if addresses := dialed(text):
@@ -425,6 +428,10 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
                 and root is not None
                 and (f := comment_template_finding(display, commented, root))
             ):
+                result.documents += 1
+                result.problems.append(f)
+                continue
+            if braced and root is not None and (f := brace_name_finding(display, root)):
                 result.documents += 1
                 result.problems.append(f)
                 continue
