@@ -287,7 +287,9 @@ def test_rollout_test_through_haproxy_counts_the_lb_s_leg(tmp_path: Path) -> Non
     assert {after[p] for p in old} <= {"draining", "unused"}  # deregistered, delay running
     assert {s for p, s in after.items() if p not in old} == {"healthy"}
     lb = truth["load_balancer"]
-    assert report["requests"] == lb["requests"]
+    # haproxy writes a request's log line when the request ends; the lab may read the log a
+    # moment before the client's last one is written (2,554 sent, 2,553 logged in one CI run)
+    assert 0 <= report["requests"] - lb["requests"] <= 1
     assert report["failed"] == lb["failed"] == lb["failed_in_leg"] > 0
     # the LB's model of its leg (each request to a pod that stopped accepting while the LB
     # still had it, one in the ready targets) predicts the count
