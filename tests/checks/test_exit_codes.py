@@ -313,6 +313,7 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "systemtest/src/test/resources",
         "pkg/ingress2gateway/utils/test_files",
         "process/testing/win-connections",
+        "conformance/resources",
     )
     kept = ("deploy", "overlays/test", "clusters/test", "overlays/testing")
     for n, folder in enumerate((*tests, *kept)):

@@ -241,7 +241,9 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # tests/e2e-openshift-ossm, Reloader's test/loadtest; judge176, 178, 183, 186). Told by a
 # folder: one named like `e2e` (`test-e2e`, `e2e-long-running`), `testdata` (Go's
 # convention), `tests`, `fixtures`, `loadtest`, `test_files` (aws-load-balancer-controller's
-# parser inputs; judge217), or `integration`/`performance` in `test/`.
+# parser inputs; judge217), `conformance` (a conformance suite's base manifests, applied for
+# one `go test` run: gateway-api-inference-extension; judge247), or
+# `integration`/`performance` in `test/`.
 # Java's test tree is `src/test/` (Maven's and Gradle's: strimzi's systemtest/src/test/
 # resources; judge200). Not `test/` in a folder of environments: a test environment's overlay
 # (`overlays/test`, `clusters/test`) is deployed and rolled; elsewhere, at the top of a
@@ -252,7 +254,7 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # note, unless the configuration sets the rule's severity.
 _TEST_FOLDER = re.compile(
     r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|tests|fixtures|loadtests?|systemtests?"
-    r"|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
+    r"|conformance|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
     re.IGNORECASE,
 )
 _IN_TEST = frozenset({"integration", "performance"})
