@@ -15,14 +15,15 @@ from svcdoctor.model.images import without_host
 
 # Images of data stores and brokers (a directory server's database: OpenLDAP; message
 # brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis; Azure Storage's emulator
-# Azurite: longhorn's backupstores, judge195): a second replica is a second, separate store
+# Azurite: longhorn's backupstores, judge195; DynamoDB Local, an in-memory emulator without
+# clustering: eks-workshop-v2's carts store, judge248): a second replica is a second, separate store
 # (or needs the store's own clustering), and stopping the old pod first is deliberate (one
 # writer of a ReadWriteOnce volume). Replica and rollout advice does not apply to them.
 _DATA_STORE = re.compile(
     r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
     r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
     r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
-    r"activemq|azurite)"
+    r"activemq|azurite|dynamodb)"
     r"(?:$|[_.-])"
 )
 
