@@ -48,7 +48,9 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
     namespace are defined near the route and none allows it (otherwise an info: "no
     ReferenceGrant in the input allows it"). The finding points at the line of the backend.
     Not flagged: the port `use-annotation` of an Ingress of the AWS Load Balancer Controller
-    (class `alb`), whose backends its `alb.ingress.kubernetes.io/actions.*` annotation names.
+    (class `alb`), whose backends its `alb.ingress.kubernetes.io/actions.*` annotation names;
+    a port number that is a Service port's `targetPort` on an Ingress of class `nginx`
+    (ingress-nginx resolves a backend port against number, targetPort or name).
 
     ## Why it matters
     The route itself is accepted, so nothing fails loudly: Gateway API implementations
