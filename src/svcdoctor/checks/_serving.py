@@ -360,14 +360,11 @@ def scrape_only(service: Service) -> bool:
     """Whether the Service only exposes metrics, profiling and probe ports (every port named
     ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics`` or
     ``*-exporter`` Service, or one labelled component ``metrics``/``exporter``, whose ports
-    are unnamed or only ``http``/``https``, or whose one port its ``prometheus.io/port``
-    annotation names): its client is a scraper reading pod endpoints, for which a shutdown
-    race costs one scrape."""
+    are unnamed or only ``http``/``https``): its client is a scraper reading pod endpoints,
+    for which a shutdown race costs one scrape. (A ``prometheus.io/port`` annotation says a
+    port is scraped, not that it is only scraped: Grafana's UI port is both.)"""
     if service.ports and all(uncalled(p) for p in service.ports):
         return True
-    scraped = service.annotations.get("prometheus.io/port")
-    if scraped and [str(p.port) for p in service.ports] == [scraped]:
-        return True  # its one port is the one it asks Prometheus to scrape (sourcegraph's executor)
     named = bool(_SCRAPE_SERVICE.search(service.ref.name))
     labelled = service.labels.get("app.kubernetes.io/component") in _SCRAPE_COMPONENTS
     return (named or labelled) and all(
