@@ -39,11 +39,10 @@ from svcdoctor.manifests.paths import (
 )
 from svcdoctor.manifests.templates import (
     BRACE_NAME,
-    brace_name_finding,
-    comment_template_finding,
     commented_template,
     forget_go_sources,
     go_rendered,
+    parsed_template_finding,
     template_finding,
 )
 from svcdoctor.manifests.textlines import TextLines
@@ -423,15 +422,9 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
             return
         for root in roots:
             mark = (len(objects), result.documents, result.skipped)
-            if (
-                commented is not None
-                and root is not None
-                and (f := comment_template_finding(display, commented, root))
+            if root is not None and (
+                f := parsed_template_finding(display, root, commented, braced)
             ):
-                result.documents += 1
-                result.problems.append(f)
-                continue
-            if braced and root is not None and (f := brace_name_finding(display, root)):
                 result.documents += 1
                 result.problems.append(f)
                 continue

@@ -105,8 +105,9 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
     for w in workloads:
         for c in w.template.containers:
             images.setdefault(c.image, set()).update([w.location.file] if w.location else [])
-            words = run.setdefault(c.image, [])
-            words += [a for a in (*c.command, *c.args) if a not in words and c.command]
+            if c.command:  # it replaces the image's: its words name the app file it runs
+                words = run.setdefault(c.image, [])
+                words += [a for a in (*c.command, *c.args) if a not in words]
     built_workloads = kustomized(built, workloads)
     facts = match_images(loaded.builds, images, run) if loaded.builds.any else {}
     return Inventory(

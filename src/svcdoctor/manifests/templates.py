@@ -180,6 +180,17 @@ def commented_template(text: str) -> bool:
     )
 
 
+def parsed_template_finding(
+    name: str, root: yaml.Node, lines: TextLines | None, braced: bool
+) -> Finding | None:
+    """SVD002 for a document that parses as YAML but is a template: ytt code or a ``#{NAME}``
+    placeholder (``lines``: the file's text, given when it holds either), or a brace
+    placeholder as its name (``braced``: the file holds one, ``BRACE_NAME``)."""
+    if lines is not None and (found := comment_template_finding(name, lines, root)):
+        return found
+    return brace_name_finding(name, root) if braced else None
+
+
 def comment_template_finding(name: str, lines: TextLines, root: yaml.Node) -> Finding | None:
     """SVD002 for a document a ytt template makes (``YTT_CODE``), or one with a ``#{NAME}``
     placeholder (``HASH_PLACEHOLDER``: a note); ``None`` for the file's other documents, which
