@@ -347,6 +347,45 @@ def test_documents_before_a_parse_error_still_yield_their_objects() -> None:
     assert (problem.rule, problem.location.line) == ("SVD001", 5 + 5)
 
 
+DEFINITION = (
+    "apiVersion: apiextensions.k8s.io/v1\n"
+    "kind: CustomResourceDefinition\n"
+    "metadata: {{name: widgets.example.com}}\n"
+    "spec:\n"
+    "  group: example.com\n"
+    "{body}"
+)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_custom_resource_definition_is_counted_not_parsed(newline: str) -> None:
+    # its schema is most of an operator's YAML and no check reads it: it is blanked before
+    # parsing, so a syntax error inside it is not SVD001, and the lines after it are kept
+    broken = DEFINITION.format(body="  versions: [v1\n  names: {kind: Widget}\n")
+    text = (
+        SERVICE.format(name="before")
+        + "---\n"
+        + broken
+        + "--- # next\n"
+        + SERVICE.format(name="after")
+    )
+    result = load_text(text.replace("\n", newline))
+    assert where(result.objects) == [("Service", "before", 1), ("Service", "after", 14)]
+    assert (result.documents, result.skipped, result.problems) == (3, 0, [])
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("  names: &n {kind: Widget}\n  other: *n\n  versions: [v1\n", "an anchor"),
+        ("kind: Service\n  versions: [v1\n", "a second top-level kind"),
+    ],
+)
+def test_a_definition_that_is_not_plain_is_parsed_as_before(body: str, why: str) -> None:
+    problem = only_problem(load_text(DEFINITION.format(body=body)))
+    assert problem.rule == "SVD001", why
+
+
 def test_tab_indentation_in_yaml_is_svd001_naming_the_tab() -> None:
     problem = only_problem(load_text("apiVersion: v1\nkind: Service\nmetadata:\n\tname: a\n"))
     assert (problem.rule, problem.location.line) == ("SVD001", 4)

@@ -14,7 +14,9 @@ INVALID_YAML = input_rule(
 
     ## What it does
     Reports the parser's message with the file and line where parsing stopped. The other
-    inputs are still checked; the exit code is 2.
+    inputs are still checked; the exit code is 2. A CustomResourceDefinition is counted, not
+    parsed (no check reads it, and its schema is most of an operator's YAML): an error inside
+    one is left to `kubectl apply --dry-run` or kubeconform.
 
     ## Why it matters
     A file svcdoctor cannot read is a file whose Services and workloads were not checked.
