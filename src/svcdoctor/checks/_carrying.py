@@ -542,12 +542,16 @@ def _dapr_served(workload: Workload, targets: list[int | str]) -> bool:
     return all(t in _DAPR_API_PORTS and t not in declared for t in targets)
 
 
-def racing(inventory: Inventory) -> list[tuple[Workload, Container]]:
+def racing(inventory: Inventory) -> tuple[tuple[Workload, Container], ...]:
     """Serving containers behind a Service that carries requests (``carries_requests``): not
     only metrics-only Services no route sends to (a scraper that misses one scrape during a
-    rollout is no failed request)."""
-    return [
+    rollout is no failed request). Computed once per inventory."""
+    return inventory.derived(_racing)
+
+
+def _racing(inventory: Inventory) -> tuple[tuple[Workload, Container], ...]:
+    return tuple(
         (w, c)
         for w, c in backed(inventory)
         if any(carries_requests(inventory, s) for s in inventory.services_of(w))
-    ]
+    )

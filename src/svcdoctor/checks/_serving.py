@@ -431,16 +431,20 @@ def proxies_metrics(w: Workload, target: int | str) -> bool:
     return False
 
 
-def backed(inventory: Inventory) -> list[tuple[Workload, Container]]:
+def backed(inventory: Inventory) -> tuple[tuple[Workload, Container], ...]:
     """Every (workload, serving container) pair behind some Service; not a workload scaled
     to zero (no pod runs: k8gb's test app kept unhealthy on purpose), unless an autoscaler
-    raises it."""
-    return [
+    raises it. Computed once per inventory."""
+    return inventory.derived(_backed)
+
+
+def _backed(inventory: Inventory) -> tuple[tuple[Workload, Container], ...]:
+    return tuple(
         (w, c)
         for w in inventory.workloads
         if inventory.replicas(w) != 0
         for c in serving_containers(inventory, w)
-    ]
+    )
 
 
 _PROMETHEUS = re.compile(r"(^|/)(prom|prometheus)/prometheus(:|@|$)")

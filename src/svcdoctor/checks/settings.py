@@ -7,6 +7,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import cache
 
 from svcdoctor.checks.drains import KNOWN_DRAINS, PROBE_HEADER_DRAINS, KnownDrain
 from svcdoctor.model import Severity
@@ -64,7 +65,8 @@ def drain_pattern(text: str) -> tuple[str | None, str]:
     return None, pattern
 
 
-def image_forms(image: str) -> set[str]:
+@cache
+def image_forms(image: str) -> frozenset[str]:
     """The spellings an image pattern is matched against: as written, without the Docker Hub
     registry and ``library/``, each also without its tag or digest."""
     forms = {image}
@@ -75,9 +77,10 @@ def image_forms(image: str) -> set[str]:
         if ":" in bare.rsplit("/", 1)[-1]:
             bare = bare.rsplit(":", 1)[0]
         forms.add(bare)
-    return forms
+    return frozenset(forms)
 
 
+@cache
 def image_matches(image: str, glob: str) -> bool:
     """Whether an image pattern matches the image, in any of its spellings
     (``image_forms``); the pattern too may leave out the Docker Hub registry."""
@@ -147,6 +150,7 @@ def _padded(version: tuple[int, ...]) -> tuple[int, ...]:
     return (*version, *(0,) * (3 - len(version)))
 
 
+@cache
 def known_app(image: str) -> KnownDrain | None:
     """The entry of ``checks.drains.KNOWN_DRAINS`` the image matches, if any."""
     return next((k for k in KNOWN_DRAINS if image_matches(image, k.image)), None)

@@ -149,19 +149,24 @@ class Inventory:
 
     def replicas(self, workload: Workload) -> int | None:
         """Replica count, taking an autoscaler's minimum into account; ``None`` if unknown."""
-        for hpa in self.autoscalers:
-            if (
-                hpa.target.kind == workload.ref.kind
-                and hpa.target.name == workload.ref.name
-                and self.same_namespace(hpa.target, workload.ref)
-                and _scales(hpa, workload)
-            ):
+        for hpa in self.derived(_autoscalers_by_target).get(
+            (workload.ref.kind, workload.ref.name), ()
+        ):
+            if self.same_namespace(hpa.target, workload.ref) and _scales(hpa, workload):
                 return hpa.min_replicas
         if workload.ref.kind == "DaemonSet":
             return None
         if workload.ref.kind == "Pod":
             return 1
         return 1 if workload.replicas is None else workload.replicas
+
+
+def _autoscalers_by_target(inventory: Inventory) -> dict[tuple[str, str], list[Autoscaler]]:
+    """The autoscalers by the kind and name of what they scale, in input order."""
+    found: dict[tuple[str, str], list[Autoscaler]] = {}
+    for hpa in inventory.autoscalers:
+        found.setdefault((hpa.target.kind, hpa.target.name), []).append(hpa)
+    return found
 
 
 def _own_examples(
