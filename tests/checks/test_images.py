@@ -767,3 +767,56 @@ def test_a_kustomization_s_image_rename_keeps_its_dockerfile(tmp_path: Path) -> 
     rules = {f.rule for f in lint_paths([str(tmp_path)]).findings if f.container == "envoy"}
     assert "SVD117" in rules
     assert "SVD101" not in rules
+
+
+@pytest.mark.parametrize(("base", "svd105"), [("alpine:3.6", False), ("debian:12", True)])
+def test_sh_is_the_shell_of_the_base_the_repository_builds_the_image_from(
+    tmp_path: Path, base: str, svd105: bool
+) -> None:
+    """linkerd-examples' helloworld (judge252): built FROM alpine, whose busybox ash execs a
+    lone command, so SIGTERM reaches the app and SVD101 is the warning; from Debian (dash)
+    the shell stays its parent: SVD105."""
+    build = tmp_path / "docker" / "helloworld"
+    build.mkdir(parents=True)
+    (build / "Dockerfile").write_text(f'FROM {base}\nENTRYPOINT ["/usr/local/bin/helloworld"]\n')
+    manifests = tmp_path / "k8s"
+    manifests.mkdir()
+    (manifests / "hello.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: hello}\nspec:\n"
+        "  replicas: 3\n  selector: {matchLabels: {app: hello}}\n  template:\n"
+        "    metadata: {labels: {app: hello}}\n    spec:\n      containers:\n"
+        "      - name: service\n        image: buoyantio/helloworld:0.1.6\n"
+        '        command: [/bin/sh, -c, "helloworld -addr=:7777 -text=Hello"]\n'
+        "        ports: [{containerPort: 7777}]\n"
+        "---\napiVersion: v1\nkind: Service\nmetadata: {name: hello}\n"
+        "spec: {selector: {app: hello}, ports: [{port: 7777}]}\n"
+    )
+    found = {(f.rule, f.severity.value) for f in lint_paths([str(tmp_path)]).findings}
+    assert (("SVD105", "warning") in found) is svd105
+    assert ("SVD101", "info" if svd105 else "warning") in found, found
+
+
+def test_an_image_built_from_a_single_instance_image_keeps_its_local_state(
+    tmp_path: Path,
+) -> None:
+    """linkerd-examples' buoyantio/jenkins-plus, built FROM jenkins (judge252): one Jenkins
+    with its own JENKINS_HOME, SVD204's note and no replicas fix."""
+    build = tmp_path / "docker" / "jenkins-plus"
+    build.mkdir(parents=True)
+    (build / "Dockerfile").write_text(
+        "FROM jenkins:2.60.1\nUSER jenkins\n"
+        'ENTRYPOINT ["/bin/tini", "--", "/usr/local/bin/jenkins.sh"]\n'
+    )
+    (tmp_path / "jenkins.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: jenkins}\nspec:\n"
+        "  selector: {matchLabels: {app: jenkins}}\n  template:\n"
+        "    metadata: {labels: {app: jenkins}}\n    spec:\n      containers:\n"
+        "      - name: jenkins\n        image: buoyantio/jenkins-plus:2.60.1\n"
+        "        ports: [{containerPort: 8080}]\n"
+        "---\napiVersion: v1\nkind: Service\nmetadata: {name: jenkins}\n"
+        "spec: {selector: {app: jenkins}, ports: [{port: 80, targetPort: 8080}]}\n"
+    )
+    svd204 = [f for f in lint_paths([str(tmp_path)]).findings if f.rule == "SVD204"]
+    assert [(f.severity.value, "built here FROM jenkins:2.60.1" in f.message) for f in svd204] == [
+        ("info", True)
+    ]

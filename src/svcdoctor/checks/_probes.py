@@ -403,6 +403,21 @@ def known_path(container: Container, target: Target, scheme: str) -> tuple[str, 
     return None
 
 
+def _http_probe(container: Container) -> tuple[str, Probe] | None:
+    """The container's own livenessProbe or startupProbe that GETs a path of the pod, on any
+    port (no host, no headers): a path it serves."""
+    for kind, probe in (("livenessProbe", container.liveness), ("startupProbe", container.startup)):
+        if (
+            probe is not None
+            and probe.handler == "httpGet"
+            and probe.port is not None
+            and not probe.target[2]
+            and len(probe.target) == 5
+        ):
+            return kind, probe
+    return None
+
+
 def health_port(container: Container) -> int | None:
     """The port a controller-runtime manager serves /readyz on (``--health-probe-bind-address``),
     ``None`` when it sets none or disables it (``0``)."""
@@ -547,6 +562,19 @@ def suggest(
             f"{head}\n# tcpSocket: {why}, but its server registers no grpc.health.v1 service "
             "(a grpc probe would keep\n# every pod unready) and its image ships no probe "
             "command",
+            said,
+        )
+    if said is Speaks.GRPC and (found := _http_probe(container)) is not None:
+        kind, probe = found
+        get = {"path": probe.target[4], "port": probe.port}
+        if probe.target[1] == "HTTPS":
+            get["scheme"] = "HTTPS"
+        return Suggestion(
+            {"httpGet": get},
+            f"{head}\n# httpGet {probe.target[4]} on {probe.port}: {why}, but nothing here says "
+            f"it serves the gRPC health protocol;\n# its {kind} already GETs this path on the "
+            "same pod (trillian's /healthz; a grpc probe of a server\n# without "
+            "grpc.health.v1.Health would keep every pod unready)",
             said,
         )
     if said is Speaks.GRPC and target.number is not None:

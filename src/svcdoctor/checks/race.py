@@ -342,7 +342,7 @@ def _still_sent(inventory: Inventory, w: Workload) -> str:
 def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: str | None) -> str:
     """Why the container does not race today, until another rule's fix makes it (then
     SVD101 is an info, fixed with that one), or ""."""
-    if shell_parent(c) is not None:
+    if shell_parent(c, inventory.image_base(c.image)) is not None:
         return (
             "today its shell keeps SIGTERM from the app, which serves on until SIGKILLed "
             "(SVD105); once the shell execs it (SVD105's fix), "

@@ -222,7 +222,14 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     single = f"Service {svc.ref.name} is backed by a single pod ({w.ref}: {how})"
     containers = serving_containers(inventory, w)
     holders = behind_proxies(w, containers)
-    state = next((why for c in holders if (why := local_state(w, c, alike=True))), None)
+    state = next(
+        (
+            why
+            for c in holders
+            if (why := local_state(w, c, alike=True, base=inventory.image_base(c.image)))
+        ),
+        None,
+    )
     if state is None:
         state = registry_served(inventory, svc)
     if state is None:

@@ -56,10 +56,16 @@ _OLD_BASH_IMAGES = re.compile(
 OLD_BASH = "bash<5.1"
 
 
-def shell_family(shell: str, image: str) -> str | None:
+def shell_family(shell: str, image: str, base: str = "") -> str | None:
     """``bash``, ``dash`` or ``ash``: the shell that runs a ``-c`` script, from the command's
     interpreter and, for ``sh``, the image family (``OLD_BASH``: bash before 5.1, by the
-    image's base); ``None`` when unknown."""
+    image's base), told by the image's name, else by ``base``: the FROM image of the
+    repository's Dockerfile that builds it (``Inventory.image_base``); ``None`` when unknown."""
+    family = _family(shell, image)
+    return _family(shell, base) if family is None and base else family
+
+
+def _family(shell: str, image: str) -> str | None:
     if shell in ("dash", "ash"):
         return shell
     bash = OLD_BASH if _OLD_BASH_IMAGES.search(image) else "bash"
@@ -209,7 +215,7 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     """
     del settings
     for w, c in racing(inventory):
-        found = shell_parent(c)
+        found = shell_parent(c, inventory.image_base(c.image))
         if found is None:
             continue
         text, why, fallback = found.text, found.why, found.fallback
@@ -264,9 +270,10 @@ class ShellParent:
     fallback: bool  # the app runs before `||`: the shell waits to run the fallback
 
 
-def shell_parent(c: Container) -> ShellParent | None:
+def shell_parent(c: Container, base: str = "") -> ShellParent | None:
     """How the container's shell keeps its app from hearing SIGTERM (SVD105), or ``None``:
-    no ``-c`` script, a ``trap``, or a shell that execs the app."""
+    no ``-c`` script, a ``trap``, or a shell that execs the app (``base``: the image's
+    Dockerfile's, ``Inventory.image_base``)."""
     found = shell_script([*c.command, *c.args])
     if found is None:
         return None
@@ -274,7 +281,7 @@ def shell_parent(c: Container) -> ShellParent | None:
     script = parse_script(text)
     if not script.commands or any(cmd.program == "trap" for cmd in script.commands):
         return None
-    family = shell_family(shell, c.image)
+    family = shell_family(shell, c.image, base)
     last = script.last
     assert last is not None
     # `./server || echo failed`: the shell waits for the app to know whether to run the

@@ -59,11 +59,11 @@ class Pid1:
     script: str = ""  # the app file node or python runs, as the command names it
 
 
-def pid1_runtime(container: Container) -> Pid1 | None:
+def pid1_runtime(container: Container, base: str = "") -> Pid1 | None:
     """The runtime the container's visible ``command``/``args`` make PID 1, when it is one
     that installs no SIGTERM handler by default (Node, Python) or that runs the app as a
     child without waiting for its shutdown (npm, yarn); ``None`` otherwise, or when the
-    command is the image's (not in the manifest)."""
+    command is the image's (not in the manifest). ``base``: ``Inventory.image_base``."""
     argv = [*container.command, *container.args]
     found = shell_script(argv)
     if found is not None:
@@ -74,13 +74,13 @@ def pid1_runtime(container: Container) -> Pid1 | None:
             return None
         # a shell that stays the app's parent is SVD105's; the runtime becomes PID 1 once
         # it execs the app (SVD105's fix), and is told here so that the fix is not half one
-        parent = stays_parent(shell_family(shell, container.image), script)
-        runtime = _runtime(_unwrapped(list(last.words)), container.image)
+        parent = stays_parent(shell_family(shell, container.image, base), script)
+        runtime = _runtime(_unwrapped(list(last.words)), container.image, base)
         return replace(runtime, shell=shell) if runtime and parent else runtime
-    return _runtime(_unwrapped(argv), container.image)
+    return _runtime(_unwrapped(argv), container.image, base)
 
 
-def _runtime(argv: list[str], image: str) -> Pid1 | None:
+def _runtime(argv: list[str], image: str, base: str) -> Pid1 | None:
     """The PID-1 runtime ``argv`` starts, if one that does not act on SIGTERM by itself."""
     if not argv:
         return None
@@ -95,7 +95,7 @@ def _runtime(argv: list[str], image: str) -> Pid1 | None:
     if _PHP.match(program) and "-S" in argv[1:]:
         return Pid1("php", shown)
     if program in ("npm", "yarn") and len(argv) > 1 and argv[1] in ("start", "run", "run-script"):
-        if program == "npm" and shell_family("sh", image) == "ash":
+        if program == "npm" and shell_family("sh", image, base) == "ash":
             return None  # npm passes SIGTERM to `sh -c`, and busybox ash execs the app
         return Pid1(program, shown)
     return None
@@ -145,8 +145,8 @@ def unhandled_pid1(inventory: Inventory, c: Container) -> Pid1 | None:
     """``pid1_runtime``, unless the app file it runs, found in the image's build context in
     the repository, installs a SIGTERM handler (``HANDLES``: a Flask app run with debug=True
     in kubernetes-engine-samples' docs-embedder; judge231)."""
-    found = pid1_runtime(c)
     facts = inventory.images.get(c.image)
+    found = pid1_runtime(c, inventory.image_base(c.image))
     file = facts.file(found.script) if found and facts is not None and found.script else None
     return None if file is not None and HANDLES.search(file.text) else found
 

@@ -16,14 +16,16 @@ from svcdoctor.model.images import without_host
 # Images of data stores and brokers (a directory server's database: OpenLDAP; message
 # brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis; Azure Storage's emulator
 # Azurite: longhorn's backupstores, judge195; DynamoDB Local, an in-memory emulator without
-# clustering: eks-workshop-v2's carts store, judge248): a second replica is a second, separate store
-# (or needs the store's own clustering), and stopping the old pod first is deliberate (one
-# writer of a ReadWriteOnce volume). Replica and rollout advice does not apply to them.
+# clustering: eks-workshop-v2's carts store, judge248; a Galera cluster of MySQL masters, whose
+# clients stay on one master so that their writes do not conflict: trillian's, judge254): a
+# second replica is a second, separate store (or needs the store's own clustering), and
+# stopping the old pod first is deliberate (one writer of a ReadWriteOnce volume). Replica and
+# rollout advice does not apply to them.
 _DATA_STORE = re.compile(
     r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
     r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
     r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
-    r"activemq|azurite|dynamodb)"
+    r"activemq|azurite|dynamodb|galera)"
     r"(?:$|[_.-])"
 )
 
@@ -170,7 +172,8 @@ def _store(c: Container, *, tools: bool = False) -> bool:
 # - a Jenkins controller keeps its jobs, builds and configuration in JENKINS_HOME on its own
 #   disk, one controller to a home; it scales by agents, not by controller replicas
 #   (https://www.jenkins.io/doc/book/scaling/architecting-for-scale/; KubeSphere's ks-jenkins
-#   is its build, and so is a user's image named jenkins: vfarcic/jenkins, judge168)
+#   is its build, and so is a user's image named jenkins: vfarcic/jenkins, judge168; the old
+#   official `jenkins`, the base of linkerd-examples' jenkins-plus, judge252)
 # - flyte-binary runs Flyte's propeller (the executor) in-process without leader election,
 #   its chart pinned to one replica with Recreate (charts/flyte-binary/templates/deployment.yaml
 #   of flyteorg/flyte): two would execute every workflow twice
@@ -190,7 +193,7 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"prom/pushgateway|"
     r"(maildev|djfarrelly)/maildev|mailhog/mailhog|axllent/mailpit|smallstep/step-ca|"
     r"heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
-    r"blueocean)|[\w-]*/ks-jenkins|[\w.-]+/jenkins)(:|@|$)"
+    r"blueocean)|[\w-]*/ks-jenkins|([\w.-]+/)?jenkins)(:|@|$)"
 )
 # Jaeger v2 (jaegertracing/jaeger) run without a --config uses its built-in all-in-one
 # configuration, memory storage (cmd/jaeger/internal/all-in-one.yaml of jaegertracing/jaeger;
@@ -544,6 +547,7 @@ def local_state(
     alike: bool = False,
     emptydirs: bool = True,
     data_only: bool = False,
+    base: str = "",
 ) -> str | None:
     """Why the container keeps state of its own that a second replica would not share (its
     manifest's comment beside ``replicas:`` pinning it to one, a known single-instance image,
@@ -557,7 +561,9 @@ def local_state(
     not only mounted as a cache), or ``None`` for a server with no such sign. Without
     ``emptydirs`` an emptyDir is no sign at all (replicas may hold alike copies in theirs:
     a site's files). With ``data_only``, only data counts: not a controller's role (no
-    leader election) nor its node's daemon, which a second pod takes over."""
+    leader election) nor its node's daemon, which a second pod takes over. ``base``: the
+    FROM image of the repository's Dockerfile that builds the image (``Inventory.image_base``:
+    a Jenkins built on ``jenkins``, judge252)."""
     if workload.pinned:
         return f"its manifest says beside replicas: {workload.pinned!r}"
     image = container.image.split("@", 1)[0]
@@ -565,6 +571,11 @@ def local_state(
     in_memory = "zipkin" not in image or env.get("STORAGE_TYPE", "mem") == "mem"
     if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
         return f"image {image} keeps its data in the one process or its local files"
+    if base and _SINGLE_INSTANCE_IMAGE.search(base.split("@", 1)[0]) and in_memory:
+        return (
+            f"image {image}, built here FROM {base}, keeps its data in the one process or its "
+            "local files"
+        )
     argv = argv_of(container)
     if _JAEGER_V2.search(image) and not any(a.startswith("--config") for a in argv):
         return "Jaeger v2 without --config runs its built-in all-in-one setup, traces in memory"

@@ -131,6 +131,12 @@ class Inventory:
             self._derived[derive] = derive(self)
         return cast(T, self._derived[derive])
 
+    def image_base(self, image: str) -> str:
+        """The final FROM image of the repository's Dockerfile that builds ``image``, or
+        ``""`` (none found: see ``manifests.dockerfiles``)."""
+        facts = self.images.get(image)
+        return facts.base if facts is not None else ""
+
     def namespace_of(self, ref: ObjectRef) -> str:
         """The namespace the object is (or will be) in: its own, else the run's."""
         return ref.namespace or self.namespace
