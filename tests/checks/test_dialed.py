@@ -187,3 +187,15 @@ def test_istio_settings_on_every_pod_beside_it_mean_an_injected_namespace(
     (alone / "all.yaml").write_text(head + tail)
     result = lint_paths([str(alone)], Settings(enabled=frozenset({"SVD301"})))
     assert [f.severity.value for f in result.findings] == ["info"]
+
+
+def test_what_istio_s_injector_writes_is_a_sidecar_setting_too(tmp_path: Path) -> None:
+    """kiali/demos' fraud-detection (judge255): every pod carries
+    readiness.status.sidecar.istio.io/applicationPorts, copied from injected output, and a
+    deploy step labels the namespace: no SVD301."""
+    injected = MESHED.replace(
+        "proxy.istio.io/config: '{\"holdApplicationUntilProxyStarts\": true}'",
+        'readiness.status.sidecar.istio.io/applicationPorts: ""',
+    )
+    assert "proxy.istio.io" not in injected
+    assert _svd301(tmp_path, {"all.yaml": injected}) == []

@@ -820,3 +820,14 @@ def test_an_image_built_from_a_single_instance_image_keeps_its_local_state(
     assert [(f.severity.value, "built here FROM jenkins:2.60.1" in f.message) for f in svd204] == [
         ("info", True)
     ]
+
+
+@pytest.mark.parametrize("name", ["api.Dockerfile", "api.dockerfile", "Dockerfile.api"])
+def test_a_dockerfile_named_for_the_image_in_either_case(tmp_path: Path, name: str) -> None:
+    """``NAME.dockerfile``, lower case, is as common as ``NAME.Dockerfile`` (kiali/demos'
+    runtimes-demo/kube; judge255)."""
+    (tmp_path / name).write_text('FROM node:20\nCMD ["node", "server.js"]\n')
+    found = match_images(
+        find_builds([str(tmp_path)]), {"example/api:1": [str(tmp_path / "a.yaml")]}
+    )
+    assert {i: f.dockerfile.rsplit("/", 1)[-1] for i, f in found.items()} == {"example/api:1": name}

@@ -94,10 +94,20 @@ _SCAFFOLD_PORT = "webhook-server"
 _WEBHOOK_CERTS = "/tmp/k8s-webhook-server/serving-certs"
 
 
+# controller-runtime's logging flag (pkg/log/zap's Options.BindFlags; operator-sdk before 1.0
+# named its own `--zap-level`): cockroach-operator's main, which elects by lease when
+# --enable-leader-election is given (judge255)
+_RUNTIME_ZAP_FLAG = re.compile(r"^--?zap-log-level(=|$)")
+
+
 def _controller_runtime(container: Container) -> bool:
     """Whether the container runs a controller-runtime manager: its flags or kubebuilder's
-    `/manager` (``manager``), or controller-runtime's webhook certificate directory."""
-    return manager(container) or any(m.path.rstrip("/") == _WEBHOOK_CERTS for m in container.mounts)
+    `/manager` (``manager``), its logging flag, or its webhook certificate directory."""
+    return (
+        manager(container)
+        or any(_RUNTIME_ZAP_FLAG.match(w) for w in argv_of(container))
+        or any(m.path.rstrip("/") == _WEBHOOK_CERTS for m in container.mounts)
+    )
 
 
 def unknown_election(container: Container) -> bool:

@@ -153,6 +153,12 @@ def _meta(w: Workload) -> dict[str, str]:
     return {**w.template.annotations, **w.template.labels}
 
 
+# An Istio sidecar's annotation: its settings (``sidecar.istio.io/*``) or what its injector
+# writes (``readiness.status.sidecar.istio.io/applicationPorts``, ``status.sidecar.istio.io/port``,
+# ``traffic.sidecar.istio.io/*``: a manifest copied from injected output; kiali/demos, judge255)
+_ISTIO_SIDECAR_KEY = re.compile(r"^([\w-]+\.)*sidecar\.istio\.io/")
+
+
 def _mesh(workloads: tuple[Workload, ...]) -> tuple[str | None, bool]:
     """(mesh, certain): which per-request balancer fronts the pods' clients, if any.
 
@@ -160,9 +166,9 @@ def _mesh(workloads: tuple[Workload, ...]) -> tuple[str | None, bool]:
     or an ``istio.io/rev`` label) with the sidecar template, an already injected
     ``istio-proxy``/``linkerd-proxy`` container, Istio proxyless gRPC
     (``inject.istio.io/templates: grpc-agent``: the gRPC library balances from xDS), Linkerd
-    injection. Not certain: only proxy settings (``proxy.istio.io/config``, other
-    ``sidecar.istio.io/*`` annotations) that presume a sidecar injected by a namespace label
-    the inputs don't hold. A gateway (``inject.istio.io/templates: gateway``) is the proxy
+    injection. Not certain: only proxy settings (``proxy.istio.io/config``, other sidecar
+    annotations: ``_ISTIO_SIDECAR_KEY``) that presume a sidecar injected by a namespace
+    label the inputs don't hold. A gateway (``inject.istio.io/templates: gateway``) is the proxy
     itself, not a client of it: its clients are outside the mesh.
     """
     weak: str | None = None
@@ -187,7 +193,7 @@ def _mesh(workloads: tuple[Workload, ...]) -> tuple[str | None, bool]:
             return "Linkerd proxy", True
         if istio != "false" and (
             "proxy.istio.io/config" in meta
-            or any(k.startswith("sidecar.istio.io/") for k in w.template.annotations)
+            or any(_ISTIO_SIDECAR_KEY.search(k) for k in w.template.annotations)
         ):
             weak = "Istio sidecar settings (proxy.istio.io/config)"
     return weak, False

@@ -6,7 +6,7 @@ it) and, when a linted path is inside a git repository, under that repository's 
 ``.git``, ``vendor``, ``node_modules`` or hidden directories; no network). It is matched to
 a container image only on a strong signal: the image's repository name (last path component,
 tag and digest removed: ``mreferre/yelb-ui:0.7`` → ``yelb-ui``) equals the name of the
-Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` or
+Dockerfile's directory, or the Dockerfile is named ``yelb-ui.Dockerfile`` (or ``.dockerfile``) or
 ``Dockerfile.yelb-ui``; failing that, the image's name is the names of the directory's
 parent and of the directory, joined by ``-`` (``microservice-kubernetes-demo-apache`` built
 from ``microservice-kubernetes-demo/apache/``, docker-build.sh in
@@ -68,8 +68,8 @@ def _dockerfile_name(name: str) -> str | None:
         return ""
     if name.startswith("Dockerfile."):
         return name.removeprefix("Dockerfile.")
-    if name.endswith(".Dockerfile"):
-        return name.removesuffix(".Dockerfile")
+    if name.endswith((".Dockerfile", ".dockerfile")):
+        return name[: -len(".dockerfile")]
     return None
 
 
