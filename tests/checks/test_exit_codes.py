@@ -332,6 +332,21 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
     assert {f.rule: f.severity for f in strict.findings}["SVD201"] is Severity.ERROR
 
 
+def test_a_file_named_for_a_test_holds_notes(tmp_path: Path) -> None:
+    """hyperconverged-cluster-operator's deploy/nightly-bundle/kubevirt-testing-infra.yaml
+    (judge259): the file's own name says a test's; a name that only contains the letters
+    (``attesting``) does not."""
+    names = {"kubevirt-testing-infra.yaml": True, "app_e2e.yml": True, "attesting.yaml": False}
+    for n, name in enumerate(names):
+        (tmp_path / "deploy").mkdir(exist_ok=True)
+        (tmp_path / "deploy" / name).write_text(WEBTEST.replace("webtest", f"web{n}"))
+    result = lint_paths([str(tmp_path)])
+    for name, notes in names.items():
+        found = [f for f in result.findings if f.location.file.endswith(f"/{name}")]
+        assert {f.rule for f in found} == {"SVD101", "SVD201", "SVD204"}, name
+        assert ({f.severity for f in found} == {Severity.INFO}) is notes, name
+
+
 def test_a_tests_broken_fixture_is_a_note_and_exits_by_fail_on(tmp_path: Path) -> None:
     """argo-workflows' test/e2e/smoke/basic-invalid.yaml is invalid on purpose (its CLI test
     expects the error; judge193): in a test's folder SVD001 is a note and the run exits by

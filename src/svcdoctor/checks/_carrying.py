@@ -52,6 +52,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 and not portless_controller(inventory, service)
                 and not scrapes_named_ports(inventory, service)
                 and not monitored_only(inventory, service)
+                and not metrics_probed(inventory, service)
                 and not ignored_webhook(inventory, service)
                 and not metrics_servers_only(inventory, service)
                 and not scaffold_leftover(inventory, service)
@@ -467,6 +468,40 @@ def monitored_only(inventory: Inventory, service: Service) -> bool:
             any(_SCRAPED_ONLY.search(image_name(c.image)) for c in w.template.containers)
             for w in workloads
         )
+    )
+
+
+def metrics_probed(inventory: Inventory, service: Service) -> bool:
+    """Whether every port of the Service is, on every pod it selects, a port whose container
+    probes GET /metrics: its server's health is its metrics, the port an exporter's or a
+    controller's metrics endpoint, whatever it is named (kepler's `http` 28282, kuberay's
+    operator on 8080; judge256, judge257)."""
+    workloads = inventory.targeted(service)
+    return (
+        bool(workloads)
+        and bool(service.ports)
+        and all(
+            any(_probes_metrics(c, p.target) for c in w.template.containers)
+            for w in workloads
+            for p in service.ports
+        )
+    )
+
+
+def _probes_metrics(container: Container, target: int | str) -> bool:
+    """Whether the container's probes GET /metrics on the port ``target`` names."""
+    names = {target} | {
+        q.name if isinstance(target, int) else q.number
+        for q in container.ports
+        if target in (q.number, q.name)
+    }
+    probes = [container.readiness, container.liveness, container.startup]
+    return any(
+        probe is not None
+        and probe.handler == "httpGet"
+        and probe.port in names
+        and probe.target[4] == "/metrics"
+        for probe in probes
     )
 
 

@@ -66,14 +66,19 @@ def leader_for_life(container: Container) -> bool:
     downward API and OPERATOR_NAME (``_LEADER_FOR_LIFE``), no leader election flag, and no
     sign of a controller-runtime manager (kubebuilder's `/manager`, its flags, its webhook
     certificate directory, its default metrics port 8080 named `metrics`, where operator-sdk's
-    old scaffold served 8383), which keeps the two variables from an older scaffold but
-    elects, if at all, by lease (datashim; judge134; percona-xtradb-cluster-operator,
-    judge215)."""
+    old scaffold served 8383, a probe of the /readyz its health server serves, which the old
+    scaffold had not), which keeps the two variables from an older scaffold but elects, if at
+    all, by lease (datashim; judge134; percona-xtradb-cluster-operator, judge215;
+    hyperconverged-cluster-webhook, judge259)."""
     pod, operator = _LEADER_FOR_LIFE
     named = {name for name, _ in container.env} | container.env_refs
     flagged = any(_LEADER_FLAG.match(w) for w in argv_of(container))
     metrics = any(p.number == 8080 and p.name == "metrics" for p in container.ports)
-    runtime = _controller_runtime(container) or metrics
+    readyz = any(
+        probe is not None and probe.handler == "httpGet" and probe.target[4] == "/readyz"
+        for probe in (container.readiness, container.liveness, container.startup)
+    )
+    runtime = _controller_runtime(container) or metrics or readyz
     return pod in container.env_refs and operator in named and not flagged and not runtime
 
 

@@ -15,7 +15,8 @@ from svcdoctor.model.images import without_host
 
 # Images of data stores and brokers (a directory server's database: OpenLDAP; message
 # brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis; Azure Storage's emulator
-# Azurite: longhorn's backupstores, judge195; DynamoDB Local, an in-memory emulator without
+# Azurite: longhorn's backupstores, judge195; fsouza/fake-gcs-server, Google Cloud Storage's,
+# moco's e2e, judge258; LocalStack, AWS's; DynamoDB Local, an in-memory emulator without
 # clustering: eks-workshop-v2's carts store, judge248; a Galera cluster of MySQL masters, whose
 # clients stay on one master so that their writes do not conflict: trillian's, judge254): a
 # second replica is a second, separate store (or needs the store's own clustering), and
@@ -25,7 +26,7 @@ _DATA_STORE = re.compile(
     r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
     r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
     r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
-    r"activemq|azurite|dynamodb|galera)"
+    r"activemq|azurite|dynamodb|galera|fake-gcs-server|localstack)"
     r"(?:$|[_.-])"
 )
 
@@ -347,10 +348,13 @@ _DATA_NAMED = re.compile(_DATA_WORD, re.IGNORECASE)
 # a second proxy fills its own. Vector's data_dir (/vector-data-dir in its chart) holds its
 # disk buffers and source checkpoints, data in flight each replica keeps for itself; Vector
 # asks for several aggregators behind a load balancer (docs' high-availability; judge242).
+# A model server's weights (`/models`, a Hugging Face cache) are a copy of its model store
+# that an init container or the server downloads again on every node (aibrix's vLLM samples
+# on a hostPath at /data01/models; judge256).
 _SCRATCH = re.compile(
     r"(^|[/_.-])(tmp|temp|cache|run|lock|shm|sockets?|certs?|tls|ssl|secrets?|etc|conf(ig)?|"
     r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio|kubelet|squid|"
-    r"vector-data-dir)($|[/_-])",
+    r"vector-data-dir|models|huggingface)($|[/_-])",
     re.IGNORECASE,
 )
 # A server that answers through a Unix socket on a hostPath volume reaches the daemon of the

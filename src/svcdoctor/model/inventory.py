@@ -275,10 +275,16 @@ _ENVIRONMENTS = frozenset(
 )
 
 
+# A file named for a test (`kubevirt-testing-infra.yaml`, KubeVirt's functional tests'
+# servers in hyperconverged-cluster-operator's deploy/nightly-bundle; judge259)
+_TEST_FILE = re.compile(r"(^|[-_.])(testing|e2e)([-_.]|$)", re.IGNORECASE)
+
+
 def test_folder(file: str) -> str | None:
     """What the path's folder says it holds, when a test's manifests (``_TEST_FOLDER``) or a
-    local cluster's (``"e2e/ holds a test's manifests, …"``); else ``None``."""
-    parts = file.replace("\\", "/").split("/")[:-1]
+    local cluster's (``"e2e/ holds a test's manifests, …"``), or the file's own name
+    (``_TEST_FILE``); else ``None``."""
+    *parts, name = file.replace("\\", "/").split("/")
     for i, part in enumerate(parts):
         above = parts[i - 1].lower() if i else ""
         test = part in ("test", "testing") and (above == "src" or above not in _ENVIRONMENTS)
@@ -286,6 +292,8 @@ def test_folder(file: str) -> str | None:
             return f"{part}/ holds a test's manifests, for a test run if at all"
         if part == "kind" and "hack" in parts[:i]:
             return "hack/kind/ holds a local kind cluster's manifests, for a test run if at all"
+    if _TEST_FILE.search(name.rsplit(".", 1)[0]):
+        return f"{name} holds a test's manifests, for a test run if at all"
     return None
 
 
