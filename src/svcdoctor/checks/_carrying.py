@@ -15,6 +15,7 @@ from svcdoctor.checks._serving import (
     flag_port,
     go_bool,
     kernel_mounted,
+    metrics_named,
     proxies_metrics,
     queried_scraper,
     runs_locust,
@@ -440,8 +441,10 @@ def _webhook_index(
 
 def monitored_only(inventory: Inventory, service: Service) -> bool:
     """Whether Prometheus ServiceMonitors in the inputs select the Service and scrape every
-    one of its named ports, and its pods serve nothing else there: they run an operator, a
-    controller or an exporter (the prometheus-operator's own Service names its metrics port
+    one of its named ports, and its pods serve nothing else there: the Service is named as a
+    metrics one (``metrics_named``: aibrix's `*-metrics` on the runtime's port; judge256), or
+    its pods run an operator, a controller or an exporter (the prometheus-operator's own
+    Service names its metrics port
     `http`: example/rbac/prometheus-operator in prometheus-operator/prometheus-operator;
     https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor).
     Servers are scraped on the port that serves their requests too: kube-prometheus monitors
@@ -464,9 +467,12 @@ def monitored_only(inventory: Inventory, service: Service) -> bool:
         and bool(names)
         and all(n in scraped for n in names)
         and bool(workloads)
-        and all(
-            any(_SCRAPED_ONLY.search(image_name(c.image)) for c in w.template.containers)
-            for w in workloads
+        and (
+            metrics_named(service)
+            or all(
+                any(_SCRAPED_ONLY.search(image_name(c.image)) for c in w.template.containers)
+                for w in workloads
+            )
         )
     )
 

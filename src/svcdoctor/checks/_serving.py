@@ -356,6 +356,14 @@ def uncalled(port: ServicePort) -> bool:
     return any(n and (SCRAPE_PORT.search(n) or _XDS_PORT.search(n)) for n in names)
 
 
+def metrics_named(service: Service) -> bool:
+    """Whether the Service is named (``*-metrics``, ``*-exporter``…) or labelled (component
+    ``metrics``/``exporter``) as the one a scraper reads."""
+    return bool(_SCRAPE_SERVICE.search(service.ref.name)) or (
+        service.labels.get("app.kubernetes.io/component") in _SCRAPE_COMPONENTS
+    )
+
+
 def scrape_only(service: Service) -> bool:
     """Whether the Service only exposes metrics, profiling and probe ports (every port named
     ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics`` or
@@ -365,9 +373,7 @@ def scrape_only(service: Service) -> bool:
     port is scraped, not that it is only scraped: Grafana's UI port is both.)"""
     if service.ports and all(uncalled(p) for p in service.ports):
         return True
-    named = bool(_SCRAPE_SERVICE.search(service.ref.name))
-    labelled = service.labels.get("app.kubernetes.io/component") in _SCRAPE_COMPONENTS
-    return (named or labelled) and all(
+    return metrics_named(service) and all(
         p.protocol != "UDP" and (p.name is None or p.name in _GENERIC_PORT or uncalled(p))
         for p in service.ports
     )

@@ -97,7 +97,12 @@ def resource(f: Fields) -> Resource:
 # (https://doc.traefik.io/traefik/routing/providers/kubernetes-crd/); APISIX's ApisixRoute
 # unless `resolveGranularity: service`
 # (https://apisix.apache.org/docs/ingress-controller/concepts/apisix_route/). judge164, judge165.
+# Envoy Gateway's policies call their extension Services (EnvoyExtensionPolicy's extProc,
+# SecurityPolicy's extAuth: `backendRefs`) through Envoy clusters of the Services' endpoints
+# (https://gateway.envoyproxy.io/docs/tasks/extensibility/ext-proc/; aibrix's
+# gateway-plugins, judge256).
 _PROXY_ROUTES: dict[str, tuple[str, str, tuple[str, object] | None]] = {
+    "gateway.envoyproxy.io": ("backendRefs", "name", None),
     "projectcontour.io": ("services", "name", None),
     "k8s.nginx.org": ("upstreams", "service", ("use-cluster-ip", True)),
     "traefik.io": ("services", "name", ("nativeLB", True)),
