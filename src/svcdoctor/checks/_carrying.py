@@ -94,17 +94,23 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
     ``_SCAFFOLD_LABEL``): no webhook calls it, and no container behind it declares a port, or
     it is the scaffold's own port 443 to 443, which none declares (the manager's webhook
     server, when on, makes a Service of its own for its port: multi-tenancy's VirtualCluster
-    manager declares 9876). A Service of another port (kubeeye's 80 to 8888) is the app's."""
+    manager declares 9876), or every port it targets is a name no container declares (ome's
+    8443 to `https`, once its removed kube-rbac-proxy's; judge256). A Service of another port
+    (kubeeye's 80 to 8888) is the app's."""
     backends = inventory.targeted(service)
     containers = [c for w in backends for c in w.template.containers]
     scaffold = [(p.port, p.target) for p in service.ports] == [(443, 443)]
     scaffolded = _SCAFFOLD_SERVICE.search(service.ref.name) or _SCAFFOLD_LABEL in (
         service.selector or {}
     )
+    gone = all(
+        isinstance(p.target, str) and not any(serves(c, p.target) for c in containers)
+        for p in service.ports
+    )
     return (
         bool(scaffolded)
         and bool(backends)
-        and not any(c.ports if not scaffold else serves(c, 443) for c in containers)
+        and (gone or not any(c.ports if not scaffold else serves(c, 443) for c in containers))
         and not webhook_calls(inventory, service)
     )
 

@@ -535,8 +535,9 @@ def suggest(
             return Suggestion(
                 {"tcpSocket": {"port": port}},
                 f"{head}\n# tcpSocket: {why}, but controller-runtime's webhook server answers "
-                "only its webhook paths;\n# for a deeper check start the manager with "
-                "--health-probe-bind-address=:8081 and probe httpGet /readyz on 8081",
+                "only its webhook paths;\n# for a deeper check, if the manager takes "
+                "kubebuilder's --health-probe-bind-address flag (a flag it lacks\n# stops it: "
+                "openelb's has none), start it with =:8081 and probe httpGet /readyz on 8081",
                 said,
             )
         if any(webhook_calls(inventory, svc) for svc, _ in target.sent) or "webhook" in str(
