@@ -911,6 +911,37 @@ def test_a_webhook_naming_the_prefixed_service_calls_the_base_one(tmp_path: Path
     assert ("SVD204", "webhook-service") in _rules([str(tmp_path)])
 
 
+def test_a_proxy_route_naming_the_prefixed_service_sends_to_the_base_one(
+    tmp_path: Path,
+) -> None:
+    """vllm-project/aibrix (judge256): config/default sets `namePrefix: aibrix-`, and the
+    EnvoyExtensionPolicy names `aibrix-gateway-plugins`, the Service's name once built:
+    Envoy calls it per request (no SVD301)."""
+    grpc = (
+        "apiVersion: apps/v1\nkind: Deployment\n"
+        "metadata: {name: gateway-plugins, namespace: system}\n"
+        "spec:\n  replicas: 2\n  template:\n    metadata: {labels: {app: plugins}}\n"
+        "    spec:\n      containers:\n      - name: plugin\n        image: example/plugins:1\n"
+        "        ports: [{containerPort: 50052, name: grpc}]\n---\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {name: gateway-plugins, namespace: system}\n"
+        "spec:\n  selector: {app: plugins}\n  ports: [{name: grpc, port: 50052}]\n"
+    )
+    policy = (
+        "apiVersion: gateway.envoyproxy.io/v1alpha1\nkind: EnvoyExtensionPolicy\n"
+        "metadata: {name: plugins, namespace: system}\n"
+        "spec:\n  extProc:\n  - backendRefs: [{name: aibrix-gateway-plugins, port: 50052}]\n"
+    )
+    files = {
+        "gateway/plugins.yaml": grpc + "---\n" + policy,
+        "gateway/kustomization.yaml": "resources: [plugins.yaml]\n",
+        "default/kustomization.yaml": "namePrefix: aibrix-\nresources: [../gateway]\n",
+    }
+    _write(tmp_path, files)
+    assert ("SVD301", "gateway-plugins") not in _rules([str(tmp_path)])
+    (tmp_path / "default/kustomization.yaml").write_text("resources: [../gateway]\n")
+    assert ("SVD301", "gateway-plugins") in _rules([str(tmp_path)])
+
+
 def test_the_replicas_field_scales_what_its_overlays_build(tmp_path: Path) -> None:
     """kustomize's `replicas:` field (digitalocean/kubernetes-sample-apps microservices-demo:
     staging and prod run 2 of each service, dev the base's 1; judge158): a development

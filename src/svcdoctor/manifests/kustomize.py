@@ -396,7 +396,7 @@ def kustomized(built: Build, objects: list[T]) -> list[T]:
             continue  # its folder's kustomization leaves it out (an option, a leftover)
         if found and all(built.kustomizations[i].home in disabled for i in found):
             continue  # only a kustomization another one comments out builds it
-        placed = _webhooks_moved(built, _placed(o, _namespace(built, o, found)), found)
+        placed = _references_moved(built, _placed(o, _namespace(built, o, found)), found)
         found_ks = [built.kustomizations[i] for i in found]
         out.append(_built(placed, found_ks, built.ambiguous) if found else placed)
     return out
@@ -443,14 +443,16 @@ def _set_by(ks: Sequence[KustomizeLabels], found: list[int]) -> str:
     return ks[max(outer, key=lambda i: (len(ks[i].scope), ks[i].home))].namespace if outer else ""
 
 
-def _webhooks_moved(built: Build, o: T, found: list[int]) -> T:
+def _references_moved(built: Build, o: T, found: list[int]) -> T:
     """A webhook configuration with its Services' namespaces set to the one its
     kustomizations set: kustomize's namespace transformer writes
     `webhooks/clientConfig/service/namespace` where present (its built-in field specs,
     api/konfig/builtinpluginconsts in kubernetes-sigs/kustomize); and a Service named as
     its build's ``namePrefix``/``nameSuffix`` make it named as written in the base (Services
-    keep their base names here; kustomize renames both, labring/sealos' account controller)."""
-    if not isinstance(o, Resource) or not o.webhooks or not found:
+    keep their base names here; kustomize renames both, labring/sealos' account controller).
+    The same for the Services a proxy's own route object sends to (``Resource.upstreams``:
+    aibrix's EnvoyExtensionPolicy names `aibrix-gateway-plugins`; judge256)."""
+    if not isinstance(o, Resource) or not (o.webhooks or o.upstreams) or not found:
         return o
     set_to = _set_by(built.kustomizations, found)
     affixes = {built.kustomizations[i].affixes for i in found} - {("", "")}
@@ -460,7 +462,8 @@ def _webhooks_moved(built: Build, o: T, found: list[int]) -> T:
         (set_to if ns and set_to else ns, _base_name(name, affixes), policy, port)
         for ns, name, policy, port in o.webhooks
     )
-    return replace(o, webhooks=moved)
+    upstreams = tuple(_base_name(name, affixes) for name in o.upstreams)
+    return replace(o, webhooks=moved, upstreams=upstreams)
 
 
 def _base_name(name: str, affixes: set[tuple[str, str]]) -> str:
