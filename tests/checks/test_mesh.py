@@ -224,3 +224,29 @@ def test_cilium_note_only_on_a_live_cilium_datapath() -> None:
     assert "leave no ready pod" in finding.message  # one replica
     assert finding.fix is not None
     assert "ready replica" in finding.fix.note
+
+
+def test_alternative_namespace_files_that_differ_tell_no_injection(tmp_path: Path) -> None:
+    """EdwinVW/pitstop (judge266): src/k8s holds a plain, an Istio and a Linkerd definition
+    of Namespace pitstop, one applied per variant; the first read no longer injects every
+    variant's pods. One definition of it does."""
+    app = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, namespace: pitstop}\n"
+        "spec:\n  replicas: 2\n  template:\n    metadata: {labels: {app: api}}\n    spec:\n"
+        "      containers:\n      - name: api\n        image: pitstop/api:1.0\n"
+        "        ports: [{containerPort: 5000}]\n"
+        "        readinessProbe: {httpGet: {path: /hc, port: 5000}}\n---\n"
+        "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: pitstop}\n"
+        "spec: {selector: {app: api}, ports: [{name: http, port: 5000}]}\n"
+    )
+    namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: pitstop\n"
+    (tmp_path / "api.yaml").write_text(app)
+    (tmp_path / "ns-istio.yaml").write_text(namespace + "  labels: {istio-injection: enabled}\n")
+
+    def svd113() -> list[str]:
+        findings = run_checks(build_inventory(load([str(tmp_path)])), Settings()).findings
+        return [f.rule for f in findings if f.rule == "SVD113"]
+
+    assert svd113() == ["SVD113"]
+    (tmp_path / "ns-plain.yaml").write_text(namespace)
+    assert svd113() == []

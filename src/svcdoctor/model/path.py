@@ -210,15 +210,27 @@ class _Tracer:
     def _namespace(self, workload: Workload) -> Resource | None:
         """The workload's Namespace object: on a live cluster the one; from files the
         nearest definition in the same tree (a Namespace of the same name in an unrelated
-        folder belongs to another app)."""
+        folder belongs to another app), none when the nearest are alternatives that differ
+        (one file per variant, only one applied: pitstop's plain, Istio and Linkerd
+        Namespaces; judge266)."""
         found = self.namespaces.get(self.inventory.namespace_of(workload.ref), [])
         if not found or is_live(workload.location):
             return found[0] if found else None
         home = PurePath(workload.location.file)
-        near = [r for r in found if related(workload.location.file, r.location.file)]
+        near = [
+            (file_distance(home, PurePath(r.location.file)), r)
+            for r in found
+            if related(workload.location.file, r.location.file)
+        ]
         if not near:
             return None
-        return min(near, key=lambda r: file_distance(home, PurePath(r.location.file)))
+        closest = [r for d, r in near if d == min(d for d, _ in near)]
+        if any(
+            (r.labels, r.annotations) != (closest[0].labels, closest[0].annotations)
+            for r in closest
+        ):
+            return None
+        return closest[0]
 
     def _dangling(self, route: Route, backend: BackendRef, found: list[Service]) -> Dangling | None:
         """Why a route's Service backend cannot receive traffic (``None`` when it can, or
