@@ -24,6 +24,10 @@ from svcdoctor.manifests.comments import pinned_replicas
             {2: "must be 1: the scheduler is a singleton"},
         ),
         ("spec:\n  replicas: 1  # only one instance may run\n", {2: "only one instance may run"}),
+        (
+            "spec:\n  # GHProxy does not support HA\n  replicas: 1\n",  # prow's ghproxy, judge267
+            {3: "GHProxy does not support HA"},
+        ),
     ],
 )
 def test_a_comment_that_forbids_a_second_replica_pins(text: str, pins: dict[int, str]) -> None:
@@ -34,6 +38,7 @@ def test_a_comment_that_forbids_a_second_replica_pins(text: str, pins: dict[int,
     "text",
     [
         "spec:\n  replicas: 3 # increase for HA\n",
+        "spec:\n  # the chart supports HA: raise it\n  replicas: 1\n",
         "spec:\n  # replicas: 1 for dev, 3 for prod\n  replicas: 1\n",
         "spec:\n  # Do not scale up.\n\n  replicas: 1\n",  # a blank line ends the comment block
         "spec:\n  # Do not change the selector\n  selector: {}\n  replicas: 1\n",

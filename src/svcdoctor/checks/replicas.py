@@ -28,6 +28,7 @@ from svcdoctor.checks.state import (
     SPLIT_CAVEAT,
     data_store,
     local_state,
+    one_node_claim,
     sidecar_store,
 )
 from svcdoctor.model import (
@@ -236,6 +237,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         state = next((why for c in holders if (why := embedded_database(inventory, c))), None)
     if state is None:
         state = sidecar_store(w)
+    if state is None and (claim := one_node_claim(w)) is not None:
+        state = f"it writes to claim volume {claim!r}, even as a cache"  # prow's ghproxy
     sessions = None
     if state is None and svc.session_affinity != "ClientIP":
         sessions = next((why for c in holders if (why := socket_io_sessions(inventory, c))), None)

@@ -12,7 +12,13 @@ from svcdoctor.checks._shutdown import daemon_gap
 from svcdoctor.checks.election import ELECT_FIRST, leader_elected, unknown_election, waits_for_lease
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import SPLIT_CAVEAT, data_store, keeps_data, local_state
+from svcdoctor.checks.state import (
+    SPLIT_CAVEAT,
+    data_store,
+    keeps_data,
+    local_state,
+    one_node_claim,
+)
 from svcdoctor.model import Cause, Inventory, Severity, Workload
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch
 
@@ -176,12 +182,22 @@ def stops_first_on_purpose(w: Workload) -> bool:
     surge pod would wait for the lease the old one holds, never deleted before), or a
     leader-elected app that chose ``Recreate`` and is probed for readiness: if only the
     leader serves, a surge pod is never ready while the old one holds the lease, and the
-    rollout stalls (cloudnative-pg's plugin-barman-cloud; judge107)."""
-    return data_store(w) or any(
-        local_state(w, c, alike=True)
-        or waits_for_lease(c)
-        or (w.strategy == "Recreate" and c.readiness is not None and leader_elected(c) is not None)
-        for c in w.template.containers
+    rollout stalls (cloudnative-pg's plugin-barman-cloud; judge107), or pods that write to a
+    claim that attaches to one node (``one_node_claim``: a surge pod on another node waits
+    for it, and the rollout stalls: prow's ghproxy cache; judge267)."""
+    return (
+        data_store(w)
+        or one_node_claim(w) is not None
+        or any(
+            local_state(w, c, alike=True)
+            or waits_for_lease(c)
+            or (
+                w.strategy == "Recreate"
+                and c.readiness is not None
+                and leader_elected(c) is not None
+            )
+            for c in w.template.containers
+        )
     )
 
 

@@ -702,6 +702,29 @@ def _sole_controller(container: Container) -> str | None:
     return None
 
 
+def one_node_claim(workload: Workload) -> str | None:
+    """The volume a container writes that attaches read-write to one node at a time: a
+    claim the inputs do not declare ReadWriteMany or ReadOnlyMany, or a cloud disk written
+    inline (``INLINE_DISKS``), neither mounted nor attached read-only; ``None`` when there
+    is none."""
+    volumes = workload.template.volumes
+    return next(
+        (
+            m.volume
+            for c in workload.template.containers
+            for m in c.mounts
+            if not m.read_only
+            and m.volume not in workload.template.shared_volumes
+            and m.volume not in workload.template.read_only_volumes
+            and (
+                volumes.get(m.volume) == "persistentVolumeClaim"
+                or volumes.get(m.volume) in INLINE_DISKS
+            )
+        ),
+        None,
+    )
+
+
 def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
     """Why the container answers for its node's daemon: it names a Unix socket (``_SOCKET``)
     inside one of its hostPath mounts, or mounts a ``*.sock`` hostPath itself, or a device

@@ -2,7 +2,8 @@
 
 YAML comments are lost in parsing, yet they are where authors say what the fields cannot:
 "DO NOT INCREASE REPLICA COUNT" (F5's k8s-bigip-ctlr, docs/config_examples), "Do not scale
-up" (kubernetes-sigs/prow's tide), "don't modify this replicas" (TiDB Operator's discovery).
+up" (kubernetes-sigs/prow's tide), "GHProxy does not support HA" (its ghproxy), "don't
+modify this replicas" (TiDB Operator's discovery).
 Such a server holds its state or its role in the one process; a second replica is not the
 fix (``checks.state.local_state`` reads the pin as a sign of local state). Only a comment
 on the ``replicas:`` line itself or in the comment lines right above it counts, and only
@@ -14,13 +15,15 @@ from __future__ import annotations
 import re
 
 # "do not / don't / never / cannot / must not / should not … increase/scale/change/modify",
-# "only one/1/a single replica/instance", "must be 1", "singleton", "single-instance"
+# "only one/1/a single replica/instance", "must be 1", "singleton", "single-instance",
+# "does not support HA" (prow's ghproxy; judge267)
 _PIN = re.compile(
     r"\b(?:do\s*n[o']?t|never|can\s*n?[o']?t|must\s*n[o']?t|should\s*n[o']?t|not\s+to)\s+"
     r"(?:be\s+)?(?:increase|scale|change|modify|raise|bump|edit|touch|update)"
     r"|\bonly\s+(?:one|1|a\s+single)\s+(?:replica|instance|pod|copy)"
     r"|\bmust\s+(?:be|stay|remain)\s+(?:1|one|a\s+single)\b"
-    r"|\bsingleton\b|\bsingle[- ]instance\b|\bnot\s+(?:horizontally\s+)?scalable\b",
+    r"|\bsingleton\b|\bsingle[- ]instance\b|\bnot\s+(?:horizontally\s+)?scalable\b"
+    r"|\b(?:do(?:es)?\s*n[o']?t|can\s*n?[o']?t)\s+support\s+(?:HA|high[- ]availability)\b",
     re.IGNORECASE,
 )
 _KEY = "replicas:"
