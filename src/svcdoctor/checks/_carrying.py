@@ -450,8 +450,8 @@ def monitored_only(inventory: Inventory, service: Service) -> bool:
     one of its named ports, and its pods serve nothing else there: the Service is named as a
     metrics one (``metrics_named``: aibrix's `*-metrics` on the runtime's port; judge256), or
     its pods run an operator, a controller or an exporter (the prometheus-operator's own
-    Service names its metrics port
-    `http`: example/rbac/prometheus-operator in prometheus-operator/prometheus-operator;
+    Service names its metrics port `http`: example/rbac/prometheus-operator in
+    prometheus-operator/prometheus-operator;
     https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor).
     Servers are scraped on the port that serves their requests too: kube-prometheus monitors
     Grafana, Prometheus, Alertmanager and the adapter's API so; aks-store-demo its product

@@ -238,7 +238,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     if state is None:
         state = sidecar_store(w)
     if state is None and (claim := one_node_claim(w)) is not None:
-        state = f"it writes to claim volume {claim!r}, even as a cache"  # prow's ghproxy
+        state = f"it writes to claim volume {claim!r}, if only as a cache"  # prow's ghproxy
     sessions = None
     if state is None and svc.session_affinity != "ClientIP":
         sessions = next((why for c in holders if (why := socket_io_sessions(inventory, c))), None)
