@@ -14,7 +14,8 @@ from svcdoctor.model import Container, Mount, Workload
 from svcdoctor.model.images import without_host
 
 # Images of data stores and brokers (a directory server's database: OpenLDAP; message
-# brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis; Azure Storage's emulator
+# brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis, Eclipse Mosquitto, which has
+# no clustering: dapr-traffic-control's, judge269; Azure Storage's emulator
 # Azurite: longhorn's backupstores, judge195; fsouza/fake-gcs-server, Google Cloud Storage's,
 # moco's e2e, judge258; LocalStack, AWS's; DynamoDB Local, an in-memory emulator without
 # clustering: eks-workshop-v2's carts store, judge248; a Galera cluster of MySQL masters, whose
@@ -26,7 +27,7 @@ _DATA_STORE = re.compile(
     r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
     r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
     r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
-    r"activemq|azurite|dynamodb|galera|fake-gcs-server|localstack)"
+    r"activemq|azurite|dynamodb|galera|fake-gcs-server|localstack|mosquitto)"
     r"(?:$|[_.-])"
 )
 
