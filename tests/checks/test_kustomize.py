@@ -1105,3 +1105,20 @@ def test_a_component_some_overlays_leave_out_makes_a_variant(tmp_path: Path) -> 
     assert ("SVD204", "api") in found
     inventory = build_inventory(load([str(tmp_path)]))
     assert [w.template.containers[0].mounts for w in inventory.workloads] == [()]
+
+
+def test_a_helm_template_as_namespace_moves_nothing(tmp_path: Path) -> None:
+    """open-feature-operator's helmify overlay (judge270): `namespace: '{{ include
+    "chart.namespace" . }}'` is for the chart it makes, not where the built objects go."""
+    _write(
+        tmp_path,
+        {
+            "manager/manager.yaml": MANAGER,
+            "manager/kustomization.yaml": "resources: [manager.yaml]\n",
+            "helm/kustomization.yaml": (
+                "namespace: '{{ include \"chart.namespace\" . }}'\nresources: [../manager]\n"
+            ),
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [w.ref.namespace for w in inventory.workloads] == ["system"]

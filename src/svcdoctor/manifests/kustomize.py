@@ -124,7 +124,9 @@ def read_kustomization(name: str, text: str) -> KustomizeLabels | None:
         elif entry.get("includeTemplates") is True:
             templates |= pairs
     namespace = body.get("namespace")
-    namespace = namespace if isinstance(namespace, str) else ""
+    # a Helm template's (helmify's overlay: `{{ include "chart.namespace" . }}`; judge270) is
+    # no namespace the objects end up in as built here
+    namespace = namespace if isinstance(namespace, str) and "{{" not in namespace else ""
     home = posixpath.dirname(posixpath.normpath(name.replace("\\", "/")))
     patches = tuple(posixpath.normpath(posixpath.join(home, item)) for item in _patch_files(body))
     listed = [
