@@ -240,6 +240,23 @@ _ALERTMANAGER = re.compile(r"(^|/)(prom|prometheus)/alertmanager(:|@|$)")
 # it: https://distribution.github.io/distribution/about/configuration/): a second replica
 # would hold other images.
 _REGISTRY = re.compile(r"(^|/)((library/)?registry|distribution/distribution)(:|@|$)")
+# Each registry signs its upload sessions' state with REGISTRY_HTTP_SECRET, a random one per
+# process when unset ("No HTTP secret provided - generated random secret. This may cause
+# problems with uploads if multiple registries are behind a load-balancer":
+# registry/handlers/app.go of distribution/distribution; microk8s' registry add-on, judge268).
+_REGISTRY_SECRET = "REGISTRY_HTTP_SECRET"
+
+
+def _shares_secret(container: Container) -> bool:
+    """Whether the registry's HTTP secret is set (by env, or its config file may set it)."""
+    names = {name for name, _ in container.env} | container.env_refs
+    return (
+        _REGISTRY_SECRET in names
+        or bool(container.env_from)
+        or any(m.path.startswith("/etc/docker/registry") for m in container.mounts)
+    )
+
+
 # Grafana keeps users, dashboards and sessions in SQLite (/var/lib/grafana/grafana.db) unless
 # its [database] says mysql or postgres (GF_DATABASE_TYPE / GF_DATABASE_URL); high
 # availability needs that shared database first:
@@ -626,6 +643,11 @@ def local_state(
     shared = any(m.volume in workload.template.shared_volumes for m in container.mounts)
     if _REGISTRY.search(without_host(image)) and storage == "filesystem" and not shared:
         return "the registry stores pushed images on its own filesystem (/var/lib/registry)"
+    if _REGISTRY.search(without_host(image)) and not data_only and not _shares_secret(container):
+        return (
+            "the registry signs upload sessions with a secret of its own (no "
+            "REGISTRY_HTTP_SECRET): a push whose requests reach another replica fails"
+        )
     volumes = workload.template.volumes
     if not data_only and (socket := node_socket(container, volumes)):
         return socket
