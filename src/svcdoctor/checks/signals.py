@@ -144,10 +144,14 @@ def _python(argv: list[str], shown: str) -> Pid1 | None:
 def unhandled_pid1(inventory: Inventory, c: Container) -> Pid1 | None:
     """``pid1_runtime``, unless the app file it runs, found in the image's build context in
     the repository, installs a SIGTERM handler (``HANDLES``: a Flask app run with debug=True
-    in kubernetes-engine-samples' docs-embedder; judge231)."""
+    in kubernetes-engine-samples' docs-embedder; judge231), or the manifest's own script
+    writes the app with one (a heredoc's `signal.signal(signal.SIGTERM, …)`: console-operator's
+    downloads server; judge274)."""
     facts = inventory.images.get(c.image)
     found = pid1_runtime(c, inventory.image_base(c.image))
-    file = facts.file(found.script) if found and facts is not None and found.script else None
+    if found is None or HANDLES.search("\n".join((*c.command, *c.args))):
+        return None
+    file = facts.file(found.script) if facts is not None and found.script else None
     return None if file is not None and HANDLES.search(file.text) else found
 
 
