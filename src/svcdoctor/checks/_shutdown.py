@@ -3,6 +3,7 @@ shutdown plan's inputs (``shutdown_facts``) and the paths in front of it, and fi
 
 from __future__ import annotations
 
+from svcdoctor.checks._scripts import parse_script, shell_script
 from svcdoctor.checks._serving import NO_SHELL_IMAGE
 from svcdoctor.checks.settings import Drain, Settings
 from svcdoctor.model import Container, Inventory, Service, Workload, remedy
@@ -16,8 +17,12 @@ def seconds(value: float) -> int:
 
 
 def container_drain(settings: Settings, workload: Workload, container: Container) -> Drain | None:
-    """How long the container's app keeps serving after SIGTERM (``Settings.drain_of``)."""
-    argv = (*container.command, *container.args)
+    """How long the container's app keeps serving after SIGTERM (``Settings.drain_of``); the
+    flags of the command a `sh -c` script ends with count as the container's (the
+    oauth-apiserver's `exec oauth-apiserver start --shutdown-delay-duration=50s`; judge272)."""
+    argv: tuple[str, ...] = (*container.command, *container.args)
+    if (found := shell_script(argv)) and (last := parse_script(found[1]).last):
+        argv = (*argv, *last.words)
     return settings.drain_of(
         workload.ref.kind,
         workload.ref.name,

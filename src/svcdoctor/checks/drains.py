@@ -242,3 +242,20 @@ PROBE_HEADER_DRAINS: dict[str, KnownDrain] = {
         quiet=True,
     )
 }
+
+
+# Servers built on the Kubernetes API server library (k8s.io/apiserver: kube-apiserver and
+# every aggregated API server) take --shutdown-delay-duration: at SIGTERM they fail /readyz and
+# keep serving for that long before they stop listening (default 0: GenericAPIServer's
+# ShutdownDelayDuration, pkg/server/options/server_run_options.go and genericapiserver.go in
+# kubernetes/apiserver), whatever the image is called (OpenShift's oauth-apiserver; judge272).
+FLAG_DRAINS: dict[str, KnownDrain] = {
+    "--shutdown-delay-duration": KnownDrain(
+        "--shutdown-delay-duration flag",
+        0,
+        "https://github.com/kubernetes/apiserver/blob/master/pkg/server/options/server_run_options.go",
+        "is a server on the Kubernetes API server library, which fails /readyz at SIGTERM and "
+        "keeps serving for its --shutdown-delay-duration",
+        flag="--shutdown-delay-duration",
+    )
+}

@@ -137,10 +137,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     HTTP add-on's interceptor 5 s, podinfo 3 s from 2.0.0, Argo's rollouts-demo 10 s,
     kube-ops-view 10 s, kubenurse 5 s, parapet's ingress controller and edge proxy 30 s,
     ingress-nginx with `--shutdown-grace-period`, Agones' extensions and allocator with
-    `READINESS_SHUTDOWN_DURATION`, and any server whose probes send knative.dev/pkg's
-    `K-Kubelet-Probe` header, built on that library's Drainer, 45 s; see the configuration
-    docs), and the drain a mounted configuration in the same files sets (CoreDNS's `health {
-    lameduck 5s }` in the Corefile ConfigMap its container mounts:
+    `READINESS_SHUTDOWN_DURATION`, any server whose probes send knative.dev/pkg's
+    `K-Kubelet-Probe` header, built on that library's Drainer, 45 s, and any given the
+    Kubernetes API server library's `--shutdown-delay-duration`, also in the `sh -c` script
+    it execs; see the configuration docs), and the drain a mounted configuration in the
+    same files sets (CoreDNS's `health { lameduck 5s }` in the Corefile ConfigMap its
+    container mounts:
     https://coredns.io/plugins/health/). Whether any other app keeps serving after SIGTERM
     cannot be seen in a manifest: the message says so rather than asserting that it stops.
     Behind headless Services only, no node routes: the message says the clients that resolved
