@@ -235,3 +235,19 @@ def test_an_operator_s_asset_is_a_note(tmp_path: Path) -> None:
         one.replace("replicas: 2", "replicas: 1").replace('"${IMAGE}"', "web:1"),
     )
     assert _findings(plain, "SVD204") == [("assets/svc.yaml", "warning")]
+
+
+def test_an_operator_s_asset_with_its_replicas_unset_is_no_rollout_gap(tmp_path: Path) -> None:
+    """openshift/cluster-authentication-operator's bindata/oauth-apiserver/deploy.yaml
+    (judge272): replicas unset because the operator sets them in code (one per control-plane
+    node), maxUnavailable 1: not "the only pod is removed" (no SVD106). Outside bindata/
+    the same file leaves the API default, 1, and is."""
+    unset = DEPLOYMENT.format(name="api", labels="app: api", image="example/api:1").replace(
+        "  replicas: 2\n",
+        "  strategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1, maxSurge: 0}}\n",
+    )
+    for folder, found in (("bindata/oauth-apiserver", []), ("deploy", [("deploy/api.yaml",)])):
+        root = tmp_path / folder.replace("/", "-")
+        _write(root / folder / "svc.yaml", SERVICE.format(name="api", selector="app: api"))
+        _write(root / folder / "api.yaml", unset)
+        assert [f[:1] for f in _findings(root, "SVD106")] == found, folder

@@ -40,7 +40,7 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
-from svcdoctor.model.inventory import file_distance, related
+from svcdoctor.model.inventory import file_distance, operator_asset, related
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
 
@@ -341,20 +341,12 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     )
 
 
-# An operator's embedded manifests (go-bindata's and go:embed's `bindata/`, or `assets/`
-# whose image is a placeholder the operator fills: `image: ${IMAGE}`) are templates it
-# applies, changed first (openshift/kueue-operator sets the replicas of
-# bindata/assets/kueue-operator/deployment.yaml in code; judge143)
+# An operator's embedded manifests (``operator_asset``) are templates it applies, changed
+# first (openshift/kueue-operator sets the replicas of bindata/assets/kueue-operator/
+# deployment.yaml in code; judge143)
 _ASSET_NOTE = (
     "# an operator's asset: if the operator sets the replicas when it applies it, change them there"
 )
-
-
-def operator_asset(w: Workload) -> bool:
-    """Whether the workload's file is a manifest an operator embeds and applies."""
-    parts = PurePath(w.location.file).parts
-    placeholder = any("${" in c.image for c in w.template.containers)
-    return "bindata" in parts or ("assets" in parts and placeholder)
 
 
 def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:

@@ -20,6 +20,7 @@ from svcdoctor.checks.state import (
     one_node_claim,
 )
 from svcdoctor.model import Cause, Inventory, Severity, Workload
+from svcdoctor.model.inventory import operator_asset
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch
 
 
@@ -123,7 +124,9 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 if one
                 else _spec_fix({"replicas": 2, "strategy": rolling}, apart, *_second_replica(w))
             )
-            if _only_pod_goes_first(inventory, w) and _one_at_most(w):
+            if w.replicas is None and operator_asset(w):
+                pass  # the operator sets the count when it applies it (SVD204's note says so)
+            elif _only_pod_goes_first(inventory, w) and _one_at_most(w):
                 hit = Hit(
                     w,
                     f"1 replica with maxUnavailable {w.max_unavailable} and maxSurge 0 written "

@@ -431,9 +431,12 @@ def _pod_template(
         if (name := f.text(v, "name", f"{p}.name"))
     ]
     labels = f.labels(meta, "labels", "metadata.labels")
+    annotations = f.labels(meta, "annotations", "metadata.annotations")
+    if "gateway" in annotations.get(_ISTIO_TEMPLATES, "").split(","):
+        containers = [_istio_gateway(c) if c.image == "auto" else c for c in containers]
     return PodTemplate(
         labels=labels,
-        annotations=f.labels(meta, "annotations", "metadata.annotations"),
+        annotations=annotations,
         containers=tuple(containers),
         line=spec.line if spec else line,
         grace_seconds=f.integer(
@@ -459,6 +462,22 @@ def _pod_template(
         is True,
         apart=_apart(spec, affinity, labels, containers),
     )
+
+
+# Istio's gateway injection (`inject.istio.io/templates: gateway`) replaces a container's
+# `image: auto` with the proxy's image and gives it the proxy's readiness probe, GET
+# /healthz/ready on 15021 (gateway-injection-template.yaml under
+# manifests/charts/istio-control/istio-discovery/files in istio/istio;
+# https://istio.io/latest/docs/setup/additional-setup/gateway/): what runs is Istio's
+# proxyv2, whose drain svcdoctor knows (anthos-service-mesh-samples; judge275).
+_ISTIO_TEMPLATES = "inject.istio.io/templates"
+_ISTIO_PROXY_IMAGE = "docker.io/istio/proxyv2:auto"
+
+
+def _istio_gateway(c: Container) -> Container:
+    """The gateway container as Istio's injector makes it."""
+    ready = Probe("httpGet", ("httpGet", "HTTP", "", "15021", "/healthz/ready"), c.line, port=15021)
+    return replace(c, image=_ISTIO_PROXY_IMAGE, readiness=c.readiness or ready)
 
 
 _HOSTNAME = "kubernetes.io/hostname"

@@ -297,6 +297,15 @@ def test_folder(file: str) -> str | None:
     return None
 
 
+def operator_asset(w: Workload) -> bool:
+    """Whether the workload's file is a manifest an operator embeds and applies (go-bindata's
+    and go:embed's `bindata/`, or `assets/` whose image is a placeholder the operator fills:
+    `image: ${IMAGE}`), often with fields it sets in code (the replicas)."""
+    parts = PurePath(w.location.file).parts
+    placeholder = any("${" in c.image for c in w.template.containers)
+    return "bindata" in parts or ("assets" in parts and placeholder)
+
+
 def _scales(hpa: Autoscaler, workload: Workload) -> bool:
     """Whether the autoscaler may scale the workload of its target's name: not one of a
     test's files (a unit test's `kubectl get hpa -o yaml` dump in another sample's testdata:
