@@ -195,12 +195,13 @@ def _removed_in(kind: str, api_version: object) -> str | None:
 def _removed(f: Fields, release: str) -> Finding:
     """SVD006 for a workload of a removed API version."""
     version = text_of(f.raw.body.get("apiVersion"))
-    return REMOVED_API.finding(
+    found = REMOVED_API.finding(
         f.raw.location,
         f"{f.ref} is {version}, which Kubernetes stopped serving in {release}: `kubectl "
         "apply` rejects it, so its rollout, shutdown and probes were not checked; port it "
         f"to {_PORTED.get(f.raw.kind, 'apps/v1')} and lint again",
     )
+    return replace(found, object=f.ref)  # the object it names, in JSON and SARIF too (judge276)
 
 
 def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload:
