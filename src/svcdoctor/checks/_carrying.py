@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from svcdoctor.checks._serving import (
     METRICS_FLAGS,
+    PROFILER_FLAGS,
     SCRAPE_PORT,
     argv_of,
     backed,
@@ -292,8 +293,9 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
     says metrics, profiling or probes (``SCRAPE_PORT``) in each pod it selects: an unnamed
     Service port `29644` to the container port named `metrics` (deploy/csi-smb-controller.yaml
     and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb); or the port
-    a controller-runtime manager's ``--metrics-bind-address`` sets; or a kube-rbac-proxy in
-    front of the pod's metrics (``proxies_metrics``)."""
+    a controller-runtime manager's ``--metrics-bind-address`` sets, or a ``--pprof-address``
+    (``PROFILER_FLAGS``); or a kube-rbac-proxy in front of the pod's metrics
+    (``proxies_metrics``)."""
     workloads = inventory.targeted(service)
     if not workloads or not service.ports:
         return False
@@ -305,7 +307,11 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
             for cp in c.ports
         )
         or proxies_metrics(w, p.target)
-        or any(p.target == flag_port(argv_of(c), *METRICS_FLAGS) for c in w.template.containers)
+        or any(
+            p.target
+            in (flag_port(argv_of(c), *METRICS_FLAGS), flag_port(argv_of(c), *PROFILER_FLAGS))
+            for c in w.template.containers
+        )
         for p in service.ports
         for w in workloads
     )

@@ -393,6 +393,9 @@ METRICS_FLAGS = (
     "diagnostics-address",
     "metrics-listen-address",  # multus-admission-controller's
 )
+# Go's net/http/pprof served on a port of its own by a flag (metacontroller's
+# `--pprof-address=:6060`, a debug port `go tool pprof` reads; judge279)
+PROFILER_FLAGS = ("pprof-address", "pprof-bind-address", "pprof-addr", "profiler-address")
 _BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
 # The Prometheus Operator serves only its metrics and health on its web port (its
 # --web.listen-address, --listen-address before v0.48; :8080 by default), which

@@ -26,11 +26,10 @@ from svcdoctor.checks.state import (
     HISTORY_CAVEAT,
     INLINE_DISKS,
     SPLIT_CAVEAT,
-    data_store,
     local_state,
     one_node_claim,
-    sidecar_store,
 )
+from svcdoctor.checks.stores import data_store, sidecar_store
 from svcdoctor.model import (
     Autoscaler,
     Cause,

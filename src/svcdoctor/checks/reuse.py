@@ -14,7 +14,8 @@ from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.images import socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
-from svcdoctor.checks.state import data_store, local_state, node_socket
+from svcdoctor.checks.state import local_state, node_socket
+from svcdoctor.checks.stores import data_store
 from svcdoctor.model import Cause, Container, Inventory, Service, ServicePort, Severity, Workload
 from svcdoctor.model.hops import KONG_SERVICE_UPSTREAM, NGINX_SERVICE_UPSTREAM, HopKind
 from svcdoctor.model.patch import Fix, ObjectPatch

@@ -14,11 +14,11 @@ from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import (
     SPLIT_CAVEAT,
-    data_store,
     keeps_data,
     local_state,
     one_node_claim,
 )
+from svcdoctor.checks.stores import data_store
 from svcdoctor.model import Cause, Inventory, Severity, Workload
 from svcdoctor.model.inventory import operator_asset
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch

@@ -9,50 +9,10 @@ from collections.abc import Mapping, Sequence
 
 from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted, runs_locust
 from svcdoctor.checks.election import election_off
-from svcdoctor.checks.settings import flag_value
+from svcdoctor.checks.settings import flag_value, tag_version
+from svcdoctor.checks.stores import data_store
 from svcdoctor.model import Container, Mount, Workload
 from svcdoctor.model.images import without_host
-
-# Images of data stores and brokers (a directory server's database: OpenLDAP; message
-# brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis, Eclipse Mosquitto, which has
-# no clustering: dapr-traffic-control's, judge269; Azure Storage's emulator
-# Azurite: longhorn's backupstores, judge195; fsouza/fake-gcs-server, Google Cloud Storage's,
-# moco's e2e, judge258; LocalStack, AWS's; DynamoDB Local, an in-memory emulator without
-# clustering: eks-workshop-v2's carts store, judge248; a Galera cluster of MySQL masters, whose
-# clients stay on one master so that their writes do not conflict: trillian's, judge254): a
-# second replica is a second, separate store (or needs the store's own clustering), and
-# stopping the old pod first is deliberate (one writer of a ReadWriteOnce volume). Replica and
-# rollout advice does not apply to them.
-_DATA_STORE = re.compile(
-    r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
-    r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
-    r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
-    r"activemq|azurite|dynamodb|galera|fake-gcs-server|localstack|mosquitto)"
-    r"(?:$|[_.-])"
-)
-
-
-_STORE_TOOL = re.compile(
-    r"(?:^|[_.-])(?:exporters?|ui|commander|operator|proxy|admin|dashboards?|clients?|cli|console|"
-    r"webhooks?|"
-    r"browser|web|gui|manager|insight|backup|express|migrat\w*)(?:$|[_.-])"
-)
-
-
-# Data stores and brokers whose image's last name says nothing (``mcr.microsoft.com/mssql/server``,
-# and before it ``microsoft/mssql-server-linux``;
-# IBM MQ's queue manager, ibmcom/mq and icr.io/ibm-messaging/mq:
-# https://github.com/ibm-messaging/mq-container):
-# https://learn.microsoft.com/sql/linux/quickstart-install-connect-docker,
-# https://hub.docker.com/r/microsoft/azure-sql-edge, the OracleDatabase images of
-# https://github.com/oracle/docker-images and gvenzl/oracle-xe|free on Docker Hub,
-# https://hub.docker.com/r/ibmcom/db2 (icr.io/db2_community/db2)
-_DATA_STORE_REPO = re.compile(
-    r"(^|/)(mssql(/rhel)?/server|mssql-server-linux|azure-sql-edge|oracle/database|"
-    r"gvenzl/oracle-(xe|free)|"
-    r"(ibmcom|db2_community)/db2|(ibmcom|ibm-messaging)/mq)(:|@|$)"
-)
-
 
 # What a second replica cannot fix, said wherever one is proposed: the manifests show no
 # state kept in the process or on the container's own disk (an in-memory cache, an embedded
@@ -61,48 +21,6 @@ SPLIT_CAVEAT = (
     "# unless the server keeps data of its own (in memory or on its disk, which the manifests "
     "do not show):\n# then a second replica would split it; share that state first"
 )
-
-
-def data_store(workload: Workload) -> bool:
-    """Whether the workload runs a data store or broker, by its containers' image names
-    (not the tools around one: exporters, UIs, operators, proxies; nor a port-less store
-    beside an app that declares its ports: its local cache, contour's ratelimit with a redis
-    sidecar, judge194)."""
-    stores = [c for c in workload.template.containers if _store(c)]
-    apps = [c for c in workload.template.containers if c.ports and not _store(c, tools=True)]
-    return any(c.ports or not apps for c in stores)
-
-
-def sidecar_store(workload: Workload) -> str | None:
-    """Why the pod's server keeps its data in a store of its own pod: a port-less data store
-    beside it (``data_store`` takes the pod for the server's): a second replica would run a
-    second store (contour's ratelimit and its redis; the sample API server and its etcd)."""
-    store = next((c for c in workload.template.containers if _store(c) and not c.ports), None)
-    return None if store is None else f"its pod runs {store.image} beside it, a store of its own"
-
-
-# Data stores' server binaries, run by a container's `command` from an image named for
-# something else (Calico's yaobank demo runs `etcd` from spikecurtis/yaobank-database;
-# judge223)
-_STORE_COMMANDS = frozenset(
-    {"etcd", "redis-server", "valkey-server", "keydb-server", "mongod", "postgres", "mysqld"}
-    | {"mariadbd", "memcached", "nats-server", "influxd", "clickhouse-server", "minio"}
-)
-
-
-def _store(c: Container, *, tools: bool = False) -> bool:
-    """Whether the container runs a data store (``tools``: or a tool around one): by its
-    image's name, or by the server its ``command`` runs."""
-    if c.command and c.command[0].rsplit("/", 1)[-1] in _STORE_COMMANDS:
-        return True
-    image = c.image.split("@", 1)[0].lower()
-    name = image.rsplit("/", 1)[-1].split(":", 1)[0]
-    if "$" in name:
-        return False  # a placeholder (`${KNATIVE_KAFKA_RECEIVER_IMAGE}`) names no image yet
-    tool = bool(_STORE_TOOL.search(name))
-    return bool(_DATA_STORE.search(name) and (tools or not tool)) or bool(
-        _DATA_STORE_REPO.search(image)
-    )
 
 
 # Servers that keep their data in the one process or its local files, so that a second
@@ -489,11 +407,20 @@ _LOKI_LOCAL = "/etc/loki/local-config.yaml"
 # Nacos' server image with MODE=standalone (the default is cluster) is a one-node registry
 # and config center: its registered instances in memory, its config in embedded Derby unless
 # SPRING_DATASOURCE_PLATFORM is mysql (https://github.com/nacos-group/nacos-docker#common-property-configuration)
-_NACOS = re.compile(r"(^|/)nacos/nacos-server(:|@|$)")
+# (its mirrors too, named nacos: dubbo-samples' registry.cn-hangzhou.aliyuncs.com/.../nacos;
+# judge279)
+_NACOS = re.compile(r"(^|/)(nacos/nacos-server|nacos)(:|@|$)")
 # Seata's server keeps its global transaction sessions in files under its own sessionStore
 # in `file` store mode, the image's default (STORE_MODE: db, redis and raft share or
 # replicate them: https://seata.apache.org/docs/ops/deploy-by-docker/)
 _SEATA = re.compile(r"(^|/)(seataio|apache)/seata-server(:|@|$)")
+
+
+# SkyWalking's OAP server before 10 stores in H2, in memory, unless SW_STORAGE names another
+# (`storage: selector: ${SW_STORAGE:h2}` in oap-server's application.yml,
+# https://skywalking.apache.org/docs/main/v9.7.0/en/setup/backend/backend-storage/): a second
+# one is a second database (dubbo-samples' skywalking; judge279)
+_SKYWALKING_OAP = re.compile(r"(^|/)apache/skywalking-oap-server(:|@|$)")
 
 
 # Sock Shop's front-end keeps its express sessions in memory unless SESSION_REDIS is set
@@ -512,6 +439,15 @@ def _stock_local(
         return "Loki on its image's local-config.yaml keeps chunks and index on its own disk"
     if _NACOS.search(image) and env.get("MODE") == "standalone":
         return "Nacos in standalone mode keeps its registry and config in itself"
+    version = tag_version(image)
+    if (
+        _SKYWALKING_OAP.search(image)
+        and env.get("SW_STORAGE", "h2") == "h2"
+        and version is not None
+        and version < (10,)
+        and not configured
+    ):
+        return "SkyWalking's OAP server keeps its data in H2 in memory (SW_STORAGE unset)"
     if _SOCK_SHOP_FRONT.search(image) and "SESSION_REDIS" not in env:
         return (
             "Sock Shop's front-end keeps sessions (logins, carts) in memory without SESSION_REDIS"

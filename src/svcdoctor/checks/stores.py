@@ -1,0 +1,96 @@
+"""Which containers run a data store or a broker, by their image or their command: a
+second replica of one is a second, separate store, and stopping it first is deliberate."""
+
+from __future__ import annotations
+
+import re
+
+from svcdoctor.model import Container, Workload
+
+# Images of data stores and brokers (a directory server's database: OpenLDAP; message
+# brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis, Eclipse Mosquitto, which has
+# no clustering: dapr-traffic-control's, judge269; Azure Storage's emulator
+# Azurite: longhorn's backupstores, judge195; fsouza/fake-gcs-server, Google Cloud Storage's,
+# moco's e2e, judge258; LocalStack, AWS's; DynamoDB Local, an in-memory emulator without
+# clustering: eks-workshop-v2's carts store, judge248; a Galera cluster of MySQL masters, whose
+# clients stay on one master so that their writes do not conflict: trillian's, judge254): a
+# second replica is a second, separate store (or needs the store's own clustering), and
+# stopping the old pod first is deliberate (one writer of a ReadWriteOnce volume). Replica and
+# rollout advice does not apply to them.
+_DATA_STORE = re.compile(
+    r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
+    r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
+    r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
+    r"activemq|azurite|dynamodb|galera|fake-gcs-server|localstack|mosquitto)"
+    r"(?:$|[_.-])"
+)
+
+
+_STORE_TOOL = re.compile(
+    r"(?:^|[_.-])(?:exporters?|ui|commander|operator|proxy|admin|dashboards?|clients?|cli|console|"
+    r"webhooks?|"
+    r"browser|web|gui|manager|insight|backup|express|migrat\w*)(?:$|[_.-])"
+)
+
+
+# Data stores and brokers whose image's last name says nothing (``mcr.microsoft.com/mssql/server``,
+# and before it ``microsoft/mssql-server-linux``;
+# IBM MQ's queue manager, ibmcom/mq and icr.io/ibm-messaging/mq:
+# https://github.com/ibm-messaging/mq-container):
+# https://learn.microsoft.com/sql/linux/quickstart-install-connect-docker,
+# https://hub.docker.com/r/microsoft/azure-sql-edge, the OracleDatabase images of
+# https://github.com/oracle/docker-images and gvenzl/oracle-xe|free on Docker Hub,
+# https://hub.docker.com/r/ibmcom/db2 (icr.io/db2_community/db2)
+_DATA_STORE_REPO = re.compile(
+    r"(^|/)(mssql(/rhel)?/server|mssql-server-linux|azure-sql-edge|oracle/database|"
+    r"gvenzl/oracle-(xe|free)|"
+    r"(ibmcom|db2_community)/db2|(ibmcom|ibm-messaging)/mq)(:|@|$)"
+)
+
+
+def data_store(workload: Workload) -> bool:
+    """Whether the workload runs a data store or broker, by its containers' image names
+    (not the tools around one: exporters, UIs, operators, proxies; nor a port-less store
+    beside an app that declares its ports: its local cache, contour's ratelimit with a redis
+    sidecar, judge194)."""
+    stores = [c for c in workload.template.containers if _store(c)]
+    apps = [c for c in workload.template.containers if c.ports and not _store(c, tools=True)]
+    return any(c.ports or not apps for c in stores)
+
+
+def sidecar_store(workload: Workload) -> str | None:
+    """Why the pod's server keeps its data in a store of its own pod: a port-less data store
+    beside it (``data_store`` takes the pod for the server's): a second replica would run a
+    second store (contour's ratelimit and its redis; the sample API server and its etcd)."""
+    store = next((c for c in workload.template.containers if _store(c) and not c.ports), None)
+    return None if store is None else f"its pod runs {store.image} beside it, a store of its own"
+
+
+# Data stores' server binaries, run by a container's `command` from an image named for
+# something else (Calico's yaobank demo runs `etcd` from spikecurtis/yaobank-database;
+# judge223)
+_STORE_COMMANDS = frozenset(
+    {"etcd", "redis-server", "valkey-server", "keydb-server", "mongod", "postgres", "mysqld"}
+    | {"mariadbd", "memcached", "nats-server", "influxd", "clickhouse-server", "minio"}
+)
+
+
+def _store(c: Container, *, tools: bool = False) -> bool:
+    """Whether the container runs a data store (``tools``: or a tool around one): by its
+    image's name, or by the server its ``command`` runs."""
+    if c.command and c.command[0].rsplit("/", 1)[-1] in _STORE_COMMANDS:
+        return True
+    image = c.image.split("@", 1)[0].lower()
+    name = image.rsplit("/", 1)[-1].split(":", 1)[0]
+    if "$" in name:
+        return False  # a placeholder (`${KNATIVE_KAFKA_RECEIVER_IMAGE}`) names no image yet
+    tool = bool(_STORE_TOOL.search(name))
+    # a mirror of test images names the store in the tag (feast-test-images:postgres-17-alpine;
+    # judge277)
+    tag = image.rsplit("/", 1)[-1].partition(":")[2]
+    tagged = bool(_DATA_STORE.match(tag)) and not _STORE_TOOL.search(tag)
+    return (
+        bool(_DATA_STORE.search(name) and (tools or not tool))
+        or (tagged and not tool)
+        or bool(_DATA_STORE_REPO.search(image))
+    )
