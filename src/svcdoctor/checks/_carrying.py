@@ -603,8 +603,25 @@ def racing(inventory: Inventory) -> tuple[tuple[Workload, Container], ...]:
 
 
 def _racing(inventory: Inventory) -> tuple[tuple[Workload, Container], ...]:
-    return tuple(
-        (w, c)
-        for w, c in backed(inventory)
-        if any(carries_requests(inventory, s) for s in inventory.services_of(w))
+    found = []
+    for w, c in backed(inventory):
+        targets = [
+            p.target
+            for s in inventory.services_of(w)
+            if carries_requests(inventory, s)
+            for p in s.ports
+        ]
+        if targets and not _siblings_only(w, c, targets):
+            found.append((w, c))
+    return tuple(found)
+
+
+def _siblings_only(w: Workload, c: Container, targets: list[int | str]) -> bool:
+    """Whether every port the Services that carry requests send to is one of the pod's other
+    containers declares, and none is ``c``'s: ``c`` serves only a scraped Service (OpenShift's
+    check-endpoints sidecar on its metrics port beside the apiserver's 8443; judge283). A
+    port no container declares may be ``c``'s."""
+    others = [x for x in w.template.containers if x is not c]
+    return not any(serves(c, t) for t in targets) and all(
+        any(serves(x, t) for x in others) for t in targets
     )
