@@ -142,9 +142,10 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     Kubernetes API server library's `--shutdown-delay-duration`, also in the `sh -c` script
     it execs; see the configuration docs), and the drain a mounted configuration in the
     same files sets (CoreDNS's `health { lameduck 5s }` in the Corefile ConfigMap its
-    container mounts:
-    https://coredns.io/plugins/health/). Whether any other app keeps serving after SIGTERM
-    cannot be seen in a manifest: the message says so rather than asserting that it stops.
+    container mounts: https://coredns.io/plugins/health/; an API server's
+    `shutdown-delay-duration` in the config file its ConfigMap holds). Whether any other app
+    keeps serving after SIGTERM cannot be seen in a manifest: the message says so rather than
+    asserting that it stops.
     Behind headless Services only, no node routes: the message says the clients that resolved
     the pod's address from DNS still connect to it. Containers that serve nothing (`sleep
     infinity`, `tail -f /dev/null`, test clients, a chart's `helm.sh/hook` Pods) are not

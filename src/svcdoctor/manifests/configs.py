@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -176,18 +177,50 @@ def _dex_storage(text: str) -> str | None:
 # (https://github.com/coredns/deployment/blob/master/kubernetes/coredns.yaml.sed).
 COREDNS_HEALTH = "https://coredns.io/plugins/health/"
 _LAMEDUCK = re.compile(r"\bhealth\b[^{}\n]*\{[^{}]*?\blameduck[ \t]+(\d+(?:\.\d+)?(?:ms|s|m|h))\b")
-# ConfigMap (namespace, name) -> seconds the CoreDNS reading it keeps serving after SIGTERM
-ConfigDrains = dict[tuple[str, str], float]
+# A server on the Kubernetes API server library reads its flags from a config file too
+# (OpenShift's `apiServerArguments: {shutdown-delay-duration: [50s]}` in the
+# OpenShiftAPIServerConfig its ConfigMap holds; judge283): it fails /readyz at SIGTERM and
+# keeps serving that long (the flag: ``checks.drains.FLAG_DRAINS``).
+APISERVER_DELAY = (
+    "https://github.com/kubernetes/apiserver/blob/master/pkg/server/options/server_run_options.go"
+)
+_SHUTDOWN_DELAY = re.compile(
+    r"^[ \t]*[\"']?shutdown-delay-duration[\"']?[ \t]*:[ \t]*(?:\n[ \t]*-[ \t]*)?[\"']?"
+    r"(\d+(?:\.\d+)?(?:ms|s|m|h))\b",
+    re.MULTILINE,
+)
 
 
-def corefile_drain(root: yaml.Node) -> tuple[tuple[str, str], float] | None:
-    """The ConfigMap's (namespace, name) and its Corefile's health lameduck in seconds."""
+@dataclass(frozen=True, slots=True)
+class ConfigDrain:
+    """How long a server reading a ConfigMap keeps serving after SIGTERM, what in the file
+    says so, where that is documented, and whether only CoreDNS reads it so."""
+
+    seconds: float
+    what: str
+    source: str
+    coredns: bool = False
+
+
+# ConfigMap (namespace, name) -> the drain of the server reading it
+ConfigDrains = dict[tuple[str, str], ConfigDrain]
+
+
+def config_drain(root: yaml.Node) -> tuple[tuple[str, str], ConfigDrain] | None:
+    """The ConfigMap's (namespace, name) and the drain it sets: its Corefile's health
+    lameduck, or an API server's shutdown-delay-duration."""
     if (found := _config_data(root)) is None:
         return None
     ref, items = found
     for key, text in items:
         if key == "Corefile" and (lameduck := _LAMEDUCK.search(text)):
-            return ref, go_duration(lameduck.group(1))
+            seconds = go_duration(lameduck.group(1))
+            what = f"health lameduck {seconds:g}s in its Corefile"
+            return ref, ConfigDrain(seconds, what, COREDNS_HEALTH, coredns=True)
+        if "shutdown-delay-duration" in text and (delay := _SHUTDOWN_DELAY.search(text)):
+            seconds = go_duration(delay.group(1))
+            what = f"shutdown-delay-duration {delay.group(1)} in its mounted config"
+            return ref, ConfigDrain(seconds, what, APISERVER_DELAY)
     return None
 
 
@@ -218,7 +251,7 @@ def read_config(
     if kind == "ConfigMap":
         if store := local_store(root):
             stores[store[0]] = store[1]
-        if drain := corefile_drain(root):
+        if drain := config_drain(root):
             drains[drain[0]] = drain[1]
     elif kind == "PersistentVolumeClaim":
         keys = mapping_keys(root)

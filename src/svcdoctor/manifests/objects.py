@@ -10,7 +10,6 @@ from typing import Any
 
 from svcdoctor.checks.inputs import REMOVED_API
 from svcdoctor.manifests.configs import (
-    COREDNS_HEALTH,
     GRAFANA_INI_SQLITE,
     ConfigDrains,
     Dialed,
@@ -247,28 +246,29 @@ def _with_pin(w: Workload, body: YMap, pins: dict[int, str]) -> Workload:
 
 
 def _with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload:
-    """The workload, with the drain a CoreDNS container's mounted Corefile sets
-    (``manifests.configs.corefile_drain``)."""
-    if not drains or not any("coredns" in c.image for c in w.template.containers):
+    """The workload, with the drain a container's mounted ConfigMap sets
+    (``manifests.configs.config_drain``: a CoreDNS Corefile's, for CoreDNS only)."""
+    if not drains or "configMap" not in w.template.volumes.values():
         return w
     maps = dict(_mounted(body, "configMap", "name"))
     containers = []
     for c in w.template.containers:
         mounted = [maps[m.volume] for m in c.mounts if m.volume in maps]
-        seconds = next(
+        drain = next(
             (
-                s
-                for (ns, name), s in drains.items()
+                d
+                for (ns, name), d in drains.items()
                 if name in mounted
                 and (ns == w.ref.namespace or {ns, w.ref.namespace} <= {"", "default"})
+                and (not d.coredns or "coredns" in c.image)
             ),
             None,
         )
-        if seconds and "coredns" in c.image:
-            what = f"health lameduck {seconds:g}s in its Corefile"
-            containers.append(replace(c, config_drain=(seconds, what, COREDNS_HEALTH)))
-        else:
-            containers.append(c)
+        containers.append(
+            replace(c, config_drain=(drain.seconds, drain.what, drain.source))
+            if drain is not None and drain.seconds > 0
+            else c
+        )
     return replace(w, template=replace(w.template, containers=tuple(containers)))
 
 
