@@ -1122,3 +1122,21 @@ def test_a_helm_template_as_namespace_moves_nothing(tmp_path: Path) -> None:
     )
     inventory = build_inventory(load([str(tmp_path)]))
     assert [w.ref.namespace for w in inventory.workloads] == ["system"]
+
+
+def test_a_go_template_beside_a_service_may_be_its_workload(tmp_path: Path) -> None:
+    """openshift/cluster-kube-apiserver-operator (judge283): the static Pod its Go code fills
+    in (`image: {{.Image}}`) sits beside the Service that selects it: no SVD207."""
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n"
+        '  labels: {apiserver: "true"}\nspec:\n  containers:\n  - name: kube-apiserver\n'
+        "    image: {{.Image}}\n    ports: [{containerPort: 6443}]\n"
+    )
+    service = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: apiserver}\n"
+        'spec:\n  selector: {apiserver: "true"}\n  ports: [{port: 443, targetPort: 6443}]\n'
+    )
+    _write(tmp_path, {"go.mod": "module example.com/op\n", "assets/svc.yaml": service})
+    assert ("SVD207", "apiserver") in _rules([str(tmp_path)])
+    _write(tmp_path, {"assets/pod.yaml": pod})
+    assert ("SVD207", "apiserver") not in _rules([str(tmp_path)])

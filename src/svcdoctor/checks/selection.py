@@ -313,9 +313,10 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     left out of the build keeps the placeholder that kustomize replaced in its workload's
     files).
 
-    Nor is a Service whose folder holds a templated document lint could not read (SVD002): its
-    workload may be that document. Nor a Service whose selector, or whose workload's namespace,
-    is a variable the tool that applies the files fills in (`${APP_LABEL}`, `${NAMESPACE}`).
+    Nor is a Service whose folder holds a templated document lint could not read (SVD002, or
+    a template Go code fills in): its workload may be that document. Nor a Service whose
+    selector, or whose workload's namespace, is a variable the tool that applies the files
+    fills in (`${APP_LABEL}`, `${NAMESPACE}`).
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload of its namespace is in the Service's
@@ -432,8 +433,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
         elif any(
             p.rule == HELM_TEMPLATE.id and _in_tree(p.location.file, home)
             for p in inventory.problems
-        ):
-            continue  # a templated document beside it was not read (SVD002): its workload?
+        ) or any(_in_tree(f, home) for f in inventory.unread_templates):
+            continue  # a templated document beside it was not read (SVD002, or Go code's
+            # template: the kube-apiserver operator's static pod.yaml; judge283): its workload?
         elif any(  # its folder's workloads, or a folder's beside it in the namespace it names
             same_namespace(w.ref.namespace, svc.ref.namespace)
             and (

@@ -118,6 +118,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         fronts=tuple(fronts),
         grants=tuple(grants),
         problems=tuple(problems),
+        unread_templates=frozenset(f for files in loaded.go_templates.values() for f in files),
         files=loaded.files,
         objects=loaded.documents,
         skipped=loaded.skipped,

@@ -66,6 +66,8 @@ class Inventory:
     fronts: tuple[Front, ...] = ()
     grants: tuple[ReferenceGrant, ...] = ()
     problems: tuple[Finding, ...] = ()
+    # Files whose documents are templates no tool here renders (Go code's: ``go_templates``)
+    unread_templates: frozenset[str] = frozenset()
     files: int = 0
     objects: int = 0
     skipped: int = 0  # documents that are not Kubernetes objects
