@@ -317,9 +317,8 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
         )
         or proxies_metrics(w, p.target)
         or any(
-            p.target
-            in (flag_port(argv_of(c), *METRICS_FLAGS), flag_port(argv_of(c), *PROFILER_FLAGS))
-            for c in w.template.containers
+            p.target in (flag_port(argv, *METRICS_FLAGS), flag_port(argv, *PROFILER_FLAGS))
+            for argv in map(argv_of, w.template.containers)
         )
         for p in service.ports
         for w in workloads
@@ -522,13 +521,9 @@ def _probes_metrics(container: Container, target: int | str) -> bool:
         for q in container.ports
         if target in (q.number, q.name)
     }
-    probes = [container.readiness, container.liveness, container.startup]
     return any(
-        probe is not None
-        and probe.handler == "httpGet"
-        and probe.port in names
-        and probe.target[4] == "/metrics"
-        for probe in probes
+        p.handler == "httpGet" and p.port in names and p.target[4] == "/metrics"
+        for p in container.probes
     )
 
 

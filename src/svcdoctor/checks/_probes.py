@@ -390,32 +390,33 @@ def known_path(container: Container, target: Target, scheme: str) -> tuple[str, 
     path on the target port in ``scheme``: the inputs' only evidence of a path it serves."""
     ports = {target.port, target.number} - {None}
     ports |= {p.name for p in container.ports if p.number == target.number and p.name}
-    for kind, probe in (("livenessProbe", container.liveness), ("startupProbe", container.startup)):
-        if (
-            probe is not None
-            and probe.handler == "httpGet"
-            and probe.port in ports
-            and probe.target[1] == scheme
-            and not probe.target[2]  # no host: the kubelet GETs the pod's IP
-            and len(probe.target) == 5  # no httpHeaders the app may require
-        ):
-            return kind, probe
-    return None
+    return next(
+        (
+            (kind, probe)
+            for kind, probe in _served_gets(container)
+            if probe.port in ports and probe.target[1] == scheme
+        ),
+        None,
+    )
+
+
+def _served_gets(container: Container) -> list[tuple[str, Probe]]:
+    """The container's own livenessProbe and startupProbe (kind, probe) that GET a path of
+    the pod: no host (the kubelet GETs the pod's IP), no httpHeaders the app may require."""
+    kinds = (("livenessProbe", container.liveness), ("startupProbe", container.startup))
+    return [
+        (kind, probe)
+        for kind, probe in kinds
+        if probe is not None
+        and probe.handler == "httpGet"
+        and not probe.target[2]
+        and len(probe.target) == 5
+    ]
 
 
 def _http_probe(container: Container) -> tuple[str, Probe] | None:
-    """The container's own livenessProbe or startupProbe that GETs a path of the pod, on any
-    port (no host, no headers): a path it serves."""
-    for kind, probe in (("livenessProbe", container.liveness), ("startupProbe", container.startup)):
-        if (
-            probe is not None
-            and probe.handler == "httpGet"
-            and probe.port is not None
-            and not probe.target[2]
-            and len(probe.target) == 5
-        ):
-            return kind, probe
-    return None
+    """The first of ``_served_gets`` on a port it names: a path the container serves."""
+    return next(((k, p) for k, p in _served_gets(container) if p.port is not None), None)
 
 
 def health_port(container: Container) -> int | None:

@@ -71,13 +71,10 @@ def leader_for_life(container: Container) -> bool:
     all, by lease (datashim; judge134; percona-xtradb-cluster-operator, judge215;
     hyperconverged-cluster-webhook, judge259)."""
     pod, operator = _LEADER_FOR_LIFE
-    named = {name for name, _ in container.env} | container.env_refs
+    named = container.env_names
     flagged = any(_LEADER_FLAG.match(w) for w in argv_of(container))
     metrics = any(p.number == 8080 and p.name == "metrics" for p in container.ports)
-    readyz = any(
-        probe is not None and probe.handler == "httpGet" and probe.target[4] == "/readyz"
-        for probe in (container.readiness, container.liveness, container.startup)
-    )
+    readyz = any(p.handler == "httpGet" and p.target[4] == "/readyz" for p in container.probes)
     runtime = _controller_runtime(container) or metrics or readyz
     return pod in container.env_refs and operator in named and not flagged and not runtime
 

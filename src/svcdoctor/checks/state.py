@@ -167,9 +167,8 @@ _REGISTRY_SECRET = "REGISTRY_HTTP_SECRET"
 
 def _shares_secret(container: Container) -> bool:
     """Whether the registry's HTTP secret is set (by env, or its config file may set it)."""
-    names = {name for name, _ in container.env} | container.env_refs
     return (
-        _REGISTRY_SECRET in names
+        _REGISTRY_SECRET in container.env_names
         or bool(container.env_from)
         or any(m.path.startswith("/etc/docker/registry") for m in container.mounts)
     )

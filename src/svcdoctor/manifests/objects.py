@@ -42,6 +42,7 @@ from svcdoctor.model import (
     Workload,
 )
 from svcdoctor.model.duration import SLEEP, parse_duration
+from svcdoctor.model.hops import ISTIO_TEMPLATES
 from svcdoctor.model.images import ImageFacts
 from svcdoctor.model.inventory import DEFAULT_NAMESPACE, Dialing
 from svcdoctor.model.route import Front, ReferenceGrant, Route
@@ -210,7 +211,7 @@ def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload
         return w
     mounted = [name for _, name in _mounted(body, "configMap", "name")]
     why = store_of(w.ref.namespace, mounted, stores)
-    named = {n for c in w.template.containers for n in (*dict(c.env), *c.env_refs)}
+    named = {n for c in w.template.containers for n in c.env_names}
     if why == GRAFANA_INI_SQLITE and any(n.startswith("GF_DATABASE_") for n in named):
         return w  # its environment names the database, which wins over the file
     return replace(w, template=replace(w.template, config_state=why)) if why else w
@@ -434,7 +435,7 @@ def _pod_template(
     ]
     labels = f.labels(meta, "labels", "metadata.labels")
     annotations = f.labels(meta, "annotations", "metadata.annotations")
-    if "gateway" in annotations.get(_ISTIO_TEMPLATES, "").split(","):
+    if "gateway" in annotations.get(ISTIO_TEMPLATES, "").split(","):
         containers = [_istio_gateway(c) if c.image == "auto" else c for c in containers]
     return PodTemplate(
         labels=labels,
@@ -472,7 +473,6 @@ def _pod_template(
 # manifests/charts/istio-control/istio-discovery/files in istio/istio;
 # https://istio.io/latest/docs/setup/additional-setup/gateway/): what runs is Istio's
 # proxyv2, whose drain svcdoctor knows (anthos-service-mesh-samples; judge275).
-_ISTIO_TEMPLATES = "inject.istio.io/templates"
 _ISTIO_PROXY_IMAGE = "docker.io/istio/proxyv2:auto"
 
 

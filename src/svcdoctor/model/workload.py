@@ -168,10 +168,19 @@ class Container:
     config_drain: tuple[float, str, str] | None = None
 
     @property
+    def probes(self) -> tuple[Probe, ...]:
+        """Its readiness, liveness and startup probes, those it sets."""
+        return tuple(p for p in (self.readiness, self.liveness, self.startup) if p is not None)
+
+    @property
     def probe_headers(self) -> frozenset[str]:
         """The header names its probes send (``Probe.header_names``)."""
-        probes = (self.readiness, self.liveness, self.startup)
-        return frozenset(h for p in probes if p is not None for h in p.header_names)
+        return frozenset(h for p in self.probes for h in p.header_names)
+
+    @property
+    def env_names(self) -> frozenset[str]:
+        """The environment variables it sets, by value or from a reference."""
+        return frozenset(name for name, _ in self.env) | self.env_refs
 
 
 @dataclass(frozen=True, slots=True)
