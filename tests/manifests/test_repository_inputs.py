@@ -293,6 +293,32 @@ def test_templates_go_code_embeds_or_reads_are_skipped_and_counted(tmp_path: Pat
     assert [Path(o.location.file).name for o in result.objects] == ["plain.yaml"]
 
 
+def test_a_go_template_with_its_own_data_and_sprig_functions_is_its_programs(
+    tmp_path: Path,
+) -> None:
+    """kubernetes-nmstate's deploy/handler/operator.yaml: `{{ .HandlerNamespace }}` and
+    `{{ toYaml .HandlerAffinity | nindent 8 }}`, filled in by the operator, which copies the
+    file into its image (judge292). Helm gives a template only its built-in objects, so a
+    file reading other data is no chart's, `toYaml` or not: a Go module's template, not an
+    SVD002 error advising `helm template`. A file reading `.Values` stays Helm's."""
+    write(tmp_path / "go.mod", "module example.com/op\n")
+    handler = (
+        'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{template "prefix" .}}h\n'
+        "  namespace: {{ .HandlerNamespace }}\nspec:\n  template:\n    spec:\n"
+        "      affinity: {{ toYaml .HandlerAffinity | nindent 8 }}\n"
+    )
+    write(tmp_path / "deploy" / "handler" / "operator.yaml", handler)
+    chart = write(
+        tmp_path / "deploy" / "chart.yaml",
+        handler.replace(".HandlerNamespace", ".Values.namespace"),
+    )
+    result = load([str(tmp_path)])
+    assert result.go_templates == {str(tmp_path): {str(tmp_path / "deploy/handler/operator.yaml")}}
+    assert [(p.rule, p.location.file, p.severity.value) for p in result.problems] == [
+        ("SVD002", chart, "error")
+    ]
+
+
 def test_an_autoscaler_in_another_sample_s_testdata_scales_nothing_here(tmp_path: Path) -> None:
     """kubernetes-engine-samples: a `kubectl get hpa -o yaml` dump in one sample's
     api/testdata names `web`, and another sample runs one `web` (judge231): the dump is a

@@ -58,12 +58,13 @@ HELM_TEMPLATE = input_rule(
 
     ## What it does
     Detects `{{ … }}` template directives outside string values and refuses to guess what
-    they render to. A Helm template (Helm's built-in objects or functions anywhere in the
-    file, `.Values`, `include`, `toYaml`…, or a chart's `templates/`) is an error (render
-    it first); a template without them, which other tooling fills (a Go or Mustache
-    renderer such as envtpl or gomplate, a script: `{{{IMAGE}}}`), is info: lint what that
-    tooling renders. A placeholder that a
-    controller fills at run time (Argo Workflows' `{{inputs.parameters.x}}`, Argo
+    they render to. A Helm template (Helm's built-in objects anywhere in the file,
+    `.Values`, `.Release`…, or its functions, `include`, `toYaml`…, in a file that reads no
+    other data, or a chart's `templates/`) is an error (render it first); a template without
+    them, which other tooling fills (a Go or Mustache renderer such as envtpl or gomplate, a
+    script: `{{{IMAGE}}}`), is info: lint what that tooling renders; one in a Go module that
+    reads its own data (`{{ .HandlerNamespace }}`) is the module's programs' and counted. A
+    placeholder that a controller fills at run time (Argo Workflows' `{{inputs.parameters.x}}`, Argo
     Rollouts' `{{args.x}}`) is not Helm: it is reported as info, with the advice to quote
     it as those projects' docs do, so that the document is valid YAML and gets checked.
     A ytt (Carvel) template is an error too: a document that a `#@ def` function, a

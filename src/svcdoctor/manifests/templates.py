@@ -34,10 +34,23 @@ PLACEHOLDER = re.compile(
 # (https://helm.sh/docs/chart_template_guide/builtin_objects/, function_list/); a Go template
 # without any is rendered by other tooling (envtpl, gomplate, scripts, Go's text/template
 # with Sprig's `nindent`: scylla-operator's assets, judge214).
-HELM = re.compile(
-    r"\{\{-?\s*[^}]{0,200}?(?:\.(?:Values|Release|Chart|Capabilities|Files|Template)\b|"
-    r"\b(?:include|tpl|toYaml|required|lookup)\b)"
+_HELM_OBJECT = re.compile(
+    r"\{\{-?\s*[^}]{0,200}?\.(?:Values|Release|Chart|Capabilities|Files|Template|Subcharts)\b"
 )
+_HELM_FUNCTION = re.compile(r"\{\{-?\s*[^}]{0,200}?\b(?:include|tpl|toYaml|required|lookup)\b")
+# A field of the data a template is given (`{{ .HandlerNamespace }}`, `toYaml .Affinity`):
+# Helm gives only its built-in objects, so a template that reads others and none of those is
+# filled by its own program, whatever functions it borrows (kubernetes-nmstate's operator
+# renders deploy/handler/ with its own `toYaml`; judge292)
+_DATA_FIELD = re.compile(r"\{\{-?\s*(?:[^}]{0,200}?[\s(|])?\.([A-Z]\w*)")
+
+
+def helm_template(text: str) -> bool:
+    """Whether a templated file is Helm's: it reads Helm's built-in objects, or uses Helm's
+    functions and reads no other data."""
+    if _HELM_OBJECT.search(text):
+        return True
+    return bool(_HELM_FUNCTION.search(text)) and not _DATA_FIELD.search(text)
 
 
 def template_finding(name: str, lines: TextLines, line: int) -> Finding:
@@ -54,7 +67,7 @@ def template_finding(name: str, lines: TextLines, line: int) -> Finding:
             f'document is not checked: quote it ("{shown}") as their docs do',
             severity=Severity.INFO,
         )
-    if not HELM.search(lines.text) and not _in_chart(name):
+    if not helm_template(lines.text) and not _in_chart(name):
         return HELM_TEMPLATE.finding(
             where,
             f"template placeholder '{shown}' (no Helm object or function in the file: "
@@ -101,7 +114,7 @@ def go_rendered(name: str, text: str) -> str | None:
         patterns, names = _go_references(str(folder))
         if path.name in names or any(_embeds(p, relative) for p in patterns):
             return str(folder)
-    if not _GO_ACTION.search(text) or HELM.search(text) or PLACEHOLDER.search(text):
+    if not _GO_ACTION.search(text) or helm_template(text) or PLACEHOLDER.search(text):
         return None
     return next((str(f) for f in parents[:_MODULE_LEVELS] if _go_module(str(f))), None)
 
