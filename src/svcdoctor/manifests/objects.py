@@ -451,6 +451,7 @@ def _pod_template(
             else None
         ),
         spread=spread,
+        runs_once=f.text(spec, "restartPolicy", f"{path}.restartPolicy") in ("Never", "OnFailure"),
         # a volume that names no source is an emptyDir (the API server's default:
         # pkg/apis/core/v1/defaults.go SetDefaults_Volume in kubernetes/kubernetes)
         volumes={name: next((str(k) for k in v if k != "name"), "emptyDir") for name, v in volumes},

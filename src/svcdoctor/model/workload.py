@@ -204,6 +204,7 @@ class PodTemplate:
     # why two of its pods cannot run on one node (host ports, a required anti-affinity on the
     # hostname), so a surge pod needs a spare node; "" when they can
     apart: str = ""
+    runs_once: bool = False  # restartPolicy Never or OnFailure: its containers run to an end
 
     @property
     def effective_grace_seconds(self) -> int:
@@ -238,9 +239,11 @@ class Workload:
 
     @property
     def serving(self) -> bool:
-        """Whether its pods can back a Service: a long-running kind, and not a Helm hook's
-        Pod (a chart's `helm.sh/hook: test` Pod carries the selector labels of what it
-        tests, and runs once: https://helm.sh/docs/topics/chart_tests/)."""
+        """Whether its pods can back a Service: a long-running kind, and not a Pod that runs
+        once: a Helm hook's (a chart's `helm.sh/hook: test` Pod carries the selector labels
+        of what it tests: https://helm.sh/docs/topics/chart_tests/), or one whose
+        restartPolicy lets it end (such a test converted to plain YAML, its hook annotation
+        dropped: operate-first/apps' openmetadata-test-connection, judge293)."""
         return self.ref.kind in SERVING_KINDS and not (
-            self.ref.kind == "Pod" and HELM_HOOK in self.annotations
+            self.ref.kind == "Pod" and (HELM_HOOK in self.annotations or self.template.runs_once)
         )
