@@ -11,6 +11,7 @@ import re
 from svcdoctor.checks._carrying import carries_requests, routed
 from svcdoctor.checks._serving import argv_of
 from svcdoctor.model import Container, Inventory, Service, Workload
+from svcdoctor.model.images import image_name
 
 # Spring Cloud apps that register with a service registry (Eureka, Consul, Nacos) are found
 # through it: their callers (a gateway routing by service id, Feign and LoadBalancer
@@ -92,7 +93,14 @@ def not_ready_published(inventory: Inventory, workload: Workload) -> bool:
 # DataStax drivers read system.peers and gossip events after the contact points:
 # https://docs.datastax.com/en/developer/java-driver/4.17/manual/core/load_balancing/ ,
 # ScyllaDB's drivers are their forks): a headless Service only seeds them.
-_RING_STORE = re.compile(r"(^|/)(cassandra|scylla|scylladb/scylla)(:|@|$)")
+# Memcached's clients behind a headless Service hash keys over the servers they list
+# themselves (Loki's, Cortex's and Mimir's `dnssrvnoa+` lookups, refreshed every minute:
+# https://grafana.com/docs/loki/latest/configure/#memcached_client; mcrouter, spymemcached's
+# ketama) and take a failed call for a miss: no delay is what keeps them off a stopping pod
+# (operate-first/apps' Loki caches; judge293).
+_RING_STORE = re.compile(
+    r"(^|/)(cassandra|scylla|scylladb/scylla|memcached|bitnami/memcached)(:|@|$)"
+)
 # ...and a MongoDB replica set's members (`mongod --replSet`): its drivers discover the set
 # from the seed list and monitor each member, sending writes to the primary they find
 # (the drivers' Server Discovery and Monitoring specification:
@@ -112,11 +120,31 @@ _CLUSTER_ENABLED = ("--cluster-enabled", "yes")
 _SELF_DISCOVERED = re.compile(r"(^|/)typha(:|$)")
 
 
+# Grafana's Loki, Mimir and Cortex run each component by `-target`; their ingesters and
+# store-gateways join a hash ring, and distributors and queriers dial the members the ring
+# lists, pod by pod; a stopping ingester leaves the ring and hands over or flushes its data
+# while its server still answers (https://grafana.com/docs/loki/latest/get-started/
+# hash-rings/, https://grafana.com/docs/mimir/latest/references/architecture/hash-ring/;
+# operate-first/apps' observatorium Loki; judge293)
+_RING_APPS = frozenset({"loki", "mimir", "cortex"})  # by image name, mirrors too
+_RING_TARGETS = frozenset({"ingester", "store-gateway"})
+
+
+def _ring_member(image: str, argv: list[str]) -> bool:
+    """Whether the container is a hash ring's member (``_RING_APPS`` with ``-target`` one of
+    ``_RING_TARGETS``): its clients find it through the ring, not the Service."""
+    if image_name(image) not in _RING_APPS:
+        return False
+    targets = [a.split("=", 1)[1] for a in argv if a.lstrip("-").startswith("target=")]
+    return bool(targets) and all(t in _RING_TARGETS for t in targets)
+
+
 def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
     """Whether the container's clients find its pods themselves, not through the Service's
     endpoint removal: a registry's (``registry_found``), every pod's where its Services
     publish not-ready addresses, a Redis Cluster's nodes, Calico's Typha (``_SELF_DISCOVERED``),
-    or a ring store's or a MongoDB replica set's members behind headless Services only."""
+    or a ring store's (Cassandra's, Memcached's) or a MongoDB replica set's members behind
+    headless Services only."""
     services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
     image, argv = c.image.split("@", 1)[0], " ".join(argv_of(c)).split()
     replica_set = _MONGO.search(image) and any(a.split("=")[0] == "--replSet" for a in argv)
@@ -126,6 +154,7 @@ def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
     return (
         headless
         or cluster
+        or _ring_member(image, argv)
         or bool(_SELF_DISCOVERED.search(image))
         or ("component", "typha") in itertools.pairwise(argv)  # calico/calico's one image
         or registry_found(inventory, w, c)

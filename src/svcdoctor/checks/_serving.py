@@ -368,14 +368,17 @@ def scrape_only(service: Service) -> bool:
     """Whether the Service only exposes metrics, profiling and probe ports (every port named
     ``metrics``, ``http-metrics``, ``http-profiling``, ``probes``…, or a ``*-metrics`` or
     ``*-exporter`` Service, or one labelled component ``metrics``/``exporter``, whose ports
-    are unnamed or only ``http``/``https``): its client is a scraper reading pod endpoints,
-    for which a shutdown race costs one scrape. (A ``prometheus.io/port`` annotation says a
-    port is scraped, not that it is only scraped: Grafana's UI port is both.)"""
+    are unnamed or only ``http``/``https``, or beside a metrics port any other TCP port:
+    Vector's ``vector-infra-metrics`` exposes its admin API for `vector top` too; judge293):
+    its client is a scraper reading pod endpoints, for which a shutdown race costs one
+    scrape. (A ``prometheus.io/port`` annotation says a port is scraped, not that it is only
+    scraped: Grafana's UI port is both.)"""
     if service.ports and all(uncalled(p) for p in service.ports):
         return True
-    return metrics_named(service) and all(
-        p.protocol != "UDP" and (p.name is None or p.name in _GENERIC_PORT or uncalled(p))
-        for p in service.ports
+    if not metrics_named(service) or any(p.protocol == "UDP" for p in service.ports):
+        return False
+    return any(uncalled(p) for p in service.ports) or all(
+        p.name is None or p.name in _GENERIC_PORT for p in service.ports
     )
 
 

@@ -10,6 +10,7 @@ from svcdoctor.checks._carrying import routed
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
+from svcdoctor.model.images import image_name
 from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch
 
 _EXTERNAL_TYPES = ("NodePort", "LoadBalancer")
@@ -39,6 +40,18 @@ def _targets_pods(svc: Service) -> str | None:
     if isinstance(neg, dict) and (neg.get("ingress") is True or neg.get("exposed_ports")):
         return "GKE container-native load balancing (NEG) sends to pod IPs directly"
     return None
+
+
+def _per_node(inventory: Inventory, svc: Service) -> bool:
+    """Whether the Service's pods serve what is the node's own: a DaemonSet of exporters
+    (node-exporter), whose node port a client dials for that node's metrics, which `Cluster`
+    answers from another node's pod (judge290)."""
+    targets = inventory.targeted(svc)
+    return bool(targets) and all(
+        w.ref.kind == "DaemonSet"
+        and any("exporter" in image_name(c.image) for c in w.template.containers)
+        for w in targets
+    )
 
 
 def _local_unsafe(inventory: Inventory, svc: Service) -> Iterator[tuple[Workload, str]]:
@@ -76,7 +89,9 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
     NodePort Service no Ingress or route in the inputs sends to: its clients dial the port
     on any node they like, and with `Local` a node without a ready pod of its own (a tainted
     node a DaemonSet skips, a node whose pod is rolling) drops them, with no load balancer's
-    health check to steer them away (goldpinger's UI "on any of the nodes"; judge289).
+    health check to steer them away (goldpinger's UI "on any of the nodes"; judge289),
+    unless its pods are a DaemonSet of exporters, whose node port is dialled for that node's
+    own metrics (node-exporter; judge290).
 
     ## Why it matters
     With `Cluster`, a node that receives external traffic forwards it to a pod on any node,
@@ -116,7 +131,7 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
             continue  # no hop to save, or Local would drop traffic (SVD402): Cluster is right
         if not inventory.targeted(svc):
             continue  # pods not in the inputs (an operator's): whether Local drops is unknown
-        if svc.type == "NodePort" and not routed(inventory, svc):
+        if svc.type == "NodePort" and not routed(inventory, svc) and not _per_node(inventory, svc):
             continue  # clients dial a node port of any node: Local drops them where no pod is
         how = "the default" if svc.external_traffic_policy is None else "set"
         yield Hit(

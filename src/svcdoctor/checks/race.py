@@ -173,9 +173,13 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     cluster-baremetal-operator register theirs so at run time), nor NFS and SMB servers (kernel
     mounts retry by themselves): a delay fixes nothing there. When the grace period is also too
     short for the longest request, the message and the fix say so (SVD102 then stays quiet). Nor
-    are Cassandra and ScyllaDB members and MongoDB replica set members (`--replSet`) behind
-    headless Services only (their drivers find the members and follow them, the Service only
-    seeds them), nor Redis Cluster nodes (`--cluster-enabled yes`) behind any Service (clients
+    are Cassandra and ScyllaDB members, Memcached servers (their clients hash keys over the
+    servers they list and take an error for a miss) and MongoDB replica set members
+    (`--replSet`) behind headless Services only (their drivers find the members and follow
+    them, the Service only seeds them), nor the ingesters and store-gateways of Loki, Mimir
+    and Cortex (`-target=ingester`: their clients dial the members their hash ring lists,
+    and a stopping one leaves the ring while it still answers), nor Redis Cluster nodes
+    (`--cluster-enabled yes`) behind any Service (clients
     send each key to the node that owns its slot, at its announced address), nor apps found
     through a service registry (as for SVD201), nor pods whose Services publish not-ready
     addresses (as for SVD201), nor a StatefulSet's pods that the inputs dial by their own names
