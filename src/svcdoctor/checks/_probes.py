@@ -44,9 +44,12 @@ class Target:
     number: int | None
     where: str
     sent: tuple[tuple[Service, ServicePort], ...] = ()
-    udp: bool = False
+    udp: bool = False  # UDP or SCTP (``_UNPROBED``): no probe handler checks it
 
 
+# Protocols no probe handler speaks (httpGet, tcpSocket and grpc are TCP): a tcpSocket probe
+# of an SCTP port never passes (kube-loxilb's sctp-lb examples; judge294)
+_UNPROBED = frozenset({"UDP", "SCTP"})
 # UDP ports that only receive: metrics, logs and flow records sent one way (StatsD 8125,
 # syslog 514, NetFlow 2055, IPFIX 4739, sFlow 6343, collectd 25826, CloudWatch's CSM 31000:
 # their protocols define no reply)
@@ -258,12 +261,12 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
                 continue
             if t in found:
                 old = found[t]
-                udp = old.udp and p.protocol.upper() == "UDP"  # DNS: UDP and TCP to one port
+                udp = old.udp and p.protocol.upper() in _UNPROBED  # DNS: UDP and TCP to one port
                 found[t] = Target(old.port, old.number, old.where, (*old.sent, (s, p)), udp)
                 continue
             number = t if isinstance(t, int) else _number(container, t)
             where = f"the port Service {s.ref.name} sends to (targetPort {t}{extra})"
-            found[t] = Target(t, number, where, ((s, p),), p.protocol.upper() == "UDP")
+            found[t] = Target(t, number, where, ((s, p),), p.protocol.upper() in _UNPROBED)
     targets = [t for t in found.values() if not t.udp] or list(found.values())
     # a port it declares before one it may listen on undeclared (a leftover Service port:
     # heptio/gimbal's Prometheus behind 9093 and its own 9090 named `prometheus`; judge108),
@@ -283,7 +286,7 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
             first.name or first.number,
             first.number,
             "its first declared port (no Service port targets one it declares)",
-            udp=first.protocol.upper() == "UDP",
+            udp=first.protocol.upper() in _UNPROBED,
         )
     return Target(
         PLACEHOLDER_PORT,
@@ -465,8 +468,8 @@ def suggest(
     if target.udp:
         return Suggestion(
             None,
-            f"{head}\n# it is UDP, which no probe handler checks: an exec probe that sends "
-            "the app a request (e.g. `dig @127.0.0.1`) does",
+            f"{head}\n# it is UDP or SCTP, which no probe handler checks: an exec probe that "
+            "sends the app a request (e.g. `dig @127.0.0.1`) does",
             Speaks.OTHER,
         )
     said, why = speaks(inventory, container, target)

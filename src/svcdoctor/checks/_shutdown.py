@@ -146,8 +146,9 @@ def daemon_gap(w: Workload, services: list[Service]) -> str | None:
     """How a DaemonSet's rolling update leaves a Service without its pods: all nodes at
     once (``maxUnavailable: 100%``), or, when the Service keeps a node's external traffic on
     the node's own pod (``externalTrafficPolicy: Local``), each node while its one pod is
-    replaced (``maxSurge`` 0, the default, deletes before it creates; a pod with a hostPort
-    cannot surge: two cannot bind one node's port, so it is not flagged)."""
+    replaced (``maxSurge`` 0, the default, deletes before it creates; a pod that cannot share
+    its node, ``PodTemplate.apart``, cannot surge: two cannot bind one node's ports, with a
+    hostPort or on the host's network (loxilb's DaemonSets; judge294), so it is not flagged)."""
     if w.strategy != "RollingUpdate":  # OnDelete: nothing rolls by itself
         return None
     if w.max_unavailable == "100%":
@@ -156,8 +157,7 @@ def daemon_gap(w: Workload, services: list[Service]) -> str | None:
         s.type in ("NodePort", "LoadBalancer") and s.external_traffic_policy == "Local"
         for s in services
     )
-    hostport = any(p.host for c in w.template.containers for p in c.ports)
-    if local and w.max_surge in (None, 0, "0", "0%") and not hostport:
+    if local and w.max_surge in (None, 0, "0", "0%") and not w.template.apart:
         return (
             "Service {names} keeps each node's external traffic on the node's own pod "
             "(externalTrafficPolicy Local), and maxSurge 0 deletes that pod before its "

@@ -101,7 +101,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port name or number) is not flagged:
     nothing answers its datagrams, and no probe handler can ask it anything (a DNS server
     answers: it gets the exec-probe note, unless its image is built here FROM scratch: no
-    program for an exec probe). The probe printed checks the port the Service sends to, in the
+    program for an exec probe); so does an SCTP port, which no probe handler speaks either.
+    The probe printed checks the port the Service sends to, in the
     protocol the manifests say it speaks (a port 443 in front of another target port says
     nothing: TLS may end before the pod); a pod with autocert's mutual-TLS certificate
     (`autocert.step.sm/name`) gets a tcpSocket probe, since the kubelet presents no client

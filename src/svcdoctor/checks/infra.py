@@ -9,6 +9,7 @@ from dataclasses import replace
 from svcdoctor.checks._carrying import routed
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.state import keeps_data
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
 from svcdoctor.model.images import image_name
 from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch
@@ -183,7 +184,9 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
     ## Fix
     Run two or more replicas with a topology spread constraint on
     `kubernetes.io/hostname` (or a DaemonSet), together with the preStop delay that lets the
-    load balancer's health check fail before the pod stops.
+    load balancer's health check fail before the pod stops. For one pod that keeps data a
+    second replica would not share (SVD204's note: Grafana on SQLite, Loki on its own
+    disk), use `Cluster` instead: every node forwards to the one pod.
 
     ## References
     - https://kubernetes.io/docs/tasks/access-application-cluster/create-external-load-balancer/#preserving-the-client-source-ip
@@ -206,7 +209,13 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
                 ]
             }
             fix = Fix(PodPatch(w.ref.kind, spread=tuple(spread["topologySpreadConstraints"])))
-            if replicas is not None and replicas < 2:
+            if replicas is not None and replicas < 2 and keeps_data(w):
+                fix = Fix(
+                    ObjectPatch({"spec": {"externalTrafficPolicy": "Cluster"}}),
+                    lead="# its pod keeps data a second replica would not share (SVD204): "
+                    "let every node forward to it\n",
+                )
+            elif replicas is not None and replicas < 2:
                 fix = replace(fix, prior=ObjectPatch({"spec": {"replicas": 2}}))
             yield Hit(
                 svc,

@@ -173,10 +173,11 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     cluster-baremetal-operator register theirs so at run time), nor NFS and SMB servers (kernel
     mounts retry by themselves): a delay fixes nothing there. When the grace period is also too
     short for the longest request, the message and the fix say so (SVD102 then stays quiet). Nor
-    are Cassandra and ScyllaDB members, Memcached servers (their clients hash keys over the
-    servers they list and take an error for a miss) and MongoDB replica set members
-    (`--replSet`) behind headless Services only (their drivers find the members and follow
-    them, the Service only seeds them), nor the ingesters and store-gateways of Loki, Mimir
+    are Cassandra and ScyllaDB members and Memcached servers (their clients hash keys over
+    the servers they list and take an error for a miss) behind headless Services only (their
+    drivers find the members and follow them, the Service only seeds them), nor MongoDB
+    replica set members (`--replSet`) behind any Service (the drivers connect to the hosts
+    the set's configuration lists), nor the ingesters and store-gateways of Loki, Mimir
     and Cortex (`-target=ingester`: their clients dial the members their hash ring lists,
     and a stopping one leaves the ring while it still answers), nor Redis Cluster nodes
     (`--cluster-enabled yes`) behind any Service (clients

@@ -55,9 +55,10 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     a time, which other nodes' pods cover; it is flagged with `maxUnavailable: 100%` (every pod
     at once), and behind a Service with `externalTrafficPolicy: Local`, where a node's traffic
     only reaches the node's own pod, with `maxSurge: 0` (the default: the pod is deleted before
-    its replacement runs) unless the pod uses a `hostPort` (two pods cannot bind one node's
-    port, so it cannot surge). `OnDelete` DaemonSets are not flagged. Only Services that carry
-    requests count (not metrics-only ones, as for SVD101).
+    its replacement runs) unless the pod uses a `hostPort` or serves on the host's network
+    (two pods cannot bind one node's port, so it cannot surge). `OnDelete` DaemonSets are
+    not flagged. Only Services that carry requests count (not metrics-only ones, as for
+    SVD101).
 
     ## Why it matters
     During the gap no endpoint is ready: every request fails, not a few. With one replica and
