@@ -105,10 +105,6 @@ _RING_STORE = re.compile(
 # from the seed list and monitor each member, sending writes to the primary they find
 # (the drivers' Server Discovery and Monitoring specification:
 # https://github.com/mongodb/specifications/blob/master/source/server-discovery-and-monitoring/server-discovery-and-monitoring.md)
-_MONGO = re.compile(
-    r"(^|/)(mongo|mongodb/mongodb-(community|enterprise)-server|percona/percona-server-mongodb|"
-    r"bitnami/mongodb)(:|@|$)"
-)
 # ...and a Redis Cluster's nodes (`redis-server --cluster-enabled yes`): its clients take the
 # slot map from any node (CLUSTER SHARDS) and send each key to the node that owns its slot,
 # at the address that node announces; the Service, headless or not, only seeds them
@@ -152,7 +148,9 @@ def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
     headless Services with their clusterIP filtered out; judge299)."""
     services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
     image, argv = c.image.split("@", 1)[0], " ".join(argv_of(c)).split()
-    replica_set = _MONGO.search(image) and any(a.split("=")[0] == "--replSet" for a in argv)
+    # `--replSet` is mongod's own flag, whatever runs it (Percona's /opt/percona/ps-entry.sh,
+    # an image a snapshot leaves out)
+    replica_set = any(a.split("=")[0] == "--replSet" for a in argv)
     members = bool(_RING_STORE.search(image)) and bool(services)
     headless = members and all(s.headless for s in services)
     cluster = _CLUSTER_ENABLED in itertools.pairwise(argv)
