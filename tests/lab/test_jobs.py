@@ -305,7 +305,10 @@ def test_runner_quota_deletion_grace_and_deadline(reachable: Path) -> None:
             store.put(runner.admit_pod(pod(name, **spec), dry_run=False))
         with pytest.raises(jobspec.Refused, match="at most 2 pods"):
             runner.admit_pod(pod("c"), dry_run=False)
-        await until(lambda: phase("a") == "Running" and "started" in runner.pods["a"].log.text())
+        # a Python start in a namespace: seconds on a loaded CI machine (timed out at 10 s once)
+        await until(
+            lambda: phase("a") == "Running" and "started" in runner.pods["a"].log.text(), 30
+        )
         assert "['--service=127.0.0.1:4242']" in runner.pods["a"].log.text()
         assert store.get("v1", "Pod", "lab", "a")["spec"]["nodeName"] == "node-0"
         assert store.get("v1", "Pod", "lab", "b")["spec"]["nodeName"] == "node-1"
