@@ -334,9 +334,17 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
 
 def test_a_file_named_for_a_test_holds_notes(tmp_path: Path) -> None:
     """hyperconverged-cluster-operator's deploy/nightly-bundle/kubevirt-testing-infra.yaml
-    (judge259): the file's own name says a test's; a name that only contains the letters
-    (``attesting``) does not."""
-    names = {"kubevirt-testing-infra.yaml": True, "app_e2e.yml": True, "attesting.yaml": False}
+    (judge259), tekton's koparse/test_release.yaml (judge293): the file's own name says a
+    test's; a name that only contains the letters (``attesting``) does not, nor a `-test`
+    environment's (``deploy-test``)."""
+    names = {
+        "kubevirt-testing-infra.yaml": True,
+        "app_e2e.yml": True,
+        "test_release.yaml": True,
+        "release_test.yaml": True,
+        "attesting.yaml": False,
+        "deploy-test.yaml": False,
+    }
     for n, name in enumerate(names):
         (tmp_path / "deploy").mkdir(exist_ok=True)
         (tmp_path / "deploy" / name).write_text(WEBTEST.replace("webtest", f"web{n}"))

@@ -278,8 +278,10 @@ _ENVIRONMENTS = frozenset(
 
 
 # A file named for a test (`kubevirt-testing-infra.yaml`, KubeVirt's functional tests'
-# servers in hyperconverged-cluster-operator's deploy/nightly-bundle; judge259)
-_TEST_FILE = re.compile(r"(^|[-_.])(testing|e2e)([-_.]|$)", re.IGNORECASE)
+# servers in hyperconverged-cluster-operator's deploy/nightly-bundle; judge259), or named as
+# Python's and Go's test files are (`test_release.yaml`, the input of tekton's koparse
+# test_koparse.py; judge293); `-test` names an environment as often (`deploy-test.yaml`)
+_TEST_FILE = re.compile(r"(^|[-_.])(testing|e2e)([-_.]|$)|^test_|_test$", re.IGNORECASE)
 
 
 def test_folder(file: str) -> str | None:
