@@ -79,7 +79,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     Dex, the Docker registry on its default filesystem storage, zot, Grafana on its default
     SQLite database, Loki on its image's local-config.yaml, Tempo run whole on a volume of its
     own, Nacos in standalone mode, a path its own flags call storage
-    (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, the Eureka server its
+    (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, a storage flag set to
+    memory (`--storage-name=memory`), mitmproxy's own CA (none mounted), the Eureka server its
     clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, a Socket.IO server
     (an app file of its image's build context, no adapter, no `sessionAffinity: ClientIP` on the
     Service: its clients poll the process that opened their session), a Spring Boot app whose

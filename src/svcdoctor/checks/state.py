@@ -475,6 +475,13 @@ def _storage_flags(argv: list[str]) -> dict[str, str]:
     }
 
 
+# A storage flag set to memory (`--storage-name=memory`: clusterpedia's binding-apiserver,
+# whose second replica would hold a copy of its own; judge304; `--storage.type=memory`)
+_MEMORY_STORAGE = re.compile(
+    r"^--?[\w.-]*storage[\w.-]*=(memory|inmemory|in-memory|mem)$", re.IGNORECASE
+)
+
+
 _TEMPO = re.compile(r"(^|/)grafana/tempo(:|@|$)")
 
 
@@ -562,6 +569,8 @@ def local_state(
         return "Vault's dev server, the image's default command, keeps its storage in memory"
     if _CONSUL.search(image) and (not argv or "-dev" in argv):
         return "Consul's dev agent, the image's default command, keeps its catalog in memory"
+    if memory := next((a for a in argv if _MEMORY_STORAGE.match(a)), None):
+        return f"its storage is in memory ({memory})"
     if _MITMPROXY.search(image) and not any(".mitmproxy" in m.path for m in container.mounts):
         return "mitmproxy creates a CA of its own at its first start, which its clients trust"
     if workload.template.config_state:
