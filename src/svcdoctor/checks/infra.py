@@ -150,7 +150,8 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
     ## What it does
     Flags NodePort/LoadBalancer Services with `externalTrafficPolicy: Local` whose backing
     workload has fewer than two replicas, or has no `topologySpreadConstraints` and no pod
-    anti-affinity (DaemonSets are fine: one pod per node).
+    anti-affinity (DaemonSets are fine: one pod per node; a bare Pod never rolls, and SVD204
+    tells of its being alone).
 
     ## Why it matters
     With `Local` a node only forwards to its own pods. The load balancer's health check
@@ -197,6 +198,8 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
         if svc.type not in _EXTERNAL_TYPES or svc.external_traffic_policy != "Local":
             continue
         for w, problem in _local_unsafe(inventory, svc):
+            if w.ref.kind == "Pod":
+                continue  # a bare Pod never rolls, nor has replicas: SVD204 tells of it
             replicas = inventory.replicas(w)
             spread = {
                 "topologySpreadConstraints": [

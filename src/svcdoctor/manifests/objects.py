@@ -757,6 +757,7 @@ def _service(f: Fields) -> Service:
         external_traffic_policy=f.text(spec, "externalTrafficPolicy", "spec.externalTrafficPolicy"),
         annotations=_annotations(f),
         traffic_distribution=f.text(spec, "trafficDistribution", "spec.trafficDistribution"),
+        load_balancer_class=f.text(spec, "loadBalancerClass", "spec.loadBalancerClass"),
         labels=f.labels(f.mapping(f.raw.body, "metadata", "metadata"), "labels", "metadata.labels"),
         publish_not_ready=f.get(
             spec, "publishNotReadyAddresses", "spec.publishNotReadyAddresses", bool, "a boolean"

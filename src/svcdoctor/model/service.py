@@ -40,6 +40,7 @@ class Service:
     labels: dict[str, str] = field(default_factory=dict)  # its own (what monitors select)
     # publishNotReadyAddresses: its endpoints are every pod, ready or not, terminating or not
     publish_not_ready: bool = False
+    load_balancer_class: str | None = None  # spec.loadBalancerClass: which LB implements it
 
 
 # KEDA's ScaledObject: https://keda.sh/docs/2.16/reference/scaledobject-spec/
