@@ -300,7 +300,7 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
     """cloudnative-pg's tests/e2e/fixtures, external-dns' e2e/, tempo-operator's
     tests/e2e-openshift-ossm, Reloader's test/loadtest (judge176, 178, 183, 186), Go's
     testdata and grafana-operator's local kind cluster, hack/kind (judge192), Calico's
-    process/testing (judge223): a test deploys
+    process/testing (judge223), a homelab's foundry-bluegreen-fixture (judge303): a test deploys
     them for one run, if at all, and no rollout drains them; their findings are info notes
     that fail no CI job. The same manifest in a deploy folder or in a test environment's
     overlay (overlays/test) warns, and a severity the configuration sets wins."""
@@ -314,6 +314,7 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "pkg/ingress2gateway/utils/test_files",
         "process/testing/win-connections",
         "conformance/resources",
+        "kubernetes/apps/foundry-bluegreen-fixture",  # a rehearsal's stand-in (judge303)
     )
     kept = ("deploy", "overlays/test", "clusters/test", "overlays/testing")
     for n, folder in enumerate((*tests, *kept)):

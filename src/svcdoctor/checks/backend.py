@@ -281,12 +281,13 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     whose handlers answer by themselves (`/healthz`, `/health`, `/livez`, `/ping`,
     `/status`, `/ok`, `/hello`, Hazelcast's `/hazelcast/health/node-state`; CloudNativePG's
     operator's `/readyz`, Envoy's admin `/ready`, any path of httpbin, an echo server), a
-    path whose handler in the app file of the image's build context (as SVD117 finds it)
-    only returns a constant (a Flask or FastAPI route whose body is `return 'ok', 200`, an
-    Express route that sends a literal), the root page and static files, kubebuilder's
-    manager health port (8081 `/readyz`, `/healthz`: controller-runtime's in-process Ping),
-    `tcpSocket`, a gRPC server's overall status, and commands (unless they fetch such a
-    URL).
+    query asking for the app's health or version (`?health=true`, SABnzbd's
+    `/api?mode=version`), a path whose handler in the app file of the image's build context
+    (as SVD117 finds it) only returns a constant (a Flask or FastAPI route whose body is
+    `return 'ok', 200`, an Express route that sends a literal), the root page and static
+    files, kubebuilder's manager health port (8081 `/readyz`, `/healthz`: controller-runtime's
+    in-process Ping), `tcpSocket`, a gRPC server's overall status, and commands (unless they
+    fetch such a URL).
 
     ## Why it matters
     The two probes answer different questions. Readiness: "should this pod get traffic now?";

@@ -254,7 +254,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         if w.pinned:
             kept = "its author pins to one replica"
             advice = (
-                "# an availability note, not a fix: the comment beside replicas says it runs once;"
+                "# an availability note, not a fix: its manifest's comment says it runs once;"
                 "\n# make it safe to run twice (shared state, leader election) before raising it"
             )
             second = "is what that comment rules out"

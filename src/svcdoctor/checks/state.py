@@ -535,7 +535,7 @@ def local_state(
     FROM image of the repository's Dockerfile that builds the image (``Inventory.image_base``:
     a Jenkins built on ``jenkins``, judge252)."""
     if workload.pinned:
-        return f"its manifest says beside replicas: {workload.pinned!r}"
+        return f"its manifest says in a comment: {workload.pinned!r}"
     image = container.image.split("@", 1)[0]
     env = dict(container.env)
     in_memory = "zipkin" not in image or env.get("STORAGE_TYPE", "mem") == "mem"

@@ -1,13 +1,15 @@
-"""What a manifest's author wrote beside ``replicas:``: that the workload must run once.
+"""What a manifest's author wrote beside ``replicas:`` or a ``Recreate`` strategy: that the
+workload must run once.
 
 YAML comments are lost in parsing, yet they are where authors say what the fields cannot:
 "DO NOT INCREASE REPLICA COUNT" (F5's k8s-bigip-ctlr, docs/config_examples), "Do not scale
 up" (kubernetes-sigs/prow's tide), "GHProxy does not support HA" (its ghproxy), "don't
-modify this replicas" (TiDB Operator's discovery).
+modify this replicas" (TiDB Operator's discovery), "Restrict to a Single wg-easy instance"
+above `type: Recreate` (a homelab's WireGuard; judge303).
 Such a server holds its state or its role in the one process; a second replica is not the
 fix (``checks.state.local_state`` reads the pin as a sign of local state). Only a comment
-on the ``replicas:`` line itself or in the comment lines right above it counts, and only
-when it forbids a second replica in so many words.
+on the ``replicas:`` or ``type: Recreate`` line itself or in the comment lines right above
+it counts, and only when it forbids a second replica in so many words.
 """
 
 from __future__ import annotations
@@ -23,32 +25,34 @@ _PIN = re.compile(
     r"|\bonly\s+(?:one|1|a\s+single)\s+(?:replica|instance|pod|copy)"
     r"|\bmust\s+(?:be|stay|remain)\s+(?:1|one|a\s+single)\b"
     r"|\bsingleton\b|\bsingle[- ]instance\b|\bnot\s+(?:horizontally\s+)?scalable\b"
-    r"|\b(?:do(?:es)?\s*n[o']?t|can\s*n?[o']?t)\s+support\s+(?:HA|high[- ]availability)\b",
+    r"|\b(?:do(?:es)?\s*n[o']?t|can\s*n?[o']?t)\s+support\s+(?:HA|high[- ]availability)\b"
+    r"|\b(?:restrict|limit)(?:ed|s)?\s+to\s+(?:one|1|a\s+single)\b",
     re.IGNORECASE,
 )
-_KEY = "replicas:"
+_KEYS = ("replicas:", "type: Recreate")
 
 
 def pinned_replicas(text: str) -> dict[int, str]:
-    """Line of each ``replicas:`` key (1-based) whose own or preceding comment pins it, to that
-    comment's text."""
-    if _KEY not in text or "#" not in text:
+    """Line of each ``replicas:`` or ``type: Recreate`` key (1-based) whose own or preceding
+    comment pins it, to that comment's text."""
+    if "#" not in text:
         return {}
     found: dict[int, str] = {}
-    line, counted, at = 1, 0, text.find(_KEY)
-    while at != -1:
-        start = text.rfind("\n", 0, at) + 1
-        if not text[start:at].strip(" \t-"):  # the key itself, not part of a value
-            line += text.count("\n", counted, start)
-            counted = start
-            if comment := _pin(text, start, at):
-                found[line] = comment
-        at = text.find(_KEY, at + len(_KEY))
+    for key in _KEYS:
+        line, counted, at = 1, 0, text.find(key)
+        while at != -1:
+            start = text.rfind("\n", 0, at) + 1
+            if not text[start:at].strip(" \t-"):  # the key itself, not part of a value
+                line += text.count("\n", counted, start)
+                counted = start
+                if comment := _pin(text, start, at):
+                    found[line] = comment
+            at = text.find(key, at + len(key))
     return found
 
 
 def _pin(text: str, start: int, at: int) -> str:
-    """The pinning comment of the ``replicas:`` line at ``start`` (key at ``at``), or ""."""
+    """The pinning comment of the key's line at ``start`` (key at ``at``), or ""."""
     end = text.find("\n", at)
     own = text[at : len(text) if end == -1 else end]
     comments = [own.split("#", 1)[1]] if "#" in own else []

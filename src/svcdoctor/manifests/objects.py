@@ -241,10 +241,17 @@ def _mounted(body: YMap, source: str, key: str) -> list[tuple[str, str]]:
 
 
 def _with_pin(w: Workload, body: YMap, pins: dict[int, str]) -> Workload:
-    """The workload, with the comment beside its ``replicas:`` that pins it to one."""
+    """The workload, with the comment beside its ``replicas:`` or its ``Recreate`` strategy's
+    ``type:`` that pins it to one."""
     spec = body.get("spec")
-    line = spec.line_of("replicas") if isinstance(spec, YMap) and "replicas" in spec else None
-    return replace(w, pinned=pins[line]) if line in pins else w
+    if not isinstance(spec, YMap):
+        return w
+    strategy = spec.get("strategy")
+    lines = [spec.line_of("replicas") if "replicas" in spec else None]
+    if isinstance(strategy, YMap) and "type" in strategy:
+        lines.append(strategy.line_of("type"))
+    pin = next((pins[line] for line in lines if line in pins), None)
+    return replace(w, pinned=pin) if pin else w
 
 
 def _with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload:

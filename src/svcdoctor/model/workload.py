@@ -66,8 +66,11 @@ _PROCESS_PATH = re.compile(
 # and /readyz with controller-runtime's healthz.Ping, an in-process check (cmd/main.go's
 # mgr.AddReadyzCheck("readyz", healthz.Ping))
 _MANAGER_PINGS = frozenset({("8081", "/readyz"), ("8081", "/healthz")})
-# a query that asks the handler for its health (go-demo-7's `/demo/hello?health=true`)
-_HEALTH_QUERY = re.compile(r"[?&](healthz?|ping|alive|liveness)\b", re.IGNORECASE)
+# a query that asks the handler for its health (go-demo-7's `/demo/hello?health=true`) or its
+# version (SABnzbd's `/api?mode=version`, answered without the API key; judge303)
+_HEALTH_QUERY = re.compile(
+    r"[?&](?:[\w-]+=)?(healthz?|ping|alive|liveness|version)\b", re.IGNORECASE
+)
 _URL_PATH = re.compile(r"https?://[^/\s'\"]+(/[^\s'\"]*)?")
 
 
