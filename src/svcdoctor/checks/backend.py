@@ -82,10 +82,11 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     takes over from (a bare Pod: SVD204; one a rollout stops first: SVD106) gets an info: until
     that rule's fix adds a pod, a probe turns a refused connection into no endpoint. So does a
     container beside one whose readiness probe gates the pod (a second proxy): it says so. Nor
-    the one pod of a data store or of a server with local data (as for SVD204) that is its
-    Services' only backend: no other pod holds that data, so a probe has nowhere to send
-    requests instead (it turns a refused connection into no endpoint); nor the one pod of a
-    controller that must run once and is replaced after it stops, on purpose (Zalando's
+    the one pod of a data store that is its Services' only backend, or of a server with local
+    data (as for SVD204) that stops first or cannot share its claim: no other pod holds that
+    data, so a probe has nowhere to send requests instead (it turns a refused connection into
+    no endpoint); a server's surge pod does take the requests (SVD101's reasoning); nor the
+    one pod of a controller that must run once and is replaced after it stops, on purpose (Zalando's
     postgres-operator: no second pod would take over either). Nor another container's port
     that a neighbour's readiness probe checks (the pod waits for it). Nor a Spring Cloud app
     that registers with Eureka, Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`,

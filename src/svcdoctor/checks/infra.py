@@ -12,7 +12,7 @@ from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import keeps_data
 from svcdoctor.model import Cause, Inventory, Service, Severity, Workload
 from svcdoctor.model.images import image_name
-from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch
+from svcdoctor.model.patch import Fix, ObjectPatch, PodPatch, note
 
 _EXTERNAL_TYPES = ("NodePort", "LoadBalancer")
 _NEG = "cloud.google.com/neg"
@@ -150,8 +150,8 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
     ## What it does
     Flags NodePort/LoadBalancer Services with `externalTrafficPolicy: Local` whose backing
     workload has fewer than two replicas, or has no `topologySpreadConstraints` and no pod
-    anti-affinity (DaemonSets are fine: one pod per node; a bare Pod never rolls, and SVD204
-    tells of its being alone).
+    anti-affinity (DaemonSets are fine: one pod per node). A bare Pod gets a note: it has no
+    replicas to raise (its fix is SVD204's, a Deployment).
 
     ## Why it matters
     With `Local` a node only forwards to its own pods. The load balancer's health check
@@ -198,8 +198,17 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
         if svc.type not in _EXTERNAL_TYPES or svc.external_traffic_policy != "Local":
             continue
         for w, problem in _local_unsafe(inventory, svc):
-            if w.ref.kind == "Pod":
-                continue  # a bare Pod never rolls, nor has replicas: SVD204 tells of it
+            if w.ref.kind == "Pod":  # no replicas to raise, no rollout: replaced when it goes
+                yield Hit(
+                    svc,
+                    f"externalTrafficPolicy Local and {w.ref}, a bare Pod: a node's external "
+                    "traffic rides on its one local pod and is dropped whenever it goes",
+                    fix=note(
+                        "# a bare Pod has no replicas: run it as a Deployment of 2 replicas "
+                        "spread over nodes (SVD204), or use externalTrafficPolicy: Cluster"
+                    ),
+                )
+                continue
             replicas = inventory.replicas(w)
             spread = {
                 "topologySpreadConstraints": [

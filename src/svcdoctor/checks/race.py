@@ -71,8 +71,8 @@ def _delays(c: Container) -> bool:
 def no_delay_helps(inventory: Inventory, w: Workload, c: Container) -> bool:
     """Whether a preStop delay would lose no fewer requests: the Services reach no listener
     of the container, its clients find its pods themselves (``found_by_clients``), or no
-    endpoint that holds its data ever takes over (the stateful lone pod goes first, or its
-    surge pod cannot hold the same volume at once, or starts empty)."""
+    endpoint that holds its data ever takes over (``lone_keeper``: a data store's surge pod
+    starts empty, a stateful lone pod goes first or cannot share its claim)."""
     return (
         unserved(inventory, w, c)
         or found_by_clients(inventory, w, c)
@@ -197,11 +197,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     SVD106's fix lets a replacement take over, the delay is due (fixed together, they leave no
     race); it is not flagged where stopping first is deliberate (a data store, pods that keep
     local state, or an app k8s-await-election starts once elected, which SVD106 leaves alone
-    too), nor where such a single pod rolls with a surge: a surge pod of a data store or of a
-    server keeping data of its own (not a controller's role, which the surge pod takes over)
-    cannot hold the same volume at once (a PostgreSQL Deployment on a ReadWriteOnce claim) or
-    starts empty (a MongoDB without a volume, an in-memory Jaeger): no replacement that holds
-    the data takes over, and persisting the data is the owner's fix, not a delay. The same for
+    too), nor where such a single pod rolls with a surge: a surge pod of a data store cannot
+    hold the same volume at once (a PostgreSQL Deployment on a ReadWriteOnce claim) or starts
+    empty (a MongoDB without a volume): no replacement that holds the data takes over, and
+    persisting the data is the owner's fix, not a delay. A server that keeps state of its own
+    (an in-memory Jaeger, a Dex on memory storage) and rolls with a surge is flagged: its surge
+    pod serves the requests the delay saves, if with state of its own. The same for
     the only pod of a kind that never rolls (a ReplicaSet, ReplicationController or bare Pod:
     SVD204). Only where no other workload's pods serve behind the same Service: with them, the
     race is there today (a warning). A container whose `sh -c` keeps SIGTERM from the app
