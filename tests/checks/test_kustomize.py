@@ -769,6 +769,11 @@ def test_a_part_its_kustomization_comments_out_is_not_installed(tmp_path: Path) 
     )
     assert build_inventory(load([str(tmp_path)])).services == ()
     assert ("SVD207", "webhook-service") not in _rules([str(tmp_path)])
+    # a kustomization whose only resource is remote comments its part out all the same
+    # (authorino-operator's config/authorino: a release URL and `# - webhook`; judge311)
+    remote = "resources:\n- github.com/kuadrant/authorino/install?ref=main\n# - ../webhook\n"
+    _write(tmp_path, {"default/kustomization.yaml": remote})
+    assert build_inventory(load([str(tmp_path)])).services == ()
     _write(tmp_path, {"with-webhook/kustomization.yaml": "resources: [../manager, ../webhook]\n"})
     assert [s.ref.name for s in build_inventory(load([str(tmp_path)])).services] == [
         "webhook-service"

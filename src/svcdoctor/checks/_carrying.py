@@ -50,6 +50,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
             or queried(inventory, service)
             or (
                 not scrape_only(service)
+                and not _config_only(inventory, service)
                 and not peers_only(service)
                 and not names_only(inventory, service)
                 and not portless_controller(inventory, service)
@@ -65,6 +66,13 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
             ),
         )
     return hit[1]
+
+
+def _config_only(inventory: Inventory, service: Service) -> bool:
+    """Whether every port of the Service is scraped or probed (``uncalled``) or a known
+    control plane's configuration port (``config_ports``), and one is the latter."""
+    config = config_ports(inventory, service)
+    return bool(config) and all(uncalled(p) or p.port in config for p in service.ports)
 
 
 def queried(inventory: Inventory, service: Service) -> bool:
@@ -340,9 +348,35 @@ def ignored_webhook(inventory: Inventory, service: Service) -> bool:
         return bool(backends) and all(_registers_ignored(w) for w in backends)
     if {policy for policy, _ in called} != {"Ignore"}:
         return False
-    probed = _probed_only(inventory, service)
+    probed = _probed_only(inventory, service) | config_ports(inventory, service)
     carried = {p.port for p in service.ports if not uncalled(p) and p.port not in probed}
     return carried <= {port for _, port in called}
+
+
+# Control planes whose ports under their own names serve configuration to proxies that keep
+# the last they received and reconnect (as ``uncalled``'s xDS ports do): Envoy Gateway's
+# xDS (18000, named `grpc`), its rate limit service's xDS (18001) and the Wasm modules Envoy
+# fetches with retries (18002) (the envoy-gateway Service of its Helm chart; judge310)
+_CONFIG_PORTS = ((re.compile(r"(^|/)envoyproxy/gateway(-dev)?(:|@|$)"), {18000, 18001, 18002}),)
+
+
+def config_ports(inventory: Inventory, service: Service) -> set[int]:
+    """The Service's ports that reach a known control plane's configuration ports
+    (``_CONFIG_PORTS``) on every workload it selects."""
+    backends = inventory.targeted(service)
+    return {
+        p.port
+        for p in service.ports
+        if backends
+        and all(
+            any(
+                image.search(c.image.split("@", 1)[0]) and p.target in ports
+                for image, ports in _CONFIG_PORTS
+                for c in w.template.containers
+            )
+            for w in backends
+        )
+    }
 
 
 # Webhook servers whose other port only their own probes use (an app's port that its probe

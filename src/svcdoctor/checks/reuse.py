@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import PurePath
 
 from svcdoctor.checks._backends import serving_targets
-from svcdoctor.checks._carrying import carries_requests, route_kinds
+from svcdoctor.checks._carrying import carries_requests, config_ports, route_kinds
 from svcdoctor.checks._clients import registry_found
 from svcdoctor.checks._serving import queried_scraper, serving_containers
 from svcdoctor.checks._shutdown import run_paths
@@ -328,7 +328,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       `ingress.kubernetes.io/service-upstream: "true"`);
     - a port named `grpc` that clients speak another protocol to: CockroachDB's 26257 (SQL
       drivers speak pgwire to it);
-    - an xDS port (named `…xds…`: Envoy proxies keep one config stream to one control-plane
+    - an xDS port (named `…xds…`, or a known control plane's, Envoy Gateway's 18000 named
+      `grpc`: Envoy proxies keep one config stream to one control-plane
       replica by design) and Knative's activator (the ingress gateway's Envoys reach its
       pods, balancing each request);
     - providers found through a service registry (Apache Dubbo's, as for SVD201): their
@@ -459,9 +460,10 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             _l7_route(svc, workloads, paths)
             or (not workloads and _routed_by(inventory, svc, _HTTP_ROUTES))
         )
+        config = config_ports(inventory, svc)  # Envoy Gateway's xDS on a port named `grpc`
         for p in svc.ports:
             label = _h2_label(p, workloads)
-            if label is None or _other_protocol(p, workloads) or _xds(p):
+            if label is None or _other_protocol(p, workloads) or _xds(p) or p.port in config:
                 continue
             if not external and _undialed(inventory, svc, p):
                 continue  # the inputs wire their clients by address, and none dials this one
