@@ -291,7 +291,9 @@ def test_runner_quota_deletion_grace_and_deadline(reachable: Path) -> None:
             }
         )
 
-        async def until(check: Any, timeout: float = 10) -> None:
+        # pods are Python processes started in namespaces: seconds each on a loaded CI
+        # machine (10 s timed out twice there, on a's start and on b's deadline)
+        async def until(check: Any, timeout: float = 30) -> None:
             end = time.time() + timeout
             while not check():
                 assert time.time() < end, "timed out"
@@ -305,10 +307,7 @@ def test_runner_quota_deletion_grace_and_deadline(reachable: Path) -> None:
             store.put(runner.admit_pod(pod(name, **spec), dry_run=False))
         with pytest.raises(jobspec.Refused, match="at most 2 pods"):
             runner.admit_pod(pod("c"), dry_run=False)
-        # a Python start in a namespace: seconds on a loaded CI machine (timed out at 10 s once)
-        await until(
-            lambda: phase("a") == "Running" and "started" in runner.pods["a"].log.text(), 30
-        )
+        await until(lambda: phase("a") == "Running" and "started" in runner.pods["a"].log.text())
         assert "['--service=127.0.0.1:4242']" in runner.pods["a"].log.text()
         assert store.get("v1", "Pod", "lab", "a")["spec"]["nodeName"] == "node-0"
         assert store.get("v1", "Pod", "lab", "b")["spec"]["nodeName"] == "node-1"
