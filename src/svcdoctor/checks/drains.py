@@ -16,6 +16,7 @@ because they stop taking new connections at SIGTERM by default:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -259,3 +260,30 @@ FLAG_DRAINS: dict[str, KnownDrain] = {
         flag="--shutdown-delay-duration",
     )
 }
+
+
+# knative.dev/pkg's webhook reads its Service, port and certificate Secret from WEBHOOK_NAME,
+# WEBHOOK_PORT and WEBHOOK_SECRET_NAME (webhook/env.go), and the rest of the library its
+# ConfigMaps' names and metrics domain from CONFIG_LOGGING_NAME, CONFIG_OBSERVABILITY_NAME,
+# CONFIG_LEADERELECTION_NAME and METRICS_DOMAIN (logging/config.go, leaderelection/config.go,
+# metrics): a container given both is that webhook, whatever the image is called (ko's
+# `webhook-<hash>`, Tekton's proxy webhook; judge312).
+WEBHOOK_ENV = frozenset({"WEBHOOK_NAME", "WEBHOOK_SECRET_NAME"})
+SHAREDMAIN_ENV = frozenset(
+    {"CONFIG_LOGGING_NAME", "CONFIG_OBSERVABILITY_NAME", "CONFIG_LEADERELECTION_NAME"}
+    | {"METRICS_DOMAIN"}
+)
+KNATIVE_WEBHOOK = KnownDrain(
+    "knative.dev/pkg webhook environment",
+    45,
+    "https://github.com/knative/pkg/blob/main/webhook/env.go",
+    "is knative.dev/pkg's webhook (its environment: WEBHOOK_SECRET_NAME, CONFIG_LOGGING_NAME), "
+    "which drains before Shutdown until no request came for its GracePeriod, default "
+    "network.DefaultDrainTimeout: 45 s",
+    quiet=True,
+)
+
+
+def env_drain(env: Mapping[str, str]) -> KnownDrain | None:
+    """The drain the container's environment names (``KNATIVE_WEBHOOK``), or ``None``."""
+    return KNATIVE_WEBHOOK if WEBHOOK_ENV & env.keys() and SHAREDMAIN_ENV & env.keys() else None

@@ -85,6 +85,11 @@ _BOUTIQUE_PID1 = {
     "currencyservice": "node, running server.js, which installs no SIGTERM handler",
     "paymentservice": "node, running index.js, which installs no SIGTERM handler",
 }
+# ...and SignalFx's fork, published as signalfuse/microservices-demo-<service>, keeps those
+# entrypoints and installs no handler either (signalfx/microservices-demo at 433c23881a, the
+# images' tag; kubernetes-sigs/scheduler-plugins' examples, judge316)
+_BOUTIQUE_FORK = "https://github.com/signalfx/microservices-demo/blob/433c23881a/src/{}/Dockerfile"
+
 # ... and ML Metadata's gRPC server, PID 1 itself, which installs no signal handler: main()
 # builds the server and waits (ml_metadata/metadata_store/metadata_store_server_main.cc in
 # google/ml-metadata), and the kernel applies no default action to PID 1 (kubeflow/pipelines'
@@ -105,6 +110,10 @@ _KNOWN_PID1 = (
     ),
     *(
         (f"*microservices-demo/{name}", runs, _BOUTIQUE.format(name), "", _INIT_FIX)
+        for name, runs in _BOUTIQUE_PID1.items()
+    ),
+    *(
+        (f"*signalfuse/microservices-demo-{name}", runs, _BOUTIQUE_FORK.format(name), "", _INIT_FIX)
         for name, runs in _BOUTIQUE_PID1.items()
     ),
     (

@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import cache
 
-from svcdoctor.checks.drains import FLAG_DRAINS, KNOWN_DRAINS, PROBE_HEADER_DRAINS, KnownDrain
+from svcdoctor.checks.drains import (
+    FLAG_DRAINS,
+    KNOWN_DRAINS,
+    PROBE_HEADER_DRAINS,
+    KnownDrain,
+    env_drain,
+)
 from svcdoctor.model import Severity
 from svcdoctor.model.duration import DurationError, parse_duration
 from svcdoctor.model.path import Paths, PathSettings
@@ -111,12 +117,14 @@ def known_drain(
     """The drain of a well-known app (``checks.drains.KNOWN_DRAINS``) with the container's
     arguments and environment applied (a flag or variable that sets the seconds, a flag
     that turns the drain off), else the one a header its probes send names
-    (``PROBE_HEADER_DRAINS``), else the one a flag it is given names (``FLAG_DRAINS``);
+    (``PROBE_HEADER_DRAINS``), else the one a flag it is given names (``FLAG_DRAINS``), else
+    the one its environment names (``env_drain``);
     ``None`` when none is known or its drain is 0 s."""
     known = (
         known_app(image)
         or next((PROBE_HEADER_DRAINS[h] for h in sorted(headers) if h in PROBE_HEADER_DRAINS), None)
         or next((FLAG_DRAINS[f] for f in FLAG_DRAINS if flag_value(argv, f) is not None), None)
+        or env_drain(env or {})
     )
     if known is not None:
         if known.off is not None and flag_value(argv, known.off[0]) == known.off[1]:

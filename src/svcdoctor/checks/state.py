@@ -12,7 +12,7 @@ from svcdoctor.checks.election import election_off
 from svcdoctor.checks.settings import flag_value, tag_version
 from svcdoctor.checks.stores import data_store
 from svcdoctor.model import Container, Mount, Workload
-from svcdoctor.model.images import without_host
+from svcdoctor.model.images import split_image, without_host
 
 # What a second replica cannot fix, said wherever one is proposed: the manifests show no
 # state kept in the process or on the container's own disk (an in-memory cache, an embedded
@@ -186,8 +186,23 @@ _GRAFANA = re.compile(r"(^|/)grafana/grafana(-oss|-enterprise)?(:|@|$)")
 _APICURIO = re.compile(r"(^|/)apicurio/apicurio-registry(?P<mem>-mem)?(:|@|$)")
 _KEYCLOAK = re.compile(r"(^|/)keycloak(/keycloak)?(:|@|$)")
 # The legacy jboss/keycloak image uses its embedded H2 unless DB_VENDOR or a database address
-# says another (https://hub.docker.com/r/jboss/keycloak; istio-tutorial; judge167)
+# says another (https://hub.docker.com/r/jboss/keycloak; istio-tutorial; judge167); so does
+# quay.io/keycloak/keycloak before 17 and its `-legacy` tags, the same WildFly distribution
+# (https://www.keycloak.org/2022/02/keycloak-1700-released; IBM's cloud-native-starter
+# runs 10.0.2; judge314)
 _JBOSS_KEYCLOAK = re.compile(r"(^|/)jboss/keycloak(:|@|$)")
+_LEGACY_TAG = re.compile(r"^(\d|1[0-6])\.|-legacy$")
+
+
+def _legacy_keycloak(image: str) -> bool:
+    """Whether the image is Keycloak's WildFly distribution (``_JBOSS_KEYCLOAK``, or
+    ``keycloak/keycloak`` tagged before 17 or ``-legacy``)."""
+    name, tag, _ = split_image(image)
+    return bool(_JBOSS_KEYCLOAK.search(image)) or (
+        bool(_KEYCLOAK.search(name)) and bool(_LEGACY_TAG.search(tag))
+    )
+
+
 _KEYCLOAK_DB = re.compile(r"^(DB_ADDR|(POSTGRES|MYSQL|MARIADB|ORACLE|MSSQL)_ADDR)$")
 
 
@@ -555,7 +570,7 @@ def local_state(
         return f"image {image} is a file server exporting its own files"
     if runs_locust(container) and not _locust_distributed(argv, env):
         return "a standalone Locust runs the whole load test in the one process"
-    if _JBOSS_KEYCLOAK.search(image) and _on_h2(container):
+    if _legacy_keycloak(image) and _on_h2(container):
         return "the legacy Keycloak image keeps its realms in its embedded H2 database"
     if _KEYCLOAK.search(image) and "start-dev" in argv:
         if env.get("KC_DB", "dev-file") in _KEYCLOAK_DEV_DBS:
