@@ -44,7 +44,8 @@ def test_whole_corpus_is_read(linted: LintResult) -> None:
     # projects' releases, skipped and said like vendor/ (judge240)
     assert linted.objects > 7800
     assert linted.workloads > 1000
-    assert linted.services > 800
+    # core Services only: knative/serving's Knative Services (serving.knative.dev) are not
+    assert linted.services > 780
 
 
 def test_no_parse_error_on_files_pyyaml_reads(linted: LintResult) -> None:

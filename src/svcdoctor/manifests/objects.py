@@ -78,7 +78,9 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
             workloads.append(_with_config_drain(read, raw.body, loaded.config_drains))
             if raw.kind == "Rollout":
                 resources.extend(rollout_experiments(f))
-        elif raw.kind == "Service":
+        elif raw.kind == "Service" and "/" not in str(raw.body.get("apiVersion") or "v1"):
+            # core's, not a Knative Service (serving.knative.dev/v1), which makes its own pods
+            # (a homelab's commonLabels gave one a selector; judge321)
             services.append(_service(f))
         elif raw.kind in AUTOSCALER_KINDS:
             if hpa := autoscaler(f):
