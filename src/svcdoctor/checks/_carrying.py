@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import PurePath
 
 from svcdoctor.checks._serving import (
     METRICS_FLAGS,
@@ -31,7 +30,7 @@ from svcdoctor.checks._serving import (
 from svcdoctor.checks.settings import flag_value
 from svcdoctor.model import Container, Inventory, Resource, Service, Workload
 from svcdoctor.model.images import image_name
-from svcdoctor.model.inventory import file_distance, related
+from svcdoctor.model.inventory import nearest, related
 from svcdoctor.model.route import RouteKind
 
 
@@ -364,19 +363,20 @@ def config_ports(inventory: Inventory, service: Service) -> set[int]:
     """The Service's ports that reach a known control plane's configuration ports
     (``_CONFIG_PORTS``) on every workload it selects."""
     backends = inventory.targeted(service)
-    return {
-        p.port
-        for p in service.ports
-        if backends
-        and all(
-            any(
-                image.search(c.image.split("@", 1)[0]) and p.target in ports
+    served = [
+        frozenset().union(
+            *(
+                ports
                 for image, ports in _CONFIG_PORTS
                 for c in w.template.containers
+                if image.search(c.image.split("@", 1)[0])
             )
-            for w in backends
         )
-    }
+        for w in backends
+    ]
+    if not served or not all(served):
+        return set()
+    return {p.port for p in service.ports if all(p.target in ports for ports in served)}
 
 
 # Webhook servers whose other port only their own probes use (an app's port that its probe
@@ -597,16 +597,12 @@ def _routed(inventory: Inventory) -> dict[int, frozenset[RouteKind]]:
         named.setdefault((inventory.namespace_of(s.ref), s.ref.name), []).append(s)
     kinds: dict[int, set[RouteKind]] = {}
     for r in inventory.routes:
-        home = PurePath(r.location.file)
         for b in r.backends:
             if b.kind != "Service":
                 continue
             found = named.get((b.namespace or inventory.namespace_of(r.ref), b.name), [])
-            ranks = [file_distance(home, PurePath(s.location.file)) for s in found]
-            nearest = min(ranks, default=None)
-            for s, rank in zip(found, ranks, strict=True):
-                if rank == nearest:
-                    kinds.setdefault(id(s), set()).add(r.kind)
+            for s in nearest(r.location.file, found):
+                kinds.setdefault(id(s), set()).add(r.kind)
     return {key: frozenset(found) for key, found in kinds.items()}
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import PurePath
 
 from svcdoctor.checks._backends import fewest_pods, serving_targets
 from svcdoctor.checks._carrying import carries_requests, routed
@@ -39,7 +38,7 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
-from svcdoctor.model.inventory import file_distance, operator_asset, related
+from svcdoctor.model.inventory import nearest, operator_asset, related
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
 
@@ -367,13 +366,8 @@ def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | Non
             continue
         if hpa.location is None:
             return hpa
-        home = PurePath(hpa.location.file)
-        nearest = min(
-            file_distance(home, PurePath(w.location.file))
-            for w in inventory.workloads
-            if scaled(hpa, w)
-        )
-        if file_distance(home, PurePath(workload.location.file)) == nearest:
+        near = nearest(hpa.location.file, [w for w in inventory.workloads if scaled(hpa, w)])
+        if workload in near:
             return hpa
     return None
 

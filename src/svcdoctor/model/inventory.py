@@ -7,9 +7,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar, cast
 
-from svcdoctor.model.finding import Finding, ObjectRef
+from svcdoctor.model.finding import Finding, Location, ObjectRef
 from svcdoctor.model.images import ImageFacts
 from svcdoctor.model.live import LiveFacts
 from svcdoctor.model.resource import Resource
@@ -331,6 +331,23 @@ def related(a: str, b: str) -> bool:
         (i for i, (x, y) in enumerate(zip(da, db, strict=False)) if x != y), min(len(da), len(db))
     )
     return common >= min(len(da), len(db)) or common == len(da) - 1 == len(db) - 1
+
+
+class _Located(Protocol):
+    @property
+    def location(self) -> Location: ...
+
+
+L = TypeVar("L", bound=_Located)
+
+
+def nearest(home: str, found: Sequence[L]) -> list[L]:
+    """The objects of ``found`` defined nearest the file ``home`` (``file_distance``): of
+    several definitions of a name, the ones that belong with what names them."""
+    at = PurePath(home)
+    ranks = [file_distance(at, PurePath(x.location.file)) for x in found]
+    best = min(ranks, default=None)
+    return [x for x, rank in zip(found, ranks, strict=True) if rank == best]
 
 
 def file_distance(home: PurePath, other: PurePath) -> tuple[int, int, int]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import PurePath
 
 from svcdoctor.model.finding import ObjectRef
 from svcdoctor.model.hops import (
@@ -55,7 +54,12 @@ from svcdoctor.model.hops import (
     Leg,
     sidecar_of,
 )
-from svcdoctor.model.inventory import DEFAULT_NAMESPACE, Inventory, file_distance, related
+from svcdoctor.model.inventory import (
+    DEFAULT_NAMESPACE,
+    Inventory,
+    nearest,
+    related,
+)
 from svcdoctor.model.live import is_live
 from svcdoctor.model.resource import Resource
 from svcdoctor.model.route import BackendRef, Front, FrontKind, Route, RouteKind
@@ -216,15 +220,10 @@ class _Tracer:
         found = self.namespaces.get(self.inventory.namespace_of(workload.ref), [])
         if not found or is_live(workload.location):
             return found[0] if found else None
-        home = PurePath(workload.location.file)
-        near = [
-            (file_distance(home, PurePath(r.location.file)), r)
-            for r in found
-            if related(workload.location.file, r.location.file)
-        ]
-        if not near:
+        home = workload.location.file
+        closest = nearest(home, [r for r in found if related(home, r.location.file)])
+        if not closest:
             return None
-        closest = [r for d, r in near if d == min(d for d, _ in near)]
         if any(
             (r.labels, r.annotations) != (closest[0].labels, closest[0].annotations)
             for r in closest
@@ -394,14 +393,8 @@ def _nearest(route: Route, found: list[Service]) -> list[Service]:
     app's Service of the same name), which say nothing of this route's."""
     if not found or is_live(route.location):
         return found
-    home = PurePath(route.location.file)
-    ranked = [
-        (file_distance(home, PurePath(s.location.file)), s)
-        for s in found
-        if related(route.location.file, s.location.file)
-    ]
-    best = min((rank for rank, _ in ranked), default=None)
-    return [s for rank, s in ranked if rank == best]
+    home = route.location.file
+    return nearest(home, [s for s in found if related(home, s.location.file)])
 
 
 _MESH = {
