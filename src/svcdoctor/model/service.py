@@ -35,6 +35,7 @@ class Service:
     headless: bool = False
     session_affinity: str = "None"
     external_traffic_policy: str | None = None
+    internal_traffic_policy: str | None = None  # Local: a node's clients reach its pods only
     annotations: dict[str, str] = field(default_factory=dict)
     traffic_distribution: str | None = None  # spec.trafficDistribution (PreferClose, ...)
     labels: dict[str, str] = field(default_factory=dict)  # its own (what monitors select)
