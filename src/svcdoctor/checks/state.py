@@ -120,6 +120,10 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
     r"blueocean)|[\w-]*/ks-jenkins|([\w.-]+/)?jenkins)(:|@|$)"
 )
+# Spring PetClinic's customers and visits services write their records to an in-memory HSQLDB
+# unless the `mysql` profile is active (spring-petclinic-microservices' README, "Database
+# configuration"; splunk-otel-collector-chart's example; judge326)
+_PETCLINIC_HSQLDB = re.compile(r"(^|/)spring-petclinic-(customers|visits)-service(:|@|$)")
 # Jaeger v2 (jaegertracing/jaeger) run without a --config uses its built-in all-in-one
 # configuration, memory storage (cmd/jaeger/internal/all-in-one.yaml of jaegertracing/jaeger;
 # Knative eventing-kafka-broker's tracing; judge240)
@@ -561,6 +565,8 @@ def local_state(
     in_memory = "zipkin" not in image or env.get("STORAGE_TYPE", "mem") == "mem"
     if _SINGLE_INSTANCE_IMAGE.search(image) and in_memory:
         return f"image {image} keeps its data in the one process or its local files"
+    if _PETCLINIC_HSQLDB.search(image) and "mysql" not in env.get("SPRING_PROFILES_ACTIVE", ""):
+        return f"image {image} writes to an in-memory HSQLDB without the mysql profile"
     if base and _SINGLE_INSTANCE_IMAGE.search(base.split("@", 1)[0]) and in_memory:
         return (
             f"image {image}, built here FROM {base}, keeps its data in the one process or its "

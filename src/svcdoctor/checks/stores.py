@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from svcdoctor.model import Container, Workload
+from svcdoctor.model.images import image_name
 
 # Images of data stores and brokers (a directory server's database: OpenLDAP; message
 # brokers: ActiveMQ Classic and Artemis, apache/activemq-artemis, Eclipse Mosquitto, which has
@@ -81,7 +82,7 @@ def _store(c: Container, *, tools: bool = False) -> bool:
     if c.command and c.command[0].rsplit("/", 1)[-1] in _STORE_COMMANDS:
         return True
     image = c.image.split("@", 1)[0].lower()
-    name = image.rsplit("/", 1)[-1].split(":", 1)[0]
+    name = image_name(image)
     if "$" in name:
         return False  # a placeholder (`${KNATIVE_KAFKA_RECEIVER_IMAGE}`) names no image yet
     tool = bool(_STORE_TOOL.search(name))

@@ -3,11 +3,24 @@ and the name an image reference gives its repository."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# The OpenTelemetry demo publishes every service under one repository, naming the service
+# after the version in the tag (`ghcr.io/open-telemetry/demo:1.8.0-kafka`, `otel/demo` before;
+# `image: ${IMAGE_NAME}:${DEMO_VERSION}-kafka` in docker-compose.yml of
+# open-telemetry/opentelemetry-demo): the service is the image's name. Its feature-flag
+# store `ffspostgres` is PostgreSQL, its `loadgenerator` Locust (src/loadgenerator/Dockerfile).
+_SERVICE_IN_TAG = re.compile(r"(?:^|/)(?:open-telemetry|otel)/demo:[^-@/]+-(?P<service>[\w.-]+)")
+_DEMO_SERVICES = {"ffspostgres": "postgres", "loadgenerator": "locust"}
 
 
 def image_name(image: str) -> str:
-    """The repository name of an image reference: ``reg:5000/a/b:1.0@sha256:…`` → ``b``."""
+    """The repository name of an image reference: ``reg:5000/a/b:1.0@sha256:…`` → ``b``; the
+    service for the OpenTelemetry demo's (``ghcr.io/open-telemetry/demo:1.8.0-kafka`` →
+    ``kafka``)."""
+    if found := _SERVICE_IN_TAG.search(image.split("@", 1)[0]):
+        return _DEMO_SERVICES.get(found["service"], found["service"])
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
