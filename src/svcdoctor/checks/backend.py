@@ -102,8 +102,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     that port would ever pass. A UDP sink that declares no TCP port (StatsD, syslog,
     NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port name or number) is not flagged:
     nothing answers its datagrams, and no probe handler can ask it anything (a DNS server
-    answers: it gets the exec-probe note, unless its image is built here FROM scratch: no
-    program for an exec probe); so does an SCTP port, which no probe handler speaks either.
+    answers: it gets the exec-probe note, as an `info`, unless its image is built here FROM
+    scratch: no program for an exec probe); so does an SCTP port, which no probe handler
+    speaks either.
     The probe printed checks the port the Service sends to, in the
     protocol the manifests say it speaks (a port 443 in front of another target port says
     nothing: TLS may end before the pod); a pod with autocert's mutual-TLS certificate
@@ -242,7 +243,9 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             fix=fix,
             container=c.name,
             line=c.line,
-            severity=Severity.INFO if alone or gate else None,
+            # UDP/SCTP only: no probe handler speaks it, and an exec probe needs a program the
+            # image may not ship (kong/go-echo; judge332): a note
+            severity=Severity.INFO if alone or gate or udp_only else None,
         )
 
 

@@ -317,7 +317,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     Nor is a Service whose folder holds a templated document lint could not read (SVD002, or
     a template Go code fills in): its workload may be that document. Nor a Service whose
     selector, or whose workload's namespace, is a variable the tool that applies the files
-    fills in (`${APP_LABEL}`, `${NAMESPACE}`).
+    fills in (`${APP_LABEL}`, `${NAMESPACE}`). Nor a Service alone in a Go `testdata` folder
+    (no workload of its namespace in its tree): a unit test's input, never applied.
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload of its namespace is in the Service's
@@ -453,6 +454,10 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
                     "# make spec.selector match the pod template labels of the backing workload"
                 ),
             )
+        elif "testdata" in folder_parts(svc.location.file):
+            continue  # a Go test's input, alone in its folder (the go tool ignores testdata/:
+            # `go help packages`): no workload is meant to go with it (Kong's translator
+            # golden files, internal/dataplane/testdata/golden; judge332)
         else:
             yield Hit(
                 svc,
