@@ -78,8 +78,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     their default in-memory HSQLDB, a standalone Locust behind a route,
     Keycloak `start-dev`, Vault's and Consul's dev servers (their images' defaults), Argo CD's
     Dex, the Docker registry on its default filesystem storage, zot, Grafana on its default
-    SQLite database, Loki on its image's local-config.yaml, Tempo run whole on a volume of its
-    own, Nacos in standalone mode, a path its own flags call storage
+    SQLite database, an OpenTelemetry Collector whose mounted configuration runs a
+    `prometheus` receiver with its own `scrape_configs` and no `target_allocator` (every
+    replica would scrape every target), Loki on its image's local-config.yaml, Tempo run
+    whole on a volume of its own, Nacos in standalone mode, a path its own flags call storage
     (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, a storage flag set to
     memory (`--storage-name=memory`), mitmproxy's own CA (none mounted), the Eureka server its
     clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, a Socket.IO server
@@ -274,6 +276,13 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
                 "or a session's requests reach a pod that did not open it"
             )
             second = "would get requests of sessions the other opened, and fail them"
+        elif state.startswith("its collector's prometheus receiver"):  # manifests.configs
+            kept = "scrapes its targets itself"
+            advice = (
+                "# an availability note, not a fix: before a second replica, share the targets "
+                "out (the collector's\n# Target Allocator), or every replica scrapes every target"
+            )
+            second = "would scrape them again and send every sample twice"
         elif state.startswith("it reaches its node's daemon"):
             kept = "is bound to its node"
             advice = (

