@@ -205,6 +205,19 @@ def test_json_that_holds_no_kubernetes_object_is_skipped_not_an_input_error(
     assert result.documents == 1
 
 
+def test_a_recorded_http_exchange_is_skipped_not_svd001(tmp_path: Path) -> None:
+    """kubebuilder-declarative-pattern's mockkubeapiserver golden files (`expected.yaml`): a
+    request line, headers and JSON bodies naming kinds; no manifest starts so (judge337)."""
+    body = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}'
+    exchange = f"GET http://kube-apiserver/api\nAccept: application/json\n\n200 OK\n{body}\n"
+    path = write(tmp_path / "expected.yaml", exchange)
+    result = load([path])
+    assert result.problems == []
+    assert result.skipped == 1
+    broken = write(tmp_path / "broken.yaml", "apiVersion: v1\nkind: Service\nmetadata: [a: b\n")
+    assert [p.rule for p in load([broken]).problems] == ["SVD001"]
+
+
 def test_broken_json_that_names_a_kind_is_still_svd001(tmp_path: Path) -> None:
     path = write(tmp_path / "svc.json", '{"apiVersion": "v1", "kind": "Service" "metadata": {}}\n')
     (problem,) = load([path]).problems

@@ -16,7 +16,7 @@ because they stop taking new connections at SIGTERM by default:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -282,6 +282,16 @@ KNATIVE_WEBHOOK = KnownDrain(
     "network.DefaultDrainTimeout: 45 s",
     quiet=True,
 )
+
+
+def argv_drain(argv: Sequence[str]) -> KnownDrain | None:
+    """Istio's pilot-agent started by its subcommand (`proxy router`, `proxy sidecar`) from an
+    image not named proxyv2 (Aeraki's meta-protocol-proxy gateway; judge340), or ``None``."""
+    words = [w.rsplit("/", 1)[-1] for w in argv[:3]]
+    if words[:1] == ["pilot-agent"]:
+        words = words[1:]
+    agent = words[:1] == ["proxy"] and words[1:2] in (["sidecar"], ["router"])
+    return next((k for k in KNOWN_DRAINS if k.image == "*/proxyv2*"), None) if agent else None
 
 
 def env_drain(env: Mapping[str, str]) -> KnownDrain | None:

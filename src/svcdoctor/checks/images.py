@@ -104,6 +104,14 @@ _KNOWN_PID1 = (
         "",
         _EXEC_FIX,
     ),
+    (  # the same proxy under VMware's registry (wavefrontHQ/observability-for-kubernetes)
+        "*tanzu_observability/proxy:*",
+        "bash, running run.sh, which starts java without exec",
+        "https://github.com/wavefrontHQ/wavefront-proxy/blob/master/docker/Dockerfile, "
+        "docker/run.sh",
+        "",
+        _EXEC_FIX,
+    ),
     *(
         (f"*weaveworksdemos/{name}:*", *_SOCK_SHOP_JAVA, "", _EXEC_FIX)
         for name in ("carts", "orders", "shipping")
@@ -322,9 +330,9 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     `SimpleHTTPServer`), which installs none. Not flagged: an init in front (`tini`,
     `dumb-init`), `shareProcessNamespace: true`, a `trap` in the script, an app file not in the
     context. Published images whose own Dockerfile starts such a PID 1 are flagged without
-    one in the repository: `wavefronthq/proxy` and Sock Shop's Java services
-    (`weaveworksdemos/carts`, `orders`, `shipping`): a shell running a script that starts java
-    without `exec`; Online Boutique's `microservices-demo/emailservice`,
+    one in the repository: `wavefronthq/proxy` (also as `tanzu_observability/proxy`) and Sock
+    Shop's Java services (`weaveworksdemos/carts`, `orders`, `shipping`): a shell running a
+    script that starts java without `exec`; Online Boutique's `microservices-demo/emailservice`,
     `recommendationservice` (python), `currencyservice` and `paymentservice` (node), an
     interpreter running an app without a handler; ML Metadata's `ml_metadata_store_server`, a
     gRPC server that is PID 1 and installs no handler (also when the manifest's command names

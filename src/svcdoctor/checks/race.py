@@ -149,7 +149,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     {"deployment/payments-*" = 3}`) and those are shorter than `--propagation-seconds`: then the
     sleep asked for is the difference. Apps the configuration does not name are looked up in
     svcdoctor's list of well-known apps that drain by themselves, read from their code (Knative
-    webhooks, activator and Eventing servers 45 s, skipper 45 s, Istio's proxy 5 s, the KEDA
+    webhooks, activator and Eventing servers 45 s, skipper 45 s, Istio's proxy 5 s (also
+    pilot-agent started as `proxy router|sidecar` from another image), the KEDA
     HTTP add-on's interceptor 5 s, podinfo 3 s from 2.0.0, Argo's rollouts-demo 10 s,
     kube-ops-view 10 s, kubenurse 5 s, parapet's ingress controller and edge proxy 30 s,
     ingress-nginx with `--shutdown-grace-period`, Agones' extensions and allocator with

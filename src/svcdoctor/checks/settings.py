@@ -14,6 +14,7 @@ from svcdoctor.checks.drains import (
     KNOWN_DRAINS,
     PROBE_HEADER_DRAINS,
     KnownDrain,
+    argv_drain,
     env_drain,
 )
 from svcdoctor.model import Severity
@@ -118,13 +119,15 @@ def known_drain(
     arguments and environment applied (a flag or variable that sets the seconds, a flag
     that turns the drain off), else the one a header its probes send names
     (``PROBE_HEADER_DRAINS``), else the one a flag it is given names (``FLAG_DRAINS``), else
-    the one its environment names (``env_drain``);
+    the one its environment names (``env_drain``), else the one its arguments start
+    (``argv_drain``: Istio's pilot-agent);
     ``None`` when none is known or its drain is 0 s."""
     known = (
         known_app(image)
         or next((PROBE_HEADER_DRAINS[h] for h in sorted(headers) if h in PROBE_HEADER_DRAINS), None)
         or next((FLAG_DRAINS[f] for f in FLAG_DRAINS if flag_value(argv, f) is not None), None)
         or env_drain(env or {})
+        or argv_drain(argv)
     )
     if known is not None:
         if known.off is not None and flag_value(argv, known.off[0]) == known.off[1]:

@@ -25,10 +25,12 @@ from svcdoctor.model.patch import Fix, FixAvailability, PodPatch, note
 # What /bin/sh is, by image family (checked against the real shells in
 # tests/checks/test_shell_exec.py): busybox ash on Alpine and busybox images, dash on Debian
 # and Ubuntu images, bash on the Red Hat family. n8n's image is built FROM its Alpine base
-# (docker/images/n8n/Dockerfile, FROM n8nio/base: node:*-alpine; a homelab's n8n, judge303).
+# (docker/images/n8n/Dockerfile, FROM n8nio/base: node:*-alpine; a homelab's n8n, judge303);
+# Envoy's rate limit service's final stage is FROM alpine (Dockerfile of envoyproxy/ratelimit;
+# Aeraki's rate-limit-server demos, judge340).
 _ASH_IMAGES = re.compile(
     r"alpine|busybox|(^|/)curlimages/|distroless/.*:debug|(^|/)(traefik|bash|docker)(:|$)"
-    r"|(^|/)n8nio/n8n(:|@|$)"
+    r"|(^|/)(n8nio/n8n|envoyproxy/ratelimit)(:|@|$)"
 )
 _BASH_IMAGES = re.compile(
     r"(^|/)(centos|fedora|rockylinux|almalinux|ubi\d*(-\w+)?|amazonlinux|oraclelinux|"

