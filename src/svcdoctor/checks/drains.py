@@ -139,6 +139,14 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "endpoints' before it exits",
     ),
     KnownDrain(
+        "*sourcegraph/frontend:*",
+        5,
+        "https://github.com/sourcegraph/sourcegraph-public-snapshot/blob/main/cmd/frontend/"
+        "internal/cli/http.go",
+        "pauses 5 s after SIGTERM on Kubernetes before it shuts its HTTP servers down "
+        "(httpserver.WithPreShutdownPause), for the endpoints to propagate",
+    ),
+    KnownDrain(
         "*knative.dev/serving/cmd/activator*",
         45,
         "https://github.com/knative/serving/blob/main/cmd/activator/main.go",
