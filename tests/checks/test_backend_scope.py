@@ -113,6 +113,8 @@ def test_a_service_alone_in_a_go_testdata_folder_is_a_test_input(tmp_path: Path)
     is still one (a note, as any finding in a test's folder)."""
     golden = tmp_path / "internal" / "dataplane" / "testdata" / "golden" / "grpc"
     _write(golden / "in.yaml", SERVICE.format(name="grpcbin", selector="app: grpcbin"))
+    inputs = tmp_path / "translator" / "gateway" / "testutils" / "inputs"  # kgateway (judge343)
+    _write(inputs / "http-routing.yaml", SERVICE.format(name="example", selector="app: example"))
     _write(tmp_path / "examples" / "svc.yaml", SERVICE.format(name="api", selector="app: api"))
     typo = tmp_path / "pkg" / "testdata" / "typo"
     _write(typo / "svc.yaml", SERVICE.format(name="web", selector="app: wbe"))

@@ -354,3 +354,37 @@ def test_on_a_live_cluster_a_missing_service_or_grant_is_certain() -> None:
     (missing,) = run_checks(same, Settings(enabled=frozenset({"SVD211"}))).findings
     assert missing.severity.value == "error"
     assert "no Service shop/web" in missing.message
+
+
+def test_a_stand_in_name_met_in_another_example_is_no_missing_port(tmp_path: Path) -> None:
+    """F5's ingress/networkingV1: standalone Ingress examples name `svc-1`, a stand-in for
+    the user's Service; the headless-Service example beside them defines a `svc-1` with its
+    own Ingress (judge346): the stand-in is not that example's Service. A route beside its
+    own app still gets SVD211."""
+    own = INGRESS.replace("ingressClassName: nginx", "ingressClassName: traefik")
+    _write(tmp_path / "examples" / "headless.yaml", APP + own)
+    stand_in = own.replace("name: web}", "name: web-https}").replace(
+        "{name: http}", "{number: 443}"
+    )
+    _write(tmp_path / "examples" / "https.yaml", stand_in)
+    settings = Settings(enabled=frozenset({"SVD211"}))
+    assert not lint_paths([str(tmp_path)], settings).findings
+    _write(tmp_path / "examples" / "https.yaml", APP.replace("web", "other") + stand_in)
+    (finding,) = lint_paths([str(tmp_path)], settings).findings
+    assert "has no port 443" in finding.message
+
+
+def test_azure_s_application_gateway_takes_a_target_port(tmp_path: Path) -> None:
+    """AGIC resolves an Ingress backend port against a Service port's number, name or
+    targetPort (pkg/appgw/backendhttpsettings.go; judge346)."""
+    ingress = INGRESS.replace(
+        "ingressClassName: nginx", "ingressClassName: azure-application-gateway"
+    )
+    text = APP.replace("targetPort: http", "targetPort: 8080") + ingress.replace(
+        "{name: http}", "{number: 8080}"
+    )
+    assert not lint_text(text, Settings(enabled=frozenset({"SVD211"}))).findings
+    other = text.replace("azure-application-gateway", "traefik")
+    assert [f.rule for f in lint_text(other, Settings(enabled=frozenset({"SVD211"}))).findings] == [
+        "SVD211"
+    ]

