@@ -520,3 +520,19 @@ def test_a_dangling_symbolic_link_in_a_folder_is_skipped_with_a_note(tmp_path: P
     assert [target for _, target in result.dangling] == ["../../examples/deploy.yaml"]
     assert [o.kind for o in result.objects] == ["Service"]
     assert [p.rule for p in load([str(link), good]).problems] == ["SVD003"]
+
+
+def test_a_line_that_is_only_a_shell_variable_is_a_placeholder_not_svd001() -> None:
+    """kyma-project/serverless' tests/performance/templates/cm.yaml: `${k6_source}` alone on
+    a line under a block scalar, text envsubst puts in already indented (judge353); likewise
+    `$CONJUR_SSL_CERT` at column 0 (judge328). A real syntax error stays SVD001."""
+    for variable in ("${k6_source}", "$CONJUR_SSL_CERT"):
+        text = (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k6}\ndata:\n  script.js: |\n"
+            f"{variable}\n  other: x\n"
+        )
+        (problem,) = load(["-"], stdin=io.BytesIO(text.encode())).problems
+        assert (problem.rule, problem.location.line) == ("SVD002", 6), variable
+        assert variable in problem.message
+    broken = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k6}\ndata:\n  a: [b\n"
+    assert [p.rule for p in load(["-"], stdin=io.BytesIO(broken.encode())).problems] == ["SVD001"]

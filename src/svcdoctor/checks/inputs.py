@@ -62,7 +62,8 @@ HELM_TEMPLATE = input_rule(
     `.Values`, `.Release`…, or its functions, `include`, `toYaml`…, in a file that reads no
     other data, or a chart's `templates/`) is an error (render it first); a template without
     them, which other tooling fills (a Go or Mustache renderer such as envtpl or gomplate, a
-    script: `{{{IMAGE}}}`), is info: lint what that tooling renders; one in a Go module that
+    script: `{{{IMAGE}}}`, or a line that is only `${VAR}`, text envsubst puts in
+    indented), is info: lint what that tooling renders; one in a Go module that
     reads its own data (`{{ .HandlerNamespace }}`) is the module's programs' and counted. A
     placeholder that a controller fills at run time (Argo Workflows' `{{inputs.parameters.x}}`, Argo
     Rollouts' `{{args.x}}`) is not Helm: it is reported as info, with the advice to quote

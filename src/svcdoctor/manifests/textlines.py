@@ -18,6 +18,11 @@ _SCRIPT_PLACEHOLDER = re.compile(
     r"|%[-+# 0-9.]*[sdvqfgxX](?=\s|$))"
 )
 
+# ...or a line that is nothing but a shell variable, text envsubst puts in already indented
+# (`${k6_source}` under a block scalar: kyma-project/serverless' tests/performance/templates,
+# judge353; `$CONJUR_SSL_CERT`: secrets-store-csi-driver's conjur tests, judge328)
+_VARIABLE_LINE = re.compile(r"^[ \t]*\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)[ \t]*$", re.MULTILINE)
+
 
 class TextLines:
     """Line access to a templated file's text (built only for files holding ``{{``)."""
@@ -43,14 +48,11 @@ class TextLines:
         return None if at < 0 else bisect.bisect_right(self.starts, at)
 
     def first_placeholder(self, first: int, last: int) -> int | None:
-        """The line of the first ``{x}`` glued to a value, ``@X@`` or printf verb, in lines
-        ``first``..``last``."""
-        found = _SCRIPT_PLACEHOLDER.search(self.between(first, last))
-        return (
-            None
-            if found is None
-            else first + self.between(first, last).count("\n", 0, found.start())
-        )
+        """The line of the first ``{x}`` glued to a value, ``@X@``, printf verb or line of
+        a lone ``${VAR}``, in lines ``first``..``last``."""
+        text = self.between(first, last)
+        starts = [m.start() for p in (_SCRIPT_PLACEHOLDER, _VARIABLE_LINE) if (m := p.search(text))]
+        return None if not starts else first + text.count("\n", 0, min(starts))
 
     def template_at(self, line: int, limit: int = 40) -> str:
         """The first ``{{ … }}`` on ``line`` (else a glued ``{x}``), shortened to ``limit``
@@ -59,6 +61,8 @@ class TextLines:
         start = text.find("{{")
         if start < 0 and (glued := _SCRIPT_PLACEHOLDER.search(text)):
             return glued.group(0)
+        if start < 0 and (variable := _VARIABLE_LINE.search(text)):
+            return variable.group(0).strip()
         if start < 0:
             return "{{ … }}"
         end = text.find("}}", start)
