@@ -107,7 +107,7 @@ def test_partial_inputs_are_decided_per_folder_tree(tmp_path: Path) -> None:
     assert all("has no endpoints" not in m for m in messages.values())
 
 
-def test_a_service_alone_in_a_go_testdata_folder_is_a_test_input(tmp_path: Path) -> None:
+def test_a_service_alone_in_a_test_folder_is_a_test_input(tmp_path: Path) -> None:
     """Kong's internal/dataplane/testdata/golden/*/in.yaml: a translator test's input Services,
     never applied, no workload meant (judge332): no SVD207; a typo beside its workload there
     is still one (a note, as any finding in a test's folder)."""
@@ -115,6 +115,8 @@ def test_a_service_alone_in_a_go_testdata_folder_is_a_test_input(tmp_path: Path)
     _write(golden / "in.yaml", SERVICE.format(name="grpcbin", selector="app: grpcbin"))
     inputs = tmp_path / "translator" / "gateway" / "testutils" / "inputs"  # kgateway (judge343)
     _write(inputs / "http-routing.yaml", SERVICE.format(name="example", selector="app: example"))
+    policy = tmp_path / "test" / "conformance" / "chainsaw" / "validate"  # Kyverno (judge352)
+    _write(policy / "resource.yaml", SERVICE.format(name="bad", selector="app: bad"))
     _write(tmp_path / "examples" / "svc.yaml", SERVICE.format(name="api", selector="app: api"))
     typo = tmp_path / "pkg" / "testdata" / "typo"
     _write(typo / "svc.yaml", SERVICE.format(name="web", selector="app: wbe"))

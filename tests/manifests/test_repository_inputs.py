@@ -536,3 +536,16 @@ def test_a_line_that_is_only_a_shell_variable_is_a_placeholder_not_svd001() -> N
         assert variable in problem.message
     broken = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k6}\ndata:\n  a: [b\n"
     assert [p.rule for p in load(["-"], stdin=io.BytesIO(broken.encode())).problems] == ["SVD001"]
+
+
+def test_a_kyverno_test_folder_s_files_are_inputs_not_objects(tmp_path: Path) -> None:
+    """Kyverno's test/cli: a folder with a kyverno-test.yaml is evaluated offline by
+    `kyverno test` against its resources (a deprecated CronJob on purpose): counted as test
+    files, not linted (judge352); named by the user, they are."""
+    folder = tmp_path / "test" / "cli" / "cronjob"
+    write(folder / "kyverno-test.yaml", "apiVersion: cli.kyverno.io/v1alpha1\nkind: Test\n")
+    resource = write(folder / "resource.yaml", service("api"))
+    result = load([str(tmp_path)])
+    assert result.objects == []
+    assert result.assertions == 2
+    assert [o.kind for o in load([resource]).objects] == ["Service"]

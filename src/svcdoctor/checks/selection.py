@@ -23,7 +23,7 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
-from svcdoctor.model.inventory import folder_parts, related
+from svcdoctor.model.inventory import folder_parts, related, test_folder
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
 
@@ -284,7 +284,6 @@ _CONFIG_KINDS = frozenset(
 )
 
 
-_GO_TEST_INPUTS = frozenset({"testdata", "testutils", "testutil"})  # Go tests' data folders
 _ANGLED = re.compile(r"<[A-Za-z][\w-]*>")  # a placeholder a person replaces (<MODULE_NAME>)
 
 
@@ -322,8 +321,8 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     a template Go code fills in): its workload may be that document. Nor a Service whose
     selector, or whose workload's namespace, is a variable the tool that applies the files
     fills in (`${APP_LABEL}`, `${NAMESPACE}`), or a person does (`<MODULE_NAME>`). Nor a
-    Service alone in a Go `testdata` or `testutils` folder (no workload of its namespace in
-    its tree): a unit test's input, never applied.
+    Service in a test's folder (`testdata`, `testutils`, `tests`, `e2e`… as notes say) with
+    no workload of its namespace in its tree: a test's input, which nothing is meant to back.
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload of its namespace is in the Service's
@@ -461,11 +460,11 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
                     "# make spec.selector match the pod template labels of the backing workload"
                 ),
             )
-        elif _GO_TEST_INPUTS & set(folder_parts(svc.location.file)):
-            continue  # a Go test's input, alone in its folder (the go tool ignores testdata/:
-            # `go help packages`): no workload is meant to go with it (Kong's translator
-            # golden files, internal/dataplane/testdata/golden, judge332; kgateway's
-            # translator/gateway/testutils/inputs, judge343)
+        elif test_folder(svc.location.file) is not None:
+            continue  # a test's input, no workload in its tree: none is meant to go with it
+            # (a Go test's testdata/ or testutils/: Kong's translator golden files, judge332;
+            # kgateway's testutils/inputs, judge343; Kyverno's policy tests' resources,
+            # polaris' test_files, judge352)
         else:
             yield Hit(
                 svc,

@@ -164,7 +164,8 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
     if loaded.assertions:
         out.append(
             f"skipped {_plural(loaded.assertions, 'test assertion file')} (kuttl's "
-            "NN-assert.yaml, NN-errors.yaml): fields a test compares, not objects it applies"
+            "NN-assert.yaml, NN-errors.yaml, `kyverno test` inputs): fields a test compares, "
+            "not objects it applies"
         )
     if loaded.excluded:
         out.append(f"left out {_plural(loaded.excluded, 'path')} matching exclude patterns")

@@ -35,6 +35,7 @@ from svcdoctor.manifests.paths import (
     chainsaw_assertions,
     helm_chart_of,
     hidden_manifests,
+    kyverno_test_inputs,
     vendored,
 )
 from svcdoctor.manifests.templates import (
@@ -226,7 +227,7 @@ def _walk(
             else:
                 kept.append(d)
         dirs[:] = kept
-        asserted = chainsaw_assertions(top, files)
+        asserted = chainsaw_assertions(top, files) | kyverno_test_inputs(files)
         for name in files:
             if name.endswith(MANIFEST_SUFFIXES):
                 if excludes and excludes.match(os.path.join(relative, name)):

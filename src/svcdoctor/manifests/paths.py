@@ -103,6 +103,17 @@ def assertion(name: str, asserted: frozenset[str] = frozenset()) -> bool:
     return bool(_ASSERTION.match(name)) or name in asserted
 
 
+# `kyverno test` evaluates a folder's policies against its resources offline, as its
+# kyverno-test.yaml lists them: inputs, never applied (Kyverno's test/cli; judge352;
+# https://kyverno.io/docs/kyverno-cli/usage/test/)
+_KYVERNO_TESTS = ("kyverno-test.yaml", "kyverno-test.yml")
+
+
+def kyverno_test_inputs(files: list[str]) -> frozenset[str]:
+    """Every file of a folder that holds a `kyverno test` definition (``_KYVERNO_TESTS``)."""
+    return frozenset(files) if any(t in files for t in _KYVERNO_TESTS) else frozenset()
+
+
 _CHAINSAW_TESTS = ("chainsaw-test.yaml", "chainsaw-test.yml")
 _CHAINSAW_BLOCKS = ("try", "catch", "finally", "cleanup")
 
