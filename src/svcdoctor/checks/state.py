@@ -520,6 +520,13 @@ _MEMORY_STORAGE = re.compile(
 )
 
 
+# ...or an environment variable that names a queue or a store and sets it to memory
+# (ThingsBoard's monolith, `TB_QUEUE_TYPE: in-memory`: "for development or a single node"
+# per its docs, a second replica a second queue; thingsboard-ce-k8s; judge360)
+_MEMORY_ENV_NAME = re.compile(r"(QUEUE|STORE|STORAGE|BACKEND|CACHE)(_?TYPE|_?KIND|_?MODE)?$")
+_MEMORY_VALUE = frozenset({"memory", "inmemory", "in-memory", "mem", "in_memory"})
+
+
 _TEMPO = re.compile(r"(^|/)grafana/tempo(:|@|$)")
 
 
@@ -611,6 +618,15 @@ def local_state(
         return "Consul's dev agent, the image's default command, keeps its catalog in memory"
     if memory := next((a for a in argv if _MEMORY_STORAGE.match(a)), None):
         return f"its storage is in memory ({memory})"
+    if memory := next(
+        (
+            f"{name}={value}"
+            for name, value in container.env
+            if value.lower() in _MEMORY_VALUE and _MEMORY_ENV_NAME.search(name.upper())
+        ),
+        None,
+    ):
+        return f"its environment keeps it in memory ({memory})"
     if _MITMPROXY.search(image) and not any(_mitmproxy_ca(m.path) for m in container.mounts):
         return "mitmproxy creates a CA of its own at its first start, which its clients trust"
     if workload.template.config_state:
