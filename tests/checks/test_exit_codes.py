@@ -397,3 +397,19 @@ def test_workloads_of_images_only_a_local_cluster_holds_get_notes(tmp_path: Path
     assert all(f.message.endswith("(imagePullPolicy: Never))") for f in found)
     (tmp_path / "docs" / "echo.yaml").write_text(WEBTEST)
     assert Severity.WARNING in {f.severity for f in lint_paths([str(tmp_path)]).findings}
+
+
+def test_a_pulling_copy_beside_a_local_one_keeps_its_warnings(tmp_path: Path) -> None:
+    """ewolff/microservice-istio: `order.yaml` runs a local build (imagePullPolicy: Never)
+    and `order-dockerhub.yaml` the same objects from Docker Hub; the copy that pulls is no
+    local one (judge363)."""
+    local = WEBTEST.replace(
+        "ports: [{containerPort: 8080}]}",
+        "imagePullPolicy: Never, ports: [{containerPort: 8080}]}",
+    )
+    (tmp_path / "order.yaml").write_text(local)
+    (tmp_path / "order-dockerhub.yaml").write_text(WEBTEST)
+    found = lint_paths([str(tmp_path)]).findings
+    by_file = {(Path(f.location.file).name, f.severity) for f in found}
+    assert {s for name, s in by_file if name == "order.yaml"} == {Severity.INFO}
+    assert {s for name, s in by_file if name == "order-dockerhub.yaml"} == {Severity.WARNING}

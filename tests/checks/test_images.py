@@ -835,3 +835,20 @@ def test_a_dockerfile_named_for_the_image_in_either_case(tmp_path: Path, name: s
         find_builds([str(tmp_path)]), {"example/api:1": [str(tmp_path / "a.yaml")]}
     )
     assert {i: f.dockerfile.rsplit("/", 1)[-1] for i, f in found.items()} == {"example/api:1": name}
+
+
+def test_a_containerfile_is_a_dockerfile(tmp_path: Path) -> None:
+    """Podman's and Buildah's name (blixt's build/Containerfile.udp-test-server; judge365):
+    `Containerfile.NAME` builds the image NAME, a plain Containerfile in the image's folder
+    builds it, as Dockerfiles do."""
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "Containerfile.udp-test-server").write_text('FROM alpine\nCMD ["/server"]\n')
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "Containerfile").write_text('FROM node:22\nCMD ["node", "app.js"]\n')
+    images = {"udp-test-server:1": (), "example/web:1": (str(tmp_path / "web" / "deploy.yaml"),)}
+    found = match_images(find_builds([str(tmp_path)]), images)
+    assert {i: f.dockerfile.rsplit("/", 1)[-1] for i, f in found.items()} == {
+        "udp-test-server:1": "Containerfile.udp-test-server",
+        "example/web:1": "Containerfile",
+    }

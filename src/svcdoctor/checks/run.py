@@ -101,7 +101,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
 def _severity(
     finding: Finding,
     override: Severity | None,
-    local: frozenset[ObjectRef] = frozenset(),
+    local: frozenset[tuple[ObjectRef, str]] = frozenset(),
     *,
     broken: bool = False,
 ) -> Finding:
@@ -114,7 +114,7 @@ def _severity(
     held = test_folder(file)  # said on a note too, as on the test's other findings
     if held is None and broken:
         held = _invalid_on_purpose(file)
-    if held is None and finding.object in local:
+    if held is None and finding.object is not None and (finding.object, file) in local:
         held = "its images are only on the nodes of a local cluster (imagePullPolicy: Never)"
     if held is None:
         return finding
@@ -136,19 +136,21 @@ def _invalid_on_purpose(file: str) -> str | None:
     return "its name says it is invalid on purpose" if _INVALID_NAME.search(name) else None
 
 
-def _local_only(inventory: Inventory) -> frozenset[ObjectRef]:
+def _local_only(inventory: Inventory) -> frozenset[tuple[ObjectRef, str]]:
     """The workloads all of whose containers pull no image (`imagePullPolicy: Never`: a kind
     or minikube cluster the image was loaded onto; haproxytech/kubernetes-ingress'
-    documentation examples, judge205), and the Services whose every backend is one."""
+    documentation examples, judge205), and the Services whose every backend is one, each by
+    its object and file: a copy of the same name that pulls its images is no local one
+    (ewolff/microservice-istio's `*-dockerhub.yaml` beside its local-build files; judge363)."""
     local = {
-        w.ref
+        (w.ref, w.location.file)
         for w in inventory.workloads
         if w.template.containers and all(c.local_image for c in w.template.containers)
     }
     for s in inventory.services:
         targets = inventory.targeted(s)
-        if targets and all(w.ref in local for w in targets):
-            local.add(s.ref)
+        if targets and all((w.ref, w.location.file) in local for w in targets):
+            local.add((s.ref, s.location.file))
     return frozenset(local)
 
 

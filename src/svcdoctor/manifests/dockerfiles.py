@@ -63,14 +63,19 @@ _APP_SPEC = re.compile(
 
 
 def _dockerfile_name(name: str) -> str | None:
-    """The image name a Dockerfile's own name gives (``""`` for plain ``Dockerfile``)."""
-    if name == "Dockerfile":
-        return ""
-    if name.startswith("Dockerfile."):
-        return name.removeprefix("Dockerfile.")
-    if name.endswith((".Dockerfile", ".dockerfile")):
-        return name[: -len(".dockerfile")]
+    """The image name a Dockerfile's own name gives (``""`` for plain ``Dockerfile``);
+    Podman's and Buildah's ``Containerfile`` is one too (blixt's build/; judge365)."""
+    for kind in _PLAIN:
+        if name == kind:
+            return ""
+        if name.startswith(f"{kind}."):
+            return name.removeprefix(f"{kind}.")
+        if name.lower().endswith(f".{kind.lower()}"):
+            return name[: -len(kind) - 1]
     return None
+
+
+_PLAIN = ("Dockerfile", "Containerfile")
 
 
 def _git_root(path: Path) -> Path | None:
@@ -590,7 +595,7 @@ def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
     name = image_name(image)
     if found := by_name.get(name):
         return found
-    plain = [p for paths in by_name.values() for p in paths if p.name == "Dockerfile"]
+    plain = [p for paths in by_name.values() for p in paths if p.name in _PLAIN]
     if found := [p for p in plain if name == f"{p.parent.parent.name}-{p.parent.name}"]:
         return found
     if found := [p for p in plain if _spelt_otherwise(p.parent.name, name)]:
@@ -690,7 +695,7 @@ def _app_folder(
     ]
     if named:
         return named if len(named) == 1 else []
-    plain = [d for d in near if d.name == "Dockerfile"]  # a Dockerfile.dev beside it aside
+    plain = [d for d in near if d.name in _PLAIN]  # a Dockerfile.dev beside it aside
     return plain if len(plain) == 1 and not others and _user_image(image) else []
 
 

@@ -396,6 +396,10 @@ def _starts_with_percent(text: str) -> bool:
     return False
 
 
+# Jinja's raw markers alone on their lines, which keep a docs site's macros plugin off the
+# YAML between them (external-secrets' docs/snippets, `{% raw %}` ... `{% endraw %}`;
+# judge362): the lines between are the manifest
+_RAW_TAG = re.compile(r"^[ \t]*\{%-?[ \t]*(?:end)?raw[ \t]*-?%\}[ \t]*$", re.MULTILINE)
 # clusterctl's (drone/envsubst) variable with a quoted default that opens a quoted scalar
 # (`value: "${HOST:=""}"`: rancher-sandbox/cluster-api-provider-elemental's templates) is
 # filled before the YAML is parsed; its quotes are read as spaces, the same length
@@ -451,6 +455,8 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
         text = _PERCENT_TOKEN.sub(lambda m: f"_{m.group(1)}_", text)
     if "${" in text:
         text = _QUOTED_DEFAULT.sub(lambda m: re.sub("[\"']", " ", m.group()), text)
+    if "{%" in text:
+        text = _RAW_TAG.sub("", text)
     objects: list[RawObject] = []
     counts = (result.documents, result.skipped)
     text, definitions = _blank_definitions(text)
