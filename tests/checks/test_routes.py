@@ -388,3 +388,22 @@ def test_azure_s_application_gateway_takes_a_target_port(tmp_path: Path) -> None
     assert [f.rule for f in lint_text(other, Settings(enabled=frozenset({"SVD211"}))).findings] == [
         "SVD211"
     ]
+
+
+def test_chainsaw_bindings_are_values_known_when_the_test_applies_them() -> None:
+    """Kong/kong-operator's test/e2e/chainsaw steps: `port: ($httpbin_service_port)` and
+    `namespace: ($namespace)` are evaluated by chainsaw as it applies the file, not a
+    malformed port (SVD004) or a cross-namespace reference (SVD211) (judge371)."""
+    route = """\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: ($namespace)}
+spec:
+  parentRefs: [{name: kong}]
+  rules:
+    - backendRefs: [{name: httpbin, namespace: ($other_namespace), port: ($httpbin_port)}]
+"""
+    settings = Settings(enabled=frozenset({"SVD004", "SVD211"}))
+    assert not lint_text(route, settings).findings
+    literal = route.replace("($httpbin_port)", "http")
+    assert [f.rule for f in lint_text(literal, settings).findings] == ["SVD004"]

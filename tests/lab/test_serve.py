@@ -425,7 +425,8 @@ def _serve(datapath: str, kubeconfig: Path, kubectl: Path) -> Iterator[Served]:
             "--datapath",
             datapath,
             "--for",
-            "40",
+            "120",  # the checks run within it; slow under load (a CI run beside other work
+            # took past 40 s), and the serve is stopped as soon as they are done
             "--rollout-at",
             "5",
             "--kubeconfig-out",

@@ -153,6 +153,9 @@ INVALID_FIELD = input_rule(
     ## What it does
     Names the object, the field path and what was found instead (for example
     `spec.replicas must be an integer, got 'two'`). The rest of the object is still checked.
+    A value a tool fills in before the object is applied is no wrong type: a template action
+    (`{{ .Values.port }}`), a variable (`${PORT}`), a chainsaw binding (`($port)`), which
+    chainsaw evaluates as its test applies the file; it is read as unknown.
 
     ## Why it matters
     A mistyped field is either a typo that `kubectl apply` will refuse, or a value that does
