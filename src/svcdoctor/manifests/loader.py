@@ -29,10 +29,10 @@ from svcdoctor.manifests.configs import (
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.paths import (
-    CHART_TEMPLATES,
     Excludes,
     assertion,
     chainsaw_assertions,
+    chart_templates,
     helm_chart_of,
     hidden_manifests,
     kyverno_test_inputs,
@@ -220,7 +220,7 @@ def _walk(
                 continue
             if excludes and excludes.match(os.path.join(relative, d)):
                 result.excluded += 1
-            elif d in CHART_TEMPLATES and "Chart.yaml" in files and not helm_templates:
+            elif chart_templates(d) and "Chart.yaml" in files and not helm_templates:
                 _skip_templates(os.path.join(top, d), os.path.normpath(top), result)
             elif vendored(top, d, files):
                 result.vendored.append(_shown(Path(top, d)))

@@ -56,11 +56,17 @@ class Excludes:
 CHART_TEMPLATES = frozenset({"templates", "files"})
 
 
+def chart_templates(name: str) -> bool:
+    """Whether a folder beside a Chart.yaml holds its Go templates (``CHART_TEMPLATES``), or
+    templates set aside that Helm never renders (onyx's `templates_disabled/`; judge372)."""
+    return name in CHART_TEMPLATES or name.startswith("templates")
+
+
 def helm_chart_of(directory: Path) -> Path | None:
     """The Helm chart whose ``templates/`` or ``files/`` holds ``directory`` (such a folder
     beside a ``Chart.yaml``), if any."""
     for folder in (directory, *directory.absolute().parents):
-        if folder.name in CHART_TEMPLATES and (folder.parent / "Chart.yaml").is_file():
+        if chart_templates(folder.name) and (folder.parent / "Chart.yaml").is_file():
             return folder.parent
     return None
 

@@ -287,6 +287,12 @@ _ENVIRONMENTS = frozenset(
 _TEST_FILE = re.compile(r"(^|[-_.])(testing|e2e)([-_.]|$)|^test_|_test$", re.IGNORECASE)
 
 
+# Folders of scripts that bring up a throwaway local cluster: kubebuilder's `hack/`, and
+# kubevirtci's `cluster-up/cluster/kind-sriov/` that KubeVirt's projects copy in (CDI;
+# judge367)
+_LOCAL_CLUSTERS = frozenset({"hack", "cluster", "cluster-up"})
+
+
 def test_folder(file: str) -> str | None:
     """What the path's folder says it holds, when a test's manifests (``_TEST_FOLDER``) or a
     local cluster's (``"e2e/ holds a test's manifests, …"``), or the file's own name
@@ -297,8 +303,8 @@ def test_folder(file: str) -> str | None:
         test = part in ("test", "testing") and (above == "src" or above not in _ENVIRONMENTS)
         if _TEST_FOLDER.fullmatch(part) or test or (part in _IN_TEST and "test" in parts[:i]):
             return f"{part}/ holds a test's manifests, for a test run if at all"
-        if part == "kind" and "hack" in parts[:i]:
-            return "hack/kind/ holds a local kind cluster's manifests, for a test run if at all"
+        if (part == "kind" or part.startswith("kind-")) and _LOCAL_CLUSTERS & set(parts[:i]):
+            return f"{part}/ holds a local kind cluster's manifests, for a test run if at all"
     if _TEST_FILE.search(name.rsplit(".", 1)[0]):
         return f"{name} holds a test's manifests, for a test run if at all"
     return None
