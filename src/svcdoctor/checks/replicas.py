@@ -73,22 +73,23 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     only explains the number pins nothing); a backend with local state (a known single-instance
     image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or rsyslog sinks, Graphite,
     emojivoto's voting service, aks-store-demo's product-service, Prometheus' Pushgateway,
-    confluent-local, Weave Scope's app, NFS and SMB file servers, SFTP and FTP servers (atmoz/sftp,
-    vsftpd, pure-ftpd: their uploads), Spring PetClinic's customers and visits services on their
-    default in-memory HSQLDB, a standalone Locust behind a route, Keycloak `start-dev`, Vault's and
-    Consul's dev servers (their images' defaults), Argo CD's Dex, the Docker registry on its default
-    filesystem storage, zot, Grafana on its default SQLite database, Pyroscope run whole on its
-    default filesystem storage, an OpenTelemetry Collector whose mounted configuration runs a
-    `prometheus` receiver with its own `scrape_configs` and no `target_allocator` (every replica
-    would scrape every target), Loki on its image's local-config.yaml, Tempo run whole on a volume
-    of its own, Nacos in standalone mode, a path its own flags call storage
-    (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, a storage flag set to memory
-    (`--storage-name=memory`) or a variable naming a queue or store set so (`TB_QUEUE_TYPE:
-    in-memory`), mitmproxy's own CA (none mounted), the Eureka server its clients'
-    `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, a Socket.IO server (an app file
-    of its image's build context, no adapter, no `sessionAffinity: ClientIP` on the Service: its
-    clients poll the process that opened their session), a Spring Boot app whose build file
-    (`pom.xml`, `build.gradle`) adds H2, HSQLDB or Derby and nothing sets a datasource URL (an
+    confluent-local, Weave Scope's app, Network Service Mesh's in-memory registry and vl3 IPAM,
+    Soluto's OIDC server mock, HashiCorp's counting-service, NFS and SMB file servers, SFTP and FTP
+    servers (atmoz/sftp, vsftpd, pure-ftpd: their uploads), Spring PetClinic's customers and visits
+    services on their default in-memory HSQLDB, a standalone Locust behind a route, Keycloak
+    `start-dev`, Vault's and Consul's dev servers (their images' defaults), Argo CD's Dex, the
+    Docker registry on its default filesystem storage, zot, Grafana on its default SQLite database,
+    Pyroscope run whole on its default filesystem storage, an OpenTelemetry Collector whose mounted
+    configuration runs a `prometheus` receiver with its own `scrape_configs` and no
+    `target_allocator` (every replica would scrape every target), Loki on its image's
+    local-config.yaml, Tempo run whole on a volume of its own, Nacos in standalone mode, a path its
+    own flags call storage (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, a
+    storage flag set to memory (`--storage-name=memory`) or a variable naming a queue or store set
+    so (`TB_QUEUE_TYPE: in-memory`), mitmproxy's own CA (none mounted), the Eureka server its
+    clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, a Socket.IO server (an
+    app file of its image's build context, no adapter, no `sessionAffinity: ClientIP` on the
+    Service: its clients poll the process that opened their session), a Spring Boot app whose build
+    file (`pom.xml`, `build.gradle`) adds H2, HSQLDB or Derby and nothing sets a datasource URL (an
     in-memory database in each pod), a port-less data store beside the server in its pod (Envoy's
     rate limit service and its redis), Seata's server in file store mode (its default,
     `STORE_MODE`), Apicurio Registry on its default in-memory storage, Gatus, Seq, step-ca, heketi,
