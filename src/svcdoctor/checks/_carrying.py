@@ -444,9 +444,9 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
     without a namespace goes into the namespace it is applied to: it also answers a webhook
     of its folder that names it in a namespace where no Service of that name is declared
     (devtron's guard, its webhook in devtroncd)."""
-    calls, declared = inventory.derived(_webhook_index)
+    calls = inventory.derived(_webhook_index)
     here = (inventory.namespace_of(service.ref), service.ref.name)
-    alike = inventory.derived(_services_by_key).get(here, [])
+    alike = inventory.services_named(*here)
     found = {  # the definition nearest the webhook's file, of several (pyrra's variants; judge334)
         (policy, port)
         for policy, port, file in calls.get(here, set())
@@ -457,18 +457,10 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
     return {
         (policy, port)
         for key, called in calls.items()
-        if key[1] == service.ref.name and key not in declared
+        if key[1] == service.ref.name and not inventory.services_named(*key)
         for policy, port, file in called
         if related(service.location.file, file)
     }
-
-
-def _services_by_key(inventory: Inventory) -> dict[tuple[str, str], list[Service]]:
-    """The Services of the inputs by (namespace, name): copies of one in several variants."""
-    found: dict[tuple[str, str], list[Service]] = {}
-    for s in inventory.services:
-        found.setdefault((inventory.namespace_of(s.ref), s.ref.name), []).append(s)
-    return found
 
 
 def every_replica_server(
@@ -496,18 +488,15 @@ def every_replica_server(
     return all(p.target in numbers or p.target in names for p in called)
 
 
-def _webhook_index(
-    inventory: Inventory,
-) -> tuple[dict[tuple[str, str], set[tuple[str, int, str]]], frozenset[tuple[str, str]]]:
+def _webhook_index(inventory: Inventory) -> dict[tuple[str, str], set[tuple[str, int, str]]]:
     """The Services admission webhooks call, by (namespace, name), with each call's failure
-    policy, port and file; and the (namespace, name) of every Service declared."""
+    policy, port and file."""
     calls: dict[tuple[str, str], set[tuple[str, int, str]]] = {}
     for r in inventory.resources:
         for namespace, name, policy, port in r.webhooks:
             key = (namespace or inventory.namespace, name)
             calls.setdefault(key, set()).add((policy, port, r.location.file))
-    names = frozenset((inventory.namespace_of(s.ref), s.ref.name) for s in inventory.services)
-    return calls, names
+    return calls
 
 
 def monitored_only(inventory: Inventory, service: Service) -> bool:
@@ -615,15 +604,12 @@ def _routed(inventory: Inventory) -> dict[int, frozenset[RouteKind]]:
     definitions of its backend's name defined nearest it, not to copies elsewhere in the
     tree: grafana/agent's 30 rendered test cases each define Service grafana-agent, and only
     faro-ingress' Ingress routes to its own (judge305)."""
-    named: dict[tuple[str, str], list[Service]] = {}
-    for s in inventory.services:
-        named.setdefault((inventory.namespace_of(s.ref), s.ref.name), []).append(s)
     kinds: dict[int, set[RouteKind]] = {}
     for r in inventory.routes:
         for b in r.backends:
             if b.kind != "Service":
                 continue
-            found = named.get((b.namespace or inventory.namespace_of(r.ref), b.name), [])
+            found = inventory.services_named(b.namespace or inventory.namespace_of(r.ref), b.name)
             for s in nearest(r.location.file, found):
                 kinds.setdefault(id(s), set()).add(r.kind)
     return {key: frozenset(found) for key, found in kinds.items()}

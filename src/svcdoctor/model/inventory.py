@@ -151,6 +151,10 @@ class Inventory:
         """The workloads whose pods the Service selects."""
         return self._targets.get(id(service), ())
 
+    def services_named(self, namespace: str, name: str) -> list[Service]:
+        """The Services of that namespace and name: one, or its copies in several files."""
+        return self.derived(_services_by_name).get((namespace, name), [])
+
     def services_of(self, workload: Workload) -> tuple[Service, ...]:
         """The Services that select the workload's pods."""
         return self._backing.get(id(workload), ())
@@ -167,6 +171,14 @@ class Inventory:
         if workload.ref.kind == "Pod":
             return 1
         return 1 if workload.replicas is None else workload.replicas
+
+
+def _services_by_name(inventory: Inventory) -> dict[tuple[str, str], list[Service]]:
+    """The Services by (namespace, name), in input order."""
+    found: dict[tuple[str, str], list[Service]] = {}
+    for s in inventory.services:
+        found.setdefault((inventory.namespace_of(s.ref), s.ref.name), []).append(s)
+    return found
 
 
 def _autoscalers_by_target(inventory: Inventory) -> dict[tuple[str, str], list[Autoscaler]]:

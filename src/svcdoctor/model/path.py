@@ -178,15 +178,12 @@ class _Tracer:
 
     def paths(self) -> Paths:
         inv = self.inventory
-        services: dict[tuple[str, str], list[Service]] = {}
-        for s in inv.services:  # a repository may define one Service in several files
-            services.setdefault((inv.namespace_of(s.ref), s.ref.name), []).append(s)
         routes_to: dict[int, list[tuple[Route, BackendRef]]] = {}  # by Service identity
         dangling: list[Dangling] = []
         for route in inv.routes:
             for backend in route.backends:
                 key = (backend.namespace or inv.namespace_of(route.ref), backend.name)
-                nearest = _nearest(route, services.get(key, []))
+                nearest = _nearest(route, inv.services_named(*key))  # copies in several files
                 lost = self._dangling(route, backend, nearest)
                 if lost is not None:
                     dangling.append(lost)
