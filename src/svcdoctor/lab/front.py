@@ -17,8 +17,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import ClassVar, Protocol
 
 from svcdoctor.lab.datapath import Backend, Datapath, LabError, PodNet
 from svcdoctor.lab.kernel import KernelDatapath
@@ -144,6 +145,15 @@ async def until(done: Callable[[], bool], timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+class Hop(Protocol):
+    """A proxy's view of the endpoints: told every change, and whether it applied them."""
+
+    def watch(self, backends: Sequence[Backend]) -> None: ...
+
+    @property
+    def settled(self) -> bool: ...
+
+
 class FrontedDatapath(abc.ABC):
     """What a datapath behind a proxy passes to its inner datapath unchanged; its proxy
     starts after the inner datapath (``start_hop``, each proxy's own, once ``unavailable``
@@ -151,10 +161,29 @@ class FrontedDatapath(abc.ABC):
     namespaces go whatever happened."""
 
     inner: Datapath
+    settle_seconds: ClassVar[float]  # the hop applies the last change within this
+    unsettled: ClassVar[str]  # the error when it did not
+    reload_pause: ClassVar[float] = 0.0  # after it applied it, until it routes by it
 
     @property
     def name(self) -> str:
         return self.inner.name
+
+    @property
+    @abc.abstractmethod
+    def hop(self) -> Hop | None:
+        """The proxy's view of the endpoints, once ``start_hop`` made it."""
+
+    def watch(self, backends: Sequence[Backend]) -> None:
+        if self.hop is not None:
+            self.hop.watch(backends)
+
+    async def settled(self) -> None:
+        """Wait until the proxy routes to what the endpoints last said."""
+        await until(
+            lambda: self.hop is None or self.hop.settled, self.settle_seconds, self.unsettled
+        )
+        await asyncio.sleep(self.reload_pause)
 
     @property
     def errors(self) -> list[str]:

@@ -62,7 +62,6 @@ from svcdoctor.lab.front import (
     read_lines,
     spawn,
     stop,
-    until,
     until_listening,
 )
 from svcdoctor.lab.kernel import SUBNET
@@ -363,6 +362,8 @@ class BalancerDatapath(FrontedDatapath):
     group: TargetGroup | None = None
     entries: list[LogEntry] = field(default_factory=list)  # its log, read at close
     _stopped: bool = False  # haproxy stopped and its log read
+    settle_seconds = 60.0
+    unsettled = "the load balancer did not apply the targets"
 
     def unavailable(self) -> LabError | None:
         reason = available()
@@ -385,17 +386,10 @@ class BalancerDatapath(FrontedDatapath):
         """The readiness gate: the LB has registered the pod."""
         return self.group is not None and pod in self.group.gated
 
-    def watch(self, backends: Sequence[Backend]) -> None:
-        if self.group is not None:
-            self.group.watch(backends)
-
-    async def settled(self, timeout: float = 60.0) -> None:
-        """Wait until every change's leg has ended in the LB."""
-        await until(
-            lambda: self.group is None or self.group.settled,
-            timeout,
-            "the load balancer did not apply the targets",
-        )
+    @property
+    def hop(self) -> TargetGroup | None:
+        """The target group: settled when every change's leg has ended in the LB."""
+        return self.group
 
     def service_address(self, node: int) -> tuple[str, int]:
         assert self.haproxy is not None

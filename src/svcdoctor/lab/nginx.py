@@ -40,7 +40,6 @@ from svcdoctor.lab.front import (
     read_lines,
     spawn,
     stop,
-    until,
     until_listening,
 )
 from svcdoctor.lab.kernel import SUBNET
@@ -245,6 +244,9 @@ class IngressDatapath(FrontedDatapath):
     spec: IngressSpec
     folder: Path  # nginx's working directory (its logs are read from there)
     nginx: Nginx | None = None
+    settle_seconds = 30.0
+    unsettled = "nginx did not apply the endpoints"
+    reload_pause = 0.2  # the reload: new workers take over
 
     def unavailable(self) -> LabError | None:
         reason = available()
@@ -255,18 +257,9 @@ class IngressDatapath(FrontedDatapath):
         self.nginx = Nginx(self.spec, self.folder, listen, netns, errors=self.errors)
         await self.nginx.start(self.inner.client_socket(0))
 
-    def watch(self, backends: Sequence[Backend]) -> None:
-        if self.nginx is not None:
-            self.nginx.watch(backends)
-
-    async def settled(self, timeout: float = 30.0) -> None:
-        """Wait until nginx routes to what the slices last said."""
-        await until(
-            lambda: self.nginx is None or self.nginx.settled,
-            timeout,
-            "nginx did not apply the endpoints",
-        )
-        await asyncio.sleep(0.2)  # the reload: new workers take over
+    @property
+    def hop(self) -> Nginx | None:
+        return self.nginx
 
     def service_address(self, node: int) -> tuple[str, int]:
         assert self.nginx is not None
