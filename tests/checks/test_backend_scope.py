@@ -158,6 +158,19 @@ def test_a_templated_document_beside_it_may_be_its_workload(tmp_path: Path) -> N
     assert dict(_findings(tmp_path, "SVD207")) == {"other/svc.yaml": "info"}
 
 
+def test_a_broken_document_beside_it_may_be_its_workload(tmp_path: Path) -> None:
+    """hwameistor's minio-distributed.yaml: two rendered documents run together without
+    `---` (SVD001), the StatefulSet the Services select among them (judge373)."""
+    workload = DEPLOYMENT.format(name="minio", labels="app: minio", image="minio:1")
+    broken = workload.replace("spec:\n  replicas", "spec:\n  replicas: 2\nkind: x\n  replicas", 1)
+    _write(
+        tmp_path / "minio.yaml",
+        SERVICE.format(name="minio", selector="app: minio") + "---\n" + broken,
+    )
+    _write(tmp_path / "other" / "svc.yaml", SERVICE.format(name="web", selector="app: web"))
+    assert dict(_findings(tmp_path, "SVD207")) == {"other/svc.yaml": "info"}
+
+
 def test_a_near_miss_beside_the_service_is_a_warning(tmp_path: Path) -> None:
     _write(tmp_path / "svc.yaml", SERVICE.format(name="checkout", selector="app: chekout"))
     _write(

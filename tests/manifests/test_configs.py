@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
+from svcdoctor.checks import Settings
 from svcdoctor.manifests.configs import _grafana_database, local_store
+from tests.conftest import lint_paths
 
 
 def _store(key: str, config: str) -> str | None:
@@ -51,3 +55,56 @@ def test_a_grafana_ini_names_another_database_or_leaves_sqlite(ini: str, other: 
     """kamaji's config/observability mounts a grafana.ini without [database] (judge244): its
     Grafana keeps SQLite in the pod; a [database] type, url or host names another."""
     assert _grafana_database(ini) is other
+
+
+_COLLECTOR = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: collector}}
+data:
+  relay: |
+    receivers:
+      prometheus:
+        config:
+          scrape_configs: [{{job_name: app, static_configs: [{{targets: [{target}]}}]}}]
+    service: {{pipelines: {{metrics: {{receivers: [prometheus]}}}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: collector}}
+spec:
+  selector: {{app: collector}}
+  ports: [{{port: 4317}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: collector}}
+spec:
+  replicas: 1
+  template:
+    metadata: {{labels: {{app: collector}}}}
+    spec:
+      volumes: [{{name: conf, configMap: {{name: collector}}}}]
+      containers:
+        - name: collector
+          image: otel/opentelemetry-collector-k8s:0.120.0
+          volumeMounts: [{{name: conf, mountPath: /conf}}]
+"""
+
+
+def test_of_configmaps_of_one_name_the_nearest_decides(tmp_path: Path) -> None:
+    """opentelemetry-helm-charts' examples each render a ConfigMap of one name: the one
+    that scrapes targets bound its own collector only, not the one beside another's
+    (judge376)."""
+    (tmp_path / "scrapes").mkdir()
+    (tmp_path / "scrapes" / "all.yaml").write_text(_COLLECTOR.format(target='"app:9090"'))
+    (tmp_path / "itself").mkdir()
+    (tmp_path / "itself" / "all.yaml").write_text(
+        _COLLECTOR.format(target='"${env:MY_POD_IP}:8888"')
+    )
+    result = lint_paths([str(tmp_path)], Settings(enabled=frozenset({"SVD204"})))
+    found = {str(Path(f.location.file).relative_to(tmp_path)): f for f in result.findings}
+    assert {file: f.severity.value for file, f in found.items()} == {
+        "scrapes/all.yaml": "info",
+        "itself/all.yaml": "warning",
+    }

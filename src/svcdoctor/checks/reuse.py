@@ -11,6 +11,7 @@ from svcdoctor.checks._carrying import carries_requests, config_ports, route_kin
 from svcdoctor.checks._clients import registry_found
 from svcdoctor.checks._serving import queried_scraper, serving_containers
 from svcdoctor.checks._shutdown import run_paths
+from svcdoctor.checks.election import leader_served
 from svcdoctor.checks.images import socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
@@ -334,6 +335,10 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       pods, balancing each request);
     - providers found through a service registry (Apache Dubbo's, as for SVD201): their
       consumers dial the pods the registry lists, not the Service;
+    - a Service with `internalTrafficPolicy: Local`: each node's clients reach only their
+      node's pod, by design (an agent DaemonSet's); a server only the elected leader of
+      its pods runs (a manager's gRPC server that waits for the lease, as for SVD204): the
+      standbys refuse what a headless Service would send them;
     - DaemonSet pods that each answer for their own node (a node's socket or device on a
       hostPath volume: a GPU's /dev/nvidiactl): they are no pool to balance;
     - a ClusterIP port no address in the inputs dials (`NAME:PORT`, `NAME.NS.svc:PORT` in an
@@ -450,6 +455,11 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
             for w in workloads
         ):
             continue  # each pod answers for its own node: no pool to balance (keda-gpu-scaler)
+        if svc.internal_traffic_policy == "Local" and not external:
+            continue  # each node's clients reach only their node's pod: no pool (judge376)
+        serving = [c for w in workloads for c in serving_containers(inventory, w)]
+        if serving and leader_served(inventory, svc, serving):
+            continue  # only the elected leader serves it: the standbys refuse (judge373)
         counts = [inventory.replicas(w) for w in workloads]
         single = bool(counts) and all(n == 1 for n in counts)
         if single and all(

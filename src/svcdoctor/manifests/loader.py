@@ -656,7 +656,7 @@ def _split_document(
             objects.append(RawObject(body, Location(name, body.line)))
         else:
             scan(root)
-            read_config(kind, root, result.local_stores, result.config_drains, result.claims)
+            read_config(name, kind, root, result.local_stores, result.config_drains, result.claims)
         return
     items = keys.get("items")
     if isinstance(items, yaml.SequenceNode):

@@ -212,7 +212,7 @@ def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload
     if not stores or "configMap" not in w.template.volumes.values():
         return w
     mounted = [name for _, name in _mounted(body, "configMap", "name")]
-    why = store_of(w.ref.namespace, mounted, stores)
+    why = store_of(w.ref.namespace, w.location.file, mounted, stores)
     named = {n for c in w.template.containers for n in c.env_names}
     if why == GRAFANA_INI_SQLITE and any(n.startswith("GF_DATABASE_") for n in named):
         return w  # its environment names the database, which wins over the file
