@@ -69,7 +69,9 @@ TODAY = {
     # receive and rule, istio's Loki: 9), which SVD204 notes as local state instead.
     # 2026-12-06: a Prometheus scraping onto an emptyDir keeps nothing a surge pod would
     # split (as SVD204 says): its Recreate is flagged (istio's and otel-demo's addons: 3)
-    "SVD106": 18,
+    # 2026-12-07 (judge376): but the OpenTelemetry demo's receives OTLP pushes into its
+    # TSDB, which a second pod would not hold: local state, Recreate deliberate: 16 -> 15
+    "SVD106": 15,
     # 2026-12-07 (judge332): not on a Service alone in a Go testdata folder, a unit test's
     # input (Istio's analyzer testdata, gitops-engine's health testdata: 20): 48 -> 28
     "SVD207": 28,

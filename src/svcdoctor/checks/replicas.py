@@ -22,6 +22,7 @@ from svcdoctor.checks.rollout import stops_first
 from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import (
+    ELECTION_OFF,
     HISTORY_CAVEAT,
     INLINE_DISKS,
     SPLIT_CAVEAT,
@@ -276,6 +277,14 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
                 "or a session's requests reach a pod that did not open it"
             )
             second = "would get requests of sessions the other opened, and fail them"
+        elif state.startswith(ELECTION_OFF):  # its data is the API server's: not split
+            kept = "is its one controller"
+            advice = (
+                "# an availability note, not a fix: turn its leader election on (the flag "
+                "above set to true), then\n# run 2 replicas: one reconciles, the other stands "
+                "by, and servers every replica runs get two backends"
+            )
+            second = "would reconcile the same objects beside it"
         elif state.startswith("its collector's prometheus receiver"):  # manifests.configs
             kept = "scrapes its targets itself"
             advice = (

@@ -280,11 +280,13 @@ def _mitmproxy_ca(path: str) -> bool:
 _SCRAPER = re.compile(
     r"(^|/)(prom|prometheus)/prometheus(:|@|$)|(^|/)victoriametrics/vmagent(:|@|$)"
 )
-# ...unless it receives remote writes: then each replica holds the samples sent to it
-# (https://prometheus.io/docs/prometheus/latest/querying/api/#remote-write-receiver; the
-# flag before 2.33: https://prometheus.io/docs/prometheus/2.32/feature_flags/)
+# ...unless it receives remote writes or OTLP pushes: then each replica holds the samples
+# sent to it (https://prometheus.io/docs/prometheus/latest/querying/api/#remote-write-receiver,
+# #otlp-receiver; the flags before 2.33 and 3.0:
+# https://prometheus.io/docs/prometheus/2.55/feature_flags/; the OpenTelemetry demo's
+# Prometheus, which its collector pushes to; judge376)
 _RECEIVES_WRITES = re.compile(
-    r"^--(web\.enable-remote-write-receiver|enable-feature=.*remote-write)"
+    r"^--(web\.enable-(remote-write|otlp)-receiver|enable-feature=.*(remote-write|otlp-write))"
 )
 
 
@@ -643,9 +645,11 @@ def local_state(
         ):
             return f"it writes to {source} volume {m.volume!r} at {m.path}"
     # a claim template mounted only as a cache (nginx's /var/cache/nginx: deployments/
-    # stateful-set/nginx-ingress.yaml in nginx/kubernetes-ingress) holds nothing to split
+    # stateful-set/nginx-ingress.yaml in nginx/kubernetes-ingress), or by no container (the
+    # OpenTelemetry target allocator chart's example; judge376), holds nothing to split
     scratch = {m.volume for m in container.mounts if _claim_scratch(m)}
-    claims = [c for c in workload.claim_templates if c not in scratch]
+    mounted = {m.volume for c in workload.template.containers for m in c.mounts}
+    claims = [c for c in workload.claim_templates if c in mounted and c not in scratch]
     if claims and (workload.replicas or 1) == 1:
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claims[0]!r})"
     return None
@@ -662,6 +666,9 @@ _HEADLAMP = re.compile(r"(^|/)headlamp(-k8s/headlamp)?(:|@|$)")
 _HEADLAMP_SESSIONS = re.compile(r"^--?(oidc-client-id|enable-helm)(=|$)")
 
 
+ELECTION_OFF = "it runs with leader election off"
+
+
 def _sole_controller(container: Container) -> str | None:
     """Why the container is a controller that must run once (no leader election), or
     ``None``: its role is in the process, which a second replica would duplicate."""
@@ -676,7 +683,7 @@ def _sole_controller(container: Container) -> str | None:
     if _ARANGO_OPERATOR.search(image) and go_bool(argv_of(container), "mode.single", False):
         return "kube-arangodb's operator in --mode.single must run once (a second one acts too)"
     if off := election_off(container):
-        return f"it runs with leader election off ({off}): a second replica is a second controller"
+        return f"{ELECTION_OFF} ({off}): a second replica is a second controller"
     return None
 
 
