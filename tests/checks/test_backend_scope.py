@@ -171,6 +171,23 @@ def test_a_broken_document_beside_it_may_be_its_workload(tmp_path: Path) -> None
     assert dict(_findings(tmp_path, "SVD207")) == {"other/svc.yaml": "info"}
 
 
+def test_a_namespace_the_inputs_run_no_pod_in_is_another_installers(tmp_path: Path) -> None:
+    """IBM/cloud-native-starter's security/IKS re-exposes Istio's Grafana and Kiali in
+    istio-system, whose pods Istio's installer makes (judge381); a Service of a namespace
+    the inputs do run pods in stays flagged."""
+    kiali = SERVICE.format(name="kiali", selector="app: kiali")
+    _write(
+        tmp_path / "iks" / "svc.yaml",
+        kiali.replace("{name: kiali}", "{name: kiali, namespace: istio-system}"),
+    )
+    _write(tmp_path / "app" / "svc.yaml", SERVICE.format(name="web", selector="app: web"))
+    _write(
+        tmp_path / "app" / "deploy.yaml",
+        DEPLOYMENT.format(name="api", labels="app: api", image="api:1"),
+    )
+    assert dict(_findings(tmp_path, "SVD207")) == {"app/svc.yaml": "info"}
+
+
 def test_a_near_miss_beside_the_service_is_a_warning(tmp_path: Path) -> None:
     _write(tmp_path / "svc.yaml", SERVICE.format(name="checkout", selector="app: chekout"))
     _write(

