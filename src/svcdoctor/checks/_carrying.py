@@ -196,18 +196,20 @@ def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
 # (pires/kubernetes-elasticsearch-cluster es-discovery-svc.yaml).
 _PEER_PORT = re.compile(
     r"(^|[-_])(transport|intra-?node|peers?|gossip|cluster|raft|serf(-lan|-wan)?|discovery|"
-    r"mesh|memberlist)$|^(mesh|gossip|cluster)[-_](tcp|udp)$"
+    r"mesh|memberlist)([-_]port)?$|^(mesh|gossip|cluster)[-_](tcp|udp)$"
     r"|^(gossip|memberlist)[-_]ring$",  # Loki's and Mimir's memberlist ring (`gossip-ring`)
     re.IGNORECASE,
 )
 
 
 def peers_only(service: Service) -> bool:
-    """Whether the Service is headless and every port is a members' port (``_PEER_PORT``,
-    by name or target name): peer discovery, which no client sends requests through."""
+    """Whether the Service is headless, or named for its members (Loki's `loki-memberlist`,
+    the join address its config names; judge384), and every port is a members' port
+    (``_PEER_PORT``, by name or target name): peer discovery, which no client sends requests
+    through."""
     names = [[n for n in (p.name, p.target) if isinstance(n, str)] for p in service.ports]
     return (
-        service.headless
+        (service.headless or bool(_PEER_PORT.search(service.ref.name)))
         and bool(names)
         and all(ns and any(_PEER_PORT.search(n) for n in ns) for ns in names)
     )

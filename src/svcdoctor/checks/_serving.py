@@ -418,6 +418,18 @@ def flag_port(argv: Sequence[str], *flags: str) -> int | None:
     return None
 
 
+def upstreams(w: Workload, proxy: Container) -> tuple[Container, ...]:
+    """The containers of the pod a local proxy forwards to (``--upstream`` on loopback:
+    kube-rbac-proxy, oauth-proxy, oauth2-proxy): the one declaring the port, else the
+    others; none for a container that is no such proxy."""
+    ports = [int(m.group(1)) for a in argv_of(proxy) if (m := _UPSTREAM.match(a))]
+    if not ports:
+        return ()
+    others = [c for c in w.template.containers if c is not proxy]
+    declared = tuple(c for c in others if any(p.number == ports[0] for p in c.ports))
+    return declared or tuple(others)
+
+
 def proxies_metrics(w: Workload, target: int | str) -> bool:
     """Whether the port a Service targets is a kube-rbac-proxy's whose upstream is the port
     another container of the pod serves its metrics on (``--metrics-bind-address``, a

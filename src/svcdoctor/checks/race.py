@@ -14,7 +14,7 @@ from svcdoctor.checks._carrying import (
 )
 from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._scripts import SHELLS
-from svcdoctor.checks._serving import backed
+from svcdoctor.checks._serving import backed, upstreams
 from svcdoctor.checks._shutdown import (
     container_drain,
     image_shell,
@@ -326,6 +326,12 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
             )
         if today := _until_fixed(inventory, w, c, alone):
             stops = today + stops
+        if waiting := [u.name for u in upstreams(w, c) if not _delays(u)]:
+            hint += (
+                f"\n# and the same preStop on container {', '.join(map(repr, waiting))}, which "
+                f"{c.name!r} forwards to on loopback: it gets SIGTERM at the same time and would "
+                "stop first"
+            )
         if leader := _leader_only(inventory, w, c):
             stops += (
                 f"; but if only the elected leader serves this port ({leader}), a new pod "
