@@ -387,11 +387,12 @@ def per_rule(findings: Iterable[Finding]) -> dict[str, dict[str, Any]]:
     return table
 
 
-def measure(corpus: Path, examples: int = 3) -> Summary:
-    """Lint the corpus once and compute every figure."""
+def measure(corpus: Path, examples: int = 3, *, test_inputs: bool = False) -> Summary:
+    """Lint the corpus once and compute every figure (``test_inputs``: the findings on unit
+    tests' inputs too, which lint does not show by default)."""
     start = time.perf_counter()
     inventory = build_inventory(load([str(corpus)]))
-    result = run_checks(inventory, Settings())
+    result = run_checks(inventory, Settings(test_inputs=test_inputs))
     seconds = time.perf_counter() - start
     return Summary(
         corpus=str(corpus),

@@ -118,12 +118,12 @@ def test_a_service_alone_in_a_test_folder_is_a_test_input(tmp_path: Path) -> Non
     policy = tmp_path / "test" / "conformance" / "chainsaw" / "validate"  # Kyverno (judge352)
     _write(policy / "resource.yaml", SERVICE.format(name="bad", selector="app: bad"))
     _write(tmp_path / "examples" / "svc.yaml", SERVICE.format(name="api", selector="app: api"))
-    typo = tmp_path / "pkg" / "testdata" / "typo"
+    typo = tmp_path / "test" / "typo"
     _write(typo / "svc.yaml", SERVICE.format(name="web", selector="app: wbe"))
     _write(typo / "web.yaml", DEPLOYMENT.format(name="web", labels="app: web", image="web:1"))
     assert dict(_findings(tmp_path, "SVD207")) == {
         "examples/svc.yaml": "info",
-        "pkg/testdata/typo/svc.yaml": "info",
+        "test/typo/svc.yaml": "info",
     }
 
 

@@ -321,7 +321,7 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
     for n, folder in enumerate((*tests, *kept)):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "webtest.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))
-    result = lint_paths([str(tmp_path)])
+    result = lint_paths([str(tmp_path)], Settings(test_inputs=True))
     for folder in (*tests, *kept):
         found = [f for f in result.findings if f"/{folder}/" in f.location.file]
         assert {f.rule for f in found} == {"SVD101", "SVD201", "SVD204"}, folder
@@ -414,3 +414,28 @@ def test_a_pulling_copy_beside_a_local_one_keeps_its_warnings(tmp_path: Path) ->
     by_file = {(Path(f.location.file).name, f.severity) for f in found}
     assert {s for name, s in by_file if name == "order.yaml"} == {Severity.INFO}
     assert {s for name, s in by_file if name == "order-dockerhub.yaml"} == {Severity.WARNING}
+
+
+def test_unit_tests_inputs_are_not_shown_unless_asked(tmp_path: Path) -> None:
+    """Go's testdata/ and test helpers' input folders hold what a unit test reads, never
+    applied (stackrox's roxctl netpol inputs, pipecd's; judge389): their findings are
+    counted, not shown, unless --test-inputs; an end-to-end test's testdata is applied to a
+    cluster (kgateway's e2e): shown, as notes."""
+    hidden = ("pkg/testdata", "roxctl/netpol/testdata/minimal", "testutils/inputs", "x/test_files")
+    shown = ("test/e2e/testdata", "e2e/features/testdata", "deploy")
+    for n, folder in enumerate((*hidden, *shown)):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "webtest.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))
+    result = lint_paths([str(tmp_path)])
+    files = {f.location.file for f in result.findings}
+    assert {
+        folder for folder in (*hidden, *shown) if any(f"/{folder}/" in f for f in files)
+    } == set(shown)
+    assert result.test_inputs == 3 * len(hidden)  # SVD101, SVD201, SVD204 on each
+    out = CliRunner().invoke(cli, ["lint", str(tmp_path), "--exit-zero"])
+    assert "12 on unit tests' inputs not shown (--test-inputs)" in out.output
+    every = CliRunner().invoke(
+        cli, ["lint", str(tmp_path), "--exit-zero", "--test-inputs", "-o", "json"]
+    )
+    assert '"test_inputs_not_shown": 0' in every.output
+    assert "pkg/testdata" in every.output

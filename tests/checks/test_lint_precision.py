@@ -84,7 +84,16 @@ TOLERANCE = 0.15
 
 @pytest.fixture(scope="module")
 def summary(corpus: Path) -> Any:
-    return lp.measure(corpus)
+    # with the findings on unit tests' inputs (testdata/), which lint does not show by
+    # default: the rules' behaviour there is pinned too, and so are the shapes only there
+    return lp.measure(corpus, test_inputs=True)
+
+
+def test_unit_test_inputs_are_not_shown(corpus: Path, summary: Any) -> None:
+    # 2026-12-07 (judge389): 329 of the corpus' findings (all notes) are on unit tests'
+    # inputs (linkerd's inject goldens, argo-cd's and flux's testdata): not shown
+    shown = lp.measure(corpus, test_inputs=False)
+    assert abs(summary.findings - shown.findings - 329) <= TOLERANCE * 329
 
 
 def test_report_renders(summary: Any) -> None:

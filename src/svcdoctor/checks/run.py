@@ -10,7 +10,7 @@ from svcdoctor.checks.inputs import INVALID_SUPPRESSION, INVALID_YAML, UNREADABL
 from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Severity, Workload
-from svcdoctor.model.inventory import test_folder
+from svcdoctor.model.inventory import test_folder, unit_test_input
 from svcdoctor.model.path import trace_paths
 from svcdoctor.model.pathreport import WorkloadPaths, workload_paths
 from svcdoctor.model.route import Route
@@ -31,6 +31,7 @@ class LintResult:
     workloads: int
     services: int
     paths: tuple[WorkloadPaths, ...] = ()
+    test_inputs: int = 0  # findings on unit tests' inputs, not shown (``Settings.test_inputs``)
 
     @property
     def input_errors(self) -> int:
@@ -85,10 +86,12 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
                 suppressed += 1
                 continue
             findings.append(_severity(finding, settings.severities.get(r.id), local))
-    findings.sort(key=lambda f: f.sort_key)
+    shown = findings if settings.test_inputs else _outside_test_inputs(findings)
+    shown.sort(key=lambda f: f.sort_key)
     return LintResult(
-        findings=tuple(findings),
+        findings=tuple(shown),
         suppressed=suppressed,
+        test_inputs=len(findings) - len(shown),
         files=inventory.files,
         objects=inventory.objects,
         skipped=inventory.skipped,
@@ -96,6 +99,11 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
         services=len(inventory.services),
         paths=workload_paths(inventory, paths, settings.propagation_seconds),
     )
+
+
+def _outside_test_inputs(findings: list[Finding]) -> list[Finding]:
+    """The findings but those on files of unit tests' input folders (``unit_test_input``)."""
+    return [f for f in findings if not unit_test_input(f.location.file)]
 
 
 def _severity(

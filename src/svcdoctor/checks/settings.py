@@ -209,6 +209,7 @@ class Settings:
     plan: ShutdownPlan | None = None
     hop_seconds: dict[str, float] = field(default_factory=dict)
     paths: Paths | None = None  # the run's paths (``run_checks`` traces them once)
+    test_inputs: bool = False  # report findings on unit tests' inputs too (testdata/)
 
     @property
     def path_settings(self) -> PathSettings:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,12 @@ def lint_paths(
     default_text="none",
 )
 @click.option(
+    "--test-inputs",
+    is_flag=True,
+    help="Also report findings on unit tests' inputs (Go's testdata/, testutils/, "
+    "test-data/ outside an e2e/ folder), which a test reads and never applies.",
+)
+@click.option(
     "--allow-empty",
     is_flag=True,
     help="Exit 0 when the input holds no Kubernetes object (default: exit 2, so that an "
@@ -87,6 +94,7 @@ def lint(
     namespace: str | None,
     exclude: tuple[str, ...],
     allow_empty: bool,
+    test_inputs: bool,
     **opts: Any,
 ) -> None:
     """Check Kubernetes manifests for configurations that cause intermittent failures.
@@ -101,6 +109,7 @@ def lint(
     if not paths and not example:
         raise click.UsageError("give PATHS to lint (or - for stdin, or --example)")
     settings, fail_on, max_file_mb = load_settings(config_path, opts)
+    settings = replace(settings, test_inputs=test_inputs)
     file = _config(config_path).values
     with as_file(files("svcdoctor.examples") / EXAMPLE) as example_path:
         targets = list(paths) + ([_shown(example_path)] if example else [])

@@ -322,6 +322,27 @@ def test_folder(file: str) -> str | None:
     return None
 
 
+# Folders of unit tests' inputs: Go's `testdata`, which the go tool ignores and tests read
+# (https://pkg.go.dev/cmd/go#hdr-Test_packages), and test helpers' `testutils`, `test-data`,
+# `test_files`: parser and translator inputs, captured cluster state, never applied. Judged on
+# fresh repositories, 9 % of the findings there were right (stackrox's roxctl netpol inputs,
+# pipecd's, Kong's and kgateway's translator inputs; judge389); under an end-to-end test's
+# folder, whose testdata a test applies to a cluster, 96 % (kgateway's, AGIC's e2e).
+_UNIT_TEST_INPUTS = re.compile(
+    r"(?:[a-z0-9]+[-_])?(?:testdata|testutils?|test[-_](?:data|files))", re.IGNORECASE
+)
+
+
+def unit_test_input(file: str) -> bool:
+    """Whether the file is in a unit test's input folder (``_UNIT_TEST_INPUTS``), not under
+    an end-to-end test's."""
+    parts = file.replace("\\", "/").split("/")[:-1]
+    for i, part in enumerate(parts):
+        if _UNIT_TEST_INPUTS.fullmatch(part):
+            return not any("e2e" in above.lower() for above in parts[:i])
+    return False
+
+
 def operator_asset(w: Workload) -> bool:
     """Whether the workload's file is a manifest an operator embeds and applies (go-bindata's
     and go:embed's `bindata/`, or `assets/` whose image is a placeholder the operator fills:

@@ -38,6 +38,7 @@ def summary(result: LintResult) -> dict[str, Any]:
         "by_severity": result.counts(),
         "input_errors": result.input_errors,
         "suppressed": result.suppressed,
+        "test_inputs_not_shown": result.test_inputs,
     }
 
 
