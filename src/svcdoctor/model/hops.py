@@ -40,6 +40,7 @@ class Implementation(StrEnum):
     GKE_NEG = "gke-neg"  # GKE container-native load balancing (NEG backends)
     GKE_LB = "gke-lb"  # GKE load balancer with instance-group backends
     AZURE_APPGW = "azure-appgw"  # Application Gateway Ingress Controller (pod IPs)
+    AWS_VPC_LATTICE = "aws-vpc-lattice"  # Amazon VPC Lattice's Gateway API controller (pod IPs)
     CLOUD_LB = "cloud-lb"  # another load balancer of a LoadBalancer Service (node targets)
     INGRESS_NGINX = "ingress-nginx"
     TRAEFIK = "traefik"
@@ -86,6 +87,11 @@ _AGIC = (
     "minimize-downtime-during-deployments/"
 )
 _CILIUM = "https://docs.cilium.io/en/stable/network/kubernetes/kubeproxy-free/"
+# VPC Lattice: its controller's FAQ asks for a preStop sleep of 60 s and a grace period of at
+# least 150 s, the time Lattice takes to deregister a terminating pod's IP
+_LATTICE = (
+    "aws-application-networking-k8s docs/faq.md (How do I prevent 503 errors during deployments?)"
+)
 
 # The legs: seconds from a pod's deletion until the hop stops sending it new requests.
 # Controllers that watch EndpointSlices and program themselves (ingress controllers,
@@ -102,6 +108,9 @@ PROFILES: dict[Implementation, Profile] = {
     Implementation.GKE_LB: Profile("GKE load balancer", HopKind.LOAD_BALANCER, None, _NEG, True),
     Implementation.AZURE_APPGW: Profile(
         "Azure Application Gateway", HopKind.LOAD_BALANCER, 90.0, _AGIC, True
+    ),
+    Implementation.AWS_VPC_LATTICE: Profile(
+        "Amazon VPC Lattice", HopKind.LOAD_BALANCER, 60.0, _LATTICE, True
     ),
     Implementation.CLOUD_LB: Profile("cloud load balancer", HopKind.LOAD_BALANCER, None, _KUBE),
     Implementation.INGRESS_NGINX: Profile("ingress-nginx", HopKind.INGRESS, None, _KUBE, True),
@@ -135,9 +144,11 @@ CONTROLLERS: dict[str, Implementation] = {
     # GKE's Gateway controller: container-native load balancing (NEGs) always
     # (https://cloud.google.com/kubernetes-engine/docs/concepts/gateway-api)
     "networking.gke.io/gateway": Implementation.GKE_NEG,
+    # Amazon VPC Lattice's controller: Lattice target groups of pod IPs (judge388)
+    "application-networking.k8s.aws/gateway-api-controller": Implementation.AWS_VPC_LATTICE,
 }
 # Implementations a GatewayClass may name that are cloud load balancers, not proxies.
-GATEWAY_LBS = frozenset({Implementation.GKE_NEG})
+GATEWAY_LBS = frozenset({Implementation.GKE_NEG, Implementation.AWS_VPC_LATTICE})
 # GKE Ingress classes that always use NEGs: internal and multi-cluster Ingress
 # (https://cloud.google.com/kubernetes-engine/docs/concepts/container-native-load-balancing)
 NEG_CLASSES = frozenset({"gce-internal", "gce-multi-cluster"})
@@ -156,6 +167,7 @@ CLASS_NAMES: dict[str, Implementation] = {
     "istio": Implementation.ISTIO_GATEWAY,
     "envoy-gateway": Implementation.ENVOY_GATEWAY,
     "eg": Implementation.ENVOY_GATEWAY,
+    "amazon-vpc-lattice": Implementation.AWS_VPC_LATTICE,
 }
 
 # Annotations and labels the hops read. AWS: aws-load-balancer-controller
