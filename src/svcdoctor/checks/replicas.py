@@ -28,6 +28,7 @@ from svcdoctor.checks.state import (
     SPLIT_CAVEAT,
     local_state,
     one_node_claim,
+    single_writer_claim,
 )
 from svcdoctor.checks.stores import data_store, sidecar_store
 from svcdoctor.model import (
@@ -243,6 +244,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         state = sidecar_store(w)
     if state is None and (claim := one_node_claim(w)) is not None:
         state = f"it writes to claim volume {claim!r}, if only as a cache"  # prow's ghproxy
+    if state is None and (claim := single_writer_claim(w)) is not None:
+        state = f"it writes to claim volume {claim!r}, one pod at a time (strategy Recreate)"
     sessions = None
     if state is None and svc.session_affinity != "ClientIP":
         sessions = next((why for c in holders if (why := socket_io_sessions(inventory, c))), None)

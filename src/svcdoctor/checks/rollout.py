@@ -17,6 +17,7 @@ from svcdoctor.checks.state import (
     keeps_data,
     local_state,
     one_node_claim,
+    single_writer_claim,
 )
 from svcdoctor.checks.stores import data_store
 from svcdoctor.model import Cause, Inventory, Severity, Workload
@@ -188,10 +189,12 @@ def stops_first_on_purpose(w: Workload) -> bool:
     leader serves, a surge pod is never ready while the old one holds the lease, and the
     rollout stalls (cloudnative-pg's plugin-barman-cloud; judge107), or pods that write to a
     claim that attaches to one node (``one_node_claim``: a surge pod on another node waits
-    for it, and the rollout stalls: prow's ghproxy cache; judge267)."""
+    for it, and the rollout stalls: prow's ghproxy cache; judge267), or ``Recreate`` beside a
+    claim they write, whatever its access mode (``single_writer_claim``)."""
     return (
         data_store(w)
         or one_node_claim(w) is not None
+        or single_writer_claim(w) is not None
         or any(
             local_state(w, c, alike=True)
             or waits_for_lease(c)
