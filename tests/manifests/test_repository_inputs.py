@@ -407,6 +407,25 @@ def test_a_brace_placeholder_name_is_a_template_note(tmp_path: Path) -> None:
     assert [o.kind for o in result.objects] == ["Service"]
 
 
+def test_a_brace_placeholder_in_a_snippet_no_check_reads_is_no_note(tmp_path: Path) -> None:
+    """infinispan-operator's AsciiDoc snippets (`name: {example_crd_name}`): a custom
+    resource that names no pod, an OLM Subscription, a fragment without a kind: nothing a
+    check reads is lost, so no SVD002 note (judge391); a workload's still is one."""
+    resource = "apiVersion: infinispan.org/v1\nkind: Infinispan\nmetadata:\n  name: {crd}\n"
+    subscription = (
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n"
+        "  name: {subscription_name}\nspec: {channel: stable}\n"
+    )
+    fragment = "metadata:\n  name: {example_name}\nspec: {replicas: 2}\n"
+    workload = deployment("web").replace("name: web\n", "name: {web_name}\n", 1)
+    path = write(
+        tmp_path / "snippets.yaml", "---\n".join((resource, subscription, fragment, workload))
+    )
+    result = load([path])
+    assert [(p.rule, p.severity.value) for p in result.problems] == [("SVD002", "info")]
+    assert "'{web_name}'" in result.problems[0].message
+
+
 def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
     """Go's vendor/ beside go.mod (csi-driver-nfs vendors k8s.io/kubernetes' e2e manifests;
     judge159), node_modules/ and jsonnet-bundler's vendor_jsonnet/ beside a jsonnetfile.json

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 
-from svcdoctor.checks._carrying import routed
+from svcdoctor.checks._carrying import carries_requests, routed
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import keeps_data
@@ -92,7 +92,8 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
     node a DaemonSet skips, a node whose pod is rolling) drops them, with no load balancer's
     health check to steer them away (goldpinger's UI "on any of the nodes"; judge289),
     unless its pods are a DaemonSet of exporters, whose node port is dialled for that node's
-    own metrics (node-exporter; judge290).
+    own metrics (node-exporter; judge290). Nor a Service that carries no requests (only
+    scraped, as for SVD101), but for such exporters.
 
     ## Why it matters
     With `Cluster`, a node that receives external traffic forwards it to a pod on any node,
@@ -132,6 +133,8 @@ def external_traffic_policy_cluster(inventory: Inventory, settings: Settings) ->
             continue  # no hop to save, or Local would drop traffic (SVD402): Cluster is right
         if not inventory.targeted(svc):
             continue  # pods not in the inputs (an operator's): whether Local drops is unknown
+        if not carries_requests(inventory, svc) and not _per_node(inventory, svc):
+            continue  # only scraped (vsphere-csi's syncer metrics; judge394): no request's hop
         if svc.type == "NodePort" and not routed(inventory, svc) and not _per_node(inventory, svc):
             continue  # clients dial a node port of any node: Local drops them where no pod is
         how = "the default" if svc.external_traffic_policy is None else "set"

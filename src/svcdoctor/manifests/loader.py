@@ -483,8 +483,10 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
             if root is not None and (
                 f := parsed_template_finding(display, root, commented, braced)
             ):
-                result.documents += 1
-                result.problems.append(f)
+                result.documents += 1  # a snippet no check would read (AsciiDoc's; judge391)
+                document = part[root.start_mark.index : root.end_mark.index]
+                if kind_of(root) is not None and not _unread(root, document):
+                    result.problems.append(f)
                 continue
             try:
                 _split_document(display, root, objects, result, scan)
@@ -493,10 +495,8 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
                 # file's other documents are still read
                 del objects[mark[0] :]
                 result.documents, result.skipped = mark[1:]
-                kind = kind_of(root)
                 span = (root.start_mark.line + 1, root.end_mark.line + 1) if root else (0, 0)
-                document = lines.between(*span) if lines is not None else ""
-                if kind and (not _read(*kind) or (document and _podless(*kind, document))):
+                if _unread(root, lines.between(*span) if lines is not None else ""):
                     result.documents += 1  # no check reads it (a Secret; a Namespace: labels)
                     continue
                 if lines is None:
@@ -760,6 +760,12 @@ _POD_KEYS = re.compile(
     r"^[ \t-]*(containers|template|selector|podSelector|ports|backendRefs|serviceName)[ \t]*:",
     re.MULTILINE,
 )
+
+
+def _unread(root: yaml.Node | None, document: str) -> bool:
+    """Whether no check reads the document (``_read``, ``_podless``): a template loses nothing."""
+    kind = kind_of(root)
+    return kind is not None and (not _read(*kind) or bool(document and _podless(*kind, document)))
 
 
 def _podless(kind: str, api_version: str, document: str) -> bool:
