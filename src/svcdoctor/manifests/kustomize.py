@@ -45,6 +45,7 @@ import yaml
 from svcdoctor.manifests.folders import Folders, folder_namespace, gather
 from svcdoctor.model import Autoscaler, Container, PodTemplate, Resource, Service, Workload
 from svcdoctor.model.images import split_image
+from svcdoctor.model.route import Route
 from svcdoctor.model.service import NULL_SELECTED
 
 # The file names kustomize reads in a directory, in its order (kustomize api/konfig
@@ -282,7 +283,7 @@ class Build:
     left_out: frozenset[str] = frozenset()
 
 
-def _path(o: Workload | Service | Resource | Autoscaler) -> str | None:
+def _path(o: Workload | Service | Resource | Autoscaler | Route) -> str | None:
     return None if o.location is None else posixpath.normpath(o.location.file.replace("\\", "/"))
 
 
@@ -552,7 +553,10 @@ def _count(name: str, found: list[KustomizeLabels], written: int | None) -> int 
     return min(counts) if counts else written
 
 
-def unpatched(kustomizations: Sequence[KustomizeLabels], objects: list[T]) -> list[T]:
+R = TypeVar("R", Resource, Route)
+
+
+def unpatched(kustomizations: Sequence[KustomizeLabels], objects: list[R]) -> list[R]:
     """The objects not read from a kustomization's patch files: an object in a ``patches:``
     or ``patchesStrategicMerge:`` file is a change to the object it names, not an object of
     its own (workloads and Services: ``patched``)."""

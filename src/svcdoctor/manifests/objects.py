@@ -97,6 +97,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
     workloads = patched(kustomizations, workloads)
     services = patched(kustomizations, services)
     resources = unpatched(kustomizations, resources)
+    routes = unpatched(kustomizations, routes)  # an overlay's change to a route (judge396)
     built = build(
         kustomizations,
         [*workloads, *services, *autoscalers, *resources],
