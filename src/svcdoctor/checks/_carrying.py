@@ -63,9 +63,17 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 and not pods_dialed_instead(inventory, service)
                 and not fake_node_addressed(inventory, service)
                 and not webhooks_off(inventory, service)
+                and not _idle(inventory, service)
             ),
         )
     return hit[1]
+
+
+def _idle(inventory: Inventory, service: Service) -> bool:
+    """Whether every workload the Service selects serves nothing as configured
+    (``PodTemplate.idle``: Argo CD's Dex without dex.config)."""
+    backends = inventory.targeted(service)
+    return bool(backends) and all(w.template.idle for w in backends)
 
 
 def _config_only(inventory: Inventory, service: Service) -> bool:

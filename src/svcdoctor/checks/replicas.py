@@ -284,8 +284,8 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             kept = "is its one controller"
             advice = (
                 "# an availability note, not a fix: turn its leader election on (the flag "
-                "above set to true), then\n# run 2 replicas: one reconciles, the other stands "
-                "by, and servers every replica runs get two backends"
+                "named above, set to true),\n# then run 2 replicas: one reconciles, the other "
+                "stands by, and servers every replica runs get two backends"
             )
             second = "would reconcile the same objects beside it"
         elif state.startswith("its collector's prometheus receiver"):  # manifests.configs

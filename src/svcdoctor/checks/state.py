@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted, runs_locust
-from svcdoctor.checks.election import election_off
+from svcdoctor.checks.election import election_off, leader_elected
 from svcdoctor.checks.settings import flag_value
 from svcdoctor.checks.stores import data_store, stock_local
 from svcdoctor.model import Container, Mount, Workload
@@ -667,6 +667,15 @@ _HEADLAMP_SESSIONS = re.compile(r"^--?(oidc-client-id|enable-helm)(=|$)")
 
 
 ELECTION_OFF = "it runs with leader election off"
+# Programs that elect no leader unless a flag says so, run from an image of several programs:
+# Argo CD's ApplicationSet controller (`--enable-leader-election`, false by default:
+# https://argo-cd.readthedocs.io/en/stable/operator-manual/server-commands/argocd-applicationset-controller/;
+# a homelab's install.yaml, judge384)
+# (`entrypoint.sh applicationset-controller` in its own image before Argo CD 2.3)
+_ELECTING_ON_REQUEST = {
+    "argocd-applicationset-controller": "--enable-leader-election",
+    "applicationset-controller": "--enable-leader-election",
+}
 
 
 def _sole_controller(container: Container) -> str | None:
@@ -684,6 +693,11 @@ def _sole_controller(container: Container) -> str | None:
         return "kube-arangodb's operator in --mode.single must run once (a second one acts too)"
     if off := election_off(container):
         return f"{ELECTION_OFF} ({off}): a second replica is a second controller"
+    programs = [word.rsplit("/", 1)[-1] for word in argv_of(container)[:2]]  # after a wrapper
+    program = next((p for p in programs if p in _ELECTING_ON_REQUEST), "")
+    if program and not leader_elected(container):
+        flag = _ELECTING_ON_REQUEST[program]
+        return f"{ELECTION_OFF} ({program}'s default, no {flag}): a second is a second controller"
     return None
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
@@ -311,23 +311,45 @@ def reads(kind: str) -> bool:
     return kind in ("ConfigMap", "PersistentVolumeClaim")
 
 
-def read_config(
-    file: str,
-    kind: str,
-    root: yaml.Node,
-    stores: LocalStores,
-    drains: ConfigDrains,
-    shared: SharedClaims,
-) -> None:
+# Argo CD starts Dex only when its settings ConfigMap, argocd-cm, holds `dex.config`
+# (https://argo-cd.readthedocs.io/en/stable/operator-manual/user-management/#dex): without it
+# `argocd-dex rundex` waits and serves nothing (a homelab's install.yaml; judge384)
+ARGOCD_CM = "argocd-cm"
+DEX_CONFIG = "dex.config"
+
+
+@dataclass
+class ConfigFacts:
+    """What the ConfigMaps and PersistentVolumeClaims among the inputs tell of the pods:
+    local stores, drains and shared claims (see their types), and for each ``argocd-cm``
+    whether it configures Dex."""
+
+    stores: LocalStores = field(default_factory=dict)
+    drains: ConfigDrains = field(default_factory=dict)
+    claims: SharedClaims = field(default_factory=set)
+    argocd_dex: list[bool] = field(default_factory=list)
+
+    @property
+    def dex_unconfigured(self) -> bool:
+        """Whether the inputs hold Argo CD's settings and none configures Dex."""
+        return bool(self.argocd_dex) and not any(self.argocd_dex)
+
+
+def read_config(file: str, kind: str, root: yaml.Node, facts: ConfigFacts) -> None:
     """Note what a ConfigMap or PersistentVolumeClaim of ``file`` tells of the pods that
     mount it."""
     if kind == "ConfigMap":
         if store := local_store(root):
-            stores[(*store[0], file)] = store[1]
+            facts.stores[(*store[0], file)] = store[1]
         elif found := _config_data(root):
-            stores[(*found[0], file)] = ""
+            facts.stores[(*found[0], file)] = ""
         if drain := config_drain(root):
-            drains[drain[0]] = drain[1]
+            facts.drains[drain[0]] = drain[1]
+        keys = mapping_keys(root)
+        if _text(mapping_keys(keys.get("metadata") or root).get("name")) == ARGOCD_CM:
+            data = keys.get("data")
+            named = mapping_keys(data) if isinstance(data, yaml.MappingNode) else {}
+            facts.argocd_dex.append(DEX_CONFIG in named)
     elif kind == "PersistentVolumeClaim":
         keys = mapping_keys(root)
         meta, spec = mapping_keys(keys.get("metadata") or root), keys.get("spec")
@@ -335,7 +357,7 @@ def read_config(
             mapping_keys(spec).get("accessModes") if isinstance(spec, yaml.MappingNode) else None
         )
         if isinstance(modes, yaml.SequenceNode) and {_text(m) for m in modes.value} & _SHARED_MODES:
-            shared.add((_text(meta.get("namespace")), _text(meta.get("name"))))
+            facts.claims.add((_text(meta.get("namespace")), _text(meta.get("name"))))
 
 
 # A host and port a client dials, anywhere in a file's text (an env value, an argument, a

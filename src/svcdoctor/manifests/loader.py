@@ -18,10 +18,8 @@ from svcdoctor.checks.inputs import INVALID_YAML, UNREADABLE_INPUT
 from svcdoctor.checks.registry import Rule
 from svcdoctor.manifests.comments import pinned_replicas
 from svcdoctor.manifests.configs import (
-    ConfigDrains,
+    ConfigFacts,
     Dialed,
-    LocalStores,
-    SharedClaims,
     dialed,
     read_config,
     reads,
@@ -149,10 +147,7 @@ class LoadResult:
     assertions: int = 0  # test steps' assertion files not read (``paths.assertion``)
     # The labels the kustomizations among the files add to the objects they build
     kustomizations: list[KustomizeLabels] = field(default_factory=list)
-    # ConfigMaps whose server config keeps data in the pod (``manifests.configs``)
-    local_stores: LocalStores = field(default_factory=dict)
-    config_drains: ConfigDrains = field(default_factory=dict)
-    claims: SharedClaims = field(default_factory=set)  # ReadOnlyMany or ReadWriteMany ones
+    configs: ConfigFacts = field(default_factory=ConfigFacts)  # ``manifests.configs``
     # file → line of a ``replicas:`` its comment pins to one (``manifests.comments``) → comment
     replica_pins: dict[str, dict[int, str]] = field(default_factory=dict)
     # Dockerfiles and skaffold artifacts beside the manifests (``manifests.dockerfiles``)
@@ -656,7 +651,7 @@ def _split_document(
             objects.append(RawObject(body, Location(name, body.line)))
         else:
             scan(root)
-            read_config(name, kind, root, result.local_stores, result.config_drains, result.claims)
+            read_config(name, kind, root, result.configs)
         return
     items = keys.get("items")
     if isinstance(items, yaml.SequenceNode):

@@ -10,8 +10,11 @@ from typing import Any
 
 from svcdoctor.checks.inputs import REMOVED_API
 from svcdoctor.manifests.configs import (
+    ARGOCD_CM,
+    DEX_CONFIG,
     GRAFANA_INI_SQLITE,
     ConfigDrains,
+    ConfigFacts,
     Dialed,
     LocalStores,
     SharedClaims,
@@ -70,12 +73,13 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
             problems.append(_removed(f, gone))
             resources.append(resource(f))  # its pods' labels still tell who selects them
         elif raw.kind in WORKLOAD_KINDS:
-            read = _with_config_state(_workload(f), raw.body, loaded.local_stores)
-            if loaded.claims and "persistentVolumeClaim" in read.template.volumes.values():
-                read = _with_shared_claims(read, raw.body, loaded.claims)
+            configs = loaded.configs
+            read = _with_config_state(_workload(f), raw.body, configs.stores, configs)
+            if configs.claims and "persistentVolumeClaim" in read.template.volumes.values():
+                read = _with_shared_claims(read, raw.body, configs.claims)
             if pins := loaded.replica_pins.get(raw.location.file):
                 read = _with_pin(read, raw.body, pins)
-            workloads.append(_with_config_drain(read, raw.body, loaded.config_drains))
+            workloads.append(_with_config_drain(read, raw.body, configs.drains))
             if raw.kind == "Rollout":
                 resources.extend(rollout_experiments(f))
         elif raw.kind == "Service" and "/" not in str(raw.body.get("apiVersion") or "v1"):
@@ -208,8 +212,16 @@ def _removed(f: Fields, release: str) -> Finding:
     return replace(found, object=f.ref)  # the object it names, in JSON and SARIF too (judge276)
 
 
-def _with_config_state(w: Workload, body: YMap, stores: LocalStores) -> Workload:
-    """The workload, with why its pods keep local state if a ConfigMap they mount says so."""
+def _with_config_state(
+    w: Workload, body: YMap, stores: LocalStores, configs: ConfigFacts
+) -> Workload:
+    """The workload, with why its pods keep local state if a ConfigMap they mount says so,
+    and why they serve nothing if their settings say so (Argo CD's Dex unconfigured)."""
+    if configs.dex_unconfigured and any(
+        "rundex" in (*c.command, *c.args) for c in w.template.containers
+    ):
+        idle = f"Argo CD's {ARGOCD_CM} has no {DEX_CONFIG}: argocd-dex rundex starts no Dex"
+        w = replace(w, template=replace(w.template, idle=idle))
     if not stores or "configMap" not in w.template.volumes.values():
         return w
     mounted = [name for _, name in _mounted(body, "configMap", "name")]

@@ -204,6 +204,7 @@ class PodTemplate:
     # why the pods keep their data in themselves by a config they mount (Dex's in-memory
     # storage in a ConfigMap, ``manifests.configs``); "" when no config says so
     config_state: str = ""
+    idle: str = ""  # why its servers listen nowhere, as configured (Argo CD's Dex unset)
     # why two of its pods cannot run on one node (host ports, a required anti-affinity on the
     # hostname), so a surge pod needs a spare node; "" when they can
     apart: str = ""
