@@ -5,7 +5,7 @@ must run once (leader election itself: ``checks.election``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from svcdoctor.checks._serving import argv_of, go_bool, kernel_mounted, runs_locust
 from svcdoctor.checks.election import election_off, leader_elected
@@ -707,18 +707,7 @@ def single_writer_claim(workload: Workload) -> str | None:
     (torrent clients on a shared ReadWriteMany download folder; judge390); ``None`` else."""
     if workload.strategy != "Recreate":
         return None
-    volumes = workload.template.volumes
-    return next(
-        (
-            m.volume
-            for c in workload.template.containers
-            for m in c.mounts
-            if not m.read_only
-            and m.volume not in workload.template.read_only_volumes
-            and volumes.get(m.volume) == "persistentVolumeClaim"
-        ),
-        None,
-    )
+    return next(_written(workload, _CLAIM), None)
 
 
 def one_node_claim(workload: Workload) -> str | None:
@@ -726,22 +715,22 @@ def one_node_claim(workload: Workload) -> str | None:
     claim the inputs do not declare ReadWriteMany or ReadOnlyMany, or a cloud disk written
     inline (``INLINE_DISKS``), neither mounted nor attached read-only; ``None`` when there
     is none."""
-    volumes = workload.template.volumes
-    return next(
-        (
-            m.volume
-            for c in workload.template.containers
-            for m in c.mounts
-            if not m.read_only
-            and m.volume not in workload.template.shared_volumes
-            and m.volume not in workload.template.read_only_volumes
-            and (
-                volumes.get(m.volume) == "persistentVolumeClaim"
-                or volumes.get(m.volume) in INLINE_DISKS
-            )
-        ),
-        None,
-    )
+    written = _written(workload, _CLAIM | INLINE_DISKS)
+    return next((v for v in written if v not in workload.template.shared_volumes), None)
+
+
+_CLAIM = frozenset({"persistentVolumeClaim"})
+
+
+def _written(workload: Workload, sources: frozenset[str]) -> Iterator[str]:
+    """The volumes of these sources a container mounts writable (not ``readOnly`` there,
+    nor on the volume)."""
+    template = workload.template
+    for c in template.containers:
+        for m in c.mounts:
+            writable = not m.read_only and m.volume not in template.read_only_volumes
+            if writable and template.volumes.get(m.volume) in sources:
+                yield m.volume
 
 
 def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
