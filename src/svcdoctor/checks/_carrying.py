@@ -322,8 +322,10 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
     says metrics, profiling or probes (``SCRAPE_PORT``) in each pod it selects: an unnamed
     Service port `29644` to the container port named `metrics` (deploy/csi-smb-controller.yaml
     and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb); or the port
-    a controller-runtime manager's ``--metrics-bind-address`` sets, or a ``--pprof-address``
-    (``PROFILER_FLAGS``); or a kube-rbac-proxy in front of the pod's metrics
+    a controller-runtime manager's ``--metrics-bind-address`` sets, a ``--pprof-address``
+    (``PROFILER_FLAGS``) or its ``--health-probe-bind-address`` (by number, or by the name of
+    the container port of that number: grafana's alloy-operator Service port `http` to its
+    probes' 8081; judge398); or a kube-rbac-proxy in front of the pod's metrics
     (``proxies_metrics``)."""
     workloads = inventory.targeted(service)
     if not workloads or not service.ports:
@@ -336,13 +338,22 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
             for cp in c.ports
         )
         or proxies_metrics(w, p.target)
-        or any(
-            p.target in (flag_port(argv, *METRICS_FLAGS), flag_port(argv, *PROFILER_FLAGS))
-            for argv in map(argv_of, w.template.containers)
-        )
+        or _flag_target(w, p.target)
         for p in service.ports
         for w in workloads
     )
+
+
+def _flag_target(w: Workload, target: int | str) -> bool:
+    """Whether the port is one a container's metrics, profiler or health-probe flag sets."""
+    flagged = {
+        port
+        for argv in map(argv_of, w.template.containers)
+        for flags in (METRICS_FLAGS, PROFILER_FLAGS, ("health-probe-bind-address",))
+        if (port := flag_port(argv, *flags)) is not None
+    }
+    named = {cp.name for c in w.template.containers for cp in c.ports if cp.number in flagged}
+    return target in flagged or target in named
 
 
 def ignored_webhook(inventory: Inventory, service: Service) -> bool:

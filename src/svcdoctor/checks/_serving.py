@@ -303,11 +303,12 @@ def _server(containers: Sequence[Container], target: int | str) -> str | None:
 # (https://dubbo.apache.org/en/overview/mannual/java-sdk/reference-manual/qos/overview/), and
 # a Cluster API provider's `diagnostics` port serves metrics and pprof
 # (https://cluster-api.sigs.k8s.io/tasks/diagnostics); cert-manager's older charts named
-# their metrics port `tcp-prometheus-servicemonitor`.
+# their metrics port `tcp-prometheus-servicemonitor`. A `debug` port serves a Go program's
+# pprof and expvar, or a debugger's (Sourcegraph's executor and workers, 6060; judge339, 402).
 # By name only: 9090, 9100 or 8080 serve requests as often as metrics.
 SCRAPE_PORT = re.compile(
     r"(^|[-_])(metrics?|prom|prometheus|monitoring|profiling|pprof|exporter|telemetry|qos|"
-    r"diagnostics|probes?|healthz?|livez|readyz|dummy|placeholder|servicemonitor)"
+    r"diagnostics|debug|probes?|healthz?|livez|readyz|dummy|placeholder|servicemonitor)"
     r"([-_](port|service))?$"  # crane's `health-metric-port`, `https-metrics-service`
     r"|^(metrics|profiling|pprof|prometheus)([-_]|port$)"  # `metricsport`: the ACK controllers'
     r"|metrics(https?)?$",  # MetalLB's `metricshttps`, `frrmetricshttps` (judge189)

@@ -21,7 +21,8 @@ from svcdoctor.model.images import image_name
 # clients stay on one master so that their writes do not conflict: trillian's, judge254;
 # Hadoop's and HDFS's images, whose NameNode and ResourceManager keep the cluster's state:
 # risingwave-operator's risingwave-hdfs example, judge347; SeaweedFS, chrislusf/seaweedfs, an
-# S3 server with its volumes in the pod: kubeai's e2e store, judge383): a
+# S3 server with its volumes in the pod: kubeai's e2e store, judge383; EventStoreDB, now
+# KurrentDB, an event-sourcing database: booking-microservices', judge399): a
 # second replica is a second, separate store (or needs the store's own clustering), and
 # stopping the old pod first is deliberate (one writer of a ReadWriteOnce volume). Replica and
 # rollout advice does not apply to them.
@@ -30,7 +31,7 @@ _DATA_STORE = re.compile(
     r"keydb|rabbitmq|elasticsearch|opensearch|influxdb|cassandra|scylla|kafka|zookeeper|etcd|db|"
     r"memcached|couchdb|couchbase|neo4j|clickhouse|cockroach|documentdb|nats|minio|openldap|"
     r"activemq|azurite|dynamodb|galera|fake-gcs-server|localstack|mosquitto|hadoop|hdfs|"
-    r"seaweedfs)"
+    r"seaweedfs|eventstore(?:db)?|kurrentdb)"
     r"(?:$|[_.-])"
 )
 
