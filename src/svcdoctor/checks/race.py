@@ -51,7 +51,7 @@ from svcdoctor.model.remedy import (
 # A preStop command that starts the app's own drain: NATS' lame duck mode keeps the server's
 # clients while it moves them to the other servers, then exits; the NATS chart's preStop
 # (https://docs.nats.io/running-a-nats-service/nats_admin/lame_duck_mode)
-_DRAIN_HOOK = re.compile(r"(^|/)nats-server\s.*(-sl|--signal)[= ]ldm\b")
+_DRAIN_HOOK = re.compile(r"(^|[/\s])nats-server\s.*(-sl|--signal)[= ]ldm\b")
 
 
 def _delays(c: Container) -> bool:
@@ -417,16 +417,17 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     """The grace period ends before the preStop sleep and the longest request do.
 
     ## What it does
-    Flags Service-backed workloads whose `terminationGracePeriodSeconds` (default 30) is not
-    longer than the time before SIGTERM plus `--max-request-seconds` (default 10): the
-    container's preStop delay (sleep or `httpGet` hook), plus, for an app listed under
-    `drains` with its seconds, the time it keeps serving after SIGTERM. Severity error
-    when a preStop sleep of known length leaves less than the longest request after
-    SIGTERM, warning when the delay before SIGTERM is unknown (an `httpGet` hook) or the
-    app is a declared draining one. A container with no preStop delay that is not a
-    declared draining app is left to SVD101, whose message and fix cover the grace period
-    too. An `exec` sleep its image cannot run (SVD104) counts as the sleep SVD104's fix
-    makes run, and the message says it fails today.
+    Flags Service-backed workloads whose `terminationGracePeriodSeconds` (default 30) is not longer
+    than the time before SIGTERM plus `--max-request-seconds` (default 10): the container's preStop
+    delay (sleep or `httpGet` hook), plus, for an app listed under `drains` with its seconds, the
+    time it keeps serving after SIGTERM. Severity error when a preStop sleep of known length leaves
+    less than the longest request after SIGTERM, warning when the delay before SIGTERM is unknown
+    (an `httpGet` hook) or the app is a declared draining one. A container with no preStop delay
+    that is not a declared draining app is left to SVD101, whose message and fix cover the grace
+    period too; nor is a hook that drains the app before its sleep (NATS' lame duck mode,
+    `nats-server --signal ldm`: its clients move away while it sleeps). An `exec` sleep its image
+    cannot run (SVD104) counts as the sleep SVD104's fix makes run, and the message says it fails
+    today.
 
     ## Why it matters
     The grace period counts from the deletion, preStop included. When it runs out the kubelet
@@ -466,6 +467,8 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
         drain = container_drain(settings, w, c)
         if not _delays(c) and (not drain or "SVD101" in race_plan(w, c, settings).rules):
             continue  # SVD101 reports it, grace period included
+        if c.prestop and _DRAIN_HOOK.search(" ".join(c.prestop.command)):
+            continue  # the hook drains the app's clients before SIGTERM (NATS; judge401)
         sleep = (c.prestop.sleep_seconds if c.prestop else None) or 0.0
         grace = w.template.effective_grace_seconds
         # the delay it has (and its own drain) is what the grace period must cover here;

@@ -474,6 +474,10 @@ _MEMORY_STORAGE = re.compile(
 # per its docs, a second replica a second queue; thingsboard-ce-k8s; judge360)
 _MEMORY_ENV_NAME = re.compile(r"(QUEUE|STORE|STORAGE|BACKEND|CACHE)(_?TYPE|_?KIND|_?MODE)?$")
 _MEMORY_VALUE = frozenset({"memory", "inmemory", "in-memory", "mem", "in_memory"})
+# ...or a database kind that lives in a file of the pod (`DATABASE_TYPE=sqlite3`: oceanbase's
+# ob-configserver examples; judge397)
+_DB_KIND_ENV = re.compile(r"(^|_)(DB|DATABASE)(_?TYPE|_?KIND|_?DRIVER|_?DIALECT|_?ENGINE)$")
+_FILE_DATABASES = frozenset({"sqlite", "sqlite3", "h2", "bolt", "boltdb", "badger", "file"})
 
 
 _TEMPO = re.compile(r"(^|/)grafana/tempo(:|@|$)")
@@ -576,6 +580,15 @@ def local_state(
         None,
     ):
         return f"its environment keeps it in memory ({memory})"
+    if local_db := next(
+        (
+            f"{name}={value}"
+            for name, value in container.env
+            if value.lower() in _FILE_DATABASES and _DB_KIND_ENV.search(name.upper())
+        ),
+        None,
+    ):
+        return f"its environment keeps its database in a file of the pod ({local_db})"
     if _MITMPROXY.search(image) and not any(_mitmproxy_ca(m.path) for m in container.mounts):
         return "mitmproxy creates a CA of its own at its first start, which its clients trust"
     if workload.template.config_state:
