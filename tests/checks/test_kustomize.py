@@ -1000,6 +1000,42 @@ def test_the_replicas_field_scales_what_its_overlays_build(tmp_path: Path) -> No
     assert ("SVD204", "webhook-service") in _rules([str(tmp_path)])
 
 
+def test_an_inline_patch_of_the_replicas_scales_what_its_overlay_builds(
+    tmp_path: Path,
+) -> None:
+    """abdullahainun/selfh-k8s' prod overlays set `/spec/replicas` by an inline JSON patch,
+    its dev overlays to 1 (judge402); an inline strategic-merge patch counts alike; a
+    target named by a regex does not (which workloads it names is not told here)."""
+    manager = MANAGER.replace("    spec:\n", "    metadata: {labels: {app: hook}}\n    spec:\n", 1)
+    service = WEBHOOK.replace("spec:\n", "spec:\n  selector: {app: hook}\n")
+    json_patch = (
+        "resources: [../../base]\npatches:\n- patch: |-\n    - op: replace\n"
+        "      path: /spec/replicas\n      value: %d\n"
+        "  target: {kind: Deployment, name: %s}\n"
+    )
+    files = {
+        "base/manager.yaml": manager,
+        "base/service.yaml": service,
+        "base/kustomization.yaml": "resources: [manager.yaml, service.yaml]\n",
+        "overlays/dev/kustomization.yaml": json_patch % (1, "controller-manager"),
+        "overlays/prod/kustomization.yaml": json_patch % (2, "controller-manager"),
+    }
+    _write(tmp_path, files)
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.replicas == 2
+    merge = (
+        "resources: [../../base]\npatches:\n- patch: |-\n    apiVersion: apps/v1\n"
+        "    kind: Deployment\n    metadata: {name: controller-manager}\n"
+        "    spec: {replicas: 3}\n"
+    )
+    (tmp_path / "overlays/prod/kustomization.yaml").write_text(merge)
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.replicas == 3
+    (tmp_path / "overlays/prod/kustomization.yaml").write_text(json_patch % (2, "controller-.*"))
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.replicas != 2
+
+
 def test_a_patch_names_its_object_as_its_build_prefixes_it(tmp_path: Path) -> None:
     """gatekeeper's cmd/build/helmify patches config/default's objects by their prefixed
     names (`namePrefix: gatekeeper-`) and deletes ports with `$patch: delete` (judge160): it

@@ -41,6 +41,7 @@ SUMMARY_KEYS = {
     "by_severity",
     "input_errors",
     "suppressed",
+    "test_inputs_not_shown",
 }
 
 
