@@ -316,6 +316,7 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "conformance/resources",
         "kubernetes/apps/foundry-bluegreen-fixture",  # a rehearsal's stand-in (judge303)
         "cluster-up/cluster/kind-sriov/manifests",  # kubevirtci's, in CDI (judge367)
+        "functests",  # directpv's CI fixtures (judge406)
     )
     kept = ("deploy", "overlays/test", "clusters/test", "overlays/testing", "deploy/kind")
     for n, folder in enumerate((*tests, *kept)):

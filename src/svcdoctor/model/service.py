@@ -44,9 +44,13 @@ class Service:
     load_balancer_class: str | None = None  # spec.loadBalancerClass: which LB implements it
 
 
-# KEDA's ScaledObject: https://keda.sh/docs/2.16/reference/scaledobject-spec/
+# KEDA's ScaledObject: https://keda.sh/docs/2.16/reference/scaledobject-spec/; the
+# Predictive Horizontal Pod Autoscaler, an HPA's spec with a model beside it
+# (https://predictive-horizontal-pod-autoscaler.readthedocs.io/; its examples; judge406)
 SCALED_OBJECT = "ScaledObject"
-AUTOSCALER_KINDS = frozenset({"HorizontalPodAutoscaler", SCALED_OBJECT})
+AUTOSCALER_KINDS = frozenset(
+    {"HorizontalPodAutoscaler", SCALED_OBJECT, "PredictiveHorizontalPodAutoscaler"}
+)
 
 
 @dataclass(frozen=True, slots=True)
