@@ -480,6 +480,18 @@ _DB_KIND_ENV = re.compile(r"(^|_)(DB|DATABASE)(_?TYPE|_?KIND|_?DRIVER|_?DIALECT|
 _FILE_DATABASES = frozenset({"sqlite", "sqlite3", "h2", "bolt", "boltdb", "badger", "file"})
 
 
+def _environment_state(container: Container) -> str | None:
+    """Why the container's environment keeps its data in the pod: a queue, store or cache
+    kind set to memory, or a database kind that is a file."""
+    for name, value in container.env:
+        setting = f"{name}={value}"
+        if value.lower() in _MEMORY_VALUE and _MEMORY_ENV_NAME.search(name.upper()):
+            return f"its environment keeps it in memory ({setting})"
+        if value.lower() in _FILE_DATABASES and _DB_KIND_ENV.search(name.upper()):
+            return f"its environment keeps its database in a file of the pod ({setting})"
+    return None
+
+
 _TEMPO = re.compile(r"(^|/)grafana/tempo(:|@|$)")
 
 
@@ -571,24 +583,8 @@ def local_state(
         return "Consul's dev agent, the image's default command, keeps its catalog in memory"
     if memory := next((a for a in argv if _MEMORY_STORAGE.match(a)), None):
         return f"its storage is in memory ({memory})"
-    if memory := next(
-        (
-            f"{name}={value}"
-            for name, value in container.env
-            if value.lower() in _MEMORY_VALUE and _MEMORY_ENV_NAME.search(name.upper())
-        ),
-        None,
-    ):
-        return f"its environment keeps it in memory ({memory})"
-    if local_db := next(
-        (
-            f"{name}={value}"
-            for name, value in container.env
-            if value.lower() in _FILE_DATABASES and _DB_KIND_ENV.search(name.upper())
-        ),
-        None,
-    ):
-        return f"its environment keeps its database in a file of the pod ({local_db})"
+    if kept := _environment_state(container):
+        return kept
     if _MITMPROXY.search(image) and not any(_mitmproxy_ca(m.path) for m in container.mounts):
         return "mitmproxy creates a CA of its own at its first start, which its clients trust"
     if workload.template.config_state:
