@@ -16,7 +16,6 @@ from svcdoctor.manifests.configs import (
     ConfigDrains,
     ConfigFacts,
     Dialed,
-    LocalStores,
     SharedClaims,
     dialed,
     store_of,
@@ -74,7 +73,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
             resources.append(resource(f))  # its pods' labels still tell who selects them
         elif raw.kind in WORKLOAD_KINDS:
             configs = loaded.configs
-            read = _with_config_state(_workload(f), raw.body, configs.stores, configs)
+            read = _with_config_state(_workload(f), raw.body, configs)
             if configs.claims and "persistentVolumeClaim" in read.template.volumes.values():
                 read = _with_shared_claims(read, raw.body, configs.claims)
             if pins := loaded.replica_pins.get(raw.location.file):
@@ -212,9 +211,7 @@ def _removed(f: Fields, release: str) -> Finding:
     return replace(found, object=f.ref)  # the object it names, in JSON and SARIF too (judge276)
 
 
-def _with_config_state(
-    w: Workload, body: YMap, stores: LocalStores, configs: ConfigFacts
-) -> Workload:
+def _with_config_state(w: Workload, body: YMap, configs: ConfigFacts) -> Workload:
     """The workload, with why its pods keep local state if a ConfigMap they mount says so,
     and why they serve nothing if their settings say so (Argo CD's Dex unconfigured)."""
     if configs.dex_unconfigured and any(
@@ -222,10 +219,10 @@ def _with_config_state(
     ):
         idle = f"Argo CD's {ARGOCD_CM} has no {DEX_CONFIG}: argocd-dex rundex starts no Dex"
         w = replace(w, template=replace(w.template, idle=idle))
-    if not stores or "configMap" not in w.template.volumes.values():
+    if not configs.stores or "configMap" not in w.template.volumes.values():
         return w
     mounted = [name for _, name in _mounted(body, "configMap", "name")]
-    why = store_of(w.ref.namespace, w.location.file, mounted, stores)
+    why = store_of(w.ref.namespace, w.location.file, mounted, configs.stores)
     named = {n for c in w.template.containers for n in c.env_names}
     if why == GRAFANA_INI_SQLITE and any(n.startswith("GF_DATABASE_") for n in named):
         return w  # its environment names the database, which wins over the file
