@@ -85,10 +85,10 @@ def retry_after(response: httpx.Response) -> float | None:
     return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
-def _backoff(idempotent: bool, policy: Policy) -> Callable[[Exception], bool | float]:
+def _backoff(idempotent: bool, policy: Policy) -> Callable[[BaseException], bool | float]:
     """stamina's backoff hook: whether to retry this failure, or how long to wait first."""
 
-    def hook(exc: Exception) -> bool | float:
+    def hook(exc: BaseException) -> bool | float:
         if isinstance(exc, _Retryable):
             asked = retry_after(exc.response)
             if asked is None:
