@@ -476,6 +476,23 @@ def test_kuttl_assertion_files_are_skipped_and_counted(tmp_path: Path) -> None:
     assert len(load([str(step / "03-assert.yaml")]).objects) == 1  # named: read
 
 
+def test_a_helm_template_in_another_folder_of_its_chart_is_counted_not_svd002(
+    tmp_path: Path,
+) -> None:
+    """Meridio's chart renders deployment/*.yaml with `tpl (.Files.Glob ...)`: a Helm
+    template outside templates/ is the chart's, counted with it (judge412); a plain manifest
+    there is read, and a Helm template outside any chart is SVD002."""
+    chart(tmp_path)
+    root = tmp_path / "charts" / "podinfo"
+    write(root / "deployment" / "proxy.yaml", CHART_TEMPLATE)
+    write(root / "examples" / "svc.yaml", service("api"))
+    loose = write(tmp_path / "deploy" / "svc.yaml", CHART_TEMPLATE)
+    result = load([str(tmp_path)])
+    assert result.helm_templates == {str(root): 3}
+    assert [p.location.file for p in result.problems] == [loose]
+    assert [o.kind for o in result.objects] == ["Service"]
+
+
 def test_helm_templates_named_one_by_one_are_skipped_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -557,6 +574,25 @@ def test_a_line_that_is_only_a_shell_variable_is_a_placeholder_not_svd001() -> N
         assert variable in problem.message
     broken = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k6}\ndata:\n  a: [b\n"
     assert [p.rule for p in load(["-"], stdin=io.BytesIO(broken.encode())).problems] == ["SVD001"]
+
+
+def test_a_script_s_placeholders_are_template_notes_not_svd001() -> None:
+    """azure-container-networking: a kubeconfig template's `<server>` line, which a script
+    replaces with lines, is no input error (a kind no check reads); sed's UPPER_CASE name
+    glued to a quoted value (`"true"OTHER_LABELS_6_SPACES`) is a template note (judge412)."""
+    kubeconfig = (
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n"
+        "    certificate-authority-data: <ca>\n    <server>\nusers: []\n"
+    )
+    result = load(["-"], stdin=io.BytesIO(kubeconfig.encode()))
+    assert (result.problems, result.documents) == ([], 1)
+    labels = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: fake}\nspec:\n"
+        '  selector:\n    matchLabels:\n      is-kwok: "true"OTHER_LABELS_6_SPACES\n'
+    )
+    (problem,) = load(["-"], stdin=io.BytesIO(labels.encode())).problems
+    assert (problem.rule, problem.location.line) == ("SVD002", 7)
+    assert "OTHER_LABELS_6_SPACES" in problem.message
 
 
 def test_a_kyverno_test_folder_s_files_are_inputs_not_objects(tmp_path: Path) -> None:

@@ -321,6 +321,10 @@ _SCRAPE_SERVICE = re.compile(r"(^|[-_])(metrics|monitoring|exporter)([-_](servic
 # ... or labelled as one (`app.kubernetes.io/component: exporter`, kube-prometheus'
 # node-exporter: https://github.com/prometheus-operator/kube-prometheus manifests)
 _SCRAPE_COMPONENTS = frozenset({"metrics", "exporter"})
+# ... or labelled with such an app's name (`app: npm-metrics` on azure-npm's
+# `npm-metrics-cluster-service`, its one unnamed port the daemon's metrics; judge412)
+_SCRAPE_APP = re.compile(r"(^|[-_])(metrics|exporter)$")
+_APP_LABELS = ("app", "k8s-app", "app.kubernetes.io/name")
 _GENERIC_PORT = frozenset({"http", "https"})
 
 
@@ -360,9 +364,11 @@ def uncalled(port: ServicePort) -> bool:
 
 def metrics_named(service: Service) -> bool:
     """Whether the Service is named (``*-metrics``, ``*-exporter``…) or labelled (component
-    ``metrics``/``exporter``) as the one a scraper reads."""
-    return bool(_SCRAPE_SERVICE.search(service.ref.name)) or (
-        service.labels.get("app.kubernetes.io/component") in _SCRAPE_COMPONENTS
+    ``metrics``/``exporter``, app ``*-metrics``) as the one a scraper reads."""
+    return (
+        bool(_SCRAPE_SERVICE.search(service.ref.name))
+        or service.labels.get("app.kubernetes.io/component") in _SCRAPE_COMPONENTS
+        or any(_SCRAPE_APP.search(service.labels.get(k) or "") for k in _APP_LABELS)
     )
 
 

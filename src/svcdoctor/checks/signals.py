@@ -47,6 +47,12 @@ HANDLES = re.compile(
     r"|\bQuart\(|\.run\([^)]*\b(debug|use_reloader)\s*=\s*True"
 )
 
+# Apps whose framework installs the handler, by the script node runs: Backstage's backend
+# (`node packages/backend`, its Dockerfile's CMD), whose BackendInitializer registers a
+# SIGTERM listener that stops every plugin (packages/backend-app-api/src/wiring/
+# BackendInitializer.ts in backstage/backstage; cnoe-io/stacks, judge414)
+_HANDLING_SCRIPTS = re.compile(r"(\./)?packages/backend/?")
+
 
 @dataclass(frozen=True, slots=True)
 class Pid1:
@@ -144,12 +150,15 @@ def _python(argv: list[str], shown: str) -> Pid1 | None:
 def unhandled_pid1(inventory: Inventory, c: Container) -> Pid1 | None:
     """``pid1_runtime``, unless the app file it runs, found in the image's build context in
     the repository, installs a SIGTERM handler (``HANDLES``: a Flask app run with debug=True
-    in kubernetes-engine-samples' docs-embedder; judge231), or the manifest's own script
-    writes the app with one (a heredoc's `signal.signal(signal.SIGTERM, …)`: console-operator's
-    downloads server; judge274)."""
+    in kubernetes-engine-samples' docs-embedder; judge231), or is a framework's that does
+    (``_HANDLING_SCRIPTS``), or the manifest's own script writes the app with one (a
+    heredoc's `signal.signal(signal.SIGTERM, …)`: console-operator's downloads server;
+    judge274)."""
     facts = inventory.images.get(c.image)
     found = pid1_runtime(c, inventory.image_base(c.image))
     if found is None or HANDLES.search("\n".join((*c.command, *c.args))):
+        return None
+    if _HANDLING_SCRIPTS.fullmatch(found.script):
         return None
     file = facts.file(found.script) if facts is not None and found.script else None
     return None if file is not None and HANDLES.search(file.text) else found
@@ -202,6 +211,7 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
     last command; when the shell stays the app's parent (SVD105), the runtime is told too, since
     it becomes PID 1 as soon as the shell execs it (SVD105's fix). Not flagged: an init in front
     (`tini`, `dumb-init`), `shareProcessNamespace: true` (the pause container is PID 1), a
+    framework that installs the handler (Backstage's backend, `node packages/backend`), a
     command the manifest does not show (the image's `CMD` is unknown). Severity info: the
     manifest cannot show whether the app installs a handler itself.
 

@@ -140,7 +140,7 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
         charts = sorted(loaded.helm_templates)
         shown = ", ".join(charts[:3]) + (f" and {len(charts) - 3} more" if len(charts) > 3 else "")
         out.append(
-            f"skipped {_plural(count, 'file')} in the templates/ (or files/) of "
+            f"skipped {_plural(count, 'file')} in the templates/ (or other folders) of "
             f"{_plural(len(charts), 'Helm chart')} ({shown}): Go templates, not manifests; "
             f"lint the rendered chart: helm template RELEASE {charts[0]} | svcdoctor lint -"
         )

@@ -71,6 +71,17 @@ def helm_chart_of(directory: Path) -> Path | None:
     return None
 
 
+def chart_holding(file: str) -> Path | None:
+    """The Helm chart (the nearest folder above with a ``Chart.yaml``) holding the file
+    outside its ``templates/`` and ``files/``: a file it renders with `tpl (.Files.Glob ...)`
+    from a folder of its own choosing (Meridio's `deployment/`; judge412)."""
+    path = Path(file).absolute()
+    for folder in path.parents:
+        if (folder / "Chart.yaml").is_file():
+            return None if chart_templates(path.relative_to(folder).parts[0]) else folder
+    return None
+
+
 def vendored(top: str, name: str, files: list[str]) -> bool:
     """Whether the directory ``name`` in ``top`` holds copies of other projects: npm's
     ``node_modules``, Go's ``vendor`` beside a ``go.mod`` or holding its ``modules.txt``

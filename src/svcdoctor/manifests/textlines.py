@@ -12,18 +12,22 @@ _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
 # `image: {username}/app:1` (kserve's docs/samples; judge193: a flow mapping cannot go on
 # into text), `@NAME@` (autoconf's and sed's: longhorn's dev/scale-test; judge195), or a
 # printf verb as the whole value, `name: %s` (Go's fmt.Sprintf: topolvm's e2e testdata;
-# judge206)
+# judge206), or an UPPER_CASE name glued to a quoted value, text sed puts there
+# (`is-kwok: "true"OTHER_LABELS_6_SPACES`: azure-container-networking's test/scale; judge412)
 _SCRIPT_PLACEHOLDER = re.compile(
     r"(?<=[:\s])(?:\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])|@[A-Za-z_][\w-]*@"
-    r"|%[-+# 0-9.]*[sdvqfgxX](?=\s|$))"
+    r"|%[-+# 0-9.]*[sdvqfgxX](?=\s|$))|(?<=\")[A-Z][A-Z0-9]*_[A-Z0-9_]+[ \t]*$",
+    re.MULTILINE,
 )
 
 # ...or a line that is nothing but a shell variable, text envsubst puts in already indented
 # (`${k6_source}` under a block scalar: kyma-project/serverless' tests/performance/templates,
 # judge353; `$CONJUR_SSL_CERT`: secrets-store-csi-driver's conjur tests, judge328)
-# ...or a Jinja statement alone on its line (`{% if x %}`: a docs site's macros)
+# ...or a Jinja statement alone on its line (`{% if x %}`: a docs site's macros), or a
+# `<name>` a script replaces with lines (a kubeconfig template's `<server>`; judge412)
 _VARIABLE_LINE = re.compile(
-    r"^[ \t]*(?:\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)|\{%.*?%\})[ \t]*$", re.MULTILINE
+    r"^[ \t]*(?:\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)|\{%.*?%\}|<[A-Za-z_][\w-]*>)[ \t]*$",
+    re.MULTILINE,
 )
 
 
