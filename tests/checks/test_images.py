@@ -7,13 +7,8 @@ from pathlib import Path
 import pytest
 
 from svcdoctor.checks import Settings
-from svcdoctor.manifests.dockerfiles import (
-    Builds,
-    find_builds,
-    image_name,
-    match_images,
-    read_dockerfile,
-)
+from svcdoctor.manifests.dockerfiles import Builds, find_builds, image_name, read_dockerfile
+from svcdoctor.manifests.imagebuilds import match_images
 from svcdoctor.model.patch import Handler, PodPatch
 from tests.conftest import lint_paths
 
@@ -194,6 +189,36 @@ def test_the_dockerfile_of_the_manifests_app_folder_is_its_only_user_image_s(
     assert not match_images(Builds((dockerfile,)), images | {"bitnami/redis:7": [manifest]})
     elsewhere = {"learnk8s/knote-js:1.0.0": [str(tmp_path / "other" / "k.yaml")]}
     assert not match_images(Builds((dockerfile,)), elsewhere)
+
+
+def test_a_docker_folder_of_the_app_folder_builds_its_only_user_image(tmp_path: Path) -> None:
+    """kyma-runtime-extension-samples: grpc-python/docker/Dockerfile builds the image
+    grpc-python/k8s/deployment.yaml runs; sample-websockets/server/ builds
+    ``sample-kyma-websocket-server`` (a word of its name); a Dockerfile beside the manifests'
+    folder comes first, and a folder named for nothing of the image's builds nothing."""
+    app = tmp_path / "grpc-python"
+    (app / "k8s").mkdir(parents=True)
+    (app / "docker").mkdir()
+    (app / "tools").mkdir()
+    docker = app / "docker" / "Dockerfile"
+    docker.write_text('FROM python:3.12-slim\nCOPY . .\nCMD ["python3", "server.py"]\n')
+    tools = app / "tools" / "Dockerfile"
+    tools.write_text('FROM alpine:3\nCMD ["sh"]\n')
+    images = {"jcawley5/grpcorderserver": [str(app / "k8s" / "deployment.yaml")]}
+    matched = match_images(Builds((docker, tools)), images)
+    assert matched["jcawley5/grpcorderserver"].dockerfile.endswith("docker/Dockerfile")
+    assert not match_images(Builds((tools,)), images)
+    beside = app / "Dockerfile"
+    beside.write_text('FROM python:3.12-slim\nCMD ["python3", "other.py"]\n')
+    matched = match_images(Builds((docker, beside)), images)
+    assert matched["jcawley5/grpcorderserver"].dockerfile == str(beside)
+    web = tmp_path / "sample-websockets"
+    (web / "k8s").mkdir(parents=True)
+    (web / "server").mkdir()
+    server = web / "server" / "Dockerfile"
+    server.write_text('FROM python:3.12-slim\nCMD ["python3", "app.py"]\n')
+    images = {"gabbi/sample-kyma-websocket-server:0.0.4": [str(web / "k8s" / "server.yaml")]}
+    assert set(match_images(Builds((server,)), images)) == set(images)
 
 
 SKAFFOLD = """\

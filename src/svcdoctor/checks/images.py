@@ -314,7 +314,7 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     `docker.dockerfile`) or a shell script or Makefile does (`docker build -t NAME DIR`, `docker
     buildx build`, `podman build`), or when the image's repository name (`mreferre/yelb-ui:0.7` →
     `yelb-ui`) equals the Dockerfile's directory name or its `NAME` (a few weaker signals after
-    that: `manifests/dockerfiles.py`); two candidates match neither, nor does a Dockerfile whose
+    that: `manifests/imagebuilds.py`); two candidates match neither, nor does a Dockerfile whose
     final `FROM` is the image itself (`nginx/Dockerfile` `FROM nginx`). A Dockerfile with no `CMD`
     or `ENTRYPOINT` of its own runs its base image's, when that base is built in the repository too.
     Without a `command` in the manifest, the final stage's `ENTRYPOINT` and `CMD` (or the manifest's

@@ -20,8 +20,8 @@ from svcdoctor.manifests.configs import (
     dialed,
     store_of,
 )
-from svcdoctor.manifests.dockerfiles import match_images
 from svcdoctor.manifests.fields import Fields, text_of
+from svcdoctor.manifests.imagebuilds import match_images
 from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
 from svcdoctor.manifests.loader import LoadResult
 from svcdoctor.manifests.resources import autoscaler, resource, rollout_experiments
