@@ -857,7 +857,17 @@ def test_a_test_overlay_s_patch_does_not_change_the_install(tmp_path: Path) -> N
     # config/extension-server-e2e: one replica for single-node kind; judge146)
     (workload,) = build_inventory(load([str(tmp_path)])).workloads
     assert workload.replicas == 2
-    (tmp_path / "config/webhook-e2e").rename(tmp_path / "config/prod")
+    # a developer's overlay (sillsdev/languageforge-lexbox's deployment/local-dev adds
+    # maildev to the pod; judge419), or a local environment's (judge389); not `develop`
+    for variant in ("local-dev", "local-env"):
+        (tmp_path / "config/webhook-e2e").rename(tmp_path / f"config/{variant}")
+        (workload,) = build_inventory(load([str(tmp_path)])).workloads
+        assert workload.replicas == 2, variant
+        (tmp_path / f"config/{variant}").rename(tmp_path / "config/webhook-e2e")
+    (tmp_path / "config/webhook-e2e").rename(tmp_path / "config/develop")
+    (workload,) = build_inventory(load([str(tmp_path)])).workloads
+    assert workload.replicas == 1  # a deployed environment's
+    (tmp_path / "config/develop").rename(tmp_path / "config/prod")
     (workload,) = build_inventory(load([str(tmp_path)])).workloads
     assert workload.replicas == 1  # an install's overlay patches the install
 

@@ -122,6 +122,17 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "webhook server ('Prevents failing webhooks on pod shutdown')",
         flag="--shutdown-delay",
     ),
+    # OPA's server waits --shutdown-wait-period seconds, default 0, after SIGTERM before it
+    # starts its graceful shutdown, for the endpoints to drop it (`opa run --help`;
+    # open-policy-agent/opa#2764; open-policy-agent/contrib's k8s_authorization; judge416)
+    KnownDrain(
+        "*openpolicyagent/opa:*",
+        0,
+        "https://www.openpolicyagent.org/docs/cli#opa-run",
+        "waits --shutdown-wait-period seconds, default 0, after SIGTERM before it shuts its "
+        "server down",
+        flag="--shutdown-wait-period",
+    ),
     KnownDrain(
         "*postfinance/kubenurse*",
         5,

