@@ -166,9 +166,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     OPA with `--shutdown-wait-period` (where such an app has a flag for it, the fix offers it in
     place of the sleep), Agones' extensions and allocator with `READINESS_SHUTDOWN_DURATION`, any
     server whose probes send knative.dev/pkg's `K-Kubelet-Probe` header, built on that library's
-    Drainer, 45 s, and any
-    given the Kubernetes API server library's `--shutdown-delay-duration`, also in the `sh -c`
-    script it execs; see the configuration docs), and the drain a mounted configuration in the same
+    Drainer, 45 s, and any given the Kubernetes API server library's `--shutdown-delay-duration`,
+    also in the `sh -c` script it execs; see the configuration docs), and the drain a mounted configuration in the same
     files sets (CoreDNS's `health { lameduck 5s }` in the Corefile ConfigMap its container mounts:
     https://coredns.io/plugins/health/; an API server's `shutdown-delay-duration` in the config file
     its ConfigMap holds). Whether any other app keeps serving after SIGTERM cannot be seen in a
