@@ -167,8 +167,8 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     place of the sleep), Agones' extensions and allocator with `READINESS_SHUTDOWN_DURATION`, any
     server whose probes send knative.dev/pkg's `K-Kubelet-Probe` header, built on that library's
     Drainer, 45 s, and any given the Kubernetes API server library's `--shutdown-delay-duration`,
-    also in the `sh -c` script it execs; see the configuration docs), and the drain a mounted configuration in the same
-    files sets (CoreDNS's `health { lameduck 5s }` in the Corefile ConfigMap its container mounts:
+    also in the `sh -c` script it execs; see the configuration docs), and the drain a mounted
+    configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the Corefile ConfigMap its container mounts:
     https://coredns.io/plugins/health/; an API server's `shutdown-delay-duration` in the config file
     its ConfigMap holds). Whether any other app keeps serving after SIGTERM cannot be seen in a
     manifest: the message says so rather than asserting that it stops. Behind headless Services
