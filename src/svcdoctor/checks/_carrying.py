@@ -100,8 +100,9 @@ def _carrying(inventory: Inventory) -> dict[int, tuple[Service, bool]]:
 # kubebuilder v1's scaffold made a `controller-manager-service` on 443 for a webhook server
 # (config/manager/manager.yaml of its v1 project layout, kubernetes-sigs/kubebuilder release-1):
 # where no webhook configuration calls it and the manager declares no port, it is a leftover
-# nothing listens behind (kubernetes-sigs/application, bitpoke/wordpress-operator)
-_SCAFFOLD_SERVICE = re.compile(r"(^|-)controller-manager-service$")
+# nothing listens behind (kubernetes-sigs/application, bitpoke/wordpress-operator; named for
+# the manager itself in vmware-tanzu/sources-for-knative's horizon source, judge418)
+_SCAFFOLD_SERVICE = re.compile(r"(^|-)controller-manager(-service)?$")
 # ...or one whose selector has that scaffold's label, under a name its namePrefix made
 # (kubic-project/dex-operator's `-service`)
 _SCAFFOLD_LABEL = "controller-tools.k8s.io"
