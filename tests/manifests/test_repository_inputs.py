@@ -576,6 +576,33 @@ def test_a_line_that_is_only_a_shell_variable_is_a_placeholder_not_svd001() -> N
     assert [p.rule for p in load(["-"], stdin=io.BytesIO(broken.encode())).problems] == ["SVD001"]
 
 
+def test_of_alternative_installs_claiming_one_name_the_nearest_claim_decides(
+    tmp_path: Path,
+) -> None:
+    """Seafile's docs ship ce/, pro/ and cluster/ installs, each with a claim
+    `seafile/seafile-data`; only cluster/'s is ReadWriteMany: ce/'s pod holds its own
+    (judge425)."""
+    deployment = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: seafile, namespace: seafile}\n"
+        "spec:\n  template:\n    metadata: {labels: {app: seafile}}\n    spec:\n"
+        "      containers: [{name: seafile, image: seafileltd/seafile-mc:12.0}]\n"
+        "      volumes: [{name: data, persistentVolumeClaim: {claimName: seafile-data}}]\n"
+    )
+    for install, mode in (("ce", "ReadWriteOnce"), ("cluster", "ReadWriteMany")):
+        claim = (
+            "apiVersion: v1\nkind: PersistentVolumeClaim\n"
+            "metadata: {name: seafile-data, namespace: seafile}\n"
+            f"spec: {{accessModes: [{mode}]}}\n"
+        )
+        write(tmp_path / install / "claim.yaml", claim)
+        write(tmp_path / install / "deployment.yaml", deployment)
+    shared = {
+        Path(w.location.file).parent.name: w.template.shared_volumes
+        for w in build_inventory(load([str(tmp_path)])).workloads
+    }
+    assert shared == {"ce": frozenset(), "cluster": frozenset({"data"})}
+
+
 def test_a_script_s_placeholders_are_template_notes_not_svd001() -> None:
     """azure-container-networking: a kubeconfig template's `<server>` line, which a script
     replaces with lines, is no input error (a kind no check reads); sed's UPPER_CASE name

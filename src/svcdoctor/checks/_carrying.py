@@ -253,10 +253,19 @@ def names_only(inventory: Inventory, service: Service) -> bool:
     StatefulSet's `serviceName`, a pod's `subdomain`:
     https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/#pod-hostname-and-subdomain-field),
     and no client sends requests through it (mysql-ndb-operator's operator, vanus' store;
-    judge109, judge128, judge135)."""
-    if not service.headless or service.ref.name in inventory.dialed.hosts:
+    judge109, judge128, judge135). So is the `serviceName` of the StatefulSets it selects
+    with a cluster IP, when their containers declare ports and none it targets (Config
+    Connector's `manager`: 443, which nothing declares, and a metrics port; judge421), or
+    declare none and it has kubebuilder v1's scaffolded 443 (its manager was a StatefulSet
+    of that `serviceName`: Config Connector's operator)."""
+    if service.ref.name in inventory.dialed.hosts:
         return False
-    containers = [c for w in inventory.targeted(service) for c in w.template.containers]
+    backends = inventory.targeted(service)
+    containers = [c for w in backends for c in w.template.containers]
+    governing = bool(backends) and all(w.governing == service.ref.name for w in backends)
+    scaffold = all(uncalled(p) or (p.port, p.target) == (443, 443) for p in service.ports)
+    if not service.headless and not (governing and (scaffold or any(c.ports for c in containers))):
+        return False
     return not service.ports or (
         bool(containers)
         and all(

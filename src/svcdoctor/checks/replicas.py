@@ -66,8 +66,10 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     `failurePolicy: Ignore` (unreachable, the webhook is skipped and the request admitted: no
     request fails; with `Fail`, the default, it is flagged), data stores and brokers (by image:
     PostgreSQL, Redis, Kafka, SQL Server, OpenLDAP, ActiveMQ, IBM MQ, Azurite…), workloads whose
-    containers serve nothing, and Services none of whose ports reaches a listener of the pods
-    (SVD205: every request fails, whatever the replicas).
+    containers serve nothing, Services none of whose ports reaches a listener of the pods
+    (SVD205: every request fails, whatever the replicas), and the `serviceName` of a
+    StatefulSet whose containers declare none of its ports but metrics ones (its pods' DNS
+    names, not a request path: Config Connector's controllers).
 
     An availability note (info, no replicas fix) instead of the warning when a second replica would
     not be a second backend: a workload its author pins to one replica in a comment beside

@@ -577,9 +577,11 @@ def local_state(
         return "Keycloak with no database set (KC_DB, --db) keeps its default, an embedded dev-file"
     if "rundex" in argv:
         return "Argo CD's Dex keeps its data in memory"
-    if _VAULT.search(image) and (not argv or "-dev" in argv):
+    # -dev among the words of a `sh -c` script too (the Vault chart's dev mode; judge424)
+    dev = not argv or "-dev" in {word for a in argv for word in a.split()}
+    if _VAULT.search(image) and dev:
         return "Vault's dev server, the image's default command, keeps its storage in memory"
-    if _CONSUL.search(image) and (not argv or "-dev" in argv):
+    if _CONSUL.search(image) and dev:
         return "Consul's dev agent, the image's default command, keeps its catalog in memory"
     if memory := next((a for a in argv if _MEMORY_STORAGE.match(a)), None):
         return f"its storage is in memory ({memory})"

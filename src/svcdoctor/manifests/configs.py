@@ -303,7 +303,22 @@ def store_of(namespace: str, home: str, mounted: Iterable[str], stores: LocalSto
 # A claim several nodes' pods can hold at once (https://kubernetes.io/docs/concepts/storage/
 # persistent-volumes/#access-modes): a surge pod starts beside the old one.
 _SHARED_MODES = frozenset({"ReadOnlyMany", "ReadWriteMany"})
-SharedClaims = set[tuple[str, str]]  # PersistentVolumeClaims (namespace, name) so shared
+# PersistentVolumeClaim (namespace, name, file) -> whether pods of several nodes can hold it
+Claims = dict[tuple[str, str, str], bool]
+
+
+def claim_shared(namespace: str, home: str, claim: str, claims: Claims) -> bool:
+    """Whether the claim a pod of ``namespace`` defined in file ``home`` mounts is shared: of
+    several definitions of a name (alternative installs: Seafile's ce/, pro/ and cluster/;
+    judge425), the nearest decide."""
+    at = PurePath(home)
+    found = [
+        (file_distance(at, PurePath(file)), shared)
+        for (ns, name, file), shared in claims.items()
+        if name == claim and ns in (namespace, "")
+    ]
+    best = min((rank for rank, _ in found), default=None)
+    return best is not None and all(shared for rank, shared in found if rank == best)
 
 
 def reads(kind: str) -> bool:
@@ -326,7 +341,7 @@ class ConfigFacts:
 
     stores: LocalStores = field(default_factory=dict)
     drains: ConfigDrains = field(default_factory=dict)
-    claims: SharedClaims = field(default_factory=set)
+    claims: Claims = field(default_factory=dict)
     argocd_dex: list[bool] = field(default_factory=list)
 
     @property
@@ -356,8 +371,10 @@ def read_config(file: str, kind: str, root: yaml.Node, facts: ConfigFacts) -> No
         modes = (
             mapping_keys(spec).get("accessModes") if isinstance(spec, yaml.MappingNode) else None
         )
-        if isinstance(modes, yaml.SequenceNode) and {_text(m) for m in modes.value} & _SHARED_MODES:
-            facts.claims.add((_text(meta.get("namespace")), _text(meta.get("name"))))
+        shared = isinstance(modes, yaml.SequenceNode) and bool(
+            {_text(m) for m in modes.value} & _SHARED_MODES
+        )
+        facts.claims[(_text(meta.get("namespace")), _text(meta.get("name")), file)] = shared
 
 
 # A host and port a client dials, anywhere in a file's text (an env value, an argument, a

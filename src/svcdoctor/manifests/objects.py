@@ -13,10 +13,11 @@ from svcdoctor.manifests.configs import (
     ARGOCD_CM,
     DEX_CONFIG,
     GRAFANA_INI_SQLITE,
+    Claims,
     ConfigDrains,
     ConfigFacts,
     Dialed,
-    SharedClaims,
+    claim_shared,
     dialed,
     store_of,
 )
@@ -229,12 +230,12 @@ def _with_config_state(w: Workload, body: YMap, configs: ConfigFacts) -> Workloa
     return replace(w, template=replace(w.template, config_state=why)) if why else w
 
 
-def _with_shared_claims(w: Workload, body: YMap, shared: SharedClaims) -> Workload:
+def _with_shared_claims(w: Workload, body: YMap, claims: Claims) -> Workload:
     """The workload, with the claim volumes whose claim pods of several nodes can hold."""
     names = {
         name
         for name, claim in _mounted(body, "persistentVolumeClaim", "claimName")
-        if (w.ref.namespace, claim) in shared or ("", claim) in shared
+        if claim_shared(w.ref.namespace, w.location.file, claim, claims)
     }
     return replace(w, template=replace(w.template, shared_volumes=frozenset(names)))
 
@@ -346,6 +347,7 @@ def _workload(f: Fields) -> Workload:
         )
         if kind == "StatefulSet"
         else (),
+        governing=f.text(spec, "serviceName", "spec.serviceName") or "",
         preview_services=_preview_services(f, spec) if kind == "Rollout" else (),
     )
 

@@ -236,6 +236,7 @@ class Workload:
     owner: ObjectRef | None = None  # the controller in metadata.ownerReferences, if any
     min_ready_seconds: int | None = None
     claim_templates: tuple[str, ...] = ()  # a StatefulSet's volumeClaimTemplates names
+    governing: str = ""  # a StatefulSet's serviceName: the Service giving its pods DNS names
     pinned: str = ""  # the comment beside ``replicas:`` that says it must run once
     # an Argo Rollout's canaryService/previewService, beside a stableService/activeService:
     # the Services of the new pods while it rolls, copies of the stable one
