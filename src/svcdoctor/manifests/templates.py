@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from svcdoctor.checks.inputs import HELM_TEMPLATE
+from svcdoctor.manifests.paths import is_chart
 from svcdoctor.manifests.textlines import TextLines
 from svcdoctor.manifests.yamlnodes import mapping_keys
 from svcdoctor.model import Finding, Location, Severity
@@ -87,7 +88,7 @@ def template_finding(name: str, lines: TextLines, line: int) -> Finding:
 def _in_chart(name: str) -> bool:
     """Whether the file is a chart's template (``templates/`` beside a ``Chart.yaml``)."""
     path = Path(name)
-    return path.parent.name == "templates" and (path.parent.parent / "Chart.yaml").is_file()
+    return path.parent.name == "templates" and is_chart(path.parent.parent)
 
 
 # A Go source's embed directive: `//go:embed a.yaml templates/*.yaml "b c.yaml"`

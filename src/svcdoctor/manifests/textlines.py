@@ -7,6 +7,8 @@ import bisect
 import itertools
 import re
 
+import yaml
+
 _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
 # A placeholder a script replaces that is never YAML: single braces glued to a value,
 # `image: {username}/app:1` (kserve's docs/samples; judge193: a flow mapping cannot go on
@@ -60,6 +62,21 @@ class TextLines:
         text = self.between(first, last)
         starts = [m.start() for p in (_SCRIPT_PLACEHOLDER, _VARIABLE_LINE) if (m := p.search(text))]
         return None if not starts else first + text.count("\n", 0, min(starts))
+
+    def quoted_only(self, first: int, last: int) -> bool:
+        """Whether every ``{{`` of lines ``first``..``last`` is in a line that is valid YAML
+        by itself (a quoted scalar: Prometheus' alert templates, `message: '{{ $labels.pod }}
+        …'`): strings the parser read, so not what broke the document. Helm's
+        `"{{ template "x" . }}"` is not one."""
+        for n in range(first, last + 1):
+            text = self.between(n, n)
+            if "{{" not in text:
+                continue
+            try:
+                yaml.safe_load(text.strip().removeprefix("- "))
+            except yaml.YAMLError:
+                return False
+        return True
 
     def template_at(self, line: int, limit: int = 40) -> str:
         """The first ``{{ … }}`` on ``line`` (else a glued ``{x}``), shortened to ``limit``
