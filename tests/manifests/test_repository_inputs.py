@@ -503,6 +503,25 @@ def test_a_chart_whose_chart_yaml_a_build_generates_is_a_chart(tmp_path: Path) -
     assert (result.problems, result.helm_templates) == ([], {str(root): 2})
 
 
+def test_a_test_named_file_a_go_unit_test_reads_is_a_test_input(tmp_path: Path) -> None:
+    """gloo's cli/pkg/cmd/install/knative_test_yaml.yaml is the output knative_test.go
+    compares with: its findings are counted, not shown (judge421); the same file read by a
+    program's own source, or beside an e2e test, is checked."""
+    folder = tmp_path / "install"
+    deployment = (
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: activator}\nspec:\n"
+        "  template:\n    metadata: {labels: {app: web}}\n    spec:\n"
+        "      containers: [{name: activator, image: example/activator:1}]\n"
+    )
+    expected = write(folder / "knative_test_yaml.yaml", service("activator") + deployment)
+    (folder / "knative_test.go").write_text('want, _ := os.ReadFile("knative_test_yaml.yaml")\n')
+    result = run_checks(build_inventory(load([str(tmp_path)])), Settings())
+    assert (result.findings, result.test_inputs > 0) == ((), True)
+    (folder / "knative_test.go").rename(folder / "knative.go")
+    shown = run_checks(build_inventory(load([str(tmp_path)])), Settings()).findings
+    assert {f.location.file for f in shown} == {expected}
+
+
 def test_a_docs_snippet_in_a_markdown_fence_is_read() -> None:
     """gloo's docs keep `.yaml` snippets inside their ```yaml fence (judge421): the fence
     is no YAML error, the object is read at its own line."""

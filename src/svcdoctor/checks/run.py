@@ -86,7 +86,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
                 suppressed += 1
                 continue
             findings.append(_severity(finding, settings.severities.get(r.id), local))
-    shown = findings if settings.test_inputs else _outside_test_inputs(findings)
+    shown = findings if settings.test_inputs else _outside_test_inputs(inventory, findings)
     shown.sort(key=lambda f: f.sort_key)
     return LintResult(
         findings=tuple(shown),
@@ -101,9 +101,13 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
     )
 
 
-def _outside_test_inputs(findings: list[Finding]) -> list[Finding]:
-    """The findings but those on files of unit tests' input folders (``unit_test_input``)."""
-    return [f for f in findings if not unit_test_input(f.location.file)]
+def _outside_test_inputs(inventory: Inventory, findings: list[Finding]) -> list[Finding]:
+    """The findings but those on files of unit tests' input folders (``unit_test_input``)
+    or that a unit test reads (``Inventory.test_read``)."""
+    read = inventory.test_read
+    return [
+        f for f in findings if not unit_test_input(f.location.file) and f.location.file not in read
+    ]
 
 
 def _severity(

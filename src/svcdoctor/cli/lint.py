@@ -75,7 +75,8 @@ def lint_paths(
     "--test-inputs",
     is_flag=True,
     help="Also report findings on unit tests' inputs (Go's testdata/, testutils/, "
-    "test-data/ outside an e2e/ folder), which a test reads and never applies.",
+    "test-data/ outside an e2e/ folder; a test-named file a Go unit test reads), which a "
+    "test reads and never applies.",
 )
 @click.option(
     "--allow-empty",

@@ -43,6 +43,7 @@ from svcdoctor.manifests.templates import (
     commented_template,
     forget_go_sources,
     go_rendered,
+    go_test_input,
     helm_template,
     parsed_template_finding,
     template_finding,
@@ -148,6 +149,7 @@ class LoadResult:
     # Symbolic links met in a folder walk whose target is missing: (link, target)
     dangling: list[tuple[str, str]] = field(default_factory=list)
     assertions: int = 0  # test steps' assertion files not read (``paths.assertion``)
+    test_read: set[str] = field(default_factory=set)  # read by Go unit tests (go_test_input)
     # The labels the kustomizations among the files add to the objects they build
     kustomizations: list[KustomizeLabels] = field(default_factory=list)
     configs: ConfigFacts = field(default_factory=ConfigFacts)  # ``manifests.configs``
@@ -281,6 +283,8 @@ def load(
             text = _read_text(name, stdin, limit, result)
             if text is not None:
                 _load_text(name, text, result)
+                if name != STDIN and go_test_input(name):
+                    result.test_read.add(name)
                 if is_kustomization(name) and (labels := read_kustomization(name, text)):
                     result.kustomizations.append(labels)
             if before == (result.documents, len(result.problems)):

@@ -112,12 +112,27 @@ def go_rendered(name: str, text: str) -> str | None:
     parents = list(path.parents)
     for folder in parents[:_GO_LEVELS]:
         relative = path.relative_to(folder).as_posix()
-        patterns, names = _go_references(str(folder))
+        patterns, names, _ = _go_references(str(folder))
         if path.name in names or any(_embeds(p, relative) for p in patterns):
             return str(folder)
     if not _GO_ACTION.search(text) or helm_template(text) or PLACEHOLDER.search(text):
         return None
     return next((str(f) for f in parents[:_MODULE_LEVELS] if _go_module(str(f))), None)
+
+
+# A file named for a test (`knative_test_yaml.yaml`, `test_release.yaml`)
+_TEST_NAMED = re.compile(r"(^|[-_.])tests?([-_.]|$)", re.IGNORECASE)
+
+
+def go_test_input(name: str) -> bool:
+    """Whether a file named for a test is read by a Go unit test of its folder or one of the
+    two above (a ``_test.go`` source names it), outside an end-to-end test's folder: the
+    expected output a test compares, never applied (gloo's `knative_test_yaml.yaml`, read by
+    knative_test.go; judge421)."""
+    path = Path(os.path.abspath(name))
+    if not _TEST_NAMED.search(path.stem) or any("e2e" in p.lower() for p in path.parts):
+        return False
+    return any(path.name in _go_references(str(f))[2] for f in list(path.parents)[:_GO_LEVELS])
 
 
 def forget_go_sources() -> None:
@@ -144,15 +159,16 @@ def _embeds(pattern: str, relative: str) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _go_references(folder: str) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The ``//go:embed`` patterns of the Go sources in ``folder``, and the names of the
-    YAML and JSON files their strings name."""
+def _go_references(folder: str) -> tuple[tuple[str, ...], frozenset[str], frozenset[str]]:
+    """The ``//go:embed`` patterns of the Go sources in ``folder``, the names of the YAML and
+    JSON files their strings name, and of those its tests' sources (``_test.go``) name."""
     try:
         sources = [e for e in os.scandir(folder) if e.name.endswith(".go") and e.is_file()]
     except OSError:
-        return (), frozenset()
+        return (), frozenset(), frozenset()
     patterns: list[str] = []
     names: set[str] = set()
+    tested: set[str] = set()
     for entry in sources:
         try:
             with open(entry.path, encoding="utf-8", errors="replace") as f:
@@ -165,8 +181,10 @@ def _go_references(folder: str) -> tuple[tuple[str, ...], frozenset[str]]:
             except ValueError:
                 words = m.group(1).split()
             patterns += [w.removeprefix("all:") for w in words]
-        names.update(m.group(2) for m in _GO_FILE_NAME.finditer(text))
-    return tuple(patterns), frozenset(names)
+        named = {m.group(2) for m in _GO_FILE_NAME.finditer(text)}
+        names |= named
+        tested |= named if entry.name.endswith("_test.go") else set()
+    return tuple(patterns), frozenset(names), frozenset(tested)
 
 
 # ytt (Carvel) code is YAML comments starting with `#@` (https://carvel.dev/ytt/docs/latest/lang/):

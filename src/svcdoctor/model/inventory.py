@@ -68,6 +68,8 @@ class Inventory:
     problems: tuple[Finding, ...] = ()
     # Files whose documents are templates no tool here renders (Go code's: ``go_templates``)
     unread_templates: frozenset[str] = frozenset()
+    # Files a unit test reads as its input, whatever their folder (``unit_test_input``)
+    test_read: frozenset[str] = frozenset()
     files: int = 0
     objects: int = 0
     skipped: int = 0  # documents that are not Kubernetes objects
