@@ -321,7 +321,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       (also when the inputs hold no pods of the Service, a controller's test input), a
       proxy's own route object (Contour's HTTPProxy or ExtensionService, NGINX's
       VirtualServer, Traefik's IngressRoute, APISIX's ApisixRoute, unless set to send to
-      the ClusterIP), or
+      the ClusterIP; Envoy Gateway's extension policies; an InferencePool's endpoint picker,
+      `endpointPickerRef`), or
       an Ingress with `nginx.ingress.kubernetes.io/backend-protocol: GRPC` (ingress-nginx
       balances each call over the endpoints, unless `service-upstream: "true"` sends it to
       the ClusterIP), or Kong's `konghq.com/protocols: grpc` on the Ingress or

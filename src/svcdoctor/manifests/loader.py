@@ -95,6 +95,8 @@ def consulted(kind: str, api_version: str) -> bool:
         return True
     if kind == _DEPLOYMENT_CONFIG:  # OpenShift's, `v1` before apps.openshift.io/v1
         return True
+    if kind == "InferencePool":  # its endpoint picker (``resources._PROXY_ROUTES``)
+        return True
     return _custom(api_version)
 
 

@@ -100,9 +100,15 @@ def resource(f: Fields) -> Resource:
 # Envoy Gateway's policies call their extension Services (EnvoyExtensionPolicy's extProc,
 # SecurityPolicy's extAuth: `backendRefs`) through Envoy clusters of the Services' endpoints
 # (https://gateway.envoyproxy.io/docs/tasks/extensibility/ext-proc/; aibrix's
-# gateway-plugins, judge256).
+# gateway-plugins, judge256). So does a gateway its InferencePool's endpoint picker, the one
+# Service its `endpointPickerRef` (`extensionRef` before v1) names: Istio and kgateway make
+# an Envoy cluster of its endpoints
+# (https://gateway-api-inference-extension.sigs.k8s.io/api-types/inferencepool/;
+# llm-d-inference-scheduler, vllm-project/semantic-router; judge426).
 _PROXY_ROUTES: dict[str, tuple[str, str, tuple[str, object] | None]] = {
     "gateway.envoyproxy.io": ("backendRefs", "name", None),
+    "inference.networking.k8s.io": ("endpointPickerRef", "name", None),
+    "inference.networking.x-k8s.io": ("extensionRef", "name", None),
     "projectcontour.io": ("services", "name", None),
     "k8s.nginx.org": ("upstreams", "service", ("use-cluster-ip", True)),
     "traefik.io": ("services", "name", ("nativeLB", True)),
@@ -120,7 +126,8 @@ def _upstreams(
     depth: int = _UPSTREAM_DEPTH,
 ) -> tuple[str, ...]:
     """The Services a proxy's route object sends to pod by pod: each item of a ``key`` list
-    under its spec that names one by ``name`` and does not set ``clusterip``."""
+    (or the one ``key`` mapping) under its spec that names one by ``name`` and does not set
+    ``clusterip``."""
     found: list[str] = []
     if depth <= 0:
         return ()
@@ -129,10 +136,11 @@ def _upstreams(
             found.extend(_upstreams(item, key, name, clusterip, depth - 1))
     elif isinstance(node, YMap):
         for k, value in node.items():
-            if k == key and isinstance(value, list):
+            items = [value] if isinstance(value, YMap) else value
+            if k == key and isinstance(items, list):
                 found.extend(
                     text_of(b.get(name))
-                    for b in value
+                    for b in items
                     if isinstance(b, YMap)
                     and b.get(name)
                     and (clusterip is None or b.get(clusterip[0]) != clusterip[1])
