@@ -138,8 +138,9 @@ _SELF_DISCOVERED = re.compile(r"(^|/)typha(:|$)")
 # hash-rings/, https://grafana.com/docs/mimir/latest/references/architecture/hash-ring/;
 # operate-first/apps' observatorium Loki; judge293)
 # Pyroscope is built on the same ring (dskit: pkg/ingester, pkg/storegateway of
-# grafana/pyroscope; its microservices example; judge358)
-_RING_APPS = frozenset({"loki", "mimir", "cortex", "pyroscope"})  # by image name, mirrors too
+# grafana/pyroscope; its microservices example; judge358), and so was Phlare, its predecessor
+# (grafana/phlare's pkg/distributor, pkg/querier; its rendered Helm chart; judge423)
+_RING_APPS = frozenset({"loki", "mimir", "cortex", "pyroscope", "phlare"})  # by image name
 # ...and compactors, which split the tenants' blocks over their own ring and serve no
 # client's requests (https://grafana.com/docs/mimir/latest/references/architecture/components/compactor/)
 _RING_TARGETS = frozenset({"ingester", "store-gateway", "compactor"})

@@ -205,9 +205,9 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     Services only (their drivers find the members and follow them, the Service only seeds them), nor
     MongoDB replica set members (`--replSet`) behind any Service (the drivers connect to the hosts
     the set's configuration lists), nor the ingesters, store-gateways and compactors of Loki, Mimir,
-    Cortex and Pyroscope (`-target=ingester`: their clients dial the members their hash ring lists,
-    and a stopping one leaves the ring while it still answers; compactors serve no client), nor
-    Redis Cluster nodes (`--cluster-enabled yes`, or `--cluster-announce-ip`, which only cluster
+    Cortex, Pyroscope and Phlare (`-target=ingester`: their clients dial the members their hash ring
+    lists, and a stopping one leaves the ring while it still answers; compactors serve no client),
+    nor Redis Cluster nodes (`--cluster-enabled yes`, or `--cluster-announce-ip`, which only cluster
     mode reads) behind any Service (clients send each key to the node that owns its slot, at its
     announced address), nor apps found through a service registry (as for SVD201), nor pods whose
     Services publish not-ready addresses (as for SVD201), nor a StatefulSet's pods that the inputs
