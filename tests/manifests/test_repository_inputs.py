@@ -522,6 +522,32 @@ def test_a_test_named_file_a_go_unit_test_reads_is_a_test_input(tmp_path: Path) 
     assert {f.location.file for f in shown} == {expected}
 
 
+def test_old_releases_beside_newer_ones_are_one_note(tmp_path: Path) -> None:
+    """csi-digitalocean keeps every release's manifest in deploy/kubernetes/releases: the
+    apps/v1beta1 objects of v0.x, which v1.2 and later define with apps/v1, are one info
+    note (judge430); a file of removed APIs that is no release of a series stays an error."""
+
+    def deployment(version: str) -> str:
+        return (
+            f"apiVersion: {version}\nkind: Deployment\nmetadata: {{name: csi}}\nspec:\n"
+            "  template:\n    metadata: {labels: {app: csi}}\n    spec:\n"
+            "      containers: [{name: csi, image: example/csi:1}]\n"
+        )
+
+    releases = tmp_path / "releases"
+    for name, version in (("v0.1.0", "apps/v1beta1"), ("v0.2.0", "apps/v1beta2")):
+        write(releases / f"csi-{name}.yaml", deployment(version))
+    write(releases / "csi-v1.2.0.yaml", deployment("apps/v1"))
+    legacy = write(releases / "legacy.yaml", deployment("extensions/v1beta1"))
+    problems = build_inventory(load([str(tmp_path)])).problems
+    assert sorted((p.location.file, p.severity.value) for p in problems) == [
+        (str(releases / "csi-v0.1.0.yaml"), "info"),
+        (legacy, "error"),
+    ]
+    (note,) = (p for p in problems if p.severity.value == "info")
+    assert "2 objects of 2 older releases (csi-v0.1.0.yaml to csi-v0.2.0.yaml)" in note.message
+
+
 def test_a_docs_snippet_in_a_markdown_fence_is_read() -> None:
     """gloo's docs keep `.yaml` snippets inside their ```yaml fence (judge421): the fence
     is no YAML error, the object is read at its own line."""

@@ -196,7 +196,9 @@ REMOVED_API = input_rule(
     defaults they would get are those of the version you port them to (`extensions/v1beta1`
     rolled a Deployment with `maxUnavailable: 1`, `apps/v1` with 25 %). Their pods' labels still
     count for the Services that select them (no SVD207). Like every finding it exits by
-    `--fail-on` (never 2).
+    `--fail-on` (never 2). The old releases of a release series (files of one folder whose
+    names differ by a version, `csi-v0.1.0.yaml` beside `csi-v1.2.0.yaml`) of which a file
+    defines workloads of served versions are one info note: releases kept for older clusters.
 
     ## Why it matters
     A manifest the cluster rejects deploys nothing; a rollout analysis of it would describe

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from svcdoctor.checks.inputs import REMOVED_API
 from svcdoctor.manifests.configs import (
     ARGOCD_CM,
     DEX_CONFIG,
@@ -25,6 +24,7 @@ from svcdoctor.manifests.fields import Fields, text_of
 from svcdoctor.manifests.imagebuilds import match_images
 from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
 from svcdoctor.manifests.loader import LoadResult
+from svcdoctor.manifests.removed import folded_releases, removed, removed_in
 from svcdoctor.manifests.resources import autoscaler, resource, rollout_experiments
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
@@ -32,7 +32,6 @@ from svcdoctor.model import (
     WORKLOAD_KINDS,
     Container,
     ContainerPort,
-    Finding,
     Inventory,
     Mount,
     ObjectRef,
@@ -69,8 +68,8 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
     grants: list[ReferenceGrant] = []
     for raw in loaded.objects:
         f = Fields(raw, problems)
-        if gone := _removed_in(raw.kind, raw.body.get("apiVersion")):
-            problems.append(_removed(f, gone))
+        if gone := removed_in(raw.kind, raw.body.get("apiVersion")):
+            problems.append(removed(f, gone))
             resources.append(resource(f))  # its pods' labels still tell who selects them
         elif raw.kind in WORKLOAD_KINDS:
             configs = loaded.configs
@@ -117,6 +116,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
                 words += [a for a in (*c.command, *c.args) if a not in words]
     built_workloads = kustomized(built, workloads)
     facts = match_images(loaded.builds, images, run) if loaded.builds.any else {}
+    problems = folded_releases(problems, workloads)
     return Inventory(
         workloads=tuple(_instances_of_present_owners(built_workloads)),
         services=tuple(kustomized(built, services)),
@@ -176,41 +176,6 @@ def _env_dialed(workloads: Sequence[Workload], by_file: Mapping[str, Dialed]) ->
 def _expand(value: str, env: Mapping[str, str]) -> str:
     """``value`` with its ``$(NAME)`` replaced by the env's value (unset: nothing)."""
     return _DEPENDENT.sub(lambda m: env.get(m.group(1), ""), value)
-
-
-# Workload API versions no supported Kubernetes serves, and the release that removed them
-# (https://kubernetes.io/docs/reference/using-api/deprecation-guide/)
-_REMOVED_APIS = {
-    **{
-        (version, kind): "1.16"
-        for version, kinds in (
-            ("extensions/v1beta1", ("Deployment", "DaemonSet", "ReplicaSet")),
-            ("apps/v1beta1", ("Deployment", "StatefulSet")),
-            ("apps/v1beta2", ("Deployment", "DaemonSet", "ReplicaSet", "StatefulSet")),
-        )
-        for kind in kinds
-    },
-    ("batch/v1beta1", "CronJob"): "1.25",
-    ("batch/v2alpha1", "CronJob"): "1.21",
-}
-_PORTED = {"CronJob": "batch/v1"}
-
-
-def _removed_in(kind: str, api_version: object) -> str | None:
-    """The Kubernetes release that stopped serving this workload's API version, if one did."""
-    return _REMOVED_APIS.get((str(api_version), kind))
-
-
-def _removed(f: Fields, release: str) -> Finding:
-    """SVD006 for a workload of a removed API version."""
-    version = text_of(f.raw.body.get("apiVersion"))
-    found = REMOVED_API.finding(
-        f.raw.location,
-        f"{f.ref} is {version}, which Kubernetes stopped serving in {release}: `kubectl "
-        "apply` rejects it, so its rollout, shutdown and probes were not checked; port it "
-        f"to {_PORTED.get(f.raw.kind, 'apps/v1')} and lint again",
-    )
-    return replace(found, object=f.ref)  # the object it names, in JSON and SARIF too (judge276)
 
 
 def _with_config_state(w: Workload, body: YMap, configs: ConfigFacts) -> Workload:
