@@ -440,9 +440,13 @@ def test_vendored_dependencies_are_skipped_and_said(tmp_path: Path) -> None:
     write(tmp_path / "deploy" / "vendor" / "svc.yaml", service("ours"))
     write(tmp_path / "deploy" / "svc.yaml", service("api"))
     write(tmp_path / "third_party" / "cert-manager" / "svc.yaml", service("cert-manager"))
+    # kubevirtci's cluster-up, unpacked by KubeVirt's projects (hostpath-provisioner; judge430)
+    write(tmp_path / "cluster-up" / "up.sh", "#!/bin/bash\n")
+    write(tmp_path / "cluster-up" / "cluster" / "kind-sriov" / "svc.yaml", service("injector"))
     result = load([str(tmp_path)])
     assert sorted(s.ref.name for s in build_inventory(result).services) == ["api", "ours"]
     assert sorted(result.vendored) == [
+        str(tmp_path / "cluster-up"),
         str(tmp_path / "jsonnet" / "vendor_jsonnet"),
         str(tmp_path / "third_party"),
         str(tmp_path / "vendor"),

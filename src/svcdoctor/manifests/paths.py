@@ -101,9 +101,12 @@ def vendored(top: str, name: str, files: list[str]) -> bool:
     vendor_jsonnet/kube-libsonnet/tests/golden, judge185), or a ``third_party`` folder, the
     copies of other projects' releases Go and Chromium-style repositories keep (Knative's
     eventing-kafka-broker installs cert-manager and KEDA from third_party/ for its tests;
-    judge240)."""
+    judge240), or kubevirtci's ``cluster-up`` (its ``up.sh`` beside), which KubeVirt's
+    projects download and unpack (hostpath-provisioner's hack/update-cluster.sh; judge430)."""
     if name in ("node_modules", "third_party", "third-party"):
         return True
+    if name == "cluster-up" and os.path.isfile(os.path.join(top, name, "up.sh")):
+        return True  # kubevirtci's, which KubeVirt's projects unpack (hostpath-provisioner)
     if "jsonnetfile.json" in files and _VENDOR.fullmatch(name):
         return True
     return name == "vendor" and (
