@@ -488,6 +488,13 @@ def _always_succeeds(command: tuple[str, ...]) -> bool:
     return False
 
 
+def _words(*names: str) -> set[str]:
+    """The words of names (`gitea-ssh` → gitea, ssh): a declared port sharing most of them
+    with the Service and its port is the one meant (gitea's `gitea-ssh`, not the first
+    declared `gitea-http`; judge438)."""
+    return {w for n in names for w in re.split(r"[^a-z0-9]+", n.lower()) if w}
+
+
 @rule("SVD205", "service-port-mismatch", Cause.BACKEND, Severity.ERROR, absence=True)
 def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The Service targets a port that no selected container exposes.
@@ -589,7 +596,8 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 }
             )
             names = ", ".join(str(w.ref) for w in missing)
-            choice = declared[0] if declared else "PORT"
+            hints = _words(svc.ref.name, p.name or "", str(p.target))
+            choice = max(declared, key=lambda d: len(_words(d) & hints), default="PORT")
             value: int | str = int(choice) if choice.isdigit() else choice
             fix = Fix(ObjectPatch({"spec": {"ports": [{"port": p.port, "targetPort": value}]}}))
             if len(missing) < len(workloads):  # the others name it: rename it on these
