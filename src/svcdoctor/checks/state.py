@@ -355,6 +355,16 @@ _SOCKET = re.compile(
     r"(?i)(?:unix(?:-connect|-client)?:(?://)?(/[^\s,=]+))|(/[^\s,=:]+\.sock(?:et)?)\b"
 )
 _LOCAL_VOLUMES = frozenset({"emptyDir", "hostPath", "persistentVolumeClaim"})
+# Images whose app keeps all its data (its database, library, settings) in /config: the
+# LinuxServer.io images ("/config: persistent config files", their `-lsNNN` tags too) and
+# those of home-operations and hotio, Jellyfin's and Home Assistant's
+# (https://docs.linuxserver.io/general/running-our-containers/, https://jellyfin.org/docs/
+# general/installation/container/, https://www.home-assistant.io/installation/linux/;
+# soerenschneider/k8s-gitops; judge438)
+_CONFIG_HOME = re.compile(
+    r"(^|/)(linuxserver|home-operations|onedr0p|hotio)/|:[\w.-]*-ls\d+$"
+    r"|(^|/)jellyfin/jellyfin(:|@|$)|(^|/)home-?assistant/home-assistant(:|@|$)"
+)
 # A cloud disk written inline in the pod attaches read-write to one node at a time, like a
 # ReadWriteOnce claim (https://kubernetes.io/docs/concepts/storage/volumes/#gcepersistentdisk:
 # "only one consumer can mount it read-write"; the same for awsElasticBlockStore, azureDisk
@@ -633,6 +643,12 @@ def local_state(
     elsewhere = elsewhere or _stateless_target(image, argv)  # in the store it names, or Loki's
     for m in container.mounts:
         source = volumes.get(m.volume)
+        if (
+            source in _LOCAL_VOLUMES
+            and m.path.rstrip("/") == "/config"
+            and _CONFIG_HOME.search(image)
+        ):
+            return f"its image keeps its data in /config ({source} volume {m.volume!r})"
         if (scraper or elsewhere or not emptydirs or m.volume in synced) and source == "emptyDir":
             continue  # its replicas scrape alike, or its data is elsewhere (a store, ingesters)
         if m.volume in workload.template.shared_volumes:
