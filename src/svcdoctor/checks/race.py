@@ -385,20 +385,21 @@ def _until_fixed(inventory: Inventory, w: Workload, c: Container, alone: str | N
     """Why the container does not race today, until another rule's fix makes it (then
     SVD101 is an info, fixed with that one), or ""."""
     found = None if w.template.share_process_namespace else unhandled_pid1(inventory, c)
-    ignores = found is not None and found.runtime in ("node", "python")  # npm, yarn: it races
+    # the runtime that ignores SIGTERM as PID 1 (npm and yarn pass it on: they race)
+    runtime = found.runtime if found is not None and found.runtime in ("node", "python") else ""
     if shell_parent(c, inventory.image_base(c.image)) is not None:
         return (
             "today its shell keeps SIGTERM from the app, which serves on until SIGKILLed "
             "(SVD105); once the shell execs it (SVD105's fix)"
             + (
-                f" and, as PID 1, {found.runtime} handles SIGTERM (SVD116: none by default), "
-                if found is not None and ignores
+                f" and, as PID 1, {runtime} handles SIGTERM (SVD116: none by default), "
+                if runtime
                 else ", "
             )
         )
-    if found is not None and ignores:
+    if runtime:
         return (
-            f"as PID 1, {found.runtime} ignores SIGTERM unless the app installs a handler "
+            f"as PID 1, {runtime} ignores SIGTERM unless the app installs a handler "
             "(SVD116), and then it serves on until SIGKILLed; if it does, "
         )
     return until_replicated(w, alone)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -287,17 +287,27 @@ def config_drain(root: yaml.Node) -> tuple[tuple[str, str], ConfigDrain] | None:
 def store_of(namespace: str, home: str, mounted: Iterable[str], stores: LocalStores) -> str:
     """Why a pod of ``namespace`` defined in file ``home`` mounting the ConfigMaps
     ``mounted`` keeps local state: of several definitions of a name, the nearest decides."""
-    at = PurePath(home)
     for mount in dict.fromkeys(mounted):
         found = [
-            (file_distance(at, PurePath(file)), why)
+            (file, why)
             for (ns, name, file), why in stores.items()
             if name == mount and (ns == namespace or {ns, namespace} <= {"", "default"})
         ]
-        best = min((rank for rank, _ in found), default=None)
-        if why := next((why for rank, why in found if rank == best and why), ""):
+        if why := next((why for why in _nearest(home, found) if why), ""):
             return why
     return ""
+
+
+V = TypeVar("V")
+
+
+def _nearest(home: str, found: list[tuple[str, V]]) -> list[V]:
+    """The values of the (file, value) definitions nearest the file ``home``
+    (``file_distance``)."""
+    at = PurePath(home)
+    ranks = [file_distance(at, PurePath(file)) for file, _ in found]
+    best = min(ranks, default=None)
+    return [value for (_, value), rank in zip(found, ranks, strict=True) if rank == best]
 
 
 # A claim several nodes' pods can hold at once (https://kubernetes.io/docs/concepts/storage/
@@ -311,14 +321,13 @@ def claim_shared(namespace: str, home: str, claim: str, claims: Claims) -> bool:
     """Whether the claim a pod of ``namespace`` defined in file ``home`` mounts is shared: of
     several definitions of a name (alternative installs: Seafile's ce/, pro/ and cluster/;
     judge425), the nearest decide."""
-    at = PurePath(home)
     found = [
-        (file_distance(at, PurePath(file)), shared)
+        (file, shared)
         for (ns, name, file), shared in claims.items()
         if name == claim and ns in (namespace, "")
     ]
-    best = min((rank for rank, _ in found), default=None)
-    return best is not None and all(shared for rank, shared in found if rank == best)
+    nearest = _nearest(home, found)
+    return bool(nearest) and all(nearest)
 
 
 def reads(kind: str) -> bool:
