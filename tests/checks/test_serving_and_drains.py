@@ -72,6 +72,9 @@ def container(*argv: str, args: tuple[str, ...] = (), image: str = "example/app:
         ("sh", "-c", "while true; do date > /mnt/index.html; sleep $((RANDOM % 5)); done"),
         ("sh", "-c", "while true; do curl -s http://api/; sleep 1; done"),
         ("tini", "--", "sleep", "infinity"),
+        ("k6", "run", "/k6/script.js"),  # learn-consul-kubernetes' traffic (judge441)
+        ("sh", "-c", "sleep 5; k6 run --vus 10 /scripts/load.js"),
+        ("hey", "-z", "10m", "http://frontend/"),
     ],
 )
 def test_serves_nothing(argv: tuple[str, ...]) -> None:

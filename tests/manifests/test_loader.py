@@ -430,12 +430,12 @@ def test_a_helm_template_is_svd002_telling_to_pipe_helm_template_not_svd001(
     [
         "{{- if .Values.enabled }}\napiVersion: v1\nkind: Service\nmetadata: {name: a}\n"
         "{{- end }}\n",
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Values.name }}\n",
-        # a kind no check reads is a template all the same
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name }}\n"
-        "data:\n  level: {{ .Values.logLevel }}\n",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Values.name }}\n"
+        "spec:\n  ports: [{port: 80}]\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Values.name }}\n"
+        "spec:\n  replicas: {{ .Values.replicas }}\n",
     ],
-    ids=["control-lines", "value-in-service", "value-in-configmap"],
+    ids=["control-lines", "value-in-service", "value-in-deployment"],
 )
 def test_every_shape_of_unrendered_template_is_svd002(text: str) -> None:
     problem = only_problem(load_text(text))
@@ -816,6 +816,51 @@ def test_templated_documents_no_check_reads_are_no_problem() -> None:
     )
     assert [f.rule for f in lint_text(job).findings] == ["SVD002"]
     assert [f.rule for f in lint_text("{{- if .X }}\n" + job).findings] == ["SVD002"]
+
+
+def test_templated_documents_that_lose_nothing_a_check_reads_are_no_problem() -> None:
+    """kiali-operator's Ansible role templates (judge442): a ConfigMap (what one tells only
+    qualifies other findings; 50 of 51 such notes were judged noise), a Role whose kind is
+    itself templated and names no pod, selector, port or backend, and a deletion list of
+    name-only stubs (apiVersion, kind, metadata) are counted, not SVD002; a templated
+    apiVersion of a kind a check reads (an HPA) or of a stub with a spec still is."""
+    configmap = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ kiali_vars.name }}\n"
+        "data:\n  config.yaml: |\n    level: {{ kiali_vars.level }}\n"
+    )
+    role = (
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: {{ role_kind }}\nmetadata:\n"
+        '  name: kiali\nrules:\n- apiGroups: [""]\n  resources: [pods]\n  verbs: [get]\n'
+    )
+    stubs = (
+        "---\napiVersion: {{ vars.hpa.api_version }}\nkind: HorizontalPodAutoscaler\n"
+        'metadata:\n  namespace: "{{ vars.namespace }}"\n  name: {{ vars.name }}\n'
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ vars.name }}\n"
+    )
+    for text in (configmap, role, stubs):
+        result = lint_text(text)
+        assert [f.rule for f in result.findings] == [], text
+    hpa = stubs.split("---\n")[1] + "spec:\n  minReplicas: {{ vars.hpa.min }}\n"
+    assert [f.rule for f in lint_text(hpa).findings] == ["SVD002"]
+    templated_kind = role.replace("rules:", "spec:\n  template:\n    spec: {}\nrules:")
+    assert [f.rule for f in lint_text(templated_kind).findings] == ["SVD002"]
+
+
+def test_a_jinja2_template_is_a_note_not_helm_even_with_a_helm_function_name() -> None:
+    """kiali-operator's `{{ 'v1' if (lookup(k8s_plugin, kind='Ingress', …)) else … }}` is
+    Jinja2 (single-quoted strings, an inline if/else: no Go template parses them), not Helm's
+    `lookup`: an info note naming Jinja2, not an error advising `helm template` (judge442)."""
+    text = (
+        "apiVersion: networking.k8s.io/{{ 'v1' if (lookup(k8s_plugin, kind='Ingress',"
+        " api_version='networking.k8s.io/v1') is iterable) else 'v1beta1' }}\n"
+        "kind: Ingress\nmetadata:\n  name: {{ kiali_vars.name }}\nspec:\n  rules: []\n"
+    )
+    (finding,) = lint_text(text).findings
+    assert (finding.rule, finding.severity.value) == ("SVD002", "info")
+    assert finding.message.startswith("Jinja2 template placeholder")
+    helm = 'apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ lookup "v1" "Service" }}\n'
+    (finding,) = lint_text(helm).findings
+    assert (finding.severity.value, "helm template" in finding.message) == ("error", True)
 
 
 def test_percent_placeholders_a_sed_step_fills_in_are_read() -> None:

@@ -138,7 +138,8 @@ SECRET = (
 
 def test_a_templated_trailing_secret_is_no_problem_and_the_other_documents_are_linted() -> None:
     """No check reads a Secret: its fill-in placeholder loses nothing, so it is no SVD002
-    (judge71: kube-oidc-proxy's secrets.yaml); a ConfigMap's is (CoreDNS', Dex's are read)."""
+    (judge71: kube-oidc-proxy's secrets.yaml), nor a ConfigMap's (what one tells only qualifies
+    other findings; judge442); a Service's is."""
     text = deployment("tgi", "default", "app: tgi") + "---\n" + service("tgi", selector="app: tgi")
     text += "---\n" + SECRET
     result = load(["-"], stdin=io.BytesIO(text.encode()))
@@ -146,7 +147,9 @@ def test_a_templated_trailing_secret_is_no_problem_and_the_other_documents_are_l
     assert result.problems == []
     assert result.documents == 3
     as_config = text.replace("kind: Secret", "kind: ConfigMap")
-    (problem,) = load(["-"], stdin=io.BytesIO(as_config.encode())).problems
+    assert load(["-"], stdin=io.BytesIO(as_config.encode())).problems == []
+    as_service = text.replace("kind: Secret", "kind: Service")
+    (problem,) = load(["-"], stdin=io.BytesIO(as_service.encode())).problems
     assert problem.rule == "SVD002"
     assert problem.location.line == text.splitlines().index("  HF_TOKEN: {{HF_TOKEN}}") + 1
     findings = run_checks(build_inventory(result), Settings()).findings
@@ -631,12 +634,15 @@ def test_a_dangling_symbolic_link_in_a_folder_is_skipped_with_a_note(tmp_path: P
 def test_a_line_that_is_only_a_shell_variable_is_a_placeholder_not_svd001() -> None:
     """kyma-project/serverless' tests/performance/templates/cm.yaml: `${k6_source}` alone on
     a line under a block scalar, text envsubst puts in already indented (judge353); likewise
-    `$CONJUR_SSL_CERT` at column 0 (judge328). A real syntax error stays SVD001."""
+    `$CONJUR_SSL_CERT` at column 0 (judge328): a template note on a kind a check reads (none
+    on a ConfigMap, judge442). A real syntax error stays SVD001."""
     for variable in ("${k6_source}", "$CONJUR_SSL_CERT"):
         text = (
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k6}\ndata:\n  script.js: |\n"
             f"{variable}\n  other: x\n"
         )
+        assert load(["-"], stdin=io.BytesIO(text.encode())).problems == []
+        text = text.replace("kind: ConfigMap", "kind: Pod")
         (problem,) = load(["-"], stdin=io.BytesIO(text.encode())).problems
         assert (problem.rule, problem.location.line) == ("SVD002", 6), variable
         assert variable in problem.message

@@ -21,6 +21,11 @@ IDLE_PROGRAMS = frozenset(
         "curl", "wget", "nslookup", "dig", "ping", "pause", "/pause", "exit",
     }
 )  # fmt: skip
+# Load generators that only send: k6 (`k6 run`; its REST API listens on localhost only,
+# https://grafana.com/docs/k6/latest/reference/k6-rest-api/), hey, vegeta, wrk. A Service
+# that selects one gives it a mesh identity (learn-consul-kubernetes' k6 `traffic`; judge441)
+_LOAD_CLIENTS = frozenset({"k6", "hey", "vegeta", "wrk"})
+_NEVER_LISTEN = IDLE_PROGRAMS | _LOAD_CLIENTS
 _PAUSE_IMAGE = re.compile(r"(^|/)pause(:|@|$)")
 # Images known to ship no shell (and no sleep binary). Distroless ":debug" tags have busybox.
 NO_SHELL_IMAGE = re.compile(
@@ -82,7 +87,8 @@ def go_bool(argv: Sequence[str], flag: str, default: bool) -> bool:
 def serves_nothing(container: Container) -> bool:
     """Whether the container runs only programs that never listen: ``sleep infinity``,
     ``tail -f /dev/null``, a bare ``cat`` or shell (kept open by stdin/tty), a
-    ``while true; do sleep …; done`` loop, a curl/wget test client, or the pause image.
+    ``while true; do sleep …; done`` loop, a curl/wget test client, a load generator
+    (``_LOAD_CLIENTS``), or the pause image.
     A script that runs its arguments (``"$@"``) or anything else counts as serving."""
     argv = argv_of(container)
     if not argv:
@@ -103,11 +109,11 @@ def serves_nothing(container: Container) -> bool:
         return (
             not script.positional
             and any(programs)
-            and all(p is None or p in IDLE_PROGRAMS for p in programs)
+            and all(p is None or p in _NEVER_LISTEN for p in programs)
         )
     if program in ("cat", "sh"):
         return len(argv) == 1
-    return program in IDLE_PROGRAMS and program not in ("echo", "printf", "true", "env")
+    return program in _NEVER_LISTEN and program not in ("echo", "printf", "true", "env")
 
 
 def serves(container: Container, target: int | str) -> bool:

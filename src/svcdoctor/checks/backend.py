@@ -495,6 +495,24 @@ def _words(*names: str) -> set[str]:
     return {w for n in names for w in re.split(r"[^a-z0-9]+", n.lower()) if w}
 
 
+# A port name and its TLS twin: one speaks plain text, the other TLS
+_TLS_TWINS = {"http": "https", "https": "http", "grpc": "grpcs", "grpcs": "grpc"}
+
+
+def _meant_port(svc: Service, name: str, target: int | str, declared: list[str]) -> str:
+    """The declared port a Service port meant: the one sharing most words with the Service
+    and its port; the only one when none shares any; never its TLS twin (`https` for a
+    target `http` sends plain HTTP to a TLS listener; ingress-nginx with its `http` port
+    commented out; judge444); ``""`` when none is plainly meant."""
+    hints = _words(svc.ref.name, name, str(target))
+    twins = {_TLS_TWINS[w] for w in hints & _TLS_TWINS.keys()}
+    ranked = [(len(_words(d) & hints), d) for d in declared if not _words(d) & twins]
+    best = max((n for n, _ in ranked), default=0)
+    if best == 0 and len(declared) > 1:
+        return ""
+    return next((d for n, d in ranked if n == best), "")
+
+
 @rule("SVD205", "service-port-mismatch", Cause.BACKEND, Severity.ERROR, absence=True)
 def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The Service targets a port that no selected container exposes.
@@ -596,14 +614,19 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 }
             )
             names = ", ".join(str(w.ref) for w in missing)
-            hints = _words(svc.ref.name, p.name or "", str(p.target))
-            choice = max(declared, key=lambda d: len(_words(d) & hints), default="PORT")
+            choice = _meant_port(svc, p.name or "", p.target, declared)
             value: int | str = int(choice) if choice.isdigit() else choice
             fix = Fix(ObjectPatch({"spec": {"ports": [{"port": p.port, "targetPort": value}]}}))
             if len(missing) < len(workloads):  # the others name it: rename it on these
                 fix = note(
                     f"# name the serving containerPort {p.target!r} on {names} too, "
                     f"as the other workloads behind Service {svc.ref.name} do"
+                )
+            elif not choice:
+                fix = note(
+                    f"# declare the port the app serves port {p.port}'s requests on as a "
+                    f"containerPort named {p.target!r} on {names},\n# or set targetPort to "
+                    "its number: no declared port is plainly the one meant"
                 )
             yield Hit(
                 svc,

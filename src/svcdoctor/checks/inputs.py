@@ -57,24 +57,26 @@ HELM_TEMPLATE = input_rule(
     The file is a Helm (Go) template, not a manifest.
 
     ## What it does
-    Detects `{{ … }}` template directives outside string values and refuses to guess what
-    they render to. A Helm template (Helm's built-in objects anywhere in the file,
-    `.Values`, `.Release`…, or its functions, `include`, `toYaml`…, in a file that reads no
-    other data, or a chart's `templates/`) is an error (render it first); a template without
-    them, which other tooling fills (a Go or Mustache renderer such as envtpl or gomplate, a
-    script: `{{{IMAGE}}}`, or a line that is only `${VAR}`, text envsubst puts in
-    indented), is info: lint what that tooling renders; one in a Go module that
-    reads its own data (`{{ .HandlerNamespace }}`) is the module's programs' and counted. A
-    placeholder that a controller fills at run time (Argo Workflows' `{{inputs.parameters.x}}`, Argo
-    Rollouts' `{{args.x}}`) is not Helm: it is reported as info, with the advice to quote
-    it as those projects' docs do, so that the document is valid YAML and gets checked.
-    A ytt (Carvel) template is an error too: a document that a `#@ def` function, a
-    `#@ if` or a `#@ for` makes, or whose `name`/`namespace` is a `#@` expression (null
-    as YAML), is not checked; the file's documents with literal names are. A Service
-    selector value that is null (a template's) selects no pod. A document of a kind no
-    check reads (a Secret whose values a README says to fill in) loses nothing and is not
-    reported; a template action in a valid value (`replicas: "{{ .Values.n }}"`) is read
-    as unset. Like every finding it exits by `--fail-on` (never 2); `--exit-zero` gives 0.
+    Detects `{{ … }}` template directives outside string values and refuses to guess what they
+    render to. A Helm template (Helm's built-in objects anywhere in the file, `.Values`,
+    `.Release`…, or its functions, `include`, `toYaml`…, in a file that reads no other data, or a
+    chart's `templates/`) is an error (render it first); a template without them, which other
+    tooling fills (a Go or Mustache renderer such as envtpl or gomplate, a script: `{{{IMAGE}}}`, or
+    a line that is only `${VAR}`, text envsubst puts in indented; Jinja2, an Ansible role's, whose
+    single-quoted strings no Go template parses), is info: lint what that tooling renders; one in a
+    Go module that reads its own data (`{{ .HandlerNamespace }}`) is the module's programs' and
+    counted. A placeholder that a controller fills at run time (Argo Workflows'
+    `{{inputs.parameters.x}}`, Argo Rollouts' `{{args.x}}`) is not Helm: it is reported as info,
+    with the advice to quote it as those projects' docs do, so that the document is valid YAML and
+    gets checked. A ytt (Carvel) template is an error too: a document that a `#@ def` function, a
+    `#@ if` or a `#@ for` makes, or whose `name`/`namespace` is a `#@` expression (null as YAML), is
+    not checked; the file's documents with literal names are. A Service selector value that is null
+    (a template's) selects no pod. A document of a kind no check reads (a Secret whose values a
+    README says to fill in, a ConfigMap, a Role whose kind is itself templated and that names no
+    pod, selector or port) loses nothing and is not reported, nor is a list of name-only stubs
+    (apiVersion, kind, metadata: what an Ansible role deletes); a template action in a valid value
+    (`replicas: "{{ .Values.n }}"`) is read as unset. Like every finding it exits by `--fail-on`
+    (never 2); `--exit-zero` gives 0.
 
     ## Why it matters
     Linting the template source would check neither what your chart renders nor what reaches

@@ -22,9 +22,9 @@ from svcdoctor.manifests.configs import (
     Dialed,
     dialed,
     read_config,
-    reads,
 )
 from svcdoctor.manifests.dockerfiles import Builds, find_builds
+from svcdoctor.manifests.kinds import consulted, name_only, read_kind, unread_template
 from svcdoctor.manifests.kustomize import KustomizeLabels, is_kustomization, read_kustomization
 from svcdoctor.manifests.paths import (
     CHART_FILES,
@@ -60,59 +60,11 @@ from svcdoctor.manifests.yamlnodes import (
     mapping_keys,
     to_python,
 )
-from svcdoctor.model import WORKLOAD_KINDS, Finding, Location
-from svcdoctor.model.service import AUTOSCALER_KINDS
+from svcdoctor.model import Finding, Location
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 DEFAULT_MAX_FILE_MB = 32.0
 STDIN = "-"
-# Kinds the checks read; other objects are counted but never converted, except custom
-# resources (see ``consulted``).
-RELEVANT_KINDS = WORKLOAD_KINDS | AUTOSCALER_KINDS | {"Service"}
-# Kinds that tell the path in front of the pods (``manifests.routes``, ``model.path``).
-PATH_KINDS = frozenset(
-    {"Namespace", "Ingress", "IngressClass", "Gateway", "GatewayClass", "ReferenceGrant"}
-    | {"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"}
-)
-# Built-in API groups: none of their other kinds makes pods.
-_BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "autoscaling", "extensions"})
-# Endpoints given by hand (or dumped with kubectl): the Service's backends without pods.
-_ENDPOINT_KINDS = frozenset({"Endpoints", "EndpointSlice"})
-# OpenShift's DeploymentConfig makes pods from its `spec.template` (read as a custom kind's
-# pod template): https://docs.openshift.com/container-platform/4.14/applications/deployments/what-deployments-are.html
-_DEPLOYMENT_CONFIG = "DeploymentConfig"
-# Admission webhooks: the API server is the client of the Services they name.
-WEBHOOK_KINDS = frozenset({"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"})
-
-
-def consulted(kind: str, api_version: str) -> bool:
-    """Whether an object is converted: the kinds the checks read, and custom resources
-    (their pod templates, operator resources and traffic subsets tell the Service checks
-    where pods come from)."""
-    if kind in RELEVANT_KINDS or kind in _ENDPOINT_KINDS or kind in PATH_KINDS:
-        return True
-    if kind in WEBHOOK_KINDS:  # what they call (``checks._serving.carries_requests``)
-        return True
-    if kind == _DEPLOYMENT_CONFIG:  # OpenShift's, `v1` before apps.openshift.io/v1
-        return True
-    if kind == "InferencePool":  # its endpoint picker (``resources._PROXY_ROUTES``)
-        return True
-    return _custom(api_version)
-
-
-def _custom(api_version: str) -> bool:
-    """Whether the API version is a custom resource's (not Kubernetes' own, not a tool's)."""
-    group = api_version.rpartition("/")[0]
-    return not (group in _BUILTIN_GROUPS or group in _TOOL_GROUPS or group.endswith(".k8s.io"))
-
-
-# The API groups of tools' own files, never applied to a cluster: a krew index Plugin
-# (https://krew.sigs.k8s.io/docs/developer-guide/plugin-manifest/; kueue's .krew.yaml, a
-# release bot's template; judge158, judge163), kind's and k3d's cluster configs, kuttl's
-# test steps and skaffold's config
-_TOOL_GROUPS = frozenset(
-    {"krew.googlecontainertools.github.com", "kind.x-k8s.io", "k3d.io", "kuttl.dev", "skaffold"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +410,9 @@ def _load_text(name: str, text: str, result: LoadResult) -> None:
     if "{{" in text and helm_template(text) and (chart := chart_holding(name)) is not None:
         result.helm_templates[_shown(chart)] = result.helm_templates.get(_shown(chart), 0) + 1
         return  # a Helm template outside the chart's templates/, as Meridio's (judge412)
+    if "{{" in text and (stubs := name_only(text)):
+        result.documents += stubs
+        return
     if "%" in text and _starts_with_percent(text):
         text = _PERCENT_TOKEN.sub(lambda m: f"_{m.group(1)}_", text)
     if "${" in text:
@@ -568,13 +523,12 @@ def _after_broken_document(
     if template is not None:
         document = lines.between(first, last)
         version, kind = _API_VERSION.search(document), _KIND_LINE.search(document)
-        read = (kind.group(1), version.group(1)) if version and kind else None
-        if read and (not _read(*read) or _podless(*read, document)):
-            result.documents += 1  # no check reads it (a ClusterRole, a krew Plugin)
-        elif _KIND_KEY.search(document):
-            _template_problem(name, lines, template, result)
-        else:  # a templated document that is no Kubernetes object (no kind/apiVersion)
+        if not _KIND_KEY.search(document):  # no Kubernetes object (no kind/apiVersion)
             result.skipped += 1
+        elif unread_template(kind and kind.group(1), version and version.group(1), document):
+            result.documents += 1  # no check reads it (a ClusterRole, a krew Plugin)
+        else:
+            _template_problem(name, lines, template, result)
         return last
     result.problems.append(_yaml_problem(name, error))
     return None
@@ -593,13 +547,6 @@ _HTTP_EXCHANGE = re.compile(
 _KIND_WORD = re.compile(r"\bkind\b")
 _API_VERSION = re.compile(r"^apiVersion:[ \t]*[\"']?([\w./-]+)[\"']?[ \t]*$", re.MULTILINE)
 _KIND_LINE = re.compile(r"^kind:[ \t]*[\"']?(\w+)[\"']?[ \t]*$", re.MULTILINE)
-
-
-def _read(kind: str, api_version: str) -> bool:
-    """Whether a check reads objects of the kind (a templated one is then SVD002); not
-    a Namespace's (its labels only), nor a Secret's or a ClusterRole's (apisix's templated
-    e2e RBAC; judge164)."""
-    return kind != "Namespace" and (consulted(kind, api_version) or reads(kind))
 
 
 _KIND_KEY = re.compile(r"""^[ \t]*["']?(?:kind|apiVersion)["']?[ \t]*:""", re.MULTILINE)
@@ -750,23 +697,23 @@ def _yaml_problem(name: str, exc: yaml.YAMLError) -> Finding:
 
 # The keys by which a custom resource tells the checks of pods or traffic: a pod template, a
 # selector, ports, route backends, a Service's name
-_POD_KEYS = re.compile(
-    r"^[ \t-]*(containers|template|selector|podSelector|ports|backendRefs|serviceName)[ \t]*:",
-    re.MULTILINE,
-)
 
 
 def _unread(root: yaml.Node | None, document: str) -> bool:
-    """Whether no check reads the document (``_read``, ``_podless``): a template loses nothing."""
-    kind = kind_of(root)
-    return kind is not None and (not _read(*kind) or bool(document and _podless(*kind, document)))
+    """Whether no check reads the templated document (``kinds.unread_template``)."""
+    known = kind_of(root)
+    if not document:  # its text is not at hand: the kind alone decides
+        return known is not None and not read_kind(*known)
+    if root is None:
+        return False
+    keys = mapping_keys(root)
+    kind, api = (keys.get(k) for k in ("kind", "apiVersion"))
+    return unread_template(_plain(kind), _plain(api), document)
 
 
-def _podless(kind: str, api_version: str, document: str) -> bool:
-    """Whether a templated document is a custom resource whose text names no pod, selector,
-    port or backend (kueue's templated LocalQueue; judge163): nothing a check reads is
-    lost, as for a Secret."""
-    return _custom(api_version) and kind not in PATH_KINDS and not _POD_KEYS.search(document)
+def _plain(node: yaml.Node | None) -> str | None:
+    """A plain scalar's text (not a templated value the parser read as a mapping)."""
+    return node.value if isinstance(node, yaml.ScalarNode) and node.value else None
 
 
 def _template_problem(name: str, lines: TextLines, line: int, result: LoadResult) -> None:

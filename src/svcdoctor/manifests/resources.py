@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from svcdoctor.manifests.fields import Fields, text_of
-from svcdoctor.manifests.loader import WEBHOOK_KINDS
+from svcdoctor.manifests.kinds import WEBHOOK_KINDS
 from svcdoctor.manifests.yamlnodes import YMap
 from svcdoctor.model import ObjectRef, Resource
 from svcdoctor.model.service import SCALED_OBJECT, Autoscaler

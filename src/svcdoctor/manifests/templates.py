@@ -46,12 +46,23 @@ _HELM_FUNCTION = re.compile(r"\{\{-?\s*[^}]{0,200}?\b(?:include|tpl|toYaml|requi
 _DATA_FIELD = re.compile(r"\{\{-?\s*(?:[^}]{0,200}?[\s(|])?\.([A-Z]\w*)")
 
 
+# Jinja2's syntax, which no Go template parses: a string in single quotes (Go's are runes of
+# one character) or an inline `x if c else y` in an expression (kiali-operator's Ansible
+# templates, `{{ 'v1' if (lookup(k8s_plugin, kind='Ingress', …)) else 'v1beta1' }}`, read as
+# Helm's `lookup`; judge442)
+_JINJA = re.compile(r"\{\{[^}\"]{0,200}?(?:'[^'\\\n]{2,}'|\bif\b[^}]{1,200}\belse\b)")
+
+
 def helm_template(text: str) -> bool:
     """Whether a templated file is Helm's: it reads Helm's built-in objects, or uses Helm's
-    functions and reads no other data."""
+    functions, reads no other data and writes no Jinja2 (``_JINJA``)."""
     if _HELM_OBJECT.search(text):
         return True
-    return bool(_HELM_FUNCTION.search(text)) and not _DATA_FIELD.search(text)
+    return (
+        bool(_HELM_FUNCTION.search(text))
+        and not _DATA_FIELD.search(text)
+        and not _JINJA.search(text)
+    )
 
 
 def template_finding(name: str, lines: TextLines, line: int) -> Finding:
@@ -69,12 +80,19 @@ def template_finding(name: str, lines: TextLines, line: int) -> Finding:
             severity=Severity.INFO,
         )
     if not helm_template(lines.text) and not _in_chart(name):
+        jinja = _JINJA.search(lines.text)
         return HELM_TEMPLATE.finding(
             where,
-            f"template placeholder '{shown}' (no Helm object or function in the file: "
-            "filled by other tooling, such as a Mustache or Go template renderer or a "
-            "script), not a manifest: this document is not checked; lint what your "
-            "tooling renders: … | svcdoctor lint -",
+            (
+                f"Jinja2 template placeholder '{shown}' (filled by other tooling, such as "
+                "Ansible's template module)"
+                if jinja
+                else f"template placeholder '{shown}' (no Helm object or function in the "
+                "file: filled by other tooling, such as a Mustache or Go template renderer "
+                "or a script)"
+            )
+            + ", not a manifest: this document is not checked; lint what your tooling "
+            "renders: … | svcdoctor lint -",
             severity=Severity.INFO,
         )
     return HELM_TEMPLATE.finding(

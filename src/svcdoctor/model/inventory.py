@@ -270,7 +270,8 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # convention), `tests`, `fixtures`, `loadtest`, `test_files` (aws-load-balancer-controller's
 # parser inputs; judge217), `conformance` (a conformance suite's base manifests, applied for
 # one `go test` run: gateway-api-inference-extension; judge247), or
-# `integration`/`performance` in `test/`, or `functests` (directpv's CI fixtures; judge406).
+# `integration`/`performance` in `test/`, or `functests` (directpv's CI fixtures; judge406),
+# or `suites` (Authelia's internal/suites/, each a throwaway k3d cluster's; judge441).
 # Java's test tree is `src/test/` (Maven's and Gradle's: strimzi's systemtest/src/test/
 # resources; judge200). Not `test/` in a folder of environments: a test environment's overlay
 # (`overlays/test`, `clusters/test`) is deployed and rolled; elsewhere, at the top of a
@@ -283,7 +284,7 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # note, unless the configuration sets the rule's severity.
 _TEST_FOLDER = re.compile(
     r"(?:[a-z0-9]+[-_])*fixtures?|"
-    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|testutils?|tests|fixtures|loadtests?|systemtests?|functests?"
+    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|testutils?|tests|suites|fixtures|loadtests?|systemtests?|functests?"
     r"|conformance|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
     re.IGNORECASE,
 )
