@@ -769,6 +769,66 @@ def test_the_app_file_a_manifest_command_runs_is_read_for_a_handler(
     assert (svd101.severity.value == "warning") is ("SVD116" not in rules)
 
 
+FRONTEND = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - name: web
+          image: IMAGE
+          command: [sh, -c, exec node server.js]
+          ports: [{containerPort: 3000}]
+          readinessProbe: {httpGet: {path: /, port: 3000}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 3000}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("image", "copied", "env", "rules"),
+    [
+        ("example/web:1", "/app/.next/standalone", "", {"SVD101"}),
+        ("example/web:1", "/app/dist", "", {"SVD101", "SVD116"}),
+        ("example/web:1", "/app/.next/standalone", "NEXT_MANUAL_SIG_HANDLE", {"SVD101", "SVD116"}),
+        ("ghcr.io/gethomepage/homepage:v1.4", "", "", {"SVD101"}),
+    ],
+)
+def test_next_js_standalone_server_stops_at_sigterm(
+    tmp_path: Path, image: str, copied: str, env: str, rules: set[str]
+) -> None:
+    """gethomepage/homepage runs `node server.js`, Next.js' standalone server, which closes
+    and exits at SIGTERM unless NEXT_MANUAL_SIG_HANDLE is set (judge444): SVD101's warning,
+    not SVD116. Known by a Dockerfile that copies `.next/standalone` in, or by the image."""
+    if copied:
+        (tmp_path / "web").mkdir()
+        (tmp_path / "web" / "Dockerfile").write_text(
+            "FROM node:22 AS builder\nWORKDIR /app\nCOPY . .\nRUN npm ci && npm run build\n"
+            f"FROM node:22-slim\nWORKDIR /app\nCOPY --from=builder {copied} ./\n"
+            'CMD ["node", "server.js"]\n'
+        )
+    manifest = FRONTEND.replace("IMAGE", image)
+    if env:
+        manifest = manifest.replace(
+            "          ports:", f"          env: [{{name: {env}, value: '1'}}]\n          ports:"
+        )
+    (tmp_path / "web.yaml").write_text(manifest)
+    findings = lint_paths([str(tmp_path)]).findings
+    assert {f.rule for f in findings} == rules
+    svd101 = next(f for f in findings if f.rule == "SVD101")
+    assert (svd101.severity.value == "warning") is ("SVD116" not in rules)
+
+
 def test_a_kustomization_s_image_rename_keeps_its_dockerfile(tmp_path: Path) -> None:
     """seldon-core's scheduler/k8s/envoy runs `envoy:latest`, built from Dockerfile.envoy,
     and its kustomization renames it seldonio/seldon-envoy (judge239): the Dockerfile's

@@ -13,6 +13,7 @@ from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.shells import shell_family, stays_parent
 from svcdoctor.model import Cause, Container, Inventory, Severity
+from svcdoctor.model.images import NEXT_STANDALONE
 from svcdoctor.model.patch import note
 
 # Inits that forward signals to the app and reap children (https://github.com/krallin/tini,
@@ -52,6 +53,12 @@ HANDLES = re.compile(
 # SIGTERM listener that stops every plugin (packages/backend-app-api/src/wiring/
 # BackendInitializer.ts in backstage/backstage; cnoe-io/stacks, judge414)
 _HANDLING_SCRIPTS = re.compile(r"(\./)?packages/backend/?")
+# Next.js' server (`next start`, and the standalone output's `server.js`) closes and exits at
+# SIGTERM unless NEXT_MANUAL_SIG_HANDLE is set (https://nextjs.org/docs/app/guides/self-hosting
+# #manual-graceful-shutdowns): an image whose Dockerfile copies the standalone output in, or
+# a known one built so (gethomepage/homepage's Dockerfile; rrumana/k8s-cluster, judge444)
+_NEXT_IMAGES = re.compile(r"(^|/)gethomepage/homepage(:|@|$)")
+_NEXT_MANUAL = "NEXT_MANUAL_SIG_HANDLE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,14 +158,19 @@ def unhandled_pid1(inventory: Inventory, c: Container) -> Pid1 | None:
     """``pid1_runtime``, unless the app file it runs, found in the image's build context in
     the repository, installs a SIGTERM handler (``HANDLES``: a Flask app run with debug=True
     in kubernetes-engine-samples' docs-embedder; judge231), or is a framework's that does
-    (``_HANDLING_SCRIPTS``), or the manifest's own script writes the app with one (a
-    heredoc's `signal.signal(signal.SIGTERM, …)`: console-operator's downloads server;
-    judge274)."""
+    (``_HANDLING_SCRIPTS``; Next.js' ``server.js``, ``_NEXT_IMAGES``), or the manifest's own
+    script writes the app with one (a heredoc's `signal.signal(signal.SIGTERM, …)`:
+    console-operator's downloads server; judge274)."""
     facts = inventory.images.get(c.image)
     found = pid1_runtime(c, inventory.image_base(c.image))
     if found is None or HANDLES.search("\n".join((*c.command, *c.args))):
         return None
     if _HANDLING_SCRIPTS.fullmatch(found.script):
+        return None
+    next_server = (facts is not None and facts.framework == NEXT_STANDALONE) or bool(
+        _NEXT_IMAGES.search(c.image.split("@", 1)[0])
+    )
+    if next_server and found.script.endswith("server.js") and _NEXT_MANUAL not in dict(c.env):
         return None
     file = facts.file(found.script) if facts is not None and found.script else None
     return None if file is not None and HANDLES.search(file.text) else found
@@ -211,9 +223,11 @@ def pid1_runtime_ignores_sigterm(inventory: Inventory, settings: Settings) -> It
     last command; when the shell stays the app's parent (SVD105), the runtime is told too, since
     it becomes PID 1 as soon as the shell execs it (SVD105's fix). Not flagged: an init in front
     (`tini`, `dumb-init`), `shareProcessNamespace: true` (the pause container is PID 1), a
-    framework that installs the handler (Backstage's backend, `node packages/backend`), a
-    command the manifest does not show (the image's `CMD` is unknown). Severity info: the
-    manifest cannot show whether the app installs a handler itself.
+    framework that installs the handler (Backstage's backend, `node packages/backend`;
+    Next.js' standalone `server.js`, in an image whose Dockerfile copies `.next/standalone`
+    in, unless `NEXT_MANUAL_SIG_HANDLE` is set), a command the manifest does not show (the
+    image's `CMD` is unknown). Severity info: the manifest cannot show whether the app
+    installs a handler itself.
 
     ## Why it matters
     The kernel delivers a signal to a namespace's PID 1 only if PID 1 installed a handler

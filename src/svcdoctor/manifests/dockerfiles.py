@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from svcdoctor.model.images import ContextFile, ImageFacts, flask_file, image_name
+from svcdoctor.model.images import NEXT_STANDALONE, ContextFile, ImageFacts, flask_file, image_name
 
 _MOST_ENTRIES = 5000  # directory entries looked at, over all roots
 _SKIP_DIRS = frozenset({".git", "vendor", "node_modules", "third_party", "__pycache__"})
@@ -404,6 +404,11 @@ def _context(dockerfile: Path, copies: list[_Copy]) -> Path:
     return folders[found.index(max(found))]  # the most of them, the nearest first
 
 
+# Next.js' standalone output, the server.js `next build` writes, copied into the image
+# (https://nextjs.org/docs/app/api-reference/config/next-config-js/output)
+_NEXT_STANDALONE = re.compile(r"(^|/)\.next/standalone/?$")
+
+
 def read_dockerfile(path: Path, run: Sequence[str] = ()) -> ImageFacts | None:
     """The final stage's PID-1 command and the context files it names, or those ``run``
     (the words of a manifest's command that replaces it) names, or ``None``."""
@@ -411,7 +416,7 @@ def read_dockerfile(path: Path, run: Sequence[str] = ()) -> ImageFacts | None:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    base, workdir, line, flask_app = "", "/", 0, ""
+    base, workdir, line, flask_app, framework = "", "/", 0, "", ""
     shell: tuple[str, ...] = ("/bin/sh", "-c")  # Docker's default SHELL on Linux
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
@@ -425,7 +430,7 @@ def read_dockerfile(path: Path, run: Sequence[str] = ()) -> ImageFacts | None:
                 stages[words[2].lower()] = stages[str(len(stages))] = copies = []
             else:
                 stages[str(len(stages))] = copies = []
-            workdir, entrypoint, cmd, line, flask_app = "/", (), (), 0, ""
+            workdir, entrypoint, cmd, line, flask_app, framework = "/", (), (), 0, "", ""
             shell = ("/bin/sh", "-c")
         elif instruction == "ENV" and (env := _FLASK_APP.search(arguments)):
             flask_app = env.group(1)
@@ -447,6 +452,8 @@ def read_dockerfile(path: Path, run: Sequence[str] = ()) -> ImageFacts | None:
                     continue
             stage = next((w[7:].lower() for w in parts if w.startswith("--from=")), None)
             parts = tuple(w for w in parts if not w.startswith("--"))
+            if any(_NEXT_STANDALONE.search(p) for p in parts[:-1]):
+                framework = NEXT_STANDALONE
             if len(parts) >= 2:
                 into = parts[-1].endswith("/") or parts[-1] in (".", "..")  # a directory
                 dest = _absolute(parts[-1], workdir) + ("/" if into else "")
@@ -491,6 +498,7 @@ def read_dockerfile(path: Path, run: Sequence[str] = ()) -> ImageFacts | None:
         tuple(files.values()),
         flask_app,
         _embedded_database(path.parent),
+        framework,
     )
 
 

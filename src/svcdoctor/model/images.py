@@ -42,6 +42,10 @@ def without_host(image: str) -> str:
     return rest if slash and ("." in first or ":" in first or first == "localhost") else image
 
 
+# The image runs Next.js' standalone server (`node server.js`)
+NEXT_STANDALONE = "Next.js standalone"
+
+
 @dataclass(frozen=True, slots=True)
 class ContextFile:
     """A file of the build context the image runs, named by a word of its command."""
@@ -64,6 +68,7 @@ class ImageFacts:
     files: tuple[ContextFile, ...] = ()
     flask_app: str = ""  # the final stage's ENV FLASK_APP (what ``flask run`` serves)
     embedded_database: str = ""  # an in-memory database its build file adds: "h2 (pom.xml)"
+    framework: str = ""  # the server framework its final stage copies in (``NEXT_STANDALONE``)
 
     def file(self, word: str) -> ContextFile | None:
         """The context file a command word names (``./startup.sh``, ``app.js``)."""
