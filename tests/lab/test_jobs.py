@@ -251,7 +251,8 @@ def reachable(tmp_path: Path) -> Iterator[Path]:
 
 def test_runner_quota_deletion_grace_and_deadline(reachable: Path) -> None:
     """A pod that ignores SIGTERM is killed after its grace period, then leaves the store; the
-    quota refuses more pods; activeDeadlineSeconds fails a pod with DeadlineExceeded."""
+    quota refuses more pods; activeDeadlineSeconds fails a pod with DeadlineExceeded, one
+    whose container never started too."""
     from svcdoctor.lab.apiserver import ObjectStore
 
     tmp_path = reachable
@@ -303,7 +304,9 @@ def test_runner_quota_deletion_grace_and_deadline(reachable: Path) -> None:
             found = store.get("v1", "Pod", "lab", name)
             return found["status"]["phase"] if found else None
 
-        for name, spec in (("a", {}), ("b", {"activeDeadlineSeconds": 1})):
+        # b's deadline leaves its process time to start on a loaded machine (it timed out
+        # there at 1 s: killed before it ran); c's below never starts at all
+        for name, spec in (("a", {}), ("b", {"activeDeadlineSeconds": 6})):
             store.put(runner.admit_pod(pod(name, **spec), dry_run=False))
         with pytest.raises(jobspec.Refused, match="at most 2 pods"):
             runner.admit_pod(pod("c"), dry_run=False)
@@ -321,6 +324,15 @@ def test_runner_quota_deletion_grace_and_deadline(reachable: Path) -> None:
         assert status["reason"] == "DeadlineExceeded"
         assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
         assert "got SIGTERM" in runner.pods["b"].log.text()
+        # past its deadline before its container starts (its ConfigMap never comes): Failed
+        # all the same, not Pending for ever
+        waiting = pod("c", activeDeadlineSeconds=1)
+        waiting["spec"]["volumes"] = [{"name": "code", "configMap": {"name": "missing"}}]
+        store.put(runner.admit_pod(waiting, dry_run=False))
+        await until(lambda: phase("c") == "Failed")
+        status = store.get("v1", "Pod", "lab", "c")["status"]
+        assert status["reason"] == "DeadlineExceeded"
+        assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
         await runner.close()
         assert not (tmp_path / "svcd000000-jobs").exists()
         assert runner.errors == []

@@ -586,7 +586,20 @@ class JobRunner:
         if pod.finished is not None or pod.name not in self.pods:
             return
         pod.deadline_exceeded = True
-        self._soon(lambda: self._terminate(pod, pod.grace, remove=False))
+        self._soon(lambda: self._end_at_deadline(pod))
+
+    async def _end_at_deadline(self, pod: _Pod) -> None:
+        """Kill the pod past its ``activeDeadlineSeconds``: SIGTERM, SIGKILL after its grace;
+        one whose container has not started yet (its ConfigMaps missing, a slow start) is
+        Failed all the same, its container killed before it ran (exit 137, as the kubelet
+        reports a container it killed without a status)."""
+        await self._terminate(pod, pod.grace, remove=False)
+        if pod.started is None and pod.finished is None:
+            pod.finished, pod.exit_code = time.time(), 137
+            pod.done.set()
+            self._update_pod(pod)
+            if pod.job is not None and pod.job in self.jobs:
+                self._pod_finished(self.jobs[pod.job], pod)
 
     # -- the Job controller --------------------------------------------------------------------
     def _set_job(self, job: _Job, **changes: Any) -> None:
