@@ -529,6 +529,28 @@ def test_a_test_named_file_a_go_unit_test_reads_is_a_test_input(tmp_path: Path) 
     assert {f.location.file for f in shown} == {expected}
 
 
+def test_a_file_beside_the_inputs_a_go_unit_test_reads_is_a_test_input(tmp_path: Path) -> None:
+    """oci-native-ingress-controller's pkg/controllers/nodeBackend holds ingressPath.yaml,
+    which nodeBackend_test.go reads, and nodeportService.yaml, which nothing reads: a
+    developer's scratch input of that package, never applied (judge446). Named or embedded
+    by the package's own code, or beside no test that reads files, it is checked."""
+    folder = tmp_path / "pkg" / "controllers" / "nodeBackend"
+    manifest = write(folder / "nodeportService.yaml", service("web") + "---\n" + deployment("web"))
+    write(folder / "ingressPath.yaml", "apiVersion: networking.k8s.io/v1\nkind: IngressList\n")
+    (folder / "nodeBackend.go").write_text("package nodeBackend\n")
+    (folder / "nodeBackend_test.go").write_text('const backendPath = "ingressPath.yaml"\n')
+    result = run_checks(build_inventory(load([str(tmp_path)])), Settings())
+    assert (result.findings, result.test_inputs > 0) == ((), True)
+    for code in ('var svc = "nodeportService.yaml"\n', "//go:embed nodeportService.yaml\n"):
+        (folder / "nodeBackend.go").write_text("package nodeBackend\n" + code)
+        shown = run_checks(build_inventory(load([str(tmp_path)])), Settings()).findings
+        assert {f.location.file for f in shown} == {manifest}, code
+    (folder / "nodeBackend.go").write_text("package nodeBackend\n")
+    (folder / "nodeBackend_test.go").write_text("package nodeBackend\n")
+    shown = run_checks(build_inventory(load([str(tmp_path)])), Settings()).findings
+    assert {f.location.file for f in shown} == {manifest}
+
+
 def test_old_releases_beside_newer_ones_are_one_note(tmp_path: Path) -> None:
     """csi-digitalocean keeps every release's manifest in deploy/kubernetes/releases: the
     apps/v1beta1 objects of v0.x, which v1.2 and later define with apps/v1, are one info

@@ -98,25 +98,26 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     rate limit service and its redis), Seata's server in file store mode (its default,
     `STORE_MODE`), Apicurio Registry on its default in-memory storage, Gatus, Seq, step-ca, heketi,
     Apache Beam's job servers, Antrea's flow aggregator, the MailDev, MailHog and Mailpit mail
-    catchers, a Jenkins controller; a SPIRE server whose server.conf keeps its datastore in SQLite,
-    a Jaeger v2 whose config keeps its traces in memory, a Vault server whose config keeps its
-    storage in memory or on its disk; a controller without leader election: MetalLB's (not with
-    `--webhook-mode=onlywebhook`: its webhook alone), Zalando's postgres-operator, YuniKorn's
-    scheduler, Scylla Manager, flyte-binary, Antrea's controllers, Google Managed Prometheus'
-    operator, kube-arangodb's in `--mode.single`, or any with `--leader-elect=false`; a writable
-    claim (`persistentVolumeClaim`) at any path but scratch (`/tmp`, caches): one volume for every
-    replica, which a ReadWriteOnce claim attaches to one node only, and a path that says data
-    (`/run/…/data`) is no scratch; a writable emptyDir mounted at a data path such as `/data` or
-    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's (Prometheus, vmagent:
-    every replica scrapes the same targets), nor a git-sync sidecar's checkout (cloned again at
-    every start), nor an app's whose environment names its data store's address (`REDIS_HOST`,
-    `ORDER_DB_HOST`: it is scratch there), nor a stateless component's of Loki, Mimir, Tempo or
-    Cortex (`-target=distributor`, `querier`…); a writable hostPath at any path but the node's
-    system, runtime and scratch directories (a share at `/smbshare`); a single-replica StatefulSet
-    with `volumeClaimTemplates` not only mounted as a cache), whose data a second replica would
-    split; a server that reaches its node's daemon through a Unix socket on a hostPath (a `socat`
-    bridge to a CSI driver's `csi.sock`, the Docker socket), whose second replica would serve
-    another node's daemon; and a leader-elected server, whose second replica would only stand by.
+    catchers, a Jenkins controller, a Jupyter notebook server, phpMyAdmin; a SPIRE server whose
+    server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in memory,
+    a Vault server whose config keeps its storage in memory or on its disk; a controller without
+    leader election: MetalLB's (not with `--webhook-mode=onlywebhook`: its webhook alone), Zalando's
+    postgres-operator, YuniKorn's scheduler, Scylla Manager, flyte-binary, Antrea's controllers,
+    Google Managed Prometheus' operator, kube-arangodb's in `--mode.single`, or any with
+    `--leader-elect=false`; a writable claim (`persistentVolumeClaim`) at any path but scratch
+    (`/tmp`, caches): one volume for every replica, which a ReadWriteOnce claim attaches to one node
+    only, and a path that says data (`/run/…/data`) is no scratch; a writable emptyDir mounted at a
+    data path such as `/data` or `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull
+    scraper's (Prometheus, vmagent: every replica scrapes the same targets), nor a git-sync
+    sidecar's checkout (cloned again at every start), nor an app's whose environment names its data
+    store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there), nor a stateless
+    component's of Loki, Mimir, Tempo or Cortex (`-target=distributor`, `querier`…); a writable
+    hostPath at any path but the node's system, runtime and scratch directories (a share at
+    `/smbshare`); a single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a
+    cache), whose data a second replica would split; a server that reaches its node's daemon through
+    a Unix socket on a hostPath (a `socat` bridge to a CSI driver's `csi.sock`, the Docker socket),
+    whose second replica would serve another node's daemon; and a leader-elected server, whose
+    second replica would only stand by.
 
     ## Why it matters
     With one backend, "one bad pod" is 100 % of traffic, and every restart, eviction, node

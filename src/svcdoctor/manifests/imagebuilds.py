@@ -19,14 +19,16 @@ neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
 a ``skaffold.yaml`` among them says it: each artifact of its ``build`` that Docker builds
 names its image, its context and its Dockerfile (GoogleCloudPlatform/cloud-code-samples:
 ``python-hello-world`` built from ``src/``; https://skaffold.dev/docs/references/yaml/,
-``build.artifacts``), and so does a build command of a shell script or Makefile (``docker
-build -t NAME DIR``) and a Dapr Multi-App Run ``dapr.yaml`` (an app's ``containerImage``
-built in its ``appDirPath``). Two more spellings of a folder name match: its last words are
-the image's (``tools.descartes.teastore.webui`` for ``teastore-webui``), or its first word
-is the initials of the image's first words (``sa-logic`` for ``sentiment-analysis-logic``);
-and in an app folder, ``Dockerfile.server`` builds the image with ``server`` among its
-words. A Dockerfile with no ``CMD`` or ``ENTRYPOINT`` runs what its base image runs, when
-that base is built here too.
+``build.artifacts``), and so does a build command of a shell script, a Makefile or a
+Markdown document (``docker build -t NAME DIR``) and a Dapr Multi-App Run ``dapr.yaml``
+(an app's ``containerImage`` built in its ``appDirPath``). Two more spellings of a folder
+name match: its last words are the image's (``tools.descartes.teastore.webui`` for
+``teastore-webui``), or its first word is the initials of the image's first words
+(``sa-logic`` for ``sentiment-analysis-logic``); and in an app folder, ``Dockerfile.server``
+builds the image with ``server`` among its words. First of all, a folder named for the
+image's tag inside one named like it builds it (``openemr/7.0.2/`` for
+``openemr/openemr:7.0.2``). A Dockerfile with no ``CMD`` or ``ENTRYPOINT`` runs what its
+base image runs, when that base is built here too.
 """
 
 from __future__ import annotations
@@ -72,22 +74,27 @@ _CHANNELS = frozenset(
 
 
 def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
-    """The Dockerfiles an image's name points at: the one named like it; else one in a
+    """The Dockerfiles an image's name points at: the one in a folder named for its tag
+    inside one named like it (``openemr/7.0.2/`` for ``openemr/openemr:7.0.2``, the layout
+    of an image's versions); the one named like it; else one in a
     directory ``D`` inside ``P`` for an image named ``P-D`` (the project's folder and the
     image's, as a build script tags them: ``microservice-kubernetes-demo-apache`` from
     ``microservice-kubernetes-demo/apache/``; a third party's ``kube-rbac-proxy`` is not a
     ``proxy/`` of yours); else, for an image of a user's or organisation's repository
     (``user/name``), one named like its tag's leading word."""
     name = image_name(image)
+    ref = image.split("@", 1)[0].rsplit("/", 1)
+    tag = ref[-1].partition(":")[2]
+    plain = [p for paths in by_name.values() for p in paths if p.name in PLAIN]
+    versioned = [p for p in plain if tag and (p.parent.parent.name, p.parent.name) == (name, tag)]
+    if versioned:  # an image's releases' layout: openemr/7.0.2/ (openemr-devops; judge449)
+        return versioned
     if found := by_name.get(name):
         return found
-    plain = [p for paths in by_name.values() for p in paths if p.name in PLAIN]
     if found := [p for p in plain if name == f"{p.parent.parent.name}-{p.parent.name}"]:
         return found
     if found := [p for p in plain if _spelt_otherwise(p.parent.name, name)]:
         return found
-    ref = image.split("@", 1)[0].rsplit("/", 1)
-    tag = ref[-1].partition(":")[2]
     variant = _VARIANT_TAG.match(tag) if len(ref) == 2 and tag else None
     if variant is None or variant.group(1) in _CHANNELS:
         return []

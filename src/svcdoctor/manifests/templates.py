@@ -143,14 +143,23 @@ _TEST_NAMED = re.compile(r"(^|[-_.])tests?([-_.]|$)", re.IGNORECASE)
 
 
 def go_test_input(name: str) -> bool:
-    """Whether a file named for a test is read by a Go unit test of its folder or one of the
-    two above (a ``_test.go`` source names it), outside an end-to-end test's folder: the
-    expected output a test compares, never applied (gloo's `knative_test_yaml.yaml`, read by
-    knative_test.go; judge421)."""
+    """Whether a file is a Go unit test's input, outside an end-to-end test's folder: named
+    for a test and read by a unit test of its folder or one of the two above (a ``_test.go``
+    source names it: the expected output a test compares, never applied; gloo's
+    `knative_test_yaml.yaml`, read by knative_test.go; judge421), or named by no Go source
+    in a package folder whose tests read its other files (oci-native-ingress-controller's
+    pkg/controllers/nodeBackend/nodeportService.yaml beside the ingressPath.yaml its
+    nodeBackend_test.go reads; judge446)."""
     path = Path(os.path.abspath(name))
-    if not _TEST_NAMED.search(path.stem) or any("e2e" in p.lower() for p in path.parts):
+    if any("e2e" in p.lower() for p in path.parts):
         return False
-    return any(path.name in _go_references(str(f))[2] for f in list(path.parents)[:_GO_LEVELS])
+    read = (_go_references(str(f))[2] for f in list(path.parents)[:_GO_LEVELS])
+    if _TEST_NAMED.search(path.stem) and any(path.name in names for names in read):
+        return True
+    patterns, names, tested = _go_references(str(path.parent))
+    if path.name in names or any(_embeds(p, path.name) for p in patterns):
+        return False
+    return any(t != path.name and (path.parent / t).is_file() for t in tested)
 
 
 def forget_go_sources() -> None:
