@@ -61,6 +61,12 @@ _SOCK_SHOP_JAVA = (
     "https://github.com/microservices-demo/msd-java/blob/master/java.sh, the services' "
     "docker/*/Dockerfile",
 )
+# With an init as PID 1, SIGTERM ends an app without a handler at once, while endpoints are
+# still being removed: a preStop sleep must then come first
+_UNDER_INIT = (
+    "or start the image under tini/dumb-init with a preStop sleep in front\n# (SIGTERM then "
+    "ends it at once: SVD101)"
+)
 _EXEC_FIX = (
     "# give the container a command that execs the server as PID 1 (or under "
     "tini/dumb-init),\n# or let it serve until SIGKILLed: a preStop sleep then "
@@ -68,8 +74,8 @@ _EXEC_FIX = (
 )
 _INIT_FIX = (
     "# run the server under an init that forwards SIGTERM (tini, dumb-init), or set the pod's "
-    "shareProcessNamespace: true\n# (then SIGTERM's default action ends it); else a "
-    "preStop sleep changes nothing"
+    "shareProcessNamespace: true\n# (then SIGTERM's default action ends it at once: keep a "
+    "preStop sleep in front, SVD101); else a\n# preStop sleep changes nothing"
 )
 # Online Boutique's Python and Node services run their interpreter as PID 1 on an app that
 # installs no SIGTERM handler (src/emailservice/Dockerfile `ENTRYPOINT ["python",
@@ -191,7 +197,7 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
                     "installs none by default and the kernel gives PID 1 no default action)",
                     where,
                     f"# in {name}: handle SIGTERM (stop accepting, finish in-flight requests, "
-                    "exit), or start the image under tini/dumb-init",
+                    "exit), " + _UNDER_INIT,
                 )
             script = parse_script(text)
             if not script.commands or any(x.program == "trap" for x in script.commands):
@@ -211,7 +217,7 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
                     f"its image runs the script {name} ({where}), whose {what} not exec'd: "
                     "a shell running a script file forks it and stays PID 1",
                     where,
-                    f"# in {name}: `exec` {exec_it}, or start the image under tini/dumb-init",
+                    f"# in {name}: `exec` {exec_it}, " + _UNDER_INIT,
                 )
             argv = _exec_words(list(last.words), image_cmd)
             continue
@@ -253,7 +259,7 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
         "kernel gives PID 1 no default action)",
         where,
         f"# in {source.path}: handle SIGTERM (stop accepting, finish in-flight requests, "
-        "exit), or start the image under tini/dumb-init",
+        "exit), " + _UNDER_INIT,
     )
 
 

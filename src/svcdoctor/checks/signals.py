@@ -188,18 +188,24 @@ _WHY = {
     # sapi/cli/php_cli_server.c installs a handler for SIGINT only (judge171)
     "php": "PHP's built-in server handles SIGINT only and the kernel gives PID 1 no default action",
 }
+# With an init (or the pause container) as PID 1, SIGTERM ends an app without a handler at
+# once, while endpoints are still being removed: the preStop sleep must then come first
+_AT_ONCE = (
+    "\n# with an init, SIGTERM ends an app without a handler at once: keep a preStop sleep "
+    "in front (SVD101)"
+)
 _FIX = {
     "node": "# unless the app already handles it: process.on('SIGTERM', ...) that closes the "
     "server and exits when\n# in-flight requests are done; or start it under an init in "
     "the image (tini, dumb-init), or set\n# shareProcessNamespace: true (the pause "
-    "container is PID 1 and SIGTERM's default action applies)",
+    "container is PID 1 and SIGTERM's default action applies)" + _AT_ONCE,
     "python": "# unless the app already handles it: signal.signal(signal.SIGTERM, ...) that "
     "stops accepting and exits\n# when in-flight requests are done, or a server that "
     "handles it (gunicorn, uvicorn); or an init in\n# the image (tini, dumb-init), or "
-    "shareProcessNamespace: true",
+    "shareProcessNamespace: true" + _AT_ONCE,
     "php": "# php -S is a development server that stops only at SIGINT: start it under an init "
     "in the image\n# (tini, dumb-init) or set shareProcessNamespace: true, or serve with "
-    "php-fpm behind a web server",
+    "php-fpm behind a web server" + _AT_ONCE,
 }
 _RUN_DIRECTLY = (
     "# run what the start script runs directly (command: [node, server.js]) so that the app "

