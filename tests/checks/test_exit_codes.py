@@ -228,6 +228,51 @@ def test_clusterctl_variables_are_filled_in_not_invalid(tmp_path: Path) -> None:
     assert "targetPort https" in out or "'https'" in out, out
 
 
+GARDEN = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ${var.appName}
+spec:
+  replicas: ${var.replicas}
+  selector:
+    matchLabels: {app: "${var.appName}"}
+  template:
+    metadata:
+      labels: {app: "${var.appName}"}
+    spec:
+      containers:
+        - name: ${var.appName}
+          image: "${actions.build[var.appName].outputs.deployment-image-id}"
+          args: ${jsonEncode(var.containerArgs)}
+          env: ${jsonEncode(var.env)}
+          ports: ${jsonEncode(var.containerPorts)}
+          readinessProbe:
+            httpGet: {path: /, port: "${var.containerPorts[0].containerPort}"}
+"""
+
+
+def test_garden_template_expressions_are_filled_in_not_invalid(tmp_path: Path) -> None:
+    """garden-io/garden's examples/k8s-deploy-shared-manifests: Garden evaluates
+    `${var.replicas}`, `${jsonEncode(var.env)}` before applying the file, so no SVD004
+    error for a list or an integer spelled so (7 errors, one twice; judge454), and a line
+    that is only such an expression is a template note, not SVD001."""
+    code, out = _lint(tmp_path, GARDEN)
+    assert (code != 2, "SVD004" in out) == (True, False), out
+    line = "          env:\n${indent(yamlEncode(var.env), 12)}\n"
+    _code, out = _lint(tmp_path, GARDEN.replace("          env: ${jsonEncode(var.env)}\n", line))
+    assert ("SVD001" in out, "SVD002" in out) == (False, True), out
+
+
+def test_a_field_read_twice_is_reported_once(tmp_path: Path) -> None:
+    """A container's `env` is read for its values and for its references: a bad one is one
+    SVD004, not two (garden-io/garden; judge454)."""
+    bad = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n"
+    bad += "    - {name: a, image: example/a:1, env: not-a-list}\n"
+    _code, out = _lint(tmp_path, bad, "--exit-zero")
+    assert out.count("SVD004 invalid-field") == 1, out
+
+
 REMOVED_API = """\
 apiVersion: extensions/v1beta1
 kind: Deployment

@@ -872,6 +872,33 @@ def test_a_test_overlay_s_patch_does_not_change_the_install(tmp_path: Path) -> N
     assert workload.replicas == 1  # an install's overlay patches the install
 
 
+def test_a_test_tree_s_own_overlays_are_variants_of_its_base(tmp_path: Path) -> None:
+    """garden-io/garden keeps a copy of examples/kustomize/ldap under e2e/: its base is that
+    tree's install and its overlays/testing (3 replicas) a variant, as in the examples copy,
+    not three replicas because every folder's path says e2e (judge454); so too for a
+    checkout under a folder named dev or test."""
+    patch = (
+        "apiVersion: apps/v1\nkind: Deployment\n"
+        "metadata: {name: controller-manager, namespace: system}\nspec:\n  replicas: 3\n"
+    )
+    for home in ("examples/ldap", "e2e/projects/ldap", "dev/test/ldap"):
+        _write(
+            tmp_path / home,
+            {
+                "base/manager.yaml": MANAGER,
+                "base/kustomization.yaml": "resources: [manager.yaml]\n",
+                "overlays/testing/patch.yaml": patch,
+                "overlays/testing/kustomization.yaml": (
+                    "resources: [../../base]\npatchesStrategicMerge: [patch.yaml]\n"
+                ),
+                "overlays/local/kustomization.yaml": "resources: [../../base]\nreplicas:\n"
+                "- {name: controller-manager, count: 2}\n",
+            },
+        )
+        (workload,) = build_inventory(load([str(tmp_path / home)])).workloads
+        assert workload.replicas == 1, home
+
+
 def test_each_tree_s_patch_changes_its_own_tree_s_object(tmp_path: Path) -> None:
     """rancher/cluster-api-provider-rke2 lints two kubebuilder trees with a
     `controller-manager` each; each tree's image patch sets its own manager's image, not the

@@ -20,6 +20,7 @@ class Fields:
     def __init__(self, raw: RawObject, problems: list[Finding]) -> None:
         self.raw = raw
         self.problems = problems
+        self._reported: set[tuple[int, str]] = set()  # a field read twice is one problem
         meta = raw.body.get("metadata")
         meta = meta if isinstance(meta, YMap) else None
         namespace = text_of(meta.get("namespace")) if meta else ""
@@ -41,12 +42,12 @@ class Fields:
             if not isinstance(got, dict | list)
             else ("a mapping" if isinstance(got, dict) else "a list")
         )
+        line, message = parent.line_of(key), f"{self.ref}: {path} must be {want}, got {shown}"
+        if (line, message) in self._reported:
+            return
+        self._reported.add((line, message))
         self.problems.append(
-            INVALID_FIELD.finding(
-                Location(self.raw.location.file, parent.line_of(key)),
-                f"{self.ref}: {path} must be {want}, got {shown}",
-                subject=None,
-            )
+            INVALID_FIELD.finding(Location(self.raw.location.file, line), message, subject=None)
         )
 
     def get(self, parent: YMap | None, key: str, path: str, kind: type[T], want: str) -> T | None:
@@ -125,16 +126,21 @@ def bound(value: str) -> bool:
 
 def templated(value: str) -> bool:
     """Whether a value holds a template action a tool fills in before it is applied (also
-    escaped, ``\\{\\{ … \\}\\}``: a kustomize source a build turns into Helm templates), or
-    a variable ``envsubst`` or ``clusterctl`` fills in (``${VAR}``, ``${VAR:=default}``)."""
+    escaped, ``\\{\\{ … \\}\\}``: a kustomize source a build turns into Helm templates), a
+    variable ``envsubst`` or ``clusterctl`` fills in (``${VAR}``, ``${VAR:=default}``), or an
+    expression Garden evaluates (``${var.replicas}``, ``${jsonEncode(var.env)}``: its
+    template strings, https://docs.garden.io/reference/template-strings; garden-io/garden's
+    examples; judge454)."""
     plain = value.replace("\\{", "{").replace("\\}", "}")
-    return ("{{" in plain and "}}" in plain) or bool(_VARIABLE.search(value))
+    return ("{{" in plain and "}}" in plain) or bool(_EXPRESSION.search(value))
 
 
 # A variable Cluster API's clusterctl (and envsubst, drone/envsubst's syntax) fills in before
 # the manifests are applied, with its default: `${VAR}`, `${VAR:=default}`, `${VAR:-default}`
 # (https://cluster-api.sigs.k8s.io/clusterctl/provider-contract#components-yaml)
 _VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=]([^{}]*))?\}")
+# Any `${…}`: those variables, and a template tool's expressions (Garden's)
+_EXPRESSION = re.compile(r"\$\{[^{}\n]+\}")
 
 
 # A token a build step or the reader replaces by text (a sed, a chart generator, a docs

@@ -24,11 +24,12 @@ _SCRIPT_PLACEHOLDER = re.compile(
 
 # ...or a line that is nothing but a shell variable, text envsubst puts in already indented
 # (`${k6_source}` under a block scalar: kyma-project/serverless' tests/performance/templates,
-# judge353; `$CONJUR_SSL_CERT`: secrets-store-csi-driver's conjur tests, judge328)
+# judge353; `$CONJUR_SSL_CERT`: secrets-store-csi-driver's conjur tests, judge328; Garden's
+# `${indent(yamlEncode(var.env), 12)}`, judge454)
 # ...or a Jinja statement alone on its line (`{% if x %}`: a docs site's macros), or a
 # `<name>` a script replaces with lines (a kubeconfig template's `<server>`; judge412)
 _VARIABLE_LINE = re.compile(
-    r"^[ \t]*(?:\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)|\{%.*?%\}|<[A-Za-z_][\w-]*>)[ \t]*$",
+    r"^[ \t]*(?:\$(?:\{[^{}\n]+\}|[A-Za-z_]\w*)|\{%.*?%\}|<[A-Za-z_][\w-]*>)[ \t]*$",
     re.MULTILINE,
 )
 
