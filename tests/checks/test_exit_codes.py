@@ -384,6 +384,34 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
     assert {f.rule: f.severity for f in strict.findings}["SVD201"] is Severity.ERROR
 
 
+def test_the_folders_above_a_repository_say_nothing_of_what_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clone in ~/tests/repo, or in a CI workspace named for tests (testdata/), is no
+    test's manifests: its findings are warnings, as linting it from inside gives; its own
+    e2e/ still holds a test's, and so do the folders a relative path names from inside the
+    checkout. Without a git repository the path is read as given."""
+    for above in ("tests", "testdata", "e2e-runs/dev"):
+        repo = tmp_path / above / "repo"
+        (repo / "deploy").mkdir(parents=True)
+        (repo / ".git").mkdir()
+        (repo / "deploy" / "web.yaml").write_text(WEBTEST)
+        (repo / "e2e").mkdir()
+        (repo / "e2e" / "web.yaml").write_text(WEBTEST.replace("webtest", "webe2e"))
+        result = lint_paths([str(repo)], Settings())
+        severities = {(f.location.file.split("/")[-2], f.severity) for f in result.findings}
+        assert severities == {("deploy", Severity.WARNING), ("e2e", Severity.INFO)}, above
+    monkeypatch.chdir(tmp_path / "tests" / "repo")
+    inside = lint_paths(["e2e"], Settings())
+    assert {f.severity for f in inside.findings} == {Severity.INFO}
+    monkeypatch.chdir(tmp_path)
+    outside = lint_paths(["tests/repo/deploy"], Settings())
+    assert {f.severity for f in outside.findings} == {Severity.WARNING}
+    (tmp_path / "tests" / "repo" / ".git").rmdir()
+    plain = lint_paths([str(tmp_path / "tests" / "repo" / "deploy")], Settings())
+    assert {f.severity for f in plain.findings} == {Severity.INFO}
+
+
 def test_a_file_named_for_a_test_holds_notes(tmp_path: Path) -> None:
     """hyperconverged-cluster-operator's deploy/nightly-bundle/kubevirt-testing-infra.yaml
     (judge259), tekton's koparse/test_release.yaml (judge293): the file's own name says a

@@ -10,7 +10,6 @@ from svcdoctor.checks.inputs import INVALID_SUPPRESSION, INVALID_YAML, UNREADABL
 from svcdoctor.checks.registry import Rule, all_rules, lookup
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Finding, Inventory, ObjectRef, Service, Severity, Workload
-from svcdoctor.model.inventory import test_folder, unit_test_input
 from svcdoctor.model.path import trace_paths
 from svcdoctor.model.pathreport import WorkloadPaths, workload_paths
 from svcdoctor.model.route import Route
@@ -75,7 +74,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
     suppressions, problems = _suppressions(subjects)
     local = _local_only(inventory)
     findings = [  # a test's broken fixture is a note (argo-workflows' basic-invalid.yaml)
-        f if f.rule == UNREADABLE_INPUT.id else _severity(f, None, broken=True)
+        f if f.rule == UNREADABLE_INPUT.id else _severity(inventory, f, None, broken=True)
         for f in inventory.problems
     ] + problems
     suppressed = 0
@@ -85,7 +84,7 @@ def run_checks(inventory: Inventory, settings: Settings) -> LintResult:
             if finding.object and r.id in suppressions.get(where, ()):
                 suppressed += 1
                 continue
-            findings.append(_severity(finding, settings.severities.get(r.id), local))
+            findings.append(_severity(inventory, finding, settings.severities.get(r.id), local))
     shown = findings if settings.test_inputs else _outside_test_inputs(inventory, findings)
     shown.sort(key=lambda f: f.sort_key)
     return LintResult(
@@ -106,11 +105,14 @@ def _outside_test_inputs(inventory: Inventory, findings: list[Finding]) -> list[
     or that a unit test reads (``Inventory.test_read``)."""
     read = inventory.test_read
     return [
-        f for f in findings if not unit_test_input(f.location.file) and f.location.file not in read
+        f
+        for f in findings
+        if not inventory.unit_test_input(f.location.file) and f.location.file not in read
     ]
 
 
 def _severity(
+    inventory: Inventory,
     finding: Finding,
     override: Severity | None,
     local: frozenset[tuple[ObjectRef, str]] = frozenset(),
@@ -123,7 +125,7 @@ def _severity(
     if override is not None:
         return replace(finding, severity=override)
     file = finding.location.file
-    held = test_folder(file)  # said on a note too, as on the test's other findings
+    held = inventory.test_folder(file)  # said on a note too, as on the test's other findings
     if held is None and broken:
         held = _invalid_on_purpose(file)
     if held is None and finding.object is not None and (finding.object, file) in local:

@@ -23,7 +23,7 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
-from svcdoctor.model.inventory import folder_parts, related, test_folder
+from svcdoctor.model.inventory import folder_parts, related
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
 
@@ -473,7 +473,7 @@ def service_selects_nothing(inventory: Inventory, settings: Settings) -> Iterato
         ):
             continue  # the inputs run no pod in its namespace: another installer's pods (a
             # Service re-exposing Istio's add-ons in istio-system: cloud-native-starter; judge381)
-        elif test_folder(svc.location.file) is not None:
+        elif inventory.test_folder(svc.location.file) is not None:
             continue  # a test's input, no workload in its tree: none is meant to go with it
             # (a Go test's testdata/ or testutils/: Kong's translator golden files, judge332;
             # kgateway's testutils/inputs, judge343; Kyverno's policy tests' resources,

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import yaml
 
+from svcdoctor.manifests.paths import git_root
 from svcdoctor.model.images import NEXT_STANDALONE, ContextFile, ImageFacts, flask_file, image_name
 
 _MOST_ENTRIES = 5000  # directory entries looked at, over all roots
 _SKIP_DIRS = frozenset({".git", "vendor", "node_modules", "third_party", "__pycache__"})
 _MOST_BYTES = 256 * 1024  # a context file larger than this is not read
-_UP = 12  # parent directories looked through for a repository's ``.git``
 _FLASK_APP = re.compile(r"(?:^|\s)FLASK_APP[= ]\s*\"?([\w.:/-]+)")
 _SCRIPT_WORD = re.compile(r"[\w./-]+\.(?:sh|js|mjs|cjs|py)\b")
 # A Python server's application, `MODULE:CALLABLE` (gunicorn's "frontend:create_app()",
@@ -53,17 +53,6 @@ def dockerfile_name(name: str) -> str | None:
 
 
 PLAIN = ("Dockerfile", "Containerfile")
-
-
-def _git_root(path: Path) -> Path | None:
-    here = path.resolve()
-    for candidate in [here, *here.parents][:_UP]:
-        try:
-            if (candidate / ".git").exists():
-                return candidate
-        except OSError:  # unreadable: no repository seen there (lint names the directory)
-            continue
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +299,7 @@ def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
         except OSError:  # unreadable: the loader reports it
             continue
         roots.append(directory)
-        if (git := _git_root(directory)) is not None:
+        if (git := git_root(directory)) is not None:
             roots.append(git)
     found: dict[Path, None] = {}
     configs: list[Path] = []

@@ -30,9 +30,11 @@ from svcdoctor.manifests.paths import (
     CHART_FILES,
     Excludes,
     assertion,
+    below_repositories,
     chainsaw_assertions,
     chart_holding,
     chart_templates,
+    git_root,
     helm_chart_of,
     hidden_manifests,
     kyverno_test_inputs,
@@ -104,6 +106,8 @@ class LoadResult:
     dangling: list[tuple[str, str]] = field(default_factory=list)
     assertions: int = 0  # test steps' assertion files not read (``paths.assertion``)
     test_read: set[str] = field(default_factory=set)  # read by Go unit tests (go_test_input)
+    # file → its path below the git repository it is in (``paths.below_repositories``)
+    in_repository: dict[str, str] = field(default_factory=dict)
     # The labels the kustomizations among the files add to the objects they build
     kustomizations: list[KustomizeLabels] = field(default_factory=list)
     configs: ConfigFacts = field(default_factory=ConfigFacts)  # ``manifests.configs``
@@ -230,9 +234,11 @@ def load(
     limit = int(max_file_mb * 1024 * 1024)
     collecting = gc.isenabled()
     gc.disable()  # the node graphs are large and acyclic: collection passes are pure cost
+    read: list[str] = []
     try:
         for name in iter_files(paths, result, Excludes(exclude), helm_templates=helm_templates):
             result.files += 1
+            read.append(name)
             before = (result.documents, len(result.problems))
             text = _read_text(name, stdin, limit, result)
             if text is not None:
@@ -247,6 +253,9 @@ def load(
         if collecting:
             gc.enable()
     result.builds = find_builds(paths)
+    roots = {r for p in paths if p != STDIN and (r := git_root(Path(p))) is not None}
+    if roots:
+        result.in_repository = below_repositories((n for n in read if n != STDIN), roots)
     return result
 
 

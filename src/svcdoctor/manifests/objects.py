@@ -128,6 +128,7 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         problems=tuple(problems),
         unread_templates=frozenset(f for files in loaded.go_templates.values() for f in files),
         test_read=frozenset(loaded.test_read),
+        in_repository=loaded.in_repository,
         files=loaded.files,
         objects=loaded.documents,
         skipped=loaded.skipped,

@@ -212,3 +212,38 @@ def _manifest(file: Path) -> bool:
     except OSError:
         return False
     return len({m.group(0) for m in _TOP_LEVEL.finditer(head)}) == 2
+
+
+_UP = 12  # parent directories looked through for a repository's ``.git``
+
+
+def git_root(path: Path) -> Path | None:
+    """The git repository a path is in (its folder holding ``.git``), resolved."""
+    here = path.resolve()
+    for candidate in [here, *here.parents][:_UP]:
+        try:
+            if (candidate / ".git").exists():
+                return candidate
+        except OSError:  # unreadable: no repository seen there (lint names the directory)
+            continue
+    return None
+
+
+def below_repositories(files: Iterable[str], roots: Iterable[Path]) -> dict[str, str]:
+    """Each file inside one of the git repositories ``roots``, with the part of its path
+    below the innermost, or below the working directory when that is inside it and the path
+    is relative (the folders the user named): what a path's folders say it holds (a test's,
+    a unit test's input) is said inside the checkout, never by the folders above it (a clone
+    in ~/tests/repo, a CI workspace named integration-tests)."""
+    ordered = sorted({str(r).rstrip("/") for r in roots}, key=len, reverse=True)
+    here = os.getcwd().rstrip("/")
+    out: dict[str, str] = {}
+    for file in files:
+        full = os.path.abspath(file)
+        root = next((r for r in ordered if full.startswith(r + "/")), None)
+        if root is None:
+            continue
+        inner = not os.path.isabs(file) and (here + "/").startswith(root + "/")
+        base = here if inner and full.startswith(here + "/") else root
+        out[file] = full[len(base) + 1 :]
+    return out

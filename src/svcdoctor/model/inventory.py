@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Protocol, TypeVar, cast
@@ -70,6 +70,8 @@ class Inventory:
     unread_templates: frozenset[str] = frozenset()
     # Files a unit test reads as its input, whatever their folder (``unit_test_input``)
     test_read: frozenset[str] = frozenset()
+    # file → its path below the git repository it is in: what its folders say it holds
+    in_repository: Mapping[str, str] = field(default_factory=dict)
     files: int = 0
     objects: int = 0
     skipped: int = 0  # documents that are not Kubernetes objects
@@ -141,6 +143,24 @@ class Inventory:
         facts = self.images.get(image)
         return facts.base if facts is not None else ""
 
+    def test_folder(self, file: str) -> str | None:
+        """``test_folder`` of the file's path below its git repository (the folders above
+        the checkout say nothing of what it holds)."""
+        return test_folder(self.in_repository.get(file, file))
+
+    def unit_test_input(self, file: str) -> bool:
+        """``unit_test_input`` of the file's path below its git repository."""
+        return unit_test_input(self.in_repository.get(file, file))
+
+    def _scales(self, hpa: Autoscaler, workload: Workload) -> bool:
+        """Whether the autoscaler may scale the workload of its target's name: not one of a
+        test's files (a unit test's `kubectl get hpa -o yaml` dump in another sample's
+        testdata: kubernetes-engine-samples; judge231) unless they go together."""
+        if hpa.location is None or workload.location is None:
+            return True
+        here, there = hpa.location.file, workload.location.file
+        return self.test_folder(here) is None or related(here, there)
+
     def namespace_of(self, ref: ObjectRef) -> str:
         """The namespace the object is (or will be) in: its own, else the run's."""
         return ref.namespace or self.namespace
@@ -166,7 +186,7 @@ class Inventory:
         for hpa in self.derived(_autoscalers_by_target).get(
             (workload.ref.kind, workload.ref.name), ()
         ):
-            if self.same_namespace(hpa.target, workload.ref) and _scales(hpa, workload):
+            if self.same_namespace(hpa.target, workload.ref) and self._scales(hpa, workload):
                 return hpa.min_replicas
         if workload.ref.kind == "DaemonSet":
             return None
@@ -353,16 +373,6 @@ def operator_asset(w: Workload) -> bool:
     parts = PurePath(w.location.file).parts
     placeholder = any("${" in c.image for c in w.template.containers)
     return "bindata" in parts or ("assets" in parts and placeholder)
-
-
-def _scales(hpa: Autoscaler, workload: Workload) -> bool:
-    """Whether the autoscaler may scale the workload of its target's name: not one of a
-    test's files (a unit test's `kubectl get hpa -o yaml` dump in another sample's testdata:
-    kubernetes-engine-samples; judge231) unless they go together."""
-    if hpa.location is None or workload.location is None:
-        return True
-    here, there = hpa.location.file, workload.location.file
-    return test_folder(here) is None or related(here, there)
 
 
 def related(a: str, b: str) -> bool:
