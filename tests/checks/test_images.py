@@ -140,6 +140,25 @@ def test_ambiguous_names_match_nothing(tmp_path: Path) -> None:
     assert set(matched) == {"example/api:2"}
 
 
+def test_of_several_dockerfiles_for_a_name_the_one_nearest_the_manifests_builds_it(
+    tmp_path: Path,
+) -> None:
+    """garden-io/garden's examples each hold an api/ with its Dockerfile (judge454);
+    eks-app-mesh-polyglot-demo keeps apps/ and a workshop/apps/ copy (judge455): the one
+    nearest the manifests that run the image builds it; two as near match neither."""
+    for example in ("one", "two"):
+        (tmp_path / example / "api").mkdir(parents=True)
+        (tmp_path / example / "api" / "Dockerfile").write_text(
+            f'FROM python:3.12\nCMD ["python", "{example}.py"]\n'
+        )
+    (tmp_path / "one" / "manifests").mkdir()
+    found = find_builds([str(tmp_path)])
+    near = {"example/api:1": [str(tmp_path / "one" / "manifests" / "api.yaml")]}
+    assert match_images(found, near)["example/api:1"].cmd == ("python", "one.py")
+    both = {"example/api:1": [str(tmp_path / e / "api.yaml") for e in ("one", "two")]}
+    assert match_images(found, both) == {}
+
+
 def test_a_dockerfile_from_the_image_itself_does_not_build_it(tmp_path: Path) -> None:
     (tmp_path / "nginx").mkdir()
     (tmp_path / "nginx" / "Dockerfile").write_text("FROM nginx:alpine\nCMD /start.sh\n")

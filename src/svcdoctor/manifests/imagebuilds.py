@@ -13,8 +13,9 @@ named ``<project>-<folder>`` when three or more of the run, all of that prefix, 
 convention (``mushop-api`` from ``src/api/``); failing that, in the manifests' app folder
 (their folder or its parent, else a folder of it named ``docker`` or for a word of the
 image's), the ``Dockerfile.NAME`` whose ``NAME`` is a word of the image's, else the only
-plain Dockerfile, for the only user image they run. Two candidates for one name match
-neither, nor does a Dockerfile whose final ``FROM`` has the image's own name
+plain Dockerfile, for the only user image they run. Of two candidates for one name, the
+one nearest the manifests that run the image builds it; two as near match neither, nor
+does a Dockerfile whose final ``FROM`` has the image's own name
 (``nginx/Dockerfile`` ``FROM nginx`` is not what runs ``nginx:1.27``). Before all of these,
 a ``skaffold.yaml`` among them says it: each artifact of its ``build`` that Docker builds
 names its image, its context and its Dockerfile (GoogleCloudPlatform/cloud-code-samples:
@@ -33,6 +34,7 @@ base image runs, when that base is built here too.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -99,6 +101,27 @@ def _candidates(by_name: dict[str, list[Path]], image: str) -> list[Path]:
     if variant is None or variant.group(1) in _CHANNELS:
         return []
     return by_name.get(variant.group(1), [])
+
+
+def _nearest(candidates: list[Path], manifests: set[Path]) -> list[Path]:
+    """Of several Dockerfiles for one name, the one nearest the folders of the manifests that
+    run the image: sharing the most folders with one of them, then the fewest folders below
+    what they share (in a repository of examples each with its own api/, the example's:
+    garden-io/garden, judge454; apps/ beside a workshop/apps/ copy: judge455); all of them
+    when none is the nearest alone."""
+    distinct = sorted(set(candidates))
+    if len(distinct) < 2 or not manifests:
+        return distinct
+
+    def rank(path: Path) -> tuple[int, int]:
+        home = path.resolve().parent
+        shared = max(len(Path(os.path.commonpath([home, m])).parts) for m in manifests)
+        return shared, shared - len(home.parts)
+
+    ranks = {p: rank(p) for p in distinct}
+    best = max(ranks.values())
+    nearest = [p for p in distinct if ranks[p] == best]
+    return nearest if len(nearest) == 1 else distinct
 
 
 def _spelt_otherwise(folder: str, name: str) -> bool:
@@ -252,6 +275,8 @@ def match_images(
             or by_folders.get(image_name(image), [])
             or (_app_folder(homes, image, folders) if depth == 0 else [])
         )
+        if depth == 0:
+            candidates = _nearest(candidates, folders.get(image, set()))
         if len(set(candidates)) != 1:
             return None  # none, or ambiguous
         path = candidates[0]
