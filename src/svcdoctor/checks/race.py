@@ -11,6 +11,7 @@ from svcdoctor.checks._carrying import (
     carries_requests,
     racing,
     unserved,
+    webhook_budget,
 )
 from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._scripts import SHELLS
@@ -446,7 +447,10 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
     period too; nor is a hook that drains the app before its sleep (NATS' lame duck mode,
     `nats-server --signal ldm`: its clients move away while it sleeps). An `exec` sleep its image
     cannot run (SVD104) counts as the sleep SVD104's fix makes run, and the message says it fails
-    today.
+    today. For a pod whose only callers are admission webhooks (every Service that carries
+    requests to it is called by webhooks alone: a controller's webhook Service), the longest
+    request is their longest `timeoutSeconds` (10 by default), and a grace period that ends
+    as such a call would is enough: the API server has given up on it by then.
 
     ## Why it matters
     The grace period counts from the deletion, preStop included. When it runs out the kubelet
@@ -496,8 +500,13 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
         if drain is not None and drain.quiet:  # idle once endpoints are gone: a SIGKILL
             own = min(own, settings.propagation_seconds)  # then cuts no request
         stops = seconds(sleep) + own  # stops taking requests
-        longest = settings.max_request_seconds
-        if not cuts_requests(grace, stops, longest):
+        longest: float = settings.max_request_seconds
+        budget = _webhook_budget(inventory, w)
+        if budget is not None:  # the API server's calls: it gives up on one after its timeout,
+            longest = budget  # so one that ends with the grace period has failed anyway
+            if grace >= stops + longest:
+                continue
+        elif not cuts_requests(grace, stops, longest):
             continue
         needed = max(needed_grace(stops, longest, settings.margin_seconds), grace)
         if settings.plan is not None:  # a diagnosis' plan: its grace at least
@@ -516,11 +525,15 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
                 if c.prestop
                 else ""
             )
+            bound = (
+                "the webhooks' timeoutSeconds" if budget is not None else "--max-request-seconds"
+            )
             severity, what = (
                 Severity.ERROR if sleep else Severity.WARNING,
-                f"it does not cover {before}{drained}requests up to "
-                f"{seconds(settings.max_request_seconds)} s (--max-request-seconds): the kubelet "
-                f"SIGKILLs container {c.name!r} mid-request (exit 137)",
+                f"it does not cover {before}{drained}"
+                f"{'admission calls' if budget is not None else 'requests'} up to "
+                f"{seconds(longest)} s ({bound}): the kubelet SIGKILLs container {c.name!r} "
+                "mid-request (exit 137)",
             )
         if _hook_fails(inventory, c):  # no delay today; SVD104's fix makes the sleep run
             what = f"once its preStop runs (today it fails: SVD104), {what}"
@@ -532,6 +545,16 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
             line=w.template.grace_line or w.template.line,
             severity=severity,
         )
+
+
+def _webhook_budget(inventory: Inventory, w: Workload) -> int | None:
+    """The longest timeout of the admission webhooks that are the only clients of every
+    Service carrying requests to the workload (``webhook_budget``), else ``None``."""
+    carrying = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    budgets = [webhook_budget(inventory, s) for s in carrying]
+    if not budgets or None in budgets:
+        return None
+    return max(b for b in budgets if b is not None)
 
 
 @rule("SVD103", "prestop-sleep-too-short", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)

@@ -516,8 +516,8 @@ def _references_moved(built: Build, o: T, found: list[int]) -> T:
     if not set_to and not affixes:
         return o
     moved = tuple(
-        (set_to if ns and set_to else ns, _base_name(name, affixes), policy, port)
-        for ns, name, policy, port in o.webhooks
+        (set_to if ns and set_to else ns, _base_name(name, affixes), policy, port, timeout)
+        for ns, name, policy, port, timeout in o.webhooks
     )
     upstreams = tuple(_base_name(name, affixes) for name in o.upstreams)
     return replace(o, webhooks=moved, upstreams=upstreams)

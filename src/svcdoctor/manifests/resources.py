@@ -192,23 +192,26 @@ def rollout_experiments(f: Fields) -> list[Resource]:
     return found
 
 
-def _webhooks(listed: Any) -> tuple[tuple[str, str, str, int], ...]:
-    """(namespace, Service, failurePolicy, port) of each webhook that calls a Service; the
-    policy defaults to Fail and the port to 443 in admissionregistration.k8s.io/v1
-    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy)."""
+def _webhooks(listed: Any) -> tuple[tuple[str, str, str, int, int], ...]:
+    """(namespace, Service, failurePolicy, port, timeoutSeconds) of each webhook that calls a
+    Service; the policy defaults to Fail, the port to 443 and the timeout to 10 s in
+    admissionregistration.k8s.io/v1
+    (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#failure-policy,
+    #timeouts)."""
     found = []
     for hook in listed if isinstance(listed, list) else []:
         config = hook.get("clientConfig") if isinstance(hook, YMap) else None
         service = config.get("service") if isinstance(config, YMap) else None
         if isinstance(hook, YMap) and isinstance(service, YMap):
             policy = text_of(hook.get("failurePolicy")) or "Fail"
-            port = service.get("port")
+            port, timeout = service.get("port"), hook.get("timeoutSeconds")
             found.append(
                 (
                     text_of(service.get("namespace")),
                     text_of(service.get("name")),
                     policy,
                     port if isinstance(port, int) and not isinstance(port, bool) else 443,
+                    timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else 10,
                 )
             )
     return tuple(found)

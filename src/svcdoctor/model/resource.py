@@ -33,7 +33,8 @@ class Resource:
     scrapes: tuple[str, ...] = ()
     ports: tuple[str, ...] = ()
     # an admission webhook configuration: (namespace, Service, failurePolicy) per webhook
-    webhooks: tuple[tuple[str, str, str, int], ...] = ()  # namespace, Service, policy, port
+    # namespace, Service, failure policy, port, timeout seconds
+    webhooks: tuple[tuple[str, str, str, int, int], ...] = ()
     # a layer-7 proxy's own route object (Contour's HTTPProxy, NGINX's VirtualServer…): the
     # Services of its namespace it sends to pod by pod, balancing each request
     upstreams: tuple[str, ...] = ()
