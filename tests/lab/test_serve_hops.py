@@ -289,8 +289,11 @@ def test_rollout_test_through_haproxy_counts_the_lb_s_leg(tmp_path: Path) -> Non
     lb = truth["load_balancer"]
     # haproxy writes a request's log line when the request ends; the lab may read the log a
     # moment before the client's last one is written (2,554 sent, 2,553 logged in one CI run)
-    assert 0 <= report["requests"] - lb["requests"] <= 1
-    assert report["failed"] == lb["failed"] == lb["failed_in_leg"] > 0
+    unlogged = report["requests"] - lb["requests"]
+    assert 0 <= unlogged <= 1
+    # ...and that last one may be a failure (77 failed, 76 logged in one loaded CI run)
+    assert 0 <= report["failed"] - lb["failed"] <= unlogged
+    assert lb["failed"] == lb["failed_in_leg"] > 0
     # the LB's model of its leg (each request to a pod that stopped accepting while the LB
     # still had it, one in the ready targets) predicts the count
     assert abs(report["failed"] - lb["expected_failures"]) <= max(5, 0.2 * lb["expected_failures"])
