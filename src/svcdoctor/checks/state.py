@@ -535,7 +535,7 @@ def local_state(
     scratch = {m.volume for m in container.mounts if _claim_scratch(m)}
     mounted = {m.volume for c in workload.template.containers for m in c.mounts}
     claims = [c for c in workload.claim_templates if c in mounted and c not in scratch]
-    if claims and (workload.replicas or 1) == 1:
+    if claims and not workload.replicas_placeholder and (workload.replicas or 1) == 1:
         return f"a single-replica StatefulSet with volumeClaimTemplates ({claims[0]!r})"
     # the data it writes, named above, says more than the GPU it reads (Plex's /dev/dri
     # beside its /config claim; judge444, judge450, judge456)

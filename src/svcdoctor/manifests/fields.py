@@ -85,6 +85,13 @@ class Fields:
                 self._bad(parent, key, f"{path}[{i}]", "a mapping", item)
         return out
 
+    def placeholder(self, parent: YMap | None, key: str) -> bool:
+        """Whether the field holds a template or a placeholder a tool fills in before the
+        object is applied (``replicas: <REPLICAS>``, ``"{{ .Values.n }}"``): set, but unknown
+        here, not unset."""
+        value = parent.get(key) if parent is not None else None
+        return isinstance(value, str) and (templated(value) or bool(_TOKEN.fullmatch(value)))
+
     def integer(self, parent: YMap | None, key: str, path: str) -> int | None:
         return self.get(parent, key, path, int, "an integer")
 

@@ -303,6 +303,7 @@ def _workload(f: Fields) -> Workload:
         template=template,
         annotations=_annotations(f),
         replicas=f.integer(spec, "replicas", "spec.replicas"),
+        replicas_placeholder=f.placeholder(spec, "replicas"),
         strategy=strategy,
         max_unavailable=max_unavailable,
         max_surge=max_surge,

@@ -29,6 +29,7 @@ def autoscaler(f: Fields) -> Autoscaler | None:
         ref=f.ref,
         target=ObjectRef(kind, f.ref.namespace, name),
         min_replicas=(0 if keda else 1) if least is None else least,
+        min_placeholder=f.placeholder(spec, field),
         location=f.raw.location,
     )
 

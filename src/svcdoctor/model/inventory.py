@@ -182,13 +182,14 @@ class Inventory:
         return self._backing.get(id(workload), ())
 
     def replicas(self, workload: Workload) -> int | None:
-        """Replica count, taking an autoscaler's minimum into account; ``None`` if unknown."""
+        """Replica count, taking an autoscaler's minimum into account; ``None`` if unknown (a
+        DaemonSet's, a placeholder's: ``<REPLICAS>``)."""
         for hpa in self.derived(_autoscalers_by_target).get(
             (workload.ref.kind, workload.ref.name), ()
         ):
             if self.same_namespace(hpa.target, workload.ref) and self._scales(hpa, workload):
-                return hpa.min_replicas
-        if workload.ref.kind == "DaemonSet":
+                return None if hpa.min_placeholder else hpa.min_replicas
+        if workload.ref.kind == "DaemonSet" or workload.replicas_placeholder:
             return None
         if workload.ref.kind == "Pod":
             return 1

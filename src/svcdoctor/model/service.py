@@ -61,6 +61,7 @@ class Autoscaler:
     ref: ObjectRef
     target: ObjectRef
     min_replicas: int = 1
+    min_placeholder: bool = False  # its minimum is a placeholder a tool fills in: unknown
     location: Location | None = None  # where it was read (None: made in code)
 
     @property

@@ -238,6 +238,8 @@ class Workload:
     claim_templates: tuple[str, ...] = ()  # a StatefulSet's volumeClaimTemplates names
     governing: str = ""  # a StatefulSet's serviceName: the Service giving its pods DNS names
     pinned: str = ""  # the comment beside ``replicas:`` that says it must run once
+    # ``replicas`` is a placeholder a tool fills in (``<REPLICAS>``): set, but unknown
+    replicas_placeholder: bool = False
     # an Argo Rollout's canaryService/previewService, beside a stableService/activeService:
     # the Services of the new pods while it rolls, copies of the stable one
     preview_services: tuple[str, ...] = ()
