@@ -235,12 +235,21 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         )
         for image in ("*agones-extensions*", "*agones-allocator*")
     ),
-    KnownDrain(
-        "*ingress-nginx/controller*",
-        0,
-        "https://github.com/kubernetes/ingress-nginx/blob/main/internal/ingress/controller/nginx.go",
-        "sleeps --shutdown-grace-period seconds, default 0, before stopping nginx",
-        flag="--shutdown-grace-period",
+    # ingress-nginx's own image, and its builds by Microsoft (AKS' app routing:
+    # mcr.microsoft.com/oss/kubernetes/ingress/nginx-ingress-controller; judge460) and Bitnami
+    *(
+        KnownDrain(
+            image,
+            0,
+            "https://github.com/kubernetes/ingress-nginx/blob/main/internal/ingress/controller/nginx.go",
+            "sleeps --shutdown-grace-period seconds, default 0, before stopping nginx",
+            flag="--shutdown-grace-period",
+        )
+        for image in (
+            "*ingress-nginx/controller*",
+            "*/ingress/nginx-ingress-controller*",
+            "*bitnami/nginx-ingress-controller*",
+        )
     ),
 )
 

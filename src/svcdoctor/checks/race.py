@@ -314,10 +314,16 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 if drain.source
                 else f"drains {drain.pattern!r}"
             )
+            # the longer of the two: the endpoint removal, or a hop's leg beyond it
+            short = (
+                f"the {plan.window_seconds:g} s {plan.window_hop} keeps sending it new requests"
+                if plan.window_hop and plan.window_seconds > settings.propagation_seconds
+                else f"the {settings.propagation_seconds:g} s endpoint removal can take to "
+                "reach every node"
+            )
             stops = (
                 f"its app keeps serving {drain.seconds:g} s after SIGTERM ({told}), less than "
-                f"the {settings.propagation_seconds:g} s endpoint removal can take to reach "
-                "every node"
+                f"{short}"
             )
             hint = ""
         elif (known := known_app(c.image)) is not None:  # known, and not draining as run
@@ -332,7 +338,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 f"the manifest does not show, it stops serving while {_still_sent(inventory, w)}"
             )
             hint = _drains_hint(w, c)
-        if plan.window_hop:
+        if plan.window_hop and not (drain is not None and drain.seconds is not None):
             stops += (
                 f"; {plan.window_hop} keeps sending it new requests for up to "
                 f"{plan.window_seconds:g} s"

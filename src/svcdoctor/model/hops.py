@@ -233,6 +233,19 @@ LOCAL_SOURCE = (
     "KEP-1669; AWS NLB health check 10 s x 3 "
     "(https://docs.aws.amazon.com/elasticloadbalancing/latest/network/target-group-health-checks.html)"
 )
+# Azure's load balancer (cloud-provider-azure: a Service with its
+# `service.beta.kubernetes.io/azure-*` annotations or AKS' `kubernetes.azure.com/*` labels)
+# probes every 5 s and takes a node out after 2 failed probes, unless the Service's
+# annotations set them (https://cloud-provider-azure.sigs.k8s.io/topics/loadbalancer/; AKS'
+# app routing sets ingress-nginx's --shutdown-grace-period to 15 s for it:
+# aks-app-routing-operator; judge460)
+AZURE_PREFIXES = ("service.beta.kubernetes.io/azure-", "kubernetes.azure.com/")
+AZURE_PROBE_INTERVAL = "service.beta.kubernetes.io/azure-load-balancer-health-probe-interval"
+AZURE_PROBE_COUNT = "service.beta.kubernetes.io/azure-load-balancer-health-probe-num-of-probe"
+AZURE_SOURCE = (
+    "KEP-1669; Azure load balancer probe 5 s x 2 unless the Service's annotations say "
+    "(https://cloud-provider-azure.sigs.k8s.io/topics/loadbalancer/)"
+)
 LOCAL_NOTE = (
     "externalTrafficPolicy: Local: the load balancer stops sending to a node only when its "
     "health check of healthCheckNodePort fails (interval x unhealthy threshold), which "

@@ -26,6 +26,10 @@ from svcdoctor.model.hops import (
     ALB_GATE_LABEL,
     ALB_TARGET_TYPE,
     ALB_TG_ATTRIBUTES,
+    AZURE_PREFIXES,
+    AZURE_PROBE_COUNT,
+    AZURE_PROBE_INTERVAL,
+    AZURE_SOURCE,
     CLASS_NAMES,
     CONTROLLERS,
     DEFAULT_DEREGISTRATION_SECONDS,
@@ -421,11 +425,25 @@ def _service_lb(svc: Service, ns: Resource | None, settings: PathSettings) -> Ho
         return _with_deregistration(hop, a.get(NLB_TG_ATTRIBUTES), NLB_TG_ATTRIBUTES, svc.ref)
     hop = _lb(Implementation.CLOUD_LB, svc.ref, settings, ip=False)
     if svc.external_traffic_policy == "Local":
-        leg = Leg(LOCAL_HEALTH_CHECK_SECONDS, LOCAL_SOURCE)
+        leg = _azure_leg(svc) or Leg(LOCAL_HEALTH_CHECK_SECONDS, LOCAL_SOURCE)
         if Implementation.CLOUD_LB.value in settings.legs:
             leg = settings.leg(Implementation.CLOUD_LB)
         hop = replace(hop, leg=leg, notes=(LOCAL_NOTE,))
     return hop
+
+
+def _azure_leg(svc: Service) -> Leg | None:
+    """How long Azure's load balancer keeps sending to a node after its last local pod goes
+    (probe interval x count, ``AZURE_SOURCE``), for a Service Azure's annotations or AKS'
+    labels mark."""
+    annotations = svc.annotations
+    if not any(k.startswith(AZURE_PREFIXES) for k in (*annotations, *svc.labels)):
+        return None
+    interval = annotations.get(AZURE_PROBE_INTERVAL, "5")
+    count = annotations.get(AZURE_PROBE_COUNT, "2")
+    if not (interval.isdigit() and count.isdigit()):
+        return Leg(10.0, AZURE_SOURCE)
+    return Leg(float(int(interval) * int(count)), AZURE_SOURCE)
 
 
 # Load balancers that run in the cluster (kube-vip, MetalLB, loxilb, Cilium's LB IPAM and L2
