@@ -846,6 +846,21 @@ def test_templated_documents_that_lose_nothing_a_check_reads_are_no_problem() ->
     assert [f.rule for f in lint_text(templated_kind).findings] == ["SVD002"]
 
 
+def test_a_json_object_broken_by_a_placeholder_is_svd002_not_dropped() -> None:
+    """crunchy-containers' examples/kube/*.json: JSON objects one after the other, the Pod's
+    `"securityContext": { $CCP_SECURITY_CONTEXT }` a line a script fills in: its document is
+    a template note (its `"containers":` names a pod), never silently left out (judge459)."""
+    service = '{\n    "kind": "Service",\n    "apiVersion": "v1",\n'
+    service += '    "metadata": {"name": "db"}\n}\n'
+    pod = (
+        '{\n    "kind": "Pod",\n    "apiVersion": "v1",\n    "metadata": {"name": "db"},\n'
+        '    "spec": {\n        "securityContext": {\n            $CCP_SECURITY_CONTEXT\n'
+        '        },\n        "containers": [{"name": "db", "image": "example/db:1"}]\n    }\n}\n'
+    )
+    result = lint_text(service + "\n" + pod)
+    assert [(f.rule, f.location.line) for f in result.findings] == [("SVD002", 13)]
+
+
 def test_a_jinja2_template_is_a_note_not_helm_even_with_a_helm_function_name() -> None:
     """kiali-operator's `{{ 'v1' if (lookup(k8s_plugin, kind='Ingress', …)) else … }}` is
     Jinja2 (single-quoted strings, an inline if/else: no Go template parses them), not Helm's

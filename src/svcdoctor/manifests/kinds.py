@@ -66,8 +66,12 @@ def read_kind(kind: str, api_version: str) -> bool:
     return kind != "Namespace" and consulted(kind, api_version)
 
 
+# The keys that name a pod, a selector, a port or a backend, in YAML or JSON (`"containers":`:
+# crunchy-containers' examples/kube/*.json, whose `$CCP_SECURITY_CONTEXT` breaks the JSON;
+# judge459)
 _POD_KEYS = re.compile(
-    r"^[ \t-]*(containers|template|selector|podSelector|ports|backendRefs|serviceName)[ \t]*:",
+    r"^[ \t-]*([\"']?)(containers|template|selector|podSelector|ports|backendRefs|serviceName)\1"
+    r"[ \t]*:",
     re.MULTILINE,
 )
 
