@@ -393,6 +393,14 @@ def test_a_hash_brace_placeholder_is_a_template_note_not_a_null(tmp_path: Path) 
     ]
     assert "'#{IMAGE}'" in result.problems[0].message
     assert [o.kind for o in result.objects] == ["Service"]
+    # inside a block scalar, `#{…}` is text (tmux's formats in a heredoc: gardener; judge457)
+    script = (
+        "        command: [sh, -c]\n        args:\n        - |\n"
+        '          set -g pane-border-format " #{pane_index} - #{pane_title} "\n'
+    )
+    text = deployment("tmux").replace("        ports:", script + "        ports:")
+    read = load([write(tmp_path / "tmux.yaml", text)])
+    assert (read.problems, [o.kind for o in read.objects]) == ([], ["Deployment"])
 
 
 def test_a_brace_placeholder_name_is_a_template_note(tmp_path: Path) -> None:

@@ -250,6 +250,21 @@ def parsed_template_finding(
     return brace_name_finding(name, root) if braced else None
 
 
+def _block_scalar_lines(root: yaml.Node) -> set[int]:
+    """The 1-based lines of the document's block scalars' text (``|``, ``>``)."""
+    out: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
+            out.update(range(node.start_mark.line + 2, node.end_mark.line + 1))
+    return out
+
+
 def comment_template_finding(name: str, lines: TextLines, root: yaml.Node) -> Finding | None:
     """SVD002 for a document a ytt template makes (``YTT_CODE``), or one with a ``#{NAME}``
     placeholder (``HASH_PLACEHOLDER``: a note); ``None`` for the file's other documents, which
@@ -259,7 +274,19 @@ def comment_template_finding(name: str, lines: TextLines, root: yaml.Node) -> Fi
     first, last = lines.document_around(root.start_mark.line + 1)
     document = lines.between(first, last)
     found = YTT_CODE.search(document)
-    hashed = None if found else HASH_PLACEHOLDER.search(document)
+    hashed = None
+    if found is None and "#{" in document:
+        # not inside a block scalar, where `#{…}` is text (tmux's `#{pane_title}` in a
+        # heredoc of gardener's remote-local-setup.yaml; judge457)
+        text = _block_scalar_lines(root)
+        hashed = next(
+            (
+                m
+                for m in HASH_PLACEHOLDER.finditer(document)
+                if first + document.count("\n", 0, m.start(1)) not in text
+            ),
+            None,
+        )
     if found is None and hashed is None:
         return None
     at = lines.offset(first) + (found.start() if found else hashed.start(1) if hashed else 0)
