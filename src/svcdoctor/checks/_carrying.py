@@ -69,6 +69,11 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
     return hit[1]
 
 
+def carrying_services(inventory: Inventory, workload: Workload) -> list[Service]:
+    """The workload's Services that carry requests (``carries_requests``)."""
+    return [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
+
+
 def _idle(inventory: Inventory, service: Service) -> bool:
     """Whether every workload the Service selects serves nothing as configured
     (``PodTemplate.idle``: Argo CD's Dex without dex.config)."""

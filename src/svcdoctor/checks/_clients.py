@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from svcdoctor.checks._carrying import carries_requests, routed
+from svcdoctor.checks._carrying import carrying_services, routed
 from svcdoctor.checks._serving import argv_of
 from svcdoctor.model import Container, Inventory, Service, Workload
 from svcdoctor.model.images import image_name
@@ -51,7 +51,7 @@ def registry_found(inventory: Inventory, workload: Workload, container: Containe
         return False
     if any(env.get(off, "").lower() == "false" for off in _REGISTRY_OFF):
         return False
-    services = [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
+    services = carrying_services(inventory, workload)
     return all(s.type in ("ClusterIP", "NodePort") and not routed(inventory, s) for s in services)
 
 
@@ -93,7 +93,7 @@ def not_ready_published(inventory: Inventory, workload: Workload) -> bool:
     addresses (``publishNotReadyAddresses``): its endpoints are the pods, ready or not,
     until they are deleted, so neither readiness nor a terminating pod's endpoint removal
     changes where its clients go (peer discovery: Consul's, etcd's, ZooKeeper's)."""
-    services = [s for s in inventory.services_of(workload) if carries_requests(inventory, s)]
+    services = carrying_services(inventory, workload)
     return bool(services) and all(s.publish_not_ready for s in services)
 
 
@@ -163,7 +163,7 @@ def found_by_clients(inventory: Inventory, w: Workload, c: Container) -> bool:
     MongoDB replica set's members behind any (its drivers connect to the hosts the set's
     configuration lists, whatever address seeded them: Percona's operator e2e snapshots of
     headless Services with their clusterIP filtered out; judge299)."""
-    services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    services = carrying_services(inventory, w)
     image, argv = c.image.split("@", 1)[0], " ".join(argv_of(c)).split()
     # `--replSet` is mongod's own flag, whatever runs it (Percona's /opt/percona/ps-entry.sh,
     # an image a snapshot leaves out)

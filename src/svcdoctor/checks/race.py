@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from svcdoctor.checks._backends import service_names
 from svcdoctor.checks._carrying import (
-    carries_requests,
+    carrying_services,
     racing,
     unserved,
     webhook_budget,
@@ -95,7 +95,7 @@ def _node_local(inventory: Inventory, w: Workload) -> bool:
         w.max_surge not in (None, 0, "0", "0%") and not w.template.apart
     ):
         return False
-    carrying = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    carrying = carrying_services(inventory, w)
     return bool(carrying) and all(s.internal_traffic_policy == "Local" for s in carrying)
 
 
@@ -374,7 +374,7 @@ def _leader_only(inventory: Inventory, w: Workload, c: Container) -> str | None:
     """What makes the container leader-elected, when the Services that carry its requests
     reach a server only the leader runs (KEDA's metrics-service gRPC port, judge176), as
     SVD204 tells them; else ``None``."""
-    services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    services = carrying_services(inventory, w)
     leaders = [leader_served(inventory, s, [c]) for s in services]
     return leaders[0] if leaders and all(leaders) else None
 
@@ -382,7 +382,7 @@ def _leader_only(inventory: Inventory, w: Workload, c: Container) -> str | None:
 def _still_sent(inventory: Inventory, w: Workload) -> str:
     """Who still sends to a stopping pod: the nodes' rules, or, behind headless Services
     only (no node routes them), the clients that resolved its address before DNS dropped it."""
-    services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    services = carrying_services(inventory, w)
     if services and all(s.headless for s in services):
         return "clients that resolved its address from DNS still connect to it"
     return "nodes still route to it"
@@ -556,7 +556,7 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
 def _webhook_budget(inventory: Inventory, w: Workload) -> int | None:
     """The longest timeout of the admission webhooks that are the only clients of every
     Service carrying requests to the workload (``webhook_budget``), else ``None``."""
-    carrying = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+    carrying = carrying_services(inventory, w)
     budgets = [webhook_budget(inventory, s) for s in carrying]
     if not budgets or None in budgets:
         return None

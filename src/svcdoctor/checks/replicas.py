@@ -40,7 +40,7 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
-from svcdoctor.model.inventory import nearest, operator_asset, related
+from svcdoctor.model.inventory import nearest, operator_asset, pods_kept, related
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
 
@@ -186,7 +186,7 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
             lambda w: (
                 None
                 if _custom_autoscaled(inventory, w)
-                else _replicas(w, _autoscaler_of(inventory, w))
+                else pods_kept(w, _autoscaler_of(inventory, w))
             ),
         )
         if any(c is None for _, c in chosen) or sum(c or 0 for _, c in chosen) != 1:
@@ -425,14 +425,3 @@ def _custom_autoscalers(inventory: Inventory) -> tuple[Resource, ...]:
         for r in inventory.resources
         if _CUSTOM_AUTOSCALER.search(r.ref.kind) and r.ref.kind not in _NOT_REPLICAS
     )
-
-
-def _replicas(workload: Workload, hpa: Autoscaler | None) -> int | None:
-    """Pods the workload keeps: its autoscaler's minimum, else ``spec.replicas`` (API
-    default 1); ``None`` when unknown (a DaemonSet: one per node; a placeholder a tool fills
-    in, ``replicas: <REPLICAS>``: gardener's test charts; judge457)."""
-    if hpa is not None:
-        return None if hpa.min_placeholder else hpa.min_replicas
-    if workload.ref.kind == "DaemonSet" or workload.replicas_placeholder:
-        return None
-    return 1 if workload.ref.kind == "Pod" or workload.replicas is None else workload.replicas

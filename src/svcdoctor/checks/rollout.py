@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from svcdoctor.checks._backends import only_backend
-from svcdoctor.checks._carrying import carries_requests
+from svcdoctor.checks._carrying import carrying_services
 from svcdoctor.checks._serving import queried_scraper
 from svcdoctor.checks._shutdown import daemon_gap
 from svcdoctor.checks.election import ELECT_FIRST, leader_elected, unknown_election, waits_for_lease
@@ -99,7 +99,7 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
     """
     del settings
     for w in inventory.workloads:
-        services = [s for s in inventory.services_of(w) if carries_requests(inventory, s)]
+        services = carrying_services(inventory, w)
         if not services or data_store(w):  # stop-then-start is deliberate for a store
             continue
         names = ", ".join(dict.fromkeys(s.ref.name for s in services))  # alternatives: once
