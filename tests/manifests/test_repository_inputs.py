@@ -665,8 +665,10 @@ def test_a_line_that_is_only_a_shell_variable_is_a_placeholder_not_svd001() -> N
     """kyma-project/serverless' tests/performance/templates/cm.yaml: `${k6_source}` alone on
     a line under a block scalar, text envsubst puts in already indented (judge353); likewise
     `$CONJUR_SSL_CERT` at column 0 (judge328): a template note on a kind a check reads (none
-    on a ConfigMap, judge442). A real syntax error stays SVD001."""
-    for variable in ("${k6_source}", "$CONJUR_SSL_CERT"):
+    on a ConfigMap, judge442); and an UPPER_CASE name a script replaces with lines
+    (assisted-service's `REPLACE_WITH_TLS_CA_BUNDLE_PEM`; judge463). A real syntax error
+    stays SVD001."""
+    for variable in ("${k6_source}", "$CONJUR_SSL_CERT", "REPLACE_WITH_TLS_CA_BUNDLE_PEM"):
         text = (
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k6}\ndata:\n  script.js: |\n"
             f"{variable}\n  other: x\n"

@@ -91,7 +91,8 @@ from collections.abc import Mapping, Sequence
 # - SFTP and FTP servers write what their clients upload to their own disk, from where the
 #   clients read it back (atmoz/sftp's README: "mount volumes" for the users' home
 #   directories): a second replica splits the uploads (Antrea's support-bundle target,
-#   hack/externalnode/sftp-deployment.yml; judge325)
+#   hack/externalnode/sftp-deployment.yml; judge325), and so do WebDAV servers (bytemark/webdav
+#   stores what is PUT to it under /var/lib/dav: gobackup-operator's e2e; judge464)
 # - Weave Scope's app keeps the reports its probes send in memory, and a probe sends each
 #   report to the addresses the app's name resolves to, one ClusterIP (app/collector.go of
 #   weaveworks/scope); Wavefront's test proxy keeps what it receives for the e2e tests to
@@ -110,13 +111,18 @@ from collections.abc import Mapping, Sequence
 #   makes its own blowfish secret at start (docker-entrypoint.sh of phpmyadmin/docker: it
 #   writes config.secret.inc.php), so a login made on one replica fails on another
 #   (openemr-devops' kubernetes/phpmyadmin; judge449)
+# - WireMock and MockServer, the HTTP mocks of test setups, keep the stubs their tests post to
+#   the admin API in memory (https://wiremock.org/docs/stubbing/: "stubs ... via the JSON API";
+#   https://www.mock-server.com/mock_server/clustering_mockserver.html: each instance has its
+#   own expectations): a stub posted through the Service reaches one replica (assisted-
+#   service's deploy/wiremock; judge463)
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(weaveworks/scope|tanzu_observability_keights_saas/test-proxy|"
     r"jupyter/[\w-]+-notebook|phpmyadmin(/phpmyadmin)?|"
     r"[\w.-]+/cmd-registry-memory|[\w.-]+/cmd-ipam-vl3|soluto/oidc-server-mock|"
-    r"hashicorp/counting-service|"
+    r"hashicorp/counting-service|wiremock(/wiremock)?|mockserver(/mockserver)?|"
     r"atmoz/sftp(/\w+)?|emberstack/sftp|fauria/vsftpd|stilliard/pure-ftpd|"
-    r"delfer/alpine-ftp-server|jaegertracing/all-in-one|[\w.-]+/jaeger-all-in-one|[\w./-]*/cmd/event_display|"
+    r"delfer/alpine-ftp-server|[\w.-]*webdav[\w.-]*|jaegertracing/all-in-one|[\w.-]+/jaeger-all-in-one|[\w./-]*/cmd/event_display|"
     r"metalgearsolid/http-server|"
     r"descartesresearch/teastore-registry|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|[\w.-]+/emojivoto-voting-svc|"

@@ -277,10 +277,12 @@ def _named_for(containers: Sequence[Container], port: ServicePort) -> str | None
 def behind_proxies(workload: Workload, containers: Sequence[Container]) -> tuple[Container, ...]:
     """The containers whose data the serving ones answer with: themselves, or, where they are
     all kube-rbac-proxy sidecars, the pod's other containers (their upstreams on loopback:
-    rukpak's bundle server)."""
+    rukpak's bundle server), or for a local proxy, the containers it forwards to
+    (``upstreams``: the Grafana behind an OpenShift oauth-proxy; judge463)."""
     if containers and all(_RBAC_PROXY.search(c.image) for c in containers):
         return tuple(c for c in workload.template.containers if c not in containers)
-    return tuple(containers)
+    held = [h for c in containers for h in upstreams(workload, c) or (c,)]
+    return tuple(h for i, h in enumerate(held) if h not in held[:i])
 
 
 def _server(containers: Sequence[Container], target: int | str) -> str | None:
@@ -401,7 +403,7 @@ def scrape_only(service: Service) -> bool:
 # (`--metrics-bind-address=127.0.0.1:8080`: config/default/manager_auth_proxy_patch.yaml,
 # https://book.kubebuilder.io/reference/metrics; kserve config/default).
 _RBAC_PROXY = re.compile(r"(^|/)kube-rbac-proxy(:|@|$)")
-_UPSTREAM = re.compile(r"^--upstream=https?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)(/|$)")
+_UPSTREAM = re.compile(r"^--?upstream=https?://(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)(/|$)")
 # kubebuilder's, older ones, and Cluster API providers' (metrics and pprof on one port:
 # https://cluster-api.sigs.k8s.io/tasks/diagnostics)
 METRICS_FLAGS = (

@@ -27,9 +27,12 @@ _SCRIPT_PLACEHOLDER = re.compile(
 # judge353; `$CONJUR_SSL_CERT`: secrets-store-csi-driver's conjur tests, judge328; Garden's
 # `${indent(yamlEncode(var.env), 12)}`, judge454)
 # ...or a Jinja statement alone on its line (`{% if x %}`: a docs site's macros), or a
-# `<name>` a script replaces with lines (a kubeconfig template's `<server>`; judge412)
+# `<name>` a script replaces with lines (a kubeconfig template's `<server>`; judge412), or an
+# UPPER_CASE name a script replaces with lines (`REPLACE_WITH_TLS_CA_BUNDLE_PEM` under a block
+# scalar: assisted-service's deploy/; judge463)
 _VARIABLE_LINE = re.compile(
-    r"^[ \t]*(?:\$(?:\{[^{}\n]+\}|[A-Za-z_]\w*)|\{%.*?%\}|<[A-Za-z_][\w-]*>)[ \t]*$",
+    r"^[ \t]*(?:\$(?:\{[^{}\n]+\}|[A-Za-z_]\w*)|\{%.*?%\}|<[A-Za-z_][\w-]*>"
+    r"|[A-Z][A-Z0-9]*_[A-Z0-9_]+)[ \t]*$",
     re.MULTILINE,
 )
 
