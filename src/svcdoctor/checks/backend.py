@@ -283,10 +283,10 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     gRPC check of a named service. Timing fields (`periodSeconds`, `failureThreshold`, …) are
     ignored: probes that differ only in timing are still the same check. Not flagged: the same
     cheap check twice, which restarts nothing a dependency fails: the health conventions
-    whose handlers answer by themselves (`/healthz`, `/health`, `/livez`, `/ping`,
-    `/status`, `/ok`, `/hello`, Hazelcast's `/hazelcast/health/node-state`; CloudNativePG's
-    operator's `/readyz`, Envoy's admin `/ready`, any path of httpbin, an echo server), a
-    query asking for the app's health or version (`?health=true`, SABnzbd's
+    whose handlers answer by themselves (`/healthz`, `/health`, `/health_check`, `/livez`,
+    `/ping`, `/status`, `/ok`, `/hello`, Hazelcast's `/hazelcast/health/node-state`;
+    CloudNativePG's operator's `/readyz`, Envoy's admin `/ready`, any path of httpbin, an echo
+    server), a query asking for the app's health or version (`?health=true`, SABnzbd's
     `/api?mode=version`), a path whose handler in the app file of the image's build context
     (as SVD117 finds it) only returns a constant (a Flask or FastAPI route whose body is
     `return 'ok', 200`, an Express route that sends a literal), the root page and static

@@ -96,6 +96,35 @@ _BOUTIQUE_PID1 = {
 # images' tag; kubernetes-sigs/scheduler-plugins' examples, judge316)
 _BOUTIQUE_FORK = "https://github.com/signalfx/microservices-demo/blob/433c23881a/src/{}/Dockerfile"
 
+# ... and OPEA's GenAIComps microservices (opea/llm-*, opea/retriever-*, ...), whose HTTPService
+# runs uvicorn through its own UviServer, calling startup() and main_loop() but never uvicorn's
+# install_signal_handlers (comps/cores/mega/http_service.py in opea-project/GenAIComps), under
+# python or `bash entrypoint.sh` as PID 1 (GenAIInfra's microservices-connector; judge466);
+# and TensorFlow Serving's image, whose entrypoint script starts tensorflow_model_server
+# without exec under bash (tensorflow_serving/tools/docker/Dockerfile writes
+# /usr/bin/tf_serving_entrypoint.sh; ai-on-gke's TPU examples, judge466, judge430), a server
+# that installs no SIGTERM handler either (tensorflow/serving#356)
+_GENAICOMPS = (
+    "agent",
+    "asr",
+    "chathistory",
+    "dataprep",
+    "embedding",
+    "feedbackmanagement",
+    "guardrails",
+    "llm",
+    "lvm",
+    "promptregistry",
+    "reranking",
+    "retriever",
+    "tts",
+    "web-retriever",
+)
+_GENAICOMPS_PID1 = (
+    "python (or bash running entrypoint.sh), a GenAIComps microservice whose uvicorn server "
+    "installs no SIGTERM handler",
+    "https://github.com/opea-project/GenAIComps/blob/main/comps/cores/mega/http_service.py",
+)
 # ... and ML Metadata's gRPC server, PID 1 itself, which installs no signal handler: main()
 # builds the server and waits (ml_metadata/metadata_store/metadata_store_server_main.cc in
 # google/ml-metadata), and the kernel applies no default action to PID 1 (kubeflow/pipelines'
@@ -129,6 +158,19 @@ _KNOWN_PID1 = (
     *(
         (f"*signalfuse/microservices-demo-{name}", runs, _BOUTIQUE_FORK.format(name), "", _INIT_FIX)
         for name, runs in _BOUTIQUE_PID1.items()
+    ),
+    *(
+        (glob, *_GENAICOMPS_PID1, "", _INIT_FIX)
+        for name in _GENAICOMPS
+        for glob in (f"*opea/{name}", f"*opea/{name}[:-]*")
+    ),
+    (
+        "*tensorflow/serving*",
+        "bash, running tf_serving_entrypoint.sh, which starts tensorflow_model_server without exec",
+        "https://github.com/tensorflow/serving/blob/master/tensorflow_serving/tools/docker/"
+        "Dockerfile",
+        "",
+        _INIT_FIX,
     ),
     (
         "*ml_metadata_store_server*",

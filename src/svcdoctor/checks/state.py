@@ -216,14 +216,15 @@ _DATA_NAMED = re.compile(_DATA_WORD, re.IGNORECASE)
 # a second proxy fills its own. Vector's data_dir (/vector-data-dir in its chart) holds its
 # disk buffers and source checkpoints, data in flight each replica keeps for itself; Vector
 # asks for several aggregators behind a load balancer (docs' high-availability; judge242).
-# A model server's weights (`/models`, a Hugging Face cache) are a copy of its model store
-# that an init container or the server downloads again on every node (aibrix's vLLM samples
-# on a hostPath at /data01/models; judge256). A coverage folder is a test build's output
+# A model server's weights (`/models`, a `model-volume`, a Hugging Face cache) are a copy of
+# its model store that an init container or the server downloads again on every node
+# (aibrix's vLLM samples on a hostPath at /data01/models; judge256; OPEA's TGI and TEI,
+# `model-volume` at /data; judge466). A coverage folder is a test build's output
 # (Go's GOCOVERDIR: authelia's suites write /authelia/coverage to a hostPath; judge295).
 _SCRATCH = re.compile(
     r"(^|[/_.-])(tmp|temp|cache|run|lock|shm|sockets?|certs?|tls|ssl|secrets?|etc|conf(ig)?|"
     r"logs?|plugins?|scripts?|bin|home|shared|static|output|working|istio|kubelet|squid|"
-    r"vector-data-dir|models|huggingface|coverage)($|[/_-])",
+    r"vector-data-dir|models?|huggingface|coverage)($|[/_-])",
     re.IGNORECASE,
 )
 # A server that answers through a Unix socket on a hostPath volume reaches the daemon of the

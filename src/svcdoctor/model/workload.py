@@ -58,7 +58,7 @@ _DEEP_PATH = re.compile(
 # https://docs.hazelcast.com/hazelcast/5.5/maintain-cluster/rest-api#health-check), the root
 # page, static files.
 _PROCESS_PATH = re.compile(
-    r"^/*(?:[^?#]*/)?(healthz?|livez?|liveness|alive|ping|heartbeat|hc|health-?check|status|ok|hello|node-state|"
+    r"^/*(?:[^?#]*/)?(healthz?|livez?|liveness|alive|ping|heartbeat|hc|health[-_]?check|status|ok|hello|node-state|"
     r"up|metrics|version|index\.html?|[^/?#]*\.(?:html?|txt|css|js|png|ico|svg))?/*(?:[?#].*)?$",
     re.IGNORECASE,
 )
