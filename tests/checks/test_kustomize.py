@@ -84,6 +84,44 @@ def test_kustomize_labels_and_namespace_link_a_base(tmp_path: Path) -> None:
     assert ("SVD204", "webhook-service") not in alone
 
 
+def test_commonlabels_on_a_service_with_hand_given_endpoints_is_svd206(tmp_path: Path) -> None:
+    """petclinic-ms' external-services.yaml: selector-less Services with Endpoints to VMs,
+    under `commonLabels`, which kustomize also adds as a selector: built, they select every
+    app pod and the endpoint controller replaces the VMs' addresses. One SVD206 says so; the
+    other rules judge the Service as written, with no pods behind it (judge467)."""
+    external = (
+        "apiVersion: v1\nkind: Service\nmetadata: {name: postgres}\n"
+        "spec: {ports: [{port: 5432}]}\n---\napiVersion: v1\nkind: Endpoints\n"
+        "metadata: {name: postgres}\nsubsets: [{addresses: [{ip: 10.10.0.5}], "
+        "ports: [{port: 5432}]}]\n"
+    )
+    agent = (
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec:\n"
+        "  template:\n    metadata: {labels: {app: agent}}\n    spec:\n"
+        "      containers: [{name: agent, image: grafana/alloy:v1.5.0}]\n"
+    )
+    kustomization = (
+        "namespace: shop\ncommonLabels: {app.kubernetes.io/part-of: shop}\n"
+        "resources: [external.yaml, agent.yaml]\n"
+    )
+    files = {"external.yaml": external, "agent.yaml": agent, "kustomization.yaml": kustomization}
+    _write(tmp_path, files)
+    inventory = build_inventory(load([str(tmp_path)]))
+    findings = run_checks(inventory, Settings()).findings
+    assert sorted((f.rule, f.object.name) for f in findings if f.object) == [("SVD206", "postgres")]
+    (svd206,) = findings
+    assert "has no selector in its file" in svd206.message
+    assert "kustomization beside it" in svd206.message
+    assert "DaemonSet shop/agent" in svd206.message
+    assert svd206.fix is not None
+    assert "includeSelectors: false" in svd206.fix.note
+    # without the Endpoints, the created selector is meant (kubebuilder's webhook Service)
+    _write(tmp_path, {"external.yaml": external.split("---", 1)[0]})
+    found = _rules([str(tmp_path)])
+    assert ("SVD206", "postgres") not in found
+    assert ("SVD101", "agent") in found
+
+
 def test_two_overlays_setting_one_key_differently_add_neither(tmp_path: Path) -> None:
     _write(
         tmp_path,

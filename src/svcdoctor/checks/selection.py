@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 from collections.abc import Iterator
 from pathlib import PurePath
@@ -23,32 +24,14 @@ from svcdoctor.model import (
     Workload,
     selector_matches,
 )
-from svcdoctor.model.inventory import folder_parts, related
+from svcdoctor.model.inventory import (
+    endpoints_given,
+    folder_parts,
+    related,
+    same_namespace,
+    targets,
+)
 from svcdoctor.model.patch import Fix, ObjectPatch, note
-
-
-def endpoints_given(inventory: Inventory, svc: Service) -> bool:
-    """Endpoints or EndpointSlices of the Service are among the inputs (test fixtures,
-    ``kubectl get`` dumps): they, not a label match, say what backs it."""
-    return any(
-        same_namespace(namespace, svc.ref.namespace)
-        for namespace in inventory.derived(endpoint_owners).get(svc.ref.name, ())
-    )
-
-
-def endpoint_owners(inventory: Inventory) -> dict[str, tuple[str, ...]]:
-    """Service name → namespaces of the Endpoints/EndpointSlices given for it."""
-    owners: dict[str, tuple[str, ...]] = {}
-    for r in inventory.resources:
-        if r.ref.kind == "Endpoints":
-            name = r.ref.name
-        elif r.ref.kind == "EndpointSlice":
-            name = r.labels.get("kubernetes.io/service-name", "")
-        else:
-            continue
-        owners[name] = (*owners.get(name, ()), r.ref.namespace)
-    return owners
-
 
 _SPLIT_KEYS = frozenset(
     {"version", "app.kubernetes.io/version", "track", "canary", "stage", "variant", "release"}
@@ -67,7 +50,12 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
     (a canary beside the stable one), version splits (a `version`/`track` label that
     differs, or an Istio DestinationRule with subsets for the Service's host), and Services
     that carry no requests (metrics, probe or placeholder ports only, as for SVD101: a
-    StatefulSet's `dummy` governing Service).
+    StatefulSet's `dummy` governing Service). Flagged too: a Service written without a
+    selector, its endpoints given by hand (an Endpoints object among the inputs), that a
+    kustomization's `commonLabels` (or `labels` with `includeSelectors`) give a selector
+    matching pods: built, the endpoint controller replaces the hand-given endpoints with
+    those pods (kustomize creates `spec.selector` on Services that have none). The other
+    rules judge such a Service as written.
 
     ## Why it matters
     The Service balances over all of them as one backend set: a different app with a common
@@ -102,6 +90,9 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
     """
     del settings
     for svc in inventory.services:
+        if svc.selector_created_by and endpoints_given(inventory, svc):
+            yield from _created_selector(inventory, svc)
+            continue
         assert svc.selector is not None or not inventory.targeted(svc)
         home = folder(svc.location.file)
         together: dict[str, Workload] = {}
@@ -156,6 +147,34 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
         )
 
 
+def _created_selector(inventory: Inventory, svc: Service) -> Iterator[Hit]:
+    """SVD206 for a Service written without a selector, its endpoints given by hand, that a
+    kustomization's labels give one matching pods: built, the endpoint controller replaces
+    the hand-given endpoints with those pods (petclinic-ms' external-services.yaml under
+    `commonLabels`; judge467)."""
+    assert svc.selector is not None
+    chosen = [w for w in inventory.workloads if targets(svc, w, inventory.namespace)]
+    if not chosen:
+        return
+    shown = ", ".join(str(w.ref) for w in chosen[:3])
+    shown += f" and {len(chosen) - 3} more" if len(chosen) > 3 else ""
+    pairs = ", ".join(f"{k}: {v}" for k, v in svc.selector.items())
+    home = os.path.relpath(svc.selector_created_by, os.path.abspath(folder(svc.location.file)))
+    where = "beside it" if home == "." else f"in {home}/"
+    yield Hit(
+        svc,
+        f"Service {svc.ref.name} has no selector in its file and its endpoints are given by "
+        f"hand, but the labels of the kustomization {where} (commonLabels, or labels with "
+        f"includeSelectors) give it one ({pairs}): built, it selects the pods of {shown}, and "
+        "the endpoint controller replaces the hand-given endpoints with theirs",
+        fix=note(
+            f"# in the kustomization {where}: add these labels with\n#   labels: [{{pairs: "
+            f"{{{pairs}}}, includeSelectors: false}}]\n# instead of commonLabels, or build this "
+            "Service in a kustomization that adds no selector labels"
+        ),
+    )
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def folder(file: str) -> str:
     """The folder a file is in (cached: rules compare every pair of objects)."""
@@ -202,13 +221,6 @@ def _applied_to_each(inventory: Inventory, w: Workload, home: str) -> bool:
         and selector_matches(s.selector, w.template.labels)
     }
     return len(spaces - {""}) > 1
-
-
-def same_namespace(a: str, b: str) -> bool:
-    """Whether two objects' namespaces are one: equal, unset beside `default`, or a variable
-    the tool that applies the files fills in (`${NAMESPACE}`: OpenShift operators' assets,
-    envsubst; `{{.NameSpace}}`: a Go template's), which may be either."""
-    return a == b or {a, b} == {"", "default"} or "{" in a or "{" in b  # no name has a brace
 
 
 # Labels a controller adds to the pods it makes: value -> whether the workload makes it.

@@ -550,9 +550,12 @@ def _built(o: T, found: list[KustomizeLabels], ambiguous: frozenset[str]) -> T:
         o = replace(o, replicas=_count(o.ref.name, found, o.replicas))
     elif isinstance(o, Service):
         selectors = {k: v for k, v in _merged(found, "selectors").items() if k not in ambiguous}
-        if selectors:  # created on a Service without one, as kustomize does: its
-            # commonLabels field specs (api/internal/konfig/builtinpluginconsts/
-            # commonlabels.go) have `spec/selector` with `create: true` for v1 Service
+        if selectors and o.selector is None:  # created, as kustomize does: its commonLabels
+            # field specs (api/internal/konfig/builtinpluginconsts/commonlabels.go) have
+            # `spec/selector` with `create: true` for v1 Service
+            by = next(k.home for k in found if k.selectors)
+            o = replace(o, selector=selectors, selector_created_by=by)
+        elif selectors:
             o = replace(o, selector=(o.selector or {}) | selectors)
         if labels := _merged(found, "metadata"):
             o = replace(o, labels=o.labels | labels)

@@ -110,7 +110,9 @@ class Inventory:
                     by_label.setdefault((namespace, *pair), []).append(w)
         for svc in self.services:
             explicit = self.backends.get(svc.ref)
-            if explicit:
+            if svc.selector_created_by and endpoints_given(self, svc):
+                found = ()  # written with its backends by hand: SVD206 says kustomize breaks it
+            elif explicit:
                 found = tuple(w for ref in explicit for w in by_ref.get(ref, ()))
             else:
                 namespace = self.namespace_of(svc.ref)
@@ -439,3 +441,33 @@ def targets(service: Service, workload: Workload, namespace: str = DEFAULT_NAMES
         and (service.ref.namespace or namespace) == (workload.ref.namespace or namespace)
         and selector_matches(service.selector, workload.template.labels)
     )
+
+
+def endpoints_given(inventory: Inventory, svc: Service) -> bool:
+    """Endpoints or EndpointSlices of the Service are among the inputs (test fixtures,
+    ``kubectl get`` dumps): they, not a label match, say what backs it."""
+    return any(
+        same_namespace(namespace, svc.ref.namespace)
+        for namespace in inventory.derived(_endpoint_owners).get(svc.ref.name, ())
+    )
+
+
+def _endpoint_owners(inventory: Inventory) -> dict[str, tuple[str, ...]]:
+    """Service name → namespaces of the Endpoints/EndpointSlices given for it."""
+    owners: dict[str, tuple[str, ...]] = {}
+    for r in inventory.resources:
+        if r.ref.kind == "Endpoints":
+            name = r.ref.name
+        elif r.ref.kind == "EndpointSlice":
+            name = r.labels.get("kubernetes.io/service-name", "")
+        else:
+            continue
+        owners[name] = (*owners.get(name, ()), r.ref.namespace)
+    return owners
+
+
+def same_namespace(a: str, b: str) -> bool:
+    """Whether two objects' namespaces are one: equal, unset beside `default`, or a variable
+    the tool that applies the files fills in (`${NAMESPACE}`: OpenShift operators' assets,
+    envsubst; `{{.NameSpace}}`: a Go template's), which may be either."""
+    return a == b or {a, b} == {"", "default"} or "{" in a or "{" in b  # no name has a brace

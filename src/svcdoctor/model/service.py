@@ -42,6 +42,8 @@ class Service:
     # publishNotReadyAddresses: its endpoints are every pod, ready or not, terminating or not
     publish_not_ready: bool = False
     load_balancer_class: str | None = None  # spec.loadBalancerClass: which LB implements it
+    # the folder of the kustomization whose labels create the selector: the file has none
+    selector_created_by: str = ""
 
 
 # KEDA's ScaledObject: https://keda.sh/docs/2.16/reference/scaledobject-spec/; the
