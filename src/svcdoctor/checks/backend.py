@@ -35,10 +35,9 @@ from svcdoctor.checks.rollout import (
     stops_first_on_purpose,
     until_replicated,
 )
-from svcdoctor.checks.selection import endpoints_given
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Probe, Service, Severity, Workload
-from svcdoctor.model.inventory import selector_matches
+from svcdoctor.model.inventory import endpoints_given, selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
 

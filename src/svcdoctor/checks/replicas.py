@@ -19,7 +19,6 @@ from svcdoctor.checks.election import ELECT_FIRST, leader_served, unknown_electi
 from svcdoctor.checks.images import embedded_database, socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import stops_first
-from svcdoctor.checks.selection import endpoints_given, same_namespace
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import (
     ELECTION_OFF,
@@ -40,7 +39,14 @@ from svcdoctor.model import (
     Severity,
     Workload,
 )
-from svcdoctor.model.inventory import nearest, operator_asset, pods_kept, related
+from svcdoctor.model.inventory import (
+    endpoints_given,
+    nearest,
+    operator_asset,
+    pods_kept,
+    related,
+    same_namespace,
+)
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
 

@@ -110,6 +110,7 @@ class Inventory:
                     by_label.setdefault((namespace, *pair), []).append(w)
         for svc in self.services:
             explicit = self.backends.get(svc.ref)
+            found: tuple[Workload, ...]
             if svc.selector_created_by and endpoints_given(self, svc):
                 found = ()  # written with its backends by hand: SVD206 says kustomize breaks it
             elif explicit:
