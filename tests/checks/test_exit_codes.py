@@ -478,6 +478,31 @@ def test_workloads_of_images_only_a_local_cluster_holds_get_notes(tmp_path: Path
     assert Severity.WARNING in {f.severity for f in lint_paths([str(tmp_path)]).findings}
 
 
+def test_the_manifests_a_tiltfile_applies_get_notes(tmp_path: Path) -> None:
+    """unkey's dev/Tiltfile and tilt's own web/Tiltfile: `k8s_yaml` applies the manifests
+    to a development cluster, with Tilt's live updates; their findings are notes naming the
+    Tiltfile's line, also for a folder `kustomize` or `listdir` names; a file no Tiltfile
+    names keeps its warnings (judge454, judge473)."""
+    (tmp_path / "dev" / "k8s").mkdir(parents=True)
+    (tmp_path / "dev" / "k8s" / "web.yaml").write_text(WEBTEST)
+    (tmp_path / "dev" / "Tiltfile").write_text(
+        "docker_build('webtest', '..')\n\nk8s_yaml(\n    'k8s/web.yaml',\n)\n"
+    )
+    (tmp_path / "prod").mkdir()
+    (tmp_path / "prod" / "web.yaml").write_text(WEBTEST)
+    found = lint_paths([str(tmp_path)]).findings
+    dev = [f for f in found if "dev" in Path(f.location.file).parts]
+    assert {f.rule for f in dev} == {"SVD101", "SVD201", "SVD204"}
+    assert {f.severity for f in dev} == {Severity.INFO}
+    assert all(f.message.endswith("Tiltfile:4))") for f in dev), dev[0].message
+    assert "(a note: a Tiltfile applies it to a development cluster (" in dev[0].message
+    prod = [f for f in found if "prod" in Path(f.location.file).parts]
+    assert {f.severity for f in prod} == {Severity.WARNING}
+    (tmp_path / "dev" / "Tiltfile").write_text("k8s_yaml(kustomize('k8s'))\n")
+    found = lint_paths([str(tmp_path / "dev")]).findings
+    assert {f.severity for f in found} == {Severity.INFO}
+
+
 def test_a_pulling_copy_beside_a_local_one_keeps_its_warnings(tmp_path: Path) -> None:
     """ewolff/microservice-istio: `order.yaml` runs a local build (imagePullPolicy: Never)
     and `order-dockerhub.yaml` the same objects from Docker Hub; the copy that pulls is no

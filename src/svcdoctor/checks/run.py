@@ -120,7 +120,8 @@ def _severity(
     broken: bool = False,
 ) -> Finding:
     """The finding at the severity the configuration sets for its rule, or a note where it
-    is on a test's manifest or on objects only a local cluster runs (``local``), or, for an
+    is on a test's manifest or on objects only a local cluster runs (``local``) or a
+    Tiltfile applies (``Inventory.developed``), or, for an
     input that cannot be read (``broken``), on a file named as invalid on purpose."""
     if override is not None:
         return replace(finding, severity=override)
@@ -130,6 +131,8 @@ def _severity(
         held = _invalid_on_purpose(file)
     if held is None and finding.object is not None and (finding.object, file) in local:
         held = "its images are only on the nodes of a local cluster (imagePullPolicy: Never)"
+    if held is None and (tiltfile := inventory.developed.get(file)) is not None:
+        held = f"a Tiltfile applies it to a development cluster ({tiltfile})"
     if held is None:
         return finding
     return replace(

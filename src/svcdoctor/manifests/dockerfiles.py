@@ -58,10 +58,12 @@ PLAIN = ("Dockerfile", "Containerfile")
 @dataclass(frozen=True, slots=True)
 class Builds:
     """What builds the images: the Dockerfiles found, and the Dockerfiles ``skaffold.yaml``
-    files build named images from (image name → Dockerfiles)."""
+    files build named images from (image name → Dockerfiles); and the manifests Tiltfiles
+    apply to a development cluster (file or folder → the Tiltfile's ``path:line``)."""
 
     dockerfiles: tuple[Path, ...] = ()
     artifacts: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
+    tilted: Mapping[Path, str] = field(default_factory=dict)
 
     @property
     def any(self) -> bool:
@@ -79,7 +81,12 @@ def find_builds(paths: Sequence[str]) -> Builds:
     linted directories and their git repository's root."""
     found, configs = _walk(paths)
     artifacts: dict[str, tuple[Path, ...]] = {}
+    tilted: dict[Path, str] = {}
     for config in configs:
+        if _TILTFILE.fullmatch(config.name):
+            for path, where in tilt_manifests(config):
+                tilted.setdefault(path, where)
+            continue
         read = (
             skaffold_artifacts
             if config.name in _SKAFFOLD
@@ -92,7 +99,37 @@ def find_builds(paths: Sequence[str]) -> Builds:
         for name, dockerfile in read(config):
             if dockerfile not in artifacts.get(name, ()):
                 artifacts[name] = (*artifacts.get(name, ()), dockerfile)
-    return Builds(tuple(found), artifacts)
+    return Builds(tuple(found), artifacts, tilted)
+
+
+# Tilt's config (https://docs.tilt.dev/api.html): the manifests its `k8s_yaml` applies, named
+# in that call or in the `read_file`, `read_yaml_stream`, `kustomize` and `listdir` whose
+# result it takes (unkey's dev/Tiltfile, tilt's own web/Tiltfile; judge454, judge473). Tilt
+# runs a development loop against a development cluster, live-updating its pods.
+_TILTFILE = re.compile(r"Tiltfile(\.[\w.-]+)?|[\w.-]+\.tiltfile")
+_TILT_CALL = re.compile(r"\b(k8s_yaml|read_file|read_yaml_stream|kustomize|listdir)\s*\(")
+_QUOTED = re.compile(r"""(["'])([^"'\n$%{}]+)\1""")
+_MOST_CALL_CHARS = 2000
+
+
+def tilt_manifests(config: Path) -> list[tuple[Path, str]]:
+    """(manifest file or folder, ``path:line``) of each path a Tiltfile's manifest calls
+    name that exists, read from the Tiltfile's folder."""
+    text = _small_text(config)
+    if text is None or "k8s_yaml" not in text:
+        return []
+    where = os.path.relpath(config) if config.is_absolute() else str(config)
+    out: list[tuple[Path, str]] = []
+    for m in _TILT_CALL.finditer(text):
+        depth, end = 1, m.end()
+        while depth and end < min(len(text), m.end() + _MOST_CALL_CHARS):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        for q in _QUOTED.finditer(text, m.end(), end):
+            path = (config.parent / q.group(2)).resolve()
+            if q.group(2) not in (".", "..") and path.exists():
+                out.append((path, f"{where}:{text.count(chr(10), 0, q.start()) + 1}"))
+    return out
 
 
 # Shell scripts and Makefiles that build images: ``docker build``, ``docker buildx build``
@@ -326,6 +363,7 @@ def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
                 entry.name in _SKAFFOLD | _DAPR_RUN
                 or _BUILD_SCRIPT.search(entry.name)
                 or entry.name.endswith(".md")
+                or _TILTFILE.fullmatch(entry.name)
             ):
                 configs.append(Path(entry.path))
     return list(found), configs

@@ -6,6 +6,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from svcdoctor.manifests.configs import (
@@ -134,8 +135,23 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         skipped=loaded.skipped,
         images=_renamed(facts, workloads, built_workloads),
         dialed=Dialing.of(_env_dialed(workloads, loaded.dialed)),
+        developed=_tilted(loaded.builds.tilted, [*workloads, *services]),
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )
+
+
+def _tilted(tilted: Mapping[Path, str], objects: Sequence[Workload | Service]) -> dict[str, str]:
+    """The objects' files a Tiltfile applies (by name, or in a folder it names), each with
+    where the Tiltfile says so."""
+    if not tilted:
+        return {}
+    out: dict[str, str] = {}
+    for file in {o.location.file for o in objects if o.location is not None}:
+        path = Path(file).resolve()
+        where = next((tilted[p] for p in (path, *path.parents) if p in tilted), None)
+        if where is not None:
+            out[file] = where
+    return out
 
 
 def _renamed(

@@ -86,6 +86,8 @@ class Inventory:
     images: dict[str, ImageFacts] = field(default_factory=dict)
     # What the input files dial: who calls which Service, or which pod by its own name
     dialed: Dialing = field(default_factory=Dialing)
+    # file → the Tiltfile (``path:line``) that applies it to a development cluster
+    developed: Mapping[str, str] = field(default_factory=dict)
     _targets: dict[int, tuple[Workload, ...]] = field(default_factory=dict, compare=False)
     _backing: dict[int, tuple[Service, ...]] = field(default_factory=dict, compare=False)
     _derived: dict[Callable[[Inventory], object], object] = field(
