@@ -312,6 +312,32 @@ def test_a_namespace_less_object_joins_the_one_namespace_its_folder_names(
     assert ("SVD207", "injector-svc") not in _rules([str(tmp_path)])
 
 
+def test_a_namespace_less_copy_in_a_sibling_folder_is_no_partner(tmp_path: Path) -> None:
+    """correspondence_tool_staff's config/kubernetes: development/ holds the Deployment and
+    its Service without a namespace, production/ the Deployment without one and the Service
+    in `track-a-query-production`: the production Deployment joins its folder's namespace;
+    development's copies are another environment, not a partner it may meet where it is
+    (judge473). A namespace-less Service in the same folder still keeps it where it is."""
+    loose_svc = INJECTOR_SVC.replace(", namespace: vault", "")
+    _write(
+        tmp_path,
+        {
+            "development/deployment.yaml": INJECTOR,
+            "development/service.yaml": loose_svc,
+            "production/deployment.yaml": INJECTOR,
+            "production/service.yaml": INJECTOR_SVC,
+        },
+    )
+    workloads = build_inventory(load([str(tmp_path)])).workloads
+    spaces = {Path(w.location.file).parent.name: w.ref.namespace for w in workloads}
+    assert spaces == {"development": "", "production": "vault"}
+    found = _rules([str(tmp_path)])
+    assert ("SVD207", "injector-svc") not in found
+    (tmp_path / "production/loose.yaml").write_text(loose_svc.replace("injector-svc", "other"))
+    workloads = build_inventory(load([str(tmp_path)])).workloads
+    assert {w.ref.namespace for w in workloads} == {""}
+
+
 def test_a_patch_file_is_no_object(tmp_path: Path) -> None:
     """rabbitmq/cluster-operator config/overlays/metrics-https: a Service patch listed under
     `patches:` is not a namespace-less Service of its own (judge36 class D2)."""

@@ -7,9 +7,11 @@ Deployment in ``tutorial`` is meant for ``tutorial`` (redhat-developer-demos/ist
 keycloak/). A namespace-less Service joins the one namespace of the folder's workloads it
 selects, a namespace-less workload that of the folder's Services selecting it, and an
 autoscaler or a selector-bearing resource (a PodDisruptionBudget) the namespace its
-workload joined. Nothing moves when it meets a namespace-less partner anywhere in the run
-(it may meet that one where it is), when the folder names two namespaces for it, or when
-the folder holds a named twin of it (the same kind and name: an alternative file, argo-cd's
+workload joined. Nothing moves when it meets a namespace-less partner in its folder, above
+or below it (it may meet that one where it is; a partner in a sibling folder is another
+environment's copy: correspondence_tool_staff's config/kubernetes/development/ beside
+production/, judge473), when the folder names two namespaces for it, or when the folder
+holds a named twin of it (the same kind and name: an alternative file, argo-cd's
 guestbook-with-namespace/).
 """
 
@@ -32,8 +34,8 @@ class Folders:
     (workloads by pod label, Services by selector pair) and workloads by folder."""
 
     named: dict[str, list[Workload | Service]] = field(default_factory=dict)
-    loose_pods: dict[Pair, list[Workload]] = field(default_factory=dict)
-    loose_selectors: dict[Pair, list[Service]] = field(default_factory=dict)
+    loose_pods: dict[Pair, list[tuple[Workload, str]]] = field(default_factory=dict)
+    loose_selectors: dict[Pair, list[tuple[Service, str]]] = field(default_factory=dict)
     loose_in: dict[str, list[Workload]] = field(default_factory=dict)
 
 
@@ -50,10 +52,10 @@ def gather(objects: Iterable[tuple[Placed, str]]) -> Folders:
         elif isinstance(o, Workload):
             folders.loose_in.setdefault(home, []).append(o)
             for pair in o.template.labels.items():
-                folders.loose_pods.setdefault(pair, []).append(o)
+                folders.loose_pods.setdefault(pair, []).append((o, home))
         else:
             for pair in (o.selector or {}).items():
-                folders.loose_selectors.setdefault(pair, []).append(o)
+                folders.loose_selectors.setdefault(pair, []).append((o, home))
     return folders
 
 
@@ -83,25 +85,34 @@ def _partners(folders: Folders, o: Workload | Service, home: str) -> str:
     named = folders.named.get(home, [])
     if any((n.ref.kind, n.ref.name) == (o.ref.kind, o.ref.name) for n in named):
         return ""
-    if _loose_partner(folders, o):
+    if _loose_partner(folders, o, home):
         return ""
     found = {n.ref.namespace for n in named if _meet(o, n)}
     return found.pop() if len(found) == 1 else ""
 
 
-def _loose_partner(folders: Folders, o: Workload | Service) -> bool:
-    """Whether a namespace-less object of the run meets ``o`` (looked up by label pair)."""
+def _loose_partner(folders: Folders, o: Workload | Service, home: str) -> bool:
+    """Whether a namespace-less object in ``home``, above or below it meets ``o`` (looked up
+    by label pair)."""
     if isinstance(o, Service):
         selector = o.selector or {}
         first = next(iter(selector.items()), None)
         pods = folders.loose_pods.get(first, []) if first else []
-        return any(selector_matches(selector, w.template.labels) for w in pods)
+        return any(
+            _in_line(home, there) and selector_matches(selector, w.template.labels)
+            for w, there in pods
+        )
     labels = o.template.labels
     return any(
-        s.selector and selector_matches(s.selector, labels)
+        _in_line(home, there) and s.selector and selector_matches(s.selector, labels)
         for pair in labels.items()
-        for s in folders.loose_selectors.get(pair, [])
+        for s, there in folders.loose_selectors.get(pair, [])
     )
+
+
+def _in_line(a: str, b: str) -> bool:
+    """Whether folder ``a`` is ``b``, or one is inside the other."""
+    return a == b or a.startswith(f"{b}/") or b.startswith(f"{a}/") or not a or not b
 
 
 def _meet(a: Workload | Service, b: Workload | Service) -> bool:

@@ -134,7 +134,7 @@ def compose_documents(text: str) -> tuple[list[yaml.Node | None], yaml.YAMLError
     libyaml rejects a few inputs the pure-Python parser accepts (``[001:db8::]`` in a flow
     sequence) and both reject an anchor defined twice, which YAML allows; on an error the
     pure-Python parser gets a second try (``_RedefiningLoader``), so we read what
-    ``yaml.safe_load_all`` reads and such anchors. Above ``RETRY_MAX_CHARS`` only those known
+    ``yaml.safe_load_all`` reads, and such anchors too. Above ``RETRY_MAX_CHARS`` only those known
     errors are retried: the second parse of a large file would otherwise take a minute to
     report the same error.
     """
@@ -145,7 +145,7 @@ def compose_documents(text: str) -> tuple[list[yaml.Node | None], yaml.YAMLError
         return nodes, None
     except yaml.YAMLError as exc:
         # The pure-Python parser is several times slower: a second try of a big input is
-        # only worth it for the error it is known to accept.
+        # only worth it for the errors it is known to accept.
         known = getattr(exc, "problem", None) == _LIBYAML_STRICTER
         known = known or getattr(exc, "context", None) == _REDEFINED
         if len(text) > RETRY_MAX_CHARS and not known:
