@@ -495,12 +495,25 @@ def test_the_manifests_a_tiltfile_applies_get_notes(tmp_path: Path) -> None:
     assert {f.rule for f in dev} == {"SVD101", "SVD201", "SVD204"}
     assert {f.severity for f in dev} == {Severity.INFO}
     assert all(f.message.endswith("Tiltfile:4))") for f in dev), dev[0].message
-    assert "(a note: a Tiltfile applies it to a development cluster (" in dev[0].message
+    assert "(a note: a Tiltfile runs it on a development cluster (" in dev[0].message
     prod = [f for f in found if "prod" in Path(f.location.file).parts]
     assert {f.severity for f in prod} == {Severity.WARNING}
     (tmp_path / "dev" / "Tiltfile").write_text("k8s_yaml(kustomize('k8s'))\n")
     found = lint_paths([str(tmp_path / "dev")]).findings
     assert {f.severity for f in found} == {Severity.INFO}
+    # a variant no Tiltfile names, of images a Tiltfile builds (kubetail's hack/tilt/
+    # kubetail-tokenauth.yaml; judge479); the release's tagged image is no such one
+    untagged = WEBTEST.replace("ghcr.io/cloudnative-pg/webtest:1.7.0", "webtest")
+    (tmp_path / "dev" / "k8s" / "web.yaml").unlink()
+    (tmp_path / "dev" / "variant.yaml").write_text(untagged)
+    (tmp_path / "dev" / "Tiltfile").write_text(
+        "k8s_yaml('k8s')\ndocker_build_with_restart(\n  'webtest',\n  '.',\n)\n"
+    )
+    found = lint_paths([str(tmp_path / "dev")]).findings
+    assert {f.severity for f in found} == {Severity.INFO}
+    assert all(f.message.endswith("Tiltfile:3))") for f in found)
+    (tmp_path / "dev" / "variant.yaml").write_text(untagged.replace("webtest}", "webtest:1}"))
+    assert Severity.WARNING in {f.severity for f in lint_paths([str(tmp_path)]).findings}
 
 
 def test_a_pulling_copy_beside_a_local_one_keeps_its_warnings(tmp_path: Path) -> None:

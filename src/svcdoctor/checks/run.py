@@ -132,7 +132,7 @@ def _severity(
     if held is None and finding.object is not None and (finding.object, file) in local:
         held = "its images are only on the nodes of a local cluster (imagePullPolicy: Never)"
     if held is None and (tiltfile := inventory.developed.get(file)) is not None:
-        held = f"a Tiltfile applies it to a development cluster ({tiltfile})"
+        held = f"a Tiltfile runs it on a development cluster ({tiltfile})"
     if held is None:
         return finding
     return replace(

@@ -58,12 +58,13 @@ PLAIN = ("Dockerfile", "Containerfile")
 @dataclass(frozen=True, slots=True)
 class Builds:
     """What builds the images: the Dockerfiles found, and the Dockerfiles ``skaffold.yaml``
-    files build named images from (image name → Dockerfiles); and the manifests Tiltfiles
-    apply to a development cluster (file or folder → the Tiltfile's ``path:line``)."""
+    files build named images from (image name → Dockerfiles); and what Tiltfiles run on a
+    development cluster: the manifests they apply (file or folder) and the images they build
+    (reference), each → the Tiltfile's ``path:line``."""
 
     dockerfiles: tuple[Path, ...] = ()
     artifacts: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
-    tilted: Mapping[Path, str] = field(default_factory=dict)
+    tilted: Mapping[Path | str, str] = field(default_factory=dict)
 
     @property
     def any(self) -> bool:
@@ -81,7 +82,7 @@ def find_builds(paths: Sequence[str]) -> Builds:
     linted directories and their git repository's root."""
     found, configs = _walk(paths)
     artifacts: dict[str, tuple[Path, ...]] = {}
-    tilted: dict[Path, str] = {}
+    tilted: dict[Path | str, str] = {}
     for config in configs:
         if _TILTFILE.fullmatch(config.name):
             for path, where in tilt_manifests(config):
@@ -104,22 +105,32 @@ def find_builds(paths: Sequence[str]) -> Builds:
 
 # Tilt's config (https://docs.tilt.dev/api.html): the manifests its `k8s_yaml` applies, named
 # in that call or in the `read_file`, `read_yaml_stream`, `kustomize` and `listdir` whose
-# result it takes (unkey's dev/Tiltfile, tilt's own web/Tiltfile; judge454, judge473). Tilt
-# runs a development loop against a development cluster, live-updating its pods.
+# result it takes (unkey's dev/Tiltfile, tilt's own web/Tiltfile; judge454, judge473), and
+# the images its `docker_build` and `custom_build` (and extensions': `docker_build_with_restart`)
+# build, which Tilt puts in any manifest it applies (a variant file beside them: kubetail's
+# hack/tilt/; judge479). Tilt runs a
+# development loop against a development cluster, live-updating its pods.
 _TILTFILE = re.compile(r"Tiltfile(\.[\w.-]+)?|[\w.-]+\.tiltfile")
 _TILT_CALL = re.compile(r"\b(k8s_yaml|read_file|read_yaml_stream|kustomize|listdir)\s*\(")
+_TILT_BUILD = re.compile(
+    r"""\b(?:docker_build|custom_build)\w*\s*\(\s*(?:ref\s*=\s*)?["']([^"'\s$%{}]+)["']"""
+)
 _QUOTED = re.compile(r"""(["'])([^"'\n$%{}]+)\1""")
 _MOST_CALL_CHARS = 2000
 
 
-def tilt_manifests(config: Path) -> list[tuple[Path, str]]:
+def tilt_manifests(config: Path) -> list[tuple[Path | str, str]]:
     """(manifest file or folder, ``path:line``) of each path a Tiltfile's manifest calls
-    name that exists, read from the Tiltfile's folder."""
+    name that exists, read from the Tiltfile's folder; and (image reference, ``path:line``)
+    of each image it builds."""
     text = _small_text(config)
     if text is None or "k8s_yaml" not in text:
         return []
     where = os.path.relpath(config) if config.is_absolute() else str(config)
-    out: list[tuple[Path, str]] = []
+    out: list[tuple[Path | str, str]] = [
+        (m.group(1), f"{where}:{text.count(chr(10), 0, m.start(1)) + 1}")
+        for m in _TILT_BUILD.finditer(text)
+    ]
     for m in _TILT_CALL.finditer(text):
         depth, end = 1, m.end()
         while depth and end < min(len(text), m.end() + _MOST_CALL_CHARS):

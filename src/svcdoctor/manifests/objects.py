@@ -140,9 +140,12 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
     )
 
 
-def _tilted(tilted: Mapping[Path, str], objects: Sequence[Workload | Service]) -> dict[str, str]:
-    """The objects' files a Tiltfile applies (by name, or in a folder it names), each with
-    where the Tiltfile says so."""
+def _tilted(
+    tilted: Mapping[Path | str, str], objects: Sequence[Workload | Service]
+) -> dict[str, str]:
+    """The objects' files a Tiltfile applies (by name, or in a folder it names), or whose
+    workloads run only images a Tiltfile builds, named as its reference is (no tag: a
+    release's manifest tags its images), each with where the Tiltfile says so."""
     if not tilted:
         return {}
     out: dict[str, str] = {}
@@ -151,6 +154,11 @@ def _tilted(tilted: Mapping[Path, str], objects: Sequence[Workload | Service]) -
         where = next((tilted[p] for p in (path, *path.parents) if p in tilted), None)
         if where is not None:
             out[file] = where
+    for w in (o for o in objects if isinstance(o, Workload) and o.location is not None):
+        images = [c.image for c in w.template.containers]
+        built = [tilted.get(i) for i in images]
+        if images and all(built):
+            out.setdefault(w.location.file, str(built[0]))
     return out
 
 
