@@ -46,7 +46,10 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
     may be applied from elsewhere: a Service not defined near the route is not reported, and
     a cross-namespace reference is an error only when ReferenceGrants of the target
     namespace are defined near the route and none allows it (otherwise an info: "no
-    ReferenceGrant in the input allows it"). The finding points at the line of the backend.
+    ReferenceGrant in the input allows it"); a route that names no namespace of its own is
+    applied to one its files do not tell (a Flux Kustomization's `targetNamespace`, `kubectl
+    apply -n`), maybe the backend's: its cross-namespace reference is not reported. The
+    finding points at the line of the backend.
     Not flagged: the port `use-annotation` of an Ingress of the AWS Load Balancer Controller
     (class `alb`), whose backends its `alb.ingress.kubernetes.io/actions.*` annotation names;
     a port number that is a Service port's `targetPort` on an Ingress of class `nginx` or
@@ -107,7 +110,8 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
         if _another_example(inventory, lost):
             continue
         if _cross_namespace(inventory, lost):
-            yield _refused(inventory, lost)
+            if lost.route.ref.namespace or inventory.live is not None:
+                yield _refused(inventory, lost)
             continue
         route, backend = lost.route, lost.backend
         fails = _FAILS.get(route.kind, _CONNECTIONS)
