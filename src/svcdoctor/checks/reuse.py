@@ -306,6 +306,9 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     literal env value (`GRPC_PORT=N`) naming the same port.
 
     Not flagged:
+    - a ClusterIP Service without a selector: its endpoints are given by hand (an external
+      VIP or VM: netscaler's Service Mesh Lite examples, petclinic-ms' camunda; judge467,
+      judge475), no pods the inputs show;
     - pods whose clients balance each request: Istio sidecar injection asked on the pod
       (`sidecar.istio.io/inject: "true"`, an `istio.io/rev` label, an `istio-proxy`
       container) for a port Istio reads as gRPC/HTTP2; Linkerd injection
@@ -417,6 +420,8 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
         workloads = inventory.targeted(svc)
         mesh, certain = _mesh(workloads)
         external = svc.type in ("LoadBalancer", "NodePort")
+        if svc.selector is None and not external:
+            continue  # endpoints given by hand (a VIP, a VM): no pods here to balance over
         l7, meshed_path = _l7_hop(svc, workloads, paths)
         if l7 and not meshed_path and not external:
             continue  # a gRPC route's controller balances each request over the pods
