@@ -286,9 +286,10 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     `/ping`, `/status`, `/ok`, `/hello`, Hazelcast's `/hazelcast/health/node-state`;
     CloudNativePG's operator's `/readyz`, Envoy's admin `/ready`, any path of httpbin, an echo
     server), a query asking for the app's health or version (`?health=true`, SABnzbd's
-    `/api?mode=version`), a path whose handler in the app file of the image's build context
-    (as SVD117 finds it) only returns a constant (a Flask or FastAPI route whose body is
-    `return 'ok', 200`, an Express route that sends a literal), the root page and static
+    `/api?mode=version`), an API's schema or docs page (`/openapi.json`, `/docs`), a path
+    whose handler in the app file of the image's build context (as SVD117 finds it) only
+    returns a constant (a Flask or FastAPI route whose body is `return 'ok', 200`, an
+    Express route that sends a literal), the root page and static
     files, kubebuilder's manager health port (8081 `/readyz`, `/healthz`: controller-runtime's
     in-process Ping), `tcpSocket`, a gRPC server's overall status, and commands (unless they
     fetch such a URL).

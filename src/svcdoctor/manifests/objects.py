@@ -26,7 +26,12 @@ from svcdoctor.manifests.imagebuilds import match_images
 from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
 from svcdoctor.manifests.loader import LoadResult
 from svcdoctor.manifests.removed import folded_releases, removed, removed_in
-from svcdoctor.manifests.resources import autoscaler, resource, rollout_experiments
+from svcdoctor.manifests.resources import (
+    autoscaler,
+    other_autoscaler,
+    resource,
+    rollout_experiments,
+)
 from svcdoctor.manifests.routes import route_object
 from svcdoctor.manifests.yamlnodes import YMap
 from svcdoctor.model import (
@@ -89,6 +94,8 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         elif raw.kind in AUTOSCALER_KINDS:
             if hpa := autoscaler(f):
                 autoscalers.append(hpa)
+        elif hpa := other_autoscaler(f):
+            autoscalers.append(hpa)
         elif isinstance(found := route_object(f), Route):
             routes.append(found)
         elif isinstance(found, Front):

@@ -56,10 +56,11 @@ _DEEP_PATH = re.compile(
 # 200 by themselves (Go's /healthz, /livez, /ping; /ok; a demo's /hello; Hazelcast's
 # /hazelcast/health/node-state, this member's own lifecycle state:
 # https://docs.hazelcast.com/hazelcast/5.5/maintain-cluster/rest-api#health-check), the root
-# page, static files.
+# page, static files, an API's schema and docs page (FastAPI's /openapi.json and /docs, made
+# from the routes at start: mcpo; judge480).
 _PROCESS_PATH = re.compile(
     r"^/*(?:[^?#]*/)?(healthz?|livez?|liveness|alive|ping|heartbeat|hc|health[-_]?check|status|ok|hello|node-state|"
-    r"up|metrics|version|index\.html?|[^/?#]*\.(?:html?|txt|css|js|png|ico|svg))?/*(?:[?#].*)?$",
+    r"up|metrics|version|openapi\.json|swagger\.json|docs|index\.html?|[^/?#]*\.(?:html?|txt|css|js|png|ico|svg))?/*(?:[?#].*)?$",
     re.IGNORECASE,
 )
 # kubebuilder's scaffold: the manager's --health-probe-bind-address=:8081 serves /healthz
