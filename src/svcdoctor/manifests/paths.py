@@ -57,8 +57,15 @@ CHART_TEMPLATES = frozenset({"templates", "files"})
 
 
 # A Helm chart's definition, or the template a build generates it from (gloo's
-# install/helm/gloo/Chart-template.yaml, which its `make` turns into Chart.yaml; judge421)
-CHART_FILES = ("Chart.yaml", "Chart.yml", "Chart-template.yaml", "Chart.yaml.tmpl")
+# install/helm/gloo/Chart-template.yaml, which its `make` turns into Chart.yaml; judge421;
+# heron's deploy/kubernetes/helm/Chart.yaml.template, filled in by its Bazel build; judge482)
+CHART_FILES = (
+    "Chart.yaml",
+    "Chart.yml",
+    "Chart-template.yaml",
+    "Chart.yaml.tmpl",
+    "Chart.yaml.template",
+)
 
 
 def is_chart(folder: Path) -> bool:

@@ -12,12 +12,13 @@ import yaml
 _DOCUMENT_START = re.compile(r"---(?:[ \t].*)?")
 # A placeholder a script replaces that is never YAML: single braces glued to a value,
 # `image: {username}/app:1` (kserve's docs/samples; judge193: a flow mapping cannot go on
-# into text), `@NAME@` (autoconf's and sed's: longhorn's dev/scale-test; judge195), or a
+# into text), `@NAME@` (autoconf's and sed's: longhorn's dev/scale-test; judge195) or
+# `%%NAME%%` (sed's: ssp-operator's functional test template; judge481), or a
 # printf verb as the whole value, `name: %s` (Go's fmt.Sprintf: topolvm's e2e testdata;
 # judge206), or an UPPER_CASE name glued to a quoted value, text sed puts there
 # (`is-kwok: "true"OTHER_LABELS_6_SPACES`: azure-container-networking's test/scale; judge412)
 _SCRIPT_PLACEHOLDER = re.compile(
-    r"(?<=[:\s])(?:\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])|@[A-Za-z_][\w-]*@"
+    r"(?<=[:\s])(?:\{[A-Za-z_][\w.-]*\}(?=[^\s,}\]])|@[A-Za-z_][\w-]*@|%%[A-Za-z_][\w-]*%%"
     r"|%[-+# 0-9.]*[sdvqfgxX](?=\s|$))|(?<=\")[A-Z][A-Z0-9]*_[A-Z0-9_]+[ \t]*$",
     re.MULTILINE,
 )
