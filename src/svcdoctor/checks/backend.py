@@ -37,6 +37,7 @@ from svcdoctor.checks.rollout import (
 )
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Probe, Service, Severity, Workload
+from svcdoctor.model.images import image_name
 from svcdoctor.model.inventory import endpoints_given, selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
@@ -515,6 +516,11 @@ def _meant_port(svc: Service, name: str, target: int | str, declared: list[str])
     return next((d for n, d in ranked if n == best), "")
 
 
+def _app(w: Workload) -> frozenset[str]:
+    """The names of the images the workload runs: its app, whatever its version."""
+    return frozenset(image_name(c.image) for c in w.template.containers)
+
+
 @rule("SVD205", "service-port-mismatch", Cause.BACKEND, Severity.ERROR, absence=True)
 def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The Service targets a port that no selected container exposes.
@@ -524,15 +530,16 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
     selected containers. A named `targetPort` must match a container port name (an error
     otherwise), counting the containers an OpenKruise SidecarSet in the inputs injects into
     the pods its selector matches; a workload that serves another of the Service's ports is
-    left out of this one on purpose (a Service that fans out, one named port per workload).
-    A numeric one reaches the container whether or not `containerPort` declares it (apps
-    listen on ports set in args or config files), so it is not reported: the files cannot
-    tell which ports the app binds. Except where they can: a
-    container that runs an official image as shipped (`nginx` or `httpd`, no command, args
-    or ports of its own, no file mounted over their configuration) listens on that image's
-    port (80), and a numeric `targetPort` other than that reaches nothing (a warning).
-    Services that carry no requests (metrics-only, as for SVD101) are not checked: a missed
-    scrape is no failed request.
+    left out of this one on purpose (a Service that fans out, one named port per workload),
+    and so is a workload of another app (other images than those that name the port) that
+    the selector catches: that one is SVD206's concern. A numeric one reaches the container
+    whether or not `containerPort` declares it (apps listen on ports set in args or config
+    files), so it is not reported: the files cannot tell which ports the app binds. Except
+    where they can: a container that runs an official image as shipped (`nginx` or `httpd`,
+    no command, args or ports of its own, no file mounted over their configuration) listens
+    on that image's port (80), and a numeric `targetPort` other than that reaches nothing (a
+    warning). Services that carry no requests (metrics-only, as for SVD101) are not checked:
+    a missed scrape is no failed request.
 
     ## Why it matters
     The EndpointSlice controller leaves a pod whose containers do not name the `targetPort`
@@ -599,11 +606,13 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 # port-less one beside them, a worker its selector catches (celery's beat and
                 # worker beside a Django app's front and back: dev-cluster; judge384)
                 fans_out = _fans_out(svc, workloads)
+                serving = {_app(w) for w in workloads if w not in missing}
                 missing = [
                     w
                     for w in missing
                     if not _serves_another(svc, p.target, w)
                     and not (fans_out and not any(c.ports for c in w.template.containers))
+                    and _app(w) in serving  # another app the selector catches: SVD206's
                 ]
             if not missing:
                 continue

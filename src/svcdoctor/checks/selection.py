@@ -50,7 +50,9 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
     (a canary beside the stable one), version splits (a `version`/`track` label that
     differs, or an Istio DestinationRule with subsets for the Service's host), and Services
     that carry no requests (metrics, probe or placeholder ports only, as for SVD101: a
-    StatefulSet's `dummy` governing Service). Flagged too: a Service written without a
+    StatefulSet's `dummy` governing Service); nor workloads in none of the Service's
+    endpoints (every port targets a name their containers do not declare: the EndpointSlice
+    controller leaves their pods out). Flagged too: a Service written without a
     selector, its endpoints given by hand (an Endpoints object among the inputs), that a
     kustomization's `commonLabels` (or `labels` with `includeSelectors`) give a selector
     matching pods: built, the endpoint controller replaces the hand-given endpoints with
@@ -103,6 +105,8 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
         for w in together.values():
             apps.setdefault(_images(w), w)
         workloads = list(apps.values())
+        endpoints = [w for w in workloads if not _left_out(svc, w)]
+        workloads = endpoints if endpoints else workloads  # none: SVD205's
         refusing = [w for w in workloads if all(refused(inventory, w, svc, p) for p in svc.ports)]
         if len(workloads) < 2 or (not refusing and _split_by_design(inventory, svc, workloads)):
             continue  # a version split, unless a version refuses the Service's connections
@@ -172,6 +176,16 @@ def _created_selector(inventory: Inventory, svc: Service) -> Iterator[Hit]:
             f"{{{pairs}}}, includeSelectors: false}}]\n# instead of commonLabels, or build this "
             "Service in a kustomization that adds no selector labels"
         ),
+    )
+
+
+def _left_out(svc: Service, w: Workload) -> bool:
+    """Whether the workload's pods are in none of the Service's endpoints: every port targets
+    a name its containers do not declare, and the EndpointSlice controller leaves such a pod
+    out (a redis the authentik-proxy Service catches by commonLabels; judge486)."""
+    return bool(svc.ports) and all(
+        isinstance(p.target, str) and not any(serves(c, p.target) for c in w.template.containers)
+        for p in svc.ports
     )
 
 
