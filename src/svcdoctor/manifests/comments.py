@@ -18,7 +18,8 @@ import re
 
 # "do not / don't / never / cannot / must not / should not … increase/scale/change/modify",
 # "only one/1/a single replica/instance", "must be 1", "singleton", "single-instance",
-# "does not support HA" (prow's ghproxy; judge267)
+# "does not support HA" (prow's ghproxy; judge267), "should not have multiple replicas"
+# (casdoor's k8s.yaml, without redis; judge490)
 _PIN = re.compile(
     r"\b(?:do\s*n[o']?t|never|can\s*n?[o']?t|must\s*n[o']?t|should\s*n[o']?t|not\s+to)\s+"
     r"(?:be\s+)?(?:increase|scale|change|modify|raise|bump|edit|touch|update)"
@@ -26,7 +27,9 @@ _PIN = re.compile(
     r"|\bmust\s+(?:be|stay|remain)\s+(?:1|one|a\s+single)\b"
     r"|\bsingleton\b|\bsingle[- ]instance\b|\bnot\s+(?:horizontally\s+)?scalable\b"
     r"|\b(?:do(?:es)?\s*n[o']?t|can\s*n?[o']?t)\s+support\s+(?:HA|high[- ]availability)\b"
-    r"|\b(?:restrict|limit)(?:ed|s)?\s+to\s+(?:one|1|a\s+single)\b",
+    r"|\b(?:restrict|limit)(?:ed|s)?\s+to\s+(?:one|1|a\s+single)\b"
+    r"|\b(?:should|must|can|could)\s*n[o']?t\s+(?:have|run|use)\s+(?:multiple|several|"
+    r"more\s+than\s+(?:one|1)|two|2)\s+(?:replicas|instances|pods|copies)\b",
     re.IGNORECASE,
 )
 _KEYS = ("replicas:", "type: Recreate")
