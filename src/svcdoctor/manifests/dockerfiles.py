@@ -26,7 +26,7 @@ import yaml
 from svcdoctor.manifests.paths import git_root
 from svcdoctor.model.images import NEXT_STANDALONE, ContextFile, ImageFacts, flask_file, image_name
 
-_MOST_ENTRIES = 5000  # directory entries looked at, over all roots
+_MOST_ENTRIES = 30000  # directory entries looked at, over all roots (a book's 6,800: judge491)
 _SKIP_DIRS = frozenset({".git", "vendor", "node_modules", "third_party", "__pycache__"})
 _MOST_BYTES = 256 * 1024  # a context file larger than this is not read
 _FLASK_APP = re.compile(r"(?:^|\s)FLASK_APP[= ]\s*\"?([\w.:/-]+)")
