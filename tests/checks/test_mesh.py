@@ -235,7 +235,8 @@ def test_alternative_namespace_files_that_differ_tell_no_injection(tmp_path: Pat
         "spec:\n  replicas: 2\n  template:\n    metadata: {labels: {app: api}}\n    spec:\n"
         "      containers:\n      - name: api\n        image: pitstop/api:1.0\n"
         "        ports: [{containerPort: 5000}]\n"
-        "        readinessProbe: {httpGet: {path: /hc, port: 5000}}\n---\n"
+        "        readinessProbe: {httpGet: {path: /hc, port: 5000}}\n"
+        "        lifecycle: {preStop: {sleep: {seconds: 10}}}\n---\n"
         "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: pitstop}\n"
         "spec: {selector: {app: api}, ports: [{name: http, port: 5000}]}\n"
     )
