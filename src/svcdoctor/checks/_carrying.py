@@ -483,15 +483,19 @@ def webhook_calls(inventory: Inventory, service: Service) -> set[tuple[str, int]
     return {(policy, port) for policy, port, _ in _calls(inventory, service)}
 
 
-def webhook_budget(inventory: Inventory, service: Service) -> int | None:
-    """The longest ``timeoutSeconds`` of the admission webhooks that call the Service when
-    they are its only clients (every port it carries is one they call), else ``None``: the
-    API server gives up on a call then, so no call of theirs lasts longer."""
-    called = _calls(inventory, service)
-    carried = {p.port for p in service.ports if not uncalled(p)}
-    if not called or not carried <= {port for _, port, _ in called}:
-        return None
-    return max(timeout for _, _, timeout in called)
+def webhook_budget(inventory: Inventory, workload: Workload) -> int | None:
+    """The longest ``timeoutSeconds`` of the admission webhooks that call the workload's
+    Services when they are the only clients of every Service carrying its requests (every
+    port such a Service carries is one they call), else ``None``: the API server gives up on
+    a call then, so no call of theirs lasts longer."""
+    longest = None
+    for service in carrying_services(inventory, workload):
+        called = _calls(inventory, service)
+        carried = {p.port for p in service.ports if not uncalled(p)}
+        if not called or not carried <= {port for _, port, _ in called}:
+            return None
+        longest = max(longest or 0, *(timeout for _, _, timeout in called))
+    return longest
 
 
 def _calls(inventory: Inventory, service: Service) -> set[tuple[str, int, int]]:

@@ -35,9 +35,9 @@ from svcdoctor.checks.rollout import (
     stops_first_on_purpose,
     until_replicated,
 )
+from svcdoctor.checks.selection import app_images
 from svcdoctor.checks.settings import Settings
 from svcdoctor.model import Cause, Container, Inventory, Probe, Service, Severity, Workload
-from svcdoctor.model.images import image_name
 from svcdoctor.model.inventory import endpoints_given, selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
 from svcdoctor.model.remedy import ProbeChange, plan_shutdown
@@ -516,11 +516,6 @@ def _meant_port(svc: Service, name: str, target: int | str, declared: list[str])
     return next((d for n, d in ranked if n == best), "")
 
 
-def _app(w: Workload) -> frozenset[str]:
-    """The names of the images the workload runs: its app, whatever its version."""
-    return frozenset(image_name(c.image) for c in w.template.containers)
-
-
 @rule("SVD205", "service-port-mismatch", Cause.BACKEND, Severity.ERROR, absence=True)
 def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     """The Service targets a port that no selected container exposes.
@@ -606,13 +601,13 @@ def service_port_mismatch(inventory: Inventory, settings: Settings) -> Iterator[
                 # port-less one beside them, a worker its selector catches (celery's beat and
                 # worker beside a Django app's front and back: dev-cluster; judge384)
                 fans_out = _fans_out(svc, workloads)
-                serving = {_app(w) for w in workloads if w not in missing}
+                serving = {app_images(w) for w in workloads if w not in missing}
                 missing = [
                     w
                     for w in missing
                     if not _serves_another(svc, p.target, w)
                     and not (fans_out and not any(c.ports for c in w.template.containers))
-                    and _app(w) in serving  # another app the selector catches: SVD206's
+                    and app_images(w) in serving  # another app the selector catches: SVD206's
                 ]
             if not missing:
                 continue

@@ -507,7 +507,7 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
             own = min(own, settings.propagation_seconds)  # then cuts no request
         stops = seconds(sleep) + own  # stops taking requests
         longest: float = settings.max_request_seconds
-        budget = _webhook_budget(inventory, w)
+        budget = webhook_budget(inventory, w)
         if budget is not None:  # the API server's calls: it gives up on one after its timeout,
             longest = budget  # so one that ends with the grace period has failed anyway
             if grace >= stops + longest:
@@ -551,16 +551,6 @@ def grace_period_too_short(inventory: Inventory, settings: Settings) -> Iterator
             line=w.template.grace_line or w.template.line,
             severity=severity,
         )
-
-
-def _webhook_budget(inventory: Inventory, w: Workload) -> int | None:
-    """The longest timeout of the admission webhooks that are the only clients of every
-    Service carrying requests to the workload (``webhook_budget``), else ``None``."""
-    carrying = carrying_services(inventory, w)
-    budgets = [webhook_budget(inventory, s) for s in carrying]
-    if not budgets or None in budgets:
-        return None
-    return max(b for b in budgets if b is not None)
 
 
 @rule("SVD103", "prestop-sleep-too-short", Cause.RACE, Severity.WARNING, fix=FixAvailability.SAFE)

@@ -103,7 +103,7 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
                 together.setdefault(w.ref.name, w)  # alternative files of one workload
         apps: dict[frozenset[str], Workload] = {}
         for w in together.values():
-            apps.setdefault(_images(w), w)
+            apps.setdefault(app_images(w), w)
         workloads = list(apps.values())
         endpoints = [w for w in workloads if not _left_out(svc, w)]
         workloads = endpoints if endpoints else workloads  # none: SVD205's
@@ -130,7 +130,7 @@ def service_selects_mixed_workloads(inventory: Inventory, settings: Settings) ->
                 fix_selector[k] = v
                 break
         shown = ", ".join(
-            f"{w.ref} ({', '.join(sorted(_images(w))) or 'no image'})" for w in workloads
+            f"{w.ref} ({', '.join(sorted(app_images(w))) or 'no image'})" for w in workloads
         )
         targets = ", ".join(str(p.target) for p in svc.ports)
         refuse = "".join(
@@ -195,7 +195,7 @@ def folder(file: str) -> str:
     return str(PurePath(file).parent)
 
 
-def _images(workload: Workload) -> frozenset[str]:
+def app_images(workload: Workload) -> frozenset[str]:
     """The workload's container images without tag or digest (the app, not its version)."""
     out = set()
     for c in workload.template.containers:
