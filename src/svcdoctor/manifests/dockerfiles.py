@@ -59,12 +59,13 @@ PLAIN = ("Dockerfile", "Containerfile")
 class Builds:
     """What builds the images: the Dockerfiles found, and the Dockerfiles ``skaffold.yaml``
     files build named images from (image name → Dockerfiles); and what Tiltfiles run on a
-    development cluster: the manifests they apply (file or folder) and the images they build
-    (reference), each → the Tiltfile's ``path:line``."""
+    development cluster: the manifests they apply (``tilted``: file or folder) and the images
+    they build (``tilt_images``: reference), each → the Tiltfile's ``path:line``."""
 
     dockerfiles: tuple[Path, ...] = ()
     artifacts: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
-    tilted: Mapping[Path | str, str] = field(default_factory=dict)
+    tilted: Mapping[Path, str] = field(default_factory=dict)
+    tilt_images: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def any(self) -> bool:
@@ -82,11 +83,15 @@ def find_builds(paths: Sequence[str]) -> Builds:
     linted directories and their git repository's root."""
     found, configs = _walk(paths)
     artifacts: dict[str, tuple[Path, ...]] = {}
-    tilted: dict[Path | str, str] = {}
+    tilted: dict[Path, str] = {}
+    tilt_images: dict[str, str] = {}
     for config in configs:
         if _TILTFILE.fullmatch(config.name):
-            for path, where in tilt_manifests(config):
+            applied, built = tilt_manifests(config)
+            for path, where in applied:
                 tilted.setdefault(path, where)
+            for ref, where in built:
+                tilt_images.setdefault(ref, where)
             continue
         read = (
             skaffold_artifacts
@@ -100,16 +105,16 @@ def find_builds(paths: Sequence[str]) -> Builds:
         for name, dockerfile in read(config):
             if dockerfile not in artifacts.get(name, ()):
                 artifacts[name] = (*artifacts.get(name, ()), dockerfile)
-    return Builds(tuple(found), artifacts, tilted)
+    return Builds(tuple(found), artifacts, tilted, tilt_images)
 
 
 # Tilt's config (https://docs.tilt.dev/api.html): the manifests its `k8s_yaml` applies, named
 # in that call or in the `read_file`, `read_yaml_stream`, `kustomize` and `listdir` whose
 # result it takes (unkey's dev/Tiltfile, tilt's own web/Tiltfile; judge454, judge473), and
-# the images its `docker_build` and `custom_build` (and extensions': `docker_build_with_restart`)
+# the images its `docker_build` and `custom_build` (and extensions' `docker_build_with_restart`)
 # build, which Tilt puts in any manifest it applies (a variant file beside them: kubetail's
-# hack/tilt/; judge479). Tilt runs a
-# development loop against a development cluster, live-updating its pods.
+# hack/tilt/; judge479). Tilt runs a development loop against a development cluster,
+# live-updating its pods.
 _TILTFILE = re.compile(r"Tiltfile(\.[\w.-]+)?|[\w.-]+\.tiltfile")
 _TILT_CALL = re.compile(r"\b(k8s_yaml|read_file|read_yaml_stream|kustomize|listdir)\s*\(")
 _TILT_BUILD = re.compile(
@@ -119,18 +124,19 @@ _QUOTED = re.compile(r"""(["'])([^"'\n$%{}]+)\1""")
 _MOST_CALL_CHARS = 2000
 
 
-def tilt_manifests(config: Path) -> list[tuple[Path | str, str]]:
+def tilt_manifests(config: Path) -> tuple[list[tuple[Path, str]], list[tuple[str, str]]]:
     """(manifest file or folder, ``path:line``) of each path a Tiltfile's manifest calls
     name that exists, read from the Tiltfile's folder; and (image reference, ``path:line``)
     of each image it builds."""
     text = _small_text(config)
     if text is None or "k8s_yaml" not in text:
-        return []
+        return [], []
     where = os.path.relpath(config) if config.is_absolute() else str(config)
-    out: list[tuple[Path | str, str]] = [
+    built = [
         (m.group(1), f"{where}:{text.count(chr(10), 0, m.start(1)) + 1}")
         for m in _TILT_BUILD.finditer(text)
     ]
+    out: list[tuple[Path, str]] = []
     for m in _TILT_CALL.finditer(text):
         depth, end = 1, m.end()
         while depth and end < min(len(text), m.end() + _MOST_CALL_CHARS):
@@ -140,7 +146,7 @@ def tilt_manifests(config: Path) -> list[tuple[Path | str, str]]:
             path = (config.parent / q.group(2)).resolve()
             if q.group(2) not in (".", "..") and path.exists():
                 out.append((path, f"{where}:{text.count(chr(10), 0, q.start()) + 1}"))
-    return out
+    return out, built
 
 
 # Shell scripts and Makefiles that build images: ``docker build``, ``docker buildx build``

@@ -21,6 +21,7 @@ from svcdoctor.manifests.configs import (
     dialed,
     store_of,
 )
+from svcdoctor.manifests.dockerfiles import Builds
 from svcdoctor.manifests.fields import Fields, text_of
 from svcdoctor.manifests.imagebuilds import match_images
 from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
@@ -142,18 +143,17 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
         skipped=loaded.skipped,
         images=_renamed(facts, workloads, built_workloads),
         dialed=Dialing.of(_env_dialed(workloads, loaded.dialed)),
-        developed=_tilted(loaded.builds.tilted, [*workloads, *services]),
+        developed=_tilted(loaded.builds, [*workloads, *services]),
         namespace=DEFAULT_NAMESPACE if namespace is None else namespace,
     )
 
 
-def _tilted(
-    tilted: Mapping[Path | str, str], objects: Sequence[Workload | Service]
-) -> dict[str, str]:
+def _tilted(builds: Builds, objects: Sequence[Workload | Service]) -> dict[str, str]:
     """The objects' files a Tiltfile applies (by name, or in a folder it names), or whose
     workloads run only images a Tiltfile builds, named as its reference is (no tag: a
     release's manifest tags its images), each with where the Tiltfile says so."""
-    if not tilted:
+    tilted, built = builds.tilted, builds.tilt_images
+    if not tilted and not built:
         return {}
     out: dict[str, str] = {}
     for file in {o.location.file for o in objects if o.location is not None}:
@@ -163,9 +163,9 @@ def _tilted(
             out[file] = where
     for w in (o for o in objects if isinstance(o, Workload) and o.location is not None):
         images = [c.image for c in w.template.containers]
-        built = [tilted.get(i) for i in images]
-        if images and all(built):
-            out.setdefault(w.location.file, str(built[0]))
+        wheres = [built.get(i) for i in images]
+        if images and all(wheres):
+            out.setdefault(w.location.file, str(wheres[0]))
     return out
 
 
