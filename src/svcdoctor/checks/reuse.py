@@ -14,6 +14,7 @@ from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.election import leader_served
 from svcdoctor.checks.images import socket_io_sessions
 from svcdoctor.checks.registry import Hit, rule
+from svcdoctor.checks.selection import folder
 from svcdoctor.checks.settings import Settings
 from svcdoctor.checks.state import local_state, node_socket
 from svcdoctor.checks.stores import data_store
@@ -206,11 +207,17 @@ def _settings_everywhere(inventory: Inventory, workloads: tuple[Workload, ...]) 
     Istio sidecar settings (``_mesh``'s weak sign): their namespace is injected by a label the
     inputs don't hold (a deploy step's `kubectl label`: multicloud-microservices-demo's
     `istio.io/rev=asm-managed`; judge151), so the clients' sidecars balance each request."""
-    folders = {PurePath(w.location.file).parent for w in workloads}
-    beside = [
-        w for w in inventory.workloads if w.serving and PurePath(w.location.file).parent in folders
-    ]
+    by_folder = inventory.derived(_servers_by_folder)
+    beside = [w for f in {folder(w.location.file) for w in workloads} for w in by_folder.get(f, [])]
     return len(beside) > len(workloads) and all(_mesh((w,))[0] for w in beside)
+
+
+def _servers_by_folder(inventory: Inventory) -> dict[str, list[Workload]]:
+    found: dict[str, list[Workload]] = {}
+    for w in inventory.workloads:
+        if w.serving:
+            found.setdefault(folder(w.location.file), []).append(w)
+    return found
 
 
 _ISTIO_TCP_PREFIXES = ("tcp", "mongo", "redis", "mysql")

@@ -19,6 +19,7 @@ from svcdoctor.checks.settings import Settings
 from svcdoctor.model import (
     Cause,
     Inventory,
+    Resource,
     Service,
     Severity,
     Workload,
@@ -249,6 +250,8 @@ _HASH_KEYS = frozenset(
     }
 )
 _JOB_NAME_KEYS = frozenset({"job-name", "batch.kubernetes.io/job-name"})
+_POD_NAME, _POD_INDEX = "statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index"
+_STATEFUL_KEYS = frozenset({_POD_NAME, _POD_INDEX})
 # Selector keys (prefixes) that operators put on the pods they make.
 _OPERATOR_KEY_PREFIXES = (
     "cnpg.io/",
@@ -570,9 +573,20 @@ def _labels_filled_in(inventory: Inventory, svc: Service) -> bool:
     return any(
         all(k in labels and (labels[k] == v or fills(labels[k], v)) for k, v in selector.items())
         and any(labels[k] != v for k, v in selector.items())
-        for w in inventory.workloads
-        if w.serving and (labels := w.template.labels)
+        for labels in inventory.derived(_filled_in_labels)
     )
+
+
+def _filled_in_labels(inventory: Inventory) -> list[dict[str, str]]:
+    """The pod labels of the serving workloads with a value filled in at apply (the others
+    cannot fill a selector's value)."""
+    return [
+        labels
+        for w in inventory.workloads
+        if w.serving
+        and (labels := w.template.labels)
+        and any(_filled_in(v) for v in labels.values())
+    ]
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -636,7 +650,7 @@ def _pods_made(inventory: Inventory, svc: Service) -> bool:
     selector = svc.selector or {}
     ns = svc.ref.namespace
     placeholder = ns == _SCAFFOLD_NAMESPACE  # kustomize moves its workload elsewhere
-    for w in inventory.workloads:
+    for w in _labelled(inventory, selector):
         if (placeholder or same_namespace(w.ref.namespace, ns)) and _may_carry(selector, w):
             return True
     values = set(selector.values())
@@ -680,11 +694,31 @@ def _split_apex(inventory: Inventory, svc: Service) -> bool:
     traffic to the split's backends, whatever its own selector matches
     (https://github.com/servicemeshinterface/smi-spec/blob/main/apis/traffic-split/v1alpha4/traffic-split.md)."""
     return any(
-        r.ref.kind == "TrafficSplit"
-        and r.host == svc.ref.name
-        and same_namespace(r.ref.namespace, svc.ref.namespace)
-        for r in inventory.resources
+        r.host == svc.ref.name and same_namespace(r.ref.namespace, svc.ref.namespace)
+        for r in inventory.derived(_traffic_splits)
     )
+
+
+def _traffic_splits(inventory: Inventory) -> list[Resource]:
+    return [r for r in inventory.resources if r.ref.kind == "TrafficSplit"]
+
+
+def _labelled(inventory: Inventory, selector: dict[str, str]) -> list[Workload]:
+    """The workloads whose pod template has one label of the selector that no controller adds
+    (``_may_carry`` needs it), or every workload when the selector has none."""
+    by_label = inventory.derived(_workloads_by_label)
+    for key, value in selector.items():
+        if not (key in _HASH_KEYS or key in _JOB_NAME_KEYS or key in _STATEFUL_KEYS):
+            return by_label.get((key, value), [])
+    return list(inventory.workloads)
+
+
+def _workloads_by_label(inventory: Inventory) -> dict[tuple[str, str], list[Workload]]:
+    found: dict[tuple[str, str], list[Workload]] = {}
+    for w in inventory.workloads:
+        for label in w.template.labels.items():
+            found.setdefault(label, []).append(w)
+    return found
 
 
 def _may_carry(selector: dict[str, str], w: Workload) -> bool:
@@ -699,8 +733,7 @@ def _may_carry(selector: dict[str, str], w: Workload) -> bool:
         ):
             continue
         if kind == "StatefulSet" and (
-            (key == "statefulset.kubernetes.io/pod-name" and _indexed(value, name))
-            or (key == "apps.kubernetes.io/pod-index" and value.isdigit())
+            (key == _POD_NAME and _indexed(value, name)) or (key == _POD_INDEX and value.isdigit())
         ):
             continue
         return False

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import Any, TypeVar
 
 import yaml
@@ -304,8 +303,7 @@ V = TypeVar("V")
 def _nearest(home: str, found: list[tuple[str, V]]) -> list[V]:
     """The values of the (file, value) definitions nearest the file ``home``
     (``file_distance``)."""
-    at = PurePath(home)
-    ranks = [file_distance(at, PurePath(file)) for file, _ in found]
+    ranks = [file_distance(home, file) for file, _ in found]
     best = min(ranks, default=None)
     return [value for (_, value), rank in zip(found, ranks, strict=True) if rank == best]
 

@@ -367,8 +367,9 @@ def _starts_with_percent(text: str) -> bool:
 _RAW_TAG = re.compile(r"^[ \t]*\{%-?[ \t]*(?:end)?raw[ \t]*-?%\}[ \t]*$", re.MULTILINE)
 # clusterctl's (drone/envsubst) variable with a quoted default that opens a quoted scalar
 # (`value: "${HOST:=""}"`: rancher-sandbox/cluster-api-provider-elemental's templates) is
-# filled before the YAML is parsed; its quotes are read as spaces, the same length
-_QUOTED_DEFAULT = re.compile(r"(?<=[\"'])\$\{[A-Za-z_][A-Za-z0-9_]*:?[=-][^}\n]*[\"'][^}\n]*\}")
+# filled before the YAML is parsed; its quotes are read as spaces, the same length (the quote
+# before is looked for after the `${`, which the regex engine then finds fast)
+_QUOTED_DEFAULT = re.compile(r"\$\{(?<=[\"']\$\{)[A-Za-z_][A-Za-z0-9_]*:?[=-][^}\n]*[\"'][^}\n]*\}")
 
 
 # A CustomResourceDefinition is read by no check, and its OpenAPI schema is most of the YAML
@@ -378,8 +379,10 @@ _QUOTED_DEFAULT = re.compile(r"(?<=[\"'])\$\{[A-Za-z_][A-Za-z0-9_]*:?[=-][^}\n]*
 # or directive; its YAML syntax is then not checked (kubectl and kubeconform do).
 _DEFINITION = re.compile(r"^kind:[ \t]*([\"']?)CustomResourceDefinition\1[ \t]*(?:#.*)?\r?$", re.M)
 _EXTENSIONS_API = re.compile(r"^apiVersion:[ \t]*[\"']?apiextensions\.k8s\.io/", re.M)
-_TOP_KIND = re.compile(r"^[\"']?kind[\"']?[ \t]*:", re.M)
-_DOCUMENT_MARK = re.compile(r"^(?:---|\.\.\.)(?:[ \t]+#.*)?[ \t]*\r?$", re.M)
+# The next two start at a newline, not at `^`, which the regex engine tries at every
+# character: searched in a newline before the text, ten times faster on large definitions.
+_TOP_KIND = re.compile(r"\n[\"']?kind[\"']?[ \t]*:")
+_DOCUMENT_MARK = re.compile(r"\n(?:---|\.\.\.)(?:[ \t]+#.*)?[ \t]*\r?$", re.M)
 
 
 def _blank_definitions(text: str) -> tuple[str, int]:
@@ -388,7 +391,7 @@ def _blank_definitions(text: str) -> tuple[str, int]:
         return text, 0
     if text.startswith("%") or "\n%" in text:  # a directive belongs to the next document
         return text, 0
-    starts = [0, *(m.end() for m in _DOCUMENT_MARK.finditer(text))]
+    starts = [0, *(m.end() - 1 for m in _DOCUMENT_MARK.finditer("\n" + text))]
     pieces, blanked = [], 0
     for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
         mark = max(text.rfind("\n", start, end), start) if end < len(text) else end  # next ---
@@ -405,7 +408,7 @@ def _blank_definitions(text: str) -> tuple[str, int]:
 def _plain_definition(body: str) -> bool:
     return (
         _DEFINITION.search(body) is not None
-        and len(_TOP_KIND.findall(body)) == 1
+        and len(_TOP_KIND.findall("\n" + body)) == 1
         and _EXTENSIONS_API.search(body) is not None
         and "{{" not in body
         and "#@" not in body

@@ -259,10 +259,10 @@ def _nearest_definitions(
     name; a Service belongs with the objects beside it, not with look-alikes elsewhere in
     the tree, and a copy in a subfolder never takes the place of the file next to it.
     """
-    home = PurePath(service.location.file)
+    home = service.location.file
     best: dict[tuple[str, str, str], tuple[tuple[int, int, int], Workload]] = {}
     for w in found:
-        rank = file_distance(home, PurePath(w.location.file))
+        rank = file_distance(home, w.location.file)
         identity = (w.ref.kind, w.ref.namespace or namespace, w.ref.name)
         if identity not in best or rank < best[identity][0]:
             best[identity] = (rank, w)
@@ -410,18 +410,18 @@ L = TypeVar("L", bound=_Located)
 def nearest(home: str, found: Sequence[L]) -> list[L]:
     """The objects of ``found`` defined nearest the file ``home`` (``file_distance``): of
     several definitions of a name, the ones that belong with what names them."""
-    at = PurePath(home)
-    ranks = [file_distance(at, PurePath(x.location.file)) for x in found]
+    ranks = [file_distance(home, x.location.file) for x in found]
     best = min(ranks, default=None)
     return [x for x, rank in zip(found, ranks, strict=True) if rank == best]
 
 
-def file_distance(home: PurePath, other: PurePath) -> tuple[int, int, int]:
-    """How far ``other`` is from ``home``, lower is nearer: (relation, steps, -shared) with
-    relation 0 same file, 1 same folder, 2 parent folder, 3 subfolder, 4 elsewhere."""
+def file_distance(home: str, other: str) -> tuple[int, int, int]:
+    """How far the file ``other`` is from the file ``home``, lower is nearer: (relation, steps,
+    -shared) with relation 0 same file, 1 same folder, 2 parent folder, 3 subfolder, 4
+    elsewhere."""
     if other == home:
         return (0, 0, 0)
-    a, b = home.parent.parts, other.parent.parts
+    a, b = folder_parts(home), folder_parts(other)
     shared = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
     if shared is None:
         shared = min(len(a), len(b))
