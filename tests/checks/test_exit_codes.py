@@ -366,6 +366,7 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "cluster-up/cluster/kind-sriov/manifests",  # kubevirtci's, in CDI (judge367)
         "functests",  # directpv's CI fixtures (judge406)
         "internal/suites/example/kube",  # Authelia's k3d test suites (judge441)
+        "inttest/cert-manager",  # k0smotron's integration tests (judge493)
     )
     kept = ("deploy", "overlays/test", "clusters/test", "overlays/testing", "deploy/kind")
     for n, folder in enumerate((*tests, *kept)):

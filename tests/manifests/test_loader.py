@@ -897,6 +897,22 @@ def test_a_jinja2_template_is_a_note_not_helm_even_with_a_helm_function_name() -
     assert (finding.severity.value, "helm template" in finding.message) == ("error", True)
 
 
+def test_a_field_named_like_a_helm_function_is_no_helm_template() -> None:
+    """v6d's e2e jobs are gomplate templates: `{{ (datasource "config").$job.required.jobName
+    }}` reads a field named `required`, not Helm's function, so the note names other tooling
+    and does not advise `helm template` (judge496)."""
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n"
+        '  name: {{ (datasource "config").$job.required.jobName }}\nspec: {}\n'
+    )
+    (finding,) = lint_text(text).findings
+    assert (finding.rule, finding.severity.value) == ("SVD002", "info")
+    assert "helm template" not in finding.message
+    helm = text.replace('(datasource "config").$job.required.jobName', 'required "a name" .name')
+    (finding,) = lint_text(helm).findings
+    assert (finding.severity.value, "helm template" in finding.message) == ("error", True)
+
+
 def test_percent_placeholders_a_sed_step_fills_in_are_read() -> None:
     """netobserv/flowlogs-pipeline: `image: %IMAGE_TAG_BASE%:%VERSION%`, filled in by sed
     before apply, is no YAML error; the object is read and checked (judge141)."""

@@ -151,6 +151,14 @@ _KNOWN_PID1 = (
         (f"*weaveworksdemos/{name}:*", *_SOCK_SHOP_JAVA, "", _EXEC_FIX)
         for name in ("carts", "orders", "shipping")
     ),
+    (  # the Kubernetes guestbook's Redis follower (citrix-k8s-ingress-controller's docs; judge494)
+        "*google_samples/gb-redisslave:*",
+        "/bin/sh, running run.sh, which starts redis-server in an if/else without exec",
+        "https://github.com/kubernetes/examples/blob/master/guestbook/redis-slave/Dockerfile "
+        "(CMD /run.sh), run.sh",
+        "",
+        _EXEC_FIX,
+    ),
     *(
         (f"*microservices-demo/{name}", runs, _BOUTIQUE.format(name), "", _INIT_FIX)
         for name, runs in _BOUTIQUE_PID1.items()

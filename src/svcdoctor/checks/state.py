@@ -514,6 +514,8 @@ def local_state(
             return f"its image keeps its data in /config ({source} volume {m.volume!r})"
         if (scraper or elsewhere or not emptydirs or m.volume in synced) and source == "emptyDir":
             continue  # its replicas scrape alike, or its data is elsewhere (a store, ingesters)
+        if m.volume in workload.template.mount_points and source == "emptyDir":
+            continue  # another container mounts into it (CJWorkbench's sandboxes; judge497)
         if m.volume in workload.template.shared_volumes:
             continue  # a ReadOnlyMany or ReadWriteMany claim: every replica mounts it
         if source == "persistentVolumeClaim" and not m.read_only and not _claim_scratch(m):

@@ -485,6 +485,14 @@ def _pod_template(
         )
         is True,
         apart=_apart(spec, affinity, labels, containers),
+        mount_points=frozenset(
+            name
+            for key in ("containers", "initContainers")
+            for _, c in f.maps(spec, key, f"{path}.{key}")
+            for _, m in f.maps(c, "volumeMounts", f"{path}.{key}.volumeMounts")
+            if m.get("mountPropagation") == "Bidirectional"
+            and isinstance(name := m.get("name"), str)
+        ),
     )
 
 

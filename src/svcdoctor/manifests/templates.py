@@ -38,7 +38,11 @@ PLACEHOLDER = re.compile(
 _HELM_OBJECT = re.compile(
     r"\{\{-?\s*[^}]{0,200}?\.(?:Values|Release|Chart|Capabilities|Files|Template|Subcharts)\b"
 )
-_HELM_FUNCTION = re.compile(r"\{\{-?\s*[^}]{0,200}?\b(?:include|tpl|toYaml|required|lookup)\b")
+# (a function's name, not a field's: `.$job.required.jobName` in v6d's gomplate templates,
+# judge496)
+_HELM_FUNCTION = re.compile(
+    r"\{\{-?\s*[^}]{0,200}?(?<![.$\w])(?:include|tpl|toYaml|required|lookup)\b"
+)
 # A field of the data a template is given (`{{ .HandlerNamespace }}`, `toYaml .Affinity`):
 # Helm gives only its built-in objects, so a template that reads others and none of those is
 # filled by its own program, whatever functions it borrows (kubernetes-nmstate's operator

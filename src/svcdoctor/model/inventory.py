@@ -304,7 +304,9 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # parser inputs; judge217), `conformance` (a conformance suite's base manifests, applied for
 # one `go test` run: gateway-api-inference-extension; judge247), or
 # `integration`/`performance` in `test/`, or `functests` (directpv's CI fixtures; judge406),
-# or `suites` (Authelia's internal/suites/, each a throwaway k3d cluster's; judge441).
+# or `suites` (Authelia's internal/suites/, each a throwaway k3d cluster's; judge441), or
+# `inttest` (k0smotron's integration tests apply inttest/'s manifests to throwaway clusters;
+# judge493).
 # Java's test tree is `src/test/` (Maven's and Gradle's: strimzi's systemtest/src/test/
 # resources; judge200). Not `test/` in a folder of environments: a test environment's overlay
 # (`overlays/test`, `clusters/test`) is deployed and rolled; elsewhere, at the top of a
@@ -317,7 +319,7 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # note, unless the configuration sets the rule's severity.
 _TEST_FOLDER = re.compile(
     r"(?:[a-z0-9]+[-_])*fixtures?|"
-    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|testutils?|tests|suites|fixtures|loadtests?|systemtests?|functests?"
+    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|testutils?|tests|suites|fixtures|loadtests?|systemtests?|functests?|inttests?"
     r"|conformance|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
     re.IGNORECASE,
 )

@@ -210,6 +210,9 @@ class PodTemplate:
     # hostname), so a surge pod needs a spare node; "" when they can
     apart: str = ""
     runs_once: bool = False  # restartPolicy Never or OnFailure: its containers run to an end
+    # volumes a container mounts with `mountPropagation: Bidirectional`: mount points for the
+    # mounts it makes at run time (a sandbox's layers), not data
+    mount_points: frozenset[str] = frozenset()
 
     @property
     def effective_grace_seconds(self) -> int:
