@@ -367,6 +367,8 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "functests",  # directpv's CI fixtures (judge406)
         "internal/suites/example/kube",  # Authelia's k3d test suites (judge441)
         "inttest/cert-manager",  # k0smotron's integration tests (judge493)
+        "public/multi_cluster_verify",  # mongodb-kubernetes' connectivity check (judge499)
+        "smoke-tests/api",
     )
     kept = ("deploy", "overlays/test", "clusters/test", "overlays/testing", "deploy/kind")
     for n, folder in enumerate((*tests, *kept)):

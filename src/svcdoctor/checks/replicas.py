@@ -31,7 +31,6 @@ from svcdoctor.checks.state import (
 )
 from svcdoctor.checks.stores import data_store, sidecar_store
 from svcdoctor.model import (
-    Autoscaler,
     Cause,
     Inventory,
     Resource,
@@ -40,12 +39,11 @@ from svcdoctor.model import (
     Workload,
 )
 from svcdoctor.model.inventory import (
+    autoscaler_of,
     endpoints_given,
-    nearest,
     operator_asset,
     pods_kept,
     related,
-    same_namespace,
 )
 from svcdoctor.model.patch import Fix, ObjectPatch, note
 
@@ -192,7 +190,7 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
             lambda w: (
                 None
                 if _custom_autoscaled(inventory, w)
-                else pods_kept(w, _autoscaler_of(inventory, w))
+                else pods_kept(w, autoscaler_of(inventory, w))
             ),
         )
         if any(c is None for _, c in chosen) or sum(c or 0 for _, c in chosen) != 1:
@@ -213,7 +211,7 @@ _HOST_KEY_CAVEAT = (
 def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
     """SVD204's hit: the fix to 2 replicas, or a note for a backend with local state or a
     leader-elected one (a second replica would split the data, or only stand by)."""
-    hpa = _autoscaler_of(inventory, w)
+    hpa = autoscaler_of(inventory, w)
     queried = any(queried_scraper(c) for c in w.template.containers)
     caveat = HISTORY_CAVEAT if queried else SPLIT_CAVEAT
     if any(p.port == _SSH or p.name == "ssh" for p in svc.ports):
@@ -378,30 +376,6 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
 _ASSET_NOTE = (
     "# an operator's asset: if the operator sets the replicas when it applies it, change them there"
 )
-
-
-def _autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
-    """The HorizontalPodAutoscaler of the workload, defined near it (an autoscaler of the
-    same name in an unrelated folder scales some other copy) and scaling the nearest of the
-    workloads it names: one in a sibling folder (``canary/istio/hpa.yaml`` beside
-    ``canary/native/``) scales its own folder's copy, not the other variant's."""
-
-    def scaled(hpa: Autoscaler, w: Workload) -> bool:
-        return (
-            (hpa.target.kind, hpa.target.name) == (w.ref.kind, w.ref.name)
-            and same_namespace(hpa.target.namespace, w.ref.namespace)
-            and (hpa.location is None or related(hpa.location.file, w.location.file))
-        )
-
-    for hpa in inventory.autoscalers:
-        if not scaled(hpa, workload):
-            continue
-        if hpa.location is None:
-            return hpa
-        near = nearest(hpa.location.file, [w for w in inventory.workloads if scaled(hpa, w)])
-        if workload in near:
-            return hpa
-    return None
 
 
 # Another project's autoscaler resource named after its workload owns the replica count as an

@@ -21,8 +21,8 @@ from svcdoctor.checks.state import (
 )
 from svcdoctor.checks.stores import data_store
 from svcdoctor.model import Cause, Inventory, Severity, Workload
-from svcdoctor.model.inventory import operator_asset
-from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch
+from svcdoctor.model.inventory import autoscaler_of, operator_asset
+from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, note
 
 
 def _effective(value: int | str | None, replicas: int, default: int | str) -> int:
@@ -113,9 +113,15 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 f"strategy Recreate stops every pod before starting new ones: Service {names} "
                 "has no ready endpoint during each rollout",
                 fix=_spec_fix(
-                    {"replicas": 2, "strategy": rolling} if more else {"strategy": rolling},
+                    _second(inventory, w) | {"strategy": rolling}
+                    if more
+                    else {"strategy": rolling},
                     apart,
-                    *(_second_replica(w) if more else (_surge_elect_first(w, replicas),)),
+                    *(
+                        _second_replica(inventory, w)
+                        if more
+                        else (_surge_elect_first(w, replicas),)
+                    ),
                 ),
             )
         elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
@@ -124,7 +130,11 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
             fix = (
                 _spec_fix({"strategy": rolling})
                 if one
-                else _spec_fix({"replicas": 2, "strategy": rolling}, apart, *_second_replica(w))
+                else _spec_fix(
+                    _second(inventory, w) | {"strategy": rolling},
+                    apart,
+                    *_second_replica(inventory, w),
+                )
             )
             if w.replicas is None and operator_asset(w):
                 pass  # the operator sets the count when it applies it (SVD204's note says so)
@@ -150,7 +160,7 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 w,
                 f"a 1-replica StatefulSet deletes its pod before recreating it: Service {names} "
                 "has no endpoint during each rollout",
-                fix=_spec_fix({"replicas": 2}, *_second_replica(w)),
+                fix=_spec_fix(_second(inventory, w), *_second_replica(inventory, w)),
             )
         elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
             surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
@@ -272,11 +282,25 @@ def until_replicated(w: Workload, alone: str | None) -> str:
     return ""
 
 
-def _second_replica(w: Workload) -> tuple[str, str]:
-    """The notes of a fix that adds a replica: the data it may split, and ``ELECT_FIRST``
-    for a controller whose leader election the manifest does not show."""
+def _second(inventory: Inventory, w: Workload) -> dict[str, object]:
+    """The spec change that runs a second pod: ``replicas: 2``, or none where an autoscaler
+    owns the count (it would scale the workload back: loki-distributed's distributor, whose
+    HPA keeps minReplicas 1; judge502); ``_second_replica`` then says to raise its minimum."""
+    return {} if autoscaler_of(inventory, w) else {"replicas": 2}
+
+
+def _second_replica(inventory: Inventory, w: Workload) -> tuple[str, str, str]:
+    """The notes of a fix that adds a replica: the autoscaler whose minimum to raise, the
+    data it may split, and ``ELECT_FIRST`` for a controller whose leader election the
+    manifest does not show."""
+    hpa = autoscaler_of(inventory, w)
+    scaled = (
+        f"# {hpa.ref} owns the replica count: set its {hpa.min_field} to 2 for a second pod"
+        if hpa
+        else ""
+    )
     unknown = any(unknown_election(c) for c in w.template.containers)
-    return SPLIT_CAVEAT, ELECT_FIRST if unknown else ""
+    return scaled, SPLIT_CAVEAT, ELECT_FIRST if unknown else ""
 
 
 def _surge_elect_first(w: Workload, replicas: int | None) -> str:
@@ -294,4 +318,6 @@ def _surge_elect_first(w: Workload, replicas: int | None) -> str:
 
 def _spec_fix(spec: dict[str, object], *notes: str) -> Fix:
     caveat = "\n".join(n for n in notes if n)
+    if not spec:  # nothing of the workload's to change (an autoscaler owns its count)
+        return note(caveat)
     return Fix(ObjectPatch({"spec": spec}), note=f"\n{caveat}" if caveat else "")

