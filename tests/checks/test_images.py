@@ -225,6 +225,11 @@ def test_the_dockerfile_of_the_manifests_app_folder_is_its_only_user_image_s(
     assert not match_images(Builds((dockerfile,)), images | {"bitnami/redis:7": [manifest]})
     elsewhere = {"learnk8s/knote-js:1.0.0": [str(tmp_path / "other" / "k.yaml")]}
     assert not match_images(Builds((dockerfile,)), elsewhere)
+    # an official image under Docker Hub's host is no user image: SonarQube beside the
+    # repository's Dockerfile is not built by it (IBM/example-bank; judge503)
+    hub = {"docker.io/sonarqube:8.9-community": [manifest]}
+    assert not match_images(Builds((dockerfile,)), hub)
+    assert match_images(Builds((dockerfile,)), {"quay.io/knote:1": [manifest]})
 
 
 def test_a_docker_folder_of_the_app_folder_builds_its_only_user_image(tmp_path: Path) -> None:
@@ -714,6 +719,35 @@ def test_a_socket_io_server_keeps_its_sessions_in_its_process(tmp_path: Path) ->
     adapter = "const { createAdapter } = require('@socket.io/redis-adapter');\n"
     (tmp_path / "result" / "server.js").write_text(adapter + server)
     assert single()["result"] == ("warning", True)
+
+
+@pytest.mark.parametrize(
+    ("cmd", "app", "kept"),
+    [
+        ('["streamlit", "run", "agent.py"]', "import streamlit as st\n", True),
+        ('["python", "agent.py"]', "import gradio as gr\ngr.Interface().launch()\n", True),
+        ('["python", "agent.py"]', "from flask import Flask\n", False),
+        (
+            '["npx", "-y", "@modelcontextprotocol/server-everything@2026.1.14", "streamableHttp"]',
+            "",
+            True,
+        ),
+        ('["npx", "-y", "@modelcontextprotocol/server-everything", "stdio"]', "", False),
+    ],
+)
+def test_apps_that_keep_sessions_in_their_process(
+    tmp_path: Path, cmd: str, app: str, kept: bool
+) -> None:
+    """kube-agentic-networking's quickstart (judge500): a Streamlit or Gradio app keeps each
+    session in the server that opened it, and MCP's server-everything over Streamable HTTP
+    each session's transport: SVD204 asks for sticky sessions first, not ``replicas: 2``."""
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "Dockerfile").write_text(f"FROM python:3.12\nCOPY . .\nCMD {cmd}\n")
+    (tmp_path / "agent" / "agent.py").write_text(app)
+    (tmp_path / "agent" / "agent.yaml").write_text(VOTING.replace("NAME", "agent"))
+    (finding,) = lint_paths([str(tmp_path)], Settings(enabled=frozenset({"SVD204"}))).findings
+    assert (finding.severity.value == "info") is kept
+    assert ("keeps sessions in its process" in finding.message) is kept
 
 
 def test_a_probe_path_whose_handler_returns_a_constant_is_no_deep_check(tmp_path: Path) -> None:

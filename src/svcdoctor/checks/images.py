@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from svcdoctor.checks._carrying import racing
 from svcdoctor.checks._scripts import ASSIGNMENT, SHELLS, parse_script, shell_script
+from svcdoctor.checks._serving import argv_of
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.settings import Settings, image_matches
 from svcdoctor.checks.shells import BLOCK_ENDS, branches_exec, shell_family, stays_parent
@@ -444,21 +445,43 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
         )
 
 
-# Socket.IO keeps each session in the server process that opened it: its clients start with
-# HTTP long-polling, and a request that reaches another replica fails ("Session ID
-# unknown") unless the load balancer is sticky or an adapter shares the sessions
-# (https://socket.io/docs/v4/using-multiple-nodes/; example-voting-app's result, judge180)
+# Apps that keep each session in the server process that opened it, by an app file of the
+# image's build context: Socket.IO (its clients start with HTTP long-polling, and a request
+# that reaches another replica fails, "Session ID unknown", unless the load balancer is sticky
+# or an adapter shares the sessions: https://socket.io/docs/v4/using-multiple-nodes/;
+# example-voting-app's result, judge180), Streamlit (a session is its WebSocket's, and the media
+# it shows are fetched over HTTP from the same server: "Streamlit requires session affinity",
+# streamlit/streamlit#13773, docs.streamlit.io/develop/concepts/architecture/architecture),
+# Gradio (a session's queue and events: "404 Session Not Found" with more than one replica,
+# gradio-app/gradio#6920), Chainlit (Socket.IO: docs.chainlit.io/deploy/overview)
+# (kube-agentic-networking's quickstart agents; judge500)
 _SOCKET_IO = re.compile(r"""require\(\s*['"]socket\.io['"]\s*\)|from\s+['"]socket\.io['"]""")
 _SOCKET_IO_SHARED = re.compile(r"socket\.io-redis|@socket\.io/\w+-adapter|createAdapter\(")
+_SESSION_APPS = re.compile(r"^[ \t]*(?:import|from)[ \t]+(streamlit|gradio|chainlit)\b", re.M)
+_SESSION_APP_NAMES = {"streamlit": "Streamlit", "gradio": "Gradio", "chainlit": "Chainlit"}
+# MCP's reference server-everything over Streamable HTTP or SSE keeps each session's transport
+# in a map of its process (src/everything/streamableHttp.ts of modelcontextprotocol/servers):
+# a session's next request on another replica is refused (judge500, judge392)
+_MCP_EVERYTHING = re.compile(r"@modelcontextprotocol/server-everything(@[\w.-]+)?$")
 
 
-def socket_io_sessions(inventory: Inventory, c: Container) -> str | None:
-    """Why the container's app keeps Socket.IO sessions in its process (an app file of its
-    image's build context serves Socket.IO with no adapter), or ``None``."""
+def process_sessions(inventory: Inventory, c: Container) -> str | None:
+    """Why the container's app keeps its clients' sessions in its process (an app file of
+    its image's build context serves Socket.IO with no adapter, or a Streamlit, Gradio or
+    Chainlit app; MCP's server-everything over HTTP), or ``None``."""
     facts = inventory.images.get(c.image)
     for f in facts.files if facts is not None else ():
         if _SOCKET_IO.search(f.text) and not _SOCKET_IO_SHARED.search(f.text):
             return f"{f.path} serves Socket.IO, whose sessions live in the process that opened them"
+        if m := _SESSION_APPS.search(f.text):
+            return (
+                f"{f.path} is a {_SESSION_APP_NAMES[m.group(1)]} app, whose sessions live in "
+                "the process that opened them"
+            )
+    argv = argv_of(c) or ([*facts.entrypoint, *facts.cmd] if facts is not None else [])
+    for i, word in enumerate(argv):
+        if _MCP_EVERYTHING.search(word) and {"streamableHttp", "sse"} & set(argv[i + 1 :]):
+            return "MCP's server-everything keeps each session's transport in its process"
     return None
 
 

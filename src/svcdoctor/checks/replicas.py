@@ -16,7 +16,7 @@ from svcdoctor.checks._serving import (
     unreached,
 )
 from svcdoctor.checks.election import ELECT_FIRST, leader_served, unknown_election, waits_for_lease
-from svcdoctor.checks.images import embedded_database, socket_io_sessions
+from svcdoctor.checks.images import embedded_database, process_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.rollout import stops_first
 from svcdoctor.checks.settings import Settings
@@ -75,51 +75,54 @@ def single_replica_service(inventory: Inventory, settings: Settings) -> Iterator
     StatefulSet whose containers declare none of its ports but metrics ones (its pods' DNS
     names, not a request path: Config Connector's controllers).
 
-    An availability note (info, no replicas fix) instead of the warning when a second replica would
-    not be a second backend: a workload its author pins to one replica in a comment beside
+    An availability note (info, no replicas fix) instead of the warning when a second replica
+    would not be a second backend: a workload its author pins to one replica in a comment beside
     `replicas:` ("DO NOT INCREASE REPLICA COUNT", "Do not scale up", "singleton"; a comment that
     only explains the number pins nothing); a backend with local state (a known single-instance
-    image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or rsyslog sinks, Graphite,
-    emojivoto's voting service, aks-store-demo's product-service, Prometheus' Pushgateway,
-    confluent-local, Weave Scope's app, Network Service Mesh's in-memory registry and vl3 IPAM,
-    Soluto's OIDC server mock, HashiCorp's counting-service, NFS and SMB file servers, SFTP and FTP
-    servers (atmoz/sftp, vsftpd, pure-ftpd: their uploads), Spring PetClinic's customers and visits
-    services on their default in-memory HSQLDB, a standalone Locust behind a route, Keycloak
-    `start-dev`, Vault's and Consul's dev servers (their images' defaults), Argo CD's Dex, the
-    Docker registry on its default filesystem storage, zot, Grafana on its default SQLite database,
-    Pyroscope run whole on its default filesystem storage, an OpenTelemetry Collector whose mounted
-    configuration runs a `prometheus` receiver with its own `scrape_configs` and no
-    `target_allocator` (every replica would scrape every target), Loki on its image's
-    local-config.yaml, Tempo run whole on a volume of its own, Nacos in standalone mode, a path its
-    own flags call storage (`--provisioner-storage-dir`, `--data-dir`) even under /var/cache, a
-    storage flag set to memory (`--storage-name=memory`) or a variable naming a queue or store set
-    so (`TB_QUEUE_TYPE: in-memory`), mitmproxy's own CA (none mounted), the Eureka server its
-    clients' `EUREKA_CLIENT_SERVICEURL_*` names or one on Eureka's port 8761, a Socket.IO server (an
-    app file of its image's build context, no adapter, no `sessionAffinity: ClientIP` on the
-    Service: its clients poll the process that opened their session), a Spring Boot app whose build
-    file (`pom.xml`, `build.gradle`) adds H2, HSQLDB or Derby and nothing sets a datasource URL (an
-    in-memory database in each pod), a port-less data store beside the server in its pod (Envoy's
-    rate limit service and its redis), Seata's server in file store mode (its default,
-    `STORE_MODE`), Apicurio Registry on its default in-memory storage, Gatus, Seq, step-ca, heketi,
-    Apache Beam's job servers, Antrea's flow aggregator, the MailDev, MailHog and Mailpit mail
+    image: Jaeger all-in-one, Zipkin with in-memory storage, syslog-ng or rsyslog sinks,
+    Graphite, emojivoto's voting service, aks-store-demo's product-service, Prometheus'
+    Pushgateway, confluent-local, Weave Scope's app, Network Service Mesh's in-memory registry
+    and vl3 IPAM, Soluto's OIDC server mock, HashiCorp's counting-service, NFS and SMB file
+    servers, SFTP and FTP servers (atmoz/sftp, vsftpd, pure-ftpd: their uploads), Spring
+    PetClinic's customers and visits services on their default in-memory HSQLDB, a standalone
+    Locust behind a route, Keycloak `start-dev`, Vault's and Consul's dev servers (their images'
+    defaults), Argo CD's Dex, the Docker registry on its default filesystem storage, zot,
+    Grafana on its default SQLite database, Pyroscope run whole on its default filesystem
+    storage, an OpenTelemetry Collector whose mounted configuration runs a `prometheus` receiver
+    with its own `scrape_configs` and no `target_allocator` (every replica would scrape every
+    target), Loki on its image's local-config.yaml, Tempo run whole on a volume of its own,
+    Nacos in standalone mode, a path its own flags call storage (`--provisioner-storage-dir`,
+    `--data-dir`) even under /var/cache, a storage flag set to memory (`--storage-name=memory`)
+    or a variable naming a queue or store set so (`TB_QUEUE_TYPE: in-memory`), mitmproxy's own
+    CA (none mounted), the Eureka server its clients' `EUREKA_CLIENT_SERVICEURL_*` names or one
+    on Eureka's port 8761, a Socket.IO server (an app file of its image's build context, no
+    adapter, no `sessionAffinity: ClientIP` on the Service: its clients poll the process that
+    opened their session), a Streamlit, Gradio or Chainlit app, or MCP's server-everything over
+    HTTP (sessions in the process, likewise), a Spring Boot app whose build file (`pom.xml`,
+    `build.gradle`) adds H2, HSQLDB or Derby and nothing sets a datasource URL (an in-memory
+    database in each pod), a port-less data store beside the server in its pod (Envoy's rate
+    limit service and its redis), Seata's server in file store mode (its default, `STORE_MODE`),
+    Apicurio Registry on its default in-memory storage, Gatus, Seq, step-ca, heketi, Apache
+    Beam's job servers, Antrea's flow aggregator, the MailDev, MailHog and Mailpit mail
     catchers, a Jenkins controller, a Jupyter notebook server, phpMyAdmin; a SPIRE server whose
-    server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in memory,
-    a Vault server whose config keeps its storage in memory or on its disk; a controller without
-    leader election: MetalLB's (not with `--webhook-mode=onlywebhook`: its webhook alone), Zalando's
-    postgres-operator, YuniKorn's scheduler, Scylla Manager, flyte-binary, Antrea's controllers,
-    Google Managed Prometheus' operator, kube-arangodb's in `--mode.single`, or any with
-    `--leader-elect=false`; a writable claim (`persistentVolumeClaim`) at any path but scratch
-    (`/tmp`, caches): one volume for every replica, which a ReadWriteOnce claim attaches to one node
-    only, and a path that says data (`/run/…/data`) is no scratch; a writable emptyDir mounted at a
-    data path such as `/data` or `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull
-    scraper's (Prometheus, vmagent: every replica scrapes the same targets), nor a git-sync
-    sidecar's checkout (cloned again at every start), nor an app's whose environment names its data
-    store's address (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there), nor a stateless
-    component's of Loki, Mimir, Tempo or Cortex (`-target=distributor`, `querier`…); a writable
-    hostPath at any path but the node's system, runtime and scratch directories (a share at
-    `/smbshare`); a single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a
-    cache), whose data a second replica would split; a server that reaches its node's daemon through
-    a Unix socket on a hostPath (a `socat` bridge to a CSI driver's `csi.sock`, the Docker socket),
+    server.conf keeps its datastore in SQLite, a Jaeger v2 whose config keeps its traces in
+    memory, a Vault server whose config keeps its storage in memory or on its disk; a controller
+    without leader election: MetalLB's (not with `--webhook-mode=onlywebhook`: its webhook
+    alone), Zalando's postgres-operator, YuniKorn's scheduler, Scylla Manager, flyte-binary,
+    Antrea's controllers, Google Managed Prometheus' operator, kube-arangodb's in
+    `--mode.single`, or any with `--leader-elect=false`; a writable claim
+    (`persistentVolumeClaim`) at any path but scratch (`/tmp`, caches): one volume for every
+    replica, which a ReadWriteOnce claim attaches to one node only, and a path that says data
+    (`/run/…/data`) is no scratch; a writable emptyDir mounted at a data path such as `/data` or
+    `/var/lib/…`, not the kubelet's `/var/lib/kubelet`, nor a pull scraper's (Prometheus,
+    vmagent: every replica scrapes the same targets), nor a git-sync sidecar's checkout (cloned
+    again at every start), nor an app's whose environment names its data store's address
+    (`REDIS_HOST`, `ORDER_DB_HOST`: it is scratch there), nor a stateless component's of Loki,
+    Mimir, Tempo or Cortex (`-target=distributor`, `querier`…); a writable hostPath at any path
+    but the node's system, runtime and scratch directories (a share at `/smbshare`); a
+    single-replica StatefulSet with `volumeClaimTemplates` not only mounted as a cache), whose
+    data a second replica would split; a server that reaches its node's daemon through a Unix
+    socket on a hostPath (a `socat` bridge to a CSI driver's `csi.sock`, the Docker socket),
     whose second replica would serve another node's daemon; and a leader-elected server, whose
     second replica would only stand by.
 
@@ -255,7 +258,7 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
         state = f"it writes to claim volume {claim!r}, one pod at a time (strategy Recreate)"
     sessions = None
     if state is None and svc.session_affinity != "ClientIP":
-        sessions = next((why for c in holders if (why := socket_io_sessions(inventory, c))), None)
+        sessions = next((why for c in holders if (why := process_sessions(inventory, c))), None)
         state = sessions
     if state is not None:
         kept = "keeps local state"
@@ -283,8 +286,9 @@ def _single(inventory: Inventory, svc: Service, w: Workload) -> Hit:
             kept = "keeps sessions in its process"
             advice = (
                 "# an availability note: before a second replica, make the Service sticky "
-                "(sessionAffinity: ClientIP)\n# or share the sessions (a Socket.IO adapter), "
-                "or a session's requests reach a pod that did not open it"
+                "(sessionAffinity: ClientIP)\n# and any proxy in front (cookie affinity), or "
+                "share the sessions where the app can (a Socket.IO\n# adapter), or a session's "
+                "requests reach a pod that did not open it"
             )
             second = "would get requests of sessions the other opened, and fail them"
         elif state.startswith(ELECTION_OFF):  # its data is the API server's: not split

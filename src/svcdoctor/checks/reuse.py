@@ -12,7 +12,7 @@ from svcdoctor.checks._clients import registry_found
 from svcdoctor.checks._serving import queried_scraper, serving_containers
 from svcdoctor.checks._shutdown import run_paths
 from svcdoctor.checks.election import leader_served
-from svcdoctor.checks.images import socket_io_sessions
+from svcdoctor.checks.images import process_sessions
 from svcdoctor.checks.registry import Hit, rule
 from svcdoctor.checks.selection import folder
 from svcdoctor.checks.settings import Settings
@@ -607,15 +607,16 @@ def session_affinity_clientip(inventory: Inventory, settings: Settings) -> Itera
     """`sessionAffinity: ClientIP` pins each client to one backend.
 
     ## What it does
-    Flags Services with `sessionAffinity: ClientIP`. Not flagged where the affinity pins
-    nothing or is what the backends need: a Service that carries no requests (metrics
-    scraped per pod), and backends whose replicas keep data of their own (a data store or
-    broker by its image, as SVD204 tells them; local state, as
-    for SVD204: two Prometheus servers' series, a registry's images; a single instance of
-    such a server too; the prometheus-operator's Prometheus, Alertmanager and ThanosRuler pods,
-    by the labels it gives them, `app: prometheus` in its older releases), where the
-    affinity keeps a client's reads consistent; and Socket.IO servers (an app file of the
-    image's build context, no adapter), whose clients poll the pod that opened their session.
+    Flags Services with `sessionAffinity: ClientIP`. Not flagged where the affinity pins nothing
+    or is what the backends need: a Service that carries no requests (metrics scraped per pod),
+    and backends whose replicas keep data of their own (a data store or broker by its image, as
+    SVD204 tells them; local state, as for SVD204: two Prometheus servers' series, a registry's
+    images; a single instance of such a server too; the prometheus-operator's Prometheus,
+    Alertmanager and ThanosRuler pods, by the labels it gives them, `app: prometheus` in its
+    older releases), where the affinity keeps a client's reads consistent; and Socket.IO servers
+    (an app file of the image's build context, no adapter), whose clients poll the pod that
+    opened their session, and the other apps that keep sessions in their process (Streamlit,
+    Gradio, Chainlit).
 
     ## Why it matters
     Like connection reuse, affinity turns "one bad backend fails 1/N of requests" into "one
@@ -679,7 +680,7 @@ def _affinity_moot(inventory: Inventory, svc: Service) -> bool:
     return any(
         local_state(w, c, alike=True, emptydirs=False) is not None
         or queried_scraper(c)
-        or socket_io_sessions(inventory, c) is not None
+        or process_sessions(inventory, c) is not None
         for w in workloads
         for c in serving_containers(inventory, w)
     )

@@ -36,9 +36,11 @@ _DATA_STORE = re.compile(
 )
 
 
+# (and a pipeline between two, `db-to-streams`, `streams-to-redis-hashes`: the apps of
+# redis-microservices-demo; judge503)
 _STORE_TOOL = re.compile(
     r"(?:^|[_.-])(?:exporters?|ui|commander|operator|proxy|admin|dashboards?|clients?|cli|console|"
-    r"webhooks?|"
+    r"webhooks?|to|"
     r"browser|web|gui|manager|insight|backup|express|migrat\w*)(?:$|[_.-])"
 )
 

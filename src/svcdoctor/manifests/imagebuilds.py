@@ -177,10 +177,17 @@ _CONVENTION = 3
 
 
 def _user_image(image: str) -> bool:
-    """An image of a user's or organisation's repository (``learnk8s/knote-js``), not an
-    official one (``mongo``, ``library/redis``)."""
+    """An image of a user's or organisation's repository (``learnk8s/knote-js``, any of
+    another registry's), not an official one (``mongo``, ``library/redis``,
+    ``docker.io/sonarqube``: redis-microservices-demo; judge503)."""
     ref = image.split("@", 1)[0].rsplit(":", 1)[0]
-    return "/" in ref and not ref.split("/")[-2].endswith("library")
+    parts = ref.split("/")
+    if parts[0] in _DOCKER_HUB:
+        parts = parts[1:]
+    return len(parts) > 1 and not parts[-2].endswith("library")
+
+
+_DOCKER_HUB = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 
 
 def _app_folder(
