@@ -59,6 +59,7 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 and not metrics_probed(inventory, service)
                 and not ignored_webhook(inventory, service)
                 and not metrics_servers_only(inventory, service)
+                and not manager_metrics_only(inventory, service)
                 and not scaffold_leftover(inventory, service)
                 and not pods_dialed_instead(inventory, service)
                 and not fake_node_addressed(inventory, service)
@@ -201,6 +202,46 @@ def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
         )
         and not webhook_calls(inventory, service)
     )
+
+
+# A controller-runtime manager of kubebuilder v2's flags (`--metrics-addr`,
+# `--enable-leader-election`) serves its metrics on `--metrics-addr`, ":8080" by default
+# (the scaffold's main.go; controller-runtime's default MetricsBindAddress before v0.16)
+_OLD_MANAGER_FLAG = re.compile(r"^--?(metrics-addr|enable-leader-election)(=|$)")
+_OLD_MANAGER_METRICS = 8080
+
+
+def manager_metrics_only(inventory: Inventory, service: Service) -> bool:
+    """Whether every port the Service targets is the metrics port of such a manager
+    (``_OLD_MANAGER_FLAG``) and no webhook calls it: scraped, not sent requests
+    (logging-operator's headless Service of its `http` 8080; judge502)."""
+    metrics = [
+        (c, _manager_metrics_port(c))
+        for w in inventory.targeted(service)
+        for c in w.template.containers
+        if any(_OLD_MANAGER_FLAG.match(word) for word in argv_of(c))
+    ]
+    return (
+        bool(metrics)
+        and bool(service.ports)
+        and all(
+            any(p.target == port or _named(c, p.target, port) for c, port in metrics)
+            for p in service.ports
+        )
+        and not webhook_calls(inventory, service)
+    )
+
+
+def _manager_metrics_port(c: Container) -> int | None:
+    value = flag_value(argv_of(c), "metrics-addr")
+    if value is None:
+        return _OLD_MANAGER_METRICS
+    port = value.rpartition(":")[2]
+    return int(port) if port.isdigit() else None
+
+
+def _named(c: Container, target: int | str, number: int | None) -> bool:
+    return isinstance(target, str) and any(p.name == target and p.number == number for p in c.ports)
 
 
 # Ports named for a cluster's own members (Elasticsearch's `transport` 9300, Cassandra's

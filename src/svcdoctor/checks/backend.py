@@ -24,7 +24,7 @@ from svcdoctor.checks._probes import (
     service_target,
     suggest,
 )
-from svcdoctor.checks._serving import serves, serves_nothing, stock_port, unreached
+from svcdoctor.checks._serving import argv_of, serves, serves_nothing, stock_port, unreached
 from svcdoctor.checks._shutdown import shutdown_facts
 from svcdoctor.checks.election import leader_elected, leader_for_life, waits_for_lease
 from svcdoctor.checks.images import constant_route
@@ -36,7 +36,7 @@ from svcdoctor.checks.rollout import (
     until_replicated,
 )
 from svcdoctor.checks.selection import app_images
-from svcdoctor.checks.settings import Settings
+from svcdoctor.checks.settings import Settings, flag_value
 from svcdoctor.model import Cause, Container, Inventory, Probe, Service, Severity, Workload
 from svcdoctor.model.inventory import endpoints_given, selector_matches
 from svcdoctor.model.patch import Fix, FixAvailability, ObjectPatch, PodPatch, note
@@ -265,10 +265,25 @@ _SELF_ANSWERING = (
 )
 
 
+# Loki's /ready checks that the process's own modules run, and more only in an ingester (its
+# ring) or a query frontend (an attached querier): readyHandler in pkg/loki/loki.go of
+# grafana/loki. The targets that run neither (`-target=distributor`, …) answer by themselves
+# (sighupio's loki-distributed; judge502); the default, `all`, and `read`/`write` run one.
+_LOKI = re.compile(r"(^|/)grafana/loki(:|@|$)")
+_LOKI_PLAIN_TARGETS = frozenset(
+    {"distributor", "querier", "compactor", "index-gateway", "query-scheduler", "ruler"}
+    | {"table-manager", "overrides-exporter", "bloom-gateway", "bloom-planner", "bloom-builder"}
+)
+
+
 def _self_answering(c: Container) -> bool:
-    """Whether the container's readiness path answers by itself (``_SELF_ANSWERING``)."""
+    """Whether the container's readiness path answers by itself (``_SELF_ANSWERING``, a Loki
+    of plain targets)."""
     image, probe = c.image.split("@", 1)[0], c.readiness
     path = probe.target[4] if probe is not None and probe.handler == "httpGet" else None
+    if _LOKI.search(image) and path == "/ready":
+        targets = (flag_value(argv_of(c), "target") or "all").split(",")
+        return all(t.strip() in _LOKI_PLAIN_TARGETS for t in targets)
     return any(m.search(image) and p in (None, path) for m, p in _SELF_ANSWERING)
 
 
@@ -287,7 +302,8 @@ def readiness_equals_liveness(inventory: Inventory, settings: Settings) -> Itera
     cheap check twice, which restarts nothing a dependency fails: the health conventions
     whose handlers answer by themselves (`/healthz`, `/health`, `/health_check`, `/livez`,
     `/ping`, `/status`, `/ok`, `/hello`, Hazelcast's `/hazelcast/health/node-state`;
-    CloudNativePG's operator's `/readyz`, Envoy's admin `/ready`, any path of httpbin, an echo
+    CloudNativePG's operator's `/readyz`, Envoy's admin `/ready`, Loki's `/ready` in a target that
+    runs no ingester nor query frontend (`-target=distributor`), any path of httpbin, an echo
     server), a query asking for the app's health or version (`?health=true`, SABnzbd's
     `/api?mode=version`), an API's schema or docs page (`/openapi.json`, `/docs`), a path
     whose handler in the app file of the image's build context (as SVD117 finds it) only
