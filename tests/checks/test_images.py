@@ -25,7 +25,7 @@ def test_svd101_is_quiet_where_pid1_ignores_sigterm(monkeypatch: pytest.MonkeyPa
     # its premise (the app stops at SIGTERM) is false there: SVD117 reports those instead
     ignoring = {"script", "node", "shellform", "flask", "prefixed", "envoy", "pyshebang", "php"}
     ignoring |= {"wavefront", "wavefront-tanzu", "carts", "mlmd", "boutique-email", "fork-currency"}
-    ignoring |= {"opea-llm", "tf-serving", "redis-slave"}
+    ignoring |= {"opea-llm", "tf-serving", "redis-slave", "shellpy"}
     assert _flagged("SVD117", monkeypatch) == ignoring
     svd101 = _flagged("SVD101", monkeypatch)
     assert not svd101 & (ignoring - {"flask"})

@@ -235,6 +235,16 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         )
         for image in ("*agones-extensions*", "*agones-allocator*")
     ),
+    # Kubernetes' e2e test image: netexec (and net, nettest) sleep --delay-shutdown seconds,
+    # default 0, after SIGTERM with their servers still up, then exit (cloud-provider-kind's
+    # examples; judge505)
+    KnownDrain(
+        "*agnhost*",
+        0,
+        "https://github.com/kubernetes/kubernetes/blob/master/test/images/agnhost/netexec/netexec.go",
+        "sleeps --delay-shutdown seconds, default 0, after SIGTERM while it keeps serving",
+        flag="--delay-shutdown",
+    ),
     # ingress-nginx's own image, and its builds by Microsoft (AKS' app routing:
     # mcr.microsoft.com/oss/kubernetes/ingress/nginx-ingress-controller; judge460) and Bitnami
     *(

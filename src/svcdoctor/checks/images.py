@@ -223,13 +223,26 @@ def image_pid1(inventory: Inventory, w: Workload, c: Container) -> ImagePid1 | N
             last = script.last
             assert last is not None
             if stays_parent(family, script):
+                fix = (
+                    f"# in {facts.dockerfile}: the exec form (CMD [...]) makes the app PID 1, or "
+                    "`exec` the last command (a pipeline cannot be exec'd: log to stdout)"
+                )
+                # exec'd, the app is PID 1: one that installs no handler ignores SIGTERM too
+                # (Kubernetes for Developers' timeserver, `CMD python3 server.py`; judge509)
+                exec_d = None
+                if not facts.entrypoint and not c.args:
+                    exec_d = image_pid1(inventory, w, replace(c, args=tuple(last.words)))
+                if exec_d is not None:
+                    fix += (
+                        "\n# but as PID 1 the app ignores SIGTERM too, as it installs no "
+                        f"handler:\n{exec_d.fix}"
+                    )
                 return ImagePid1(
                     f"its image runs `{text.strip()}` under the shell form's '{shell} -c' "
                     f"({where}), and the shell stays the parent of "
                     f"{last.program or last.words[0]!r}",
                     where,
-                    f"# in {facts.dockerfile}: the exec form (CMD [...]) makes the app PID 1, or "
-                    "`exec` the last command (a pipeline cannot be exec'd: log to stdout)",
+                    fix,
                 )
             debug = debug or bool(_DEBUG_ON & set(last.words))
             argv = _exec_words(list(last.words), image_cmd)

@@ -164,77 +164,78 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
     router|sidecar` from another image), the KEDA HTTP add-on's interceptor 5 s, podinfo 3 s from
     2.0.0, Argo's rollouts-demo 10 s, kube-ops-view 10 s, Sourcegraph's frontend 5 s, kubenurse 5 s,
     parapet's ingress controller and edge proxy 30 s, ingress-nginx with `--shutdown-grace-period`,
-    OPA with `--shutdown-wait-period` (where such an app has a flag for it, the fix offers it in
-    place of the sleep), Agones' extensions and allocator with `READINESS_SHUTDOWN_DURATION`, any
-    server whose probes send knative.dev/pkg's `K-Kubelet-Probe` header, built on that library's
-    Drainer, 45 s, and any given the Kubernetes API server library's `--shutdown-delay-duration`,
-    also in the `sh -c` script it execs; see the configuration docs), and the drain a mounted
-    configuration in the same files sets (CoreDNS's `health { lameduck 5s }` in the Corefile
-    ConfigMap its container mounts: https://coredns.io/plugins/health/; an API server's
-    `shutdown-delay-duration` in the config file its ConfigMap holds). Whether any other app keeps
-    serving after SIGTERM cannot be seen in a manifest: the message says so rather than asserting
-    that it stops. Behind headless Services only, no node routes: the message says the clients that
-    resolved the pod's address from DNS still connect to it. Containers that serve nothing (`sleep
-    infinity`, `tail -f /dev/null`, test clients, a chart's `helm.sh/hook` Pods) are not flagged,
-    nor are pods behind Services that carry no requests (every port a metrics, profiling or probe
-    port: `metrics`, `http-metrics`, `metrics-https`, `prometheus`, `http-profiling`, `pprof`,
-    `diagnostics`, `probes`, `healthz`…, by port or target name, or kube-scheduler's and
-    kube-controller-manager's secure ports 10259 and 10257, or the port of the pod's
-    `--metrics-bind-address` (kubebuilder v2's `--metrics-addr`, `:8080` by default), or a
-    kube-rbac-proxy port whose upstream is it, or the prometheus-operator's own port, which no
-    webhook calls, or kubebuilder v1's leftover `controller-manager-service` (or a Service with its
-    `controller-tools.k8s.io` selector) that no webhook calls and whose port no container declares,
-    or one in front of knative.dev/pkg controllers that declare no port and no webhook calls; or a
-    headless Service of the members' own ports only, `transport`, `peer`, `gossip`, `intra-node`…,
-    peer discovery; or a headless Service without ports (or only ports its pods do not declare) that
-    nothing in the inputs dials, which only names its pods in DNS; or an xDS port, `grpc-xds`, whose
-    Envoys keep their last configuration while the stream is down; or an exporter's, cAdvisor's,
-    kube-state-metrics', an ingress default backend's or Locust's), and no route sends to it: a
-    scraper that misses one scrape is no failed request), nor containers the Service cannot reach
-    (SVD205: a `targetPort` name no container declares, or a number a stock image as shipped does
-    not listen on, or a port its server leaves off by default: Kong's ingress controller's admission
-    port without `--admission-webhook-listen`), nor behind Services whose only clients are admission
-    webhooks with `failurePolicy: Ignore` (the API server then admits without them; the VPA
-    admission controller, Kubeflow Pipelines' cache server, numaflow's and Argo Events' webhooks,
-    OpenShift's cluster-autoscaler-operator and cluster-baremetal-operator register theirs so at run
-    time), nor NFS and SMB servers (kernel mounts retry by themselves), nor a DaemonSet that cannot
-    surge whose Services are all `internalTrafficPolicy: Local` (a node's clients have no pod but
-    the node's own, which kube-proxy keeps sending to while it terminates): a delay fixes nothing
-    there. When the grace period is also too short for the longest request, the message and the fix
-    say so (SVD102 then stays quiet). Nor are Cassandra and ScyllaDB members and Memcached servers
-    (their clients hash keys over the servers they list and take an error for a miss) behind
-    headless Services only (their drivers find the members and follow them, the Service only seeds
-    them), nor MongoDB replica set members (`--replSet`) behind any Service (the drivers connect to
-    the hosts the set's configuration lists), nor the ingesters, store-gateways and compactors of
-    Loki, Mimir, Cortex, Pyroscope and Phlare (`-target=ingester`: their clients dial the members
-    their hash ring lists, and a stopping one leaves the ring while it still answers; compactors
-    serve no client), nor Redis Cluster nodes (`--cluster-enabled yes`, or `--cluster-announce-ip`,
-    which only cluster mode reads) behind any Service (clients send each key to the node that owns
-    its slot, at its announced address), nor apps found through a service registry (as for SVD201),
-    nor pods whose Services publish not-ready addresses (as for SVD201), nor a StatefulSet's pods
-    that the inputs dial by their own names (`etcd-0.etcd:2379` in a ConfigMap or an argument) while
-    no address names its Services: each client picks its pod; nor a kubebuilder manager's webhook
-    port (9443, or named for webhooks) when it runs with `ENABLE_WEBHOOKS=false`: its scaffold then
-    sets up no webhook, so no server listens. Nor are containers whose image's Dockerfile, in the
-    same repository, starts a PID 1 that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A
-    PID 1 the manifest starts (SVD116: `node app.js`) is flagged as an `info`: whether the app
-    installs a handler is not in the manifest, and an app that does stops at SIGTERM. The only pod
-    of a workload whose rollout removes it before a replacement is ready (one replica with
-    `strategy: Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no
-    endpoint takes over while it stops, so today a delay only moves the outage SVD106 reports; once
-    SVD106's fix lets a replacement take over, the delay is due (fixed together, they leave no
-    race); it is not flagged where stopping first is deliberate (a data store, pods that keep local
-    state, or an app k8s-await-election starts once elected, which SVD106 leaves alone too), nor
-    where such a single pod rolls with a surge: a surge pod of a data store cannot hold the same
-    volume at once (a PostgreSQL Deployment on a ReadWriteOnce claim) or starts empty (a MongoDB
-    without a volume): no replacement that holds the data takes over, and persisting the data is the
-    owner's fix, not a delay. A server that keeps state of its own (an in-memory Jaeger, a Dex on
-    memory storage) and rolls with a surge is flagged: its surge pod serves the requests the delay
-    saves, if with state of its own. The same for the only pod of a kind that never rolls (a
-    ReplicaSet, ReplicationController or bare Pod: SVD204). Only where no other workload's pods
-    serve behind the same Service: with them, the race is there today (a warning). A container whose
-    `sh -c` keeps SIGTERM from the app (SVD105) is an `info` too: it serves until SIGKILLed, until
-    SVD105's fix execs it.
+    agnhost's netexec with `--delay-shutdown`, OPA with `--shutdown-wait-period` (where such an app
+    has a flag for it, the fix offers it in place of the sleep), Agones' extensions and allocator
+    with `READINESS_SHUTDOWN_DURATION`, any server whose probes send knative.dev/pkg's
+    `K-Kubelet-Probe` header, built on that library's Drainer, 45 s, and any given the Kubernetes
+    API server library's `--shutdown-delay-duration`, also in the `sh -c` script it execs; see the
+    configuration docs), and the drain a mounted configuration in the same files sets (CoreDNS's
+    `health { lameduck 5s }` in the Corefile ConfigMap its container mounts:
+    https://coredns.io/plugins/health/; an API server's `shutdown-delay-duration` in the config file
+    its ConfigMap holds). Whether any other app keeps serving after SIGTERM cannot be seen in a
+    manifest: the message says so rather than asserting that it stops. Behind headless Services
+    only, no node routes: the message says the clients that resolved the pod's address from DNS
+    still connect to it. Containers that serve nothing (`sleep infinity`, `tail -f /dev/null`, test
+    clients, a chart's `helm.sh/hook` Pods) are not flagged, nor are pods behind Services that carry
+    no requests (every port a metrics, profiling or probe port: `metrics`, `http-metrics`,
+    `metrics-https`, `prometheus`, `http-profiling`, `pprof`, `diagnostics`, `probes`, `healthz`…,
+    by port or target name, or kube-scheduler's and kube-controller-manager's secure ports 10259 and
+    10257, or the port of the pod's `--metrics-bind-address` (kubebuilder v2's `--metrics-addr`,
+    `:8080` by default), or a kube-rbac-proxy port whose upstream is it, or the
+    prometheus-operator's own port, which no webhook calls, or kubebuilder v1's leftover
+    `controller-manager-service` (or a Service with its `controller-tools.k8s.io` selector) that no
+    webhook calls and whose port no container declares, or one in front of knative.dev/pkg
+    controllers that declare no port and no webhook calls; or a headless Service of the members' own
+    ports only, `transport`, `peer`, `gossip`, `intra-node`…, peer discovery; or a headless Service
+    without ports (or only ports its pods do not declare) that nothing in the inputs dials, which
+    only names its pods in DNS; or an xDS port, `grpc-xds`, whose Envoys keep their last
+    configuration while the stream is down; or an exporter's, cAdvisor's, kube-state-metrics', an
+    ingress default backend's or Locust's), and no route sends to it: a scraper that misses one
+    scrape is no failed request), nor containers the Service cannot reach (SVD205: a `targetPort`
+    name no container declares, or a number a stock image as shipped does not listen on, or a port
+    its server leaves off by default: Kong's ingress controller's admission port without
+    `--admission-webhook-listen`), nor behind Services whose only clients are admission webhooks
+    with `failurePolicy: Ignore` (the API server then admits without them; the VPA admission
+    controller, Kubeflow Pipelines' cache server, numaflow's and Argo Events' webhooks, OpenShift's
+    cluster-autoscaler-operator and cluster-baremetal-operator register theirs so at run time), nor
+    NFS and SMB servers (kernel mounts retry by themselves), nor a DaemonSet that cannot surge whose
+    Services are all `internalTrafficPolicy: Local` (a node's clients have no pod but the node's
+    own, which kube-proxy keeps sending to while it terminates): a delay fixes nothing there. When
+    the grace period is also too short for the longest request, the message and the fix say so
+    (SVD102 then stays quiet). Nor are Cassandra and ScyllaDB members and Memcached servers (their
+    clients hash keys over the servers they list and take an error for a miss) behind headless
+    Services only (their drivers find the members and follow them, the Service only seeds them), nor
+    MongoDB replica set members (`--replSet`) behind any Service (the drivers connect to the hosts
+    the set's configuration lists), nor the ingesters, store-gateways and compactors of Loki, Mimir,
+    Cortex, Pyroscope and Phlare (`-target=ingester`: their clients dial the members their hash ring
+    lists, and a stopping one leaves the ring while it still answers; compactors serve no client),
+    nor Redis Cluster nodes (`--cluster-enabled yes`, or `--cluster-announce-ip`, which only cluster
+    mode reads) behind any Service (clients send each key to the node that owns its slot, at its
+    announced address), nor apps found through a service registry (as for SVD201), nor pods whose
+    Services publish not-ready addresses (as for SVD201), nor a StatefulSet's pods that the inputs
+    dial by their own names (`etcd-0.etcd:2379` in a ConfigMap or an argument) while no address
+    names its Services: each client picks its pod; nor a kubebuilder manager's webhook port (9443,
+    or named for webhooks) when it runs with `ENABLE_WEBHOOKS=false`: its scaffold then sets up no
+    webhook, so no server listens. Nor are containers whose image's Dockerfile, in the same
+    repository, starts a PID 1 that ignores SIGTERM (SVD117: they do not stop at SIGTERM). A PID 1
+    the manifest starts (SVD116: `node app.js`) is flagged as an `info`: whether the app installs a
+    handler is not in the manifest, and an app that does stops at SIGTERM. The only pod of a
+    workload whose rollout removes it before a replacement is ready (one replica with `strategy:
+    Recreate` or `maxUnavailable: 1`, or a one-replica StatefulSet) is an `info`: no endpoint takes
+    over while it stops, so today a delay only moves the outage SVD106 reports; once SVD106's fix
+    lets a replacement take over, the delay is due (fixed together, they leave no race); it is not
+    flagged where stopping first is deliberate (a data store, pods that keep local state, or an app
+    k8s-await-election starts once elected, which SVD106 leaves alone too), nor where such a single
+    pod rolls with a surge: a surge pod of a data store cannot hold the same volume at once (a
+    PostgreSQL Deployment on a ReadWriteOnce claim) or starts empty (a MongoDB without a volume): no
+    replacement that holds the data takes over, and persisting the data is the owner's fix, not a
+    delay. A server that keeps state of its own (an in-memory Jaeger, a Dex on memory storage) and
+    rolls with a surge is flagged: its surge pod serves the requests the delay saves, if with state
+    of its own. The same for the only pod of a kind that never rolls (a ReplicaSet,
+    ReplicationController or bare Pod: SVD204). Only where no other workload's pods serve behind the
+    same Service: with them, the race is there today (a warning). A container whose `sh -c` keeps
+    SIGTERM from the app (SVD105) is an `info` too: it serves until SIGKILLed, until SVD105's fix
+    execs it.
 
     ## Why it matters
     When a pod is deleted, the kubelet sends SIGTERM while the EndpointSlice controller, the

@@ -180,8 +180,14 @@ _MODULE_LEVELS = 8
 
 @functools.lru_cache(maxsize=256)
 def _go_module(folder: str) -> bool:
-    """Whether ``folder`` is a Go module's root (holds a ``go.mod``)."""
-    return os.path.isfile(os.path.join(folder, "go.mod"))
+    """Whether ``folder`` is a Go project's root: a module's (``go.mod``), or one of before
+    modules, whose dependency manager left its file there (dep's ``Gopkg.toml``, glide's
+    ``glide.yaml``, godep's ``Godeps/Godeps.json``: GoogleCloudPlatform/airflow-operator;
+    judge510)."""
+    return any(os.path.isfile(os.path.join(folder, name)) for name in _GO_PROJECT_FILES)
+
+
+_GO_PROJECT_FILES = ("go.mod", "Gopkg.toml", "glide.yaml", os.path.join("Godeps", "Godeps.json"))
 
 
 def _embeds(pattern: str, relative: str) -> bool:
