@@ -301,6 +301,39 @@ def test_a_skaffold_artifact_names_the_dockerfile_that_builds_its_image(tmp_path
     assert find_builds([str(app)]).artifacts == {}  # unreadable: none, no error
 
 
+def test_a_github_workflow_names_the_dockerfile_of_each_image_it_builds(tmp_path: Path) -> None:
+    """ever-gauzy's docker-build-publish-*.yml: docker/build-push-action's `file` (from the
+    checkout's root) builds the images its `tags` name, and a `run:` step's `docker build`
+    from its working-directory; an expression names nothing known, and an unreadable
+    workflow none."""
+    for app in ("mcp-auth", "api"):
+        (tmp_path / ".deploy" / app).mkdir(parents=True)
+        (tmp_path / ".deploy" / app / "Dockerfile").write_text(
+            'FROM node:24\nCMD ["node", "m.js"]\n'
+        )
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "publish.yml").write_text(
+        "on: push\njobs:\n  build:\n    steps:\n"
+        "      - uses: docker/build-push-action@v7\n        with:\n          context: .\n"
+        "          file: ./.deploy/mcp-auth/Dockerfile\n          tags: |\n"
+        "            ghcr.io/ever-co/gauzy-mcp-auth:latest\n"
+        "            ${{ secrets.REGISTRY }}/ever-co/gauzy-mcp-auth:latest\n"
+        "      - run: docker build -t everco/gauzy-api:1 .\n"
+        "        working-directory: .deploy/api\n"
+        "      - uses: docker/build-push-action@v7\n"
+        "        with: {file: '${{ matrix.file }}', tags: 'ghcr.io/x/other:1'}\n"
+    )
+    (workflows / "broken.yaml").write_text("jobs: [unclosed\n")
+    builds = find_builds([str(tmp_path / ".deploy")])
+    assert builds.artifacts == {}  # no repository root: its workflows are not read
+    (tmp_path / ".git").mkdir()
+    assert find_builds([str(tmp_path / ".deploy")]).artifacts == {
+        "gauzy-mcp-auth": (tmp_path / ".deploy" / "mcp-auth" / "Dockerfile",),
+        "gauzy-api": (tmp_path / ".deploy" / "api" / "Dockerfile",),
+    }
+
+
 def test_a_dapr_multi_app_run_file_names_the_folder_of_each_image(tmp_path: Path) -> None:
     """dapr/quickstarts: a Multi-App Run template's ``appDirPath`` is the folder of the app
     its ``containerImage`` names, whatever the folder is called; an app with no Dockerfile

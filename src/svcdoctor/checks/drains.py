@@ -245,6 +245,26 @@ KNOWN_DRAINS: tuple[KnownDrain, ...] = (
         "sleeps --delay-shutdown seconds, default 0, after SIGTERM while it keeps serving",
         flag="--delay-shutdown",
     ),
+    # Grafana's Mimir, Loki and Tempo report not-ready at SIGTERM and keep serving
+    # -shutdown-delay, default 0, before they stop (their RegisterFlags: "How long to wait
+    # between SIGTERM and shutdown"; sighupio's fury-kubernetes-monitoring; judge513)
+    *(
+        KnownDrain(
+            image,
+            0,
+            source,
+            "fails /ready at SIGTERM and keeps serving -shutdown-delay, default 0, before it stops",
+            flag="-shutdown-delay",
+        )
+        for image, source in (
+            ("*grafana/mimir*", "https://github.com/grafana/mimir/blob/main/pkg/mimir/mimir.go"),
+            ("*grafana/loki*", "https://github.com/grafana/loki/blob/main/pkg/loki/loki.go"),
+            (
+                "*grafana/tempo*",
+                "https://github.com/grafana/tempo/blob/main/cmd/tempo/app/config.go",
+            ),
+        )
+    ),
     # ingress-nginx's own image, and its builds by Microsoft (AKS' app routing:
     # mcr.microsoft.com/oss/kubernetes/ingress/nginx-ingress-controller; judge460) and Bitnami
     *(

@@ -381,32 +381,32 @@ def image_pid1_ignores_sigterm(inventory: Inventory, settings: Settings) -> Iter
     inside a git repository, under its root (at most 5000 directory entries; `.git`, `vendor`,
     `node_modules` and hidden directories skipped). A Dockerfile builds a container's image when a
     `skaffold.yaml` there builds the image from it (`build.artifacts[]`: `image`, `context`,
-    `docker.dockerfile`) or a shell script or Makefile does (`docker build -t NAME DIR`, `docker
-    buildx build`, `podman build`), or when the image's repository name (`mreferre/yelb-ui:0.7` →
-    `yelb-ui`) equals the Dockerfile's directory name or its `NAME` (a few weaker signals after
-    that: `manifests/imagebuilds.py`); two candidates match neither, nor does a Dockerfile whose
-    final `FROM` is the image itself (`nginx/Dockerfile` `FROM nginx`). A Dockerfile with no `CMD`
-    or `ENTRYPOINT` of its own runs its base image's, when that base is built in the repository too.
-    Without a `command` in the manifest, the final stage's `ENTRYPOINT` and `CMD` (or the manifest's
-    `args`) are PID 1. Flags Service-backed containers (as SVD101) whose PID 1 is a shell that stays
-    the app's parent: a shell-form `CMD` whose shell keeps the last command (as SVD105 decides), or
-    a script of the build context whose last command is not `exec`'d (a shell running a script file
-    forks every command); or `node`/`python` running an app file of the build context (or `flask
-    run` serving `FLASK_APP`'s, or a script whose `#!` line names them) that installs no SIGTERM
-    handler (no `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's `run_app`, Quart, terminus,
-    http-terminator or lightship in it; nor Flask's `app.run` in debug mode, `debug=True` or
-    `FLASK_DEBUG=1` on the command: Werkzeug's reloader exits at SIGTERM), or `python -m` running a
-    server of the standard library (`http.server`, `SimpleHTTPServer`), which installs none. Not
-    flagged: an init in front (`tini`, `dumb-init`), `shareProcessNamespace: true`, a `trap` in the
-    script, an app file not in the context. Published images whose own Dockerfile starts such a PID
-    1 are flagged without one in the repository: `wavefronthq/proxy` (also as
-    `tanzu_observability/proxy`) and Sock Shop's Java services (`weaveworksdemos/carts`, `orders`,
-    `shipping`): a shell running a script that starts java without `exec`; Online Boutique's
-    `microservices-demo/emailservice`, `recommendationservice` (python), `currencyservice` and
-    `paymentservice` (node), an interpreter running an app without a handler; ML Metadata's
-    `ml_metadata_store_server`, a gRPC server that is PID 1 and installs no handler (also when the
-    manifest's command names its binary). SVD101 does not fire for such a container: it does not
-    stop at SIGTERM.
+    `docker.dockerfile`) or a shell script, Makefile or GitHub Actions workflow does (`docker build
+    -t NAME DIR`, `docker buildx build`, `podman build`, `docker/build-push-action`), or when the
+    image's repository name (`mreferre/yelb-ui:0.7` → `yelb-ui`) equals the Dockerfile's directory
+    name or its `NAME` (a few weaker signals after that: `manifests/imagebuilds.py`); two candidates
+    match neither, nor does a Dockerfile whose final `FROM` is the image itself (`nginx/Dockerfile`
+    `FROM nginx`). A Dockerfile with no `CMD` or `ENTRYPOINT` of its own runs its base image's, when
+    that base is built in the repository too. Without a `command` in the manifest, the final stage's
+    `ENTRYPOINT` and `CMD` (or the manifest's `args`) are PID 1. Flags Service-backed containers (as
+    SVD101) whose PID 1 is a shell that stays the app's parent: a shell-form `CMD` whose shell keeps
+    the last command (as SVD105 decides), or a script of the build context whose last command is not
+    `exec`'d (a shell running a script file forks every command); or `node`/`python` running an app
+    file of the build context (or `flask run` serving `FLASK_APP`'s, or a script whose `#!` line
+    names them) that installs no SIGTERM handler (no `SIGTERM`, `uvicorn.run`, `gunicorn`, aiohttp's
+    `run_app`, Quart, terminus, http-terminator or lightship in it; nor Flask's `app.run` in debug
+    mode, `debug=True` or `FLASK_DEBUG=1` on the command: Werkzeug's reloader exits at SIGTERM), or
+    `python -m` running a server of the standard library (`http.server`, `SimpleHTTPServer`), which
+    installs none. Not flagged: an init in front (`tini`, `dumb-init`), `shareProcessNamespace:
+    true`, a `trap` in the script, an app file not in the context. Published images whose own
+    Dockerfile starts such a PID 1 are flagged without one in the repository: `wavefronthq/proxy`
+    (also as `tanzu_observability/proxy`) and Sock Shop's Java services (`weaveworksdemos/carts`,
+    `orders`, `shipping`): a shell running a script that starts java without `exec`; Online
+    Boutique's `microservices-demo/emailservice`, `recommendationservice` (python),
+    `currencyservice` and `paymentservice` (node), an interpreter running an app without a handler;
+    ML Metadata's `ml_metadata_store_server`, a gRPC server that is PID 1 and installs no handler
+    (also when the manifest's command names its binary). SVD101 does not fire for such a container:
+    it does not stop at SIGTERM.
 
     ## Why it matters
     The kernel delivers a signal to a PID namespace's init only if it installed a handler;

@@ -27,10 +27,11 @@ from svcdoctor.model.patch import Fix, FixAvailability, PodPatch, note
 # and Ubuntu images, bash on the Red Hat family. n8n's image is built FROM its Alpine base
 # (docker/images/n8n/Dockerfile, FROM n8nio/base: node:*-alpine; a homelab's n8n, judge303);
 # Envoy's rate limit service's final stage is FROM alpine (Dockerfile of envoyproxy/ratelimit;
-# Aeraki's rate-limit-server demos, judge340).
+# Aeraki's rate-limit-server demos, judge340); netshoot's is FROM alpine (Dockerfile of
+# nicolaka/netshoot; vpp-dataplane's test pods, judge512).
 _ASH_IMAGES = re.compile(
     r"alpine|busybox|(^|/)curlimages/|distroless/.*:debug|(^|/)(traefik|bash|docker)(:|$)"
-    r"|(^|/)(n8nio/n8n|envoyproxy/ratelimit)(:|@|$)"
+    r"|(^|/)(n8nio/n8n|envoyproxy/ratelimit|nicolaka/netshoot)(:|@|$)"
 )
 _BASH_IMAGES = re.compile(
     r"(^|/)(centos|fedora|rockylinux|almalinux|ubi\d*(-\w+)?|amazonlinux|oraclelinux|"
@@ -220,6 +221,8 @@ def shell_wrapped_entrypoint(inventory: Inventory, settings: Settings) -> Iterat
     """
     del settings
     for w, c in racing(inventory):
+        if w.template.share_process_namespace:
+            continue  # the pause container is PID 1: SIGTERM's default action ends the shell
         found = shell_parent(c, inventory.image_base(c.image))
         if found is None:
             continue

@@ -40,8 +40,10 @@ _APP_SPEC = re.compile(
 
 
 def dockerfile_name(name: str) -> str | None:
-    """The image name a Dockerfile's own name gives (``""`` for plain ``Dockerfile``);
-    Podman's and Buildah's ``Containerfile`` is one too (blixt's build/; judge365)."""
+    """The image name a Dockerfile's own name gives (``""`` for plain ``Dockerfile``, or
+    ``dockerfile``, which the builder falls back to: docker-development-youtube-series;
+    judge516); Podman's and Buildah's ``Containerfile`` is one too (blixt's build/;
+    judge365)."""
     for kind in PLAIN:
         if name == kind:
             return ""
@@ -52,7 +54,7 @@ def dockerfile_name(name: str) -> str | None:
     return None
 
 
-PLAIN = ("Dockerfile", "Containerfile")
+PLAIN = ("Dockerfile", "Containerfile", "dockerfile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +96,9 @@ def find_builds(paths: Sequence[str]) -> Builds:
                 tilt_images.setdefault(ref, where)
             continue
         read = (
-            skaffold_artifacts
+            workflow_builds
+            if config.parent.match(str(_WORKFLOWS))
+            else skaffold_artifacts
             if config.name in _SKAFFOLD
             else dapr_apps
             if config.name in _DAPR_RUN
@@ -191,16 +195,21 @@ def script_builds(script: Path) -> list[tuple[str, Path]]:
     a place such a variable names, nothing is known of the paths."""
     if (text := _small_text(script)) is None:
         return []
+    # a Makefile's every recipe line is a shell of its own
+    return _shell_builds(text, script.parent, makefile=not script.name.endswith(".sh"))
+
+
+def _shell_builds(text: str, folder: Path, *, makefile: bool) -> list[tuple[str, Path]]:
+    """``script_builds`` of a shell script's (or Makefile's) text run in ``folder``."""
     out: list[tuple[str, Path]] = []
-    here: Path | None = script.parent
+    here: Path | None = folder
     pushed: list[Path | None] = []  # pushd's stack
-    makefile = not script.name.endswith(".sh")  # its every recipe line is a shell of its own
     known: dict[str, str] = {}  # variables set to one literal word
     for line in text.replace("\\\n", " ").splitlines():
         if line.lstrip().startswith("#"):
             continue  # a comment
         if makefile:
-            here, pushed = script.parent, []
+            here, pushed = folder, []
         for given in _COMMANDS.split(line.strip().lstrip("@-+").strip()):
             if m := _SETS.match(given):
                 known[m.group(1)] = m.group(2)
@@ -214,7 +223,7 @@ def script_builds(script: Path) -> list[tuple[str, Path]]:
             elif words and words[0] in ("cd", "pushd"):
                 if words[0] == "pushd":
                     pushed.append(here)
-                here = _moved(here, script.parent, command)
+                here = _moved(here, folder, command)
             elif here is not None and (m := _BUILD.match(command)) is not None:
                 out.extend(_built(here, m.group("rest")))
     return out
@@ -315,6 +324,61 @@ def skaffold_artifacts(config: Path) -> list[tuple[str, Path]]:
     return out
 
 
+# GitHub Actions workflows (.github/workflows/*.yml) of the repository: Docker's
+# build-push-action (`with: context, file, tags`: https://github.com/docker/build-push-action,
+# its paths from the checkout's root) and `docker build` in a `run:` step (from the step's
+# working-directory) build the images they tag (ever-gauzy's docker-build-publish-*.yml;
+# judge508)
+_WORKFLOWS = Path(".github", "workflows")
+_BUILD_PUSH = "docker/build-push-action"
+
+
+def _workflows(root: Path) -> list[Path]:
+    """The workflow files of the repository at ``root`` (none where they cannot be read:
+    the walk names an unreadable folder)."""
+    try:
+        entries = list(os.scandir(root / _WORKFLOWS))
+    except OSError:
+        return []
+    return [Path(e.path) for e in entries if e.name.endswith((".yml", ".yaml")) and e.is_file()]
+
+
+def workflow_builds(workflow: Path) -> list[tuple[str, Path]]:
+    """(image name, Dockerfile) of each image build of a GitHub Actions workflow whose tag
+    and Dockerfile are literal (an expression, `${{ … }}`, names nothing known here)."""
+    root = workflow.parent.parent.parent
+    try:
+        document = yaml.load(workflow.read_text(errors="replace"), Loader=yaml.CSafeLoader)
+    except (OSError, yaml.YAMLError):
+        return []
+    jobs = document.get("jobs") if isinstance(document, dict) else None
+    out: list[tuple[str, Path]] = []
+    for job in jobs.values() if isinstance(jobs, dict) else ():
+        steps = job.get("steps") if isinstance(job, dict) else None
+        for step in steps if isinstance(steps, list) else ():
+            if not isinstance(step, dict):
+                continue
+            if str(step.get("uses", "")).startswith(_BUILD_PUSH):
+                out.extend(_build_push(root, step.get("with")))
+            elif isinstance(run := step.get("run"), str) and "build" in run:
+                folder = root / str(step.get("working-directory", "."))
+                out.extend(_shell_builds(run, folder, makefile=False))
+    return out
+
+
+def _build_push(root: Path, given: object) -> list[tuple[str, Path]]:
+    if not isinstance(given, dict):
+        return []
+    context, file = str(given.get("context", ".")), given.get("file")
+    tags = given.get("tags", "")
+    words = tags if isinstance(tags, list) else re.split(r"[\n,]", str(tags))  # a line each
+    if "${{" in context or (isinstance(file, str) and "${{" in file):
+        return []
+    dockerfile = Path(os.path.normpath(root / (str(file) if file else f"{context}/Dockerfile")))
+    names = {image_name(str(t).strip()) for t in words if t and "${{" not in str(t)}
+    return [(n, dockerfile) for n in sorted(names) if n] if dockerfile.is_file() else []
+
+
 # Dapr's Multi-App Run template: `apps[].appDirPath` is the folder of the app whose image
 # `containerImage` names (https://docs.dapr.io/developing-applications/local-development/
 # multi-app-dapr-run/multi-app-template/); its Dockerfile is the folder's
@@ -356,7 +420,8 @@ def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
         if (git := git_root(directory)) is not None:
             roots.append(git)
     found: dict[Path, None] = {}
-    configs: list[Path] = []
+    # a repository's workflows are hidden, so not walked: read where a root holds them
+    configs = [w for r in dict.fromkeys(r.resolve() for r in roots) for w in _workflows(r)]
     seen: set[Path] = set()
     budget = _MOST_ENTRIES
     stack = [r.resolve() for r in reversed(roots)]  # the linted paths first

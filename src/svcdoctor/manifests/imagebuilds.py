@@ -21,8 +21,10 @@ a ``skaffold.yaml`` among them says it: each artifact of its ``build`` that Dock
 names its image, its context and its Dockerfile (GoogleCloudPlatform/cloud-code-samples:
 ``python-hello-world`` built from ``src/``; https://skaffold.dev/docs/references/yaml/,
 ``build.artifacts``), and so does a build command of a shell script, a Makefile or a
-Markdown document (``docker build -t NAME DIR``) and a Dapr Multi-App Run ``dapr.yaml``
-(an app's ``containerImage`` built in its ``appDirPath``). Two more spellings of a folder
+Markdown document (``docker build -t NAME DIR``), a GitHub Actions workflow of the repository
+(``docker/build-push-action``'s ``file`` and ``tags``, or a ``run:`` step's build command)
+and a Dapr Multi-App Run ``dapr.yaml`` (an app's ``containerImage`` built in its
+``appDirPath``). Two more spellings of a folder
 name match: its last words are the image's (``tools.descartes.teastore.webui`` for
 ``teastore-webui``), or its first word is the initials of the image's first words
 (``sa-logic`` for ``sentiment-analysis-logic``); and in an app folder, ``Dockerfile.server``
