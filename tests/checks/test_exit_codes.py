@@ -434,7 +434,9 @@ def test_a_file_named_for_a_test_holds_notes(tmp_path: Path) -> None:
     result = lint_paths([str(tmp_path)])
     for name, notes in names.items():
         found = [f for f in result.findings if f.location.file.endswith(f"/{name}")]
-        assert {f.rule for f in found} == {"SVD101", "SVD201", "SVD204"}, name
+        # a test's manifests get no single-replica note (SVD204) unless --test-inputs
+        expected = {"SVD101", "SVD201"} | (set() if notes else {"SVD204"})
+        assert {f.rule for f in found} == expected, name
         assert ({f.severity for f in found} == {Severity.INFO}) is notes, name
 
 
@@ -550,9 +552,11 @@ def test_unit_tests_inputs_are_not_shown_unless_asked(tmp_path: Path) -> None:
     assert {
         folder for folder in (*hidden, *shown) if any(f"/{folder}/" in f for f in files)
     } == set(shown)
-    assert result.test_inputs == 3 * len(hidden)  # SVD101, SVD201, SVD204 on each
+    # SVD101, SVD201, SVD204 on each, and SVD204 on each e2e folder's (a test's manifests)
+    assert result.test_inputs == 3 * len(hidden) + 2
+    assert {f.rule for f in result.findings if "/e2e" in f.location.file} == {"SVD101", "SVD201"}
     out = CliRunner().invoke(cli, ["lint", str(tmp_path), "--exit-zero"])
-    assert "12 on unit tests' inputs not shown (--test-inputs)" in out.output
+    assert "14 on tests' inputs not shown (--test-inputs)" in out.output
     every = CliRunner().invoke(
         cli, ["lint", str(tmp_path), "--exit-zero", "--test-inputs", "-o", "json"]
     )

@@ -76,7 +76,7 @@ def lint_paths(
     is_flag=True,
     help="Also report findings on unit tests' inputs (Go's testdata/, testutils/, "
     "test-data/ outside an e2e/ folder; a test-named file a Go unit test reads), which a "
-    "test reads and never applies.",
+    "test reads and never applies, and single-replica notes (SVD204) on tests' manifests.",
 )
 @click.option(
     "--allow-empty",

@@ -166,7 +166,7 @@ def summary_line(result: LintResult) -> str:
     if result.suppressed:
         extra.append(f"{result.suppressed} suppressed")
     if result.test_inputs:
-        extra.append(f"{result.test_inputs} on unit tests' inputs not shown (--test-inputs)")
+        extra.append(f"{result.test_inputs} on tests' inputs not shown (--test-inputs)")
     if result.input_errors:
         extra.append(f"{result.input_errors} input errors")
     files = f"{_plural(result.files, 'file')}, " if result.files else ""  # 0: a live scan
