@@ -390,6 +390,25 @@ def test_azure_s_application_gateway_takes_a_target_port(tmp_path: Path) -> None
     ]
 
 
+def test_an_unknown_ingress_class_may_take_a_target_port() -> None:
+    """kernelci's `ingressClassName: ingressclass-pipeline` is a release of ingress-nginx
+    installed by another repository (judge515): a class the inputs neither define nor name
+    a well-known way may be ingress-nginx's, which resolves a targetPort, so its port 8000
+    (a targetPort) is not reported; an IngressClass of another controller in the inputs says
+    it is not."""
+    text = APP.replace("targetPort: http", "targetPort: 8080") + INGRESS.replace(
+        "{name: http}", "{number: 8080}"
+    ).replace("ingressClassName: nginx", "ingressClassName: ingressclass-pipeline")
+    settings = Settings(enabled=frozenset({"SVD211"}))
+    assert not lint_text(text, settings).findings
+    traefik = (
+        "---\napiVersion: networking.k8s.io/v1\nkind: IngressClass\n"
+        "metadata: {name: ingressclass-pipeline}\n"
+        "spec: {controller: traefik.io/ingress-controller}\n"
+    )
+    assert [f.rule for f in lint_text(text + traefik, settings).findings] == ["SVD211"]
+
+
 def test_chainsaw_bindings_are_values_known_when_the_test_applies_them() -> None:
     """Kong/kong-operator's test/e2e/chainsaw steps: `port: ($httpbin_service_port)` and
     `namespace: ($namespace)` are evaluated by chainsaw as it applies the file, not a

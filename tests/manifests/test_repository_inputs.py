@@ -686,7 +686,14 @@ def test_a_line_that_is_only_a_shell_variable_is_a_placeholder_not_svd001() -> N
     on a ConfigMap, judge442); and an UPPER_CASE name a script replaces with lines
     (assisted-service's `REPLACE_WITH_TLS_CA_BUNDLE_PEM`; judge463). A real syntax error
     stays SVD001."""
-    for variable in ("${k6_source}", "$CONJUR_SSL_CERT", "REPLACE_WITH_TLS_CA_BUNDLE_PEM"):
+    for variable in (
+        "${k6_source}",
+        "$CONJUR_SSL_CERT",
+        "REPLACE_WITH_TLS_CA_BUNDLE_PEM",
+        "__ARCHITECTURE_LABELS__",  # sed's (maistra's manifest-templates; judge511)
+        'GEN3_SOURCE_BUCKET|-value: ""-|',  # Gen3's, with a default (judge515)
+        "GEN3_COVID19-ETL_IMAGE",
+    ):
         text = (
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k6}\ndata:\n  script.js: |\n"
             f"{variable}\n  other: x\n"
@@ -698,6 +705,8 @@ def test_a_line_that_is_only_a_shell_variable_is_a_placeholder_not_svd001() -> N
         assert variable in problem.message
     broken = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k6}\ndata:\n  a: [b\n"
     assert [p.rule for p in load(["-"], stdin=io.BytesIO(broken.encode())).problems] == ["SVD001"]
+    lower = broken.replace("  a: [b", "  a: b\nsome_value")  # a lower-case word is no placeholder
+    assert [p.rule for p in load(["-"], stdin=io.BytesIO(lower.encode())).problems] == ["SVD001"]
 
 
 def test_of_alternative_installs_claiming_one_name_the_nearest_claim_decides(

