@@ -506,6 +506,21 @@ def test_the_manifests_a_tiltfile_applies_get_notes(tmp_path: Path) -> None:
     (tmp_path / "dev" / "Tiltfile").write_text("k8s_yaml(kustomize('k8s'))\n")
     found = lint_paths([str(tmp_path / "dev")]).findings
     assert {f.severity for f in found} == {Severity.INFO}
+    # `listdir` lists the folder's own files, not its subfolders' unless recursive=True
+    # (cluster-api-provider-azure's templates/addons; judge517)
+    (tmp_path / "dev" / "k8s" / "addons").mkdir()
+    (tmp_path / "dev" / "k8s" / "addons" / "other.yaml").write_text(
+        WEBTEST.replace("webtest", "other")
+    )
+    for call, addons in (
+        ("listdir('k8s')", Severity.WARNING),
+        ("listdir('k8s', recursive=True)", Severity.INFO),
+    ):
+        (tmp_path / "dev" / "Tiltfile").write_text(f"for f in {call}:\n  k8s_yaml(f)\n")
+        found = lint_paths([str(tmp_path / "dev")]).findings
+        assert {f.severity for f in found if "addons" not in f.location.file} == {Severity.INFO}
+        assert {f.severity for f in found if "addons" in f.location.file} == {addons}, call
+    (tmp_path / "dev" / "k8s" / "addons" / "other.yaml").unlink()
     # a variant no Tiltfile names, of images a Tiltfile builds (kubetail's hack/tilt/
     # kubetail-tokenauth.yaml; judge479); the release's tagged image is no such one
     untagged = WEBTEST.replace("ghcr.io/cloudnative-pg/webtest:1.7.0", "webtest")

@@ -372,6 +372,13 @@ def test_a_project_prefix_three_images_share_names_their_folders(tmp_path: Path)
     assert not match_images(builds, dict.fromkeys([*images, "reg.example/ateam/mushop-x:1"], ()))
     family = [f"quay.io/jetstack/cert-manager-{d}:v1" for d in ("controller", "webhook")]
     assert not match_images(builds, dict.fromkeys(family, ()))
+    # a folder's name may drop the separators of the image's words: easyTravel's
+    # easytravel-angular-frontend from angularfrontend/ (judge520)
+    (tmp_path / "src" / "angularfrontend").mkdir()
+    (tmp_path / "src" / "angularfrontend" / "Dockerfile").write_text("FROM nginx\nCMD run\n")
+    squashed = [*images, "reg.example/ateam/mushop-angular-frontend:2"]
+    found = match_images(find_builds([str(tmp_path)]), dict.fromkeys(squashed, ()))
+    assert found[squashed[-1]].dockerfile.endswith("src/angularfrontend/Dockerfile")
 
 
 def _built_from(builds: Builds, root: Path) -> dict[str, list[str]]:

@@ -28,10 +28,14 @@ from svcdoctor.model.patch import Fix, FixAvailability, PodPatch, note
 # (docker/images/n8n/Dockerfile, FROM n8nio/base: node:*-alpine; a homelab's n8n, judge303);
 # Envoy's rate limit service's final stage is FROM alpine (Dockerfile of envoyproxy/ratelimit;
 # Aeraki's rate-limit-server demos, judge340); netshoot's is FROM alpine (Dockerfile of
-# nicolaka/netshoot; vpp-dataplane's test pods, judge512).
+# nicolaka/netshoot; vpp-dataplane's test pods, judge512), and so are NetBird's dashboard
+# (docker/Dockerfile of netbirdio/dashboard) and CrowdSec's default flavour ("Alpine:
+# crowdsecurity/crowdsec:{version}", its Docker docs; debian tags say `-debian`) (a homelab's
+# flux/apps; judge521).
 _ASH_IMAGES = re.compile(
     r"alpine|busybox|(^|/)curlimages/|distroless/.*:debug|(^|/)(traefik|bash|docker)(:|$)"
-    r"|(^|/)(n8nio/n8n|envoyproxy/ratelimit|nicolaka/netshoot)(:|@|$)"
+    r"|(^|/)(n8nio/n8n|envoyproxy/ratelimit|nicolaka/netshoot|netbirdio/dashboard)(:|@|$)"
+    r"|(^|/)crowdsecurity/crowdsec(:(?![^@]*debian)|@|$)"
 )
 _BASH_IMAGES = re.compile(
     r"(^|/)(centos|fedora|rockylinux|almalinux|ubi\d*(-\w+)?|amazonlinux|oraclelinux|"

