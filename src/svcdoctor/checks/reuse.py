@@ -152,6 +152,15 @@ def _envoy(workloads: tuple[Workload, ...]) -> bool:
     )
 
 
+def _istio_gateway(svc: Service) -> bool:
+    """The Service selects an Istio gateway's pods by the labels Istio gives them (`istio:
+    ingressgateway`, `app: istio-ingressgateway`), installed apart from the inputs
+    (net-istio's knative-local-gateway; judge522)."""
+    selector = svc.selector or {}
+    istio, app = selector.get("istio", ""), selector.get("app", "")
+    return istio.endswith("gateway") or (app.startswith("istio-") and app.endswith("gateway"))
+
+
 def _meta(w: Workload) -> dict[str, str]:
     return {**w.template.annotations, **w.template.labels}
 
@@ -363,10 +372,10 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
     - servers that already bound connection age (a `--…max…connection-age` flag such as
       istiod's `--keepaliveMaxServerConnectionAge 30m`, or such an env value);
     - a port only *named* `http2` (Istio's name for a gateway's HTTP port, mostly reached over
-      HTTP/1.1) on a LoadBalancer/NodePort Service or in front of Envoy gateway pods, or
-      that an Ingress or a Gateway API route sends to: its proxy (or GKE's load balancer
-      through NEGs) picks a pod for each request, whatever it speaks to the pods (no
-      `appProtocol` says HTTP/2 there);
+      HTTP/1.1) on a LoadBalancer/NodePort Service or in front of Envoy gateway pods (or an
+      Istio gateway's, by its labels `istio: ingressgateway`), or that an Ingress or a Gateway
+      API route sends to: its proxy (or GKE's load balancer through NEGs) picks a pod for each
+      request, whatever it speaks to the pods (no `appProtocol` says HTTP/2 there);
     - a port GKE's load balancer reaches through NEGs speaking HTTP/2 (`app-protocols`
       naming `HTTP2` on the Service): it balances each request over the pods.
 
@@ -490,7 +499,9 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
                 continue
             if not external and _undialed(inventory, svc, p):
                 continue  # the inputs wire their clients by address, and none dials this one
-            if label.lower().startswith("http2") and (external or _envoy(workloads)):
+            if label.lower().startswith("http2") and (
+                external or _envoy(workloads) or _istio_gateway(svc)
+            ):
                 # Istio's naming for an HTTP port of a gateway: its clients (browsers, load
                 # balancers, apps) mostly speak HTTP/1.1 to it, rarely cleartext HTTP/2
                 continue
