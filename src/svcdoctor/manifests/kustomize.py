@@ -616,10 +616,11 @@ P = TypeVar("P", Workload, Service)
 # a folder named for end-to-end tests or kind: config/extension-server-e2e in
 # datum-cloud/network-services-operator), dev (`local-dev`: sillsdev/languageforge-lexbox's
 # deployment/local-dev, judge419; not `develop`, a deployed environment there) or a local
-# environment (`local-env`; judge389): its patches (one replica to save a kind cluster's
+# environment (`local-env`; judge389), or a kind or e2e test's, its words joined
+# (cybozu-go/meows' kindtest/; judge523): its patches (one replica to save a kind cluster's
 # resources: 3scale-ops/marin3r config/test) make a variant of the install, not the install
 _TEST_HOME = re.compile(
-    r"(^|/)(tests?|testing|e2e|debug|dev|development|local|kind)(/|$)"
+    r"(^|/)(tests?|testing|e2e|debug|dev|development|local|kind|kindtest|e2etest)(/|$)"
     r"|(^|/)([\w.]+[-_])*(e2e|kind|dev)([-_][\w.]+)*(/|$)|(^|/)local[-_]env(/|$)"
 )
 

@@ -58,13 +58,15 @@ CHART_TEMPLATES = frozenset({"templates", "files"})
 
 # A Helm chart's definition, or the template a build generates it from (gloo's
 # install/helm/gloo/Chart-template.yaml, which its `make` turns into Chart.yaml; judge421;
-# heron's deploy/kubernetes/helm/Chart.yaml.template, filled in by its Bazel build; judge482)
+# heron's deploy/kubernetes/helm/Chart.yaml.template, filled in by its Bazel build; judge482;
+# patch-operator's config/helmchart/Chart.yaml.tpl, which `make helmchart` fills; judge523)
 CHART_FILES = (
     "Chart.yaml",
     "Chart.yml",
     "Chart-template.yaml",
     "Chart.yaml.tmpl",
     "Chart.yaml.template",
+    "Chart.yaml.tpl",
 )
 
 
