@@ -108,3 +108,70 @@ def test_of_configmaps_of_one_name_the_nearest_decides(tmp_path: Path) -> None:
         "scrapes/all.yaml": "info",
         "itself/all.yaml": "warning",
     }
+
+
+POS = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: service-configs, namespace: pos}
+data:
+  CONNECTOR: "IN_MEMORY"
+  ITEMS: |
+    items: [a, b]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: inventory-svc, namespace: pos}
+spec:
+  selector: {app: inventory}
+  ports: [{port: 8080}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inventory, namespace: pos}
+spec:
+  template:
+    metadata: {labels: {app: inventory}}
+    spec:
+      containers:
+        - name: inventory
+          image: registry.example/pos/inventory:v1
+          ports: [{containerPort: 8080}]
+          readinessProbe: {tcpSocket: {port: 8080}}
+          ENV
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "shown"),
+    [
+        (
+            "env: [{name: CONNECTOR, valueFrom: {configMapKeyRef: {name: service-configs, "
+            "key: CONNECTOR}}}]",
+            "(CONNECTOR=IN_MEMORY)",
+        ),
+        ("envFrom: [{configMapRef: {name: service-configs}}]", "(CONNECTOR=IN_MEMORY)"),
+        (
+            "envFrom: [{configMapRef: {name: service-configs}, prefix: POS_}]",
+            "(POS_CONNECTOR=IN_MEMORY)",
+        ),
+        (
+            "envFrom: [{configMapRef: {name: service-configs}}]\n"
+            "          env: [{name: CONNECTOR, value: JDBC}]",
+            None,
+        ),
+        ("envFrom: [{configMapRef: {name: other-configs}}]", None),
+    ],
+    ids=["key-ref", "env-from", "prefixed", "own-value-wins", "not-in-inputs"],
+)
+def test_a_containers_environment_takes_the_values_of_configmaps_it_names(
+    tmp_path: Path, env: str, shown: str | None
+) -> None:
+    """anthos-samples' point-of-sale inventory reads `CONNECTOR: IN_MEMORY` from the
+    ConfigMap its env names (configMapKeyRef, or envFrom): a store set to memory, so SVD204
+    is an availability note (judge526). A prefix renames the variables; a value the
+    container sets itself wins; a ConfigMap not among the inputs tells nothing."""
+    (tmp_path / "pos.yaml").write_text(POS.replace("ENV", env))
+    (finding,) = lint_paths([str(tmp_path)], Settings(enabled=frozenset({"SVD204"}))).findings
+    assert (shown is not None and shown in finding.message) is (shown is not None)
+    assert (finding.severity.value == "info") is (shown is not None)

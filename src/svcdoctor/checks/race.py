@@ -15,7 +15,7 @@ from svcdoctor.checks._carrying import (
 )
 from svcdoctor.checks._clients import found_by_clients
 from svcdoctor.checks._scripts import SHELLS
-from svcdoctor.checks._serving import backed, upstreams
+from svcdoctor.checks._serving import argv_of, backed, upstreams
 from svcdoctor.checks._shutdown import (
     container_drain,
     image_shell,
@@ -327,7 +327,7 @@ def no_prestop_delay(inventory: Inventory, settings: Settings) -> Iterator[Hit]:
                 f"{short}"
             )
             hint = ""
-        elif (known := known_app(c.image)) is not None:  # known, and not draining as run
+        elif (known := known_app(c.image, tuple(argv_of(c)))) is not None:  # not draining as run
             stops = (
                 f"it stops serving at SIGTERM while {_still_sent(inventory, w)} (its app "
                 f"{known.why}: {known.source})"

@@ -123,7 +123,7 @@ def known_drain(
     (``argv_drain``: Istio's pilot-agent);
     ``None`` when none is known or its drain is 0 s."""
     known = (
-        known_app(image)
+        known_app(image, tuple(argv))
         or next((PROBE_HEADER_DRAINS[h] for h in sorted(headers) if h in PROBE_HEADER_DRAINS), None)
         or next((FLAG_DRAINS[f] for f in FLAG_DRAINS if flag_value(argv, f) is not None), None)
         or env_drain(env or {})
@@ -165,9 +165,17 @@ def _padded(version: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @cache
-def known_app(image: str) -> KnownDrain | None:
-    """The entry of ``checks.drains.KNOWN_DRAINS`` the image matches, if any."""
-    return next((k for k in KNOWN_DRAINS if image_matches(image, k.image)), None)
+def known_app(image: str, argv: tuple[str, ...]) -> KnownDrain | None:
+    """The entry of ``checks.drains.KNOWN_DRAINS`` the image matches, if any (run as one of
+    its ``commands``, when it names them)."""
+    return next(
+        (
+            k
+            for k in KNOWN_DRAINS
+            if image_matches(image, k.image) and (not k.commands or set(k.commands) & set(argv))
+        ),
+        None,
+    )
 
 
 def flag_value(argv: Sequence[str], flag: str) -> str | None:

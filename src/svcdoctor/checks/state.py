@@ -353,8 +353,12 @@ _MEMORY_STORAGE = re.compile(
 
 # ...or an environment variable that names a queue or a store and sets it to memory
 # (ThingsBoard's monolith, `TB_QUEUE_TYPE: in-memory`: "for development or a single node"
-# per its docs, a second replica a second queue; thingsboard-ce-k8s; judge360)
-_MEMORY_ENV_NAME = re.compile(r"(QUEUE|STORE|STORAGE|BACKEND|CACHE)(_?TYPE|_?KIND|_?MODE)?$")
+# per its docs, a second replica a second queue; thingsboard-ce-k8s; judge360), or a
+# connector or repository (anthos-samples' point-of-sale inventory, `CONNECTOR: IN_MEMORY` in
+# the ConfigMap its env reads; judge526)
+_MEMORY_ENV_NAME = re.compile(
+    r"(QUEUE|STORE|STORAGE|BACKEND|CACHE|CONNECTOR|PERSISTENCE|REPOSITORY)(_?TYPE|_?KIND|_?MODE)?$"
+)
 _MEMORY_VALUE = frozenset({"memory", "inmemory", "in-memory", "mem", "in_memory"})
 # ...or a database kind that lives in a file of the pod (`DATABASE_TYPE=sqlite3`: oceanbase's
 # ob-configserver examples; judge397)

@@ -10,18 +10,23 @@ ConfigMaps whose data holds both ``issuer`` and ``storage`` are parsed. So is a 
 server.conf whose ``DataStore "sql"`` is sqlite3: the pod keeps its CA and registrations;
 a Jaeger v2 config whose ``jaeger_storage`` backend is ``memory``; a Loki config on the
 ``filesystem`` object store and a Tempo config on the ``local`` backend.
+
+The ``with_*`` functions apply these facts to the workloads that mount the ConfigMaps (their
+state, their drain), the claims they mount (shared by several nodes' pods or not), and the
+ConfigMaps they take environment variables from (``envFrom``, ``configMapKeyRef``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import yaml
 
-from svcdoctor.manifests.yamlnodes import mapping_keys
+from svcdoctor.manifests.yamlnodes import YMap, mapping_keys
+from svcdoctor.model import Workload
 from svcdoctor.model.duration import go_duration
 from svcdoctor.model.inventory import Address, file_distance
 
@@ -283,6 +288,29 @@ def config_drain(root: yaml.Node) -> tuple[tuple[str, str], ConfigDrain] | None:
     return None
 
 
+def _setting(key: str, value: str) -> bool:
+    """Whether a ConfigMap's entry may be an environment variable's value."""
+    return len(value) <= _ENV_MOST and bool(_ENV_KEY.fullmatch(key))
+
+
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_ENV_MOST = 512  # longer values are files (a script, a config), not settings
+
+
+def config_values(
+    namespace: str, home: str, name: str, values: dict[tuple[str, str, str], dict[str, str]]
+) -> dict[str, str] | None:
+    """The values of ConfigMap ``name`` of ``namespace`` for a pod defined in file
+    ``home`` (of several definitions, the nearest), or ``None`` when the inputs hold none."""
+    found = [
+        (file, data)
+        for (ns, map_name, file), data in values.items()
+        if map_name == name and (ns == namespace or {ns, namespace} <= {"", "default"})
+    ]
+    nearest = _nearest(home, found)
+    return nearest[0] if nearest else None
+
+
 def store_of(namespace: str, home: str, mounted: Iterable[str], stores: LocalStores) -> str:
     """Why a pod of ``namespace`` defined in file ``home`` mounting the ConfigMaps
     ``mounted`` keeps local state: of several definitions of a name, the nearest decides."""
@@ -345,6 +373,9 @@ class ConfigFacts:
     drains: ConfigDrains = field(default_factory=dict)
     claims: Claims = field(default_factory=dict)
     argocd_dex: list[bool] = field(default_factory=list)
+    # ConfigMap (namespace, name, file) -> its short values of variable-like keys, which a
+    # container's `envFrom` or `configMapKeyRef` puts in its environment
+    values: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
 
     @property
     def dex_unconfigured(self) -> bool:
@@ -356,10 +387,13 @@ def read_config(file: str, kind: str, root: yaml.Node, facts: ConfigFacts) -> No
     """Note what a ConfigMap or PersistentVolumeClaim of ``file`` tells of the pods that
     mount it."""
     if kind == "ConfigMap":
+        found = _config_data(root)
         if store := local_store(root):
             facts.stores[(*store[0], file)] = store[1]
-        elif found := _config_data(root):
+        elif found:
             facts.stores[(*found[0], file)] = ""
+        if found and (values := {k: v for k, v in found[1] if _setting(k, v)}):
+            facts.values[(*found[0], file)] = values
         if drain := config_drain(root):
             facts.drains[drain[0]] = drain[1]
         keys = mapping_keys(root)
@@ -430,3 +464,144 @@ def _name_before(text: str, end: int, chars: frozenset[str], also: str = "") -> 
     if start > 0 and (text[start - 1] in _NOT_BEFORE or text[start - 1] in also):
         return None
     return text[start:end]
+
+
+# --- what they tell the workloads that mount them or read them into their environment -------
+
+
+def with_config_state(w: Workload, body: YMap, configs: ConfigFacts) -> Workload:
+    """The workload, with why its pods keep local state if a ConfigMap they mount says so,
+    and why they serve nothing if their settings say so (Argo CD's Dex unconfigured)."""
+    if configs.dex_unconfigured and any(
+        "rundex" in (*c.command, *c.args) for c in w.template.containers
+    ):
+        idle = f"Argo CD's {ARGOCD_CM} has no {DEX_CONFIG}: argocd-dex rundex starts no Dex"
+        w = replace(w, template=replace(w.template, idle=idle))
+    if not configs.stores or "configMap" not in w.template.volumes.values():
+        return w
+    mounted = [name for _, name in _mounted(body, "configMap", "name")]
+    why = store_of(w.ref.namespace, w.location.file, mounted, configs.stores)
+    named = {n for c in w.template.containers for n in c.env_names}
+    if why == GRAFANA_INI_SQLITE and any(n.startswith("GF_DATABASE_") for n in named):
+        return w  # its environment names the database, which wins over the file
+    return replace(w, template=replace(w.template, config_state=why)) if why else w
+
+
+def with_shared_claims(w: Workload, body: YMap, claims: Claims) -> Workload:
+    """The workload, with the claim volumes whose claim pods of several nodes can hold."""
+    names = {
+        name
+        for name, claim in _mounted(body, "persistentVolumeClaim", "claimName")
+        if claim_shared(w.ref.namespace, w.location.file, claim, claims)
+    }
+    return replace(w, template=replace(w.template, shared_volumes=frozenset(names)))
+
+
+def _mounted(body: YMap, source: str, key: str) -> list[tuple[str, str]]:
+    """(volume name, the source's ``key``) of the pod template's volumes of ``source``."""
+    return [
+        (_text_of(v.get("name")), _text_of(found.get(key)))
+        for v in _seq(_pod_spec(body), "volumes")
+        if isinstance(v, YMap) and isinstance(found := v.get(source), YMap)
+    ]
+
+
+def _pod_spec(body: YMap) -> YMap | None:
+    """The pod spec of a workload's body: a Pod's own, a CronJob's job's template's, else
+    its template's."""
+    node: object = body.get("spec")
+    if body.get("kind") == "Pod":
+        return node if isinstance(node, YMap) else None
+    cron = body.get("kind") == "CronJob"
+    for key in ("jobTemplate", "spec", "template", "spec") if cron else ("template", "spec"):
+        node = node.get(key) if isinstance(node, YMap) else None
+    return node if isinstance(node, YMap) else None
+
+
+def with_config_env(w: Workload, body: YMap, configs: ConfigFacts) -> Workload:
+    """The workload, its containers' environment completed with the values of the ConfigMaps
+    of the inputs they take it from (`envFrom: configMapRef`, `valueFrom: configMapKeyRef`):
+    settings a check reads (a store set to memory: anthos-samples' point-of-sale inventory,
+    `CONNECTOR=IN_MEMORY` from its ConfigMap; judge526). A variable the container sets
+    itself wins; ``env_from`` stays set unless every source was read."""
+    if not configs.values:
+        return w
+    raw = {
+        c.get("name"): c
+        for key in ("containers", "initContainers")
+        for c in _seq(_pod_spec(body), key)
+        if isinstance(c, YMap)
+    }
+    containers = []
+    for c in w.template.containers:
+        spec = raw.get(c.name)
+        if spec is None:
+            containers.append(c)
+            continue
+        given = {name for name, _ in c.env}
+        added: dict[str, str] = {}
+        unread = False
+        for source in _seq(spec, "envFrom"):
+            values = (
+                _config(w, source.get("configMapRef"), configs)
+                if isinstance(source, YMap)
+                else None
+            )
+            if values is None or not isinstance(source, YMap):
+                unread = True  # a Secret's, or a ConfigMap not among the inputs
+                continue
+            prefix = str(source.get("prefix") or "")
+            added.update({f"{prefix}{k}": v for k, v in values.items()})
+        for e in _seq(spec, "env"):
+            if not isinstance(e, YMap) or not isinstance(value_from := e.get("valueFrom"), YMap):
+                continue
+            ref = value_from.get("configMapKeyRef")
+            values = _config(w, ref, configs)
+            if isinstance(ref, YMap) and values and (v := values.get(str(ref.get("key")))):
+                added[str(e.get("name"))] = v
+        env = (*c.env, *((n, v) for n, v in added.items() if n not in given))
+        containers.append(replace(c, env=env, env_from=c.env_from and unread))
+    return replace(w, template=replace(w.template, containers=tuple(containers)))
+
+
+def _config(w: Workload, ref: object, configs: ConfigFacts) -> dict[str, str] | None:
+    """The values of the ConfigMap a reference names, or ``None`` (none, or not read)."""
+    if not isinstance(ref, YMap) or not isinstance(name := ref.get("name"), str):
+        return None
+    return config_values(w.ref.namespace, w.location.file, name, configs.values)
+
+
+def _seq(node: object, key: str) -> list[object]:
+    found = node.get(key) if isinstance(node, YMap) else None
+    return list(found) if isinstance(found, list) else []
+
+
+def with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload:
+    """The workload, with the drain a container's mounted ConfigMap sets
+    (``manifests.configs.config_drain``: a CoreDNS Corefile's, for CoreDNS only)."""
+    if not drains or "configMap" not in w.template.volumes.values():
+        return w
+    maps = dict(_mounted(body, "configMap", "name"))
+    containers = []
+    for c in w.template.containers:
+        mounted = [maps[m.volume] for m in c.mounts if m.volume in maps]
+        drain = next(
+            (
+                d
+                for (ns, name), d in drains.items()
+                if name in mounted
+                and (ns == w.ref.namespace or {ns, w.ref.namespace} <= {"", "default"})
+                and (not d.coredns or "coredns" in c.image)
+            ),
+            None,
+        )
+        containers.append(
+            replace(c, config_drain=(drain.seconds, drain.what, drain.source))
+            if drain is not None and drain.seconds > 0
+            else c
+        )
+    return replace(w, template=replace(w.template, containers=tuple(containers)))
+
+
+def _text_of(value: object) -> str:
+    return "" if value is None else str(value)

@@ -10,16 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from svcdoctor.manifests.configs import (
-    ARGOCD_CM,
-    DEX_CONFIG,
-    GRAFANA_INI_SQLITE,
-    Claims,
-    ConfigDrains,
-    ConfigFacts,
     Dialed,
-    claim_shared,
     dialed,
-    store_of,
+    with_config_drain,
+    with_config_env,
+    with_config_state,
+    with_shared_claims,
 )
 from svcdoctor.manifests.dockerfiles import Builds
 from svcdoctor.manifests.fields import Fields, text_of
@@ -80,12 +76,13 @@ def build_inventory(loaded: LoadResult, namespace: str | None = None) -> Invento
             resources.append(resource(f))  # its pods' labels still tell who selects them
         elif raw.kind in WORKLOAD_KINDS:
             configs = loaded.configs
-            read = _with_config_state(_workload(f), raw.body, configs)
+            read = with_config_state(_workload(f), raw.body, configs)
             if configs.claims and "persistentVolumeClaim" in read.template.volumes.values():
-                read = _with_shared_claims(read, raw.body, configs.claims)
+                read = with_shared_claims(read, raw.body, configs.claims)
             if pins := loaded.replica_pins.get(raw.location.file):
                 read = _with_pin(read, raw.body, pins)
-            workloads.append(_with_config_drain(read, raw.body, configs.drains))
+            read = with_config_env(read, raw.body, configs)
+            workloads.append(with_config_drain(read, raw.body, configs.drains))
             if raw.kind == "Rollout":
                 resources.extend(rollout_experiments(f))
         elif raw.kind == "Service" and "/" not in str(raw.body.get("apiVersion") or "v1"):
@@ -210,47 +207,6 @@ def _expand(value: str, env: Mapping[str, str]) -> str:
     return _DEPENDENT.sub(lambda m: env.get(m.group(1), ""), value)
 
 
-def _with_config_state(w: Workload, body: YMap, configs: ConfigFacts) -> Workload:
-    """The workload, with why its pods keep local state if a ConfigMap they mount says so,
-    and why they serve nothing if their settings say so (Argo CD's Dex unconfigured)."""
-    if configs.dex_unconfigured and any(
-        "rundex" in (*c.command, *c.args) for c in w.template.containers
-    ):
-        idle = f"Argo CD's {ARGOCD_CM} has no {DEX_CONFIG}: argocd-dex rundex starts no Dex"
-        w = replace(w, template=replace(w.template, idle=idle))
-    if not configs.stores or "configMap" not in w.template.volumes.values():
-        return w
-    mounted = [name for _, name in _mounted(body, "configMap", "name")]
-    why = store_of(w.ref.namespace, w.location.file, mounted, configs.stores)
-    named = {n for c in w.template.containers for n in c.env_names}
-    if why == GRAFANA_INI_SQLITE and any(n.startswith("GF_DATABASE_") for n in named):
-        return w  # its environment names the database, which wins over the file
-    return replace(w, template=replace(w.template, config_state=why)) if why else w
-
-
-def _with_shared_claims(w: Workload, body: YMap, claims: Claims) -> Workload:
-    """The workload, with the claim volumes whose claim pods of several nodes can hold."""
-    names = {
-        name
-        for name, claim in _mounted(body, "persistentVolumeClaim", "claimName")
-        if claim_shared(w.ref.namespace, w.location.file, claim, claims)
-    }
-    return replace(w, template=replace(w.template, shared_volumes=frozenset(names)))
-
-
-def _mounted(body: YMap, source: str, key: str) -> list[tuple[str, str]]:
-    """(volume name, the source's ``key``) of the pod template's volumes of ``source``."""
-    spec = body.get("spec")
-    template = spec.get("template") if isinstance(spec, YMap) else None
-    pod = template.get("spec") if isinstance(template, YMap) else None
-    volumes = pod.get("volumes") if isinstance(pod, YMap) else None
-    return [
-        (text_of(v.get("name")), text_of(found.get(key)))
-        for v in (volumes if isinstance(volumes, list) else [])
-        if isinstance(v, YMap) and isinstance(found := v.get(source), YMap)
-    ]
-
-
 def _with_pin(w: Workload, body: YMap, pins: dict[int, str]) -> Workload:
     """The workload, with the comment beside its ``replicas:`` or its ``Recreate`` strategy's
     ``type:`` that pins it to one."""
@@ -263,33 +219,6 @@ def _with_pin(w: Workload, body: YMap, pins: dict[int, str]) -> Workload:
         lines.append(strategy.line_of("type"))
     pin = next((pins[line] for line in lines if line in pins), None)
     return replace(w, pinned=pin) if pin else w
-
-
-def _with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload:
-    """The workload, with the drain a container's mounted ConfigMap sets
-    (``manifests.configs.config_drain``: a CoreDNS Corefile's, for CoreDNS only)."""
-    if not drains or "configMap" not in w.template.volumes.values():
-        return w
-    maps = dict(_mounted(body, "configMap", "name"))
-    containers = []
-    for c in w.template.containers:
-        mounted = [maps[m.volume] for m in c.mounts if m.volume in maps]
-        drain = next(
-            (
-                d
-                for (ns, name), d in drains.items()
-                if name in mounted
-                and (ns == w.ref.namespace or {ns, w.ref.namespace} <= {"", "default"})
-                and (not d.coredns or "coredns" in c.image)
-            ),
-            None,
-        )
-        containers.append(
-            replace(c, config_drain=(drain.seconds, drain.what, drain.source))
-            if drain is not None and drain.seconds > 0
-            else c
-        )
-    return replace(w, template=replace(w.template, containers=tuple(containers)))
 
 
 def _annotations(f: Fields) -> dict[str, str]:
