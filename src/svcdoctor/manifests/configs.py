@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from svcdoctor.manifests.yamlnodes import YMap, mapping_keys
+from svcdoctor.manifests.yamlnodes import YMap, mapping_keys, text_of
 from svcdoctor.model import Workload
 from svcdoctor.model.duration import go_duration
 from svcdoctor.model.inventory import Address, file_distance
@@ -500,7 +500,7 @@ def with_shared_claims(w: Workload, body: YMap, claims: Claims) -> Workload:
 def _mounted(body: YMap, source: str, key: str) -> list[tuple[str, str]]:
     """(volume name, the source's ``key``) of the pod template's volumes of ``source``."""
     return [
-        (_text_of(v.get("name")), _text_of(found.get(key)))
+        (text_of(v.get("name")), text_of(found.get(key)))
         for v in _seq(_pod_spec(body), "volumes")
         if isinstance(v, YMap) and isinstance(found := v.get(source), YMap)
     ]
@@ -601,7 +601,3 @@ def with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload
             else c
         )
     return replace(w, template=replace(w.template, containers=tuple(containers)))
-
-
-def _text_of(value: object) -> str:
-    return "" if value is None else str(value)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from svcdoctor.checks.inputs import INVALID_FIELD
 from svcdoctor.manifests.loader import RawObject
-from svcdoctor.manifests.yamlnodes import YMap
+from svcdoctor.manifests.yamlnodes import YMap, text_of
 from svcdoctor.model import Finding, Location, ObjectRef
 
 T = TypeVar("T")
@@ -163,11 +163,3 @@ def variable_default(value: str) -> str | None:
     """What a value that is only such a variable defaults to (``${PORT:=8081}``: ``8081``)."""
     found = _VARIABLE.fullmatch(value.strip())
     return (found.group(1) or None) if found else None
-
-
-def text_of(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -18,7 +18,7 @@ from svcdoctor.manifests.configs import (
     with_shared_claims,
 )
 from svcdoctor.manifests.dockerfiles import Builds
-from svcdoctor.manifests.fields import Fields, text_of
+from svcdoctor.manifests.fields import Fields
 from svcdoctor.manifests.imagebuilds import match_images
 from svcdoctor.manifests.kustomize import build, kustomized, patched, unpatched
 from svcdoctor.manifests.loader import LoadResult
@@ -30,7 +30,7 @@ from svcdoctor.manifests.resources import (
     rollout_experiments,
 )
 from svcdoctor.manifests.routes import route_object
-from svcdoctor.manifests.yamlnodes import YMap
+from svcdoctor.manifests.yamlnodes import YMap, text_of
 from svcdoctor.model import (
     WORKLOAD_KINDS,
     Container,

@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import PurePath
 
 from svcdoctor.checks.inputs import REMOVED_API
-from svcdoctor.manifests.fields import Fields, text_of
+from svcdoctor.manifests.fields import Fields
+from svcdoctor.manifests.yamlnodes import text_of
 from svcdoctor.model import Finding, Severity, Workload
 
 # Workload API versions no supported Kubernetes serves, and the release that removed them

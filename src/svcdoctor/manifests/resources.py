@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from svcdoctor.manifests.fields import Fields, text_of
+from svcdoctor.manifests.fields import Fields
 from svcdoctor.manifests.kinds import WEBHOOK_KINDS
-from svcdoctor.manifests.yamlnodes import YMap
+from svcdoctor.manifests.yamlnodes import YMap, text_of
 from svcdoctor.model import ObjectRef, Resource
 from svcdoctor.model.service import SCALED_OBJECT, Autoscaler
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from svcdoctor.manifests.fields import Fields, text_of
-from svcdoctor.manifests.yamlnodes import YMap
+from svcdoctor.manifests.fields import Fields
+from svcdoctor.manifests.yamlnodes import YMap, text_of
 from svcdoctor.model.finding import ObjectRef
 from svcdoctor.model.route import (
     BackendRef,

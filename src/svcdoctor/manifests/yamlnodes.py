@@ -319,3 +319,12 @@ def check_document(node: yaml.Node, *, template_keys: bool) -> None:
         size(node)
     except RecursionError:
         raise InputTooComplex(node.start_mark.line + 1, "nested too deep to analyse") from None
+
+
+def text_of(value: Any) -> str:
+    """A scalar read as text, as YAML wrote it (a boolean as ``true``/``false``)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
