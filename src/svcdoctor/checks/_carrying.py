@@ -18,6 +18,7 @@ from svcdoctor.checks._serving import (
     go_bool,
     kernel_mounted,
     metrics_named,
+    metrics_port,
     proxies_metrics,
     queried_scraper,
     runs_locust,
@@ -59,7 +60,6 @@ def carries_requests(inventory: Inventory, service: Service) -> bool:
                 and not metrics_probed(inventory, service)
                 and not ignored_webhook(inventory, service)
                 and not metrics_servers_only(inventory, service)
-                and not manager_metrics_only(inventory, service)
                 and not scaffold_leftover(inventory, service)
                 and not pods_dialed_instead(inventory, service)
                 and not fake_node_addressed(inventory, service)
@@ -204,46 +204,6 @@ def metrics_servers_only(inventory: Inventory, service: Service) -> bool:
     )
 
 
-# A controller-runtime manager of kubebuilder v2's flags (`--metrics-addr`,
-# `--enable-leader-election`) serves its metrics on `--metrics-addr`, ":8080" by default
-# (the scaffold's main.go; controller-runtime's default MetricsBindAddress before v0.16)
-_OLD_MANAGER_FLAG = re.compile(r"^--?(metrics-addr|enable-leader-election)(=|$)")
-_OLD_MANAGER_METRICS = 8080
-
-
-def manager_metrics_only(inventory: Inventory, service: Service) -> bool:
-    """Whether every port the Service targets is the metrics port of such a manager
-    (``_OLD_MANAGER_FLAG``) and no webhook calls it: scraped, not sent requests
-    (logging-operator's headless Service of its `http` 8080; judge502)."""
-    metrics = [
-        (c, _manager_metrics_port(c))
-        for w in inventory.targeted(service)
-        for c in w.template.containers
-        if any(_OLD_MANAGER_FLAG.match(word) for word in argv_of(c))
-    ]
-    return (
-        bool(metrics)
-        and bool(service.ports)
-        and all(
-            any(p.target == port or _named(c, p.target, port) for c, port in metrics)
-            for p in service.ports
-        )
-        and not webhook_calls(inventory, service)
-    )
-
-
-def _manager_metrics_port(c: Container) -> int | None:
-    value = flag_value(argv_of(c), "metrics-addr")
-    if value is None:
-        return _OLD_MANAGER_METRICS
-    port = value.rpartition(":")[2]
-    return int(port) if port.isdigit() else None
-
-
-def _named(c: Container, target: int | str, number: int | None) -> bool:
-    return isinstance(target, str) and any(p.name == target and p.number == number for p in c.ports)
-
-
 # Ports named for a cluster's own members (Elasticsearch's `transport` 9300, Cassandra's
 # `intra-node` 7000, Redis Cluster's bus `cluster`, etcd's `peer`, Consul's `serf-lan`,
 # Raft, Alertmanager's `mesh` 9094 in prometheus-operator's StatefulSets): behind a headless
@@ -378,7 +338,8 @@ def scrapes_named_ports(inventory: Inventory, service: Service) -> bool:
     says metrics, profiling or probes (``SCRAPE_PORT``) in each pod it selects: an unnamed
     Service port `29644` to the container port named `metrics` (deploy/csi-smb-controller.yaml
     and csi-smb-controller's metrics Service in kubernetes-csi/csi-driver-smb); or the port
-    a controller-runtime manager's ``--metrics-bind-address`` sets, a ``--pprof-address``
+    a controller-runtime manager's ``--metrics-bind-address`` sets (``metrics_port``: kubebuilder
+    v2's ``:8080`` by default), a ``--pprof-address``
     (``PROFILER_FLAGS``) or its ``--health-probe-bind-address`` (by number, or by the name of
     the container port of that number: grafana's alloy-operator Service port `http` to its
     probes' 8081; judge398); or a kube-rbac-proxy in front of the pod's metrics
@@ -405,8 +366,12 @@ def _flag_target(w: Workload, target: int | str) -> bool:
     flagged = {
         port
         for argv in map(argv_of, w.template.containers)
-        for flags in (METRICS_FLAGS, PROFILER_FLAGS, ("health-probe-bind-address",))
-        if (port := flag_port(argv, *flags)) is not None
+        for port in (
+            metrics_port(argv),
+            flag_port(argv, *PROFILER_FLAGS),
+            flag_port(argv, "health-probe-bind-address"),
+        )
+        if port is not None
     }
     named = {cp.name for c in w.template.containers for cp in c.ports if cp.number in flagged}
     return target in flagged or target in named

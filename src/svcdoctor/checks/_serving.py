@@ -412,6 +412,11 @@ METRICS_FLAGS = (
     "diagnostics-address",
     "metrics-listen-address",  # multus-admission-controller's
 )
+# kubebuilder v2's manager (`--metrics-addr`, `--enable-leader-election`) serves its metrics on
+# `--metrics-addr`, ":8080" by default (the scaffold's main.go; controller-runtime's default
+# MetricsBindAddress before v0.16): logging-operator's headless Service of `http` 8080; judge502
+_OLD_MANAGER_FLAG = re.compile(r"^--?(metrics-addr|enable-leader-election)(=|$)")
+_OLD_MANAGER_METRICS = 8080
 # Go's net/http/pprof served on a port of its own by a flag (metacontroller's
 # `--pprof-address=:6060`, a debug port `go tool pprof` reads; judge279)
 PROFILER_FLAGS = ("pprof-address", "pprof-bind-address", "pprof-addr", "profiler-address")
@@ -421,6 +426,16 @@ _BIND_PORT = re.compile(r"^(?:[^:]*:)?(\d+)$")
 # kube-prometheus puts behind kube-rbac-proxy (manifests/prometheusOperator-deployment.yaml)
 _PROMETHEUS_OPERATOR = re.compile(r"(^|/)prometheus-operator(:|@|$)")
 _METRICS_VARIABLE = re.compile(r"METRICS\w*(PORT|ADDR|ADDRESS)$")
+
+
+def metrics_port(argv: Sequence[str]) -> int | None:
+    """The port a container's metrics flag sets (``METRICS_FLAGS``), or kubebuilder v2's
+    manager's default when it sets none; ``None`` when none is known, or it is off."""
+    if any(flag_value(argv, flag) is not None for flag in METRICS_FLAGS):
+        return flag_port(argv, *METRICS_FLAGS)
+    if any(_OLD_MANAGER_FLAG.match(word) for word in argv):
+        return _OLD_MANAGER_METRICS
+    return None
 
 
 def flag_port(argv: Sequence[str], *flags: str) -> int | None:
