@@ -112,55 +112,47 @@ def rollout_drops_capacity(inventory: Inventory, settings: Settings) -> Iterator
                 w,
                 f"strategy Recreate stops every pod before starting new ones: Service {names} "
                 "has no ready endpoint during each rollout",
-                fix=_spec_fix(
-                    _second(inventory, w) | {"strategy": rolling}
+                fix=(
+                    _second_pod(inventory, w, {"strategy": rolling}, apart)
                     if more
-                    else {"strategy": rolling},
-                    apart,
-                    *(
-                        _second_replica(inventory, w)
-                        if more
-                        else (_surge_elect_first(w, replicas),)
-                    ),
+                    else _spec_fix({"strategy": rolling}, apart, _surge_elect_first(w, replicas))
                 ),
             )
         elif replicas == 1 and w.ref.kind in ("Deployment", "Rollout"):
             # a second Prometheus is a second history: surging alone closes the gap
             one = not apart and any(queried_scraper(c) for c in w.template.containers)
-            fix = (
-                _spec_fix({"strategy": rolling})
-                if one
-                else _spec_fix(
-                    _second(inventory, w) | {"strategy": rolling},
-                    apart,
-                    *_second_replica(inventory, w),
-                )
-            )
             if w.replicas is None and operator_asset(w):
                 pass  # the operator sets the count when it applies it (SVD204's note says so)
-            elif _only_pod_goes_first(inventory, w) and _one_at_most(w):
-                hit = Hit(
-                    w,
-                    f"1 replica with maxUnavailable {w.max_unavailable} and maxSurge 0 written "
-                    f"out: the only pod of Service {names} is removed before its replacement "
-                    "is ready, as a controller that must never run twice needs (no leader "
-                    "election here); if it may, the fix closes the gap",
-                    fix=fix,
-                    severity=Severity.INFO,
-                )
             elif _only_pod_goes_first(inventory, w):
-                hit = Hit(
-                    w,
-                    f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of Service "
-                    f"{names} is removed before its replacement is ready",
-                    fix=fix,
+                fix = (
+                    _spec_fix({"strategy": rolling})
+                    if one
+                    else _second_pod(inventory, w, {"strategy": rolling}, apart)
+                )
+                hit = (
+                    Hit(
+                        w,
+                        f"1 replica with maxUnavailable {w.max_unavailable} and maxSurge 0 "
+                        f"written out: the only pod of Service {names} is removed before its "
+                        "replacement is ready, as a controller that must never run twice needs "
+                        "(no leader election here); if it may, the fix closes the gap",
+                        fix=fix,
+                        severity=Severity.INFO,
+                    )
+                    if _one_at_most(w)
+                    else Hit(
+                        w,
+                        f"1 replica with maxUnavailable {w.max_unavailable}: the only pod of "
+                        f"Service {names} is removed before its replacement is ready",
+                        fix=fix,
+                    )
                 )
         elif replicas == 1 and w.ref.kind == "StatefulSet":
             hit = Hit(
                 w,
                 f"a 1-replica StatefulSet deletes its pod before recreating it: Service {names} "
                 "has no endpoint during each rollout",
-                fix=_spec_fix(_second(inventory, w), *_second_replica(inventory, w)),
+                fix=_second_pod(inventory, w, {}),
             )
         elif w.ref.kind == "DaemonSet" and (gap := daemon_gap(w, services)):
             surge = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
@@ -282,17 +274,12 @@ def until_replicated(w: Workload, alone: str | None) -> str:
     return ""
 
 
-def _second(inventory: Inventory, w: Workload) -> dict[str, object]:
-    """The spec change that runs a second pod: ``replicas: 2``, or none where an autoscaler
-    owns the count (it would scale the workload back: loki-distributed's distributor, whose
-    HPA keeps minReplicas 1; judge502); ``_second_replica`` then says to raise its minimum."""
-    return {} if autoscaler_of(inventory, w) else {"replicas": 2}
-
-
-def _second_replica(inventory: Inventory, w: Workload) -> tuple[str, str, str]:
-    """The notes of a fix that adds a replica: the autoscaler whose minimum to raise, the
-    data it may split, and ``ELECT_FIRST`` for a controller whose leader election the
-    manifest does not show."""
+def _second_pod(inventory: Inventory, w: Workload, spec: dict[str, object], *notes: str) -> Fix:
+    """The fix that runs a second pod beside ``spec``'s change (after ``notes``):
+    ``replicas: 2``, or, where an autoscaler owns the count (it would scale the workload back:
+    loki-distributed's distributor, whose HPA keeps minReplicas 1; judge502), a note to raise
+    its minimum; then the data a second pod may split, and ``ELECT_FIRST`` for a controller
+    whose leader election the manifest does not show."""
     hpa = autoscaler_of(inventory, w)
     scaled = (
         f"# {hpa.ref} owns the replica count: set its {hpa.min_field} to 2 for a second pod"
@@ -300,7 +287,13 @@ def _second_replica(inventory: Inventory, w: Workload) -> tuple[str, str, str]:
         else ""
     )
     unknown = any(unknown_election(c) for c in w.template.containers)
-    return scaled, SPLIT_CAVEAT, ELECT_FIRST if unknown else ""
+    return _spec_fix(
+        spec if hpa else {"replicas": 2} | spec,
+        *notes,
+        scaled,
+        SPLIT_CAVEAT,
+        ELECT_FIRST if unknown else "",
+    )
 
 
 def _surge_elect_first(w: Workload, replicas: int | None) -> str:
