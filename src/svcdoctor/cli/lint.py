@@ -165,6 +165,12 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
             f"skipped {_plural(len(loaded.vendored), 'folder')} of vendored dependencies "
             f"({shown}): other projects' files; name one to lint it"
         )
+    if loaded.hidden and loaded.documents:
+        shown = ", ".join(loaded.hidden[:2]) + (" …" if len(loaded.hidden) > 2 else "")
+        out.append(
+            f"skipped {_plural(len(loaded.hidden), 'hidden folder')} holding manifests "
+            f"({shown}): name one to lint it"
+        )
     if loaded.dangling:
         link, target = loaded.dangling[0]
         out.append(

@@ -102,6 +102,8 @@ class LoadResult:
     go_templates: dict[str, set[str]] = field(default_factory=dict)
     # Directories of other projects' files not entered (``paths.vendored``)
     vendored: list[str] = field(default_factory=list)
+    # Hidden folders not entered that hold manifests (``paths.hidden_manifests``)
+    hidden: list[str] = field(default_factory=list)
     # Symbolic links met in a folder walk whose target is missing: (link, target)
     dangling: list[tuple[str, str]] = field(default_factory=list)
     assertions: int = 0  # test steps' assertion files not read (``paths.assertion``)
@@ -145,7 +147,7 @@ def iter_files(
             found = sorted(_walk(path, excludes, result, helm_templates=helm_templates))
             now = (result.excluded, len(result.helm_templates), len(result.problems))
             if not found and skipped == now:
-                hidden = hidden_manifests(path)
+                hidden = result.hidden[0] if result.hidden else None
                 why = f" outside hidden folders (such as {hidden}/, skipped): name it to lint it"
                 message = "directory has no *.yaml, *.yml or *.json files" + (why if hidden else "")
                 result.problems.append(_problem(UNREADABLE_INPUT, raw, 1, message))
@@ -175,6 +177,8 @@ def _walk(
         kept = []
         for d in dirs:
             if d.startswith("."):
+                if hidden_manifests(top, d):
+                    result.hidden.append(_shown(Path(top, d)))
                 continue
             if excludes and excludes.match(os.path.join(relative, d)):
                 result.excluded += 1

@@ -191,19 +191,21 @@ def _chainsaw_operations(path: str) -> Iterator[dict[str, Any]]:
 _MOST_HIDDEN = 2000  # directory entries looked at for manifests in hidden folders
 
 
-def hidden_manifests(path: Path) -> str | None:
-    """A hidden folder under ``path`` holding a manifest (a file with top-level ``apiVersion``
-    and ``kind``: ``.examples``, which the walk skips), not a tool's (``.github``)."""
+def hidden_manifests(top: str, name: str) -> bool:
+    """Whether ``top/name`` is a hidden folder holding a manifest (a file with top-level
+    ``apiVersion`` and ``kind``: ``.deploy``, ``.examples``), not a tool's (``.github``);
+    the walk skips hidden folders and says so of these."""
+    if not name.startswith(".") or name in _TOOL_FOLDERS:
+        return False
     budget = _MOST_HIDDEN
-    for here, dirs, files in os.walk(path):
+    for here, dirs, files in os.walk(os.path.join(top, name)):
         budget -= len(dirs) + len(files)
         if budget < 0:
-            return None
-        hidden = next((p for p in Path(here).relative_to(path).parts if p[0] == "."), None)
-        if hidden and any(_manifest(Path(here) / f) for f in files):
-            return str(path / hidden)
+            return False
+        if any(_manifest(Path(here) / f) for f in files):
+            return True
         dirs[:] = sorted(d for d in dirs if d not in _TOOL_FOLDERS)
-    return None
+    return False
 
 
 # folders of tools, not of manifests (version control, editors, CI)
