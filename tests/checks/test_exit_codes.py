@@ -188,6 +188,18 @@ def test_a_folder_of_hidden_manifests_says_where_they_are(tmp_path: Path) -> Non
     assert "hidden folders" not in done.output, done.output
 
 
+def test_a_file_named_twice_is_read_once(tmp_path: Path) -> None:
+    """`lint k8s/ k8s/app.yaml` (or a link to a file beside it) lints each file once: the
+    same objects twice would double every finding."""
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "app.yaml").write_text(WEBTEST)
+    (tmp_path / "k8s" / "link.yaml").symlink_to(tmp_path / "k8s" / "app.yaml")
+    once = lint_paths([str(tmp_path / "k8s")])
+    twice = lint_paths([str(tmp_path / "k8s"), str(tmp_path / "k8s" / "app.yaml")])
+    assert twice.files == once.files == 1
+    assert len(twice.findings) == len(once.findings) > 0
+
+
 _SERVICE = "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 80}]}\n"
 
 

@@ -353,6 +353,31 @@ def test_a_dapr_multi_app_run_file_names_the_folder_of_each_image(tmp_path: Path
     assert find_builds([str(tmp_path)]).artifacts == {}  # unreadable: none, no error
 
 
+def test_a_compose_file_names_the_dockerfile_of_each_image_it_builds(tmp_path: Path) -> None:
+    """instana/robot-shop's docker-compose.yaml: a service with `build` and `image` builds
+    that image from its context's Dockerfile (`${REPO}/rs-cart:${TAG}` is rs-cart, whatever
+    the registry), or the `dockerfile` it names there; a service that only pulls, a name
+    with a variable, or a missing Dockerfile names none; an unreadable file none."""
+    for app in ("cart", "mysql"):
+        (tmp_path / app).mkdir()
+    (tmp_path / "cart" / "Dockerfile").write_text('FROM node:20\nCMD ["node", "server.js"]\n')
+    (tmp_path / "mysql" / "db.Dockerfile").write_text("FROM mysql:8\n")
+    (tmp_path / "docker-compose.yaml").write_text(
+        "services:\n"
+        "  cart: {build: {context: cart}, image: '${REPO}/rs-cart:${TAG}'}\n"
+        "  mysql: {build: {context: mysql, dockerfile: db.Dockerfile}, image: rs-mysql-db}\n"
+        "  redis: {image: redis:6.2-alpine}\n"
+        "  other: {build: ./cart, image: '${NAME}'}\n"
+        "  gone: {build: ./missing, image: gone}\n"
+    )
+    assert find_builds([str(tmp_path)]).artifacts == {
+        "rs-cart": (tmp_path / "cart" / "Dockerfile",),
+        "rs-mysql-db": (tmp_path / "mysql" / "db.Dockerfile",),
+    }
+    (tmp_path / "docker-compose.yaml").write_text("services: [unclosed\n")
+    assert find_builds([str(tmp_path)]).artifacts == {}  # unreadable: none, no error
+
+
 def test_a_project_prefix_three_images_share_names_their_folders(tmp_path: Path) -> None:
     """oracle-quickstart/oci-cloudnative: ``mushop-api``, ``mushop-carts`` and ``mushop-orders``
     are built from ``src/api/``, ``src/carts/`` and ``src/orders/`` (two tags of one image count

@@ -4,11 +4,10 @@ A Dockerfile is looked for under the linted directories (for a file, the directo
 it) and, when a linted path is inside a git repository, under that repository's root
 (bounded: ``_MOST_ENTRIES`` directory entries over all roots, the linted ones first; no
 ``.git``, ``vendor``, ``node_modules`` or hidden directories; no network), with the build
-commands of skaffold, shell scripts, Makefiles, Dapr and Markdown documents that name an
-image's Dockerfile;
-which one builds an image is ``imagebuilds``' question. The build context is taken to be
-the Dockerfile's directory, or the folder above it (up to three) where the files it copies
-are.
+commands of skaffold, Docker Compose, shell scripts, Makefiles, Dapr and Markdown documents
+that name an image's Dockerfile; which one builds an image is ``imagebuilds``' question.
+The build context is taken to be the Dockerfile's directory, or the folder above it (up to
+three) where the files it copies are.
 """
 
 from __future__ import annotations
@@ -102,6 +101,8 @@ def find_builds(paths: Sequence[str]) -> Builds:
             if config.name in _SKAFFOLD
             else dapr_apps
             if config.name in _DAPR_RUN
+            else compose_builds
+            if _COMPOSE.fullmatch(config.name)
             else markdown_builds
             if config.suffix == ".md"
             else script_builds
@@ -415,6 +416,36 @@ def dapr_apps(config: Path) -> list[tuple[str, Path]]:
     return out
 
 
+# Docker Compose files: a service with both `build` (its context folder, or `context` and a
+# `dockerfile` in it) and `image` builds that image
+# (https://docs.docker.com/reference/compose-file/build/): robot-shop's rs-cart, rs-mysql-db
+# are named there only (judge538)
+_COMPOSE = re.compile(r"(?:docker-)?compose(?:[.-][\w.-]+)?\.ya?ml")
+
+
+def compose_builds(config: Path) -> list[tuple[str, Path]]:
+    """(image name, Dockerfile) of each service of a Compose file that builds a named image
+    from a Dockerfile here (a name or a path with a variable names nothing known here)."""
+    try:
+        doc = yaml.load(config.read_text(errors="replace"), Loader=yaml.CSafeLoader)
+    except (OSError, yaml.YAMLError):
+        return []
+    services = doc.get("services") if isinstance(doc, dict) else None
+    out: list[tuple[str, Path]] = []
+    for service in services.values() if isinstance(services, dict) else ():
+        build = service.get("build") if isinstance(service, dict) else None
+        image = service.get("image") if isinstance(service, dict) else None
+        given = build if isinstance(build, dict) else {"context": build}
+        context, file = given.get("context") or ".", given.get("dockerfile") or "Dockerfile"
+        name = image_name(image) if isinstance(image, str) and build else ""
+        if not name or "$" in f"{name}{context}{file}":
+            continue
+        dockerfile = Path(os.path.normpath(config.parent / str(context) / str(file)))
+        if dockerfile.is_file():
+            out.append((name, dockerfile))
+    return out
+
+
 def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
     """Dockerfiles, and skaffold configs and build scripts, under the linted directories and
     their git repository's root."""
@@ -454,6 +485,7 @@ def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
                 found[Path(entry.path)] = None
             elif (
                 entry.name in _SKAFFOLD | _DAPR_RUN
+                or _COMPOSE.fullmatch(entry.name)
                 or _BUILD_SCRIPT.search(entry.name)
                 or entry.name.endswith(".md")
                 or _TILTFILE.fullmatch(entry.name)

@@ -239,8 +239,13 @@ def load(
     collecting = gc.isenabled()
     gc.disable()  # the node graphs are large and acyclic: collection passes are pure cost
     read: list[str] = []
+    seen: set[str] = set()  # a file named twice (`lint k8s/ k8s/app.yaml`) is read once
     try:
         for name in iter_files(paths, result, Excludes(exclude), helm_templates=helm_templates):
+            key = name if name == STDIN else os.path.realpath(name)
+            if key in seen:
+                continue
+            seen.add(key)
             result.files += 1
             read.append(name)
             before = (result.documents, len(result.problems))
