@@ -137,6 +137,10 @@ from collections.abc import Mapping, Sequence
 #   opens it ("Bolt obtains a file lock on the data file so multiple processes cannot open the
 #   same database at the same time": README of etcd-io/bbolt): a second replica cannot start
 #   on the same claim (tyzbit/fleet-infra; judge498)
+# - Firefly III's data importer keeps each import's uploads, configuration and converted
+#   jobs on local disks that later steps read back, and its sessions in files
+#   (config/filesystems.php, config/session.php of firefly-iii/data-importer): a second
+#   replica breaks the steps of one import (firefly-iii/kubernetes; judge539)
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(weaveworks/scope|tanzu_observability_keights_saas/test-proxy|"
     r"jupyter/[\w-]+-notebook|phpmyadmin(/phpmyadmin)?|"
@@ -152,7 +156,7 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"azure-samples/aks-store-demo/product-service|confluentinc/confluent-local|datalust/seq|"
     r"(prom|prometheus)/pushgateway|"
     r"(maildev|djfarrelly)/maildev|mailhog/mailhog|axllent/mailpit|smallstep/step-ca|"
-    r"heketi/heketi|filebrowser/filebrowser|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
+    r"heketi/heketi|filebrowser/filebrowser|fireflyiii/data-importer|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
     r"blueocean)|[\w-]*/ks-jenkins|([\w.-]+/)?jenkins)(:|@|$)"
 )
 # Spring PetClinic's customers and visits services write their records to an in-memory HSQLDB
