@@ -243,4 +243,17 @@ def test_real_shaped_bundles_diagnose_the_same_redacted(tmp_path: Path, fmt: str
     for name, text in _texts(bundle).items():
         for secret in SECRETS:
             assert secret not in text, (name, secret)
-    assert _verdict(bundle) == before
+    after = _verdict(bundle)
+    assert after == before, _changed(before, after)
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The fields (one level into dicts) that differ: what a failure should name."""
+    changed: dict[str, Any] = {}
+    for key in before.keys() | after.keys():
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed |= {f"{key}.{k}": v for k, v in _changed(old, new).items()}
+        elif old != new:
+            changed[key] = (old, new)
+    return changed
