@@ -320,6 +320,7 @@ kind: StatefulSet
 metadata: {name: store}
 spec:
   serviceName: store
+  selector: {matchLabels: {app: store}}
   template:
     metadata: {labels: {app: store}}
     spec:
@@ -346,6 +347,8 @@ def test_a_removed_api_version_is_svd006_and_nothing_else_is_guessed(tmp_path: P
     assert "StatefulSet store is apps/v1beta2" in out
     assert "stopped serving in 1.16" in out
     assert "port it to apps/v1" in out
+    # apps/v1 requires the selector the old versions defaulted (jaeger-kubernetes; judge544)
+    assert out.count("with a spec.selector (matchLabels: the template's labels)") == 1, out
     rules = {
         line.split()[1]
         for line in out.splitlines()
