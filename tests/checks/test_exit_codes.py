@@ -422,6 +422,24 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
     assert {f.rule: f.severity for f in strict.findings}["SVD201"] is Severity.ERROR
 
 
+def test_archived_manifests_findings_are_notes(tmp_path: Path) -> None:
+    """kubernetes/examples' _archived/ ("no longer maintained"), train-ticket's old-docs/
+    (judge545): manifests kept for reference; their findings are notes that say so, and
+    their single-replica notes are not shown. `legacy/` may be deployed: it warns."""
+    for n, folder in enumerate(("_archived/guestbook", "old-docs/k8s", "deploy/legacy")):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "web.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))
+    result = lint_paths([str(tmp_path)])
+    for folder in ("_archived/guestbook", "old-docs/k8s"):
+        found = [f for f in result.findings if f"/{folder}/" in f.location.file]
+        assert {f.rule for f in found} == {"SVD101", "SVD201"}, folder
+        assert all(f.severity is Severity.INFO for f in found), folder
+        assert all("manifests kept for reference, no longer deployed" in f.message for f in found)
+    kept = [f for f in result.findings if "/deploy/legacy/" in f.location.file]
+    assert {f.rule for f in kept} == {"SVD101", "SVD201", "SVD204"}
+    assert {f.severity for f in kept} == {Severity.WARNING}
+
+
 def test_the_folders_above_a_repository_say_nothing_of_what_it_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -373,11 +373,23 @@ _TEST_FILE = re.compile(r"(^|[-_.])(testing|e2e)([-_.]|$)|^test_|_test$", re.IGN
 _LOCAL_CLUSTERS = frozenset({"hack", "cluster", "cluster-up"})
 
 
+# Folders of manifests kept for reference, no longer deployed: kubernetes/examples'
+# `_archived/` ("no longer maintained"), train-ticket's `old-docs/` beside README_OLD.md,
+# whose objects deployment/ holds again in apps/v1 (judge545)
+_ARCHIVED = re.compile(
+    r"_?(?:archived?|attic|old|deprecated|obsolete)(?:[-_][a-z0-9]+)?|[a-z0-9]+[-_](?:old|archived?)",
+    re.IGNORECASE,
+)
+
+
 def test_folder(file: str) -> str | None:
     """What the path's folder says it holds, when a test's manifests (``_TEST_FOLDER``) or a
     local cluster's (``"e2e/ holds a test's manifests, …"``), or the file's own name
-    (``_TEST_FILE``); else ``None``."""
+    (``_TEST_FILE``), or manifests kept for reference (``_ARCHIVED``); else ``None``."""
     *parts, name = file.replace("\\", "/").split("/")
+    for part in parts:
+        if _ARCHIVED.fullmatch(part):
+            return f"{part}/ holds manifests kept for reference, no longer deployed"
     for i, part in enumerate(parts):
         above = parts[i - 1].lower() if i else ""
         test = part in _TESTS and (above == "src" or above not in _ENVIRONMENTS)
