@@ -415,11 +415,15 @@ _UNIT_TEST_INPUTS = re.compile(
 
 def unit_test_input(file: str) -> bool:
     """Whether the file is in a unit test's input folder (``_UNIT_TEST_INPUTS``), not under
-    an end-to-end test's."""
+    an end-to-end test's, or in a test's CRD folder, from which envtest installs only the
+    CustomResourceDefinitions (``CRDDirectoryPaths``: haproxy-ingress' tests/framework/crds
+    holds Gateway API's install bundle, its admission server never run; judge543)."""
     parts = file.replace("\\", "/").split("/")[:-1]
     for i, part in enumerate(parts):
         if _UNIT_TEST_INPUTS.fullmatch(part):
             return not any("e2e" in above.lower() for above in parts[:i])
+        if part.lower() in ("crd", "crds") and test_folder("/".join([*parts[:i], "f"])):
+            return True
     return False
 
 
