@@ -304,9 +304,9 @@ def test_a_skaffold_artifact_names_the_dockerfile_that_builds_its_image(tmp_path
 def test_a_github_workflow_names_the_dockerfile_of_each_image_it_builds(tmp_path: Path) -> None:
     """ever-gauzy's docker-build-publish-*.yml: docker/build-push-action's `file` (from the
     checkout's root) builds the images its `tags` name, and a `run:` step's `docker build`
-    from its working-directory; an expression names nothing known, and an unreadable
-    workflow none."""
-    for app in ("mcp-auth", "api"):
+    from its working-directory; an expression in a tag's owner or tag part leaves its name
+    known, one in its name or the file names nothing, and an unreadable workflow none."""
+    for app in ("mcp-auth", "api", "worker"):
         (tmp_path / ".deploy" / app).mkdir(parents=True)
         (tmp_path / ".deploy" / app / "Dockerfile").write_text(
             'FROM node:24\nCMD ["node", "m.js"]\n'
@@ -323,6 +323,10 @@ def test_a_github_workflow_names_the_dockerfile_of_each_image_it_builds(tmp_path
         "        working-directory: .deploy/api\n"
         "      - uses: docker/build-push-action@v7\n"
         "        with: {file: '${{ matrix.file }}', tags: 'ghcr.io/x/other:1'}\n"
+        "      - uses: docker/build-push-action@v7\n"  # LibreTranslate's (judge546)
+        "        with: {file: .deploy/worker/Dockerfile, tags: '${{ env.O }}/w:${{ env.T }}'}\n"
+        "      - uses: docker/build-push-action@v7\n"
+        "        with: {file: .deploy/worker/Dockerfile, tags: 'ghcr.io/${{ env.NAME }}'}\n"
     )
     (workflows / "broken.yaml").write_text("jobs: [unclosed\n")
     builds = find_builds([str(tmp_path / ".deploy")])
@@ -331,6 +335,7 @@ def test_a_github_workflow_names_the_dockerfile_of_each_image_it_builds(tmp_path
     assert find_builds([str(tmp_path / ".deploy")]).artifacts == {
         "gauzy-mcp-auth": (tmp_path / ".deploy" / "mcp-auth" / "Dockerfile",),
         "gauzy-api": (tmp_path / ".deploy" / "api" / "Dockerfile",),
+        "w": (tmp_path / ".deploy" / "worker" / "Dockerfile",),
     }
 
 

@@ -141,6 +141,11 @@ from collections.abc import Mapping, Sequence
 #   jobs on local disks that later steps read back, and its sessions in files
 #   (config/filesystems.php, config/session.php of firefly-iii/data-importer): a second
 #   replica breaks the steps of one import (firefly-iii/kubernetes; judge539)
+# - Huly's collaborator holds each open document in its process (a Hocuspocus server with no
+#   shared extension: server/collaborator/src/server.ts), its transactor each workspace's
+#   sessions and broadcasts to its own sockets only (sessionManager.ts; Huly scales it by one
+#   endpoint per transactor), and its stats service aggregates in a Map of its process
+#   (pods/stats/src/stats.ts), all in hcengineering/platform (huly-selfhost; judge546)
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(weaveworks/scope|tanzu_observability_keights_saas/test-proxy|"
     r"jupyter/[\w-]+-notebook|phpmyadmin(/phpmyadmin)?|"
@@ -156,7 +161,7 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"azure-samples/aks-store-demo/product-service|confluentinc/confluent-local|datalust/seq|"
     r"(prom|prometheus)/pushgateway|"
     r"(maildev|djfarrelly)/maildev|mailhog/mailhog|axllent/mailpit|smallstep/step-ca|"
-    r"heketi/heketi|filebrowser/filebrowser|fireflyiii/data-importer|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
+    r"heketi/heketi|filebrowser/filebrowser|fireflyiii/data-importer|hardcoreeng/(collaborator|transactor|stats)|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
     r"blueocean)|[\w-]*/ks-jenkins|([\w.-]+/)?jenkins)(:|@|$)"
 )
 # Spring PetClinic's customers and visits services write their records to an in-memory HSQLDB

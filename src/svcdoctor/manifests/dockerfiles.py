@@ -387,7 +387,9 @@ def _build_push(root: Path, given: object) -> list[tuple[str, Path]]:
     if "${{" in context or (isinstance(file, str) and "${{" in file):
         return []
     dockerfile = Path(os.path.normpath(root / (str(file) if file else f"{context}/Dockerfile")))
-    names = {image_name(str(t).strip()) for t in words if t and "${{" not in str(t)}
+    # an expression in the owner or the tag leaves the name known (LibreTranslate's
+    # `${{ steps.….gh-username-lower }}/libretranslate:${{ env.TAG }}`; judge546)
+    names = {n for t in words if t and "$" not in (n := image_name(str(t).strip()))}
     return [(n, dockerfile) for n in sorted(names) if n] if dockerfile.is_file() else []
 
 
