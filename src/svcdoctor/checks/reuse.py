@@ -251,6 +251,7 @@ def _l7_hop(svc: Service, workloads: tuple[Workload, ...], paths: Paths) -> tupl
 
 
 _GRPC_ROUTES = frozenset({RouteKind.GRPC_ROUTE})
+_H2C = "kubernetes.io/h2c"
 _HTTP_ROUTES = frozenset({RouteKind.GRPC_ROUTE, RouteKind.HTTP_ROUTE, RouteKind.INGRESS})
 
 
@@ -375,7 +376,9 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
       HTTP/1.1) on a LoadBalancer/NodePort Service or in front of Envoy gateway pods (or an
       Istio gateway's, by its labels `istio: ingressgateway`), or that an Ingress or a Gateway
       API route sends to: its proxy (or GKE's load balancer through NEGs) picks a pod for each
-      request, whatever it speaks to the pods (no `appProtocol` says HTTP/2 there);
+      request, whatever it speaks to the pods (no `appProtocol` says HTTP/2 there); and a
+      port with `appProtocol: kubernetes.io/h2c` that such a route sends to: Gateway API's
+      word for its proxy to speak cleartext HTTP/2 to the pods, balancing each request;
     - a port GKE's load balancer reaches through NEGs speaking HTTP/2 (`app-protocols`
       naming `HTTP2` on the Service): it balances each request over the pods.
 
@@ -507,6 +510,10 @@ def grpc_behind_clusterip(inventory: Inventory, settings: Settings) -> Iterator[
                 continue
             if label == p.name and label.lower().startswith("http2") and http_routed:
                 continue  # only named so; its route's proxy balances each HTTP request
+            if (p.app_protocol or "").lower() == _H2C and http_routed:
+                # Gateway API's appProtocol for a route's proxy to speak cleartext HTTP/2 to
+                # the pods (GEP-1911), which it balances per request (zitadel; judge550)
+                continue
             istio_tcp = (p.name or "").lower().startswith(_ISTIO_TCP_PREFIXES)
             meshed = bool(mesh) and not external  # outside clients reach no client proxy
             if meshed and certain and not (istio_tcp and str(mesh).startswith("Istio")):

@@ -300,7 +300,7 @@ def _label_merge(found: Sequence[KustomizeLabels], pick: str) -> tuple[dict[str,
 _CLUSTER_KINDS = frozenset({"Namespace", "GatewayClass", "IngressClass"})
 
 
-T = TypeVar("T", Workload, Service, Resource, Autoscaler)
+T = TypeVar("T", Workload, Service, Resource, Autoscaler, Route)
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,8 +433,8 @@ def _transitive(kustomizations: Sequence[KustomizeLabels]) -> list[KustomizeLabe
 def kustomized(built: Build, objects: list[T]) -> list[T]:
     """The objects as the kustomizations among the inputs build them: in the namespace the
     kustomization sets (or implies), and Services and workloads with the labels it adds.
-    (Routes keep their namespace: their parent and backend references are resolved when
-    read.)"""
+    A route's references that name no namespace are its own, so they move with it
+    (d-uzlov/k8s-homelab's httproute-private/ kustomizations; judge550)."""
     if not built.kustomizations and not built.folders.named:
         return objects
     out: list[T] = []
@@ -468,9 +468,7 @@ def _placed(o: T, namespace: str) -> T:
     return o
 
 
-def _namespace(
-    built: Build, o: Workload | Service | Resource | Autoscaler, found: list[int]
-) -> str:
+def _namespace(built: Build, o: T, found: list[int]) -> str:
     """The namespace kustomize gives the object ("": it keeps its own): the one its
     kustomizations set, the outermost's where one builds another (an overlay's over its
     base's; of two overlays of one base, which are two builds, the one that builds the
@@ -480,7 +478,7 @@ def _namespace(
     if not _namespaced(o.ref.kind):
         return ""
     if not found:
-        return folder_namespace(built.folders, o, _path(o) or "")
+        return "" if isinstance(o, Route) else folder_namespace(built.folders, o, _path(o) or "")
     if set_to := _set_by(built.kustomizations, found):
         return set_to
     if not o.ref.namespace:
