@@ -424,10 +424,9 @@ def test_a_tests_findings_are_notes(tmp_path: Path) -> None:
 
 def test_archived_manifests_findings_are_notes(tmp_path: Path) -> None:
     """kubernetes/examples' _archived/ ("no longer maintained"), train-ticket's old-docs/
-    (judge545): manifests kept for reference, and hack/'s, beside development scripts:
-    their findings are notes that say so, and
+    (judge545): manifests kept for reference; their findings are notes that say so, and
     their single-replica notes are not shown. `legacy/` may be deployed: it warns."""
-    for n, folder in enumerate(("_archived/guestbook", "old-docs/k8s", "deploy/legacy", "hack")):
+    for n, folder in enumerate(("_archived/guestbook", "old-docs/k8s", "deploy/legacy")):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "web.yaml").write_text(WEBTEST.replace("webtest", f"web{n}"))
     result = lint_paths([str(tmp_path)])
@@ -436,10 +435,6 @@ def test_archived_manifests_findings_are_notes(tmp_path: Path) -> None:
         assert {f.rule for f in found} == {"SVD101", "SVD201"}, folder
         assert all(f.severity is Severity.INFO for f in found), folder
         assert all("manifests kept for reference, no longer deployed" in f.message for f in found)
-    # a release copied into hack/ for a development cluster (iam-manager's; judge536)
-    hacked = [f for f in result.findings if "/hack/" in f.location.file]
-    assert {f.rule for f in hacked} == {"SVD101", "SVD201"}
-    assert all(f.message.endswith("for a local cluster if at all)") for f in hacked)
     kept = [f for f in result.findings if "/deploy/legacy/" in f.location.file]
     assert {f.rule for f in kept} == {"SVD101", "SVD201", "SVD204"}
     assert {f.severity for f in kept} == {Severity.WARNING}

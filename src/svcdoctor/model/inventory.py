@@ -373,10 +373,6 @@ _TEST_FILE = re.compile(r"(^|[-_.])(testing|e2e)([-_.]|$)|^test_|_test$", re.IGN
 _LOCAL_CLUSTERS = frozenset({"hack", "cluster", "cluster-up"})
 
 
-# Kubernetes projects' `hack/` holds the scripts of development (kubebuilder's scaffold, the
-# Kubernetes repository's convention), and the manifests beside them are for a local cluster:
-# a kind cluster's, or another project's release copied in for one (iam-manager's
-# hack/cert-manager.yaml, cert-manager v0.12 of 2020; judge536)
 # Folders of manifests kept for reference, no longer deployed: kubernetes/examples'
 # `_archived/` ("no longer maintained"), train-ticket's `old-docs/` beside README_OLD.md,
 # whose objects deployment/ holds again in apps/v1 (judge545)
@@ -389,8 +385,7 @@ _ARCHIVED = re.compile(
 def test_folder(file: str) -> str | None:
     """What the path's folder says it holds, when a test's manifests (``_TEST_FOLDER``) or a
     local cluster's (``"e2e/ holds a test's manifests, …"``), or the file's own name
-    (``_TEST_FILE``), or manifests kept for reference (``_ARCHIVED``) or beside development
-    scripts (``hack/``); else ``None``."""
+    (``_TEST_FILE``), or manifests kept for reference (``_ARCHIVED``); else ``None``."""
     *parts, name = file.replace("\\", "/").split("/")
     for part in parts:
         if _ARCHIVED.fullmatch(part):
@@ -404,8 +399,6 @@ def test_folder(file: str) -> str | None:
             return f"{part}/ holds a local kind cluster's manifests, for a test run if at all"
     if _TEST_FILE.search(name.rsplit(".", 1)[0]):
         return f"{name} holds a test's manifests, for a test run if at all"
-    if "hack" in parts:
-        return "hack/ holds development scripts' manifests, for a local cluster if at all"
     return None
 
 
