@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import yaml
 
 from svcdoctor.manifests.yamlnodes import YMap, mapping_keys, text_of
-from svcdoctor.model import Workload
+from svcdoctor.model import Container, Workload
 from svcdoctor.model.duration import go_duration
 from svcdoctor.model.inventory import Address, file_distance
 
@@ -576,6 +576,12 @@ def _seq(node: object, key: str) -> list[object]:
     return list(found) if isinstance(found, list) else []
 
 
+def _coredns(c: Container) -> bool:
+    """Whether the container runs CoreDNS: its image, or a build of it with plugins run
+    with a Corefile (`-conf /etc/coredns/Corefile`: k8s_gateway; judge550)."""
+    return "coredns" in c.image or any(a.endswith("Corefile") for a in (*c.command, *c.args))
+
+
 def with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload:
     """The workload, with the drain a container's mounted ConfigMap sets
     (``manifests.configs.config_drain``: a CoreDNS Corefile's, for CoreDNS only)."""
@@ -591,7 +597,7 @@ def with_config_drain(w: Workload, body: YMap, drains: ConfigDrains) -> Workload
                 for (ns, name), d in drains.items()
                 if name in mounted
                 and (ns == w.ref.namespace or {ns, w.ref.namespace} <= {"", "default"})
-                and (not d.coredns or "coredns" in c.image)
+                and (not d.coredns or _coredns(c))
             ),
             None,
         )
