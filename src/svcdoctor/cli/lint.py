@@ -165,6 +165,12 @@ def notes(loaded: LoadResult, *, empty: bool = False) -> list[str]:
             f"skipped {_plural(len(loaded.vendored), 'folder')} of vendored dependencies "
             f"({shown}): other projects' files; name one to lint it"
         )
+    if loaded.followed:
+        shown = ", ".join(loaded.followed[:2]) + (" …" if len(loaded.followed) > 2 else "")
+        out.append(
+            f"also read {_plural(len(loaded.followed), 'path')} outside the inputs that their "
+            f"kustomizations build ({shown})"
+        )
     if loaded.hidden and loaded.documents:
         shown = ", ".join(loaded.hidden[:2]) + (" …" if len(loaded.hidden) > 2 else "")
         out.append(

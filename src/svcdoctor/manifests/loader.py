@@ -104,6 +104,8 @@ class LoadResult:
     vendored: list[str] = field(default_factory=list)
     # Hidden folders not entered that hold manifests (``paths.hidden_manifests``)
     hidden: list[str] = field(default_factory=list)
+    # Kustomize bases outside the inputs, read because a kustomization among them builds them
+    followed: list[str] = field(default_factory=list)
     # Symbolic links met in a folder walk whose target is missing: (link, target)
     dangling: list[tuple[str, str]] = field(default_factory=list)
     assertions: int = 0  # test steps' assertion files not read (``paths.assertion``)
@@ -240,24 +242,29 @@ def load(
     gc.disable()  # the node graphs are large and acyclic: collection passes are pure cost
     read: list[str] = []
     seen: set[str] = set()  # a file named twice (`lint k8s/ k8s/app.yaml`) is read once
+    excludes = Excludes(exclude)
+    pending = list(paths)
     try:
-        for name in iter_files(paths, result, Excludes(exclude), helm_templates=helm_templates):
-            key = name if name == STDIN else os.path.realpath(name)
-            if key in seen:
-                continue
-            seen.add(key)
-            result.files += 1
-            read.append(name)
-            before = (result.documents, len(result.problems))
-            text = _read_text(name, stdin, limit, result)
-            if text is not None:
-                _load_text(name, text, result)
-                if name != STDIN and go_test_input(name):
-                    result.test_read.add(name)
-                if is_kustomization(name) and (labels := read_kustomization(name, text)):
-                    result.kustomizations.append(labels)
-            if before == (result.documents, len(result.problems)):
-                result.empty_files += 1
+        while pending:
+            for name in iter_files(pending, result, excludes, helm_templates=helm_templates):
+                key = name if name == STDIN else os.path.realpath(name)
+                if key in seen:
+                    continue
+                seen.add(key)
+                result.files += 1
+                read.append(name)
+                before = (result.documents, len(result.problems))
+                text = _read_text(name, stdin, limit, result)
+                if text is not None:
+                    _load_text(name, text, result)
+                    if name != STDIN and go_test_input(name):
+                        result.test_read.add(name)
+                    if is_kustomization(name) and (labels := read_kustomization(name, text)):
+                        result.kustomizations.append(labels)
+                if before == (result.documents, len(result.problems)):
+                    result.empty_files += 1
+            pending = _bases_outside(result, seen, [*paths, *result.followed])
+            result.followed += pending
     finally:
         if collecting:
             gc.enable()
@@ -266,6 +273,29 @@ def load(
     if roots:
         result.in_repository = below_repositories((n for n in read if n != STDIN), roots)
     return result
+
+
+_MOST_FOLLOWED = 64  # kustomize bases outside the inputs read for them, at most
+
+
+def _bases_outside(result: LoadResult, seen: set[str], given: list[str]) -> list[str]:
+    """The files and folders the kustomizations read build (``resources``, ``components``,
+    patches) that are outside the inputs: an overlay linted alone builds its base
+    (`lint deploy/overlays/prod` with `resources: [../../base]`; imageswap-webhook's
+    development overlay; judge553). Remote resources and missing paths are not followed."""
+    inside = [os.path.realpath(p) for p in given if p != STDIN]
+    out: list[str] = []
+    for k in result.kustomizations:
+        for entry in dict.fromkeys((*k.scope, *k.components, *k.patches)):
+            real = os.path.realpath(entry)
+            if "://" in entry or not os.path.exists(entry) or real in seen:
+                continue
+            if any(real == top or real.startswith(top + os.sep) for top in inside):
+                continue
+            out.append(entry)
+            inside.append(real)
+    room = _MOST_FOLLOWED - len(result.followed)
+    return out[: max(room, 0)]
 
 
 def _read_text(name: str, stdin: BinaryIO | None, limit: int, result: LoadResult) -> str | None:
