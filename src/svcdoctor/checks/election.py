@@ -42,6 +42,10 @@ _EVERY_REPLICA_SERVES = re.compile(
     r"^--(health-probe-bind-address|metrics-bind-address|webhook-port|webhook-bind-address)(=|$)"
 )
 _FALSE = frozenset({"false", "0", "no", "off"})
+# Flux's notification-controller starts its event and webhook receiver servers on every
+# replica, before and outside the manager's election (`go httpServer.ListenAndServe` in
+# main.go of fluxcd/notification-controller; mischavandenburg/homelab; judge556)
+_SERVES_UNELECTED = re.compile(r"(^|/)fluxcd/notification-controller(:|$)")
 
 
 # operator-sdk before 1.0 scaffolded leader-for-life election: its main.go calls
@@ -155,6 +159,8 @@ def leader_elected(container: Container, *, other_servers: bool = False) -> str 
     alert server)."""
     if leader_for_life(container):  # elected before any server starts
         return "leader-for-life: operator-sdk's POD_NAME and OPERATOR_NAME"
+    if _SERVES_UNELECTED.search(container.image.split("@", 1)[0]):
+        return None
     argv = argv_of(container)
     if not other_servers and (
         any(_EVERY_REPLICA_SERVES.match(word) for word in argv)
