@@ -356,14 +356,11 @@ def _workflows(root: Path) -> list[Path]:
 
 
 def workflow_builds(workflow: Path) -> list[tuple[str, Path]]:
-    """(image name, Dockerfile) of each image build of a GitHub Actions workflow whose tag
-    and Dockerfile are literal (an expression, `${{ … }}`, names nothing known here)."""
+    """(image name, Dockerfile) of each image build of a GitHub Actions workflow whose
+    image name and Dockerfile are literal (an expression, `${{ … }}`, there names nothing
+    known here)."""
     root = workflow.parent.parent.parent
-    try:
-        document = yaml.load(workflow.read_text(errors="replace"), Loader=yaml.CSafeLoader)
-    except (OSError, yaml.YAMLError):
-        return []
-    jobs = document.get("jobs") if isinstance(document, dict) else None
+    jobs = _top(workflow, "jobs")
     out: list[tuple[str, Path]] = []
     for job in jobs.values() if isinstance(jobs, dict) else ():
         steps = job.get("steps") if isinstance(job, dict) else None
@@ -402,11 +399,7 @@ _DAPR_RUN = frozenset({"dapr.yaml", "dapr.yml"})
 def dapr_apps(config: Path) -> list[tuple[str, Path]]:
     """(image name, Dockerfile) of each app of a Dapr Multi-App Run template with a
     ``containerImage`` and a Dockerfile in its ``appDirPath``."""
-    try:
-        doc = yaml.safe_load(config.read_text(errors="replace"))
-    except (OSError, yaml.YAMLError):
-        return []
-    apps = doc.get("apps") if isinstance(doc, dict) else None
+    apps = _top(config, "apps")
     out: list[tuple[str, Path]] = []
     for app in apps if isinstance(apps, list) else []:
         if not isinstance(app, dict):
@@ -428,11 +421,7 @@ _COMPOSE = re.compile(r"(?:docker-)?compose(?:[.-][\w.-]+)?\.ya?ml")
 def compose_builds(config: Path) -> list[tuple[str, Path]]:
     """(image name, Dockerfile) of each service of a Compose file that builds a named image
     from a Dockerfile here (a name or a path with a variable names nothing known here)."""
-    try:
-        doc = yaml.load(config.read_text(errors="replace"), Loader=yaml.CSafeLoader)
-    except (OSError, yaml.YAMLError):
-        return []
-    services = doc.get("services") if isinstance(doc, dict) else None
+    services = _top(config, "services")
     out: list[tuple[str, Path]] = []
     for service in services.values() if isinstance(services, dict) else ():
         build = service.get("build") if isinstance(service, dict) else None
@@ -446,6 +435,16 @@ def compose_builds(config: Path) -> list[tuple[str, Path]]:
         if dockerfile.is_file():
             out.append((name, dockerfile))
     return out
+
+
+def _top(config: Path, key: str) -> object:
+    """The value of a top-level key of a YAML file (``None``: no such key, or the file
+    cannot be read or parsed: it names no build)."""
+    try:
+        document = yaml.load(config.read_text(errors="replace"), Loader=yaml.CSafeLoader)
+    except (OSError, yaml.YAMLError):
+        return None
+    return document.get(key) if isinstance(document, dict) else None
 
 
 def _walk(paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
