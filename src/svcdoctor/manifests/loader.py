@@ -244,6 +244,7 @@ def load(
     seen: set[str] = set()  # a file named twice (`lint k8s/ k8s/app.yaml`) is read once
     excludes = Excludes(exclude)
     pending = list(paths)
+    scanned = 0  # the kustomizations whose bases were looked for
     try:
         while pending:
             for name in iter_files(pending, result, excludes, helm_templates=helm_templates):
@@ -263,7 +264,10 @@ def load(
                         result.kustomizations.append(labels)
                 if before == (result.documents, len(result.problems)):
                     result.empty_files += 1
-            pending = _bases_outside(result, seen, [*paths, *result.followed])
+            room = _MOST_FOLLOWED - len(result.followed)
+            fresh = result.kustomizations[scanned:]
+            pending = _bases_outside(fresh, seen, [*paths, *result.followed])[: max(room, 0)]
+            scanned = len(result.kustomizations)
             result.followed += pending
     finally:
         if collecting:
@@ -278,14 +282,16 @@ def load(
 _MOST_FOLLOWED = 64  # kustomize bases outside the inputs read for them, at most
 
 
-def _bases_outside(result: LoadResult, seen: set[str], given: list[str]) -> list[str]:
-    """The files and folders the kustomizations read build (``resources``, ``components``,
+def _bases_outside(
+    kustomizations: Sequence[KustomizeLabels], seen: set[str], given: list[str]
+) -> list[str]:
+    """The files and folders the kustomizations build (``resources``, ``components``,
     patches) that are outside the inputs: an overlay linted alone builds its base
     (`lint deploy/overlays/prod` with `resources: [../../base]`; imageswap-webhook's
     development overlay; judge553). Remote resources and missing paths are not followed."""
     inside = [os.path.realpath(p) for p in given if p != STDIN]
     out: list[str] = []
-    for k in result.kustomizations:
+    for k in kustomizations:
         for entry in dict.fromkeys((*k.scope, *k.components, *k.patches)):
             real = os.path.realpath(entry)
             if "://" in entry or not os.path.exists(entry) or real in seen:
@@ -294,8 +300,7 @@ def _bases_outside(result: LoadResult, seen: set[str], given: list[str]) -> list
                 continue
             out.append(entry)
             inside.append(real)
-    room = _MOST_FOLLOWED - len(result.followed)
-    return out[: max(room, 0)]
+    return out
 
 
 def _read_text(name: str, stdin: BinaryIO | None, limit: int, result: LoadResult) -> str | None:
